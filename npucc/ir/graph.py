@@ -1,0 +1,126 @@
+"""Graph IR: layers on static-shape tensors, weights attached, in topological order.
+
+Canonical layer ops and their attributes (the contract between frontend and lowering); every
+tensor is float32 with a static shape, activations are NCHW:
+
+  conv2d     in [x, w, b?]   strides=(sh,sw) pads=(top,left,bottom,right) dilations=(dh,dw)
+                             group=int; w constant [Co, C/group, kh, kw]; b constant [Co]
+  gemm       in [a, b, c?]   trans_a, trans_b (0/1), alpha, beta: Y = alpha*A'@B' + beta*C,
+                             A' [M,K], B' [K,N], C broadcastable to [M,N]
+  matmul     in [a, b]       numpy matmul semantics (batch dims broadcast)
+  add sub mul div max min    in [a, b]  numpy broadcasting to the output shape
+  relu                       in [x]
+  clip       in [x]          min, max (floats; +-inf when absent)
+  maxpool avgpool in [x]     kernel=(kh,kw) strides pads=(t,l,b,r) dilations count_include_pad
+                             (ceil_mode already folded into pads and the output shape)
+  globalavgpool globalmaxpool in [x]
+  concat     in [x...]       axis (non-negative)
+  reshape    in [x]          pure view: output shape from the tensor (Flatten becomes reshape)
+  transpose  in [x]          perm
+  softmax    in [x]          axis (non-negative; normalised over that one axis)
+  lrn        in [x]          size, alpha, beta, bias
+Any layer may carry a fused activation: act="" | "relu" | "clip" with act_min/act_max.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from npucc.errors import NpuccError
+
+
+@dataclass(slots=True)
+class Tensor:
+    """A value: graph input, layer output, or constant (weights)."""
+
+    name: str  # unique name (the ONNX tensor name)
+    shape: tuple[int, ...]  # static shape
+    dtype: str = "f32"  # element type
+    data: np.ndarray | None = None  # constant contents; None for activations
+
+
+@dataclass(slots=True)
+class Layer:
+    """One operation of the canonical op set (see the module docstring)."""
+
+    name: str  # unique name (the ONNX node name, made unique by the frontend)
+    op: str  # canonical op
+    inputs: list[str]  # tensor names; "" for an absent optional input
+    outputs: list[str]  # tensor names
+    attrs: dict[str, Any] = field(default_factory=dict)  # op attributes, see module docstring
+
+
+class Graph:
+    """A model: tensors by name, layers in topological order, graph inputs and outputs.
+
+    NOTE: `layers` is always topologically sorted; mutate through add_layer/remove_layer/
+    replace_uses so that the producer and user maps stay consistent.
+    """
+
+    __slots__ = ("name", "tensors", "layers", "inputs", "outputs", "opset")
+
+    def __init__(self, name: str = "main", opset: int = 0) -> None:
+        self.name = name  # model graph name
+        self.tensors: dict[str, Tensor] = {}
+        self.layers: list[Layer] = []
+        self.inputs: list[str] = []  # graph inputs (non-constant), in model order
+        self.outputs: list[str] = []  # graph outputs, in model order
+        self.opset = opset  # default-domain opset of the source model
+
+    def add_tensor(self, tensor: Tensor) -> Tensor:
+        """Register a tensor (its name must be new)."""
+        if tensor.name in self.tensors:
+            raise ValueError(f"duplicate tensor {tensor.name!r}")
+        self.tensors[tensor.name] = tensor
+        return tensor
+
+    def add_layer(self, layer: Layer, index: int | None = None) -> Layer:
+        """Insert a layer at `index` (default: the end)."""
+        self.layers.insert(len(self.layers) if index is None else index, layer)
+        return layer
+
+    def remove_layer(self, layer: Layer) -> None:
+        """Remove a layer (its outputs must have no users left)."""
+        self.layers.remove(layer)
+
+    def producer(self, tensor: str) -> Layer | None:
+        """The layer that writes `tensor`, or None for inputs and constants."""
+        for layer in self.layers:
+            if tensor in layer.outputs:
+                return layer
+        return None
+
+    def users(self, tensor: str) -> list[Layer]:
+        """Layers that read `tensor`, in order."""
+        return [layer for layer in self.layers if tensor in layer.inputs]
+
+    def replace_uses(self, old: str, new: str) -> None:
+        """Make every reader of `old` (and the graph outputs) read `new` instead."""
+        for layer in self.layers:
+            layer.inputs = [new if t == old else t for t in layer.inputs]
+        self.outputs = [new if t == old else t for t in self.outputs]
+
+    def is_const(self, tensor: str) -> bool:
+        """True when `tensor` has constant data."""
+        t = self.tensors.get(tensor)
+        return t is not None and t.data is not None
+
+    def verify(self) -> None:
+        """Check topological order, known tensors and unique producers; NpuccError if broken."""
+        defined = set(self.inputs) | {n for n, t in self.tensors.items() if t.data is not None}
+        for layer in self.layers:
+            for t in layer.inputs:
+                if t and t not in defined:
+                    raise NpuccError(f"layer '{layer.name}' reads undefined tensor '{t}'")
+            for t in layer.outputs:
+                if t in defined:
+                    raise NpuccError(f"tensor '{t}' is written twice (layer '{layer.name}')")
+                if t not in self.tensors:
+                    raise NpuccError(f"layer '{layer.name}' writes unknown tensor '{t}'")
+                defined.add(t)
+        for t in self.outputs:
+            if t not in defined:
+                raise NpuccError(f"graph output '{t}' is never written")

@@ -1,0 +1,432 @@
+"""The NPU instruction set shared by the tiled IR, codegen and the interpreter.
+
+An instruction's operands are either symbolic (`BufRef`: a buffer of the tiled IR plus an element
+offset) or resolved (`MemRef`: a tier, or DDR, plus a byte address). Lowering builds instructions
+on `BufRef`s; codegen resolves them to `MemRef`s once buffers have addresses; the interpreter
+parses `MemRef` instructions back from text. All strides, dims and offsets inside an instruction
+are in elements of the target dtype; addresses are in bytes.
+
+Text form of one instruction (the part before `|` of a stream line):
+    OPCODE key=value key=value ...
+with values: an operand `L1[0x000100+4096]` (tier[byte address + bytes touched]), an int, a
+float, a name, or a list `[1,2,3]`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
+
+PIPES = ("MTE1", "MTE2", "MTE3", "CUBE", "VECTOR", "FIXP")
+CTRL = "CTRL"  # pseudo-queue of pipe-less events (alloc, free, barrier): dataflow, not in order
+TIERS = ("L1", "UB", "L0A", "L0B", "L0C")
+DDR = "DDR"
+
+UNARY_OPS = (
+    "copy",
+    "relu",
+    "clip",  # scalars: lo, hi
+    "exp",
+    "neg",
+    "sqrt",
+    "recip",
+    "square",
+    "muls",  # scalar: s
+    "adds",  # scalar: s
+    "pows",  # scalar: p
+    "tanh",
+    "erf",
+    "sigmoid",
+    "abs",
+    "log",
+)
+BINARY_OPS = ("add", "sub", "mul", "div", "max", "min", "pow")
+REDUCE_OPS = ("sum", "max", "min")
+# vector cost multiplier per element beyond the basic one
+VECTOR_OP_WEIGHT = {
+    "exp": 4,
+    "sqrt": 4,
+    "recip": 4,
+    "div": 4,
+    "pows": 8,
+    "pow": 8,
+    "tanh": 8,
+    "erf": 8,
+    "sigmoid": 8,
+    "log": 8,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class BufRef:
+    """Symbolic operand: element `off` of tiled-IR buffer `buf` (which lives in `tier`)."""
+
+    buf: int  # buffer id in the TileGraph
+    tier: str  # home tier of the buffer
+    off: int = 0  # element offset from the buffer start
+
+    def at(self, off: int) -> BufRef:
+        """The same buffer, `off` more elements in."""
+        return BufRef(self.buf, self.tier, self.off + off)
+
+
+@dataclass(frozen=True, slots=True)
+class MemRef:
+    """Resolved operand: byte address `addr` in `tier` (a TIERS name or DDR)."""
+
+    tier: str
+    addr: int  # byte address of element 0 of the access pattern
+
+    def at(self, off: int, elem_bytes: int = 4) -> MemRef:
+        """The address `off` elements further on."""
+        return MemRef(self.tier, self.addr + off * elem_bytes)
+
+
+Operand = BufRef | MemRef
+
+
+def pattern_extent(dims: tuple[int, ...], strides: tuple[int, ...]) -> int:
+    """Number of elements from the first to one past the last element a pattern touches."""
+    if any(d == 0 for d in dims):
+        return 0
+    return 1 + sum((d - 1) * s for d, s in zip(dims, strides, strict=True))
+
+
+class Instr:
+    """Base of all instructions: declares the operand fields and how they are accessed."""
+
+    __slots__ = ()
+    opcode: ClassVar[str]
+    reads: ClassVar[tuple[str, ...]]  # operand fields read
+    writes: ClassVar[tuple[str, ...]]  # operand fields written
+
+    def operands(self) -> dict[str, Operand]:
+        """Operand fields by name, reads then writes."""
+        return {n: getattr(self, n) for n in (*self.writes, *self.reads)}
+
+    def extents(self) -> dict[str, int]:
+        """Elements spanned by each operand's access pattern."""
+        raise NotImplementedError
+
+    def with_operands(self, **ops: Operand) -> Instr:
+        """A copy with some operands replaced (codegen resolves BufRef -> MemRef this way)."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
+        values.update(ops)
+        return type(self)(**values)
+
+
+@dataclass(frozen=True, slots=True)
+class Copy(Instr):
+    """Strided N-d copy dst[i] = src[i] (a DMA on MTE1/2/3, or a VECTOR move)."""
+
+    opcode: ClassVar[str] = "copy"
+    reads: ClassVar[tuple[str, ...]] = ("src",)
+    writes: ClassVar[tuple[str, ...]] = ("dst",)
+    dst: Operand
+    src: Operand
+    dims: tuple[int, ...]
+    dst_strides: tuple[int, ...]
+    src_strides: tuple[int, ...]
+
+    def extents(self) -> dict[str, int]:
+        return {
+            "dst": pattern_extent(self.dims, self.dst_strides),
+            "src": pattern_extent(self.dims, self.src_strides),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Spill(Instr):
+    """Contiguous copy of a whole buffer to/from DDR that moves its residency (SPILL_OUT/IN)."""
+
+    opcode: ClassVar[str] = "spill"
+    reads: ClassVar[tuple[str, ...]] = ("src",)
+    writes: ClassVar[tuple[str, ...]] = ("dst",)
+    dst: Operand
+    src: Operand
+    size: int  # elements
+
+    def extents(self) -> dict[str, int]:
+        return {"dst": self.size, "src": self.size}
+
+
+@dataclass(frozen=True, slots=True)
+class Img2Col(Instr):
+    """MTE1 load3d: dst[M=oh*ow, K=c*kh*kw] from an input tile src[c, h, w]; out of range -> 0.
+
+    Output pixel (i, j), tap (ki, kj) of channel ch reads src[ch, i*sh + ki*dh - pt,
+    j*sw + kj*dw - pl]; rows/cols outside [0,h) x [0,w) read as zero.
+    """
+
+    opcode: ClassVar[str] = "img2col"
+    reads: ClassVar[tuple[str, ...]] = ("src",)
+    writes: ClassVar[tuple[str, ...]] = ("dst",)
+    dst: Operand
+    src: Operand
+    c: int
+    h: int
+    w: int
+    kh: int
+    kw: int
+    sh: int
+    sw: int
+    dh: int
+    dw: int
+    pt: int
+    pl: int
+    oh: int
+    ow: int
+
+    def extents(self) -> dict[str, int]:
+        return {
+            "dst": self.oh * self.ow * self.c * self.kh * self.kw,
+            "src": self.c * self.h * self.w,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Mmad(Instr):
+    """CUBE matrix multiply: dst[m,n] (+)= a[m,k] @ b[k,n], all row-major and contiguous."""
+
+    opcode: ClassVar[str] = "mmad"
+    reads: ClassVar[tuple[str, ...]] = ("a", "b")
+    writes: ClassVar[tuple[str, ...]] = ("dst",)
+    dst: Operand
+    a: Operand
+    b: Operand
+    m: int
+    n: int
+    k: int
+    acc: int  # 1: accumulate into dst (dst is read too); 0: overwrite
+
+    def extents(self) -> dict[str, int]:
+        return {"dst": self.m * self.n, "a": self.m * self.k, "b": self.k * self.n}
+
+
+@dataclass(frozen=True, slots=True)
+class VUnary(Instr):
+    """VECTOR element-wise dst[i] = op(src[i], *scalars) over a strided pattern."""
+
+    opcode: ClassVar[str] = "vunary"
+    reads: ClassVar[tuple[str, ...]] = ("src",)
+    writes: ClassVar[tuple[str, ...]] = ("dst",)
+    op: str
+    dst: Operand
+    src: Operand
+    dims: tuple[int, ...]
+    dst_strides: tuple[int, ...]
+    src_strides: tuple[int, ...]
+    scalars: tuple[float, ...] = ()
+
+    def extents(self) -> dict[str, int]:
+        return {
+            "dst": pattern_extent(self.dims, self.dst_strides),
+            "src": pattern_extent(self.dims, self.src_strides),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class VBinary(Instr):
+    """VECTOR element-wise dst[i] = a[i] op b[i]; a stride of 0 broadcasts."""
+
+    opcode: ClassVar[str] = "vbinary"
+    reads: ClassVar[tuple[str, ...]] = ("a", "b")
+    writes: ClassVar[tuple[str, ...]] = ("dst",)
+    op: str
+    dst: Operand
+    a: Operand
+    b: Operand
+    dims: tuple[int, ...]
+    dst_strides: tuple[int, ...]
+    a_strides: tuple[int, ...]
+    b_strides: tuple[int, ...]
+
+    def extents(self) -> dict[str, int]:
+        return {
+            "dst": pattern_extent(self.dims, self.dst_strides),
+            "a": pattern_extent(self.dims, self.a_strides),
+            "b": pattern_extent(self.dims, self.b_strides),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class VReduce(Instr):
+    """VECTOR reduction over the last `nred` dims of src's pattern into dst's (outer) pattern."""
+
+    opcode: ClassVar[str] = "vreduce"
+    reads: ClassVar[tuple[str, ...]] = ("src",)
+    writes: ClassVar[tuple[str, ...]] = ("dst",)
+    op: str
+    dst: Operand
+    src: Operand
+    dims: tuple[int, ...]  # outer dims then reduced dims
+    dst_strides: tuple[int, ...]  # one per outer dim
+    src_strides: tuple[int, ...]  # one per dim
+    nred: int
+
+    def extents(self) -> dict[str, int]:
+        outer = self.dims[: len(self.dims) - self.nred]
+        return {
+            "dst": pattern_extent(outer, self.dst_strides),
+            "src": pattern_extent(self.dims, self.src_strides),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class VFill(Instr):
+    """VECTOR fill dst[i] = value over a strided pattern."""
+
+    opcode: ClassVar[str] = "vfill"
+    reads: ClassVar[tuple[str, ...]] = ()
+    writes: ClassVar[tuple[str, ...]] = ("dst",)
+    dst: Operand
+    dims: tuple[int, ...]
+    dst_strides: tuple[int, ...]
+    value: float
+
+    def extents(self) -> dict[str, int]:
+        return {"dst": pattern_extent(self.dims, self.dst_strides)}
+
+
+INSTRUCTIONS: dict[str, type[Instr]] = {
+    cls.opcode: cls for cls in (Copy, Spill, Img2Col, Mmad, VUnary, VBinary, VReduce, VFill)
+}
+
+
+def copy_pipe(src_tier: str, dst_tier: str) -> str:
+    """The pipe that moves data from src_tier to dst_tier (NpuccError-free: ValueError if none)."""
+    if src_tier == DDR and dst_tier in TIERS:
+        return "MTE2"
+    if dst_tier == DDR and src_tier in TIERS:
+        return "MTE3"
+    if src_tier == "L1" and dst_tier in ("L0A", "L0B", "UB"):
+        return "MTE1"
+    if src_tier in ("L0C", "UB") and dst_tier in ("UB", "L1"):
+        return "VECTOR"
+    raise ValueError(f"no data path from {src_tier} to {dst_tier}")
+
+
+def dma_path(src_tier: str, dst_tier: str) -> str:
+    """The target's [dma] table entry that times a copy from src_tier to dst_tier."""
+    if src_tier == DDR:
+        return "DDR_L1" if dst_tier == "L1" else "DDR_UB" if dst_tier == "UB" else "DDR_L0"
+    if dst_tier == DDR:
+        return "TIER_DDR"
+    if src_tier == "L1":
+        return "L1_UB" if dst_tier == "UB" else "L1_L0"
+    if src_tier == "L0C":
+        return "L0C_UB"
+    if dst_tier == "L1":
+        return "UB_L1"
+    return "UB_UB"
+
+
+def instr_pipe(instr: Instr) -> str:
+    """The pipe an instruction runs on (copies by their tiers; compute by kind)."""
+    if isinstance(instr, (Copy, Spill)):
+        return copy_pipe(instr.src.tier, instr.dst.tier)
+    if isinstance(instr, Img2Col):
+        return "MTE1"
+    if isinstance(instr, Mmad):
+        return "CUBE"
+    return "VECTOR"
+
+
+# ---------------------------------------------------------------------------- text form
+
+_OPERAND_RE = re.compile(r"^(L1|UB|L0A|L0B|L0C|DDR)\[0x([0-9a-f]+)\+(\d+)\]$")
+
+
+def format_float(value: float) -> str:
+    """Exact, round-tripping text of a float (repr of the double)."""
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    if math.isnan(value):
+        return "nan"
+    return repr(float(value))
+
+
+def format_instr(instr: Instr, elem_bytes: int = 4) -> str:
+    """Text of a resolved instruction: `opcode key=value ...` (operands must be MemRefs)."""
+    extents = instr.extents()
+    parts = [instr.opcode]
+    for f in fields(instr):  # type: ignore[arg-type]
+        value = getattr(instr, f.name)
+        if isinstance(value, MemRef):
+            text = f"{value.tier}[0x{value.addr:06x}+{extents[f.name] * elem_bytes}]"
+        elif isinstance(value, BufRef):
+            raise ValueError(f"unresolved operand {f.name} of {instr.opcode}")
+        elif isinstance(value, tuple):
+            inner = ",".join(format_float(v) if isinstance(v, float) else str(v) for v in value)
+            text = f"[{inner}]"
+        elif isinstance(value, float):
+            text = format_float(value)
+        else:
+            text = str(value)
+        parts.append(f"{f.name}={text}")
+    return " ".join(parts)
+
+
+class ParseError(ValueError):
+    """A malformed instruction; the caller adds file:line."""
+
+
+def parse_instr(text: str, elem_bytes: int = 4) -> tuple[Instr, dict[str, int]]:
+    """Parse `opcode key=value ...`; returns the instruction and each operand's declared bytes."""
+    tokens = text.split()
+    if not tokens:
+        raise ParseError("empty instruction")
+    cls = INSTRUCTIONS.get(tokens[0])
+    if cls is None:
+        raise ParseError(f"unknown opcode '{tokens[0]}'")
+    values: dict[str, str] = {}
+    for tok in tokens[1:]:
+        key, eq, val = tok.partition("=")
+        if not eq or not key or not val:
+            raise ParseError(f"expected key=value, got '{tok}'")
+        if key in values:
+            raise ParseError(f"duplicate field '{key}'")
+        values[key] = val
+    kwargs: dict[str, Any] = {}
+    declared: dict[str, int] = {}
+    for f in fields(cls):  # type: ignore[arg-type]
+        if f.name not in values:
+            if f.name == "scalars":
+                kwargs[f.name] = ()
+                continue
+            raise ParseError(f"{cls.opcode}: missing field '{f.name}'")
+        raw = values.pop(f.name)
+        kind = str(f.type)
+        try:
+            if kind == "Operand":
+                m = _OPERAND_RE.match(raw)
+                if not m:
+                    raise ParseError(f"{cls.opcode}: bad operand {f.name}='{raw}'")
+                kwargs[f.name] = MemRef(m.group(1), int(m.group(2), 16))
+                declared[f.name] = int(m.group(3))
+            elif kind.startswith("tuple[int"):
+                kwargs[f.name] = _parse_list(raw, int)
+            elif kind.startswith("tuple[float"):
+                kwargs[f.name] = _parse_list(raw, float)
+            elif kind == "int":
+                kwargs[f.name] = int(raw)
+            elif kind == "float":
+                kwargs[f.name] = float(raw)
+            else:
+                kwargs[f.name] = raw
+        except ValueError as exc:
+            if isinstance(exc, ParseError):
+                raise
+            raise ParseError(f"{cls.opcode}: bad value {f.name}='{raw}'") from None
+    if values:
+        raise ParseError(f"{cls.opcode}: unknown field '{next(iter(values))}'")
+    return cls(**kwargs), declared
+
+
+def _parse_list(raw: str, kind: type) -> tuple[Any, ...]:
+    if not (raw.startswith("[") and raw.endswith("]")):
+        raise ValueError(raw)
+    body = raw[1:-1]
+    return tuple(kind(x) for x in body.split(",")) if body else ()

@@ -1,0 +1,97 @@
+"""Tiled IR: one operator-level DAG per core, the graph the DAN paper schedules.
+
+Nodes are events with an op, a pipe, a cycle count and the buffers they use; every buffer has a
+size, a home tier, exactly one ALLOC and one FREE node. Edges are precedence. A node lowered by
+npucc also carries its instruction (`instr`, on BufRef operands), the data semantics codegen and
+the interpreter need; nodes imported from a trace have none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from npucc.ir.isa import Instr
+
+PIPELESS_OPS = ("ALLOC", "FREE", "BARRIER")  # 0 cycles, on no pipe
+
+
+@dataclass(slots=True)
+class Buffer:
+    """An on-chip buffer: `size` bytes in tier `tier` for the span ALLOC..FREE."""
+
+    id: int  # 0..B-1 in creation order
+    size: int  # bytes
+    tier: str  # home tier: L1, UB, L0A, L0B or L0C
+    name: str = ""  # what it holds, for dumps and messages
+
+
+@dataclass(slots=True)
+class TileNode:
+    """One event of a core's DAG."""
+
+    id: int  # 0..N-1, the node's index in TileGraph.nodes
+    op: str  # ALLOC, FREE, BARRIER, COPY_IN, COPY_OUT, MOVE, IMG2COL, MMAD, VEC_*, or a trace op
+    pipe: str | None  # MTE1/MTE2/MTE3/CUBE/VECTOR/FIXP; None for pipe-less ops
+    cycles: int  # cycles the node occupies its pipe (0 for pipe-less ops)
+    bufs: tuple[int, ...]  # buffers read or written (ALLOC/FREE: the one buffer)
+    instr: Instr | None = None  # data semantics for codegen; None for trace nodes
+
+
+class TileGraph:
+    """A core's DAG with ordered containers; mutate only through the add_* methods.
+
+    NOTE: node ids equal their index in `nodes`, buffer ids their index in `buffers`; `succs`
+    and `preds` hold each edge once, in insertion order, so dumps are deterministic.
+    """
+
+    __slots__ = ("name", "nodes", "buffers", "succs", "preds", "alloc_of", "free_of")
+
+    def __init__(self, name: str = "core") -> None:
+        self.name = name  # trace name or core coordinate, for outputs
+        self.nodes: list[TileNode] = []
+        self.buffers: list[Buffer] = []
+        self.succs: list[list[int]] = []
+        self.preds: list[list[int]] = []
+        self.alloc_of: dict[int, int] = {}  # buffer id -> its ALLOC node id
+        self.free_of: dict[int, int] = {}  # buffer id -> its FREE node id
+
+    def add_buffer(self, size: int, tier: str, name: str = "") -> Buffer:
+        """Create a buffer (its ALLOC and FREE nodes are added separately)."""
+        buf = Buffer(len(self.buffers), size, tier, name)
+        self.buffers.append(buf)
+        return buf
+
+    def add_node(
+        self,
+        op: str,
+        pipe: str | None,
+        cycles: int,
+        bufs: tuple[int, ...],
+        instr: Instr | None = None,
+    ) -> TileNode:
+        """Append a node; ALLOC/FREE nodes register themselves as their buffer's."""
+        node = TileNode(len(self.nodes), op, pipe, cycles, bufs, instr)
+        self.nodes.append(node)
+        self.succs.append([])
+        self.preds.append([])
+        if op == "ALLOC":
+            self.alloc_of[bufs[0]] = node.id
+        elif op == "FREE":
+            self.free_of[bufs[0]] = node.id
+        return node
+
+    def add_edge(self, src: int, dst: int) -> None:
+        """Add precedence src -> dst (callers avoid duplicates; self-edges are ignored)."""
+        if src != dst:
+            self.succs[src].append(dst)
+            self.preds[dst].append(src)
+
+    def edges(self) -> Iterator[tuple[int, int]]:
+        """All edges, grouped by source node in id order."""
+        for src, outs in enumerate(self.succs):
+            for dst in outs:
+                yield src, dst
+
+    def __len__(self) -> int:
+        return len(self.nodes)

@@ -1,0 +1,139 @@
+"""The one home of every cycle and energy formula.
+
+The scheduler's predictions, the cost models and the interpreter's timing all call these
+functions, so a predicted makespan and an interpreted one agree exactly.
+"""
+
+from __future__ import annotations
+
+import math
+
+from npucc.ir.isa import (
+    DDR,
+    VECTOR_OP_WEIGHT,
+    Copy,
+    Img2Col,
+    Instr,
+    Mmad,
+    Spill,
+    VBinary,
+    VFill,
+    VReduce,
+    VUnary,
+    dma_path,
+)
+from npucc.target import Target
+
+# Operator-level trace rules (shared/dan-traces.md, rule 2): spill latency is affine in bytes.
+TRACE_SPILL_FIXED = 150
+TRACE_SPILL_PER_BYTE = 2
+
+
+def dma_cycles(target: Target, src_tier: str, dst_tier: str, nbytes: int) -> int:
+    """Cycles of one DMA moving nbytes: fixed latency plus bytes over bandwidth."""
+    path = target.dma[dma_path(src_tier, dst_tier)]
+    return path.latency + math.ceil(nbytes / path.bandwidth)
+
+
+def mmad_cycles(target: Target, m: int, n: int, k: int) -> int:
+    """Cycles of one cube multiply: one fractal (m0 x n0 x k0) per cycle plus pipeline latency."""
+    c = target.cube
+    return c["latency"] + math.ceil(m / c["m0"]) * math.ceil(n / c["n0"]) * math.ceil(k / c["k0"])
+
+
+def vector_cycles(target: Target, elements: int, op: str = "") -> int:
+    """Cycles of one vector instruction over `elements` lanes (transcendental ops cost more)."""
+    weight = VECTOR_OP_WEIGHT.get(op, 1)
+    return target.vector["latency"] + math.ceil(elements / target.vector["width"]) * weight
+
+
+def instr_cycles(target: Target, instr: Instr) -> int:
+    """Cycles one instruction occupies its pipe."""
+    eb = target.elem_bytes
+    if isinstance(instr, Copy):
+        src, dst = instr.src.tier, instr.dst.tier
+        return dma_cycles(target, src, dst, math.prod(instr.dims) * eb)
+    if isinstance(instr, Spill):
+        return dma_cycles(target, instr.src.tier, instr.dst.tier, instr.size * eb)
+    if isinstance(instr, Img2Col):
+        return dma_cycles(target, "L1", "L0A", instr.extents()["dst"] * eb)
+    if isinstance(instr, Mmad):
+        return mmad_cycles(target, instr.m, instr.n, instr.k)
+    if isinstance(instr, (VUnary, VBinary, VReduce)):
+        return vector_cycles(target, math.prod(instr.dims), instr.op)
+    if isinstance(instr, VFill):
+        return vector_cycles(target, math.prod(instr.dims))
+    raise TypeError(f"no cycle formula for {type(instr).__name__}")
+
+
+def spill_cycles(target: Target, tier: str, nbytes: int, out: bool) -> int:
+    """Cycles of a SPILL_OUT (tier -> DDR) or SPILL_IN (DDR -> tier) of nbytes."""
+    return dma_cycles(target, tier, DDR, nbytes) if out else dma_cycles(target, DDR, tier, nbytes)
+
+
+def trace_spill_cycles(size: int) -> int:
+    """Cycles of one trace spill transfer (dan-traces.md rule 2): 2*Size + 150."""
+    return TRACE_SPILL_PER_BYTE * size + TRACE_SPILL_FIXED
+
+
+def instr_energy(target: Target, instr: Instr) -> float:
+    """Picojoules one instruction spends: MACs, vector lanes, and bytes read/written per tier."""
+    e = target.energy
+    eb = target.elem_bytes
+    pj = 0.0
+    if isinstance(instr, Mmad):
+        pj += instr.m * instr.n * instr.k * e["mac"]
+    elif isinstance(instr, (VUnary, VBinary, VReduce, VFill)):
+        pj += math.prod(instr.dims) * e["vector_op"]
+    for name, elems in instr.extents().items():
+        tier = getattr(instr, name).tier
+        nbytes = elems * eb
+        if isinstance(instr, (Copy, VUnary, VBinary)):
+            nbytes = math.prod(instr.dims) * eb
+        pj += nbytes * 8 * e["ddr_bit"] if tier == DDR else nbytes * e[f"byte_{tier}"]
+    return pj
+
+
+class SpillModel:
+    """Cycles and extra DDR bytes of one spill (SPILL_OUT + SPILL_IN) of a buffer."""
+
+    def out_cycles(self, tier: str, size: int, clean: bool) -> int:
+        """Cycles of SPILL_OUT; `clean` means the data still lives in DDR (loaded by COPY_IN)."""
+        raise NotImplementedError
+
+    def in_cycles(self, tier: str, size: int, clean: bool) -> int:
+        """Cycles of SPILL_IN."""
+        raise NotImplementedError
+
+    def traffic(self, size: int, clean: bool) -> int:
+        """Extra DDR bytes the spill moves."""
+        raise NotImplementedError
+
+
+class TraceSpillModel(SpillModel):
+    """dan-traces.md rule 2: a clean spill-out is free; each transfer costs 2*Size + 150."""
+
+    def out_cycles(self, tier: str, size: int, clean: bool) -> int:
+        return 0 if clean else trace_spill_cycles(size)
+
+    def in_cycles(self, tier: str, size: int, clean: bool) -> int:
+        return trace_spill_cycles(size)
+
+    def traffic(self, size: int, clean: bool) -> int:
+        return size if clean else 2 * size
+
+
+class TargetSpillModel(SpillModel):
+    """A compiled program always copies the buffer out and back by DMA on the target's paths."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+
+    def out_cycles(self, tier: str, size: int, clean: bool) -> int:
+        return spill_cycles(self.target, tier, size, out=True)
+
+    def in_cycles(self, tier: str, size: int, clean: bool) -> int:
+        return spill_cycles(self.target, tier, size, out=False)
+
+    def traffic(self, size: int, clean: bool) -> int:
+        return 2 * size
