@@ -108,6 +108,12 @@ class Graph:
         t = self.tensors.get(tensor)
         return t is not None and t.data is not None
 
+    def to_text(self) -> str:
+        """The text form (see npucc.ir.graph_text)."""
+        from npucc.ir.graph_text import graph_to_text
+
+        return graph_to_text(self)
+
     def verify(self) -> None:
         """Check topological order, known tensors and unique producers; NpuccError if broken."""
         defined = set(self.inputs) | {n for n, t in self.tensors.items() if t.data is not None}

@@ -1,8 +1,9 @@
 """The NPU instruction set shared by the tiled IR, codegen and the interpreter.
 
 An instruction's operands are either symbolic (`BufRef`: a buffer of the tiled IR plus an element
-offset) or resolved (`MemRef`: a tier, or DDR, plus a byte address). Lowering builds instructions
-on `BufRef`s; codegen resolves them to `MemRef`s once buffers have addresses; the interpreter
+offset; `DdrRef`: a DDR tensor plus an element offset) or resolved (`MemRef`: a tier, or DDR,
+plus a byte address). Lowering builds instructions on symbolic operands; codegen resolves them
+to `MemRef`s once buffers and DDR tensors have addresses; the interpreter
 parses `MemRef` instructions back from text. All strides, dims and offsets inside an instruction
 are in elements of the target dtype; addresses are in bytes.
 
@@ -14,6 +15,7 @@ float, a name, or a list `[1,2,3]`.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass, fields
@@ -73,6 +75,23 @@ class BufRef:
 
 
 @dataclass(frozen=True, slots=True)
+class DdrRef:
+    """Symbolic operand: element `off` of DDR tensor `key` (laid out by codegen)."""
+
+    key: str  # DdrTensor key in the TiledProgram
+    off: int = 0  # element offset from the tensor start
+
+    @property
+    def tier(self) -> str:
+        """Always DDR."""
+        return DDR
+
+    def at(self, off: int) -> DdrRef:
+        """The same tensor, `off` more elements in."""
+        return DdrRef(self.key, self.off + off)
+
+
+@dataclass(frozen=True, slots=True)
 class MemRef:
     """Resolved operand: byte address `addr` in `tier` (a TIERS name or DDR)."""
 
@@ -84,7 +103,7 @@ class MemRef:
         return MemRef(self.tier, self.addr + off * elem_bytes)
 
 
-Operand = BufRef | MemRef
+Operand = BufRef | DdrRef | MemRef
 
 
 def pattern_extent(dims: tuple[int, ...], strides: tuple[int, ...]) -> int:
@@ -348,15 +367,23 @@ def format_float(value: float) -> str:
     return repr(float(value))
 
 
-def format_instr(instr: Instr, elem_bytes: int = 4) -> str:
-    """Text of a resolved instruction: `opcode key=value ...` (operands must be MemRefs)."""
+def format_instr(instr: Instr, elem_bytes: int = 4, symbolic: bool = False) -> str:
+    """Text of an instruction: `opcode key=value ...`.
+
+    Resolved operands print as `TIER[0xADDR+BYTES]`; with `symbolic`, buffer operands print as
+    `bID+OFF` and DDR tensors as `@"key"+OFF` (the tiled IR's form).
+    """
     extents = instr.extents()
     parts = [instr.opcode]
     for f in fields(instr):  # type: ignore[arg-type]
         value = getattr(instr, f.name)
         if isinstance(value, MemRef):
             text = f"{value.tier}[0x{value.addr:06x}+{extents[f.name] * elem_bytes}]"
-        elif isinstance(value, BufRef):
+        elif symbolic and isinstance(value, BufRef):
+            text = f"b{value.buf}+{value.off}"
+        elif symbolic and isinstance(value, DdrRef):
+            text = f"@{json.dumps(value.key, ensure_ascii=True)}+{value.off}"
+        elif isinstance(value, (BufRef, DdrRef)):
             raise ValueError(f"unresolved operand {f.name} of {instr.opcode}")
         elif isinstance(value, tuple):
             inner = ",".join(format_float(v) if isinstance(v, float) else str(v) for v in value)

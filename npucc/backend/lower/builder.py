@@ -1,0 +1,126 @@
+"""TileBuilder: appends instructions to a core's TileGraph and derives the precedence edges.
+
+Lowering code only says what to compute (alloc, emit, free); the builder adds the edges a
+correct schedule needs: ALLOC before first use, read-after-write, write-after-read and
+write-after-write on every buffer, every use before FREE, and for DDR tensors a BARRIER after
+all tiles of a tensor are written, which every later reader waits for.
+"""
+
+from __future__ import annotations
+
+import math
+
+from npucc.ir.isa import BufRef, Copy, DdrRef, Img2Col, Instr, Mmad, Spill, instr_pipe
+from npucc.ir.tiled import TileGraph
+from npucc.target import Target
+from npucc.target.cost import instr_cycles
+
+
+def node_op_name(instr: Instr) -> str:
+    """Trace-style op name of an instruction (COPY_IN, COPY_OUT, MOVE, IMG2COL, MMAD, VEC_*)."""
+    if isinstance(instr, (Copy, Spill)):
+        if instr.src.tier == "DDR":
+            return "COPY_IN"
+        if instr.dst.tier == "DDR":
+            return "COPY_OUT"
+        return "MOVE"
+    if isinstance(instr, Img2Col):
+        return "IMG2COL"
+    if isinstance(instr, Mmad):
+        return "MMAD"
+    op = getattr(instr, "op", instr.opcode.removeprefix("v"))
+    return f"VEC_{op.upper()}"
+
+
+class TileBuilder:
+    """Builds one core's TileGraph in lowering order with automatic dependency edges."""
+
+    __slots__ = ("graph", "target", "_last_write", "_readers", "_ddr_ready", "_ddr_writers")
+
+    def __init__(self, graph: TileGraph, target: Target) -> None:
+        self.graph = graph
+        self.target = target
+        self._last_write: dict[int, int] = {}  # buffer -> last node that wrote it
+        self._readers: dict[int, list[int]] = {}  # buffer -> readers since the last write
+        self._ddr_ready: dict[str, int] = {}  # DDR tensor key -> BARRIER node after its writes
+        self._ddr_writers: dict[str, list[int]] = {}  # DDR tensor key -> nodes writing it
+
+    def alloc(self, tier: str, elems: int, name: str = "") -> BufRef:
+        """Allocate a buffer of `elems` elements in `tier` (size rounded up to the alignment)."""
+        nbytes = elems * self.target.elem_bytes
+        align = self.target.alignment
+        size = max(align, math.ceil(nbytes / align) * align)
+        buf = self.graph.add_buffer(size, tier, name)
+        self.graph.add_node("ALLOC", None, 0, (buf.id,))
+        self._readers[buf.id] = []
+        return BufRef(buf.id, tier)
+
+    def free(self, ref: BufRef) -> None:
+        """Free a buffer after every node that used it."""
+        node = self.graph.add_node("FREE", None, 0, (ref.buf,)).id
+        # NOTE: readers since the last write depend on it, so they alone imply it.
+        preds = self._readers.pop(ref.buf) or [self._last(ref.buf)]
+        for p in preds:
+            self.graph.add_edge(p, node)
+
+    def emit(self, instr: Instr) -> int:
+        """Append an instruction (symbolic operands) and its dependency edges; returns its id.
+
+        A read of a DDR tensor waits for the BARRIER that closed the tensor's writes.
+        """
+        reads = [getattr(instr, n) for n in instr.reads]
+        writes = [getattr(instr, n) for n in instr.writes]
+        ddr_reads = [r.key for r in reads if isinstance(r, DdrRef)]
+        ddr_writes = [w.key for w in writes if isinstance(w, DdrRef)]
+        if isinstance(instr, Mmad) and instr.acc:
+            reads.append(instr.dst)
+        bufs = tuple(dict.fromkeys(r.buf for r in (*writes, *reads) if isinstance(r, BufRef)))
+        node = self.graph.add_node(
+            node_op_name(instr),
+            instr_pipe(instr),
+            instr_cycles(self.target, instr),
+            bufs,
+            instr,
+        ).id
+        preds: list[int] = []
+        read_bufs = {r.buf for r in reads if isinstance(r, BufRef)}
+        write_bufs = {w.buf for w in writes if isinstance(w, BufRef)}
+        for b in bufs:
+            if b in write_bufs and self._readers[b]:
+                preds.extend(self._readers[b])
+            else:
+                preds.append(self._last(b))
+        for key in ddr_reads:
+            if key in self._ddr_writers:
+                raise ValueError(f"DDR tensor {key!r} read before its writes were closed")
+            if key in self._ddr_ready:
+                preds.append(self._ddr_ready[key])
+        for p in dict.fromkeys(preds):
+            self.graph.add_edge(p, node)
+        for b in bufs:
+            if b in write_bufs:
+                self._last_write[b] = node
+                self._readers[b] = []
+            if b in read_bufs and b not in write_bufs:
+                self._readers[b].append(node)
+        for key in ddr_writes:
+            self._ddr_writers.setdefault(key, []).append(node)
+        return node
+
+    def _last(self, buf: int) -> int:
+        """The node that last wrote `buf`, or its ALLOC."""
+        return self._last_write.get(buf, self.graph.alloc_of[buf])
+
+    def close_ddr(self, key: str) -> None:
+        """Mark DDR tensor `key` completely written: later readers wait for a BARRIER."""
+        writers = self._ddr_writers.pop(key, [])
+        if not writers:
+            return
+        barrier = self.graph.add_node("BARRIER", None, 0, ()).id
+        for w in writers:
+            self.graph.add_edge(w, barrier)
+        self._ddr_ready[key] = barrier
+
+    def open_buffers(self) -> list[int]:
+        """Buffers allocated and not yet freed (must be empty when lowering ends)."""
+        return sorted(self._readers)

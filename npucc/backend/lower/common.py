@@ -1,0 +1,101 @@
+"""Helpers shared by the per-op lowerings: contexts, strides, capacities and epilogues."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from npucc.backend.lower.builder import TileBuilder
+from npucc.backend.lower.program import TiledProgram
+from npucc.errors import NpuccError
+from npucc.ir.graph import Graph, Layer
+from npucc.ir.isa import BufRef, DdrRef, VUnary
+from npucc.target import Target
+
+
+@dataclass(slots=True)
+class LowerContext:
+    """What a per-op lowering needs: the graph, the program being built and the core's builder."""
+
+    graph: Graph
+    program: TiledProgram
+    builder: TileBuilder
+    target: Target
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        """Static shape of graph tensor `name`."""
+        return self.graph.tensors[name].shape
+
+    def ddr(self, name: str) -> DdrRef:
+        """DDR operand for graph tensor `name` (a const is added to the image on first use)."""
+        if self.graph.is_const(name) and self.program.key(name) not in self.program.tensors:
+            t = self.graph.tensors[name]
+            self.program.add_tensor(name, "const", t.shape, t.data)
+        return DdrRef(self.program.key(name))
+
+    def new_const(self, key: str, data: np.ndarray) -> DdrRef:
+        """A constant the lowering generates (e.g. a divisor map), stored in the image."""
+        if key not in self.program.tensors:
+            self.program.add_tensor(key, "const", tuple(data.shape), data)
+        return DdrRef(key)
+
+    def capacity(self, tier: str) -> int:
+        """Capacity of `tier` in elements."""
+        return self.target.capacity[tier] // self.target.elem_bytes
+
+    def fit_error(self, layer: Layer, tier: str, elems: int) -> NpuccError:
+        """The error for a tile that cannot fit the target even at its smallest."""
+        return NpuccError(
+            f"{tier} too small for the smallest tile of layer '{layer.name}' ("
+            f"{elems * self.target.elem_bytes} bytes needed, "
+            f"{self.target.capacity[tier]} available)"
+        )
+
+
+Lowering = Callable[[LowerContext, Layer], None]
+LOWERINGS: dict[str, Lowering] = {}
+
+
+def lowering(*ops: str) -> Callable[[Lowering], Lowering]:
+    """Decorator registering the lowering of one or more canonical ops."""
+
+    def wrap(fn: Lowering) -> Lowering:
+        for op in ops:
+            if op in LOWERINGS:
+                raise ValueError(f"lowering for {op!r} registered twice")
+            LOWERINGS[op] = fn
+        return fn
+
+    return wrap
+
+
+def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Element strides of a contiguous row-major array of `shape`."""
+    strides = []
+    acc = 1
+    for d in reversed(shape):
+        strides.append(acc)
+        acc *= d
+    return tuple(reversed(strides))
+
+
+def apply_activation(ctx: LowerContext, ref: BufRef, elems: int, attrs: dict) -> None:
+    """Emit the layer's fused activation (relu or clip) in place over `elems` elements of UB."""
+    act = attrs.get("act", "")
+    if not act:
+        return
+    if act == "relu":
+        scalars: tuple[float, ...] = ()
+    elif act == "clip":
+        scalars = (float(attrs.get("act_min", -math.inf)), float(attrs.get("act_max", math.inf)))
+    else:
+        raise NpuccError(f"unsupported fused activation {act!r}")
+    ctx.builder.emit(VUnary(act, ref, ref, (elems,), (1,), (1,), scalars))
+
+
+def split(total: int, tile: int) -> list[tuple[int, int]]:
+    """(start, length) pieces of range(total) in tiles of at most `tile`."""
+    return [(s, min(tile, total - s)) for s in range(0, total, tile)]

@@ -1,0 +1,180 @@
+"""TiledProgram: the tiled IR of a whole model (one TileGraph per core plus DDR tensors)."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from npucc.errors import NpuccError
+from npucc.ir.isa import format_instr
+from npucc.ir.tiled import TileGraph
+from npucc.target import Target
+
+
+@dataclass(slots=True)
+class DdrTensor:
+    """A region of DDR: a constant in the image, a model input, or program scratch."""
+
+    key: str  # unique key (the graph tensor name it was created for)
+    role: str  # const | input | temp
+    shape: tuple[int, ...]  # logical shape (f32 elements)
+    data: np.ndarray | None = None  # contents of a const
+
+    @property
+    def elems(self) -> int:
+        """Number of elements."""
+        return math.prod(self.shape)
+
+
+@dataclass(slots=True)
+class Core:
+    """One core of the mesh and its DAG."""
+
+    row: int  # mesh row
+    col: int  # mesh column
+    graph: TileGraph  # the core's tiled IR
+
+
+@dataclass(slots=True)
+class IoBinding:
+    """A model input or output and the DDR tensor holding it."""
+
+    kind: str  # input | output
+    name: str  # the model's tensor name
+    key: str  # DdrTensor key
+    shape: tuple[int, ...]  # shape the model declares
+
+
+class TiledProgram:
+    """DDR tensors, I/O bindings and per-core DAGs of a lowered model.
+
+    NOTE: `tensors` keeps creation order, which fixes the DDR layout byte for byte.
+    """
+
+    __slots__ = ("name", "target", "tensors", "aliases", "io", "cores")
+
+    def __init__(self, name: str, target: Target) -> None:
+        self.name = name  # model graph name
+        self.target = target
+        self.tensors: dict[str, DdrTensor] = {}
+        self.aliases: dict[str, str] = {}  # view tensor name -> key of the tensor it views
+        self.io: list[IoBinding] = []
+        self.cores: list[Core] = []
+
+    def add_tensor(
+        self, key: str, role: str, shape: tuple[int, ...], data: np.ndarray | None = None
+    ) -> DdrTensor:
+        """Create a DDR tensor (a const needs `data` of that shape)."""
+        if key in self.tensors or key in self.aliases:
+            raise ValueError(f"duplicate DDR tensor {key!r}")
+        nbytes = math.prod(shape) * self.target.elem_bytes
+        if nbytes > self.target.capacity["DDR"]:
+            raise NpuccError(
+                f"tensor '{key}' needs {nbytes} bytes, more than DDR's "
+                f"{self.target.capacity['DDR']} bytes"
+            )
+        if data is not None:
+            data = np.ascontiguousarray(data, dtype=np.float32).reshape(shape)
+        tensor = DdrTensor(key, role, tuple(shape), data)
+        self.tensors[key] = tensor
+        return tensor
+
+    def add_alias(self, name: str, of: str) -> None:
+        """Make tensor `name` a view of the DDR tensor holding `of` (reshape, identity)."""
+        self.aliases[name] = self.key(of)
+
+    def key(self, name: str) -> str:
+        """The DDR tensor key that holds graph tensor `name`."""
+        return self.aliases.get(name, name)
+
+    def tensor(self, name: str) -> DdrTensor:
+        """The DDR tensor holding graph tensor `name`."""
+        return self.tensors[self.key(name)]
+
+    def to_text(self) -> str:
+        """Readable dump: DDR tensors, I/O, then per core its buffers and nodes in id order."""
+        quote = json.dumps
+        lines = [f"tiled-program {quote(self.name)} target={quote(self.target.name)}"]
+        for t in self.tensors.values():
+            lines.append(f"ddr {t.role} {quote(t.key)} f32[{','.join(map(str, t.shape))}]")
+        for alias, key in self.aliases.items():
+            lines.append(f"alias {quote(alias)} = {quote(key)}")
+        for io in self.io:
+            lines.append(f"{io.kind} {quote(io.name)} = {quote(io.key)}")
+        for core in self.cores:
+            g = core.graph
+            lines.append(f"core {core.row} {core.col} nodes={len(g)} buffers={len(g.buffers)}")
+            for b in g.buffers:
+                lines.append(f"  buffer b{b.id} {b.tier} {b.size} {quote(b.name)}")
+            for node in g.nodes:
+                preds = ",".join(f"%{p}" for p in g.preds[node.id])
+                body = format_instr(node.instr, symbolic=True) if node.instr else ""
+                bufs = ",".join(f"b{b}" for b in node.bufs)
+                lines.append(
+                    f"  %{node.id} = {node.op} {node.pipe or '-'} {node.cycles} [{bufs}]"
+                    f" <- [{preds}] {body}".rstrip()
+                )
+        return "\n".join(lines) + "\n"
+
+    def verify(self) -> None:
+        """Check that every core's DAG is acyclic and every buffer is allocated and freed once."""
+        for core in self.cores:
+            g = core.graph
+            if len(g.alloc_of) != len(g.buffers) or len(g.free_of) != len(g.buffers):
+                raise ValueError(f"core {core.row},{core.col}: a buffer lacks its ALLOC or FREE")
+            for src, dst in g.edges():
+                if src >= dst:
+                    raise ValueError(f"core {core.row},{core.col}: edge {src}->{dst} goes back")
+
+
+@dataclass(slots=True)
+class DdrLayout:
+    """Byte addresses of every DDR tensor; the image (consts) is loaded at address 0."""
+
+    addr: dict[str, int] = field(default_factory=dict)  # key -> byte address
+    image_size: int = 0  # bytes of the const image
+    size: int = 0  # total DDR bytes used
+
+
+DDR_ALIGN = 64
+
+
+def layout_ddr(program: TiledProgram, extra: dict[str, int] | None = None) -> DdrLayout:
+    """Place consts first (the image), then inputs, then temps, then `extra` regions (bytes)."""
+    layout = DdrLayout()
+    eb = program.target.elem_bytes
+    cursor = 0
+    for role in ("const", "input", "temp"):
+        for t in program.tensors.values():
+            if t.role == role:
+                layout.addr[t.key] = cursor
+                cursor += _round_up(t.elems * eb, DDR_ALIGN)
+        if role == "const":
+            layout.image_size = cursor
+    for key, nbytes in (extra or {}).items():
+        layout.addr[key] = cursor
+        cursor += _round_up(nbytes, DDR_ALIGN)
+    layout.size = max(cursor, DDR_ALIGN)
+    if layout.size > program.target.capacity["DDR"]:
+        raise NpuccError(
+            f"program needs {layout.size} bytes of DDR, target has {program.target.capacity['DDR']}"
+        )
+    return layout
+
+
+def build_image(program: TiledProgram, layout: DdrLayout) -> bytes:
+    """The const image: every const tensor's float32 bytes at its address, zero padding between."""
+    image = bytearray(layout.image_size)
+    for t in program.tensors.values():
+        if t.role == "const":
+            assert t.data is not None
+            raw = t.data.astype("<f4", copy=False).tobytes()
+            image[layout.addr[t.key] : layout.addr[t.key] + len(raw)] = raw
+    return bytes(image)
+
+
+def _round_up(n: int, align: int) -> int:
+    return max(align, -(-n // align) * align)

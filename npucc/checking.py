@@ -1,0 +1,99 @@
+"""Differential checking against onnxruntime: seeded inputs and weights, error figures."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+# NOTE: the documented tolerance of `npucc check`: max |error| <= RTOL * max |reference| + ATOL.
+RTOL = 1e-4
+ATOL = 1e-6
+
+
+def random_inputs(shapes: dict[str, tuple[int, ...]], seed: int = 0) -> dict[str, np.ndarray]:
+    """Standard-normal float32 inputs, one generator seeded once, in the given name order."""
+    rng = np.random.default_rng(seed)
+    return {name: rng.standard_normal(shape).astype(np.float32) for name, shape in shapes.items()}
+
+
+def randomize_weights(model: onnx.ModelProto, seed: int = 0) -> onnx.ModelProto:
+    """A copy whose float initializers are seeded random values of the same shapes.
+
+    Weights get He-scaled normals (std sqrt(2 / fan_in)); BatchNormalization variances are
+    uniform in [0.5, 1.5], its scales in [0.5, 1.5] and its means and biases small, so that the
+    activations of deep networks stay in a sensible range.
+    """
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    rng = np.random.default_rng(seed)
+    role: dict[str, str] = {}
+    for node in out.graph.node:
+        if node.op_type == "BatchNormalization":
+            for index, name in enumerate(node.input[1:5], start=1):
+                role[name] = ("", "scale", "shift", "shift", "var")[index]
+    for init in out.graph.initializer:
+        if init.data_type != onnx.TensorProto.FLOAT:
+            continue
+        shape = tuple(init.dims)
+        kind = role.get(init.name, "weight")
+        if kind in ("scale", "var"):
+            data = rng.uniform(0.5, 1.5, shape)
+        elif kind == "shift" or len(shape) <= 1:
+            data = rng.normal(0.0, 0.1, shape)
+        else:
+            fan_in = max(1, math.prod(shape[1:]))
+            data = rng.normal(0.0, math.sqrt(2.0 / fan_in), shape)
+        init.CopyFrom(numpy_helper.from_array(data.astype(np.float32), init.name))
+    return out
+
+
+def run_onnxruntime(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Outputs of the model under onnxruntime's CPU provider, by output name."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.log_severity_level = 3
+    session = ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(names, inputs), strict=True))
+
+
+@dataclass(slots=True)
+class Comparison:
+    """Error figures of one output."""
+
+    name: str
+    max_abs: float  # max |npucc - reference|
+    max_ref: float  # max |reference|
+
+    @property
+    def rel(self) -> float:
+        """max_abs relative to max |reference|."""
+        return self.max_abs / self.max_ref if self.max_ref else self.max_abs
+
+    @property
+    def ok(self) -> bool:
+        """Within the documented tolerance."""
+        return self.max_abs <= RTOL * self.max_ref + ATOL
+
+
+def compare(got: dict[str, np.ndarray], ref: dict[str, np.ndarray]) -> list[Comparison]:
+    """One Comparison per reference output (a missing or misshapen output fails with inf)."""
+    result = []
+    for name, expected in ref.items():
+        expected = np.asarray(expected, dtype=np.float64)
+        actual = got.get(name)
+        if actual is None or np.shape(actual) != expected.shape:
+            result.append(Comparison(name, math.inf, float(np.max(np.abs(expected), initial=0))))
+            continue
+        diff = np.abs(np.asarray(actual, dtype=np.float64) - expected)
+        max_abs = float(np.max(diff, initial=0.0)) if np.all(np.isfinite(diff)) else math.inf
+        result.append(Comparison(name, max_abs, float(np.max(np.abs(expected), initial=0.0))))
+    return result

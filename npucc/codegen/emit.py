@@ -1,0 +1,259 @@
+"""Codegen: render scheduled per-core DAGs as the textual command stream plus the const image.
+
+For every node in schedule order codegen resolves symbolic operands to addresses (a buffer's
+offset at that point of the schedule, a DDR tensor's address in the layout) and turns each
+precedence edge between different queues into a flag, dropping edges already implied by pipe
+order and earlier flags, so the stream's own synchronisation reproduces the schedule's timing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+
+import jinja2
+
+from npucc.backend.lower.program import DdrLayout, TiledProgram, build_image, layout_ddr
+from npucc.backend.schedule import Schedule
+from npucc.backend.schedule.replay import Replay
+from npucc.backend.schedule.schedule_pass import ScheduledProgram
+from npucc.ir.isa import PIPES, BufRef, DdrRef, Instr, MemRef, Spill, format_instr
+from npucc.passes import CompileContext, Pass, register
+
+STREAM_VERSION = 1
+_QUEUE_INDEX = {p: i for i, p in enumerate(PIPES)}
+
+
+@dataclass(slots=True)
+class StreamLine:
+    """One rendered instruction line of a core block."""
+
+    queue: str  # pipe name or alloc/free/barrier
+    body: str  # instruction text (after the queue)
+    sync: str = ""  # wait/set items
+
+
+@dataclass(slots=True)
+class CoreBlock:
+    """The lines of one core."""
+
+    row: int
+    col: int
+    lines: list[StreamLine] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Flags:
+    """Flags between queues: per node the items it waits for and sets."""
+
+    waits: dict[int, list[str]] = field(default_factory=dict)
+    sets: dict[int, list[str]] = field(default_factory=dict)
+    count: int = 0
+
+
+def _queue(node_pipe: str | None) -> str:
+    return node_pipe.lower() if node_pipe is not None else "ctrl"
+
+
+def plan_flags(replay: Replay, first_flag: int = 0) -> Flags:
+    """One flag per cross-queue edge that pipe order and earlier flags do not already imply.
+
+    Each node carries a vector of the latest position of every pipe known to have finished
+    before it; an edge from pipe q's k-th node is implied when that entry is already >= k.
+    """
+    nodes = replay.nodes
+    preds: dict[int, list[int]] = {}
+    for u, v in replay.edges():
+        preds.setdefault(v, []).append(u)
+    width = len(PIPES)
+    known: dict[int, tuple[int, ...]] = {}
+    seq: dict[int, int] = {}
+    last_on_pipe: dict[str, int] = {}
+    flags = Flags(count=first_flag)
+    pos = replay.position
+    for v in replay.order:
+        pipe = nodes[v].pipe
+        base = [0] * width
+        if pipe is not None:
+            prev = last_on_pipe.get(pipe)
+            if prev is not None:
+                base = list(known[prev])
+            seq[v] = base[_QUEUE_INDEX[pipe]] + 1
+        for u in sorted(dict.fromkeys(preds.get(v, ())), key=lambda n: -pos[n]):
+            upipe = nodes[u].pipe
+            if upipe is not None and base[_QUEUE_INDEX[upipe]] >= seq[u]:
+                continue
+            flags.count += 1
+            item = f"{_queue(upipe)}>{_queue(pipe)}#{flags.count}"
+            flags.sets.setdefault(u, []).append(f"set {item}")
+            flags.waits.setdefault(v, []).append(f"wait {item}")
+            base = [max(a, b) for a, b in zip(base, known[u], strict=True)]
+        if pipe is not None:
+            base[_QUEUE_INDEX[pipe]] = seq[v]
+            last_on_pipe[pipe] = v
+        known[v] = tuple(base)
+    return flags
+
+
+def _resolve(
+    instr: Instr, node: int, replay: Replay, layout: DdrLayout, elem_bytes: int, tier_of
+) -> Instr:
+    """Replace BufRef/DdrRef operands by MemRefs at this node's point of the schedule."""
+    resolved: dict[str, MemRef] = {}
+    for name, ref in instr.operands().items():
+        if isinstance(ref, BufRef):
+            base = replay.offset_at(node, ref.buf)
+            resolved[name] = MemRef(tier_of(ref.buf), base + ref.off * elem_bytes)
+        elif isinstance(ref, DdrRef):
+            resolved[name] = MemRef("DDR", layout.addr[ref.key] + ref.off * elem_bytes)
+    return instr.with_operands(**resolved)
+
+
+def render_core(
+    program: TiledProgram,
+    core_index: int,
+    replay: Replay,
+    layout: DdrLayout,
+    flag_base: int = 0,
+) -> tuple[CoreBlock, int]:
+    """Lines of one core in schedule order; returns the block and the last flag number used."""
+    core = program.cores[core_index]
+    graph = core.graph
+    eb = program.target.elem_bytes
+    flags = plan_flags(replay, flag_base)
+    block = CoreBlock(core.row, core.col)
+    n_orig = len(graph.nodes)
+
+    def tier_of(buf: int) -> str:
+        return graph.buffers[buf].tier
+
+    for v in replay.order:
+        node = replay.nodes[v]
+        sync = " ".join([*flags.waits.get(v, ()), *flags.sets.get(v, ())])
+        if node.pipe is None:
+            if node.op == "BARRIER":
+                block.lines.append(StreamLine("barrier", "", sync))
+                continue
+            buf = graph.buffers[node.bufs[0]]
+            addr = replay.offset_at(v, buf.id)
+            body = f"{buf.tier}[0x{addr:06x}+{buf.size}] b={buf.id}"
+            block.lines.append(StreamLine(node.op.lower(), body, sync))
+            continue
+        if v >= n_orig:
+            instr = _spill_instr(v - n_orig, node.bufs[0], v, replay, layout, graph, core_index, eb)
+        else:
+            assert node.instr is not None, f"node {v} ({node.op}) has no instruction"
+            instr = _resolve(node.instr, v, replay, layout, eb, tier_of)
+        block.lines.append(StreamLine(node.pipe, format_instr(instr, eb), sync))
+    return block, flags.count
+
+
+def spill_key(core_index: int, spill: int) -> str:
+    """DDR key of the slot that holds spill number `spill` of a core."""
+    return f"spill.{core_index}.{spill}"
+
+
+def _spill_instr(
+    k2: int,
+    buf_id: int,
+    node: int,
+    replay: Replay,
+    layout: DdrLayout,
+    graph,
+    core_index: int,
+    eb: int,
+) -> Instr:
+    """The copy of a SPILL_OUT (even k2) or SPILL_IN (odd k2) node."""
+    buf = graph.buffers[buf_id]
+    slot = MemRef("DDR", layout.addr[spill_key(core_index, k2 // 2)])
+    here = MemRef(buf.tier, replay.offset_at(node, buf_id))
+    elems = buf.size // eb
+    return Spill(slot, here, elems) if k2 % 2 == 0 else Spill(here, slot, elems)
+
+
+_TEMPLATES = jinja2.Environment(
+    loader=jinja2.FunctionLoader(
+        lambda name: (resources.files("npucc.codegen") / "templates" / name).read_text()
+    ),
+    autoescape=False,
+    keep_trailing_newline=True,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    undefined=jinja2.StrictUndefined,
+)
+_TEMPLATES.filters["quote"] = lambda s: json.dumps(s, ensure_ascii=True)
+
+
+@dataclass(slots=True)
+class Generated:
+    """A rendered program: the stream text and the const image."""
+
+    stream: str
+    image: bytes
+    layout: DdrLayout
+    inputs: dict[str, tuple[int, ...]]  # model input name -> shape
+    outputs: dict[str, tuple[int, ...]]  # model output name -> shape
+
+    def to_text(self) -> str:
+        """The stream itself."""
+        return self.stream
+
+
+def generate(program: TiledProgram, schedules: list[tuple[Schedule, Replay]]) -> Generated:
+    """Render every core of `program`, scheduled by `schedules` (one per core, same order)."""
+    eb = program.target.elem_bytes
+    extra: dict[str, int] = {}
+    for index, (schedule, _) in enumerate(schedules):
+        graph = program.cores[index].graph
+        for k, (buf, _offset) in enumerate(schedule.spills):
+            extra[spill_key(index, k)] = graph.buffers[buf].size
+    layout = layout_ddr(program, extra)
+    image = build_image(program, layout)
+    blocks = []
+    flag = 0
+    for index, (_, replay) in enumerate(schedules):
+        block, flag = render_core(program, index, replay, layout, flag)
+        blocks.append(block)
+    tensors = [
+        (t.role, t.key, layout.addr[t.key], t.elems * eb, t.shape) for t in program.tensors.values()
+    ]
+    tensors += [("temp", key, layout.addr[key], n, (n // eb,)) for key, n in extra.items()]
+    tensors.sort(key=lambda t: t[2])
+    outputs = [
+        (io.name, layout.addr[io.key], program.tensors[io.key].elems * eb, io.shape)
+        for io in program.io
+        if io.kind == "output"
+    ]
+    text = _TEMPLATES.get_template("stream.cmd.j2").render(
+        version=STREAM_VERSION,
+        target_json=program.target.to_json(),
+        image_size=len(image),
+        image_sha=hashlib.sha256(image).hexdigest(),
+        ddr_size=layout.size,
+        tensors=tensors,
+        outputs=outputs,
+        cores=blocks,
+    )
+    return Generated(
+        text,
+        image,
+        layout,
+        {io.name: io.shape for io in program.io if io.kind == "input"},
+        {io.name: io.shape for io in program.io if io.kind == "output"},
+    )
+
+
+@register
+@dataclass
+class CodegenPass(Pass):
+    """Render the scheduled program as a command stream and its image (`codegen`)."""
+
+    name = "codegen"
+
+    def run(self, ir: ScheduledProgram, ctx: CompileContext) -> Generated:
+        generated = generate(ir.program, ir.schedules)
+        ctx.stats["stream_lines"] = generated.stream.count("\n")
+        ctx.stats["image_bytes"] = len(generated.image)
+        return generated
