@@ -21,14 +21,18 @@ def random_inputs(shapes: dict[str, tuple[int, ...]], seed: int = 0) -> dict[str
 
 
 def randomize_weights(model: onnx.ModelProto, seed: int = 0) -> onnx.ModelProto:
-    """A copy whose float initializers are seeded random values of the same shapes.
+    """A copy whose float weights are seeded random values of the same shapes.
+
+    Weights are the float initializers, including those the model zoo files build with
+    ConstantOfShape from a constant shape (they are turned into initializers first).
 
     Weights get He-scaled normals (std sqrt(2 / fan_in)); BatchNormalization variances are
-    uniform in [0.5, 1.5], its scales in [0.5, 1.5] and its means and biases small, so that the
+    uniform in [0.5, 1.5], its scales in [0.2, 0.6] and its means and biases small, so that the
     activations of deep networks stay in a sensible range.
     """
     out = onnx.ModelProto()
     out.CopyFrom(model)
+    _materialize_constant_of_shape(out)
     rng = np.random.default_rng(seed)
     role: dict[str, str] = {}
     for node in out.graph.node:
@@ -40,7 +44,9 @@ def randomize_weights(model: onnx.ModelProto, seed: int = 0) -> onnx.ModelProto:
             continue
         shape = tuple(init.dims)
         kind = role.get(init.name, "weight")
-        if kind in ("scale", "var"):
+        if kind == "scale":
+            data = rng.uniform(0.2, 0.6, shape)
+        elif kind == "var":
             data = rng.uniform(0.5, 1.5, shape)
         elif kind == "shift" or len(shape) <= 1:
             data = rng.normal(0.0, 0.1, shape)
@@ -49,6 +55,25 @@ def randomize_weights(model: onnx.ModelProto, seed: int = 0) -> onnx.ModelProto:
             data = rng.normal(0.0, math.sqrt(2.0 / fan_in), shape)
         init.CopyFrom(numpy_helper.from_array(data.astype(np.float32), init.name))
     return out
+
+
+def _materialize_constant_of_shape(model: onnx.ModelProto) -> None:
+    """Replace ConstantOfShape nodes fed by an initializer shape with the initializer they make."""
+    inits = {i.name: i for i in model.graph.initializer}
+    keep = []
+    for node in model.graph.node:
+        if node.op_type == "ConstantOfShape" and node.input and node.input[0] in inits:
+            shape = tuple(int(d) for d in numpy_helper.to_array(inits[node.input[0]]))
+            value = np.zeros(1, np.float32)
+            for attr in node.attribute:
+                if attr.name == "value":
+                    value = numpy_helper.to_array(attr.t)
+            data = np.full(shape, value.reshape(-1)[0], dtype=value.dtype)
+            model.graph.initializer.append(numpy_helper.from_array(data, node.output[0]))
+        else:
+            keep.append(node)
+    del model.graph.node[:]
+    model.graph.node.extend(keep)
 
 
 def run_onnxruntime(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -15,7 +15,7 @@ import onnx
 import npucc.backend.lower  # noqa: F401  (registers lower-tiles)
 import npucc.backend.schedule.schedule_pass  # noqa: F401  (registers schedule)
 import npucc.codegen.emit  # noqa: F401  (registers codegen)
-import npucc.frontend  # noqa: F401  (registers the frontend passes)
+from npucc.frontend import FRONTEND_PIPELINE
 from npucc.passes import PASSES, CompileContext, Pass, PassManager
 from npucc.target import Target, load_target
 
@@ -32,7 +32,7 @@ SCHEDULES = ("original",)
 
 def pipeline(schedule: str = "original") -> list[Pass]:
     """The pass instances of a full compile, in order."""
-    passes: list[Pass] = [PASSES[name]() for name in (*FRONTEND_PASSES, *BACKEND_PASSES)]
+    passes: list[Pass] = [PASSES[name]() for name in (*FRONTEND_PIPELINE, *BACKEND_PASSES)]
     for p in passes:
         if p.name == "schedule":
             p.method = schedule  # type: ignore[attr-defined]

@@ -216,8 +216,11 @@ def generate(program: TiledProgram, schedules: list[tuple[Schedule, Replay]]) ->
     for index, (_, replay) in enumerate(schedules):
         block, flag = render_core(program, index, replay, layout, flag)
         blocks.append(block)
+    output_names = {io.name for io in program.io if io.kind == "output"}
     tensors = [
-        (t.role, t.key, layout.addr[t.key], t.elems * eb, t.shape) for t in program.tensors.values()
+        (t.role, t.key, layout.addr[t.key], t.elems * eb, t.shape)
+        for t in program.tensors.values()
+        if not (t.role == "temp" and t.key in output_names)
     ]
     tensors += [("temp", key, layout.addr[key], n, (n // eb,)) for key, n in extra.items()]
     tensors.sort(key=lambda t: t[2])

@@ -1,0 +1,172 @@
+"""Execution of each opcode on numpy views of the memories, in float32 (one function per opcode).
+
+Every function takes `view(operand, dims, strides)`, which returns a writable float32 view of the
+elements an access pattern touches, and the instruction; the machine has checked the accesses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import lru_cache
+
+import numpy as np
+
+from npucc.ir.isa import (
+    Copy,
+    Img2Col,
+    Instr,
+    MemRef,
+    Mmad,
+    Spill,
+    VBinary,
+    VFill,
+    VReduce,
+    VUnary,
+)
+
+View = Callable[[MemRef, tuple[int, ...], tuple[int, ...]], np.ndarray]
+F32 = np.float32
+
+# Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7, below float32 resolution of erf's range)
+_ERF_P = 0.3275911
+_ERF_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    """Vectorised error function, computed in float64."""
+    a = np.abs(x.astype(np.float64))
+    t = 1.0 / (1.0 + _ERF_P * a)
+    poly = t * (_ERF_A[0] + t * (_ERF_A[1] + t * (_ERF_A[2] + t * (_ERF_A[3] + t * _ERF_A[4]))))
+    return np.sign(x) * (1.0 - poly * np.exp(-a * a))
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    """Overflow-free logistic function."""
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+UNARY: dict[str, Callable[..., np.ndarray]] = {
+    "copy": lambda x: x.copy(),
+    "relu": lambda x: np.maximum(x, F32(0)),
+    "clip": lambda x, lo, hi: np.minimum(np.maximum(x, F32(lo)), F32(hi)),
+    "exp": np.exp,
+    "neg": np.negative,
+    "sqrt": np.sqrt,
+    "recip": lambda x: F32(1) / x,
+    "square": np.square,
+    "muls": lambda x, s: x * F32(s),
+    "adds": lambda x, s: x + F32(s),
+    "pows": lambda x, p: np.power(x, F32(p)),
+    "tanh": np.tanh,
+    "erf": _erf,
+    "sigmoid": _sigmoid,
+    "abs": np.abs,
+    "log": np.log,
+}
+BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": np.divide,
+    "max": np.maximum,
+    "min": np.minimum,
+    "pow": np.power,
+}
+REDUCE: dict[str, Callable[..., np.ndarray]] = {"sum": np.sum, "max": np.max, "min": np.min}
+
+
+def exec_copy(view: View, ins: Copy) -> None:
+    """dst[i] = src[i] over the strided pattern."""
+    view(ins.dst, ins.dims, ins.dst_strides)[...] = view(ins.src, ins.dims, ins.src_strides).copy()
+
+
+def exec_spill(view: View, ins: Spill) -> None:
+    """Contiguous copy of `size` elements."""
+    view(ins.dst, (ins.size,), (1,))[...] = view(ins.src, (ins.size,), (1,))
+
+
+@lru_cache(maxsize=256)
+def img2col_index(
+    c: int, h: int, w: int, kh: int, kw: int, sh: int, sw: int, dh: int, dw: int, pt: int,
+    pl: int, oh: int, ow: int,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Flat source offset (clamped) and in-range mask of every dst[oh*ow, c*kh*kw] element."""
+    rows = (np.arange(oh) * sh)[:, None] + (np.arange(kh) * dh)[None, :] - pt  # (oh, kh)
+    cols = (np.arange(ow) * sw)[:, None] + (np.arange(kw) * dw)[None, :] - pl  # (ow, kw)
+    r = rows[:, None, None, :, None]
+    q = cols[None, :, None, None, :]
+    ch = np.arange(c)[None, None, :, None, None]
+    shape = (oh, ow, c, kh, kw)
+    valid = np.broadcast_to((r >= 0) & (r < h) & (q >= 0) & (q < w), shape)
+    flat = ch * (h * w) + np.clip(r, 0, h - 1) * w + np.clip(q, 0, w - 1)
+    index = np.broadcast_to(flat, shape).reshape(oh * ow, c * kh * kw)
+    return index, valid.reshape(oh * ow, c * kh * kw)
+
+
+def img2col_args(ins: Img2Col) -> tuple[int, ...]:
+    """The geometry of an img2col, as the key of `img2col_index`."""
+    return (ins.c, ins.h, ins.w, ins.kh, ins.kw, ins.sh, ins.sw, ins.dh, ins.dw, ins.pt, ins.pl,
+            ins.oh, ins.ow)  # fmt: skip
+
+
+def exec_img2col(view: View, ins: Img2Col) -> None:
+    """dst[M, K] gathered from the src[c, h, w] tile, zero outside it."""
+    index, valid = img2col_index(*img2col_args(ins))
+    src = view(ins.src, (ins.c * ins.h * ins.w,), (1,))
+    dst = view(ins.dst, index.shape, (index.shape[1], 1))
+    dst[...] = np.where(valid, src[index], F32(0))
+
+
+def exec_mmad(view: View, ins: Mmad) -> None:
+    """dst = a @ b (acc=0) or dst += a @ b (acc=1), in float32."""
+    a = view(ins.a, (ins.m, ins.k), (ins.k, 1))
+    b = view(ins.b, (ins.k, ins.n), (ins.n, 1))
+    dst = view(ins.dst, (ins.m, ins.n), (ins.n, 1))
+    product = np.matmul(a, b, dtype=F32)
+    if ins.acc:
+        dst += product
+    else:
+        dst[...] = product
+
+
+def exec_vunary(view: View, ins: VUnary) -> None:
+    """dst[i] = op(src[i], *scalars)."""
+    src = view(ins.src, ins.dims, ins.src_strides)
+    with np.errstate(all="ignore"):
+        result = UNARY[ins.op](src, *ins.scalars)
+    view(ins.dst, ins.dims, ins.dst_strides)[...] = result
+
+
+def exec_vbinary(view: View, ins: VBinary) -> None:
+    """dst[i] = a[i] op b[i] (a zero stride broadcasts)."""
+    a = view(ins.a, ins.dims, ins.a_strides)
+    b = view(ins.b, ins.dims, ins.b_strides)
+    with np.errstate(all="ignore"):
+        result = BINARY[ins.op](a, b)
+    view(ins.dst, ins.dims, ins.dst_strides)[...] = result
+
+
+def exec_vreduce(view: View, ins: VReduce) -> None:
+    """dst[outer] = reduce(src[outer, reduced]) over the trailing `nred` dims."""
+    src = view(ins.src, ins.dims, ins.src_strides)
+    outer = len(ins.dims) - ins.nred
+    result = REDUCE[ins.op](src, axis=tuple(range(outer, len(ins.dims))))
+    view(ins.dst, ins.dims[:outer], ins.dst_strides)[...] = result
+
+
+def exec_vfill(view: View, ins: VFill) -> None:
+    """dst[i] = value."""
+    view(ins.dst, ins.dims, ins.dst_strides)[...] = F32(ins.value)
+
+
+EXEC: dict[str, Callable[[View, Instr], None]] = {
+    "copy": exec_copy,
+    "spill": exec_spill,
+    "img2col": exec_img2col,
+    "mmad": exec_mmad,
+    "vunary": exec_vunary,
+    "vbinary": exec_vbinary,
+    "vreduce": exec_vreduce,
+    "vfill": exec_vfill,
+}

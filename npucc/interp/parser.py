@@ -1,0 +1,461 @@
+"""Parse a command stream (docs/command-stream.md) into a `Stream`, rejecting malformed lines."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field, fields
+from functools import cache
+from pathlib import Path
+
+from npucc.errors import NpuccError
+from npucc.ir.isa import (
+    BINARY_OPS,
+    DDR,
+    PIPES,
+    REDUCE_OPS,
+    TIERS,
+    UNARY_OPS,
+    Copy,
+    Img2Col,
+    Instr,
+    MemRef,
+    Mmad,
+    ParseError,
+    Spill,
+    VBinary,
+    VReduce,
+    VUnary,
+    copy_pipe,
+    parse_instr,
+)
+from npucc.target import Target, target_from_json
+
+EVENTS = ("alloc", "free", "barrier")
+QUEUE_NAMES = (*(p.lower() for p in PIPES), "ctrl")
+TENSOR_KINDS = ("const", "input", "output", "temp")
+UNARY_ARITY = {"clip": 2, "muls": 1, "adds": 1, "pows": 1}
+VECTOR_TIERS = ("UB", "L0C")
+
+_OPERAND_RE = re.compile(r"^(L1|UB|L0A|L0B|L0C|DDR)\[0x([0-9a-f]+)\+(\d+)\]$")
+_FLAG_RE = re.compile(r"^([a-z0-9]+)>([a-z0-9]+)#(\d+)$")
+_SHAPE_RE = re.compile(r"^([a-z0-9]+)\[([0-9,]*)\]$")
+_SHA_RE = re.compile(r"^[0-9a-f]{64}$")
+_JSON = json.JSONDecoder()
+
+
+class StreamError(NpuccError):
+    """A malformed or incorrect command stream; the message starts with `FILE:LINE:`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Flag:
+    """A synchronisation token `src>dst#num` between two queues of one core."""
+
+    src: str
+    dst: str
+    num: int
+
+    def __str__(self) -> str:
+        return f"{self.src}>{self.dst}#{self.num}"
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A pipe-less event: alloc/free of `tier[addr+size]` (buffer `buf`), or a barrier."""
+
+    kind: str
+    tier: str = ""
+    addr: int = 0
+    size: int = 0  # bytes
+    buf: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One record of a core block: a pipe instruction or an event, with its flags."""
+
+    queue: str  # a PIPES name, or alloc/free/barrier
+    instr: Instr | Event
+    waits: tuple[Flag, ...]
+    sets: tuple[Flag, ...]
+    lineno: int
+
+
+@dataclass(frozen=True, slots=True)
+class Tensor:
+    """A DDR tensor declared in the header."""
+
+    kind: str  # const, input, output, temp
+    name: str
+    addr: int
+    nbytes: int
+    shape: tuple[int, ...]
+    lineno: int
+
+
+@dataclass(slots=True)
+class Core:
+    """The ordered lines of one core block."""
+
+    row: int
+    col: int
+    lineno: int
+    lines: list[Line] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Stream:
+    """A parsed command stream: header plus one block per core."""
+
+    path: str
+    target: Target
+    image_size: int
+    image_sha256: str
+    ddr_size: int
+    tensors: dict[str, Tensor]
+    cores: list[Core]
+
+    def where(self, lineno: int) -> str:
+        """The `FILE:LINE` prefix of a line."""
+        return f"{self.path}:{lineno}"
+
+
+def load_stream(path: str | Path) -> Stream:
+    """Read and parse a stream file."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise NpuccError(f"cannot read stream {path}: {exc}") from None
+    return parse_stream(text, str(path))
+
+
+def parse_stream(text: str, path: str = "<stream>") -> Stream:
+    """Parse stream text; `path` names the file in error messages."""
+    return _Parser(path).parse(text)
+
+
+def _fmt_ref(tier: str, addr: int, nbytes: int | None = None) -> str:
+    return f"{tier}[0x{addr:06x}]" if nbytes is None else f"{tier}[0x{addr:06x}+{nbytes}]"
+
+
+class _Parser:
+    __slots__ = ("path", "target", "ddr_size", "lineno", "flag_sets", "flag_waits")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.lineno = 0
+        self.ddr_size = 0
+        self.flag_sets: dict[tuple[int, int], tuple[Flag, int]] = {}
+        self.flag_waits: dict[tuple[int, int], tuple[Flag, int]] = {}
+
+    def fail(self, message: str, lineno: int | None = None) -> StreamError:
+        return StreamError(f"{self.path}:{self.lineno if lineno is None else lineno}: {message}")
+
+    def parse(self, text: str) -> Stream:
+        records = self._records(text)
+        it = iter(records)
+
+        def expect(what: str) -> list[str]:
+            for self.lineno, content in it:
+                return content.split()
+            raise self.fail(f"unexpected end of file, expected {what}")
+
+        if expect("'npucc-stream 1'") != ["npucc-stream", "1"]:
+            raise self.fail("expected 'npucc-stream 1'")
+        self.target = self._target(it)
+        image_size, image_sha = self._image(expect("image"))
+        self.ddr_size = self._ddr(expect("ddr"))
+        if image_size > self.ddr_size:
+            raise self.fail(f"image size {image_size} exceeds ddr size {self.ddr_size}")
+        tensors: dict[str, Tensor] = {}
+        cores: list[Core] = []
+        core: Core | None = None
+        for self.lineno, content in it:
+            if core is not None:
+                if content == "end":
+                    core = None
+                else:
+                    core.lines.append(self._line(content, len(cores) - 1))
+            elif content.startswith("tensor ") and not cores:
+                tensor = self._tensor(content, image_size)
+                if tensor.name in tensors:
+                    raise self.fail(f"duplicate tensor {json.dumps(tensor.name)}")
+                tensors[tensor.name] = tensor
+            elif content.startswith("core "):
+                core = self._core(content, cores)
+                cores.append(core)
+            else:
+                raise self.fail(f"unexpected line '{_clip(content)}'")
+        if core is not None:
+            raise self.fail(f"core block opened at line {core.lineno} has no 'end'")
+        if not cores:
+            raise self.fail("stream has no core block")
+        for key, (flag, lineno) in self.flag_sets.items():
+            if key not in self.flag_waits:
+                raise self.fail(f"flag {flag} is set but never waited", lineno)
+        return Stream(self.path, self.target, image_size, image_sha, self.ddr_size, tensors, cores)
+
+    def _records(self, text: str) -> list[tuple[int, str]]:
+        records = []
+        for lineno, raw in enumerate(text.split("\n"), 1):
+            content = raw.strip()
+            if content and not content.startswith("#"):
+                if not content.isascii() or not content.replace("\t", " ").isprintable():
+                    raise self.fail("non-ASCII or control character", lineno)
+                records.append((lineno, content))
+        return records
+
+    def _target(self, it) -> Target:
+        for self.lineno, content in it:
+            key, _, body = content.partition(" ")
+            if key != "target" or not body:
+                raise self.fail("expected 'target {json}'")
+            try:
+                target = target_from_json(body)
+            except (ValueError, NpuccError) as exc:
+                raise self.fail(f"bad target: {exc}") from None
+            if target.elem_bytes != 4:
+                raise self.fail(f"unsupported dtype {target.dtype}")
+            return target
+        raise self.fail("unexpected end of file, expected target")
+
+    def _image(self, tokens: list[str]) -> tuple[int, str]:
+        if len(tokens) != 3 or tokens[0] != "image":
+            raise self.fail("expected 'image size=N sha256=HEX'")
+        size = self._int_field(tokens[1], "size")
+        sha = tokens[2].removeprefix("sha256=")
+        if not tokens[2].startswith("sha256=") or not _SHA_RE.match(sha):
+            raise self.fail(f"bad image digest '{_clip(tokens[2])}'")
+        return size, sha
+
+    def _ddr(self, tokens: list[str]) -> int:
+        if len(tokens) != 2 or tokens[0] != "ddr":
+            raise self.fail("expected 'ddr size=N'")
+        size = self._int_field(tokens[1], "size")
+        if size % 4:
+            raise self.fail(f"ddr size {size} is not a multiple of 4")
+        return size
+
+    def _int_field(self, token: str, key: str) -> int:
+        name, eq, value = token.partition("=")
+        if name != key or not eq or not value.isdigit():
+            raise self.fail(f"expected {key}=N, got '{_clip(token)}'")
+        return int(value)
+
+    def _tensor(self, content: str, image_size: int) -> Tensor:
+        parts = content.split(None, 2)
+        kind, rest = (parts[1], parts[2]) if len(parts) == 3 else ("", "")
+        if kind not in TENSOR_KINDS:
+            raise self.fail(f"bad tensor kind '{_clip(kind)}' (one of {', '.join(TENSOR_KINDS)})")
+        if not rest.startswith('"'):
+            raise self.fail("tensor name must be a JSON string literal")
+        try:
+            name, end = _JSON.raw_decode(rest)
+        except json.JSONDecodeError as exc:
+            raise self.fail(f"bad tensor name literal: {exc.msg}") from None
+        tokens = rest[end:].split()
+        if len(tokens) != 2 or not rest[end : end + 1].isspace():
+            raise self.fail("expected 'tensor KIND \"NAME\" DDR[0xADDR+BYTES] TYPE[DIMS]'")
+        m = _OPERAND_RE.match(tokens[0])
+        if not m or m.group(1) != DDR:
+            raise self.fail(f"bad tensor location '{_clip(tokens[0])}'")
+        addr, nbytes = int(m.group(2), 16), int(m.group(3))
+        s = _SHAPE_RE.match(tokens[1])
+        if not s or s.group(1) != self.target.dtype:
+            raise self.fail(
+                f"bad tensor type '{_clip(tokens[1])}' (target dtype is {self.target.dtype})"
+            )
+        try:
+            shape = tuple(int(d) for d in s.group(2).split(",")) if s.group(2) else ()
+        except ValueError:
+            raise self.fail(f"bad tensor shape '{_clip(tokens[1])}'") from None
+        if math.prod(shape) * 4 != nbytes:
+            raise self.fail(f"tensor {json.dumps(name)}: {nbytes} bytes do not hold shape {shape}")
+        if addr % 4 or addr + nbytes > self.ddr_size:
+            raise self.fail(
+                f"tensor {json.dumps(name)}: {_fmt_ref(DDR, addr, nbytes)} is "
+                f"misaligned or outside ddr size {self.ddr_size}"
+            )
+        if kind == "const" and addr + nbytes > image_size:
+            raise self.fail(f"const tensor {json.dumps(name)} lies outside the image")
+        return Tensor(kind, name, addr, nbytes, shape, self.lineno)
+
+    def _core(self, content: str, cores: list[Core]) -> Core:
+        tokens = content.split()
+        if len(tokens) != 3 or not tokens[1].isdigit() or not tokens[2].isdigit():
+            raise self.fail("expected 'core ROW COL'")
+        row, col = int(tokens[1]), int(tokens[2])
+        if row >= self.target.mesh["rows"] or col >= self.target.mesh["cols"]:
+            raise self.fail(f"core {row} {col} is outside the target's mesh")
+        for other in cores:
+            if (other.row, other.col) == (row, col):
+                raise self.fail(f"core {row} {col} already defined at line {other.lineno}")
+        return Core(row, col, self.lineno)
+
+    def _line(self, content: str, core: int) -> Line:
+        body, bar, sync = content.partition("|")
+        queue, _, rest = body.strip().partition(" ")
+        if queue in PIPES:
+            try:
+                instr, declared = parse_instr(rest)
+            except ParseError as exc:
+                raise self.fail(str(exc)) from None
+            self._check_instr(queue, instr, declared)
+            sync_queue = queue.lower()
+        elif queue in EVENTS:
+            instr = self._event(queue, rest.split())
+            sync_queue = "ctrl"
+        else:
+            raise self.fail(f"unknown queue '{_clip(queue)}' (one of {', '.join(PIPES + EVENTS)})")
+        if bar and not sync.strip():
+            raise self.fail("empty synchronisation after '|'")
+        waits, sets = self._sync(sync.split(), sync_queue, core)
+        return Line(queue, instr, waits, sets, self.lineno)
+
+    def _event(self, kind: str, tokens: list[str]) -> Event:
+        if kind == "barrier":
+            if tokens:
+                raise self.fail(f"barrier takes no operands, got '{_clip(tokens[0])}'")
+            return Event(kind)
+        m = _OPERAND_RE.match(tokens[0]) if len(tokens) == 2 else None
+        buf = tokens[1].removeprefix("b=") if m else ""
+        if not m or not tokens[1].startswith("b=") or not buf.isdigit():
+            raise self.fail(f"expected '{kind} TIER[0xADDR+BYTES] b=ID'")
+        tier, addr, size = m.group(1), int(m.group(2), 16), int(m.group(3))
+        if tier not in TIERS:
+            raise self.fail(f"{kind}: {tier} is not an on-chip tier")
+        if addr % self.target.alignment or size == 0:
+            raise self.fail(
+                f"{kind}: {_fmt_ref(tier, addr, size)} is empty or not aligned to "
+                f"{self.target.alignment}"
+            )
+        if addr + size > self.target.capacity[tier]:
+            raise self.fail(
+                f"{kind}: {_fmt_ref(tier, addr, size)} exceeds {tier} capacity "
+                f"{self.target.capacity[tier]}"
+            )
+        return Event(kind, tier, addr, size, int(buf))
+
+    def _sync(self, tokens: list[str], queue: str, core: int) -> tuple[tuple, tuple]:
+        if len(tokens) % 2:
+            raise self.fail(f"expected 'wait|set SRC>DST#N' pairs, got '{_clip(tokens[-1])}'")
+        waits: list[Flag] = []
+        sets: list[Flag] = []
+        for verb, spec in zip(tokens[::2], tokens[1::2], strict=True):
+            m = _FLAG_RE.match(spec)
+            if verb not in ("wait", "set") or not m:
+                raise self.fail(f"bad synchronisation '{_clip(verb)} {_clip(spec)}'")
+            flag = Flag(m.group(1), m.group(2), int(m.group(3)))
+            if flag.src not in QUEUE_NAMES or flag.dst not in QUEUE_NAMES:
+                raise self.fail(f"flag {flag}: unknown queue (one of {', '.join(QUEUE_NAMES)})")
+            mine, other = (self.flag_sets, self.flag_waits)
+            if verb == "wait":
+                mine, other = other, mine
+            if (flag.dst if verb == "wait" else flag.src) != queue:
+                raise self.fail(f"{verb} {flag} on queue {queue}")
+            key = (core, flag.num)
+            if key in mine:
+                raise self.fail(f"flag #{flag.num} {verb} twice (first at line {mine[key][1]})")
+            if key in other and other[key][0] != flag:
+                raise self.fail(
+                    f"flag {flag} does not match {other[key][0]} at line {other[key][1]}"
+                )
+            mine[key] = (flag, self.lineno)
+            (waits if verb == "wait" else sets).append(flag)
+        return tuple(waits), tuple(sets)
+
+    def _check_instr(self, queue: str, instr: Instr, declared: dict[str, int]) -> None:
+        op = instr.opcode
+        try:
+            extents = instr.extents()
+        except ValueError:
+            raise self.fail(f"{op}: dims and strides differ in length") from None
+        for name, value in _ints(instr):
+            if value < 0 or (value == 0 and name in _POSITIVE):
+                raise self.fail(f"{op}: bad {name}={value}")
+        for name, ref in instr.operands().items():
+            assert isinstance(ref, MemRef)
+            nbytes = declared[name]
+            cap = self.ddr_size if ref.tier == DDR else self.target.capacity[ref.tier]
+            if ref.addr % 4:
+                raise self.fail(f"{op}: operand {name} address 0x{ref.addr:x} not aligned to 4")
+            if ref.addr + nbytes > cap:
+                raise self.fail(
+                    f"{op}: operand {name}={_fmt_ref(ref.tier, ref.addr, nbytes)} "
+                    f"exceeds {ref.tier} size {cap}"
+                )
+            if extents[name] * 4 > nbytes:
+                raise self.fail(
+                    f"{op}: operand {name} pattern spans {extents[name] * 4} bytes, "
+                    f"more than its declared {nbytes}"
+                )
+        pipe = self._pipe_and_kind(instr)
+        if pipe != queue:
+            raise self.fail(f"{op} must run on {pipe}, not {queue}")
+
+    def _pipe_and_kind(self, instr: Instr) -> str:
+        op = instr.opcode
+        if isinstance(instr, (Copy, Spill)):
+            try:
+                pipe = copy_pipe(instr.src.tier, instr.dst.tier)
+            except ValueError as exc:
+                raise self.fail(f"{op}: {exc}") from None
+            if isinstance(instr, Spill) and DDR not in (instr.src.tier, instr.dst.tier):
+                raise self.fail("spill: one side must be DDR")
+            return pipe
+        if isinstance(instr, Img2Col):
+            if instr.src.tier != "L1" or instr.dst.tier not in ("L0A", "L0B"):
+                raise self.fail("img2col: src must be in L1 and dst in L0A or L0B")
+            return "MTE1"
+        if isinstance(instr, Mmad):
+            tiers = (instr.a.tier, instr.b.tier, instr.dst.tier)
+            if tiers != ("L0A", "L0B", "L0C"):
+                raise self.fail("mmad: a, b, dst must be in L0A, L0B, L0C")
+            if instr.acc not in (0, 1):
+                raise self.fail(f"mmad: acc must be 0 or 1, got {instr.acc}")
+            return "CUBE"
+        for name, ref in instr.operands().items():
+            if ref.tier not in VECTOR_TIERS:
+                raise self.fail(f"{op}: operand {name} must be in UB or L0C, not {ref.tier}")
+        if isinstance(instr, VUnary):
+            if instr.op not in UNARY_OPS:
+                raise self.fail(f"vunary: unknown op '{instr.op}'")
+            if len(instr.scalars) != UNARY_ARITY.get(instr.op, 0):
+                raise self.fail(
+                    f"vunary {instr.op}: expects {UNARY_ARITY.get(instr.op, 0)} "
+                    f"scalars, got {len(instr.scalars)}"
+                )
+        elif isinstance(instr, VBinary) and instr.op not in BINARY_OPS:
+            raise self.fail(f"vbinary: unknown op '{instr.op}'")
+        elif isinstance(instr, VReduce):
+            if instr.op not in REDUCE_OPS:
+                raise self.fail(f"vreduce: unknown op '{instr.op}'")
+            if instr.nred > len(instr.dims) or len(instr.src_strides) != len(instr.dims):
+                raise self.fail("vreduce: nred, dims and strides are inconsistent")
+        return "VECTOR"
+
+
+_POSITIVE = frozenset(
+    ("dims", "size", "c", "h", "w", "kh", "kw", "sh", "sw", "dh", "dw", "oh", "ow", "m", "n", "k")
+)
+
+
+@cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
+
+
+def _ints(instr: Instr):
+    for name in _field_names(type(instr)):
+        value = getattr(instr, name)
+        if isinstance(value, int):
+            yield name, value
+        elif isinstance(value, tuple) and name != "scalars":
+            for v in value:
+                yield name, v
+
+
+def _clip(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
