@@ -70,6 +70,10 @@ def _materialize_constant_of_shape(model: onnx.ModelProto) -> None:
                     value = numpy_helper.to_array(attr.t)
             data = np.full(shape, value.reshape(-1)[0], dtype=value.dtype)
             model.graph.initializer.append(numpy_helper.from_array(data, node.output[0]))
+            if model.ir_version < 4:  # initializers must also be graph inputs before IR 4
+                elem = onnx.helper.np_dtype_to_tensor_dtype(data.dtype)
+                info = onnx.helper.make_tensor_value_info(node.output[0], elem, shape)
+                model.graph.input.append(info)
         else:
             keep.append(node)
     del model.graph.node[:]

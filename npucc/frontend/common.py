@@ -1,0 +1,84 @@
+"""Helpers shared by the frontend passes: fresh names, constants, layer bookkeeping."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from npucc.errors import NpuccError
+from npucc.ir.graph import Graph, Layer, Tensor
+from npucc.ir.graph_text import dtype_name
+
+ONNX_PREFIX = "onnx."  # op prefix of layers not yet legalised to the canonical op set
+UNKNOWN_SHAPE = (-1,)  # before fold-constants: a shape of unknown rank (-1 marks an open dim)
+
+
+def fresh_name(g: Graph, base: str) -> str:
+    """A tensor name not yet used in `g`, derived from `base`."""
+    if base not in g.tensors:
+        return base
+    i = 1
+    while f"{base}_{i}" in g.tensors:
+        i += 1
+    return f"{base}_{i}"
+
+
+def fresh_layer_name(g: Graph, base: str) -> str:
+    """A layer name not yet used in `g`, derived from `base`."""
+    taken = {layer.name for layer in g.layers}
+    name, i = base, 1
+    while name in taken:
+        name, i = f"{base}_{i}", i + 1
+    return name
+
+
+def add_const(g: Graph, base: str, data: np.ndarray) -> str:
+    """Register a new constant tensor holding `data`; returns its name."""
+    name = fresh_name(g, base)
+    g.add_tensor(Tensor(name, tuple(data.shape), dtype_name(data.dtype), data))
+    return name
+
+
+def const(g: Graph, name: str) -> np.ndarray:
+    """The data of constant tensor `name` (it must be constant)."""
+    data = g.tensors[name].data
+    assert data is not None, name
+    return data
+
+
+def onnx_op(layer: Layer) -> str:
+    """The ONNX op type of a not-yet-legalised layer ('' for canonical layers)."""
+    return layer.op[len(ONNX_PREFIX) :] if layer.op.startswith(ONNX_PREFIX) else ""
+
+
+def unsupported(op_type: str, node: str, opset: int) -> NpuccError:
+    """The error for an operator npucc cannot compile."""
+    return NpuccError(f"unsupported operator {op_type} (node '{node}', opset {opset})")
+
+
+def node_error(layer: Layer, message: str) -> NpuccError:
+    """An NpuccError naming the node: "node 'n' (Op): message"."""
+    return NpuccError(f"node '{layer.name}' ({onnx_op(layer) or layer.op}): {message}")
+
+
+def single_user(g: Graph, tensor: str) -> bool:
+    """True when `tensor` is read by exactly one layer and is not a graph output."""
+    return tensor not in g.outputs and len(g.users(tensor)) == 1
+
+
+def remove_layer_and_outputs(g: Graph, layer: Layer) -> None:
+    """Remove `layer` and the tensors it writes."""
+    g.remove_layer(layer)
+    for t in layer.outputs:
+        del g.tensors[t]
+
+
+def value_type(v: onnx.ValueInfoProto | None) -> tuple[tuple[int, ...], str]:
+    """Shape and IR dtype of a value; dims left open are -1, an unknown rank is UNKNOWN_SHAPE."""
+    if v is None or not v.type.tensor_type.elem_type:
+        return UNKNOWN_SHAPE, "f32"
+    tt = v.type.tensor_type
+    dtype = dtype_name(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type))
+    if not tt.HasField("shape"):
+        return UNKNOWN_SHAPE, dtype
+    return tuple(d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim), dtype

@@ -1,0 +1,56 @@
+"""drop-identity: remove Identity and inference-mode Dropout layers."""
+
+from __future__ import annotations
+
+from npucc.frontend.common import node_error, onnx_op, remove_layer_and_outputs
+from npucc.ir.graph import Graph, Layer
+from npucc.passes import CompileContext, Pass, register
+
+
+def _training(g: Graph, layer: Layer) -> bool:
+    """True when a Dropout runs in training mode (random, so not removable)."""
+    mode = layer.inputs[2] if len(layer.inputs) > 2 else ""
+    if not mode:
+        return False
+    if not g.is_const(mode):
+        raise node_error(layer, "training_mode must be a constant")
+    return bool(g.tensors[mode].data)
+
+
+def _drop(g: Graph, layer: Layer) -> bool:
+    """Remove `layer` (y = x), keeping graph output names; False when it must stay."""
+    x, y = layer.inputs[0], layer.outputs[0]
+    if y not in g.outputs:
+        g.replace_uses(y, x)
+        remove_layer_and_outputs(g, layer)
+        return True
+    producer = g.producer(x)
+    if producer is None or x in g.outputs:
+        return False  # y must stay a distinct graph output: legalised as a copy
+    # y names a graph output: the producer writes y directly and every reader of x reads y
+    g.remove_layer(layer)
+    producer.outputs = [y if t == x else t for t in producer.outputs]
+    g.replace_uses(x, y)
+    del g.tensors[x]
+    return True
+
+
+@register
+class DropIdentity(Pass):
+    """Bypass Identity and Dropout (inference mode) layers."""
+
+    name = "drop-identity"
+
+    def run(self, ir: Graph, ctx: CompileContext) -> Graph:
+        """Drop every removable Identity/Dropout layer."""
+        dropped = 0
+        for layer in list(ir.layers):
+            if onnx_op(layer) not in ("Identity", "Dropout"):
+                continue
+            if len(layer.outputs) > 1:
+                raise node_error(layer, "the dropout mask output is not supported")
+            if onnx_op(layer) == "Dropout" and _training(ir, layer):
+                raise node_error(layer, "training-mode Dropout is not supported")
+            dropped += _drop(ir, layer)
+        ctx.stats["drop-identity.dropped"] = dropped
+        return ir

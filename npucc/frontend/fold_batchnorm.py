@@ -1,0 +1,92 @@
+"""fold-batchnorm: fold inference BatchNormalization into the preceding Conv, or into mul+add."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from npucc.frontend.common import (
+    ONNX_PREFIX,
+    add_const,
+    const,
+    fresh_layer_name,
+    fresh_name,
+    node_error,
+    onnx_op,
+    single_user,
+)
+from npucc.ir.graph import Graph, Layer, Tensor
+from npucc.passes import CompileContext, Pass, register
+
+
+def _scale_shift(g: Graph, layer: Layer) -> tuple[np.ndarray, np.ndarray]:
+    """BN as y = x*s + t per channel (float64)."""
+    params = layer.inputs[1:5]
+    if len(params) != 4 or not all(g.is_const(t) for t in params):
+        raise node_error(layer, "scale, bias, mean and variance must be constant")
+    if len(layer.outputs) > 1 or layer.attrs.get("training_mode", 0):
+        raise node_error(layer, "training-mode BatchNormalization is not supported")
+    scale, bias, mean, var = (const(g, t).astype(np.float64) for t in params)
+    s = scale / np.sqrt(var + float(layer.attrs.get("epsilon", 1e-5)))
+    return s, bias - mean * s
+
+
+def _fold_into_conv(g: Graph, conv: Layer, bn: Layer, s: np.ndarray, t: np.ndarray) -> None:
+    """Rescale the conv's weights and bias; the conv then writes the BN's output."""
+    w = conv.inputs[1]
+    b = conv.inputs[2] if len(conv.inputs) > 2 else ""
+    weights = const(g, w).astype(np.float64) * s.reshape(-1, *[1] * (len(g.tensors[w].shape) - 1))
+    bias = (const(g, b).astype(np.float64) if b else 0.0) * s + t
+    new_w = add_const(g, f"{w}.bn", weights.astype(np.float32))
+    new_b = add_const(g, f"{b or w}.bn_bias", bias.astype(np.float32))
+    old = conv.outputs[0]
+    conv.inputs = [conv.inputs[0], new_w, new_b]
+    conv.outputs = [bn.outputs[0]]
+    g.remove_layer(bn)
+    del g.tensors[old]
+
+
+def _as_mul_add(g: Graph, bn: Layer, s: np.ndarray, t: np.ndarray) -> None:
+    """Replace the BN by onnx Mul and Add layers with [C,1,...] constant operands."""
+    x, y = bn.inputs[0], bn.outputs[0]
+    rank = len(g.tensors[x].shape)
+    shape = (-1, *[1] * (rank - 2))
+    scale = add_const(g, f"{bn.name}.scale", s.astype(np.float32).reshape(shape))
+    shift = add_const(g, f"{bn.name}.shift", t.astype(np.float32).reshape(shape))
+    mid = fresh_name(g, f"{y}.scaled")
+    g.add_tensor(Tensor(mid, g.tensors[y].shape, g.tensors[y].dtype))
+    index = g.layers.index(bn)
+    g.remove_layer(bn)
+    mul = Layer(fresh_layer_name(g, f"{bn.name}.mul"), ONNX_PREFIX + "Mul", [x, scale], [mid])
+    g.add_layer(mul, index)
+    g.add_layer(Layer(bn.name, ONNX_PREFIX + "Add", [mid, shift], [y]), index + 1)
+
+
+@register
+class FoldBatchnorm(Pass):
+    """Remove every BatchNormalization: folded into a Conv when possible, else mul+add."""
+
+    name = "fold-batchnorm"
+
+    def run(self, ir: Graph, ctx: CompileContext) -> Graph:
+        """Fold each BN layer, in order."""
+        folded = lowered = 0
+        for bn in list(ir.layers):
+            if onnx_op(bn) != "BatchNormalization":
+                continue
+            s, t = _scale_shift(ir, bn)
+            x = bn.inputs[0]
+            conv = ir.producer(x)
+            if (
+                conv is not None
+                and onnx_op(conv) == "Conv"
+                and single_user(ir, x)
+                and all(ir.is_const(p) for p in conv.inputs[1:] if p)
+            ):
+                _fold_into_conv(ir, conv, bn, s, t)
+                folded += 1
+            else:
+                _as_mul_add(ir, bn, s, t)
+                lowered += 1
+        ctx.stats["fold-batchnorm.folded"] = folded
+        ctx.stats["fold-batchnorm.lowered"] = lowered
+        return ir

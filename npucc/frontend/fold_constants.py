@@ -1,0 +1,142 @@
+"""fold-constants: evaluate ONNX layers whose inputs are all constant (and Shape of any tensor)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+from npucc.frontend.common import node_error, onnx_op, value_type
+from npucc.ir.graph import Graph, Layer
+from npucc.ir.graph_text import NUMPY_DTYPES, dtype_name
+from npucc.passes import CompileContext, Pass, register
+
+# ops npucc only supports when they fold away (shape arithmetic and friends)
+FOLD_ONLY = (
+    "Abs",
+    "Cast",
+    "CastLike",
+    "Ceil",
+    "ConstantOfShape",
+    "Equal",
+    "Exp",
+    "Expand",
+    "Floor",
+    "Gather",
+    "Greater",
+    "Less",
+    "Log",
+    "Neg",
+    "Not",
+    "Pow",
+    "Range",
+    "Reciprocal",
+    "ReduceMean",
+    "ReduceProd",
+    "ReduceSum",
+    "Shape",
+    "Size",
+    "Slice",
+    "Sqrt",
+    "Tile",
+    "Where",
+)
+
+
+def _attr_proto_value(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return numpy_helper.from_array(value)
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def _shape_of(g: Graph, layer: Layer) -> np.ndarray:
+    shape = g.tensors[layer.inputs[0]].shape
+    if onnx_op(layer) == "Size":
+        return np.asarray(int(np.prod(shape, dtype=np.int64)), dtype=np.int64)
+    start, end = layer.attrs.get("start", 0), layer.attrs.get("end", len(shape))
+    return np.asarray(shape[start:end], dtype=np.int64)
+
+
+def _one_node_model(g: Graph, layer: Layer, consts_as_inits: bool) -> onnx.ModelProto:
+    """A model holding just `layer`; constant inputs become initializers when asked."""
+    # an empty list attribute has no inferable type; every ONNX default for one is "absent"
+    attrs = {
+        k: _attr_proto_value(v)
+        for k, v in layer.attrs.items()
+        if not (isinstance(v, tuple) and not v)
+    }
+    node = onnx.helper.make_node(onnx_op(layer), layer.inputs, layer.outputs, **attrs)
+    inputs, inits = [], []
+    for name in dict.fromkeys(t for t in layer.inputs if t):
+        t = g.tensors[name]
+        if consts_as_inits and t.data is not None:
+            inits.append(numpy_helper.from_array(t.data, name))
+            continue
+        elem = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(NUMPY_DTYPES[t.dtype]))
+        inputs.append(onnx.helper.make_tensor_value_info(name, elem, t.shape))
+    outputs = [onnx.helper.make_empty_tensor_value_info(t) for t in layer.outputs]
+    graph = onnx.helper.make_graph([node], "fold", inputs, outputs, inits)
+    return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", g.opset)])
+
+
+def _evaluate(g: Graph, layer: Layer) -> list[np.ndarray]:
+    """Run one layer on its constant inputs with onnx's reference evaluator."""
+    feeds = {t: g.tensors[t].data for t in layer.inputs if t}
+    try:
+        results = ReferenceEvaluator(_one_node_model(g, layer, False)).run(None, feeds)
+    except Exception as exc:  # the evaluator raises many types
+        raise node_error(layer, f"constant folding failed: {exc}") from None
+    return [np.asarray(r) for r in results]
+
+
+def _open(g: Graph, tensor: str) -> bool:
+    return any(d < 0 for d in g.tensors[tensor].shape)
+
+
+def _infer(g: Graph, layer: Layer) -> None:
+    """Static output shapes of a layer whose constant inputs are now known."""
+    try:
+        model = onnx.shape_inference.infer_shapes(
+            _one_node_model(g, layer, True), strict_mode=True, data_prop=True
+        )
+    except Exception as exc:  # InferenceError
+        raise node_error(layer, f"shape inference failed: {exc}") from None
+    found = {v.name: value_type(v) for v in model.graph.output}
+    for out in layer.outputs:
+        t = g.tensors[out]
+        t.shape, t.dtype = found[out]
+        if _open(g, out):
+            raise node_error(layer, f"cannot infer a static shape for '{out}'")
+
+
+@register
+class FoldConstants(Pass):
+    """Replace layers computable at compile time by constant tensors."""
+
+    name = "fold-constants"
+
+    def run(self, ir: Graph, ctx: CompileContext) -> Graph:
+        """Fold every foldable layer, in order (folding enables later folds)."""
+        folded = 0
+        for layer in list(ir.layers):
+            op = onnx_op(layer)
+            if op in ("Shape", "Size"):
+                values = [_shape_of(ir, layer)]
+            elif op and all(not t or ir.is_const(t) for t in layer.inputs):
+                values = _evaluate(ir, layer)
+            else:
+                if any(_open(ir, t) for t in layer.outputs):
+                    _infer(ir, layer)
+                continue
+            ir.remove_layer(layer)
+            for name, value in zip(layer.outputs, values, strict=False):
+                t = ir.tensors[name]
+                t.data, t.shape, t.dtype = value, tuple(value.shape), dtype_name(value.dtype)
+            folded += 1
+        ctx.stats["fold-constants.folded"] = folded
+        return ir

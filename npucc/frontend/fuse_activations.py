@@ -1,0 +1,45 @@
+"""fuse-activations: fold a Relu/Clip into the layer producing its input."""
+
+from __future__ import annotations
+
+from npucc.frontend.common import single_user
+from npucc.ir.graph import Graph, Layer
+from npucc.passes import CompileContext, Pass, register
+
+PRODUCERS = ("conv2d", "gemm", "matmul", "add", "sub", "mul", "div")
+
+
+def _fusible_producer(g: Graph, act: Layer) -> Layer | None:
+    x = act.inputs[0]
+    producer = g.producer(x)
+    if producer is None or producer.op not in PRODUCERS or producer.attrs.get("act", ""):
+        return None
+    return producer if single_user(g, x) else None
+
+
+@register
+class FuseActivations(Pass):
+    """Set act="relu"|"clip" on conv2d/gemm/matmul/element-wise producers."""
+
+    name = "fuse-activations"
+
+    def run(self, ir: Graph, ctx: CompileContext) -> Graph:
+        """Fuse every activation whose input has no other reader."""
+        fused = 0
+        for act in list(ir.layers):
+            if act.op not in ("relu", "clip"):
+                continue
+            producer = _fusible_producer(ir, act)
+            if producer is None:
+                continue
+            producer.attrs["act"] = act.op
+            if act.op == "clip":
+                producer.attrs["act_min"] = act.attrs["min"]
+                producer.attrs["act_max"] = act.attrs["max"]
+            # the producer writes the activation's output; its own output had no other reader
+            producer.outputs = list(act.outputs)
+            ir.remove_layer(act)
+            del ir.tensors[act.inputs[0]]
+            fused += 1
+        ctx.stats["fuse-activations.fused"] = fused
+        return ir

@@ -1,0 +1,282 @@
+"""legalize-onnx: map the remaining `onnx.<Op>` layers onto the canonical op set."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from npucc.errors import NpuccError
+from npucc.frontend.common import (
+    const,
+    fresh_layer_name,
+    fresh_name,
+    node_error,
+    onnx_op,
+    unsupported,
+)
+from npucc.ir.graph import Graph, Layer, Tensor
+from npucc.passes import CompileContext, Pass, register
+
+Pads = tuple[int, int, int, int]
+
+
+def _rank(g: Graph, layer: Layer, rank: int) -> tuple[int, ...]:
+    shape = g.tensors[layer.inputs[0]].shape
+    if len(shape) != rank:
+        raise node_error(layer, f"input must have rank {rank}, not {len(shape)}")
+    return shape
+
+
+def _pads(layer: Layer, spatial: tuple[int, ...], kernel: tuple[int, ...]) -> Pads:
+    """(top, left, bottom, right) from `pads` or `auto_pad`."""
+    a = layer.attrs
+    strides, dilations = a.get("strides", (1, 1)), a.get("dilations", (1, 1))
+    auto = a.get("auto_pad", "NOTSET")
+    if auto == "NOTSET":
+        t, l, b, r = a.get("pads", (0, 0, 0, 0))
+        return (t, l, b, r)
+    if auto == "VALID":
+        return (0, 0, 0, 0)
+    if auto not in ("SAME_UPPER", "SAME_LOWER"):
+        raise node_error(layer, f"unknown auto_pad {auto!r}")
+    begin, end = [], []
+    for n, k, s, d in zip(spatial, kernel, strides, dilations, strict=True):
+        total = max((math.ceil(n / s) - 1) * s + (k - 1) * d + 1 - n, 0)
+        small, big = total // 2, total - total // 2
+        begin.append(small if auto == "SAME_UPPER" else big)
+        end.append(big if auto == "SAME_UPPER" else small)
+    return (begin[0], begin[1], end[0], end[1])
+
+
+def _single(layer: Layer, op: str, inputs: list[str], **attrs: object) -> list[Layer]:
+    if len(layer.outputs) != 1:
+        raise node_error(layer, "only the first output is supported")
+    return [Layer(layer.name, op, inputs, list(layer.outputs), dict(attrs))]
+
+
+def _conv(g: Graph, layer: Layer) -> list[Layer]:
+    _rank(g, layer, 4)
+    x, w, *rest = layer.inputs
+    b = rest[0] if rest else ""
+    if not g.is_const(w) or (b and not g.is_const(b)):
+        raise node_error(layer, "weights and bias must be constant")
+    kernel = g.tensors[w].shape[2:]
+    a = layer.attrs
+    return _single(
+        layer,
+        "conv2d",
+        [x, w, b] if b else [x, w],
+        strides=tuple(a.get("strides", (1, 1))),
+        pads=_pads(layer, g.tensors[x].shape[2:], kernel),
+        dilations=tuple(a.get("dilations", (1, 1))),
+        group=int(a.get("group", 1)),
+    )
+
+
+def _pool(g: Graph, layer: Layer) -> list[Layer]:
+    shape = _rank(g, layer, 4)
+    a = layer.attrs
+    if a.get("storage_order", 0) != 0:
+        raise node_error(layer, "storage_order must be 0")
+    kernel = tuple(a["kernel_shape"])
+    strides, dilations = tuple(a.get("strides", (1, 1))), tuple(a.get("dilations", (1, 1)))
+    pads = list(_pads(layer, shape[2:], kernel))
+    out = g.tensors[layer.outputs[0]].shape[2:]
+    count_include_pad = int(a.get("count_include_pad", 0))
+    for i in range(2):  # ceil_mode: the inferred output may need extra bottom/right padding
+        window = (kernel[i] - 1) * dilations[i] + 1
+        extra = (out[i] - 1) * strides[i] + window - (shape[2 + i] + pads[i] + pads[i + 2])
+        if extra > 0 and count_include_pad and onnx_op(layer) == "AveragePool":
+            raise node_error(layer, "ceil_mode with count_include_pad=1 is not supported")
+        pads[i + 2] += max(extra, 0)
+    op = "maxpool" if onnx_op(layer) == "MaxPool" else "avgpool"
+    return _single(
+        layer,
+        op,
+        layer.inputs[:1],
+        kernel=kernel,
+        strides=strides,
+        pads=(pads[0], pads[1], pads[2], pads[3]),
+        dilations=dilations,
+        count_include_pad=count_include_pad,
+    )
+
+
+def _global_pool(g: Graph, layer: Layer) -> list[Layer]:
+    _rank(g, layer, 4)
+    op = "globalavgpool" if onnx_op(layer) == "GlobalAveragePool" else "globalmaxpool"
+    return _single(layer, op, layer.inputs[:1])
+
+
+def _gemm(g: Graph, layer: Layer) -> list[Layer]:
+    a = layer.attrs
+    return _single(
+        layer,
+        "gemm",
+        [t for t in layer.inputs if t],
+        trans_a=int(a.get("transA", 0)),
+        trans_b=int(a.get("transB", 0)),
+        alpha=float(a.get("alpha", 1.0)),
+        beta=float(a.get("beta", 1.0)),
+    )
+
+
+def _plain(op: str) -> Callable[[Graph, Layer], list[Layer]]:
+    return lambda g, layer: _single(layer, op, list(layer.inputs))
+
+
+def _chain(op: str) -> Callable[[Graph, Layer], list[Layer]]:
+    """Variadic Sum/Max/Min as a chain of binary layers."""
+
+    def lower(g: Graph, layer: Layer) -> list[Layer]:
+        ins = list(layer.inputs)
+        if len(ins) == 1:
+            return _single(layer, "reshape", ins)
+        layers: list[Layer] = []
+        acc, shape = ins[0], g.tensors[ins[0]].shape
+        for i, t in enumerate(ins[1:], start=1):
+            shape = np.broadcast_shapes(shape, g.tensors[t].shape)
+            if i == len(ins) - 1:
+                out = layer.outputs[0]
+            else:
+                out = fresh_name(g, f"{layer.outputs[0]}.{op}{i}")
+                g.add_tensor(Tensor(out, tuple(shape), g.tensors[layer.outputs[0]].dtype))
+            name = layer.name if i == len(ins) - 1 else fresh_layer_name(g, f"{layer.name}.{i}")
+            layers.append(Layer(name, op, [acc, t], [out]))
+            acc = out
+        return layers
+
+    return lower
+
+
+def _clip(g: Graph, layer: Layer) -> list[Layer]:
+    bounds = [-math.inf, math.inf]
+    if g.opset < 11:
+        bounds = [float(layer.attrs.get("min", -math.inf)), float(layer.attrs.get("max", math.inf))]
+    for i, t in enumerate(layer.inputs[1:3]):
+        if t and not g.is_const(t):
+            raise node_error(layer, "min and max must be constant")
+        if t:
+            bounds[i] = float(const(g, t))
+    return _single(layer, "clip", layer.inputs[:1], min=bounds[0], max=bounds[1])
+
+
+def _view(g: Graph, layer: Layer) -> list[Layer]:
+    """Flatten, Reshape, Squeeze, Unsqueeze, kept Identity/Dropout: reshape to the static shape."""
+    if onnx_op(layer) == "Reshape" and not g.is_const(layer.inputs[1]):
+        raise node_error(layer, f"shape input '{layer.inputs[1]}' must fold to a constant")
+    return _single(layer, "reshape", layer.inputs[:1])
+
+
+def _concat(g: Graph, layer: Layer) -> list[Layer]:
+    rank = len(g.tensors[layer.outputs[0]].shape)
+    return _single(layer, "concat", list(layer.inputs), axis=int(layer.attrs["axis"]) % rank)
+
+
+def _transpose(g: Graph, layer: Layer) -> list[Layer]:
+    rank = len(g.tensors[layer.inputs[0]].shape)
+    perm = layer.attrs.get("perm", tuple(range(rank - 1, -1, -1)))
+    return _single(layer, "transpose", layer.inputs[:1], perm=tuple(perm))
+
+
+def _softmax(g: Graph, layer: Layer) -> list[Layer]:
+    x, y = layer.inputs[0], layer.outputs[0]
+    shape = g.tensors[x].shape
+    axis = int(layer.attrs.get("axis", -1 if g.opset >= 13 else 1)) % len(shape)
+    if g.opset >= 13 or math.prod(shape[axis + 1 :]) == 1:
+        return _single(layer, "softmax", [x], axis=axis)
+    # opset < 13 normalises over the flattened dims [axis:] (one axis when the rest are 1)
+    flat = (math.prod(shape[:axis]), math.prod(shape[axis:]))
+    names = [fresh_name(g, f"{y}.flat"), fresh_name(g, f"{y}.flat_softmax")]
+    for name in names:
+        g.add_tensor(Tensor(name, flat, g.tensors[y].dtype))
+    return [
+        Layer(fresh_layer_name(g, f"{layer.name}.flatten"), "reshape", [x], [names[0]]),
+        Layer(
+            fresh_layer_name(g, f"{layer.name}.softmax"),
+            "softmax",
+            [names[0]],
+            [names[1]],
+            {"axis": 1},
+        ),
+        Layer(layer.name, "reshape", [names[1]], [y]),
+    ]
+
+
+def _lrn(g: Graph, layer: Layer) -> list[Layer]:
+    _rank(g, layer, 4)
+    a = layer.attrs
+    return _single(
+        layer,
+        "lrn",
+        layer.inputs[:1],
+        size=int(a["size"]),
+        alpha=float(a.get("alpha", 1e-4)),
+        beta=float(a.get("beta", 0.75)),
+        bias=float(a.get("bias", 1.0)),
+    )
+
+
+LOWERED: dict[str, Callable[[Graph, Layer], list[Layer]]] = {
+    "Add": _plain("add"),
+    "AveragePool": _pool,
+    "Clip": _clip,
+    "Concat": _concat,
+    "Conv": _conv,
+    "Div": _plain("div"),
+    "Dropout": _view,
+    "Flatten": _view,
+    "Gemm": _gemm,
+    "GlobalAveragePool": _global_pool,
+    "GlobalMaxPool": _global_pool,
+    "Identity": _view,
+    "LRN": _lrn,
+    "MatMul": _plain("matmul"),
+    "Max": _chain("max"),
+    "MaxPool": _pool,
+    "Min": _chain("min"),
+    "Mul": _plain("mul"),
+    "Relu": _plain("relu"),
+    "Reshape": _view,
+    "Softmax": _softmax,
+    "Squeeze": _view,
+    "Sub": _plain("sub"),
+    "Sum": _chain("add"),
+    "Transpose": _transpose,
+    "Unsqueeze": _view,
+}
+
+
+def _check_f32(g: Graph, layer: Layer) -> None:
+    for t in layer.inputs + layer.outputs:
+        if t and g.tensors[t].dtype != "f32":
+            raise node_error(layer, f"tensor '{t}' is {g.tensors[t].dtype}; npucc needs f32")
+
+
+@register
+class LegalizeOnnx(Pass):
+    """Replace each `onnx.<Op>` layer by canonical layers; anything else is unsupported."""
+
+    name = "legalize-onnx"
+
+    def run(self, ir: Graph, ctx: CompileContext) -> Graph:
+        """Lower every layer in place, keeping topological order."""
+        for layer in list(ir.layers):
+            op = onnx_op(layer)
+            if not op:
+                continue
+            lower = LOWERED.get(op)
+            if lower is None:
+                raise unsupported(op, layer.name, ir.opset)
+            index = ir.layers.index(layer)
+            new = lower(ir, layer)
+            ir.remove_layer(layer)
+            for offset, canonical in enumerate(new):
+                _check_f32(ir, canonical)
+                ir.add_layer(canonical, index + offset)
+        for t in ir.inputs + ir.outputs:
+            if ir.tensors[t].dtype != "f32":
+                raise NpuccError(f"graph tensor '{t}' is {ir.tensors[t].dtype}; npucc needs f32")
+        return ir

@@ -1,0 +1,243 @@
+"""Load, validate and import an ONNX model into the graph IR; the frontend pipeline."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx.inliner
+from onnx import numpy_helper
+
+from npucc.errors import NpuccError
+from npucc.frontend.common import ONNX_PREFIX, unsupported, value_type
+from npucc.frontend.fold_constants import FOLD_ONLY
+from npucc.frontend.legalize import LOWERED
+from npucc.ir.graph import Graph, Layer, Tensor
+from npucc.ir.graph_text import dtype_name
+from npucc.passes import PASSES, CompileContext, Pass, PassManager, register
+from npucc.target import load_target
+
+ModelSource = str | Path | bytes | onnx.ModelProto
+InputShapes = Mapping[str, tuple[int, ...]]
+
+# ops the pre-legalisation passes remove (fold-batchnorm, drop-identity) or import turns into data
+_HANDLED = ("BatchNormalization", "Constant", "Dropout", "Identity")
+SUPPORTED_OPS = frozenset(LOWERED) | frozenset(FOLD_ONLY) | frozenset(_HANDLED)
+
+FRONTEND_PIPELINE = (
+    "import-onnx",
+    "fold-constants",
+    "drop-identity",
+    "fold-batchnorm",
+    "legalize-onnx",
+    "fuse-activations",
+    "prune-unused",
+)
+DEFAULT_TARGET = "davinci-core"
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+def _read(source: ModelSource) -> onnx.ModelProto:
+    if isinstance(source, onnx.ModelProto):
+        model = onnx.ModelProto()
+        model.CopyFrom(source)
+        return model
+    try:
+        if isinstance(source, bytes):
+            return onnx.load_from_string(source)
+        return onnx.load(str(source))
+    except OSError as exc:
+        raise NpuccError(f"cannot read model '{source}': {_one_line(exc)}") from None
+    except Exception as exc:  # protobuf DecodeError and friends
+        raise NpuccError(f"cannot read model: {_one_line(exc)}") from None
+
+
+def _suggest(name: str, dims: list[onnx.TensorShapeProto.Dimension]) -> str:
+    shape = "x".join(str(d.dim_value) if d.dim_value > 0 else "1" for d in dims)
+    return f"pass --input-shape {name}={shape or '1'}"
+
+
+def _fix_input_shapes(model: onnx.ModelProto, input_shapes: InputShapes) -> None:
+    graph = model.graph
+    inits = {i.name for i in graph.initializer}
+    inputs = [v for v in graph.input if v.name not in inits]
+    known = [v.name for v in inputs]
+    for name in input_shapes:
+        if name not in known:
+            raise NpuccError(f"input shape given for unknown input '{name}' (inputs: {known})")
+    for v in inputs:
+        if not v.type.HasField("tensor_type"):
+            raise NpuccError(f"input '{v.name}' is not a tensor")
+        tt = v.type.tensor_type
+        if tt.elem_type != onnx.TensorProto.FLOAT:
+            elem = onnx.TensorProto.DataType.Name(tt.elem_type)
+            raise NpuccError(f"input '{v.name}' has element type {elem}; npucc supports FLOAT")
+        dims = list(tt.shape.dim)
+        if v.name in input_shapes:
+            shape = tuple(int(d) for d in input_shapes[v.name])
+            if tt.HasField("shape") and len(dims) != len(shape):
+                raise NpuccError(
+                    f"input '{v.name}' has rank {len(dims)} but the given shape has {len(shape)}"
+                )
+            for i, (d, n) in enumerate(zip(dims, shape, strict=False)):
+                if n <= 0 or (d.dim_value > 0 and d.dim_value != n):
+                    raise NpuccError(f"input '{v.name}' dimension {i} cannot be {n}")
+            tt.shape.Clear()
+            for n in shape:
+                tt.shape.dim.add().dim_value = n
+            continue
+        if not tt.HasField("shape"):
+            raise NpuccError(f"input '{v.name}' has no shape; {_suggest(v.name, dims)}")
+        for d in dims:
+            if d.dim_value <= 0:
+                raise NpuccError(
+                    f"input '{v.name}' has symbolic dimension '{d.dim_param or '?'}'; "
+                    f"{_suggest(v.name, dims)}"
+                )
+
+
+def load_model(
+    path_or_model: ModelSource, input_shapes: InputShapes | None = None
+) -> onnx.ModelProto:
+    """Read, check and shape-infer a model; `input_shapes` fixes the inputs' symbolic dims."""
+    model = _read(path_or_model)
+    if model.functions:
+        model = onnx.inliner.inline_local_functions(model)
+    _check_ops(model)
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except Exception as exc:  # ValidationError or InferenceError
+        raise NpuccError(f"invalid ONNX model: {_one_line(exc)}") from None
+    _fix_input_shapes(model, input_shapes or {})
+    # declared intermediate and output shapes may name the dims just fixed: infer them afresh
+    del model.graph.value_info[:]
+    for v in model.graph.output:
+        v.type.tensor_type.ClearField("shape")
+    try:
+        return onnx.shape_inference.infer_shapes(
+            model, check_type=True, strict_mode=True, data_prop=True
+        )
+    except Exception as exc:  # InferenceError
+        raise NpuccError(f"shape inference failed: {_one_line(exc)}") from None
+
+
+def _attr_value(attr: onnx.AttributeProto) -> Any:
+    value = onnx.helper.get_attribute_value(attr)
+    if isinstance(value, list):
+        return tuple(_plain(v) for v in value)
+    return _plain(value)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, onnx.TensorProto):
+        return numpy_helper.to_array(value)
+    if isinstance(value, int | float | str):
+        return value
+    raise NpuccError(f"unsupported attribute value of type {type(value).__name__}")
+
+
+def _constant(attrs: dict[str, Any], node: str) -> np.ndarray:
+    for key, dtype in (
+        ("value", None),
+        ("value_float", np.float32),
+        ("value_floats", np.float32),
+        ("value_int", np.int64),
+        ("value_ints", np.int64),
+    ):
+        if key in attrs:
+            return np.asarray(attrs[key], dtype=dtype)
+    raise NpuccError(f"node '{node}' (Constant): unsupported value attribute {sorted(attrs)}")
+
+
+def node_names(graph: onnx.GraphProto) -> list[str]:
+    """Unique, deterministic node names: the ONNX name, else `Op_index`; repeats get `_k`."""
+    taken: set[str] = set()
+    names = []
+    for index, node in enumerate(graph.node):
+        base = node.name or f"{node.op_type}_{index}"
+        unique, i = base, 1
+        while unique in taken:
+            unique, i = f"{base}_{i}", i + 1
+        taken.add(unique)
+        names.append(unique)
+    return names
+
+
+def _check_ops(model: onnx.ModelProto) -> None:
+    """Raise the unsupported-operator error for the first node npucc cannot compile."""
+    opsets = {o.domain or "ai.onnx": o.version for o in model.opset_import}
+    for name, node in zip(node_names(model.graph), model.graph.node, strict=True):
+        domain = node.domain or "ai.onnx"
+        if domain != "ai.onnx" or node.op_type not in SUPPORTED_OPS:
+            op = node.op_type if domain == "ai.onnx" else f"{domain}.{node.op_type}"
+            raise unsupported(op, name, opsets.get(domain, 0))
+
+
+def model_to_graph(model: onnx.ModelProto) -> Graph:
+    """Translate a checked, shape-inferred model into a Graph of `onnx.<Op>` layers.
+
+    Shapes the ONNX inference left open (they depend on values only folding computes) hold -1.
+    """
+    graph = model.graph
+    opsets = {o.domain or "ai.onnx": o.version for o in model.opset_import}
+    g = Graph(graph.name or "main", opsets.get("ai.onnx", 0))
+    if graph.sparse_initializer:
+        raise NpuccError("sparse initializers are not supported")
+    for init in graph.initializer:
+        data = numpy_helper.to_array(init)
+        try:
+            g.add_tensor(Tensor(init.name, tuple(data.shape), dtype_name(data.dtype), data))
+        except NpuccError as exc:
+            raise NpuccError(f"initializer '{init.name}': {exc}") from None
+    values = {v.name: v for v in (*graph.input, *graph.value_info, *graph.output)}
+    for v in graph.input:
+        if v.name not in g.tensors:
+            g.add_tensor(Tensor(v.name, *value_type(v)))
+            g.inputs.append(v.name)
+    read = {t for node in graph.node for t in node.input} | {v.name for v in graph.output}
+    _check_ops(model)
+    for name, node in zip(node_names(graph), graph.node, strict=True):
+        attrs = {a.name: _attr_value(a) for a in node.attribute}
+        if node.op_type == "Constant":
+            data = _constant(attrs, name)
+            g.add_tensor(Tensor(node.output[0], tuple(data.shape), dtype_name(data.dtype), data))
+            continue
+        outputs = list(node.output)
+        while outputs and outputs[-1] not in read:  # unused optional outputs (masks, indices)
+            outputs.pop()
+        for out in outputs:  # open dims are resolved by fold-constants
+            g.add_tensor(Tensor(out, *value_type(values.get(out))))
+        g.add_layer(Layer(name, ONNX_PREFIX + node.op_type, list(node.input), outputs, attrs))
+    g.outputs = [v.name for v in graph.output]
+    return g
+
+
+@register
+class ImportOnnx(Pass):
+    """Load a model (path, bytes or ModelProto) and import it as `onnx.<Op>` layers."""
+
+    name = "import-onnx"
+
+    def run(self, ir: Any, ctx: CompileContext) -> Graph:
+        """Load with ctx.options["input_shapes"] and translate to a Graph."""
+        model = load_model(ir, ctx.options.get("input_shapes"))
+        return model_to_graph(model)
+
+
+def frontend_passes() -> list[Pass]:
+    """Fresh instances of the frontend pipeline's passes, in order."""
+    return [PASSES[name]() for name in FRONTEND_PIPELINE]
+
+
+def import_model(model_or_path: ModelSource, input_shapes: InputShapes | None = None) -> Graph:
+    """Run the whole frontend: load, check, import and canonicalise into the graph IR."""
+    ctx = CompileContext(load_target(DEFAULT_TARGET), {"input_shapes": input_shapes})
+    return PassManager(frontend_passes()).run(model_or_path, ctx)

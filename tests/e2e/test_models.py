@@ -1,0 +1,39 @@
+"""End to end: compile, interpret and compare with onnxruntime; makespan predicted = executed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+import pytest
+
+import npucc
+from npucc.checking import compare, random_inputs, randomize_weights, run_onnxruntime
+from npucc.frontend import load_model
+
+ROOT = Path(__file__).resolve().parents[2]
+MODELS = sorted((ROOT / "models").glob("*.onnx"))
+LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+# symbolic dimensions of the shipped models, fixed the way a user would on the command line
+INPUT_SHAPES = {"mlp.onnx": {"x": (2, 64)}}
+
+
+def check_model(model: onnx.ModelProto, schedule: str = "original", seed: int = 0) -> None:
+    """Compile `model`, run it on seeded inputs, and compare with onnxruntime."""
+    program = npucc.compile(model, "davinci-core", schedule)
+    inputs = random_inputs(program.inputs, seed)
+    result = program.execute(inputs)
+    for c in compare(result.outputs, run_onnxruntime(model, inputs)):
+        assert c.ok, f"{c.name}: max abs error {c.max_abs} vs max |ref| {c.max_ref}"
+    assert result.makespan == program.stats["predicted_makespan"]
+
+
+@pytest.mark.parametrize("path", MODELS, ids=lambda p: p.name)
+def test_shipped_model(path: Path) -> None:
+    check_model(load_model(path, INPUT_SHAPES.get(path.name)))
+
+
+@pytest.mark.parametrize("name", ["squeezenet", "bvlc_alexnet", "resnet50", "vgg19"])
+def test_light_zoo_model_with_random_weights(name: str) -> None:
+    model = randomize_weights(load_model(LIGHT / f"light_{name}.onnx"), seed=0)
+    check_model(model)

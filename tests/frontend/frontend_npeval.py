@@ -1,0 +1,111 @@
+"""A tiny numpy evaluator of the canonical graph IR, used as the frontend tests' oracle."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from npucc.ir.graph import Graph, Layer
+
+Array = np.ndarray
+
+
+def _windows(x: Array, attrs: dict[str, Any], kernel: tuple[int, int], fill: float) -> Array:
+    """[N, C, OH, OW, KH, KW] windows of the padded input."""
+    t, l, b, r = attrs["pads"]
+    (sh, sw), (dh, dw) = attrs["strides"], attrs["dilations"]
+    xp = np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)), constant_values=fill)
+    span = ((kernel[0] - 1) * dh + 1, (kernel[1] - 1) * dw + 1)
+    return sliding_window_view(xp, span, axis=(2, 3))[:, :, ::sh, ::sw, ::dh, ::dw]
+
+
+def _conv2d(x: Array, w: Array, b: Array | None = None, **a: Any) -> Array:
+    co, cg, kh, kw = w.shape
+    g = a["group"]
+    win = _windows(x, a, (kh, kw), 0.0)
+    n, _, oh, ow = win.shape[:4]
+    win = win.reshape(n, g, cg, oh, ow, kh, kw)
+    y = np.einsum("ngcxyij,gocij->ngoxy", win, w.reshape(g, co // g, cg, kh, kw), optimize=True)
+    y = y.reshape(n, co, oh, ow)
+    return y if b is None else y + b.reshape(1, co, 1, 1)
+
+
+def _pool(x: Array, op: str, **a: Any) -> Array:
+    kernel = a["kernel"]
+    if op == "maxpool":
+        return _windows(x, a, kernel, -np.inf).max(axis=(4, 5))
+    total = _windows(x, a, kernel, 0.0).sum(axis=(4, 5))
+    if a["count_include_pad"]:
+        return total / (kernel[0] * kernel[1])
+    ones = np.ones((1, 1, *x.shape[2:]), x.dtype)
+    return total / _windows(ones, a, kernel, 0.0).sum(axis=(4, 5))
+
+
+def _gemm(a: Array, b: Array, c: Array | None = None, **at: Any) -> Array:
+    a = a.T if at["trans_a"] else a
+    b = b.T if at["trans_b"] else b
+    y = at["alpha"] * (a @ b)
+    return y if c is None else y + at["beta"] * c
+
+
+def _softmax(x: Array, axis: int) -> Array:
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _lrn(x: Array, size: int, alpha: float, beta: float, bias: float) -> Array:
+    c = x.shape[1]
+    sq = np.pad(x * x, ((0, 0), ((size - 1) // 2, size // 2), (0, 0), (0, 0)))
+    total = sum(sq[:, i : i + c] for i in range(size))
+    return x / (bias + alpha / size * total) ** beta
+
+
+OPS: dict[str, Callable[..., Array]] = {
+    "conv2d": _conv2d,
+    "gemm": _gemm,
+    "matmul": lambda a, b: a @ b,
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": np.divide,
+    "max": np.maximum,
+    "min": np.minimum,
+    "relu": lambda x: np.maximum(x, 0),
+    "clip": lambda x, min, max: np.clip(x, min, max),
+    "maxpool": lambda x, **a: _pool(x, "maxpool", **a),
+    "avgpool": lambda x, **a: _pool(x, "avgpool", **a),
+    "globalavgpool": lambda x: x.mean(axis=(2, 3), keepdims=True),
+    "globalmaxpool": lambda x: x.max(axis=(2, 3), keepdims=True),
+    "concat": lambda *xs, axis: np.concatenate(xs, axis=axis),
+    "transpose": lambda x, perm: x.transpose(perm),
+    "softmax": _softmax,
+    "lrn": _lrn,
+}
+
+
+def _run(g: Graph, layer: Layer, args: list[Array]) -> Array:
+    attrs = {k: v for k, v in layer.attrs.items() if not k.startswith("act")}
+    if layer.op == "reshape":
+        y = args[0].reshape(g.tensors[layer.outputs[0]].shape)
+    else:
+        y = OPS[layer.op](*args, **attrs)
+    act = layer.attrs.get("act", "")
+    if act == "relu":
+        y = np.maximum(y, 0)
+    elif act == "clip":
+        y = np.clip(y, layer.attrs["act_min"], layer.attrs["act_max"])
+    assert y.shape == g.tensors[layer.outputs[0]].shape, layer.name
+    return y.astype(np.float32)
+
+
+def evaluate(g: Graph, feeds: dict[str, Array]) -> list[Array]:
+    """Run `g` on `feeds`; returns the graph outputs in order."""
+    env: dict[str, Array] = {n: t.data for n, t in g.tensors.items() if t.data is not None}
+    env.update(feeds)
+    for layer in g.layers:
+        (out,) = layer.outputs
+        env[out] = _run(g, layer, [env[t] for t in layer.inputs])
+    return [env[t] for t in g.outputs]

@@ -1,0 +1,207 @@
+"""Frontend passes on tiny models: BN folding exactness, fusion rules, folding, identities."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from frontend_testutil import assert_matches_onnxruntime, tiny_model
+from onnx import helper
+
+from npucc.errors import NpuccError
+from npucc.frontend import FRONTEND_PIPELINE, import_model
+from npucc.passes import PASSES
+
+
+def _bn_inits(rng, c: int, prefix: str = "bn") -> dict[str, np.ndarray]:
+    return {
+        f"{prefix}.s": rng.uniform(0.5, 2.0, c).astype(np.float32),
+        f"{prefix}.b": rng.standard_normal(c).astype(np.float32),
+        f"{prefix}.m": rng.standard_normal(c).astype(np.float32),
+        f"{prefix}.v": rng.uniform(0.1, 3.0, c).astype(np.float32),
+    }
+
+
+def _bn(x: str, y: str, prefix: str = "bn") -> object:
+    names = [f"{prefix}.{k}" for k in "sbmv"]
+    return helper.make_node("BatchNormalization", [x, *names], [y], epsilon=1e-3)
+
+
+def test_pipeline_passes_are_registered():
+    assert all(name in PASSES for name in FRONTEND_PIPELINE)
+    assert FRONTEND_PIPELINE[0] == "import-onnx"
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_bn_folding_is_exact_against_onnxruntime(bias):
+    rng = np.random.default_rng(3)
+    inits = {"w": rng.standard_normal((6, 4, 3, 3)).astype(np.float32), **_bn_inits(rng, 6)}
+    if bias:
+        inits["cb"] = rng.standard_normal(6).astype(np.float32)
+    conv = helper.make_node("Conv", ["x", "w", *(["cb"] if bias else [])], ["c"], pads=[1] * 4)
+    model = tiny_model([conv, _bn("c", "y")], {"x": [2, 4, 9, 9]}, ["y"], inits)
+    g = import_model(model)
+    assert [layer.op for layer in g.layers] == ["conv2d"]
+    assert g.layers[0].outputs == ["y"] and len(g.layers[0].inputs) == 3
+    assert "w" not in g.tensors  # original weights pruned
+    assert_matches_onnxruntime(g, model, rtol=1e-5)
+
+
+def test_bn_not_folded_when_conv_output_has_two_users():
+    rng = np.random.default_rng(4)
+    inits = {"w": rng.standard_normal((3, 3, 1, 1)).astype(np.float32), **_bn_inits(rng, 3)}
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"]),
+        _bn("c", "b"),
+        helper.make_node("Add", ["b", "c"], ["y"]),
+    ]
+    model = tiny_model(nodes, {"x": [1, 3, 5, 5]}, ["y"], inits)
+    g = import_model(model)
+    assert [layer.op for layer in g.layers] == ["conv2d", "mul", "add", "add"]
+    assert g.tensors[g.layers[1].inputs[1]].shape == (3, 1, 1)
+    assert_matches_onnxruntime(g, model, rtol=1e-5)
+
+
+def test_relu_not_fused_into_graph_output_or_shared_producer():
+    nodes = [
+        helper.make_node("Add", ["x", "x"], ["a"]),
+        helper.make_node("Relu", ["a"], ["r"]),
+        helper.make_node("Mul", ["r", "x"], ["m"]),
+        helper.make_node("Relu", ["m"], ["y"]),
+    ]
+    model = tiny_model(nodes, {"x": [2, 3]}, ["a", "y"])
+    g = import_model(model)
+    assert [(layer.op, layer.attrs.get("act", "")) for layer in g.layers] == [
+        ("add", ""),
+        ("relu", ""),
+        ("mul", "relu"),
+    ]
+    assert_matches_onnxruntime(g, model)
+
+
+def test_clip_from_inputs_and_absent_max():
+    inits = {"lo": np.array(-0.5, np.float32)}
+    nodes = [
+        helper.make_node("MatMul", ["x", "x"], ["m"]),
+        helper.make_node("Clip", ["m", "lo", ""], ["y"]),
+    ]
+    model = tiny_model(nodes, {"x": [4, 4]}, ["y"], inits)
+    g = import_model(model)
+    (mm,) = g.layers
+    assert (mm.op, mm.attrs["act"], mm.attrs["act_min"], mm.attrs["act_max"]) == (
+        "matmul",
+        "clip",
+        -0.5,
+        float("inf"),
+    )
+    assert_matches_onnxruntime(g, model)
+
+
+def test_shape_arithmetic_folds_to_a_static_reshape():
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+        helper.make_node("Unsqueeze", ["n", "axes"], ["n1"]),
+        helper.make_node("Concat", ["n1", "minus1"], ["shape"], axis=0),
+        helper.make_node("Reshape", ["x", "shape"], ["f"]),
+        helper.make_node("Gemm", ["f", "w"], ["y"], transB=1),
+    ]
+    inits = {
+        "zero": np.array(0, np.int64),
+        "axes": np.array([0], np.int64),
+        "minus1": np.array([-1], np.int64),
+        "w": np.random.default_rng(5).standard_normal((5, 24)).astype(np.float32),
+    }
+    model = tiny_model(nodes, {"x": [2, 2, 3, 4]}, ["y"], inits)
+    g = import_model(model)
+    assert [layer.op for layer in g.layers] == ["reshape", "gemm"]
+    assert g.tensors[g.layers[0].outputs[0]].shape == (2, 24)
+    assert set(g.tensors) == {"x", "f", "w", "y"}
+    assert_matches_onnxruntime(g, model)
+
+
+def test_identity_chain_to_outputs_keeps_names():
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("Identity", ["r"], ["out1"]),
+        helper.make_node("Identity", ["x"], ["out2"]),
+        helper.make_node("Dropout", ["out1"], ["d"], name="drop"),
+        helper.make_node("Add", ["d", "r"], ["out3"]),
+    ]
+    model = tiny_model(nodes, {"x": [2, 3]}, ["out1", "out2", "out3"])
+    g = import_model(model)
+    assert g.outputs == ["out1", "out2", "out3"]
+    assert [(layer.op, layer.outputs) for layer in g.layers] == [
+        ("relu", ["out1"]),
+        ("reshape", ["out2"]),  # an input passed straight to an output stays a copy
+        ("add", ["out3"]),
+    ]
+    assert g.layers[2].inputs == ["out1", "out1"]
+    assert_matches_onnxruntime(g, model)
+
+
+def test_sum_and_max_chains():
+    nodes = [
+        helper.make_node("Sum", ["a", "b", "c"], ["s"]),
+        helper.make_node("Max", ["s", "a", "b"], ["y"]),
+    ]
+    model = tiny_model(nodes, {"a": [2, 3], "b": [1, 3], "c": [2, 1]}, ["y"])
+    g = import_model(model)
+    assert [layer.op for layer in g.layers] == ["add", "add", "max", "max"]
+    assert len({layer.name for layer in g.layers}) == 4
+    assert_matches_onnxruntime(g, model)
+
+
+@pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER", "VALID"])
+def test_conv_auto_pad_matches_onnxruntime(auto_pad):
+    w = np.random.default_rng(6).standard_normal((4, 2, 2, 3)).astype(np.float32)
+    conv = helper.make_node("Conv", ["x", "w"], ["y"], auto_pad=auto_pad, strides=[2, 1], group=1)
+    model = tiny_model([conv], {"x": [1, 2, 7, 6]}, ["y"], {"w": w})
+    g = import_model(model)
+    if auto_pad == "SAME_LOWER":
+        assert g.layers[0].attrs["pads"] == (1, 1, 0, 1)
+    assert_matches_onnxruntime(g, model)
+
+
+@pytest.mark.parametrize("count_include_pad", [0, 1])
+def test_avgpool_ceil_mode(count_include_pad):
+    pool = helper.make_node(
+        "AveragePool",
+        ["x"],
+        ["y"],
+        kernel_shape=[3, 3],
+        strides=[2, 2],
+        pads=[1, 1, 1, 1],
+        ceil_mode=1,
+        count_include_pad=count_include_pad,
+    )
+    model = tiny_model([pool], {"x": [1, 2, 8, 8]}, ["y"])
+    if count_include_pad:
+        with pytest.raises(NpuccError, match="ceil_mode with count_include_pad=1"):
+            import_model(model)
+    else:
+        g = import_model(model)
+        assert g.layers[0].attrs["pads"] == (1, 1, 2, 2)
+        assert_matches_onnxruntime(g, model)
+
+
+def test_softmax_old_opset_coerces_to_2d():
+    model = tiny_model([helper.make_node("Softmax", ["x"], ["y"], axis=1)], {"x": [2, 3, 4]}, ["y"],
+                       opset=11)  # fmt: skip
+    g = import_model(model)
+    assert [layer.op for layer in g.layers] == ["reshape", "softmax", "reshape"]
+    assert_matches_onnxruntime(g, model)
+    new = tiny_model([helper.make_node("Softmax", ["x"], ["y"], axis=1)], {"x": [2, 3, 4]}, ["y"])
+    g = import_model(new)
+    assert [(layer.op, layer.attrs) for layer in g.layers] == [("softmax", {"axis": 1})]
+    assert_matches_onnxruntime(g, new)
+
+
+def test_transpose_and_global_max_pool():
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["t"], perm=[0, 3, 1, 2]),
+        helper.make_node("GlobalMaxPool", ["t"], ["y"]),
+    ]
+    model = tiny_model(nodes, {"x": [1, 4, 5, 3]}, ["y"])
+    g = import_model(model)
+    assert g.layers[0].attrs["perm"] == (0, 3, 1, 2)
+    assert_matches_onnxruntime(g, model)
