@@ -1,0 +1,70 @@
+"""A tier's free address space as a sorted list of disjoint, merged segments [start, end)."""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+
+
+def align_up(value: int, alignment: int) -> int:
+    """Smallest multiple of `alignment` that is >= value."""
+    return -(-value // alignment) * alignment
+
+
+class FreeList:
+    """Free segments of one tier of `capacity` bytes; offsets are aligned to `alignment`."""
+
+    __slots__ = ("starts", "ends", "alignment")
+
+    def __init__(self, capacity: int, alignment: int = 1) -> None:
+        self.starts: list[int] = [0] if capacity > 0 else []
+        self.ends: list[int] = [capacity] if capacity > 0 else []
+        self.alignment = alignment
+
+    def first_fit(self, size: int) -> int | None:
+        """Lowest aligned offset where `size` bytes fit, or None."""
+        for start, end in zip(self.starts, self.ends, strict=True):
+            offset = align_up(start, self.alignment)
+            if offset + size <= end:
+                return offset
+        return None
+
+    def best_fit(self, size: int) -> int | None:
+        """Aligned start of the segment with the least slack for `size` (lowest on ties)."""
+        best: int | None = None
+        best_slack = 0
+        for start, end in zip(self.starts, self.ends, strict=True):
+            offset = align_up(start, self.alignment)
+            slack = end - offset - size
+            if slack >= 0 and (best is None or slack < best_slack):
+                best, best_slack = offset, slack
+        return best
+
+    def take(self, offset: int, size: int) -> None:
+        """Mark [offset, offset+size) used; it must lie inside one free segment."""
+        if size == 0:
+            return
+        i = bisect_right(self.starts, offset) - 1
+        if i < 0 or self.ends[i] < offset + size:
+            raise ValueError(f"[{offset}, {offset + size}) is not free")
+        start, end = self.starts[i], self.ends[i]
+        pieces = [(s, e) for s, e in ((start, offset), (offset + size, end)) if e > s]
+        self.starts[i : i + 1] = [s for s, _ in pieces]
+        self.ends[i : i + 1] = [e for _, e in pieces]
+
+    def give(self, offset: int, size: int) -> None:
+        """Return [offset, offset+size) and merge it with adjacent free segments."""
+        if size == 0:
+            return
+        end = offset + size
+        i = bisect_right(self.starts, offset)
+        if (i > 0 and self.ends[i - 1] > offset) or (i < len(self.starts) and self.starts[i] < end):
+            raise ValueError(f"[{offset}, {end}) is already free")
+        lo, hi = i, i
+        if i > 0 and self.ends[i - 1] == offset:
+            lo = i - 1
+            offset = self.starts[i - 1]
+        if i < len(self.starts) and self.starts[i] == end:
+            hi = i + 1
+            end = self.ends[i]
+        self.starts[lo:hi] = [offset]
+        self.ends[lo:hi] = [end]

@@ -1,0 +1,43 @@
+"""Scheduler registry: name -> scheduler, and `schedule_graph` (schedule, validate, replay)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from npucc.backend.dan.pipeline import dan, dan_dlr, dan_mpas
+from npucc.backend.schedule import Schedule
+from npucc.backend.schedule.original import original
+from npucc.backend.schedule.replay import Replay, replay, validate
+from npucc.errors import NpuccError
+from npucc.ir.tiled import TileGraph
+from npucc.target.cost import SpillModel
+
+Scheduler = Callable[[TileGraph, dict[str, int], SpillModel, int], Schedule]
+
+SCHEDULERS: dict[str, Scheduler] = {
+    "original": original,
+    "dan": dan,
+    "dan-dlr": dan_dlr,
+    "dan-mpas": dan_mpas,
+}
+UNBOUNDED = ("dan-mpas",)  # ordering-only methods: validated by rule 7 instead of capacities
+
+
+def schedule_graph(
+    graph: TileGraph,
+    method: str,
+    capacity: dict[str, int],
+    spill_model: SpillModel,
+    alignment: int = 1,
+    check: bool = True,
+) -> tuple[Schedule, Replay]:
+    """Schedule `graph` with the named method, validate it (unless check=False) and replay it."""
+    if method not in SCHEDULERS:
+        raise NpuccError(f"unknown scheduler '{method}' (known: {', '.join(sorted(SCHEDULERS))})")
+    schedule = SCHEDULERS[method](graph, capacity, spill_model, alignment)
+    if check:
+        if method in UNBOUNDED:
+            validate(graph, schedule, None, alignment, single_l0=True)
+        else:
+            validate(graph, schedule, capacity, alignment)
+    return schedule, replay(graph, schedule, capacity, spill_model, alignment)

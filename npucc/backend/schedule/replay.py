@@ -1,0 +1,405 @@
+"""The replay rules 1-6 of shared/dan-traces.md (one implementation) and an independent validator.
+
+`replay` turns a graph and a `Schedule` into the augmented graph (SPILL_OUT/SPILL_IN nodes, spill
+edges, address-reuse edges), start/finish times and the four metrics. It trusts the schedule to
+be legal; `validate` checks legality without using anything `replay` computes.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from npucc.backend.schedule import Schedule
+from npucc.errors import NpuccError
+from npucc.ir.tiled import TileGraph, TileNode
+from npucc.target.cost import SpillModel
+
+PEAK_TIERS = ("L1", "UB")  # tiers counted by the peak-residency metric (rule 6)
+L0_TIERS = ("L0A", "L0B", "L0C")
+CLEAN_OP = "COPY_IN"  # a buffer used by this op still has its data in DDR (rule 2)
+
+
+class ScheduleError(NpuccError):
+    """A schedule breaks a replay rule (order, memory, spill structure)."""
+
+
+@dataclass(slots=True)
+class Replay:
+    """What the replay rules derive from one graph and one schedule."""
+
+    graph: TileGraph
+    nodes: list[TileNode]  # graph nodes, then SPILL_OUT N+2k and SPILL_IN N+2k+1 per spill k
+    order: list[int]  # the schedule's order (augmented node ids)
+    spill_edges: list[tuple[int, int]]  # rule 1, in spill order
+    reuse_edges: list[tuple[int, int]]  # rule 4, in schedule order
+    start: list[int]  # per augmented node id
+    finish: list[int]
+    makespan: int
+    peak: int  # max summed size of live L1+UB buffers (rule 6)
+    extra_ddr: int  # bytes (rule 2)
+    spills: int
+    homes: dict[int, list[tuple[int, int]]]  # spilled buffer -> [(position, offset)] residencies
+    offsets: dict[int, int]  # buffer -> offset at ALLOC
+    position: list[int]  # augmented node id -> index in order
+
+    def edges(self) -> Iterator[tuple[int, int]]:
+        """All augmented edges: original, then spill, then address-reuse."""
+        yield from self.graph.edges()
+        yield from self.spill_edges
+        yield from self.reuse_edges
+
+    def offset_at(self, node: int, buf: int) -> int:
+        """Byte offset of `buf` in its tier when `node` runs (it changes at each SPILL_IN)."""
+        spans = self.homes.get(buf)
+        if spans is None:
+            return self.offsets[buf]
+        i = bisect_right(spans, (self.position[node], 1 << 62)) - 1
+        return spans[max(i, 0)][1]
+
+    def buffer_offsets(self, node: int) -> tuple[int, ...]:
+        """Offsets of the node's buffers, in the order of its `bufs`."""
+        return tuple(self.offset_at(node, b) for b in self.nodes[node].bufs)
+
+    def metrics(self) -> dict[str, int]:
+        """The four metrics of rule 6."""
+        return {
+            "peak": self.peak,
+            "extra_ddr": self.extra_ddr,
+            "spills": self.spills,
+            "makespan": self.makespan,
+        }
+
+
+def clean_buffers(graph: TileGraph) -> list[bool]:
+    """Per buffer: is it used by a COPY_IN node (its data still lives in DDR)?"""
+    clean = [False] * len(graph.buffers)
+    for node in graph.nodes:
+        if node.op == CLEAN_OP:
+            for b in node.bufs:
+                clean[b] = True
+    return clean
+
+
+def spill_nodes(
+    graph: TileGraph, spills: list[tuple[int, int]], model: SpillModel
+) -> list[TileNode]:
+    """The SPILL_OUT/SPILL_IN node pair of every spill, with ids N+2k and N+2k+1."""
+    n = len(graph.nodes)
+    clean = clean_buffers(graph) if spills else []
+    out: list[TileNode] = []
+    for k, (b, _) in enumerate(spills):
+        buf = graph.buffers[b]
+        c = clean[b]
+        out.append(
+            TileNode(n + 2 * k, "SPILL_OUT", "MTE3", model.out_cycles(buf.tier, buf.size, c), (b,))
+        )
+        out.append(
+            TileNode(
+                n + 2 * k + 1, "SPILL_IN", "MTE2", model.in_cycles(buf.tier, buf.size, c), (b,)
+            )
+        )
+    return out
+
+
+def _users(graph: TileGraph, bufs: set[int]) -> dict[int, list[int]]:
+    """Non-ALLOC/FREE graph nodes using each buffer of `bufs`, in id order."""
+    users: dict[int, list[int]] = {b: [] for b in sorted(bufs)}
+    for node in graph.nodes:
+        if node.op in ("ALLOC", "FREE"):
+            continue
+        for b in node.bufs:
+            if b in users:
+                users[b].append(node.id)
+    return users
+
+
+class _ReuseMap:
+    """Per tier: disjoint address segments, each labelled with its last occupant's release node."""
+
+    __slots__ = ("starts", "ends", "label")
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self.label: list[int] = []
+
+    def occupy(self, lo: int, hi: int, release: int) -> list[int]:
+        """Label [lo, hi) with `release`; return the distinct labels it overwrote."""
+        i = bisect_right(self.starts, lo) - 1
+        if i < 0 or self.ends[i] <= lo:
+            i += 1
+        j = bisect_left(self.starts, hi)
+        prev: list[int] = []
+        for x in self.label[i:j]:
+            if x not in prev:
+                prev.append(x)
+        starts, ends, label = [lo], [hi], [release]
+        if i < j and self.starts[i] < lo:
+            starts.insert(0, self.starts[i])
+            ends.insert(0, lo)
+            label.insert(0, self.label[i])
+        if i < j and self.ends[j - 1] > hi:
+            starts.append(hi)
+            ends.append(self.ends[j - 1])
+            label.append(self.label[j - 1])
+        self.starts[i:j] = starts
+        self.ends[i:j] = ends
+        self.label[i:j] = label
+        return prev
+
+
+def replay(
+    graph: TileGraph,
+    schedule: Schedule,
+    capacity: dict[str, int] | None,
+    spill_model: SpillModel,
+    alignment: int = 1,
+) -> Replay:
+    """Apply replay rules 1-6 to a (legal) schedule; see `validate` for the legality check."""
+    del capacity, alignment  # legality is validate's job; kept for a uniform signature
+    n = len(graph.nodes)
+    spills = schedule.spills
+    nodes = graph.nodes + spill_nodes(graph, spills, spill_model)
+    total = len(nodes)
+    order = schedule.order
+    if len(order) != total:
+        raise ScheduleError(f"order has {len(order)} nodes, expected {total} ({graph.name})")
+    position = [0] * total
+    for i, v in enumerate(order):
+        position[v] = i
+
+    # rule 1: spill edges
+    spills_of: dict[int, list[int]] = {}
+    for k, (b, _) in enumerate(spills):
+        spills_of.setdefault(b, []).append(k)
+    users = _users(graph, set(spills_of))
+    spill_edges: list[tuple[int, int]] = []
+    for k, (b, _) in enumerate(spills):
+        out, inn = n + 2 * k, n + 2 * k + 1
+        spill_edges += [(graph.alloc_of[b], out), (out, inn), (inn, graph.free_of[b])]
+        cut = position[out]
+        for u in users[b]:
+            spill_edges.append((u, out) if position[u] < cut else (inn, u))
+        users[b] += [out, inn]
+
+    # rules 3, 4, 6: residencies, address-reuse edges, peak
+    offsets = schedule.offsets
+    homes: dict[int, list[tuple[int, int]]] = {b: [] for b in spills_of}
+    release_after: dict[int, int] = {}  # SPILL_IN/ALLOC node of a spilled buffer -> its release
+    for b, ks in spills_of.items():
+        starts = [graph.alloc_of[b]] + [n + 2 * k + 1 for k in ks]
+        ends = [n + 2 * k for k in ks] + [graph.free_of[b]]
+        release_after.update(zip(starts, ends, strict=True))
+    maps: dict[str, _ReuseMap] = {}
+    reuse_edges: list[tuple[int, int]] = []
+    live = peak = 0
+    buffers = graph.buffers
+    for i, v in enumerate(order):
+        node = nodes[v]
+        op = node.op
+        if op == "ALLOC" or op == "SPILL_IN":
+            b = node.bufs[0]
+            buf = buffers[b]
+            if op == "ALLOC":
+                off = offsets[b]
+                if buf.tier in PEAK_TIERS:
+                    live += buf.size
+                    peak = max(peak, live)
+            else:
+                off = spills[(v - n) // 2][1]
+            if b in homes:
+                homes[b].append((i, off))
+            release = release_after.get(v, graph.free_of[b])
+            if buf.size:
+                reuse = maps.setdefault(buf.tier, _ReuseMap())
+                for x in reuse.occupy(off, off + buf.size, release):
+                    if x != v - 1 or op != "SPILL_IN":  # own SPILL_OUT -> SPILL_IN is rule 1
+                        reuse_edges.append((x, v))
+        elif op == "FREE":
+            buf = buffers[node.bufs[0]]
+            if buf.tier in PEAK_TIERS:
+                live -= buf.size
+
+    # rule 5: timing
+    extra_preds: dict[int, list[int]] = {}
+    for src, dst in spill_edges:
+        extra_preds.setdefault(dst, []).append(src)
+    for src, dst in reuse_edges:
+        extra_preds.setdefault(dst, []).append(src)
+    start = [0] * total
+    finish = [0] * total
+    pipe_free: dict[str, int] = {}
+    preds = graph.preds
+    for v in order:
+        t = 0
+        if v < n:
+            for u in preds[v]:
+                if finish[u] > t:
+                    t = finish[u]
+        extra = extra_preds.get(v)
+        if extra is not None:
+            for u in extra:
+                if finish[u] > t:
+                    t = finish[u]
+        node = nodes[v]
+        pipe = node.pipe
+        if pipe is None:
+            start[v] = finish[v] = t
+            continue
+        t = max(t, pipe_free.get(pipe, 0))
+        start[v] = t
+        finish[v] = pipe_free[pipe] = t + node.cycles
+
+    clean = clean_buffers(graph) if spills else []
+    extra_ddr = sum(spill_model.traffic(buffers[b].size, clean[b]) for b, _ in spills)
+    return Replay(
+        graph=graph,
+        nodes=nodes,
+        order=order,
+        spill_edges=spill_edges,
+        reuse_edges=reuse_edges,
+        start=start,
+        finish=finish,
+        makespan=max(finish, default=0),
+        peak=peak,
+        extra_ddr=extra_ddr,
+        spills=len(spills),
+        homes=homes,
+        offsets=offsets,
+        position=position,
+    )
+
+
+def validate(
+    graph: TileGraph,
+    schedule: Schedule,
+    capacity: dict[str, int] | None,
+    alignment: int = 1,
+    single_l0: bool = False,
+) -> None:
+    """Raise ScheduleError unless the schedule is legal under the replay rules.
+
+    Checks: the order is a permutation and topological (original edges; spill structure of
+    rule 1, i.e. ALLOC < OUT_1 < IN_1 < OUT_2 < ... < FREE and no use of a buffer while it is
+    out or outside its lifetime); every buffer has one ALLOC, one FREE and an aligned offset;
+    occupied ranges of a tier never overlap and stay below capacity (capacity None: unchecked);
+    with `single_l0` (rule 7) each L0 tier holds at most one live buffer.
+    """
+    name = graph.name
+    n = len(graph.nodes)
+    spills = schedule.spills
+    total = n + 2 * len(spills)
+    order = schedule.order
+    if len(order) != total:
+        raise ScheduleError(f"order has {len(order)} nodes, expected {total} ({name})")
+    pos = [-1] * total
+    for i, v in enumerate(order):
+        if not isinstance(v, int) or not 0 <= v < total:
+            raise ScheduleError(f"order position {i}: unknown node {v!r} ({name})")
+        if pos[v] >= 0:
+            raise ScheduleError(f"node {v} appears twice in the order ({name})")
+        pos[v] = i
+    for src, dst in graph.edges():
+        if pos[src] > pos[dst]:
+            raise ScheduleError(
+                f"edge {src}->{dst} violated: node {dst} at position {pos[dst]} runs before "
+                f"node {src} at position {pos[src]} ({name})"
+            )
+
+    nbuf = len(graph.buffers)
+    allocs = [0] * nbuf
+    frees = [0] * nbuf
+    for node in graph.nodes:
+        if node.op in ("ALLOC", "FREE"):
+            if len(node.bufs) != 1 or not 0 <= node.bufs[0] < nbuf:
+                raise ScheduleError(f"{node.op} node {node.id} must name one buffer ({name})")
+            (allocs if node.op == "ALLOC" else frees)[node.bufs[0]] += 1
+    for b in range(nbuf):
+        if allocs[b] != 1 or frees[b] != 1:
+            raise ScheduleError(
+                f"buffer {b} has {allocs[b]} ALLOC and {frees[b]} FREE nodes, expected 1 and 1 "
+                f"({name})"
+            )
+        off = schedule.offsets.get(b)
+        if not isinstance(off, int) or off < 0 or off % alignment:
+            raise ScheduleError(f"buffer {b}: offset {off!r} is not a multiple of {alignment}")
+    if len(schedule.offsets) != nbuf:
+        raise ScheduleError(f"offsets name {len(schedule.offsets)} buffers, expected {nbuf}")
+
+    # residency spans per buffer in positions: ALLOC..OUT_1, IN_1..OUT_2, ..., IN_k..FREE
+    spans: list[list[int]] = [[pos[graph.alloc_of[b]]] for b in range(nbuf)]
+    for k, (b, off) in enumerate(spills):
+        if not 0 <= b < nbuf:
+            raise ScheduleError(f"spill {k} names unknown buffer {b} ({name})")
+        if not isinstance(off, int) or off < 0 or off % alignment:
+            raise ScheduleError(f"spill {k} of buffer {b}: offset {off!r} not aligned ({name})")
+        spans[b] += [pos[n + 2 * k], pos[n + 2 * k + 1]]
+    for b in range(nbuf):
+        s = spans[b]
+        s.append(pos[graph.free_of[b]])
+        if any(s[j] >= s[j + 1] for j in range(len(s) - 1)):
+            raise ScheduleError(
+                f"buffer {b}: ALLOC, SPILL_OUT/SPILL_IN pairs and FREE are out of order "
+                f"(positions {s}) ({name})"
+            )
+    for node in graph.nodes:
+        if node.op in ("ALLOC", "FREE"):
+            continue
+        p = pos[node.id]
+        for b in node.bufs:
+            j = bisect_left(spans[b], p)
+            if j % 2 == 0 or j >= len(spans[b]):
+                raise ScheduleError(
+                    f"node {node.id} ({node.op}) at position {p} uses buffer {b} while it is "
+                    f"not resident (ALLOC/SPILL/FREE positions {spans[b]}) ({name})"
+                )
+
+    # memory: per tier, live ranges never overlap and stay within capacity
+    live: dict[str, tuple[list[int], list[int], list[int]]] = {}
+    where: dict[int, int] = {}
+    for i, v in enumerate(order):
+        if v < n:
+            node = graph.nodes[v]
+            op = node.op
+            if op not in ("ALLOC", "FREE"):
+                continue
+            b = node.bufs[0]
+            off = schedule.offsets[b]
+        else:
+            b, off = spills[(v - n) // 2]
+            op = "SPILL_OUT" if (v - n) % 2 == 0 else "SPILL_IN"
+        buf = graph.buffers[b]
+        starts, ends, owners = live.setdefault(buf.tier, ([], [], []))
+        if not buf.size:
+            continue
+        if op in ("FREE", "SPILL_OUT"):
+            j = bisect_left(starts, where[b])
+            while owners[j] != b:
+                j += 1
+            del starts[j], ends[j], owners[j]
+            continue
+        lo, hi = off, off + buf.size
+        cap = None if capacity is None else capacity.get(buf.tier)
+        if capacity is not None and (cap is None or hi > cap):
+            raise ScheduleError(
+                f"buffer {b} at [{lo}, {hi}) exceeds {buf.tier} capacity {cap} "
+                f"({op} node {v}, position {i}) ({name})"
+            )
+        if single_l0 and buf.tier in L0_TIERS and owners:
+            raise ScheduleError(
+                f"buffer {b} becomes live in {buf.tier} while buffer {owners[0]} is live "
+                f"(rule 7, node {v}, position {i}) ({name})"
+            )
+        j = bisect_left(starts, lo)
+        for k in (j - 1, j):
+            if 0 <= k < len(starts) and starts[k] < hi and lo < ends[k]:
+                raise ScheduleError(
+                    f"buffer {b} at {buf.tier}[{lo}, {hi}) overlaps live buffer {owners[k]} at "
+                    f"[{starts[k]}, {ends[k]}) ({op} node {v}, position {i}) ({name})"
+                )
+        starts.insert(j, lo)
+        ends.insert(j, hi)
+        owners.insert(j, b)
+        where[b] = lo

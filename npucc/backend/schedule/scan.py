@@ -1,0 +1,157 @@
+"""Linear-scan placement of a fixed order: offsets by first-fit or best-fit, spills when full.
+
+Shared by the `original` baseline (first-fit, least-recently-used victims) and DAN's DLR stage
+(best-fit, tier-aware victims). A victim policy picks one buffer among the evictable residents
+of a tier; the scan inserts its SPILL_OUT at the current position and its SPILL_IN just before
+the buffer's next use (its FREE counts as a use: rule 1 orders SPILL_IN before FREE).
+"""
+
+from __future__ import annotations
+
+import heapq
+from bisect import bisect_right
+from collections.abc import Callable
+
+from npucc.backend.schedule import Schedule
+from npucc.backend.schedule.freelist import FreeList
+from npucc.errors import NpuccError
+from npucc.ir.tiled import TileGraph
+
+INF = 1 << 62
+
+
+def topo_order(graph: TileGraph) -> list[int]:
+    """The topological order taking the smallest ready id first (the ids, if topological)."""
+    n = len(graph.nodes)
+    if all(s < d for s, d in graph.edges()):
+        return list(range(n))
+    indeg = [len(p) for p in graph.preds]
+    ready = [v for v in range(n) if not indeg[v]]
+    heapq.heapify(ready)
+    order: list[int] = []
+    succs = graph.succs
+    while ready:
+        v = heapq.heappop(ready)
+        order.append(v)
+        for w in succs[v]:
+            indeg[w] -= 1
+            if not indeg[w]:
+                heapq.heappush(ready, w)
+    if len(order) != n:
+        stuck = min(v for v in range(n) if indeg[v])
+        raise NpuccError(f"graph has a cycle through node {stuck} ({graph.name})")
+    return order
+
+
+class LinearScan:
+    """One pass over a fixed order of graph nodes that yields offsets and a spill plan."""
+
+    __slots__ = (
+        "graph",
+        "order",
+        "capacity",
+        "best_fit",
+        "free",
+        "live",
+        "where",
+        "out",
+        "uses",
+        "last_use",
+        "spills",
+        "result",
+    )
+
+    def __init__(
+        self,
+        graph: TileGraph,
+        order: list[int],
+        capacity: dict[str, int],
+        alignment: int = 1,
+        best_fit: bool = False,
+    ) -> None:
+        self.graph = graph
+        self.order = order
+        self.capacity = capacity
+        self.best_fit = best_fit
+        self.free: dict[str, FreeList] = {}
+        for buf in graph.buffers:
+            if buf.tier not in self.free:
+                if buf.tier not in capacity:
+                    raise NpuccError(f"no capacity given for tier {buf.tier} ({graph.name})")
+                self.free[buf.tier] = FreeList(capacity[buf.tier], alignment)
+        self.live: dict[str, dict[int, int]] = {t: {} for t in self.free}  # resident -> offset
+        self.where: dict[int, int] = {}  # buffer -> offset at ALLOC
+        self.out: dict[int, int] = {}  # spilled-out buffer -> its spill index
+        self.uses: list[list[int]] = [[] for _ in graph.buffers]  # positions, ALLOC excluded
+        for k, v in enumerate(order):
+            node = graph.nodes[v]
+            if node.op != "ALLOC":
+                for b in node.bufs:
+                    self.uses[b].append(k)
+        self.last_use = [-1] * len(graph.buffers)
+        self.spills: list[tuple[int, int]] = []
+        self.result: list[int] = []
+
+    def next_use(self, b: int, k: int) -> int:
+        """Position of the first use of `b` after position k (INF if none)."""
+        uses = self.uses[b]
+        i = bisect_right(uses, k)
+        return uses[i] if i < len(uses) else INF
+
+    def run(self, victim: Callable[[LinearScan, list[int], int], int]) -> Schedule:
+        """Scan the order; `victim(scan, candidates, k)` picks the buffer to evict."""
+        graph = self.graph
+        for k, v in enumerate(self.order):
+            node = graph.nodes[v]
+            if node.op == "ALLOC":
+                b = node.bufs[0]
+                self.where[b] = self._place(b, node.bufs, k, victim)
+            else:
+                for b in node.bufs:
+                    if b in self.out:
+                        self._reload(b, node.bufs, k, victim)
+                if node.op == "FREE":
+                    b = node.bufs[0]
+                    buf = graph.buffers[b]
+                    self.free[buf.tier].give(self.live[buf.tier].pop(b), buf.size)
+            self.result.append(v)
+            for b in node.bufs:
+                self.last_use[b] = k
+        return Schedule(self.result, dict(sorted(self.where.items())), self.spills)
+
+    def _place(self, b: int, pinned: tuple[int, ...], k: int, victim) -> int:
+        buf = self.graph.buffers[b]
+        free = self.free[buf.tier]
+        live = self.live[buf.tier]
+        while True:
+            off = free.best_fit(buf.size) if self.best_fit else free.first_fit(buf.size)
+            if off is not None:
+                free.take(off, buf.size)
+                live[b] = off
+                return off
+            candidates = [x for x in live if x not in pinned]
+            if not candidates:
+                raise NpuccError(
+                    f"buffer {b} ({buf.size} B) does not fit in {buf.tier} "
+                    f"(capacity {self.capacity[buf.tier]}) even after spilling every other "
+                    f"buffer ({self.graph.name})"
+                )
+            self._evict(victim(self, candidates, k))
+
+    def _evict(self, x: int) -> None:
+        buf = self.graph.buffers[x]
+        self.out[x] = len(self.spills)
+        self.result.append(len(self.graph.nodes) + 2 * len(self.spills))
+        self.spills.append((x, -1))
+        self.free[buf.tier].give(self.live[buf.tier].pop(x), buf.size)
+
+    def _reload(self, b: int, pinned: tuple[int, ...], k: int, victim) -> None:
+        off = self._place(b, pinned, k, victim)
+        s = self.out.pop(b)
+        self.spills[s] = (b, off)
+        self.result.append(len(self.graph.nodes) + 2 * s + 1)
+
+
+def lru_victim(scan: LinearScan, candidates: list[int], k: int) -> int:
+    """The least recently used candidate (lowest id on ties)."""
+    return min(candidates, key=lambda x: (scan.last_use[x], x))

@@ -1,0 +1,175 @@
+import pytest
+from tgraphs import CAPS, build, chain, two_loads
+
+from npucc.backend.schedule import Schedule
+from npucc.backend.schedule.original import bounds, original
+from npucc.backend.schedule.registry import SCHEDULERS, schedule_graph
+from npucc.backend.schedule.replay import ScheduleError, replay, validate
+from npucc.target.cost import TraceSpillModel
+
+MODEL = TraceSpillModel()
+
+
+def test_chain_hand_computed():
+    g = chain()
+    s = original(g, CAPS, MODEL)
+    validate(g, s, CAPS)
+    r = replay(g, s, CAPS, MODEL)
+    assert s.order == list(range(7)) and s.spills == []
+    assert s.offsets == {0: 0, 1: 0}
+    assert r.start[1:4:2] == [0, 10] and r.finish[5] == 35
+    assert r.metrics() == {"peak": 150, "extra_ddr": 0, "spills": 0, "makespan": 35}
+    assert bounds(g) == {"peak": 150, "makespan": 35}
+
+
+def test_pipes_overlap_and_serialise():
+    # two independent loads share MTE2 (serialised); the vector work overlaps the second load
+    g = build(
+        [
+            ("ALLOC", 0, 64, "UB"),
+            ("ALLOC", 1, 64, "UB"),
+            ("COPY_IN", "MTE2", 30, [0]),
+            ("COPY_IN", "MTE2", 40, [1]),
+            ("VEC", "VECTOR", 50, [0]),
+            ("VEC", "VECTOR", 7, [1]),
+            ("FREE", 0),
+            ("FREE", 1),
+        ],
+        [(0, 2), (1, 3), (2, 4), (3, 5), (4, 6), (5, 7)],
+    )
+    s = original(g, CAPS, MODEL)
+    r = replay(g, s, CAPS, MODEL)
+    assert r.finish[3] == 70 and r.start[4] == 30 and r.finish[4] == 80
+    assert r.makespan == 87  # VEC 5 waits for the vector pipe (80) then runs 7
+    assert bounds(g)["makespan"] == 80  # longest path 30 + 50 beats MTE2 busy 70
+
+
+def test_address_reuse_edge_delays_alloc():
+    # B reuses A's bytes; B's ALLOC waits for A's FREE, which waits for A's 100-cycle use
+    g = build(
+        [
+            ("ALLOC", 0, 64, "UB"),
+            ("VEC", "VECTOR", 100, [0]),
+            ("FREE", 0),
+            ("ALLOC", 1, 64, "UB"),
+            ("COPY_IN", "MTE2", 10, [1]),
+            ("FREE", 1),
+        ],
+        [],
+    )
+    s = Schedule(list(range(6)), {0: 0, 1: 0})
+    r = replay(g, s, CAPS, MODEL)
+    assert r.reuse_edges == [(2, 3)]
+    assert r.start[4] == 100 and r.makespan == 110
+    s2 = Schedule(list(range(6)), {0: 0, 1: 64})
+    assert replay(g, s2, CAPS, MODEL).makespan == 100
+
+
+def test_forced_spills_costs_and_offsets():
+    g = two_loads(100)
+    caps = dict(CAPS, L1=100)
+    s, r = schedule_graph(g, "original", caps, MODEL)
+    n = len(g.nodes)
+    # ALLOC 1 evicts 0; USE 0 reloads 0 evicting 1; USE 1 reloads 1 evicting nothing (0 freed?)
+    assert s.spills[0] == (0, 0)
+    assert s.order[:3] == [0, 1, n]  # SPILL_OUT of buffer 0 right before ALLOC 1
+    assert r.spills == len(s.spills) >= 2
+    # both buffers were loaded by COPY_IN: clean spills cost 0 out, 2*100+150 in, 100 bytes
+    assert r.nodes[n].cycles == 0 and r.nodes[n + 1].cycles == 350
+    assert r.extra_ddr == 100 * r.spills
+    assert (0, n) in r.spill_edges and (n, n + 1) in r.spill_edges
+    assert (1, n) in r.spill_edges and (n + 1, 4) in r.spill_edges  # users around the spill
+    for v in range(len(r.nodes)):
+        assert all(0 <= o < 100 for o in r.buffer_offsets(v))
+    assert r.peak == 200  # rule 6 counts ALLOC/FREE only
+
+
+def test_dirty_spill_costs_both_ways():
+    g = build(
+        [
+            ("ALLOC", 0, 100, "UB"),
+            ("VEC", "VECTOR", 1, [0]),
+            ("ALLOC", 1, 100, "UB"),
+            ("VEC", "VECTOR", 1, [1]),
+            ("VEC", "VECTOR", 1, [0]),
+            ("FREE", 0),
+            ("FREE", 1),
+        ],
+        [(1, 3), (3, 4)],
+    )
+    s, r = schedule_graph(g, "original", dict(CAPS, UB=150), MODEL)
+    n = len(g.nodes)
+    assert s.spills[0][0] == 0
+    assert r.nodes[n].cycles == 350 and r.extra_ddr >= 200
+
+
+def test_offset_changes_at_spill_in():
+    g = two_loads(64)
+    caps = dict(CAPS, L1=128, UB=64)
+    # hand-made: spill buffer 0 after its load, bring it back at offset 64
+    n = len(g.nodes)
+    order = [0, 1, n, 2, 3, n + 1, 4, 5, 6, 7]
+    s = Schedule(order, {0: 0, 1: 0}, [(0, 64)])
+    validate(g, s, caps)
+    r = replay(g, s, caps, MODEL)
+    assert r.buffer_offsets(1) == (0,) and r.buffer_offsets(4) == (64,)
+    assert r.offset_at(n, 0) == 0 and r.offset_at(n + 1, 0) == 64
+    assert (n, 2) in r.reuse_edges  # buffer 1 takes the bytes buffer 0 left at SPILL_OUT
+
+
+def test_validator_catches_overlap():
+    g = two_loads(64)
+    s = Schedule(list(range(8)), {0: 0, 1: 32})
+    with pytest.raises(ScheduleError, match="overlaps live buffer 0"):
+        validate(g, s, CAPS)
+
+
+def test_validator_catches_non_topological_order():
+    g = chain()
+    s = Schedule([0, 3, 1, 2, 4, 5, 6], {0: 0, 1: 0})
+    with pytest.raises(ScheduleError, match="edge"):
+        validate(g, s, CAPS)
+
+
+@pytest.mark.parametrize(
+    ("schedule", "message"),
+    [
+        (Schedule(list(range(7)), {0: 0, 1: 2000}), "exceeds UB capacity"),
+        (Schedule(list(range(7)), {0: 3, 1: 0}), "not a multiple"),
+        (Schedule(list(range(7)), {0: 0}), "offset None"),
+        (Schedule(list(range(6)), {0: 0, 1: 0}), "order has 6"),
+        (Schedule([0, 1, 2, 3, 4, 5, 5], {0: 0, 1: 0}), "twice"),
+    ],
+)
+def test_validator_rejects(schedule, message):
+    with pytest.raises(ScheduleError, match=message):
+        validate(chain(), schedule, CAPS, alignment=2)
+
+
+def test_validator_catches_use_while_spilled():
+    g = two_loads(64)
+    n = len(g.nodes)
+    order = [0, 1, n, 4, 2, 3, n + 1, 5, 6, 7]  # USE of buffer 0 while it is out
+    with pytest.raises(ScheduleError, match="edge|not resident"):
+        validate(g, Schedule(order, {0: 0, 1: 0}, [(0, 64)]), CAPS)
+
+
+def test_alignment_respected():
+    g = build(
+        [
+            ("ALLOC", 0, 10, "UB"),
+            ("ALLOC", 1, 10, "UB"),
+            ("V", "VECTOR", 1, [0, 1]),
+            ("FREE", 0),
+            ("FREE", 1),
+        ],
+        [],
+    )
+    s, _ = schedule_graph(g, "original", CAPS, MODEL, alignment=32)
+    assert s.offsets == {0: 0, 1: 32}
+
+
+def test_registry_has_original():
+    assert "original" in SCHEDULERS
+    with pytest.raises(Exception, match="unknown scheduler"):
+        schedule_graph(chain(), "nope", CAPS, MODEL)
