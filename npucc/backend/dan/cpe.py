@@ -1,0 +1,220 @@
+"""Stage 3, CPE (paper 000, Alg. 3, eqs. 32-36): timing refinement under a fixed memory plan.
+
+The Stage-2 augmented graph G2 (original, spill and address-reuse edges) stays fixed, and so does
+the relative order of the memory events (ALLOC, FREE, SPILL_OUT, SPILL_IN) of L1+UB and of each
+L0 tier: then every buffer's lifetime, address, spill plan, peak and traffic are unchanged, and
+only the order of work inside each pipe moves. Two refinements, each kept only when the replayed
+makespan strictly drops (eq. 36):
+1. a list-scheduling pass over G2 that runs, at each step, the node that can start earliest
+   (ties: larger downstream criticality), which re-sorts every pipe's queue at once;
+2. Alg. 3's local moves: along the critical chain (eq. 34), move a node before up to W
+   predecessors in the order (eq. 35) when no G2 edge or memory-order constraint forbids it.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from npucc.backend.schedule import Schedule
+from npucc.backend.schedule.replay import L0_TIERS, Replay
+from npucc.ir.tiled import TileNode
+
+MEMORY_OPS = ("ALLOC", "FREE", "SPILL_OUT", "SPILL_IN")
+WINDOW = 8
+MOVE_BUDGET = 4_000_000  # node-visits of re-timing spent on local moves (deterministic)
+
+
+def _groups(r: Replay) -> list[int]:
+    """Per augmented node: its memory-order group (0 = L1+UB, 1.. = an L0 tier, -1 = none)."""
+    group = [-1] * len(r.nodes)
+    for node in r.nodes:
+        if node.op in MEMORY_OPS:
+            tier = r.graph.buffers[node.bufs[0]].tier
+            group[node.id] = 1 + L0_TIERS.index(tier) if tier in L0_TIERS else 0
+    return group
+
+
+def _preds(r: Replay) -> list[list[int]]:
+    n = len(r.graph.nodes)
+    preds = [list(p) for p in r.graph.preds] + [[] for _ in range(len(r.nodes) - n)]
+    for src, dst in r.spill_edges:
+        preds[dst].append(src)
+    for src, dst in r.reuse_edges:
+        preds[dst].append(src)
+    return preds
+
+
+def _timing(nodes: list[TileNode], preds: list[list[int]], order: list[int]) -> list[int]:
+    """Finish times under rule 5."""
+    finish = [0] * len(nodes)
+    pipe_free: dict[str | None, int] = {}
+    for v in order:
+        t = 0
+        for u in preds[v]:
+            if finish[u] > t:
+                t = finish[u]
+        pipe = nodes[v].pipe
+        if pipe is None:
+            finish[v] = t
+            continue
+        t = max(t, pipe_free.get(pipe, 0))
+        finish[v] = pipe_free[pipe] = t + nodes[v].cycles
+    return finish
+
+
+def list_order(r: Replay, preds: list[list[int]], group: list[int]) -> list[int]:
+    """Refinement 1: earliest-start list scheduling over G2, memory order per group kept."""
+    nodes = r.nodes
+    total = len(nodes)
+    succs: list[list[int]] = [[] for _ in range(total)]
+    for v in range(total):
+        for u in preds[v]:
+            succs[u].append(v)
+    last: dict[int, int] = {}
+    chain_next = [-1] * total
+    indeg = [len(p) for p in preds]
+    for v in r.order:
+        g = group[v]
+        if g >= 0:
+            if g in last:
+                chain_next[last[g]] = v
+                indeg[v] += 1
+            last[g] = v
+    h = [0] * total
+    for v in reversed(r.order):
+        best = 0
+        for w in succs[v]:
+            if h[w] > best:
+                best = h[w]
+        h[v] = best + (nodes[v].cycles if nodes[v].pipe is not None else 0)
+    pos = r.position
+    finish = [0] * total
+    ready_at = [0] * total
+    pipes = sorted({node.pipe for node in nodes if node.pipe is not None})
+    pipe_index = {p: i + 1 for i, p in enumerate(pipes)}  # 0: pipe-less
+    pending: list[list[tuple[int, int, int, int]]] = [[] for _ in range(len(pipes) + 1)]
+    avail: list[list[tuple[int, int, int]]] = [[] for _ in range(len(pipes) + 1)]
+    pipe_free = [0] * (len(pipes) + 1)
+
+    def push(v: int) -> None:
+        t = 0
+        for u in preds[v]:
+            if finish[u] > t:
+                t = finish[u]
+        ready_at[v] = t
+        p = pipe_index.get(nodes[v].pipe, 0)
+        heapq.heappush(pending[p], (t, -h[v], pos[v], v))
+
+    for v in range(total):
+        if not indeg[v]:
+            push(v)
+    order: list[int] = []
+    while len(order) < total:
+        best: tuple[int, int, int, int] | None = None
+        for p in range(len(pending)):
+            free = pipe_free[p] if p else 1 << 62
+            while pending[p] and pending[p][0][0] <= free:
+                _, nh, ps, v = heapq.heappop(pending[p])
+                heapq.heappush(avail[p], (nh, ps, v))
+            if avail[p]:
+                nh, ps, _ = avail[p][0]
+                cand = (pipe_free[p], nh, ps, p)
+            elif pending[p]:
+                t, nh, ps, _ = pending[p][0]
+                cand = (max(t, pipe_free[p]) if p else t, nh, ps, p)
+            else:
+                continue
+            if best is None or cand < best:
+                best = cand
+        assert best is not None
+        p = best[3]
+        v = heapq.heappop(avail[p])[2] if avail[p] else heapq.heappop(pending[p])[3]
+        start = max(ready_at[v], pipe_free[p]) if p else ready_at[v]
+        finish[v] = start + (nodes[v].cycles if p else 0)
+        if p:
+            pipe_free[p] = finish[v]
+        order.append(v)
+        for w in succs[v]:
+            indeg[w] -= 1
+            if not indeg[w]:
+                push(w)
+        c = chain_next[v]
+        if c >= 0:
+            indeg[c] -= 1
+            if not indeg[c]:
+                push(c)
+    return order
+
+
+def critical_chain(
+    nodes: list[TileNode], preds: list[list[int]], order: list[int], finish: list[int]
+) -> list[int]:
+    """Eq. 34: walk back from the last finisher through the binding edge or pipe predecessor."""
+    pipe_prev = [-1] * len(nodes)
+    last: dict[str, int] = {}
+    for v in order:
+        pipe = nodes[v].pipe
+        if pipe is not None:
+            pipe_prev[v] = last.get(pipe, -1)
+            last[pipe] = v
+    v = max(range(len(nodes)), key=lambda x: (finish[x], -x))
+    chain = [v]
+    while True:
+        start = finish[v] - (nodes[v].cycles if nodes[v].pipe is not None else 0)
+        nxt = next((u for u in preds[v] if finish[u] == start and start > 0), -1)
+        if nxt < 0 and pipe_prev[v] >= 0 and finish[pipe_prev[v]] == start and start > 0:
+            nxt = pipe_prev[v]
+        if nxt < 0:
+            return chain[::-1]
+        chain.append(nxt)
+        v = nxt
+
+
+def local_moves(
+    r: Replay, preds: list[list[int]], group: list[int], order: list[int], window: int = WINDOW
+) -> list[int]:
+    """Refinement 2 (Alg. 3): move critical-chain nodes earlier within the window."""
+    nodes = r.nodes
+    finish = _timing(nodes, preds, order)
+    best = max(finish, default=0)
+    budget = MOVE_BUDGET
+    cost = len(nodes) + sum(len(p) for p in preds)
+    improved = True
+    while improved and budget > 0:
+        improved = False
+        pos = {v: i for i, v in enumerate(order)}
+        chain = critical_chain(nodes, preds, order, finish)
+        on_chain = set(chain)
+        for v in chain:
+            p = pos[v]
+            pset = set(preds[v])
+            for q in range(p - 1, max(p - window, 0) - 1, -1):
+                u = order[q]
+                if u in pset or (group[v] >= 0 and group[u] == group[v]):
+                    break
+                if u in on_chain:
+                    continue
+                if budget <= 0:
+                    return order
+                budget -= cost
+                trial = order[:q] + [v] + order[q:p] + order[p + 1 :]
+                tfinish = _timing(nodes, preds, trial)
+                span = max(tfinish, default=0)
+                if span < best:
+                    order, finish, best, improved = trial, tfinish, span, True
+                    break
+            if improved:
+                break
+    return order
+
+
+def cpe(schedule: Schedule, r: Replay, window: int = WINDOW) -> Schedule:
+    """A refined Stage-2 schedule (same offsets and spills); the input order if none is faster."""
+    preds = _preds(r)
+    group = _groups(r)
+    order = list(schedule.order)
+    candidate = list_order(r, preds, group)
+    if max(_timing(r.nodes, preds, candidate), default=0) < r.makespan:
+        order = candidate
+    order = local_moves(r, preds, group, order, window)
+    return Schedule(order, dict(schedule.offsets), list(schedule.spills))

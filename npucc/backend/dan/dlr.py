@@ -1,0 +1,62 @@
+"""Stage 2, DLR (paper 000, Alg. 2, eqs. 22-31): best-fit linear repackaging with tier-aware spills.
+
+One linear scan over the Stage-1 order keeps a sorted, merged free-segment list per tier and
+places each buffer best-fit at its ALLOC. Only when nothing fits does it evict, from the same
+tier: L0 tiers flush a buffer with no future use, else the one used farthest ahead; L1/UB evict
+the buffer with the largest reuse distance per unit of spill cost,
+score = d(b, k) / (lambda_byte * T + lambda_cyc * S + eps).
+"""
+
+from __future__ import annotations
+
+from npucc.backend.schedule import Schedule
+from npucc.backend.schedule.replay import L0_TIERS, clean_buffers
+from npucc.backend.schedule.scan import INF, LinearScan
+from npucc.ir.tiled import TileGraph
+from npucc.target.cost import SpillModel
+
+LAMBDA_BYTE = 1.0
+LAMBDA_CYC = 1.0
+EPS = 1.0
+
+
+class DlrVictim:
+    """The DLR eviction rule (eqs. 25-31) as a LinearScan victim policy."""
+
+    __slots__ = ("cost",)
+
+    def __init__(self, graph: TileGraph, spill_model: SpillModel) -> None:
+        clean = clean_buffers(graph)
+        self.cost: list[float] = []  # lambda_byte * T + lambda_cyc * S + eps, per buffer
+        for buf in graph.buffers:
+            c = clean[buf.id]
+            traffic = spill_model.traffic(buf.size, c)
+            cycles = spill_model.out_cycles(buf.tier, buf.size, c) + spill_model.in_cycles(
+                buf.tier, buf.size, c
+            )
+            self.cost.append(LAMBDA_BYTE * traffic + LAMBDA_CYC * cycles + EPS)
+
+    def __call__(self, scan: LinearScan, candidates: list[int], k: int) -> int:
+        """Pick the buffer to evict among `candidates` at Stage-1 position k."""
+        tier = scan.graph.buffers[candidates[0]].tier
+        if tier in L0_TIERS:
+            return min(candidates, key=lambda b: (-scan.next_use(b, k), b))
+        best, best_score = candidates[0], -1.0
+        for b in candidates:
+            nu = scan.next_use(b, k)
+            score = float("inf") if nu >= INF else (nu - k) / self.cost[b]
+            if score > best_score:
+                best, best_score = b, score
+        return best
+
+
+def dlr(
+    graph: TileGraph,
+    order: list[int],
+    capacity: dict[str, int],
+    spill_model: SpillModel,
+    alignment: int = 1,
+) -> Schedule:
+    """Offsets and spill plan for a Stage-1 order (the Stage-2 schedule)."""
+    scan = LinearScan(graph, order, capacity, alignment, best_fit=True)
+    return scan.run(DlrVictim(graph, spill_model))

@@ -1,0 +1,86 @@
+"""DAN-Scheduler (paper 000): MPAS order -> DLR layout and spills -> CPE timing refinement."""
+
+from __future__ import annotations
+
+import time
+
+from npucc.backend.dan.cpe import cpe
+from npucc.backend.dan.dlr import dlr
+from npucc.backend.dan.mpas import mpas
+from npucc.backend.schedule import Schedule
+from npucc.backend.schedule.freelist import FreeList
+from npucc.backend.schedule.replay import replay
+from npucc.backend.schedule.scan import topo_order
+from npucc.ir.tiled import TileGraph
+from npucc.target.cost import SpillModel
+
+STAGES = ("mpas", "dlr", "full")
+
+
+def dan(
+    graph: TileGraph,
+    capacity: dict[str, int],
+    spill_model: SpillModel,
+    alignment: int = 1,
+    stage: str = "full",
+) -> Schedule:
+    """Run DAN up to `stage`; "mpas" alone ignores capacities and keeps one live L0 buffer."""
+    seconds = {"mpas": 0.0, "dlr": 0.0, "cpe": 0.0}
+    t0 = time.perf_counter()
+    if stage == "mpas":
+        order = mpas(graph, single_l0=True)
+        seconds["mpas"] = time.perf_counter() - t0
+        schedule = unbounded_layout(graph, order, alignment)
+    else:
+        orders = [mpas(graph, capacity=capacity), topo_order(graph)]
+        t1 = time.perf_counter()
+        seconds["mpas"] = t1 - t0
+        # portfolio: DLR on the MPAS order and on the input order, keep the faster plan
+        best = None
+        for order in orders:
+            cand = dlr(graph, order, capacity, spill_model, alignment)
+            r = replay(graph, cand, capacity, spill_model, alignment)
+            score = (r.makespan, r.extra_ddr, r.spills, r.peak)
+            if best is None or score < best[0]:
+                best = (score, cand)
+        schedule = best[1]
+        t2 = time.perf_counter()
+        seconds["dlr"] = t2 - t1
+        if stage == "full":
+            schedule = cpe(schedule, replay(graph, schedule, capacity, spill_model, alignment))
+            seconds["cpe"] = time.perf_counter() - t2
+    schedule.method = "dan" if stage == "full" else f"dan-{stage}"
+    schedule.seconds = seconds
+    return schedule
+
+
+def unbounded_layout(graph: TileGraph, order: list[int], alignment: int = 1) -> Schedule:
+    """Stage-1 layout: first-fit in tiers of unbounded size, no spills."""
+    free: dict[str, FreeList] = {}
+    offsets: dict[int, int] = {}
+    unbounded = 1 << 60
+    for v in order:
+        node = graph.nodes[v]
+        if node.op not in ("ALLOC", "FREE"):
+            continue
+        b = node.bufs[0]
+        buf = graph.buffers[b]
+        fl = free.setdefault(buf.tier, FreeList(unbounded, alignment))
+        if node.op == "ALLOC":
+            off = fl.first_fit(buf.size)
+            assert off is not None
+            fl.take(off, buf.size)
+            offsets[b] = off
+        else:
+            fl.give(offsets[b], buf.size)
+    return Schedule(order, dict(sorted(offsets.items())))
+
+
+def dan_mpas(graph, capacity, spill_model, alignment=1) -> Schedule:
+    """DAN Stage 1 only (registry entry "dan-mpas")."""
+    return dan(graph, capacity, spill_model, alignment, "mpas")
+
+
+def dan_dlr(graph, capacity, spill_model, alignment=1) -> Schedule:
+    """DAN Stages 1-2 (registry entry "dan-dlr")."""
+    return dan(graph, capacity, spill_model, alignment, "dlr")

@@ -1,0 +1,79 @@
+import argparse
+import json
+import time
+
+import pytest
+
+from npucc.backend.dan import command
+from npucc.backend.dan.synthetic import synthetic_graph
+from npucc.backend.schedule.original import bounds
+from npucc.backend.schedule.registry import schedule_graph
+from npucc.backend.schedule.replay import replay, validate
+from npucc.backend.schedule.trace import write_trace
+from npucc.target.cost import TraceSpillModel
+
+CAPS = dict(command.DEFAULT_CAPACITY)
+MODEL = TraceSpillModel()
+
+
+@pytest.mark.parametrize("method", ["dan-mpas", "dan-dlr", "dan"])
+def test_valid_and_deterministic(method):
+    g = synthetic_graph(2000, seed=1)
+    s1, r1 = schedule_graph(g, method, CAPS, MODEL)
+    s2, r2 = schedule_graph(synthetic_graph(2000, seed=1), method, CAPS, MODEL)
+    assert (s1.order, s1.offsets, s1.spills) == (s2.order, s2.offsets, s2.spills)
+    assert r1.metrics() == r2.metrics()
+    b = bounds(g)
+    assert r1.makespan >= b["makespan"] and r1.peak >= b["peak"]
+
+
+def test_stage1_rule7_single_l0():
+    g = synthetic_graph(1000, seed=2)
+    s, _ = schedule_graph(g, "dan-mpas", CAPS, MODEL)
+    validate(g, s, None, single_l0=True)
+
+
+def test_cpe_keeps_memory_plan_and_never_regresses():
+    g = synthetic_graph(2000, seed=4)
+    dl, rd = schedule_graph(g, "dan-dlr", CAPS, MODEL)
+    full, rf = schedule_graph(g, "dan", CAPS, MODEL)
+    assert (full.offsets, full.spills) == (dl.offsets, dl.spills)
+    assert rf.makespan <= rd.makespan
+    assert (rf.peak, rf.extra_ddr, rf.spills) == (rd.peak, rd.extra_ddr, rd.spills)
+
+
+def test_synthetic_10k_in_seconds():
+    g = synthetic_graph(10_000, seed=0)
+    assert 9_000 < len(g.nodes) < 11_000
+    t0 = time.perf_counter()
+    s, r = schedule_graph(g, "dan", CAPS, MODEL)
+    assert time.perf_counter() - t0 < 10
+    orig = replay(g, *schedule_graph(g, "original", CAPS, MODEL)[:1], CAPS, MODEL)
+    assert r.makespan <= orig.makespan
+
+
+def test_command_writes_files(tmp_path):
+    g = synthetic_graph(500, seed=5)
+    write_trace(g, tmp_path / "Syn_Case0.json")
+    parser = argparse.ArgumentParser()
+    command.add_parser(parser.add_subparsers())
+    args = parser.parse_args(
+        [
+            "dan",
+            str(tmp_path / "Syn_Case0.json"),
+            "--out",
+            str(tmp_path / "o"),
+            "--capacity",
+            "L1=2048",
+        ]
+    )
+    assert args.func(args) == 0
+    out = tmp_path / "o"
+    order = [int(x) for x in (out / "Syn_Case0_schedule.txt").read_text().split()]
+    spills = (out / "Syn_Case0_spill.txt").read_text().splitlines()
+    assert sorted(order) == list(range(len(g.nodes) + 2 * len(spills)))
+    mem = (out / "Syn_Case0_memory.txt").read_text().splitlines()
+    assert len(mem) == len(g.buffers)
+    m = json.loads((out / "Syn_Case0_metrics.json").read_text())
+    assert set(m) == {"peak", "extra_ddr", "spills", "makespan", "bounds", "seconds"}
+    assert m["spills"] == len(spills)

@@ -1,0 +1,116 @@
+"""The command line: compile, run, check, errors, determinism."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from npucc.checking import run_onnxruntime
+from npucc.cli import main, safe_file_name
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL_CNN = ROOT / "models" / "small_cnn.onnx"
+
+
+def _npucc(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "npucc", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+
+
+def test_compile_run_and_outputs_match_onnxruntime(tmp_path):
+    out = tmp_path / "out.cmd"
+    assert main([str(SMALL_CNN), "-o", str(out)]) == 0
+    assert out.exists() and Path(f"{out}.bin").exists()
+    model = onnx.load(str(SMALL_CNN))
+    name = model.graph.input[0].name
+    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    assert (
+        main(
+            [
+                "run",
+                str(out),
+                "-i",
+                f"{name}=" + str(tmp_path / "x.npy"),
+                "--out",
+                str(tmp_path / "res"),
+            ]
+        )
+        == 0
+    )
+    ref = run_onnxruntime(model, {name: x})
+    for out_name, expected in ref.items():
+        got = np.load(tmp_path / "res" / f"{safe_file_name(out_name)}.npy")
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_check_passes_and_prints_figures(capsys):
+    assert main(["check", str(SMALL_CNN), "--seed", "3"]) == 0
+    text = capsys.readouterr().out
+    assert "PASS" in text and "max abs error" in text and "predicted" in text
+
+
+def test_unsupported_operator_is_one_line_exit_2(tmp_path):
+    node = helper.make_node("Hardmax", ["x"], ["y"], name="hm")
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+    )
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    result = _npucc(str(path), "-o", str(tmp_path / "o.cmd"))
+    assert result.returncode == 2
+    assert result.stderr == "npucc: error: unsupported operator Hardmax (node 'hm', opset 13)\n"
+    assert not (tmp_path / "o.cmd").exists()
+
+
+def test_bad_target_and_wrong_image(tmp_path):
+    bad = tmp_path / "t.toml"
+    bad.write_text("[target]\nname='x'\n")
+    result = _npucc(str(SMALL_CNN), "-o", str(tmp_path / "o.cmd"), "--target", str(bad))
+    assert result.returncode == 2 and result.stderr.startswith("npucc: error: ")
+    assert "target.dtype" in result.stderr and "Traceback" not in result.stderr
+    out = tmp_path / "o.cmd"
+    assert main([str(SMALL_CNN), "-o", str(out)]) == 0
+    image = Path(f"{out}.bin")
+    image.write_bytes(image.read_bytes()[:-4] + b"\0\0\0\1")
+    result = _npucc("run", str(out), "--out", str(tmp_path / "r"))
+    assert result.returncode == 2 and "o.cmd.bin" in result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+def test_same_bytes_across_hash_seeds(tmp_path):
+    outputs = []
+    for seed in ("0", "1", "12345"):
+        out = tmp_path / f"o{seed}.cmd"
+        result = _npucc(
+            str(ROOT / "models" / "residual_block.onnx"),
+            "-o",
+            str(out),
+            env={"PYTHONHASHSEED": seed},
+        )
+        assert result.returncode == 0, result.stderr
+        outputs.append((out.read_bytes(), Path(f"{out}.bin").read_bytes()))
+    assert outputs[0] == outputs[1] == outputs[2]
+
+
+@pytest.mark.parametrize(
+    ("name", "safe"), [("prob", "prob"), ("a/b:c", "a_b_c"), ("..", "_.."), ("x\ny", "x_y")]
+)
+def test_safe_file_names(name, safe):
+    assert safe_file_name(name) == safe
