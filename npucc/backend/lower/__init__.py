@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from npucc.backend.lower import conv, eltwise, matmul, pool, reduce  # noqa: F401  (register)
+from npucc.backend.lower import conv, eltwise, layout, matmul, pool, reduce  # noqa: F401  (register)
 from npucc.backend.lower.builder import TileBuilder
 from npucc.backend.lower.common import LOWERINGS, LowerContext
 from npucc.backend.lower.program import Core, IoBinding, TiledProgram

@@ -1,0 +1,148 @@
+"""Vector lowerings of element-wise ops: binary ops with numpy broadcasting, and unary ops.
+
+A binary op is tiled over its (coalesced) output and reads a broadcast operand through stride-0
+patterns: a small one is loaded whole, once for the layer; a large one tile by tile, only the
+distinct elements each tile needs.
+"""
+
+from __future__ import annotations
+
+import math
+
+from npucc.backend.lower.common import (
+    LowerContext,
+    apply_activation,
+    lowering,
+    row_major_strides,
+    split,
+)
+from npucc.backend.lower.layout import (
+    Dims,
+    boxes,
+    broadcast_strides,
+    budget,
+    coalesce,
+    load,
+    offset,
+    store,
+)
+from npucc.ir.graph import Layer
+from npucc.ir.isa import BufRef, DdrRef, VBinary, VUnary
+
+# unary ops lowered one-to-one onto a VUnary without scalars: relu is canonical; the others
+# (isa.UNARY_OPS names) are ready for the frontend to map Exp, Sigmoid, Tanh, ... onto
+PLAIN_UNARY = ("relu", "exp", "neg", "sqrt", "recip", "tanh", "erf", "sigmoid", "abs", "log")
+
+
+def _distinct(starts: Dims, sizes: Dims, strides: Dims) -> tuple[int, Dims, Dims]:
+    """DDR offset, dims and strides of the distinct elements an operand has in one tile."""
+    keep = [(d, s) for d, s in zip(sizes, strides, strict=True) if s and d > 1]
+    dims = tuple(d for d, _ in keep) or (1,)
+    return offset(starts, strides), dims, tuple(s for _, s in keep) or (1,)
+
+
+def _ub_strides(sizes: Dims, strides: Dims) -> Dims:
+    """Strides that read an operand's dense UB copy through the tile's full pattern."""
+    out = [0] * len(sizes)
+    acc = 1
+    for k in reversed(range(len(sizes))):
+        if strides[k] and sizes[k] > 1:
+            out[k] = acc
+            acc *= sizes[k]
+    return tuple(out)
+
+
+class _Operand:
+    """One input of a binary op: its DDR tensor, broadcast strides and whole UB copy, if any."""
+
+    __slots__ = ("ref", "strides", "whole", "name")
+
+    def __init__(self, ref: DdrRef, strides: Dims, name: str) -> None:
+        self.ref = ref
+        self.strides = strides  # per coalesced output dim; 0 where broadcast
+        self.whole: BufRef | None = None  # the whole tensor, loaded once for every tile
+        self.name = name
+
+    def full(self) -> bool:
+        """True when the operand is not broadcast anywhere (its tile has the output's layout)."""
+        return all(self.strides)
+
+    def fetch(self, ctx: LowerContext, box: tuple[Dims, Dims]) -> tuple[BufRef, Dims]:
+        """This operand's data for tile `box` in UB, and its strides under the tile's dims."""
+        starts, sizes = box
+        if self.whole is not None:
+            return self.whole.at(offset(starts, self.strides)), self.strides
+        off, dims, strides = _distinct(starts, sizes, self.strides)
+        buf = load(ctx, self.ref.at(off), dims, strides, self.name)
+        return buf, _ub_strides(sizes, self.strides)
+
+
+@lowering("add", "sub", "mul", "div", "max", "min")
+def lower_binary(ctx: LowerContext, layer: Layer) -> None:
+    """out = a op b with numpy broadcasting, then the fused activation.
+
+    A broadcast operand of at most 1/4 of the tile budget is loaded whole, once; the other
+    operands are loaded tile by tile, and the result overwrites a non-broadcast operand's tile.
+    """
+    out = layer.outputs[0]
+    shape = ctx.shape(out)
+    if math.prod(shape) == 0:
+        return
+    raw = [broadcast_strides(ctx.shape(name), shape) for name in layer.inputs]
+    dims, (out_strides, *strides) = coalesce(shape, row_major_strides(shape), *raw)
+    ops = [
+        _Operand(ctx.ddr(name), st, f"{layer.name}.{tag}")
+        for name, st, tag in zip(layer.inputs, strides, "ab", strict=True)
+    ]
+    cap = budget(ctx)
+    for o, name in zip(ops, layer.inputs, strict=True):
+        elems = math.prod(ctx.shape(name))
+        if not o.full() and elems <= budget(ctx) // 4:
+            o.whole = load(ctx, o.ref, (elems,), (1,), o.name)
+            cap -= elems
+    tiled = [o for o in ops if o.whole is None]
+    per_tile = len(tiled) + (0 if any(o.full() for o in tiled) else 1)
+    for box in boxes(dims, cap // per_tile):
+        _binary_tile(ctx, layer, ops, box, ctx.ddr(out), out_strides)
+    for buf in dict.fromkeys(o.whole for o in ops if o.whole is not None):
+        ctx.builder.free(buf)
+
+
+def _binary_tile(
+    ctx: LowerContext,
+    layer: Layer,
+    ops: list[_Operand],
+    box: tuple[Dims, Dims],
+    dst: DdrRef,
+    out_strides: Dims,
+) -> None:
+    """Load the tiled operands of one tile, combine them in UB and store the result."""
+    sizes = box[1]
+    elems = math.prod(sizes)
+    (a, a_st), (b, b_st) = (o.fetch(ctx, box) for o in ops)
+    loaded = [buf for o, buf in zip(ops, (a, b), strict=True) if o.whole is None]
+    full = [buf for o, buf in zip(ops, (a, b), strict=True) if o.full()]
+    res = full[0] if full else ctx.builder.alloc("UB", elems, f"{layer.name}.out")
+    dense = row_major_strides(sizes)
+    ctx.builder.emit(VBinary(layer.op, res, a, b, sizes, dense, a_st, b_st))
+    apply_activation(ctx, res, elems, layer.attrs)
+    store(ctx, dst.at(offset(box[0], out_strides)), res, sizes, out_strides)
+    for buf in dict.fromkeys((res, *loaded)):
+        ctx.builder.free(buf)
+
+
+@lowering("clip", *PLAIN_UNARY)
+def lower_unary(ctx: LowerContext, layer: Layer) -> None:
+    """out = op(x) over the flattened tensor, in place in UB, then the fused activation."""
+    attrs = layer.attrs
+    scalars: tuple[float, ...] = ()
+    if layer.op == "clip":
+        scalars = (float(attrs.get("min", -math.inf)), float(attrs.get("max", math.inf)))
+    total = math.prod(ctx.shape(layer.outputs[0]))
+    src, dst = ctx.ddr(layer.inputs[0]), ctx.ddr(layer.outputs[0])
+    for start, n in split(total, budget(ctx)):
+        buf = load(ctx, src.at(start), (n,), (1,), f"{layer.name}.x")
+        ctx.builder.emit(VUnary(layer.op, buf, buf, (n,), (1,), (1,), scalars))
+        apply_activation(ctx, buf, n, attrs)
+        store(ctx, dst.at(start), buf, (n,), (1,))
+        ctx.builder.free(buf)

@@ -1,0 +1,144 @@
+"""Layout lowerings (concat, transpose) and the access-pattern helpers the vector lowerings share.
+
+Layout ops move data without computing on it: each tile is DMA'd DDR -> L1 with one pattern and
+L1 -> DDR with another, so a permutation or an offset costs nothing beyond the two copies.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+from npucc.backend.lower.common import LowerContext, lowering, row_major_strides, split
+from npucc.ir.graph import Layer
+from npucc.ir.isa import BufRef, Copy, DdrRef
+
+# NOTE: a tile uses at most 1/TILE_SHARE of a tier, leaving room for the next tile's buffers.
+TILE_SHARE = 2
+MAX_TILE_BUFFERS = 4  # most buffers a vector tile keeps live at once (softmax: x, max, sum, part)
+STAGE_TIER = "L1"  # where layout ops stage their tiles (keeps UB free for vector work)
+
+Dims = tuple[int, ...]
+Box = tuple[Dims, Dims]  # (starts, sizes) of a row-major tile
+
+
+def budget(ctx: LowerContext, tier: str = "UB") -> int:
+    """Elements one tile may hold in `tier` (all its live buffers together).
+
+    The share is reduced by the alignment padding of MAX_TILE_BUFFERS buffers, so that rounded
+    buffer sizes still stay within it.
+    """
+    slack = MAX_TILE_BUFFERS * ctx.target.alignment // ctx.target.elem_bytes
+    return max(1, ctx.capacity(tier) // TILE_SHARE - slack)
+
+
+def coalesce(dims: Dims, *strides: Dims) -> tuple[Dims, list[Dims]]:
+    """Drop unit dims and merge neighbours that every stride list walks as one dim."""
+    out_dims: list[int] = []
+    out_strides: list[list[int]] = [[] for _ in strides]
+    for k, d in enumerate(dims):
+        if d == 1:
+            continue
+        if out_dims and all(s[-1] == st[k] * d for s, st in zip(out_strides, strides, strict=True)):
+            out_dims[-1] *= d
+            for s, st in zip(out_strides, strides, strict=True):
+                s[-1] = st[k]
+        else:
+            out_dims.append(d)
+            for s, st in zip(out_strides, strides, strict=True):
+                s.append(st[k])
+    if not out_dims:
+        return (1,), [(1,) for _ in strides]
+    return tuple(out_dims), [tuple(s) for s in out_strides]
+
+
+def boxes(dims: Dims, cap: int) -> list[Box]:
+    """Row-major tiles covering `dims` exactly, each of at most `cap` elements (cap >= 1)."""
+    k = len(dims) - 1
+    inner = 1
+    while k > 0 and inner * dims[k] <= cap:
+        inner *= dims[k]
+        k -= 1
+    chunk = max(1, min(dims[k], cap // inner))
+    tail = dims[k + 1 :]
+    out: list[Box] = []
+    for head in itertools.product(*(range(d) for d in dims[:k])):
+        for c0, cl in split(dims[k], chunk):
+            out.append(((*head, c0, *(0,) * len(tail)), ((1,) * k + (cl, *tail))))
+    return out
+
+
+def offset(starts: Dims, strides: Dims) -> int:
+    """Element offset of index `starts` under `strides`."""
+    return sum(i * s for i, s in zip(starts, strides, strict=True))
+
+
+def broadcast_strides(shape: Dims, out_shape: Dims) -> Dims:
+    """Strides that read a row-major `shape` as numpy-broadcast to `out_shape` (0 = broadcast)."""
+    pad = len(out_shape) - len(shape)
+    full = (1,) * pad + tuple(shape)
+    strides = (0,) * pad + row_major_strides(tuple(shape))
+    return tuple(
+        0 if d == 1 and o != 1 else s for d, o, s in zip(full, out_shape, strides, strict=True)
+    )
+
+
+def move(
+    ctx: LowerContext,
+    layer: Layer,
+    src: DdrRef,
+    dst: DdrRef,
+    dims: Dims,
+    src_strides: Dims,
+    dst_strides: Dims,
+) -> None:
+    """Copy a strided DDR region to another through STAGE_TIER, tile by tile."""
+    dims, (ss, ds) = coalesce(dims, src_strides, dst_strides)
+    bld = ctx.builder
+    for starts, sizes in boxes(dims, budget(ctx, STAGE_TIER)):
+        buf = bld.alloc(STAGE_TIER, math.prod(sizes), f"{layer.name}.tile")
+        dense = row_major_strides(sizes)
+        bld.emit(Copy(buf, src.at(offset(starts, ss)), sizes, dense, ss))
+        bld.emit(Copy(dst.at(offset(starts, ds)), buf, sizes, ds, dense))
+        bld.free(buf)
+
+
+def load(ctx: LowerContext, src: DdrRef, dims: Dims, strides: Dims, name: str) -> BufRef:
+    """A new UB buffer holding the DDR pattern (dims, strides) densely, row-major."""
+    buf = ctx.builder.alloc("UB", math.prod(dims), name)
+    ctx.builder.emit(Copy(buf, src, dims, row_major_strides(dims), strides))
+    return buf
+
+
+def store(ctx: LowerContext, dst: DdrRef, buf: BufRef, dims: Dims, strides: Dims) -> None:
+    """Write a dense row-major UB tile to the DDR pattern (dims, strides)."""
+    ctx.builder.emit(Copy(dst, buf, dims, strides, row_major_strides(dims)))
+
+
+@lowering("concat")
+def lower_concat(ctx: LowerContext, layer: Layer) -> None:
+    """Copy each input's block to its offset along `axis` of the output."""
+    out = layer.outputs[0]
+    shape = ctx.shape(out)
+    axis = layer.attrs["axis"]
+    outer = math.prod(shape[:axis])
+    inner = math.prod(shape[axis + 1 :])
+    row = shape[axis] * inner
+    at = 0
+    for name in layer.inputs:
+        width = ctx.shape(name)[axis] * inner
+        dst = ctx.ddr(out).at(at)
+        move(ctx, layer, ctx.ddr(name), dst, (outer, width), (width, 1), (row, 1))
+        at += width
+
+
+@lowering("transpose")
+def lower_transpose(ctx: LowerContext, layer: Layer) -> None:
+    """Gather the input through permuted strides into the row-major output."""
+    src = layer.inputs[0]
+    perm = layer.attrs["perm"]
+    in_strides = row_major_strides(ctx.shape(src))
+    shape = ctx.shape(layer.outputs[0])
+    strides = tuple(in_strides[p] for p in perm)
+    dst = ctx.ddr(layer.outputs[0])
+    move(ctx, layer, ctx.ddr(src), dst, shape, strides, row_major_strides(shape))

@@ -1,0 +1,237 @@
+"""Vector lowerings of pooling: windowed max/avg pools and global pools.
+
+A windowed pool tile covers channels x output rows x output columns of one image: the input
+window it reads is copied into a UB buffer pre-filled with the pad value (-inf for max, 0 for
+avg), one VReduce over the pattern [c, oh, ow, kh, kw] (overlapping reads) pools it, and an
+average is scaled by 1/taps, from a generated per-pixel map where the tap count varies.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from npucc.backend.lower.common import LowerContext, apply_activation, lowering, split
+from npucc.backend.lower.layout import budget, load
+from npucc.ir.graph import Layer
+from npucc.ir.isa import BufRef, Copy, DdrRef, VBinary, VFill, VReduce, VUnary
+
+
+@dataclass(frozen=True, slots=True)
+class PoolGeom:
+    """Shapes and window parameters of one pooling layer."""
+
+    planes: int  # images x channels: the pooled [h, w] planes
+    h: int
+    w: int
+    oh: int
+    ow: int
+    kh: int
+    kw: int
+    sh: int
+    sw: int
+    dh: int
+    dw: int
+    pads: tuple[int, int, int, int]  # top, left, bottom, right
+
+    def span(self, out: int, stride: int, k: int, dil: int) -> int:
+        """Input extent a band of `out` outputs reads along one axis."""
+        return (out - 1) * stride + (k - 1) * dil + 1
+
+    def rows(self, toh: int) -> int:
+        """Padded input rows a band of `toh` output rows reads."""
+        return self.span(toh, self.sh, self.kh, self.dh)
+
+    def cols(self, tow: int) -> int:
+        """Padded input columns a band of `tow` output columns reads."""
+        return self.span(tow, self.sw, self.kw, self.dw)
+
+
+def _geometry(ctx: LowerContext, layer: Layer) -> PoolGeom:
+    n, c, h, w = ctx.shape(layer.inputs[0])
+    oh, ow = ctx.shape(layer.outputs[0])[2:]
+    a = layer.attrs
+    kh, kw = a["kernel"]
+    sh, sw = a.get("strides", (1, 1))
+    dh, dw = a.get("dilations", (1, 1))
+    pads = tuple(a.get("pads", (0, 0, 0, 0)))
+    return PoolGeom(n * c, h, w, oh, ow, kh, kw, sh, sw, dh, dw, pads)  # type: ignore[arg-type]
+
+
+def _largest(fits: Callable[[int], bool], hi: int) -> int:
+    """The largest v in [1, hi] with fits(v) (fits is monotone decreasing), or 0 if none."""
+    lo, best = 1, 0
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+def _taps(out: int, stride: int, pad: int, k: int, dil: int, lo: int, hi: int) -> np.ndarray:
+    """Per output index along one axis: how many of its k taps fall in [lo, hi)."""
+    pos = np.arange(out)[:, None] * stride - pad + np.arange(k)[None, :] * dil
+    return ((pos >= lo) & (pos < hi)).sum(axis=1)
+
+
+def _divisor(g: PoolGeom, include_pad: bool) -> np.ndarray:
+    """Taps each output pixel averages over: [oh, ow] (padding counted when include_pad)."""
+    pt, pl, pb, pr = g.pads
+    lo_h, hi_h, lo_w, hi_w = (-pt, g.h + pb, -pl, g.w + pr) if include_pad else (0, g.h, 0, g.w)
+    rows = _taps(g.oh, g.sh, pt, g.kh, g.dh, lo_h, hi_h)
+    cols = _taps(g.ow, g.sw, pl, g.kw, g.dw, lo_w, hi_w)
+    return np.maximum(np.outer(rows, cols), 1).astype(np.float32)
+
+
+class _Scale:
+    """How an average pool turns window sums into means: one factor, or a per-pixel map."""
+
+    __slots__ = ("factor", "table", "ow")
+
+    def __init__(self, ctx: LowerContext, layer: Layer, g: PoolGeom) -> None:
+        counts = _divisor(g, bool(layer.attrs.get("count_include_pad", 0)))
+        self.ow = g.ow
+        self.factor = 1.0 / float(counts.flat[0])
+        self.table: DdrRef | None = None
+        if np.any(counts != counts.flat[0]):
+            self.table = ctx.new_const(f"{layer.name}.recip_taps", 1.0 / counts)
+
+    def elems(self, toh: int, tow: int) -> int:
+        """UB elements the map slice of a tile takes."""
+        return toh * tow if self.table is not None else 0
+
+    def emit(self, ctx: LowerContext, name: str, out: BufRef, tile: tuple[int, ...]) -> None:
+        """Scale a [planes, toh, tow] tile of sums starting at output pixel (oh0, ow0)."""
+        planes, oh0, toh, ow0, tow = tile
+        dims = (planes, toh, tow)
+        dense = (toh * tow, tow, 1)
+        if self.table is None:
+            ctx.builder.emit(VUnary("muls", out, out, dims, dense, dense, (self.factor,)))
+            return
+        src = self.table.at(oh0 * self.ow + ow0)
+        recip = load(ctx, src, (toh, tow), (self.ow, 1), f"{name}.recip")
+        ctx.builder.emit(VBinary("mul", out, out, recip, dims, dense, dense, (0, tow, 1)))
+        ctx.builder.free(recip)
+
+
+@lowering("maxpool", "avgpool")
+def lower_pool(ctx: LowerContext, layer: Layer) -> None:
+    """Windowed max or average pool over NCHW, tiled over images, channels, rows and columns."""
+    g = _geometry(ctx, layer)
+    scale = _Scale(ctx, layer, g) if layer.op == "avgpool" else None
+    extra = scale.elems if scale is not None else (lambda toh, tow: 0)
+    tp, toh, tow = _pool_tiles(ctx, layer, g, extra)
+    for p0, pl in split(g.planes, tp):
+        for oh0, ohl in split(g.oh, toh):
+            for ow0, owl in split(g.ow, tow):
+                _pool_tile(ctx, layer, g, scale, (p0, pl, oh0, ohl, ow0, owl))
+
+
+def _pool_tiles(
+    ctx: LowerContext, layer: Layer, g: PoolGeom, extra: Callable[[int, int], int]
+) -> tuple[int, int, int]:
+    """Planes (image x channel), output rows and columns per tile: whole rows, then planes."""
+    cap = budget(ctx)
+
+    def need(tp: int, toh: int, tow: int) -> int:
+        return tp * (g.rows(toh) * g.cols(tow) + toh * tow) + extra(toh, tow)
+
+    if need(1, 1, 1) > cap:
+        raise ctx.fit_error(layer, "UB", need(1, 1, 1))
+    tow = _largest(lambda v: need(1, 1, v) <= cap, g.ow)
+    toh = _largest(lambda v: need(1, v, tow) <= cap, g.oh) if tow == g.ow else 1
+    tp = _largest(lambda v: need(v, toh, tow) <= cap, g.planes) if toh == g.oh else 1
+    return tp, toh, tow
+
+
+def _pool_tile(
+    ctx: LowerContext,
+    layer: Layer,
+    g: PoolGeom,
+    scale: _Scale | None,
+    tile: tuple[int, int, int, int, int, int],
+) -> None:
+    """Pool output planes p0.., rows oh0.., columns ow0.."""
+    p0, pl, oh0, ohl, ow0, owl = tile
+    bld = ctx.builder
+    rows, cols = g.rows(ohl), g.cols(owl)
+    win = bld.alloc("UB", pl * rows * cols, f"{layer.name}.win")
+    pad = -math.inf if layer.op == "maxpool" else 0.0
+    x = ctx.ddr(layer.inputs[0]).at(p0 * g.h * g.w)
+    band = (oh0 * g.sh - g.pads[0], rows, ow0 * g.sw - g.pads[1], cols)
+    _fill_window(ctx, g, win, x, pl, band, pad)
+    out = bld.alloc("UB", pl * ohl * owl, f"{layer.name}.out")
+    dims = (pl, ohl, owl, g.kh, g.kw)
+    src_strides = (rows * cols, g.sh * cols, g.sw, g.dh * cols, g.dw)
+    dense = (ohl * owl, owl, 1)
+    bld.emit(
+        VReduce("max" if layer.op == "maxpool" else "sum", out, win, dims, dense, src_strides, 2)
+    )
+    bld.free(win)
+    if scale is not None:
+        scale.emit(ctx, layer.name, out, (pl, oh0, ohl, ow0, owl))
+    apply_activation(ctx, out, pl * ohl * owl, layer.attrs)
+    y = ctx.ddr(layer.outputs[0]).at((p0 * g.oh + oh0) * g.ow + ow0)
+    bld.emit(Copy(y, out, (pl, ohl, owl), (g.oh * g.ow, g.ow, 1), dense))
+    bld.free(out)
+
+
+def _fill_window(
+    ctx: LowerContext,
+    g: PoolGeom,
+    win: BufRef,
+    x: DdrRef,
+    planes: int,
+    band: tuple[int, int, int, int],
+    pad: float,
+) -> None:
+    """Fill `win` [planes, rows, cols] with the input planes starting at `x`, padded.
+
+    `band` is (r0, rows, q0, cols) in input coordinates; positions outside the image get `pad`.
+    """
+    r0, rows, q0, cols = band
+    top, bottom = max(r0, 0), min(r0 + rows, g.h)
+    left, right = max(q0, 0), min(q0 + cols, g.w)
+    inside = top < bottom and left < right
+    if not inside or (top, bottom, left, right) != (r0, r0 + rows, q0, q0 + cols):
+        ctx.builder.emit(VFill(win, (planes * rows * cols,), (1,), pad))
+    if inside:
+        dst = win.at((top - r0) * cols + left - q0)
+        dims = (planes, bottom - top, right - left)
+        src = x.at(top * g.w + left)
+        ctx.builder.emit(Copy(dst, src, dims, (rows * cols, cols, 1), (g.h * g.w, g.w, 1)))
+
+
+@lowering("globalavgpool", "globalmaxpool")
+def lower_global_pool(ctx: LowerContext, layer: Layer) -> None:
+    """Reduce each (image, channel) plane: rows of the [n*c, h*w] view, chunked when long."""
+    n, c, h, w = ctx.shape(layer.inputs[0])
+    planes, size = n * c, h * w
+    cap = budget(ctx)
+    if cap < 3:
+        raise ctx.fit_error(layer, "UB", 3)
+    tr = max(1, min(planes, cap // (size + 2)))
+    chunk = min(size, cap // tr - 2)
+    op, combine = ("max", "max") if layer.op == "globalmaxpool" else ("sum", "add")
+    x, y = ctx.ddr(layer.inputs[0]), ctx.ddr(layer.outputs[0])
+    bld = ctx.builder
+    for p0, pl in split(planes, tr):
+        acc = bld.alloc("UB", pl, f"{layer.name}.acc")
+        for k0, kl in split(size, chunk):
+            part = acc if k0 == 0 else bld.alloc("UB", pl, f"{layer.name}.part")
+            xs = load(ctx, x.at(p0 * size + k0), (pl, kl), (size, 1), f"{layer.name}.x")
+            bld.emit(VReduce(op, part, xs, (pl, kl), (1,), (kl, 1), 1))
+            bld.free(xs)
+            if part != acc:
+                bld.emit(VBinary(combine, acc, acc, part, (pl,), (1,), (1,), (1,)))
+                bld.free(part)
+        if op == "sum":
+            bld.emit(VUnary("muls", acc, acc, (pl,), (1,), (1,), (1.0 / size,)))
+        apply_activation(ctx, acc, pl, layer.attrs)
+        bld.emit(Copy(y.at(p0), acc, (pl,), (1,), (1,)))
+        bld.free(acc)

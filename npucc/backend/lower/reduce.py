@@ -1,0 +1,217 @@
+"""Vector lowerings of ops that reduce along an axis: softmax and LRN.
+
+Softmax views its input as [outer, axis, inner] and tiles outer x inner; a tile keeps the whole
+axis in UB when it fits (max, subtract, exp, sum, scale), and otherwise streams the axis in
+chunks three times (running max, running sum of exp, then the normalised output). LRN views its
+input as [n, c, spatial]; a tile holds its channels plus a zero-padded halo so that the window
+sum of squares is one overlapping VReduce.
+"""
+
+from __future__ import annotations
+
+import math
+
+from npucc.backend.lower.common import LowerContext, apply_activation, lowering, split
+from npucc.backend.lower.layout import Dims, budget, load, store
+from npucc.ir.graph import Layer
+from npucc.ir.isa import BufRef, Copy, DdrRef, VBinary, VFill, VReduce, VUnary
+
+COMBINE = {"max": "max", "sum": "add"}  # binary op that merges two partial reductions
+
+
+class _SoftmaxTile:
+    """One [outer, axis, inner] tile of a softmax: its DDR views and chunk helpers."""
+
+    __slots__ = ("ctx", "layer", "x", "y", "axis", "inner", "ol", "il")
+
+    def __init__(self, ctx: LowerContext, layer: Layer, view: Dims, tile: Dims) -> None:
+        _, self.axis, self.inner = view
+        o0, self.ol, i0, self.il = tile
+        start = o0 * self.axis * self.inner + i0
+        self.ctx, self.layer = ctx, layer
+        self.x = ctx.ddr(layer.inputs[0]).at(start)
+        self.y = ctx.ddr(layer.outputs[0]).at(start)
+
+    def ddr_pattern(self, al: int) -> tuple[Dims, Dims]:
+        """Dims and DDR strides of a chunk of `al` axis positions."""
+        return (self.ol, al, self.il), (self.axis * self.inner, self.inner, 1)
+
+    def load(self, a0: int, al: int) -> BufRef:
+        """A chunk [ol, al, il] of the input, dense in UB."""
+        dims, strides = self.ddr_pattern(al)
+        return load(self.ctx, self.x.at(a0 * self.inner), dims, strides, f"{self.layer.name}.x")
+
+    def reduce(self, op: str, acc: BufRef, buf: BufRef, al: int, first: bool) -> None:
+        """Reduce a chunk over its axis into `acc` [ol, il] (merged with acc unless first)."""
+        bld = self.ctx.builder
+        part = acc if first else bld.alloc("UB", self.ol * self.il, f"{self.layer.name}.part")
+        dims = (self.ol, self.il, al)
+        bld.emit(VReduce(op, part, buf, dims, (self.il, 1), (al * self.il, 1, self.il), 1))
+        if not first:
+            stat = (self.ol * self.il,)
+            bld.emit(VBinary(COMBINE[op], acc, acc, part, stat, (1,), (1,), (1,)))
+            bld.free(part)
+
+    def broadcast(self, op: str, buf: BufRef, stat: BufRef, al: int) -> None:
+        """buf = buf op stat, with stat [ol, il] broadcast over the chunk's axis."""
+        dims = (self.ol, al, self.il)
+        dense = (al * self.il, self.il, 1)
+        self.ctx.builder.emit(VBinary(op, buf, buf, stat, dims, dense, dense, (self.il, 0, 1)))
+
+    def exp_shifted(self, buf: BufRef, m: BufRef, al: int) -> None:
+        """buf = exp(buf - m)."""
+        self.broadcast("sub", buf, m, al)
+        n = self.ol * al * self.il
+        self.ctx.builder.emit(VUnary("exp", buf, buf, (n,), (1,), (1,)))
+
+    def finish(self, buf: BufRef, recip: BufRef, a0: int, al: int) -> None:
+        """Scale a chunk of exps by 1/sum, apply the fused activation, store and free it."""
+        self.broadcast("mul", buf, recip, al)
+        apply_activation(self.ctx, buf, self.ol * al * self.il, self.layer.attrs)
+        dims, strides = self.ddr_pattern(al)
+        store(self.ctx, self.y.at(a0 * self.inner), buf, dims, strides)
+        self.ctx.builder.free(buf)
+
+
+@lowering("softmax")
+def lower_softmax(ctx: LowerContext, layer: Layer) -> None:
+    """Softmax over one axis, tiled over the outer and inner extents (and the axis if long)."""
+    shape = ctx.shape(layer.inputs[0])
+    axis = layer.attrs["axis"]
+    view = (math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :]))
+    to, ta, ti = _softmax_tiles(ctx, layer, view)
+    for o0, ol in split(view[0], to):
+        for i0, il in split(view[2], ti):
+            tile = _SoftmaxTile(ctx, layer, view, (o0, ol, i0, il))
+            (_softmax_resident if ta == view[1] else _softmax_streamed)(tile, ta)
+
+
+def _softmax_tiles(ctx: LowerContext, layer: Layer, view: Dims) -> tuple[int, int, int]:
+    """(outer, axis, inner) extents of a tile: the whole axis when it fits with 3 stat rows."""
+    outer, axis, inner = view
+    cap = budget(ctx)
+    if cap < 4:
+        raise ctx.fit_error(layer, "UB", 4)
+    if inner * (axis + 3) <= cap:
+        return min(outer, cap // (inner * (axis + 3))), axis, inner
+    if axis + 3 <= cap:
+        return 1, axis, cap // (axis + 3)
+    return 1, cap - 3, 1
+
+
+def _softmax_resident(tile: _SoftmaxTile, axis: int) -> None:
+    """Softmax of a tile whose whole axis sits in UB."""
+    bld = tile.ctx.builder
+    stat = tile.ol * tile.il
+    m = bld.alloc("UB", stat, f"{tile.layer.name}.max")
+    s = bld.alloc("UB", stat, f"{tile.layer.name}.sum")
+    buf = tile.load(0, axis)
+    tile.reduce("max", m, buf, axis, True)
+    tile.exp_shifted(buf, m, axis)
+    tile.reduce("sum", s, buf, axis, True)
+    bld.emit(VUnary("recip", s, s, (stat,), (1,), (1,)))
+    tile.finish(buf, s, 0, axis)
+    bld.free(m)
+    bld.free(s)
+
+
+def _softmax_streamed(tile: _SoftmaxTile, ta: int) -> None:
+    """Softmax of a tile whose axis is streamed in chunks of `ta`: max, sum of exp, output."""
+    bld = tile.ctx.builder
+    stat = tile.ol * tile.il
+    chunks = split(tile.axis, ta)
+    m = bld.alloc("UB", stat, f"{tile.layer.name}.max")
+    s = bld.alloc("UB", stat, f"{tile.layer.name}.sum")
+    for a0, al in chunks:
+        buf = tile.load(a0, al)
+        tile.reduce("max", m, buf, al, a0 == 0)
+        bld.free(buf)
+    for a0, al in chunks:
+        buf = tile.load(a0, al)
+        tile.exp_shifted(buf, m, al)
+        tile.reduce("sum", s, buf, al, a0 == 0)
+        bld.free(buf)
+    bld.emit(VUnary("recip", s, s, (stat,), (1,), (1,)))
+    for a0, al in chunks:
+        buf = tile.load(a0, al)
+        tile.exp_shifted(buf, m, al)
+        tile.finish(buf, s, a0, al)
+    bld.free(m)
+    bld.free(s)
+
+
+@lowering("lrn")
+def lower_lrn(ctx: LowerContext, layer: Layer) -> None:
+    """ONNX LRN across channels: y = x * (bias + alpha/size * window_sum(x^2)) ** -beta."""
+    shape = ctx.shape(layer.inputs[0])
+    n, c, plane = shape[0], shape[1], math.prod(shape[2:])
+    size = int(layer.attrs["size"])
+    tc, ts = _lrn_tiles(ctx, layer, c, plane, size)
+    for b in range(n):
+        for c0, cl in split(c, tc):
+            for s0, sl in split(plane, ts):
+                _lrn_tile(ctx, layer, (c, plane, size), b, (c0, cl, s0, sl))
+
+
+def _lrn_tiles(ctx: LowerContext, layer: Layer, c: int, plane: int, size: int) -> tuple[int, int]:
+    """Channels and spatial positions per tile: all channels when a column of them fits."""
+    cap = budget(ctx)
+    halo = size - 1
+
+    def per_position(tc: int) -> int:
+        return 3 * tc + 2 * halo  # padded input, its squares, and the result
+
+    if per_position(c) <= cap:
+        return c, min(plane, cap // per_position(c))
+    ts = min(plane, 64)
+    tc = (cap // ts - 2 * halo) // 3
+    if tc < 1:
+        ts, tc = 1, (cap - 2 * halo) // 3
+    if tc < 1:
+        raise ctx.fit_error(layer, "UB", per_position(1))
+    return tc, ts
+
+
+def _lrn_tile(
+    ctx: LowerContext, layer: Layer, view: Dims, b: int, tile: tuple[int, int, int, int]
+) -> None:
+    """LRN of channels c0..c0+cl at spatial positions s0..s0+sl of image b."""
+    c, plane, size = view
+    c0, cl, s0, sl = tile
+    a = layer.attrs
+    bld = ctx.builder
+    before = (size - 1) // 2
+    rows = cl + size - 1
+    xpad = bld.alloc("UB", rows * sl, f"{layer.name}.x")
+    _load_halo(ctx, layer, xpad, (c, plane, size), b, tile)
+    sq = bld.alloc("UB", rows * sl, f"{layer.name}.sq")
+    bld.emit(VUnary("square", sq, xpad, (rows * sl,), (1,), (1,)))
+    acc = bld.alloc("UB", cl * sl, f"{layer.name}.y")
+    bld.emit(VReduce("sum", acc, sq, (cl, sl, size), (sl, 1), (sl, 1, sl), 1))
+    bld.free(sq)
+    n = (cl * sl,)
+    bld.emit(VUnary("muls", acc, acc, n, (1,), (1,), (float(a["alpha"]) / size,)))
+    bld.emit(VUnary("adds", acc, acc, n, (1,), (1,), (float(a.get("bias", 1.0)),)))
+    bld.emit(VUnary("pows", acc, acc, n, (1,), (1,), (-float(a["beta"]),)))
+    bld.emit(VBinary("mul", acc, acc, xpad.at(before * sl), n, (1,), (1,), (1,)))
+    bld.free(xpad)
+    apply_activation(ctx, acc, cl * sl, a)
+    y = ctx.ddr(layer.outputs[0]).at((b * c + c0) * plane + s0)
+    store(ctx, y, acc, (cl, sl), (plane, 1))
+    bld.free(acc)
+
+
+def _load_halo(
+    ctx: LowerContext, layer: Layer, xpad: BufRef, view: Dims, b: int, tile: tuple[int, ...]
+) -> None:
+    """Load channels c0-before .. c0+cl+after of the tile into xpad, zeros outside [0, c)."""
+    c, plane, size = view
+    c0, cl, s0, sl = tile
+    first = c0 - (size - 1) // 2
+    rows = cl + size - 1
+    lo, hi = max(first, 0), min(first + rows, c)
+    if (lo, hi) != (first, first + rows):
+        ctx.builder.emit(VFill(xpad, (rows * sl,), (1,), 0.0))
+    x: DdrRef = ctx.ddr(layer.inputs[0]).at((b * c + lo) * plane + s0)
+    dims, dense = (hi - lo, sl), (sl, 1)
+    ctx.builder.emit(Copy(xpad.at((lo - first) * sl), x, dims, dense, (plane, 1)))
