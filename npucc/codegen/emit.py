@@ -117,12 +117,20 @@ def render_core(
     replay: Replay,
     layout: DdrLayout,
     flag_base: int = 0,
+    remote: Flags | None = None,
 ) -> tuple[CoreBlock, int]:
-    """Lines of one core in schedule order; returns the block and the last flag number used."""
+    """Lines of one core in schedule order; returns the block and the last flag number used.
+
+    `remote` holds this core's flags to and from other cores, by node.
+    """
     core = program.cores[core_index]
     graph = core.graph
     eb = program.target.elem_bytes
     flags = plan_flags(replay, flag_base)
+    if remote is not None:
+        for table, extra in ((flags.waits, remote.waits), (flags.sets, remote.sets)):
+            for v, items in extra.items():
+                table.setdefault(v, []).extend(items)
     block = CoreBlock(core.row, core.col)
     n_orig = len(graph.nodes)
 
@@ -211,10 +219,20 @@ def generate(program: TiledProgram, schedules: list[tuple[Schedule, Replay]]) ->
             extra[spill_key(index, k)] = graph.buffers[buf].size
     layout = layout_ddr(program, extra)
     image = build_image(program, layout)
-    blocks = []
+    remote = [Flags() for _ in program.cores]
     flag = 0
+    for src_core, u, dst_core, v in program.cross_edges:
+        flag += 1
+        src, dst = program.cores[src_core], program.cores[dst_core]
+        qu = _queue(schedules[src_core][1].nodes[u].pipe)
+        qv = _queue(schedules[dst_core][1].nodes[v].pipe)
+        remote[src_core].sets.setdefault(u, []).append(f"set {qu}>{qv}@{dst.row},{dst.col}#{flag}")
+        remote[dst_core].waits.setdefault(v, []).append(
+            f"wait {qu}@{src.row},{src.col}>{qv}#{flag}"
+        )
+    blocks = []
     for index, (_, replay) in enumerate(schedules):
-        block, flag = render_core(program, index, replay, layout, flag)
+        block, flag = render_core(program, index, replay, layout, flag, remote[index])
         blocks.append(block)
     output_names = {io.name for io in program.io if io.kind == "output"}
     tensors = [

@@ -19,9 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
+from npucc import progress
 from npucc.errors import NpuccError
 from npucc.interp.ops import EXEC, img2col_args, img2col_index
 from npucc.interp.parser import Event, Line, Stream, StreamError, load_stream
+from npucc.interp.trace import Trace, TraceInstr, TraceMem, TraceOperand
 from npucc.ir.isa import (
     DDR,
     PIPES,
@@ -35,8 +37,9 @@ from npucc.ir.isa import (
     VReduce,
     VUnary,
 )
-from npucc.target.cost import instr_cycles, instr_energy
+from npucc.target.cost import instr_cycles, instr_energy, sync_cycles
 
+FlagKey = tuple[tuple[int, int], tuple[int, int], int]  # setter core, waiter core, number
 _NEVER = np.iinfo(np.int64).max  # clock entry of the initial writer: ordered before everything
 _PIPE_RANK = 1 << 40  # pipes sort after events at equal start time
 
@@ -52,6 +55,7 @@ class RunResult:
     peak: dict[str, int]  # tier -> peak live bytes (maximum over cores)
     counters: dict[str, object]  # bytes per path, macs, vector elements, instruction counts
     core_makespan: dict[tuple[int, int], int]  # (row, col) -> latest finish on that core
+    trace: Trace | None = None  # every instruction and alloc/free, when run with trace=True
 
     def report(self) -> dict[str, object]:
         """Everything but the outputs, as JSON-ready data."""
@@ -71,6 +75,7 @@ def run_file(
     *,
     check: bool = True,
     serial: bool = False,
+    trace: bool = False,
 ) -> RunResult:
     """Load `cmd_path` and its image `cmd_path.bin`, then run it (options as for run_stream)."""
     stream = load_stream(cmd_path)
@@ -80,7 +85,7 @@ def run_file(
     except OSError as exc:
         raise NpuccError(f"cannot read image {bin_path}: {exc.strerror}") from None
     _check_image(stream, image, str(bin_path))
-    return _Machine(stream, check, serial).run(image, inputs)
+    return _Machine(stream, check, serial, trace).run(image, inputs)
 
 
 def run_stream(
@@ -90,13 +95,18 @@ def run_stream(
     *,
     check: bool = True,
     serial: bool = False,
+    trace: bool = False,
 ) -> RunResult:
-    """Run a stream; `check=False` skips per-access checks, `serial=True` runs one at a time."""
+    """Run a stream; `check=False` skips per-access checks, `serial=True` runs one at a time.
+
+    `trace=True` records every instruction and alloc/free in `RunResult.trace` (for reports).
+    """
     _check_image(stream, image, "image")
-    return _Machine(stream, check, serial).run(image, inputs)
+    return _Machine(stream, check, serial, trace).run(image, inputs)
 
 
 def _check_image(stream: Stream, image: bytes, name: str) -> None:
+    name = f"{stream.where(stream.image_line)}: {name}"
     if len(image) != stream.image_size:
         raise NpuccError(
             f"{name}: size {len(image)} differs from the stream header's {stream.image_size}"
@@ -251,12 +261,14 @@ class _Machine:
 
     __slots__ = ("stream", "check", "serial", "target", "cores", "mems", "ddr", "queues", "qnames",
                  "qvc", "qfinish", "qhead", "steps", "waiter", "flag_time", "flag_vc", "heap",
-                 "releases", "now", "busy", "energy", "peak", "counters", "core_end")  # fmt: skip
+                 "releases", "now", "busy", "energy", "peak", "counters", "core_end",
+                 "trace")  # fmt: skip
 
-    def __init__(self, stream: Stream, check: bool, serial: bool) -> None:
+    def __init__(self, stream: Stream, check: bool, serial: bool, trace: bool = False) -> None:
         self.stream = stream
         self.check = check
         self.serial = serial
+        self.trace = Trace() if trace else None
         self.target = stream.target
         self.cores = stream.cores
         multi = len(stream.cores) > 1
@@ -265,7 +277,7 @@ class _Machine:
         ]
         self.queues: list[list[_Step]] = [[] for _ in self.qnames]
         self.steps: list[_Step] = []
-        self.waiter: dict[tuple[int, int], _Step] = {}
+        self.waiter: dict[FlagKey, _Step] = {}
         target = self.target
         self.counters: dict[str, object] = {
             "bytes": {},
@@ -291,15 +303,15 @@ class _Machine:
                     step.rank = line.lineno
                 self.steps.append(step)
                 for flag in line.waits:
-                    self.waiter[(ci, flag.num)] = step
+                    self.waiter[flag.key] = step
         n = len(self.qnames)
         self.qvc = [self._clock() for _ in range(n)]
         self.qfinish = [0] * n
         self.qhead = [0] * n
         self.mems: list[dict[str, _Mem]] = [{} for _ in stream.cores]
-        self.ddr = _Mem(stream.ddr_size)
-        self.flag_time: dict[tuple[int, int], int] = {}
-        self.flag_vc: dict[tuple[int, int], np.ndarray] = {}
+        self.ddr = self._new_mem(DDR)
+        self.flag_time: dict[FlagKey, int] = {}
+        self.flag_vc: dict[FlagKey, np.ndarray] = {}
         self.heap: list[tuple[int, int, _Step]] = []
         self.releases: list[tuple[int, int, str, int, int]] = []
         self.now = 0
@@ -324,8 +336,16 @@ class _Machine:
             return self.ddr
         mems = self.mems[core]
         if tier not in mems:
-            mems[tier] = _Mem(self.target.capacity[tier])
+            mems[tier] = self._new_mem(tier)
         return mems[tier]
+
+    def _new_mem(self, tier: str) -> _Mem:
+        """A memory of the bytes the stream addresses in `tier` (at most its capacity)."""
+        nbytes, lineno = self.stream.extent[tier]
+        try:
+            return _Mem(nbytes)
+        except (MemoryError, ValueError):  # a huge target: numpy cannot allocate it
+            raise self.fail(lineno, f"cannot simulate {nbytes} bytes of {tier}") from None
 
     def view(self, core: int):
         def view(ref: MemRef, dims: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
@@ -345,18 +365,22 @@ class _Machine:
             if step.pending == 0 and (step.qid == 0 or step.seq == 1):
                 self._push(step)
         executed = 0
-        while self.heap:
-            _, _, step = heapq.heappop(self.heap)
-            start = max(step.start, self.now) if self.serial else step.start
-            while self.releases and self.releases[0][0] <= start:
-                self._release(*heapq.heappop(self.releases)[1:])
-            executed += 1
-            if step.qid:
-                finish = self._execute(step, start, views[step.core])
-            else:
-                finish = self._event(step, start)
-            self.now = max(self.now, finish)
-            self.core_end[step.core] = max(self.core_end[step.core], finish)
+        every = progress.EVERY
+        with progress.task("interpret", len(self.steps)) as bar:
+            while self.heap:
+                _, _, step = heapq.heappop(self.heap)
+                start = max(step.start, self.now) if self.serial else step.start
+                while self.releases and self.releases[0][0] <= start:
+                    self._release(*heapq.heappop(self.releases)[1:])
+                executed += 1
+                if step.qid:
+                    finish = self._execute(step, start, views[step.core])
+                else:
+                    finish = self._event(step, start)
+                self.now = max(self.now, finish)
+                self.core_end[step.core] = max(self.core_end[step.core], finish)
+                if bar is not None and executed % every == 0:
+                    bar.update(executed)
         if executed != len(self.steps):
             raise self._deadlock()
         outputs = self._outputs()
@@ -370,6 +394,7 @@ class _Machine:
             core_makespan={
                 (c.row, c.col): t for c, t in zip(self.cores, self.core_end, strict=True)
             },
+            trace=self.trace,
         )
 
     def _load(self, image: bytes, inputs: dict[str, np.ndarray]) -> None:
@@ -410,14 +435,14 @@ class _Machine:
     def _push(self, step: _Step) -> None:
         start = self.qfinish[step.qid] if step.qid else 0
         for flag in step.line.waits:
-            start = max(start, self.flag_time[(step.core, flag.num)])
+            start = max(start, self.flag_time[flag.key])
         step.start = start
         heapq.heappush(self.heap, (0 if self.serial else start, step.rank, step))  # rank: unique
 
     def _set_flags(self, step: _Step, finish: int, vc: np.ndarray) -> None:
         for flag in step.line.sets:
-            key = (step.core, flag.num)
-            self.flag_time[key] = finish
+            key = flag.key
+            self.flag_time[key] = finish + sync_cycles(self.target, flag.src_at, flag.dst_at)
             self.flag_vc[key] = vc
             waiter = self.waiter[key]  # the parser checked that every flag set is waited
             waiter.pending -= 1
@@ -428,7 +453,7 @@ class _Machine:
 
     def _join(self, step: _Step, vc: np.ndarray) -> None:
         for flag in step.line.waits:
-            np.maximum(vc, self.flag_vc[(step.core, flag.num)], out=vc)
+            np.maximum(vc, self.flag_vc[flag.key], out=vc)
 
     # ------------------------------------------------------------------------------ events
 
@@ -440,6 +465,8 @@ class _Machine:
         elif ev.kind == "free":
             self._end_live(step, ev.tier, ev.addr, ev.size)
             self._release(step.core, ev.tier, ev.addr, ev.size)
+        if self.trace is not None and ev.kind != "barrier":
+            self._trace_mem(step, start, ev.kind, ev.tier, ev.addr, ev.size)
         vc = self._clock()
         self._join(step, vc)
         self._set_flags(step, start, vc)
@@ -491,6 +518,8 @@ class _Machine:
         EXEC[ins.opcode](view, ins)
         if self.check:
             self._record(step, ins, spill)
+        if self.trace is not None:
+            self._trace_instr(step, ins, start, finish)
         self.qhead[qid] += 1
         self.qfinish[qid] = finish
         pipe = step.line.queue
@@ -502,6 +531,41 @@ class _Machine:
         if self.qhead[qid] < len(queue) and queue[self.qhead[qid]].pending == 0:
             self._push(queue[self.qhead[qid]])
         return finish
+
+    def _trace_mem(
+        self, step: _Step, time: int, kind: str, tier: str, addr: int, size: int
+    ) -> None:
+        core = self.cores[step.core]
+        assert self.trace is not None
+        self.trace.mem.append(
+            TraceMem((core.row, core.col), time, kind, tier, addr, size, step.line.lineno)
+        )
+
+    def _trace_instr(self, step: _Step, ins: Instr, start: int, finish: int) -> None:
+        assert self.trace is not None
+        extents = ins.extents()
+        operands = tuple(
+            TraceOperand(name, ref.tier, ref.addr, extents[name] * 4, name in ins.writes)
+            for name, ref in ins.operands().items()
+            if isinstance(ref, MemRef)
+        )
+        core = self.cores[step.core]
+        self.trace.instrs.append(
+            TraceInstr(
+                (core.row, core.col),
+                step.line.queue,
+                start,
+                finish,
+                ins.opcode,
+                operands,
+                step.line.lineno,
+            )  # fmt: skip
+        )
+        if isinstance(ins, Spill):
+            if ins.dst.tier != DDR:
+                self._trace_mem(step, start, "alloc", ins.dst.tier, ins.dst.addr, ins.size * 4)
+            else:
+                self._trace_mem(step, finish, "free", ins.src.tier, ins.src.addr, ins.size * 4)
 
     def _spill_residency(self, step: _Step, ins: Spill, finish: int) -> None:
         if ins.dst.tier != DDR:
@@ -593,7 +657,7 @@ class _Machine:
         stuck += [(s.line.queue, s) for s in self.steps if s.qid == 0 and s.pending]
         parts = []
         for name, s in stuck:
-            missing = [str(f) for f in s.line.waits if (s.core, f.num) not in self.flag_time]
+            missing = [str(f) for f in s.line.waits if f.key not in self.flag_time]
             parts.append(f"{name} at line {s.line.lineno} waits {', '.join(missing)}")
         first = min(s.line.lineno for _, s in stuck)
         return self.fail(first, "deadlock: no queue can move; " + "; ".join(parts))

@@ -39,7 +39,7 @@ UNARY_ARITY = {"clip": 2, "muls": 1, "adds": 1, "pows": 1}
 VECTOR_TIERS = ("UB", "L0C")
 
 _OPERAND_RE = re.compile(r"^(L1|UB|L0A|L0B|L0C|DDR)\[0x([0-9a-f]+)\+(\d+)\]$")
-_FLAG_RE = re.compile(r"^([a-z0-9]+)>([a-z0-9]+)#(\d+)$")
+_FLAG_RE = re.compile(r"^([a-z0-9]+)(?:@(\d+),(\d+))?>([a-z0-9]+)(?:@(\d+),(\d+))?#(\d+)$")
 _SHAPE_RE = re.compile(r"^([a-z0-9]+)\[([0-9,]*)\]$")
 _SHA_RE = re.compile(r"^[0-9a-f]{64}$")
 _JSON = json.JSONDecoder()
@@ -51,14 +51,24 @@ class StreamError(NpuccError):
 
 @dataclass(frozen=True, slots=True)
 class Flag:
-    """A synchronisation token `src>dst#num` between two queues of one core."""
+    """A synchronisation token `src>dst#num` between two queues, of one core or of two."""
 
     src: str
     dst: str
     num: int
+    src_at: tuple[int, int] = (0, 0)  # (row, col) of the core whose queue sets it
+    dst_at: tuple[int, int] = (0, 0)  # (row, col) of the core whose queue waits for it
+
+    @property
+    def key(self) -> tuple[tuple[int, int], tuple[int, int], int]:
+        """Identity of the token: both endpoints and the number."""
+        return (self.src_at, self.dst_at, self.num)
 
     def __str__(self) -> str:
-        return f"{self.src}>{self.dst}#{self.num}"
+        if self.src_at == self.dst_at:
+            return f"{self.src}>{self.dst}#{self.num}"
+        (r0, c0), (r1, c1) = self.src_at, self.dst_at
+        return f"{self.src}@{r0},{c0}>{self.dst}@{r1},{c1}#{self.num}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +126,9 @@ class Stream:
     ddr_size: int
     tensors: dict[str, Tensor]
     cores: list[Core]
+    image_line: int = 0  # line of the `image` record
+    # memory (tier or DDR) -> (bytes from 0 that the stream addresses, line that reaches them)
+    extent: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def where(self, lineno: int) -> str:
         """The `FILE:LINE` prefix of a line."""
@@ -141,12 +154,13 @@ def _fmt_ref(tier: str, addr: int, nbytes: int | None = None) -> str:
 
 
 class _Parser:
-    __slots__ = ("path", "target", "ddr_size", "lineno", "flag_sets", "flag_waits")
+    __slots__ = ("path", "target", "ddr_size", "lineno", "flag_sets", "flag_waits", "extent")
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.lineno = 0
         self.ddr_size = 0
+        self.extent: dict[str, tuple[int, int]] = {}
         self.flag_sets: dict[tuple[int, int], tuple[Flag, int]] = {}
         self.flag_waits: dict[tuple[int, int], tuple[Flag, int]] = {}
 
@@ -166,7 +180,9 @@ class _Parser:
             raise self.fail("expected 'npucc-stream 1'")
         self.target = self._target(it)
         image_size, image_sha = self._image(expect("image"))
+        image_line = self.lineno
         self.ddr_size = self._ddr(expect("ddr"))
+        self.extent[DDR] = (self.ddr_size, self.lineno)
         if image_size > self.ddr_size:
             raise self.fail(f"image size {image_size} exceeds ddr size {self.ddr_size}")
         tensors: dict[str, Tensor] = {}
@@ -177,7 +193,7 @@ class _Parser:
                 if content == "end":
                     core = None
                 else:
-                    core.lines.append(self._line(content, len(cores) - 1))
+                    core.lines.append(self._line(content, (core.row, core.col)))
             elif content.startswith("tensor ") and not cores:
                 tensor = self._tensor(content, image_size)
                 if tensor.name in tensors:
@@ -195,7 +211,10 @@ class _Parser:
         for key, (flag, lineno) in self.flag_sets.items():
             if key not in self.flag_waits:
                 raise self.fail(f"flag {flag} is set but never waited", lineno)
-        return Stream(self.path, self.target, image_size, image_sha, self.ddr_size, tensors, cores)
+        return Stream(
+            self.path, self.target, image_size, image_sha, self.ddr_size, tensors, cores,
+            image_line, self.extent,
+        )  # fmt: skip
 
     def _records(self, text: str) -> list[tuple[int, str]]:
         records = []
@@ -236,7 +255,13 @@ class _Parser:
         size = self._int_field(tokens[1], "size")
         if size % 4:
             raise self.fail(f"ddr size {size} is not a multiple of 4")
+        if size > self.target.capacity[DDR]:
+            raise self.fail(f"ddr size {size} exceeds the target's DDR {self.target.capacity[DDR]}")
         return size
+
+    def _reach(self, tier: str, end: int) -> None:
+        if end > self.extent.get(tier, (0, 0))[0]:
+            self.extent[tier] = (end, self.lineno)
 
     def _int_field(self, token: str, key: str) -> int:
         name, eq, value = token.partition("=")
@@ -294,7 +319,7 @@ class _Parser:
                 raise self.fail(f"core {row} {col} already defined at line {other.lineno}")
         return Core(row, col, self.lineno)
 
-    def _line(self, content: str, core: int) -> Line:
+    def _line(self, content: str, core: tuple[int, int]) -> Line:
         body, bar, sync = content.partition("|")
         queue, _, rest = body.strip().partition(" ")
         if queue in PIPES:
@@ -336,9 +361,10 @@ class _Parser:
                 f"{kind}: {_fmt_ref(tier, addr, size)} exceeds {tier} capacity "
                 f"{self.target.capacity[tier]}"
             )
+        self._reach(tier, addr + size)
         return Event(kind, tier, addr, size, int(buf))
 
-    def _sync(self, tokens: list[str], queue: str, core: int) -> tuple[tuple, tuple]:
+    def _sync(self, tokens: list[str], queue: str, core: tuple[int, int]) -> tuple[tuple, tuple]:
         if len(tokens) % 2:
             raise self.fail(f"expected 'wait|set SRC>DST#N' pairs, got '{_clip(tokens[-1])}'")
         waits: list[Flag] = []
@@ -347,7 +373,11 @@ class _Parser:
             m = _FLAG_RE.match(spec)
             if verb not in ("wait", "set") or not m:
                 raise self.fail(f"bad synchronisation '{_clip(verb)} {_clip(spec)}'")
-            flag = Flag(m.group(1), m.group(2), int(m.group(3)))
+            src_at = (int(m.group(2)), int(m.group(3))) if m.group(2) else core
+            dst_at = (int(m.group(5)), int(m.group(6))) if m.group(5) else core
+            if (dst_at if verb == "wait" else src_at) != core:
+                raise self.fail(f"{verb} '{_clip(spec)}' names another core for this core's queue")
+            flag = Flag(m.group(1), m.group(4), int(m.group(7)), src_at, dst_at)
             if flag.src not in QUEUE_NAMES or flag.dst not in QUEUE_NAMES:
                 raise self.fail(f"flag {flag}: unknown queue (one of {', '.join(QUEUE_NAMES)})")
             mine, other = (self.flag_sets, self.flag_waits)
@@ -355,7 +385,7 @@ class _Parser:
                 mine, other = other, mine
             if (flag.dst if verb == "wait" else flag.src) != queue:
                 raise self.fail(f"{verb} {flag} on queue {queue}")
-            key = (core, flag.num)
+            key = flag.key
             if key in mine:
                 raise self.fail(f"flag #{flag.num} {verb} twice (first at line {mine[key][1]})")
             if key in other and other[key][0] != flag:
@@ -386,6 +416,7 @@ class _Parser:
                     f"{op}: operand {name}={_fmt_ref(ref.tier, ref.addr, nbytes)} "
                     f"exceeds {ref.tier} size {cap}"
                 )
+            self._reach(ref.tier, ref.addr + nbytes)
             if extents[name] * 4 > nbytes:
                 raise self.fail(
                     f"{op}: operand {name} pattern spans {extents[name] * 4} bytes, "

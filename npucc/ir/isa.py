@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
@@ -65,13 +66,14 @@ VECTOR_OP_WEIGHT = {
 class BufRef:
     """Symbolic operand: element `off` of tiled-IR buffer `buf` (which lives in `tier`)."""
 
-    buf: int  # buffer id in the TileGraph
+    buf: int  # buffer id in its core's TileGraph
     tier: str  # home tier of the buffer
     off: int = 0  # element offset from the buffer start
+    core: int = 0  # index of the core whose TileGraph owns the buffer
 
     def at(self, off: int) -> BufRef:
         """The same buffer, `off` more elements in."""
-        return BufRef(self.buf, self.tier, self.off + off)
+        return BufRef(self.buf, self.tier, self.off + off, self.core)
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,6 +358,9 @@ def instr_pipe(instr: Instr) -> str:
 # ---------------------------------------------------------------------------- text form
 
 _OPERAND_RE = re.compile(r"^(L1|UB|L0A|L0B|L0C|DDR)\[0x([0-9a-f]+)\+(\d+)\]$")
+_BUF_RE = re.compile(r"^b(\d+)\+(-?\d+)$")
+_DDR_RE = re.compile(r'^@("(?:[^"\\]|\\.)*")\+(-?\d+)$')
+_TOKEN_RE = re.compile(r'(?:"(?:[^"\\]|\\.)*"|\S)+?(?=\s|$)')
 
 
 def format_float(value: float) -> str:
@@ -400,9 +405,15 @@ class ParseError(ValueError):
     """A malformed instruction; the caller adds file:line."""
 
 
-def parse_instr(text: str, elem_bytes: int = 4) -> tuple[Instr, dict[str, int]]:
-    """Parse `opcode key=value ...`; returns the instruction and each operand's declared bytes."""
-    tokens = text.split()
+def parse_instr(
+    text: str, elem_bytes: int = 4, buffer_tiers: Sequence[str] | None = None
+) -> tuple[Instr, dict[str, int]]:
+    """Parse `opcode key=value ...`; returns the instruction and each operand's declared bytes.
+
+    With `buffer_tiers` (tier per buffer id) the symbolic operands of the tiled IR, `bID+OFF`
+    and `@"key"+OFF`, are accepted too; they declare no bytes.
+    """
+    tokens = _TOKEN_RE.findall(text)
     if not tokens:
         raise ParseError("empty instruction")
     cls = INSTRUCTIONS.get(tokens[0])
@@ -429,10 +440,13 @@ def parse_instr(text: str, elem_bytes: int = 4) -> tuple[Instr, dict[str, int]]:
         try:
             if kind == "Operand":
                 m = _OPERAND_RE.match(raw)
-                if not m:
+                if m:
+                    kwargs[f.name] = MemRef(m.group(1), int(m.group(2), 16))
+                    declared[f.name] = int(m.group(3))
+                elif buffer_tiers is not None:
+                    kwargs[f.name] = _symbolic(raw, buffer_tiers, cls.opcode, f.name)
+                else:
                     raise ParseError(f"{cls.opcode}: bad operand {f.name}='{raw}'")
-                kwargs[f.name] = MemRef(m.group(1), int(m.group(2), 16))
-                declared[f.name] = int(m.group(3))
             elif kind.startswith("tuple[int"):
                 kwargs[f.name] = _parse_list(raw, int)
             elif kind.startswith("tuple[float"):
@@ -450,6 +464,17 @@ def parse_instr(text: str, elem_bytes: int = 4) -> tuple[Instr, dict[str, int]]:
     if values:
         raise ParseError(f"{cls.opcode}: unknown field '{next(iter(values))}'")
     return cls(**kwargs), declared
+
+
+def _symbolic(raw: str, buffer_tiers: Sequence[str], opcode: str, name: str) -> BufRef | DdrRef:
+    m = _BUF_RE.match(raw)
+    if m and int(m.group(1)) < len(buffer_tiers):
+        buf = int(m.group(1))
+        return BufRef(buf, buffer_tiers[buf], int(m.group(2)))
+    m = _DDR_RE.match(raw)
+    if m:
+        return DdrRef(json.loads(m.group(1)), int(m.group(2)))
+    raise ParseError(f"{opcode}: bad operand {name}='{raw}'")
 
 
 def _parse_list(raw: str, kind: type) -> tuple[Any, ...]:

@@ -137,3 +137,9 @@ class TargetSpillModel(SpillModel):
 
     def traffic(self, size: int, clean: bool) -> int:
         return 2 * size
+
+
+def sync_cycles(target: Target, src: tuple[int, int], dst: tuple[int, int]) -> int:
+    """Cycles a flag takes from core `src` to core `dst`: one hop latency per mesh hop."""
+    hops = abs(src[0] - dst[0]) + abs(src[1] - dst[1])
+    return hops * int(target.mesh["noc_hop_latency"])

@@ -18,9 +18,11 @@ LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 INPUT_SHAPES = {"mlp.onnx": {"x": (2, 64)}}
 
 
-def check_model(model: onnx.ModelProto, schedule: str = "original", seed: int = 0) -> None:
+def check_model(
+    model: onnx.ModelProto, schedule: str = "original", seed: int = 0, target: str = "davinci-core"
+) -> None:
     """Compile `model`, run it on seeded inputs, and compare with onnxruntime."""
-    program = npucc.compile(model, "davinci-core", schedule)
+    program = npucc.compile(model, target, schedule)
     inputs = random_inputs(program.inputs, seed)
     result = program.execute(inputs)
     for c in compare(result.outputs, run_onnxruntime(model, inputs)):
@@ -37,3 +39,9 @@ def test_shipped_model(path: Path) -> None:
 def test_light_zoo_model_with_random_weights(name: str) -> None:
     model = randomize_weights(load_model(LIGHT / f"light_{name}.onnx"), seed=0)
     check_model(model)
+
+
+@pytest.mark.parametrize("path", MODELS, ids=lambda p: p.name)
+def test_shipped_model_on_a_mesh(path: Path) -> None:
+    """Layer-sequential over 64 cores: tiles spread round-robin, DDR handoffs synchronised."""
+    check_model(load_model(path, INPUT_SHAPES.get(path.name)), target="mesh8x8")

@@ -4,8 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from npucc.backend.lower import conv, eltwise, layout, matmul, pool, reduce  # noqa: F401  (register)
-from npucc.backend.lower.builder import TileBuilder
+from npucc.backend.lower import (  # noqa: F401  (register)
+    attention,
+    conv,
+    eltwise,
+    layout,
+    matmul,
+    movement,
+    pool,
+    reduce,
+)
+from npucc.backend.lower.builder import DdrTracker, MeshBuilder, TileBuilder
 from npucc.backend.lower.common import LOWERINGS, LowerContext
 from npucc.backend.lower.program import Core, IoBinding, TiledProgram
 from npucc.errors import NpuccError
@@ -16,13 +25,29 @@ from npucc.passes import CompileContext, Pass, register
 VIEW_OPS = ("reshape",)  # ops that only reinterpret a contiguous DDR tensor
 
 
-def lower_graph(graph: Graph, ctx: CompileContext) -> TiledProgram:
-    """Lower every layer of `graph` onto core (0, 0), layer after layer through DDR."""
+Placement = dict[str, tuple[int, ...]]  # layer name -> indices of the cores that run it
+
+
+def lower_graph(
+    graph: Graph, ctx: CompileContext, placement: Placement | None = None
+) -> TiledProgram:
+    """Lower every layer of `graph`, layer after layer through DDR, onto the target's cores.
+
+    Each layer's independent tiles go round-robin over its cores (`placement`; by default every
+    layer uses every core of the mesh in turn, i.e. layer-sequential execution).
+    """
     target = ctx.target
     program = TiledProgram(graph.name, target)
-    tiles = TileGraph("core0_0")
-    builder = TileBuilder(tiles, target)
+    rows, cols = int(target.mesh["rows"]), int(target.mesh["cols"])
+    tracker = DdrTracker()
+    builders = []
+    for index in range(rows * cols):
+        core = Core(index // cols, index % cols, TileGraph(f"core{index // cols}_{index % cols}"))
+        program.cores.append(core)
+        builders.append(TileBuilder(core.graph, target, index, tracker))
+    builder = MeshBuilder(builders)
     lctx = LowerContext(graph, program, builder, target)
+    every_core = tuple(range(rows * cols))
     for name in graph.inputs:
         program.add_tensor(name, "input", graph.tensors[name].shape)
         program.io.append(IoBinding("input", name, name, graph.tensors[name].shape))
@@ -37,6 +62,7 @@ def lower_graph(graph: Graph, ctx: CompileContext) -> TiledProgram:
             raise NpuccError(f"no lowering for operator {layer.op} (node '{layer.name}')")
         for out in layer.outputs:
             program.add_tensor(out, "temp", graph.tensors[out].shape)
+        lctx.begin_layer((placement or {}).get(layer.name, every_core))
         lower(lctx, layer)
         for out in layer.outputs:
             builder.close_ddr(out)
@@ -45,7 +71,7 @@ def lower_graph(graph: Graph, ctx: CompileContext) -> TiledProgram:
         program.io.append(IoBinding("output", name, program.key(name), graph.tensors[name].shape))
     if builder.open_buffers():
         raise AssertionError(f"lowering left buffers open: {builder.open_buffers()[:5]}")
-    program.cores.append(Core(0, 0, tiles))
+    program.cross_edges = tracker.cross_edges
     return program
 
 

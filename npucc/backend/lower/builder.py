@@ -9,6 +9,7 @@ all tiles of a tensor are written, which every later reader waits for.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 from npucc.ir.isa import BufRef, Copy, DdrRef, Img2Col, Instr, Mmad, Spill, instr_pipe
 from npucc.ir.tiled import TileGraph
@@ -32,17 +33,42 @@ def node_op_name(instr: Instr) -> str:
     return f"VEC_{op.upper()}"
 
 
+@dataclass(slots=True)
+class DdrTracker:
+    """Program-wide record of which cores closed the writes of each DDR tensor.
+
+    NOTE: a cross-core edge (src core, src node, dst core, dst node) orders a BARRIER that closed
+    one core's writes before the import BARRIER of a core that reads the tensor.
+    """
+
+    ready: dict[str, list[tuple[int, int]]] = field(default_factory=dict)  # key -> (core, node)
+    cross_edges: list[tuple[int, int, int, int]] = field(default_factory=list)
+
+
 class TileBuilder:
     """Builds one core's TileGraph in lowering order with automatic dependency edges."""
 
-    __slots__ = ("graph", "target", "_last_write", "_readers", "_ddr_ready", "_ddr_writers")
+    __slots__ = (
+        "graph",
+        "target",
+        "core",
+        "tracker",
+        "_last_write",
+        "_readers",
+        "_imports",
+        "_ddr_writers",
+    )
 
-    def __init__(self, graph: TileGraph, target: Target) -> None:
+    def __init__(
+        self, graph: TileGraph, target: Target, core: int = 0, tracker: DdrTracker | None = None
+    ) -> None:
         self.graph = graph
         self.target = target
+        self.core = core  # index of this core in the program
+        self.tracker = tracker if tracker is not None else DdrTracker()
         self._last_write: dict[int, int] = {}  # buffer -> last node that wrote it
         self._readers: dict[int, list[int]] = {}  # buffer -> readers since the last write
-        self._ddr_ready: dict[str, int] = {}  # DDR tensor key -> BARRIER node after its writes
+        self._imports: dict[str, int] = {}  # DDR tensor key -> node its readers here wait for
         self._ddr_writers: dict[str, list[int]] = {}  # DDR tensor key -> nodes writing it
 
     def alloc(self, tier: str, elems: int, name: str = "") -> BufRef:
@@ -53,10 +79,11 @@ class TileBuilder:
         buf = self.graph.add_buffer(size, tier, name)
         self.graph.add_node("ALLOC", None, 0, (buf.id,))
         self._readers[buf.id] = []
-        return BufRef(buf.id, tier)
+        return BufRef(buf.id, tier, 0, self.core)
 
     def free(self, ref: BufRef) -> None:
         """Free a buffer after every node that used it."""
+        self._own(ref)
         node = self.graph.add_node("FREE", None, 0, (ref.buf,)).id
         # NOTE: readers since the last write depend on it, so they alone imply it.
         preds = self._readers.pop(ref.buf) or [self._last(ref.buf)]
@@ -74,7 +101,17 @@ class TileBuilder:
         ddr_writes = [w.key for w in writes if isinstance(w, DdrRef)]
         if isinstance(instr, Mmad) and instr.acc:
             reads.append(instr.dst)
+        for ref in (*reads, *writes):
+            if isinstance(ref, BufRef):
+                self._own(ref)
         bufs = tuple(dict.fromkeys(r.buf for r in (*writes, *reads) if isinstance(r, BufRef)))
+        preds: list[int] = []
+        for key in ddr_reads:
+            if key in self._ddr_writers:
+                raise ValueError(f"DDR tensor {key!r} read before its writes were closed")
+            ready = self._import(key)
+            if ready is not None:
+                preds.append(ready)
         node = self.graph.add_node(
             node_op_name(instr),
             instr_pipe(instr),
@@ -82,7 +119,6 @@ class TileBuilder:
             bufs,
             instr,
         ).id
-        preds: list[int] = []
         read_bufs = {r.buf for r in reads if isinstance(r, BufRef)}
         write_bufs = {w.buf for w in writes if isinstance(w, BufRef)}
         for b in bufs:
@@ -90,11 +126,6 @@ class TileBuilder:
                 preds.extend(self._readers[b])
             else:
                 preds.append(self._last(b))
-        for key in ddr_reads:
-            if key in self._ddr_writers:
-                raise ValueError(f"DDR tensor {key!r} read before its writes were closed")
-            if key in self._ddr_ready:
-                preds.append(self._ddr_ready[key])
         for p in dict.fromkeys(preds):
             self.graph.add_edge(p, node)
         for b in bufs:
@@ -107,20 +138,85 @@ class TileBuilder:
             self._ddr_writers.setdefault(key, []).append(node)
         return node
 
+    def _own(self, ref: BufRef) -> None:
+        if ref.core != self.core or ref.buf not in self._readers:
+            raise ValueError(
+                f"buffer b{ref.buf} of core {ref.core} used on core {self.core} or after its FREE"
+            )
+
     def _last(self, buf: int) -> int:
         """The node that last wrote `buf`, or its ALLOC."""
         return self._last_write.get(buf, self.graph.alloc_of[buf])
 
+    def _import(self, key: str) -> int | None:
+        """The node after which this core may read DDR tensor `key` (None: ready at start)."""
+        producers = self.tracker.ready.get(key)
+        if not producers:
+            return None
+        if key in self._imports:
+            return self._imports[key]
+        if producers == [(self.core, producers[0][1])]:
+            node = producers[0][1]
+        else:
+            node = self.graph.add_node("BARRIER", None, 0, ()).id
+            for core, barrier in producers:
+                if core == self.core:
+                    self.graph.add_edge(barrier, node)
+                else:
+                    self.tracker.cross_edges.append((core, barrier, self.core, node))
+        self._imports[key] = node
+        return node
+
     def close_ddr(self, key: str) -> None:
-        """Mark DDR tensor `key` completely written: later readers wait for a BARRIER."""
+        """Mark this core's writes of DDR tensor `key` complete: readers wait for a BARRIER."""
         writers = self._ddr_writers.pop(key, [])
         if not writers:
             return
         barrier = self.graph.add_node("BARRIER", None, 0, ()).id
         for w in writers:
             self.graph.add_edge(w, barrier)
-        self._ddr_ready[key] = barrier
+        self.tracker.ready.setdefault(key, []).append((self.core, barrier))
 
     def open_buffers(self) -> list[int]:
         """Buffers allocated and not yet freed (must be empty when lowering ends)."""
         return sorted(self._readers)
+
+
+class MeshBuilder:
+    """TileBuilder's API over several cores: each call goes to the current core's builder.
+
+    A layer's lowering marks each independent output tile with `LowerContext.tile()`, which
+    moves to the next core of the layer's group; buffers never cross cores (checked).
+    """
+
+    __slots__ = ("builders", "current")
+
+    def __init__(self, builders: list[TileBuilder]) -> None:
+        self.builders = builders  # one per core, in program order
+        self.current = 0  # index into builders
+
+    @property
+    def target(self) -> Target:
+        """The target of every core."""
+        return self.builders[0].target
+
+    def alloc(self, tier: str, elems: int, name: str = "") -> BufRef:
+        """Allocate on the current core."""
+        return self.builders[self.current].alloc(tier, elems, name)
+
+    def free(self, ref: BufRef) -> None:
+        """Free a buffer of the current core."""
+        self.builders[self.current].free(ref)
+
+    def emit(self, instr: Instr) -> int:
+        """Append an instruction to the current core."""
+        return self.builders[self.current].emit(instr)
+
+    def close_ddr(self, key: str) -> None:
+        """Close the writes of `key` on every core that wrote it."""
+        for builder in self.builders:
+            builder.close_ddr(key)
+
+    def open_buffers(self) -> list[int]:
+        """Buffers left open on any core."""
+        return [b for builder in self.builders for b in builder.open_buffers()]

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npucc.backend.lower.builder import TileBuilder
+from npucc.backend.lower.builder import MeshBuilder
 from npucc.backend.lower.program import TiledProgram
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph, Layer
@@ -22,8 +22,24 @@ class LowerContext:
 
     graph: Graph
     program: TiledProgram
-    builder: TileBuilder
+    builder: MeshBuilder  # appends to the current core; see next_tile
     target: Target
+    cores: tuple[int, ...] = (0,)  # cores of the layer being lowered
+    tiles: int = 0  # independent tiles started in this layer
+
+    def begin_layer(self, cores: tuple[int, ...]) -> None:
+        """Lower the next layer on `cores` (its first core until a tile is started)."""
+        self.cores = cores
+        self.tiles = 0
+        self.builder.current = cores[0]
+
+    def next_tile(self) -> None:
+        """Start an independent output tile; tiles go round-robin over the layer's cores.
+
+        NOTE: a tile must not use buffers allocated before it started (the builder checks).
+        """
+        self.builder.current = self.cores[self.tiles % len(self.cores)]
+        self.tiles += 1
 
     def shape(self, name: str) -> tuple[int, ...]:
         """Static shape of graph tensor `name`."""

@@ -115,6 +115,7 @@ def lower_conv2d(ctx: LowerContext, layer: Layer) -> None:
             for r0, rows in split(g.oh, rows_t):
                 for q0, cols in split(g.ow, cols_t):
                     for co0, co_t in split(g.cog, tiles.n):
+                        ctx.next_tile()
                         tile = ConvTile(n, grp, r0, rows, q0, cols, co0, co_t)
                         _lower_tile(ctx, layer, g, tile, tiles.k // taps)
 

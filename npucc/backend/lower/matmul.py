@@ -118,6 +118,7 @@ def emit_matmul(
     bld = ctx.builder
     for m0, mt in split(m, tiles.m):
         for n0, nt in split(n, tiles.n):
+            ctx.next_tile()
             acc = bld.alloc("L0C", mt * nt, f"{layer.name}.acc")
             for index, (k0, kt) in enumerate(split(k, tiles.k)):
                 a0 = _stage(ctx, layer, a, m0, k0, mt, kt, "L0A", "a")
