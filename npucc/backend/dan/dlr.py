@@ -56,7 +56,8 @@ def dlr(
     capacity: dict[str, int],
     spill_model: SpillModel,
     alignment: int = 1,
+    placement: str = "cold",
 ) -> Schedule:
     """Offsets and spill plan for a Stage-1 order (the Stage-2 schedule)."""
-    scan = LinearScan(graph, order, capacity, alignment, best_fit=True)
+    scan = LinearScan(graph, order, capacity, alignment, placement)
     return scan.run(DlrVictim(graph, spill_model))

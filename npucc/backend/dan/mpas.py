@@ -1,16 +1,22 @@
 """Stage 1, MPAS (paper 000, Alg. 1, eqs. 17-21): memory-pressure-aware list scheduling.
 
-The ready node chosen next minimises (level: FREE 0 < other 1 < ALLOC 2, the change of L1+UB
-residency, minus the downstream criticality h(v), input order). The key of a node never
-changes, so one heap serves: O((V + E) log V).
+The ready node chosen next minimises the lexicographic key (eq. 21)
+(lambda: FREE 0 < other 1 < ALLOC 2, Delta_pk: change of L1+UB residency, -h(v), input order).
 
-Two optional gates (npucc additions, off in the paper's Alg. 1):
-- `single_l0` (rule 7, each L0 tier holds one live buffer): L0 ALLOCs are not scheduled on their
-  own but just in time, together with the first node that needs them, and only when their tiers
-  are empty; a node that waits for a tier is held until a FREE of that tier. Allocating all of
-  a node's L0 buffers at once avoids the circular wait of two half-allocated consumers.
-- `capacity`: an L1/UB ALLOC that would overflow its tier is held until a FREE of that tier.
-When nothing else is ready the best held node runs anyway, so the gates never deadlock.
+How npucc reads the step of eq. 19 (documented in docs/dan.md): an ALLOC is never chosen on its
+own, ahead of need; it is scheduled just in time, right before the first node that uses its
+buffer, and that node's step carries lambda = 2 and the ALLOC's +size. Symmetrically a node's
+step carries -size for every L1/UB FREE it makes ready (FREEs go first, so they follow at once).
+A key only ever decreases (an ALLOC done by a sibling, a FREE's other users done); each change
+re-pushes the node (lazy decrease-key), so the heap holds O(V + E) entries: O((V + E) log V).
+
+Rule 7 (`single_l0`, the Stage-1 output on traces): each L0 tier holds at most one live buffer.
+A node whose L0 ALLOC finds its tier occupied waits in that tier's queue, and so does one whose
+new L0 buffer shares no consumer with a live L0 buffer of another tier (two half-built tiles
+would otherwise wait for each other's tiers). When a tier empties, its best waiter is woken.
+A node that would allocate L1/UB while every successor waits for an L0 tier is futile (the load
+of a tile that cannot start); it is parked in that tier's queue too, and runs only when nothing
+else can.
 """
 
 from __future__ import annotations
@@ -19,16 +25,20 @@ import heapq
 
 from npucc.backend.schedule.replay import L0_TIERS, PEAK_TIERS
 from npucc.backend.schedule.scan import topo_order
+from npucc.errors import NpuccError
 from npucc.ir.tiled import TileGraph
+
+MODES = ("full", "memory", "critical")  # DAN; Fig. 7 ablations: memory-first, criticality-first
 
 
 def criticality(graph: TileGraph) -> list[int]:
     """h(v) of eq. 20: the node's cycles plus the largest h of its successors."""
     h = [0] * len(graph.nodes)
     nodes = graph.nodes
+    succs = graph.succs
     for v in reversed(topo_order(graph)):
         best = 0
-        for w in graph.succs[v]:
+        for w in succs[v]:
             if h[w] > best:
                 best = h[w]
         h[v] = best + (nodes[v].cycles if nodes[v].pipe is not None else 0)
@@ -36,137 +46,207 @@ def criticality(graph: TileGraph) -> list[int]:
 
 
 def mpas(
-    graph: TileGraph,
-    single_l0: bool = False,
-    capacity: dict[str, int] | None = None,
-    h: list[int] | None = None,
+    graph: TileGraph, single_l0: bool = False, mode: str = "full", strict: bool = True
 ) -> list[int]:
-    """The Stage-1 order of the graph's nodes."""
+    """The Stage-1 order (mode "memory"/"critical": the Fig. 7 ablations).
+
+    With `single_l0` and not `strict`, rule 7 is kept where it can be and broken (rather than
+    raising) when L0 tiers would wait for each other, as before Stage 2 on compiled programs.
+    """
     nodes = graph.nodes
     buffers = graph.buffers
-    if h is None:
-        h = criticality(graph)
     n = len(nodes)
-    preds = graph.preds
-    done = [False] * n
-    deferred = [node.op == "ALLOC" for node in nodes]  # scheduled with their first consumer
-
-    def key_of(v: int) -> tuple[int, int, int, int]:
-        node = nodes[v]
-        if node.op == "FREE":
+    preds, succs = graph.preds, graph.succs
+    h = criticality(graph)
+    use_delta = mode != "critical"
+    use_h = mode != "memory"
+    is_alloc = [node.op == "ALLOC" for node in nodes]
+    is_free = [node.op == "FREE" for node in nodes]
+    size_pk = [0] * n  # L1+UB bytes of an ALLOC/FREE node
+    l0_tier = [-1] * n  # L0 tier index of an ALLOC node
+    for node in nodes:
+        if is_alloc[node.id] or is_free[node.id]:
             buf = buffers[node.bufs[0]]
-            return (0, -buf.size if buf.tier in PEAK_TIERS else 0, -h[v], v)
-        level, delta = 1, 0
+            if buf.tier in PEAK_TIERS:
+                size_pk[node.id] = buf.size
+            elif node.op == "ALLOC" and buf.tier in L0_TIERS:
+                l0_tier[node.id] = L0_TIERS.index(buf.tier)
+    done = [False] * n
+    pending = [0] * n  # unfinished non-ALLOC predecessors
+    jit = [0] * n  # L1+UB bytes of not-yet-done ALLOC predecessors
+    jit_count = [0] * n
+    for v in range(n):
         for u in preds[v]:
-            if deferred[u] and not done[u]:
-                level = 2
-                buf = buffers[nodes[u].bufs[0]]
-                if buf.tier in PEAK_TIERS:
-                    delta += buf.size
-        return (level, delta, -h[v], v)
-
-    pending = [len(p) for p in graph.preds]
+            if is_alloc[u]:
+                jit[v] += size_pk[u]
+                jit_count[v] += 1
+            else:
+                pending[v] += 1
+    enabled = [0] * n  # L1+UB bytes of FREEs whose last pending predecessor is v
+    last_pred = [-1] * n  # for a FREE with one pending predecessor: which one
+    key = [(0, 0, 0, 0)] * n
+    in_ready = [False] * n
     ready: list[tuple[int, int, int, int]] = []
-    held: dict[str, list[tuple[int, int, int, int]]] = {}
-    live_bytes: dict[str, int] = {}
-    live_count: dict[str, int] = {}
-    order: list[int] = []
-    succs = graph.succs
 
-    def release(v: int) -> None:
-        # v ran (or, for a deferred ALLOC, became available): count it off its successors
-        stack = [v]
-        while stack:
-            x = stack.pop()
-            for w in succs[x]:
-                pending[w] -= 1
-                if not pending[w]:
-                    if deferred[w]:
-                        stack.append(w)
-                    else:
-                        heapq.heappush(ready, key_of(w))
+    def make_key(v: int) -> tuple[int, int, int, int]:
+        if is_free[v]:
+            return (0, -size_pk[v] if use_delta else 0, -h[v] if use_h else 0, v)
+        level = 2 if jit_count[v] else 1
+        delta = jit[v] - enabled[v] if use_delta else 0
+        return (level, delta, -h[v] if use_h else 0, v)
 
-    def hold(tier: str, key: tuple[int, int, int, int]) -> None:
-        heapq.heappush(held.setdefault(tier, []), key)
+    def refresh(v: int) -> None:
+        if in_ready[v]:
+            k = make_key(v)
+            if k != key[v]:
+                key[v] = k
+                heapq.heappush(ready, k)
 
-    users: dict[int, set[int]] = {}  # L0 buffer -> its consumers (single_l0 only)
+    def make_ready(v: int) -> None:
+        in_ready[v] = True
+        key[v] = make_key(v)
+        heapq.heappush(ready, key[v])
+
+    def free_progress(f: int) -> None:
+        # FREE f lost a pending predecessor: credit its last one, or make f ready
+        if pending[f] == 1:
+            p = next(u for u in preds[f] if not done[u] and not is_alloc[u])
+            last_pred[f] = p
+            enabled[p] += size_pk[f]
+            refresh(p)
+        elif pending[f] == 0:
+            make_ready(f)
+
+    users_l0: dict[int, set[int]] = {}  # L0 ALLOC node -> consumers of its buffer (rule 7)
     if single_l0:
+        for v in range(n):
+            if l0_tier[v] >= 0:
+                users_l0[v] = set()
         for node in nodes:
-            if node.op not in ("ALLOC", "FREE"):
+            if not is_alloc[node.id] and not is_free[node.id]:
                 for b in node.bufs:
-                    if buffers[b].tier in L0_TIERS:
-                        users.setdefault(b, set()).add(node.id)
-        for buf in buffers:
-            users.setdefault(buf.id, set())
-    live_l0: list[int] = []
+                    a = graph.alloc_of[b]
+                    if l0_tier[a] >= 0:
+                        users_l0[a].add(node.id)
+    live_l0: list[int] = [-1, -1, -1]  # per L0 tier: its live ALLOC node, or -1
+    live_count = [0, 0, 0]
+    waiting: list[list[tuple[int, int, int, int]]] = [[], [], []]
+    woken: list[int] = [0, 0, 0]  # waiters woken from each tier and not yet reconsidered
+    wake_tier = [-1] * n
+
+    def blocker(v: int) -> int:
+        """The L0 tier v must wait for (rule 7), or -1."""
+        for u in preds[v]:
+            t = l0_tier[u]
+            if t < 0 or done[u]:
+                continue
+            if live_count[t]:
+                return t
+            for s in range(3):
+                a = live_l0[s]
+                if s != t and a >= 0 and users_l0[a].isdisjoint(users_l0[u]):
+                    return s
+        return -1
+
+    def futile(v: int) -> int:
+        """The L0 tier blocking every successor of v, when v would allocate L1/UB for nothing."""
+        tier = -1
+        for w in succs[v]:
+            if is_free[w]:
+                continue
+            b = blocker(w)
+            if b < 0:
+                return -1
+            if tier < 0:
+                tier = b
+        return tier
+
+    def wake() -> None:
+        for t in range(3):
+            if not live_count[t] and waiting[t] and not woken[t]:
+                k = heapq.heappop(waiting[t])
+                woken[t] += 1
+                wake_tier[k[3]] = t
+                make_ready(k[3])
+
+    order: list[int] = []
 
     def emit(v: int) -> None:
-        node = nodes[v]
-        if node.op in ("ALLOC", "FREE"):
-            buf = buffers[node.bufs[0]]
-            if single_l0 and buf.tier in L0_TIERS:
-                if node.op == "ALLOC":
-                    live_l0.append(buf.id)
-                else:
-                    live_l0.remove(buf.id)
-            sign = 1 if node.op == "ALLOC" else -1
-            live_bytes[buf.tier] = live_bytes.get(buf.tier, 0) + sign * buf.size
-            live_count[buf.tier] = live_count.get(buf.tier, 0) + sign
-            if sign < 0 and buf.tier in held:
-                for key in held.pop(buf.tier):
-                    heapq.heappush(ready, key)
         done[v] = True
         order.append(v)
-        if not deferred[v]:
-            release(v)
+        if is_alloc[v]:
+            t = l0_tier[v]
+            if single_l0 and t >= 0:
+                live_l0[t] = v
+                live_count[t] += 1
+            for w in succs[v]:
+                jit[w] -= size_pk[v]
+                jit_count[w] -= 1
+                refresh(w)
+            return
+        if is_free[v] and single_l0:
+            t = l0_tier[graph.alloc_of[nodes[v].bufs[0]]]
+            if t >= 0:
+                live_count[t] -= 1
+                if not live_count[t]:
+                    live_l0[t] = -1
+                    wake()
+        for w in succs[v]:
+            pending[w] -= 1
+            if is_free[w]:
+                if last_pred[w] == v:
+                    last_pred[w] = -1
+                free_progress(w)
+            elif not pending[w]:
+                make_ready(w)
 
-    for v in [v for v in range(n) if not pending[v]]:  # roots, before any release
-        if deferred[v]:
-            release(v)
-        else:
-            heapq.heappush(ready, key_of(v))
-    while ready or held:
-        forced = not ready
-        if forced:  # only held nodes remain: run the best one anyway
-            tier = min(held, key=lambda t: held[t][0])
-            heapq.heappush(ready, heapq.heappop(held[tier]))
-            if not held[tier]:
-                del held[tier]
-        key = heapq.heappop(ready)
-        v = key[3]
-        node = nodes[v]
-        jit = [u for u in preds[v] if deferred[u] and not done[u]]
-        if not forced:
-            busy = None
-            for u in jit:
-                b = nodes[u].bufs[0]
-                tier = buffers[b].tier
-                if not single_l0 or tier not in L0_TIERS:
-                    continue
-                if live_count.get(tier, 0):
-                    busy = tier
-                    break
-                # a live L0 buffer of another tier must share a consumer with b: no tile
-                # starts in one L0 tier while another tile is half-way through the others
-                other = next((x for x in live_l0 if not users[x].intersection(users[b])), None)
-                if other is not None:
-                    busy = buffers[other].tier
-                    break
-            if busy is None and capacity is not None:
-                need: dict[str, int] = {}
-                for u in jit:
-                    buf = buffers[nodes[u].bufs[0]]
-                    need[buf.tier] = need.get(buf.tier, 0) + buf.size
-                for tier, size in need.items():
-                    cap = capacity.get(tier)
-                    if cap is not None and live_count.get(tier, 0):
-                        if live_bytes[tier] + size > cap:
-                            busy = tier
-                            break
-            if busy is not None:
-                hold(busy, key)
+    for v in range(n):
+        if is_free[v] and pending[v] == 1:
+            free_progress(v)
+    for v in range(n):
+        if not pending[v] and not is_alloc[v]:
+            make_ready(v)
+    while len(order) < n:
+        if not ready:
+            # parked nodes whose wait is over first, else the best futile allocation
+            parked = [
+                (futile(x[3]) >= 0, x, t) for t in range(3) for x in waiting[t] if blocker(x[3]) < 0
+            ]
+            if not parked and not strict:  # rule 7 is a preference here: break the wait
+                parked = [(True, x, t) for t in range(3) for x in waiting[t]]
+            if not parked:
+                stuck = min(v for v in range(n) if not done[v])
+                raise NpuccError(f"no schedule: node {stuck} waits forever ({graph.name})")
+            _, k, t = min(parked)
+            waiting[t].remove(k)
+            heapq.heapify(waiting[t])
+            for u in preds[k[3]]:
+                if is_alloc[u] and not done[u]:
+                    emit(u)
+            emit(k[3])
+            wake()
+            continue
+        k = heapq.heappop(ready)
+        v = k[3]
+        if done[v] or not in_ready[v] or k != key[v]:
+            continue  # a stale entry
+        in_ready[v] = False
+        t = wake_tier[v]
+        if t >= 0:
+            wake_tier[v] = -1
+            woken[t] -= 1
+        if single_l0 and jit_count[v]:
+            b = blocker(v)
+            if b < 0 and jit[v]:
+                b = futile(v)
+            if b >= 0:
+                heapq.heappush(waiting[b], k)
+                wake()
                 continue
-        for u in sorted(jit):
-            emit(u)
+        for u in preds[v]:
+            if is_alloc[u] and not done[u]:
+                emit(u)
         emit(v)
+        if single_l0:
+            wake()
     return order

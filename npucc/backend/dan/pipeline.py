@@ -10,7 +10,6 @@ from npucc.backend.dan.mpas import mpas
 from npucc.backend.schedule import Schedule
 from npucc.backend.schedule.freelist import FreeList
 from npucc.backend.schedule.replay import replay
-from npucc.backend.schedule.scan import topo_order
 from npucc.ir.tiled import TileGraph
 from npucc.target.cost import SpillModel
 
@@ -27,23 +26,13 @@ def dan(
     """Run DAN up to `stage`; "mpas" alone ignores capacities and keeps one live L0 buffer."""
     seconds = {"mpas": 0.0, "dlr": 0.0, "cpe": 0.0}
     t0 = time.perf_counter()
+    order = mpas(graph, single_l0=True, strict=stage == "mpas")
+    t1 = time.perf_counter()
+    seconds["mpas"] = t1 - t0
     if stage == "mpas":
-        order = mpas(graph, single_l0=True)
-        seconds["mpas"] = time.perf_counter() - t0
         schedule = unbounded_layout(graph, order, alignment)
     else:
-        orders = [mpas(graph, capacity=capacity), topo_order(graph)]
-        t1 = time.perf_counter()
-        seconds["mpas"] = t1 - t0
-        # portfolio: DLR on the MPAS order and on the input order, keep the faster plan
-        best = None
-        for order in orders:
-            cand = dlr(graph, order, capacity, spill_model, alignment)
-            r = replay(graph, cand, capacity, spill_model, alignment)
-            score = (r.makespan, r.extra_ddr, r.spills, r.peak)
-            if best is None or score < best[0]:
-                best = (score, cand)
-        schedule = best[1]
+        schedule = dlr(graph, order, capacity, spill_model, alignment)
         t2 = time.perf_counter()
         seconds["dlr"] = t2 - t1
         if stage == "full":

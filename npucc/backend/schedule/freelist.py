@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 
 
 def align_up(value: int, alignment: int) -> int:
@@ -39,6 +39,28 @@ class FreeList:
                 best, best_slack = offset, slack
         return best
 
+    def coldest_fit(self, size: int, released: ReleaseMap) -> int | None:
+        """Best-fit among the aligned offsets whose range was released longest ago, or None.
+
+        Per free segment the candidates are its aligned start, its aligned end and the starts
+        of the released ranges inside it; the key is (latest release over the range, slack of
+        the segment, offset), so a buffer avoids addresses just given back when it can.
+        """
+        best: tuple[int, int, int] | None = None
+        al = self.alignment
+        for start, end in zip(self.starts, self.ends, strict=True):
+            slack = end - start - size
+            if slack < 0:
+                continue
+            cands = {align_up(start, al), (end - size) // al * al}
+            cands.update(align_up(x, al) for x in released.starts_in(start, end))
+            for off in cands:
+                if start <= off and off + size <= end:
+                    cand = (released.latest(off, off + size), slack, off)
+                    if best is None or cand < best:
+                        best = cand
+        return None if best is None else best[2]
+
     def take(self, offset: int, size: int) -> None:
         """Mark [offset, offset+size) used; it must lie inside one free segment."""
         if size == 0:
@@ -68,3 +90,52 @@ class FreeList:
             end = self.ends[i]
         self.starts[lo:hi] = [offset]
         self.ends[lo:hi] = [end]
+
+
+class ReleaseMap:
+    """Per tier: disjoint address ranges labelled with the schedule position that released them."""
+
+    __slots__ = ("starts", "ends", "label")
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self.label: list[int] = []
+
+    def starts_in(self, lo: int, hi: int) -> list[int]:
+        """Starts and ends of labelled ranges strictly inside (lo, hi)."""
+        i = bisect_right(self.starts, lo)
+        j = bisect_left(self.starts, hi)
+        out = self.starts[i:j]
+        k = bisect_right(self.ends, lo)
+        m = bisect_left(self.ends, hi)
+        return out + self.ends[k:m]
+
+    def latest(self, lo: int, hi: int) -> int:
+        """Latest release position over [lo, hi) (-1 where never released)."""
+        i = bisect_right(self.starts, lo) - 1
+        if i < 0 or self.ends[i] <= lo:
+            i += 1
+        j = bisect_left(self.starts, hi)
+        return max(self.label[i:j], default=-1)
+
+    def release(self, lo: int, hi: int, position: int) -> None:
+        """Label [lo, hi) as released at `position`."""
+        if hi <= lo:
+            return
+        i = bisect_right(self.starts, lo) - 1
+        if i < 0 or self.ends[i] <= lo:
+            i += 1
+        j = bisect_left(self.starts, hi)
+        starts, ends, label = [lo], [hi], [position]
+        if i < j and self.starts[i] < lo:
+            starts.insert(0, self.starts[i])
+            ends.insert(0, lo)
+            label.insert(0, self.label[i])
+        if i < j and self.ends[j - 1] > hi:
+            starts.append(hi)
+            ends.append(self.ends[j - 1])
+            label.append(self.label[j - 1])
+        self.starts[i:j] = starts
+        self.ends[i:j] = ends
+        self.label[i:j] = label

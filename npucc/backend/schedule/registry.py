@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from npucc.backend.dan.baselines import BASELINES
 from npucc.backend.dan.pipeline import dan, dan_dlr, dan_mpas
 from npucc.backend.schedule import Schedule
 from npucc.backend.schedule.original import original
@@ -19,6 +20,7 @@ SCHEDULERS: dict[str, Scheduler] = {
     "dan": dan,
     "dan-dlr": dan_dlr,
     "dan-mpas": dan_mpas,
+    **BASELINES,
 }
 UNBOUNDED = ("dan-mpas",)  # ordering-only methods: validated by rule 7 instead of capacities
 

@@ -13,7 +13,7 @@ from bisect import bisect_right
 from collections.abc import Callable
 
 from npucc.backend.schedule import Schedule
-from npucc.backend.schedule.freelist import FreeList
+from npucc.backend.schedule.freelist import FreeList, ReleaseMap
 from npucc.errors import NpuccError
 from npucc.ir.tiled import TileGraph
 
@@ -50,8 +50,9 @@ class LinearScan:
         "graph",
         "order",
         "capacity",
-        "best_fit",
+        "placement",
         "free",
+        "released",
         "live",
         "where",
         "out",
@@ -67,18 +68,20 @@ class LinearScan:
         order: list[int],
         capacity: dict[str, int],
         alignment: int = 1,
-        best_fit: bool = False,
+        placement: str = "first",
     ) -> None:
         self.graph = graph
         self.order = order
         self.capacity = capacity
-        self.best_fit = best_fit
+        self.placement = placement  # first, best or cold (FreeList.coldest_fit)
         self.free: dict[str, FreeList] = {}
+        self.released: dict[str, ReleaseMap] = {}
         for buf in graph.buffers:
             if buf.tier not in self.free:
                 if buf.tier not in capacity:
                     raise NpuccError(f"no capacity given for tier {buf.tier} ({graph.name})")
                 self.free[buf.tier] = FreeList(capacity[buf.tier], alignment)
+                self.released[buf.tier] = ReleaseMap()
         self.live: dict[str, dict[int, int]] = {t: {} for t in self.free}  # resident -> offset
         self.where: dict[int, int] = {}  # buffer -> offset at ALLOC
         self.out: dict[int, int] = {}  # spilled-out buffer -> its spill index
@@ -111,9 +114,7 @@ class LinearScan:
                     if b in self.out:
                         self._reload(b, node.bufs, k, victim)
                 if node.op == "FREE":
-                    b = node.bufs[0]
-                    buf = graph.buffers[b]
-                    self.free[buf.tier].give(self.live[buf.tier].pop(b), buf.size)
+                    self._give(node.bufs[0])
             self.result.append(v)
             for b in node.bufs:
                 self.last_use[b] = k
@@ -124,7 +125,12 @@ class LinearScan:
         free = self.free[buf.tier]
         live = self.live[buf.tier]
         while True:
-            off = free.best_fit(buf.size) if self.best_fit else free.first_fit(buf.size)
+            if self.placement == "cold":
+                off = free.coldest_fit(buf.size, self.released[buf.tier])
+            elif self.placement == "best":
+                off = free.best_fit(buf.size)
+            else:
+                off = free.first_fit(buf.size)
             if off is not None:
                 free.take(off, buf.size)
                 live[b] = off
@@ -139,11 +145,16 @@ class LinearScan:
             self._evict(victim(self, candidates, k))
 
     def _evict(self, x: int) -> None:
-        buf = self.graph.buffers[x]
         self.out[x] = len(self.spills)
         self.result.append(len(self.graph.nodes) + 2 * len(self.spills))
         self.spills.append((x, -1))
-        self.free[buf.tier].give(self.live[buf.tier].pop(x), buf.size)
+        self._give(x)
+
+    def _give(self, b: int) -> None:
+        buf = self.graph.buffers[b]
+        off = self.live[buf.tier].pop(b)
+        self.free[buf.tier].give(off, buf.size)
+        self.released[buf.tier].release(off, off + buf.size, len(self.result))
 
     def _reload(self, b: int, pinned: tuple[int, ...], k: int, victim) -> None:
         off = self._place(b, pinned, k, victim)

@@ -6,9 +6,11 @@ from dataclasses import dataclass
 
 from npucc.backend.lower.program import TiledProgram
 from npucc.backend.schedule import Schedule
+from npucc.backend.schedule.mesh_timing import mesh_makespan
 from npucc.backend.schedule.registry import schedule_graph
 from npucc.backend.schedule.replay import Replay
 from npucc.passes import CompileContext, Pass, register
+from npucc.target import Target
 from npucc.target.cost import TargetSpillModel
 
 
@@ -21,8 +23,8 @@ class ScheduledProgram:
 
     @property
     def makespan(self) -> int:
-        """Predicted makespan: the latest core's."""
-        return max((r.makespan for _, r in self.schedules), default=0)
+        """Predicted makespan over all cores, cross-core waits included."""
+        return mesh_makespan(self.program, [r for _, r in self.schedules])
 
     def verify(self) -> None:
         """Every core has exactly one schedule covering all its nodes."""
@@ -34,21 +36,15 @@ class ScheduledProgram:
                 raise ValueError(f"core {core.row},{core.col}: schedule does not cover the DAG")
 
     def to_text(self) -> str:
-        """Per core: the order with each node's op, pipe, start and finish."""
-        lines = []
-        for core, (schedule, replay) in zip(self.program.cores, self.schedules, strict=True):
-            lines.append(
-                f"core {core.row} {core.col} method={schedule.method} makespan={replay.makespan}"
-                f" peak={replay.peak} spills={replay.spills} extra_ddr={replay.extra_ddr}"
-            )
-            for v in replay.order:
-                node = replay.nodes[v]
-                bufs = ",".join(f"b{b}@{replay.offset_at(v, b)}" for b in node.bufs)
-                lines.append(
-                    f"  %{v} {node.op} {node.pipe or '-'} [{replay.start[v]},{replay.finish[v]})"
-                    f" {bufs}"
-                )
-        return "\n".join(lines) + "\n"
+        """The scheduled text form (see npucc.ir.tiled_text); it parses back."""
+        from npucc.ir.tiled_text import scheduled_to_text
+
+        return scheduled_to_text(self)
+
+
+def capacities(target: Target) -> dict[str, int]:
+    """Bytes of each on-chip tier a per-core schedule may use."""
+    return {t: target.capacity[t] for t in ("L1", "UB", "L0A", "L0B", "L0C")}
 
 
 @register
@@ -61,7 +57,7 @@ class SchedulePass(Pass):
 
     def run(self, ir: TiledProgram, ctx: CompileContext) -> ScheduledProgram:
         target = ctx.target
-        capacity = {t: target.capacity[t] for t in ("L1", "UB", "L0A", "L0B", "L0C")}
+        capacity = capacities(target)
         spill_model = TargetSpillModel(target)
         schedules = [
             schedule_graph(core.graph, self.method, capacity, spill_model, target.alignment)

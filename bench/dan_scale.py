@@ -1,0 +1,40 @@
+"""Time DAN's three stages on synthetic traces of 10^5 and 10^6 nodes (issue 3's scale goal)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from npucc.backend.dan.command import DEFAULT_CAPACITY
+from npucc.backend.dan.synthetic import synthetic_graph
+from npucc.backend.schedule.original import bounds
+from npucc.backend.schedule.registry import schedule_graph
+from npucc.target.cost import TraceSpillModel
+
+
+def measure(nodes: int) -> dict:
+    """Build, schedule (validated) and replay one synthetic trace; wall times per stage."""
+    graph = synthetic_graph(nodes, seed=0)
+    t0 = time.perf_counter()
+    schedule, r = schedule_graph(graph, "dan", DEFAULT_CAPACITY, TraceSpillModel())
+    total = time.perf_counter() - t0
+    return {
+        "nodes": len(graph.nodes),
+        "seconds": total,
+        "stages": schedule.seconds,
+        "metrics": r.metrics(),
+        "bounds": bounds(graph),
+    }
+
+
+def main() -> None:
+    """Print one JSON line per size."""
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("sizes", nargs="*", type=int, default=[100_000, 1_000_000])
+    for n in p.parse_args().sizes:
+        print(json.dumps(measure(n)), flush=True)
+
+
+if __name__ == "__main__":
+    main()

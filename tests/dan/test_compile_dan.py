@@ -1,0 +1,29 @@
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+import npucc
+
+MODELS = {
+    "small_cnn": None,
+    "residual_block": None,
+    "lrn_concat": None,
+    "mlp": {"x": (2, 64)},
+}
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_dan_compiled_model_matches_onnxruntime(name):
+    path = f"models/{name}.onnx"
+    shapes = MODELS[name]
+    program = npucc.compile(path, schedule="dan", input_shapes=shapes)
+    rng = np.random.default_rng(0)
+    inputs = {n: rng.standard_normal(s).astype(np.float32) for n, s in program.inputs.items()}
+    result = program.execute(inputs)
+    assert result.makespan == program.stats["predicted_makespan"]
+    model = onnx.load(path)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    ref = sess.run(None, inputs)
+    for out, expect in zip(program.outputs, ref, strict=True):
+        np.testing.assert_allclose(result.outputs[out], expect, rtol=1e-4, atol=1e-4)
