@@ -15,6 +15,7 @@ float, a name, or a list `[1,2,3]`.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -133,7 +134,7 @@ class Instr:
 
     def with_operands(self, **ops: Operand) -> Instr:
         """A copy with some operands replaced (codegen resolves BufRef -> MemRef this way)."""
-        values = {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
+        values = {name: getattr(self, name) for name in field_names(type(self))}
         values.update(ops)
         return type(self)(**values)
 
@@ -311,6 +312,12 @@ class VFill(Instr):
         return {"dst": pattern_extent(self.dims, self.dst_strides)}
 
 
+@functools.cache
+def field_names(cls: type[Instr]) -> tuple[str, ...]:
+    """Names of an instruction class's fields, in declaration order."""
+    return tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+
+
 INSTRUCTIONS: dict[str, type[Instr]] = {
     cls.opcode: cls for cls in (Copy, Spill, Img2Col, Mmad, VUnary, VBinary, VReduce, VFill)
 }
@@ -380,16 +387,16 @@ def format_instr(instr: Instr, elem_bytes: int = 4, symbolic: bool = False) -> s
     """
     extents = instr.extents()
     parts = [instr.opcode]
-    for f in fields(instr):  # type: ignore[arg-type]
-        value = getattr(instr, f.name)
+    for name in field_names(type(instr)):
+        value = getattr(instr, name)
         if isinstance(value, MemRef):
-            text = f"{value.tier}[0x{value.addr:06x}+{extents[f.name] * elem_bytes}]"
+            text = f"{value.tier}[0x{value.addr:06x}+{extents[name] * elem_bytes}]"
         elif symbolic and isinstance(value, BufRef):
             text = f"b{value.buf}+{value.off}"
         elif symbolic and isinstance(value, DdrRef):
             text = f"@{json.dumps(value.key, ensure_ascii=True)}+{value.off}"
         elif isinstance(value, (BufRef, DdrRef)):
-            raise ValueError(f"unresolved operand {f.name} of {instr.opcode}")
+            raise ValueError(f"unresolved operand {name} of {instr.opcode}")
         elif isinstance(value, tuple):
             inner = ",".join(format_float(v) if isinstance(v, float) else str(v) for v in value)
             text = f"[{inner}]"
@@ -397,7 +404,7 @@ def format_instr(instr: Instr, elem_bytes: int = 4, symbolic: bool = False) -> s
             text = format_float(value)
         else:
             text = str(value)
-        parts.append(f"{f.name}={text}")
+        parts.append(f"{name}={text}")
     return " ".join(parts)
 
 
