@@ -1,0 +1,80 @@
+"""`npucc bench hypercut`: plan the light zoo models on the mesh presets with every method."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+import onnx
+
+from npucc.backend.hypercut.beam import BeamOptions
+from npucc.backend.hypercut.planner import METHODS, PlanOptions, plan_graph
+from npucc.frontend import import_model
+from npucc.target import load_target
+
+MODELS = {
+    "resnet50": "light_resnet50.onnx",
+    "googlenet": "light_inception_v1.onnx",
+    "vgg19": "light_vgg19.onnx",
+    "zfnet512": "light_zfnet512.onnx",
+}
+PLATFORMS = ("mesh8x8", "mesh16x16")
+BATCHES = (1, 64)
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register `hypercut` under `npucc bench`."""
+    p = subparsers.add_parser("hypercut", help="HyperCut vs baselines on the light zoo")
+    p.add_argument("--json", type=Path, required=True, help="write the runs here")
+    p.add_argument("--models", default=",".join(MODELS), help="comma-separated subset")
+    p.add_argument("--platforms", default=",".join(PLATFORMS))
+    p.add_argument("--batches", default=",".join(map(str, BATCHES)))
+    p.add_argument("--methods", default=",".join(METHODS))
+    p.add_argument("--beam-width", type=int, default=BeamOptions.width)
+    p.add_argument("--sa-iterations", type=int, default=PlanOptions.sa_iterations)
+    p.add_argument("--seed", type=int, default=0)
+    return p
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run every model x platform x batch x method and write the JSON report."""
+    zoo = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "light"
+    runs = []
+    for model in args.models.split(","):
+        graph = import_model(zoo / MODELS[model])
+        for platform in args.platforms.split(","):
+            target = load_target(platform)
+            for batch in map(int, args.batches.split(",")):
+                for method in args.methods.split(","):
+                    options = PlanOptions(
+                        method=method,
+                        batch=batch,
+                        seed=args.seed,
+                        beam=BeamOptions(width=args.beam_width),
+                        sa_iterations=args.sa_iterations,
+                    )
+                    plan = plan_graph(graph, target, options)
+                    cost = plan.cost()
+                    runs.append(
+                        {
+                            "model": model,
+                            "platform": platform,
+                            "batch": batch,
+                            "method": method,
+                            "energy_pj": cost.energy_pj,
+                            "latency_cycles": cost.latency_cycles,
+                            "edp": cost.edp,
+                            "dram_bytes": int(cost.dram_bytes),
+                            "noc_byte_hops": int(cost.noc_byte_hops),
+                            "search_s": plan.search_s,
+                        }
+                    )
+                    print(
+                        f"{model:10s} {platform:9s} b={batch:<3d} {method:17s} "
+                        f"edp={cost.edp:.4g} search={plan.search_s:.2f}s",
+                        flush=True,
+                    )
+    args.json.write_text(json.dumps({"runs": runs}, indent=1) + "\n")
+    return 0

@@ -1,0 +1,98 @@
+"""Directed hypergraph of layers stored as a bit-state encoded incidence matrix (BSEIM).
+
+Row = vertex (a layer, or a set of merged layers), column = hyperedge (one producer's output
+tensor with all its consumers), entry = bit mask: 0 none, 1 source, 2 destination, 3 both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from npucc.target.mesh_cost import Workload
+
+NONE, SOURCE, DEST, BOTH = 0, 1, 2, 3
+
+
+@dataclass(frozen=True, slots=True)
+class Hypergraph:
+    """Vertices (groups of layer indices), weighted hyperedges and the incidence matrix."""
+
+    members: tuple[tuple[int, ...], ...]  # layer indices of each vertex
+    incidence: np.ndarray  # (vertices, hyperedges) uint8 bit states
+    edge_bytes: np.ndarray  # (hyperedges,) tensor bytes of each hyperedge
+    vertex_work: np.ndarray  # (vertices,) MACs + vector ops of each vertex
+
+    @classmethod
+    def from_workload(cls, wl: Workload, layers: tuple[int, ...] | None = None) -> Hypergraph:
+        """The hypergraph of `layers` (default: all); hyperedges need two incident vertices."""
+        layers = tuple(range(len(wl.layers))) if layers is None else tuple(sorted(layers))
+        row = {layer: r for r, layer in enumerate(layers)}
+        columns: list[np.ndarray] = []
+        weights: list[int] = []
+        for producer, users in enumerate(wl.consumers):
+            col = np.zeros(len(layers), dtype=np.uint8)
+            if producer in row:
+                col[row[producer]] |= SOURCE
+            for c in users:
+                if c in row:
+                    col[row[c]] |= DEST
+            if np.count_nonzero(col) >= 2:
+                columns.append(col)
+                weights.append(wl.layers[producer].out * wl.batch)
+        incidence = (
+            np.stack(columns, axis=1) if columns else np.zeros((len(layers), 0), dtype=np.uint8)
+        )
+        work = np.array([wl.layers[i].macs + wl.layers[i].vops for i in layers], dtype=float)
+        return cls(
+            tuple((i,) for i in layers), incidence, np.array(weights, dtype=float), work
+        ).pruned()
+
+    @property
+    def num_vertices(self) -> int:
+        """Number of vertices."""
+        return len(self.members)
+
+    @property
+    def num_edges(self) -> int:
+        """Number of hyperedges."""
+        return int(self.incidence.shape[1])
+
+    def pruned(self) -> Hypergraph:
+        """Drop internal hyperedges (one incident vertex left) and empty ones."""
+        keep = np.count_nonzero(self.incidence, axis=0) >= 2
+        return Hypergraph(
+            self.members, self.incidence[:, keep], self.edge_bytes[keep], self.vertex_work
+        )
+
+    def merge(self, assign: np.ndarray | list[int]) -> Hypergraph:
+        """Contract vertices: vertex v joins cluster assign[v]; rows are OR-ed bit states."""
+        assign = np.asarray(assign, dtype=np.intp)
+        k = int(assign.max()) + 1 if len(assign) else 0
+        incidence = np.zeros((k, self.num_edges), dtype=np.uint8)
+        np.bitwise_or.at(incidence, assign, self.incidence)
+        work = np.bincount(assign, weights=self.vertex_work, minlength=k)
+        members = tuple(
+            tuple(sorted(i for v in np.flatnonzero(assign == c) for i in self.members[v]))
+            for c in range(k)
+        )
+        return Hypergraph(members, incidence, self.edge_bytes, work).pruned()
+
+    def pins(self) -> tuple[list[int], list[int]]:
+        """Hyperedge index offsets and pin lists (CSR), as kahypar wants them."""
+        offsets, pins = [0], []
+        for e in range(self.num_edges):
+            pins.extend(int(v) for v in np.flatnonzero(self.incidence[:, e]))
+            offsets.append(len(pins))
+        return offsets, pins
+
+    def quotient_edges(self, assign: list[int]) -> set[tuple[int, int]]:
+        """Directed part-to-part dependencies (source part -> destination part) of a partition."""
+        edges: set[tuple[int, int]] = set()
+        for e in range(self.num_edges):
+            col = self.incidence[:, e]
+            src = {assign[v] for v in np.flatnonzero(col & SOURCE)}
+            dst = {assign[v] for v in np.flatnonzero(col & DEST)}
+            edges.update((a, b) for a in src for b in dst if a != b)
+        return edges

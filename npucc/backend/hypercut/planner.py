@@ -1,0 +1,105 @@
+"""Planning API and the registered `hypercut` pass: Graph -> (Graph, MeshPlan)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from npucc.backend.hypercut.baselines import (
+    AnnealOptions,
+    anneal,
+    layer_pipelined,
+    layer_sequential,
+)
+from npucc.backend.hypercut.beam import BeamOptions, BeamSearch
+from npucc.backend.hypercut.plan import MeshPlan
+from npucc.backend.hypercut.workload import workload_from_graph
+from npucc.errors import NpuccError
+from npucc.ir.graph import Graph
+from npucc.passes import CompileContext, Pass, register
+from npucc.target import Target
+from npucc.target.mesh_cost import MeshParams
+
+METHODS = ("hypercut", "sa", "layer-sequential", "layer-pipelined")
+
+
+@dataclass(frozen=True, slots=True)
+class PlanOptions:
+    """What the planner may be told: method, batch, seed and the search budgets."""
+
+    method: str = "hypercut"
+    batch: int = 1
+    seed: int = 0
+    beam: BeamOptions = field(default_factory=BeamOptions)
+    sa_iterations: int = 20_000
+
+
+def plan_graph(graph: Graph, target: Target, options: PlanOptions, **params: Any) -> MeshPlan:
+    """Plan a graph on a mesh target; `params` override MeshParams fields (e.g. elem_bytes)."""
+    if options.method not in METHODS:
+        raise NpuccError(f"unknown search '{options.method}' (one of {', '.join(METHODS)})")
+    if target.cores < 2:
+        raise NpuccError(f"target '{target.name}' is not a mesh")
+    mesh = MeshParams.from_target(target, **params)
+    wl = workload_from_graph(graph, options.batch)
+    start = time.perf_counter()
+    if options.method == "hypercut":
+        beam = BeamOptions(**{**_fields(options.beam), "seed": options.seed})
+        steps = BeamSearch(wl, mesh, beam).run()
+    elif options.method == "sa":
+        steps = anneal(wl, mesh, AnnealOptions(iterations=options.sa_iterations, seed=options.seed))
+    elif options.method == "layer-sequential":
+        steps = layer_sequential(wl, mesh)
+    else:
+        steps = layer_pipelined(wl, mesh)
+    return MeshPlan(wl, mesh, steps, options.method, time.perf_counter() - start)
+
+
+def _fields(obj: Any) -> dict[str, Any]:
+    return {name: getattr(obj, name) for name in obj.__dataclass_fields__}
+
+
+@dataclass(slots=True)
+class PlannedGraph:
+    """The graph and its mesh plan: what the multi-core lowering reads."""
+
+    graph: Graph
+    plan: MeshPlan
+
+    def verify(self) -> None:
+        """Verify the graph and the plan."""
+        self.graph.verify()
+        self.plan.verify()
+
+    def to_text(self) -> str:
+        """The plan's text form (the graph prints with its own pass dumps)."""
+        return self.plan.to_text()
+
+
+@register
+@dataclass
+class HypercutPass(Pass):
+    """Inter-layer scheduling on a mesh: choose steps, sub-grids and batch splits."""
+
+    name: ClassVar[str] = "hypercut"
+    search: str = "hypercut"  # hypercut | sa | layer-sequential | layer-pipelined
+    batch: int = 1
+    seed: int = 0
+    beam_width: int = 256
+    max_iterations: int = 2048
+    k_max: int = 6
+    epsilon: float = 0.1
+    sa_iterations: int = 20_000
+
+    def run(self, ir: Graph, ctx: CompileContext) -> PlannedGraph:
+        beam = BeamOptions(
+            width=self.beam_width,
+            max_iterations=self.max_iterations,
+            k_max=self.k_max,
+            epsilon=self.epsilon,
+        )
+        options = PlanOptions(self.search, self.batch, self.seed, beam, self.sa_iterations)
+        plan = plan_graph(ir, ctx.target, options)
+        ctx.stats["hypercut"] = {"method": self.search, "search_s": plan.search_s}
+        return PlannedGraph(ir, plan)
