@@ -92,14 +92,25 @@ class HypercutPass(Pass):
     epsilon: float = 0.1
     sa_iterations: int = 20_000
 
-    def run(self, ir: Graph, ctx: CompileContext) -> PlannedGraph:
+    def run(self, ir: Graph, ctx: CompileContext) -> Graph | PlannedGraph:
+        """Plan `ir` on the target's mesh; a single-core target needs no plan."""
+        if ctx.target.cores == 1:
+            return ir
+        # NOTE: compile options (npucc.compile / the CLI) override the pass's own fields.
+        opt = ctx.options
         beam = BeamOptions(
-            width=self.beam_width,
+            width=opt.get("beam_width", self.beam_width),
             max_iterations=self.max_iterations,
             k_max=self.k_max,
             epsilon=self.epsilon,
         )
-        options = PlanOptions(self.search, self.batch, self.seed, beam, self.sa_iterations)
+        options = PlanOptions(
+            opt.get("search", self.search),
+            opt.get("batch", self.batch),
+            opt.get("seed", self.seed),
+            beam,
+            self.sa_iterations,
+        )
         plan = plan_graph(ir, ctx.target, options)
         ctx.stats["hypercut"] = {"method": self.search, "search_s": plan.search_s}
         return PlannedGraph(ir, plan)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from npucc.backend.hypercut.plan import MeshPlan
+from npucc.backend.hypercut.planner import PlannedGraph
 from npucc.backend.lower import (  # noqa: F401  (register)
     attention,
     conv,
@@ -21,6 +23,7 @@ from npucc.errors import NpuccError
 from npucc.ir.graph import Graph
 from npucc.ir.tiled import TileGraph
 from npucc.passes import CompileContext, Pass, register
+from npucc.target import Target
 
 VIEW_OPS = ("reshape",)  # ops that only reinterpret a contiguous DDR tensor
 
@@ -75,6 +78,21 @@ def lower_graph(
     return program
 
 
+def plan_placement(plan: MeshPlan, target: Target) -> Placement:
+    """Each planned layer on the cores of its group's rectangle (row-major core indices)."""
+    cols = int(target.mesh["cols"])
+    placement: Placement = {}
+    for step in plan.steps:
+        for group in step.groups:
+            r = group.rect
+            cores = tuple(
+                y * cols + x for y in range(r.y, r.y + r.h) for x in range(r.x, r.x + r.w)
+            )
+            for index in group.layers:
+                placement[plan.workload.layers[index].name] = cores
+    return placement
+
+
 @register
 @dataclass
 class LowerTiles(Pass):
@@ -82,7 +100,10 @@ class LowerTiles(Pass):
 
     name = "lower-tiles"
 
-    def run(self, ir: Graph, ctx: CompileContext) -> TiledProgram:
-        program = lower_graph(ir, ctx)
+    def run(self, ir: Graph | PlannedGraph, ctx: CompileContext) -> TiledProgram:
+        if isinstance(ir, PlannedGraph):
+            program = lower_graph(ir.graph, ctx, plan_placement(ir.plan, ctx.target))
+        else:
+            program = lower_graph(ir, ctx)
         ctx.stats["tile_ops"] = sum(len(c.graph) for c in program.cores)
         return program
