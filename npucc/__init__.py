@@ -4,13 +4,21 @@ from typing import Any
 
 from npucc.errors import CheckFailed, NpuccError
 
-__all__ = ["CheckFailed", "NpuccError", "Program", "Target", "compile", "load_target"]
+__all__ = [
+    "CheckFailed",
+    "NpuccError",
+    "Program",
+    "Target",
+    "compile",
+    "compile_until",
+    "load_target",
+]
 __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:
     """Import the compiler lazily so that `import npucc.<submodule>` stays light."""
-    if name in ("compile", "Program"):
+    if name in ("compile", "compile_until", "Program"):
         from npucc import compiler
 
         return getattr(compiler, name)

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
+from npucc import progress
 from npucc.errors import CheckFailed, NpuccError
 
-COMMANDS = ("run", "check", "dan")
+COMMANDS = ("run", "check", "dan", "ir", "report")
 
 
 def parse_input_shapes(items: Sequence[str]) -> dict[str, tuple[int, ...]]:
@@ -25,6 +26,11 @@ def parse_input_shapes(items: Sequence[str]) -> dict[str, tuple[int, ...]]:
             raise NpuccError(f"bad --input-shape '{item}' (expected NAME=1x3x224x224)")
         shapes[name] = tuple(int(d) for d in dims.split("x"))
     return shapes
+
+
+def one_line(text: str) -> str:
+    """Text with every non-printable character (newline, tab, ...) escaped: one line."""
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
 
 
 def safe_file_name(name: str) -> str:
@@ -46,26 +52,41 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from npucc.ir.formats import FORMATS, LEVELS
+
     p = argparse.ArgumentParser(prog="npucc", description="ONNX compiler for tiled NPUs")
     p.add_argument("model", help="ONNX model to compile")
-    p.add_argument("-o", "--output", required=True, help="command stream to write (+ .bin)")
+    p.add_argument(
+        "-o", "--output", help="file to write: the command stream (+ .bin), or the --emit IR"
+    )
     _add_compile_options(p)
     p.add_argument("--print-ir-after", default="", metavar="PASS[,PASS]")
     p.add_argument("--print-ir-before", default="", metavar="PASS[,PASS]")
     p.add_argument("--print-ir-after-all", action="store_true")
     p.add_argument("--dump-dir", help="write the IR after each pass, one numbered file each")
-    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    p.add_argument(
+        "--emit", choices=LEVELS, default="cmd", help="stop at this IR level and write it"
+    )
+    p.add_argument("--format", choices=FORMATS, default="text", help="format of the --emit IR")
+    _add_common_options(p)
     return p
 
 
+def _add_common_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+
+
 def _sub_parser() -> argparse.ArgumentParser:
+    from npucc.ir.formats import FORMATS
+
     p = argparse.ArgumentParser(prog="npucc")
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="execute a command stream in the interpreter")
     run.add_argument("stream")
     run.add_argument("-i", "--input", action="append", default=[], metavar="NAME=FILE.npy")
     run.add_argument("--out", required=True, help="directory for <output>.npy files")
-    run.add_argument("--debug", action="store_true")
+    _add_common_options(run)
     check = sub.add_parser("check", help="compile, interpret and compare with onnxruntime")
     check.add_argument("model")
     _add_compile_options(check)
@@ -73,7 +94,18 @@ def _sub_parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--random-weights", action="store_true", help="replace weights by seeded random values"
     )
-    check.add_argument("--debug", action="store_true")
+    _add_common_options(check)
+    ir = sub.add_parser("ir", help="parse an IR dump of any level and print it")
+    ir.add_argument("file", help="a dump: graph, tiled, schedule or command stream")
+    ir.add_argument("--format", choices=FORMATS, default="text")
+    ir.add_argument("-o", "--output", help="file to write (default: stdout)")
+    _add_common_options(ir)
+    report = sub.add_parser("report", help="run a stream traced; write an HTML page with figures")
+    report.add_argument("stream", help="command stream (its .bin next to it)")
+    report.add_argument("-o", "--output", required=True, metavar="DIR", help="report directory")
+    report.add_argument("-i", "--input", action="append", default=[], metavar="NAME=FILE.npy")
+    report.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    _add_common_options(report)
     from npucc.backend.dan import command as dan_command
 
     dan_command.add_parser(sub)
@@ -85,29 +117,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args_list
     try:
-        if args_list and args_list[0] in COMMANDS:
-            args = _sub_parser().parse_args(args_list)
-            if args.command == "run":
-                return cmd_run(args)
-            if args.command == "check":
-                return cmd_check(args)
-            from npucc.backend.dan import command as dan_command
-
-            return dan_command.main(args)
-        return cmd_compile(_parser().parse_args(args_list))
+        with progress.bars(progress.should_show("--quiet" in args_list)):
+            return _dispatch(args_list)
     except NpuccError as exc:
         if debug:
             traceback.print_exc()
-        print(f"npucc: error: {exc}", file=sys.stderr)
+        print(f"npucc: error: {one_line(str(exc))}", file=sys.stderr)
         return NpuccError.exit_code
     except CheckFailed as exc:
         if debug:
             traceback.print_exc()
-        print(f"npucc: check failed: {exc}", file=sys.stderr)
+        print(f"npucc: check failed: {one_line(str(exc))}", file=sys.stderr)
         return CheckFailed.exit_code
+    except OSError as exc:
+        if debug:
+            traceback.print_exc()
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"npucc: error: {one_line(exc.strerror or str(exc))}{where}", file=sys.stderr)
+        return NpuccError.exit_code
     except KeyboardInterrupt:
         print("npucc: interrupted", file=sys.stderr)
         return 130
+
+
+def _dispatch(args_list: list[str]) -> int:
+    if not (args_list and args_list[0] in COMMANDS):
+        return cmd_compile(_parser().parse_args(args_list))
+    args = _sub_parser().parse_args(args_list)
+    commands = {"run": cmd_run, "check": cmd_check, "ir": cmd_ir, "report": cmd_report}
+    if args.command in commands:
+        return commands[args.command](args)
+    from npucc.backend.dan import command as dan_command
+
+    return dan_command.main(args)
 
 
 def _names(text: str) -> frozenset[str]:
@@ -115,22 +157,34 @@ def _names(text: str) -> frozenset[str]:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    """`npucc MODEL -o OUT.cmd`."""
+    """`npucc MODEL -o OUT.cmd`, or `npucc MODEL --emit LEVEL [--format F] [-o FILE]`."""
     from npucc.compiler import compile as compile_model
+    from npucc.compiler import compile_until, level_pass
+    from npucc.ir.formats import render
 
-    model, out = Path(args.model), Path(args.output)
-    if out.resolve() == model.resolve():
+    stream = args.emit == "cmd" and args.format == "text"
+    if args.output is None and stream:
+        raise NpuccError("the command stream needs -o OUT.cmd (or --emit another level)")
+    model, out = Path(args.model), Path(args.output or "-")
+    if args.output not in (None, "-") and model.resolve() in (
+        out.resolve(),
+        Path(f"{out}.bin").resolve(),
+    ):
         raise NpuccError(f"output would overwrite the input model ({out})")
-    program = compile_model(
-        model,
-        args.target,
-        args.schedule,
-        parse_input_shapes(args.input_shape),
-        print_before=_names(args.print_ir_before),
-        print_after=_names(args.print_ir_after),
-        print_after_all=args.print_ir_after_all,
-        dump_dir=args.dump_dir,
-    )
+    options = {
+        "print_before": _names(args.print_ir_before),
+        "print_after": _names(args.print_ir_after),
+        "print_after_all": args.print_ir_after_all,
+        "dump_dir": args.dump_dir,
+    }
+    shapes = parse_input_shapes(args.input_shape)
+    if not stream:
+        ir = compile_until(
+            model, level_pass(args.emit), args.target, args.schedule, shapes, **options
+        )
+        _write_text(render(ir, args.format), args.output)
+        return 0
+    program = compile_model(model, args.target, args.schedule, shapes, **options)
     program.save(out)
     stats = program.stats
     print(
@@ -140,12 +194,18 @@ def cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    """`npucc run OUT.cmd -i NAME=FILE.npy --out DIR`."""
-    from npucc.interp import run_file
+def _write_text(text: str, output: str | None) -> None:
+    """Write `text` to the file `output`, or to stdout when it is None or '-'."""
+    if output in (None, "-"):
+        sys.stdout.write(text)
+    else:
+        Path(output).write_text(text, encoding="utf-8")
 
+
+def _load_inputs(items: Sequence[str]) -> dict[str, np.ndarray]:
+    """Parse repeated `-i NAME=FILE.npy` options and load the arrays."""
     inputs: dict[str, np.ndarray] = {}
-    for item in args.input:
+    for item in items:
         name, eq, file = item.partition("=")
         if not eq or not name or not file:
             raise NpuccError(f"bad -i '{item}' (expected NAME=FILE.npy)")
@@ -153,7 +213,43 @@ def cmd_run(args: argparse.Namespace) -> int:
             inputs[name] = np.load(file, allow_pickle=False)
         except (OSError, ValueError) as exc:
             raise NpuccError(f"cannot read input '{name}': {exc} ({file})") from None
-    result = run_file(args.stream, inputs)
+    return inputs
+
+
+def cmd_ir(args: argparse.Namespace) -> int:
+    """`npucc ir FILE [--format text|json|dot]`: parse a dump of any level and print it."""
+    from npucc.ir.formats import parse_ir, render
+
+    try:
+        text = Path(args.file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise NpuccError(f"cannot read IR dump: {reason} ({args.file})") from None
+    _, ir = parse_ir(text, args.file)
+    out = render(ir, args.format)
+    if args.output is None and args.format == "text" and sys.stdout.isatty():
+        from npucc.ir.highlight import print_highlighted
+
+        print_highlighted(out)
+    else:
+        _write_text(out, args.output)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """`npucc report OUT.cmd -o DIR`: run traced, write DIR/index.html and its PNGs."""
+    from npucc.report import write_report
+
+    page = write_report(args.stream, args.output, _load_inputs(args.input) or None, args.seed)
+    print(f"wrote {page}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """`npucc run OUT.cmd -i NAME=FILE.npy --out DIR`."""
+    from npucc.interp import run_file
+
+    result = run_file(args.stream, _load_inputs(args.input))
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, value in result.outputs.items():

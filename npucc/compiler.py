@@ -12,22 +12,23 @@ from typing import Any
 import numpy as np
 import onnx
 
+import npucc.backend.hypercut.planner  # noqa: F401  (registers hypercut)
 import npucc.backend.lower  # noqa: F401  (registers lower-tiles)
 import npucc.backend.schedule.schedule_pass  # noqa: F401  (registers schedule)
 import npucc.codegen.emit  # noqa: F401  (registers codegen)
+from npucc import progress
+from npucc.errors import NpuccError
 from npucc.frontend import FRONTEND_PIPELINE
 from npucc.passes import PASSES, CompileContext, Pass, PassManager
 from npucc.target import Target, load_target
 
-FRONTEND_PASSES = (
-    "import-onnx",
-    "fold-constants",
-    "fold-batchnorm",
-    "fuse-activations",
-    "drop-identity",
-)
-BACKEND_PASSES = ("lower-tiles", "schedule", "codegen")
-SCHEDULES = ("original",)
+BACKEND_PASSES = ("hypercut", "lower-tiles", "schedule", "codegen")
+LEVEL_PASSES = {
+    "graph": FRONTEND_PIPELINE[-1],
+    "tiled": "lower-tiles",
+    "schedule": "schedule",
+    "cmd": "codegen",
+}
 
 
 def pipeline(schedule: str = "original") -> list[Pass]:
@@ -69,14 +70,81 @@ class Program:
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise NpuccError(f"cannot write: {exc.strerror} ({path})") from None
     try:
         with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o666 & ~_umask())  # mkstemp makes it 0600
             f.write(data)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):  # disk full, output is a directory, ...
+            raise NpuccError(f"cannot write: {exc.strerror} ({path})") from None
         raise
+
+
+def _umask() -> int:
+    """The process umask (reading it means setting it: set it straight back)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _manager(
+    schedule: str,
+    print_before: frozenset[str],
+    print_after: frozenset[str],
+    print_after_all: bool,
+    dump_dir: str | os.PathLike[str] | None,
+    on_pass: Callable[[str], None] | None,
+    stop_after: str | None,
+) -> PassManager:
+    manager = PassManager(
+        pipeline(schedule),
+        print_before=print_before,
+        print_after=print_after,
+        print_after_all=print_after_all,
+        dump_dir=Path(dump_dir) if dump_dir is not None else None,
+        on_pass=on_pass,
+        stop_after=stop_after,
+    )
+    manager.check_names()
+    return manager
+
+
+def _run(
+    manager: PassManager,
+    model: str | os.PathLike[str] | onnx.ModelProto,
+    ctx: CompileContext,
+) -> Any:
+    """Run the manager's passes on `model`, with a progress bar over them when bars show."""
+    names = [p.name for p in manager.passes]
+    total = names.index(manager.stop_after) + 1 if manager.stop_after else len(names)
+    hook = manager.on_pass
+    with progress.task("compile", total) as bar:
+        if bar is not None:
+            done = iter(range(total))
+
+            def on_pass(name: str) -> None:
+                bar.update(next(done), description=f"compile: {name}")
+                if hook is not None:
+                    hook(name)
+
+            manager.on_pass = on_pass
+        source = model if isinstance(model, onnx.ModelProto) else Path(model)
+        return manager.run(source, ctx)
+
+
+def _context(
+    target: str | os.PathLike[str] | Target,
+    schedule: str,
+    input_shapes: dict[str, tuple[int, ...]] | None,
+) -> CompileContext:
+    tgt = target if isinstance(target, Target) else load_target(os.fspath(target))
+    return CompileContext(tgt, {"input_shapes": dict(input_shapes or {}), "schedule": schedule})
 
 
 def compile(
@@ -92,18 +160,49 @@ def compile(
     on_pass: Callable[[str], None] | None = None,
 ) -> Program:
     """Compile an ONNX model (path or ModelProto) for `target` with the `schedule` method."""
-    tgt = target if isinstance(target, Target) else load_target(target)
-    ctx = CompileContext(tgt, {"input_shapes": dict(input_shapes or {}), "schedule": schedule})
-    manager = PassManager(
-        pipeline(schedule),
-        print_before=print_before,
-        print_after=print_after,
-        print_after_all=print_after_all,
-        dump_dir=Path(dump_dir) if dump_dir is not None else None,
-        on_pass=on_pass,
+    ctx = _context(target, schedule, input_shapes)
+    manager = _manager(
+        schedule, print_before, print_after, print_after_all, dump_dir, on_pass, None
     )
-    source = model if isinstance(model, onnx.ModelProto) else Path(model)
-    generated = manager.run(source, ctx)
+    generated = _run(manager, model, ctx)
     return Program(
-        generated.stream, generated.image, tgt, generated.inputs, generated.outputs, ctx.stats
+        generated.stream,
+        generated.image,
+        ctx.target,
+        generated.inputs,
+        generated.outputs,
+        ctx.stats,
     )
+
+
+def compile_until(
+    model: str | os.PathLike[str] | onnx.ModelProto,
+    stop_after: str,
+    target: str | os.PathLike[str] | Target = "davinci-core",
+    schedule: str = "original",
+    input_shapes: dict[str, tuple[int, ...]] | None = None,
+    *,
+    print_before: frozenset[str] = frozenset(),
+    print_after: frozenset[str] = frozenset(),
+    print_after_all: bool = False,
+    dump_dir: str | os.PathLike[str] | None = None,
+    on_pass: Callable[[str], None] | None = None,
+) -> Any:
+    """Run the pipeline up to and including pass `stop_after`; returns the IR it produced.
+
+    The IR is a `Graph` after a frontend pass, a `TiledProgram` after `lower-tiles`, a
+    `ScheduledProgram` after `schedule` and a `Generated` stream after `codegen`; each has
+    `to_text()`, and `npucc.ir.formats.render(ir, "json" | "dot")` gives the other formats.
+    """
+    ctx = _context(target, schedule, input_shapes)
+    manager = _manager(
+        schedule, print_before, print_after, print_after_all, dump_dir, on_pass, stop_after
+    )
+    return _run(manager, model, ctx)
+
+
+def level_pass(level: str) -> str:
+    """The pass whose output is the IR at `level` (graph, tiled, schedule, cmd)."""
+    if level not in LEVEL_PASSES:
+        raise NpuccError(f"unknown IR level '{level}' (one of {', '.join(LEVEL_PASSES)})")
+    return LEVEL_PASSES[level]

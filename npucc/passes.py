@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TextIO
 
+from npucc.errors import NpuccError
 from npucc.target import Target
 
 PASSES: dict[str, type[Pass]] = {}
 
 
-@dataclass
+@dataclass(slots=True)
 class CompileContext:
     """What every pass may read: the target, compile options, and collected statistics."""
 
@@ -51,7 +52,7 @@ def ir_text(ir: Any) -> str:
     return to_text() if to_text is not None else repr(ir)
 
 
-@dataclass
+@dataclass(slots=True)
 class PassManager:
     """Runs passes in order, verifying after each and serving the print-IR options."""
 
@@ -61,10 +62,22 @@ class PassManager:
     print_after_all: bool = False
     dump_dir: Path | None = None
     out: TextIO = field(default_factory=lambda: sys.stderr)
-    on_pass: Callable[[str], None] | None = None  # progress hook
+    on_pass: Callable[[str], None] | None = None  # progress hook, called before each pass
+    stop_after: str | None = None  # the last pass to run (default: all)
+
+    def check_names(self) -> None:
+        """NpuccError unless every pass named by an option is in the pipeline."""
+        known = [p.name for p in self.passes]
+        named = self.print_before | self.print_after
+        if self.stop_after is not None:
+            named |= {self.stop_after}
+        unknown = sorted(named - set(known))
+        if unknown:
+            raise NpuccError(f"unknown pass '{unknown[0]}' (passes: {', '.join(known)})")
 
     def run(self, ir: Any, ctx: CompileContext) -> Any:
-        """Run every pass on `ir`; returns the final IR."""
+        """Run the passes (up to `stop_after`) on `ir`; returns the last IR."""
+        self.check_names()
         for index, p in enumerate(self.passes, start=1):
             if p.name in self.print_before:
                 self._print(f"IR Dump Before {p.name}", ir)
@@ -79,6 +92,8 @@ class PassManager:
             if self.dump_dir is not None:
                 self.dump_dir.mkdir(parents=True, exist_ok=True)
                 (self.dump_dir / f"{index:02d}-{p.name}.txt").write_text(ir_text(ir))
+            if p.name == self.stop_after:
+                break
         return ir
 
     def _print(self, title: str, ir: Any) -> None:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path, PureWindowsPath
 from typing import Any
 
 import numpy as np
 import onnx
 import onnx.inliner
-from onnx import numpy_helper
+from onnx import external_data_helper, numpy_helper
 
 from npucc.errors import NpuccError
 from npucc.frontend.common import ONNX_PREFIX, unsupported, value_type
@@ -33,6 +33,9 @@ FRONTEND_PIPELINE = (
     "drop-identity",
     "fold-batchnorm",
     "legalize-onnx",
+    "fuse-attention",
+    "fuse-layernorm",
+    "fuse-gelu",
     "fuse-activations",
     "prune-unused",
 )
@@ -47,15 +50,78 @@ def _read(source: ModelSource) -> onnx.ModelProto:
     if isinstance(source, onnx.ModelProto):
         model = onnx.ModelProto()
         model.CopyFrom(source)
+        _load_external_data(model, None)
         return model
     try:
         if isinstance(source, bytes):
-            return onnx.load_from_string(source)
-        return onnx.load(str(source))
+            model = onnx.load_from_string(source)
+        else:
+            model = onnx.load(str(source), load_external_data=False)
     except OSError as exc:
         raise NpuccError(f"cannot read model '{source}': {_one_line(exc)}") from None
     except Exception as exc:  # protobuf DecodeError and friends
         raise NpuccError(f"cannot read model: {_one_line(exc)}") from None
+    folder = None if isinstance(source, bytes) else Path(source).parent
+    _load_external_data(model, folder)
+    return model
+
+
+def _graph_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    """Every tensor stored in a graph: initializers, sparse parts, attributes, subgraphs."""
+    yield from graph.initializer
+    yield from _sparse_parts(graph.sparse_initializer)
+    yield from _node_tensors(graph.node)
+
+
+def _node_tensors(nodes: Iterable[onnx.NodeProto]) -> Iterator[onnx.TensorProto]:
+    """Every tensor stored in the attributes of `nodes`, subgraphs included."""
+    for node in nodes:
+        for attr in node.attribute:
+            # an unset message field reads as an empty default: no external data, no nodes
+            yield from (attr.t, *attr.tensors)
+            yield from _sparse_parts((attr.sparse_tensor, *attr.sparse_tensors))
+            for sub in (attr.g, *attr.graphs):
+                yield from _graph_tensors(sub)
+
+
+def _sparse_parts(sparse: Iterable[onnx.SparseTensorProto]) -> Iterator[onnx.TensorProto]:
+    """The values and indices tensors of sparse tensors."""
+    for s in sparse:
+        yield from (s.values, s.indices)
+
+
+def _load_external_data(model: onnx.ModelProto, folder: Path | None) -> None:
+    """Load every tensor's external data; refuse a location outside the model's folder."""
+    tensors = [
+        t
+        for t in (
+            *_graph_tensors(model.graph),
+            *_node_tensors(n for f in model.functions for n in f.node),
+        )
+        if t.data_location == onnx.TensorProto.EXTERNAL
+    ]
+    if not tensors:
+        return
+    if folder is None:
+        raise NpuccError(
+            f"tensor '{tensors[0].name}' has external data, but the model was not read from a file"
+        )
+    root = folder.resolve()
+    for t in tensors:
+        location = next((e.value for e in t.external_data if e.key == "location"), "")
+        where = f"external data of tensor '{t.name}' at '{location}'"
+        parts = PureWindowsPath(location)  # splits on both '/' and '\\'
+        if not location or "\0" in location or parts.anchor or ".." in parts.parts:
+            raise NpuccError(f"{where}: must be a relative path inside the model's folder ({root})")
+        path = (root / location).resolve()
+        if not path.is_relative_to(root):
+            raise NpuccError(f"{where}: a symlink leads outside the model's folder ({root})")
+        if not path.is_file():
+            raise NpuccError(f"{where}: no such file in the model's folder ({root})")
+    try:
+        external_data_helper.load_external_data_for_model(model, str(root))
+    except Exception as exc:  # OSError, ValueError (offset/length beyond the file), ...
+        raise NpuccError(f"cannot read external data: {_one_line(exc)}") from None
 
 
 def _suggest(name: str, dims: list[onnx.TensorShapeProto.Dimension]) -> str:
@@ -94,7 +160,12 @@ def _fix_input_shapes(model: onnx.ModelProto, input_shapes: InputShapes) -> None
             continue
         if not tt.HasField("shape"):
             raise NpuccError(f"input '{v.name}' has no shape; {_suggest(v.name, dims)}")
-        for d in dims:
+        for i, d in enumerate(dims):
+            if d.HasField("dim_value") and d.dim_value == 0:
+                raise NpuccError(
+                    f"input '{v.name}' has size 0 in dimension {i}; npucc does not compile "
+                    "zero-size tensors"
+                )
             if d.dim_value <= 0:
                 raise NpuccError(
                     f"input '{v.name}' has symbolic dimension '{d.dim_param or '?'}'; "
@@ -214,7 +285,13 @@ def model_to_graph(model: onnx.ModelProto) -> Graph:
         while outputs and outputs[-1] not in read:  # unused optional outputs (masks, indices)
             outputs.pop()
         for out in outputs:  # open dims are resolved by fold-constants
-            g.add_tensor(Tensor(out, *value_type(values.get(out))))
+            shape, dtype = value_type(values.get(out))
+            if 0 in shape and dtype == "f32":  # an empty activation; empty i64 shapes are fine
+                raise NpuccError(
+                    f"node '{name}' ({node.op_type}): output '{out}' has shape {list(shape)}; "
+                    "npucc does not compile zero-size tensors"
+                )
+            g.add_tensor(Tensor(out, shape, dtype))
         g.add_layer(Layer(name, ONNX_PREFIX + node.op_type, list(node.input), outputs, attrs))
     g.outputs = [v.name for v in graph.output]
     return g

@@ -96,13 +96,18 @@ def run_stream(
     check: bool = True,
     serial: bool = False,
     trace: bool = False,
+    timing_only: bool = False,
 ) -> RunResult:
     """Run a stream; `check=False` skips per-access checks, `serial=True` runs one at a time.
 
     `trace=True` records every instruction and alloc/free in `RunResult.trace` (for reports).
+    `timing_only=True` times every instruction but computes no data (implies `check=False`;
+    the outputs are then meaningless).
     """
     _check_image(stream, image, "image")
-    return _Machine(stream, check, serial, trace).run(image, inputs)
+    return _Machine(stream, check and not timing_only, serial, trace, timing_only).run(
+        image, inputs
+    )
 
 
 def _check_image(stream: Stream, image: bytes, name: str) -> None:
@@ -262,12 +267,20 @@ class _Machine:
     __slots__ = ("stream", "check", "serial", "target", "cores", "mems", "ddr", "queues", "qnames",
                  "qvc", "qfinish", "qhead", "steps", "waiter", "flag_time", "flag_vc", "heap",
                  "releases", "now", "busy", "energy", "peak", "counters", "core_end",
-                 "trace")  # fmt: skip
+                 "trace", "timing_only")  # fmt: skip
 
-    def __init__(self, stream: Stream, check: bool, serial: bool, trace: bool = False) -> None:
+    def __init__(
+        self,
+        stream: Stream,
+        check: bool,
+        serial: bool,
+        trace: bool = False,
+        timing_only: bool = False,
+    ) -> None:
         self.stream = stream
         self.check = check
         self.serial = serial
+        self.timing_only = timing_only
         self.trace = Trace() if trace else None
         self.target = stream.target
         self.cores = stream.cores
@@ -297,7 +310,7 @@ class _Machine:
                     step = _Step(line, ci, qid, len(queue) + 1, _PIPE_RANK + qid)
                     step.cycles = instr_cycles(target, line.instr)
                     step.energy = instr_energy(target, line.instr)
-                    step.reads, step.writes = _accesses(line.instr)
+                    step.reads, step.writes = ((), ()) if timing_only else _accesses(line.instr)
                     queue.append(step)
                 if self.serial:
                     step.rank = line.lineno
@@ -515,7 +528,8 @@ class _Machine:
                 self._check_access(step, acc, vc, False, spill)
             for acc in step.writes:
                 self._check_access(step, acc, vc, True, spill)
-        EXEC[ins.opcode](view, ins)
+        if not self.timing_only:
+            EXEC[ins.opcode](view, ins)
         if self.check:
             self._record(step, ins, spill)
         if self.trace is not None:

@@ -403,8 +403,8 @@ class _Parser:
         except ValueError:
             raise self.fail(f"{op}: dims and strides differ in length") from None
         for name, value in _ints(instr):
-            if value < 0 or (value == 0 and name in _POSITIVE):
-                raise self.fail(f"{op}: bad {name}={value}")
+            if value < 0 or value > _MAX_FIELD or (value == 0 and name in _POSITIVE):
+                raise self.fail(f"{op}: bad {name}={_clip(str(value))}")
         for name, ref in instr.operands().items():
             assert isinstance(ref, MemRef)
             nbytes = declared[name]
@@ -468,6 +468,7 @@ class _Parser:
         return "VECTOR"
 
 
+_MAX_FIELD = 1 << 32  # no count, stride or padding reaches this many elements (int64-safe)
 _POSITIVE = frozenset(
     ("dims", "size", "c", "h", "w", "kh", "kw", "sh", "sw", "dh", "dw", "oh", "ow", "m", "n", "k")
 )

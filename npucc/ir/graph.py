@@ -8,9 +8,26 @@ tensor is float32 with a static shape, activations are NCHW:
   gemm       in [a, b, c?]   trans_a, trans_b (0/1), alpha, beta: Y = alpha*A'@B' + beta*C,
                              A' [M,K], B' [K,N], C broadcastable to [M,N]
   matmul     in [a, b]       numpy matmul semantics (batch dims broadcast)
-  add sub mul div max min    in [a, b]  numpy broadcasting to the output shape
-  relu                       in [x]
+  add sub mul div max min pow in [a, b] numpy broadcasting to the output shape
+  relu exp neg sqrt recip tanh erf sigmoid abs log   in [x]  element-wise
+  muls adds pows in [x]      scalar: x * scalar, x + scalar, x ** scalar
   clip       in [x]          min, max (floats; +-inf when absent)
+  gelu       in [x]          approximate="none" (erf) | "tanh"
+  reduce     in [x]          op=sum|mean|max|min, axes (sorted, non-negative); the output
+                             shape (kept dims or not) comes from the tensor
+  layernorm  in [x, s?, b?]  axis, epsilon: normalise over x.shape[axis:], then * s + b
+                             (s, b broadcastable to x.shape[axis:]; "" when absent)
+  attention  in [q, k, v, m?] scale, q_strides, k_strides, v_strides: out [..., Sq, Dv] =
+                             softmax(scale * q @ kᵀ + m) @ v, q/k/v read from their tensors
+                             through element strides over the logical dims [..., S, D] (k as
+                             [..., Sk, D]); mask m additive, broadcastable to [..., Sq, Sk]
+  slice      in [x]          starts, steps (>= 1) per dim: out[i] = x[starts + i * steps]
+  take       in [x]          axis, indices (ints in range): numpy take along the axis
+  expand     in [x]          numpy broadcast to the output shape
+  copy       in [x]          out = x (a distinct output tensor)
+  pad        in [x]          pads=(begin..., end...) >= 0, value, strides (per dim): out =
+                             value, then out[begin + i * strides] = x[i] (strides > 1 insert
+                             gaps: the zero insertion of a transposed convolution)
   maxpool avgpool in [x]     kernel=(kh,kw) strides pads=(t,l,b,r) dilations count_include_pad
                              (ceil_mode already folded into pads and the output shape)
   globalavgpool globalmaxpool in [x]

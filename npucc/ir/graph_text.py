@@ -238,7 +238,8 @@ class _Line:
         return attrs
 
 
-def _zero_data(dtype: str, shape: tuple[int, ...], digest: str) -> ZeroData:
+def zero_data(dtype: str, shape: tuple[int, ...], digest: str) -> ZeroData:
+    """Read-only zeros of `dtype` and `shape` standing in for constant data with `digest`."""
     data = np.zeros(shape, NUMPY_DTYPES[dtype]).view(ZeroData)
     data.digest = digest
     data.setflags(write=False)
@@ -260,7 +261,7 @@ def _parse_line(g: Graph, line: _Line) -> None:
         line.take("id", "sha256")
         line.take("punct", "=")
         digest = line.take()
-        g.add_tensor(Tensor(name, shape, dtype, _zero_data(dtype, shape, digest)))
+        g.add_tensor(Tensor(name, shape, dtype, zero_data(dtype, shape, digest)))
     elif line.accept("output"):
         g.outputs.append(line.ref())
     elif head == "%":

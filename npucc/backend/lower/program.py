@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from npucc.errors import NpuccError
-from npucc.ir.isa import format_instr
 from npucc.ir.tiled import TileGraph
 from npucc.target import Target
 
@@ -54,7 +52,7 @@ class TiledProgram:
     NOTE: `tensors` keeps creation order, which fixes the DDR layout byte for byte.
     """
 
-    __slots__ = ("name", "target", "tensors", "aliases", "io", "cores")
+    __slots__ = ("name", "target", "tensors", "aliases", "io", "cores", "cross_edges")
 
     def __init__(self, name: str, target: Target) -> None:
         self.name = name  # model graph name
@@ -63,6 +61,8 @@ class TiledProgram:
         self.aliases: dict[str, str] = {}  # view tensor name -> key of the tensor it views
         self.io: list[IoBinding] = []
         self.cores: list[Core] = []
+        # (src core, src node, dst core, dst node): orders nodes of different cores
+        self.cross_edges: list[tuple[int, int, int, int]] = []
 
     def add_tensor(
         self, key: str, role: str, shape: tuple[int, ...], data: np.ndarray | None = None
@@ -95,29 +95,10 @@ class TiledProgram:
         return self.tensors[self.key(name)]
 
     def to_text(self) -> str:
-        """Readable dump: DDR tensors, I/O, then per core its buffers and nodes in id order."""
-        quote = json.dumps
-        lines = [f"tiled-program {quote(self.name)} target={quote(self.target.name)}"]
-        for t in self.tensors.values():
-            lines.append(f"ddr {t.role} {quote(t.key)} f32[{','.join(map(str, t.shape))}]")
-        for alias, key in self.aliases.items():
-            lines.append(f"alias {quote(alias)} = {quote(key)}")
-        for io in self.io:
-            lines.append(f"{io.kind} {quote(io.name)} = {quote(io.key)}")
-        for core in self.cores:
-            g = core.graph
-            lines.append(f"core {core.row} {core.col} nodes={len(g)} buffers={len(g.buffers)}")
-            for b in g.buffers:
-                lines.append(f"  buffer b{b.id} {b.tier} {b.size} {quote(b.name)}")
-            for node in g.nodes:
-                preds = ",".join(f"%{p}" for p in g.preds[node.id])
-                body = format_instr(node.instr, symbolic=True) if node.instr else ""
-                bufs = ",".join(f"b{b}" for b in node.bufs)
-                lines.append(
-                    f"  %{node.id} = {node.op} {node.pipe or '-'} {node.cycles} [{bufs}]"
-                    f" <- [{preds}] {body}".rstrip()
-                )
-        return "\n".join(lines) + "\n"
+        """The tiled text form (see npucc.ir.tiled_text); it parses back."""
+        from npucc.ir.tiled_text import tiled_to_text
+
+        return tiled_to_text(self)
 
     def verify(self) -> None:
         """Check that every core's DAG is acyclic and every buffer is allocated and freed once."""

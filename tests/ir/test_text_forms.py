@@ -1,0 +1,120 @@
+"""Every IR level prints and parses back; symbolic operands parse; bad dumps name file:line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import npucc
+from npucc.codegen.emit import generate
+from npucc.errors import NpuccError
+from npucc.ir.formats import detect_level, parse_ir, render, stream_to_text
+from npucc.ir.isa import BufRef, Copy, DdrRef, ParseError, format_instr, parse_instr
+from npucc.ir.tiled_text import scheduled_from_text, tiled_from_text
+
+ROOT = Path(__file__).resolve().parents[2]
+MODELS = {
+    "small_cnn": None,
+    "mlp": {"x": (1, 64)},
+    "residual_block": None,
+    "lrn_concat": None,
+}
+
+
+@pytest.fixture(scope="module", params=sorted(MODELS))
+def dumps(request, tmp_path_factory) -> dict[str, str]:
+    """The dump of every pass of one reference model, by pass name."""
+    out = tmp_path_factory.mktemp(request.param)
+    npucc.compile(ROOT / "models" / f"{request.param}.onnx", input_shapes=MODELS[request.param],
+                  dump_dir=out)  # fmt: skip
+    return {f.stem.split("-", 1)[1]: f.read_text() for f in sorted(out.iterdir())}
+
+
+def test_every_dump_round_trips(dumps):
+    levels = {}
+    for name, text in dumps.items():
+        level, ir = parse_ir(text, name)
+        levels[name] = level
+        assert render(ir) == text, name
+    assert levels["prune-unused"] == "graph"
+    assert (levels["lower-tiles"], levels["schedule"], levels["codegen"]) == (
+        "tiled",
+        "schedule",
+        "cmd",
+    )
+
+
+def test_parsed_tiled_program_generates_the_same_instructions(dumps):
+    scheduled = scheduled_from_text(dumps["schedule"])
+    regenerated = generate(scheduled.program, scheduled.schedules).stream
+    original = dumps["codegen"]
+    body = original[original.index("\ncore ") :]  # the image digest differs: consts are zeros
+    assert regenerated[regenerated.index("\ncore ") :] == body
+    tiled = tiled_from_text(dumps["lower-tiles"])
+    for core, again in zip(scheduled.program.cores, tiled.cores, strict=True):
+        assert core.graph.succs == again.graph.succs
+
+
+def test_json_and_dot_of_each_level(dumps):
+    for name in ("prune-unused", "lower-tiles", "schedule", "codegen"):
+        _, ir = parse_ir(dumps[name])
+        assert render(ir, "json").startswith("{")
+    assert render(parse_ir(dumps["prune-unused"])[1], "dot").startswith("digraph")
+    assert "cluster_0_0" in render(parse_ir(dumps["lower-tiles"])[1], "dot")
+    with pytest.raises(NpuccError, match="dot"):
+        render(parse_ir(dumps["schedule"])[1], "dot")
+
+
+def test_symbolic_operands_parse_back():
+    instr = Copy(BufRef(3, "UB", 8), DdrRef('a "b" c=d', 16), (4, 2), (2, 1), (1, 4))
+    text = format_instr(instr, symbolic=True)
+    assert parse_instr(text, buffer_tiers=["L1"] * 3 + ["UB"])[0] == instr
+    with pytest.raises(ParseError, match="bad operand"):
+        parse_instr(text)  # a resolved stream never accepts symbolic operands
+    with pytest.raises(ParseError, match="bad operand"):
+        parse_instr(text, buffer_tiers=["L1"])  # b3 does not exist
+    with pytest.raises(ParseError, match="bad operand"):
+        parse_instr('copy dst=L1[0x000000+16]" src=DDR[0x000000+16] dims=[4] '
+                    "dst_strides=[1] src_strides=[1]")  # fmt: skip
+
+
+def test_cmd_round_trip_by_stream_printer(dumps):
+    _, stream = parse_ir(dumps["codegen"])
+    assert stream_to_text(stream) == dumps["codegen"]
+
+
+@pytest.mark.parametrize(
+    ("edit", "message", "line"),
+    [
+        (lambda t: t.replace("tiled-program", "tiled-progrm", 1), "not an npucc IR dump", 1),
+        (lambda t: t.replace(' "core0_0" nodes=', ' "core0_0" nodez=', 1), "unexpected", None),
+        (lambda t: t.replace(" <- [%", " <- [%9999,%", 1), "predecessor", None),
+        (lambda t: t.replace("src=@", "src=#", 1), "bad operand", None),
+    ],
+)
+def test_bad_tiled_text_names_file_and_line(dumps, edit, message, line):
+    text = dumps["lower-tiles"]
+    bad = edit(text)
+    with pytest.raises(NpuccError, match=message) as err:
+        parse_ir(bad, "dump.txt")
+    assert "(dump.txt:" in str(err.value)
+    if line is not None:
+        assert f"dump.txt:{line})" in str(err.value)
+
+
+def test_schedule_times_are_checked_against_the_replay(dumps):
+    text = dumps["schedule"]
+    head, tail = text.split("\nschedule ", 1)
+    lines = tail.split("\n")
+    i = next(k for k, s in enumerate(lines) if " MTE2 [" in s)
+    start = lines[i].index("[") + 1
+    lines[i] = lines[i][:start] + "1" + lines[i][start:]
+    with pytest.raises(NpuccError, match="replays as"):
+        scheduled_from_text(head + "\nschedule " + "\n".join(lines), "s.txt")
+
+
+def test_detect_level_rejects_empty_and_foreign_text():
+    with pytest.raises(NpuccError, match="empty"):
+        detect_level("\n\n", "x")
+    assert detect_level("npucc-stream 1\n") == "cmd"
