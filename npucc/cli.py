@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import re
 import sys
 import traceback
@@ -14,7 +15,14 @@ import numpy as np
 from npucc import progress
 from npucc.errors import CheckFailed, NpuccError
 
-COMMANDS = ("run", "check", "dan", "ir", "report")
+# subcommands implemented next to the code they drive: name -> module with add_parser and main
+PLUGINS = {
+    "dan": "npucc.backend.dan.command",
+    "conformance": "npucc.conformance",
+    "explore": "npucc.explore.command",
+}
+BENCHMARKS = {"dan": "npucc.backend.dan.bench", "hypercut": "npucc.backend.hypercut.bench"}
+COMMANDS = ("run", "check", "ir", "report", "bench", *PLUGINS)
 
 
 def parse_input_shapes(items: Sequence[str]) -> dict[str, tuple[int, ...]]:
@@ -42,6 +50,13 @@ def safe_file_name(name: str) -> str:
 def _add_compile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", default="davinci-core", help="preset name or TOML path")
     p.add_argument("--schedule", default="original", help="per-core scheduler: original, dan")
+    p.add_argument(
+        "--search",
+        default="hypercut",
+        choices=("hypercut", "sa", "layer-sequential", "layer-pipelined"),
+        help="mesh plan search (mesh targets only)",
+    )
+    p.add_argument("--beam-width", type=int, default=256, help="HyperCut beam width")
     p.add_argument(
         "--input-shape",
         action="append",
@@ -106,9 +121,12 @@ def _sub_parser() -> argparse.ArgumentParser:
     report.add_argument("-i", "--input", action="append", default=[], metavar="NAME=FILE.npy")
     report.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     _add_common_options(report)
-    from npucc.backend.dan import command as dan_command
-
-    dan_command.add_parser(sub)
+    for module in PLUGINS.values():
+        importlib.import_module(module).add_parser(sub).set_defaults(main=module)
+    bench = sub.add_parser("bench", help="benchmarks: dan, hypercut")
+    bench_sub = bench.add_subparsers(dest="bench", required=True)
+    for module in BENCHMARKS.values():
+        importlib.import_module(module).add_parser(bench_sub).set_defaults(main=module)
     return p
 
 
@@ -147,9 +165,7 @@ def _dispatch(args_list: list[str]) -> int:
     commands = {"run": cmd_run, "check": cmd_check, "ir": cmd_ir, "report": cmd_report}
     if args.command in commands:
         return commands[args.command](args)
-    from npucc.backend.dan import command as dan_command
-
-    return dan_command.main(args)
+    return int(importlib.import_module(args.main).main(args))
 
 
 def _names(text: str) -> frozenset[str]:
@@ -176,6 +192,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
         "print_after": _names(args.print_ir_after),
         "print_after_all": args.print_ir_after_all,
         "dump_dir": args.dump_dir,
+        "search": args.search,
+        "beam_width": args.beam_width,
     }
     shapes = parse_input_shapes(args.input_shape)
     if not stream:
@@ -270,7 +288,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     model = load_model(args.model, shapes)
     if args.random_weights:
         model = randomize_weights(model, args.seed)
-    program = compile_model(model, args.target, args.schedule, shapes)
+    program = compile_model(
+        model, args.target, args.schedule, shapes, search=args.search, beam_width=args.beam_width
+    )
     inputs = random_inputs(program.inputs, args.seed)
     result = program.execute(inputs)
     reference = run_onnxruntime(model, inputs)

@@ -142,9 +142,17 @@ def _context(
     target: str | os.PathLike[str] | Target,
     schedule: str,
     input_shapes: dict[str, tuple[int, ...]] | None,
+    search: str,
+    beam_width: int,
 ) -> CompileContext:
     tgt = target if isinstance(target, Target) else load_target(os.fspath(target))
-    return CompileContext(tgt, {"input_shapes": dict(input_shapes or {}), "schedule": schedule})
+    options = {
+        "input_shapes": dict(input_shapes or {}),
+        "schedule": schedule,
+        "search": search,
+        "beam_width": beam_width,
+    }
+    return CompileContext(tgt, options)
 
 
 def compile(
@@ -158,9 +166,15 @@ def compile(
     print_after_all: bool = False,
     dump_dir: str | os.PathLike[str] | None = None,
     on_pass: Callable[[str], None] | None = None,
+    search: str = "hypercut",
+    beam_width: int = 256,
 ) -> Program:
-    """Compile an ONNX model (path or ModelProto) for `target` with the `schedule` method."""
-    ctx = _context(target, schedule, input_shapes)
+    """Compile an ONNX model (path or ModelProto) for `target` with the `schedule` method.
+
+    On a mesh target, `search` (hypercut, sa, layer-sequential, layer-pipelined) plans which
+    layers run when and on which cores; `beam_width` is HyperCut's beam.
+    """
+    ctx = _context(target, schedule, input_shapes, search, beam_width)
     manager = _manager(
         schedule, print_before, print_after, print_after_all, dump_dir, on_pass, None
     )
@@ -187,6 +201,8 @@ def compile_until(
     print_after_all: bool = False,
     dump_dir: str | os.PathLike[str] | None = None,
     on_pass: Callable[[str], None] | None = None,
+    search: str = "hypercut",
+    beam_width: int = 256,
 ) -> Any:
     """Run the pipeline up to and including pass `stop_after`; returns the IR it produced.
 
@@ -194,7 +210,7 @@ def compile_until(
     `ScheduledProgram` after `schedule` and a `Generated` stream after `codegen`; each has
     `to_text()`, and `npucc.ir.formats.render(ir, "json" | "dot")` gives the other formats.
     """
-    ctx = _context(target, schedule, input_shapes)
+    ctx = _context(target, schedule, input_shapes, search, beam_width)
     manager = _manager(
         schedule, print_before, print_after, print_after_all, dump_dir, on_pass, stop_after
     )
