@@ -57,6 +57,7 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
         help="mesh plan search (mesh targets only)",
     )
     p.add_argument("--beam-width", type=int, default=256, help="HyperCut beam width")
+    p.add_argument("--batch", type=int, help="fix the symbolic batch dimension of the inputs")
     p.add_argument(
         "--input-shape",
         action="append",
@@ -194,6 +195,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         "dump_dir": args.dump_dir,
         "search": args.search,
         "beam_width": args.beam_width,
+        "batch": args.batch,
     }
     shapes = parse_input_shapes(args.input_shape)
     if not stream:
@@ -281,15 +283,21 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     """`npucc check MODEL`: compile, interpret, compare with onnxruntime."""
     from npucc.checking import compare, random_inputs, randomize_weights, run_onnxruntime
+    from npucc.compiler import batch_input_shapes
     from npucc.compiler import compile as compile_model
     from npucc.frontend import load_model
 
-    shapes = parse_input_shapes(args.input_shape)
+    shapes = batch_input_shapes(args.model, parse_input_shapes(args.input_shape), args.batch)
     model = load_model(args.model, shapes)
     if args.random_weights:
         model = randomize_weights(model, args.seed)
     program = compile_model(
-        model, args.target, args.schedule, shapes, search=args.search, beam_width=args.beam_width
+        model,
+        args.target,
+        args.schedule,
+        shapes,
+        search=args.search,
+        beam_width=args.beam_width,
     )
     inputs = random_inputs(program.inputs, args.seed)
     result = program.execute(inputs)

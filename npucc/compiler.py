@@ -155,6 +155,49 @@ def _context(
     return CompileContext(tgt, options)
 
 
+def batch_input_shapes(
+    model: str | os.PathLike[str] | onnx.ModelProto,
+    input_shapes: dict[str, tuple[int, ...]] | None,
+    batch: int | None,
+) -> dict[str, tuple[int, ...]]:
+    """Input shapes with the leading dimension of every other input fixed to `batch`.
+
+    Only a symbolic leading dimension can be set; a static one must already equal `batch`.
+    """
+    shapes = dict(input_shapes or {})
+    if batch is None:
+        return shapes
+    if batch <= 0:
+        raise NpuccError(f"--batch must be positive, got {batch}")
+    if isinstance(model, onnx.ModelProto):
+        proto = model
+    else:
+        try:  # only the input declarations are needed: no external data is read
+            proto = onnx.load(os.fspath(model), load_external_data=False)
+        except Exception as exc:  # the frontend reports unreadable models properly
+            raise NpuccError(f"cannot read model: {exc} ({model})") from None
+    inits = {i.name for i in proto.graph.initializer}
+    for value in proto.graph.input:
+        if value.name in inits or value.name in shapes:
+            continue
+        dims = list(value.type.tensor_type.shape.dim)
+        if not dims:
+            continue
+        if dims[0].dim_value not in (0, batch):
+            raise NpuccError(
+                f"input '{value.name}' has a static batch of {dims[0].dim_value}; --batch {batch}"
+                " needs a symbolic batch dimension"
+            )
+        rest = [d.dim_value for d in dims[1:]]
+        if any(d <= 0 for d in rest):
+            raise NpuccError(
+                f"input '{value.name}' has symbolic dimensions besides the batch; "
+                "give its shape with --input-shape"
+            )
+        shapes[value.name] = (batch, *rest)
+    return shapes
+
+
 def compile(
     model: str | os.PathLike[str] | onnx.ModelProto,
     target: str | os.PathLike[str] | Target = "davinci-core",
@@ -168,13 +211,17 @@ def compile(
     on_pass: Callable[[str], None] | None = None,
     search: str = "hypercut",
     beam_width: int = 256,
+    batch: int | None = None,
 ) -> Program:
     """Compile an ONNX model (path or ModelProto) for `target` with the `schedule` method.
 
     On a mesh target, `search` (hypercut, sa, layer-sequential, layer-pipelined) plans which
-    layers run when and on which cores; `beam_width` is HyperCut's beam.
+    layers run when and on which cores; `beam_width` is HyperCut's beam. `batch` fixes the
+    symbolic batch dimension of every input (the mesh plan is made for that graph).
     """
-    ctx = _context(target, schedule, input_shapes, search, beam_width)
+    ctx = _context(
+        target, schedule, batch_input_shapes(model, input_shapes, batch), search, beam_width
+    )
     manager = _manager(
         schedule, print_before, print_after, print_after_all, dump_dir, on_pass, None
     )
@@ -203,6 +250,7 @@ def compile_until(
     on_pass: Callable[[str], None] | None = None,
     search: str = "hypercut",
     beam_width: int = 256,
+    batch: int | None = None,
 ) -> Any:
     """Run the pipeline up to and including pass `stop_after`; returns the IR it produced.
 
@@ -210,7 +258,9 @@ def compile_until(
     `ScheduledProgram` after `schedule` and a `Generated` stream after `codegen`; each has
     `to_text()`, and `npucc.ir.formats.render(ir, "json" | "dot")` gives the other formats.
     """
-    ctx = _context(target, schedule, input_shapes, search, beam_width)
+    ctx = _context(
+        target, schedule, batch_input_shapes(model, input_shapes, batch), search, beam_width
+    )
     manager = _manager(
         schedule, print_before, print_after, print_after_all, dump_dir, on_pass, stop_after
     )

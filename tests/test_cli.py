@@ -114,3 +114,11 @@ def test_same_bytes_across_hash_seeds(tmp_path):
 )
 def test_safe_file_names(name, safe):
     assert safe_file_name(name) == safe
+
+
+def test_batch_fixes_a_symbolic_batch_and_refuses_a_static_one(tmp_path):
+    mlp = ROOT / "models" / "mlp.onnx"
+    assert main(["check", str(mlp), "--batch", "3"]) == 0
+    result = _npucc(str(SMALL_CNN), "-o", str(tmp_path / "o.cmd"), "--batch", "3")
+    assert result.returncode == 2
+    assert "static batch of 1" in result.stderr and result.stderr.count("\n") == 1
