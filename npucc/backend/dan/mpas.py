@@ -16,7 +16,8 @@ new L0 buffer shares no consumer with a live L0 buffer of another tier (two half
 would otherwise wait for each other's tiers). When a tier empties, its best waiter is woken.
 A node that would allocate L1/UB while every successor waits for an L0 tier is futile (the load
 of a tile that cannot start); it is parked in that tier's queue too, and runs only when nothing
-else can.
+else can. Strict mode also refuses an L0 allocation while an unscheduled ancestor of one of the
+buffer's consumers allocates the same tier (that buffer could never be released: docs/dan.md).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from npucc.backend.schedule.scan import topo_order
 from npucc.errors import NpuccError
 from npucc.ir.tiled import TileGraph
 
+CONE_LIMIT = 256  # unscheduled ancestors searched per L0 admission (rule 7 deadlock check)
 MODES = ("full", "memory", "critical")  # DAN; Fig. 7 ablations: memory-first, criticality-first
 
 
@@ -133,6 +135,21 @@ def mpas(
     waiting: list[list[tuple[int, int, int, int]]] = [[], [], []]
     woken: list[int] = [0, 0, 0]  # waiters woken from each tier and not yet reconsidered
     wake_tier = [-1] * n
+    settled = [False, False, False]  # empty tier whose woken head still waits (for ancestors)
+
+    def needs_tier(u: int, v: int, t: int) -> bool:
+        """Does an unscheduled ancestor of a consumer of u's buffer (not v) allocate tier t?"""
+        seen = {u, v}
+        stack = [c for c in users_l0[u] if c != v]
+        while stack and len(seen) < CONE_LIMIT:
+            x = stack.pop()
+            for y in preds[x]:
+                if y not in seen and not done[y]:
+                    if l0_tier[y] == t:
+                        return True
+                    seen.add(y)
+                    stack.append(y)
+        return False
 
     def blocker(v: int) -> int:
         """The L0 tier v must wait for (rule 7), or -1."""
@@ -140,7 +157,7 @@ def mpas(
             t = l0_tier[u]
             if t < 0 or done[u]:
                 continue
-            if live_count[t]:
+            if live_count[t] or (strict and needs_tier(u, v, t)):
                 return t
             for s in range(3):
                 a = live_l0[s]
@@ -163,7 +180,7 @@ def mpas(
 
     def wake() -> None:
         for t in range(3):
-            if not live_count[t] and waiting[t] and not woken[t]:
+            if not live_count[t] and waiting[t] and not woken[t] and not settled[t]:
                 k = heapq.heappop(waiting[t])
                 woken[t] += 1
                 wake_tier[k[3]] = t
@@ -190,6 +207,7 @@ def mpas(
                 live_count[t] -= 1
                 if not live_count[t]:
                     live_l0[t] = -1
+                    settled[t] = False
                     wake()
         for w in succs[v]:
             pending[w] -= 1
@@ -241,6 +259,8 @@ def mpas(
                 b = futile(v)
             if b >= 0:
                 heapq.heappush(waiting[b], k)
+                if b == t and not live_count[t]:
+                    settled[t] = True
                 wake()
                 continue
         for u in preds[v]:
