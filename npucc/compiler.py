@@ -198,6 +198,31 @@ def batch_input_shapes(
     return shapes
 
 
+def _compile(
+    model: str | os.PathLike[str] | onnx.ModelProto,
+    stop_after: str | None,
+    target: str | os.PathLike[str] | Target,
+    schedule: str,
+    input_shapes: dict[str, tuple[int, ...]] | None,
+    options: dict[str, Any],
+) -> tuple[Any, CompileContext]:
+    """Run the pipeline (up to `stop_after`, or all of it); the IR and the context."""
+    shapes = batch_input_shapes(model, input_shapes, options.pop("batch", None))
+    ctx = _context(
+        target, schedule, shapes, options.pop("search", "hypercut"), options.pop("beam_width", 256)
+    )
+    manager = _manager(
+        schedule,
+        options.get("print_before", frozenset()),
+        options.get("print_after", frozenset()),
+        options.get("print_after_all", False),
+        options.get("dump_dir"),
+        options.get("on_pass"),
+        stop_after,
+    )
+    return _run(manager, model, ctx), ctx
+
+
 def compile(
     model: str | os.PathLike[str] | onnx.ModelProto,
     target: str | os.PathLike[str] | Target = "davinci-core",
@@ -219,13 +244,10 @@ def compile(
     layers run when and on which cores; `beam_width` is HyperCut's beam. `batch` fixes the
     symbolic batch dimension of every input (the mesh plan is made for that graph).
     """
-    ctx = _context(
-        target, schedule, batch_input_shapes(model, input_shapes, batch), search, beam_width
-    )
-    manager = _manager(
-        schedule, print_before, print_after, print_after_all, dump_dir, on_pass, None
-    )
-    generated = _run(manager, model, ctx)
+    options = dict(locals())
+    for name in ("model", "target", "schedule", "input_shapes"):
+        options.pop(name)
+    generated, ctx = _compile(model, None, target, schedule, input_shapes, options)
     return Program(
         generated.stream,
         generated.image,
@@ -258,13 +280,10 @@ def compile_until(
     `ScheduledProgram` after `schedule` and a `Generated` stream after `codegen`; each has
     `to_text()`, and `npucc.ir.formats.render(ir, "json" | "dot")` gives the other formats.
     """
-    ctx = _context(
-        target, schedule, batch_input_shapes(model, input_shapes, batch), search, beam_width
-    )
-    manager = _manager(
-        schedule, print_before, print_after, print_after_all, dump_dir, on_pass, stop_after
-    )
-    return _run(manager, model, ctx)
+    options = dict(locals())
+    for name in ("model", "stop_after", "target", "schedule", "input_shapes"):
+        options.pop(name)
+    return _compile(model, stop_after, target, schedule, input_shapes, options)[0]
 
 
 def level_pass(level: str) -> str:

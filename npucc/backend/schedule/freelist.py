@@ -39,7 +39,7 @@ class FreeList:
                 best, best_slack = offset, slack
         return best
 
-    def coldest_fit(self, size: int, released: ReleaseMap) -> int | None:
+    def coldest_fit(self, size: int, released: LabelMap) -> int | None:
         """Best-fit among the aligned offsets whose range was released longest ago, or None.
 
         Per free segment the candidates are its aligned start, its aligned end and the starts
@@ -92,8 +92,8 @@ class FreeList:
         self.ends[lo:hi] = [end]
 
 
-class ReleaseMap:
-    """Per tier: disjoint address ranges labelled with the schedule position that released them."""
+class LabelMap:
+    """Disjoint address ranges, each labelled with an int (a release position or node)."""
 
     __slots__ = ("starts", "ends", "label")
 
@@ -119,23 +119,25 @@ class ReleaseMap:
         j = bisect_left(self.starts, hi)
         return max(self.label[i:j], default=-1)
 
-    def release(self, lo: int, hi: int, position: int) -> None:
-        """Label [lo, hi) as released at `position`."""
+    def assign(self, lo: int, hi: int, label: int) -> list[int]:
+        """Label [lo, hi) with `label`; return the distinct labels it overwrote, in order."""
         if hi <= lo:
-            return
+            return []
         i = bisect_right(self.starts, lo) - 1
         if i < 0 or self.ends[i] <= lo:
             i += 1
         j = bisect_left(self.starts, hi)
-        starts, ends, label = [lo], [hi], [position]
+        prev = list(dict.fromkeys(self.label[i:j]))
+        starts, ends, labels = [lo], [hi], [label]
         if i < j and self.starts[i] < lo:
             starts.insert(0, self.starts[i])
             ends.insert(0, lo)
-            label.insert(0, self.label[i])
+            labels.insert(0, self.label[i])
         if i < j and self.ends[j - 1] > hi:
             starts.append(hi)
             ends.append(self.ends[j - 1])
-            label.append(self.label[j - 1])
+            labels.append(self.label[j - 1])
         self.starts[i:j] = starts
         self.ends[i:j] = ends
-        self.label[i:j] = label
+        self.label[i:j] = labels
+        return prev

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from npucc.backend.schedule import Schedule
+from npucc.backend.schedule.freelist import LabelMap
 from npucc.errors import NpuccError
 from npucc.ir.tiled import TileGraph, TileNode
 from npucc.target.cost import SpillModel
@@ -115,41 +116,6 @@ def _users(graph: TileGraph, bufs: set[int]) -> dict[int, list[int]]:
     return users
 
 
-class _ReuseMap:
-    """Per tier: disjoint address segments, each labelled with its last occupant's release node."""
-
-    __slots__ = ("starts", "ends", "label")
-
-    def __init__(self) -> None:
-        self.starts: list[int] = []
-        self.ends: list[int] = []
-        self.label: list[int] = []
-
-    def occupy(self, lo: int, hi: int, release: int) -> list[int]:
-        """Label [lo, hi) with `release`; return the distinct labels it overwrote."""
-        i = bisect_right(self.starts, lo) - 1
-        if i < 0 or self.ends[i] <= lo:
-            i += 1
-        j = bisect_left(self.starts, hi)
-        prev: list[int] = []
-        for x in self.label[i:j]:
-            if x not in prev:
-                prev.append(x)
-        starts, ends, label = [lo], [hi], [release]
-        if i < j and self.starts[i] < lo:
-            starts.insert(0, self.starts[i])
-            ends.insert(0, lo)
-            label.insert(0, self.label[i])
-        if i < j and self.ends[j - 1] > hi:
-            starts.append(hi)
-            ends.append(self.ends[j - 1])
-            label.append(self.label[j - 1])
-        self.starts[i:j] = starts
-        self.ends[i:j] = ends
-        self.label[i:j] = label
-        return prev
-
-
 def replay(
     graph: TileGraph,
     schedule: Schedule,
@@ -192,7 +158,7 @@ def replay(
         starts = [graph.alloc_of[b]] + [n + 2 * k + 1 for k in ks]
         ends = [n + 2 * k for k in ks] + [graph.free_of[b]]
         release_after.update(zip(starts, ends, strict=True))
-    maps: dict[str, _ReuseMap] = {}
+    maps: dict[str, LabelMap] = {}
     reuse_edges: list[tuple[int, int]] = []
     live = peak = 0
     buffers = graph.buffers
@@ -213,8 +179,8 @@ def replay(
                 homes[b].append((i, off))
             release = release_after.get(v, graph.free_of[b])
             if buf.size:
-                reuse = maps.setdefault(buf.tier, _ReuseMap())
-                for x in reuse.occupy(off, off + buf.size, release):
+                reuse = maps.setdefault(buf.tier, LabelMap())
+                for x in reuse.assign(off, off + buf.size, release):
                     if x != v - 1 or op != "SPILL_IN":  # own SPILL_OUT -> SPILL_IN is rule 1
                         reuse_edges.append((x, v))
         elif op == "FREE":

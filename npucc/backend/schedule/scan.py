@@ -13,7 +13,7 @@ from bisect import bisect_right
 from collections.abc import Callable
 
 from npucc.backend.schedule import Schedule
-from npucc.backend.schedule.freelist import FreeList, ReleaseMap
+from npucc.backend.schedule.freelist import FreeList, LabelMap
 from npucc.errors import NpuccError
 from npucc.ir.tiled import TileGraph
 
@@ -75,13 +75,13 @@ class LinearScan:
         self.capacity = capacity
         self.placement = placement  # first, best or cold (FreeList.coldest_fit)
         self.free: dict[str, FreeList] = {}
-        self.released: dict[str, ReleaseMap] = {}
+        self.released: dict[str, LabelMap] = {}
         for buf in graph.buffers:
             if buf.tier not in self.free:
                 if buf.tier not in capacity:
                     raise NpuccError(f"no capacity given for tier {buf.tier} ({graph.name})")
                 self.free[buf.tier] = FreeList(capacity[buf.tier], alignment)
-                self.released[buf.tier] = ReleaseMap()
+                self.released[buf.tier] = LabelMap()
         self.live: dict[str, dict[int, int]] = {t: {} for t in self.free}  # resident -> offset
         self.where: dict[int, int] = {}  # buffer -> offset at ALLOC
         self.out: dict[int, int] = {}  # spilled-out buffer -> its spill index
@@ -154,7 +154,7 @@ class LinearScan:
         buf = self.graph.buffers[b]
         off = self.live[buf.tier].pop(b)
         self.free[buf.tier].give(off, buf.size)
-        self.released[buf.tier].release(off, off + buf.size, len(self.result))
+        self.released[buf.tier].assign(off, off + buf.size, len(self.result))
 
     def _reload(self, b: int, pinned: tuple[int, ...], k: int, victim) -> None:
         off = self._place(b, pinned, k, victim)
