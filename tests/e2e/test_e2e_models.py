@@ -19,10 +19,14 @@ INPUT_SHAPES = {"mlp.onnx": {"x": (2, 64)}}
 
 
 def check_model(
-    model: onnx.ModelProto, schedule: str = "original", seed: int = 0, target: str = "davinci-core"
+    model: onnx.ModelProto,
+    schedule: str = "original",
+    seed: int = 0,
+    target: str = "davinci-core",
+    beam_width: int = 256,
 ) -> None:
     """Compile `model`, run it on seeded inputs, and compare with onnxruntime."""
-    program = npucc.compile(model, target, schedule)
+    program = npucc.compile(model, target, schedule, beam_width=beam_width)
     inputs = random_inputs(program.inputs, seed)
     result = program.execute(inputs)
     for c in compare(result.outputs, run_onnxruntime(model, inputs)):
@@ -45,3 +49,9 @@ def test_light_zoo_model_with_random_weights(name: str) -> None:
 def test_shipped_model_on_a_mesh(path: Path) -> None:
     """Layer-sequential over 64 cores: tiles spread round-robin, DDR handoffs synchronised."""
     check_model(load_model(path, INPUT_SHAPES.get(path.name)), target="mesh8x8")
+
+
+def test_resnet50_on_a_mesh_with_random_weights() -> None:
+    """Issue 4's acceptance model: HyperCut plan (narrow beam), 64 cores, numerics checked."""
+    model = randomize_weights(load_model(LIGHT / "light_resnet50.onnx"), seed=0)
+    check_model(model, target="mesh8x8", beam_width=8)
