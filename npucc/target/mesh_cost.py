@@ -146,14 +146,19 @@ class Group:
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """One time step: concurrent groups and the number of sub-batches they pipeline."""
+    """One time step: concurrent groups and the number of sub-batches they pipeline.
+
+    Consecutive steps flagged `loop` form one sub-batch loop with their first step: the loop
+    runs all its steps on one sub-batch, then the next; a lone step pipelines its sub-batches.
+    """
 
     groups: tuple[Group, ...]
     nsub: int = 1
+    loop: bool = False  # runs inside the previous step's sub-batch loop (same nsub)
     key: int = field(init=False, repr=False, compare=False)  # cached hash (plans are dict keys)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "key", hash((self.groups, self.nsub)))
+        object.__setattr__(self, "key", hash((self.groups, self.nsub, self.loop)))
 
     def __hash__(self) -> int:
         return self.key
@@ -174,14 +179,14 @@ class Cost:
         """Energy-delay product (pJ x cycles)."""
         return self.energy_pj * self.latency_cycles
 
-    def add(self, other: Cost) -> None:
-        """Accumulate another cost (steps are additive)."""
-        self.energy_pj += other.energy_pj
-        self.latency_cycles += other.latency_cycles
-        self.dram_bytes += other.dram_bytes
-        self.noc_byte_hops += other.noc_byte_hops
+    def add(self, other: Cost, times: float = 1.0) -> None:
+        """Accumulate another cost `times` over (steps are additive)."""
+        self.energy_pj += other.energy_pj * times
+        self.latency_cycles += other.latency_cycles * times
+        self.dram_bytes += other.dram_bytes * times
+        self.noc_byte_hops += other.noc_byte_hops * times
         for k, v in other.breakdown.items():
-            self.breakdown[k] = self.breakdown.get(k, 0.0) + v
+            self.breakdown[k] = self.breakdown.get(k, 0.0) + v * times
 
 
 def compute_cycles(p: MeshParams, macs: float, vops: float, cores: int) -> float:
@@ -202,10 +207,19 @@ def dram_hops(rows: int, cols: int, rect: Rect) -> float:
     return float(dx + dy)
 
 
+@lru_cache(maxsize=65536)
 def rect_hops(a: Rect, b: Rect) -> float:
-    """Manhattan distance between the centres of two rectangles."""
-    (ax, ay), (bx, by) = a.center, b.center
-    return abs(ax - bx) + abs(ay - by)
+    """Mean Manhattan distance from a core of `a` to a core of `b` (a tensor spread over a's
+    cores is redistributed over b's: inside one rectangle too)."""
+    return _span(a.x, a.w, b.x, b.w) + _span(a.y, a.h, b.y, b.h)
+
+
+@lru_cache(maxsize=4096)
+def _span(a0: int, an: int, b0: int, bn: int) -> float:
+    """Mean |i - j| for i in a0..a0+an-1 and j in b0..b0+bn-1."""
+    i = np.arange(a0, a0 + an)[:, None]
+    j = np.arange(b0, b0 + bn)[None, :]
+    return float(np.abs(i - j).mean())
 
 
 class LinkLoad:
@@ -261,6 +275,14 @@ def _placement(steps: tuple[Step, ...], n: int) -> tuple[list[int], list[Rect], 
     return step_of, rect_of, group_of
 
 
+def loops(steps: tuple[Step, ...]) -> list[int]:
+    """Loop id of every step: the index of the first step of its sub-batch loop."""
+    out: list[int] = []
+    for s, step in enumerate(steps):
+        out.append(out[-1] if step.loop and s else s)
+    return out
+
+
 ON_STEP, ON_CHIP, IN_DRAM = 0, 1, 2  # where a step's input tensor comes from
 
 
@@ -271,38 +293,91 @@ def evaluate(
 
     `cache` (owned by the caller, one per workload and params) memoises step costs.
     """
+    total = Cost()
+    for cost in step_costs(p, wl, steps, cache):
+        total.add(cost)
+    return total
+
+
+def plan_edp(p: MeshParams, wl: Workload, steps: tuple[Step, ...], cache: dict) -> float:
+    """EDP of a plan (the search's fast path of `evaluate`)."""
+    costs = step_costs(p, wl, steps, cache)
+    return sum(c.energy_pj for c in costs) * sum(c.latency_cycles for c in costs)
+
+
+def step_costs(
+    p: MeshParams, wl: Workload, steps: tuple[Step, ...], cache: dict | None = None
+) -> list[Cost]:
+    """Cost of every step of a plan (including the sub-batch loop it sits in)."""
     n = len(wl.layers)
     step_of, rect_of, group_of = _placement(steps, n)
-    eb, batch = p.elem_bytes, wl.batch
-    # residency of each output: on chip for the next step's consumers when it fits
-    keeps = [False] * n
+    loop_of = loops(steps)
+    size = [0] * len(steps)  # steps per loop (at the loop's first step)
+    for lid in loop_of:
+        size[lid] += 1
+    eb, batch, sram = p.elem_bytes, wl.batch, KEEP_FRACTION * p.sram_per_core
+    # where each consumer step finds a tensor: on chip (same loop, or the next step) or DRAM
+    on_chip: list[frozenset[int]] = [frozenset()] * n
     to_dram = [False] * n
     for i, layer in enumerate(wl.layers):
-        later = [step_of[c] for c in wl.consumers[i] if step_of[c] > step_of[i]]
-        fits = layer.out * eb * batch <= KEEP_FRACTION * p.sram_per_core * rect_of[i].cores
-        keeps[i] = fits and any(s == step_of[i] + 1 for s in later)
-        to_dram[i] = layer.is_output or any(s > step_of[i] + (1 if fits else 0) for s in later)
-    total = Cost()
+        s = step_of[i]
+        lid = loop_of[s]
+        capacity = sram * rect_of[i].cores
+        whole = layer.out * eb * batch <= capacity
+        per_iter = layer.out * eb * batch <= capacity * steps[s].nsub
+        kept, dram = set(), layer.is_output
+        for c in wl.consumers[i]:
+            t = step_of[c]
+            if t <= s:
+                continue
+            if (size[lid] > 1 and loop_of[t] == lid and per_iter) or (t == s + 1 and whole):
+                kept.add(t)
+            else:
+                dram = True
+        on_chip[i], to_dram[i] = frozenset(kept), dram
+    resident: dict[int, bool] = {}  # loop id -> its weights stay on chip for all sub-batches
+    for lid in set(loop_of):
+        if size[lid] > 1:
+            body = steps[lid : lid + size[lid]]
+            w = sum(wl.layers[i].weights for st in body for i in _layers(st))
+            resident[lid] = w * eb <= sram * p.rows * p.cols
+    out: list[Cost] = []
     for s, step in enumerate(steps):
-        sources: dict[int, tuple[int, Rect, int]] = {}
+        sources: dict[int, int] = {}
         for group in step.groups:
             for i in group.layers:
                 for src, _ in wl.layers[i].inputs:
                     if step_of[src] == s:
-                        sources[src] = (ON_STEP, rect_of[src], group_of[src])
-                    elif step_of[src] == s - 1 and keeps[src]:
-                        sources[src] = (ON_CHIP, rect_of[src], -1)
+                        sources[src] = ON_STEP
+                    elif s in on_chip[src]:
+                        sources[src] = ON_CHIP
                     else:
-                        sources[src] = (IN_DRAM, rect_of[src], -1)
+                        sources[src] = IN_DRAM
         flags = tuple(to_dram[i] for group in step.groups for i in group.layers)
-        key = (step, tuple(sorted(sources.items())), flags)
+        lid = loop_of[s]
+        mode = (size[lid] > 1, resident.get(lid, False))
+        # the step's cached hash stands for the step: int keys compare fast
+        key = (step.key, tuple(sorted(sources.items())), flags, mode)
         cost = cache.get(key) if cache is not None else None
         if cost is None:
-            cost = _step_cost(p, wl, step, sources, dict(zip(_layers(step), flags, strict=True)))
+            places = {
+                src: (kind, rect_of[src], group_of[src] if kind == ON_STEP else -1)
+                for src, kind in sources.items()
+            }
+            to = dict(zip(_layers(step), flags, strict=True))
+            if mode[0]:  # one sub-batch per loop iteration; weights once if resident
+                sub = batch // step.nsub
+                first = _step_cost(p, wl, step.groups, places, to, sub, 1, 1)
+                cost = Cost()
+                cost.add(first)
+                again = _step_cost(p, wl, step.groups, places, to, sub, 1, 0 if mode[1] else 1)
+                cost.add(again, step.nsub - 1)
+            else:
+                cost = _step_cost(p, wl, step.groups, places, to, batch, step.nsub, -1)
             if cache is not None:
                 cache[key] = cost
-        total.add(cost)
-    return total
+        out.append(cost)
+    return out
 
 
 def _layers(step: Step) -> list[int]:
@@ -312,18 +387,22 @@ def _layers(step: Step) -> list[int]:
 def _step_cost(
     p: MeshParams,
     wl: Workload,
-    step: Step,
+    groups: tuple[Group, ...],
     sources: dict[int, tuple[int, Rect, int]],
     to_dram: dict[int, bool],
+    batch: int,
+    nsub: int,
+    weight_loads: int,
 ) -> Cost:
-    """Cost of one step (see docs/cost-model.md for the formulas)."""
-    eb, batch, nsub = p.elem_bytes, wl.batch, step.nsub
+    """Cost of one step on `batch` samples pipelined in `nsub` sub-batches (see
+    docs/cost-model.md); weights are loaded `weight_loads` times (-1: once if they fit)."""
+    eb = p.elem_bytes
     links = LinkLoad(p.rows, p.cols)
     energy = {"mac": 0.0, "buffer": 0.0, "noc": 0.0, "dram": 0.0}
     dram_total = noc_hops = 0.0
     stage_time = 0.0
-    deps: dict[int, set[int]] = {g: set() for g in range(len(step.groups))}
-    for g, group in enumerate(step.groups):
+    deps: dict[int, set[int]] = {g: set() for g in range(len(groups))}
+    for g, group in enumerate(groups):
         rect, members = group.rect, set(group.layers)
         macs = sum(wl.layers[i].macs for i in group.layers) * batch
         vops = sum(wl.layers[i].vops for i in group.layers) * batch
@@ -352,8 +431,10 @@ def _step_cost(
                 sram_out += layer.out * eb * batch
             if to_dram[i]:
                 dram_out += layer.out * eb * batch
-        work_set = weights + (sram_in + sram_out) / nsub
-        reloads = 1 if work_set <= p.sram_per_core * rect.cores else nsub
+        reloads = weight_loads
+        if reloads < 0:
+            work_set = weights + (sram_in + sram_out) / nsub
+            reloads = 1 if work_set <= p.sram_per_core * rect.cores else nsub
         dram_in += weights * reloads
         sram_in += weights * reloads
         links.dram(rect, dram_in + dram_out, p.cols, p.rows)

@@ -1,4 +1,6 @@
-"""Cost model hand-computed cases, safety check, beam search vs baselines, determinism."""
+"""Cost model hand-computed cases, loops, safety check, beam search vs baselines, determinism."""
+
+import pytest
 
 from npucc.backend.hypercut.baselines import (
     AnnealOptions,
@@ -8,6 +10,7 @@ from npucc.backend.hypercut.baselines import (
 )
 from npucc.backend.hypercut.beam import BeamOptions, BeamSearch
 from npucc.backend.hypercut.plan import MeshPlan, is_safe
+from npucc.errors import NpuccError
 from npucc.target.mesh_cost import (
     Group,
     LayerLoad,
@@ -84,3 +87,44 @@ def test_beam_beats_baselines_and_is_deterministic(mesh: MeshParams):
     sa = anneal(wl, mesh, AnnealOptions(iterations=300, seed=1))
     MeshPlan(wl, mesh, sa, "sa").verify()
     assert "step 0" in MeshPlan(wl, mesh, plan, "hypercut").to_text()
+
+
+def big_maps(batch: int) -> Workload:
+    """Three layers whose batch-wide feature maps overflow the mesh SRAM but one sample fits."""
+    big = 1 << 20  # elements per sample
+    return Workload(
+        "maps",
+        (
+            LayerLoad("a", big * 64, 0, 1000, big, (), 1000, False),
+            LayerLoad("b", big * 64, 0, 1000, big, ((0, big),), 0, False),
+            LayerLoad("c", big * 64, 0, 1000, 16, ((1, big),), 0, True),
+        ),
+        batch,
+    )
+
+
+def test_sub_batch_loop_keeps_maps_on_chip(mesh: MeshParams):
+    wl = big_maps(64)
+    whole = mesh.whole
+    apart = tuple(Step((Group((i,), whole),), 1) for i in range(3))
+    looped = tuple(Step((Group((i,), whole),), 64, i > 0) for i in range(3))
+    a, b = evaluate(mesh, wl, apart), evaluate(mesh, wl, looped)
+    maps = 2 * 2 * (1 << 20) * 64 * mesh.elem_bytes  # two maps written and read back
+    assert a.dram_bytes - b.dram_bytes == maps
+    assert b.edp < a.edp
+    MeshPlan(wl, mesh, looped, "x").verify()
+    bad = (looped[0], Step(looped[1].groups, 32, True), looped[2])
+    with pytest.raises(NpuccError, match="sub-batch loop"):
+        MeshPlan(wl, mesh, bad, "x").verify()
+    ls = layer_sequential(wl, mesh)  # LS tunes its loops like SET's
+    assert any(step.loop for step in ls) and evaluate(mesh, wl, ls).edp <= b.edp
+
+
+def test_partial_plan_score_is_its_completion(mesh: MeshParams):
+    wl = chain(8, batch=4)
+    search = BeamSearch(wl, mesh, BeamOptions(width=4))
+    start = (Step((Group(tuple(range(8)), mesh.whole),), 4),)
+    full = search.completion(start)
+    assert full is not None and len(full) == 8 and all(s.loop for s in full[1:])
+    assert search.score(start) == evaluate(mesh, wl, full).edp
+    assert search.best is not None and search.best[1] == full

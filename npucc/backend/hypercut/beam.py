@@ -3,14 +3,18 @@ parts, either cut its grid (parts run side by side) or run the parts one step af
 
 from __future__ import annotations
 
+import math
 import random
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
+from npucc import progress
+from npucc.backend.hypercut.gridcut import cut_many
 from npucc.backend.hypercut.hypergraph import Hypergraph
 from npucc.backend.hypercut.partition import k_range, partition
 from npucc.backend.hypercut.placement import place
 from npucc.backend.hypercut.plan import is_safe
-from npucc.target.mesh_cost import Group, MeshParams, Rect, Step, Workload, evaluate
+from npucc.target.mesh_cost import Group, MeshParams, Rect, Step, Workload, plan_edp
 
 Plan = tuple[Step, ...]
 
@@ -45,17 +49,54 @@ class BeamSearch:
     def __init__(self, wl: Workload, params: MeshParams, options: BeamOptions) -> None:
         self.wl, self.params, self.opt = wl, params, options
         self.rng = random.Random(options.seed)
+        self.splits = batch_splits(wl.batch)
         self._parts: dict[tuple[tuple[int, ...], int], list[list[tuple[int, ...]]]] = {}
         self._score: dict[Plan, float] = {}
         self._steps: dict = {}  # step-cost memo of the cost model
+        self.best: tuple[float, Plan] | None = None  # best complete plan seen
         self.evaluations = 0
 
-    def score(self, plan: Plan) -> float:
-        """EDP of a (partial) plan; the cost inside a multi-layer pair is not modelled."""
-        if plan not in self._score:
-            self._score[plan] = evaluate(self.params, self.wl, plan, self._steps).edp
+    def edp(self, plan: Plan) -> float:
+        """EDP of a complete plan (memoised)."""
+        value = self._score.get(plan)
+        if value is None:
+            value = self._score[plan] = plan_edp(self.params, self.wl, plan, self._steps)
             self.evaluations += 1
-        return self._score[plan]
+        return value
+
+    def score(self, plan: Plan) -> float:
+        """EDP of a partial plan's default completion (an achievable bound on its subtree's
+        best; infinite when a group cannot be completed); the best completion is remembered."""
+        if plan in self._score:
+            return self._score[plan]
+        full = self.completion(plan)
+        value = math.inf if full is None else self.edp(full)
+        self._score[plan] = value
+        if full is not None and (self.best is None or value < self.best[0]):
+            self.best = (value, full)
+        return value
+
+    def completion(self, plan: Plan) -> Plan | None:
+        """Every multi-layer group split into single layers: in turn inside the step's
+        sub-batch loop when the group is alone in its step, else side by side on a
+        compute-proportional cut of its rectangle (None when it has too few cores)."""
+        steps: list[Step] = []
+        for step in plan:
+            if all(len(g.layers) == 1 for g in step.groups):
+                steps.append(step)
+            elif len(step.groups) == 1:
+                rect = step.groups[0].rect
+                for j, layer in enumerate(step.groups[0].layers):
+                    steps.append(Step((Group((layer,), rect),), step.nsub, step.loop or j > 0))
+            else:
+                groups: list[Group] = []
+                for g in step.groups:
+                    rects = cut_many(g.rect, [self._work((i,)) + 1.0 for i in g.layers])
+                    if rects is None:
+                        return None
+                    groups.extend(Group((i,), r) for i, r in zip(g.layers, rects, strict=True))
+                steps.append(Step(tuple(groups), step.nsub, step.loop))
+        return tuple(steps)
 
     def parts(self, layers: tuple[int, ...], k: int) -> list[list[tuple[int, ...]]]:
         """Candidate k-way splits of a pair in dependency order: KaHyPar's (when its parts do
@@ -103,19 +144,25 @@ class BeamSearch:
         return [c for c in children if is_safe(self.wl, c)]
 
     def _children(self, plan: Plan, s: int, g: int, parts: list[tuple[int, ...]]) -> list[Plan]:
-        """The temporal and the spatial child of one split of pair g of step s."""
+        """The temporal and the spatial children of one split of pair g of step s; a step that
+        still runs the whole batch at once tries every sub-batch count."""
         step, group = plan[s], plan[s].groups[g]
+        fresh = step.nsub == 1 and not step.loop
+        nsubs = self.splits if fresh else [step.nsub]
         children: list[Plan] = []
         if len(step.groups) == 1:  # a pair alone in its step may run its parts in turn
-            steps = tuple(Step((Group(p, group.rect),), step.nsub) for p in parts)
-            children.append(plan[:s] + steps + plan[s + 1 :])
+            for nsub in nsubs:  # ... inside one sub-batch loop
+                steps = tuple(
+                    Step((Group(p, group.rect),), nsub, step.loop or j > 0)
+                    for j, p in enumerate(parts)
+                )
+                children.append(plan[:s] + steps + plan[s + 1 :])
         rects = self._cut(plan, s, group.rect, parts)
         if rects is None:
             return children
         groups = step.groups[:g] + tuple(map(Group, parts, rects)) + step.groups[g + 1 :]
-        nsubs = batch_splits(self.wl.batch) if len(step.groups) == 1 else [step.nsub]
-        for nsub in nsubs:
-            children.append(plan[:s] + (Step(groups, nsub),) + plan[s + 1 :])
+        for nsub in nsubs if len(step.groups) == 1 else [step.nsub]:
+            children.append(plan[:s] + (Step(groups, nsub, step.loop),) + plan[s + 1 :])
         return children
 
     def _work(self, layers: tuple[int, ...]) -> float:
@@ -149,38 +196,30 @@ class BeamSearch:
 
     def run(self) -> Plan:
         """Grow plans from the whole graph on the whole mesh until every pair is one layer;
-        the best complete plan (or the all-temporal one, if better) gets its batch splits tuned."""
+        the best complete plan seen (or the all-temporal one) gets its sub-batch loops tuned."""
         n = len(self.wl.layers)
         start: Plan = (Step((Group(tuple(range(n)), self.params.whole),), 1),)
-        beam: list[Plan] = [start]
-        done: list[Plan] = []
-        for _ in range(self.opt.max_iterations):
-            children: dict[Plan, None] = {}
-            for plan in beam:
-                for child in self.expand(plan):
-                    children.setdefault(child)
-            complete = [c for c in children if _complete(c)]
-            open_ = [c for c in children if not _complete(c)]
-            complete.sort(key=self.score)
-            done = sorted(done + complete[: self.opt.completed_quota], key=self.score)
-            done = done[: self.opt.completed_quota]
-            if not open_:
-                break
-            beam = self._select(open_)
         sequential = tuple(Step((Group((i,), self.params.whole),)) for i in range(n))
-        return self.polish(min([*done, sequential], key=self.score))
-
-    def polish(self, plan: Plan) -> Plan:
-        """Greedy last pass: each step takes its best sub-batch count, until nothing improves."""
-        improved = True
-        while improved:
-            improved = False
-            for s, step in enumerate(plan):
-                for nsub in batch_splits(self.wl.batch):
-                    child = plan[:s] + (Step(step.groups, nsub),) + plan[s + 1 :]
-                    if self.score(child) < self.score(plan):
-                        plan, improved = child, True
-        return plan
+        beam: list[Plan] = [start]
+        done: list[Plan] = [sequential]
+        with progress.task("hypercut beam", max(n - 1, 1)) as bar:
+            for it in range(self.opt.max_iterations):
+                children: dict[Plan, None] = {}
+                for plan in beam:
+                    for child in self.expand(plan):
+                        children.setdefault(child)
+                complete = sorted((c for c in children if _complete(c)), key=self.score)
+                open_ = [c for c in children if not _complete(c)]
+                done = sorted(done + complete[: self.opt.completed_quota], key=self.score)
+                done = done[: self.opt.completed_quota]
+                if bar is not None:
+                    best = min(self.best[0] if self.best else math.inf, self.score(done[0]))
+                    bar.update(it + 1, f"hypercut beam: {len(open_)} open, EDP {best:.4g}")
+                if not open_:
+                    break
+                beam = self._select(open_)
+        found = min([*done, *([self.best[1]] if self.best else [])], key=self.edp)
+        return tune_loops(found, self.edp, self.splits)
 
     def _select(self, plans: list[Plan]) -> list[Plan]:
         """60 % best, 30 % structurally diverse, 10 % exploratory (random, seeded)."""
@@ -206,14 +245,56 @@ class BeamSearch:
         return chosen + diverse + sorted(explore, key=self.score)
 
 
+def tune_loops(plan: Plan, edp: Callable[[Plan], float], splits: list[int]) -> Plan:
+    """Greedy last pass over sub-batch loops: change a loop's sub-batch count, join a step
+    to the previous loop or split it off, while the EDP improves."""
+    current, improved = edp(plan), True
+    while improved:
+        improved = False
+        for s in range(len(plan)):
+            for child in _loop_moves(plan, s, splits):
+                value = edp(child)
+                if value < current:
+                    plan, current, improved = child, value, True
+    return plan
+
+
+def _loop_moves(plan: Plan, s: int, splits: list[int]) -> list[Plan]:
+    """Plans one loop move away at step s."""
+    lid = loop_start(plan, s)
+    end = s + 1
+    while end < len(plan) and plan[end].loop:
+        end += 1
+    out = [_with_nsub(plan, lid, end, n) for n in splits if n != plan[s].nsub and lid == s]
+    if s and not plan[s].loop:  # join the previous loop, with any sub-batch count
+        joined = plan[:s] + (replace(plan[s], loop=True),) + plan[s + 1 :]
+        out += [_with_nsub(joined, loop_start(plan, s - 1), end, n) for n in splits]
+    elif plan[s].loop:
+        out.append(plan[:s] + (replace(plan[s], loop=False),) + plan[s + 1 :])
+    return out
+
+
+def loop_start(plan: Plan, s: int) -> int:
+    """First step of the sub-batch loop that step s belongs to."""
+    while s and plan[s].loop:
+        s -= 1
+    return s
+
+
+def _with_nsub(plan: Plan, start: int, end: int, nsub: int) -> Plan:
+    """Steps start..end-1 take `nsub` sub-batches."""
+    mid = tuple(replace(step, nsub=nsub) for step in plan[start:end])
+    return plan[:start] + mid + plan[end:]
+
+
 def _complete(plan: Plan) -> bool:
     """Every pair is a single layer."""
     return all(len(g.layers) == 1 for step in plan for g in step.groups)
 
 
-def _shape(plan: Plan) -> tuple[tuple[int, int], ...]:
-    """Structure signature: groups and sub-batches per step."""
-    return tuple((len(step.groups), step.nsub) for step in plan)
+def _shape(plan: Plan) -> tuple[tuple[int, int, bool], ...]:
+    """Structure signature: groups, sub-batches and loop flag per step."""
+    return tuple((len(step.groups), step.nsub, step.loop) for step in plan)
 
 
 def _topological(wl: Workload, parts: list[tuple[int, ...]]) -> list[tuple[int, ...]] | None:

@@ -14,11 +14,13 @@ from npucc.backend.hypercut.planner import METHODS, PlanOptions, plan_graph
 from npucc.frontend import import_model
 from npucc.target import load_target
 
+ZOO = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "light"
 MODELS = {
-    "resnet50": "light_resnet50.onnx",
-    "googlenet": "light_inception_v1.onnx",
-    "vgg19": "light_vgg19.onnx",
-    "zfnet512": "light_zfnet512.onnx",
+    "resnet50": ZOO / "light_resnet50.onnx",
+    "googlenet": ZOO / "light_inception_v1.onnx",
+    "vgg19": ZOO / "light_vgg19.onnx",
+    "zfnet512": ZOO / "light_zfnet512.onnx",
+    "transformer": Path(__file__).parents[3] / "models" / "transformer_encoder.onnx",
 }
 PLATFORMS = ("mesh8x8", "mesh16x16")
 BATCHES = (1, 64)
@@ -26,7 +28,7 @@ BATCHES = (1, 64)
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register `hypercut` under `npucc bench`."""
-    p = subparsers.add_parser("hypercut", help="HyperCut vs baselines on the light zoo")
+    p = subparsers.add_parser("hypercut", help="HyperCut vs baselines (zoo + encoder)")
     p.add_argument("--json", type=Path, required=True, help="write the runs here")
     p.add_argument("--models", default=",".join(MODELS), help="comma-separated subset")
     p.add_argument("--platforms", default=",".join(PLATFORMS))
@@ -40,10 +42,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def main(args: argparse.Namespace) -> int:
     """Run every model x platform x batch x method and write the JSON report."""
-    zoo = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "light"
     runs = []
     for model in args.models.split(","):
-        graph = import_model(zoo / MODELS[model])
+        graph = import_model(MODELS[model])
         for platform in args.platforms.split(","):
             target = load_target(platform)
             for batch in map(int, args.batches.split(",")):

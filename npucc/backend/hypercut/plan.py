@@ -68,6 +68,8 @@ class MeshPlan:
         for s, step in enumerate(self.steps):
             if step.nsub < 1 or self.workload.batch % step.nsub:
                 raise NpuccError(f"step {s}: {step.nsub} sub-batches do not divide the batch")
+            if step.loop and (s == 0 or self.steps[s - 1].nsub != step.nsub):
+                raise NpuccError(f"step {s}: in a sub-batch loop with a different sub-batch count")
             used: set[tuple[int, int]] = set()
             for group in step.groups:
                 r = group.rect
@@ -101,7 +103,8 @@ class MeshPlan:
             f" edp={c.edp:.6g} dram_bytes={int(c.dram_bytes)} noc_byte_hops={int(c.noc_byte_hops)}",
         ]
         for s, step in enumerate(self.steps):
-            lines.append(f"  step {s} sub-batches={step.nsub}")
+            loop = " (same loop)" if step.loop else ""
+            lines.append(f"  step {s} sub-batches={step.nsub}{loop}")
             for group in step.groups:
                 layers = ", ".join(f"{names[i]!r}" for i in group.layers)
                 lines.append(f"    {group.rect.to_text()} : {layers}")

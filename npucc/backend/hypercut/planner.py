@@ -112,5 +112,11 @@ class HypercutPass(Pass):
             self.sa_iterations,
         )
         plan = plan_graph(ir, ctx.target, options)
-        ctx.stats["hypercut"] = {"method": self.search, "search_s": plan.search_s}
+        cost = plan.cost()
+        ctx.stats["hypercut"] = {
+            "method": options.method,
+            "search_s": plan.search_s,
+            "energy_pj": cost.energy_pj,
+            "latency_cycles": cost.latency_cycles,
+        }
         return PlannedGraph(ir, plan)
