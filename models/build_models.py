@@ -139,11 +139,127 @@ def lrn_concat() -> onnx.ModelProto:
     return b.model("lrn_concat", {"image": [1, 3, 28, 28]}, ["probs"], 11)
 
 
+class Transformer(Builder):
+    """A Builder with the layers of a transformer (exported-PyTorch style node patterns)."""
+
+    def __init__(self, seed: int, hidden: int) -> None:
+        super().__init__(seed)
+        self.hidden = hidden
+
+    def linear(self, x: str, name: str, n_in: int, n_out: int) -> str:
+        """MatMul by [n_in, n_out] (std 0.02, as BERT's initialiser) + bias."""
+        w = self.const(f"{name}.w", (self.rng.standard_normal((n_in, n_out)) * 0.02).astype(F32))
+        b = self.const(f"{name}.b", (self.rng.standard_normal(n_out) * 0.02).astype(F32))
+        return self.node("Add", [self.node("MatMul", [x, w], f"{name}.mm"), b], name)
+
+    def shape(self, name: str, *dims: int) -> str:
+        """An int64 shape constant."""
+        return self.const(name, np.array(dims, np.int64))
+
+    def heads(self, x: str, name: str, seq: int, heads: int, perm: list[int]) -> str:
+        """[1, S, H] -> [1, heads, S, d] (perm 0,2,1,3) or [1, heads, d, S] (perm 0,2,3,1)."""
+        hidden = self.hidden
+        r = self.node("Reshape", [x, self.shape(f"{name}.shape", 1, seq, heads, hidden // heads)],
+                      f"{name}.split")  # fmt: skip
+        return self.node("Transpose", [r], f"{name}.heads", perm=perm)
+
+    def attention(self, x: str, name: str, seq: int, heads: int, mask: str) -> str:
+        """Multi-head scaled dot-product attention with an additive mask, and the output proj."""
+        h = self.hidden
+        q = self.heads(self.linear(x, f"{name}.q", h, h), f"{name}.q", seq, heads, [0, 2, 1, 3])
+        k = self.heads(self.linear(x, f"{name}.k", h, h), f"{name}.k", seq, heads, [0, 2, 3, 1])
+        v = self.heads(self.linear(x, f"{name}.v", h, h), f"{name}.v", seq, heads, [0, 2, 1, 3])
+        s = self.node("MatMul", [q, k], f"{name}.scores")
+        scale = self.const(f"{name}.scale", np.array(np.sqrt(h // heads), F32))
+        s = self.node("Div", [s, scale], f"{name}.scaled")
+        s = self.node("Add", [s, mask], f"{name}.masked")
+        p = self.node("Softmax", [s], f"{name}.probs", axis=-1)
+        o = self.node("MatMul", [p, v], f"{name}.context")
+        o = self.node("Transpose", [o], f"{name}.merge", perm=[0, 2, 1, 3])
+        o = self.node("Reshape", [o, self.shape(f"{name}.flat", 1, seq, h)], f"{name}.concat")
+        return self.linear(o, f"{name}.out", h, h)
+
+    def layer_norm(self, x: str, name: str) -> str:
+        """LayerNorm decomposed as older exporters write it."""
+        h = self.hidden
+        m = self.node("ReduceMean", [x], f"{name}.mean", axes=[-1])
+        d = self.node("Sub", [x, m], f"{name}.centered")
+        two = self.const(f"{name}.two", np.array(2.0, F32))
+        v = self.node("ReduceMean", [self.node("Pow", [d, two], f"{name}.sq")], f"{name}.var",
+                      axes=[-1])  # fmt: skip
+        eps = self.const(f"{name}.eps", np.array(1e-12, F32))
+        sd = self.node("Sqrt", [self.node("Add", [v, eps], f"{name}.var_eps")], f"{name}.std")
+        y = self.node("Div", [d, sd], f"{name}.normed")
+        g = self.const(f"{name}.gamma", (1 + 0.1 * self.rng.standard_normal(h)).astype(F32))
+        b = self.const(f"{name}.beta", (0.1 * self.rng.standard_normal(h)).astype(F32))
+        return self.node("Add", [self.node("Mul", [y, g], f"{name}.scaled"), b], name)
+
+    def gelu(self, x: str, name: str) -> str:
+        """Erf GELU decomposed as older exporters write it."""
+        c = {k: self.const(f"{name}.{k}", np.array(v, F32))
+             for k, v in (("sqrt2", np.sqrt(2.0)), ("one", 1.0), ("half", 0.5))}  # fmt: skip
+        e = self.node("Erf", [self.node("Div", [x, c["sqrt2"]], f"{name}.div")], f"{name}.erf")
+        e = self.node("Add", [e, c["one"]], f"{name}.add")
+        return self.node("Mul", [self.node("Mul", [x, e], f"{name}.mul"), c["half"]], name)
+
+
+F32 = np.float32
+# Encoder sizes: BERT-base's head size (64), FFN ratio (4x), 2 layers and sequence 128, at
+# hidden 384 / 6 heads / FFN 1536 so that the float32 file stays under 20 MB (hidden 768 would
+# need ~57 MB for 2 layers; even 1 layer with a 4x FFN is 28 MB).
+ENCODER = {"hidden": 384, "heads": 6, "ffn": 1536, "layers": 2, "seq": 128}
+DECODER = {"hidden": 256, "heads": 4, "ffn": 1024, "seq": 64}
+
+
+def transformer_encoder() -> onnx.ModelProto:
+    """BERT-style encoder: position embeddings (Gather), 2 post-LN layers, padding mask."""
+    cfg = ENCODER
+    b = Transformer(SEED + 4, cfg["hidden"])
+    h, seq = cfg["hidden"], cfg["seq"]
+    table = b.const("pos.table", (0.02 * b.rng.standard_normal((512, h))).astype(F32))
+    pos = b.node("Gather", [table, b.const("pos.ids", np.arange(seq, dtype=np.int64))], "pos")
+    x = b.layer_norm(b.node("Add", ["embeddings", pos], "embed"), "embed.ln")
+    mask = np.zeros((1, 1, 1, seq), F32)
+    mask[..., seq - 16 :] = -10000.0  # the last 16 tokens are padding
+    m = b.const("attention_mask", mask)
+    for i in range(cfg["layers"]):
+        a = b.attention(x, f"l{i}.attn", seq, cfg["heads"], m)
+        x = b.layer_norm(b.node("Add", [a, x], f"l{i}.res1"), f"l{i}.ln1")
+        f = b.gelu(b.linear(x, f"l{i}.ffn1", h, cfg["ffn"]), f"l{i}.gelu")
+        f = b.linear(f, f"l{i}.ffn2", cfg["ffn"], h)
+        x = b.layer_norm(b.node("Add", [f, x], f"l{i}.res2"), f"l{i}.ln2")
+    b.node("Identity", [x], "hidden_states")
+    return b.model("transformer_encoder", {"embeddings": [1, seq, h]}, ["hidden_states"], 13)
+
+
+def decoder_block() -> onnx.ModelProto:
+    """Pre-LN GPT-style block: causal self-attention, LayerNormalization and Gelu ops."""
+    cfg = DECODER
+    b = Transformer(SEED + 5, cfg["hidden"])
+    h, seq = cfg["hidden"], cfg["seq"]
+
+    def ln(x: str, name: str) -> str:
+        g = b.const(f"{name}.gamma", (1 + 0.1 * b.rng.standard_normal(h)).astype(F32))
+        beta = b.const(f"{name}.beta", (0.1 * b.rng.standard_normal(h)).astype(F32))
+        return b.node("LayerNormalization", [x, g, beta], name, axis=-1, epsilon=1e-5)
+
+    causal = np.triu(np.full((seq, seq), -1e9, F32), k=1)
+    mask = b.const("causal_mask", causal)
+    a = b.attention(ln("x", "ln1"), "attn", seq, cfg["heads"], mask)
+    x = b.node("Add", ["x", a], "res1")
+    f = b.node("Gelu", [b.linear(ln(x, "ln2"), "ffn1", h, cfg["ffn"])], "gelu")
+    f = b.linear(f, "ffn2", cfg["ffn"], h)
+    b.node("Add", [x, f], "y")
+    return b.model("decoder_block", {"x": [1, seq, h]}, ["y"], 20)
+
+
 MODELS = {
     "small_cnn": small_cnn,
     "mlp": mlp,
     "residual_block": residual_block,
     "lrn_concat": lrn_concat,
+    "transformer_encoder": transformer_encoder,
+    "decoder_block": decoder_block,
 }
 
 

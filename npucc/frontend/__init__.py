@@ -5,6 +5,9 @@ from npucc.frontend import (  # noqa: F401  (each module registers its pass)
     fold_batchnorm,
     fold_constants,
     fuse_activations,
+    fuse_attention,
+    fuse_gelu,
+    fuse_layernorm,
     legalize,
     prune_unused,
 )

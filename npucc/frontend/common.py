@@ -82,3 +82,27 @@ def value_type(v: onnx.ValueInfoProto | None) -> tuple[tuple[int, ...], str]:
     if not tt.HasField("shape"):
         return UNKNOWN_SHAPE, dtype
     return tuple(d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim), dtype
+
+
+def single_producer(g: Graph, tensor: str, op: str) -> Layer | None:
+    """The `op` layer writing `tensor` when it has no fused activation and `tensor` one reader."""
+    layer = g.producer(tensor)
+    if layer is None or layer.op != op or layer.attrs.get("act") or not single_user(g, tensor):
+        return None
+    return layer
+
+
+def scalar_const(g: Graph, name: str) -> float | None:
+    """The value of a one-element constant, else None."""
+    if not g.is_const(name) or const(g, name).size != 1:
+        return None
+    return float(const(g, name).reshape(-1)[0])
+
+
+def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Element strides of a contiguous row-major array of `shape`."""
+    strides, acc = [], 1
+    for d in reversed(shape):
+        strides.append(acc)
+        acc *= d
+    return tuple(reversed(strides))

@@ -9,40 +9,24 @@ import onnx
 from onnx import numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from npucc.frontend.common import node_error, onnx_op, value_type
+from npucc.frontend.common import UNKNOWN_SHAPE, node_error, onnx_op, value_type
 from npucc.ir.graph import Graph, Layer
 from npucc.ir.graph_text import NUMPY_DTYPES, dtype_name
 from npucc.passes import CompileContext, Pass, register
 
 # ops npucc only supports when they fold away (shape arithmetic and friends)
 FOLD_ONLY = (
-    "Abs",
-    "Cast",
-    "CastLike",
     "Ceil",
     "ConstantOfShape",
     "Equal",
-    "Exp",
-    "Expand",
     "Floor",
-    "Gather",
     "Greater",
     "Less",
-    "Log",
-    "Neg",
     "Not",
-    "Pow",
     "Range",
-    "Reciprocal",
-    "ReduceMean",
     "ReduceProd",
-    "ReduceSum",
     "Shape",
     "Size",
-    "Slice",
-    "Sqrt",
-    "Tile",
-    "Where",
 )
 
 
@@ -114,6 +98,38 @@ def _infer(g: Graph, layer: Layer) -> None:
             raise node_error(layer, f"cannot infer a static shape for '{out}'")
 
 
+def _ort_pool_shape(g: Graph, layer: Layer) -> tuple[int, ...]:
+    """A ceil_mode pool's output shape as onnxruntime computes it.
+
+    onnxruntime drops a last window that starts in the bottom/right padding, which ONNX shape
+    inference may keep (H=11, kernel 2, stride 3, pads 1/1: 4 rows, not 5); npucc follows it.
+    """
+    shape = list(g.tensors[layer.outputs[0]].shape)
+    x = g.tensors[layer.inputs[0]].shape
+    a = layer.attrs
+    spatial = len(x) - 2
+    pads = a.get("pads", (0,) * 2 * spatial)
+    strides = a.get("strides", (1,) * spatial)
+    if a.get("auto_pad", "NOTSET") != "NOTSET" or min(shape) < 0:
+        return tuple(shape)
+    for i in range(spatial):
+        if shape[2 + i] > 1 and (shape[2 + i] - 1) * strides[i] >= x[2 + i] + pads[i]:
+            shape[2 + i] -= 1
+    return tuple(shape)
+
+
+def _follow_onnxruntime(g: Graph, layer: Layer) -> None:
+    """Fix a ceil_mode pool's output shape; later layers' shapes are then inferred afresh."""
+    out = g.tensors[layer.outputs[0]]
+    fixed = _ort_pool_shape(g, layer)
+    if fixed == out.shape:
+        return
+    out.shape = fixed
+    later = g.layers[g.layers.index(layer) + 1 :]
+    for t in {t for other in later for t in other.outputs}:
+        g.tensors[t].shape = UNKNOWN_SHAPE
+
+
 @register
 class FoldConstants(Pass):
     """Replace layers computable at compile time by constant tensors."""
@@ -132,6 +148,8 @@ class FoldConstants(Pass):
             else:
                 if any(_open(ir, t) for t in layer.outputs):
                     _infer(ir, layer)
+                if op in ("MaxPool", "AveragePool") and layer.attrs.get("ceil_mode", 0):
+                    _follow_onnxruntime(ir, layer)
                 continue
             ir.remove_layer(layer)
             for name, value in zip(layer.outputs, values, strict=False):

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import numpy as np
 
 from npucc.errors import NpuccError
+from npucc.frontend import onnx_ops as ops
 from npucc.frontend.common import (
     const,
     fresh_layer_name,
@@ -220,11 +221,54 @@ def _lrn(g: Graph, layer: Layer) -> list[Layer]:
 
 
 LOWERED: dict[str, Callable[[Graph, Layer], list[Layer]]] = {
+    "Abs": ops.unary("abs"),
+    "Attention": ops.attention,
     "Add": _plain("add"),
-    "AveragePool": _pool,
+    "Cast": ops.cast,
+    "CastLike": ops.cast,
+    "Celu": ops.elu,
+    "CenterCropPad": ops.center_crop_pad,
+    "ConvTranspose": ops.one_d(ops.conv_transpose),
+    "DepthToSpace": ops.depth_to_space,
+    "Elu": ops.elu,
+    "Erf": ops.unary("erf"),
+    "Exp": ops.unary("exp"),
+    "Expand": ops.expand,
+    "Gather": ops.gather,
+    "Gelu": ops.gelu,
+    "HardSigmoid": ops.hard_sigmoid,
+    "HardSwish": ops.hard_swish,
+    "InstanceNormalization": ops.instance_norm,
+    "LayerNormalization": ops.layer_norm,
+    "LeakyRelu": ops.leaky_relu,
+    "Log": ops.unary("log"),
+    "LogSoftmax": ops.log_softmax,
+    "Mean": ops.mean,
+    "Mish": ops.softplus,
+    "Neg": ops.unary("neg"),
+    "Pad": ops.pad,
+    "Pow": ops.pow_,
+    "PRelu": ops.prelu,
+    "Reciprocal": ops.unary("recip"),
+    **{op: ops.reduce for op in ops.REDUCE},
+    "Resize": ops.resize,
+    "RMSNormalization": ops.rms_norm,
+    "Selu": ops.elu,
+    "Sigmoid": ops.unary("sigmoid"),
+    "Slice": ops.slice_,
+    "Softplus": ops.softplus,
+    "Softsign": ops.softsign,
+    "SpaceToDepth": ops.depth_to_space,
+    "Split": ops.split,
+    "Sqrt": ops.unary("sqrt"),
+    "Tanh": ops.unary("tanh"),
+    "Tile": ops.tile,
+    "Trilu": ops.trilu,
+    "Where": ops.where,
+    "AveragePool": ops.one_d(_pool),
     "Clip": _clip,
     "Concat": _concat,
-    "Conv": _conv,
+    "Conv": ops.one_d(_conv),
     "Div": _plain("div"),
     "Dropout": _view,
     "Flatten": _view,
@@ -235,7 +279,7 @@ LOWERED: dict[str, Callable[[Graph, Layer], list[Layer]]] = {
     "LRN": _lrn,
     "MatMul": _plain("matmul"),
     "Max": _chain("max"),
-    "MaxPool": _pool,
+    "MaxPool": ops.one_d(_pool),
     "Min": _chain("min"),
     "Mul": _plain("mul"),
     "Relu": _plain("relu"),
@@ -249,10 +293,25 @@ LOWERED: dict[str, Callable[[Graph, Layer], list[Layer]]] = {
 }
 
 
-def _check_f32(g: Graph, layer: Layer) -> None:
+BROADCASTING = ("add", "sub", "mul", "div", "max", "min", "pow")
+LIMITATIONS = ops.LIMITATIONS  # per ONNX op, for docs/operators.md
+
+
+def _check_f32(g: Graph, layer: Layer, source: Layer) -> None:
+    """Every tensor of canonical `layer` (from ONNX layer `source`) is non-empty f32."""
     for t in layer.inputs + layer.outputs:
         if t and g.tensors[t].dtype != "f32":
-            raise node_error(layer, f"tensor '{t}' is {g.tensors[t].dtype}; npucc needs f32")
+            raise node_error(source, f"tensor '{t}' is {g.tensors[t].dtype}; npucc needs f32")
+        if t and 0 in g.tensors[t].shape:
+            raise node_error(source, f"tensor '{t}' is empty; npucc needs non-empty tensors")
+    if layer.op in BROADCASTING:
+        shapes = [g.tensors[t].shape for t in layer.inputs]
+        try:
+            ok = tuple(np.broadcast_shapes(*shapes)) == g.tensors[layer.outputs[0]].shape
+        except ValueError:
+            ok = False
+        if not ok:
+            raise node_error(layer, f"inputs {shapes} do not broadcast (numpy rules) to the output")
 
 
 @register
@@ -274,9 +333,23 @@ class LegalizeOnnx(Pass):
             new = lower(ir, layer)
             ir.remove_layer(layer)
             for offset, canonical in enumerate(new):
-                _check_f32(ir, canonical)
+                _check_f32(ir, canonical, layer)
                 ir.add_layer(canonical, index + offset)
         for t in ir.inputs + ir.outputs:
             if ir.tensors[t].dtype != "f32":
                 raise NpuccError(f"graph tensor '{t}' is {ir.tensors[t].dtype}; npucc needs f32")
+        _copy_outputs(ir)
         return ir
+
+
+def _copy_outputs(g: Graph) -> None:
+    """Give each graph output that is a constant a layer writing it (from a renamed constant)."""
+    for t in dict.fromkeys(g.outputs):
+        if g.is_const(t):
+            tensor = g.tensors.pop(t)
+            src = fresh_name(g, f"{t}.const")
+            g.add_tensor(Tensor(src, tensor.shape, tensor.dtype, tensor.data))
+            g.replace_uses(t, src)
+            g.outputs = [t if o == src else o for o in g.outputs]
+            g.add_tensor(Tensor(t, tensor.shape))
+            g.add_layer(Layer(fresh_layer_name(g, f"{t}.copy"), "copy", [src], [t]))

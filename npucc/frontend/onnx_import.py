@@ -284,6 +284,8 @@ def model_to_graph(model: onnx.ModelProto) -> Graph:
         outputs = list(node.output)
         while outputs and outputs[-1] not in read:  # unused optional outputs (masks, indices)
             outputs.pop()
+        # an absent optional output before a present one gets a name nothing reads
+        outputs = [out or f"{name}.unused{i}" for i, out in enumerate(outputs)]
         for out in outputs:  # open dims are resolved by fold-constants
             shape, dtype = value_type(values.get(out))
             if 0 in shape and dtype == "f32":  # an empty activation; empty i64 shapes are fine

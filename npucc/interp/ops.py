@@ -123,7 +123,7 @@ def exec_mmad(view: View, ins: Mmad) -> None:
     a = view(ins.a, (ins.m, ins.k), (ins.k, 1))
     b = view(ins.b, (ins.k, ins.n), (ins.n, 1))
     dst = view(ins.dst, (ins.m, ins.n), (ins.n, 1))
-    product = np.matmul(a, b, dtype=F32)
+    product = np.matmul(a, b)  # float32 views: BLAS sgemm (a dtype= argument bypasses BLAS)
     if ins.acc:
         dst += product
     else:

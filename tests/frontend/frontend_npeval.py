@@ -63,7 +63,84 @@ def _lrn(x: Array, size: int, alpha: float, beta: float, bias: float) -> Array:
     return x / (bias + alpha / size * total) ** beta
 
 
+def _erf(x: Array) -> Array:
+    from math import erf
+
+    return np.vectorize(erf)(x.astype(np.float64))
+
+
+def _gelu(x: Array, approximate: str) -> Array:
+    if approximate == "tanh":
+        return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
+    return 0.5 * x * (1 + _erf(x / np.sqrt(2)))
+
+
+def _reduce(x: Array, op: str, axes: tuple[int, ...]) -> Array:
+    return {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}[op](x, axis=axes)
+
+
+def _layernorm(x: Array, s: Array | None, b: Array | None, axis: int, epsilon: float) -> Array:
+    axes = tuple(range(axis, x.ndim))
+    d = x - x.mean(axis=axes, keepdims=True)
+    y = d / np.sqrt((d * d).mean(axis=axes, keepdims=True) + epsilon)
+    return (y if s is None else y * s) + (0 if b is None else b)
+
+
+def _view(x: Array, strides: tuple[int, ...]) -> Array:
+    """The logical operand an attention layer reads from `x` through element strides."""
+    flat = np.ascontiguousarray(x).reshape(-1)
+    order = sorted(range(len(strides)), key=lambda i: -strides[i])
+    shape = [0] * len(strides)
+    for i in order:  # each logical dim spans (next larger stride) / (its stride) elements
+        bigger = [strides[j] for j in order if strides[j] > strides[i]]
+        shape[i] = (min(bigger) if bigger else flat.size) // strides[i]
+    return np.lib.stride_tricks.as_strided(flat, shape, [s * 4 for s in strides])
+
+
+def _attention(q, k, v, m=None, *, scale, q_strides, k_strides, v_strides) -> Array:
+    q, k, v = _view(q, q_strides), _view(k, k_strides), _view(v, v_strides)
+    s = scale * (q @ np.swapaxes(k, -1, -2)) + (0 if m is None else m)
+    return _softmax(s, -1) @ v
+
+
+def _slice(x: Array, starts: tuple[int, ...], steps: tuple[int, ...], shape) -> Array:
+    return x[tuple(slice(b, b + n * st, st) for b, n, st in zip(starts, shape, steps, strict=True))]
+
+
+def _pad(x: Array, pads, value, strides, shape) -> Array:
+    y = np.full(shape, value, np.float32)
+    r = x.ndim
+    y[
+        tuple(
+            slice(pads[i], pads[i] + (x.shape[i] - 1) * strides[i] + 1, strides[i])
+            for i in range(r)
+        )
+    ] = x
+    return y
+
+
+UNARY = {
+    "exp": np.exp, "neg": np.negative, "sqrt": np.sqrt, "recip": np.reciprocal, "tanh": np.tanh,
+    "erf": _erf, "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "abs": np.abs, "log": np.log,
+}  # fmt: skip
+SHAPED = {  # ops that need the output shape
+    "slice": _slice,
+    "pad": _pad,
+    "expand": lambda x, shape: np.broadcast_to(x, shape),
+}
+
 OPS: dict[str, Callable[..., Array]] = {
+    **UNARY,
+    "pow": np.power,
+    "muls": lambda x, scalar: x * scalar,
+    "adds": lambda x, scalar: x + scalar,
+    "pows": lambda x, scalar: x**scalar,
+    "gelu": _gelu,
+    "reduce": _reduce,
+    "layernorm": _layernorm,
+    "attention": _attention,
+    "take": lambda x, axis, indices: np.take(x, indices, axis=axis),
+    "copy": lambda x: x.copy(),
     "conv2d": _conv2d,
     "gemm": _gemm,
     "matmul": lambda a, b: a @ b,
@@ -88,8 +165,13 @@ OPS: dict[str, Callable[..., Array]] = {
 
 def _run(g: Graph, layer: Layer, args: list[Array]) -> Array:
     attrs = {k: v for k, v in layer.attrs.items() if not k.startswith("act")}
+    shape = g.tensors[layer.outputs[0]].shape
     if layer.op == "reshape":
-        y = args[0].reshape(g.tensors[layer.outputs[0]].shape)
+        y = args[0].reshape(shape)
+    elif layer.op in SHAPED:
+        y = SHAPED[layer.op](*args, **attrs, shape=shape)
+    elif layer.op == "reduce":
+        y = _reduce(*args, **attrs).reshape(shape)
     else:
         y = OPS[layer.op](*args, **attrs)
     act = layer.attrs.get("act", "")
@@ -107,5 +189,5 @@ def evaluate(g: Graph, feeds: dict[str, Array]) -> list[Array]:
     env.update(feeds)
     for layer in g.layers:
         (out,) = layer.outputs
-        env[out] = _run(g, layer, [env[t] for t in layer.inputs])
+        env[out] = _run(g, layer, [env[t] if t else None for t in layer.inputs])
     return [env[t] for t in g.outputs]

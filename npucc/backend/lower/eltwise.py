@@ -32,6 +32,9 @@ from npucc.ir.isa import BufRef, DdrRef, VBinary, VUnary
 # unary ops lowered one-to-one onto a VUnary without scalars: relu is canonical; the others
 # (isa.UNARY_OPS names) are ready for the frontend to map Exp, Sigmoid, Tanh, ... onto
 PLAIN_UNARY = ("relu", "exp", "neg", "sqrt", "recip", "tanh", "erf", "sigmoid", "abs", "log")
+SCALAR_UNARY = ("muls", "adds", "pows")  # one scalar operand: attrs["scalar"]
+SQRT1_2 = 0.7071067811865476
+SQRT_2_PI = 0.7978845608028654
 
 
 def _distinct(starts: Dims, sizes: Dims, strides: Dims) -> tuple[int, Dims, Dims]:
@@ -77,7 +80,7 @@ class _Operand:
         return buf, _ub_strides(sizes, self.strides)
 
 
-@lowering("add", "sub", "mul", "div", "max", "min")
+@lowering("add", "sub", "mul", "div", "max", "min", "pow")
 def lower_binary(ctx: LowerContext, layer: Layer) -> None:
     """out = a op b with numpy broadcasting, then the fused activation.
 
@@ -131,13 +134,15 @@ def _binary_tile(
         ctx.builder.free(buf)
 
 
-@lowering("clip", *PLAIN_UNARY)
+@lowering("clip", *PLAIN_UNARY, *SCALAR_UNARY)
 def lower_unary(ctx: LowerContext, layer: Layer) -> None:
     """out = op(x) over the flattened tensor, in place in UB, then the fused activation."""
     attrs = layer.attrs
     scalars: tuple[float, ...] = ()
     if layer.op == "clip":
         scalars = (float(attrs.get("min", -math.inf)), float(attrs.get("max", math.inf)))
+    elif layer.op in SCALAR_UNARY:
+        scalars = (float(attrs["scalar"]),)
     total = math.prod(ctx.shape(layer.outputs[0]))
     src, dst = ctx.ddr(layer.inputs[0]), ctx.ddr(layer.outputs[0])
     for start, n in split(total, budget(ctx)):
@@ -146,3 +151,34 @@ def lower_unary(ctx: LowerContext, layer: Layer) -> None:
         apply_activation(ctx, buf, n, attrs)
         store(ctx, dst.at(start), buf, (n,), (1,))
         ctx.builder.free(buf)
+
+
+@lowering("gelu")
+def lower_gelu(ctx: LowerContext, layer: Layer) -> None:
+    """x * 0.5 * (1 + erf(x / sqrt 2)), or the tanh approximation, on flat UB tiles."""
+    total = math.prod(ctx.shape(layer.outputs[0]))
+    src, dst = ctx.ddr(layer.inputs[0]), ctx.ddr(layer.outputs[0])
+    bld = ctx.builder
+    for start, n in split(total, budget(ctx) // 2):
+        x = load(ctx, src.at(start), (n,), (1,), f"{layer.name}.x")
+        t = bld.alloc("UB", n, f"{layer.name}.t")
+
+        def un(op: str, dst: BufRef, a: BufRef, *scalars: float, n: int = n) -> None:
+            bld.emit(VUnary(op, dst, a, (n,), (1,), (1,), scalars))
+
+        if layer.attrs.get("approximate", "none") == "tanh":
+            un("pows", t, x, 3.0)
+            un("muls", t, t, 0.044715)
+            bld.emit(VBinary("add", t, t, x, (n,), (1,), (1,), (1,)))
+            un("muls", t, t, SQRT_2_PI)
+            un("tanh", t, t)
+        else:
+            un("muls", t, x, SQRT1_2)
+            un("erf", t, t)
+        un("adds", t, t, 1.0)
+        bld.emit(VBinary("mul", t, t, x, (n,), (1,), (1,), (1,)))
+        un("muls", t, t, 0.5)
+        apply_activation(ctx, t, n, layer.attrs)
+        store(ctx, dst.at(start), t, (n,), (1,))
+        bld.free(x)
+        bld.free(t)

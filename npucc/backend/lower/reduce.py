@@ -1,4 +1,4 @@
-"""Vector lowerings of ops that reduce along an axis: softmax and LRN.
+"""Vector lowerings of ops that reduce along axes: softmax, LRN, reduce and layernorm.
 
 Softmax views its input as [outer, axis, inner] and tiles outer x inner; a tile keeps the whole
 axis in UB when it fits (max, subtract, exp, sum, scale), and otherwise streams the axis in
@@ -11,8 +11,23 @@ from __future__ import annotations
 
 import math
 
-from npucc.backend.lower.common import LowerContext, apply_activation, lowering, split
-from npucc.backend.lower.layout import Dims, budget, load, store
+from npucc.backend.lower.common import (
+    LowerContext,
+    apply_activation,
+    lowering,
+    row_major_strides,
+    split,
+)
+from npucc.backend.lower.layout import (
+    Dims,
+    boxes,
+    broadcast_strides,
+    budget,
+    coalesce,
+    load,
+    offset,
+    store,
+)
 from npucc.ir.graph import Layer
 from npucc.ir.isa import BufRef, Copy, DdrRef, VBinary, VFill, VReduce, VUnary
 
@@ -215,3 +230,102 @@ def _load_halo(
     x: DdrRef = ctx.ddr(layer.inputs[0]).at((b * c + lo) * plane + s0)
     dims, dense = (hi - lo, sl), (sl, 1)
     ctx.builder.emit(Copy(xpad.at((lo - first) * sl), x, dims, dense, (plane, 1)))
+
+
+REDUCE_COMBINE = {"max": "max", "min": "min", "sum": "add", "mean": "add"}
+
+
+@lowering("reduce")
+def lower_reduce(ctx: LowerContext, layer: Layer) -> None:
+    """Reduce (sum, mean, max, min) over `axes`: tiles of kept positions x reduced chunks."""
+    x, y = layer.inputs[0], layer.outputs[0]
+    shape = ctx.shape(x)
+    axes = set(layer.attrs["axes"])
+    op = layer.attrs["op"]
+    strides = row_major_strides(shape)
+    kept = [k for k in range(len(shape)) if k not in axes]
+    kdims, (kstr, ostr) = coalesce(
+        tuple(shape[k] for k in kept) or (1,),
+        tuple(strides[k] for k in kept) or (0,),
+        row_major_strides(tuple(shape[k] for k in kept)) or (1,),
+    )
+    rdims, (rstr,) = coalesce(
+        tuple(shape[k] for k in sorted(axes)), tuple(strides[k] for k in sorted(axes))
+    )
+    cap = budget(ctx)
+    red_boxes = boxes(rdims, max(1, cap // 4))
+    chunk = max(math.prod(sizes) for _, sizes in red_boxes)
+    bld = ctx.builder
+    total = math.prod(rdims)
+    for kstarts, ksizes in boxes(kdims, max(1, cap // (chunk + 2))):
+        rows = math.prod(ksizes)
+        acc = bld.alloc("UB", rows, f"{layer.name}.acc")
+        base = ctx.ddr(x).at(offset(kstarts, kstr))
+        for index, (rstarts, rsizes) in enumerate(red_boxes):
+            dims = (*ksizes, *rsizes)
+            buf = load(ctx, base.at(offset(rstarts, rstr)), dims, (*kstr, *rstr), f"{layer.name}.x")
+            part = acc if index == 0 else bld.alloc("UB", rows, f"{layer.name}.part")
+            red = "sum" if op == "mean" else op
+            dense = row_major_strides(dims)
+            bld.emit(VReduce(red, part, buf, dims, row_major_strides(ksizes), dense, len(rsizes)))
+            bld.free(buf)
+            if index:
+                bld.emit(VBinary(REDUCE_COMBINE[op], acc, acc, part, (rows,), (1,), (1,), (1,)))
+                bld.free(part)
+        if op == "mean":
+            bld.emit(VUnary("muls", acc, acc, (rows,), (1,), (1,), (1.0 / total,)))
+        apply_activation(ctx, acc, rows, layer.attrs)
+        store(ctx, ctx.ddr(y).at(offset(kstarts, ostr)), acc, ksizes, ostr)
+        bld.free(acc)
+
+
+@lowering("layernorm")
+def lower_layernorm(ctx: LowerContext, layer: Layer) -> None:
+    """y = (x - mean) / sqrt(var + eps) * scale + bias over the dims from `axis`, row tiles."""
+    x, scale, bias = (layer.inputs + ["", ""])[:3]
+    y = layer.outputs[0]
+    shape = ctx.shape(x)
+    axis = layer.attrs["axis"]
+    eps = float(layer.attrs["epsilon"])
+    outer, inner = math.prod(shape[:axis]), math.prod(shape[axis:])
+    bld = ctx.builder
+    cap = budget(ctx)
+    params = []
+    for name in (scale, bias):
+        if not name:
+            params.append(None)
+            continue
+        st = broadcast_strides(ctx.shape(name), shape[axis:])
+        params.append(load(ctx, ctx.ddr(name), shape[axis:], st, f"{layer.name}.param"))
+    room = cap - inner * sum(p is not None for p in params)
+    rows = min(outer, room // (2 * inner + 2))
+    if rows < 1:
+        raise ctx.fit_error(layer, "UB", 2 * inner + 2)
+    for r0, rl in split(outer, rows):
+        n = rl * inner
+        buf = load(ctx, ctx.ddr(x).at(r0 * inner), (n,), (1,), f"{layer.name}.x")
+        sq = bld.alloc("UB", n, f"{layer.name}.sq")
+        mean = bld.alloc("UB", rl, f"{layer.name}.mean")
+        rstd = bld.alloc("UB", rl, f"{layer.name}.rstd")
+        mat, row, bcast = (rl, inner), (inner, 1), (1, 0)
+        bld.emit(VReduce("sum", mean, buf, mat, (1,), row, 1))
+        bld.emit(VUnary("muls", mean, mean, (rl,), (1,), (1,), (1.0 / inner,)))
+        bld.emit(VBinary("sub", buf, buf, mean, mat, row, row, bcast))
+        bld.emit(VUnary("square", sq, buf, (n,), (1,), (1,)))
+        bld.emit(VReduce("sum", rstd, sq, mat, (1,), row, 1))
+        bld.free(sq)
+        bld.emit(VUnary("muls", rstd, rstd, (rl,), (1,), (1,), (1.0 / inner,)))
+        bld.emit(VUnary("adds", rstd, rstd, (rl,), (1,), (1,), (eps,)))
+        bld.emit(VUnary("sqrt", rstd, rstd, (rl,), (1,), (1,)))
+        bld.emit(VUnary("recip", rstd, rstd, (rl,), (1,), (1,)))
+        bld.emit(VBinary("mul", buf, buf, rstd, mat, row, row, bcast))
+        for p, op in zip(params, ("mul", "add"), strict=True):
+            if p is not None:
+                bld.emit(VBinary(op, buf, buf, p, mat, row, row, (0, 1)))
+        apply_activation(ctx, buf, n, layer.attrs)
+        store(ctx, ctx.ddr(y).at(r0 * inner), buf, (n,), (1,))
+        for b in (buf, mean, rstd):
+            bld.free(b)
+    for p in params:
+        if p is not None:
+            bld.free(p)

@@ -1,0 +1,920 @@
+"""Legalisations of the ONNX ops beyond the CNN core: activations, reductions, data movement.
+
+Each function maps one `onnx.<Op>` layer onto canonical layers (see npucc.ir.graph), composing
+the vector ops where no canonical op exists (LeakyRelu = max(x, alpha*x), Elu, HardSwish, ...).
+Index and shape operands (Gather indices, Slice starts, Pad pads, Resize scales, ...) must be
+constant after fold-constants: npucc moves float32 data only, at addresses known at compile time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+from npucc.frontend.common import (
+    add_const,
+    const,
+    fresh_layer_name,
+    fresh_name,
+    node_error,
+    row_major_strides,
+)
+from npucc.ir.graph import Graph, Layer, Tensor
+
+Legalize = Callable[[Graph, Layer], list[Layer]]
+INF = math.inf
+
+
+class Seq:
+    """Builds the canonical layers replacing one ONNX layer; the last one writes its output."""
+
+    __slots__ = ("g", "layer", "layers")
+
+    def __init__(self, g: Graph, layer: Layer) -> None:
+        self.g = g
+        self.layer = layer
+        self.layers: list[Layer] = []
+
+    def tmp(self, shape: tuple[int, ...], tag: str) -> str:
+        """A new f32 intermediate tensor."""
+        name = fresh_name(self.g, f"{self.layer.outputs[0]}.{tag}")
+        self.g.add_tensor(Tensor(name, tuple(shape)))
+        return name
+
+    def add(self, op: str, inputs: list[str], out: str = "", /, **attrs: object) -> str:
+        """Append a layer; without `out` it writes a new tensor of the layer's output shape."""
+        out = out or self.tmp(self.g.tensors[self.layer.outputs[0]].shape, op)
+        name = fresh_layer_name(self.g, f"{self.layer.name}.{op}")
+        taken = {x.name for x in self.layers}
+        while name in taken:
+            name = fresh_layer_name(self.g, f"{name}_")
+        self.layers.append(Layer(name, op, inputs, [out], dict(attrs)))
+        return out
+
+    def done(self) -> list[Layer]:
+        """The layers, the last renamed after the ONNX node."""
+        self.layers[-1].name = self.layer.name
+        return self.layers
+
+    @property
+    def y(self) -> str:
+        """The ONNX layer's (first) output."""
+        return self.layer.outputs[0]
+
+    def const(self, data: np.ndarray, tag: str) -> str:
+        """A new constant tensor."""
+        return add_const(self.g, f"{self.layer.name}.{tag}", np.asarray(data, np.float32))
+
+
+def attr(layer: Layer, key: str, default: object) -> object:
+    """An attribute with its default."""
+    return layer.attrs.get(key, default)
+
+
+def unary(op: str) -> Legalize:
+    """ONNX op -> one canonical unary layer."""
+
+    def lower(g: Graph, layer: Layer) -> list[Layer]:
+        s = Seq(g, layer)
+        s.add(op, layer.inputs[:1], s.y)
+        return s.done()
+
+    return lower
+
+
+def _scalar_unary(s: Seq, op: str, x: str, value: float, out: str = "") -> str:
+    return s.add(op, [x], out, scalar=float(value))
+
+
+def leaky_relu(g: Graph, layer: Layer) -> list[Layer]:
+    """max(x, alpha*x) for alpha <= 1, min(x, alpha*x) otherwise."""
+    alpha = float(attr(layer, "alpha", 0.01))
+    s = Seq(g, layer)
+    ax = _scalar_unary(s, "muls", layer.inputs[0], alpha)
+    s.add("max" if alpha <= 1 else "min", [layer.inputs[0], ax], s.y)
+    return s.done()
+
+
+def _negative_part(s: Seq, x: str) -> str:
+    return s.add("clip", [x], min=-INF, max=0.0)
+
+
+def prelu(g: Graph, layer: Layer) -> list[Layer]:
+    """relu(x) + slope * min(x, 0)."""
+    x, slope = layer.inputs[:2]
+    s = Seq(g, layer)
+    neg = s.add("mul", [_negative_part(s, x), slope])
+    s.add("add", [s.add("relu", [x]), neg], s.y)
+    return s.done()
+
+
+def _elu_core(s: Seq, x: str, alpha: float, inner: float, out: str) -> str:
+    """out = relu(x) + alpha * (exp(min(x, 0) * inner) - 1)."""
+    neg = _negative_part(s, x)
+    if inner != 1.0:
+        neg = _scalar_unary(s, "muls", neg, inner)
+    e = _scalar_unary(s, "adds", s.add("exp", [neg]), -1.0)
+    e = _scalar_unary(s, "muls", e, alpha)
+    return s.add("add", [s.add("relu", [x]), e], out)
+
+
+def elu(g: Graph, layer: Layer) -> list[Layer]:
+    """Elu, and Selu (gamma times an Elu), and Celu (exp of x/alpha)."""
+    s = Seq(g, layer)
+    x = layer.inputs[0]
+    op = layer.op.removeprefix("onnx.")
+    if op == "Selu":
+        alpha = float(attr(layer, "alpha", 1.67326319217681884765625))
+        gamma = float(attr(layer, "gamma", 1.05070102214813232421875))
+        _scalar_unary(s, "muls", _elu_core(s, x, alpha, 1.0, ""), gamma, s.y)
+    elif op == "Celu":
+        alpha = float(attr(layer, "alpha", 1.0))
+        _elu_core(s, x, alpha, 1.0 / alpha, s.y)
+    else:
+        _elu_core(s, x, float(attr(layer, "alpha", 1.0)), 1.0, s.y)
+    return s.done()
+
+
+def _hard_sigmoid(s: Seq, x: str, alpha: float, beta: float, out: str = "") -> str:
+    t = _scalar_unary(s, "adds", _scalar_unary(s, "muls", x, alpha), beta)
+    return s.add("clip", [t], out, min=0.0, max=1.0)
+
+
+def hard_sigmoid(g: Graph, layer: Layer) -> list[Layer]:
+    """clip(alpha * x + beta, 0, 1)."""
+    s = Seq(g, layer)
+    alpha, beta = float(attr(layer, "alpha", 0.2)), float(attr(layer, "beta", 0.5))
+    _hard_sigmoid(s, layer.inputs[0], alpha, beta, s.y)
+    return s.done()
+
+
+def hard_swish(g: Graph, layer: Layer) -> list[Layer]:
+    """x * hardsigmoid(x; 1/6, 1/2)."""
+    s = Seq(g, layer)
+    x = layer.inputs[0]
+    s.add("mul", [x, _hard_sigmoid(s, x, 1 / 6, 0.5)], s.y)
+    return s.done()
+
+
+def softplus(g: Graph, layer: Layer) -> list[Layer]:
+    """log(1 + exp(x)); Mish multiplies x by its tanh."""
+    s = Seq(g, layer)
+    x = layer.inputs[0]
+    mish = layer.op == "onnx.Mish"
+    sp = s.add("log", [_scalar_unary(s, "adds", s.add("exp", [x]), 1.0)], "" if mish else s.y)
+    if mish:
+        s.add("mul", [x, s.add("tanh", [sp])], s.y)
+    return s.done()
+
+
+def softsign(g: Graph, layer: Layer) -> list[Layer]:
+    """x / (1 + |x|)."""
+    s = Seq(g, layer)
+    x = layer.inputs[0]
+    s.add("div", [x, _scalar_unary(s, "adds", s.add("abs", [x]), 1.0)], s.y)
+    return s.done()
+
+
+def gelu(g: Graph, layer: Layer) -> list[Layer]:
+    """The fused gelu layer (exact erf form, or the tanh approximation)."""
+    s = Seq(g, layer)
+    approximate = str(attr(layer, "approximate", "none"))
+    if approximate not in ("none", "tanh"):
+        raise node_error(layer, f"unknown approximate={approximate!r}")
+    s.add("gelu", layer.inputs[:1], s.y, approximate=approximate)
+    return s.done()
+
+
+def pow_(g: Graph, layer: Layer) -> list[Layer]:
+    """x ** y: a scalar constant exponent becomes pows, anything else the binary pow."""
+    x, p = layer.inputs[:2]
+    s = Seq(g, layer)
+    if g.is_const(p) and const(g, p).size == 1 and g.tensors[s.y].shape == g.tensors[x].shape:
+        _scalar_unary(s, "pows", x, float(const(g, p).reshape(-1)[0]), s.y)
+    else:
+        s.add("pow", [x, p], s.y)
+    return s.done()
+
+
+def mean(g: Graph, layer: Layer) -> list[Layer]:
+    """Variadic Mean: a chain of adds, then a scale by 1/n."""
+    s = Seq(g, layer)
+    ins = list(layer.inputs)
+    acc = ins[0]
+    for t in ins[1:]:
+        acc = s.add(
+            "add",
+            [acc, t],
+            s.tmp(np.broadcast_shapes(g.tensors[acc].shape, g.tensors[t].shape), "sum"),
+        )
+    _scalar_unary(s, "muls", acc, 1.0 / len(ins), s.y)
+    return s.done()
+
+
+def log_softmax(g: Graph, layer: Layer) -> list[Layer]:
+    """log(softmax(x)) over one axis (opset < 13: the flattened trailing dims, when they are 1)."""
+    shape = g.tensors[layer.inputs[0]].shape
+    axis = int(attr(layer, "axis", -1 if g.opset >= 13 else 1)) % len(shape)
+    if g.opset < 13 and math.prod(shape[axis + 1 :]) != 1:
+        raise node_error(layer, "opset < 13 LogSoftmax over several axes is not supported")
+    s = Seq(g, layer)
+    s.add("log", [s.add("softmax", layer.inputs[:1], axis=axis)], s.y)
+    return s.done()
+
+
+# ------------------------------------------------------------------------------ reductions
+
+REDUCE = {  # ONNX op -> (pre-op, reduce op, post-op)
+    "ReduceSum": ("", "sum", ""),
+    "ReduceMean": ("", "mean", ""),
+    "ReduceMax": ("", "max", ""),
+    "ReduceMin": ("", "min", ""),
+    "ReduceL1": ("abs", "sum", ""),
+    "ReduceL2": ("square", "sum", "sqrt"),
+    "ReduceSumSquare": ("square", "sum", ""),
+    "ReduceLogSum": ("", "sum", "log"),
+    "ReduceLogSumExp": ("exp", "sum", "log"),
+}
+
+
+def _reduce_axes(g: Graph, layer: Layer, rank: int) -> tuple[int, ...] | None:
+    """The reduced axes (sorted, non-negative); None when there is nothing to reduce."""
+    axes: tuple[int, ...] | None = None
+    if "axes" in layer.attrs:
+        axes = tuple(layer.attrs["axes"])
+    elif len(layer.inputs) > 1 and layer.inputs[1]:
+        if not g.is_const(layer.inputs[1]):
+            raise node_error(layer, "axes must be constant")
+        axes = tuple(int(a) for a in const(g, layer.inputs[1]).reshape(-1))
+    if not axes:
+        if int(attr(layer, "noop_with_empty_axes", 0)):
+            return None
+        axes = tuple(range(rank))
+    return tuple(sorted({a % rank for a in axes}))
+
+
+def reduce(g: Graph, layer: Layer) -> list[Layer]:
+    """ReduceSum/Mean/Max/Min/L1/L2/SumSquare/LogSum/LogSumExp over constant axes."""
+    x = layer.inputs[0]
+    shape = g.tensors[x].shape
+    pre, op, post = REDUCE[layer.op.removeprefix("onnx.")]
+    axes = _reduce_axes(g, layer, len(shape))
+    s = Seq(g, layer)
+    if pre == "square":
+        x = _scalar_unary(s, "pows", x, 2.0, s.tmp(shape, "sq"))
+    elif pre:
+        x = s.add(pre, [x], s.tmp(shape, pre))
+    if axes is None:
+        s.add(post or "reshape", [x], s.y)
+        return s.done()
+    out_shape = g.tensors[s.y].shape
+    r = s.add("reduce", [x], "" if post else s.y, op=op, axes=axes)
+    if post:
+        g.tensors[r].shape = out_shape
+        s.add(post, [r], s.y)
+    return s.done()
+
+
+# --------------------------------------------------------------------------- data movement
+
+
+def _need_const(g: Graph, layer: Layer, name: str, what: str) -> np.ndarray:
+    if not g.is_const(name):
+        raise node_error(layer, f"{what} must be constant")
+    return const(g, name)
+
+
+def _slice_seq(s: Seq, x: str, ranges: list[range], out: str) -> str:
+    """out = x[ranges]: one positive-step slice, then a take per reversed axis."""
+    shape = s.g.tensors[x].shape
+    starts, steps, reversed_axes = [], [], []
+    for axis, r in enumerate(ranges):
+        if r.step > 0 or len(r) <= 1:
+            starts.append(r.start if len(r) else 0)
+            steps.append(abs(r.step) if len(r) > 1 else 1)
+        else:
+            starts.append(r[-1])
+            steps.append(-r.step)
+            reversed_axes.append(axis)
+    sizes = tuple(len(r) for r in ranges)
+    if not reversed_axes and sizes == shape:
+        return s.add("reshape", [x], out)
+    cur = x
+    if sizes != shape or any(st != 1 for st in steps):
+        cur = s.add(
+            "slice",
+            [x],
+            out if not reversed_axes else s.tmp(sizes, "slice"),
+            starts=tuple(starts),
+            steps=tuple(steps),
+        )
+    for k, axis in enumerate(reversed_axes):
+        last = k == len(reversed_axes) - 1
+        idx = tuple(range(sizes[axis] - 1, -1, -1))
+        cur = s.add("take", [cur], out if last else s.tmp(sizes, "rev"), axis=axis, indices=idx)
+    return cur
+
+
+def slice_(g: Graph, layer: Layer) -> list[Layer]:
+    """Slice with constant starts/ends/axes/steps (attributes before opset 10)."""
+    x = layer.inputs[0]
+    shape = g.tensors[x].shape
+    if "starts" in layer.attrs:
+        starts, ends = list(layer.attrs["starts"]), list(layer.attrs["ends"])
+        axes = list(attr(layer, "axes", range(len(starts))))
+        steps = [1] * len(starts)
+    else:
+        ins = [*layer.inputs, "", "", ""]
+        vals = [
+            [int(v) for v in _need_const(g, layer, t, "starts/ends/axes/steps").reshape(-1)]
+            if t
+            else None
+            for t in ins[1:5]
+        ]
+        starts, ends = vals[0], vals[1]
+        axes = vals[2] if vals[2] is not None else list(range(len(starts)))
+        steps = vals[3] if vals[3] is not None else [1] * len(starts)
+    ranges = [range(d) for d in shape]
+    for a, b, e, st in zip(axes, starts, ends, steps, strict=True):
+        if st == 0:
+            raise node_error(layer, "a step of 0")
+        a %= len(shape)
+        ranges[a] = range(*slice(b, e, st).indices(shape[a]))
+    s = Seq(g, layer)
+    _slice_seq(s, x, ranges, s.y)
+    return s.done()
+
+
+def split(g: Graph, layer: Layer) -> list[Layer]:
+    """Split into slices along an axis (sizes from the input, the attribute, or equal parts)."""
+    x = layer.inputs[0]
+    shape = g.tensors[x].shape
+    axis = int(attr(layer, "axis", 0)) % len(shape)
+    s = Seq(g, layer)
+    start = 0
+    for out in layer.outputs:
+        n = g.tensors[out].shape[axis]
+        ranges = [range(d) for d in shape]
+        ranges[axis] = range(start, start + n)
+        _slice_seq(s, x, ranges, out)
+        start += n
+    return s.done()
+
+
+def gather(g: Graph, layer: Layer) -> list[Layer]:
+    """Gather with constant indices: a take along the axis, reshaped to the indices' shape."""
+    x, idx_name = layer.inputs[:2]
+    shape = g.tensors[x].shape
+    axis = int(attr(layer, "axis", 0)) % len(shape)
+    if not g.is_const(idx_name):
+        raise node_error(layer, "indices must be constant (run-time indices are not supported)")
+    idx = const(g, idx_name).astype(np.int64).reshape(-1)
+    if np.any((idx < -shape[axis]) | (idx >= shape[axis])):
+        raise node_error(layer, "index out of range")
+    flat = tuple(int(i) % shape[axis] for i in idx)
+    s = Seq(g, layer)
+    taken = (*shape[:axis], len(flat), *shape[axis + 1 :])
+    if taken == g.tensors[s.y].shape:
+        s.add("take", [x], s.y, axis=axis, indices=flat)
+    else:
+        t = s.add("take", [x], s.tmp(taken, "take"), axis=axis, indices=flat)
+        s.add("reshape", [t], s.y)
+    return s.done()
+
+
+def expand(g: Graph, layer: Layer) -> list[Layer]:
+    """Expand to a constant shape: a broadcasting copy."""
+    _need_const(g, layer, layer.inputs[1], "shape")
+    s = Seq(g, layer)
+    _broadcast(s, layer.inputs[0], s.y)
+    return s.done()
+
+
+def _broadcast(s: Seq, x: str, out: str) -> str:
+    in_shape, out_shape = s.g.tensors[x].shape, s.g.tensors[out].shape
+    if math.prod(in_shape) == math.prod(out_shape):
+        return s.add("reshape", [x], out)
+    return s.add("expand", [x], out)
+
+
+def tile(g: Graph, layer: Layer) -> list[Layer]:
+    """Tile with constant repeats: reshape to (1, d0, 1, d1, ...), expand, reshape."""
+    x = layer.inputs[0]
+    shape = g.tensors[x].shape
+    reps = [int(r) for r in _need_const(g, layer, layer.inputs[1], "repeats").reshape(-1)]
+    s = Seq(g, layer)
+    spread = s.add("reshape", [x], s.tmp(tuple(v for d in shape for v in (1, d)), "spread"))
+    big = s.add(
+        "expand",
+        [spread],
+        s.tmp(tuple(v for r, d in zip(reps, shape, strict=True) for v in (r, d)), "tiled"),
+    )
+    s.add("reshape", [big], s.y)
+    return s.done()
+
+
+def where(g: Graph, layer: Layer) -> list[Layer]:
+    """Where with a constant condition: a*c + b*(1-c), constant operands pre-masked."""
+    cond, a, b = layer.inputs
+    c = _need_const(g, layer, cond, "the condition").astype(bool)
+    s = Seq(g, layer)
+    if c.all() or not c.any():
+        _broadcast(s, a if c.all() else b, s.y)
+        return s.done()
+    parts = []
+    for name, mask in ((a, c), (b, ~c)):
+        if g.is_const(name):
+            data = np.where(mask, const(g, name), 0).astype(np.float32)
+            parts.append(s.const(data, "masked"))
+        else:
+            m = s.const(mask.astype(np.float32), "mask")
+            shape = np.broadcast_shapes(g.tensors[name].shape, mask.shape)
+            parts.append(s.add("mul", [name, m], s.tmp(shape, "masked")))
+    s.add("add", parts, s.y)
+    return s.done()
+
+
+def cast(g: Graph, layer: Layer) -> list[Layer]:
+    """Cast/CastLike between float32 tensors: a view (other types are rejected later)."""
+    s = Seq(g, layer)
+    s.add("reshape", layer.inputs[:1], s.y)
+    return s.done()
+
+
+def pad(g: Graph, layer: Layer) -> list[Layer]:
+    """Pad: constant mode as the canonical pad, edge/reflect/wrap as takes along each axis."""
+    x = layer.inputs[0]
+    shape = g.tensors[x].shape
+    rank = len(shape)
+    mode = str(attr(layer, "mode", "constant"))
+    ins = [*layer.inputs, "", "", ""]
+    if "pads" in layer.attrs:
+        pads = [int(p) for p in layer.attrs["pads"]]
+        value = float(attr(layer, "value", 0.0))
+    else:
+        pads = [int(p) for p in _need_const(g, layer, ins[1], "pads").reshape(-1)]
+        value = float(_need_const(g, layer, ins[2], "value").reshape(-1)[0]) if ins[2] else 0.0
+    axes = list(range(rank))
+    if ins[3]:
+        axes = [int(a) % rank for a in _need_const(g, layer, ins[3], "axes").reshape(-1)]
+    begin, end = [0] * rank, [0] * rank
+    for i, a in enumerate(axes):
+        begin[a], end[a] = pads[i], pads[i + len(axes)]
+    s = Seq(g, layer)
+    # negative pads crop first
+    ranges = [range(max(-b, 0), d - max(-e, 0)) for d, b, e in zip(shape, begin, end, strict=True)]
+    cropped = tuple(len(r) for r in ranges)
+    begin, end = [max(b, 0) for b in begin], [max(e, 0) for e in end]
+    cur = x
+    if cropped != shape:
+        cur = _slice_seq(s, x, ranges, s.tmp(cropped, "crop") if any(begin + end) else s.y)
+    if not any(begin + end):
+        if cur == x:
+            s.add("reshape", [x], s.y)
+        return s.done()
+    if mode == "constant":
+        s.add("pad", [cur], s.y, pads=tuple(begin + end), value=value, strides=(1,) * rank)
+        return s.done()
+    if mode not in ("edge", "reflect", "wrap"):
+        raise node_error(layer, f"unknown mode {mode!r}")
+    padded_axes = [a for a in range(rank) if begin[a] or end[a]]
+    dims = list(cropped)
+    for k, a in enumerate(padded_axes):
+        n = dims[a]
+        idx = [_pad_index(i - begin[a], n, mode) for i in range(n + begin[a] + end[a])]
+        if mode == "reflect" and n == 1:
+            idx = [0] * len(idx)
+        dims[a] = len(idx)
+        last = k == len(padded_axes) - 1
+        out = s.y if last else s.tmp(tuple(dims), "pad")
+        cur = s.add("take", [cur], out, axis=a, indices=tuple(idx))
+    return s.done()
+
+
+def _pad_index(i: int, n: int, mode: str) -> int:
+    if mode == "edge":
+        return min(max(i, 0), n - 1)
+    if mode == "wrap":
+        return i % n
+    period = 2 * (n - 1)
+    i = abs(i) % period if period else 0
+    return period - i if i >= n else i
+
+
+def depth_to_space(g: Graph, layer: Layer) -> list[Layer]:
+    """DepthToSpace / SpaceToDepth as reshape, transpose, reshape."""
+    n, c, h, w = g.tensors[layer.inputs[0]].shape
+    b = int(layer.attrs["blocksize"])
+    s = Seq(g, layer)
+    crd = str(attr(layer, "mode", "DCR")) == "CRD"
+    if layer.op == "onnx.SpaceToDepth":
+        split_shape = (n, c, h // b, b, w // b, b)
+        perm = (0, 1, 3, 5, 2, 4) if crd else (0, 3, 5, 1, 2, 4)
+    elif not crd:
+        split_shape, perm = (n, b, b, c // (b * b), h, w), (0, 3, 4, 1, 5, 2)
+    else:
+        split_shape, perm = (n, c // (b * b), b, b, h, w), (0, 1, 4, 2, 5, 3)
+    r = s.add("reshape", layer.inputs[:1], s.tmp(split_shape, "split"))
+    t = s.add("transpose", [r], s.tmp(tuple(split_shape[p] for p in perm), "perm"), perm=perm)
+    s.add("reshape", [t], s.y)
+    return s.done()
+
+
+# ---------------------------------------------------------------------- normalisation
+
+
+def layer_norm(g: Graph, layer: Layer) -> list[Layer]:
+    """LayerNormalization over the trailing dims from `axis`; Mean and InvStdDev if read."""
+    x = layer.inputs[0]
+    shape = g.tensors[x].shape
+    rank = len(shape)
+    axis = int(attr(layer, "axis", -1)) % rank
+    eps = float(attr(layer, "epsilon", 1e-5))
+    s = Seq(g, layer)
+    ins = [*layer.inputs, ""][:3]
+    if len(layer.outputs) > 1:
+        axes = tuple(range(axis, rank))
+        stat = (*shape[:axis], *(1,) * (rank - axis))
+        mean = s.add("reduce", [x], layer.outputs[1] or s.tmp(stat, "mean"), op="mean", axes=axes)
+    if len(layer.outputs) > 2:
+        d = s.add("sub", [x, mean], s.tmp(shape, "centered"))
+        sq = _scalar_unary(s, "pows", d, 2.0, s.tmp(shape, "sq"))
+        var = s.add("reduce", [sq], s.tmp(stat, "var"), op="mean", axes=axes)
+        std = s.add(
+            "sqrt", [_scalar_unary(s, "adds", var, eps, s.tmp(stat, "var_eps"))], s.tmp(stat, "std")
+        )
+        s.add("recip", [std], layer.outputs[2])
+    s.add("layernorm", ins, s.y, axis=axis, epsilon=eps)
+    return s.done()
+
+
+def instance_norm(g: Graph, layer: Layer) -> list[Layer]:
+    """InstanceNormalization: a layernorm over the spatial dims, then per-channel scale/bias."""
+    x, scale, bias = layer.inputs
+    shape = g.tensors[x].shape
+    s = Seq(g, layer)
+    flat = (shape[0], shape[1], math.prod(shape[2:]))
+    xf = s.add("reshape", [x], s.tmp(flat, "flat"))
+    eps = float(attr(layer, "epsilon", 1e-5))
+    norm = s.add("layernorm", [xf, "", ""], s.tmp(flat, "norm"), axis=2, epsilon=eps)
+    col = (shape[1], 1)
+    sc = s.add("reshape", [scale], s.tmp(col, "scale"))
+    bi = s.add("reshape", [bias], s.tmp(col, "bias"))
+    scaled = s.add("mul", [norm, sc], s.tmp(flat, "scaled"))
+    shifted = s.add("add", [scaled, bi], s.tmp(flat, "shifted"))
+    s.add("reshape", [shifted], s.y)
+    return s.done()
+
+
+# -------------------------------------------------------------------------- resampling
+
+
+def _resize_matrix(g: Graph, layer: Layer, axis: int, n_in: int, n_out: int) -> np.ndarray:
+    """[n_out, n_in] interpolation matrix of Resize along one axis (the reference evaluator's)."""
+    a = dict(layer.attrs)
+    rank = len(g.tensors[layer.inputs[0]].shape)
+    axes = [int(x) % rank for x in a.pop("axes", range(rank))]
+    if axis not in axes:
+        raise node_error(layer, f"axis {axis} changes size but is not in axes {axes}")
+    pos, count = axes.index(axis), len(axes)
+    a.pop("keep_aspect_ratio_policy", None)
+    eye = np.eye(n_in, dtype=np.float32)
+    ins = [*layer.inputs, "", "", ""]
+    roi = const(g, ins[1]).reshape(-1) if ins[1] and g.is_const(ins[1]) else None
+    model_inputs = {"X": eye}
+    names = ["X", "", "", "sizes"]
+    if roi is not None and roi.size == 2 * count:
+        names[1] = "roi"
+        model_inputs["roi"] = np.array([0, roi[pos], 1, roi[count + pos]], np.float32)
+    model_inputs["sizes"] = np.array([n_in, n_out], np.int64)
+    if ins[2] and g.is_const(ins[2]) and const(g, ins[2]).size:
+        names[2], names[3] = "scales", ""
+        model_inputs.pop("sizes")
+        model_inputs["scales"] = np.array([1.0, const(g, ins[2]).reshape(-1)[pos]], np.float32)
+    node = onnx.helper.make_node("Resize", names, ["Y"], **a)
+    inputs = [
+        onnx.helper.make_tensor_value_info("X", onnx.TensorProto.FLOAT, eye.shape),
+    ]
+    inits = [numpy_helper.from_array(v, k) for k, v in model_inputs.items() if k != "X"]
+    graph = onnx.helper.make_graph(
+        [node], "m", inputs, [onnx.helper.make_empty_tensor_value_info("Y")], inits
+    )
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 19)])
+    try:
+        w = ReferenceEvaluator(model).run(None, {"X": eye})[0]
+    except Exception as exc:  # the evaluator raises many types
+        raise node_error(layer, f"cannot build the interpolation matrix: {exc}") from None
+    if w.shape != (n_in, n_out):
+        raise node_error(layer, "this Resize configuration is not supported")
+    return w.T.astype(np.float32)
+
+
+def resize(g: Graph, layer: Layer) -> list[Layer]:
+    """Resize as one matmul per resized axis with a constant interpolation matrix."""
+    x = layer.inputs[0]
+    shape = g.tensors[x].shape
+    s = Seq(g, layer)
+    out_shape = g.tensors[s.y].shape
+    if str(attr(layer, "coordinate_transformation_mode", "")) == "tf_crop_and_resize":
+        raise node_error(layer, "tf_crop_and_resize is not supported")
+    if any(s_ < 0 for s_ in out_shape):
+        raise node_error(layer, "the output shape must be static")
+    changed = [a for a in range(len(shape)) if shape[a] != out_shape[a]]
+    cur, dims = x, list(shape)
+    if not changed:
+        s.add("reshape", [x], s.y)
+        return s.done()
+    for k, a in enumerate(changed):
+        w = s.const(_resize_matrix(g, layer, a, shape[a], out_shape[a]), f"resize{a}")
+        before, after = math.prod(dims[:a]), math.prod(dims[a + 1 :])
+        view = s.add("reshape", [cur], s.tmp((before, dims[a], after), "view"))
+        dims[a] = out_shape[a]
+        res = s.add("matmul", [w, view], s.tmp((before, dims[a], after), "resized"))
+        last = k == len(changed) - 1
+        cur = s.add("reshape", [res], s.y if last else s.tmp(tuple(dims), "axis"))
+    return s.done()
+
+
+# ------------------------------------------------------------------------------- conv
+
+
+def conv_transpose(g: Graph, layer: Layer) -> list[Layer]:
+    """ConvTranspose as a zero-inserting pad and a stride-1 conv with flipped weights."""
+    x, w, *rest = layer.inputs
+    xs = g.tensors[x].shape
+    if len(xs) != 4:
+        raise node_error(layer, f"input must have rank 4, not {len(xs)}")
+    if not g.is_const(w) or (rest and rest[0] and not g.is_const(rest[0])):
+        raise node_error(layer, "weights and bias must be constant")
+    wt = const(g, w)
+    c, cog, kh, kw = wt.shape
+    group = int(attr(layer, "group", 1))
+    strides = tuple(attr(layer, "strides", (1, 1)))
+    dil = tuple(attr(layer, "dilations", (1, 1)))
+    out_pad = tuple(attr(layer, "output_padding", (0, 0)))
+    out = g.tensors[layer.outputs[0]].shape
+    begin, end = [], []
+    auto = str(attr(layer, "auto_pad", "NOTSET"))
+    for i, k in enumerate((kh, kw)):
+        full = strides[i] * (xs[2 + i] - 1) + out_pad[i] + (k - 1) * dil[i] + 1
+        if auto in ("SAME_UPPER", "SAME_LOWER") or "output_shape" in layer.attrs:
+            total = full - out[2 + i]
+            half = total // 2  # a negative total (a larger output) extends the end
+            b, e = (half, total - half) if auto == "SAME_UPPER" else (total - half, half)
+        elif auto == "VALID":
+            b, e = 0, 0
+        else:
+            pads = attr(layer, "pads", (0, 0, 0, 0))
+            b, e = pads[i], pads[i + 2]
+        begin.append((k - 1) * dil[i] - b)
+        end.append((k - 1) * dil[i] - e + out_pad[i])
+    if min(begin + end) < 0:
+        raise node_error(layer, "pads larger than the dilated kernel are not supported")
+    cg = c // group
+    flipped = wt[:, :, ::-1, ::-1].reshape(group, cg, cog, kh, kw).transpose(0, 2, 1, 3, 4)
+    weights = np.ascontiguousarray(flipped.reshape(group * cog, cg, kh, kw), np.float32)
+    s = Seq(g, layer)
+    dims = list(xs)
+    for i in range(2):
+        dims[2 + i] = (xs[2 + i] - 1) * strides[i] + 1 + begin[i] + end[i]
+    padded = s.add(
+        "pad",
+        [x],
+        s.tmp(tuple(dims), "dilated"),
+        pads=(0, 0, begin[0], begin[1], 0, 0, end[0], end[1]),
+        value=0.0,
+        strides=(1, 1, *strides),
+    )
+    ins = [padded, s.const(weights, "weight")]
+    if rest and rest[0]:
+        ins.append(rest[0])
+    s.add("conv2d", ins, s.y, strides=(1, 1), pads=(0, 0, 0, 0), dilations=dil, group=group)
+    return s.done()
+
+
+_SPATIAL_ATTRS = ("kernel_shape", "strides", "dilations", "output_padding", "output_shape")
+
+
+def one_d(lower: Legalize) -> Legalize:
+    """Run a 2-D conv/pool legalisation on a 1-D (rank 3) input through a height-1 view."""
+
+    def wrapped(g: Graph, layer: Layer) -> list[Layer]:
+        x, *rest = layer.inputs
+        shape = g.tensors[x].shape
+        if len(shape) != 3:
+            return lower(g, layer)
+        s = Seq(g, layer)
+        ins = [s.add("reshape", [x], s.tmp((shape[0], shape[1], 1, shape[2]), "2d"))]
+        for t in rest:
+            if t and g.is_const(t) and len(g.tensors[t].shape) == 3:
+                ins.append(s.const(const(g, t)[:, :, None, :], "w2d"))
+            else:
+                ins.append(t)
+        attrs = {k: (1, *v) if k in _SPATIAL_ATTRS else v for k, v in layer.attrs.items()}
+        if "pads" in attrs:
+            attrs["pads"] = (0, attrs["pads"][0], 0, attrs["pads"][1])
+        y = g.tensors[s.y].shape
+        out = s.tmp((y[0], y[1], 1, y[2]), "2d_out")
+        s.layers += lower(g, Layer(f"{layer.name}.2d", layer.op, ins, [out], attrs))
+        s.add("reshape", [out], s.y)
+        return s.done()
+
+    return wrapped
+
+
+LIMITATIONS = {
+    "Attention": "no softcap, sliding window, nonpad_kv_seqlen or qk_matmul_output; masks "
+    "constant (or float, full length, not causal); no fully masked rows",
+    "Trilu": "k must be constant",
+    "CenterCropPad": "the shape must be constant",
+    "Tile": "repeats must be constant",
+    "Split": "split sizes must be constant",
+    "ReduceSum": "axes must be constant",
+    "ReduceMean": "axes must be constant",
+    "ReduceMax": "axes must be constant",
+    "ReduceMin": "axes must be constant",
+    "Gather": "indices must be constant",
+    "Slice": "starts, ends, axes and steps must be constant",
+    "Where": "the condition must be constant; a non-finite value in an operand leaks through",
+    "Expand": "the shape must be constant",
+    "Pad": "pads, value and axes must be constant",
+    "Resize": "sizes/scales constant; not tf_crop_and_resize",
+    "ConvTranspose": "1-D and 2-D; pads at most the dilated kernel extent",
+    "Conv": "1-D and 2-D; constant weights",
+    "Cast": "float32 to float32 only",
+    "LogSoftmax": "opset < 13: one axis only",
+    "Softplus": "overflows to inf for x > 88",
+    "MaxPool": "1-D and 2-D; ceil_mode follows onnxruntime; no Indices output",
+    "AveragePool": "1-D and 2-D; not ceil_mode with count_include_pad",
+}
+
+
+# ------------------------------------------------------------------------- attention
+
+
+def _heads_4d(s: Seq, x: str, heads: int, tag: str) -> str:
+    """A [B, S, H*D] tensor as [B, H, S, D] (reshape + transpose layers); 4-D passes through."""
+    shape = s.g.tensors[x].shape
+    if len(shape) == 4:
+        return x
+    b, n, hd = shape
+    r = s.add("reshape", [x], s.tmp((b, n, heads, hd // heads), f"{tag}.split"))
+    return s.add(
+        "transpose", [r], s.tmp((b, heads, n, hd // heads), f"{tag}.heads"), perm=(0, 2, 1, 3)
+    )
+
+
+def _grouped(strides: tuple[int, ...], groups: int, shared: bool) -> tuple[int, ...]:
+    """[B, H, S, D] strides as [B, Hkv, G, S, D]: K/V repeat over G (stride 0)."""
+    sb, sh, ss, sd = strides
+    return (sb, sh, 0, ss, sd) if shared else (sb, groups * sh, sh, ss, sd)
+
+
+def _grouped_mask(shape: tuple[int, ...], groups: int) -> tuple[int, ...]:
+    """A mask shape broadcastable to [B, H, Sq, Sk] as [B, Hkv, G, Sq, Sk] (h = kv * G + g)."""
+    full = (1,) * (4 - len(shape)) + tuple(shape)
+    heads = (full[1] // groups, groups) if full[1] > 1 else (1, 1)
+    return (full[0], *heads, *full[2:])
+
+
+def _attention_bias(g: Graph, layer: Layer, mask: str, sq: int, sk: int, past: int) -> np.ndarray:
+    """The constant additive bias: the (padded) mask plus the causal frontier."""
+    bias = np.zeros((sq, sk), np.float32)
+    if mask:
+        m = const(g, mask)
+        if m.dtype == bool:
+            m = np.where(m, 0.0, -np.inf)
+        pad = sk - m.shape[-1]
+        if pad > 0:
+            m = np.pad(m, [(0, 0)] * (m.ndim - 1) + [(0, pad)], constant_values=-np.inf)
+        bias = bias + m.astype(np.float32)
+    if int(attr(layer, "is_causal", 0)):
+        allowed = np.arange(sk)[None, :] <= np.arange(sq)[:, None] + past
+        bias = bias + np.where(allowed, 0.0, -np.inf).astype(np.float32)
+    if np.any(np.all(np.isneginf(bias), axis=-1)):
+        raise node_error(layer, "fully masked query rows are not supported")
+    return bias
+
+
+def attention(g: Graph, layer: Layer) -> list[Layer]:
+    """The ONNX Attention op (opset 23+) as the fused `attention` layer.
+
+    Supports 3-D and 4-D inputs, grouped-query heads (K/V read with a zero head-group stride),
+    a past KV cache (concatenated; present outputs), a constant or float mask and is_causal.
+    """
+    ins = [*layer.inputs, *[""] * 7][:7]
+    q, k, v, mask, past_k, past_v, nonpad = ins
+    if nonpad or float(attr(layer, "softcap", 0.0)) or len(layer.outputs) > 3:
+        raise node_error(layer, "softcap, nonpad_kv_seqlen and qk_matmul_output are not supported")
+    if any(int(attr(layer, k_, -1)) >= 0 for k_ in ("left_window_size", "right_window_size")):
+        raise node_error(layer, "sliding windows are not supported")
+    s = Seq(g, layer)
+    rank3 = len(g.tensors[q].shape) == 3
+    hq = int(attr(layer, "q_num_heads", 0)) if rank3 else g.tensors[q].shape[1]
+    hkv = int(attr(layer, "kv_num_heads", 0)) if rank3 else g.tensors[k].shape[1]
+    k4, v4 = _heads_4d(s, k, hkv, "k"), _heads_4d(s, v, hkv, "v")
+    past = g.tensors[past_k].shape[2] if past_k else 0
+    outs = [*layer.outputs, "", ""][:3]
+    for i, (cur, old) in enumerate(((k4, past_k), (v4, past_v)), start=1):
+        if old:
+            shape = g.tensors[old].shape
+            cat = (*shape[:2], shape[2] + g.tensors[cur].shape[2], shape[3])
+            cur = s.add("concat", [old, cur], outs[i] or s.tmp(cat, "present"), axis=2)
+        elif outs[i]:
+            s.add("copy", [cur], outs[i])
+        if i == 1:
+            k4 = cur
+        else:
+            v4 = cur
+    b, _, sk, d = g.tensors[k4].shape
+    dv = g.tensors[v4].shape[3]
+    qshape = g.tensors[q].shape
+    sq = qshape[1] if rank3 else qshape[2]
+    groups = hq // hkv
+    if rank3:
+        q_st = (sq * hq * d, d, hq * d, 1)
+    else:
+        q_st = row_major_strides(qshape)
+    attrs = {
+        "scale": float(attr(layer, "scale", 1.0 / math.sqrt(d))),
+        "q_strides": _grouped(q_st, groups, False),
+        "k_strides": _grouped(row_major_strides(g.tensors[k4].shape), groups, True),
+        "v_strides": _grouped(row_major_strides(g.tensors[v4].shape), groups, True),
+    }
+    inputs = [q, k4, v4]
+    if mask and not g.is_const(mask):
+        mshape = g.tensors[mask].shape
+        if int(attr(layer, "is_causal", 0)) or mshape[-1] != sk or g.tensors[mask].dtype != "f32":
+            raise node_error(layer, "a run-time mask must be float, full length and not causal")
+        inputs.append(s.add("reshape", [mask], s.tmp(_grouped_mask(mshape, groups), "mask")))
+    elif mask or int(attr(layer, "is_causal", 0)):
+        bias = _attention_bias(g, layer, mask, sq, sk, past)
+        inputs.append(s.const(bias.reshape(_grouped_mask(bias.shape, groups)), "bias"))
+    out5 = s.add("attention", inputs, s.tmp((b, hkv, groups, sq, dv), "heads"), **attrs)
+    if rank3:
+        o4 = s.add("reshape", [out5], s.tmp((b, hq, sq, dv), "o4"))
+        t = s.add("transpose", [o4], s.tmp((b, sq, hq, dv), "merge"), perm=(0, 2, 1, 3))
+        s.add("reshape", [t], s.y)
+    else:
+        s.add("reshape", [out5], s.y)
+    return s.done()
+
+
+def rms_norm(g: Graph, layer: Layer) -> list[Layer]:
+    """RMSNormalization: x / sqrt(mean(x ** 2 over the dims from axis) + eps) * scale."""
+    x, scale = layer.inputs[:2]
+    shape = g.tensors[x].shape
+    rank = len(shape)
+    axis = int(attr(layer, "axis", -1)) % rank
+    stat = (*shape[:axis], *(1,) * (rank - axis))
+    s = Seq(g, layer)
+    sq = _scalar_unary(s, "pows", x, 2.0, s.tmp(shape, "sq"))
+    ms = s.add("reduce", [sq], s.tmp(stat, "ms"), op="mean", axes=tuple(range(axis, rank)))
+    ms = _scalar_unary(s, "adds", ms, float(attr(layer, "epsilon", 1e-5)), s.tmp(stat, "eps"))
+    inv = s.add("recip", [s.add("sqrt", [ms], s.tmp(stat, "rms"))], s.tmp(stat, "inv"))
+    s.add("mul", [s.add("mul", [x, inv], s.tmp(shape, "normed")), scale], s.y)
+    return s.done()
+
+
+def trilu(g: Graph, layer: Layer) -> list[Layer]:
+    """Trilu with a constant k: a product with the constant 0/1 triangle."""
+    x = layer.inputs[0]
+    k = 0
+    if len(layer.inputs) > 1 and layer.inputs[1]:
+        k = int(_need_const(g, layer, layer.inputs[1], "k").reshape(-1)[0])
+    rows, cols = g.tensors[x].shape[-2:]
+    tri = np.triu if int(attr(layer, "upper", 1)) else np.tril
+    s = Seq(g, layer)
+    s.add("mul", [x, s.const(tri(np.ones((rows, cols), np.float32), k), "triangle")], s.y)
+    return s.done()
+
+
+def center_crop_pad(g: Graph, layer: Layer) -> list[Layer]:
+    """CenterCropPad with a constant shape: a centred slice, then a centred zero pad."""
+    x = layer.inputs[0]
+    shape = g.tensors[x].shape
+    rank = len(shape)
+    want = [int(v) for v in _need_const(g, layer, layer.inputs[1], "shape").reshape(-1)]
+    axes = [int(a) % rank for a in attr(layer, "axes", range(rank))]
+    target = list(shape)
+    for a, n in zip(axes, want, strict=True):
+        target[a] = n
+    ranges = []
+    for d, n in zip(shape, target, strict=True):
+        start = (d - n) // 2 if d > n else 0
+        ranges.append(range(start, start + min(d, n)))
+    s = Seq(g, layer)
+    cropped = tuple(len(r) for r in ranges)
+    grow = [(n - c) for n, c in zip(target, cropped, strict=True)]
+    if not any(grow):
+        _slice_seq(s, x, ranges, s.y)
+        return s.done()
+    cur = _slice_seq(s, x, ranges, s.tmp(cropped, "crop")) if cropped != shape else x
+    pads = tuple(gr // 2 for gr in grow) + tuple(gr - gr // 2 for gr in grow)
+    s.add("pad", [cur], s.y, pads=pads, value=0.0, strides=(1,) * rank)
+    return s.done()

@@ -1,0 +1,146 @@
+"""fuse-attention, fuse-layernorm and fuse-gelu: matched patterns become one layer; unmatched
+variants still compile through the individual operators; both agree with onnxruntime."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import npucc
+from npucc.frontend import import_model
+
+RNG = np.random.default_rng(7)
+
+
+class Net:
+    """A tiny graph builder: nodes, float constants, int64 shapes."""
+
+    def __init__(self) -> None:
+        self.nodes, self.inits, self.k = [], [], 0
+
+    def c(self, value, dtype=np.float32) -> str:
+        self.k += 1
+        self.inits.append(numpy_helper.from_array(np.asarray(value, dtype), f"c{self.k}"))
+        return f"c{self.k}"
+
+    def n(self, op, *inputs, **attrs) -> str:
+        self.k += 1
+        self.nodes.append(helper.make_node(op, list(inputs), [f"t{self.k}"], **attrs))
+        return f"t{self.k}"
+
+    def model(self, inputs: dict, out: str, opset: int = 13) -> onnx.ModelProto:
+        self.nodes[-1].output[0] = "y"
+        g = helper.make_graph(
+            self.nodes,
+            "m",
+            [helper.make_tensor_value_info(k, TensorProto.FLOAT, s) for k, s in inputs.items()],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+            self.inits,
+        )
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+        m.ir_version = 8
+        return onnx.shape_inference.infer_shapes(m)
+
+
+def check(model: onnx.ModelProto) -> list[str]:
+    """Compare npucc with onnxruntime; returns the canonical ops of the compiled graph."""
+    feeds = {
+        v.name: RNG.standard_normal([d.dim_value for d in v.type.tensor_type.shape.dim]).astype(
+            np.float32
+        )
+        for v in model.graph.input
+    }
+    ref = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
+    got = npucc.compile(model, target="davinci-core").run(feeds)["y"]
+    assert np.abs(got - ref).max() <= 1e-4 * np.abs(ref).max() + 1e-5
+    return [layer.op for layer in import_model(model).layers]
+
+
+def attention_net(scale_op="Div", mask=True, prescale=False, seq=24, heads=2, d=8, axis=-1):
+    """Multi-head self-attention on x [1, seq, heads*d] in the exported-PyTorch layout."""
+    n, h = Net(), heads * d
+
+    def proj(tag: str, perm: list[int]) -> str:
+        w = n.c(RNG.standard_normal((h, h)) * 0.3)
+        r = n.n("Reshape", n.n("MatMul", "x", w), n.c([1, seq, heads, d], np.int64))
+        return n.n("Transpose", r, perm=perm)
+
+    q, k, v = proj("q", [0, 2, 1, 3]), proj("k", [0, 2, 3, 1]), proj("v", [0, 2, 1, 3])
+    if prescale:
+        q = n.n("Mul", q, n.c(d**-0.5))
+    s = n.n("MatMul", q, k)
+    if not prescale:
+        s = n.n(scale_op, s, n.c(d**0.5 if scale_op == "Div" else d**-0.5))
+    if mask:
+        s = n.n("Add", s, n.c(np.triu(np.full((seq, seq), -1e4), 1)))
+    o = n.n("MatMul", n.n("Softmax", s, axis=axis), v)
+    o = n.n("Reshape", n.n("Transpose", o, perm=[0, 2, 1, 3]), n.c([1, seq, h], np.int64))
+    n.n("Identity", o)
+    return n.model({"x": [1, seq, h]}, "y")
+
+
+@pytest.mark.parametrize(("scale_op", "mask"), [("Div", True), ("Mul", False)])
+def test_attention_fused(scale_op, mask):
+    ops = check(attention_net(scale_op, mask))
+    assert ops.count("attention") == 1 and "softmax" not in ops
+    assert ops.count("transpose") == 1  # q, k, v transposes absorbed as strides
+
+
+def test_attention_long_sequence_streams_blocks():
+    assert "attention" in check(attention_net(seq=300, heads=1, d=16))
+
+
+def test_attention_prescaled_query_fused():
+    assert "attention" in check(attention_net(prescale=True))
+
+
+def test_attention_unmatched_variant_compiles():
+    ops = check(attention_net(axis=-2))  # softmax over the queries: not an attention
+    assert "attention" not in ops and "softmax" in ops
+
+
+def layernorm_net(axes=(-1,), affine=True):
+    n = Net()
+    m = n.n("ReduceMean", "x", axes=list(axes))
+    d = n.n("Sub", "x", m)
+    var = n.n("ReduceMean", n.n("Pow", d, n.c(2.0)), axes=list(axes))
+    y = n.n("Div", d, n.n("Sqrt", n.n("Add", var, n.c(1e-5))))
+    if affine:
+        y = n.n("Add", n.n("Mul", y, n.c(RNG.uniform(0.5, 1.5, 16))), n.c(RNG.standard_normal(16)))
+    n.n("Identity", y)
+    return n.model({"x": [2, 5, 16]}, "y")
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_layernorm_fused(affine):
+    ops = check(layernorm_net(affine=affine))
+    assert ops == ["layernorm"]
+
+
+def test_layernorm_unmatched_variant_compiles():
+    ops = check(layernorm_net(axes=(1,), affine=False))
+    assert "layernorm" not in ops and "reduce" in ops
+
+
+def gelu_net(order: str):
+    n = Net()
+    e = n.n("Add", n.n("Erf", n.n("Div", "x", n.c(np.sqrt(2.0)))), n.c(1.0))
+    if order == "x_first":
+        n.n("Mul", n.n("Mul", "x", e), n.c(0.5))
+    elif order == "half_first":
+        n.n("Mul", "x", n.n("Mul", e, n.c(0.5)))
+    else:  # 0.5 is 0.45: not a GELU
+        n.n("Mul", n.n("Mul", "x", e), n.c(0.45))
+    return n.model({"x": [3, 40]}, "y")
+
+
+@pytest.mark.parametrize("order", ["x_first", "half_first"])
+def test_gelu_fused(order):
+    assert check(gelu_net(order)) == ["gelu"]
+
+
+def test_gelu_unmatched_variant_compiles():
+    assert "gelu" not in check(gelu_net("other"))
