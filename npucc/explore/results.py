@@ -13,6 +13,7 @@ from npucc.errors import NpuccError
 
 RESULTS = "results.csv"
 PLOT = "pareto.png"
+PAGE = "report.html"
 METRICS = (
     "status",  # ok, error (compile or run failed), mismatch (--check found wrong numbers)
     "latency_us",
@@ -206,4 +207,33 @@ def plot(rows: list[dict[str, str]], path: Path) -> Path:
     for ax in axes[len(models) :]:
         ax.set_visible(False)
     fig.savefig(path, dpi=100, metadata={"Software": None})
+    return path
+
+
+def write_page(rows: list[dict[str, str]], header: list[str], directory: Path) -> Path:
+    """A self-contained HTML page: the Pareto plot and, per model, its front as a table."""
+    from npucc import __version__
+    from npucc.report import render_template
+
+    axes = header[2 : -len(METRICS)]
+    columns = [*axes, *FRONT_METRICS]
+    statuses: dict[str, int] = {}
+    for row in rows:
+        statuses[row["status"]] = statuses.get(row["status"], 0) + 1
+    fronts = [
+        (model, [[row[c] if c in axes else _short(row[c], c) for c in columns] for row in front])
+        for model, front in pareto_front(rows).items()
+    ]
+    html = render_template(
+        "explore.html.j2",
+        title=directory.name,
+        points=len(rows),
+        statuses=", ".join(f"{n} {s}" for s, n in sorted(statuses.items())) or "none",
+        version=__version__,
+        plot=PLOT,
+        header=columns,
+        fronts=fronts,
+    )
+    path = directory / PAGE
+    path.write_text(html, encoding="utf-8")
     return path

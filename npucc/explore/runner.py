@@ -13,7 +13,7 @@ from typing import Any
 from npucc import progress
 from npucc.errors import NpuccError
 from npucc.explore.point import evaluate
-from npucc.explore.results import PLOT, ResultsFile, cell, columns, plot
+from npucc.explore.results import PLOT, ResultsFile, cell, columns, plot, write_page
 from npucc.explore.sweep import Point, Sweep, macs, sram_bytes
 
 INSTALL_HINT = (
@@ -123,6 +123,7 @@ def run_sweep(
     new = {p.key for p in todo}
     failed = sum(1 for r in results.rows if r["key"] in new and r["status"] != "ok")
     png = plot(results.rows, directory / PLOT)
+    write_page(results.rows, results.header, directory)
     return SweepRun(len(points), len(points) - len(todo), len(todo), failed, results.path, png)
 
 

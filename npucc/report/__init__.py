@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import jinja2
 import numpy as np
@@ -92,6 +93,11 @@ def render_report(title: str, target: Target, result: RunResult, out: Path) -> P
     page = out / "index.html"
     page.write_text(_page(data, refs), encoding="utf-8")
     return page
+
+
+def render_template(name: str, **values: Any) -> str:
+    """Render one of the report package's HTML templates."""
+    return _TEMPLATES.get_template(name).render(**values)
 
 
 def _page(data: ReportData, refs: list[FigureRef]) -> str:

@@ -30,6 +30,8 @@ def test_48_point_sweep_resumes_and_is_identical_with_1_and_2_workers(tmp_path, 
     header, rows = read_rows(one / "results.csv")
     assert len(rows) == 48 and all(r["status"] == "ok" for r in rows)
     assert (one / "pareto.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    page = (one / "report.html").read_text()
+    assert '<img src="pareto.png"' in page and page.count("<h2>Pareto front:") == 2
 
     assert _explore(str(SWEEP48), "-o", str(one), "--max-parallel", "1") == 0
     assert capsys.readouterr().out.startswith("48 points: 0 computed (0 not ok), 48 already")
