@@ -120,6 +120,16 @@ def test_sub_batch_loop_keeps_maps_on_chip(mesh: MeshParams):
     assert any(step.loop for step in ls) and evaluate(mesh, wl, ls).edp <= b.edp
 
 
+def test_children_are_safe_by_construction(mesh: MeshParams):
+    wl = chain(10, batch=8)
+    search = BeamSearch(wl, mesh, BeamOptions(width=4))
+    frontier = [(Step((Group(tuple(range(10)), mesh.whole),)),)]
+    for _ in range(3):
+        frontier = [c for plan in frontier[:6] for c in search.expand(plan)]
+        assert frontier and all(is_safe(wl, c) for c in frontier)
+        frontier = [c for c in frontier if any(len(g.layers) > 1 for s in c for g in s.groups)]
+
+
 def test_partial_plan_score_is_its_completion(mesh: MeshParams):
     wl = chain(8, batch=4)
     search = BeamSearch(wl, mesh, BeamOptions(width=4))

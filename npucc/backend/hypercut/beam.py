@@ -13,7 +13,6 @@ from npucc.backend.hypercut.gridcut import cut_many
 from npucc.backend.hypercut.hypergraph import Hypergraph
 from npucc.backend.hypercut.partition import k_range, partition
 from npucc.backend.hypercut.placement import place
-from npucc.backend.hypercut.plan import is_safe
 from npucc.target.mesh_cost import Group, MeshParams, Rect, Step, Workload, plan_edp
 
 Plan = tuple[Step, ...]
@@ -51,6 +50,8 @@ class BeamSearch:
         self.rng = random.Random(options.seed)
         self.splits = batch_splits(wl.batch)
         self._parts: dict[tuple[tuple[int, ...], int], list[list[tuple[int, ...]]]] = {}
+        self._kahypar: dict = {}  # KaHyPar answers by relabelled sub-hypergraph
+        self._completed: dict[Step, tuple[Step, ...] | None] = {}  # completion of a step
         self._score: dict[Plan, float] = {}
         self._steps: dict = {}  # step-cost memo of the cost model
         self.best: tuple[float, Plan] | None = None  # best complete plan seen
@@ -82,21 +83,31 @@ class BeamSearch:
         compute-proportional cut of its rectangle (None when it has too few cores)."""
         steps: list[Step] = []
         for step in plan:
-            if all(len(g.layers) == 1 for g in step.groups):
-                steps.append(step)
-            elif len(step.groups) == 1:
-                rect = step.groups[0].rect
-                for j, layer in enumerate(step.groups[0].layers):
-                    steps.append(Step((Group((layer,), rect),), step.nsub, step.loop or j > 0))
-            else:
-                groups: list[Group] = []
-                for g in step.groups:
-                    rects = cut_many(g.rect, [self._work((i,)) + 1.0 for i in g.layers])
-                    if rects is None:
-                        return None
-                    groups.extend(Group((i,), r) for i, r in zip(g.layers, rects, strict=True))
-                steps.append(Step(tuple(groups), step.nsub, step.loop))
+            done = self._completed.get(step, ())
+            if done == ():
+                done = self._completed[step] = self._complete_step(step)
+            if done is None:
+                return None
+            steps.extend(done)
         return tuple(steps)
+
+    def _complete_step(self, step: Step) -> tuple[Step, ...] | None:
+        """The steps `completion` turns one step into (None when it cannot)."""
+        if all(len(g.layers) == 1 for g in step.groups):
+            return (step,)
+        if len(step.groups) == 1:
+            rect = step.groups[0].rect
+            return tuple(
+                Step((Group((layer,), rect),), step.nsub, step.loop or j > 0)
+                for j, layer in enumerate(step.groups[0].layers)
+            )
+        groups: list[Group] = []
+        for g in step.groups:
+            rects = cut_many(g.rect, [self._work((i,)) + 1.0 for i in g.layers])
+            if rects is None:
+                return None
+            groups.extend(Group((i,), r) for i, r in zip(g.layers, rects, strict=True))
+        return (Step(tuple(groups), step.nsub, step.loop),)
 
     def parts(self, layers: tuple[int, ...], k: int) -> list[list[tuple[int, ...]]]:
         """Candidate k-way splits of a pair in dependency order: KaHyPar's (when its parts do
@@ -104,7 +115,7 @@ class BeamSearch:
         key = (layers, k)
         if key not in self._parts:
             hg = Hypergraph.from_workload(self.wl, layers)
-            assign = partition(hg, k, self.opt.epsilon, self.opt.seed)
+            assign = partition(hg, k, self.opt.epsilon, self.opt.seed, self._kahypar)
             groups: dict[int, list[int]] = {}
             for v, b in enumerate(assign):
                 groups.setdefault(b, []).extend(hg.members[v])
@@ -126,7 +137,8 @@ class BeamSearch:
         return [tuple(c) for c in out if c]
 
     def expand(self, plan: Plan) -> list[Plan]:
-        """Children of a plan: its largest multi-layer pair split k ways, in time or space."""
+        """Children of a plan: its largest multi-layer pair split k ways, in time or space (safe
+        by construction: parts come in dependency order, so a safe parent has safe children)."""
         s, g = max(
             (
                 (s, g)
@@ -141,7 +153,7 @@ class BeamSearch:
         for k in k_range(len(group.layers), self.opt.k_max):
             for parts in self.parts(group.layers, k):
                 children.extend(self._children(plan, s, g, parts))
-        return [c for c in children if is_safe(self.wl, c)]
+        return children
 
     def _children(self, plan: Plan, s: int, g: int, parts: list[tuple[int, ...]]) -> list[Plan]:
         """The temporal and the spatial children of one split of pair g of step s; a step that
@@ -195,8 +207,9 @@ class BeamSearch:
         return None
 
     def run(self) -> Plan:
-        """Grow plans from the whole graph on the whole mesh until every pair is one layer;
-        the best complete plan seen (or the all-temporal one) gets its sub-batch loops tuned."""
+        """Grow plans from the whole graph on the whole mesh until every pair is one layer; the
+        best complete plan seen and the all-temporal one get their sub-batch loops tuned (a
+        well-tuned layer-sequential plan can beat the tuned search result); the better wins."""
         n = len(self.wl.layers)
         start: Plan = (Step((Group(tuple(range(n)), self.params.whole),), 1),)
         sequential = tuple(Step((Group((i,), self.params.whole),)) for i in range(n))
@@ -219,7 +232,8 @@ class BeamSearch:
                     break
                 beam = self._select(open_)
         found = min([*done, *([self.best[1]] if self.best else [])], key=self.edp)
-        return tune_loops(found, self.edp, self.splits)
+        tuned = (tune_loops(p, self.edp, self.splits) for p in dict.fromkeys((found, sequential)))
+        return min(tuned, key=self.edp)
 
     def _select(self, plans: list[Plan]) -> list[Plan]:
         """60 % best, 30 % structurally diverse, 10 % exploratory (random, seeded)."""

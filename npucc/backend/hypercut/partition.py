@@ -19,8 +19,14 @@ def k_range(num_vertices: int, k_max: int = 6) -> range:
     return range(2, min(num_vertices, k_max) + 1)
 
 
-def partition(hg: Hypergraph, k: int, epsilon: float = 0.1, seed: int = 0) -> list[int]:
-    """Block id of every vertex; km1-minimal under an epsilon compute balance; deterministic."""
+def partition(
+    hg: Hypergraph, k: int, epsilon: float = 0.1, seed: int = 0, memo: dict | None = None
+) -> list[int]:
+    """Block id of every vertex; km1-minimal under an epsilon compute balance; deterministic.
+
+    `memo` (owned by the caller) keeps KaHyPar's answer per relabelled input, so identical
+    sub-hypergraphs (repeated blocks of a network) are partitioned once.
+    """
     n = hg.num_vertices
     if not 2 <= k <= n:
         raise ValueError(f"k={k} outside [2, {n}]")
@@ -31,7 +37,26 @@ def partition(hg: Hypergraph, k: int, epsilon: float = 0.1, seed: int = 0) -> li
     total = float(hg.vertex_work.sum()) or 1.0
     cap = WORK_LEVELS // k  # no vertex may outweigh a block, or KaHyPar cannot balance
     node_w = [int(min(cap, max(1, round(w / total * WORK_LEVELS)))) for w in hg.vertex_work]
-    graph = kahypar.Hypergraph(n, hg.num_edges, offsets, pins, k, edge_w, node_w)
+    if memo is None:
+        return _kahypar(n, k, epsilon, seed, offsets, pins, edge_w, node_w)
+    key = (n, k, epsilon, seed, tuple(offsets), tuple(pins), tuple(edge_w), tuple(node_w))
+    if key not in memo:
+        memo[key] = _kahypar(n, k, epsilon, seed, offsets, pins, edge_w, node_w)
+    return list(memo[key])
+
+
+def _kahypar(
+    n: int,
+    k: int,
+    epsilon: float,
+    seed: int,
+    offsets: list[int],
+    pins: list[int],
+    edge_w: list[int],
+    node_w: list[int],
+) -> list[int]:
+    """One KaHyPar call; blocks renumbered by first vertex so equal partitions compare equal."""
+    graph = kahypar.Hypergraph(n, len(edge_w), offsets, pins, k, edge_w, node_w)
     ctx = kahypar.Context()
     with resources.as_file(resources.files(__package__) / CONFIG) as path:
         ctx.loadINIconfiguration(str(path))
@@ -41,7 +66,6 @@ def partition(hg: Hypergraph, k: int, epsilon: float = 0.1, seed: int = 0) -> li
     ctx.suppressOutput(True)
     kahypar.partition(graph, ctx)
     blocks = [graph.blockID(v) for v in range(n)]
-    # renumber blocks by first vertex so equal partitions compare equal
     order = {b: i for i, b in enumerate(dict.fromkeys(blocks))}
     return [order[b] for b in blocks]
 
