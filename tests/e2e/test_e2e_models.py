@@ -48,7 +48,7 @@ def test_light_zoo_model_with_random_weights(name: str) -> None:
 @pytest.mark.parametrize("path", MODELS, ids=lambda p: p.name)
 def test_shipped_model_on_a_mesh(path: Path) -> None:
     """Layer-sequential over 64 cores: tiles spread round-robin, DDR handoffs synchronised."""
-    check_model(load_model(path, INPUT_SHAPES.get(path.name)), target="mesh8x8")
+    check_model(load_model(path, INPUT_SHAPES.get(path.name)), target="mesh8x8", beam_width=8)
 
 
 def test_resnet50_on_a_mesh_with_random_weights() -> None:
