@@ -6,6 +6,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from mesh_target import MESH2X2
 from onnx import TensorProto, helper, numpy_helper
 
 import npucc
@@ -32,11 +33,12 @@ def run(op, inputs, attrs=None, consts=None, opset=18, n_out=1, positive=False, 
         x = rng.standard_normal(shape)
         feeds[name] = np.asarray(np.abs(x) + 0.5 if positive else x, np.float32)
     refs = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
-    got = npucc.compile(model, target="davinci-core").run(feeds)
-    for name, ref in zip(outs, refs, strict=True):
-        assert got[name].shape == ref.shape
-        err = float(np.max(np.abs(got[name] - ref)))
-        assert err <= 1e-4 * float(np.max(np.abs(ref))) + 1e-5, (name, err)
+    for target in ("davinci-core", MESH2X2):  # one core, and tiles spread over four
+        got = npucc.compile(model, target=target, beam_width=4).run(feeds)
+        for name, ref in zip(outs, refs, strict=True):
+            assert got[name].shape == ref.shape
+            err = float(np.max(np.abs(got[name] - ref)))
+            assert err <= 1e-4 * float(np.max(np.abs(ref))) + 1e-5, (name, err)
 
 
 X = {"x": (2, 3, 5, 7)}

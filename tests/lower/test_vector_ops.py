@@ -6,6 +6,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from mesh_target import MESH2X2
 from onnx import TensorProto, helper, numpy_helper
 
 import npucc
@@ -39,10 +40,11 @@ def check(model, seed=0, positive=False):
         x = rng.standard_normal(shape)
         feeds[v.name] = np.asarray(np.abs(x) + 0.5 if positive else x, np.float32)
     ref = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
-    got = npucc.compile(model, target="davinci-core").run(feeds)["out"]
-    assert got.shape == ref.shape
-    err = float(np.max(np.abs(got - ref))) if ref.size else 0.0
-    assert err <= 1e-4 * float(np.max(np.abs(ref))) + 1e-6, err
+    for target in ("davinci-core", MESH2X2):  # one core, and tiles spread over four
+        got = npucc.compile(model, target=target, beam_width=4).run(feeds)["out"]
+        assert got.shape == ref.shape
+        err = float(np.max(np.abs(got - ref))) if ref.size else 0.0
+        assert err <= 1e-4 * float(np.max(np.abs(ref))) + 1e-6, err
 
 
 # ------------------------------------------------------------------------- element-wise

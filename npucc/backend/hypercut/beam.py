@@ -139,7 +139,7 @@ class BeamSearch:
     def expand(self, plan: Plan) -> list[Plan]:
         """Children of a plan: its largest multi-layer pair split k ways, in time or space (safe
         by construction: parts come in dependency order, so a safe parent has safe children)."""
-        s, g = max(
+        largest = max(
             (
                 (s, g)
                 for s, step in enumerate(plan)
@@ -147,7 +147,11 @@ class BeamSearch:
                 if len(grp.layers) > 1
             ),
             key=lambda sg: (self._work(plan[sg[0]].groups[sg[1]].layers), -sg[0], -sg[1]),
+            default=None,
         )
+        if largest is None:  # every group is one layer: nothing left to split
+            return []
+        s, g = largest
         group = plan[s].groups[g]
         children: list[Plan] = []
         for k in k_range(len(group.layers), self.opt.k_max):
@@ -246,7 +250,8 @@ class BeamSearch:
         chosen = plans[:n_best]
         rest = plans[n_best:]
         shapes = {_shape(p) for p in chosen}
-        diverse, leftover = [], []
+        diverse: list[Plan] = []
+        leftover: list[Plan] = []
         for p in rest:
             shape = _shape(p)
             if len(diverse) < n_div and shape not in shapes:
@@ -314,7 +319,7 @@ def _shape(plan: Plan) -> tuple[tuple[int, int, bool], ...]:
 def _topological(wl: Workload, parts: list[tuple[int, ...]]) -> list[tuple[int, ...]] | None:
     """Parts ordered so every dependency points forward; None when they form a cycle."""
     part_of = {layer: i for i, p in enumerate(parts) for layer in p}
-    deps = {i: set() for i in range(len(parts))}
+    deps: dict[int, set[int]] = {i: set() for i in range(len(parts))}
     for i, p in enumerate(parts):
         for layer in p:
             for src, _ in wl.layers[layer].inputs:

@@ -89,6 +89,7 @@ def lower_attention(ctx: LowerContext, layer: Layer) -> None:
     br, bc = _blocks(ctx, layer, (sq, sk, d, dv), f.mask is not None)
     for index in np.ndindex(*batch):
         for q0, ql in split(sq, br):
+            ctx.next_tile()
             _query_block(f, index, q0, ql, split(sk, bc))
 
 

@@ -100,12 +100,14 @@ def lower_binary(ctx: LowerContext, layer: Layer) -> None:
     cap = budget(ctx)
     for o, name in zip(ops, layer.inputs, strict=True):
         elems = math.prod(ctx.shape(name))
-        if not o.full() and elems <= budget(ctx) // 4:
+        # NOTE: an operand loaded once serves every tile, so only when all run on one core
+        if len(ctx.cores) == 1 and not o.full() and elems <= budget(ctx) // 4:
             o.whole = load(ctx, o.ref, (elems,), (1,), o.name)
             cap -= elems
     tiled = [o for o in ops if o.whole is None]
     per_tile = len(tiled) + (0 if any(o.full() for o in tiled) else 1)
     for box in boxes(dims, cap // per_tile):
+        ctx.next_tile()
         _binary_tile(ctx, layer, ops, box, ctx.ddr(out), out_strides)
     for buf in dict.fromkeys(o.whole for o in ops if o.whole is not None):
         ctx.builder.free(buf)
@@ -146,6 +148,7 @@ def lower_unary(ctx: LowerContext, layer: Layer) -> None:
     total = math.prod(ctx.shape(layer.outputs[0]))
     src, dst = ctx.ddr(layer.inputs[0]), ctx.ddr(layer.outputs[0])
     for start, n in split(total, budget(ctx)):
+        ctx.next_tile()
         buf = load(ctx, src.at(start), (n,), (1,), f"{layer.name}.x")
         ctx.builder.emit(VUnary(layer.op, buf, buf, (n,), (1,), (1,), scalars))
         apply_activation(ctx, buf, n, attrs)
@@ -160,6 +163,7 @@ def lower_gelu(ctx: LowerContext, layer: Layer) -> None:
     src, dst = ctx.ddr(layer.inputs[0]), ctx.ddr(layer.outputs[0])
     bld = ctx.builder
     for start, n in split(total, budget(ctx) // 2):
+        ctx.next_tile()
         x = load(ctx, src.at(start), (n,), (1,), f"{layer.name}.x")
         t = bld.alloc("UB", n, f"{layer.name}.t")
 

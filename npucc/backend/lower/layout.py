@@ -96,6 +96,7 @@ def move(
     dims, (ss, ds) = coalesce(dims, src_strides, dst_strides)
     bld = ctx.builder
     for starts, sizes in boxes(dims, budget(ctx, STAGE_TIER)):
+        ctx.next_tile()
         buf = bld.alloc(STAGE_TIER, math.prod(sizes), f"{layer.name}.tile")
         dense = row_major_strides(sizes)
         bld.emit(Copy(buf, src.at(offset(starts, ss)), sizes, dense, ss))

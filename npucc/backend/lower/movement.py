@@ -93,6 +93,7 @@ def lower_pad(ctx: LowerContext, layer: Layer) -> None:
     in_strides, out_strides = row_major_strides(in_shape), row_major_strides(shape)
     bld = ctx.builder
     for starts, sizes in boxes(shape, budget(ctx)):
+        ctx.next_tile()
         buf = bld.alloc("UB", math.prod(sizes), f"{layer.name}.tile")
         spans = [
             _inside(o0, ol, b, st, n)

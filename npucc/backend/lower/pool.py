@@ -129,6 +129,7 @@ def lower_pool(ctx: LowerContext, layer: Layer) -> None:
     for p0, pl in split(g.planes, tp):
         for oh0, ohl in split(g.oh, toh):
             for ow0, owl in split(g.ow, tow):
+                ctx.next_tile()
                 _pool_tile(ctx, layer, g, scale, (p0, pl, oh0, ohl, ow0, owl))
 
 
@@ -221,6 +222,7 @@ def lower_global_pool(ctx: LowerContext, layer: Layer) -> None:
     x, y = ctx.ddr(layer.inputs[0]), ctx.ddr(layer.outputs[0])
     bld = ctx.builder
     for p0, pl in split(planes, tr):
+        ctx.next_tile()
         acc = bld.alloc("UB", pl, f"{layer.name}.acc")
         for k0, kl in split(size, chunk):
             part = acc if k0 == 0 else bld.alloc("UB", pl, f"{layer.name}.part")

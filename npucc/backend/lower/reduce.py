@@ -97,6 +97,7 @@ def lower_softmax(ctx: LowerContext, layer: Layer) -> None:
     to, ta, ti = _softmax_tiles(ctx, layer, view)
     for o0, ol in split(view[0], to):
         for i0, il in split(view[2], ti):
+            ctx.next_tile()
             tile = _SoftmaxTile(ctx, layer, view, (o0, ol, i0, il))
             (_softmax_resident if ta == view[1] else _softmax_streamed)(tile, ta)
 
@@ -165,6 +166,7 @@ def lower_lrn(ctx: LowerContext, layer: Layer) -> None:
     for b in range(n):
         for c0, cl in split(c, tc):
             for s0, sl in split(plane, ts):
+                ctx.next_tile()
                 _lrn_tile(ctx, layer, (c, plane, size), b, (c0, cl, s0, sl))
 
 
@@ -259,6 +261,7 @@ def lower_reduce(ctx: LowerContext, layer: Layer) -> None:
     total = math.prod(rdims)
     for kstarts, ksizes in boxes(kdims, max(1, cap // (chunk + 2))):
         rows = math.prod(ksizes)
+        ctx.next_tile()
         acc = bld.alloc("UB", rows, f"{layer.name}.acc")
         base = ctx.ddr(x).at(offset(kstarts, kstr))
         for index, (rstarts, rsizes) in enumerate(red_boxes):
