@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from npucc import progress
 from npucc.backend.hypercut.plan import MeshPlan
 from npucc.backend.hypercut.planner import PlannedGraph
 from npucc.backend.lower import (  # noqa: F401  (register)
@@ -20,7 +21,7 @@ from npucc.backend.lower.builder import DdrTracker, MeshBuilder, TileBuilder
 from npucc.backend.lower.common import LOWERINGS, LowerContext
 from npucc.backend.lower.program import Core, IoBinding, TiledProgram
 from npucc.errors import NpuccError
-from npucc.ir.graph import Graph
+from npucc.ir.graph import Graph, Layer
 from npucc.ir.tiled import TileGraph
 from npucc.passes import CompileContext, Pass, register
 from npucc.target import Target
@@ -54,21 +55,11 @@ def lower_graph(
     for name in graph.inputs:
         program.add_tensor(name, "input", graph.tensors[name].shape)
         program.io.append(IoBinding("input", name, name, graph.tensors[name].shape))
-    for layer in graph.layers:
-        if layer.op in VIEW_OPS:
-            src = layer.inputs[0]
-            lctx.ddr(src)
-            program.add_alias(layer.outputs[0], src)
-            continue
-        lower = LOWERINGS.get(layer.op)
-        if lower is None:
-            raise NpuccError(f"no lowering for operator {layer.op} (node '{layer.name}')")
-        for out in layer.outputs:
-            program.add_tensor(out, "temp", graph.tensors[out].shape)
-        lctx.begin_layer((placement or {}).get(layer.name, every_core))
-        lower(lctx, layer)
-        for out in layer.outputs:
-            builder.close_ddr(out)
+    with progress.task("lower-tiles", len(graph.layers)) as bar:
+        for index, layer in enumerate(graph.layers):
+            if bar is not None and index % 8 == 0:
+                bar.update(index)
+            _lower_layer(lctx, layer, (placement or {}).get(layer.name, every_core))
     for name in graph.outputs:
         lctx.ddr(name)
         program.io.append(IoBinding("output", name, program.key(name), graph.tensors[name].shape))
@@ -91,6 +82,25 @@ def plan_placement(plan: MeshPlan, target: Target) -> Placement:
             for index in group.layers:
                 placement[plan.workload.layers[index].name] = cores
     return placement
+
+
+def _lower_layer(lctx: LowerContext, layer: Layer, cores: tuple[int, ...]) -> None:
+    """Lower one layer onto `cores` (a view op only aliases its input's DDR tensor)."""
+    program = lctx.program
+    if layer.op in VIEW_OPS:
+        src = layer.inputs[0]
+        lctx.ddr(src)
+        program.add_alias(layer.outputs[0], src)
+        return
+    lower = LOWERINGS.get(layer.op)
+    if lower is None:
+        raise NpuccError(f"no lowering for operator {layer.op} (node '{layer.name}')")
+    for out in layer.outputs:
+        program.add_tensor(out, "temp", lctx.shape(out))
+    lctx.begin_layer(cores)
+    lower(lctx, layer)
+    for out in layer.outputs:
+        lctx.builder.close_ddr(out)
 
 
 @register
