@@ -27,6 +27,7 @@ import signal
 import sys
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,12 +85,20 @@ def _node_cases() -> list[Case]:
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
         raw = collect_testcases(None)
-    single = {c.name: c.model.graph.node[0].op_type for c in raw if len(c.model.graph.node) == 1}
+    single: dict[str, str] = {}
+    for c in raw:
+        # node test cases always carry a model and data sets (only model-zoo cases do not)
+        assert c.model is not None and c.data_sets is not None, c.name
+        if len(c.model.graph.node) == 1:
+            single[c.name] = c.model.graph.node[0].op_type
     cases = []
     for c in raw:
+        assert c.model is not None and c.data_sets is not None  # checked above
         base = c.name.split("_expanded")[0]
         op = single.get(c.name) or single.get(base) or _guess_op(c.model)
-        data = [(_feeds(c.model, ins), [_array(v) for v in outs]) for ins, outs in c.data_sets]
+        data: list[tuple[dict[str, np.ndarray], list[np.ndarray] | None]] = [
+            (_feeds(c.model, ins), [_array(v) for v in outs]) for ins, outs in c.data_sets
+        ]
         cases.append(Case(c.name, op, c.model, data))
     return cases
 
@@ -99,7 +108,7 @@ def _guess_op(model: onnx.ModelProto) -> str:
     return ops[-1] if ops else "none"
 
 
-def _feeds(model: onnx.ModelProto, values: list[Any]) -> dict[str, Any]:
+def _feeds(model: onnx.ModelProto, values: Sequence[Any]) -> dict[str, Any]:
     inits = {i.name for i in model.graph.initializer}
     names = [v.name for v in model.graph.input if v.name not in inits]
     return dict(zip(names, [_array(v) for v in values], strict=False))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 
@@ -20,6 +21,7 @@ from npucc.backend.schedule import Schedule
 from npucc.backend.schedule.replay import Replay
 from npucc.backend.schedule.schedule_pass import ScheduledProgram
 from npucc.ir.isa import PIPES, BufRef, DdrRef, Instr, MemRef, Spill, format_instr
+from npucc.ir.tiled import TileGraph
 from npucc.passes import CompileContext, Pass, register
 
 STREAM_VERSION = 1
@@ -98,7 +100,12 @@ def plan_flags(replay: Replay, first_flag: int = 0) -> Flags:
 
 
 def _resolve(
-    instr: Instr, node: int, replay: Replay, layout: DdrLayout, elem_bytes: int, tier_of
+    instr: Instr,
+    node: int,
+    replay: Replay,
+    layout: DdrLayout,
+    elem_bytes: int,
+    tier_of: Callable[[int], str],
 ) -> Instr:
     """Replace BufRef/DdrRef operands by MemRefs at this node's point of the schedule."""
     resolved: dict[str, MemRef] = {}
@@ -169,7 +176,7 @@ def _spill_instr(
     node: int,
     replay: Replay,
     layout: DdrLayout,
-    graph,
+    graph: TileGraph,
     core_index: int,
     eb: int,
 ) -> Instr:

@@ -41,7 +41,10 @@ def _match(g: Graph, erf: Layer) -> list[Layer] | None:
     x = _input_of_erf(g, erf)
     if x is None or len(g.users(erf.outputs[0])) != 1:
         return None
-    layers = [g.producer(erf.inputs[0]), erf]
+    scale = g.producer(erf.inputs[0])  # the x / sqrt 2 or x * (1/sqrt 2) that gave x
+    if scale is None:
+        return None
+    layers = [scale, erf]
     plus = g.users(erf.outputs[0])[0]
     if (
         plus.op != "add"
@@ -84,6 +87,7 @@ class FuseGelu(Pass):
             if layers is None:
                 continue
             x = _input_of_erf(ir, erf)
+            assert x is not None  # _match found it
             last = layers[-1]
             last.op, last.inputs, last.attrs = "gelu", [x], {"approximate": "none"}
             for layer in layers[:-1]:

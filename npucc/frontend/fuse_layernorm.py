@@ -51,12 +51,12 @@ def _match(g: Graph, div: Layer) -> tuple[list[Layer], list[str], dict] | None:
     d, sd = div.inputs
     sqrt = single_producer(g, sd, "sqrt")
     add = sqrt and single_producer(g, sqrt.inputs[0], "add")
-    if add is None:
+    if sqrt is None or add is None:
         return None
     var, eps_name = add.inputs if scalar_const(g, add.inputs[1]) is not None else add.inputs[::-1]
     eps = scalar_const(g, eps_name)
     red2 = single_producer(g, var, "reduce")
-    if eps is None or not _mean_over_tail(g, red2):
+    if eps is None or red2 is None or not _mean_over_tail(g, red2):
         return None
     sq = single_producer(g, red2.inputs[0], "pows")
     if sq is None or sq.attrs["scalar"] != 2.0 or sq.inputs[0] != d:
@@ -69,7 +69,8 @@ def _match(g: Graph, div: Layer) -> tuple[list[Layer], list[str], dict] | None:
     x, m = sub.inputs
     red1 = single_producer(g, m, "reduce")
     if (
-        not _mean_over_tail(g, red1)
+        red1 is None
+        or not _mean_over_tail(g, red1)
         or red1.inputs[0] != x
         or red1.attrs["axes"] != red2.attrs["axes"]
     ):

@@ -58,7 +58,7 @@ def _read(source: ModelSource) -> onnx.ModelProto:
         else:
             model = onnx.load(str(source), load_external_data=False)
     except OSError as exc:
-        raise NpuccError(f"cannot read model '{source}': {_one_line(exc)}") from None
+        raise NpuccError(f"cannot read model '{source!s}': {_one_line(exc)}") from None
     except Exception as exc:  # protobuf DecodeError and friends
         raise NpuccError(f"cannot read model: {_one_line(exc)}") from None
     folder = None if isinstance(source, bytes) else Path(source).parent

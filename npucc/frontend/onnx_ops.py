@@ -9,7 +9,9 @@ constant after fold-constants: npucc moves float32 data only, at addresses known
 from __future__ import annotations
 
 import math
+import typing
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import onnx
@@ -71,8 +73,8 @@ class Seq:
         return add_const(self.g, f"{self.layer.name}.{tag}", np.asarray(data, np.float32))
 
 
-def attr(layer: Layer, key: str, default: object) -> object:
-    """An attribute with its default."""
+def attr(layer: Layer, key: str, default: object) -> Any:
+    """An attribute with its default (untyped, like Layer.attrs: int, float, str, list, ...)."""
     return layer.attrs.get(key, default)
 
 
@@ -336,7 +338,8 @@ def slice_(g: Graph, layer: Layer) -> list[Layer]:
             else None
             for t in ins[1:5]
         ]
-        starts, ends = vals[0], vals[1]
+        # starts and ends are required inputs of Slice from opset 10
+        starts, ends = typing.cast(list[int], vals[0]), typing.cast(list[int], vals[1])
         axes = vals[2] if vals[2] is not None else list(range(len(starts)))
         steps = vals[3] if vals[3] is not None else [1] * len(starts)
     ranges = [range(d) for d in shape]
@@ -606,7 +609,8 @@ def _resize_matrix(g: Graph, layer: Layer, axis: int, n_in: int, n_out: int) -> 
     )
     model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 19)])
     try:
-        w = ReferenceEvaluator(model).run(None, {"X": eye})[0]
+        # a list of the outputs: run() returns a dict only with intermediate=True
+        w = typing.cast(list[Any], ReferenceEvaluator(model).run(None, {"X": eye}))[0]
     except Exception as exc:  # the evaluator raises many types
         raise node_error(layer, f"cannot build the interpolation matrix: {exc}") from None
     if w.shape != (n_in, n_out):
@@ -836,6 +840,7 @@ def attention(g: Graph, layer: Layer) -> list[Layer]:
     qshape = g.tensors[q].shape
     sq = qshape[1] if rank3 else qshape[2]
     groups = hq // hkv
+    q_st: tuple[int, ...]
     if rank3:
         q_st = (sq * hq * d, d, hq * d, 1)
     else:

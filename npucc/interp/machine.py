@@ -13,24 +13,28 @@ import hashlib
 import heapq
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TypedDict, cast
 
 import numpy as np
 
 from npucc import progress
 from npucc.errors import NpuccError
-from npucc.interp.ops import EXEC, img2col_args, img2col_index
-from npucc.interp.parser import Event, Line, Stream, StreamError, load_stream
+from npucc.interp.ops import EXEC, View, img2col_args, img2col_index
+from npucc.interp.parser import Event, FlagKey, Line, Stream, StreamError, load_stream
 from npucc.interp.trace import Trace, TraceInstr, TraceMem, TraceOperand
 from npucc.ir.isa import (
     DDR,
     PIPES,
+    Copy,
     Img2Col,
     Instr,
     MemRef,
     Mmad,
+    Operand,
     Spill,
     VBinary,
     VFill,
@@ -39,9 +43,19 @@ from npucc.ir.isa import (
 )
 from npucc.target.cost import instr_cycles, instr_energy, sync_cycles
 
-FlagKey = tuple[tuple[int, int], tuple[int, int], int]  # setter core, waiter core, number
 _NEVER = np.iinfo(np.int64).max  # clock entry of the initial writer: ordered before everything
 _PIPE_RANK = 1 << 40  # pipes sort after events at equal start time
+
+
+class Counters(TypedDict):
+    """Statistics of a run (a plain dict at run time)."""
+
+    bytes: dict[str, int]  # "SRC->DST" tier path -> bytes copied
+    macs: int
+    vector_elements: int
+    instructions: int
+    events: int
+    opcodes: dict[str, int]  # opcode -> instructions executed
 
 
 @dataclass(slots=True)
@@ -53,7 +67,7 @@ class RunResult:
     makespan: int  # latest finish, cycles
     energy: float  # picojoules
     peak: dict[str, int]  # tier -> peak live bytes (maximum over cores)
-    counters: dict[str, object]  # bytes per path, macs, vector elements, instruction counts
+    counters: Counters  # bytes per path, macs, vector elements, instruction counts
     core_makespan: dict[tuple[int, int], int]  # (row, col) -> latest finish on that core
     trace: Trace | None = None  # every instruction and alloc/free, when run with trace=True
 
@@ -130,7 +144,9 @@ def _is_dense(dims: tuple[int, ...], strides: tuple[int, ...]) -> bool:
     return True
 
 
-def strided(arr: np.ndarray, base: int, dims: tuple[int, ...], strides: tuple[int, ...]):
+def strided(
+    arr: np.ndarray, base: int, dims: tuple[int, ...], strides: tuple[int, ...]
+) -> np.ndarray:
     """Writable view of arr's elements base + sum(i*s) for i in dims (strides in elements).
 
     The same view as `as_strided`, built with the ndarray constructor (several times cheaper).
@@ -142,7 +158,9 @@ def strided(arr: np.ndarray, base: int, dims: tuple[int, ...], strides: tuple[in
 
 
 @lru_cache(maxsize=4096)
-def _canonical(dims: tuple[int, ...], strides: tuple[int, ...]) -> tuple[tuple, tuple]:
+def _canonical(
+    dims: tuple[int, ...], strides: tuple[int, ...]
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """The same set of elements with broadcast and unit dims dropped and dense dims merged."""
     merged: list[list[int]] = []
     for d, s in zip(reversed(dims), reversed(strides), strict=True):
@@ -156,12 +174,26 @@ def _canonical(dims: tuple[int, ...], strides: tuple[int, ...]) -> tuple[tuple, 
     return tuple(d for d, _ in merged), tuple(s for _, s in merged)
 
 
+def _resolved(ref: Operand) -> MemRef:
+    """An operand of a parsed stream: the parser accepts only resolved (MemRef) operands."""
+    assert isinstance(ref, MemRef)
+    return ref
+
+
 class _Access:
     """The set of elements one operand of one instruction touches, for checks and bookkeeping."""
 
     __slots__ = ("name", "tier", "base", "dims", "strides", "index", "lo", "hi")
 
-    def __init__(self, name: str, ref: MemRef, dims, strides, index=None) -> None:
+    def __init__(
+        self,
+        name: str,
+        operand: Operand,
+        dims: tuple[int, ...],
+        strides: tuple[int, ...],
+        index: np.ndarray | None = None,
+    ) -> None:
+        ref = _resolved(operand)
         self.name = name
         self.tier = ref.tier
         self.base = ref.addr >> 2
@@ -179,7 +211,7 @@ class _Access:
             return arr[self.base :][self.index]
         return strided(arr, self.base, self.dims, self.strides)
 
-    def put(self, arr: np.ndarray, value) -> None:
+    def put(self, arr: np.ndarray, value: object) -> None:
         """Assign to the touched elements of a per-element array."""
         if self.lo >= 0:
             arr[self.lo : self.hi] = value
@@ -221,7 +253,8 @@ def _accesses(ins: Instr) -> tuple[list[_Access], list[_Access]]:
         reads.append(_Access("a", ins.a, ins.dims, ins.a_strides))
         reads.append(_Access("b", ins.b, ins.dims, ins.b_strides))
         writes.append(_Access("dst", ins.dst, ins.dims, ins.dst_strides))
-    else:  # Copy, VUnary, VFill
+    else:
+        assert isinstance(ins, (Copy, VUnary, VFill))  # the other INSTRUCTIONS are handled above
         if not isinstance(ins, VFill):
             reads.append(_Access("src", ins.src, ins.dims, ins.src_strides))
         writes.append(_Access("dst", ins.dst, ins.dims, ins.dst_strides))
@@ -247,6 +280,12 @@ class _Mem:
 
 class _Step:
     """One line, with everything precomputed for its execution."""
+
+    # set for pipe instructions only (events have no cost or accesses)
+    cycles: int
+    energy: float
+    reads: Sequence[_Access]
+    writes: Sequence[_Access]
 
     __slots__ = ("line", "core", "qid", "seq", "rank", "pending", "cycles", "energy", "reads",
                  "writes", "start")  # fmt: skip
@@ -292,7 +331,7 @@ class _Machine:
         self.steps: list[_Step] = []
         self.waiter: dict[FlagKey, _Step] = {}
         target = self.target
-        self.counters: dict[str, object] = {
+        self.counters: Counters = {
             "bytes": {},
             "macs": 0,
             "vector_elements": 0,
@@ -360,9 +399,10 @@ class _Machine:
         except (MemoryError, ValueError):  # a huge target: numpy cannot allocate it
             raise self.fail(lineno, f"cannot simulate {nbytes} bytes of {tier}") from None
 
-    def view(self, core: int):
-        def view(ref: MemRef, dims: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
-            return strided(self.mem(core, ref.tier).data, ref.addr >> 2, dims, strides)
+    def view(self, core: int) -> View:
+        def view(ref: Operand, dims: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
+            mref = cast(MemRef, ref)  # the parser accepts only resolved (MemRef) operands
+            return strided(self.mem(core, mref.tier).data, mref.addr >> 2, dims, strides)
 
         return view
 
@@ -471,7 +511,7 @@ class _Machine:
     # ------------------------------------------------------------------------------ events
 
     def _event(self, step: _Step, start: int) -> int:
-        ev: Event = step.line.instr  # type: ignore[assignment]
+        ev = cast(Event, step.line.instr)  # steps of queue 0 hold the events
         self.counters["events"] += 1
         if ev.kind == "alloc":
             self._make_live(step, ev.tier, ev.addr, ev.size)
@@ -513,15 +553,15 @@ class _Machine:
 
     # ------------------------------------------------------------------------------ pipes
 
-    def _execute(self, step: _Step, start: int, view) -> int:
-        ins: Instr = step.line.instr  # type: ignore[assignment]
+    def _execute(self, step: _Step, start: int, view: View) -> int:
+        ins = cast(Instr, step.line.instr)  # steps of pipe queues hold the instructions
         qid = step.qid
         vc = self.qvc[qid]
         self._join(step, vc)
         vc[qid] = step.seq
         spill = isinstance(ins, Spill)
         finish = start + step.cycles
-        if spill:
+        if isinstance(ins, Spill):
             self._spill_residency(step, ins, finish)
         if self.check:
             for acc in step.reads:
@@ -576,24 +616,28 @@ class _Machine:
             )  # fmt: skip
         )
         if isinstance(ins, Spill):
-            if ins.dst.tier != DDR:
-                self._trace_mem(step, start, "alloc", ins.dst.tier, ins.dst.addr, ins.size * 4)
+            dst, src = _resolved(ins.dst), _resolved(ins.src)
+            if dst.tier != DDR:
+                self._trace_mem(step, start, "alloc", dst.tier, dst.addr, ins.size * 4)
             else:
-                self._trace_mem(step, finish, "free", ins.src.tier, ins.src.addr, ins.size * 4)
+                self._trace_mem(step, finish, "free", src.tier, src.addr, ins.size * 4)
 
     def _spill_residency(self, step: _Step, ins: Spill, finish: int) -> None:
-        if ins.dst.tier != DDR:
-            self._make_live(step, ins.dst.tier, ins.dst.addr, ins.size * 4)
+        dst = _resolved(ins.dst)
+        if dst.tier != DDR:
+            self._make_live(step, dst.tier, dst.addr, ins.size * 4)
             return
-        src = ins.src
+        src = _resolved(ins.src)
         self._end_live(step, src.tier, src.addr, ins.size * 4)
         heapq.heappush(self.releases, (finish, step.core, src.tier, src.addr, ins.size * 4))
 
-    def _check_access(self, step: _Step, acc: _Access, vc, write: bool, spill: bool) -> None:
+    def _check_access(
+        self, step: _Step, acc: _Access, vc: np.ndarray, write: bool, spill: bool
+    ) -> None:
         mem = self.mem(step.core, acc.tier)
         what = "write" if write else "read"
         who = self.qnames[step.qid]
-        op = step.line.instr.opcode
+        op = cast(Instr, step.line.instr).opcode  # only pipe steps have accesses
 
         def where(bad: np.ndarray) -> tuple[int, str]:
             pos = int(np.argmax(bad.ravel()))
@@ -659,6 +703,7 @@ class _Machine:
             elif isinstance(ins, Spill):
                 nbytes = ins.size * 4
             else:
+                assert isinstance(ins, Copy)  # the other INSTRUCTIONS are handled above
                 nbytes = math.prod(ins.dims) * 4
             path = f"{ins.src.tier}->{ins.dst.tier}"
             c["bytes"][path] = c["bytes"].get(path, 0) + nbytes

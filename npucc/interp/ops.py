@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
 from npucc.ir.isa import (
     Copy,
     Img2Col,
-    Instr,
-    MemRef,
     Mmad,
+    Operand,
     Spill,
     VBinary,
     VFill,
@@ -24,7 +24,9 @@ from npucc.ir.isa import (
     VUnary,
 )
 
-View = Callable[[MemRef, tuple[int, ...], tuple[int, ...]], np.ndarray]
+# operands are MemRefs in a parsed stream (the parser rejects symbolic ones); typed as Operand
+# because that is the instruction fields' type
+View = Callable[[Operand, tuple[int, ...], tuple[int, ...]], np.ndarray]
 F32 = np.float32
 
 # Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7, below float32 resolution of erf's range)
@@ -160,7 +162,9 @@ def exec_vfill(view: View, ins: VFill) -> None:
     view(ins.dst, ins.dims, ins.dst_strides)[...] = F32(ins.value)
 
 
-EXEC: dict[str, Callable[[View, Instr], None]] = {
+# opcode -> executor of that opcode's Instr class (Any: each entry takes its own subclass, which
+# the opcode key selects)
+EXEC: dict[str, Callable[[View, Any], None]] = {
     "copy": exec_copy,
     "spill": exec_spill,
     "img2col": exec_img2col,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass, field, fields
-from functools import cache
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from npucc.errors import NpuccError
@@ -28,6 +28,7 @@ from npucc.ir.isa import (
     VReduce,
     VUnary,
     copy_pipe,
+    field_names,
     parse_instr,
 )
 from npucc.target import Target, target_from_json
@@ -43,6 +44,8 @@ _FLAG_RE = re.compile(r"^([a-z0-9]+)(?:@(\d+),(\d+))?>([a-z0-9]+)(?:@(\d+),(\d+)
 _SHAPE_RE = re.compile(r"^([a-z0-9]+)\[([0-9,]*)\]$")
 _SHA_RE = re.compile(r"^[0-9a-f]{64}$")
 _JSON = json.JSONDecoder()
+
+FlagKey = tuple[tuple[int, int], tuple[int, int], int]  # setter core, waiter core, number
 
 
 class StreamError(NpuccError):
@@ -60,7 +63,7 @@ class Flag:
     dst_at: tuple[int, int] = (0, 0)  # (row, col) of the core whose queue waits for it
 
     @property
-    def key(self) -> tuple[tuple[int, int], tuple[int, int], int]:
+    def key(self) -> FlagKey:
         """Identity of the token: both endpoints and the number."""
         return (self.src_at, self.dst_at, self.num)
 
@@ -161,8 +164,8 @@ class _Parser:
         self.lineno = 0
         self.ddr_size = 0
         self.extent: dict[str, tuple[int, int]] = {}
-        self.flag_sets: dict[tuple[int, int], tuple[Flag, int]] = {}
-        self.flag_waits: dict[tuple[int, int], tuple[Flag, int]] = {}
+        self.flag_sets: dict[FlagKey, tuple[Flag, int]] = {}
+        self.flag_waits: dict[FlagKey, tuple[Flag, int]] = {}
 
     def fail(self, message: str, lineno: int | None = None) -> StreamError:
         return StreamError(f"{self.path}:{self.lineno if lineno is None else lineno}: {message}")
@@ -226,7 +229,7 @@ class _Parser:
                 records.append((lineno, content))
         return records
 
-    def _target(self, it) -> Target:
+    def _target(self, it: Iterator[tuple[int, str]]) -> Target:
         for self.lineno, content in it:
             key, _, body = content.partition(" ")
             if key != "target" or not body:
@@ -322,6 +325,7 @@ class _Parser:
     def _line(self, content: str, core: tuple[int, int]) -> Line:
         body, bar, sync = content.partition("|")
         queue, _, rest = body.strip().partition(" ")
+        instr: Instr | Event
         if queue in PIPES:
             try:
                 instr, declared = parse_instr(rest)
@@ -364,7 +368,9 @@ class _Parser:
         self._reach(tier, addr + size)
         return Event(kind, tier, addr, size, int(buf))
 
-    def _sync(self, tokens: list[str], queue: str, core: tuple[int, int]) -> tuple[tuple, tuple]:
+    def _sync(
+        self, tokens: list[str], queue: str, core: tuple[int, int]
+    ) -> tuple[tuple[Flag, ...], tuple[Flag, ...]]:
         if len(tokens) % 2:
             raise self.fail(f"expected 'wait|set SRC>DST#N' pairs, got '{_clip(tokens[-1])}'")
         waits: list[Flag] = []
@@ -474,13 +480,8 @@ _POSITIVE = frozenset(
 )
 
 
-@cache
-def _field_names(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(cls))
-
-
-def _ints(instr: Instr):
-    for name in _field_names(type(instr)):
+def _ints(instr: Instr) -> Iterator[tuple[str, int]]:
+    for name in field_names(type(instr)):
         value = getattr(instr, name)
         if isinstance(value, int):
             yield name, value

@@ -15,7 +15,6 @@ float, a name, or a list `[1,2,3]`.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import re
@@ -312,10 +311,20 @@ class VFill(Instr):
         return {"dst": pattern_extent(self.dims, self.dst_strides)}
 
 
-@functools.cache
+_FIELD_NAMES: dict[type[Instr], tuple[str, ...]] = {}
+
+
 def field_names(cls: type[Instr]) -> tuple[str, ...]:
-    """Names of an instruction class's fields, in declaration order."""
-    return tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+    """Names of an instruction class's fields, in declaration order (memoised per class).
+
+    A dict rather than functools.cache: mypy rejects class objects as cache keys (it checks the
+    instances' __hash__ against Hashable).
+    """
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        # every concrete Instr class is a dataclass (only the abstract base is not)
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+    return names
 
 
 INSTRUCTIONS: dict[str, type[Instr]] = {
@@ -436,6 +445,7 @@ def parse_instr(
         values[key] = val
     kwargs: dict[str, Any] = {}
     declared: dict[str, int] = {}
+    # every INSTRUCTIONS class is a dataclass (only the abstract Instr base is not)
     for f in fields(cls):  # type: ignore[arg-type]
         if f.name not in values:
             if f.name == "scalars":

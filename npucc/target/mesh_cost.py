@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -66,8 +67,11 @@ class MeshParams:
     dram_pj_bit: float
 
     @classmethod
-    def from_target(cls, target: Target, **overrides: float) -> MeshParams:
-        """Read the [mesh] and [energy] sections (and dtype) of a target; overrides win."""
+    def from_target(cls, target: Target, **overrides: Any) -> MeshParams:
+        """Read the [mesh] and [energy] sections (and dtype) of a target; overrides win.
+
+        `overrides` name MeshParams fields, each with a value of that field's type (int or float).
+        """
         m, e = target.mesh, target.energy
         eb = target.elem_bytes
         operand = 2 * eb * e["byte_L1"] / OPERAND_REUSE

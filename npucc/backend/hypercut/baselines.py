@@ -92,7 +92,7 @@ def anneal(wl: Workload, params: MeshParams, options: AnnealOptions) -> Plan:
     best = (current, state)
     for it in range(options.iterations):
         temp = options.t_start * (options.t_end / options.t_start) ** (it / options.iterations)
-        b, s, j = (list(x) for x in state)
+        b, s, j = list(state[0]), list(state[1]), list(state[2])
         runs = len(s)
         r = rng.randrange(runs)
         move = rng.randrange(5)

@@ -34,8 +34,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--platforms", default=",".join(PLATFORMS))
     p.add_argument("--batches", default=",".join(map(str, BATCHES)))
     p.add_argument("--methods", default=",".join(METHODS))
-    p.add_argument("--beam-width", type=int, default=BeamOptions.width)
-    p.add_argument("--sa-iterations", type=int, default=PlanOptions.sa_iterations)
+    p.add_argument("--beam-width", type=int, default=BeamOptions().width)
+    p.add_argument("--sa-iterations", type=int, default=PlanOptions().sa_iterations)
     p.add_argument("--seed", type=int, default=0)
     return p
 

@@ -81,7 +81,8 @@ class Hypergraph:
 
     def pins(self) -> tuple[list[int], list[int]]:
         """Hyperedge index offsets and pin lists (CSR), as kahypar wants them."""
-        offsets, pins = [0], []
+        offsets: list[int] = [0]
+        pins: list[int] = []
         for e in range(self.num_edges):
             pins.extend(int(v) for v in np.flatnonzero(self.incidence[:, e]))
             offsets.append(len(pins))

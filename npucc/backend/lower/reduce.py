@@ -293,7 +293,7 @@ def lower_layernorm(ctx: LowerContext, layer: Layer) -> None:
     outer, inner = math.prod(shape[:axis]), math.prod(shape[axis:])
     bld = ctx.builder
     cap = budget(ctx)
-    params = []
+    params: list[BufRef | None] = []  # scale, bias (None: absent)
     for name in (scale, bias):
         if not name:
             params.append(None)
