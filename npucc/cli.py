@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import re
 import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from npucc import progress
 from npucc.errors import CheckFailed, NpuccError
+
+if TYPE_CHECKING:
+    from npucc.interp import RunResult
 
 # subcommands implemented next to the code they drive: name -> module with add_parser and main
 PLUGINS = {
@@ -101,7 +106,12 @@ def _sub_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="execute a command stream in the interpreter")
     run.add_argument("stream")
     run.add_argument("-i", "--input", action="append", default=[], metavar="NAME=FILE.npy")
-    run.add_argument("--out", required=True, help="directory for <output>.npy files")
+    run.add_argument("--out", help="directory for <output>.npy files")
+    run.add_argument(
+        "--timing-only",
+        action="store_true",
+        help="time every instruction but compute no data (no outputs, no checks)",
+    )
     _add_common_options(run)
     check = sub.add_parser("check", help="compile, interpret and compare with onnxruntime")
     check.add_argument("model")
@@ -148,6 +158,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print(f"npucc: check failed: {one_line(str(exc))}", file=sys.stderr)
         return CheckFailed.exit_code
+    except BrokenPipeError:  # stdout closed early (`npucc ... | head`): stop quietly, like SIGPIPE
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (nothing more may reach the pipe)
+        return 141
     except OSError as exc:
         if debug:
             traceback.print_exc()
@@ -269,15 +282,30 @@ def cmd_run(args: argparse.Namespace) -> int:
     """`npucc run OUT.cmd -i NAME=FILE.npy --out DIR`."""
     from npucc.interp import run_file
 
-    result = run_file(args.stream, _load_inputs(args.input))
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for name, value in result.outputs.items():
-        np.save(out_dir / f"{safe_file_name(name)}.npy", value)
-    print(f"makespan {result.makespan} cycles")
-    for pipe, cycles in result.pipe_cycles.items():
-        print(f"  {pipe:<7} {cycles} busy cycles")
+    if args.out is None and not args.timing_only:
+        raise NpuccError("run needs --out DIR for the outputs (or --timing-only)")
+    result = run_file(args.stream, _load_inputs(args.input), timing_only=args.timing_only)
+    if args.out is not None and not args.timing_only:
+        out_dir = Path(args.out)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for name, value in result.outputs.items():
+            np.save(out_dir / f"{safe_file_name(name)}.npy", value)
+    print(run_summary(result))
     return 0
+
+
+def run_summary(result: RunResult) -> str:
+    """Makespan, energy, DRAM bytes, busy cycles per pipe and the makespan of every core."""
+    dram = sum(n for path, n in result.counters["bytes"].items() if "DDR" in path)
+    lines = [
+        f"makespan {result.makespan} cycles",
+        f"energy {result.energy:.6g} pJ",
+        f"DRAM traffic {dram} bytes",
+    ]
+    lines += [f"  {pipe:<7} {cycles} busy cycles" for pipe, cycles in result.pipe_cycles.items()]
+    if len(result.core_makespan) > 1:
+        lines += [f"  core {r},{c}: {t} cycles" for (r, c), t in result.core_makespan.items()]
+    return "\n".join(lines)
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -57,12 +57,17 @@ class Program:
         _atomic_write(Path(f"{path}.bin"), self.image)
         _atomic_write(path, self.stream.encode())
 
-    def execute(self, inputs: dict[str, np.ndarray], check: bool = True) -> Any:
-        """Run the stream in the interpreter; returns its full result (outputs, cycles, ...)."""
+    def execute(
+        self, inputs: dict[str, np.ndarray], check: bool = True, timing_only: bool = False
+    ) -> Any:
+        """Run the stream in the interpreter; returns its full result (outputs, cycles, ...).
+
+        `timing_only` times every instruction without computing data (no outputs, no checks).
+        """
         from npucc.interp import parse_stream, run_stream
 
         stream = parse_stream(self.stream, "<program>")
-        return run_stream(stream, self.image, inputs, check=check)
+        return run_stream(stream, self.image, inputs, check=check, timing_only=timing_only)
 
     def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run the stream in the interpreter and return the model's outputs by name."""

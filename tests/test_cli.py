@@ -122,3 +122,24 @@ def test_batch_fixes_a_symbolic_batch_and_refuses_a_static_one(tmp_path):
     result = _npucc(str(SMALL_CNN), "-o", str(tmp_path / "o.cmd"), "--batch", "3")
     assert result.returncode == 2
     assert "static batch of 1" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_run_timing_only_needs_no_inputs_and_reports_figures(tmp_path):
+    out = tmp_path / "o.cmd"
+    assert main([str(SMALL_CNN), "-o", str(out)]) == 0
+    result = _npucc("run", str(out), "--timing-only")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("makespan ") and lines[1].startswith("energy ")
+    assert lines[2].startswith("DRAM traffic ")
+    full = _npucc("run", str(out), "--out", str(tmp_path / "r"), "-i", "input=" + str(_x(tmp_path)))
+    assert full.returncode == 0, full.stderr
+    assert full.stdout.splitlines()[0] == lines[0]  # same timing with and without data
+
+
+def _x(tmp_path: Path) -> Path:
+    model = onnx.load(str(SMALL_CNN))
+    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    path = tmp_path / "x.npy"
+    np.save(path, np.random.default_rng(0).standard_normal(shape).astype(np.float32))
+    return path
