@@ -14,10 +14,58 @@ RTOL = 1e-4
 ATOL = 1e-6
 
 
-def random_inputs(shapes: dict[str, tuple[int, ...]], seed: int = 0) -> dict[str, np.ndarray]:
-    """Standard-normal float32 inputs, one generator seeded once, in the given name order."""
+def random_inputs(
+    shapes: dict[str, tuple[int, ...]], seed: int = 0, model: onnx.ModelProto | None = None
+) -> dict[str, np.ndarray]:
+    """Seeded inputs, one generator seeded once, in the given name order.
+
+    Float inputs are standard normal float32. With `model`, an integer input that feeds Gather
+    indices gets uniform valid indices in [0, n) (n: the smallest size of the data axis among
+    the Gathers it feeds), of the input's declared integer type.
+    """
     rng = np.random.default_rng(seed)
-    return {name: rng.standard_normal(shape).astype(np.float32) for name, shape in shapes.items()}
+    bounds = gather_index_bounds(model) if model is not None else {}
+    out: dict[str, np.ndarray] = {}
+    for name, shape in shapes.items():
+        if name in bounds:
+            high, dtype = bounds[name]
+            out[name] = rng.integers(0, high, shape).astype(dtype)
+        else:
+            out[name] = rng.standard_normal(shape).astype(np.float32)
+    return out
+
+
+def gather_index_bounds(model: onnx.ModelProto) -> dict[str, tuple[int, np.dtype]]:
+    """Integer graph inputs used as Gather indices: (exclusive bound, numpy dtype) per name."""
+    graph = model.graph
+    inits = {i.name for i in graph.initializer}
+    types = {
+        v.name: v.type.tensor_type.elem_type
+        for v in graph.input
+        if v.name not in inits and v.type.tensor_type.elem_type
+    }
+    ints = {n for n, t in types.items() if t in (onnx.TensorProto.INT64, onnx.TensorProto.INT32)}
+    gathers = [n for n in graph.node if n.op_type == "Gather" and n.input[1] in ints]
+    if not gathers:
+        return {}
+    inferred = onnx.shape_inference.infer_shapes(model)
+    dims: dict[str, tuple[int, ...]] = {i.name: tuple(i.dims) for i in graph.initializer}
+    for v in (*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output):
+        if v.name not in dims and v.type.tensor_type.HasField("shape"):
+            dims[v.name] = tuple(d.dim_value for d in v.type.tensor_type.shape.dim)
+    bounds: dict[str, tuple[int, np.dtype]] = {}
+    for node in gathers:
+        shape = dims.get(node.input[0])
+        if not shape:
+            continue
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+        size = shape[axis % len(shape)]
+        if size <= 0:
+            continue
+        ids = node.input[1]
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(types[ids]))
+        bounds[ids] = (min(size, bounds.get(ids, (size, dtype))[0]), dtype)
+    return bounds
 
 
 def randomize_weights(model: onnx.ModelProto, seed: int = 0) -> onnx.ModelProto:

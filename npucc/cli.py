@@ -327,7 +327,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         search=args.search,
         beam_width=args.beam_width,
     )
-    inputs = random_inputs(program.inputs, args.seed)
+    inputs = random_inputs(program.inputs, args.seed, model)
     result = program.execute(inputs)
     reference = run_onnxruntime(model, inputs)
     ok = True

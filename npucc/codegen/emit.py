@@ -243,11 +243,11 @@ def generate(program: TiledProgram, schedules: list[tuple[Schedule, Replay]]) ->
         blocks.append(block)
     output_names = {io.name for io in program.io if io.kind == "output"}
     tensors = [
-        (t.role, t.key, layout.addr[t.key], t.elems * eb, t.shape)
+        (t.role, t.key, layout.addr[t.key], t.nbytes(eb), t.shape, t.dtype)
         for t in program.tensors.values()
         if not (t.role == "temp" and t.key in output_names)
     ]
-    tensors += [("temp", key, layout.addr[key], n, (n // eb,)) for key, n in extra.items()]
+    tensors += [("temp", key, layout.addr[key], n, (n // eb,), "f32") for key, n in extra.items()]
     tensors.sort(key=lambda t: t[2])
     outputs = [
         (io.name, layout.addr[io.key], program.tensors[io.key].elems * eb, io.shape)

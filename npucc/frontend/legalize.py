@@ -299,8 +299,9 @@ LIMITATIONS = ops.LIMITATIONS  # per ONNX op, for docs/operators.md
 
 def _check_f32(g: Graph, layer: Layer, source: Layer) -> None:
     """Every tensor of canonical `layer` (from ONNX layer `source`) is non-empty f32."""
+    ids = layer.inputs[1:2] if layer.op == "take" else []  # run-time indices: i64
     for t in layer.inputs + layer.outputs:
-        if t and g.tensors[t].dtype != "f32":
+        if t and g.tensors[t].dtype != ("i64" if t in ids else "f32"):
             raise node_error(source, f"tensor '{t}' is {g.tensors[t].dtype}; npucc needs f32")
         if t and 0 in g.tensors[t].shape:
             raise node_error(source, f"tensor '{t}' is empty; npucc needs non-empty tensors")
@@ -335,8 +336,9 @@ class LegalizeOnnx(Pass):
             for offset, canonical in enumerate(new):
                 _check_f32(ir, canonical, layer)
                 ir.add_layer(canonical, index + offset)
+        ids = {x.inputs[1] for x in ir.layers if x.op == "take" and len(x.inputs) > 1}
         for t in ir.inputs + ir.outputs:
-            if ir.tensors[t].dtype != "f32":
+            if ir.tensors[t].dtype != ("i64" if t in ids and t in ir.inputs else "f32"):
                 raise NpuccError(f"graph tensor '{t}' is {ir.tensors[t].dtype}; npucc needs f32")
         _copy_outputs(ir)
         return ir

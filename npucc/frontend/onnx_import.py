@@ -129,11 +129,33 @@ def _suggest(name: str, dims: list[onnx.TensorShapeProto.Dimension]) -> str:
     return f"pass --input-shape {name}={shape or '1'}"
 
 
+INDEX_TYPES = (onnx.TensorProto.INT64, onnx.TensorProto.INT32)
+
+
+def index_inputs(graph: onnx.GraphProto) -> set[str]:
+    """Graph inputs read only as the indices of a top-level Gather (and not graph outputs).
+
+    These may be integer: they become i64 tensors read by an indirect copy (embedding lookup).
+    """
+    uses: dict[str, list[bool]] = {}
+    for node in graph.node:
+        for pos, name in enumerate(node.input):
+            uses.setdefault(name, []).append(node.op_type == "Gather" and pos == 1)
+        for attr in node.attribute:  # a subgraph may read anything: no index input then
+            for sub in (attr.g, *attr.graphs) if attr.g.ByteSize() or attr.graphs else ():
+                for sub_node in sub.node:
+                    for name in sub_node.input:
+                        uses.setdefault(name, []).append(False)
+    outputs = {v.name for v in graph.output}
+    return {n for n, used in uses.items() if used and all(used) and n not in outputs}
+
+
 def _fix_input_shapes(model: onnx.ModelProto, input_shapes: InputShapes) -> None:
     graph = model.graph
     inits = {i.name for i in graph.initializer}
     inputs = [v for v in graph.input if v.name not in inits]
     known = [v.name for v in inputs]
+    gather_ids = index_inputs(graph)
     for name in input_shapes:
         if name not in known:
             raise NpuccError(f"input shape given for unknown input '{name}' (inputs: {known})")
@@ -141,9 +163,14 @@ def _fix_input_shapes(model: onnx.ModelProto, input_shapes: InputShapes) -> None
         if not v.type.HasField("tensor_type"):
             raise NpuccError(f"input '{v.name}' is not a tensor")
         tt = v.type.tensor_type
-        if tt.elem_type != onnx.TensorProto.FLOAT:
+        if tt.elem_type != onnx.TensorProto.FLOAT and not (
+            tt.elem_type in INDEX_TYPES and v.name in gather_ids
+        ):
             elem = onnx.TensorProto.DataType.Name(tt.elem_type)
-            raise NpuccError(f"input '{v.name}' has element type {elem}; npucc supports FLOAT")
+            raise NpuccError(
+                f"input '{v.name}' has element type {elem}; npucc supports FLOAT (and INT64 or "
+                "INT32 inputs used only as Gather indices)"
+            )
         dims = list(tt.shape.dim)
         if v.name in input_shapes:
             shape = tuple(int(d) for d in input_shapes[v.name])
@@ -271,7 +298,8 @@ def model_to_graph(model: onnx.ModelProto) -> Graph:
     values = {v.name: v for v in (*graph.input, *graph.value_info, *graph.output)}
     for v in graph.input:
         if v.name not in g.tensors:
-            g.add_tensor(Tensor(v.name, *value_type(v)))
+            shape, dtype = value_type(v)
+            g.add_tensor(Tensor(v.name, shape, "i64" if dtype in ("i32", "i64") else dtype))
             g.inputs.append(v.name)
     read = {t for node in graph.node for t in node.input} | {v.name for v in graph.output}
     _check_ops(model)

@@ -375,6 +375,8 @@ def gather(g: Graph, layer: Layer) -> list[Layer]:
     shape = g.tensors[x].shape
     axis = int(attr(layer, "axis", 0)) % len(shape)
     if not g.is_const(idx_name):
+        if idx_name in g.inputs and g.tensors[idx_name].dtype == "i64":
+            return _gather_ids(g, layer, axis)
         raise node_error(layer, "indices must be constant (run-time indices are not supported)")
     idx = const(g, idx_name).astype(np.int64).reshape(-1)
     if np.any((idx < -shape[axis]) | (idx >= shape[axis])):
@@ -387,6 +389,21 @@ def gather(g: Graph, layer: Layer) -> list[Layer]:
     else:
         t = s.add("take", [x], s.tmp(taken, "take"), axis=axis, indices=flat)
         s.add("reshape", [t], s.y)
+    return s.done()
+
+
+def _gather_ids(g: Graph, layer: Layer, axis: int) -> list[Layer]:
+    """Gather with run-time int64 indices (a graph input): an embedding lookup along `axis`."""
+    x, ids = layer.inputs[:2]
+    shape = g.tensors[x].shape
+    if g.tensors[x].dtype != "f32":
+        raise node_error(layer, "run-time indices need a float32 table")
+    s = Seq(g, layer)
+    taken = (*shape[:axis], math.prod(g.tensors[ids].shape), *shape[axis + 1 :])
+    if taken == g.tensors[s.y].shape:
+        s.add("take", [x, ids], s.y, axis=axis)
+    else:
+        s.add("reshape", [s.add("take", [x, ids], s.tmp(taken, "take"), axis=axis)], s.y)
     return s.done()
 
 
@@ -742,7 +759,8 @@ LIMITATIONS = {
     "ReduceMean": "axes must be constant",
     "ReduceMax": "axes must be constant",
     "ReduceMin": "axes must be constant",
-    "Gather": "indices must be constant",
+    "Gather": "indices constant, or an INT64/INT32 graph input read only as Gather indices "
+    "(an index out of range is a run-time error, negative ones too)",
     "Slice": "starts, ends, axes and steps must be constant",
     "Where": "the condition must be constant; a non-finite value in an operand leaks through",
     "Expand": "the shape must be constant",

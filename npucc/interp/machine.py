@@ -23,13 +23,22 @@ import numpy as np
 
 from npucc import progress
 from npucc.errors import NpuccError
-from npucc.interp.ops import EXEC, View, img2col_args, img2col_index
-from npucc.interp.parser import Event, FlagKey, Line, Stream, StreamError, load_stream
+from npucc.interp.ops import EXEC, View, gather_indices, img2col_args, img2col_index
+from npucc.interp.parser import (
+    INDEX_DTYPE,
+    Event,
+    FlagKey,
+    Line,
+    Stream,
+    StreamError,
+    load_stream,
+)
 from npucc.interp.trace import Trace, TraceInstr, TraceMem, TraceOperand
 from npucc.ir.isa import (
     DDR,
     PIPES,
     Copy,
+    Gather,
     Img2Col,
     Instr,
     MemRef,
@@ -41,7 +50,7 @@ from npucc.ir.isa import (
     VReduce,
     VUnary,
 )
-from npucc.target.cost import instr_cycles, instr_energy, sync_cycles
+from npucc.target.cost import gather_bytes, instr_cycles, instr_energy, sync_cycles
 
 _NEVER = np.iinfo(np.int64).max  # clock entry of the initial writer: ordered before everything
 _PIPE_RANK = 1 << 40  # pipes sort after events at equal start time
@@ -252,6 +261,10 @@ def _accesses(ins: Instr) -> tuple[list[_Access], list[_Access]]:
         outer = len(ins.dims) - ins.nred
         reads.append(_Access("src", ins.src, ins.dims, ins.src_strides))
         writes.append(_Access("dst", ins.dst, ins.dims[:outer], ins.dst_strides))
+    elif isinstance(ins, Gather):
+        # the table rows read depend on the indices: _execute adds them once idx is checked
+        reads.append(_Access("idx", ins.idx, (2 * ins.n,), (1,)))
+        writes.append(_Access("dst", ins.dst, (ins.n * ins.row,), (1,)))
     elif isinstance(ins, VBinary):
         reads.append(_Access("a", ins.a, ins.dims, ins.a_strides))
         reads.append(_Access("b", ins.b, ins.dims, ins.b_strides))
@@ -475,7 +488,14 @@ class _Machine:
                 if value.shape != tensor.shape:
                     raise NpuccError(f"input {json.dumps(tensor.name)} has shape "
                                      f"{value.shape}, expected {tensor.shape}")  # fmt: skip
-                ddr.data[lo:hi] = value.astype(np.float32).ravel()
+                if tensor.dtype == INDEX_DTYPE:
+                    if value.dtype.kind not in "iu":
+                        raise NpuccError(f"input {json.dumps(tensor.name)} has dtype "
+                                         f"{value.dtype}, expected integer indices "
+                                         f"({INDEX_DTYPE})")  # fmt: skip
+                    ddr.data[lo:hi].view("<i8")[...] = value.astype(np.int64).ravel()
+                else:
+                    ddr.data[lo:hi] = value.astype(np.float32).ravel()
                 ddr.written[lo:hi] = True
 
     def _outputs(self) -> dict[str, np.ndarray]:
@@ -568,6 +588,8 @@ class _Machine:
         finish = start + step.cycles
         if isinstance(ins, Spill):
             self._spill_residency(step, ins, finish)
+        if isinstance(ins, Gather) and not self.timing_only:
+            self._gather_rows(step, ins, vc, view)
         if self.check:
             for acc in step.reads:
                 self._check_access(step, acc, vc, False, spill)
@@ -590,6 +612,20 @@ class _Machine:
         if self.qhead[qid] < len(queue) and queue[self.qhead[qid]].pending == 0:
             self._push(queue[self.qhead[qid]])
         return finish
+
+    def _gather_rows(self, step: _Step, ins: Gather, vc: np.ndarray, view: View) -> None:
+        """Check a gather's indices (written, in range) and add the table rows to its reads."""
+        if self.check:
+            self._check_access(step, step.reads[0], vc, False, False)
+        idx = gather_indices(view, ins)
+        bad = (idx < 0) | (idx >= ins.rows)
+        if bad.any():
+            pos = int(np.argmax(bad))
+            raise self.fail(step, f"gather index {int(idx[pos])} (position {pos}) out of range "
+                                  f"[0, {ins.rows})")  # fmt: skip
+        if self.check:
+            rows = (idx[:, None] * ins.row + np.arange(ins.row)).ravel()
+            step.reads = (*step.reads, _Access("table", ins.table, (), (), rows))
 
     def _trace_mem(
         self, step: _Step, time: int, kind: str, tier: str, addr: int, size: int
@@ -705,12 +741,15 @@ class _Machine:
         else:
             if isinstance(ins, Img2Col):
                 nbytes = ins.extents()["dst"] * 4
+            elif isinstance(ins, Gather):
+                nbytes = gather_bytes(self.target, ins)
             elif isinstance(ins, Spill):
                 nbytes = ins.size * 4
             else:
                 assert isinstance(ins, Copy)  # the other INSTRUCTIONS are handled above
                 nbytes = math.prod(ins.dims) * 4
-            path = f"{ins.src.tier}->{ins.dst.tier}"
+            src_tier = DDR if isinstance(ins, Gather) else ins.src.tier
+            path = f"{src_tier}->{ins.dst.tier}"
             c["bytes"][path] = c["bytes"].get(path, 0) + nbytes
 
     def _deadlock(self) -> StreamError:

@@ -14,6 +14,7 @@ import numpy as np
 
 from npucc.ir.isa import (
     Copy,
+    Gather,
     Img2Col,
     Mmad,
     Operand,
@@ -162,6 +163,17 @@ def exec_vfill(view: View, ins: VFill) -> None:
     view(ins.dst, ins.dims, ins.dst_strides)[...] = F32(ins.value)
 
 
+def gather_indices(view: View, ins: Gather) -> np.ndarray:
+    """The n int64 indices of a gather (two 4-byte words each, little-endian)."""
+    return view(ins.idx, (2 * ins.n,), (1,)).view("<i8")
+
+
+def exec_gather(view: View, ins: Gather) -> None:
+    """dst[i, :] = table[idx[i], :] (the machine has checked every index against `rows`)."""
+    table = view(ins.table, (ins.rows, ins.row), (ins.row, 1))
+    view(ins.dst, (ins.n, ins.row), (ins.row, 1))[...] = table[gather_indices(view, ins)]
+
+
 # opcode -> executor of that opcode's Instr class (Any: each entry takes its own subclass, which
 # the opcode key selects)
 EXEC: dict[str, Callable[[View, Any], None]] = {
@@ -173,4 +185,5 @@ EXEC: dict[str, Callable[[View, Any], None]] = {
     "vbinary": exec_vbinary,
     "vreduce": exec_vreduce,
     "vfill": exec_vfill,
+    "gather": exec_gather,
 }

@@ -18,6 +18,7 @@ from npucc.ir.isa import (
     TIERS,
     UNARY_OPS,
     Copy,
+    Gather,
     Img2Col,
     Instr,
     MemRef,
@@ -38,6 +39,7 @@ QUEUE_NAMES = (*(p.lower() for p in PIPES), "ctrl")
 TENSOR_KINDS = ("const", "input", "output", "temp")
 UNARY_ARITY = {"clip": 2, "muls": 1, "adds": 1, "pows": 1}
 VECTOR_TIERS = ("UB", "L0C")
+INDEX_DTYPE = "i64"  # element type of index inputs (token ids read by `gather`)
 
 _OPERAND_RE = re.compile(r"^(L1|UB|L0A|L0B|L0C|DDR)\[0x([0-9a-f]+)\+(\d+)\]$")
 _FLAG_RE = re.compile(r"^([a-z0-9]+)(?:@(\d+),(\d+))?>([a-z0-9]+)(?:@(\d+),(\d+))?#(\d+)$")
@@ -106,6 +108,7 @@ class Tensor:
     nbytes: int
     shape: tuple[int, ...]
     lineno: int
+    dtype: str = "f32"  # the target dtype, or i64 (an input of indices, 8 bytes an element)
 
 
 @dataclass(slots=True)
@@ -291,15 +294,18 @@ class _Parser:
             raise self.fail(f"bad tensor location '{_clip(tokens[0])}'")
         addr, nbytes = int(m.group(2), 16), int(m.group(3))
         s = _SHAPE_RE.match(tokens[1])
-        if not s or s.group(1) != self.target.dtype:
+        dtype = s.group(1) if s else ""
+        if dtype != self.target.dtype and not (dtype == INDEX_DTYPE and kind == "input"):
             raise self.fail(
-                f"bad tensor type '{_clip(tokens[1])}' (target dtype is {self.target.dtype})"
+                f"bad tensor type '{_clip(tokens[1])}' (target dtype is {self.target.dtype}; "
+                f"{INDEX_DTYPE} only for inputs)"
             )
+        assert s is not None
         try:
             shape = tuple(int(d) for d in s.group(2).split(",")) if s.group(2) else ()
         except ValueError:
             raise self.fail(f"bad tensor shape '{_clip(tokens[1])}'") from None
-        if math.prod(shape) * 4 != nbytes:
+        if math.prod(shape) * (8 if dtype == INDEX_DTYPE else 4) != nbytes:
             raise self.fail(f"tensor {json.dumps(name)}: {nbytes} bytes do not hold shape {shape}")
         if addr % 4 or addr + nbytes > self.ddr_size:
             raise self.fail(
@@ -308,7 +314,7 @@ class _Parser:
             )
         if kind == "const" and addr + nbytes > image_size:
             raise self.fail(f"const tensor {json.dumps(name)} lies outside the image")
-        return Tensor(kind, name, addr, nbytes, shape, self.lineno)
+        return Tensor(kind, name, addr, nbytes, shape, self.lineno, dtype)
 
     def _core(self, content: str, cores: list[Core]) -> Core:
         tokens = content.split()
@@ -442,6 +448,10 @@ class _Parser:
             if isinstance(instr, Spill) and DDR not in (instr.src.tier, instr.dst.tier):
                 raise self.fail("spill: one side must be DDR")
             return pipe
+        if isinstance(instr, Gather):
+            if instr.table.tier != DDR or instr.idx.tier != DDR or instr.dst.tier not in TIERS:
+                raise self.fail("gather: table and idx must be in DDR and dst on chip")
+            return "MTE2"
         if isinstance(instr, Img2Col):
             if instr.src.tier != "L1" or instr.dst.tier not in ("L0A", "L0B"):
                 raise self.fail("img2col: src must be in L1 and dst in L0A or L0B")
@@ -475,9 +485,8 @@ class _Parser:
 
 
 _MAX_FIELD = 1 << 32  # no count, stride or padding reaches this many elements (int64-safe)
-_POSITIVE = frozenset(
-    ("dims", "size", "c", "h", "w", "kh", "kw", "sh", "sw", "dh", "dw", "oh", "ow", "m", "n", "k")
-)
+_POSITIVE = frozenset(("dims", "size", "c", "h", "w", "kh", "kw", "sh", "sw", "dh", "dw", "oh",
+                       "ow", "m", "n", "k", "row", "rows"))  # fmt: skip
 
 
 def _ints(instr: Instr) -> Iterator[tuple[str, int]]:

@@ -1,7 +1,8 @@
 """Graph IR: layers on static-shape tensors, weights attached, in topological order.
 
 Canonical layer ops and their attributes (the contract between frontend and lowering); every
-tensor is float32 with a static shape, activations are NCHW:
+tensor is float32 with a static shape, activations are NCHW, except graph inputs of int64
+indices (dtype "i64"), which only a take reads:
 
   conv2d     in [x, w, b?]   strides=(sh,sw) pads=(top,left,bottom,right) dilations=(dh,dw)
                              group=int; w constant [Co, C/group, kh, kw]; b constant [Co]
@@ -23,6 +24,9 @@ tensor is float32 with a static shape, activations are NCHW:
                              [..., Sk, D]); mask m additive, broadcastable to [..., Sq, Sk]
   slice      in [x]          starts, steps (>= 1) per dim: out[i] = x[starts + i * steps]
   take       in [x]          axis, indices (ints in range): numpy take along the axis
+             in [x, ids]     axis; ids an i64 graph input (embedding lookup): out = np.take(x,
+                             ids.ravel(), axis); an id outside [0, x.shape[axis]) is a
+                             run-time error of the interpreter
   expand     in [x]          numpy broadcast to the output shape
   copy       in [x]          out = x (a distinct output tensor)
   pad        in [x]          pads=(begin..., end...) >= 0, value, strides (per dim): out =

@@ -311,6 +311,30 @@ class VFill(Instr):
         return {"dst": pattern_extent(self.dims, self.dst_strides)}
 
 
+@dataclass(frozen=True, slots=True)
+class Gather(Instr):
+    """MTE2 indirect copy (embedding lookup): dst[i, :] = table[idx[i], :] for i < n.
+
+    `table` is a DDR f32 matrix of `rows` rows of `row` elements; `idx` holds n int64 indices
+    in DDR, little-endian, each two 4-byte words: idx offsets and its extent count words (the
+    operand declares 8*n bytes). dst is dense [n, row] in an on-chip tier. Every index must lie
+    in [0, rows); the table operand declares the whole table.
+    """
+
+    opcode: ClassVar[str] = "gather"
+    reads: ClassVar[tuple[str, ...]] = ("table", "idx")
+    writes: ClassVar[tuple[str, ...]] = ("dst",)
+    dst: Operand
+    table: Operand
+    idx: Operand
+    n: int  # indices (rows gathered)
+    row: int  # elements per row
+    rows: int  # rows of the table (the bound of every index)
+
+    def extents(self) -> dict[str, int]:
+        return {"dst": self.n * self.row, "table": self.rows * self.row, "idx": 2 * self.n}
+
+
 _FIELD_NAMES: dict[type[Instr], tuple[str, ...]] = {}
 
 
@@ -328,7 +352,7 @@ def field_names(cls: type[Instr]) -> tuple[str, ...]:
 
 
 INSTRUCTIONS: dict[str, type[Instr]] = {
-    cls.opcode: cls for cls in (Copy, Spill, Img2Col, Mmad, VUnary, VBinary, VReduce, VFill)
+    cls.opcode: cls for cls in (Copy, Spill, Img2Col, Mmad, VUnary, VBinary, VReduce, VFill, Gather)
 }
 
 
@@ -366,6 +390,8 @@ def instr_pipe(instr: Instr) -> str:
         return copy_pipe(instr.src.tier, instr.dst.tier)
     if isinstance(instr, Img2Col):
         return "MTE1"
+    if isinstance(instr, Gather):
+        return "MTE2"
     if isinstance(instr, Mmad):
         return "CUBE"
     return "VECTOR"

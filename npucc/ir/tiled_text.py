@@ -39,7 +39,9 @@ if TYPE_CHECKING:
 _STR = r'"(?:[^"\\]|\\.)*"'
 _SHAPE = r"f32\[([0-9,]*)\]"
 _HEAD = re.compile(rf"^(tiled-program|scheduled-program) ({_STR})$")
-_DDR = re.compile(rf"^ddr (const|input|temp) ({_STR}) {_SHAPE}(?: sha256=([0-9a-f]{{64}}))?$")
+_DDR = re.compile(
+    rf"^ddr (const|input|temp) ({_STR}) (f32|i64)\[([0-9,]*)\](?: sha256=([0-9a-f]{{64}}))?$"
+)
 _ALIAS = re.compile(rf"^alias ({_STR}) = ({_STR})$")
 _IO = re.compile(rf"^(input|output) ({_STR}) = ({_STR}) {_SHAPE}$")
 _CORE = re.compile(rf"^core (\d+) (\d+) ({_STR}) nodes=(\d+) buffers=(\d+)$")
@@ -57,15 +59,15 @@ def _q(text: str) -> str:
     return json.dumps(text, ensure_ascii=True)
 
 
-def _shape(shape: tuple[int, ...]) -> str:
-    return f"f32[{','.join(map(str, shape))}]"
+def _shape(shape: tuple[int, ...], dtype: str = "f32") -> str:
+    return f"{dtype}[{','.join(map(str, shape))}]"
 
 
 def _program_lines(program: TiledProgram, head: str) -> list[str]:
     lines = [f"{head} {_q(program.name)}", f"target {program.target.to_json()}"]
     for t in program.tensors.values():
         digest = f" sha256={data_digest(t.data)}" if t.data is not None else ""
-        lines.append(f"ddr {t.role} {_q(t.key)} {_shape(t.shape)}{digest}")
+        lines.append(f"ddr {t.role} {_q(t.key)} {_shape(t.shape, t.dtype)}{digest}")
     lines += [f"alias {_q(a)} = {_q(k)}" for a, k in program.aliases.items()]
     lines += [f"{io.kind} {_q(io.name)} = {_q(io.key)} {_shape(io.shape)}" for io in program.io]
     for core in program.cores:
@@ -161,15 +163,15 @@ def _read_program(r: _Reader, head: str) -> TiledProgram:
     target = target_from_json(line[len("target ") :])
     program = TiledProgram(name, target)
     while m := r.match(_DDR):
-        role, key, shape = m.group(1), json.loads(m.group(2)), _dims(m.group(3))
-        if (role == "const") != (m.group(4) is not None):
+        role, key, dtype, shape = m.group(1), json.loads(m.group(2)), m.group(3), _dims(m.group(4))
+        if (role == "const") != (m.group(5) is not None):
             raise r.error("a const tensor, and only one, has a sha256", -1)
         try:
-            tensor = program.add_tensor(key, role, shape)
-        except ValueError as exc:
+            tensor = program.add_tensor(key, role, shape, dtype=dtype)
+        except (ValueError, NpuccError) as exc:
             raise r.error(str(exc), -1) from None
-        if m.group(4) is not None:
-            tensor.data = zero_data("f32", shape, m.group(4))
+        if m.group(5) is not None:
+            tensor.data = zero_data("f32", shape, m.group(5))
     while m := r.match(_ALIAS):
         alias, key = json.loads(m.group(1)), json.loads(m.group(2))
         if key not in program.tensors:

@@ -12,6 +12,7 @@ from npucc.ir.isa import (
     DDR,
     VECTOR_OP_WEIGHT,
     Copy,
+    Gather,
     Img2Col,
     Instr,
     Mmad,
@@ -58,6 +59,8 @@ def instr_cycles(target: Target, instr: Instr) -> int:
         return dma_cycles(target, instr.src.tier, instr.dst.tier, instr.size * eb)
     if isinstance(instr, Img2Col):
         return dma_cycles(target, "L1", "L0A", instr.extents()["dst"] * eb)
+    if isinstance(instr, Gather):
+        return dma_cycles(target, DDR, instr.dst.tier, gather_bytes(target, instr))
     if isinstance(instr, Mmad):
         return mmad_cycles(target, instr.m, instr.n, instr.k)
     if isinstance(instr, (VUnary, VBinary, VReduce)):
@@ -65,6 +68,11 @@ def instr_cycles(target: Target, instr: Instr) -> int:
     if isinstance(instr, VFill):
         return vector_cycles(target, math.prod(instr.dims))
     raise TypeError(f"no cycle formula for {type(instr).__name__}")
+
+
+def gather_bytes(target: Target, instr: Gather) -> int:
+    """Bytes a gather moves: one DMA of its n rows plus the n int64 indices it reads first."""
+    return instr.n * instr.row * target.elem_bytes + 8 * instr.n
 
 
 def spill_cycles(target: Target, tier: str, nbytes: int, out: bool) -> int:
@@ -86,6 +94,9 @@ def instr_energy(target: Target, instr: Instr) -> float:
         pj += instr.m * instr.n * instr.k * e["mac"]
     elif isinstance(instr, (VUnary, VBinary, VReduce, VFill)):
         pj += math.prod(instr.dims) * e["vector_op"]
+    if isinstance(instr, Gather):  # the rows read (not the whole table) and the indices
+        rows = instr.n * instr.row * eb
+        return (rows + 8 * instr.n) * 8 * e["ddr_bit"] + rows * e[f"byte_{instr.dst.tier}"]
     for name, elems in instr.extents().items():
         tier = getattr(instr, name).tier
         nbytes = elems * eb

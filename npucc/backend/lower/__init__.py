@@ -53,7 +53,8 @@ def lower_graph(
     lctx = LowerContext(graph, program, builder, target)
     every_core = tuple(range(rows * cols))
     for name in graph.inputs:
-        program.add_tensor(name, "input", graph.tensors[name].shape)
+        t = graph.tensors[name]
+        program.add_tensor(name, "input", t.shape, dtype=t.dtype)
         program.io.append(IoBinding("input", name, name, graph.tensors[name].shape))
     with progress.task("lower-tiles", len(graph.layers)) as bar:
         for index, layer in enumerate(graph.layers):

@@ -11,14 +11,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from npucc.ir.isa import BufRef, Copy, DdrRef, Img2Col, Instr, Mmad, Spill, instr_pipe
+from npucc.ir.isa import BufRef, Copy, DdrRef, Gather, Img2Col, Instr, Mmad, Spill, instr_pipe
 from npucc.ir.tiled import TileGraph
 from npucc.target import Target
 from npucc.target.cost import instr_cycles
 
 
 def node_op_name(instr: Instr) -> str:
-    """Trace-style op name of an instruction (COPY_IN, COPY_OUT, MOVE, IMG2COL, MMAD, VEC_*)."""
+    """Trace-style op name: COPY_IN, COPY_OUT, MOVE, IMG2COL, MMAD, GATHER or VEC_*."""
     if isinstance(instr, (Copy, Spill)):
         if instr.src.tier == "DDR":
             return "COPY_IN"
@@ -29,6 +29,8 @@ def node_op_name(instr: Instr) -> str:
         return "IMG2COL"
     if isinstance(instr, Mmad):
         return "MMAD"
+    if isinstance(instr, Gather):
+        return "GATHER"
     op = getattr(instr, "op", instr.opcode.removeprefix("v"))
     return f"VEC_{op.upper()}"
 

@@ -12,7 +12,7 @@ import math
 from npucc.backend.lower.common import LowerContext, lowering, row_major_strides
 from npucc.backend.lower.layout import Dims, boxes, broadcast_strides, budget, move, offset, store
 from npucc.ir.graph import Layer
-from npucc.ir.isa import Copy, VFill
+from npucc.ir.isa import Copy, Gather, VFill
 
 
 @lowering("slice")
@@ -47,7 +47,13 @@ def runs(indices: tuple[int, ...]) -> list[tuple[int, int, int, int]]:
 
 @lowering("take")
 def lower_take(ctx: LowerContext, layer: Layer) -> None:
-    """out = np.take(x, indices, axis): one strided copy per run of evenly spaced indices."""
+    """out = np.take(x, indices, axis): one strided copy per run of evenly spaced indices.
+
+    With a second input (run-time int64 indices, axis 0) it is an embedding lookup instead.
+    """
+    if len(layer.inputs) > 1:
+        lower_take_indirect(ctx, layer)
+        return
     x, y = layer.inputs[0], layer.outputs[0]
     shape = ctx.shape(x)
     axis, indices = layer.attrs["axis"], tuple(layer.attrs["indices"])
@@ -63,6 +69,30 @@ def lower_take(ctx: LowerContext, layer: Layer) -> None:
             (shape[axis] * inner, step * inner, 1),
             (len(indices) * inner, inner, 1),
         )
+
+
+def lower_take_indirect(ctx: LowerContext, layer: Layer) -> None:
+    """out[o, i, ...] = x[o, ids[i], ...]: per outer index and tile of ids, `gather` into UB.
+
+    The dims of x after `axis` form one row; the ids (int64, two words each) index `axis`.
+    """
+    (x, ids), y = layer.inputs[:2], layer.outputs[0]
+    shape, axis = ctx.shape(x), layer.attrs["axis"]
+    outer, rows, row = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :])
+    n = math.prod(ctx.shape(ids))
+    per_tile = budget(ctx) // row
+    if per_tile == 0:
+        raise ctx.fit_error(layer, "UB", row)
+    bld = ctx.builder
+    table, idx, dst = ctx.ddr(x), ctx.ddr(ids), ctx.ddr(y)
+    for o in range(outer):
+        for start in range(0, n, per_tile):
+            count = min(per_tile, n - start)
+            ctx.next_tile()
+            buf = bld.alloc("UB", count * row, f"{layer.name}.tile")
+            bld.emit(Gather(buf, table.at(o * rows * row), idx.at(2 * start), count, row, rows))
+            store(ctx, dst.at((o * n + start) * row), buf, (count * row,), (1,))
+            bld.free(buf)
 
 
 @lowering("expand", "copy")

@@ -11,6 +11,9 @@ from npucc.errors import NpuccError
 from npucc.ir.tiled import TileGraph
 from npucc.target import Target
 
+INDEX_DTYPE = "i64"  # the element type of index inputs (token ids read by `gather`)
+INDEX_BYTES = 8
+
 
 @dataclass(slots=True)
 class DdrTensor:
@@ -20,11 +23,16 @@ class DdrTensor:
     role: str  # const | input | temp
     shape: tuple[int, ...]  # logical shape (f32 elements)
     data: np.ndarray | None = None  # contents of a const
+    dtype: str = "f32"  # the target dtype, or i64 (an input of indices, 8 bytes an element)
 
     @property
     def elems(self) -> int:
         """Number of elements."""
         return math.prod(self.shape)
+
+    def nbytes(self, elem_bytes: int) -> int:
+        """Bytes the tensor occupies (`elem_bytes`: the target dtype's)."""
+        return self.elems * (INDEX_BYTES if self.dtype == INDEX_DTYPE else elem_bytes)
 
 
 @dataclass(slots=True)
@@ -65,12 +73,21 @@ class TiledProgram:
         self.cross_edges: list[tuple[int, int, int, int]] = []
 
     def add_tensor(
-        self, key: str, role: str, shape: tuple[int, ...], data: np.ndarray | None = None
+        self,
+        key: str,
+        role: str,
+        shape: tuple[int, ...],
+        data: np.ndarray | None = None,
+        dtype: str = "f32",
     ) -> DdrTensor:
-        """Create a DDR tensor (a const needs `data` of that shape)."""
+        """Create a DDR tensor (a const needs `data` of that shape; only inputs may be i64)."""
         if key in self.tensors or key in self.aliases:
             raise ValueError(f"duplicate DDR tensor {key!r}")
-        nbytes = math.prod(shape) * self.target.elem_bytes
+        if dtype not in ("f32", INDEX_DTYPE) or (dtype == INDEX_DTYPE and role != "input"):
+            raise NpuccError(f"tensor '{key}': unsupported {role} element type {dtype}")
+        nbytes = math.prod(shape) * (
+            INDEX_BYTES if dtype == INDEX_DTYPE else self.target.elem_bytes
+        )
         if nbytes > self.target.capacity["DDR"]:
             raise NpuccError(
                 f"tensor '{key}' needs {nbytes} bytes, more than DDR's "
@@ -78,7 +95,7 @@ class TiledProgram:
             )
         if data is not None:
             data = np.ascontiguousarray(data, dtype=np.float32).reshape(shape)
-        tensor = DdrTensor(key, role, tuple(shape), data)
+        tensor = DdrTensor(key, role, tuple(shape), data, dtype)
         self.tensors[key] = tensor
         return tensor
 
@@ -132,7 +149,7 @@ def layout_ddr(program: TiledProgram, extra: dict[str, int] | None = None) -> Dd
         for t in program.tensors.values():
             if t.role == role:
                 layout.addr[t.key] = cursor
-                cursor += _round_up(t.elems * eb, DDR_ALIGN)
+                cursor += _round_up(t.nbytes(eb), DDR_ALIGN)
         if role == "const":
             layout.image_size = cursor
     for key, nbytes in (extra or {}).items():
