@@ -760,7 +760,7 @@ LIMITATIONS = {
     "ReduceMax": "axes must be constant",
     "ReduceMin": "axes must be constant",
     "Gather": "indices constant, or an INT64/INT32 graph input read only as Gather indices "
-    "(an index out of range is a run-time error, negative ones too)",
+    "(an index outside [-size, size) is a run-time error)",
     "Slice": "starts, ends, axes and steps must be constant",
     "Where": "the condition must be constant; a non-finite value in an operand leaks through",
     "Expand": "the shape must be constant",

@@ -23,7 +23,14 @@ import numpy as np
 
 from npucc import progress
 from npucc.errors import NpuccError
-from npucc.interp.ops import EXEC, View, gather_indices, img2col_args, img2col_index
+from npucc.interp.ops import (
+    EXEC,
+    View,
+    gather_indices,
+    gather_rows,
+    img2col_args,
+    img2col_index,
+)
 from npucc.interp.parser import (
     INDEX_DTYPE,
     Event,
@@ -618,13 +625,14 @@ class _Machine:
         if self.check:
             self._check_access(step, step.reads[0], vc, False, False)
         idx = gather_indices(view, ins)
-        bad = (idx < 0) | (idx >= ins.rows)
+        bad = (idx < -ins.rows) | (idx >= ins.rows)
         if bad.any():
             pos = int(np.argmax(bad))
             raise self.fail(step, f"gather index {int(idx[pos])} (position {pos}) out of range "
-                                  f"[0, {ins.rows})")  # fmt: skip
+                                  f"[{-ins.rows}, {ins.rows})")  # fmt: skip
         if self.check:
-            rows = (idx[:, None] * ins.row + np.arange(ins.row)).ravel()
+            first = gather_rows(idx, ins.rows)[:, None] * ins.row
+            rows = (first + np.arange(ins.row)).ravel()
             step.reads = (*step.reads, _Access("table", ins.table, (), (), rows))
 
     def _trace_mem(

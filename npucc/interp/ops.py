@@ -168,10 +168,16 @@ def gather_indices(view: View, ins: Gather) -> np.ndarray:
     return view(ins.idx, (2 * ins.n,), (1,)).view("<i8")
 
 
+def gather_rows(indices: np.ndarray, rows: int) -> np.ndarray:
+    """Table rows of gather indices: a negative index counts from the end (ONNX Gather)."""
+    return np.where(indices < 0, indices + rows, indices)
+
+
 def exec_gather(view: View, ins: Gather) -> None:
     """dst[i, :] = table[idx[i], :] (the machine has checked every index against `rows`)."""
     table = view(ins.table, (ins.rows, ins.row), (ins.row, 1))
-    view(ins.dst, (ins.n, ins.row), (ins.row, 1))[...] = table[gather_indices(view, ins)]
+    rows = gather_rows(gather_indices(view, ins), ins.rows)
+    view(ins.dst, (ins.n, ins.row), (ins.row, 1))[...] = table[rows]
 
 
 # opcode -> executor of that opcode's Instr class (Any: each entry takes its own subclass, which

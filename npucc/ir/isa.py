@@ -318,7 +318,8 @@ class Gather(Instr):
     `table` is a DDR f32 matrix of `rows` rows of `row` elements; `idx` holds n int64 indices
     in DDR, little-endian, each two 4-byte words: idx offsets and its extent count words (the
     operand declares 8*n bytes). dst is dense [n, row] in an on-chip tier. Every index must lie
-    in [0, rows); the table operand declares the whole table.
+    in [-rows, rows); a negative one counts from the end (ONNX Gather). The table operand
+    declares the whole table.
     """
 
     opcode: ClassVar[str] = "gather"
