@@ -241,7 +241,7 @@ def _npucc_status(case: Case, ort_outs: list[list[Any]] | None) -> tuple[str, st
             if ort_outs is None:
                 return "unsupported", "no reference output (onnxruntime failed)"
             want = ort_outs[index]
-        frozen = _shape_like(feeds)
+        frozen = _shape_like(feeds, case.model)
         try:
             program = npucc.compile(_freeze(case.model, feeds, frozen), target="davinci-core")
         except NpuccError as exc:
@@ -263,12 +263,25 @@ def _npucc_status(case: Case, ort_outs: list[list[Any]] | None) -> tuple[str, st
     return "pass", note.strip()
 
 
-def _shape_like(feeds: dict[str, Any]) -> set[str]:
-    """Integer and bool inputs (shapes, indices, pads, masks) when a float32 input remains."""
+def _shape_like(feeds: dict[str, Any], model: onnx.ModelProto) -> set[str]:
+    """Integer and bool inputs (shapes, pads, masks, ...) when a float32 input remains.
+
+    Integer inputs read only as Gather indices stay inputs: npucc gathers at run time.
+    """
     f32 = [k for k, v in feeds.items() if isinstance(v, np.ndarray) and v.dtype == np.float32]
     if not f32:
         return set()
-    return {k for k, v in feeds.items() if isinstance(v, np.ndarray) and v.dtype.kind in "iub"}
+    uses: dict[str, set[tuple[str, int]]] = {}
+    for node in model.graph.node:
+        for position, name in enumerate(node.input):
+            uses.setdefault(name, set()).add((node.op_type, position))
+    return {
+        k
+        for k, v in feeds.items()
+        if isinstance(v, np.ndarray)
+        and v.dtype.kind in "iub"
+        and not (v.dtype.kind == "i" and uses.get(k) == {("Gather", 1)})
+    }
 
 
 def _freeze(model: onnx.ModelProto, feeds: dict[str, Any], names: set[str]) -> onnx.ModelProto:
