@@ -27,3 +27,11 @@ def test_dan_compiled_model_matches_onnxruntime(name):
     ref = sess.run(None, inputs)
     for out, expect in zip(program.outputs, ref, strict=True):
         np.testing.assert_allclose(result.outputs[out], expect, rtol=1e-4, atol=1e-4)
+
+
+def test_dan_never_slower_than_original_on_models():
+    for name, shapes in sorted(MODELS.items()):
+        path = f"models/{name}.onnx"
+        dan = npucc.compile(path, schedule="dan", input_shapes=shapes)
+        orig = npucc.compile(path, schedule="original", input_shapes=shapes)
+        assert dan.stats["predicted_makespan"] <= orig.stats["predicted_makespan"], name

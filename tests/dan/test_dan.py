@@ -5,6 +5,8 @@ import time
 import pytest
 
 from npucc.backend.dan import command
+from npucc.backend.dan.dlr import dlr
+from npucc.backend.dan.mpas import mpas
 from npucc.backend.dan.synthetic import synthetic_graph
 from npucc.backend.schedule.original import bounds
 from npucc.backend.schedule.registry import schedule_graph
@@ -77,3 +79,37 @@ def test_command_writes_files(tmp_path):
     m = json.loads((out / "Syn_Case0_metrics.json").read_text())
     assert set(m) == {"peak", "extra_ddr", "spills", "makespan", "bounds", "seconds"}
     assert m["spills"] == len(spills)
+
+
+def test_mpas_scales_near_linearly():
+    small, large = synthetic_graph(5_000, seed=0), synthetic_graph(40_000, seed=0)
+    seconds = []
+    for g in (small, large):
+        t0 = time.perf_counter()
+        mpas(g, single_l0=True, strict=False)
+        seconds.append(time.perf_counter() - t0)
+    assert seconds[1] < 20 * seconds[0] + 1  # 8x the nodes; the old wake cycle was quadratic
+
+
+def test_dlr_prefetch_is_valid_and_keeps_the_memory_plan():
+    g = synthetic_graph(3000, seed=0)
+    order = mpas(g, single_l0=True, strict=False)
+    late = dlr(g, order, CAPS, MODEL)
+    early = dlr(g, order, CAPS, MODEL, prefetch=True)
+    validate(g, early, CAPS)
+    assert late.spills and (early.offsets, early.spills) == (late.offsets, late.spills)
+    n = len(g.nodes)
+    pos_late = {v: i for i, v in enumerate(late.order)}
+    pos_early = {v: i for i, v in enumerate(early.order)}
+    moved = 0
+    for k in range(len(late.spills)):
+        use = min(
+            pos_late[v]
+            for v in pos_late
+            if v < n and late.spills[k][0] in g.nodes[v].bufs and pos_late[v] > pos_late[n + 2 * k]
+        )
+        assert pos_early[n + 2 * k] < pos_early[n + 2 * k + 1]
+        moved += pos_early[n + 2 * k + 1] < pos_early[use] - 1
+    assert moved
+    re, rl = replay(g, early, CAPS, MODEL), replay(g, late, CAPS, MODEL)
+    assert (re.peak, re.extra_ddr, re.spills) == (rl.peak, rl.extra_ddr, rl.spills)

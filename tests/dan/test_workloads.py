@@ -3,10 +3,12 @@ import pytest
 from npucc.backend.dan import bench
 from npucc.backend.dan.baselines import exact_min_peak
 from npucc.backend.dan.command import DEFAULT_CAPACITY
+from npucc.backend.dan.dlr import dlr
+from npucc.backend.dan.mpas import mpas
 from npucc.backend.dan.workloads import WORKLOADS
 from npucc.backend.schedule.original import bounds
 from npucc.backend.schedule.registry import SCHEDULERS, schedule_graph
-from npucc.backend.schedule.replay import validate
+from npucc.backend.schedule.replay import replay, validate
 from npucc.backend.schedule.trace import trace_from_json
 from npucc.target.cost import TraceSpillModel
 
@@ -55,3 +57,12 @@ def test_bench_json_schema():
         assert {"peak", "extra_ddr", "spills", "makespan", "seconds"} <= set(m)
     assert set(w["bounds"]) == {"peak", "makespan"}
     assert "Matmul_Case0" in bench.table(result)
+
+
+def test_strict_rule7_keeps_the_memory_first_order():
+    g = WORKLOADS["Conv_Case0"]()
+    for strict in (True, False):
+        order = mpas(g, single_l0=True, mode="memory", strict=strict)
+        s = dlr(g, order, DEFAULT_CAPACITY, MODEL)
+        validate(g, s, DEFAULT_CAPACITY)
+        assert replay(g, s, DEFAULT_CAPACITY, MODEL).metrics()["peak"] == 1280

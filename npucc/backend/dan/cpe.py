@@ -9,6 +9,8 @@ makespan strictly drops (eq. 36):
    (ties: larger downstream criticality), which re-sorts every pipe's queue at once;
 2. Alg. 3's local moves: along the critical chain (eq. 34), move a node before up to W
    predecessors in the order (eq. 35) when no G2 edge or memory-order constraint forbids it.
+   A trial re-times only the suffix from the moved-to position (incremental), and the trials
+   share a fixed budget of re-timed nodes (bounded, deterministic).
 """
 
 from __future__ import annotations
@@ -46,9 +48,28 @@ def _preds(r: Replay) -> list[list[int]]:
 
 def _timing(nodes: list[TileNode], preds: list[list[int]], order: list[int]) -> list[int]:
     """Finish times under rule 5."""
-    finish = [0] * len(nodes)
+    return _retime(nodes, preds, order, [0] * len(nodes), 0, 0)
+
+
+def _retime(
+    nodes: list[TileNode],
+    preds: list[list[int]],
+    order: list[int],
+    finish: list[int],
+    q: int,
+    pipes: int,
+) -> list[int]:
+    """Finish times under rule 5 when only order[q:] changed (`finish` holds order[:q]'s)."""
+    finish = finish[:]
     pipe_free: dict[str | None, int] = {}
-    for v in order:
+    for i in range(q - 1, -1, -1):  # each pipe is free at its last finish before q
+        pipe = nodes[order[i]].pipe
+        if pipe is not None and pipe not in pipe_free:
+            pipe_free[pipe] = finish[order[i]]
+            if len(pipe_free) == pipes:
+                break
+    for i in range(q, len(order)):
+        v = order[i]
         t = 0
         for u in preds[v]:
             if finish[u] > t:
@@ -178,7 +199,7 @@ def local_moves(
     finish = _timing(nodes, preds, order)
     best = max(finish, default=0)
     budget = MOVE_BUDGET
-    cost = len(nodes) + sum(len(p) for p in preds)
+    pipes = len({node.pipe for node in nodes if node.pipe is not None})
     improved = True
     while improved and budget > 0:
         improved = False
@@ -196,9 +217,9 @@ def local_moves(
                     continue
                 if budget <= 0:
                     return order
-                budget -= cost
+                budget -= len(order) - q
                 trial = order[:q] + [v] + order[q:p] + order[p + 1 :]
-                tfinish = _timing(nodes, preds, trial)
+                tfinish = _retime(nodes, preds, trial, finish, q, pipes)
                 span = max(tfinish, default=0)
                 if span < best:
                     order, finish, best, improved = trial, tfinish, span, True

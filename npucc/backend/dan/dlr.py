@@ -4,7 +4,8 @@ One linear scan over the Stage-1 order keeps a sorted, merged free-segment list 
 places each buffer best-fit at its ALLOC. Only when nothing fits does it evict, from the same
 tier: L0 tiers flush a buffer with no future use, else the one used farthest ahead; L1/UB evict
 the buffer with the largest reuse distance per unit of spill cost,
-score = d(b, k) / (lambda_byte * T + lambda_cyc * S + eps).
+score = d(b, k) / (lambda_byte * T + lambda_cyc * S + eps). With `prefetch` a SPILL_IN is placed
+as early as its new addresses are free (LinearScan), else just before the buffer's next use.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ def dlr(
     spill_model: SpillModel,
     alignment: int = 1,
     placement: str = "cold",
+    prefetch: bool = False,
 ) -> Schedule:
     """Offsets and spill plan for a Stage-1 order (the Stage-2 schedule)."""
-    scan = LinearScan(graph, order, capacity, alignment, placement)
+    scan = LinearScan(graph, order, capacity, alignment, placement, prefetch)
     return scan.run(DlrVictim(graph, spill_model))

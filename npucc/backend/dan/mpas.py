@@ -11,18 +11,21 @@ A key only ever decreases (an ALLOC done by a sibling, a FREE's other users done
 re-pushes the node (lazy decrease-key), so the heap holds O(V + E) entries: O((V + E) log V).
 
 Rule 7 (`single_l0`, the Stage-1 output on traces): each L0 tier holds at most one live buffer.
-A node whose L0 ALLOC finds its tier occupied waits in that tier's queue, and so does one whose
-new L0 buffer shares no consumer with a live L0 buffer of another tier (two half-built tiles
-would otherwise wait for each other's tiers). When a tier empties, its best waiter is woken.
-A node that would allocate L1/UB while every successor waits for an L0 tier is futile (the load
-of a tile that cannot start); it is parked in that tier's queue too, and runs only when nothing
-else can. Strict mode also refuses an L0 allocation while an unscheduled ancestor of one of the
+A node whose L0 ALLOC finds its tier occupied waits, and so does one whose new L0 buffer shares
+no consumer with a live L0 buffer of another tier (two half-built tiles would otherwise wait for
+each other's tiers). A node that would allocate L1/UB while every successor waits for an L0 tier
+is futile (the load of a tile that cannot start); it waits too, and runs only when nothing else
+can. Strict mode also refuses an L0 allocation while an unscheduled ancestor of one of the
 buffer's consumers allocates the same tier (that buffer could never be released: docs/dan.md).
+Waiting nodes are indexed by what they wait for (their own L0 tier, or "futile"); while an L0
+tier is live only the companions of its buffer can run, so waking looks at those (local fan-out)
+or, with no tier live, at each class's best node: no scan over all waiters.
 """
 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 
 from npucc.backend.schedule.replay import L0_TIERS, PEAK_TIERS
 from npucc.backend.schedule.scan import topo_order
@@ -132,13 +135,22 @@ def mpas(
                         users_l0[a].add(node.id)
     live_l0: list[int] = [-1, -1, -1]  # per L0 tier: its live ALLOC node, or -1
     live_count = [0, 0, 0]
-    waiting: list[list[tuple[int, int, int, int]]] = [[], [], []]
-    woken: list[int] = [0, 0, 0]  # waiters woken from each tier and not yet reconsidered
-    wake_tier = [-1] * n
-    settled = [False, False, False]  # empty tier whose woken head still waits (for ancestors)
+    # parked nodes by what they wait for: class t < 3 = their own L0 tier t, class 3 = futile
+    waiting: list[list[tuple[int, int, int, int]]] = [[], [], [], []]  # lazy heaps of keys
+    parked = [-1] * n  # the class of a parked node, or -1
+    park_key: list[tuple[int, int, int, int] | None] = [None] * n
+    n_parked = [0, 0, 0, 0]
+    epoch = [0]  # L0 allocations and releases so far
+    woken_at = [-1] * n  # the epoch a node was woken in, or -1
+    idle = [-1] * 4  # per class: the epoch in which it had no node able to run
+
+    witness: dict[tuple[int, int], int] = {}  # (u, v) -> the ancestor needs_tier last found
 
     def needs_tier(u: int, v: int, t: int) -> bool:
         """Does an unscheduled ancestor of a consumer of u's buffer (not v) allocate tier t?"""
+        w = witness.get((u, v), -1)
+        if w >= 0 and not done[w]:  # still unscheduled: the answer stands
+            return True
         seen = {u, v}
         stack = [c for c in users_l0[u] if c != v]
         while stack and len(seen) < CONE_LIMIT:
@@ -146,6 +158,7 @@ def mpas(
             for y in preds[x]:
                 if y not in seen and not done[y]:
                     if l0_tier[y] == t:
+                        witness[(u, v)] = y
                         return True
                     seen.add(y)
                     stack.append(y)
@@ -178,13 +191,114 @@ def mpas(
                 tier = b
         return tier
 
+    def passes(v: int) -> bool:
+        """Would v run now (no tier to wait for, no allocation for nothing)?"""
+        return blocker(v) < 0 and not (jit[v] and futile(v) >= 0)
+
+    def need(v: int) -> int:
+        """The L0 tier of v's first unscheduled L0 allocation."""
+        return next(l0_tier[u] for u in preds[v] if l0_tier[u] >= 0 and not done[u])
+
+    def park(k: tuple[int, int, int, int], c: int) -> None:
+        """Park the node of key k in class c."""
+        parked[k[3]] = c
+        park_key[k[3]] = k
+        n_parked[c] += 1
+        idle[c] = -1
+        heapq.heappush(waiting[c], k)
+
+    def unpark(v: int) -> None:
+        """Take v out of its class (its heap entry goes stale)."""
+        n_parked[parked[v]] -= 1
+        parked[v] = -1
+        park_key[v] = None
+
+    def head(c: int) -> tuple[int, int, int, int] | None:
+        """The best node parked in class c (stale heap entries dropped)."""
+        heap = waiting[c]
+        while heap and (parked[heap[0][3]] != c or park_key[heap[0][3]] != heap[0]):
+            heapq.heappop(heap)
+        return heap[0] if heap else None
+
+    def companions(c: int) -> list[tuple[int, int, int, int]]:
+        """Keys of class-c nodes sharing a consumer with a live L0 buffer, best first."""
+        # while an L0 tier is live only these can pass (any other would start a tile that
+        # cannot finish), so waking costs the local fan-out, not a scan of every waiter
+        a = next(x for x in live_l0 if x >= 0)
+        found: dict[int, None] = {}
+        for w in users_l0[a]:  # its consumers, their producers and those producers' loads
+            found[w] = None
+            for x in preds[w]:
+                if not done[x]:
+                    found[x] = None
+                    for y in preds[x]:
+                        found[y] = None
+        return sorted(park_key[x] for x in found if parked[x] == c)
+
+    def first(c: int, test: Callable[[int], bool]) -> tuple[int, int, int, int] | None:
+        """The best node of class c that passes `test` (heap order; the head unless strict)."""
+        heap = waiting[c]
+        skipped = []
+        found = None
+        while head(c) is not None:
+            if test(heap[0][3]):
+                found = heap[0]
+                break
+            skipped.append(heapq.heappop(heap))
+        for k in skipped:
+            heapq.heappush(heap, k)
+        return found
+
+    def eligible(c: int) -> tuple[int, int, int, int] | None:
+        """The best node of class c that can run now."""
+        if c < 3 and live_count[c]:
+            return None
+        if any(x >= 0 for x in live_l0):
+            return next((k for k in companions(c) if passes(k[3])), None)
+        k = head(c)  # no tier live: only strict's ancestor check or futility can hold it back
+        return k if k is not None and passes(k[3]) else None
+
     def wake() -> None:
-        for t in range(3):
-            if not live_count[t] and waiting[t] and not woken[t] and not settled[t]:
-                k = heapq.heappop(waiting[t])
-                woken[t] += 1
-                wake_tier[k[3]] = t
-                make_ready(k[3])
+        """Make ready the best node of each class that can run, if any."""
+        # a class with none idles until the next L0 change (without `strict`, nothing else
+        # changes what can run)
+        for c in range(4):
+            if n_parked[c] and idle[c] != epoch[0]:
+                k = eligible(c)
+                if k is not None:
+                    unpark(k[3])
+                    woken_at[k[3]] = epoch[0]
+                    make_ready(k[3])
+                elif not strict:
+                    idle[c] = epoch[0]
+
+    def unblocked(v: int) -> bool:
+        """Does no L0 tier hold v back?"""
+        return blocker(v) < 0
+
+    def useful(v: int) -> bool:
+        """Unblocked, and not allocating for nothing?"""
+        return blocker(v) < 0 and futile(v) < 0
+
+    def fallback() -> tuple[int, int, int, int] | None:
+        """When nothing is ready: the best parked node no tier holds back, futile ones last."""
+        for test in (useful, unblocked):
+            cands = []
+            for c in range(4):
+                if not n_parked[c] or (c < 3 and live_count[c]):
+                    continue
+                if any(x >= 0 for x in live_l0):
+                    cands += [k for k in companions(c) if test(k[3])]
+                else:
+                    k = first(c, test)
+                    if k is not None:
+                        cands.append(k)
+            if cands:
+                return min(cands)
+        if strict:
+            return None
+        # rule 7 is a preference here: break the wait
+        return min((k for k in map(head, range(4)) if k is not None), default=None)
 
     order: list[int] = []
 
@@ -196,6 +310,7 @@ def mpas(
             if single_l0 and t >= 0:
                 live_l0[t] = v
                 live_count[t] += 1
+                epoch[0] += 1
             for w in succs[v]:
                 jit[w] -= size_pk[v]
                 jit_count[w] -= 1
@@ -207,8 +322,8 @@ def mpas(
                 live_count[t] -= 1
                 if not live_count[t]:
                     live_l0[t] = -1
-                    settled[t] = False
-                    wake()
+                epoch[0] += 1
+                wake()
         for w in succs[v]:
             pending[w] -= 1
             if is_free[w]:
@@ -226,18 +341,11 @@ def mpas(
             make_ready(v)
     while len(order) < n:
         if not ready:
-            # parked nodes whose wait is over first, else the best futile allocation
-            parked = [
-                (futile(x[3]) >= 0, x, t) for t in range(3) for x in waiting[t] if blocker(x[3]) < 0
-            ]
-            if not parked and not strict:  # rule 7 is a preference here: break the wait
-                parked = [(True, x, t) for t in range(3) for x in waiting[t]]
-            if not parked:
+            k = fallback()
+            if k is None:
                 stuck = min(v for v in range(n) if not done[v])
                 raise NpuccError(f"no schedule: node {stuck} waits forever ({graph.name})")
-            _, k, t = min(parked)
-            waiting[t].remove(k)
-            heapq.heapify(waiting[t])
+            unpark(k[3])
             for u in preds[k[3]]:
                 if is_alloc[u] and not done[u]:
                     emit(u)
@@ -249,18 +357,15 @@ def mpas(
         if done[v] or not in_ready[v] or k != key[v]:
             continue  # a stale entry
         in_ready[v] = False
-        t = wake_tier[v]
-        if t >= 0:
-            wake_tier[v] = -1
-            woken[t] -= 1
+        stale = woken_at[v] == epoch[0]  # woken, and no L0 tier changed since
+        woken_at[v] = -1
         if single_l0 and jit_count[v]:
             b = blocker(v)
-            if b < 0 and jit[v]:
-                b = futile(v)
-            if b >= 0:
-                heapq.heappush(waiting[b], k)
-                if b == t and not live_count[t]:
-                    settled[t] = True
+            if b >= 0 or (jit[v] and futile(v) >= 0):
+                c = need(v) if b >= 0 else 3
+                park(k, c)
+                if stale:  # nothing changed since it was woken: do not wake it again yet
+                    idle[c] = epoch[0]
                 wake()
                 continue
         for u in preds[v]:

@@ -10,16 +10,30 @@ from npucc.backend.dan.mpas import mpas
 from npucc.backend.schedule import Schedule
 from npucc.backend.schedule.freelist import FreeList
 from npucc.backend.schedule.replay import Replay, replay
+from npucc.backend.schedule.scan import topo_order
+from npucc.errors import NpuccError
 from npucc.ir.tiled import TileGraph
 from npucc.target.cost import SpillModel
 
 STAGES = ("mpas", "dlr", "full")
-KEYS = ("full", "memory")  # MPAS keys tried before Stage 2: (lambda, Delta, -h, ord), no -h
+# Stage-1 orders placed by DLR: MPAS with the paper's key (lambda, Delta, -h, ord), MPAS with the
+# memory-first key (lambda, Delta, ord), and the lowering order (smallest ready id first)
+ORDERS = ("full", "memory", "lowering")
 
 
 def _rank(r: Replay) -> tuple[int, int, int, int]:
-    """Stage-2 plans compare by peak, extra DDR traffic, spills, then makespan."""
-    return (r.peak, r.extra_ddr, r.spills, r.makespan)
+    """Stage-2 plans compare by extra DDR traffic, spills, makespan, then peak residency."""
+    return (r.extra_ddr, r.spills, r.makespan, r.peak)
+
+
+def stage1(graph: TileGraph, mode: str) -> list[int]:
+    """The Stage-1 order of one ORDERS entry (MPAS keeps rule 7 strictly where it can)."""
+    if mode == "lowering":
+        return topo_order(graph)
+    try:
+        return mpas(graph, single_l0=True, mode=mode, strict=True)
+    except NpuccError:  # L0 tiers would wait for each other: rule 7 as a preference
+        return mpas(graph, single_l0=True, mode=mode, strict=False)
 
 
 def dan(
@@ -29,7 +43,7 @@ def dan(
     alignment: int = 1,
     stage: str = "full",
 ) -> Schedule:
-    """Run DAN up to `stage` ("mpas" alone: no capacities, strict rule 7; else best MPAS key)."""
+    """Run DAN up to `stage` ("mpas" alone: no capacities, strict rule 7; else best order)."""
     seconds = {"mpas": 0.0, "dlr": 0.0, "cpe": 0.0}
     t0 = time.perf_counter()
     if stage == "mpas":
@@ -37,18 +51,25 @@ def dan(
         seconds["mpas"] = time.perf_counter() - t0
         schedule = unbounded_layout(graph, order, alignment)
     else:
-        schedule, r = None, None
-        for mode in KEYS:  # the Stage-2 plan of each MPAS key; keep the best by METRICS
+        schedule, r, best = None, None, []
+        for mode in ORDERS:  # the Stage-2 plan of each order; keep the best by _rank
             t1 = time.perf_counter()
-            order = mpas(graph, single_l0=True, mode=mode, strict=False)
+            order = stage1(graph, mode)
             t2 = time.perf_counter()
             cand = dlr(graph, order, capacity, spill_model, alignment)
             rc = replay(graph, cand, capacity, spill_model, alignment)
             seconds["mpas"] += t2 - t1
             seconds["dlr"] += time.perf_counter() - t2
             if r is None or _rank(rc) < _rank(r):
-                schedule, r = cand, rc
+                schedule, r, best = cand, rc, order
         assert schedule is not None and r is not None
+        if schedule.spills:  # the winner with SPILL_INs prefetched, if that is better
+            t2 = time.perf_counter()
+            cand = dlr(graph, best, capacity, spill_model, alignment, prefetch=True)
+            rc = replay(graph, cand, capacity, spill_model, alignment)
+            seconds["dlr"] += time.perf_counter() - t2
+            if _rank(rc) < _rank(r):
+                schedule, r = cand, rc
         if stage == "full":
             t3 = time.perf_counter()
             schedule = cpe(schedule, r)

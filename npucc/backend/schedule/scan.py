@@ -3,7 +3,10 @@
 Shared by the `original` baseline (first-fit, least-recently-used victims) and DAN's DLR stage
 (best-fit, tier-aware victims). A victim policy picks one buffer among the evictable residents
 of a tier; the scan inserts its SPILL_OUT at the current position and its SPILL_IN just before
-the buffer's next use (its FREE counts as a use: rule 1 orders SPILL_IN before FREE).
+the buffer's next use (its FREE counts as a use: rule 1 orders SPILL_IN before FREE). With
+`prefetch`, the SPILL_IN moves back to just after the later of the buffer's SPILL_OUT and the last
+release of its new address range: that range is free from there on, so capacities, overlaps and
+the spill edges of rule 1 still hold, and the reload can overlap earlier work.
 """
 
 from __future__ import annotations
@@ -60,6 +63,9 @@ class LinearScan:
         "last_use",
         "spills",
         "result",
+        "prefetch",
+        "out_at",
+        "early",
     )
 
     def __init__(
@@ -69,6 +75,7 @@ class LinearScan:
         capacity: dict[str, int],
         alignment: int = 1,
         placement: str = "first",
+        prefetch: bool = False,
     ) -> None:
         self.graph = graph
         self.order = order
@@ -94,6 +101,9 @@ class LinearScan:
         self.last_use = [-1] * len(graph.buffers)
         self.spills: list[tuple[int, int]] = []
         self.result: list[int] = []
+        self.prefetch = prefetch
+        self.out_at: dict[int, int] = {}  # spilled-out buffer -> index of its SPILL_OUT in result
+        self.early: list[tuple[int, int]] = []  # (result index to precede, SPILL_IN node)
 
     def next_use(self, b: int, k: int) -> int:
         """Position of the first use of `b` after position k (INF if none)."""
@@ -118,7 +128,17 @@ class LinearScan:
             self.result.append(v)
             for b in node.bufs:
                 self.last_use[b] = k
-        return Schedule(self.result, dict(sorted(self.where.items())), self.spills)
+        order = self.result
+        if self.early:
+            order = []
+            early = sorted(self.early, key=lambda e: e[0])  # stable: ties in decision order
+            i = 0
+            for k, v in enumerate(self.result):
+                while i < len(early) and early[i][0] == k:
+                    order.append(early[i][1])
+                    i += 1
+                order.append(v)
+        return Schedule(order, dict(sorted(self.where.items())), self.spills)
 
     def _place(self, b: int, pinned: tuple[int, ...], k: int, victim) -> int:
         buf = self.graph.buffers[b]
@@ -146,6 +166,7 @@ class LinearScan:
 
     def _evict(self, x: int) -> None:
         self.out[x] = len(self.spills)
+        self.out_at[x] = len(self.result)
         self.result.append(len(self.graph.nodes) + 2 * len(self.spills))
         self.spills.append((x, -1))
         self._give(x)
@@ -160,7 +181,15 @@ class LinearScan:
         off = self._place(b, pinned, k, victim)
         s = self.out.pop(b)
         self.spills[s] = (b, off)
-        self.result.append(len(self.graph.nodes) + 2 * s + 1)
+        node = len(self.graph.nodes) + 2 * s + 1
+        at = self.out_at.pop(b) + 1
+        if self.prefetch:
+            buf = self.graph.buffers[b]
+            at = max(at, self.released[buf.tier].latest(off, off + buf.size) + 1)
+            if at < len(self.result):
+                self.early.append((at, node))
+                return
+        self.result.append(node)
 
 
 def lru_victim(scan: LinearScan, candidates: list[int], k: int) -> int:
