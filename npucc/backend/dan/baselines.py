@@ -112,7 +112,9 @@ def memory_order(graph: TileGraph) -> list[int]:
                 l0[node.id] = bit if node.op == "ALLOC" else -bit
     # a state: (peak, live, order, indegrees, ready, busy L0 tiers); FREEs run once ready
     start = [len(p) for p in preds]
-    states = [(0, 0, [], start, sorted(v for v in range(n) if not start[v]), 0)]
+    states: list[tuple[int, int, list[int], list[int], list[int], int]] = [
+        (0, 0, [], start, sorted(v for v in range(n) if not start[v]), 0)
+    ]
     for _ in range(n):
         children: list[tuple[int, int, list[int], list[int], list[int], int]] = []
         seen: set[tuple[int, ...]] = set()

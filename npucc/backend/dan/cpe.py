@@ -103,11 +103,11 @@ def list_order(r: Replay, preds: list[list[int]], group: list[int]) -> list[int]
             last[g] = v
     h = [0] * total
     for v in reversed(r.order):
-        best = 0
+        longest = 0
         for w in succs[v]:
-            if h[w] > best:
-                best = h[w]
-        h[v] = best + (nodes[v].cycles if nodes[v].pipe is not None else 0)
+            if h[w] > longest:
+                longest = h[w]
+        h[v] = longest + (nodes[v].cycles if nodes[v].pipe is not None else 0)
     pos = r.position
     finish = [0] * total
     ready_at = [0] * total
@@ -123,7 +123,8 @@ def list_order(r: Replay, preds: list[list[int]], group: list[int]) -> list[int]
             if finish[u] > t:
                 t = finish[u]
         ready_at[v] = t
-        p = pipe_index.get(nodes[v].pipe, 0)
+        pipe = nodes[v].pipe
+        p = pipe_index[pipe] if pipe is not None else 0
         heapq.heappush(pending[p], (t, -h[v], pos[v], v))
 
     for v in range(total):

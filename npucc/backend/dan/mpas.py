@@ -233,7 +233,8 @@ def mpas(
                     found[x] = None
                     for y in preds[x]:
                         found[y] = None
-        return sorted(park_key[x] for x in found if parked[x] == c)
+        # NOTE: a node parked in a class always has its park key
+        return sorted(k for x in found if parked[x] == c and (k := park_key[x]) is not None)
 
     def first(c: int, test: Callable[[int], bool]) -> tuple[int, int, int, int] | None:
         """The best node of class c that passes `test` (heap order; the head unless strict)."""

@@ -74,6 +74,7 @@ def dan(
             t3 = time.perf_counter()
             schedule = cpe(schedule, r)
             seconds["cpe"] = time.perf_counter() - t3
+    assert schedule is not None  # every stage above produces one
     schedule.method = "dan" if stage == "full" else f"dan-{stage}"
     schedule.seconds = seconds
     return schedule

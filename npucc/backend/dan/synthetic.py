@@ -35,9 +35,9 @@ def synthetic_graph(nodes: int, seed: int = 0, group: int = 8) -> TileGraph:
             ins.append((b.id, load))
         cubes: list[tuple[int, int]] = []  # (L0C buffer, matmul node)
         wmoves: list[int] = []
-        for b, load in ins:
+        for in_buf, load in ins:
             l0 = []
-            for tier, src, src_node in (("L0A", b, load), ("L0B", w.id, wl)):
+            for tier, src, src_node in (("L0A", in_buf, load), ("L0B", w.id, wl)):
                 buf = graph.add_buffer(rng.choice((64, 128)), tier)
                 a = graph.add_node("ALLOC", None, 0, (buf.id,)).id
                 mv = graph.add_node("MOVE", "MTE1", buf.size // 8 + 20, (src, buf.id)).id
@@ -50,17 +50,17 @@ def synthetic_graph(nodes: int, seed: int = 0, group: int = 8) -> TileGraph:
             mm = graph.add_node("MATMUL", "CUBE", rng.randint(80, 320), (l0[0][0], l0[1][0], c.id))
             for node in (ca, l0[0][1], l0[1][1]):
                 graph.add_edge(node, mm.id)
-            for buf, _ in l0:
-                graph.add_edge(mm.id, graph.add_node("FREE", None, 0, (buf,)).id)
-            graph.add_edge(l0[0][1], graph.add_node("FREE", None, 0, (b,)).id)
+            for l0_buf, _ in l0:
+                graph.add_edge(mm.id, graph.add_node("FREE", None, 0, (l0_buf,)).id)
+            graph.add_edge(l0[0][1], graph.add_node("FREE", None, 0, (in_buf,)).id)
             cubes.append((c.id, mm.id))
-        for c, mm in cubes:
+        for acc_buf, mm_node in cubes:
             u = graph.add_buffer(rng.choice((128, 256)), "UB")
             ua = graph.add_node("ALLOC", None, 0, (u.id,)).id
-            fx = graph.add_node("FIXPIPE", "FIXP", u.size // 8 + 10, (c, u.id)).id
-            for node in (ua, mm):
+            fx = graph.add_node("FIXPIPE", "FIXP", u.size // 8 + 10, (acc_buf, u.id)).id
+            for node in (ua, mm_node):
                 graph.add_edge(node, fx)
-            graph.add_edge(fx, graph.add_node("FREE", None, 0, (c,)).id)
+            graph.add_edge(fx, graph.add_node("FREE", None, 0, (acc_buf,)).id)
             vec = graph.add_node("VADD", "VECTOR", rng.randint(30, 160), (u.id,)).id
             graph.add_edge(fx, vec)
             if prev_out is not None and rng.random() < 0.3:
