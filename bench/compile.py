@@ -53,7 +53,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", default="resnet50")
     parser.add_argument("--target", default="davinci-core")
-    parser.add_argument("--schedule", default="original")
+    parser.add_argument("--schedule", default="dan")
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
     path = Path(args.model)

@@ -18,6 +18,7 @@ from npucc import progress
 from npucc.errors import CheckFailed, NpuccError
 
 if TYPE_CHECKING:
+    from npucc.backend.lower.program import TiledProgram
     from npucc.interp import RunResult
 
 # subcommands implemented next to the code they drive: name -> module with add_parser and main
@@ -54,7 +55,7 @@ def safe_file_name(name: str) -> str:
 
 def _add_compile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", default="davinci-core", help="preset name or TOML path")
-    p.add_argument("--schedule", default="original", help="per-core scheduler: original, dan")
+    p.add_argument("--schedule", default="dan", help="per-core scheduler: dan (default), original")
     p.add_argument(
         "--search",
         default="hypercut",
@@ -89,6 +90,11 @@ def _parser() -> argparse.ArgumentParser:
         "--emit", choices=LEVELS, default="cmd", help="stop at this IR level and write it"
     )
     p.add_argument("--format", choices=FORMATS, default="text", help="format of the --emit IR")
+    p.add_argument(
+        "--emit-trace",
+        metavar="DIR",
+        help="write each core's tiled IR as DAN trace JSON (DIR/MODEL_coreR_C.json) and stop",
+    )
     _add_common_options(p)
     return p
 
@@ -192,7 +198,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from npucc.compiler import compile_until, level_pass
     from npucc.ir.formats import render
 
-    stream = args.emit == "cmd" and args.format == "text"
+    stream = args.emit == "cmd" and args.format == "text" and args.emit_trace is None
     if args.output is None and stream:
         raise NpuccError("the command stream needs -o OUT.cmd (or --emit another level)")
     model, out = Path(args.model), Path(args.output or "-")
@@ -211,6 +217,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
         "batch": args.batch,
     }
     shapes = parse_input_shapes(args.input_shape)
+    if args.emit_trace is not None:
+        tiled = compile_until(model, "lower-tiles", args.target, args.schedule, shapes, **options)
+        for path in write_core_traces(tiled, Path(args.emit_trace), model.stem):
+            print(f"wrote {path}")
+        return 0
     if not stream:
         ir = compile_until(
             model, level_pass(args.emit), args.target, args.schedule, shapes, **options
@@ -225,6 +236,20 @@ def cmd_compile(args: argparse.Namespace) -> int:
         f" predicted makespan {stats.get('predicted_makespan', 0)} cycles)"
     )
     return 0
+
+
+def write_core_traces(program: TiledProgram, directory: Path, stem: str) -> list[Path]:
+    """Each core's DAG as DAN trace JSON (shared/dan-traces.md), cores without work skipped."""
+    from npucc.backend.schedule.trace import write_trace
+
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for core in program.cores:
+        if len(core.graph):
+            path = directory / f"{safe_file_name(stem)}_core{core.row}_{core.col}.json"
+            write_trace(core.graph, path)
+            paths.append(path)
+    return paths
 
 
 def _write_text(text: str, output: str | None) -> None:

@@ -31,7 +31,7 @@ LEVEL_PASSES = {
 }
 
 
-def pipeline(schedule: str = "original") -> list[Pass]:
+def pipeline(schedule: str = "dan") -> list[Pass]:
     """The pass instances of a full compile, in order."""
     passes: list[Pass] = [PASSES[name]() for name in (*FRONTEND_PIPELINE, *BACKEND_PASSES)]
     for p in passes:
@@ -231,7 +231,7 @@ def _compile(
 def compile(
     model: str | os.PathLike[str] | onnx.ModelProto,
     target: str | os.PathLike[str] | Target = "davinci-core",
-    schedule: str = "original",
+    schedule: str = "dan",
     input_shapes: dict[str, tuple[int, ...]] | None = None,
     *,
     print_before: frozenset[str] = frozenset(),
@@ -267,7 +267,7 @@ def compile_until(
     model: str | os.PathLike[str] | onnx.ModelProto,
     stop_after: str,
     target: str | os.PathLike[str] | Target = "davinci-core",
-    schedule: str = "original",
+    schedule: str = "dan",
     input_shapes: dict[str, tuple[int, ...]] | None = None,
     *,
     print_before: frozenset[str] = frozenset(),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -143,3 +144,13 @@ def _x(tmp_path: Path) -> Path:
     path = tmp_path / "x.npy"
     np.save(path, np.random.default_rng(0).standard_normal(shape).astype(np.float32))
     return path
+
+
+def test_emit_trace_feeds_the_dan_command(tmp_path):
+    """npucc's own workloads go through the same trace interface as traces from elsewhere."""
+    assert main([str(SMALL_CNN), "--emit-trace", str(tmp_path / "traces")]) == 0
+    trace = tmp_path / "traces" / "small_cnn_core0_0.json"
+    caps = "L1=1048576,UB=262144,L0A=65536,L0B=65536,L0C=262144"
+    assert main(["dan", str(trace), "--out", str(tmp_path / "out"), "--capacity", caps]) == 0
+    metrics = json.loads((tmp_path / "out" / "small_cnn_core0_0_metrics.json").read_text())
+    assert metrics["spills"] == 0 and metrics["makespan"] >= metrics["bounds"]["makespan"] > 0

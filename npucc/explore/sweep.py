@@ -110,7 +110,7 @@ class Sweep:
         for model in self.models:
             for params in configurations:
                 options = {
-                    "schedule": params.get("schedule", "original"),
+                    "schedule": params.get("schedule", "dan"),
                     "input_shapes": {k: list(v) for k, v in model.input_shapes.items()},
                     "check": check,
                 }

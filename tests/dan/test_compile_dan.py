@@ -35,3 +35,13 @@ def test_dan_never_slower_than_original_on_models():
         dan = npucc.compile(path, schedule="dan", input_shapes=shapes)
         orig = npucc.compile(path, schedule="original", input_shapes=shapes)
         assert dan.stats["predicted_makespan"] <= orig.stats["predicted_makespan"], name
+
+
+def test_dan_schedules_an_empty_core():
+    """A model that only reshapes leaves the core's DAG empty; DAN returns an empty schedule."""
+    from npucc.backend.schedule.registry import schedule_graph
+    from npucc.ir.tiled import TileGraph
+    from npucc.target.cost import TraceSpillModel
+
+    schedule, replay = schedule_graph(TileGraph("empty"), "dan", {"L1": 4096}, TraceSpillModel())
+    assert schedule.order == [] and replay.makespan == 0

@@ -179,6 +179,8 @@ def critical_chain(
         if pipe is not None:
             pipe_prev[v] = last.get(pipe, -1)
             last[pipe] = v
+    if not nodes:  # an empty DAG (a core with no work) has no chain
+        return []
     v = max(range(len(nodes)), key=lambda x: (finish[x], -x))
     chain = [v]
     while True:

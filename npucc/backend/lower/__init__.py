@@ -67,7 +67,25 @@ def lower_graph(
     if builder.open_buffers():
         raise AssertionError(f"lowering left buffers open: {builder.open_buffers()[:5]}")
     program.cross_edges = tracker.cross_edges
+    if program.cross_edges:
+        _order_sync_points(program)
     return program
+
+
+def _order_sync_points(program: TiledProgram) -> None:
+    """Chain each core's BARRIERs in lowering order.
+
+    NOTE: a core's scheduler sees only its own DAG. Without this chain it could run a later
+    layer's tile (after an import) on a pipe before an earlier layer's tile that another core
+    waits for, and the cores would deadlock. With it, every core passes its sync points in
+    the global layer order, so per-core schedules and cross-core edges stay acyclic.
+    """
+    for core in program.cores:
+        graph = core.graph
+        barriers = [node.id for node in graph.nodes if node.op == "BARRIER"]
+        for earlier, later in zip(barriers, barriers[1:], strict=False):
+            if earlier not in graph.preds[later]:
+                graph.add_edge(earlier, later)
 
 
 def plan_placement(plan: MeshPlan, target: Target) -> Placement:

@@ -53,7 +53,7 @@ class SchedulePass(Pass):
     """Schedule each core with `method` (original, dan, ...) under the target's capacities."""
 
     name = "schedule"
-    method: str = "original"
+    method: str = "dan"
 
     def run(self, ir: TiledProgram, ctx: CompileContext) -> ScheduledProgram:
         target = ctx.target
