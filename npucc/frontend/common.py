@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 import onnx
 
@@ -71,6 +75,34 @@ def remove_layer_and_outputs(g: Graph, layer: Layer) -> None:
     g.remove_layer(layer)
     for t in layer.outputs:
         del g.tensors[t]
+
+
+@dataclass(slots=True)
+class Fusion:
+    """A matched pattern: `keep` becomes one `op` layer, the `drop` layers go away."""
+
+    keep: Layer  # the layer rewritten in place (it keeps its name and output)
+    drop: list[Layer]  # the pattern's other layers
+    op: str  # canonical op of the fused layer
+    inputs: list[str]  # its inputs
+    attrs: dict[str, Any]  # its attributes
+
+
+def fuse_all(g: Graph, anchor_op: str, match: Callable[[Graph, Layer], Fusion | None]) -> int:
+    """Rewrite every match found from a layer of `anchor_op`; returns how many were fused."""
+    fused = 0
+    for anchor in list(g.layers):
+        if anchor.op != anchor_op or anchor.attrs.get("act") or anchor not in g.layers:
+            continue
+        found = match(g, anchor)
+        if found is None:
+            continue
+        keep = found.keep
+        keep.op, keep.inputs, keep.attrs = found.op, found.inputs, found.attrs
+        for layer in found.drop:
+            remove_layer_and_outputs(g, layer)
+        fused += 1
+    return fused
 
 
 def value_type(v: onnx.ValueInfoProto | None) -> tuple[tuple[int, ...], str]:

@@ -10,7 +10,8 @@ Anything else (a scale applied to Q, broadcast batch dims, ...) keeps the indivi
 from __future__ import annotations
 
 from npucc.frontend.common import (
-    remove_layer_and_outputs,
+    Fusion,
+    fuse_all,
     row_major_strides,
     scalar_const,
     single_producer,
@@ -89,17 +90,13 @@ class FuseAttention(Pass):
 
     def run(self, ir: Graph, ctx: CompileContext) -> Graph:
         """Fuse every match, keeping the final matmul's name and output."""
-        fused = 0
-        for pv in list(ir.layers):
-            if pv.op != "matmul" or pv.attrs.get("act") or pv not in ir.layers:
-                continue
-            found = _match(ir, pv)
-            if found is None:
-                continue
-            layers, spec = found
-            pv.op, pv.inputs, pv.attrs = "attention", spec["inputs"], spec["attrs"]
-            for layer in layers:
-                remove_layer_and_outputs(ir, layer)
-            fused += 1
-        ctx.stats["fuse-attention.fused"] = fused
+        ctx.stats["fuse-attention.fused"] = fuse_all(ir, "matmul", _fusion)
         return ir
+
+
+def _fusion(g: Graph, pv: Layer) -> Fusion | None:
+    found = _match(g, pv)
+    if found is None:
+        return None
+    layers, spec = found
+    return Fusion(pv, layers, "attention", spec["inputs"], spec["attrs"])

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from npucc.frontend.common import remove_layer_and_outputs, scalar_const, single_producer
+from npucc.frontend.common import Fusion, fuse_all, scalar_const, single_producer
 from npucc.ir.graph import Graph, Layer
 from npucc.passes import CompileContext, Pass, register
 
@@ -79,19 +79,14 @@ class FuseGelu(Pass):
 
     def run(self, ir: Graph, ctx: CompileContext) -> Graph:
         """Fuse every match; the final multiply becomes the gelu."""
-        fused = 0
-        for erf in list(ir.layers):
-            if erf.op != "erf" or erf not in ir.layers:
-                continue
-            layers = _match(ir, erf)
-            if layers is None:
-                continue
-            x = _input_of_erf(ir, erf)
-            assert x is not None  # _match found it
-            last = layers[-1]
-            last.op, last.inputs, last.attrs = "gelu", [x], {"approximate": "none"}
-            for layer in layers[:-1]:
-                remove_layer_and_outputs(ir, layer)
-            fused += 1
-        ctx.stats["fuse-gelu.fused"] = fused
+        ctx.stats["fuse-gelu.fused"] = fuse_all(ir, "erf", _fusion)
         return ir
+
+
+def _fusion(g: Graph, erf: Layer) -> Fusion | None:
+    layers = _match(g, erf)
+    if layers is None:
+        return None
+    x = _input_of_erf(g, erf)
+    assert x is not None  # _match found it
+    return Fusion(layers[-1], layers[:-1], "gelu", [x], {"approximate": "none"})

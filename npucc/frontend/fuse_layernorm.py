@@ -9,9 +9,10 @@ from __future__ import annotations
 import numpy as np
 
 from npucc.frontend.common import (
+    Fusion,
     add_const,
     const,
-    remove_layer_and_outputs,
+    fuse_all,
     scalar_const,
     single_producer,
     single_user,
@@ -104,18 +105,13 @@ class FuseLayerNorm(Pass):
 
     def run(self, ir: Graph, ctx: CompileContext) -> Graph:
         """Fuse every match; the last layer of the pattern becomes the layernorm."""
-        fused = 0
-        for div in list(ir.layers):
-            if div.op != "div" or div.attrs.get("act") or div not in ir.layers:
-                continue
-            found = _match(ir, div)
-            if found is None:
-                continue
-            layers, inputs, attrs = found
-            last = layers[-1]
-            last.op, last.inputs, last.attrs = "layernorm", inputs, attrs
-            for layer in layers[:-1]:
-                remove_layer_and_outputs(ir, layer)
-            fused += 1
-        ctx.stats["fuse-layernorm.fused"] = fused
+        ctx.stats["fuse-layernorm.fused"] = fuse_all(ir, "div", _fusion)
         return ir
+
+
+def _fusion(g: Graph, div: Layer) -> Fusion | None:
+    found = _match(g, div)
+    if found is None:
+        return None
+    layers, inputs, attrs = found
+    return Fusion(layers[-1], layers[:-1], "layernorm", inputs, attrs)
