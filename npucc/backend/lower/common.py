@@ -112,6 +112,11 @@ def apply_activation(ctx: LowerContext, ref: BufRef, elems: int, attrs: dict) ->
     ctx.builder.emit(VUnary(act, ref, ref, (elems,), (1,), (1,), scalars))
 
 
+def window_extent(outputs: int, stride: int, kernel: int, dilation: int) -> int:
+    """Input extent a band of `outputs` window positions reads along one axis."""
+    return (outputs - 1) * stride + (kernel - 1) * dilation + 1
+
+
 def split(total: int, tile: int) -> list[tuple[int, int]]:
     """(start, length) pieces of range(total) in tiles of at most `tile`."""
     return [(s, min(tile, total - s)) for s in range(0, total, tile)]

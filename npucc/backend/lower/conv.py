@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from npucc.backend.lower.common import LowerContext, apply_activation, lowering, split
+from npucc.backend.lower.common import (
+    LowerContext,
+    apply_activation,
+    lowering,
+    split,
+    window_extent,
+)
 from npucc.backend.lower.matmul import choose_tiles
 from npucc.ir.graph import Layer
 from npucc.ir.isa import BufRef, Copy, DdrRef, Img2Col, Mmad, VBinary
@@ -43,11 +49,11 @@ class ConvGeom:
 
     def in_rows(self, out_rows: int) -> int:
         """Input rows a band of `out_rows` output rows reads."""
-        return (out_rows - 1) * self.sh + (self.kh - 1) * self.dh + 1
+        return window_extent(out_rows, self.sh, self.kh, self.dh)
 
     def in_cols(self, out_cols: int) -> int:
         """Input columns a band of `out_cols` output columns reads."""
-        return (out_cols - 1) * self.sw + (self.kw - 1) * self.dw + 1
+        return window_extent(out_cols, self.sw, self.kw, self.dw)
 
 
 def _geometry(ctx: LowerContext, layer: Layer) -> ConvGeom:

@@ -14,7 +14,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npucc.backend.lower.common import LowerContext, apply_activation, lowering, split
+from npucc.backend.lower.common import (
+    LowerContext,
+    apply_activation,
+    lowering,
+    split,
+    window_extent,
+)
 from npucc.backend.lower.layout import budget, load
 from npucc.ir.graph import Layer
 from npucc.ir.isa import BufRef, Copy, DdrRef, VBinary, VFill, VReduce, VUnary
@@ -37,17 +43,13 @@ class PoolGeom:
     dw: int
     pads: tuple[int, int, int, int]  # top, left, bottom, right
 
-    def span(self, out: int, stride: int, k: int, dil: int) -> int:
-        """Input extent a band of `out` outputs reads along one axis."""
-        return (out - 1) * stride + (k - 1) * dil + 1
-
     def rows(self, toh: int) -> int:
         """Padded input rows a band of `toh` output rows reads."""
-        return self.span(toh, self.sh, self.kh, self.dh)
+        return window_extent(toh, self.sh, self.kh, self.dh)
 
     def cols(self, tow: int) -> int:
         """Padded input columns a band of `tow` output columns reads."""
-        return self.span(tow, self.sw, self.kw, self.dw)
+        return window_extent(tow, self.sw, self.kw, self.dw)
 
 
 def _geometry(ctx: LowerContext, layer: Layer) -> PoolGeom:
