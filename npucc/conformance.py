@@ -39,7 +39,9 @@ from onnx import numpy_helper
 STATUSES = ("pass", "unsupported", "wrong", "internal_error")
 RTOL, ATOL = 1e-3, 1e-4  # a case passes when |got - expected| <= ATOL + RTOL * |expected|
 CASE_TIMEOUT = 60  # seconds per node case (compile + interpret)
-MODEL_TIMEOUT = 400  # seconds per whole-model case (ResNet-50 takes about 100 s)
+# seconds per whole-model case: VGG-19 (768k tile operations) takes ~150 s on a quiet 2-core
+# machine and ~400 s on a shared one; a timeout is an internal error, so leave headroom
+MODEL_TIMEOUT = 900
 MAX_ELEMS = 4_000_000  # cases whose inputs and outputs exceed this many elements are skipped
 DATA_DIR = Path(onnx.__file__).parent / "backend" / "test" / "data"
 MODEL_SUITES = ("simple", "real", "pytorch-converted", "pytorch-operator")
@@ -195,7 +197,7 @@ def _close(got: Any, want: Any) -> str:
     got = np.asarray(got)
     if got.shape != want.shape:
         return f"shape {got.shape} != expected {want.shape}"
-    if want.dtype.kind not in "fc":
+    if want.dtype.kind not in "fc" and want.dtype.name != "bfloat16":  # ml_dtypes: kind "V"
         return "" if np.array_equal(got, want) else "values differ"
     g, w = got.astype(np.float64), want.astype(np.float64)
     same = (np.isnan(g) & np.isnan(w)) | (g == w) | (np.abs(g - w) <= ATOL + RTOL * np.abs(w))

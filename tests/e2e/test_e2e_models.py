@@ -39,7 +39,10 @@ def test_shipped_model(path: Path) -> None:
     check_model(load_model(path, INPUT_SHAPES.get(path.name)))
 
 
-@pytest.mark.parametrize("name", ["squeezenet", "bvlc_alexnet", "resnet50", "vgg19"])
+# DenseNet-121, ShuffleNet and ZFNet-512 (the slowest to interpret) run in `npucc conformance`
+@pytest.mark.parametrize(
+    "name", ["squeezenet", "bvlc_alexnet", "resnet50", "vgg19", "inception_v1", "inception_v2"]
+)
 def test_light_zoo_model_with_random_weights(name: str) -> None:
     model = randomize_weights(load_model(LIGHT / f"light_{name}.onnx"), seed=0)
     check_model(model)

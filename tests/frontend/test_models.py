@@ -27,7 +27,8 @@ def test_reference_models_exist():
     names = {p.name for p in MODELS}
     assert {"small_cnn.onnx", "mlp.onnx", "residual_block.onnx", "lrn_concat.onnx"} <= names
     assert {"transformer_encoder.onnx", "decoder_block.onnx"} <= names
-    assert all(p.stat().st_size < 20_000_000 for p in MODELS)
+    # BERT-base-sized encoder with float16 weights: 29 MB; everything else is small
+    assert all(p.stat().st_size < 32_000_000 for p in MODELS)
 
 
 @pytest.mark.parametrize("path", MODELS, ids=lambda p: p.stem)
