@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from npucc.backend.hypercut.exec_cost import ExecCostModel
 from npucc.errors import NpuccError
 from npucc.target.mesh_cost import Cost, MeshParams, Step, Workload, evaluate
 
@@ -50,16 +51,27 @@ def _acyclic(deps: dict[int, set[int]]) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class MeshPlan:
-    """A complete plan: steps of single-layer groups on disjoint rectangles, with its cost."""
+    """A complete plan: steps of single-layer groups on disjoint rectangles, with its cost.
+
+    With `execution` (a plan that will be lowered and run), `cost` is the execution-faithful
+    estimate; `analytic_cost` is always the SET-aligned mesh model's.
+    """
 
     workload: Workload
     params: MeshParams
     steps: tuple[Step, ...]
     method: str
     search_s: float = 0.0
+    execution: ExecCostModel | None = field(default=None, compare=False)
 
     def cost(self) -> Cost:
-        """The cost model's estimate of the plan."""
+        """The plan's estimate: execution-faithful when the plan has an ExecCostModel."""
+        if self.execution is not None:
+            return self.execution.evaluate(self.steps)
+        return self.analytic_cost()
+
+    def analytic_cost(self) -> Cost:
+        """The SET-aligned mesh cost model's estimate (npucc.target.mesh_cost)."""
         return evaluate(self.params, self.workload, self.steps)
 
     def verify(self) -> None:
@@ -94,7 +106,7 @@ class MeshPlan:
 
     def to_text(self) -> str:
         """One line per step and per group: rectangle and layer names."""
-        c = self.cost()
+        c = self.analytic_cost()
         names = [layer.name for layer in self.workload.layers]
         lines = [
             f"mesh-plan {self.workload.name!r} method={self.method} batch={self.workload.batch}"
@@ -102,6 +114,12 @@ class MeshPlan:
             f"  cost energy_pj={c.energy_pj:.6g} latency_cycles={c.latency_cycles:.6g}"
             f" edp={c.edp:.6g} dram_bytes={int(c.dram_bytes)} noc_byte_hops={int(c.noc_byte_hops)}",
         ]
+        if self.execution is not None:
+            x = self.execution.evaluate(self.steps)
+            lines.append(
+                f"  exec-cost energy_pj={x.energy_pj:.6g} latency_cycles={x.latency_cycles:.6g}"
+                f" edp={x.edp:.6g} dram_bytes={int(x.dram_bytes)}"
+            )
         for s, step in enumerate(self.steps):
             loop = " (same loop)" if step.loop else ""
             lines.append(f"  step {s} sub-batches={step.nsub}{loop}")

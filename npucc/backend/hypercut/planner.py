@@ -13,6 +13,7 @@ from npucc.backend.hypercut.baselines import (
     layer_sequential,
 )
 from npucc.backend.hypercut.beam import BeamOptions, BeamSearch
+from npucc.backend.hypercut.exec_cost import ExecBeamSearch, ExecCostModel
 from npucc.backend.hypercut.plan import MeshPlan
 from npucc.backend.hypercut.workload import workload_from_graph
 from npucc.errors import NpuccError
@@ -22,38 +23,50 @@ from npucc.target import Target
 from npucc.target.mesh_cost import MeshParams
 
 METHODS = ("hypercut", "sa", "layer-sequential", "layer-pipelined")
+ESTIMATES = ("analytic", "exec")  # SET-aligned mesh model | what the lowering will execute
 
 
 @dataclass(frozen=True, slots=True)
 class PlanOptions:
-    """What the planner may be told: method, batch, seed and the search budgets."""
+    """What the planner may be told: method, batch, seed, the search budgets and the estimate.
+
+    `estimate="exec"` prices plans as the lowering will execute them (exec_cost; HyperCut
+    searches with it, the other methods are priced by it); "analytic" is the SET-aligned model.
+    """
 
     method: str = "hypercut"
     batch: int = 1
     seed: int = 0
     beam: BeamOptions = field(default_factory=BeamOptions)
     sa_iterations: int = 20_000
+    estimate: str = "analytic"
 
 
 def plan_graph(graph: Graph, target: Target, options: PlanOptions, **params: Any) -> MeshPlan:
     """Plan a graph on a mesh target; `params` override MeshParams fields (e.g. elem_bytes)."""
     if options.method not in METHODS:
         raise NpuccError(f"unknown search '{options.method}' (one of {', '.join(METHODS)})")
+    if options.estimate not in ESTIMATES:
+        raise NpuccError(f"unknown estimate '{options.estimate}' (one of {', '.join(ESTIMATES)})")
     if target.cores < 2:
         raise NpuccError(f"target '{target.name}' is not a mesh")
     mesh = MeshParams.from_target(target, **params)
     wl = workload_from_graph(graph, options.batch)
     start = time.perf_counter()
+    execution = ExecCostModel(graph, target) if options.estimate == "exec" else None
     if options.method == "hypercut":
         beam = BeamOptions(**{**_fields(options.beam), "seed": options.seed})
-        steps = BeamSearch(wl, mesh, beam).run()
+        if execution is None:
+            steps = BeamSearch(wl, mesh, beam).run()
+        else:
+            steps = ExecBeamSearch(wl, mesh, beam, execution).run()
     elif options.method == "sa":
         steps = anneal(wl, mesh, AnnealOptions(iterations=options.sa_iterations, seed=options.seed))
     elif options.method == "layer-sequential":
         steps = layer_sequential(wl, mesh)
     else:
         steps = layer_pipelined(wl, mesh)
-    return MeshPlan(wl, mesh, steps, options.method, time.perf_counter() - start)
+    return MeshPlan(wl, mesh, steps, options.method, time.perf_counter() - start, execution)
 
 
 def _fields(obj: Any) -> dict[str, Any]:
@@ -110,13 +123,17 @@ class HypercutPass(Pass):
             opt.get("seed", self.seed),
             beam,
             self.sa_iterations,
+            estimate="exec",  # this plan is lowered and run: price what will execute
         )
         plan = plan_graph(ir, ctx.target, options)
         cost = plan.cost()
+        analytic = plan.analytic_cost()
         ctx.stats["hypercut"] = {
             "method": options.method,
             "search_s": plan.search_s,
             "energy_pj": cost.energy_pj,
             "latency_cycles": cost.latency_cycles,
+            "analytic_energy_pj": analytic.energy_pj,
+            "analytic_latency_cycles": analytic.latency_cycles,
         }
         return PlannedGraph(ir, plan)

@@ -1,0 +1,390 @@
+"""Execution-faithful mesh cost: the lowering's own tiles, priced by cost.py, list-scheduled.
+
+The SET-aligned model (`npucc.target.mesh_cost`) prices a plan analytically; this module
+prices what the lowering will emit for it. Each distinct layer is lowered once through the
+real tilers on one core (memoised by its signature). The sum of its instructions'
+`instr_energy` is its energy, whatever its rectangle (the interpreter charges no
+position-dependent energy); an in-order per-pipe replay of the tiles the first core of its
+rectangle gets (round-robin, as `LowerContext.next_tile`) is its duration there. The plan's
+latency is a list schedule of the layers in lowering order, as the lowering chains them (a
+BARRIER chain per core, every tensor through DDR): a layer's reads of an input wait for its
+producers' closing barriers plus the flag's hops and for its cores' previous barrier; its
+const loads wait only for its cores' DMA. Sub-batch splits are not executed (the lowering runs
+each layer once on the graph's whole batch), so they cost nothing here. docs/cost-model.md
+("Interpreter vs cost model") states the rules and the measured errors.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import cache, lru_cache
+
+from npucc.backend.hypercut.beam import BeamOptions, BeamSearch
+from npucc.errors import NpuccError
+from npucc.ir.graph import Graph, Layer
+from npucc.ir.isa import DDR, PIPES, Copy, DdrRef, Gather, Instr, Spill
+from npucc.ir.tiled import TileGraph
+from npucc.target import Target
+from npucc.target.cost import gather_bytes, instr_energy
+from npucc.target.mesh_cost import Cost, MeshParams, Rect, Step, Workload
+
+VIEW_OPS = ("reshape",)  # aliases of their input's DDR tensor (as the lowering treats them)
+
+
+@dataclass(frozen=True, slots=True)
+class LayerTiming:
+    """A layer's duration on one core of its rectangle, cold and per release class.
+
+    Class 0 holds the nodes that read only constants or nothing (weight loads, fills: no
+    barrier holds them, so they may run ahead); class 1 + i the nodes that need input i.
+    """
+
+    cold: int  # makespan when every node may start at once
+    mte2_tail: int  # cycles from the last MTE2 finish to the end, cold
+    tails: tuple[tuple[int, int], ...]  # (class, cycles from its release to the end)
+
+
+@dataclass(frozen=True, slots=True)
+class LayerProfile:
+    """One layer lowered on one core: its nodes in lowering order, tile spans and totals."""
+
+    pipe: tuple[int, ...]  # index into PIPES per node, -1 for ALLOC/FREE/BARRIER
+    cycles: tuple[int, ...]  # instr_cycles per node
+    preds: tuple[tuple[int, ...], ...]  # earlier nodes of the layer each node waits for
+    classes: tuple[int, ...]  # bit 0: needs no input; bit 1 + i: needs input i
+    tiles: tuple[int, ...]  # first node of each tile (the first tile also takes the prologue)
+    tile_classes: tuple[int, ...]  # the classes of each tile's nodes
+    energy_pj: float  # sum of instr_energy
+    ddr_bytes: int  # bytes moved to or from DDR
+    busy: tuple[int, ...]  # cycles per pipe
+
+    @property
+    def ntiles(self) -> int:
+        """Independent tiles (the lowering deals them round-robin over the rectangle)."""
+        return len(self.tiles)
+
+    def core_nodes(self, cores: int, core: int = 0) -> list[int]:
+        """Nodes of the tiles core `core` of `cores` runs, in lowering order."""
+        return [i for t in range(core, len(self.tiles), cores) for i in self.span(t)]
+
+    def replay(self, nodes: list[int], late: int = 0, at: int = 0) -> tuple[int, int]:
+        """End and last MTE2 finish of `nodes` on in-order pipes; nodes needing a class in
+        mask `late` may not start before `at`."""
+        pipe_free = [0] * len(PIPES)
+        finish = dict.fromkeys(nodes, 0)
+        end = mte2 = 0
+        for i in nodes:
+            p = self.pipe[i]
+            start = at if self.classes[i] & late else 0
+            if p >= 0:
+                start = max(start, pipe_free[p])
+            for q in self.preds[i]:
+                start = max(start, finish.get(q, 0))
+            f = finish[i] = start + self.cycles[i]
+            if p >= 0:
+                pipe_free[p] = f
+                if p == MTE2:
+                    mte2 = max(mte2, f)
+            end = max(end, f)
+        return end, mte2
+
+    def timing(self, cores: int) -> tuple[LayerTiming, ...]:
+        """Timings on `cores` cores: of the first core of each distinct set of classes (the
+        first gets the most tiles, dealt round-robin; e.g. a concat's cores read different
+        inputs)."""
+        firsts: dict[int, int] = {}
+        for core in range(cores):
+            mask = 0
+            for t in range(core, len(self.tiles), cores):
+                mask |= self.tile_classes[t]
+            firsts.setdefault(mask, core)
+        return tuple(self.core_timing(cores, core) for core in firsts.values())
+
+    def core_timing(self, cores: int, core: int) -> LayerTiming:
+        """Cold duration and per-class tails of core `core` of `cores`.
+
+        The nodes keep the lowering order: the per-core scheduler runs a layer's loads in about
+        that order (it prefers a ready load to a new ALLOC), so a const load behind an input
+        load waits for it.
+        """
+        nodes = self.core_nodes(cores, core)
+        cold, mte2 = self.replay(nodes)
+        present = 0
+        for i in nodes:
+            present |= self.classes[i]
+        late = sum(self.cycles[i] for i in nodes) + 1  # after everything else has finished
+        tails = []
+        for cls in range(present.bit_length()):
+            if present >> cls & 1:
+                end, _ = self.replay(nodes, 1 << cls, late)
+                tails.append((cls, end - late))
+        return LayerTiming(cold, cold - mte2 if mte2 else cold, tuple(tails))
+
+    def span(self, tile: int) -> range:
+        """Node indices of one tile (the first tile includes the prologue)."""
+        end = self.tiles[tile + 1] if tile + 1 < len(self.tiles) else len(self.pipe)
+        return range(0 if tile == 0 else self.tiles[tile], end)
+
+
+MTE2 = PIPES.index("MTE2")
+
+
+def layer_signature(graph: Graph, layer: Layer, single: bool) -> tuple:
+    """What the lowering of a layer depends on: op, operand shapes and kinds, attributes."""
+    ins = tuple(
+        (graph.tensors[t].shape, graph.tensors[t].dtype, graph.is_const(t)) if t else None
+        for t in layer.inputs
+    )
+    outs = tuple(graph.tensors[t].shape for t in layer.outputs)
+    return (layer.op, ins, outs, repr(sorted(layer.attrs.items())), single)
+
+
+def profile_layer(graph: Graph, layer: Layer, target: Target, single: bool) -> LayerProfile:
+    """Lower one layer through the real tilers, every tile on one core.
+
+    `single` lowers it as on a one-core rectangle (some tilers then load a broadcast operand
+    once for all tiles); otherwise as on a larger rectangle.
+    """
+    from npucc.backend.lower.builder import MeshBuilder, TileBuilder
+    from npucc.backend.lower.common import LOWERINGS
+    from npucc.backend.lower.program import TiledProgram
+
+    program = TiledProgram(graph.name, target)
+    tile_graph = TileGraph("profile")
+    builders = [TileBuilder(tile_graph, target, 0)]
+    if not single:
+        builders.append(TileBuilder(TileGraph("unused"), target, 1))
+    lctx = _profile_context()(graph, program, MeshBuilder(builders), target)
+    lctx.begin_layer(tuple(range(len(builders))))
+    lower = LOWERINGS.get(layer.op)
+    if lower is None:
+        raise NpuccError(f"no lowering for operator {layer.op} (node '{layer.name}')")
+    lower(lctx, layer)
+    for out in layer.outputs:
+        lctx.builder.close_ddr(out)
+    bit: dict[str, int] = {}  # DDR key -> release-class bit of the nodes reading it
+    for i, name in enumerate(layer.inputs):
+        if name:
+            bit.setdefault(name, 1 if graph.is_const(name) else 1 << (1 + i))
+    return _summarise(tile_graph, lctx.starts or [0], target, bit)
+
+
+def _summarise(
+    g: TileGraph, starts: list[int], target: Target, bit: dict[str, int]
+) -> LayerProfile:
+    """Pack a lowered TileGraph into a LayerProfile (`bit`: release class of each DDR key)."""
+    pipe: list[int] = []
+    cycles: list[int] = []
+    preds: list[tuple[int, ...]] = []
+    classes: list[int] = []
+    busy = [0] * len(PIPES)
+    energy = 0.0
+    ddr = 0
+    for node in g.nodes:
+        p = PIPES.index(node.pipe) if node.pipe is not None else -1
+        mask = 0
+        for q in g.preds[node.id]:
+            mask |= classes[q]
+        ins = node.instr
+        if ins is not None:
+            energy += instr_energy(target, ins)
+            busy[p] += node.cycles
+            for name in ins.reads:
+                ref = getattr(ins, name)
+                if isinstance(ref, DdrRef):
+                    mask |= bit.get(ref.key, 1)  # a const the lowering generated: bit 0
+            mask = mask or 1  # needs no input (a fill): free to run ahead as a const load
+            ddr += ddr_bytes(target, ins)
+        pipe.append(p)
+        cycles.append(node.cycles)
+        preds.append(tuple(g.preds[node.id]))
+        classes.append(mask)
+    bounds = (0, *starts[1:], len(pipe))
+    tile_classes = []
+    for a, b in zip(bounds, bounds[1:], strict=False):
+        mask = 0
+        for i in range(a, b):
+            mask |= classes[i]
+        tile_classes.append(mask)
+    return LayerProfile(
+        tuple(pipe),
+        tuple(cycles),
+        tuple(preds),
+        tuple(classes),
+        tuple(starts),
+        tuple(tile_classes),
+        energy,
+        ddr,
+        tuple(busy),
+    )
+
+
+def ddr_bytes(target: Target, ins: Instr) -> int:
+    """Bytes an instruction moves to or from DDR (as the interpreter counts them)."""
+    if isinstance(ins, Gather):
+        return gather_bytes(target, ins)
+    if isinstance(ins, Spill) and DDR in (ins.src.tier, ins.dst.tier):
+        return ins.size * target.elem_bytes
+    if isinstance(ins, Copy) and DDR in (ins.src.tier, ins.dst.tier):
+        return math.prod(ins.dims) * target.elem_bytes
+    return 0
+
+
+@cache
+def _profile_context() -> type:
+    """A LowerContext that keeps every tile on the first core and records where tiles start.
+
+    NOTE: built on first use: the lowering package imports the planner, which imports this.
+    """
+    from npucc.backend.lower.common import LowerContext
+
+    @dataclass(slots=True)
+    class ProfileContext(LowerContext):
+        starts: list[int] = field(default_factory=list)  # first node of each tile
+
+        def next_tile(self) -> None:
+            self.builder.current = 0
+            self.starts.append(len(self.builder.builders[0].graph))
+            self.tiles += 1
+
+    return ProfileContext
+
+
+@dataclass(frozen=True, slots=True)
+class _Placed:
+    """Where a finished layer ran: its finish and the bounding box of the cores it used."""
+
+    finish: int
+    y0: int
+    x0: int
+    y1: int
+    x1: int
+
+    def hops_to(self, y: int, x: int) -> int:
+        """Mesh hops from the farthest core of the box to core (y, x)."""
+        return max(abs(y - self.y0), abs(y - self.y1)) + max(abs(x - self.x0), abs(x - self.x1))
+
+
+READY = _Placed(0, 0, 0, 0, 0)  # a graph input: in DDR from the start (no flag to wait for)
+
+
+@dataclass(slots=True)
+class ExecCostModel:
+    """Prices plans of one graph on one mesh target as the lowering will execute them."""
+
+    graph: Graph
+    target: Target
+    _srcs: list[tuple[int | None, ...]] = field(default_factory=list)  # producer per input
+    _profiles: dict[tuple, LayerProfile] = field(default_factory=dict)
+    _keys: dict[tuple[int, bool], tuple] = field(default_factory=dict)
+    _timings: dict[tuple[tuple, int], tuple[LayerTiming, ...]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        producer: dict[str, int] = {}
+        for index, layer in enumerate(self.graph.layers):
+            self._srcs.append(tuple(producer.get(t) for t in layer.inputs))
+            for t in layer.outputs:
+                producer[t] = index
+
+    def profile(self, index: int, cores: int) -> LayerProfile:
+        """The profile of layer `index` on a rectangle of `cores` cores (memoised)."""
+        single = cores == 1
+        key = self._keys.get((index, single))
+        if key is None:
+            layer = self.graph.layers[index]
+            key = self._keys[(index, single)] = layer_signature(self.graph, layer, single)
+        prof = self._profiles.get(key)
+        if prof is None:
+            prof = self._profiles[key] = profile_layer(
+                self.graph, self.graph.layers[index], self.target, single
+            )
+        return prof
+
+    def timing(self, index: int, cores: int) -> tuple[LayerTiming, ...]:
+        """Timings of layer `index` on a rectangle of `cores` cores (memoised)."""
+        prof = self.profile(index, cores)
+        used = min(cores, prof.ntiles)
+        key = (self._keys[(index, cores == 1)], used)
+        value = self._timings.get(key)
+        if value is None:
+            value = self._timings[key] = prof.timing(used)
+        return value
+
+    def evaluate(self, steps: tuple[Step, ...]) -> Cost:
+        """Energy, latency and DDR bytes of a complete plan (single-layer groups).
+
+        Layers in lowering order; a layer's input-reading nodes start once its cores passed
+        their previous barrier and the input's producers closed it (plus the flag's hops); its
+        const loads once its cores' MTE2 finished the previous layer's loads. Its end is the
+        latest of (release + tail) over its classes and (earliest release + cold duration).
+        """
+        rect_of: dict[int, Rect] = {}
+        for step in steps:
+            for group in step.groups:
+                for index in group.layers:
+                    rect_of[index] = group.rect
+        hop = int(self.target.mesh["noc_hop_latency"])
+        done: list[_Placed] = []
+        core_free: dict[tuple[int, int], int] = {}  # after its last barrier
+        mte2_free: dict[tuple[int, int], int] = {}  # after its last DDR load
+        energy = 0.0
+        ddr = 0
+        for index, layer in enumerate(self.graph.layers):
+            srcs = self._srcs[index]
+            if layer.op in VIEW_OPS:  # an alias: ready when (and where) its input is
+                src = srcs[0]
+                done.append(READY if src is None else done[src])
+                continue
+            r = rect_of[index]
+            prof = self.profile(index, r.cores)
+            timings = self.timing(index, r.cores)
+            energy += prof.energy_pj
+            ddr += prof.ddr_bytes
+            used = _used_cores(r, prof.ntiles)
+            barrier = max(core_free.get(c, 0) for c in used)
+            y, x = used[0]
+            releases = {0: max(mte2_free.get(c, 0) for c in used)}
+            for cls, src in enumerate(srcs, 1):
+                where = READY if src is None else done[src]
+                releases[cls] = max(barrier, where.finish + hop * where.hops_to(y, x))
+            end, tail = -1, 0
+            for timing in timings:
+                first = min((releases[cls] for cls, _ in timing.tails), default=barrier)
+                t_end = max([first + timing.cold, *(releases[c] + t for c, t in timing.tails)])
+                if t_end > end:
+                    end, tail = t_end, timing.mte2_tail
+            for c in used:
+                core_free[c] = end
+                mte2_free[c] = end - tail
+            ys = [c[0] for c in used]
+            xs = [c[1] for c in used]
+            done.append(_Placed(end, min(ys), min(xs), max(ys), max(xs)))
+        latency = max((p.finish for p in done), default=0)
+        return Cost(energy_pj=energy, latency_cycles=float(latency), dram_bytes=float(ddr))
+
+
+@lru_cache(maxsize=65536)
+def _used_cores(r: Rect, tiles: int) -> tuple[tuple[int, int], ...]:
+    """(row, col) of the cores of `r` that get a tile: the first `tiles` in row-major order."""
+    cores = [(y, x) for y in range(r.y, r.y + r.h) for x in range(r.x, r.x + r.w)]
+    return tuple(cores[: min(len(cores), tiles)])
+
+
+class ExecBeamSearch(BeamSearch):
+    """HyperCut's beam search scoring complete plans with an ExecCostModel's EDP."""
+
+    def __init__(
+        self, wl: Workload, params: MeshParams, options: BeamOptions, model: ExecCostModel
+    ) -> None:
+        super().__init__(wl, params, options)
+        self.model = model
+        self._exec_edp: dict[tuple[Step, ...], float] = {}
+
+    def edp(self, plan: tuple[Step, ...]) -> float:
+        """Execution-faithful EDP of a complete plan (memoised)."""
+        value = self._exec_edp.get(plan)
+        if value is None:
+            value = self._exec_edp[plan] = self.model.evaluate(plan).edp
+            self.evaluations += 1
+        return value
