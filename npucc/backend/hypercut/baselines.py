@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from npucc.backend.hypercut.beam import Plan, batch_splits, tune_loops
-from npucc.backend.hypercut.gridcut import cut_many
-from npucc.target.mesh_cost import Group, MeshParams, Step, Workload, evaluate
+from npucc.backend.hypercut.gridcut import allocate, cut_many
+from npucc.target.mesh_cost import Group, LayerLoad, MeshParams, Step, Workload, evaluate
 
 
 def layer_sequential(wl: Workload, params: MeshParams) -> Plan:
@@ -44,24 +44,141 @@ def segments_plan(
     return tuple(steps)
 
 
+MIN_UTIL = 0.75  # SET's floor on a segment's core utilisation (its Cluster::min_util)
+PREFETCH = 2  # sub-batch inputs a pipelined layer holds: this one and the next (SET's rule)
+LAMBDA_ROUNDS = 8  # rounds of the E + lambda*D segmentation (lambda <- E/D of the last plan)
+
+SegmentOption = tuple[float, float, Step]  # energy, latency and the step of one segment
+
+
 def layer_pipelined(wl: Workload, params: MeshParams) -> Plan:
-    """Runs of consecutive layers side by side on equal sub-grids, each run pipelining the
-    batch in sub-batches; the run length (from the whole graph down to SET-like pairs, as
-    the mesh allows) and the sub-batch count are the best of a sweep."""
-    n, cores = len(wl.layers), params.rows * params.cols
+    """SET's LP: consecutive-layer segments meeting through DRAM, each pipelining the batch."""
+    # A segment is one layer on the whole mesh or several side by side on sub-grids sized by
+    # compute, admitted by SET's rules (_shares, _fits), with its own sub-batch count.
+    # Boundaries and counts: dynamic programming on E + lambda*D, lambda iterated to E/D.
+    n = len(wl.layers)
+    options = _segment_options(wl, params)
     cache: dict = {}
-    best: tuple[float, Plan] | None = None
-    for length in range(min(n, cores), 1, -1):
-        runs = math.ceil(n / length)
-        bounds = [round(j * n / runs) for j in range(runs + 1)]
-        for nsub in batch_splits(wl.batch):
-            plan = segments_plan(wl, params, bounds, [nsub] * runs, equal=True)
-            if plan is not None:
-                edp = evaluate(params, wl, plan, cache).edp
-                if best is None or edp < best[0]:
-                    best = (edp, plan)
+    lam, best = 0.0, None
+    seen: set[Plan] = set()
+    for _ in range(LAMBDA_ROUNDS):
+        plan = _segmentation(n, options, lam)
+        if plan in seen:
+            break
+        seen.add(plan)
+        cost = evaluate(params, wl, plan, cache)
+        if best is None or cost.edp < best[0]:
+            best = (cost.edp, plan)
+        lam = cost.energy_pj / max(cost.latency_cycles, 1.0)
     assert best is not None
     return best[1]
+
+
+def _segment_options(
+    wl: Workload, params: MeshParams
+) -> dict[tuple[int, int], list[SegmentOption]]:
+    """Admissible segments [lo, hi) with each admissible sub-batch count, priced alone."""
+    n, cores = len(wl.layers), params.rows * params.cols
+    work = [
+        layer.macs / params.macs_per_core + layer.vops / params.vector_per_core
+        for layer in wl.layers
+    ]
+    splits = batch_splits(wl.batch)
+    out: dict[tuple[int, int], list[SegmentOption]] = {}
+    for lo in range(n):
+        segments = _Segments(wl, lo)
+        for hi in range(lo + 1, min(n, lo + cores) + 1):
+            shares = _shares(work[lo:hi], cores)
+            if shares is None:
+                continue
+            rects = [params.whole] if hi == lo + 1 else cut_many(params.whole, work[lo:hi])
+            if rects is None:
+                continue
+            sub = segments.workload(hi)
+            local = tuple(Group((k,), r) for k, r in enumerate(rects))
+            steps = [
+                Step(tuple(Group((lo + k,), r) for k, r in enumerate(rects)), nsub)
+                for nsub in splits
+                if _fits(params, sub, shares, nsub)
+            ]
+            if not steps and hi == lo + 1:  # a layer too big for any split still runs alone
+                steps = [Step((Group((lo,), params.whole),), nsub) for nsub in splits]
+            options = []
+            for step in steps:  # inputs read from DRAM, outputs written to DRAM (SET's cut)
+                cost = evaluate(params, sub, (Step(local, step.nsub),))
+                options.append((cost.energy_pj, cost.latency_cycles, step))
+            if options:
+                out[(lo, hi)] = options
+    return out
+
+
+def _shares(work: list[float], cores: int) -> list[int] | None:
+    """SET's tile allocation by compute; None if it leaves over 1 - MIN_UTIL of cores idle."""
+    if len(work) == 1:
+        return [cores]
+    shares = allocate(cores, work)
+    if shares is None:
+        return None
+    slowest = max(w / s for w, s in zip(work, shares, strict=True))
+    if slowest > 0 and sum(work) < MIN_UTIL * slowest * cores:
+        return None
+    return shares
+
+
+def _fits(params: MeshParams, sub: Workload, shares: list[int], nsub: int) -> bool:
+    """SET's buffer rule: weights and PREFETCH sub-batches of input fit each layer's share."""
+    eb, per = params.elem_bytes, sub.batch / nsub
+    held = PREFETCH if nsub > 1 else 1
+    for layer, share in zip(sub.layers, shares, strict=True):
+        inputs = (layer.ext_in + sum(e for _, e in layer.inputs)) * eb * per
+        if layer.weights * eb + held * inputs > params.sram_per_core * share:
+            return False
+    return True
+
+
+class _Segments:
+    """Segments starting at layer `lo` as workloads of their own (renumbered from 0)."""
+
+    def __init__(self, wl: Workload, lo: int) -> None:
+        self.wl, self.lo = wl, lo
+        self.last_use = [max(users, default=-1) for users in wl.consumers]
+        self.memo: dict[tuple[int, bool], LayerLoad] = {}
+
+    def workload(self, hi: int) -> Workload:
+        """Layers lo..hi-1: earlier producers become DRAM reads, later consumers DRAM writes."""
+        return Workload(
+            self.wl.name, tuple(self._layer(i, hi) for i in range(self.lo, hi)), self.wl.batch
+        )
+
+    def _layer(self, i: int, hi: int) -> LayerLoad:
+        """Layer i as a member of segment lo..hi-1."""
+        layer = self.wl.layers[i]
+        spill = layer.is_output or self.last_use[i] >= hi
+        key = (i, spill)
+        if key not in self.memo:
+            lo = self.lo
+            inner = tuple((p - lo, e) for p, e in layer.inputs if p >= lo)
+            outer = sum(dict((p, e) for p, e in layer.inputs if p < lo).values())
+            self.memo[key] = replace(
+                layer, inputs=inner, ext_in=layer.ext_in + outer, is_output=spill
+            )
+        return self.memo[key]
+
+
+def _segmentation(n: int, options: dict[tuple[int, int], list[SegmentOption]], lam: float) -> Plan:
+    """The segments and sub-batch counts minimising the sum of E + lam*D (ties: fewer steps)."""
+    best: list[tuple[float, int, Plan]] = [(0.0, 0, ())]
+    for hi in range(1, n + 1):
+        pick: tuple[float, int, Plan] | None = None
+        for lo in range(hi):
+            for energy, latency, step in options.get((lo, hi), ()):
+                value = best[lo][0] + energy + lam * latency
+                cand = (value, best[lo][1] + 1, best[lo][2] + (step,))
+                if pick is None or cand[:2] < pick[:2]:
+                    pick = cand
+        assert pick is not None  # one layer alone is always admissible
+        best.append(pick)
+    return best[n][2]
 
 
 @dataclass(frozen=True, slots=True)
