@@ -16,10 +16,20 @@ SEEDS = ("0", "1", "4242")
 
 @pytest.mark.parametrize("name", sorted(p.name for p in MODELS.glob("*.onnx")))
 def test_three_hash_seeds_give_identical_bytes(tmp_path, name):
+    _check_identical(tmp_path, [MODELS / name, *SHAPES.get(name, [])])
+
+
+@pytest.mark.parametrize("name", ["residual_block.onnx", "lrn_concat.onnx"])
+def test_mesh_plans_and_streams_are_identical_whatever_the_hash_seed(tmp_path, name):
+    """HyperCut (KaHyPar, beam search, execution estimate) and the mesh lowering."""
+    _check_identical(tmp_path, [MODELS / name, "--target", "mesh8x8", "--beam-width", "16"])
+
+
+def _check_identical(tmp_path, cli_args):
     runs = []
     for seed in SEEDS:  # the three compiles run side by side
         out = tmp_path / f"seed{seed}.cmd"
-        args = [sys.executable, "-m", "npucc", MODELS / name, "-o", out, *SHAPES.get(name, [])]
+        args = [sys.executable, "-m", "npucc", *cli_args, "-o", out]
         env = {**os.environ, "PYTHONHASHSEED": seed}
         runs.append((out, subprocess.Popen(args, env=env, stderr=subprocess.PIPE, text=True)))
     outputs = []
