@@ -21,18 +21,31 @@ def random_inputs(
 
     Float inputs are standard normal float32. With `model`, an integer input that feeds Gather
     indices gets uniform valid indices in [0, n) (n: the smallest size of the data axis among
-    the Gathers it feeds), of the input's declared integer type.
+    the Gathers it feeds), of the input's declared integer type, and a FLOAT16, BFLOAT16 or
+    DOUBLE input gets its standard normal values rounded to that type.
     """
     rng = np.random.default_rng(seed)
     bounds = gather_index_bounds(model) if model is not None else {}
+    floats = float_input_types(model) if model is not None else {}
     out: dict[str, np.ndarray] = {}
     for name, shape in shapes.items():
         if name in bounds:
             high, dtype = bounds[name]
             out[name] = rng.integers(0, high, shape).astype(dtype)
         else:
-            out[name] = rng.standard_normal(shape).astype(np.float32)
+            values = rng.standard_normal(shape).astype(np.float32)
+            out[name] = values.astype(floats.get(name, values.dtype))
     return out
+
+
+def float_input_types(model: onnx.ModelProto) -> dict[str, np.dtype]:
+    """The numpy type of each FLOAT16, BFLOAT16 or DOUBLE graph input."""
+    others = (onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE)
+    return {
+        v.name: np.dtype(onnx.helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type))
+        for v in model.graph.input
+        if v.type.tensor_type.elem_type in others
+    }
 
 
 def gather_index_bounds(model: onnx.ModelProto) -> dict[str, tuple[int, np.dtype]]:

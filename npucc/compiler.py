@@ -193,8 +193,8 @@ def batch_input_shapes(
                 f"input '{value.name}' has a static batch of {dims[0].dim_value}; --batch {batch}"
                 " needs a symbolic batch dimension"
             )
-        rest = [d.dim_value for d in dims[1:]]
-        if any(d <= 0 for d in rest):
+        rest = [d.dim_value if d.HasField("dim_value") else -1 for d in dims[1:]]
+        if any(d < 0 for d in rest):  # a static 0 (a zero-size input) is fine
             raise NpuccError(
                 f"input '{value.name}' has symbolic dimensions besides the batch; "
                 "give its shape with --input-shape"

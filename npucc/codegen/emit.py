@@ -250,7 +250,7 @@ def generate(program: TiledProgram, schedules: list[tuple[Schedule, Replay]]) ->
     tensors += [("temp", key, layout.addr[key], n, (n // eb,), "f32") for key, n in extra.items()]
     tensors.sort(key=lambda t: t[2])
     outputs = [
-        (io.name, layout.addr[io.key], program.tensors[io.key].elems * eb, io.shape)
+        (io.name, layout.addr[io.key], program.tensors[io.key].elems * eb, io.shape, io.dtype)
         for io in program.io
         if io.kind == "output"
     ]

@@ -1,20 +1,27 @@
-"""drop-identity: remove Identity and inference-mode Dropout layers."""
+"""drop-identity: remove Identity and Dropout layers that are identities (inference, ratio 0)."""
 
 from __future__ import annotations
+
+import numpy as np
 
 from npucc.frontend.common import node_error, onnx_op, remove_layer_and_outputs
 from npucc.ir.graph import Graph, Layer
 from npucc.passes import CompileContext, Pass, register
 
 
-def _training(g: Graph, layer: Layer) -> bool:
-    """True when a Dropout runs in training mode (random, so not removable)."""
+def _random(g: Graph, layer: Layer) -> bool:
+    """True when a Dropout drops at random: training mode with a ratio other than 0."""
     mode = layer.inputs[2] if len(layer.inputs) > 2 else ""
     if not mode:
         return False
     if not g.is_const(mode):
         raise node_error(layer, "training_mode must be a constant")
-    return bool(g.tensors[mode].data)
+    if not bool(g.tensors[mode].data):
+        return False
+    ratio = layer.inputs[1]
+    if ratio and not g.is_const(ratio):
+        raise node_error(layer, "in training mode the ratio must be a constant")
+    return not ratio or bool(np.any(g.tensors[ratio].data))
 
 
 def _drop(g: Graph, layer: Layer) -> bool:
@@ -49,8 +56,10 @@ class DropIdentity(Pass):
                 continue
             if len(layer.outputs) > 1:
                 raise node_error(layer, "the dropout mask output is not supported")
-            if onnx_op(layer) == "Dropout" and _training(ir, layer):
-                raise node_error(layer, "training-mode Dropout is not supported")
+            if onnx_op(layer) == "Dropout" and _random(ir, layer):
+                raise node_error(
+                    layer, "training-mode Dropout with a ratio other than 0 is random: unsupported"
+                )
             dropped += _drop(ir, layer)
         ctx.stats["drop-identity.dropped"] = dropped
         return ir

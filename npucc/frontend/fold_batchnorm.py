@@ -14,6 +14,7 @@ from npucc.frontend.common import (
     onnx_op,
     single_user,
 )
+from npucc.frontend.onnx_ops import Seq
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.passes import CompileContext, Pass, register
 
@@ -23,8 +24,8 @@ def _scale_shift(g: Graph, layer: Layer) -> tuple[np.ndarray, np.ndarray]:
     params = layer.inputs[1:5]
     if len(params) != 4 or not all(g.is_const(t) for t in params):
         raise node_error(layer, "scale, bias, mean and variance must be constant")
-    if len(layer.outputs) > 1 or layer.attrs.get("training_mode", 0):
-        raise node_error(layer, "training-mode BatchNormalization is not supported")
+    if len(layer.outputs) > 1:
+        raise node_error(layer, "the running statistics outputs need training_mode=1")
     scale, bias, mean, var = (const(g, t).astype(np.float64) for t in params)
     s = scale / np.sqrt(var + float(layer.attrs.get("epsilon", 1e-5)))
     return s, bias - mean * s
@@ -61,6 +62,48 @@ def _as_mul_add(g: Graph, bn: Layer, s: np.ndarray, t: np.ndarray) -> None:
     g.add_layer(Layer(bn.name, ONNX_PREFIX + "Add", [mid, shift], [y]), index + 1)
 
 
+def _training(g: Graph, bn: Layer) -> None:
+    """Replace a training-mode BN by canonical layers on the batch statistics.
+
+    Mean and population variance over every axis but the channel axis (as ONNX's reference),
+    y = (x - mean) / sqrt(var + eps) * scale + bias, and the running statistics
+    input * momentum + batch statistic * (1 - momentum).
+    """
+    x, scale, bias, mean, var = bn.inputs[:5]
+    for t in (*bn.inputs[:5], *bn.outputs):
+        if t and g.tensors[t].dtype != "f32":
+            raise node_error(bn, f"tensor '{t}' is {g.tensors[t].dtype}; npucc needs f32")
+    shape = g.tensors[x].shape
+    rank = len(shape)
+    axes = tuple(a for a in range(rank) if a != 1)
+    stat = tuple(d if a == 1 else 1 for a, d in enumerate(shape))
+    eps = float(bn.attrs.get("epsilon", 1e-5))
+    momentum = float(bn.attrs.get("momentum", 0.9))
+    s = Seq(g, bn)
+    batch_mean = s.add("reduce", [x], s.tmp(stat, "mean"), op="mean", axes=axes)
+    centered = s.add("sub", [x, batch_mean], s.tmp(shape, "centered"))
+    sq = s.add("pows", [centered], s.tmp(shape, "sq"), scalar=2.0)
+    batch_var = s.add("reduce", [sq], s.tmp(stat, "var"), op="mean", axes=axes)
+    var_eps = s.add("adds", [batch_var], s.tmp(stat, "var_eps"), scalar=eps)
+    std = s.add("sqrt", [var_eps], s.tmp(stat, "std"))
+    channel = stat[1:]  # [C, 1, ...]: broadcasts against [N, C, ...]
+    scale_c = s.add("reshape", [scale], s.tmp(channel, "scale"))
+    factor = s.add("div", [scale_c, std], s.tmp(stat, "factor"))
+    outs = [*bn.outputs, "", ""][:3]
+    for out, running, batch in ((outs[1], mean, batch_mean), (outs[2], var, batch_var)):
+        if out:
+            kept = s.add("muls", [running], s.tmp(g.tensors[out].shape, "kept"), scalar=momentum)
+            flat = s.add("reshape", [batch], s.tmp(g.tensors[out].shape, "batch"))
+            new = s.add("muls", [flat], s.tmp(g.tensors[out].shape, "new"), scalar=1 - momentum)
+            s.add("add", [kept, new], out)
+    normed = s.add("mul", [centered, factor], s.tmp(shape, "normed"))
+    s.add("add", [normed, s.add("reshape", [bias], s.tmp(channel, "bias"))], outs[0])
+    index = g.layers.index(bn)
+    g.remove_layer(bn)
+    for offset, layer in enumerate(s.done()):
+        g.add_layer(layer, index + offset)
+
+
 @register
 class FoldBatchnorm(Pass):
     """Remove every BatchNormalization: folded into a Conv when possible, else mul+add."""
@@ -72,6 +115,10 @@ class FoldBatchnorm(Pass):
         folded = lowered = 0
         for bn in list(ir.layers):
             if onnx_op(bn) != "BatchNormalization":
+                continue
+            if bn.attrs.get("training_mode", 0):
+                _training(ir, bn)
+                lowered += 1
                 continue
             s, t = _scale_shift(ir, bn)
             x = bn.inputs[0]

@@ -1,4 +1,8 @@
-"""fold-constants: evaluate ONNX layers whose inputs are all constant (and Shape of any tensor)."""
+"""fold-constants: evaluate ONNX layers whose inputs are all constant (and Shape of any tensor).
+
+A zero-size tensor holds no data, so it is known at compile time too: zero-size graph inputs are
+read as empty constants, and a layer's zero-size outputs become empty constants.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +13,15 @@ import onnx
 from onnx import numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from npucc.frontend.common import UNKNOWN_SHAPE, node_error, onnx_op, value_type
-from npucc.ir.graph import Graph, Layer
+from npucc.frontend.common import (
+    UNKNOWN_SHAPE,
+    add_const,
+    fresh_name,
+    node_error,
+    onnx_op,
+    value_type,
+)
+from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.ir.graph_text import NUMPY_DTYPES, dtype_name
 from npucc.passes import CompileContext, Pass, register
 
@@ -130,6 +141,36 @@ def _follow_onnxruntime(g: Graph, layer: Layer) -> None:
         g.tensors[t].shape = UNKNOWN_SHAPE
 
 
+def _empty(g: Graph, tensor: str) -> bool:
+    """True when `tensor` has a zero-size dimension (it holds no data)."""
+    return 0 in g.tensors[tensor].shape
+
+
+def _empty_value(g: Graph, tensor: str) -> np.ndarray:
+    """The (empty) value of a zero-size tensor, of its shape and dtype."""
+    t = g.tensors[tensor]
+    return np.zeros(t.shape, NUMPY_DTYPES[t.dtype])
+
+
+def _read_empty_inputs_as_constants(g: Graph) -> None:
+    """Make the readers of each zero-size graph input read an empty constant instead."""
+    for name in g.inputs:
+        if _empty(g, name):
+            empty = add_const(g, f"{name}.empty", _empty_value(g, name))
+            for layer in g.layers:
+                layer.inputs = [empty if t == name else t for t in layer.inputs]
+
+
+def _split_off_empty_outputs(g: Graph, layer: Layer) -> None:
+    """Turn the zero-size outputs of `layer` into empty constants (it writes a dummy instead)."""
+    for index, out in enumerate(layer.outputs):
+        if _empty(g, out):
+            t = g.tensors[out]
+            layer.outputs[index] = fresh_name(g, f"{out}.empty")
+            g.add_tensor(Tensor(layer.outputs[index], t.shape, t.dtype))
+            t.data = _empty_value(g, out)
+
+
 @register
 class FoldConstants(Pass):
     """Replace layers computable at compile time by constant tensors."""
@@ -139,6 +180,7 @@ class FoldConstants(Pass):
     def run(self, ir: Graph, ctx: CompileContext) -> Graph:
         """Fold every foldable layer, in order (folding enables later folds)."""
         folded = 0
+        _read_empty_inputs_as_constants(ir)
         for layer in list(ir.layers):
             op = onnx_op(layer)
             if op in ("Shape", "Size"):
@@ -150,7 +192,10 @@ class FoldConstants(Pass):
                     _infer(ir, layer)
                 if op in ("MaxPool", "AveragePool") and layer.attrs.get("ceil_mode", 0):
                     _follow_onnxruntime(ir, layer)
-                continue
+                if not layer.outputs or not all(_empty(ir, t) for t in layer.outputs):
+                    _split_off_empty_outputs(ir, layer)
+                    continue
+                values = [_empty_value(ir, t) for t in layer.outputs]
             ir.remove_layer(layer)
             for name, value in zip(layer.outputs, values, strict=False):
                 t = ir.tensors[name]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from npucc.frontend.common import (
     unsupported,
 )
 from npucc.ir.graph import Graph, Layer, Tensor
+from npucc.ir.isa import COMPARE_OPS
 from npucc.passes import CompileContext, Pass, register
 
 Pads = tuple[int, int, int, int]
@@ -32,14 +34,23 @@ def _rank(g: Graph, layer: Layer, rank: int) -> tuple[int, ...]:
 
 def _pads(layer: Layer, spatial: tuple[int, ...], kernel: tuple[int, ...]) -> Pads:
     """(top, left, bottom, right) from `pads` or `auto_pad`."""
+    begin, end = _pad_lists(layer, spatial, kernel)
+    return (begin[0], begin[1], end[0], end[1])
+
+
+def _pad_lists(
+    layer: Layer, spatial: tuple[int, ...], kernel: tuple[int, ...]
+) -> tuple[list[int], list[int]]:
+    """Begin and end pads of each spatial axis from `pads` or `auto_pad`."""
     a = layer.attrs
-    strides, dilations = a.get("strides", (1, 1)), a.get("dilations", (1, 1))
+    rank = len(spatial)
+    strides, dilations = a.get("strides", (1,) * rank), a.get("dilations", (1,) * rank)
     auto = a.get("auto_pad", "NOTSET")
     if auto == "NOTSET":
-        t, l, b, r = a.get("pads", (0, 0, 0, 0))
-        return (t, l, b, r)
+        pads = list(a.get("pads", (0,) * 2 * rank))
+        return pads[:rank], pads[rank:]
     if auto == "VALID":
-        return (0, 0, 0, 0)
+        return [0] * rank, [0] * rank
     if auto not in ("SAME_UPPER", "SAME_LOWER"):
         raise node_error(layer, f"unknown auto_pad {auto!r}")
     begin, end = [], []
@@ -48,7 +59,7 @@ def _pads(layer: Layer, spatial: tuple[int, ...], kernel: tuple[int, ...]) -> Pa
         small, big = total // 2, total - total // 2
         begin.append(small if auto == "SAME_UPPER" else big)
         end.append(big if auto == "SAME_UPPER" else small)
-    return (begin[0], begin[1], end[0], end[1])
+    return begin, end
 
 
 def _single(layer: Layer, op: str, inputs: list[str], **attrs: object) -> list[Layer]:
@@ -76,37 +87,92 @@ def _conv(g: Graph, layer: Layer) -> list[Layer]:
     )
 
 
+class _PoolAxis(NamedTuple):
+    """One spatial axis of a pooling window."""
+
+    kernel: int
+    stride: int
+    dilation: int
+    begin: int  # pad before
+    end: int  # pad after, ceil_mode's extra included
+    ceil: int  # the extra end pad ceil_mode adds (never counted by an average)
+
+
+_UNIT_AXIS = _PoolAxis(1, 1, 1, 0, 0, 0)
+
+
+def _pool_attrs(op: str, rows: _PoolAxis, cols: _PoolAxis, count_include_pad: int) -> dict:
+    """Attributes of a canonical 2-D maxpool/avgpool over `rows` and `cols`."""
+    attrs = {
+        "kernel": (rows.kernel, cols.kernel),
+        "strides": (rows.stride, cols.stride),
+        "pads": (rows.begin, cols.begin, rows.end, cols.end),
+        "dilations": (rows.dilation, cols.dilation),
+        "count_include_pad": count_include_pad,
+    }
+    if op == "avgpool" and count_include_pad and (rows.ceil or cols.ceil):
+        attrs["ceil_pads"] = (rows.ceil, cols.ceil)
+    return attrs
+
+
 def _pool(g: Graph, layer: Layer) -> list[Layer]:
-    shape = _rank(g, layer, 4)
+    """MaxPool/AveragePool over 2 or 3 spatial axes.
+
+    A 3-D box pool is separable: an (h, w) pool of the [n, c*d, h, w] view, then a (d, 1) pool
+    of the [n, c, d, oh*ow] view. The max of maxes is the max; an average of averages is exact
+    too, since a box's tap count is the product of the per-axis counts.
+    """
+    x = layer.inputs[0]
+    shape = g.tensors[x].shape
+    if len(shape) not in (4, 5):
+        raise node_error(layer, f"input must have rank 4 or 5, not {len(shape)}")
+    if len(layer.outputs) != 1:
+        raise node_error(layer, "only the first output is supported")
     a = layer.attrs
     if a.get("storage_order", 0) != 0:
         raise node_error(layer, "storage_order must be 0")
     kernel = tuple(a["kernel_shape"])
-    strides, dilations = tuple(a.get("strides", (1, 1))), tuple(a.get("dilations", (1, 1)))
-    pads = list(_pads(layer, shape[2:], kernel))
+    rank = len(kernel)
+    strides = tuple(a.get("strides", (1,) * rank))
+    dilations = tuple(a.get("dilations", (1,) * rank))
+    begin, end = _pad_lists(layer, shape[2:], kernel)
     out = g.tensors[layer.outputs[0]].shape[2:]
-    count_include_pad = int(a.get("count_include_pad", 0))
-    for i in range(2):  # ceil_mode: the inferred output may need extra bottom/right padding
+    axes = []
+    for i in range(rank):  # ceil_mode: the inferred output may need extra end padding
         window = (kernel[i] - 1) * dilations[i] + 1
-        extra = (out[i] - 1) * strides[i] + window - (shape[2 + i] + pads[i] + pads[i + 2])
-        if extra > 0 and count_include_pad and onnx_op(layer) == "AveragePool":
-            raise node_error(layer, "ceil_mode with count_include_pad=1 is not supported")
-        pads[i + 2] += max(extra, 0)
+        extra = (out[i] - 1) * strides[i] + window - (shape[2 + i] + begin[i] + end[i])
+        ceil = max(extra, 0)
+        axes.append(_PoolAxis(kernel[i], strides[i], dilations[i], begin[i], end[i] + ceil, ceil))
     op = "maxpool" if onnx_op(layer) == "MaxPool" else "avgpool"
-    return _single(
-        layer,
+    include = int(a.get("count_include_pad", 0))
+    if rank == 2:
+        return _single(layer, op, [x], **_pool_attrs(op, axes[0], axes[1], include))
+    n, c, d, h, w = shape
+    od, oh, ow = out
+    s = ops.Seq(g, layer)
+    planes = s.add("reshape", [x], s.tmp((n, c * d, h, w), "hw_view"))
+    hw = s.add(
         op,
-        layer.inputs[:1],
-        kernel=kernel,
-        strides=strides,
-        pads=(pads[0], pads[1], pads[2], pads[3]),
-        dilations=dilations,
-        count_include_pad=count_include_pad,
+        [planes],
+        s.tmp((n, c * d, oh, ow), "hw_pool"),
+        **_pool_attrs(op, axes[1], axes[2], include),
     )
+    rows = s.add("reshape", [hw], s.tmp((n, c, d, oh * ow), "d_view"))
+    pooled = s.add(
+        op,
+        [rows],
+        s.tmp((n, c, od, oh * ow), "d_pool"),
+        **_pool_attrs(op, axes[0], _UNIT_AXIS, include),
+    )
+    s.add("reshape", [pooled], s.y)
+    return s.done()
 
 
 def _global_pool(g: Graph, layer: Layer) -> list[Layer]:
-    _rank(g, layer, 4)
+    """GlobalAveragePool/GlobalMaxPool over every spatial axis (rank 3 and up)."""
+    shape = g.tensors[layer.inputs[0]].shape
+    if len(shape) < 3:
+        raise node_error(layer, f"input must have rank 3 or more, not {len(shape)}")
     op = "globalavgpool" if onnx_op(layer) == "GlobalAveragePool" else "globalmaxpool"
     return _single(layer, op, layer.inputs[:1])
 
@@ -172,8 +238,12 @@ def _view(g: Graph, layer: Layer) -> list[Layer]:
 
 
 def _concat(g: Graph, layer: Layer) -> list[Layer]:
+    """Concat of the non-empty inputs (zero-size ones add nothing); one input is a view."""
     rank = len(g.tensors[layer.outputs[0]].shape)
-    return _single(layer, "concat", list(layer.inputs), axis=int(layer.attrs["axis"]) % rank)
+    ins = [t for t in layer.inputs if 0 not in g.tensors[t].shape]
+    if len(ins) == 1:
+        return _single(layer, "reshape", ins)
+    return _single(layer, "concat", ins, axis=int(layer.attrs["axis"]) % rank)
 
 
 def _transpose(g: Graph, layer: Layer) -> list[Layer]:
@@ -265,6 +335,8 @@ LOWERED: dict[str, Callable[[Graph, Layer], list[Layer]]] = {
     "Tile": ops.tile,
     "Trilu": ops.trilu,
     "Where": ops.where,
+    **{op: ops.compare for op in ops.COMPARISONS},
+    **{op: ops.logic for op in (*ops.LOGIC, "Not")},
     "AveragePool": ops.one_d(_pool),
     "Clip": _clip,
     "Concat": _concat,
@@ -293,15 +365,19 @@ LOWERED: dict[str, Callable[[Graph, Layer], list[Layer]]] = {
 }
 
 
-BROADCASTING = ("add", "sub", "mul", "div", "max", "min", "pow")
+BROADCASTING = ("add", "sub", "mul", "div", "max", "min", "pow", *COMPARE_OPS, "where")
 LIMITATIONS = ops.LIMITATIONS  # per ONNX op, for docs/operators.md
 
 
 def _check_f32(g: Graph, layer: Layer, source: Layer) -> None:
-    """Every tensor of canonical `layer` (from ONNX layer `source`) is non-empty f32."""
+    """Every tensor of canonical `layer` (from ONNX layer `source`) is non-empty f32.
+
+    Only a Cast's layer may read or write the other float types (held as float32 values).
+    """
     ids = layer.inputs[1:2] if layer.op == "take" else []  # run-time indices: i64
+    floats = ops.CAST_TYPES if onnx_op(source) in ("Cast", "CastLike") else ("f32",)
     for t in layer.inputs + layer.outputs:
-        if t and g.tensors[t].dtype != ("i64" if t in ids else "f32"):
+        if t and g.tensors[t].dtype not in (("i64",) if t in ids else floats):
             raise node_error(source, f"tensor '{t}' is {g.tensors[t].dtype}; npucc needs f32")
         if t and 0 in g.tensors[t].shape:
             raise node_error(source, f"tensor '{t}' is empty; npucc needs non-empty tensors")
@@ -338,7 +414,9 @@ class LegalizeOnnx(Pass):
                 ir.add_layer(canonical, index + offset)
         ids = {x.inputs[1] for x in ir.layers if x.op == "take" and len(x.inputs) > 1}
         for t in ir.inputs + ir.outputs:
-            if ir.tensors[t].dtype != ("i64" if t in ids and t in ir.inputs else "f32"):
+            # other float types are converted from/to float32 at the boundary (see ops.cast)
+            ok = ("i64",) if t in ids and t in ir.inputs else ops.CAST_TYPES
+            if ir.tensors[t].dtype not in ok:
                 raise NpuccError(f"graph tensor '{t}' is {ir.tensors[t].dtype}; npucc needs f32")
         _copy_outputs(ir)
         return ir

@@ -125,11 +125,18 @@ def _load_external_data(model: onnx.ModelProto, folder: Path | None) -> None:
 
 
 def _suggest(name: str, dims: list[onnx.TensorShapeProto.Dimension]) -> str:
-    shape = "x".join(str(d.dim_value) if d.dim_value > 0 else "1" for d in dims)
+    shape = "x".join(str(d.dim_value) if d.HasField("dim_value") else "1" for d in dims)
     return f"pass --input-shape {name}={shape or '1'}"
 
 
 INDEX_TYPES = (onnx.TensorProto.INT64, onnx.TensorProto.INT32)
+# input types npucc holds as float32 (legalize-onnx lets only Cast read the other three)
+FLOAT_TYPES = (
+    onnx.TensorProto.FLOAT,
+    onnx.TensorProto.FLOAT16,
+    onnx.TensorProto.BFLOAT16,
+    onnx.TensorProto.DOUBLE,
+)
 
 
 def index_inputs(graph: onnx.GraphProto) -> set[str]:
@@ -163,13 +170,14 @@ def _fix_input_shapes(model: onnx.ModelProto, input_shapes: InputShapes) -> None
         if not v.type.HasField("tensor_type"):
             raise NpuccError(f"input '{v.name}' is not a tensor")
         tt = v.type.tensor_type
-        if tt.elem_type != onnx.TensorProto.FLOAT and not (
+        if tt.elem_type not in FLOAT_TYPES and not (
             tt.elem_type in INDEX_TYPES and v.name in gather_ids
         ):
             elem = onnx.TensorProto.DataType.Name(tt.elem_type)
             raise NpuccError(
-                f"input '{v.name}' has element type {elem}; npucc supports FLOAT (and INT64 or "
-                "INT32 inputs used only as Gather indices)"
+                f"input '{v.name}' has element type {elem}; npucc supports FLOAT (FLOAT16, "
+                "BFLOAT16 and DOUBLE read by Cast) and INT64 or INT32 inputs used only as "
+                "Gather indices"
             )
         dims = list(tt.shape.dim)
         if v.name in input_shapes:
@@ -179,7 +187,7 @@ def _fix_input_shapes(model: onnx.ModelProto, input_shapes: InputShapes) -> None
                     f"input '{v.name}' has rank {len(dims)} but the given shape has {len(shape)}"
                 )
             for i, (d, n) in enumerate(zip(dims, shape, strict=False)):
-                if n <= 0 or (d.dim_value > 0 and d.dim_value != n):
+                if n < 0 or (d.HasField("dim_value") and d.dim_value != n):
                     raise NpuccError(f"input '{v.name}' dimension {i} cannot be {n}")
             tt.shape.Clear()
             for n in shape:
@@ -187,13 +195,8 @@ def _fix_input_shapes(model: onnx.ModelProto, input_shapes: InputShapes) -> None
             continue
         if not tt.HasField("shape"):
             raise NpuccError(f"input '{v.name}' has no shape; {_suggest(v.name, dims)}")
-        for i, d in enumerate(dims):
-            if d.HasField("dim_value") and d.dim_value == 0:
-                raise NpuccError(
-                    f"input '{v.name}' has size 0 in dimension {i}; npucc does not compile "
-                    "zero-size tensors"
-                )
-            if d.dim_value <= 0:
+        for d in dims:  # a zero-size input is valid: fold-constants reads it as an empty constant
+            if not d.HasField("dim_value") or d.dim_value < 0:
                 raise NpuccError(
                     f"input '{v.name}' has symbolic dimension '{d.dim_param or '?'}'; "
                     f"{_suggest(v.name, dims)}"
@@ -315,12 +318,7 @@ def model_to_graph(model: onnx.ModelProto) -> Graph:
         # an absent optional output before a present one gets a name nothing reads
         outputs = [out or f"{name}.unused{i}" for i, out in enumerate(outputs)]
         for out in outputs:  # open dims are resolved by fold-constants
-            shape, dtype = value_type(values.get(out))
-            if 0 in shape and dtype == "f32":  # an empty activation; empty i64 shapes are fine
-                raise NpuccError(
-                    f"node '{name}' ({node.op_type}): output '{out}' has shape {list(shape)}; "
-                    "npucc does not compile zero-size tensors"
-                )
+            shape, dtype = value_type(values.get(out))  # zero-size ones fold to constants
             g.add_tensor(Tensor(out, shape, dtype))
         g.add_layer(Layer(name, ONNX_PREFIX + node.op_type, list(node.input), outputs, attrs))
     g.outputs = [v.name for v in graph.output]

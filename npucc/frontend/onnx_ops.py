@@ -354,7 +354,10 @@ def slice_(g: Graph, layer: Layer) -> list[Layer]:
 
 
 def split(g: Graph, layer: Layer) -> list[Layer]:
-    """Split into slices along an axis (sizes from the input, the attribute, or equal parts)."""
+    """Split into slices along an axis (sizes from the input, the attribute, or equal parts).
+
+    A zero-size part is an empty constant (fold-constants) and needs no slice.
+    """
     x = layer.inputs[0]
     shape = g.tensors[x].shape
     axis = int(attr(layer, "axis", 0)) % len(shape)
@@ -362,6 +365,8 @@ def split(g: Graph, layer: Layer) -> list[Layer]:
     start = 0
     for out in layer.outputs:
         n = g.tensors[out].shape[axis]
+        if n == 0:
+            continue
         ranges = [range(d) for d in shape]
         ranges[axis] = range(start, start + n)
         _slice_seq(s, x, ranges, out)
@@ -439,30 +444,83 @@ def tile(g: Graph, layer: Layer) -> list[Layer]:
 
 
 def where(g: Graph, layer: Layer) -> list[Layer]:
-    """Where with a constant condition: a*c + b*(1-c), constant operands pre-masked."""
+    """Where: the canonical where layer (a constant condition is a constant 1.0/0.0 mask)."""
     cond, a, b = layer.inputs
-    c = _need_const(g, layer, cond, "the condition").astype(bool)
     s = Seq(g, layer)
-    if c.all() or not c.any():
-        _broadcast(s, a if c.all() else b, s.y)
-        return s.done()
-    parts = []
-    for name, mask in ((a, c), (b, ~c)):
-        if g.is_const(name):
-            data = np.where(mask, const(g, name), 0).astype(np.float32)
-            parts.append(s.const(data, "masked"))
-        else:
-            m = s.const(mask.astype(np.float32), "mask")
-            shape = np.broadcast_shapes(g.tensors[name].shape, mask.shape)
-            parts.append(s.add("mul", [name, m], s.tmp(shape, "masked")))
-    s.add("add", parts, s.y)
+    if g.is_const(cond):
+        c = const(g, cond).astype(bool)
+        if c.all() or not c.any():
+            _broadcast(s, a if c.all() else b, s.y)
+            return s.done()
+    s.add("where", [_boolean(s, cond), a, b], s.y)
     return s.done()
 
 
-def cast(g: Graph, layer: Layer) -> list[Layer]:
-    """Cast/CastLike between float32 tensors: a view (other types are rejected later)."""
+COMPARISONS = {
+    "Less": "lt",
+    "Greater": "gt",
+    "LessOrEqual": "le",
+    "GreaterOrEqual": "ge",
+    "Equal": "eq",
+}
+LOGIC = {"And": "mul", "Or": "max", "Xor": "ne"}  # on booleans held as 1.0/0.0
+
+
+def _boolean(s: Seq, name: str) -> str:
+    """A boolean operand as float 1.0/0.0: a constant is converted, a run-time one must be."""
+    if s.g.is_const(name):
+        return s.const(const(s.g, name).astype(bool).astype(np.float32), "bool")
+    if s.g.tensors[name].dtype != "f32":
+        raise node_error(s.layer, f"run-time operand '{name}' is {s.g.tensors[name].dtype}")
+    return name
+
+
+def _boolean_output(s: Seq) -> None:
+    """Hold the layer's boolean output as float32 1.0/0.0 (a graph output must stay bool)."""
+    if s.y in s.g.outputs:
+        raise node_error(s.layer, f"boolean graph output '{s.y}' is not supported")
+    s.g.tensors[s.y].dtype = "f32"
+
+
+def compare(g: Graph, layer: Layer) -> list[Layer]:
+    """Less/Greater/LessOrEqual/GreaterOrEqual/Equal on float tensors: 1.0 where true, else 0.0."""
     s = Seq(g, layer)
-    s.add("reshape", layer.inputs[:1], s.y)
+    _boolean_output(s)
+    s.add(COMPARISONS[layer.op.removeprefix("onnx.")], list(layer.inputs), s.y)
+    return s.done()
+
+
+def logic(g: Graph, layer: Layer) -> list[Layer]:
+    """Not/And/Or/Xor on booleans held as 1.0/0.0: not, mul, max, ne."""
+    s = Seq(g, layer)
+    ins = [_boolean(s, t) for t in layer.inputs]
+    _boolean_output(s)
+    op = layer.op.removeprefix("onnx.")
+    s.add("not" if op == "Not" else LOGIC[op], ins, s.y)
+    return s.done()
+
+
+CAST_TYPES = ("f32", "f64", "f16", "bf16")  # FLOAT, DOUBLE, FLOAT16, BFLOAT16
+ROUNDING = {"f16": "f16", "bf16": "bf16"}  # a narrowing cast rounds with this vector op
+
+
+def cast(g: Graph, layer: Layer) -> list[Layer]:
+    """Cast/CastLike between float types: a rounding to float16/bfloat16, else a view.
+
+    Values live as float32: a cast to FLOAT or DOUBLE is exact, but a DOUBLE graph input is
+    rounded to float32 when it is loaded, so it may only be cast to a narrower type. Other types
+    (integers, float8, ...) are rejected by legalize-onnx's type check.
+    """
+    x, y = layer.inputs[0], layer.outputs[0]
+    src, dst = g.tensors[x].dtype, g.tensors[y].dtype
+    if src == "f64" and dst == "f64" and x in g.inputs:
+        raise node_error(layer, f"double input '{x}' would lose precision (npucc computes in "
+                         "float32); only a cast to a narrower type may read it")  # fmt: skip
+    s = Seq(g, layer)
+    if dst in ROUNDING and src != dst:
+        s.add(ROUNDING[dst], [x], s.y)
+    else:
+        s.add("reshape", [x], s.y)
     return s.done()
 
 
@@ -594,31 +652,45 @@ def instance_norm(g: Graph, layer: Layer) -> list[Layer]:
 # -------------------------------------------------------------------------- resampling
 
 
-def _resize_matrix(g: Graph, layer: Layer, axis: int, n_in: int, n_out: int) -> np.ndarray:
-    """[n_out, n_in] interpolation matrix of Resize along one axis (the reference evaluator's)."""
-    a = dict(layer.attrs)
+def _resize_axes(g: Graph, layer: Layer) -> list[int]:
+    """The axes Resize acts on (its `axes` attribute, else every axis), non-negative."""
     rank = len(g.tensors[layer.inputs[0]].shape)
-    axes = [int(x) % rank for x in a.pop("axes", range(rank))]
+    return [int(x) % rank for x in attr(layer, "axes", range(rank))]
+
+
+def _resize_matrix(
+    g: Graph, layer: Layer, axis: int, n_in: int, n_out: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Resize along one axis as y = w @ x + extrapolation_value * outside (reference evaluator's).
+
+    w is the [n_out, n_in] interpolation matrix; outside is 1 where tf_crop_and_resize samples
+    outside the input (w's row is zero there), else 0. A probe row of zeros below the identity
+    finds those samples: it resizes to 0 everywhere but where the extrapolation value lands.
+    """
+    a = dict(layer.attrs)
+    axes = _resize_axes(g, layer)
     if axis not in axes:
         raise node_error(layer, f"axis {axis} changes size but is not in axes {axes}")
     pos, count = axes.index(axis), len(axes)
+    a.pop("axes", None)
     a.pop("keep_aspect_ratio_policy", None)
-    eye = np.eye(n_in, dtype=np.float32)
+    a["extrapolation_value"] = 1.0
+    probe = np.concatenate([np.eye(n_in), np.zeros((1, n_in))]).astype(np.float32)
     ins = [*layer.inputs, "", "", ""]
     roi = const(g, ins[1]).reshape(-1) if ins[1] and g.is_const(ins[1]) else None
-    model_inputs = {"X": eye}
+    model_inputs = {"X": probe}
     names = ["X", "", "", "sizes"]
     if roi is not None and roi.size == 2 * count:
         names[1] = "roi"
         model_inputs["roi"] = np.array([0, roi[pos], 1, roi[count + pos]], np.float32)
-    model_inputs["sizes"] = np.array([n_in, n_out], np.int64)
+    model_inputs["sizes"] = np.array([n_in + 1, n_out], np.int64)
     if ins[2] and g.is_const(ins[2]) and const(g, ins[2]).size:
         names[2], names[3] = "scales", ""
         model_inputs.pop("sizes")
         model_inputs["scales"] = np.array([1.0, const(g, ins[2]).reshape(-1)[pos]], np.float32)
     node = onnx.helper.make_node("Resize", names, ["Y"], **a)
     inputs = [
-        onnx.helper.make_tensor_value_info("X", onnx.TensorProto.FLOAT, eye.shape),
+        onnx.helper.make_tensor_value_info("X", onnx.TensorProto.FLOAT, probe.shape),
     ]
     inits = [numpy_helper.from_array(v, k) for k, v in model_inputs.items() if k != "X"]
     graph = onnx.helper.make_graph(
@@ -627,36 +699,53 @@ def _resize_matrix(g: Graph, layer: Layer, axis: int, n_in: int, n_out: int) -> 
     model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 19)])
     try:
         # a list of the outputs: run() returns a dict only with intermediate=True
-        w = typing.cast(list[Any], ReferenceEvaluator(model).run(None, {"X": eye}))[0]
+        y = typing.cast(list[Any], ReferenceEvaluator(model).run(None, {"X": probe}))[0]
     except Exception as exc:  # the evaluator raises many types
         raise node_error(layer, f"cannot build the interpolation matrix: {exc}") from None
-    if w.shape != (n_in, n_out):
+    if y.shape != (n_in + 1, n_out):
         raise node_error(layer, "this Resize configuration is not supported")
-    return w.T.astype(np.float32)
+    outside = y[n_in].astype(np.float32)
+    return (y[:n_in] * (1 - outside)).T.astype(np.float32), outside
 
 
 def resize(g: Graph, layer: Layer) -> list[Layer]:
-    """Resize as one matmul per resized axis with a constant interpolation matrix."""
+    """Resize as one matmul per resized axis with a constant interpolation matrix.
+
+    tf_crop_and_resize adds extrapolation_value where a sample falls outside the input; its
+    crop may change an axis of unchanged size, so every axis it acts on is resized.
+    """
     x = layer.inputs[0]
     shape = g.tensors[x].shape
     s = Seq(g, layer)
     out_shape = g.tensors[s.y].shape
-    if str(attr(layer, "coordinate_transformation_mode", "")) == "tf_crop_and_resize":
-        raise node_error(layer, "tf_crop_and_resize is not supported")
+    crop = str(attr(layer, "coordinate_transformation_mode", "")) == "tf_crop_and_resize"
+    roi = [*layer.inputs, ""][1]
+    if crop and not (roi and g.is_const(roi)):
+        raise node_error(layer, "roi must be constant")
     if any(s_ < 0 for s_ in out_shape):
         raise node_error(layer, "the output shape must be static")
-    changed = [a for a in range(len(shape)) if shape[a] != out_shape[a]]
-    cur, dims = x, list(shape)
-    if not changed:
+    cropped = _resize_axes(g, layer) if crop else []
+    value = float(attr(layer, "extrapolation_value", 0.0))
+    steps = []
+    for a in range(len(shape)):
+        if shape[a] != out_shape[a] or a in cropped:
+            w, outside = _resize_matrix(g, layer, a, shape[a], out_shape[a])
+            if w.shape != (shape[a], shape[a]) or (w != np.eye(shape[a])).any() or outside.any():
+                steps.append((a, w, value * outside))
+    if not steps:
         s.add("reshape", [x], s.y)
         return s.done()
-    for k, a in enumerate(changed):
-        w = s.const(_resize_matrix(g, layer, a, shape[a], out_shape[a]), f"resize{a}")
+    cur, dims = x, list(shape)
+    for k, (a, w, bias) in enumerate(steps):
         before, after = math.prod(dims[:a]), math.prod(dims[a + 1 :])
         view = s.add("reshape", [cur], s.tmp((before, dims[a], after), "view"))
         dims[a] = out_shape[a]
-        res = s.add("matmul", [w, view], s.tmp((before, dims[a], after), "resized"))
-        last = k == len(changed) - 1
+        box = (before, dims[a], after)
+        res = s.add("matmul", [s.const(w, f"resize{a}"), view], s.tmp(box, "resized"))
+        if bias.any():
+            shift = s.const(bias.reshape(-1, 1), f"extrapolate{a}")
+            res = s.add("add", [res, shift], s.tmp(box, "extrapolated"))
+        last = k == len(steps) - 1
         cur = s.add("reshape", [res], s.y if last else s.tmp(tuple(dims), "axis"))
     return s.done()
 
@@ -665,23 +754,24 @@ def resize(g: Graph, layer: Layer) -> list[Layer]:
 
 
 def conv_transpose(g: Graph, layer: Layer) -> list[Layer]:
-    """ConvTranspose as a zero-inserting pad and a stride-1 conv with flipped weights."""
+    """ConvTranspose (2-D or 3-D) as a zero-inserting pad and a stride-1 conv, flipped weights."""
     x, w, *rest = layer.inputs
     xs = g.tensors[x].shape
-    if len(xs) != 4:
-        raise node_error(layer, f"input must have rank 4, not {len(xs)}")
+    if len(xs) not in (4, 5):
+        raise node_error(layer, f"input must have rank 4 or 5, not {len(xs)}")
     if not g.is_const(w) or (rest and rest[0] and not g.is_const(rest[0])):
         raise node_error(layer, "weights and bias must be constant")
     wt = const(g, w)
-    c, cog, kh, kw = wt.shape
+    c, cog, *kernel = wt.shape
+    spatial = len(kernel)
     group = int(attr(layer, "group", 1))
-    strides = tuple(attr(layer, "strides", (1, 1)))
-    dil = tuple(attr(layer, "dilations", (1, 1)))
-    out_pad = tuple(attr(layer, "output_padding", (0, 0)))
+    strides = tuple(attr(layer, "strides", (1,) * spatial))
+    dil = tuple(attr(layer, "dilations", (1,) * spatial))
+    out_pad = tuple(attr(layer, "output_padding", (0,) * spatial))
     out = g.tensors[layer.outputs[0]].shape
     begin, end = [], []
     auto = str(attr(layer, "auto_pad", "NOTSET"))
-    for i, k in enumerate((kh, kw)):
+    for i, k in enumerate(kernel):
         full = strides[i] * (xs[2 + i] - 1) + out_pad[i] + (k - 1) * dil[i] + 1
         if auto in ("SAME_UPPER", "SAME_LOWER") or "output_shape" in layer.attrs:
             total = full - out[2 + i]
@@ -690,32 +780,81 @@ def conv_transpose(g: Graph, layer: Layer) -> list[Layer]:
         elif auto == "VALID":
             b, e = 0, 0
         else:
-            pads = attr(layer, "pads", (0, 0, 0, 0))
-            b, e = pads[i], pads[i + 2]
+            pads = attr(layer, "pads", (0,) * 2 * spatial)
+            b, e = pads[i], pads[i + spatial]
         begin.append((k - 1) * dil[i] - b)
         end.append((k - 1) * dil[i] - e + out_pad[i])
     if min(begin + end) < 0:
         raise node_error(layer, "pads larger than the dilated kernel are not supported")
     cg = c // group
-    flipped = wt[:, :, ::-1, ::-1].reshape(group, cg, cog, kh, kw).transpose(0, 2, 1, 3, 4)
-    weights = np.ascontiguousarray(flipped.reshape(group * cog, cg, kh, kw), np.float32)
+    flipped = np.flip(wt, axis=tuple(range(2, 2 + spatial))).reshape(group, cg, cog, *kernel)
+    weights = np.ascontiguousarray(flipped.swapaxes(1, 2).reshape(group * cog, cg, *kernel))
     s = Seq(g, layer)
     dims = list(xs)
-    for i in range(2):
+    for i in range(spatial):
         dims[2 + i] = (xs[2 + i] - 1) * strides[i] + 1 + begin[i] + end[i]
     padded = s.add(
         "pad",
         [x],
         s.tmp(tuple(dims), "dilated"),
-        pads=(0, 0, begin[0], begin[1], 0, 0, end[0], end[1]),
+        pads=(0, 0, *begin, 0, 0, *end),
         value=0.0,
         strides=(1, 1, *strides),
     )
-    ins = [padded, s.const(weights, "weight")]
-    if rest and rest[0]:
-        ins.append(rest[0])
+    bias = rest[0] if rest and rest[0] else ""
+    if spatial == 3:
+        _conv_3d(s, padded, weights, bias, dil, group)
+        return s.done()
+    ins = [padded, s.const(weights, "weight"), *([bias] if bias else [])]
     s.add("conv2d", ins, s.y, strides=(1, 1), pads=(0, 0, 0, 0), dilations=dil, group=group)
     return s.done()
+
+
+def _conv_3d(
+    s: Seq, x: str, weights: np.ndarray, bias: str, dil: tuple[int, ...], group: int
+) -> None:
+    """s.y = a stride-1, unpadded 3-D conv of x, as one 2-D conv.
+
+    The kd depth-shifted slices of x [n, c, d, h, w] become the channels (ordered group, tap,
+    channel, so that groups stay contiguous) of an [n*od, ...] batch of planes; the weights
+    [co, c/group, kd, kh, kw] become [co, kd*c/group, kh, kw] to match.
+    """
+    n, c, d, h, w = s.g.tensors[x].shape
+    co, cg, kd, kh, kw = weights.shape
+    od, oh, ow = s.g.tensors[s.y].shape[2:]
+    taps = [
+        _slice_seq(
+            s,
+            x,
+            [range(n), range(c), range(j * dil[0], j * dil[0] + od), range(h), range(w)],
+            s.tmp((n, c, od, h, w), f"depth{j}"),
+        )
+        for j in range(kd)
+    ]
+    stacked = (
+        s.add("concat", taps, s.tmp((n, kd * c, od, h, w), "taps"), axis=1) if kd > 1 else taps[0]
+    )
+    view = s.add("reshape", [stacked], s.tmp((n, kd, group, cg, od, h, w), "taps_view"))
+    moved = s.add(
+        "transpose",
+        [view],
+        s.tmp((n, od, group, kd, cg, h, w), "planes_view"),
+        perm=(0, 4, 2, 1, 3, 5, 6),
+    )
+    planes = s.add("reshape", [moved], s.tmp((n * od, group * kd * cg, h, w), "planes"))
+    w2 = weights.reshape(group, co // group, cg, kd, kh, kw).transpose(0, 1, 3, 2, 4, 5)
+    ins = [planes, s.const(w2.reshape(co, kd * cg, kh, kw), "weight2d"), *([bias] if bias else [])]
+    conv = s.add(
+        "conv2d",
+        ins,
+        s.tmp((n * od, co, oh, ow), "conv2d"),
+        strides=(1, 1),
+        pads=(0, 0, 0, 0),
+        dilations=dil[1:],
+        group=group,
+    )
+    batched = s.add("reshape", [conv], s.tmp((n, od, co, oh, ow), "depth_major"))
+    s.add("transpose", [batched], s.y, perm=(0, 2, 1, 3, 4))
 
 
 _SPATIAL_ATTRS = ("kernel_shape", "strides", "dilations", "output_padding", "output_shape")
@@ -762,17 +901,23 @@ LIMITATIONS = {
     "Gather": "indices constant, or an INT64/INT32 graph input read only as Gather indices "
     "(an index outside [-size, size) is a run-time error)",
     "Slice": "starts, ends, axes and steps must be constant",
-    "Where": "the condition must be constant; a non-finite value in an operand leaks through",
+    "Where": "a selected -0.0 becomes +0.0",
     "Expand": "the shape must be constant",
     "Pad": "pads, value and axes must be constant",
-    "Resize": "sizes/scales constant; not tf_crop_and_resize",
-    "ConvTranspose": "1-D and 2-D; pads at most the dilated kernel extent",
+    "Resize": "sizes/scales (and tf_crop_and_resize's roi) constant",
+    "ConvTranspose": "1-D, 2-D and 3-D; pads at most the dilated kernel extent",
     "Conv": "1-D and 2-D; constant weights",
-    "Cast": "float32 to float32 only",
+    "Cast": "float, double, float16 and bfloat16; a double graph input is rounded to float32 "
+    "and may only be cast to a narrower type",
+    "CastLike": "as Cast",
+    **{op: "float inputs; no boolean graph output" for op in COMPARISONS},
+    **{op: "no boolean graph input or output" for op in ("Not", *LOGIC)},
+    "BatchNormalization": "training mode only with training_mode=1 (opset 14+)",
+    "Dropout": "training mode only with ratio 0; no mask output",
     "LogSoftmax": "opset < 13: one axis only",
     "Softplus": "overflows to inf for x > 88",
-    "MaxPool": "1-D and 2-D; ceil_mode follows onnxruntime; no Indices output",
-    "AveragePool": "1-D and 2-D; not ceil_mode with count_include_pad",
+    "MaxPool": "1-D, 2-D and 3-D; ceil_mode follows onnxruntime; no Indices output",
+    "AveragePool": "1-D, 2-D and 3-D; ceil_mode follows onnxruntime",
 }
 
 

@@ -19,6 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TypedDict, cast
 
+import ml_dtypes
 import numpy as np
 
 from npucc import progress
@@ -32,6 +33,7 @@ from npucc.interp.ops import (
     img2col_index,
 )
 from npucc.interp.parser import (
+    HOST_FLOATS,
     INDEX_DTYPE,
     Event,
     FlagKey,
@@ -61,6 +63,13 @@ from npucc.target.cost import gather_bytes, instr_cycles, instr_energy, sync_cyc
 
 _NEVER = np.iinfo(np.int64).max  # clock entry of the initial writer: ordered before everything
 _PIPE_RANK = 1 << 40  # pipes sort after events at equal start time
+
+# numpy types of the HOST_FLOATS inputs and outputs (converted from/to float32 DDR data)
+HOST_DTYPES = {
+    "f16": np.dtype(np.float16),
+    "bf16": np.dtype(ml_dtypes.bfloat16),
+    "f64": np.dtype(np.float64),
+}
 
 
 class Counters(TypedDict):
@@ -501,6 +510,12 @@ class _Machine:
                                          f"{value.dtype}, expected integer indices "
                                          f"({INDEX_DTYPE})")  # fmt: skip
                     ddr.data[lo:hi].view("<i8")[...] = value.astype(np.int64).ravel()
+                elif tensor.dtype in HOST_FLOATS:
+                    if value.dtype != HOST_DTYPES[tensor.dtype]:
+                        raise NpuccError(f"input {json.dumps(tensor.name)} has dtype "
+                                         f"{value.dtype}, expected "
+                                         f"{HOST_DTYPES[tensor.dtype]}")  # fmt: skip
+                    ddr.data[lo:hi] = value.astype(np.float32).ravel()
                 else:
                     ddr.data[lo:hi] = value.astype(np.float32).ravel()
                 ddr.written[lo:hi] = True
@@ -514,7 +529,9 @@ class _Machine:
             if self.check and not self.ddr.written[lo:hi].all():
                 raise self.fail(tensor.lineno, f"output {json.dumps(tensor.name)} is not "
                                                "fully written at the end")  # fmt: skip
-            outputs[tensor.name] = self.ddr.data[lo:hi].reshape(tensor.shape).copy()
+            data = self.ddr.data[lo:hi].reshape(tensor.shape)
+            dtype = HOST_DTYPES.get(tensor.dtype, np.dtype(np.float32))
+            outputs[tensor.name] = data.astype(dtype)  # a copy (rounds to a host float type)
         return outputs
 
     def _push(self, step: _Step) -> None:

@@ -49,6 +49,19 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
 
 
+def _round_bf16(x: np.ndarray) -> np.ndarray:
+    """Nearest bfloat16 value of float32 `x` (ties to even, NaN kept), as float32."""
+    bits = x.astype(F32).view(np.uint32)
+    up = bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
+    rounded = (up & np.uint32(0xFFFF0000)).view(F32)
+    return np.where(np.isnan(x), x, rounded)
+
+
+def _truth(mask: np.ndarray) -> np.ndarray:
+    """A boolean array as float32 1.0/0.0 (npucc's booleans)."""
+    return mask.astype(F32)
+
+
 UNARY: dict[str, Callable[..., np.ndarray]] = {
     "copy": lambda x: x.copy(),
     "relu": lambda x: np.maximum(x, F32(0)),
@@ -66,6 +79,9 @@ UNARY: dict[str, Callable[..., np.ndarray]] = {
     "sigmoid": _sigmoid,
     "abs": np.abs,
     "log": np.log,
+    "not": lambda x: _truth(x == F32(0)),
+    "f16": lambda x: x.astype(np.float16).astype(F32),
+    "bf16": _round_bf16,
 }
 BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "add": np.add,
@@ -75,6 +91,14 @@ BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "max": np.maximum,
     "min": np.minimum,
     "pow": np.power,
+    "lt": lambda a, b: _truth(a < b),
+    "gt": lambda a, b: _truth(a > b),
+    "le": lambda a, b: _truth(a <= b),
+    "ge": lambda a, b: _truth(a >= b),
+    "eq": lambda a, b: _truth(a == b),
+    "ne": lambda a, b: _truth(a != b),
+    "mask": lambda a, b: np.where(b != F32(0), a, F32(0)),
+    "maskn": lambda a, b: np.where(b == F32(0), a, F32(0)),
 }
 REDUCE: dict[str, Callable[..., np.ndarray]] = {"sum": np.sum, "max": np.max, "min": np.min}
 

@@ -40,6 +40,8 @@ TENSOR_KINDS = ("const", "input", "output", "temp")
 UNARY_ARITY = {"clip": 2, "muls": 1, "adds": 1, "pows": 1}
 VECTOR_TIERS = ("UB", "L0C")
 INDEX_DTYPE = "i64"  # element type of index inputs (token ids read by `gather`)
+# element types of inputs and outputs the caller passes or gets; DDR holds them as float32
+HOST_FLOATS = ("f16", "bf16", "f64")
 
 _OPERAND_RE = re.compile(r"^(L1|UB|L0A|L0B|L0C|DDR)\[0x([0-9a-f]+)\+(\d+)\]$")
 _FLAG_RE = re.compile(r"^([a-z0-9]+)(?:@(\d+),(\d+))?>([a-z0-9]+)(?:@(\d+),(\d+))?#(\d+)$")
@@ -108,7 +110,8 @@ class Tensor:
     nbytes: int
     shape: tuple[int, ...]
     lineno: int
-    dtype: str = "f32"  # the target dtype, or i64 (an input of indices, 8 bytes an element)
+    dtype: str = "f32"  # the target dtype, i64 (an input of indices, 8 bytes an element), or a
+    # HOST_FLOATS type of an input or output (held as the target dtype in DDR)
 
 
 @dataclass(slots=True)
@@ -295,10 +298,13 @@ class _Parser:
         addr, nbytes = int(m.group(2), 16), int(m.group(3))
         s = _SHAPE_RE.match(tokens[1])
         dtype = s.group(1) if s else ""
-        if dtype != self.target.dtype and not (dtype == INDEX_DTYPE and kind == "input"):
+        if dtype != self.target.dtype and not (
+            (dtype == INDEX_DTYPE and kind == "input")
+            or (dtype in HOST_FLOATS and kind in ("input", "output"))
+        ):
             raise self.fail(
                 f"bad tensor type '{_clip(tokens[1])}' (target dtype is {self.target.dtype}; "
-                f"{INDEX_DTYPE} only for inputs)"
+                f"{INDEX_DTYPE} only for inputs, {', '.join(HOST_FLOATS)} for inputs and outputs)"
             )
         assert s is not None
         try:

@@ -2,7 +2,9 @@
 
 Canonical layer ops and their attributes (the contract between frontend and lowering); every
 tensor is float32 with a static shape, activations are NCHW, except graph inputs of int64
-indices (dtype "i64"), which only a take reads:
+indices (dtype "i64"), which only a take reads, and tensors of dtype f16, bf16 or f64 (graph
+inputs and outputs, or between two Casts), held as float32 values, which only the layers of a
+Cast read or write. Booleans are float32 1.0/0.0:
 
   conv2d     in [x, w, b?]   strides=(sh,sw) pads=(top,left,bottom,right) dilations=(dh,dw)
                              group=int; w constant [Co, C/group, kh, kw]; b constant [Co]
@@ -10,7 +12,11 @@ indices (dtype "i64"), which only a take reads:
                              A' [M,K], B' [K,N], C broadcastable to [M,N]
   matmul     in [a, b]       numpy matmul semantics (batch dims broadcast)
   add sub mul div max min pow in [a, b] numpy broadcasting to the output shape
-  relu exp neg sqrt recip tanh erf sigmoid abs log   in [x]  element-wise
+  lt gt le ge eq ne in [a, b] numpy broadcasting: 1.0 where `a OP b` holds, else 0.0
+  mask maskn in [a, b]       numpy broadcasting: a where b != 0 (b == 0), else 0.0
+  where      in [c, x, y]    numpy broadcasting: x where c != 0, else y
+  relu exp neg sqrt recip tanh erf sigmoid abs log not f16 bf16   in [x]  element-wise (not:
+                             1.0 where x == 0; f16, bf16: round to the nearest float16/bfloat16)
   muls adds pows in [x]      scalar: x * scalar, x + scalar, x ** scalar
   clip       in [x]          min, max (floats; +-inf when absent)
   gelu       in [x]          approximate="none" (erf) | "tanh"
@@ -33,8 +39,10 @@ indices (dtype "i64"), which only a take reads:
                              value, then out[begin + i * strides] = x[i] (strides > 1 insert
                              gaps: the zero insertion of a transposed convolution)
   maxpool avgpool in [x]     kernel=(kh,kw) strides pads=(t,l,b,r) dilations count_include_pad
-                             (ceil_mode already folded into pads and the output shape)
-  globalavgpool globalmaxpool in [x]
+                             (ceil_mode already folded into pads and the output shape);
+                             avgpool ceil_pads=(b,r): the part of the bottom/right pads
+                             ceil_mode added, never counted (absent: none)
+  globalavgpool globalmaxpool in [x]  (any number of spatial dims)
   concat     in [x...]       axis (non-negative)
   reshape    in [x]          pure view: output shape from the tensor (Flatten becomes reshape)
   transpose  in [x]          perm

@@ -21,6 +21,7 @@ import json
 import re
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from npucc.errors import NpuccError
@@ -30,6 +31,7 @@ NUMPY_DTYPES: dict[str, type[np.generic]] = {
     "f32": np.float32,
     "f64": np.float64,
     "f16": np.float16,
+    "bf16": ml_dtypes.bfloat16,
     "i64": np.int64,
     "i32": np.int32,
     "i16": np.int16,

@@ -44,8 +44,23 @@ UNARY_OPS = (
     "sigmoid",
     "abs",
     "log",
+    "not",  # 1.0 where x == 0, else 0.0 (booleans are 1.0/0.0)
+    "f16",  # round to the nearest float16 value (ties to even; beyond its range: +-inf)
+    "bf16",  # round to the nearest bfloat16 value (ties to even)
 )
-BINARY_OPS = ("add", "sub", "mul", "div", "max", "min", "pow")
+COMPARE_OPS = ("lt", "gt", "le", "ge", "eq", "ne")  # 1.0 where `a OP b` holds, else 0.0
+BINARY_OPS = (
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "max",
+    "min",
+    "pow",
+    *COMPARE_OPS,
+    "mask",  # a where b != 0, else +0.0
+    "maskn",  # a where b == 0, else +0.0
+)
 REDUCE_OPS = ("sum", "max", "min")
 # vector cost multiplier per element beyond the basic one
 VECTOR_OP_WEIGHT = {

@@ -37,11 +37,9 @@ if TYPE_CHECKING:
     from npucc.backend.schedule.schedule_pass import ScheduledProgram
 
 _STR = r'"(?:[^"\\]|\\.)*"'
-_SHAPE = r"f32\[([0-9,]*)\]"
+_SHAPE = r"(f32|i64|f16|bf16|f64)\[([0-9,]*)\]"
 _HEAD = re.compile(rf"^(tiled-program|scheduled-program) ({_STR})$")
-_DDR = re.compile(
-    rf"^ddr (const|input|temp) ({_STR}) (f32|i64)\[([0-9,]*)\](?: sha256=([0-9a-f]{{64}}))?$"
-)
+_DDR = re.compile(rf"^ddr (const|input|temp) ({_STR}) {_SHAPE}(?: sha256=([0-9a-f]{{64}}))?$")
 _ALIAS = re.compile(rf"^alias ({_STR}) = ({_STR})$")
 _IO = re.compile(rf"^(input|output) ({_STR}) = ({_STR}) {_SHAPE}$")
 _CORE = re.compile(rf"^core (\d+) (\d+) ({_STR}) nodes=(\d+) buffers=(\d+)$")
@@ -69,7 +67,9 @@ def _program_lines(program: TiledProgram, head: str) -> list[str]:
         digest = f" sha256={data_digest(t.data)}" if t.data is not None else ""
         lines.append(f"ddr {t.role} {_q(t.key)} {_shape(t.shape, t.dtype)}{digest}")
     lines += [f"alias {_q(a)} = {_q(k)}" for a, k in program.aliases.items()]
-    lines += [f"{io.kind} {_q(io.name)} = {_q(io.key)} {_shape(io.shape)}" for io in program.io]
+    lines += [
+        f"{io.kind} {_q(io.name)} = {_q(io.key)} {_shape(io.shape, io.dtype)}" for io in program.io
+    ]
     for core in program.cores:
         g = core.graph
         lines.append(
@@ -181,7 +181,8 @@ def _read_program(r: _Reader, head: str) -> TiledProgram:
         key = json.loads(m.group(3))
         if key not in program.tensors:
             raise r.error(f"{m.group(1)} bound to unknown tensor {key!r}", -1)
-        program.io.append(IoBinding(m.group(1), json.loads(m.group(2)), key, _dims(m.group(4))))
+        io_name, dtype, shape = json.loads(m.group(2)), m.group(4), _dims(m.group(5))
+        program.io.append(IoBinding(m.group(1), io_name, key, shape, dtype))
     while m := r.match(_CORE):
         graph = TileGraph(json.loads(m.group(3)))
         program.cores.append(Core(int(m.group(1)), int(m.group(2)), graph))

@@ -16,7 +16,7 @@ import jinja2
 import numpy as np
 
 from npucc.errors import NpuccError
-from npucc.interp.machine import RunResult, run_file
+from npucc.interp.machine import HOST_DTYPES, RunResult, run_file
 from npucc.interp.parser import Stream, load_stream
 from npucc.ir.isa import PIPES, TIERS
 from npucc.report import figures
@@ -41,11 +41,14 @@ class FigureRef:
     caption: str
 
 
+F4 = np.dtype(np.float32)
+
+
 def random_inputs(stream: Stream, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded standard-normal inputs of the shapes a stream's header declares."""
+    """Seeded standard-normal inputs of the shapes and float types a stream's header declares."""
     rng = np.random.default_rng(seed)
     return {
-        t.name: rng.standard_normal(t.shape).astype(np.float32)
+        t.name: rng.standard_normal(t.shape).astype(np.float32).astype(HOST_DTYPES.get(t.dtype, F4))
         for t in stream.tensors.values()
         if t.kind == "input"
     }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+import ml_dtypes
 import numpy as np
 from onnx import TensorProto, helper
 
@@ -77,6 +78,8 @@ def test_close():
     assert conf._close(np.array([1.0, np.nan]), np.array([1.0005, np.nan])) == ""
     assert "shape" in conf._close(np.zeros(2), np.zeros(3))
     assert "max |error|" in conf._close(np.array([1.0]), np.array([2.0]))
+    bf16 = np.array([0.5, np.nan], ml_dtypes.bfloat16)  # a float type numpy calls kind "V"
+    assert conf._close(bf16, bf16) == ""
 
 
 def test_sample_run_json_and_markdown(tmp_path, capsys):

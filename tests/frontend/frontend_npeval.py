@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
@@ -38,9 +39,12 @@ def _pool(x: Array, op: str, **a: Any) -> Array:
     if op == "maxpool":
         return _windows(x, a, kernel, -np.inf).max(axis=(4, 5))
     total = _windows(x, a, kernel, 0.0).sum(axis=(4, 5))
-    if a["count_include_pad"]:
-        return total / (kernel[0] * kernel[1])
     ones = np.ones((1, 1, *x.shape[2:]), x.dtype)
+    if a["count_include_pad"]:  # the declared pads count, ceil_mode's extra end pads do not
+        t, l, b, r = a["pads"]
+        cb, cr = a.get("ceil_pads", (0, 0))
+        ones = np.pad(ones, ((0, 0), (0, 0), (t, b - cb), (l, r - cr)), constant_values=1)
+        a = {**a, "pads": (0, 0, cb, cr)}
     return total / _windows(ones, a, kernel, 0.0).sum(axis=(4, 5))
 
 
@@ -154,12 +158,22 @@ OPS: dict[str, Callable[..., Array]] = {
     "clip": lambda x, min, max: np.clip(x, min, max),
     "maxpool": lambda x, **a: _pool(x, "maxpool", **a),
     "avgpool": lambda x, **a: _pool(x, "avgpool", **a),
-    "globalavgpool": lambda x: x.mean(axis=(2, 3), keepdims=True),
-    "globalmaxpool": lambda x: x.max(axis=(2, 3), keepdims=True),
+    "globalavgpool": lambda x: x.mean(axis=tuple(range(2, x.ndim)), keepdims=True),
+    "globalmaxpool": lambda x: x.max(axis=tuple(range(2, x.ndim)), keepdims=True),
     "concat": lambda *xs, axis: np.concatenate(xs, axis=axis),
     "transpose": lambda x, perm: x.transpose(perm),
     "softmax": _softmax,
     "lrn": _lrn,
+    "lt": np.less,
+    "gt": np.greater,
+    "le": np.less_equal,
+    "ge": np.greater_equal,
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "not": lambda x: x == 0,
+    "where": lambda c, x, y: np.where(c != 0, x, y),
+    "f16": lambda x: x.astype(np.float16),
+    "bf16": lambda x: x.astype(ml_dtypes.bfloat16),
 }
 
 

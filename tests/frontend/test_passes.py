@@ -7,7 +7,6 @@ import pytest
 from frontend_testutil import assert_matches_onnxruntime, tiny_model
 from onnx import helper
 
-from npucc.errors import NpuccError
 from npucc.frontend import FRONTEND_PIPELINE, import_model
 from npucc.passes import PASSES
 
@@ -175,13 +174,24 @@ def test_avgpool_ceil_mode(count_include_pad):
         count_include_pad=count_include_pad,
     )
     model = tiny_model([pool], {"x": [1, 2, 8, 8]}, ["y"])
-    if count_include_pad:
-        with pytest.raises(NpuccError, match="ceil_mode with count_include_pad=1"):
-            import_model(model)
-    else:
-        g = import_model(model)
-        assert g.layers[0].attrs["pads"] == (1, 1, 2, 2)
-        assert_matches_onnxruntime(g, model)
+    g = import_model(model)
+    assert g.layers[0].attrs["pads"] == (1, 1, 2, 2)
+    # the extra bottom/right pad of ceil_mode never counts in the divisor
+    assert g.layers[0].attrs.get("ceil_pads") == ((1, 1) if count_include_pad else None)
+    assert_matches_onnxruntime(g, model)
+
+
+def test_pool_3d_is_two_separable_2d_pools():
+    pool = helper.make_node(
+        "AveragePool", ["x"], ["y"], kernel_shape=[2, 3, 2], strides=[2, 1, 2],
+        pads=[1, 0, 1, 0, 1, 0], ceil_mode=1, count_include_pad=1,
+    )  # fmt: skip
+    model = tiny_model([pool], {"x": [2, 3, 5, 6, 7]}, ["y"])
+    g = import_model(model)
+    pools = [layer for layer in g.layers if layer.op == "avgpool"]
+    assert [p.attrs["kernel"] for p in pools] == [(3, 2), (2, 1)]
+    assert [g.tensors[p.inputs[0]].shape for p in pools] == [(2, 15, 6, 7), (2, 3, 5, 20)]
+    assert_matches_onnxruntime(g, model)
 
 
 def test_softmax_old_opset_coerces_to_2d():

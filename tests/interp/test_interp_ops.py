@@ -1,6 +1,7 @@
 # ruff: noqa: E501  (stream lines written by hand are long)
 import math
 
+import ml_dtypes
 import numpy as np
 import pytest
 from interp_helpers import run_text, stream_text
@@ -28,9 +29,15 @@ REF = {
     "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
     "abs": np.abs,
     "log": np.log,
+    "not": lambda x: (x == 0).astype(np.float64),
+    "f16": lambda x: x.astype(np.float16),
+    "bf16": lambda x: x.astype(ml_dtypes.bfloat16).astype(np.float64),
 }
 BREF = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
-        "max": np.maximum, "min": np.minimum, "pow": np.power}  # fmt: skip
+        "max": np.maximum, "min": np.minimum, "pow": np.power, "lt": np.less,
+        "gt": np.greater, "le": np.less_equal, "ge": np.greater_equal, "eq": np.equal,
+        "ne": np.not_equal, "mask": lambda a, b: np.where(b != 0, a, 0),
+        "maskn": lambda a, b: np.where(b == 0, a, 0)}  # fmt: skip
 
 
 def _vector_program(inputs: dict[str, np.ndarray], vector_line: str, out_shape) -> dict:
@@ -74,6 +81,40 @@ def test_vbinary_broadcast(op):
             "dims=[4,8] dst_strides=[8,1] a_strides=[8,1] b_strides=[0,1]")  # fmt: skip
     y = _vector_program({"a": a, "b": b}, line, (4, 8))["y"]
     np.testing.assert_allclose(y, BREF[op](a, b[None, :]), rtol=2e-6)
+
+
+@pytest.mark.parametrize("op", ["lt", "gt", "le", "ge", "eq", "ne"])
+def test_vbinary_comparisons_on_ties_and_non_finite_values(op):
+    a = np.array([1.0, 2.0, -0.0, np.inf, np.nan, -np.inf, 3.0, np.nan], np.float32)
+    b = np.array([1.0, 3.0, 0.0, np.inf, 1.0, 0.0, np.nan, np.nan], np.float32)
+    line = (f"VECTOR vbinary op={op} dst=UB[0x008000+32] a=UB[0x000000+32] b=UB[0x001000+32] "
+            "dims=[8] dst_strides=[1] a_strides=[1] b_strides=[1]")  # fmt: skip
+    y = _vector_program({"a": a, "b": b}, line, (8,))["y"]
+    np.testing.assert_array_equal(y, BREF[op](a, b).astype(np.float32))
+
+
+def test_vbinary_masks_select_non_finite_values_exactly():
+    a = np.array([np.inf, np.nan, -np.inf, 2.5, np.nan, np.inf], np.float32)
+    c = np.array([1.0, 1.0, 0.0, 0.0, 0.0, 1.0], np.float32)
+    for op, want in (
+        ("mask", [np.inf, np.nan, 0, 0, 0, np.inf]),
+        ("maskn", [0, 0, -np.inf, 2.5, np.nan, 0]),
+    ):
+        line = (f"VECTOR vbinary op={op} dst=UB[0x008000+24] a=UB[0x000000+24] b=UB[0x001000+24] "
+                "dims=[6] dst_strides=[1] a_strides=[1] b_strides=[1]")  # fmt: skip
+        y = _vector_program({"a": a, "c": c}, line, (6,))["y"]
+        np.testing.assert_array_equal(y, np.array(want, np.float32))
+
+
+def test_vunary_rounding_to_half_and_bfloat16_ties_to_even_and_overflows():
+    x = np.array([1 + 2**-11, 1 + 3 * 2**-11, 65520.0, -1e5, np.nan, 1 + 2**-8, 1 + 3 * 2**-8, 3.4e38],
+                 np.float32)  # fmt: skip
+    for op, want in (("f16", [1.0, 1 + 2**-9, np.inf, -np.inf, np.nan, 1 + 2**-8, 1 + 3 * 2**-8, np.inf]),
+                     ("bf16", [1.0, 1.0, 65536.0, -99840.0, np.nan, 1.0, 1 + 2**-6, np.inf])):  # fmt: skip
+        line = (f"VECTOR vunary op={op} dst=UB[0x008000+32] src=UB[0x000000+32] dims=[8] "
+                "dst_strides=[1] src_strides=[1]")  # fmt: skip
+        y = _vector_program({"x": x}, line, (8,))["y"]
+        np.testing.assert_array_equal(y, np.array(want, np.float32))
 
 
 @pytest.mark.parametrize("op", ["sum", "max", "min"])

@@ -163,6 +163,39 @@ def test_resize(attrs):
     run("Resize", {"x": (1, 2, 4, 6)}, attrs, consts={"roi": np.zeros(0, np.float32), "s": scales})
 
 
+TF_CROP = {"coordinate_transformation_mode": "tf_crop_and_resize"}
+
+
+@pytest.mark.parametrize(
+    ("attrs", "roi"),
+    [
+        ({"mode": "linear"}, [0, 0, 0.4, 0.6, 1, 1, 0.6, 0.8]),  # an unchanged size, cropped
+        ({"mode": "nearest", "extrapolation_value": 2.5}, [0, 0, 0.4, 0.6, 1, 1, 1.15, 1.7]),
+        ({"mode": "cubic", "extrapolation_value": -1.0}, [0, 0, -0.3, 0.1, 1, 1, 0.9, 1.4]),
+        ({"mode": "linear", "axes": [3, 2], "extrapolation_value": 7.0}, [-0.2, 0.1, 0.7, 1.3]),
+        ({"mode": "nearest", "axes": [1, 3]}, [0.25, 0.1, 0.75, 0.9]),
+    ],
+)
+def test_resize_tf_crop_and_resize(attrs, roi):
+    sizes = [5, 3] if "axes" in attrs else [2, 3, 5, 3]
+    consts = {"roi": np.array(roi, np.float32), "": None, "sizes": np.array(sizes, np.int64)}
+    run(
+        "Resize",
+        {"x": (2, 3, 4, 6)},
+        {**TF_CROP, **attrs},
+        consts=consts,
+        order=["x", "roi", "", "sizes"],
+    )
+
+
+def test_resize_tf_crop_and_resize_scales():
+    consts = {
+        "roi": np.array([0.1, 0.2, 0.8, 0.9], np.float32),
+        "s": np.array([2, 0.5], np.float32),
+    }
+    run("Resize", {"x": (1, 2, 4, 6)}, {**TF_CROP, "axes": [2, 3]}, consts=consts)
+
+
 @pytest.mark.parametrize(
     "attrs",
     [
@@ -179,6 +212,21 @@ def test_conv_transpose(attrs):
         attrs,
         consts={"w": w, "b": np.arange(3 * attrs.get("group", 1), dtype=np.float32)},
     )
+
+
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        {},
+        {"strides": [2, 1, 2], "pads": [1, 0, 0, 0, 1, 1], "output_padding": [1, 0, 1]},
+        {"group": 2, "dilations": [2, 1, 2]},
+    ],
+)
+def test_conv_transpose_3d(attrs):
+    group = attrs.get("group", 1)
+    w = np.random.default_rng(2).standard_normal((4, 3, 3, 2, 2)).astype(np.float32)
+    consts = {"w": w, "b": np.arange(3 * group, dtype=np.float32)}
+    run("ConvTranspose", {"x": (2, 4, 3, 4, 5)}, attrs, consts=consts)
 
 
 def test_pool_ceil_follows_onnxruntime():

@@ -122,11 +122,7 @@ def test_maxpool_dilated():
     check(_pool_model(helper.make_node("MaxPool", ["x"], ["out"], **attrs), (1, 2, 12, 12)))
 
 
-AVGPOOLS = [(*case, 0) for case in POOLS] + [
-    (*case, 1)
-    for case in POOLS
-    if not case[1].get("ceil_mode")  # the frontend rejects these
-]
+AVGPOOLS = [(*case, include_pad) for case in POOLS for include_pad in (0, 1)]
 
 
 @pytest.mark.parametrize("shape,attrs,include_pad", AVGPOOLS)
@@ -135,27 +131,48 @@ def test_avgpool(shape, attrs, include_pad):
     check(_pool_model(node, shape))
 
 
+POOLS_3D = [
+    # shape, attrs (count_include_pad for AveragePool comes from the test)
+    ((1, 2, 6, 7, 8), dict(kernel_shape=[2, 2, 2])),
+    ((2, 3, 7, 9, 8), dict(kernel_shape=[3, 2, 3], strides=[2, 1, 2], pads=[1, 0, 1, 1, 1, 0])),
+    ((1, 1, 12, 12, 12), dict(kernel_shape=[3, 3, 3], strides=[3, 3, 3], dilations=[2, 2, 2],
+                              ceil_mode=1)),
+    ((1, 2, 9, 8, 10), dict(kernel_shape=[2, 3, 2], strides=[2, 2, 3], pads=[1, 1, 0, 0, 1, 1],
+                            ceil_mode=1)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("shape,attrs", POOLS_3D)
+@pytest.mark.parametrize("op,include_pad", [("MaxPool", None), ("AveragePool", 0),
+                                            ("AveragePool", 1)])  # fmt: skip
+def test_pool_3d(shape, attrs, op, include_pad):
+    extra = {} if include_pad is None else {"count_include_pad": include_pad}
+    check(_pool_model(helper.make_node(op, ["x"], ["out"], **attrs, **extra), shape, opset=19))
+
+
 def test_maxpool_bigger_than_ub():
     node = helper.make_node("MaxPool", ["x"], ["out"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
     check(_pool_model(node, (2, 8, 64, 80)))  # 81920 elements
 
 
-def _pool_model(node, shape):
+def _pool_model(node, shape, opset=OPSET):
     graph = helper.make_graph(
         [node],
         "pool",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
         [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 8
     return onnx.shape_inference.infer_shapes(model, strict_mode=True)
 
 
 @pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])
-@pytest.mark.parametrize("shape", [(2, 3, 5, 7), (1, 16, 1, 1), (1, 2, 200, 200)])
+@pytest.mark.parametrize(
+    "shape", [(2, 3, 5, 7), (1, 16, 1, 1), (1, 2, 200, 200), (2, 3, 4, 5, 6), (2, 3, 7)]
+)
 def test_global_pool(op, shape):
-    check(make_model(op, {"x": shape}, (*shape[:2], 1, 1)))
+    check(make_model(op, {"x": shape}, (*shape[:2], *(1,) * (len(shape) - 2))))
 
 
 # ------------------------------------------------------------------------- softmax, LRN

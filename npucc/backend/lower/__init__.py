@@ -55,7 +55,7 @@ def lower_graph(
     for name in graph.inputs:
         t = graph.tensors[name]
         program.add_tensor(name, "input", t.shape, dtype=t.dtype)
-        program.io.append(IoBinding("input", name, name, graph.tensors[name].shape))
+        program.io.append(IoBinding("input", name, name, t.shape, t.dtype))
     with progress.task("lower-tiles", len(graph.layers)) as bar:
         for index, layer in enumerate(graph.layers):
             if bar is not None and index % 8 == 0:
@@ -63,7 +63,8 @@ def lower_graph(
             _lower_layer(lctx, layer, (placement or {}).get(layer.name, every_core))
     for name in graph.outputs:
         lctx.ddr(name)
-        program.io.append(IoBinding("output", name, program.key(name), graph.tensors[name].shape))
+        t = graph.tensors[name]
+        program.io.append(IoBinding("output", name, program.key(name), t.shape, t.dtype))
     if builder.open_buffers():
         raise AssertionError(f"lowering left buffers open: {builder.open_buffers()[:5]}")
     program.cross_edges = tracker.cross_edges

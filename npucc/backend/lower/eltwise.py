@@ -1,4 +1,4 @@
-"""Vector lowerings of element-wise ops: binary ops with numpy broadcasting, and unary ops.
+"""Vector lowerings of element-wise ops: binary ops and where with numpy broadcasting, unary ops.
 
 A binary op is tiled over its (coalesced) output and reads a broadcast operand through stride-0
 patterns: a small one is loaded whole, once for the layer; a large one tile by tile, only the
@@ -27,11 +27,14 @@ from npucc.backend.lower.layout import (
     store,
 )
 from npucc.ir.graph import Layer
-from npucc.ir.isa import BufRef, DdrRef, VBinary, VUnary
+from npucc.ir.isa import COMPARE_OPS, BufRef, DdrRef, VBinary, VUnary
 
 # unary ops lowered one-to-one onto a VUnary without scalars: relu is canonical; the others
 # (isa.UNARY_OPS names) are ready for the frontend to map Exp, Sigmoid, Tanh, ... onto
-PLAIN_UNARY = ("relu", "exp", "neg", "sqrt", "recip", "tanh", "erf", "sigmoid", "abs", "log")
+PLAIN_UNARY = (
+    "relu", "exp", "neg", "sqrt", "recip", "tanh", "erf", "sigmoid", "abs", "log", "not", "f16",
+    "bf16",
+)  # fmt: skip
 SCALAR_UNARY = ("muls", "adds", "pows")  # one scalar operand: attrs["scalar"]
 SQRT1_2 = 0.7071067811865476
 SQRT_2_PI = 0.7978845608028654
@@ -80,22 +83,18 @@ class _Operand:
         return buf, _ub_strides(sizes, self.strides)
 
 
-@lowering("add", "sub", "mul", "div", "max", "min", "pow")
-def lower_binary(ctx: LowerContext, layer: Layer) -> None:
-    """out = a op b with numpy broadcasting, then the fused activation.
+def _operands(ctx: LowerContext, layer: Layer) -> tuple[Dims, Dims, list[_Operand], int]:
+    """Coalesced output dims and strides, the inputs as operands, and the per-tile budget.
 
-    A broadcast operand of at most 1/4 of the tile budget is loaded whole, once; the other
-    operands are loaded tile by tile, and the result overwrites a non-broadcast operand's tile.
+    A broadcast operand of at most 1/4 of the tile budget is loaded whole, once (its buffer
+    comes out of the budget); the caller frees those buffers after the last tile.
     """
-    out = layer.outputs[0]
-    shape = ctx.shape(out)
-    if math.prod(shape) == 0:
-        return
+    shape = ctx.shape(layer.outputs[0])
     raw = [broadcast_strides(ctx.shape(name), shape) for name in layer.inputs]
     dims, (out_strides, *strides) = coalesce(shape, row_major_strides(shape), *raw)
     ops = [
         _Operand(ctx.ddr(name), st, f"{layer.name}.{tag}")
-        for name, st, tag in zip(layer.inputs, strides, "ab", strict=True)
+        for name, st, tag in zip(layer.inputs, strides, "abc", strict=False)
     ]
     cap = budget(ctx)
     for o, name in zip(ops, layer.inputs, strict=True):
@@ -104,13 +103,30 @@ def lower_binary(ctx: LowerContext, layer: Layer) -> None:
         if len(ctx.cores) == 1 and not o.full() and elems <= budget(ctx) // 4:
             o.whole = load(ctx, o.ref, (elems,), (1,), o.name)
             cap -= elems
+    return dims, out_strides, ops, cap
+
+
+def _free_wholes(ctx: LowerContext, ops: list[_Operand]) -> None:
+    for buf in dict.fromkeys(o.whole for o in ops if o.whole is not None):
+        ctx.builder.free(buf)
+
+
+@lowering("add", "sub", "mul", "div", "max", "min", "pow", *COMPARE_OPS, "mask", "maskn")
+def lower_binary(ctx: LowerContext, layer: Layer) -> None:
+    """out = a op b with numpy broadcasting, then the fused activation.
+
+    Broadcast operands are loaded whole or tile by tile (see `_operands`), and the result
+    overwrites a non-broadcast operand's tile.
+    """
+    if math.prod(ctx.shape(layer.outputs[0])) == 0:
+        return
+    dims, out_strides, ops, cap = _operands(ctx, layer)
     tiled = [o for o in ops if o.whole is None]
     per_tile = len(tiled) + (0 if any(o.full() for o in tiled) else 1)
     for box in boxes(dims, cap // per_tile):
         ctx.next_tile()
-        _binary_tile(ctx, layer, ops, box, ctx.ddr(out), out_strides)
-    for buf in dict.fromkeys(o.whole for o in ops if o.whole is not None):
-        ctx.builder.free(buf)
+        _binary_tile(ctx, layer, ops, box, ctx.ddr(layer.outputs[0]), out_strides)
+    _free_wholes(ctx, ops)
 
 
 def _binary_tile(
@@ -134,6 +150,37 @@ def _binary_tile(
     store(ctx, dst.at(offset(box[0], out_strides)), res, sizes, out_strides)
     for buf in dict.fromkeys((res, *loaded)):
         ctx.builder.free(buf)
+
+
+@lowering("where")
+def lower_where(ctx: LowerContext, layer: Layer) -> None:
+    """out = x where c != 0, else y (numpy broadcasting): mask(x, c) + maskn(y, c) per tile.
+
+    Exact for every value, inf and NaN included, except that a selected -0.0 becomes +0.0.
+    """
+    if math.prod(ctx.shape(layer.outputs[0])) == 0:
+        return
+    dims, out_strides, ops, cap = _operands(ctx, layer)
+    c, x, y = ops
+    per_tile = sum(o.whole is None for o in ops) + (not x.full()) + (not y.full())
+    bld, dst = ctx.builder, ctx.ddr(layer.outputs[0])
+    for box in boxes(dims, cap // per_tile):
+        ctx.next_tile()
+        sizes = box[1]
+        elems = math.prod(sizes)
+        dense = row_major_strides(sizes)
+        (cb, c_st), (xb, x_st), (yb, y_st) = (o.fetch(ctx, box) for o in ops)
+        res = xb if x.full() else bld.alloc("UB", elems, f"{layer.name}.out")
+        other = yb if y.full() else bld.alloc("UB", elems, f"{layer.name}.else")
+        bld.emit(VBinary("mask", res, xb, cb, sizes, dense, x_st, c_st))
+        bld.emit(VBinary("maskn", other, yb, cb, sizes, dense, y_st, c_st))
+        bld.emit(VBinary("add", res, res, other, sizes, dense, dense, dense))
+        apply_activation(ctx, res, elems, layer.attrs)
+        store(ctx, dst.at(offset(box[0], out_strides)), res, sizes, out_strides)
+        loaded = [buf for o, buf in zip(ops, (cb, xb, yb), strict=True) if o.whole is None]
+        for buf in dict.fromkeys((res, other, *loaded)):
+            bld.free(buf)
+    _free_wholes(ctx, ops)
 
 
 @lowering("clip", *PLAIN_UNARY, *SCALAR_UNARY)

@@ -81,10 +81,16 @@ def _taps(out: int, stride: int, pad: int, k: int, dil: int, lo: int, hi: int) -
     return ((pos >= lo) & (pos < hi)).sum(axis=1)
 
 
-def _divisor(g: PoolGeom, include_pad: bool) -> np.ndarray:
-    """Taps each output pixel averages over: [oh, ow] (padding counted when include_pad)."""
+def _divisor(g: PoolGeom, include_pad: bool, ceil_pads: tuple[int, int]) -> np.ndarray:
+    """Taps each output pixel averages over: [oh, ow].
+
+    With include_pad the padding counts, except the bottom/right `ceil_pads` of ceil_mode.
+    """
     pt, pl, pb, pr = g.pads
-    lo_h, hi_h, lo_w, hi_w = (-pt, g.h + pb, -pl, g.w + pr) if include_pad else (0, g.h, 0, g.w)
+    cb, cr = ceil_pads
+    lo_h, hi_h, lo_w, hi_w = (
+        (-pt, g.h + pb - cb, -pl, g.w + pr - cr) if include_pad else (0, g.h, 0, g.w)
+    )
     rows = _taps(g.oh, g.sh, pt, g.kh, g.dh, lo_h, hi_h)
     cols = _taps(g.ow, g.sw, pl, g.kw, g.dw, lo_w, hi_w)
     return np.maximum(np.outer(rows, cols), 1).astype(np.float32)
@@ -96,7 +102,8 @@ class _Scale:
     __slots__ = ("factor", "table", "ow")
 
     def __init__(self, ctx: LowerContext, layer: Layer, g: PoolGeom) -> None:
-        counts = _divisor(g, bool(layer.attrs.get("count_include_pad", 0)))
+        include_pad = bool(layer.attrs.get("count_include_pad", 0))
+        counts = _divisor(g, include_pad, layer.attrs.get("ceil_pads", (0, 0)))
         self.ow = g.ow
         self.factor = 1.0 / float(counts.flat[0])
         self.table: DdrRef | None = None
@@ -212,9 +219,9 @@ def _fill_window(
 
 @lowering("globalavgpool", "globalmaxpool")
 def lower_global_pool(ctx: LowerContext, layer: Layer) -> None:
-    """Reduce each (image, channel) plane: rows of the [n*c, h*w] view, chunked when long."""
-    n, c, h, w = ctx.shape(layer.inputs[0])
-    planes, size = n * c, h * w
+    """Reduce each (image, channel) plane: rows of the [n*c, spatial] view, chunked when long."""
+    n, c, *spatial = ctx.shape(layer.inputs[0])
+    planes, size = n * c, math.prod(spatial)
     cap = budget(ctx)
     if cap < 3:
         raise ctx.fit_error(layer, "UB", 3)

@@ -13,6 +13,9 @@ from npucc.target import Target
 
 INDEX_DTYPE = "i64"  # the element type of index inputs (token ids read by `gather`)
 INDEX_BYTES = 8
+# element types of model inputs and outputs held as float32 in DDR: the runtime converts them
+# on load and read (float16 and bfloat16 exactly; a double input rounds to float32)
+HOST_FLOATS = ("f16", "bf16", "f64")
 
 
 @dataclass(slots=True)
@@ -23,7 +26,7 @@ class DdrTensor:
     role: str  # const | input | temp
     shape: tuple[int, ...]  # logical shape (f32 elements)
     data: np.ndarray | None = None  # contents of a const
-    dtype: str = "f32"  # the target dtype, or i64 (an input of indices, 8 bytes an element)
+    dtype: str = "f32"  # the target dtype; i64 (an input of indices) or a HOST_FLOATS input
 
     @property
     def elems(self) -> int:
@@ -52,6 +55,7 @@ class IoBinding:
     name: str  # the model's tensor name
     key: str  # DdrTensor key
     shape: tuple[int, ...]  # shape the model declares
+    dtype: str = "f32"  # the model's element type (f32, i64 or HOST_FLOATS)
 
 
 class TiledProgram:
@@ -80,10 +84,11 @@ class TiledProgram:
         data: np.ndarray | None = None,
         dtype: str = "f32",
     ) -> DdrTensor:
-        """Create a DDR tensor (a const needs `data` of that shape; only inputs may be i64)."""
+        """Create a DDR tensor (a const needs `data` of that shape; only inputs may be i64 or
+        HOST_FLOATS)."""
         if key in self.tensors or key in self.aliases:
             raise ValueError(f"duplicate DDR tensor {key!r}")
-        if dtype not in ("f32", INDEX_DTYPE) or (dtype == INDEX_DTYPE and role != "input"):
+        if dtype not in ("f32", INDEX_DTYPE, *HOST_FLOATS) or (dtype != "f32" and role != "input"):
             raise NpuccError(f"tensor '{key}': unsupported {role} element type {dtype}")
         nbytes = math.prod(shape) * (
             INDEX_BYTES if dtype == INDEX_DTYPE else self.target.elem_bytes
