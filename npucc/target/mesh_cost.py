@@ -229,13 +229,13 @@ def _span(a0: int, an: int, b0: int, bn: int) -> float:
 class LinkLoad:
     """Bytes on every directed mesh link under XY routing (rectangle-level spreading)."""
 
-    __slots__ = ("east", "west", "north", "south")
+    __slots__ = ("load", "east", "west", "north", "south")
 
     def __init__(self, rows: int, cols: int) -> None:
-        self.east = np.zeros((rows, max(cols - 1, 1)))
-        self.west = np.zeros_like(self.east)
-        self.south = np.zeros((cols, max(rows - 1, 1)))
-        self.north = np.zeros_like(self.south)
+        side, across, along = max(rows, cols), max(cols - 1, 1), max(rows - 1, 1)
+        self.load = np.zeros((4, side, max(across, along)))  # one array: one max for the peak
+        self.east, self.west = self.load[0, :rows, :across], self.load[1, :rows, :across]
+        self.south, self.north = self.load[2, :cols, :along], self.load[3, :cols, :along]
 
     def _x(self, y0: int, y1: int, xa: int, xb: int, per_row: float) -> None:
         if xb > xa:
@@ -265,25 +265,17 @@ class LinkLoad:
 
     def peak(self) -> float:
         """Bytes on the most loaded link."""
-        return float(max(self.east.max(), self.west.max(), self.north.max(), self.south.max()))
+        return float(self.load.max())
 
 
-def _placement(steps: tuple[Step, ...], n: int) -> tuple[list[int], list[Rect], list[int]]:
-    step_of = [-1] * n
-    rect_of: list[Rect] = [Rect(0, 0, 1, 1)] * n
-    group_of = [-1] * n
+def loop_bounds(steps: tuple[Step, ...]) -> list[tuple[int, int]]:
+    """First and end step of every sub-batch loop, in order."""
+    out: list[tuple[int, int]] = []
     for s, step in enumerate(steps):
-        for g, group in enumerate(step.groups):
-            for layer in group.layers:
-                step_of[layer], rect_of[layer], group_of[layer] = s, group.rect, g
-    return step_of, rect_of, group_of
-
-
-def loops(steps: tuple[Step, ...]) -> list[int]:
-    """Loop id of every step: the index of the first step of its sub-batch loop."""
-    out: list[int] = []
-    for s, step in enumerate(steps):
-        out.append(out[-1] if step.loop and s else s)
+        if step.loop and s:
+            out[-1] = (out[-1][0], s + 1)
+        else:
+            out.append((s, s + 1))
     return out
 
 
@@ -312,74 +304,99 @@ def plan_edp(p: MeshParams, wl: Workload, steps: tuple[Step, ...], cache: dict) 
 def step_costs(
     p: MeshParams, wl: Workload, steps: tuple[Step, ...], cache: dict | None = None
 ) -> list[Cost]:
-    """Cost of every step of a plan (including the sub-batch loop it sits in)."""
-    n = len(wl.layers)
-    step_of, rect_of, group_of = _placement(steps, n)
-    loop_of = loops(steps)
-    size = [0] * len(steps)  # steps per loop (at the loop's first step)
-    for lid in loop_of:
-        size[lid] += 1
-    eb, batch, sram = p.elem_bytes, wl.batch, KEEP_FRACTION * p.sram_per_core
-    # where each consumer step finds a tensor: on chip (same loop, or the next step) or DRAM
-    on_chip: list[frozenset[int]] = [frozenset()] * n
-    to_dram = [False] * n
-    for i, layer in enumerate(wl.layers):
-        s = step_of[i]
-        lid = loop_of[s]
-        capacity = sram * rect_of[i].cores
-        whole = layer.out * eb * batch <= capacity
-        per_iter = layer.out * eb * batch <= capacity * steps[s].nsub
-        kept, dram = set(), layer.is_output
-        for c in wl.consumers[i]:
-            t = step_of[c]
-            if t <= s:
-                continue
-            if (size[lid] > 1 and loop_of[t] == lid and per_iter) or (t == s + 1 and whole):
-                kept.add(t)
-            else:
-                dram = True
-        on_chip[i], to_dram[i] = frozenset(kept), dram
-    resident: dict[int, bool] = {}  # loop id -> its weights stay on chip for all sub-batches
-    for lid in set(loop_of):
-        if size[lid] > 1:
-            body = steps[lid : lid + size[lid]]
-            w = sum(wl.layers[i].weights for st in body for i in _layers(st))
-            resident[lid] = w * eb <= sram * p.rows * p.cols
+    """Cost of every step of a (safe) plan, including the sub-batch loop it sits in."""
+    memo: dict = {} if cache is None else cache
     out: list[Cost] = []
-    for s, step in enumerate(steps):
-        sources: dict[int, int] = {}
+    for a, b in loop_bounds(steps):
+        out.extend(loop_costs(p, wl, steps, a, b, memo))
+    return out
+
+
+def loop_costs(
+    p: MeshParams, wl: Workload, steps: tuple[Step, ...], a: int, b: int, cache: dict
+) -> list[Cost]:
+    """Costs of steps a..b-1, one sub-batch loop of a (safe) plan.
+
+    They are the same in every plan with the same groups in the step before the loop (their
+    tensors may stay on chip for the loop's first step) and after it (the last step's may
+    stay on chip for it), so `cache` memoises them per loop as well as per step.
+    """
+    n = len(steps)
+    key = (steps[a - 1].groups if a else None, steps[a:b], steps[b].groups if b < n else None)
+    costs = cache.get(key)
+    if costs is None:
+        costs = cache[key] = _loop_costs(p, wl, steps, a, b, cache)
+    return costs
+
+
+def _loop_costs(
+    p: MeshParams, wl: Workload, steps: tuple[Step, ...], a: int, b: int, memo: dict
+) -> list[Cost]:
+    """Costs of steps a..b-1, one sub-batch loop; producers before step a-1 and consumers
+    after step b exchange their tensors through DRAM (plans are safe)."""
+    where: dict[int, tuple[int, Rect, int]] = {}  # layer -> step, rectangle, group
+    for s in range(max(a - 1, 0), min(b + 1, len(steps))):
+        for g, group in enumerate(steps[s].groups):
+            for i in group.layers:
+                where[i] = (s, group.rect, g)
+    eb, batch, sram = p.elem_bytes, wl.batch, KEEP_FRACTION * p.sram_per_core
+    looped = b - a > 1
+    weights = sum(wl.layers[i].weights for step in steps[a:b] for i in _layers(step))
+    mode = (looped, looped and weights * eb <= sram * p.rows * p.cols)
+    layers, consumers, nowhere = wl.layers, wl.consumers, (b + 1, p.whole, -1)
+
+    def kept(i: int, s: int, t: int) -> bool:
+        """Layer i's output (step s) stays on chip until step t: one sub-batch of it fits
+        when both steps are in this loop, the whole batch when t is the next step."""
+        nbytes, capacity = layers[i].out * eb * batch, sram * where[i][1].cores
+        in_loop = looped and a <= s and t < b
+        return (in_loop and nbytes <= capacity * steps[s].nsub) or (
+            t == s + 1 and nbytes <= capacity
+        )
+
+    out: list[Cost] = []
+    for s in range(a, b):
+        step = steps[s]
+        places: dict[int, tuple[int, Rect, int]] = {}
+        to_dram: dict[int, bool] = {}
         for group in step.groups:
             for i in group.layers:
-                for src, _ in wl.layers[i].inputs:
-                    if step_of[src] == s:
-                        sources[src] = ON_STEP
-                    elif s in on_chip[src]:
-                        sources[src] = ON_CHIP
+                for src, _ in layers[i].inputs:
+                    t, rect, g = where.get(src, nowhere)  # not in the window: in DRAM
+                    if t == s:
+                        places[src] = (ON_STEP, rect, g)
+                    elif t < s and kept(src, t, s):
+                        places[src] = (ON_CHIP, rect, -1)
                     else:
-                        sources[src] = IN_DRAM
-        flags = tuple(to_dram[i] for group in step.groups for i in group.layers)
-        lid = loop_of[s]
-        mode = (size[lid] > 1, resident.get(lid, False))
-        # the step's cached hash stands for the step: int keys compare fast
-        key = (step.key, tuple(sorted(sources.items())), flags, mode)
-        cost = cache.get(key) if cache is not None else None
+                        places[src] = (IN_DRAM, rect, -1)
+                dram = layers[i].is_output
+                for c in consumers[i]:
+                    t = where.get(c, nowhere)[0]  # not in the window: after it
+                    if t > s and not kept(i, s, t):
+                        dram = True
+                to_dram[i] = dram
+        # an on-chip input's cost depends on where its producer sits
+        sources = tuple(
+            sorted(
+                (src, kind, rect if kind == ON_CHIP else None)
+                for src, (kind, rect, _) in places.items()
+            )
+        )
+        key = (step.groups, step.nsub, sources, tuple(to_dram.values()), mode)
+        cost = memo.get(key)
         if cost is None:
-            places = {
-                src: (kind, rect_of[src], group_of[src] if kind == ON_STEP else -1)
-                for src, kind in sources.items()
-            }
-            to = dict(zip(_layers(step), flags, strict=True))
-            if mode[0]:  # one sub-batch per loop iteration; weights once if resident
+            if looped:  # one sub-batch per loop iteration; weights once if resident
                 sub = batch // step.nsub
-                first = _step_cost(p, wl, step.groups, places, to, sub, 1, 1)
+                first = _step_cost(p, wl, step.groups, places, to_dram, sub, 1, 1)
                 cost = Cost()
                 cost.add(first)
-                again = _step_cost(p, wl, step.groups, places, to, sub, 1, 0 if mode[1] else 1)
+                again = (
+                    _step_cost(p, wl, step.groups, places, to_dram, sub, 1, 0) if mode[1] else first
+                )
                 cost.add(again, step.nsub - 1)
             else:
-                cost = _step_cost(p, wl, step.groups, places, to, batch, step.nsub, -1)
-            if cache is not None:
-                cache[key] = cost
+                cost = _step_cost(p, wl, step.groups, places, to_dram, batch, step.nsub, -1)
+            memo[key] = cost
         out.append(cost)
     return out
 

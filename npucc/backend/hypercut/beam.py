@@ -6,14 +6,23 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from npucc import progress
 from npucc.backend.hypercut.gridcut import cut_many
 from npucc.backend.hypercut.hypergraph import Hypergraph
 from npucc.backend.hypercut.partition import k_range, partition
 from npucc.backend.hypercut.placement import place
-from npucc.target.mesh_cost import Group, MeshParams, Rect, Step, Workload, plan_edp
+from npucc.target.mesh_cost import (
+    Cost,
+    Group,
+    MeshParams,
+    Rect,
+    Step,
+    Workload,
+    loop_costs,
+    plan_edp,
+)
 
 Plan = tuple[Step, ...]
 
@@ -56,6 +65,7 @@ class BeamSearch:
         self._steps: dict = {}  # step-cost memo of the cost model
         self.best: tuple[float, Plan] | None = None  # best complete plan seen
         self.evaluations = 0
+        self._layer_work = [layer.macs + layer.vops for layer in wl.layers]
 
     def edp(self, plan: Plan) -> float:
         """EDP of a complete plan (memoised)."""
@@ -64,6 +74,10 @@ class BeamSearch:
             value = self._score[plan] = plan_edp(self.params, self.wl, plan, self._steps)
             self.evaluations += 1
         return value
+
+    def loop_costs(self, plan: Plan, a: int, b: int) -> list[Cost]:
+        """Costs of the steps of loop a..b-1 of a complete plan, as `edp` prices them."""
+        return loop_costs(self.params, self.wl, plan, a, b, self._steps)
 
     def score(self, plan: Plan) -> float:
         """EDP of a partial plan's default completion (an achievable bound on its subtree's
@@ -182,7 +196,8 @@ class BeamSearch:
         return children
 
     def _work(self, layers: tuple[int, ...]) -> float:
-        return float(sum(self.wl.layers[i].macs + self.wl.layers[i].vops for i in layers))
+        """MACs plus vector operations of some layers (per sample)."""
+        return float(sum(self._layer_work[i] for i in layers))
 
     def _cut(
         self, plan: Plan, s: int, rect: Rect, parts: list[tuple[int, ...]]
@@ -236,7 +251,12 @@ class BeamSearch:
                     break
                 beam = self._select(open_)
         found = min([*done, *([self.best[1]] if self.best else [])], key=self.edp)
-        tuned = (tune_loops(p, self.edp, self.splits) for p in dict.fromkeys((found, sequential)))
+        # a subclass pricing plans its own way (another `edp`) tunes through its `edp`
+        by_loops = self.loop_costs if type(self).edp is BeamSearch.edp else None
+        tuned = (
+            tune_loops(p, self.edp, self.splits, by_loops)
+            for p in dict.fromkeys((found, sequential))
+        )
         return min(tuned, key=self.edp)
 
     def _select(self, plans: list[Plan]) -> list[Plan]:
@@ -264,32 +284,84 @@ class BeamSearch:
         return chosen + diverse + sorted(explore, key=self.score)
 
 
-def tune_loops(plan: Plan, edp: Callable[[Plan], float], splits: list[int]) -> Plan:
+def tune_loops(
+    plan: Plan,
+    edp: Callable[[Plan], float],
+    splits: list[int],
+    loop_costs: Callable[[Plan, int, int], list[Cost]] | None = None,
+) -> Plan:
     """Greedy last pass over sub-batch loops: change a loop's sub-batch count, join a step
-    to the previous loop or split it off, while the EDP improves."""
+    to the previous loop or split it off, while the EDP improves.
+
+    With `loop_costs` (the costs of the steps of loop a..b-1 of a plan, as `edp` prices
+    them) a move re-prices only the loops it changes; the moves, EDPs and result are the same.
+    """
+    if loop_costs is not None:
+        return _tune_by_loops(plan, loop_costs, splits)
     current, improved = edp(plan), True
     while improved:
         improved = False
         for s in range(len(plan)):
-            for child in _loop_moves(plan, s, splits):
+            for _, _, child in _loop_moves(plan, s, splits):
                 value = edp(child)
                 if value < current:
                     plan, current, improved = child, value, True
     return plan
 
 
-def _loop_moves(plan: Plan, s: int, splits: list[int]) -> list[Plan]:
-    """Plans one loop move away at step s."""
+def _tune_by_loops(
+    plan: Plan, loop_costs: Callable[[Plan, int, int], list[Cost]], splits: list[int]
+) -> Plan:
+    """`tune_loops` pricing a move from its parent's step costs and its changed loops."""
+    energy, latency = _figures(plan, loop_costs, 0, len(plan))
+    current, improved = sum(energy) * sum(latency), True
+    while improved:
+        improved = False
+        for s in range(len(plan)):
+            base, base_e, base_l = plan, energy, latency
+            for x, y, child in _loop_moves(base, s, splits):
+                e, lat = _figures(child, loop_costs, x, y)
+                e, lat = base_e[:x] + e + base_e[y:], base_l[:x] + lat + base_l[y:]
+                value = sum(e) * sum(lat)
+                if value < current:
+                    plan, energy, latency, current, improved = child, e, lat, value, True
+    return plan
+
+
+def _figures(
+    plan: Plan, loop_costs: Callable[[Plan, int, int], list[Cost]], x: int, y: int
+) -> tuple[list[float], list[float]]:
+    """Energy and latency of steps x..y-1 (whole loops)."""
+    energy: list[float] = []
+    latency: list[float] = []
+    a = x
+    while a < y:
+        b = a + 1
+        while b < y and plan[b].loop:
+            b += 1
+        for cost in loop_costs(plan, a, b):
+            energy.append(cost.energy_pj)
+            latency.append(cost.latency_cycles)
+        a = b
+    return energy, latency
+
+
+def _loop_moves(plan: Plan, s: int, splits: list[int]) -> list[tuple[int, int, Plan]]:
+    """Plans one loop move away at step s, each with the steps lo..hi-1 it changes (whole
+    loops in both plans)."""
     lid = loop_start(plan, s)
     end = s + 1
     while end < len(plan) and plan[end].loop:
         end += 1
-    out = [_with_nsub(plan, lid, end, n) for n in splits if n != plan[s].nsub and lid == s]
+    out = [
+        (lid, end, _with_nsub(plan, lid, end, n)) for n in splits if n != plan[s].nsub and lid == s
+    ]
     if s and not plan[s].loop:  # join the previous loop, with any sub-batch count
-        joined = plan[:s] + (replace(plan[s], loop=True),) + plan[s + 1 :]
-        out += [_with_nsub(joined, loop_start(plan, s - 1), end, n) for n in splits]
+        joined = plan[:s] + (Step(plan[s].groups, plan[s].nsub, True),) + plan[s + 1 :]
+        lo = loop_start(plan, s - 1)
+        out += [(lo, end, _with_nsub(joined, lo, end, n)) for n in splits]
     elif plan[s].loop:
-        out.append(plan[:s] + (replace(plan[s], loop=False),) + plan[s + 1 :])
+        out.append((lid, end, plan[:s] + (Step(plan[s].groups, plan[s].nsub),) + plan[s + 1 :]))
     return out
 
 
@@ -302,7 +374,10 @@ def loop_start(plan: Plan, s: int) -> int:
 
 def _with_nsub(plan: Plan, start: int, end: int, nsub: int) -> Plan:
     """Steps start..end-1 take `nsub` sub-batches."""
-    mid = tuple(replace(step, nsub=nsub) for step in plan[start:end])
+    mid = tuple(
+        step if step.nsub == nsub else Step(step.groups, nsub, step.loop)
+        for step in plan[start:end]
+    )
     return plan[:start] + mid + plan[end:]
 
 

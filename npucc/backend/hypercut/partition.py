@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cache
 from importlib import resources
 
 import kahypar
@@ -57,9 +58,8 @@ def _kahypar(
 ) -> list[int]:
     """One KaHyPar call; blocks renumbered by first vertex so equal partitions compare equal."""
     graph = kahypar.Hypergraph(n, len(edge_w), offsets, pins, k, edge_w, node_w)
-    ctx = kahypar.Context()
-    with resources.as_file(resources.files(__package__) / CONFIG) as path:
-        ctx.loadINIconfiguration(str(path))
+    ctx = kahypar.Context()  # a context keeps its last block weights: one per call
+    ctx.loadINIconfiguration(_config())
     ctx.setK(k)
     ctx.setEpsilon(epsilon)
     ctx.setSeed(seed)
@@ -68,6 +68,12 @@ def _kahypar(
     blocks = [graph.blockID(v) for v in range(n)]
     order = {b: i for i, b in enumerate(dict.fromkeys(blocks))}
     return [order[b] for b in blocks]
+
+
+@cache
+def _config() -> str:
+    """Path of the INI file (the package lies on the file system)."""
+    return str(resources.files(__package__) / CONFIG)
 
 
 def km1(hg: Hypergraph, assign: list[int]) -> float:
