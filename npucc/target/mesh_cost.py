@@ -65,12 +65,15 @@ class MeshParams:
     core_buffer_pj_per_mac: float  # operand traffic inside a core (L1/L0) per MAC
     noc_pj_bit_hop: float
     dram_pj_bit: float
+    # True: every tensor read more than one pipeline stage later goes through DRAM (SET's
+    # `is_shortcut` accounting); False: only when its waiting sub-batches overflow the SRAM
+    skips_via_dram: bool = False
 
     @classmethod
     def from_target(cls, target: Target, **overrides: Any) -> MeshParams:
         """Read the [mesh] and [energy] sections (and dtype) of a target; overrides win.
 
-        `overrides` name MeshParams fields, each with a value of that field's type (int or float).
+        `overrides` name MeshParams fields, each with a value of that field's type.
         """
         m, e = target.mesh, target.energy
         eb = target.elem_bytes
@@ -422,7 +425,8 @@ def _step_cost(
     energy = {"mac": 0.0, "buffer": 0.0, "noc": 0.0, "dram": 0.0}
     dram_total = noc_hops = 0.0
     stage_time = 0.0
-    deps: dict[int, set[int]] = {g: set() for g in range(len(groups))}
+    depth, skips = _stages(p, wl, groups, sources, batch, nsub)
+    spilled = {src for _, src in skips}  # producers that write a skipped tensor to DRAM
     for g, group in enumerate(groups):
         rect, members = group.rect, set(group.layers)
         macs = sum(wl.layers[i].macs for i in group.layers) * batch
@@ -439,18 +443,16 @@ def _step_cost(
                 seen.add(src)
                 nbytes = elems * eb * batch
                 sram_in += nbytes
-                kind, src_rect, src_group = sources[src]
-                if kind == IN_DRAM:
+                kind, src_rect, _ = sources[src]
+                if kind == IN_DRAM or (g, src) in skips:
                     dram_in += nbytes
                     continue
-                if kind == ON_STEP:
-                    deps[g].add(src_group)
                 links.transfer(src_rect, rect, nbytes)
                 noc_hops += nbytes * rect_hops(src_rect, rect)
             outside = any(c not in members for c in wl.consumers[i])
             if to_dram[i] or outside:
                 sram_out += layer.out * eb * batch
-            if to_dram[i]:
+            if to_dram[i] or i in spilled:
                 dram_out += layer.out * eb * batch
         reloads = weight_loads
         if reloads < 0:
@@ -471,7 +473,7 @@ def _step_cost(
         stage_time = max(stage_time, max(load, comp, store) / nsub)
     energy["noc"] = noc_hops * 8 * p.noc_pj_bit_hop
     energy["dram"] = dram_total * 8 * p.dram_pj_bit
-    pipeline = stage_time * (nsub + _depth(deps) - 1)
+    pipeline = stage_time * (nsub + depth - 1)
     shared = max(dram_total / p.dram_bandwidth, links.peak() / p.noc_bandwidth)
     return Cost(
         energy_pj=sum(energy.values()),
@@ -482,13 +484,42 @@ def _step_cost(
     )
 
 
-def _depth(deps: dict[int, set[int]]) -> int:
-    """Pipeline stages: groups on the longest dependency chain of the step."""
-    memo: dict[int, int] = {}
+def _stages(
+    p: MeshParams,
+    wl: Workload,
+    groups: tuple[Group, ...],
+    sources: dict[int, tuple[int, Rect, int]],
+    batch: int,
+    nsub: int,
+) -> tuple[int, set[tuple[int, int]]]:
+    """Pipeline depth of a step and its (consumer group, producer) edges that go via DRAM."""
+    # A group's stage is 1 + the deepest stage it reads from in this step. A tensor read
+    # d > 1 stages after it is made waits d sub-batch slots in its consumer's SRAM, so
+    # min(d, nsub) sub-batches of it are held there; when they overflow KEEP_FRACTION of
+    # that SRAM, the producer writes the tensor to DRAM and the consumer reads it back.
+    edges: list[tuple[int, int, int, int]] = []  # consumer group, producer, its group, elems
+    deps: dict[int, set[int]] = {g: set() for g in range(len(groups))}
+    for g, group in enumerate(groups):
+        for i in group.layers:
+            for src, elems in wl.layers[i].inputs:
+                kind, _, src_group = sources[src]
+                if kind == ON_STEP and src_group != g:
+                    deps[g].add(src_group)
+                    edges.append((g, src, src_group, elems))
+    stage: dict[int, int] = {}
 
-    def depth(g: int) -> int:
-        if g not in memo:
-            memo[g] = 1 + max((depth(d) for d in deps[g]), default=0)
-        return memo[g]
+    def level(g: int) -> int:
+        if g not in stage:
+            stage[g] = 1 + max((level(d) for d in deps[g]), default=0)
+        return stage[g]
 
-    return max((depth(g) for g in deps), default=1)
+    depth = max((level(g) for g in deps), default=1)
+    skips: set[tuple[int, int]] = set()
+    sub_bytes = p.elem_bytes * batch / nsub
+    for g, src, src_group, elems in edges:
+        distance = stage[g] - stage[src_group]
+        held = min(distance, nsub) * elems * sub_bytes
+        room = KEEP_FRACTION * p.sram_per_core * groups[g].rect.cores
+        if distance > 1 and (p.skips_via_dram or held > room):
+            skips.add((g, src))
+    return depth, skips

@@ -1,5 +1,7 @@
 """Cost model hand-computed cases, loops, safety check, beam search vs baselines, determinism."""
 
+import dataclasses
+
 import pytest
 
 from npucc.backend.hypercut.baselines import (
@@ -20,6 +22,7 @@ from npucc.target.mesh_cost import (
     Workload,
     dram_hops,
     evaluate,
+    rect_hops,
 )
 
 from .conftest import chain
@@ -138,3 +141,44 @@ def test_partial_plan_score_is_its_completion(mesh: MeshParams):
     assert full is not None and len(full) == 8 and all(s.loop for s in full[1:])
     assert search.score(start) == evaluate(mesh, wl, full).edp
     assert search.best is not None and search.best[1] == full
+
+
+def residual(out: int) -> Workload:
+    """a -> b -> c -> d with a shortcut a -> d: `out` elements per sample of a's map."""
+    return Workload(
+        "residual",
+        (
+            LayerLoad("a", 1 << 20, 0, 1000, out, (), 4096, False),
+            LayerLoad("b", 1 << 20, 0, 1000, 4096, ((0, out),), 0, False),
+            LayerLoad("c", 1 << 20, 0, 1000, 4096, ((1, 4096),), 0, False),
+            LayerLoad("d", 0, 4096, 0, 4096, ((0, out), (2, 4096)), 0, True),
+        ),
+        8,
+    )
+
+
+def test_stage_skipping_edge_goes_through_dram_when_it_overflows(mesh: MeshParams):
+    # one step pipelining 8 sub-batches, a layer per 2x8 block of columns: d is 3 stages
+    # after a, so three sub-batches (one sample each) of a's map wait in d's SRAM, which may
+    # hold them in half of its 16 MiB; one element more per sample and they go via DRAM
+    step = (Step(tuple(Group((i,), Rect(2 * i, 0, 2, 8)) for i in range(4)), 8),)
+    eb, half = mesh.elem_bytes, 0.5 * mesh.sram_per_core * 16
+    base = (4096 + 4096) * eb * 8 + 3 * 1000 * eb  # graph input and output, weights
+    for out, skipped in ((int(half / eb) // 3, False), (int(half / eb) // 3 + 1, True)):
+        wl = residual(out)
+        cost = evaluate(mesh, wl, step)
+        # a -> b (one stage) always moves over the NoC; a -> d is written and read back
+        assert cost.dram_bytes == base + (2 * out * eb * 8 if skipped else 0)
+        ab = out * eb * 8 * rect_hops(Rect(0, 0, 2, 8), Rect(2, 0, 2, 8))
+        assert cost.noc_byte_hops > ab
+
+
+def test_set_accounting_sends_every_stage_skipping_edge_through_dram(mesh: MeshParams):
+    # the same step with a shortcut that fits: the capacity rule keeps it on chip, SET's rule
+    # (skips_via_dram) writes it to DRAM and reads it back all the same
+    step = (Step(tuple(Group((i,), Rect(2 * i, 0, 2, 8)) for i in range(4)), 8),)
+    out = 1000
+    wl = residual(out)
+    kept = evaluate(mesh, wl, step)
+    spilled = evaluate(dataclasses.replace(mesh, skips_via_dram=True), wl, step)
+    assert spilled.dram_bytes == kept.dram_bytes + 2 * out * mesh.elem_bytes * 8
