@@ -1,7 +1,15 @@
-"""The search's shortcuts price plans exactly as a fresh evaluation does."""
+"""The search's shortcuts give exactly what the plain computation gives (or never worse)."""
 
-from npucc.backend.hypercut import beam
+import math
+import random
+
+import numpy as np
+
+from npucc.backend.hypercut import baselines, beam, partition
+from npucc.backend.hypercut.baselines import AnnealOptions, anneal
 from npucc.backend.hypercut.beam import BeamOptions, BeamSearch, tune_loops
+from npucc.backend.hypercut.hypergraph import DEST, SOURCE, Hypergraph
+from npucc.backend.hypercut.partition import k_range
 from npucc.target.mesh_cost import MeshParams, Step, evaluate, step_costs
 
 from .conftest import chain
@@ -41,3 +49,100 @@ def test_tuning_by_loops_matches_tuning_by_edp(mesh: MeshParams, monkeypatch):
         by_edp = tune_loops(plan, search.edp, search.splits)
         assert tune_loops(plan, search.edp, search.splits, search.loop_costs) == by_edp
         assert evaluate(mesh, search.wl, by_edp).edp <= evaluate(mesh, search.wl, plan).edp
+
+
+def test_annealing_memos_change_nothing(mesh: MeshParams, monkeypatch):
+    """SA with its run and step memos prices every state bitwise as fresh cuts and costs do."""
+    wl, options = chain(16, batch=8), AnnealOptions(iterations=600, seed=2)
+    segments, plan_edp = baselines.segments_plan, baselines.plan_edp
+
+    def run(fresh: bool) -> tuple[tuple[Step, ...], list[float]]:
+        seen: list[float] = []
+
+        def edp(p, w, plan, cache):
+            value = evaluate(p, w, plan).edp if fresh else plan_edp(p, w, plan, cache)
+            seen.append(value)
+            return value
+
+        def cut(w, p, bounds, nsubs, equal, joins=None, memo=None):
+            return segments(w, p, bounds, nsubs, equal, joins, None if fresh else memo)
+
+        monkeypatch.setattr(baselines, "plan_edp", edp)
+        monkeypatch.setattr(baselines, "segments_plan", cut)
+        return anneal(wl, mesh, options), seen
+
+    memoised, fresh = run(False), run(True)
+    assert len(set(fresh[1])) > 20  # the walk visits many plans
+    assert memoised == fresh
+
+
+def _reference_hypergraph(wl, layers):
+    """Incidence and hyperedge bytes by a scan of every producer (the former construction)."""
+    row = {layer: r for r, layer in enumerate(layers)}
+    columns, weights = [], []
+    for producer, users in enumerate(wl.consumers):
+        col = np.zeros(len(layers), dtype=np.uint8)
+        if producer in row:
+            col[row[producer]] |= SOURCE
+        for c in users:
+            if c in row:
+                col[row[c]] |= DEST
+        if np.count_nonzero(col) >= 2:
+            columns.append(col)
+            weights.append(wl.layers[producer].out * wl.batch)
+    incidence = np.stack(columns, axis=1) if columns else np.zeros((len(layers), 0), np.uint8)
+    return incidence, np.array(weights, dtype=float)
+
+
+def _subsets(n: int, count: int, largest: int) -> list[tuple[int, ...]]:
+    """Random layer subsets (fixed seed), runs and scattered sets."""
+    rng = random.Random(5)
+    out = []
+    for t in range(count):
+        size = rng.randrange(1, largest + 1)
+        if t % 2:
+            lo = rng.randrange(n - size + 1)
+            out.append(tuple(range(lo, lo + size)))
+        else:
+            out.append(tuple(sorted(rng.sample(range(n), size))))
+    return out
+
+
+def test_hypergraph_of_a_subset_equals_the_full_scan():
+    wl = chain(16)
+    for layers in _subsets(16, 60, 16):
+        hg = Hypergraph.from_workload(wl, layers)
+        incidence, weights = _reference_hypergraph(wl, layers)
+        assert np.array_equal(hg.incidence, incidence) and hg.incidence.dtype == np.uint8
+        assert np.array_equal(hg.edge_bytes, weights)
+        offsets, pins = hg.pins()
+        assert pins == [v for e in range(hg.num_edges) for v in np.flatnonzero(incidence[:, e])]
+        assert offsets[-1] == len(pins) and len(offsets) == hg.num_edges + 1
+
+
+def test_exact_partition_is_never_worse_than_kahypar():
+    """On tiny hypergraphs: no more over the block limit, then no more km1, than KaHyPar."""
+    wl = chain(12, batch=2)
+
+    def objective(assign, k, offsets, pins, edge_w, node_w):
+        limit = (1 + 0.1) * math.ceil(sum(node_w) / k)
+        loads = [sum(w for v, w in enumerate(node_w) if assign[v] == b) for b in range(k)]
+        km1 = sum(
+            (len({assign[v] for v in pins[offsets[e] : offsets[e + 1]]}) - 1) * w
+            for e, w in enumerate(edge_w)
+        )
+        return max(0.0, max(loads) - limit), km1
+
+    checked = 0
+    for layers in _subsets(12, 40, partition.EXACT_VERTICES):
+        hg = Hypergraph.from_workload(wl, layers)
+        for k in k_range(hg.num_vertices):
+            if hg.num_edges == 0 or k == hg.num_vertices:
+                continue
+            args = partition.solver_input(hg, k)
+            exact = partition._exact(hg.num_vertices, k, 0.1, 0, *args)
+            kahypar = partition._kahypar(hg.num_vertices, k, 0.1, 0, *args)
+            assert 2 <= len(set(exact)) <= k and exact == partition.partition(hg, k)
+            assert objective(exact, k, *args) <= objective(kahypar, k, *args)
+            checked += 1
+    assert checked > 20

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 from npucc.backend.hypercut.beam import Plan, batch_splits, tune_loops
 from npucc.backend.hypercut.gridcut import allocate, cut_many
-from npucc.target.mesh_cost import Group, LayerLoad, MeshParams, Step, Workload, evaluate
+from npucc.target.mesh_cost import Group, LayerLoad, MeshParams, Step, Workload, evaluate, plan_edp
 
 
 def layer_sequential(wl: Workload, params: MeshParams) -> Plan:
@@ -26,22 +26,52 @@ def segments_plan(
     nsubs: list[int],
     equal: bool,
     joins: list[bool] | None = None,
+    memo: dict | None = None,
 ) -> Plan | None:
     """Consecutive layer runs [bounds[j], bounds[j+1]) as steps; each layer gets a sub-grid
     (equal shares, or shares in proportion to compute); run j joins the previous run's
-    sub-batch loop when joins[j]; None if a run outgrows the mesh."""
+    sub-batch loop when joins[j]; None if a run outgrows the mesh.
+
+    `memo` (owned by the caller, one per workload, params and `equal`) keeps each run's
+    groups and steps, so a search re-cuts only runs it has not seen.
+    """
+    memo = {} if memo is None else memo
     steps = []
     for j, nsub in enumerate(nsubs):
-        layers = range(bounds[j], bounds[j + 1])
+        key = (bounds[j], bounds[j + 1], nsub, bool(joins and joins[j]))
+        step = memo.get(key, ())
+        if step == ():
+            step = memo[key] = _run_step(wl, params, *key, equal, memo)
+        if step is None:
+            return None
+        steps.append(step)
+    return tuple(steps)
+
+
+def _run_step(
+    wl: Workload,
+    params: MeshParams,
+    lo: int,
+    hi: int,
+    nsub: int,
+    join: bool,
+    equal: bool,
+    memo: dict,
+) -> Step | None:
+    """The step of run [lo, hi) (its groups cut once per run and kept in `memo`)."""
+    groups = memo.get((lo, hi), ())
+    if groups == ():
         weights = [
-            1.0 if equal else float(wl.layers[i].macs + wl.layers[i].vops) + 1.0 for i in layers
+            1.0 if equal else float(wl.layers[i].macs + wl.layers[i].vops) + 1.0
+            for i in range(lo, hi)
         ]
         rects = cut_many(params.whole, weights)
-        if rects is None:
-            return None
-        groups = tuple(Group((i,), r) for i, r in zip(layers, rects, strict=True))
-        steps.append(Step(groups, nsub, bool(joins and joins[j])))
-    return tuple(steps)
+        groups = memo[(lo, hi)] = (
+            None
+            if rects is None
+            else tuple(Group((i,), r) for i, r in zip(range(lo, hi), rects, strict=True))
+        )
+    return None if groups is None else Step(groups, nsub, join)
 
 
 MIN_UTIL = 0.75  # SET's floor on a segment's core utilisation (its Cluster::min_util)
@@ -199,11 +229,12 @@ def anneal(wl: Workload, params: MeshParams, options: AnnealOptions) -> Plan:
     n = len(wl.layers)
     splits = batch_splits(wl.batch)
     cache: dict = {}
+    runs_memo: dict = {}  # grid cuts and steps of the runs seen (as the beam's memos)
     state = (list(range(n + 1)), [1] * n, [False] * n)
 
     def cost(b: list[int], s: list[int], j: list[bool]) -> float:
-        plan = segments_plan(wl, params, b, s, False, j)
-        return math.inf if plan is None else math.log(evaluate(params, wl, plan, cache).edp)
+        plan = segments_plan(wl, params, b, s, False, j, runs_memo)
+        return math.inf if plan is None else math.log(plan_edp(params, wl, plan, cache))
 
     current = cost(*state)
     best = (current, state)
@@ -244,7 +275,7 @@ def anneal(wl: Workload, params: MeshParams, options: AnnealOptions) -> Plan:
             state, current = (b, s, j), c
             if c < best[0]:
                 best = (c, state)
-    plan = segments_plan(wl, params, best[1][0], best[1][1], False, best[1][2])
+    plan = segments_plan(wl, params, best[1][0], best[1][1], False, best[1][2], runs_memo)
     assert plan is not None
     return plan
 

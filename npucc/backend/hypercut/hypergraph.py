@@ -29,21 +29,20 @@ class Hypergraph:
         """The hypergraph of `layers` (default: all); hyperedges need two incident vertices."""
         layers = tuple(range(len(wl.layers))) if layers is None else tuple(sorted(layers))
         row = {layer: r for r, layer in enumerate(layers)}
-        columns: list[np.ndarray] = []
+        # only the layers' own outputs and their inputs can touch two of them
+        producers = sorted({*layers, *(p for i in layers for p, _ in wl.layers[i].inputs)})
+        entries: list[tuple[int, int, int]] = []  # row, column, state
         weights: list[int] = []
-        for producer, users in enumerate(wl.consumers):
-            col = np.zeros(len(layers), dtype=np.uint8)
+        for producer in producers:
+            states = {row[c]: DEST for c in wl.consumers[producer] if c in row}
             if producer in row:
-                col[row[producer]] |= SOURCE
-            for c in users:
-                if c in row:
-                    col[row[c]] |= DEST
-            if np.count_nonzero(col) >= 2:
-                columns.append(col)
+                states[row[producer]] = states.get(row[producer], 0) | SOURCE
+            if len(states) >= 2:
+                entries.extend((r, len(weights), s) for r, s in states.items())
                 weights.append(wl.layers[producer].out * wl.batch)
-        incidence = (
-            np.stack(columns, axis=1) if columns else np.zeros((len(layers), 0), dtype=np.uint8)
-        )
+        incidence = np.zeros((len(layers), len(weights)), dtype=np.uint8)
+        for r, e, s in entries:
+            incidence[r, e] = s
         work = np.array([wl.layers[i].macs + wl.layers[i].vops for i in layers], dtype=float)
         return cls(
             tuple((i,) for i in layers), incidence, np.array(weights, dtype=float), work
@@ -81,12 +80,9 @@ class Hypergraph:
 
     def pins(self) -> tuple[list[int], list[int]]:
         """Hyperedge index offsets and pin lists (CSR), as kahypar wants them."""
-        offsets: list[int] = [0]
-        pins: list[int] = []
-        for e in range(self.num_edges):
-            pins.extend(int(v) for v in np.flatnonzero(self.incidence[:, e]))
-            offsets.append(len(pins))
-        return offsets, pins
+        edges, vertices = np.nonzero(self.incidence.T)  # by hyperedge, then vertex
+        counts = np.bincount(edges, minlength=self.num_edges)
+        return [0, *np.cumsum(counts).tolist()], vertices.tolist()
 
     def quotient_edges(self, assign: list[int]) -> set[tuple[int, int]]:
         """Directed part-to-part dependencies (source part -> destination part) of a partition."""

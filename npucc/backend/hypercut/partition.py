@@ -1,7 +1,9 @@
-"""k-way partitioning of a layer hypergraph with KaHyPar (km1 objective, fixed seed)."""
+"""k-way partitioning of a layer hypergraph with KaHyPar (km1 objective, fixed seed); tiny
+hypergraphs are partitioned exactly instead (cheaper than KaHyPar's set-up, never worse)."""
 
 from __future__ import annotations
 
+import math
 from functools import cache
 from importlib import resources
 
@@ -13,6 +15,7 @@ from npucc.backend.hypercut.hypergraph import Hypergraph
 CONFIG = "kahypar_km1.ini"
 EDGE_SCALE = 1024  # hyperedge weights in KiB (KaHyPar weights are 32-bit integers)
 WORK_LEVELS = 10_000  # vertex weights are compute scaled to this total
+EXACT_VERTICES = 7  # up to this many vertices every partition is tried (<= 876 of them)
 
 
 def k_range(num_vertices: int, k_max: int = 6) -> range:
@@ -25,7 +28,8 @@ def partition(
 ) -> list[int]:
     """Block id of every vertex; km1-minimal under an epsilon compute balance; deterministic.
 
-    `memo` (owned by the caller) keeps KaHyPar's answer per relabelled input, so identical
+    Up to EXACT_VERTICES vertices every partition is tried (`_exact`), else KaHyPar answers.
+    `memo` (owned by the caller) keeps the answer per relabelled input, so identical
     sub-hypergraphs (repeated blocks of a network) are partitioned once.
     """
     n = hg.num_vertices
@@ -33,17 +37,69 @@ def partition(
         raise ValueError(f"k={k} outside [2, {n}]")
     if hg.num_edges == 0 or n == k:
         return [v * k // n for v in range(n)]
+    offsets, pins, edge_w, node_w = solver_input(hg, k)
+    solve = _exact if n <= EXACT_VERTICES else _kahypar
+    if memo is None:
+        return solve(n, k, epsilon, seed, offsets, pins, edge_w, node_w)
+    key = (n, k, epsilon, seed, tuple(offsets), tuple(pins), tuple(edge_w), tuple(node_w))
+    if key not in memo:
+        memo[key] = solve(n, k, epsilon, seed, offsets, pins, edge_w, node_w)
+    return list(memo[key])
+
+
+def solver_input(hg: Hypergraph, k: int) -> tuple[list[int], list[int], list[int], list[int]]:
+    """Hyperedge offsets and pins, integer hyperedge and vertex weights, as KaHyPar takes them."""
     offsets, pins = hg.pins()
     edge_w = [max(1, int(b) // EDGE_SCALE) for b in hg.edge_bytes]
     total = float(hg.vertex_work.sum()) or 1.0
     cap = WORK_LEVELS // k  # no vertex may outweigh a block, or KaHyPar cannot balance
     node_w = [int(min(cap, max(1, round(w / total * WORK_LEVELS)))) for w in hg.vertex_work]
-    if memo is None:
-        return _kahypar(n, k, epsilon, seed, offsets, pins, edge_w, node_w)
-    key = (n, k, epsilon, seed, tuple(offsets), tuple(pins), tuple(edge_w), tuple(node_w))
-    if key not in memo:
-        memo[key] = _kahypar(n, k, epsilon, seed, offsets, pins, edge_w, node_w)
-    return list(memo[key])
+    return offsets, pins, edge_w, node_w
+
+
+def _exact(
+    n: int,
+    k: int,
+    epsilon: float,
+    seed: int,
+    offsets: list[int],
+    pins: list[int],
+    edge_w: list[int],
+    node_w: list[int],
+) -> list[int]:
+    """The partition into 2..k blocks least over KaHyPar's block limit, then of least km1."""
+    # ties go to the first in canonical order (blocks numbered by first vertex, as `_kahypar`
+    # renumbers them), so the answer is deterministic without `seed`
+    blocks = _assignments(n, k)
+    limit = (1 + epsilon) * math.ceil(sum(node_w) / k)
+    weights = np.asarray(node_w, dtype=np.int64)
+    loads = np.stack([(blocks == b) @ weights for b in range(k)], axis=1)
+    over = np.maximum(loads.max(axis=1) - limit, 0.0)
+    bits = np.left_shift(1, blocks)  # one bit per block
+    cost = np.zeros(len(blocks), dtype=np.int64)
+    for e, w in enumerate(edge_w):
+        seen = np.bitwise_or.reduce(bits[:, pins[offsets[e] : offsets[e + 1]]], axis=1)
+        cost += (_popcount(seen) - 1) * w
+    best = int(np.lexsort((cost, over))[0])  # stable: the first of equals
+    return blocks[best].tolist()
+
+
+@cache
+def _assignments(n: int, k: int) -> np.ndarray:
+    """All partitions of n vertices into 2..k blocks (restricted growth strings, in order)."""
+    rows: list[tuple[int, ...]] = [(0,)]
+    for _ in range(n - 1):
+        rows = [r + (b,) for r in rows for b in range(min(max(r) + 2, k))]
+    return np.array([r for r in rows if max(r) >= 1], dtype=np.int64).reshape(-1, n)
+
+
+def _popcount(x: np.ndarray) -> np.ndarray:
+    """Set bits of small non-negative integers (block masks)."""
+    count = np.zeros_like(x)
+    while x.any():
+        count += x & 1
+        x = x >> 1
+    return count
 
 
 def _kahypar(
