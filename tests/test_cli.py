@@ -65,18 +65,18 @@ def test_check_passes_and_prints_figures(capsys):
 
 
 def test_unsupported_operator_is_one_line_exit_2(tmp_path):
-    node = helper.make_node("Hardmax", ["x"], ["y"], name="hm")
+    node = helper.make_node("Det", ["x"], ["y"], name="det")
     graph = helper.make_graph(
         [node],
         "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])],
     )
     path = tmp_path / "m.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
     result = _npucc(str(path), "-o", str(tmp_path / "o.cmd"))
     assert result.returncode == 2
-    assert result.stderr == "npucc: error: unsupported operator Hardmax (node 'hm', opset 13)\n"
+    assert result.stderr == "npucc: error: unsupported operator Det (node 'det', opset 13)\n"
     assert not (tmp_path / "o.cmd").exists()
 
 

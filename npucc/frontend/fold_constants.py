@@ -27,18 +27,37 @@ from npucc.passes import CompileContext, Pass, register
 
 # ops npucc only supports when they fold away (shape arithmetic and friends)
 FOLD_ONLY = (
-    "Ceil",
     "ConstantOfShape",
     "Equal",
-    "Floor",
     "Greater",
     "Less",
     "Not",
     "Range",
-    "ReduceProd",
     "Shape",
     "Size",
 )
+
+
+def _same_shape(g: Graph, layer: Layer) -> tuple[int, ...] | None:
+    """The first input's shape."""
+    return g.tensors[layer.inputs[0]].shape
+
+
+def _compress_shape(g: Graph, layer: Layer) -> tuple[int, ...] | None:
+    """A Compress's output shape when its condition is constant."""
+    condition = g.tensors[layer.inputs[1]].data
+    if condition is None:
+        return None
+    shape = g.tensors[layer.inputs[0]].shape
+    kept = int(np.count_nonzero(condition))
+    if "axis" not in layer.attrs:
+        return (kept,)
+    axis = int(layer.attrs["axis"]) % len(shape)
+    return (*shape[:axis], kept, *shape[axis + 1 :])
+
+
+# output shapes onnx's shape inference leaves open (function ops; data it does not propagate)
+KNOWN_SHAPES = {"GroupNormalization": _same_shape, "Compress": _compress_shape}
 
 
 def _attr_proto_value(value: Any) -> Any:
@@ -105,6 +124,9 @@ def _infer(g: Graph, layer: Layer) -> None:
     for out in layer.outputs:
         t = g.tensors[out]
         t.shape, t.dtype = found[out]
+        known = KNOWN_SHAPES.get(onnx_op(layer))
+        if _open(g, out) and known:
+            t.shape = known(g, layer) or t.shape
         if _open(g, out):
             raise node_error(layer, f"cannot infer a static shape for '{out}'")
 

@@ -168,6 +168,31 @@ def _pool(g: Graph, layer: Layer) -> list[Layer]:
     return s.done()
 
 
+def _lp_pool(g: Graph, layer: Layer) -> list[Layer]:
+    """LpPool: (the window's sum of |x|^p)^(1/p), the sum an AveragePool counting pads times K."""
+    if int(layer.attrs.get("ceil_mode", 0)):
+        raise node_error(layer, "ceil_mode is not supported")
+    x = layer.inputs[0]
+    shape = g.tensors[x].shape
+    p = float(layer.attrs.get("p", 2))
+    s = ops.Seq(g, layer)
+    magnitude = x if p == 2.0 else s.add("abs", [x], s.tmp(shape, "abs"))
+    powered = s.add("pows", [magnitude], s.tmp(shape, "pow"), scalar=p)
+    attrs = {k: v for k, v in layer.attrs.items() if k != "p"}
+    attrs["count_include_pad"] = 1
+    mean = s.tmp(g.tensors[s.y].shape, "mean")
+    avg = Layer(
+        fresh_layer_name(g, f"{layer.name}.avg"), "onnx.AveragePool", [powered], [mean], attrs
+    )
+    s.layers += ops.one_d(_pool)(g, avg)
+    total = s.add("muls", [mean], scalar=float(math.prod(layer.attrs["kernel_shape"])))
+    if p == 2.0:
+        s.add("sqrt", [total], s.y)
+    else:
+        s.add("pows", [total], s.y, scalar=1.0 / p)
+    return s.done()
+
+
 def _global_pool(g: Graph, layer: Layer) -> list[Layer]:
     """GlobalAveragePool/GlobalMaxPool over every spatial axis (rank 3 and up)."""
     shape = g.tensors[layer.inputs[0]].shape
@@ -298,14 +323,20 @@ LOWERED: dict[str, Callable[[Graph, Layer], list[Layer]]] = {
     "CastLike": ops.cast,
     "Celu": ops.elu,
     "CenterCropPad": ops.center_crop_pad,
+    "Compress": ops.compress,
     "ConvTranspose": ops.one_d(ops.conv_transpose),
+    "CumProd": ops.cumulative,
+    "CumSum": ops.cumulative,
     "DepthToSpace": ops.depth_to_space,
     "Elu": ops.elu,
     "Erf": ops.unary("erf"),
     "Exp": ops.unary("exp"),
     "Expand": ops.expand,
     "Gather": ops.gather,
+    "GatherElements": ops.gather_elements,
     "Gelu": ops.gelu,
+    "GroupNormalization": ops.group_norm,
+    "Hardmax": ops.hardmax,
     "HardSigmoid": ops.hard_sigmoid,
     "HardSwish": ops.hard_swish,
     "InstanceNormalization": ops.instance_norm,
@@ -313,9 +344,14 @@ LOWERED: dict[str, Callable[[Graph, Layer], list[Layer]]] = {
     "LeakyRelu": ops.leaky_relu,
     "Log": ops.unary("log"),
     "LogSoftmax": ops.log_softmax,
+    "LpNormalization": ops.lp_normalization,
+    "LpPool": _lp_pool,
     "Mean": ops.mean,
+    "MeanVarianceNormalization": ops.mean_variance_norm,
     "Mish": ops.softplus,
+    "Mod": ops.mod,
     "Neg": ops.unary("neg"),
+    "NegativeLogLikelihoodLoss": ops.nll_loss,
     "Pad": ops.pad,
     "Pow": ops.pow_,
     "PRelu": ops.prelu,
@@ -324,17 +360,23 @@ LOWERED: dict[str, Callable[[Graph, Layer], list[Layer]]] = {
     "Resize": ops.resize,
     "RMSNormalization": ops.rms_norm,
     "Selu": ops.elu,
+    "Shrink": ops.shrink,
     "Sigmoid": ops.unary("sigmoid"),
     "Slice": ops.slice_,
+    "SoftmaxCrossEntropyLoss": ops.softmax_cross_entropy,
     "Softplus": ops.softplus,
     "Softsign": ops.softsign,
     "SpaceToDepth": ops.depth_to_space,
     "Split": ops.split,
     "Sqrt": ops.unary("sqrt"),
+    "Swish": ops.swish,
+    "SwiGLU": ops.swish,
     "Tanh": ops.unary("tanh"),
+    "ThresholdedRelu": ops.thresholded_relu,
     "Tile": ops.tile,
     "Trilu": ops.trilu,
     "Where": ops.where,
+    **{op: ops.unary(op.lower()) for op in ops.MATH_UNARY},
     **{op: ops.compare for op in ops.COMPARISONS},
     **{op: ops.logic for op in (*ops.LOGIC, "Not")},
     "AveragePool": ops.one_d(_pool),
@@ -365,7 +407,9 @@ LOWERED: dict[str, Callable[[Graph, Layer], list[Layer]]] = {
 }
 
 
-BROADCASTING = ("add", "sub", "mul", "div", "max", "min", "pow", *COMPARE_OPS, "where")
+BROADCASTING = (
+    "add", "sub", "mul", "div", "max", "min", "pow", *COMPARE_OPS, "where", "mod", "fmod"
+)  # fmt: skip
 LIMITATIONS = ops.LIMITATIONS  # per ONNX op, for docs/operators.md
 
 

@@ -18,6 +18,7 @@ import onnx
 from onnx import numpy_helper
 from onnx.reference import ReferenceEvaluator
 
+from npucc.backend.lower.movement import runs
 from npucc.frontend.common import (
     add_const,
     const,
@@ -87,6 +88,13 @@ def unary(op: str) -> Legalize:
         return s.done()
 
     return lower
+
+
+# ONNX ops that are one vector unary op of the same name, lower case
+MATH_UNARY = (
+    "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
+    "Floor", "Ceil", "Round", "Sign",
+)  # fmt: skip
 
 
 def _scalar_unary(s: Seq, op: str, x: str, value: float, out: str = "") -> str:
@@ -182,6 +190,48 @@ def softsign(g: Graph, layer: Layer) -> list[Layer]:
     return s.done()
 
 
+def thresholded_relu(g: Graph, layer: Layer) -> list[Layer]:
+    """x where x > alpha, else 0."""
+    s = Seq(g, layer)
+    x = layer.inputs[0]
+    above = s.add("gt", [x, s.const(np.asarray(attr(layer, "alpha", 1.0)), "alpha")])
+    s.add("mask", [x, above], s.y)
+    return s.done()
+
+
+def shrink(g: Graph, layer: Layer) -> list[Layer]:
+    """x + bias where x < -lambd, x - bias where x > lambd, else 0."""
+    s = Seq(g, layer)
+    x = layer.inputs[0]
+    lambd, bias = float(attr(layer, "lambd", 0.5)), float(attr(layer, "bias", 0.0))
+    low = s.add("lt", [x, s.const(np.asarray(-lambd), "low")])
+    high = s.add("gt", [x, s.const(np.asarray(lambd), "high")])
+    raised = s.add("mask", [_scalar_unary(s, "adds", x, bias), low])
+    lowered = s.add("mask", [_scalar_unary(s, "adds", x, -bias), high])
+    s.add("add", [raised, lowered], s.y)
+    return s.done()
+
+
+def swish(g: Graph, layer: Layer) -> list[Layer]:
+    """Swish: x * sigmoid(alpha * x); SwiGLU multiplies the Swish of a by b."""
+    s = Seq(g, layer)
+    x = layer.inputs[0]
+    alpha = float(attr(layer, "alpha", 1.0))
+    scaled = _scalar_unary(s, "muls", x, alpha) if alpha != 1.0 else x
+    gated = layer.op == "onnx.SwiGLU"
+    swished = s.add("mul", [x, s.add("sigmoid", [scaled])], "" if gated else s.y)
+    if gated:
+        s.add("mul", [swished, layer.inputs[1]], s.y)
+    return s.done()
+
+
+def mod(g: Graph, layer: Layer) -> list[Layer]:
+    """Mod: fmod=1 truncates (C's fmod), fmod=0 floors (the divisor's sign)."""
+    s = Seq(g, layer)
+    s.add("fmod" if int(attr(layer, "fmod", 0)) else "mod", list(layer.inputs[:2]), s.y)
+    return s.done()
+
+
 def gelu(g: Graph, layer: Layer) -> list[Layer]:
     """The fused gelu layer (exact erf form, or the tanh approximation)."""
     s = Seq(g, layer)
@@ -241,6 +291,7 @@ REDUCE = {  # ONNX op -> (pre-op, reduce op, post-op)
     "ReduceSumSquare": ("square", "sum", ""),
     "ReduceLogSum": ("", "sum", "log"),
     "ReduceLogSumExp": ("exp", "sum", "log"),
+    "ReduceProd": ("", "prod", ""),
 }
 
 
@@ -261,7 +312,7 @@ def _reduce_axes(g: Graph, layer: Layer, rank: int) -> tuple[int, ...] | None:
 
 
 def reduce(g: Graph, layer: Layer) -> list[Layer]:
-    """ReduceSum/Mean/Max/Min/L1/L2/SumSquare/LogSum/LogSumExp over constant axes."""
+    """ReduceSum/Mean/Max/Min/Prod/L1/L2/SumSquare/LogSum/LogSumExp over constant axes."""
     x = layer.inputs[0]
     shape = g.tensors[x].shape
     pre, op, post = REDUCE[layer.op.removeprefix("onnx.")]
@@ -279,6 +330,95 @@ def reduce(g: Graph, layer: Layer) -> list[Layer]:
     if post:
         g.tensors[r].shape = out_shape
         s.add(post, [r], s.y)
+    return s.done()
+
+
+def lp_normalization(g: Graph, layer: Layer) -> list[Layer]:
+    """x / ||x||_p along one axis (p 1 or 2); a zero norm gives 0, like onnxruntime."""
+    x = layer.inputs[0]
+    shape = g.tensors[x].shape
+    axis = int(attr(layer, "axis", -1)) % len(shape)
+    p = int(attr(layer, "p", 2))
+    if p not in (1, 2):
+        raise node_error(layer, f"p must be 1 or 2, not {p}")
+    s = Seq(g, layer)
+    stat = tuple(1 if k == axis else d for k, d in enumerate(shape))
+    mag = s.add("abs", [x]) if p == 1 else _scalar_unary(s, "pows", x, 2.0)
+    norm = s.add("reduce", [mag], s.tmp(stat, "norm"), op="sum", axes=(axis,))
+    if p == 2:
+        norm = s.add("sqrt", [norm], s.tmp(stat, "l2"))
+    # raised to the smallest subnormal: 0 / tiny = 0, and no other norm changes
+    tiny = float(np.finfo(np.float32).smallest_subnormal)
+    norm = s.add("clip", [norm], s.tmp(stat, "nonzero"), min=tiny, max=INF)
+    s.add("div", [x, norm], s.y)
+    return s.done()
+
+
+SCAN_IDENTITY = {"add": 0.0, "mul": 1.0, "max": 0.0}  # max: only of booleans (1.0/0.0)
+
+
+def _shift(s: Seq, x: str, axis: int, k: int, value: float, reverse: bool) -> str:
+    """x moved k places along `axis` (to the end, or the start if `reverse`), `value` behind."""
+    shape = s.g.tensors[x].shape
+    rank, n = len(shape), shape[axis]
+    ranges = [range(d) for d in shape]
+    ranges[axis] = range(k, n) if reverse else range(n - k)
+    kept = tuple(len(r) for r in ranges)
+    part = _slice_seq(s, x, ranges, s.tmp(kept, f"keep{k}"))
+    pads = [0] * 2 * rank
+    pads[axis + rank if reverse else axis] = k
+    return s.add(
+        "pad", [part], s.tmp(shape, f"shift{k}"), pads=tuple(pads), value=value, strides=(1,) * rank
+    )
+
+
+def _scan(s: Seq, x: str, axis: int, op: str, exclusive: bool, reverse: bool, out: str) -> str:
+    """The running `op` (add, mul; max of booleans) of x along `axis`, in log2(n) steps."""
+    shape = s.g.tensors[x].shape
+    n = shape[axis]
+    identity = SCAN_IDENTITY[op]
+    if exclusive and n == 1:
+        return s.add("copy", [s.const(np.full(shape, identity), "identity")], out)
+    cur = _shift(s, x, axis, 1, identity, reverse) if exclusive else x
+    k = 1
+    while k < n:  # Hillis-Steele: combine each element with the one k places before it
+        moved = _shift(s, cur, axis, k, identity, reverse)
+        cur = s.add(op, [cur, moved], out if 2 * k >= n else s.tmp(shape, f"{op}{k}"))
+        k *= 2
+    if cur == x:
+        return s.add("reshape", [x], out)
+    return cur
+
+
+def cumulative(g: Graph, layer: Layer) -> list[Layer]:
+    """CumSum/CumProd along a constant axis, exclusive and reverse included."""
+    x = layer.inputs[0]
+    rank = len(g.tensors[x].shape)
+    axis = int(_need_const(g, layer, layer.inputs[1], "axis").reshape(-1)[0]) % rank
+    op = "add" if layer.op == "onnx.CumSum" else "mul"
+    s = Seq(g, layer)
+    exclusive, reverse = bool(attr(layer, "exclusive", 0)), bool(attr(layer, "reverse", 0))
+    _scan(s, x, axis, op, exclusive, reverse, s.y)
+    return s.done()
+
+
+def hardmax(g: Graph, layer: Layer) -> list[Layer]:
+    """1.0 at the first maximum along the axis (opset < 13: the flattened dims from it), else 0."""
+    x = layer.inputs[0]
+    shape = g.tensors[x].shape
+    axis = int(attr(layer, "axis", -1 if g.opset >= 13 else 1)) % len(shape)
+    s = Seq(g, layer)
+    if g.opset < 13:
+        flat = (math.prod(shape[:axis]), math.prod(shape[axis:]))
+        x, axis = s.add("reshape", [x], s.tmp(flat, "flat")), 1
+    view = s.g.tensors[x].shape
+    stat = tuple(1 if k == axis else d for k, d in enumerate(view))
+    top = s.add("reduce", [x], s.tmp(stat, "max"), op="max", axes=(axis,))
+    hits = s.add("eq", [x, top], s.tmp(view, "hits"))
+    earlier = _scan(s, hits, axis, "max", True, False, s.tmp(view, "earlier"))
+    first = s.add("maskn", [hits, earlier], s.tmp(view, "first") if g.opset < 13 else s.y)
+    if g.opset < 13:
+        s.add("reshape", [first], s.y)
     return s.done()
 
 
@@ -389,11 +529,132 @@ def gather(g: Graph, layer: Layer) -> list[Layer]:
     flat = tuple(int(i) % shape[axis] for i in idx)
     s = Seq(g, layer)
     taken = (*shape[:axis], len(flat), *shape[axis + 1 :])
-    if taken == g.tensors[s.y].shape:
+    if len(runs(flat)) > SCATTERED_RUNS and math.prod(taken) * shape[axis] <= ONE_HOT_LIMIT:
+        _gather_one_hot(s, x, axis, flat)
+    elif taken == g.tensors[s.y].shape:
         s.add("take", [x], s.y, axis=axis, indices=flat)
     else:
         t = s.add("take", [x], s.tmp(taken, "take"), axis=axis, indices=flat)
         s.add("reshape", [t], s.y)
+    return s.done()
+
+
+ONE_HOT_LIMIT = 1 << 22  # elements of a constant one-hot selector (16 MB)
+SCATTERED_RUNS = 256  # a take of more runs of evenly spaced indices selects with a one-hot
+
+
+def _gather_one_hot(s: Seq, x: str, axis: int, flat: tuple[int, ...]) -> None:
+    """s.y = x taken at `flat` along `axis`: x masked by a constant one-hot, summed over it."""
+    shape = s.g.tensors[x].shape
+    pre, n, post = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :])
+    view = s.add("reshape", [x], s.tmp((pre, 1, n, post), "view"))
+    hot = (np.asarray(flat)[:, None] == np.arange(n))[:, :, None]
+    picked = s.add(
+        "mask", [view, s.const(hot, "one_hot")], s.tmp((pre, len(flat), n, post), "picked")
+    )
+    total = s.add("reduce", [picked], s.tmp((pre, len(flat), 1, post), "sum"), op="sum", axes=(2,))
+    s.add("reshape", [total], s.y)
+
+
+def gather_elements(g: Graph, layer: Layer) -> list[Layer]:
+    """GatherElements with constant indices: a sum over the axis of x masked by a one-hot."""
+    x, idx_name = layer.inputs[:2]
+    axis = int(attr(layer, "axis", 0)) % len(g.tensors[x].shape)
+    idx = _need_const(g, layer, idx_name, "indices").astype(np.int64)
+    s = Seq(g, layer)
+    s.add("reshape", [_select(s, x, axis, idx)], s.y)
+    return s.done()
+
+
+def _select(s: Seq, x: str, axis: int, idx: np.ndarray) -> str:
+    """x at idx along `axis` (GatherElements), shaped like idx with a 1 inserted after the axis."""
+    shape = s.g.tensors[x].shape
+    n = shape[axis]
+    if np.any((idx < -n) | (idx >= n)):
+        raise node_error(s.layer, "index out of range")
+    if idx.size * n > ONE_HOT_LIMIT:
+        raise node_error(s.layer, f"{idx.size} indices into {n} positions are too many")
+    ranges = [range(d) for d in idx.shape]
+    ranges[axis] = range(n)
+    kept = tuple(len(r) for r in ranges)
+    part = _slice_seq(s, x, ranges, s.tmp(kept, "part")) if kept != shape else x
+    # x[..., k, ...] seen as [..., 1, k, ...] against one_hot[..., j, k, ...] = (idx[..., j] == k)
+    wide = (*idx.shape[: axis + 1], n, *idx.shape[axis + 1 :])
+    view = s.add("reshape", [part], s.tmp((*kept[:axis], 1, *kept[axis:]), "view"))
+    hot = np.expand_dims(idx % n, axis + 1) == np.arange(n).reshape(
+        (n,) + (1,) * (idx.ndim - axis - 1)
+    )
+    picked = s.add("mask", [view, s.const(hot, "one_hot")], s.tmp(wide, "picked"))
+    return s.add("reduce", [picked], s.tmp((*wide[: axis + 1], 1, *wide[axis + 2 :]), "sum"),
+                 op="sum", axes=(axis + 1,))  # fmt: skip
+
+
+def _nll(s: Seq, logp: str, target: str, weight: str, out: str) -> None:
+    """out = the negative log-likelihood of the constant targets under log-probabilities logp."""
+    layer = s.layer
+    t = _need_const(s.g, layer, target, "target").astype(np.int64)
+    c = s.g.tensors[logp].shape[1]
+    w = _need_const(s.g, layer, weight, "weight") if weight else np.ones(c, np.float32)
+    ignore = attr(layer, "ignore_index", None)
+    valid = t != int(ignore) if ignore is not None else np.ones(t.shape, bool)
+    if np.any(valid & ((t < 0) | (t >= c))):
+        raise node_error(layer, "target out of range")
+    safe = np.where(valid, t, 0)
+    per = np.where(valid, w[safe], 0).astype(np.float32)  # each position's weight
+    picked = s.add("reshape", [_select(s, logp, 1, safe[:, None])], s.tmp(t.shape, "picked"))
+    reduction = str(attr(layer, "reduction", "mean"))
+    if reduction not in ("none", "sum", "mean"):
+        raise node_error(layer, f"unknown reduction {reduction!r}")
+    loss = s.add(
+        "mul",
+        [picked, s.const(-per, "weights")],
+        out if reduction == "none" else s.tmp(t.shape, "loss"),
+    )
+    if reduction == "none":
+        return
+    axes = tuple(range(t.ndim))
+    if reduction == "sum":
+        s.add("reduce", [loss], out, op="sum", axes=axes)
+        return
+    total = s.add("reduce", [loss], s.tmp((), "total"), op="sum", axes=axes)
+    with np.errstate(divide="ignore"):  # every target ignored: 0 * inf = NaN, as 0 / 0
+        scale = float(np.float64(1.0) / per.sum(dtype=np.float64))
+    s.add("muls", [total], out, scalar=scale)
+
+
+def nll_loss(g: Graph, layer: Layer) -> list[Layer]:
+    """NegativeLogLikelihoodLoss with constant targets and weights."""
+    s = Seq(g, layer)
+    ins = [*layer.inputs, ""]
+    _nll(s, ins[0], ins[1], ins[2], s.y)
+    return s.done()
+
+
+def softmax_cross_entropy(g: Graph, layer: Layer) -> list[Layer]:
+    """SoftmaxCrossEntropyLoss: the NLL of log(softmax over axis 1); log_prob if read."""
+    s = Seq(g, layer)
+    scores, labels, weights = [*layer.inputs, ""][:3]
+    shape = g.tensors[scores].shape
+    log_prob = layer.outputs[1] if len(layer.outputs) > 1 and layer.outputs[1] else ""
+    prob = s.add("softmax", [scores], s.tmp(shape, "prob"), axis=1)
+    logp = s.add("log", [prob], log_prob or s.tmp(shape, "log_prob"))
+    _nll(s, logp, labels, weights, s.y)
+    return s.done()
+
+
+def compress(g: Graph, layer: Layer) -> list[Layer]:
+    """Compress with a constant condition: a take of the selected positions (of x flattened)."""
+    x, cond = layer.inputs[:2]
+    keep = tuple(int(i) for i in np.flatnonzero(_need_const(g, layer, cond, "condition")))
+    shape = g.tensors[x].shape
+    s = Seq(g, layer)
+    if "axis" in layer.attrs:
+        src, axis = x, int(layer.attrs["axis"]) % len(shape)
+    else:
+        src, axis = s.add("reshape", [x], s.tmp((math.prod(shape),), "flat")), 0
+    if any(i >= s.g.tensors[src].shape[axis] for i in keep):
+        raise node_error(layer, "the condition selects beyond the axis")
+    s.add("take", [src], s.y, axis=axis, indices=keep)
     return s.done()
 
 
@@ -646,6 +907,48 @@ def instance_norm(g: Graph, layer: Layer) -> list[Layer]:
     scaled = s.add("mul", [norm, sc], s.tmp(flat, "scaled"))
     shifted = s.add("add", [scaled, bi], s.tmp(flat, "shifted"))
     s.add("reshape", [shifted], s.y)
+    return s.done()
+
+
+def group_norm(g: Graph, layer: Layer) -> list[Layer]:
+    """GroupNormalization (opset 21): a layernorm per group, then scale and bias per channel."""
+    x, scale, bias = layer.inputs[:3]
+    shape = g.tensors[x].shape
+    n, c = shape[:2]
+    groups = int(attr(layer, "num_groups", 1))
+    if groups <= 0 or c % groups:
+        raise node_error(layer, f"{c} channels do not split into {groups} groups")
+    size = math.prod(shape[2:])
+    s = Seq(g, layer)
+    flat = (n, groups, c // groups * size)
+    xf = s.add("reshape", [x], s.tmp(flat, "flat"))
+    eps = float(attr(layer, "epsilon", 1e-5))
+    norm = s.add("layernorm", [xf, "", ""], s.tmp(flat, "norm"), axis=2, epsilon=eps)
+    view = (n, groups, c // groups, size)
+    grouped = s.add("reshape", [norm], s.tmp(view, "grouped"))
+    param = (groups, c // groups, 1)
+    sc = s.add("reshape", [scale], s.tmp(param, "scale"))
+    bi = s.add("reshape", [bias], s.tmp(param, "bias"))
+    scaled = s.add("mul", [grouped, sc], s.tmp(view, "scaled"))
+    s.add("reshape", [s.add("add", [scaled, bi], s.tmp(view, "shifted"))], s.y)
+    return s.done()
+
+
+def mean_variance_norm(g: Graph, layer: Layer) -> list[Layer]:
+    """MeanVarianceNormalization: (x - mean) / (std + 1e-9) over `axes` (default 0, 2, 3)."""
+    x = layer.inputs[0]
+    shape = g.tensors[x].shape
+    axes = tuple(sorted({int(a) % len(shape) for a in attr(layer, "axes", (0, 2, 3))}))
+    stat = tuple(1 if k in axes else d for k, d in enumerate(shape))
+    s = Seq(g, layer)
+    mean = s.add("reduce", [x], s.tmp(stat, "mean"), op="mean", axes=axes)
+    centered = s.add("sub", [x, mean], s.tmp(shape, "centered"))
+    sq = _scalar_unary(s, "pows", centered, 2.0, s.tmp(shape, "sq"))
+    var = s.add("reduce", [sq], s.tmp(stat, "var"), op="mean", axes=axes)
+    std = _scalar_unary(
+        s, "adds", s.add("sqrt", [var], s.tmp(stat, "std")), 1e-9, s.tmp(stat, "den")
+    )
+    s.add("div", [centered, std], s.y)
     return s.done()
 
 
@@ -918,6 +1221,14 @@ LIMITATIONS = {
     "Softplus": "overflows to inf for x > 88",
     "MaxPool": "1-D, 2-D and 3-D; ceil_mode follows onnxruntime; no Indices output",
     "AveragePool": "1-D, 2-D and 3-D; ceil_mode follows onnxruntime",
+    "LpPool": "1-D, 2-D and 3-D; no ceil_mode",
+    "LpNormalization": "p 1 or 2",
+    "CumSum": "axis must be constant",
+    "CumProd": "axis must be constant",
+    "GatherElements": "indices must be constant",
+    "Compress": "the condition must be constant",
+    "NegativeLogLikelihoodLoss": "target and weight must be constant",
+    "SoftmaxCrossEntropyLoss": "labels and weights must be constant",
 }
 
 

@@ -82,6 +82,21 @@ UNARY: dict[str, Callable[..., np.ndarray]] = {
     "not": lambda x: _truth(x == F32(0)),
     "f16": lambda x: x.astype(np.float16).astype(F32),
     "bf16": _round_bf16,
+    "sin": np.sin,
+    "cos": np.cos,
+    "tan": np.tan,
+    "asin": np.arcsin,
+    "acos": np.arccos,
+    "atan": np.arctan,
+    "sinh": np.sinh,
+    "cosh": np.cosh,
+    "asinh": np.arcsinh,
+    "acosh": np.arccosh,
+    "atanh": np.arctanh,
+    "floor": np.floor,
+    "ceil": np.ceil,
+    "round": np.round,
+    "sign": np.sign,
 }
 BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "add": np.add,
@@ -99,8 +114,15 @@ BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "ne": lambda a, b: _truth(a != b),
     "mask": lambda a, b: np.where(b != F32(0), a, F32(0)),
     "maskn": lambda a, b: np.where(b == F32(0), a, F32(0)),
+    "mod": np.mod,
+    "fmod": np.fmod,
 }
-REDUCE: dict[str, Callable[..., np.ndarray]] = {"sum": np.sum, "max": np.max, "min": np.min}
+REDUCE: dict[str, Callable[..., np.ndarray]] = {
+    "sum": np.sum,
+    "max": np.max,
+    "min": np.min,
+    "prod": np.prod,
+}
 
 
 def exec_copy(view: View, ins: Copy) -> None:

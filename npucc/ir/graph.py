@@ -11,16 +11,19 @@ Cast read or write. Booleans are float32 1.0/0.0:
   gemm       in [a, b, c?]   trans_a, trans_b (0/1), alpha, beta: Y = alpha*A'@B' + beta*C,
                              A' [M,K], B' [K,N], C broadcastable to [M,N]
   matmul     in [a, b]       numpy matmul semantics (batch dims broadcast)
-  add sub mul div max min pow in [a, b] numpy broadcasting to the output shape
+  add sub mul div max min pow mod fmod in [a, b] numpy broadcasting to the output shape
+                             (mod: the sign of b, like Python's %; fmod: the sign of a)
   lt gt le ge eq ne in [a, b] numpy broadcasting: 1.0 where `a OP b` holds, else 0.0
   mask maskn in [a, b]       numpy broadcasting: a where b != 0 (b == 0), else 0.0
   where      in [c, x, y]    numpy broadcasting: x where c != 0, else y
   relu exp neg sqrt recip tanh erf sigmoid abs log not f16 bf16   in [x]  element-wise (not:
                              1.0 where x == 0; f16, bf16: round to the nearest float16/bfloat16)
+  sin cos tan asin acos atan sinh cosh asinh acosh atanh floor ceil round sign   in [x]
+                             element-wise, numpy's float32 functions (round: half to even)
   muls adds pows in [x]      scalar: x * scalar, x + scalar, x ** scalar
   clip       in [x]          min, max (floats; +-inf when absent)
   gelu       in [x]          approximate="none" (erf) | "tanh"
-  reduce     in [x]          op=sum|mean|max|min, axes (sorted, non-negative); the output
+  reduce     in [x]          op=sum|mean|max|min|prod, axes (sorted, non-negative); the output
                              shape (kept dims or not) comes from the tensor
   layernorm  in [x, s?, b?]  axis, epsilon: normalise over x.shape[axis:], then * s + b
                              (s, b broadcastable to x.shape[axis:]; "" when absent)

@@ -47,6 +47,21 @@ UNARY_OPS = (
     "not",  # 1.0 where x == 0, else 0.0 (booleans are 1.0/0.0)
     "f16",  # round to the nearest float16 value (ties to even; beyond its range: +-inf)
     "bf16",  # round to the nearest bfloat16 value (ties to even)
+    "sin",
+    "cos",
+    "tan",
+    "asin",
+    "acos",
+    "atan",
+    "sinh",
+    "cosh",
+    "asinh",
+    "acosh",
+    "atanh",
+    "floor",
+    "ceil",
+    "round",  # to the nearest integer, ties to even
+    "sign",  # -1.0, 0.0 or 1.0 (NaN stays NaN)
 )
 COMPARE_OPS = ("lt", "gt", "le", "ge", "eq", "ne")  # 1.0 where `a OP b` holds, else 0.0
 BINARY_OPS = (
@@ -60,8 +75,10 @@ BINARY_OPS = (
     *COMPARE_OPS,
     "mask",  # a where b != 0, else +0.0
     "maskn",  # a where b == 0, else +0.0
+    "mod",  # a - b * floor(a / b), exactly: the sign of b (Python's %)
+    "fmod",  # a - b * trunc(a / b), exactly: the sign of a (C's fmod)
 )
-REDUCE_OPS = ("sum", "max", "min")
+REDUCE_OPS = ("sum", "max", "min", "prod")
 # vector cost multiplier per element beyond the basic one
 VECTOR_OP_WEIGHT = {
     "exp": 4,
@@ -74,6 +91,11 @@ VECTOR_OP_WEIGHT = {
     "erf": 8,
     "sigmoid": 8,
     "log": 8,
+    "mod": 4,
+    "fmod": 4,
+    **dict.fromkeys(
+        ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh"), 8
+    ),
 }
 
 

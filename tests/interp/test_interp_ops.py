@@ -32,12 +32,33 @@ REF = {
     "not": lambda x: (x == 0).astype(np.float64),
     "f16": lambda x: x.astype(np.float16),
     "bf16": lambda x: x.astype(ml_dtypes.bfloat16).astype(np.float64),
+    "sin": np.sin,
+    "cos": np.cos,
+    "tan": np.tan,
+    "asin": np.arcsin,
+    "acos": np.arccos,
+    "atan": np.arctan,
+    "sinh": np.sinh,
+    "cosh": np.cosh,
+    "asinh": np.arcsinh,
+    "acosh": np.arccosh,
+    "atanh": np.arctanh,
+    "floor": np.floor,
+    "ceil": np.ceil,
+    "round": np.round,
+    "sign": np.sign,
+}
+DOMAIN = {  # inputs inside the domain of the inverse functions
+    "asin": lambda x: np.tanh(x),
+    "acos": lambda x: np.tanh(x),
+    "atanh": lambda x: np.tanh(x) * np.float32(0.99),
+    "acosh": lambda x: np.abs(x) + np.float32(1),
 }
 BREF = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
         "max": np.maximum, "min": np.minimum, "pow": np.power, "lt": np.less,
         "gt": np.greater, "le": np.less_equal, "ge": np.greater_equal, "eq": np.equal,
         "ne": np.not_equal, "mask": lambda a, b: np.where(b != 0, a, 0),
-        "maskn": lambda a, b: np.where(b == 0, a, 0)}  # fmt: skip
+        "maskn": lambda a, b: np.where(b == 0, a, 0), "mod": np.mod, "fmod": np.fmod}  # fmt: skip
 
 
 def _vector_program(inputs: dict[str, np.ndarray], vector_line: str, out_shape) -> dict:
@@ -65,6 +86,7 @@ def test_vunary_strided(op):
     x = RNG.standard_normal((4, 16)).astype(np.float32)
     if op in POSITIVE:
         x = np.abs(x) + 0.5
+    x = DOMAIN.get(op, lambda v: v)(x).astype(np.float32)
     scalars = ",".join(map(str, SCALARS.get(op, [])))
     line = (f"VECTOR vunary op={op} dst=UB[0x008000+128] src=UB[0x000000+252] dims=[4,8] "
             f"dst_strides=[8,1] src_strides=[16,2] scalars=[{scalars}]")  # fmt: skip
@@ -117,7 +139,28 @@ def test_vunary_rounding_to_half_and_bfloat16_ties_to_even_and_overflows():
         np.testing.assert_array_equal(y, np.array(want, np.float32))
 
 
-@pytest.mark.parametrize("op", ["sum", "max", "min"])
+def test_vunary_round_ties_to_even_and_sign():
+    x = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, -0.0, np.nan], np.float32)
+    for op, want in (("round", [-2.0, -2.0, -0.0, 0.0, 2.0, 2.0, -0.0, np.nan]),
+                     ("sign", [-1.0, -1.0, -1.0, 1.0, 1.0, 1.0, 0.0, np.nan])):  # fmt: skip
+        line = (f"VECTOR vunary op={op} dst=UB[0x008000+32] src=UB[0x000000+32] dims=[8] "
+                "dst_strides=[1] src_strides=[1]")  # fmt: skip
+        y = _vector_program({"x": x}, line, (8,))["y"]
+        np.testing.assert_array_equal(y, np.array(want, np.float32))
+
+
+def test_vbinary_mod_and_fmod_signs_and_non_finite_values():
+    a = np.array([-4.25, 7.5, -0.0, -3.0, 1.0, np.inf, 1.0, 5.0], np.float32)
+    b = np.array([2.0, -3.0, 2.0, np.inf, -np.inf, 2.0, 0.0, 8.0], np.float32)
+    for op, want in (("mod", [1.75, -1.5, 0.0, np.inf, -np.inf, np.nan, np.nan, 5.0]),
+                     ("fmod", [-0.25, 1.5, -0.0, -3.0, 1.0, np.nan, np.nan, 5.0])):  # fmt: skip
+        line = (f"VECTOR vbinary op={op} dst=UB[0x008000+32] a=UB[0x000000+32] b=UB[0x001000+32] "
+                "dims=[8] dst_strides=[1] a_strides=[1] b_strides=[1]")  # fmt: skip
+        y = _vector_program({"a": a, "b": b}, line, (8,))["y"]
+        np.testing.assert_array_equal(y, np.array(want, np.float32))
+
+
+@pytest.mark.parametrize("op", ["sum", "max", "min", "prod"])
 @pytest.mark.parametrize("nred", [1, 2])
 def test_vreduce_trailing_dims(op, nred):
     x = RNG.standard_normal((3, 4, 5)).astype(np.float32)
@@ -127,7 +170,7 @@ def test_vreduce_trailing_dims(op, nred):
             f"src=UB[0x000000+240] dims=[3,4,5] dst_strides=[{dst_strides}] "
             f"src_strides=[20,5,1] nred={nred}")  # fmt: skip
     y = _vector_program({"x": x}, line, out_shape)["y"]
-    ref = {"sum": np.sum, "max": np.max, "min": np.min}[op](x, axis=tuple(range(3 - nred, 3)))
+    ref = getattr(np, op)(x, axis=tuple(range(3 - nred, 3)))
     np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-6)
 
 

@@ -10,7 +10,21 @@ import npucc
 from npucc.codegen.emit import generate
 from npucc.errors import NpuccError
 from npucc.ir.formats import detect_level, parse_ir, render, stream_to_text
-from npucc.ir.isa import BufRef, Copy, DdrRef, ParseError, format_instr, parse_instr
+from npucc.ir.isa import (
+    BINARY_OPS,
+    REDUCE_OPS,
+    UNARY_OPS,
+    BufRef,
+    Copy,
+    DdrRef,
+    MemRef,
+    ParseError,
+    VBinary,
+    VReduce,
+    VUnary,
+    format_instr,
+    parse_instr,
+)
 from npucc.ir.tiled_text import scheduled_from_text, tiled_from_text
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -118,3 +132,17 @@ def test_detect_level_rejects_empty_and_foreign_text():
     with pytest.raises(NpuccError, match="empty"):
         detect_level("\n\n", "x")
     assert detect_level("npucc-stream 1\n") == "cmd"
+
+
+def test_every_vector_op_round_trips():
+    for op in UNARY_OPS:
+        scalars = {"clip": (-1.0, 2.0), "muls": (0.5,), "adds": (1.0,), "pows": (3.0,)}.get(op, ())
+        instr = VUnary(op, MemRef("UB", 0), MemRef("UB", 64), (4,), (1,), (2,), scalars)
+        assert parse_instr(format_instr(instr))[0] == instr
+    for op in BINARY_OPS:
+        instr = VBinary(op, MemRef("UB", 0), MemRef("UB", 64), MemRef("UB", 128), (2, 4),
+                        (4, 1), (4, 1), (0, 1))  # fmt: skip
+        assert parse_instr(format_instr(instr))[0] == instr
+    for op in REDUCE_OPS:
+        instr = VReduce(op, MemRef("UB", 0), MemRef("UB", 64), (2, 4), (1,), (4, 1), 1)
+        assert parse_instr(format_instr(instr))[0] == instr

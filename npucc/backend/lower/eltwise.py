@@ -33,7 +33,8 @@ from npucc.ir.isa import COMPARE_OPS, BufRef, DdrRef, VBinary, VUnary
 # (isa.UNARY_OPS names) are ready for the frontend to map Exp, Sigmoid, Tanh, ... onto
 PLAIN_UNARY = (
     "relu", "exp", "neg", "sqrt", "recip", "tanh", "erf", "sigmoid", "abs", "log", "not", "f16",
-    "bf16",
+    "bf16", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
+    "floor", "ceil", "round", "sign",
 )  # fmt: skip
 SCALAR_UNARY = ("muls", "adds", "pows")  # one scalar operand: attrs["scalar"]
 SQRT1_2 = 0.7071067811865476
@@ -111,7 +112,9 @@ def _free_wholes(ctx: LowerContext, ops: list[_Operand]) -> None:
         ctx.builder.free(buf)
 
 
-@lowering("add", "sub", "mul", "div", "max", "min", "pow", *COMPARE_OPS, "mask", "maskn")
+@lowering(
+    "add", "sub", "mul", "div", "max", "min", "pow", *COMPARE_OPS, "mask", "maskn", "mod", "fmod"
+)
 def lower_binary(ctx: LowerContext, layer: Layer) -> None:
     """out = a op b with numpy broadcasting, then the fused activation.
 

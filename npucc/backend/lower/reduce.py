@@ -234,12 +234,12 @@ def _load_halo(
     ctx.builder.emit(Copy(xpad.at((lo - first) * sl), x, dims, dense, (plane, 1)))
 
 
-REDUCE_COMBINE = {"max": "max", "min": "min", "sum": "add", "mean": "add"}
+REDUCE_COMBINE = {"max": "max", "min": "min", "sum": "add", "mean": "add", "prod": "mul"}
 
 
 @lowering("reduce")
 def lower_reduce(ctx: LowerContext, layer: Layer) -> None:
-    """Reduce (sum, mean, max, min) over `axes`: tiles of kept positions x reduced chunks."""
+    """Reduce (sum, mean, max, min, prod) over `axes`: tiles of kept positions x reduced chunks."""
     x, y = layer.inputs[0], layer.outputs[0]
     shape = ctx.shape(x)
     axes = set(layer.attrs["axes"])
