@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
-from npucc.backend.hypercut.onchip import OnChip, chunk_bytes, parse_onchip
 from npucc.errors import NpuccError
 from npucc.ir.isa import (
     BINARY_OPS,
@@ -36,6 +35,7 @@ from npucc.ir.isa import (
     field_names,
     parse_instr,
 )
+from npucc.ir.onchip import OnChip, chunk_bytes, parse_onchip
 from npucc.target import Target, target_from_json
 
 EVENTS = ("alloc", "free", "barrier")
@@ -535,7 +535,7 @@ class _Parser:
             if isinstance(instr, Spill) and DDR not in (instr.src.tier, instr.dst.tier):
                 raise self.fail("spill: one side must be DDR")
             if (NOC in (instr.src.tier, instr.dst.tier)) != isinstance(instr, NocCopy):
-                raise self.fail(f"{op}: NOC is reached by noc copies only, and they reach it")
+                raise self.fail(f"{op}: only a noc copy reaches NOC, and it must")
             return pipe
         if isinstance(instr, Gather):
             if instr.table.tier != DDR or instr.idx.tier != DDR or instr.dst.tier not in TIERS:

@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 from functools import cache, lru_cache
 
 from npucc.backend.hypercut.beam import BeamOptions, BeamSearch
-from npucc.backend.hypercut.onchip import OnChip, plan_onchip
+from npucc.backend.hypercut.onchip import plan_onchip
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph, Layer
 from npucc.ir.isa import DDR, PIPES, Copy, DdrRef, Gather, Instr, NocCopy, Spill, pattern_extent
+from npucc.ir.onchip import OnChip
 from npucc.ir.tiled import TileGraph
 from npucc.target import Target
 from npucc.target.cost import gather_bytes, instr_cycles, instr_energy

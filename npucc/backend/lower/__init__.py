@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from npucc import progress
-from npucc.backend.hypercut.onchip import OnChip, plan_onchip
+from npucc.backend.hypercut.onchip import plan_onchip
 from npucc.backend.hypercut.plan import MeshPlan
 from npucc.backend.hypercut.planner import PlannedGraph
 from npucc.backend.lower import (  # noqa: F401  (register)
@@ -23,6 +23,7 @@ from npucc.backend.lower.common import LOWERINGS, LowerContext
 from npucc.backend.lower.program import Core, IoBinding, TiledProgram
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph, Layer
+from npucc.ir.onchip import OnChip
 from npucc.ir.tiled import TileGraph
 from npucc.passes import CompileContext, Pass, register
 from npucc.target import Target

@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from npucc.backend.hypercut.onchip import OnChip
 from npucc.ir.isa import (
     BufRef,
     Copy,
@@ -25,6 +24,7 @@ from npucc.ir.isa import (
     instr_pipe,
     pattern_extent,
 )
+from npucc.ir.onchip import OnChip
 from npucc.ir.tiled import TileGraph
 from npucc.target import Target
 from npucc.target.cost import instr_cycles

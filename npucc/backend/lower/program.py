@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from npucc.backend.hypercut.onchip import OnChip
 from npucc.errors import NpuccError
+from npucc.ir.onchip import OnChip
 from npucc.ir.tiled import TileGraph
 from npucc.target import Target
 
