@@ -78,7 +78,11 @@ def test_reading_an_onchip_tensor_never_written_fails():
         ("src=NOC[0x000000+64]", "src=NOC[0x000040+64]", r"exceeds NOC size 64"),
         ("MTE2 noc", "MTE2 copy", r"copy: unknown field .hops."),
         (" hops=5 |", " |", r"noc: missing field .hops."),
-        ("src=NOC[0x000000+64] dims=[16] dst_strides=[1] src_strides=[1] hops=5", "src=DDR[0x000000+64] dims=[16] dst_strides=[1] src_strides=[1] hops=5", r"noc: only a noc copy reaches NOC, and it must"),
+        (
+            "src=NOC[0x000000+64] dims=[16] dst_strides=[1] src_strides=[1] hops=5",
+            "src=DDR[0x000000+64] dims=[16] dst_strides=[1] src_strides=[1] hops=5",
+            r"noc: only a noc copy reaches NOC, and it must",
+        ),
         ("homes=[0,0]", "homes=[0,0;0,1]", r"2 homes do not hold 16 elements in chunks of 16"),
         ("homes=[0,0]", "homes=[9,0]", r"home 9,0 outside the mesh"),
         ("f32[16] homes", "f32[8] homes", r"64 bytes at 0x0 do not hold shape \(8,\)"),
@@ -95,5 +99,7 @@ def test_onchip_tensors_beyond_a_cores_buffer_are_rejected():
     budget = int(MESH.mesh["onchip_buffer"])
     big = f'tensor onchip "t" NOC[0x000000+{budget + 64}] f32[{budget // 4 + 16}] homes=[0,0] chunk={budget // 4 + 16}'
     text = _stream(_writer("set mte3>mte2@2,3#9"), _reader("wait mte3@0,0>mte2#9"), big)
-    with pytest.raises(StreamError, match=r"more than the on-chip buffer \(524288 bytes\) of core 0,0"):
+    with pytest.raises(
+        StreamError, match=r"more than the on-chip buffer \(524288 bytes\) of core 0,0"
+    ):
         run_text(text)
