@@ -1,10 +1,12 @@
-"""Which tensors a mesh plan keeps on chip, and where: the NoC handoff within a step.
+"""Which tensors a mesh plan keeps on chip, and where: the NoC handoff.
 
-A tensor whose producer and every consumer run in the same planned step, that is not a graph
-output and fits the on-chip buffer (`[mesh] onchip_buffer` bytes per core) of its producer's
-rectangle, is kept on chip: split into equal chunks, chunk i on the i-th core of the producer's
-rectangle (row-major). Producer tiles write it and consumer tiles read it over the NoC. Both
-the lowering and the execution-faithful estimate call `plan_onchip`, so they agree.
+A tensor whose every consumer runs in its producer's planned step or the next one (as the
+SET-aligned model keeps next-step tensors on chip), that is not a graph output and fits the
+on-chip buffer (`[mesh] onchip_buffer` bytes per core) of its producer's rectangle, is kept
+on chip: split into equal chunks, chunk i on the i-th core of the producer's rectangle
+(row-major). Producer tiles write it and consumer tiles read it over the NoC. Buffers are
+reserved first come first served and never reused. Both the lowering and the
+execution-faithful estimate call `plan_onchip`, so they agree.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from npucc.target import Target
 
 VIEW_OPS = ("reshape",)  # aliases of their input's tensor (as the lowering treats them)
 NO_NOC_READERS = ("take",)  # ops that may read a tensor with `gather` (DDR only)
+LATER_STEPS = 1  # a consumer up to this many steps after its producer's still reads on chip
 
 
 def plan_onchip(
@@ -64,7 +67,11 @@ def plan_onchip(
             found = consumers(t) if t not in outputs else None
             if not found or elems == 0:
                 continue
-            if any(step_of[j] != step_of[i] or graph.layers[j].op in NO_NOC_READERS for j in found):
+            if any(
+                not 0 <= step_of[j] - step_of[i] <= LATER_STEPS
+                or graph.layers[j].op in NO_NOC_READERS
+                for j in found
+            ):
                 continue
             chunk = -(-elems // len(cores))
             homes = cores[: -(-elems // chunk)]
