@@ -327,8 +327,11 @@ class ExecCostModel:
             if layer.op in VIEW_OPS:
                 self._key[layer.outputs[0]] = self._key.get(layer.inputs[0], layer.inputs[0])
 
-    def onchip(self, steps: tuple[Step, ...]) -> dict[str, OnChip]:
-        """The tensors the lowering keeps on chip under `steps` (as `plan_tensors` decides)."""
+    def onchip(
+        self, steps: tuple[Step, ...], offchip: frozenset[str] = frozenset()
+    ) -> dict[str, OnChip]:
+        """The tensors the lowering keeps on chip under `steps` (as `plan_tensors` decides),
+        none of `offchip`."""
         cols = int(self.target.mesh["cols"])
         cores_of: list[tuple[int, ...] | None] = [None] * len(self.graph.layers)
         step_of = [0] * len(self.graph.layers)
@@ -342,7 +345,20 @@ class ExecCostModel:
                     step_of[index] = s
                     if self.graph.layers[index].op not in VIEW_OPS:
                         cores_of[index] = cores
-        return plan_onchip(self.graph, cores_of, step_of, self.target)
+        return plan_onchip(self.graph, cores_of, step_of, self.target, offchip)
+
+    def refine_offchip(self, steps: tuple[Step, ...]) -> frozenset[str]:
+        """Tensors to send through DDR although they could stay on chip: greedily, in graph
+        order, each one whose move to DDR lowers the plan's EDP (NoC copies save energy but
+        are slower than DDR ones for large tiles)."""
+        offchip: frozenset[str] = frozenset()
+        best = self.evaluate(steps, offchip).edp
+        for t in self.onchip(steps):
+            trial = offchip | {t}
+            edp = self.evaluate(steps, trial).edp
+            if edp < best:
+                offchip, best = trial, edp
+        return offchip
 
     def noc_layer(
         self, index: int, r: Rect, onchip: dict[str, OnChip]
@@ -409,7 +425,7 @@ class ExecCostModel:
             value = self._timings[key] = prof.timing(used)
         return value
 
-    def evaluate(self, steps: tuple[Step, ...]) -> Cost:
+    def evaluate(self, steps: tuple[Step, ...], offchip: frozenset[str] = frozenset()) -> Cost:
         """Energy, latency and DDR bytes of a complete plan (single-layer groups).
 
         Layers in lowering order; a layer's input-reading nodes start once its cores passed
@@ -423,7 +439,7 @@ class ExecCostModel:
                 for index in group.layers:
                     rect_of[index] = group.rect
         hop = int(self.target.mesh["noc_hop_latency"])
-        onchip = self.onchip(steps)
+        onchip = self.onchip(steps, offchip)
         done: list[_Placed] = []
         core_free: dict[tuple[int, int], int] = {}  # after its last barrier
         mte2_free: dict[tuple[int, int], int] = {}  # after its last DDR load

@@ -24,10 +24,15 @@ LATER_STEPS = 1  # a consumer up to this many steps after its producer's still r
 
 
 def plan_onchip(
-    graph: Graph, cores_of: Sequence[tuple[int, ...] | None], step_of: Sequence[int], target: Target
+    graph: Graph,
+    cores_of: Sequence[tuple[int, ...] | None],
+    step_of: Sequence[int],
+    target: Target,
+    offchip: frozenset[str] = frozenset(),
 ) -> dict[str, OnChip]:
     """The tensors kept on chip (layer i runs in step `step_of[i]` on the row-major core
-    indices `cores_of[i]`; None for a view op). Empty on one core or without a buffer."""
+    indices `cores_of[i]`; None for a view op), none of `offchip`. Empty on one core or
+    without a buffer."""
     budget = int(target.mesh.get("onchip_buffer", 0))
     if budget <= 0 or target.cores <= 1:
         return {}
@@ -64,7 +69,7 @@ def plan_onchip(
             continue
         for t in layer.outputs:
             elems = math.prod(graph.tensors[t].shape)
-            found = consumers(t) if t not in outputs else None
+            found = consumers(t) if t not in outputs and t not in offchip else None
             if not found or elems == 0:
                 continue
             if any(

@@ -121,7 +121,7 @@ def plan_tensors(plan: MeshPlan, graph: Graph, target: Target) -> dict[str, OnCh
                 step[plan.workload.layers[index].name] = s
     cores = [None if layer.op in VIEW_OPS else placement[layer.name] for layer in graph.layers]
     steps = [step[layer.name] for layer in graph.layers]
-    return plan_onchip(graph, cores, steps, target)
+    return plan_onchip(graph, cores, steps, target, plan.offchip)
 
 
 def _lower_layer(lctx: LowerContext, layer: Layer, cores: tuple[int, ...]) -> None:
