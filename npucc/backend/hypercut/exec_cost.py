@@ -52,7 +52,7 @@ class DdrCopy:
     """A copy between a core tier and a non-const DDR tensor: a NoC transfer if it is on chip."""
 
     node: int  # index in the profile
-    key: str  # the tensor (graph name as the profile lowered it)
+    operand: int  # the tensor: index into the layer's (*inputs, *outputs)
     lo: int  # first element of the tensor the copy touches
     hi: int  # one past the last
     instr: Copy
@@ -187,7 +187,10 @@ def profile_layer(graph: Graph, layer: Layer, target: Target, single: bool) -> L
     for i, name in enumerate(layer.inputs):
         if name:
             bit.setdefault(name, 1 if graph.is_const(name) else 1 << (1 + i))
-    movable = {t for t in (*layer.inputs, *layer.outputs) if t and not graph.is_const(t)}
+    movable: dict[str, int] = {}
+    for i, t in enumerate((*layer.inputs, *layer.outputs)):
+        if t and not graph.is_const(t):
+            movable.setdefault(t, i)
     return _summarise(tile_graph, lctx.starts or [0], target, bit, movable)
 
 
@@ -196,10 +199,10 @@ def _summarise(
     starts: list[int],
     target: Target,
     bit: dict[str, int],
-    movable: set[str] | None = None,
+    movable: dict[str, int] | None = None,
 ) -> LayerProfile:
     """Pack a lowered TileGraph into a LayerProfile (`bit`: release class of each DDR key;
-    `movable`: the keys a plan may keep on chip)."""
+    `movable`: the keys a plan may keep on chip, by operand position)."""
     pipe: list[int] = []
     cycles: list[int] = []
     preds: list[tuple[int, ...]] = []
@@ -228,9 +231,10 @@ def _summarise(
                     (ins.src, ins.src_strides) if isinstance(ins.src, DdrRef) else
                     (ins.dst, ins.dst_strides)
                 )  # fmt: skip
-                if isinstance(side, DdrRef) and side.key in (movable or ()):
+                if isinstance(side, DdrRef) and side.key in (movable or {}):
                     hi = side.off + pattern_extent(ins.dims, strides)
-                    copies.append(DdrCopy(len(pipe), side.key, side.off, hi, ins))
+                    operand = (movable or {})[side.key]
+                    copies.append(DdrCopy(len(pipe), operand, side.off, hi, ins))
         pipe.append(p)
         cycles.append(node.cycles)
         preds.append(tuple(g.preds[node.id]))
@@ -347,14 +351,25 @@ class ExecCostModel:
                         cores_of[index] = cores
         return plan_onchip(self.graph, cores_of, step_of, self.target, offchip)
 
+    @property
+    def every_tensor(self) -> frozenset[str]:
+        """Every tensor of the graph: as `offchip`, nothing stays on chip."""
+        return frozenset(self.graph.tensors)
+
     def refine_offchip(self, steps: tuple[Step, ...]) -> frozenset[str]:
-        """Tensors to send through DDR although they could stay on chip: greedily, in graph
-        order, each one whose move to DDR lowers the plan's EDP (NoC copies save energy but
-        are slower than DDR ones for large tiles)."""
+        """Tensors to send through DDR although they could stay on chip (NoC copies save
+        energy but are slower than DDR ones for large tiles). From the better of all on chip
+        and none, greedily in graph order: each candidate that lowers the plan's EDP when it
+        moves to DDR (resp. back on chip)."""
+        candidates = list(self.onchip(steps))
         offchip: frozenset[str] = frozenset()
         best = self.evaluate(steps, offchip).edp
-        for t in self.onchip(steps):
-            trial = offchip | {t}
+        ddr = self.evaluate(steps, frozenset(candidates)).edp
+        start_off = ddr < best
+        if start_off:
+            offchip, best = frozenset(candidates), ddr
+        for t in candidates:
+            trial = offchip - {t} if start_off else offchip | {t}
             edp = self.evaluate(steps, trial).edp
             if edp < best:
                 offchip, best = trial, edp
@@ -367,8 +382,13 @@ class ExecCostModel:
         its tensors stay on chip (None when none does). Copies of those become NoC transfers,
         priced by cost.py from each tile's core to the homes it reaches."""
         prof = self.profile(index, r.cores)
-        homes = {c.key: onchip.get(self._key.get(c.key, c.key)) for c in prof.copies}
-        homes = {k: v for k, v in homes.items() if v is not None}
+        layer = self.graph.layers[index]
+        names = (*layer.inputs, *layer.outputs)  # a shared profile's operands, by position
+        homes: dict[int, OnChip] = {}
+        for c in prof.copies:
+            where = onchip.get(self._key.get(names[c.operand], names[c.operand]))
+            if where is not None:
+                homes[c.operand] = where
         if not homes:
             return None
         memo = (index, r, tuple(sorted(homes.items(), key=lambda kv: kv[0])))
@@ -385,7 +405,7 @@ class ExecCostModel:
         energy = prof.energy_pj
         ddr = prof.ddr_bytes
         for c in prof.copies:
-            where = homes.get(c.key)
+            where = homes.get(c.operand)
             if where is None:
                 continue
             k = tile_of[c.node] % n
@@ -506,6 +526,9 @@ class ExecBeamSearch(BeamSearch):
         """Execution-faithful EDP of a complete plan (memoised)."""
         value = self._exec_edp.get(plan)
         if value is None:
-            value = self._exec_edp[plan] = self.model.evaluate(plan).edp
+            model = self.model
+            value = self._exec_edp[plan] = min(
+                model.evaluate(plan).edp, model.evaluate(plan, model.every_tensor).edp
+            )
             self.evaluations += 1
         return value
