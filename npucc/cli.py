@@ -327,6 +327,10 @@ def run_summary(result: RunResult) -> str:
         f"energy {result.energy:.6g} pJ",
         f"DRAM traffic {dram} bytes",
     ]
+    noc = sum(n for path, n in result.counters["bytes"].items() if "NOC" in path)
+    if noc:
+        hops = result.counters["noc_byte_hops"]
+        lines.append(f"NoC traffic {noc} bytes, {hops} byte-hops")
     lines += [f"  {pipe:<7} {cycles} busy cycles" for pipe, cycles in result.pipe_cycles.items()]
     if len(result.core_makespan) > 1:
         lines += [f"  core {r},{c}: {t} cycles" for (r, c), t in result.core_makespan.items()]

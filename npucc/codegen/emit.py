@@ -20,7 +20,7 @@ from npucc.backend.lower.program import DdrLayout, TiledProgram, build_image, la
 from npucc.backend.schedule import Schedule
 from npucc.backend.schedule.replay import Replay
 from npucc.backend.schedule.schedule_pass import ScheduledProgram
-from npucc.ir.isa import PIPES, BufRef, DdrRef, Instr, MemRef, Spill, format_instr
+from npucc.ir.isa import NOC, PIPES, BufRef, DdrRef, Instr, MemRef, Spill, format_instr
 from npucc.ir.tiled import TileGraph
 from npucc.passes import CompileContext, Pass, register
 
@@ -113,6 +113,8 @@ def _resolve(
         if isinstance(ref, BufRef):
             base = replay.offset_at(node, ref.buf)
             resolved[name] = MemRef(tier_of(ref.buf), base + ref.off * elem_bytes)
+        elif isinstance(ref, DdrRef) and ref.key in layout.noc:
+            resolved[name] = MemRef(NOC, layout.noc[ref.key] + ref.off * elem_bytes)
         elif isinstance(ref, DdrRef):
             resolved[name] = MemRef("DDR", layout.addr[ref.key] + ref.off * elem_bytes)
     return instr.with_operands(**resolved)
@@ -243,12 +245,20 @@ def generate(program: TiledProgram, schedules: list[tuple[Schedule, Replay]]) ->
         blocks.append(block)
     output_names = {io.name for io in program.io if io.kind == "output"}
     tensors = [
-        (t.role, t.key, layout.addr[t.key], t.nbytes(eb), t.shape, t.dtype)
+        (t.role, t.key, "DDR", layout.addr[t.key], t.nbytes(eb), t.shape, t.dtype, "")
         for t in program.tensors.values()
-        if not (t.role == "temp" and t.key in output_names)
+        if not (t.role in ("temp", "onchip") and t.key in output_names) and t.key in layout.addr
     ]
-    tensors += [("temp", key, layout.addr[key], n, (n // eb,), "f32") for key, n in extra.items()]
-    tensors.sort(key=lambda t: t[2])
+    tensors += [
+        ("temp", key, "DDR", layout.addr[key], n, (n // eb,), "f32", "") for key, n in extra.items()
+    ]
+    tensors.sort(key=lambda t: t[3])
+    tensors += [
+        (t.role, t.key, NOC, layout.noc[t.key], t.nbytes(eb), t.shape, t.dtype,
+         " " + program.onchip[t.key].text())
+        for t in program.tensors.values()
+        if t.key in layout.noc
+    ]  # fmt: skip
     outputs = [
         (io.name, layout.addr[io.key], program.tensors[io.key].elems * eb, io.shape, io.dtype)
         for io in program.io

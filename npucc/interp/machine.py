@@ -45,6 +45,7 @@ from npucc.interp.parser import (
 from npucc.interp.trace import Trace, TraceInstr, TraceMem, TraceOperand
 from npucc.ir.isa import (
     DDR,
+    NOC,
     PIPES,
     Copy,
     Gather,
@@ -52,6 +53,7 @@ from npucc.ir.isa import (
     Instr,
     MemRef,
     Mmad,
+    NocCopy,
     Operand,
     Spill,
     VBinary,
@@ -76,6 +78,7 @@ class Counters(TypedDict):
     """Statistics of a run (a plain dict at run time)."""
 
     bytes: dict[str, int]  # "SRC->DST" tier path -> bytes copied
+    noc_byte_hops: int  # bytes moved over the NoC times the hops each travelled
     macs: int
     vector_elements: int
     instructions: int
@@ -337,7 +340,7 @@ class _Machine:
 
     __slots__ = ("stream", "check", "serial", "target", "cores", "mems", "ddr", "queues", "qnames",
                  "qvc", "qfinish", "qhead", "steps", "waiter", "flag_time", "flag_vc", "heap",
-                 "releases", "now", "busy", "energy", "peak", "counters", "core_end",
+                 "noc", "releases", "now", "busy", "energy", "peak", "counters", "core_end",
                  "trace", "timing_only")  # fmt: skip
 
     def __init__(
@@ -365,6 +368,7 @@ class _Machine:
         target = self.target
         self.counters: Counters = {
             "bytes": {},
+            "noc_byte_hops": 0,
             "macs": 0,
             "vector_elements": 0,
             "instructions": 0,
@@ -394,6 +398,7 @@ class _Machine:
         self.qhead = [0] * n
         self.mems: list[dict[str, _Mem]] = [{} for _ in stream.cores]
         self.ddr = self._new_mem(DDR)
+        self.noc = self._new_mem(NOC) if NOC in stream.extent else None
         self.flag_time: dict[FlagKey, int] = {}
         self.flag_vc: dict[FlagKey, np.ndarray] = {}
         self.heap: list[tuple[int, int, _Step]] = []
@@ -418,6 +423,9 @@ class _Machine:
     def mem(self, core: int, tier: str) -> _Mem:
         if tier == DDR:
             return self.ddr
+        if tier == NOC:
+            assert self.noc is not None  # the parser only accepts NOC inside onchip tensors
+            return self.noc
         mems = self.mems[core]
         if tier not in mems:
             mems[tier] = self._new_mem(tier)
@@ -492,6 +500,10 @@ class _Machine:
                                  f"{', '.join(json.dumps(n) for n in declared)})")  # fmt: skip
         for tensor in self.stream.tensors.values():
             lo, hi = tensor.addr >> 2, (tensor.addr + tensor.nbytes) >> 2
+            if tensor.kind == "onchip":  # live and unwritten in the on-chip buffer
+                assert self.noc is not None
+                self.noc.live[lo:hi] = True
+                continue
             ddr.live[lo:hi] = True
             if tensor.kind == "const":
                 ddr.written[lo:hi] = True
@@ -775,6 +787,8 @@ class _Machine:
                 nbytes = math.prod(ins.dims) * 4
             src_tier = DDR if isinstance(ins, Gather) else ins.src.tier
             path = f"{src_tier}->{ins.dst.tier}"
+            if isinstance(ins, NocCopy):
+                c["noc_byte_hops"] += nbytes * ins.hops
             c["bytes"][path] = c["bytes"].get(path, 0) + nbytes
 
     def _deadlock(self) -> StreamError:

@@ -230,6 +230,7 @@ def exec_gather(view: View, ins: Gather) -> None:
 # the opcode key selects)
 EXEC: dict[str, Callable[[View, Any], None]] = {
     "copy": exec_copy,
+    "noc": exec_copy,
     "spill": exec_spill,
     "img2col": exec_img2col,
     "mmad": exec_mmad,

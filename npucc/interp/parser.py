@@ -8,11 +8,13 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from npucc.errors import NpuccError
 from npucc.ir.isa import (
     BINARY_OPS,
     DDR,
+    NOC,
     PIPES,
     REDUCE_OPS,
     TIERS,
@@ -23,6 +25,7 @@ from npucc.ir.isa import (
     Instr,
     MemRef,
     Mmad,
+    NocCopy,
     ParseError,
     Spill,
     VBinary,
@@ -32,18 +35,19 @@ from npucc.ir.isa import (
     field_names,
     parse_instr,
 )
+from npucc.ir.onchip import OnChip, chunk_bytes, parse_onchip
 from npucc.target import Target, target_from_json
 
 EVENTS = ("alloc", "free", "barrier")
 QUEUE_NAMES = (*(p.lower() for p in PIPES), "ctrl")
-TENSOR_KINDS = ("const", "input", "output", "temp")
+TENSOR_KINDS = ("const", "input", "output", "temp", "onchip")
 UNARY_ARITY = {"clip": 2, "muls": 1, "adds": 1, "pows": 1}
 VECTOR_TIERS = ("UB", "L0C")
 INDEX_DTYPE = "i64"  # element type of index inputs (token ids read by `gather`)
 # element types of inputs and outputs the caller passes or gets; DDR holds them as float32
 HOST_FLOATS = ("f16", "bf16", "f64")
 
-_OPERAND_RE = re.compile(r"^(L1|UB|L0A|L0B|L0C|DDR)\[0x([0-9a-f]+)\+(\d+)\]$")
+_OPERAND_RE = re.compile(r"^(L1|UB|L0A|L0B|L0C|DDR|NOC)\[0x([0-9a-f]+)\+(\d+)\]$")
 _FLAG_RE = re.compile(r"^([a-z0-9]+)(?:@(\d+),(\d+))?>([a-z0-9]+)(?:@(\d+),(\d+))?#(\d+)$")
 _SHAPE_RE = re.compile(r"^([a-z0-9]+)\[([0-9,]*)\]$")
 _SHA_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -112,6 +116,7 @@ class Tensor:
     lineno: int
     dtype: str = "f32"  # the target dtype, i64 (an input of indices, 8 bytes an element), or a
     # HOST_FLOATS type of an input or output (held as the target dtype in DDR)
+    onchip: OnChip | None = None  # an onchip tensor's homes (it lies in NOC, not DDR)
 
 
 @dataclass(slots=True)
@@ -163,7 +168,8 @@ def _fmt_ref(tier: str, addr: int, nbytes: int | None = None) -> str:
 
 
 class _Parser:
-    __slots__ = ("path", "target", "ddr_size", "lineno", "flag_sets", "flag_waits", "extent")
+    __slots__ = ("path", "target", "ddr_size", "lineno", "flag_sets", "flag_waits", "extent",
+                 "onchip")  # fmt: skip
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -172,6 +178,7 @@ class _Parser:
         self.extent: dict[str, tuple[int, int]] = {}
         self.flag_sets: dict[FlagKey, tuple[Flag, int]] = {}
         self.flag_waits: dict[FlagKey, tuple[Flag, int]] = {}
+        self.onchip: list[Tensor] = []  # onchip tensors by NOC address
 
     def fail(self, message: str, lineno: int | None = None) -> StreamError:
         return StreamError(f"{self.path}:{self.lineno if lineno is None else lineno}: {message}")
@@ -290,6 +297,8 @@ class _Parser:
         except json.JSONDecodeError as exc:
             raise self.fail(f"bad tensor name literal: {exc.msg}") from None
         tokens = rest[end:].split()
+        if kind == "onchip":
+            return self._onchip(name, tokens)
         if len(tokens) != 2 or not rest[end : end + 1].isspace():
             raise self.fail("expected 'tensor KIND \"NAME\" DDR[0xADDR+BYTES] TYPE[DIMS]'")
         m = _OPERAND_RE.match(tokens[0])
@@ -322,6 +331,61 @@ class _Parser:
             raise self.fail(f"const tensor {json.dumps(name)} lies outside the image")
         return Tensor(kind, name, addr, nbytes, shape, self.lineno, dtype)
 
+    def _onchip(self, name: str, tokens: list[str]) -> Tensor:
+        """`tensor onchip "NAME" NOC[0xADDR+BYTES] f32[DIMS] homes=[R,C;...] chunk=N`."""
+        m = _OPERAND_RE.match(tokens[0]) if len(tokens) == 4 else None
+        s = _SHAPE_RE.match(tokens[1]) if m else None
+        if not m or not s or m.group(1) != NOC or s.group(1) != self.target.dtype:
+            raise self.fail(
+                'expected \'tensor onchip "NAME" NOC[0xADDR+BYTES] TYPE[DIMS] homes=[R,C;...] '
+                "chunk=N'"
+            )
+        try:
+            where = parse_onchip(tokens[2:])
+            shape = tuple(int(d) for d in s.group(2).split(",")) if s.group(2) else ()
+        except ValueError as exc:
+            raise self.fail(f"onchip tensor {json.dumps(name)}: {exc}") from None
+        addr, nbytes = int(m.group(2), 16), int(m.group(3))
+        elems = math.prod(shape)
+        if elems * 4 != nbytes or addr % 4:
+            raise self.fail(f"tensor {json.dumps(name)}: {nbytes} bytes at 0x{addr:x} do not "
+                            f"hold shape {shape}")  # fmt: skip
+        if len(where.homes) != -(-elems // where.chunk):
+            raise self.fail(f"onchip tensor {json.dumps(name)}: {len(where.homes)} homes do not "
+                            f"hold {elems} elements in chunks of {where.chunk}")  # fmt: skip
+        rows, cols = self.target.mesh["rows"], self.target.mesh["cols"]
+        budget = int(self.target.mesh.get("onchip_buffer", 0))
+        need = chunk_bytes(where.chunk, 4)
+        for r, c in where.homes:
+            if r >= rows or c >= cols:
+                raise self.fail(f"onchip tensor {json.dumps(name)}: home {r},{c} outside the mesh")
+        used: dict[tuple[int, int], int] = {}
+        for t in (*self.onchip, Tensor("onchip", name, addr, nbytes, shape, 0, onchip=where)):
+            assert t.onchip is not None
+            for home in t.onchip.homes:
+                used[home] = used.get(home, 0) + chunk_bytes(t.onchip.chunk, 4)
+        over = [h for h, n in used.items() if n > budget]
+        if over or need > budget:
+            home = over[0] if over else where.homes[0]
+            raise self.fail(f"onchip tensor {json.dumps(name)}: more than the on-chip buffer "
+                            f"({budget} bytes) of core {home[0]},{home[1]}")  # fmt: skip
+        for t in self.onchip:
+            if addr < t.addr + t.nbytes and t.addr < addr + nbytes:
+                raise self.fail(f"onchip tensor {json.dumps(name)} overlaps {json.dumps(t.name)}")
+        tensor = Tensor("onchip", name, addr, nbytes, shape, self.lineno, s.group(1), where)
+        self.onchip.append(tensor)
+        self._reach(NOC, addr + nbytes)
+        return tensor
+
+    def _noc_hops(self, ref: MemRef, nbytes: int, core: tuple[int, int]) -> int:
+        """Hops from `core` to the farthest home of the on-chip bytes [ref.addr, +nbytes)."""
+        for t in self.onchip:
+            if t.addr <= ref.addr and ref.addr + nbytes <= t.addr + t.nbytes:
+                assert t.onchip is not None
+                lo = (ref.addr - t.addr) // 4
+                return t.onchip.hops(core, lo, lo + nbytes // 4)
+        raise self.fail(f"noc: {_fmt_ref(NOC, ref.addr, nbytes)} is not inside one onchip tensor")
+
     def _core(self, content: str, cores: list[Core]) -> Core:
         tokens = content.split()
         if len(tokens) != 3 or not tokens[1].isdigit() or not tokens[2].isdigit():
@@ -344,6 +408,8 @@ class _Parser:
             except ParseError as exc:
                 raise self.fail(str(exc)) from None
             self._check_instr(queue, instr, declared)
+            if isinstance(instr, NocCopy):
+                self._check_noc(instr, declared, core)
             sync_queue = queue.lower()
         elif queue in EVENTS:
             instr = self._event(queue, rest.split())
@@ -354,6 +420,18 @@ class _Parser:
             raise self.fail("empty synchronisation after '|'")
         waits, sets = self._sync(sync.split(), sync_queue, core)
         return Line(queue, instr, waits, sets, self.lineno)
+
+    def _check_noc(self, instr: NocCopy, declared: dict[str, int], core: tuple[int, int]) -> None:
+        """A noc copy: one side a core tier, the other NOC; `hops` must be the route's."""
+        far = "src" if instr.src.tier == NOC else "dst"
+        near = instr.dst if far == "src" else instr.src
+        if near.tier not in TIERS:
+            raise self.fail("noc: one side must be NOC and the other a core tier")
+        ref = cast(MemRef, getattr(instr, far))
+        hops = self._noc_hops(ref, declared[far], core)
+        if instr.hops != hops:
+            raise self.fail(f"noc: hops={instr.hops}, but core {core[0]},{core[1]} is {hops} hops "
+                            "from the farthest home it reaches")  # fmt: skip
 
     def _event(self, kind: str, tokens: list[str]) -> Event:
         if kind == "barrier":
@@ -426,7 +504,10 @@ class _Parser:
         for name, ref in instr.operands().items():
             assert isinstance(ref, MemRef)
             nbytes = declared[name]
-            cap = self.ddr_size if ref.tier == DDR else self.target.capacity[ref.tier]
+            if ref.tier == NOC:
+                cap = self.extent.get(NOC, (0, 0))[0]
+            else:
+                cap = self.ddr_size if ref.tier == DDR else self.target.capacity[ref.tier]
             if ref.addr % 4:
                 raise self.fail(f"{op}: operand {name} address 0x{ref.addr:x} not aligned to 4")
             if ref.addr + nbytes > cap:
@@ -453,6 +534,8 @@ class _Parser:
                 raise self.fail(f"{op}: {exc}") from None
             if isinstance(instr, Spill) and DDR not in (instr.src.tier, instr.dst.tier):
                 raise self.fail("spill: one side must be DDR")
+            if (NOC in (instr.src.tier, instr.dst.tier)) != isinstance(instr, NocCopy):
+                raise self.fail(f"{op}: only a noc copy reaches NOC, and it must")
             return pipe
         if isinstance(instr, Gather):
             if instr.table.tier != DDR or instr.idx.tier != DDR or instr.dst.tier not in TIERS:

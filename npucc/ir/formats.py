@@ -119,6 +119,10 @@ def stream_to_text(stream: Stream) -> str:
     for t in sorted(stream.tensors.values(), key=lambda t: t.lineno):
         shape = ",".join(map(str, t.shape))
         name = json.dumps(t.name, ensure_ascii=True)
+        if t.onchip is not None:
+            lines.append(f"tensor {t.kind} {name} NOC[0x{t.addr:06x}+{t.nbytes}] f32[{shape}] "
+                         f"{t.onchip.text()}")  # fmt: skip
+            continue
         lines.append(f"tensor {t.kind} {name} DDR[0x{t.addr:06x}+{t.nbytes}] f32[{shape}]")
     for core in stream.cores:
         lines.append(f"core {core.row} {core.col}")
@@ -183,6 +187,9 @@ def _tiled_json(program: Any) -> dict[str, Any]:
         entry: dict[str, Any] = {"key": t.key, "role": t.role, "shape": list(t.shape)}
         if t.data is not None:
             entry["sha256"] = data_digest(t.data)
+        if t.key in program.onchip:
+            entry["homes"] = [list(h) for h in program.onchip[t.key].homes]
+            entry["chunk"] = program.onchip[t.key].chunk
         tensors.append(entry)
     cores = []
     for core in program.cores:
@@ -266,6 +273,11 @@ def _stream_json(stream: Stream) -> dict[str, Any]:
                 "addr": t.addr,
                 "bytes": t.nbytes,
                 "shape": list(t.shape),
+                **(
+                    {"homes": [list(h) for h in t.onchip.homes], "chunk": t.onchip.chunk}
+                    if t.onchip is not None
+                    else {}
+                ),
             }
             for t in sorted(stream.tensors.values(), key=lambda t: t.lineno)
         ],  # fmt: skip

@@ -26,6 +26,7 @@ PIPES = ("MTE1", "MTE2", "MTE3", "CUBE", "VECTOR", "FIXP")
 CTRL = "CTRL"  # pseudo-queue of pipe-less events (alloc, free, barrier): dataflow, not in order
 TIERS = ("L1", "UB", "L0A", "L0B", "L0C")
 DDR = "DDR"
+NOC = "NOC"  # the mesh's distributed on-chip buffer: tensors kept on chip, reached over the NoC
 
 UNARY_OPS = (
     "copy",
@@ -193,6 +194,14 @@ class Copy(Instr):
             "dst": pattern_extent(self.dims, self.dst_strides),
             "src": pattern_extent(self.dims, self.src_strides),
         }
+
+
+@dataclass(frozen=True, slots=True)
+class NocCopy(Copy):
+    """A copy between a core tier and an on-chip tensor (NOC), `hops` mesh hops away."""
+
+    opcode: ClassVar[str] = "noc"
+    hops: int  # Manhattan hops between this core and the farthest home the access touches
 
 
 @dataclass(frozen=True, slots=True)
@@ -390,15 +399,16 @@ def field_names(cls: type[Instr]) -> tuple[str, ...]:
 
 
 INSTRUCTIONS: dict[str, type[Instr]] = {
-    cls.opcode: cls for cls in (Copy, Spill, Img2Col, Mmad, VUnary, VBinary, VReduce, VFill, Gather)
+    cls.opcode: cls
+    for cls in (Copy, NocCopy, Spill, Img2Col, Mmad, VUnary, VBinary, VReduce, VFill, Gather)
 }
 
 
 def copy_pipe(src_tier: str, dst_tier: str) -> str:
     """The pipe that moves data from src_tier to dst_tier (NpuccError-free: ValueError if none)."""
-    if src_tier == DDR and dst_tier in TIERS:
+    if src_tier in (DDR, NOC) and dst_tier in TIERS:
         return "MTE2"
-    if dst_tier == DDR and src_tier in TIERS:
+    if dst_tier in (DDR, NOC) and src_tier in TIERS:
         return "MTE3"
     if src_tier == "L1" and dst_tier in ("L0A", "L0B", "UB"):
         return "MTE1"
@@ -437,7 +447,7 @@ def instr_pipe(instr: Instr) -> str:
 
 # ---------------------------------------------------------------------------- text form
 
-_OPERAND_RE = re.compile(r"^(L1|UB|L0A|L0B|L0C|DDR)\[0x([0-9a-f]+)\+(\d+)\]$")
+_OPERAND_RE = re.compile(r"^(L1|UB|L0A|L0B|L0C|DDR|NOC)\[0x([0-9a-f]+)\+(\d+)\]$")
 _BUF_RE = re.compile(r"^b(\d+)\+(-?\d+)$")
 _DDR_RE = re.compile(r'^@("(?:[^"\\]|\\.)*")\+(-?\d+)$')
 _TOKEN_RE = re.compile(r'(?:"(?:[^"\\]|\\.)*"|\S)+?(?=\s|$)')

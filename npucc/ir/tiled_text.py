@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from npucc.errors import NpuccError
 from npucc.ir.graph_text import data_digest, zero_data
 from npucc.ir.isa import ParseError, format_instr, parse_instr
+from npucc.ir.onchip import parse_onchip
 from npucc.ir.tiled import TileGraph
 from npucc.target import target_from_json
 
@@ -39,7 +40,10 @@ if TYPE_CHECKING:
 _STR = r'"(?:[^"\\]|\\.)*"'
 _SHAPE = r"(f32|i64|f16|bf16|f64)\[([0-9,]*)\]"
 _HEAD = re.compile(rf"^(tiled-program|scheduled-program) ({_STR})$")
-_DDR = re.compile(rf"^ddr (const|input|temp) ({_STR}) {_SHAPE}(?: sha256=([0-9a-f]{{64}}))?$")
+_DDR = re.compile(
+    rf"^ddr (const|input|temp|onchip) ({_STR}) {_SHAPE}(?: sha256=([0-9a-f]{{64}}))?"
+    r"(?: (homes=\[[0-9,;]*\]) (chunk=\d+))?$"
+)
 _ALIAS = re.compile(rf"^alias ({_STR}) = ({_STR})$")
 _IO = re.compile(rf"^(input|output) ({_STR}) = ({_STR}) {_SHAPE}$")
 _CORE = re.compile(rf"^core (\d+) (\d+) ({_STR}) nodes=(\d+) buffers=(\d+)$")
@@ -65,6 +69,8 @@ def _program_lines(program: TiledProgram, head: str) -> list[str]:
     lines = [f"{head} {_q(program.name)}", f"target {program.target.to_json()}"]
     for t in program.tensors.values():
         digest = f" sha256={data_digest(t.data)}" if t.data is not None else ""
+        if t.key in program.onchip:
+            digest += " " + program.onchip[t.key].text()
         lines.append(f"ddr {t.role} {_q(t.key)} {_shape(t.shape, t.dtype)}{digest}")
     lines += [f"alias {_q(a)} = {_q(k)}" for a, k in program.aliases.items()]
     lines += [
@@ -172,6 +178,13 @@ def _read_program(r: _Reader, head: str) -> TiledProgram:
             raise r.error(str(exc), -1) from None
         if m.group(5) is not None:
             tensor.data = zero_data("f32", shape, m.group(5))
+        if (role == "onchip") != (m.group(6) is not None):
+            raise r.error("an onchip tensor, and only one, has homes and a chunk", -1)
+        if m.group(6) is not None:
+            try:
+                program.onchip[key] = parse_onchip((m.group(6), m.group(7)))
+            except ValueError as exc:
+                raise r.error(str(exc), -1) from None
     while m := r.match(_ALIAS):
         alias, key = json.loads(m.group(1)), json.loads(m.group(2))
         if key not in program.tensors:

@@ -50,6 +50,10 @@ _SCHEMA: dict[str, dict[str, Any]] = {
         "ddr_bit": float,
     },
 }
+# section -> optional key -> type; absent keys stay absent (readers use their defaults)
+_OPTIONAL: dict[str, dict[str, Any]] = {
+    "mesh": {"onchip_buffer": int, "noc_dma_latency": int},
+}
 _DTYPE_BYTES = {"f32": 4}
 
 
@@ -149,11 +153,18 @@ def target_from_json(text: str) -> Target:
     return target_from_dict(json.loads(text), "stream")
 
 
-def _check_table(data: dict[str, Any], schema: dict[str, Any], where: str, source: str) -> None:
+def _check_table(
+    data: dict[str, Any],
+    schema: dict[str, Any],
+    where: str,
+    source: str,
+    optional: dict[str, Any] | None = None,
+) -> None:
+    optional = optional or {}
     for key in data:
-        if key not in schema:
+        if key not in schema and key not in optional:
             raise NpuccError(f"unknown key '{where}{key}' in target ({source})")
-    for key, kind in schema.items():
+    for key, kind in {**schema, **{k: v for k, v in optional.items() if k in data}}.items():
         if key not in data:
             raise NpuccError(f"missing key '{where}{key}' in target ({source})")
         value = data[key]
@@ -180,7 +191,7 @@ def target_from_dict(data: dict[str, Any], source: str = "") -> Target:
     for section, schema in _SCHEMA.items():
         if section not in data:
             raise NpuccError(f"missing section '[{section}]' in target ({source})")
-        _check_table(data[section], schema, f"{section}.", source)
+        _check_table(data[section], schema, f"{section}.", source, _OPTIONAL.get(section))
     if data["target"]["dtype"] not in _DTYPE_BYTES:
         raise NpuccError(
             f"key 'target.dtype' must be one of {sorted(_DTYPE_BYTES)}, "

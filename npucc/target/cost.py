@@ -10,12 +10,14 @@ import math
 
 from npucc.ir.isa import (
     DDR,
+    NOC,
     VECTOR_OP_WEIGHT,
     Copy,
     Gather,
     Img2Col,
     Instr,
     Mmad,
+    NocCopy,
     Spill,
     VBinary,
     VFill,
@@ -37,6 +39,28 @@ def dma_cycles(target: Target, src_tier: str, dst_tier: str, nbytes: int) -> int
     return path.latency + math.ceil(nbytes / path.bandwidth)
 
 
+NOC_DMA_LATENCY = 20  # cycles to start a NoC DMA when the target's [mesh] does not say
+
+
+def noc_cycles(target: Target, nbytes: int, hops: int) -> int:
+    """Cycles of one NoC DMA: fixed latency + hops x hop latency + bytes over link bandwidth.
+
+    NOTE: each transfer gets the whole link bandwidth (contention between concurrent transfers
+    on a shared link is not modelled).
+    """
+    m = target.mesh
+    return (
+        int(m.get("noc_dma_latency", NOC_DMA_LATENCY))
+        + hops * int(m["noc_hop_latency"])
+        + math.ceil(nbytes / int(m["noc_bandwidth"]))
+    )
+
+
+def noc_energy(target: Target, nbytes: int, hops: int) -> float:
+    """Picojoules of moving nbytes over `hops` NoC hops (no DDR energy)."""
+    return nbytes * 8 * target.energy["noc_bit_hop"] * hops
+
+
 def mmad_cycles(target: Target, m: int, n: int, k: int) -> int:
     """Cycles of one cube multiply: one fractal (m0 x n0 x k0) per cycle plus pipeline latency."""
     c = target.cube
@@ -52,6 +76,8 @@ def vector_cycles(target: Target, elements: int, op: str = "") -> int:
 def instr_cycles(target: Target, instr: Instr) -> int:
     """Cycles one instruction occupies its pipe."""
     eb = target.elem_bytes
+    if isinstance(instr, NocCopy):
+        return noc_cycles(target, math.prod(instr.dims) * eb, instr.hops)
     if isinstance(instr, Copy):
         src, dst = instr.src.tier, instr.dst.tier
         return dma_cycles(target, src, dst, math.prod(instr.dims) * eb)
@@ -94,6 +120,10 @@ def instr_energy(target: Target, instr: Instr) -> float:
         pj += instr.m * instr.n * instr.k * e["mac"]
     elif isinstance(instr, (VUnary, VBinary, VReduce, VFill)):
         pj += math.prod(instr.dims) * e["vector_op"]
+    if isinstance(instr, NocCopy):  # the core side's tier, and the NoC (no DDR)
+        nbytes = math.prod(instr.dims) * eb
+        near = instr.src.tier if instr.dst.tier in (DDR, NOC) else instr.dst.tier
+        return nbytes * e[f"byte_{near}"] + noc_energy(target, nbytes, instr.hops)
     if isinstance(instr, Gather):  # the rows read (not the whole table) and the indices
         rows = instr.n * instr.row * eb
         return (rows + 8 * instr.n) * 8 * e["ddr_bit"] + rows * e[f"byte_{instr.dst.tier}"]

@@ -81,7 +81,7 @@ def test_plan_graph_keeps_the_analytic_estimate_unless_asked() -> None:
     assert analytic.cost() == evaluate(analytic.params, analytic.workload, analytic.steps)
     executed = plan_graph(graph, target, PlanOptions(beam=beam, estimate="exec"))
     assert executed.execution is not None
-    assert executed.cost() == executed.execution.evaluate(executed.steps)
+    assert executed.cost() == executed.execution.evaluate(executed.steps, executed.offchip)
     assert executed.analytic_cost() == evaluate(executed.params, executed.workload, executed.steps)
     assert "exec-cost" in executed.to_text()
     with pytest.raises(NpuccError, match="unknown estimate"):

@@ -21,12 +21,14 @@ from dataclasses import dataclass, field
 from functools import cache, lru_cache
 
 from npucc.backend.hypercut.beam import BeamOptions, BeamSearch
+from npucc.backend.hypercut.onchip import plan_onchip
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph, Layer
-from npucc.ir.isa import DDR, PIPES, Copy, DdrRef, Gather, Instr, Spill
+from npucc.ir.isa import DDR, PIPES, Copy, DdrRef, Gather, Instr, NocCopy, Spill, pattern_extent
+from npucc.ir.onchip import OnChip
 from npucc.ir.tiled import TileGraph
 from npucc.target import Target
-from npucc.target.cost import gather_bytes, instr_energy
+from npucc.target.cost import gather_bytes, instr_cycles, instr_energy
 from npucc.target.mesh_cost import Cost, MeshParams, Rect, Step, Workload
 
 VIEW_OPS = ("reshape",)  # aliases of their input's DDR tensor (as the lowering treats them)
@@ -46,6 +48,17 @@ class LayerTiming:
 
 
 @dataclass(frozen=True, slots=True)
+class DdrCopy:
+    """A copy between a core tier and a non-const DDR tensor: a NoC transfer if it is on chip."""
+
+    node: int  # index in the profile
+    operand: int  # the tensor: index into the layer's (*inputs, *outputs)
+    lo: int  # first element of the tensor the copy touches
+    hi: int  # one past the last
+    instr: Copy
+
+
+@dataclass(frozen=True, slots=True)
 class LayerProfile:
     """One layer lowered on one core: its nodes in lowering order, tile spans and totals."""
 
@@ -58,6 +71,7 @@ class LayerProfile:
     energy_pj: float  # sum of instr_energy
     ddr_bytes: int  # bytes moved to or from DDR
     busy: tuple[int, ...]  # cycles per pipe
+    copies: tuple[DdrCopy, ...] = ()  # copies to or from the layer's non-const tensors
 
     @property
     def ntiles(self) -> int:
@@ -68,9 +82,12 @@ class LayerProfile:
         """Nodes of the tiles core `core` of `cores` runs, in lowering order."""
         return [i for t in range(core, len(self.tiles), cores) for i in self.span(t)]
 
-    def replay(self, nodes: list[int], late: int = 0, at: int = 0) -> tuple[int, int]:
+    def replay(
+        self, nodes: list[int], late: int = 0, at: int = 0, cycles: dict[int, int] | None = None
+    ) -> tuple[int, int]:
         """End and last MTE2 finish of `nodes` on in-order pipes; nodes needing a class in
-        mask `late` may not start before `at`."""
+        mask `late` may not start before `at` (`cycles` overrides some nodes' cycles)."""
+        over = cycles or {}
         pipe_free = [0] * len(PIPES)
         finish = dict.fromkeys(nodes, 0)
         end = mte2 = 0
@@ -81,7 +98,7 @@ class LayerProfile:
                 start = max(start, pipe_free[p])
             for q in self.preds[i]:
                 start = max(start, finish.get(q, 0))
-            f = finish[i] = start + self.cycles[i]
+            f = finish[i] = start + over.get(i, self.cycles[i])
             if p >= 0:
                 pipe_free[p] = f
                 if p == MTE2:
@@ -101,23 +118,26 @@ class LayerProfile:
             firsts.setdefault(mask, core)
         return tuple(self.core_timing(cores, core) for core in firsts.values())
 
-    def core_timing(self, cores: int, core: int) -> LayerTiming:
+    def core_timing(
+        self, cores: int, core: int, cycles: dict[int, int] | None = None
+    ) -> LayerTiming:
         """Cold duration and per-class tails of core `core` of `cores`.
 
         The nodes keep the lowering order: the per-core scheduler runs a layer's loads in about
         that order (it prefers a ready load to a new ALLOC), so a const load behind an input
         load waits for it.
         """
+        over = cycles or {}
         nodes = self.core_nodes(cores, core)
-        cold, mte2 = self.replay(nodes)
+        cold, mte2 = self.replay(nodes, cycles=over)
         present = 0
         for i in nodes:
             present |= self.classes[i]
-        late = sum(self.cycles[i] for i in nodes) + 1  # after everything else has finished
+        late = sum(over.get(i, self.cycles[i]) for i in nodes) + 1  # after everything else
         tails = []
         for cls in range(present.bit_length()):
             if present >> cls & 1:
-                end, _ = self.replay(nodes, 1 << cls, late)
+                end, _ = self.replay(nodes, 1 << cls, late, over)
                 tails.append((cls, end - late))
         return LayerTiming(cold, cold - mte2 if mte2 else cold, tuple(tails))
 
@@ -167,13 +187,22 @@ def profile_layer(graph: Graph, layer: Layer, target: Target, single: bool) -> L
     for i, name in enumerate(layer.inputs):
         if name:
             bit.setdefault(name, 1 if graph.is_const(name) else 1 << (1 + i))
-    return _summarise(tile_graph, lctx.starts or [0], target, bit)
+    movable: dict[str, int] = {}
+    for i, t in enumerate((*layer.inputs, *layer.outputs)):
+        if t and not graph.is_const(t):
+            movable.setdefault(t, i)
+    return _summarise(tile_graph, lctx.starts or [0], target, bit, movable)
 
 
 def _summarise(
-    g: TileGraph, starts: list[int], target: Target, bit: dict[str, int]
+    g: TileGraph,
+    starts: list[int],
+    target: Target,
+    bit: dict[str, int],
+    movable: dict[str, int] | None = None,
 ) -> LayerProfile:
-    """Pack a lowered TileGraph into a LayerProfile (`bit`: release class of each DDR key)."""
+    """Pack a lowered TileGraph into a LayerProfile (`bit`: release class of each DDR key;
+    `movable`: the keys a plan may keep on chip, by operand position)."""
     pipe: list[int] = []
     cycles: list[int] = []
     preds: list[tuple[int, ...]] = []
@@ -181,6 +210,7 @@ def _summarise(
     busy = [0] * len(PIPES)
     energy = 0.0
     ddr = 0
+    copies: list[DdrCopy] = []
     for node in g.nodes:
         p = PIPES.index(node.pipe) if node.pipe is not None else -1
         mask = 0
@@ -196,6 +226,15 @@ def _summarise(
                     mask |= bit.get(ref.key, 1)  # a const the lowering generated: bit 0
             mask = mask or 1  # needs no input (a fill): free to run ahead as a const load
             ddr += ddr_bytes(target, ins)
+            if type(ins) is Copy:
+                side, strides = (
+                    (ins.src, ins.src_strides) if isinstance(ins.src, DdrRef) else
+                    (ins.dst, ins.dst_strides)
+                )  # fmt: skip
+                if isinstance(side, DdrRef) and side.key in (movable or {}):
+                    hi = side.off + pattern_extent(ins.dims, strides)
+                    operand = (movable or {})[side.key]
+                    copies.append(DdrCopy(len(pipe), operand, side.off, hi, ins))
         pipe.append(p)
         cycles.append(node.cycles)
         preds.append(tuple(g.preds[node.id]))
@@ -217,6 +256,7 @@ def _summarise(
         energy,
         ddr,
         tuple(busy),
+        tuple(copies),
     )
 
 
@@ -279,6 +319,8 @@ class ExecCostModel:
     _profiles: dict[tuple, LayerProfile] = field(default_factory=dict)
     _keys: dict[tuple[int, bool], tuple] = field(default_factory=dict)
     _timings: dict[tuple[tuple, int], tuple[LayerTiming, ...]] = field(default_factory=dict)
+    _key: dict[str, str] = field(default_factory=dict)  # view tensor -> the tensor it views
+    _noc: dict[tuple, tuple[tuple[LayerTiming, ...], float, int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         producer: dict[str, int] = {}
@@ -286,6 +328,98 @@ class ExecCostModel:
             self._srcs.append(tuple(producer.get(t) for t in layer.inputs))
             for t in layer.outputs:
                 producer[t] = index
+            if layer.op in VIEW_OPS:
+                self._key[layer.outputs[0]] = self._key.get(layer.inputs[0], layer.inputs[0])
+
+    def onchip(
+        self, steps: tuple[Step, ...], offchip: frozenset[str] = frozenset()
+    ) -> dict[str, OnChip]:
+        """The tensors the lowering keeps on chip under `steps` (as `plan_tensors` decides),
+        none of `offchip`."""
+        cols = int(self.target.mesh["cols"])
+        cores_of: list[tuple[int, ...] | None] = [None] * len(self.graph.layers)
+        step_of = [0] * len(self.graph.layers)
+        for s, step in enumerate(steps):
+            for group in step.groups:
+                r = group.rect
+                cores = tuple(
+                    y * cols + x for y in range(r.y, r.y + r.h) for x in range(r.x, r.x + r.w)
+                )
+                for index in group.layers:
+                    step_of[index] = s
+                    if self.graph.layers[index].op not in VIEW_OPS:
+                        cores_of[index] = cores
+        return plan_onchip(self.graph, cores_of, step_of, self.target, offchip)
+
+    @property
+    def every_tensor(self) -> frozenset[str]:
+        """Every tensor of the graph: as `offchip`, nothing stays on chip."""
+        return frozenset(self.graph.tensors)
+
+    def refine_offchip(self, steps: tuple[Step, ...]) -> frozenset[str]:
+        """Tensors to send through DDR although they could stay on chip (NoC copies save
+        energy but are slower than DDR ones for large tiles). From the better of all on chip
+        and none, greedily in graph order: each candidate that lowers the plan's EDP when it
+        moves to DDR (resp. back on chip)."""
+        candidates = list(self.onchip(steps))
+        offchip: frozenset[str] = frozenset()
+        best = self.evaluate(steps, offchip).edp
+        ddr = self.evaluate(steps, frozenset(candidates)).edp
+        start_off = ddr < best
+        if start_off:
+            offchip, best = frozenset(candidates), ddr
+        for t in candidates:
+            trial = offchip - {t} if start_off else offchip | {t}
+            edp = self.evaluate(steps, trial).edp
+            if edp < best:
+                offchip, best = trial, edp
+        return offchip
+
+    def noc_layer(
+        self, index: int, r: Rect, onchip: dict[str, OnChip]
+    ) -> tuple[tuple[LayerTiming, ...], float, int] | None:
+        """Timings (every used core), energy and DDR bytes of layer `index` on `r` when some of
+        its tensors stay on chip (None when none does). Copies of those become NoC transfers,
+        priced by cost.py from each tile's core to the homes it reaches."""
+        prof = self.profile(index, r.cores)
+        layer = self.graph.layers[index]
+        names = (*layer.inputs, *layer.outputs)  # a shared profile's operands, by position
+        homes: dict[int, OnChip] = {}
+        for c in prof.copies:
+            where = onchip.get(self._key.get(names[c.operand], names[c.operand]))
+            if where is not None:
+                homes[c.operand] = where
+        if not homes:
+            return None
+        memo = (index, r, tuple(sorted(homes.items(), key=lambda kv: kv[0])))
+        value = self._noc.get(memo)
+        if value is not None:
+            return value
+        used = _used_cores(r, prof.ntiles)
+        n = len(used)
+        tile_of = {}
+        for t in range(prof.ntiles):
+            for i in prof.span(t):
+                tile_of[i] = t
+        over: list[dict[int, int]] = [{} for _ in range(n)]
+        energy = prof.energy_pj
+        ddr = prof.ddr_bytes
+        for c in prof.copies:
+            where = homes.get(c.operand)
+            if where is None:
+                continue
+            k = tile_of[c.node] % n
+            ins = c.instr
+            noc = NocCopy(
+                ins.dst, ins.src, ins.dims, ins.dst_strides, ins.src_strides,
+                where.hops(used[k], c.lo, c.hi),
+            )  # fmt: skip
+            over[k][c.node] = instr_cycles(self.target, noc)
+            energy += instr_energy(self.target, noc) - instr_energy(self.target, ins)
+            ddr -= ddr_bytes(self.target, ins)
+        timings = tuple(prof.core_timing(n, k, over[k]) for k in range(n))
+        value = self._noc[memo] = (timings, energy, ddr)
+        return value
 
     def profile(self, index: int, cores: int) -> LayerProfile:
         """The profile of layer `index` on a rectangle of `cores` cores (memoised)."""
@@ -311,7 +445,7 @@ class ExecCostModel:
             value = self._timings[key] = prof.timing(used)
         return value
 
-    def evaluate(self, steps: tuple[Step, ...]) -> Cost:
+    def evaluate(self, steps: tuple[Step, ...], offchip: frozenset[str] = frozenset()) -> Cost:
         """Energy, latency and DDR bytes of a complete plan (single-layer groups).
 
         Layers in lowering order; a layer's input-reading nodes start once its cores passed
@@ -325,6 +459,7 @@ class ExecCostModel:
                 for index in group.layers:
                     rect_of[index] = group.rect
         hop = int(self.target.mesh["noc_hop_latency"])
+        onchip = self.onchip(steps, offchip)
         done: list[_Placed] = []
         core_free: dict[tuple[int, int], int] = {}  # after its last barrier
         mte2_free: dict[tuple[int, int], int] = {}  # after its last DDR load
@@ -338,9 +473,15 @@ class ExecCostModel:
                 continue
             r = rect_of[index]
             prof = self.profile(index, r.cores)
-            timings = self.timing(index, r.cores)
-            energy += prof.energy_pj
-            ddr += prof.ddr_bytes
+            noc = self.noc_layer(index, r, onchip) if onchip else None
+            if noc is None:
+                timings = self.timing(index, r.cores)
+                energy += prof.energy_pj
+                ddr += prof.ddr_bytes
+            else:
+                timings = noc[0]
+                energy += noc[1]
+                ddr += noc[2]
             used = _used_cores(r, prof.ntiles)
             barrier = max(core_free.get(c, 0) for c in used)
             y, x = used[0]
@@ -385,6 +526,9 @@ class ExecBeamSearch(BeamSearch):
         """Execution-faithful EDP of a complete plan (memoised)."""
         value = self._exec_edp.get(plan)
         if value is None:
-            value = self._exec_edp[plan] = self.model.evaluate(plan).edp
+            model = self.model
+            value = self._exec_edp[plan] = min(
+                model.evaluate(plan).edp, model.evaluate(plan, model.every_tensor).edp
+            )
             self.evaluations += 1
         return value

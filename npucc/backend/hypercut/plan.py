@@ -63,11 +63,12 @@ class MeshPlan:
     method: str
     search_s: float = 0.0
     execution: ExecCostModel | None = field(default=None, compare=False)
+    offchip: frozenset[str] = frozenset()  # tensors sent through DDR though they fit on chip
 
     def cost(self) -> Cost:
         """The plan's estimate: execution-faithful when the plan has an ExecCostModel."""
         if self.execution is not None:
-            return self.execution.evaluate(self.steps)
+            return self.execution.evaluate(self.steps, self.offchip)
         return self.analytic_cost()
 
     def analytic_cost(self) -> Cost:
@@ -115,11 +116,13 @@ class MeshPlan:
             f" edp={c.edp:.6g} dram_bytes={int(c.dram_bytes)} noc_byte_hops={int(c.noc_byte_hops)}",
         ]
         if self.execution is not None:
-            x = self.execution.evaluate(self.steps)
+            x = self.execution.evaluate(self.steps, self.offchip)
             lines.append(
                 f"  exec-cost energy_pj={x.energy_pj:.6g} latency_cycles={x.latency_cycles:.6g}"
                 f" edp={x.edp:.6g} dram_bytes={int(x.dram_bytes)}"
             )
+        if self.offchip:
+            lines.append(f"  offchip {', '.join(repr(t) for t in sorted(self.offchip))}")
         for s, step in enumerate(self.steps):
             loop = " (same loop)" if step.loop else ""
             lines.append(f"  step {s} sub-batches={step.nsub}{loop}")

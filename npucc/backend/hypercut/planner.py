@@ -66,7 +66,10 @@ def plan_graph(graph: Graph, target: Target, options: PlanOptions, **params: Any
         steps = layer_sequential(wl, mesh)
     else:
         steps = layer_pipelined(wl, mesh)
-    return MeshPlan(wl, mesh, steps, options.method, time.perf_counter() - start, execution)
+    offchip = execution.refine_offchip(steps) if execution is not None else frozenset()
+    return MeshPlan(
+        wl, mesh, steps, options.method, time.perf_counter() - start, execution, offchip
+    )
 
 
 def _fields(obj: Any) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from npucc import progress
+from npucc.backend.hypercut.onchip import plan_onchip
 from npucc.backend.hypercut.plan import MeshPlan
 from npucc.backend.hypercut.planner import PlannedGraph
 from npucc.backend.lower import (  # noqa: F401  (register)
@@ -22,6 +23,7 @@ from npucc.backend.lower.common import LOWERINGS, LowerContext
 from npucc.backend.lower.program import Core, IoBinding, TiledProgram
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph, Layer
+from npucc.ir.onchip import OnChip
 from npucc.ir.tiled import TileGraph
 from npucc.passes import CompileContext, Pass, register
 from npucc.target import Target
@@ -33,17 +35,22 @@ Placement = dict[str, tuple[int, ...]]  # layer name -> indices of the cores tha
 
 
 def lower_graph(
-    graph: Graph, ctx: CompileContext, placement: Placement | None = None
+    graph: Graph,
+    ctx: CompileContext,
+    placement: Placement | None = None,
+    onchip: dict[str, OnChip] | None = None,
 ) -> TiledProgram:
     """Lower every layer of `graph`, layer after layer through DDR, onto the target's cores.
 
     Each layer's independent tiles go round-robin over its cores (`placement`; by default every
-    layer uses every core of the mesh in turn, i.e. layer-sequential execution).
+    layer uses every core of the mesh in turn, i.e. layer-sequential execution). The tensors in
+    `onchip` are kept on chip and moved over the NoC instead of DDR.
     """
     target = ctx.target
     program = TiledProgram(graph.name, target)
     rows, cols = int(target.mesh["rows"]), int(target.mesh["cols"])
-    tracker = DdrTracker()
+    tracker = DdrTracker(onchip=dict(onchip or {}))
+    program.onchip = tracker.onchip
     builders = []
     for index in range(rows * cols):
         core = Core(index // cols, index % cols, TileGraph(f"core{index // cols}_{index % cols}"))
@@ -104,6 +111,19 @@ def plan_placement(plan: MeshPlan, target: Target) -> Placement:
     return placement
 
 
+def plan_tensors(plan: MeshPlan, graph: Graph, target: Target) -> dict[str, OnChip]:
+    """The tensors `plan` keeps on chip (npucc.backend.hypercut.onchip)."""
+    placement = plan_placement(plan, target)
+    step: dict[str, int] = {}
+    for s, st in enumerate(plan.steps):
+        for group in st.groups:
+            for index in group.layers:
+                step[plan.workload.layers[index].name] = s
+    cores = [None if layer.op in VIEW_OPS else placement[layer.name] for layer in graph.layers]
+    steps = [step[layer.name] for layer in graph.layers]
+    return plan_onchip(graph, cores, steps, target, plan.offchip)
+
+
 def _lower_layer(lctx: LowerContext, layer: Layer, cores: tuple[int, ...]) -> None:
     """Lower one layer onto `cores` (a view op only aliases its input's DDR tensor)."""
     program = lctx.program
@@ -116,7 +136,8 @@ def _lower_layer(lctx: LowerContext, layer: Layer, cores: tuple[int, ...]) -> No
     if lower is None:
         raise NpuccError(f"no lowering for operator {layer.op} (node '{layer.name}')")
     for out in layer.outputs:
-        program.add_tensor(out, "temp", lctx.shape(out))
+        role = "onchip" if out in program.onchip else "temp"
+        program.add_tensor(out, role, lctx.shape(out))
     lctx.begin_layer(cores)
     lower(lctx, layer)
     for out in layer.outputs:
@@ -132,7 +153,9 @@ class LowerTiles(Pass):
 
     def run(self, ir: Graph | PlannedGraph, ctx: CompileContext) -> TiledProgram:
         if isinstance(ir, PlannedGraph):
-            program = lower_graph(ir.graph, ctx, plan_placement(ir.plan, ctx.target))
+            placement = plan_placement(ir.plan, ctx.target)
+            onchip = plan_tensors(ir.plan, ir.graph, ctx.target)
+            program = lower_graph(ir.graph, ctx, placement, onchip)
         else:
             program = lower_graph(ir, ctx)
         ctx.stats["tile_ops"] = sum(len(c.graph) for c in program.cores)

@@ -11,7 +11,20 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from npucc.ir.isa import BufRef, Copy, DdrRef, Gather, Img2Col, Instr, Mmad, Spill, instr_pipe
+from npucc.ir.isa import (
+    BufRef,
+    Copy,
+    DdrRef,
+    Gather,
+    Img2Col,
+    Instr,
+    Mmad,
+    NocCopy,
+    Spill,
+    instr_pipe,
+    pattern_extent,
+)
+from npucc.ir.onchip import OnChip
 from npucc.ir.tiled import TileGraph
 from npucc.target import Target
 from npucc.target.cost import instr_cycles
@@ -45,6 +58,7 @@ class DdrTracker:
 
     ready: dict[str, list[tuple[int, int]]] = field(default_factory=dict)  # key -> (core, node)
     cross_edges: list[tuple[int, int, int, int]] = field(default_factory=list)
+    onchip: dict[str, OnChip] = field(default_factory=dict)  # keys kept on chip (NoC handoff)
 
 
 class TileBuilder:
@@ -97,6 +111,8 @@ class TileBuilder:
 
         A read of a DDR tensor waits for the BARRIER that closed the tensor's writes.
         """
+        if self.tracker.onchip and type(instr) is Copy:
+            instr = self._over_noc(instr)
         reads = [getattr(instr, n) for n in instr.reads]
         writes = [getattr(instr, n) for n in instr.writes]
         ddr_reads = [r.key for r in reads if isinstance(r, DdrRef)]
@@ -139,6 +155,19 @@ class TileBuilder:
         for key in ddr_writes:
             self._ddr_writers.setdefault(key, []).append(node)
         return node
+
+    def _over_noc(self, instr: Copy) -> Copy:
+        """The copy as a NoC transfer when its DDR side is a tensor kept on chip."""
+        side = instr.src if isinstance(instr.src, DdrRef) else instr.dst
+        if not isinstance(side, DdrRef) or side.key not in self.tracker.onchip:
+            return instr
+        strides = instr.src_strides if side is instr.src else instr.dst_strides
+        lo = side.off
+        hi = lo + pattern_extent(instr.dims, strides)
+        cols = int(self.target.mesh["cols"])
+        here = (self.core // cols, self.core % cols)
+        hops = self.tracker.onchip[side.key].hops(here, lo, hi)
+        return NocCopy(instr.dst, instr.src, instr.dims, instr.dst_strides, instr.src_strides, hops)
 
     def _own(self, ref: BufRef) -> None:
         if ref.core != self.core or ref.buf not in self._readers:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from npucc.errors import NpuccError
+from npucc.ir.onchip import OnChip
 from npucc.ir.tiled import TileGraph
 from npucc.target import Target
 
@@ -20,10 +21,11 @@ HOST_FLOATS = ("f16", "bf16", "f64")
 
 @dataclass(slots=True)
 class DdrTensor:
-    """A region of DDR: a constant in the image, a model input, or program scratch."""
+    """A region of DDR: a constant in the image, a model input, or program scratch (or a tensor
+    kept on chip: role onchip, in the NOC address space)."""
 
     key: str  # unique key (the graph tensor name it was created for)
-    role: str  # const | input | temp
+    role: str  # const | input | temp | onchip
     shape: tuple[int, ...]  # logical shape (f32 elements)
     data: np.ndarray | None = None  # contents of a const
     dtype: str = "f32"  # the target dtype; i64 (an input of indices) or a HOST_FLOATS input
@@ -64,7 +66,7 @@ class TiledProgram:
     NOTE: `tensors` keeps creation order, which fixes the DDR layout byte for byte.
     """
 
-    __slots__ = ("name", "target", "tensors", "aliases", "io", "cores", "cross_edges")
+    __slots__ = ("name", "target", "tensors", "aliases", "io", "cores", "cross_edges", "onchip")
 
     def __init__(self, name: str, target: Target) -> None:
         self.name = name  # model graph name
@@ -75,6 +77,7 @@ class TiledProgram:
         self.cores: list[Core] = []
         # (src core, src node, dst core, dst node): orders nodes of different cores
         self.cross_edges: list[tuple[int, int, int, int]] = []
+        self.onchip: dict[str, OnChip] = {}  # key of a tensor kept on chip -> its homes
 
     def add_tensor(
         self,
@@ -140,6 +143,7 @@ class DdrLayout:
     addr: dict[str, int] = field(default_factory=dict)  # key -> byte address
     image_size: int = 0  # bytes of the const image
     size: int = 0  # total DDR bytes used
+    noc: dict[str, int] = field(default_factory=dict)  # on-chip key -> byte address in NOC
 
 
 DDR_ALIGN = 64
@@ -160,6 +164,11 @@ def layout_ddr(program: TiledProgram, extra: dict[str, int] | None = None) -> Dd
     for key, nbytes in (extra or {}).items():
         layout.addr[key] = cursor
         cursor += _round_up(nbytes, DDR_ALIGN)
+    noc = 0
+    for t in program.tensors.values():
+        if t.role == "onchip":
+            layout.noc[t.key] = noc
+            noc += _round_up(t.nbytes(eb), DDR_ALIGN)
     layout.size = max(cursor, DDR_ALIGN)
     if layout.size > program.target.capacity["DDR"]:
         raise NpuccError(

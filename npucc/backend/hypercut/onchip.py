@@ -1,0 +1,89 @@
+"""Which tensors a mesh plan keeps on chip, and where: the NoC handoff.
+
+A tensor whose every consumer runs in its producer's planned step or the next one (as the
+SET-aligned model keeps next-step tensors on chip), that is not a graph output and fits the
+on-chip buffer (`[mesh] onchip_buffer` bytes per core) of its producer's rectangle, is kept
+on chip: split into equal chunks, chunk i on the i-th core of the producer's rectangle
+(row-major). Producer tiles write it and consumer tiles read it over the NoC. Buffers are
+reserved first come first served and never reused. Both the lowering and the
+execution-faithful estimate call `plan_onchip`, so they agree.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from npucc.ir.graph import Graph
+from npucc.ir.onchip import OnChip, chunk_bytes
+from npucc.target import Target
+
+VIEW_OPS = ("reshape",)  # aliases of their input's tensor (as the lowering treats them)
+NO_NOC_READERS = ("take",)  # ops that may read a tensor with `gather` (DDR only)
+LATER_STEPS = 1  # a consumer up to this many steps after its producer's still reads on chip
+
+
+def plan_onchip(
+    graph: Graph,
+    cores_of: Sequence[tuple[int, ...] | None],
+    step_of: Sequence[int],
+    target: Target,
+    offchip: frozenset[str] = frozenset(),
+) -> dict[str, OnChip]:
+    """The tensors kept on chip (layer i runs in step `step_of[i]` on the row-major core
+    indices `cores_of[i]`; None for a view op), none of `offchip`. Empty on one core or
+    without a buffer."""
+    budget = int(target.mesh.get("onchip_buffer", 0))
+    if budget <= 0 or target.cores <= 1:
+        return {}
+    cols = int(target.mesh["cols"])
+    eb = target.elem_bytes
+    readers: dict[str, list[int]] = {}
+    for j, layer in enumerate(graph.layers):
+        for t in layer.inputs:
+            if t:
+                readers.setdefault(t, []).append(j)
+    outputs = set(graph.outputs)
+
+    def consumers(t: str) -> list[int] | None:
+        """Non-view layers reading `t` or a view of it (None: a view is a graph output)."""
+        found: list[int] = []
+        for j in readers.get(t, []):
+            layer = graph.layers[j]
+            if layer.op in VIEW_OPS:
+                if layer.outputs[0] in outputs:
+                    return None
+                more = consumers(layer.outputs[0])
+                if more is None:
+                    return None
+                found += more
+            else:
+                found.append(j)
+        return found
+
+    free: dict[int, int] = {}
+    kept: dict[str, OnChip] = {}
+    for i, layer in enumerate(graph.layers):
+        cores = cores_of[i]
+        if layer.op in VIEW_OPS or cores is None:
+            continue
+        for t in layer.outputs:
+            elems = math.prod(graph.tensors[t].shape)
+            found = consumers(t) if t not in outputs and t not in offchip else None
+            if not found or elems == 0:
+                continue
+            if any(
+                not 0 <= step_of[j] - step_of[i] <= LATER_STEPS
+                or graph.layers[j].op in NO_NOC_READERS
+                for j in found
+            ):
+                continue
+            chunk = -(-elems // len(cores))
+            homes = cores[: -(-elems // chunk)]
+            need = chunk_bytes(chunk, eb)
+            if any(free.get(c, budget) < need for c in homes):
+                continue
+            for c in homes:
+                free[c] = free.get(c, budget) - need
+            kept[t] = OnChip(tuple((c // cols, c % cols) for c in homes), chunk)
+    return kept

@@ -1,0 +1,66 @@
+"""Which tensors a plan keeps on chip: the rules, the homes, and the EDP refinement."""
+
+from pathlib import Path
+
+import pytest
+
+from npucc.backend.hypercut.beam import BeamOptions
+from npucc.backend.hypercut.onchip import plan_onchip
+from npucc.backend.hypercut.planner import PlanOptions, plan_graph
+from npucc.backend.lower import plan_tensors
+from npucc.frontend import import_model
+from npucc.ir.onchip import OnChip, chunk_bytes, parse_onchip
+from npucc.target import load_target, target_from_dict
+
+MODELS = Path(__file__).parents[2] / "models"
+MESH = load_target("mesh8x8")
+
+
+def test_hops_reach_the_farthest_home_of_a_range():
+    where = OnChip(((0, 0), (0, 1), (3, 3)), 10)
+    assert where.hops((0, 0), 0, 10) == 0
+    assert where.hops((0, 0), 5, 15) == 1
+    assert where.hops((0, 0), 0, 25) == 6
+    assert where.hops((3, 3), 20, 21) == 0 and where.hops((3, 3), 4, 4) == 0
+    assert parse_onchip(where.text().split()) == where
+    with pytest.raises(ValueError, match="bad home"):
+        parse_onchip(["homes=[0,x]", "chunk=4"])
+    assert chunk_bytes(10, 4) == 64 and chunk_bytes(17, 4) == 128
+
+
+def test_rules_step_distance_outputs_and_budget():
+    graph = import_model(MODELS / "small_cnn.onnx")
+    n = len(graph.layers)
+    cores = [(0, 1, 2, 3)] * n
+    produced = [
+        t
+        for layer in graph.layers
+        for t in layer.outputs
+        if t not in graph.outputs and layer.op != "reshape"  # a view is its input's tensor
+    ]
+    kept = plan_onchip(graph, cores, [0] * n, MESH)
+    assert set(kept) == set(produced)  # one step: every intermediate tensor, no output
+    for where in kept.values():
+        assert where.homes[0] == (0, 0) and len(where.homes) <= 4
+    apart = plan_onchip(graph, cores, [2 * i for i in range(n)], MESH)
+    assert apart == {}  # every consumer two steps later: through DDR
+    assert plan_onchip(graph, cores, [0] * n, load_target("davinci-core")) == {}
+    one = produced[0]
+    assert one not in plan_onchip(graph, cores, [0] * n, MESH, frozenset({one}))
+    tiny = MESH.to_dict()
+    tiny["mesh"]["onchip_buffer"] = 64
+    small = plan_onchip(graph, cores, [0] * n, target_from_dict(tiny))
+    assert all(chunk_bytes(w.chunk, 4) <= 64 for w in small.values())
+
+
+def test_the_plan_sends_through_ddr_what_the_refinement_chose():
+    graph = import_model(MODELS / "residual_block.onnx")
+    plan = plan_graph(graph, MESH, PlanOptions(beam=BeamOptions(width=4), estimate="exec"))
+    model = plan.execution
+    assert model is not None
+    candidates = model.onchip(plan.steps)
+    assert plan.offchip <= set(candidates)
+    assert model.evaluate(plan.steps, plan.offchip).edp <= model.evaluate(plan.steps).edp
+    lowered = plan_tensors(plan, graph, MESH)
+    assert lowered == model.onchip(plan.steps, plan.offchip)
+    assert not set(lowered) & plan.offchip
