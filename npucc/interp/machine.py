@@ -31,6 +31,7 @@ from npucc.interp.ops import (
     gather_rows,
     img2col_args,
     img2col_index,
+    img2col_reads,
 )
 from npucc.interp.parser import (
     HOST_FLOATS,
@@ -264,9 +265,9 @@ def _accesses(ins: Instr) -> tuple[list[_Access], list[_Access]]:
         reads.append(_Access("src", ins.src, (ins.size,), (1,)))
         writes.append(_Access("dst", ins.dst, (ins.size,), (1,)))
     elif isinstance(ins, Img2Col):
-        index, valid = img2col_index(*img2col_args(ins))
-        reads.append(_Access("src", ins.src, (), (), np.unique(index[valid])))
-        writes.append(_Access("dst", ins.dst, (index.size,), (1,)))
+        args = img2col_args(ins)
+        reads.append(_Access("src", ins.src, (), (), img2col_reads(*args)))
+        writes.append(_Access("dst", ins.dst, (img2col_index(*args)[0].size,), (1,)))
     elif isinstance(ins, Mmad):
         reads.append(_Access("a", ins.a, (ins.m * ins.k,), (1,)))
         reads.append(_Access("b", ins.b, (ins.k * ins.n,), (1,)))
