@@ -299,12 +299,13 @@ class _Mem:
 
     __slots__ = ("data", "written", "live", "wq", "wseq", "readers", "allocs", "live_bytes")
 
-    def __init__(self, nbytes: int) -> None:
+    def __init__(self, nbytes: int, queues: int = 1 << 31) -> None:
         n = nbytes // 4
         self.data = np.zeros(n, np.float32)
         self.written = np.zeros(n, bool)
         self.live = np.zeros(n, bool)
-        self.wq = np.zeros(n, np.int32)  # last writer's queue id (0: written before the start)
+        # last writer's queue id (0: written before the start), in 2 bytes when ids fit
+        self.wq = np.zeros(n, np.int16 if queues <= 1 << 15 else np.int32)
         self.wseq = np.zeros(n, np.int32)  # last writer's sequence number in its queue
         self.readers: dict[int, np.ndarray] = {}  # queue id -> last read's sequence number
         self.allocs: dict[int, int] = {}  # live regions: byte address -> bytes
@@ -428,7 +429,7 @@ class _Machine:
         """A memory of the bytes the stream addresses in `tier` (at most its capacity)."""
         nbytes, lineno = self.stream.extent[tier]
         try:
-            return _Mem(nbytes)
+            return _Mem(nbytes, len(self.qnames))
         except (MemoryError, ValueError):  # a huge target: numpy cannot allocate it
             raise self.fail(lineno, f"cannot simulate {nbytes} bytes of {tier}") from None
 
