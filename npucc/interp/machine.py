@@ -31,6 +31,7 @@ from npucc.interp.ops import (
     gather_rows,
     img2col_args,
     img2col_index,
+    img2col_reads,
 )
 from npucc.interp.parser import (
     HOST_FLOATS,
@@ -267,9 +268,9 @@ def _accesses(ins: Instr) -> tuple[list[_Access], list[_Access]]:
         reads.append(_Access("src", ins.src, (ins.size,), (1,)))
         writes.append(_Access("dst", ins.dst, (ins.size,), (1,)))
     elif isinstance(ins, Img2Col):
-        index, valid = img2col_index(*img2col_args(ins))
-        reads.append(_Access("src", ins.src, (), (), np.unique(index[valid])))
-        writes.append(_Access("dst", ins.dst, (index.size,), (1,)))
+        args = img2col_args(ins)
+        reads.append(_Access("src", ins.src, (), (), img2col_reads(*args)))
+        writes.append(_Access("dst", ins.dst, (img2col_index(*args)[0].size,), (1,)))
     elif isinstance(ins, Mmad):
         reads.append(_Access("a", ins.a, (ins.m * ins.k,), (1,)))
         reads.append(_Access("b", ins.b, (ins.k * ins.n,), (1,)))
@@ -301,12 +302,13 @@ class _Mem:
 
     __slots__ = ("data", "written", "live", "wq", "wseq", "readers", "allocs", "live_bytes")
 
-    def __init__(self, nbytes: int) -> None:
+    def __init__(self, nbytes: int, queues: int = 1 << 31) -> None:
         n = nbytes // 4
         self.data = np.zeros(n, np.float32)
         self.written = np.zeros(n, bool)
         self.live = np.zeros(n, bool)
-        self.wq = np.zeros(n, np.int32)  # last writer's queue id (0: written before the start)
+        # last writer's queue id (0: written before the start), in 2 bytes when ids fit
+        self.wq = np.zeros(n, np.int16 if queues <= 1 << 15 else np.int32)
         self.wseq = np.zeros(n, np.int32)  # last writer's sequence number in its queue
         self.readers: dict[int, np.ndarray] = {}  # queue id -> last read's sequence number
         self.allocs: dict[int, int] = {}  # live regions: byte address -> bytes
@@ -435,7 +437,7 @@ class _Machine:
         """A memory of the bytes the stream addresses in `tier` (at most its capacity)."""
         nbytes, lineno = self.stream.extent[tier]
         try:
-            return _Mem(nbytes)
+            return _Mem(nbytes, len(self.qnames))
         except (MemoryError, ValueError):  # a huge target: numpy cannot allocate it
             raise self.fail(lineno, f"cannot simulate {nbytes} bytes of {tier}") from None
 

@@ -153,6 +153,15 @@ def img2col_index(
     return index, valid.reshape(oh * ow, c * kh * kw)
 
 
+@lru_cache(maxsize=256)
+def img2col_reads(*args: int) -> np.ndarray:
+    """The distinct src offsets an img2col of geometry `args` reads (read-only, shared)."""
+    index, valid = img2col_index(*args)
+    reads = np.unique(index[valid])
+    reads.flags.writeable = False
+    return reads
+
+
 def img2col_args(ins: Img2Col) -> tuple[int, ...]:
     """The geometry of an img2col, as the key of `img2col_index`."""
     return (ins.c, ins.h, ins.w, ins.kh, ins.kw, ins.sh, ins.sw, ins.dh, ins.dw, ins.pt, ins.pl,

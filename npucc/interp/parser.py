@@ -40,6 +40,7 @@ from npucc.target import Target, target_from_json
 
 EVENTS = ("alloc", "free", "barrier")
 QUEUE_NAMES = (*(p.lower() for p in PIPES), "ctrl")
+_NAMES = {name: name for name in QUEUE_NAMES}  # parsed queue names map to these objects
 TENSOR_KINDS = ("const", "input", "output", "temp", "onchip")
 UNARY_ARITY = {"clip": 2, "muls": 1, "adds": 1, "pows": 1}
 VECTOR_TIERS = ("UB", "L0C")
@@ -473,7 +474,9 @@ class _Parser:
             dst_at = (int(m.group(5)), int(m.group(6))) if m.group(5) else core
             if (dst_at if verb == "wait" else src_at) != core:
                 raise self.fail(f"{verb} '{_clip(spec)}' names another core for this core's queue")
-            flag = Flag(m.group(1), m.group(4), int(m.group(7)), src_at, dst_at)
+            # queue names interned: a stream has hundreds of thousands of flags
+            src, dst = m.group(1), m.group(4)
+            flag = Flag(_NAMES.get(src, src), _NAMES.get(dst, dst), int(m.group(7)), src_at, dst_at)
             if flag.src not in QUEUE_NAMES or flag.dst not in QUEUE_NAMES:
                 raise self.fail(f"flag {flag}: unknown queue (one of {', '.join(QUEUE_NAMES)})")
             mine, other = (self.flag_sets, self.flag_waits)

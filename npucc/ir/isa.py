@@ -20,6 +20,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from functools import lru_cache
 from typing import Any, ClassVar
 
 PIPES = ("MTE1", "MTE2", "MTE3", "CUBE", "VECTOR", "FIXP")
@@ -519,42 +520,53 @@ def parse_instr(
         values[key] = val
     kwargs: dict[str, Any] = {}
     declared: dict[str, int] = {}
-    # every INSTRUCTIONS class is a dataclass (only the abstract Instr base is not)
-    for f in fields(cls):  # type: ignore[arg-type]
-        if f.name not in values:
-            if f.name == "scalars":
-                kwargs[f.name] = ()
+    for name, kind in _field_kinds(cls):
+        if name not in values:
+            if name == "scalars":
+                kwargs[name] = ()
                 continue
-            raise ParseError(f"{cls.opcode}: missing field '{f.name}'")
-        raw = values.pop(f.name)
-        kind = str(f.type)
+            raise ParseError(f"{cls.opcode}: missing field '{name}'")
+        raw = values.pop(name)
         try:
             if kind == "Operand":
                 m = _OPERAND_RE.match(raw)
                 if m:
-                    kwargs[f.name] = MemRef(m.group(1), int(m.group(2), 16))
-                    declared[f.name] = int(m.group(3))
+                    kwargs[name] = MemRef(m.group(1), int(m.group(2), 16))
+                    declared[name] = int(m.group(3))
                 elif buffer_tiers is not None:
-                    kwargs[f.name] = _symbolic(raw, buffer_tiers, cls.opcode, f.name)
+                    kwargs[name] = _symbolic(raw, buffer_tiers, cls.opcode, name)
                 else:
-                    raise ParseError(f"{cls.opcode}: bad operand {f.name}='{raw}'")
+                    raise ParseError(f"{cls.opcode}: bad operand {name}='{raw}'")
             elif kind.startswith("tuple[int"):
-                kwargs[f.name] = _parse_list(raw, int)
+                kwargs[name] = _parse_list(raw, int)
             elif kind.startswith("tuple[float"):
-                kwargs[f.name] = _parse_list(raw, float)
+                kwargs[name] = _parse_list(raw, float)
             elif kind == "int":
-                kwargs[f.name] = int(raw)
+                kwargs[name] = int(raw)
             elif kind == "float":
-                kwargs[f.name] = float(raw)
+                kwargs[name] = float(raw)
             else:
-                kwargs[f.name] = raw
+                kwargs[name] = raw
         except ValueError as exc:
             if isinstance(exc, ParseError):
                 raise
-            raise ParseError(f"{cls.opcode}: bad value {f.name}='{raw}'") from None
+            raise ParseError(f"{cls.opcode}: bad value {name}='{raw}'") from None
     if values:
         raise ParseError(f"{cls.opcode}: unknown field '{next(iter(values))}'")
     return cls(**kwargs), declared
+
+
+_FIELD_KINDS: dict[type[Instr], tuple[tuple[str, str], ...]] = {}
+
+
+def _field_kinds(cls: type[Instr]) -> tuple[tuple[str, str], ...]:
+    """(name, annotation text) of each field of an instruction class (computed once)."""
+    kinds = _FIELD_KINDS.get(cls)
+    if kinds is None:
+        # every INSTRUCTIONS class is a dataclass (only the abstract Instr base is not)
+        kinds = tuple((f.name, str(f.type)) for f in fields(cls))  # type: ignore[arg-type]
+        _FIELD_KINDS[cls] = kinds
+    return kinds
 
 
 def _symbolic(raw: str, buffer_tiers: Sequence[str], opcode: str, name: str) -> BufRef | DdrRef:
@@ -568,7 +580,9 @@ def _symbolic(raw: str, buffer_tiers: Sequence[str], opcode: str, name: str) -> 
     raise ParseError(f"{opcode}: bad operand {name}='{raw}'")
 
 
+@lru_cache(maxsize=65536)
 def _parse_list(raw: str, kind: type) -> tuple[Any, ...]:
+    """A `[a,b,...]` list as a tuple (cached: streams repeat the same patterns, which share it)."""
     if not (raw.startswith("[") and raw.endswith("]")):
         raise ValueError(raw)
     body = raw[1:-1]

@@ -59,7 +59,11 @@ def dlr(
     alignment: int = 1,
     placement: str = "cold",
     prefetch: bool = False,
+    max_spills: int | None = None,
 ) -> Schedule:
-    """Offsets and spill plan for a Stage-1 order (the Stage-2 schedule)."""
-    scan = LinearScan(graph, order, capacity, alignment, placement, prefetch)
+    """Offsets and spill plan for a Stage-1 order (the Stage-2 schedule).
+
+    With `max_spills`, a plan that needs more spills raises `TooManySpills` as soon as it does.
+    """
+    scan = LinearScan(graph, order, capacity, alignment, placement, prefetch, max_spills)
     return scan.run(DlrVictim(graph, spill_model))

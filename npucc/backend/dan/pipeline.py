@@ -10,7 +10,7 @@ from npucc.backend.dan.mpas import mpas
 from npucc.backend.schedule import Schedule
 from npucc.backend.schedule.freelist import FreeList
 from npucc.backend.schedule.replay import Replay, replay
-from npucc.backend.schedule.scan import topo_order
+from npucc.backend.schedule.scan import TooManySpills, topo_order
 from npucc.errors import NpuccError
 from npucc.ir.tiled import TileGraph
 from npucc.target.cost import SpillModel
@@ -52,16 +52,27 @@ def dan(
         schedule = unbounded_layout(graph, order, alignment)
     else:
         schedule, r, best = None, None, []
-        for mode in ORDERS:  # the Stage-2 plan of each order; keep the best by _rank
+        win = len(ORDERS)  # ORDERS index of the plan kept: the first of the best-ranked
+        # The cheap lowering order goes first: once a plan has neither spills nor extra DDR
+        # traffic, any plan that spills ranks worse, so the others stop at their first spill.
+        for i in sorted(range(len(ORDERS)), key=lambda i: ORDERS[i] != "lowering"):
             t1 = time.perf_counter()
-            order = stage1(graph, mode)
+            order = stage1(graph, ORDERS[i])
             t2 = time.perf_counter()
-            cand = dlr(graph, order, capacity, spill_model, alignment)
+            clean = r is not None and r.spills == 0 and r.extra_ddr == 0
+            try:
+                cand = dlr(
+                    graph, order, capacity, spill_model, alignment, max_spills=0 if clean else None
+                )
+            except TooManySpills:
+                seconds["mpas"] += t2 - t1
+                seconds["dlr"] += time.perf_counter() - t2
+                continue
             rc = replay(graph, cand, capacity, spill_model, alignment)
             seconds["mpas"] += t2 - t1
             seconds["dlr"] += time.perf_counter() - t2
-            if r is None or _rank(rc) < _rank(r):
-                schedule, r, best = cand, rc, order
+            if r is None or (_rank(rc), i) < (_rank(r), win):
+                schedule, r, best, win = cand, rc, order, i
         assert schedule is not None and r is not None
         if schedule.spills:  # the winner with SPILL_INs prefetched, if that is better
             t2 = time.perf_counter()

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 
+import numpy as np
+
+# NOTE: LabelMap.coldest switches to numpy above this many labelled ranges in a free segment.
+_VECTOR_RANGES = 32
+
 
 def align_up(value: int, alignment: int) -> int:
     """Smallest multiple of `alignment` that is >= value."""
@@ -52,13 +57,11 @@ class FreeList:
             slack = end - start - size
             if slack < 0:
                 continue
-            cands = {align_up(start, al), (end - size) // al * al}
-            cands.update(align_up(x, al) for x in released.starts_in(start, end))
-            for off in cands:
-                if start <= off and off + size <= end:
-                    cand = (released.latest(off, off + size), slack, off)
-                    if best is None or cand < best:
-                        best = cand
+            found = released.coldest(start, end, size, al)
+            if found is not None:
+                cand = (found[0], slack, found[1])
+                if best is None or cand < best:
+                    best = cand
         return None if best is None else best[2]
 
     def take(self, offset: int, size: int) -> None:
@@ -110,6 +113,69 @@ class LabelMap:
         k = bisect_right(self.ends, lo)
         m = bisect_left(self.ends, hi)
         return out + self.ends[k:m]
+
+    def coldest(self, lo: int, hi: int, size: int, al: int) -> tuple[int, int] | None:
+        """The least (latest release over [off, off+size), off) inside [lo, hi), or None.
+
+        The offsets tried are lo and hi - size (aligned inwards) and the aligned starts and
+        ends of the labelled ranges strictly inside (lo, hi), as in FreeList.coldest_fit.
+        """
+        i = bisect_right(self.starts, lo) - 1
+        if i < 0 or self.ends[i] <= lo:
+            i += 1
+        j = bisect_left(self.starts, hi)
+        if j - i > _VECTOR_RANGES:
+            return self._coldest_np(i, j, lo, hi, size, al)
+        cands = {align_up(lo, al), (hi - size) // al * al}
+        cands.update(align_up(x, al) for x in self.starts_in(lo, hi))
+        best: tuple[int, int] | None = None
+        for off in cands:
+            if lo <= off and off + size <= hi:
+                cand = (self.latest(off, off + size), off)
+                if best is None or cand < best:
+                    best = cand
+        return best
+
+    def _coldest_np(
+        self, i: int, j: int, lo: int, hi: int, size: int, al: int
+    ) -> tuple[int, int] | None:
+        """`coldest` over the ranges i..j-1 (those meeting [lo, hi)) with numpy.
+
+        Each candidate's window meets the ranges a..b-1 (a: first range ending after off,
+        b: first starting at or after off+size); their maximum label comes from a sparse
+        table of range maxima, and -1 stands for a window that meets no range.
+        """
+        starts = np.array(self.starts[i:j], dtype=np.int64)
+        ends = np.array(self.ends[i:j], dtype=np.int64)
+        labels = np.array(self.label[i:j], dtype=np.int64)
+        inner = np.concatenate(
+            (
+                [-(-lo // al) * al, (hi - size) // al * al],
+                starts[starts > lo],
+                ends[ends < hi],
+            )
+        )
+        cands = -(-inner // al) * al
+        cands = cands[(cands >= lo) & (cands + size <= hi)]  # duplicates do no harm
+        if not len(cands):
+            return None
+        a = np.searchsorted(ends, cands, "right")
+        b = np.searchsorted(starts, cands + size, "left")
+        width = b - a
+        n = len(labels)
+        depth = n.bit_length()
+        table = np.full((depth, n), -1, dtype=np.int64)  # table[k, x] = max labels[x:x+2^k]
+        table[0] = labels
+        for k in range(1, depth):
+            half = 1 << (k - 1)
+            m = n - 2 * half + 1
+            np.maximum(table[k - 1, :m], table[k - 1, half : half + m], out=table[k, :m])
+        level = np.frexp(np.maximum(width, 1))[1] - 1  # floor(log2(width)) for width >= 1
+        a = np.minimum(a, n - 1)  # (only where width <= 0, which is set to -1 below)
+        latest = np.maximum(table[level, a], table[level, np.maximum(b - (1 << level), 0)])
+        latest[width <= 0] = -1
+        low = latest.min()
+        return int(low), int(cands[latest == low].min())
 
     def latest(self, lo: int, hi: int) -> int:
         """Latest release position over [lo, hi) (-1 where never released)."""

@@ -46,6 +46,10 @@ def topo_order(graph: TileGraph) -> list[int]:
     return order
 
 
+class TooManySpills(Exception):
+    """A scan given `max_spills` needed more spills than that (it was abandoned)."""
+
+
 class LinearScan:
     """One pass over a fixed order of graph nodes that yields offsets and a spill plan."""
 
@@ -66,6 +70,7 @@ class LinearScan:
         "prefetch",
         "out_at",
         "early",
+        "max_spills",
     )
 
     def __init__(
@@ -76,6 +81,7 @@ class LinearScan:
         alignment: int = 1,
         placement: str = "first",
         prefetch: bool = False,
+        max_spills: int | None = None,
     ) -> None:
         self.graph = graph
         self.order = order
@@ -104,6 +110,7 @@ class LinearScan:
         self.prefetch = prefetch
         self.out_at: dict[int, int] = {}  # spilled-out buffer -> index of its SPILL_OUT in result
         self.early: list[tuple[int, int]] = []  # (result index to precede, SPILL_IN node)
+        self.max_spills = max_spills  # more spills than this abandon the scan (TooManySpills)
 
     def next_use(self, b: int, k: int) -> int:
         """Position of the first use of `b` after position k (INF if none)."""
@@ -165,6 +172,8 @@ class LinearScan:
             self._evict(victim(self, candidates, k))
 
     def _evict(self, x: int) -> None:
+        if self.max_spills is not None and len(self.spills) >= self.max_spills:
+            raise TooManySpills(len(self.spills) + 1)
         self.out[x] = len(self.spills)
         self.out_at[x] = len(self.result)
         self.result.append(len(self.graph.nodes) + 2 * len(self.spills))
