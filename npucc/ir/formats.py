@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from npucc.errors import NpuccError
-from npucc.interp.parser import Event, Stream, parse_stream
+from npucc.interp.parser import Event, Flag, Stream, parse_stream
 from npucc.ir.graph import Graph
 from npucc.ir.graph_text import data_digest, dtype_name, graph_from_text
 from npucc.ir.isa import Instr, format_instr
@@ -120,21 +120,33 @@ def stream_to_text(stream: Stream) -> str:
         shape = ",".join(map(str, t.shape))
         name = json.dumps(t.name, ensure_ascii=True)
         if t.onchip is not None:
-            lines.append(f"tensor {t.kind} {name} NOC[0x{t.addr:06x}+{t.nbytes}] f32[{shape}] "
-                         f"{t.onchip.text()}")  # fmt: skip
+            lines.append(f"tensor {t.kind} {name} NOC[0x{t.addr:06x}+{t.nbytes}] "
+                         f"{t.dtype}[{shape}] {t.onchip.text()}")  # fmt: skip
             continue
-        lines.append(f"tensor {t.kind} {name} DDR[0x{t.addr:06x}+{t.nbytes}] f32[{shape}]")
+        lines.append(f"tensor {t.kind} {name} DDR[0x{t.addr:06x}+{t.nbytes}] {t.dtype}[{shape}]")
     for core in stream.cores:
         lines.append(f"core {core.row} {core.col}")
         for line in core.lines:
             ins = line.instr
             body = format_instr(ins, eb) if isinstance(ins, Instr) else _event_text(ins)
-            sync = " ".join([*(f"wait {f}" for f in line.waits), *(f"set {f}" for f in line.sets)])
+            sync = " ".join(
+                [*(f"wait {_flag_text(f, True)}" for f in line.waits),
+                 *(f"set {_flag_text(f, False)}" for f in line.sets)]
+            )  # fmt: skip
             lines.append(
                 f"  {line.queue}{' ' + body if body else ''}{' | ' + sync if sync else ''}"
             )
         lines.append("end")
     return "\n".join(lines) + "\n"
+
+
+def _flag_text(flag: Flag, wait: bool) -> str:
+    """A flag as its core's line writes it: only the other core's end carries `@row,col`."""
+    if flag.src_at == flag.dst_at:
+        return f"{flag.src}>{flag.dst}#{flag.num}"
+    if wait:
+        return f"{flag.src}@{flag.src_at[0]},{flag.src_at[1]}>{flag.dst}#{flag.num}"
+    return f"{flag.src}>{flag.dst}@{flag.dst_at[0]},{flag.dst_at[1]}#{flag.num}"
 
 
 # ---------------------------------------------------------------------------- JSON
