@@ -140,8 +140,8 @@ def test_exact_partition_is_never_worse_than_kahypar():
             if hg.num_edges == 0 or k == hg.num_vertices:
                 continue
             args = partition.solver_input(hg, k)
-            exact = partition._exact(hg.num_vertices, k, 0.1, 0, *args)
-            kahypar = partition._kahypar(hg.num_vertices, k, 0.1, 0, *args)
+            exact = partition._exact(hg.num_vertices, k, 0.1, 0, args)
+            kahypar = partition._kahypar(hg.num_vertices, k, 0.1, 0, args)
             assert 2 <= len(set(exact)) <= k and exact == partition.partition(hg, k)
             assert objective(exact, k, *args) <= objective(kahypar, k, *args)
             checked += 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from functools import cache
 from importlib import resources
+from typing import NamedTuple
 
 import kahypar
 import numpy as np
@@ -37,39 +38,40 @@ def partition(
         raise ValueError(f"k={k} outside [2, {n}]")
     if hg.num_edges == 0 or n == k:
         return [v * k // n for v in range(n)]
-    offsets, pins, edge_w, node_w = solver_input(hg, k)
+    inp = solver_input(hg, k)
     solve = _exact if n <= EXACT_VERTICES else _kahypar
     if memo is None:
-        return solve(n, k, epsilon, seed, offsets, pins, edge_w, node_w)
-    key = (n, k, epsilon, seed, tuple(offsets), tuple(pins), tuple(edge_w), tuple(node_w))
+        return solve(n, k, epsilon, seed, inp)
+    key = (n, k, epsilon, seed, inp)
     if key not in memo:
-        memo[key] = solve(n, k, epsilon, seed, offsets, pins, edge_w, node_w)
+        memo[key] = solve(n, k, epsilon, seed, inp)
     return list(memo[key])
 
 
-def solver_input(hg: Hypergraph, k: int) -> tuple[list[int], list[int], list[int], list[int]]:
+class SolverInput(NamedTuple):
+    """A hypergraph as KaHyPar takes it (tuples, so it also serves as a memo key)."""
+
+    offsets: tuple[int, ...]  # start of each hyperedge's pins
+    pins: tuple[int, ...]  # vertices of every hyperedge, concatenated
+    edge_w: tuple[int, ...]  # hyperedge weights (KiB)
+    node_w: tuple[int, ...]  # vertex weights (compute, scaled to WORK_LEVELS)
+
+
+def solver_input(hg: Hypergraph, k: int) -> SolverInput:
     """Hyperedge offsets and pins, integer hyperedge and vertex weights, as KaHyPar takes them."""
     offsets, pins = hg.pins()
-    edge_w = [max(1, int(b) // EDGE_SCALE) for b in hg.edge_bytes]
+    edge_w = tuple(max(1, int(b) // EDGE_SCALE) for b in hg.edge_bytes)
     total = float(hg.vertex_work.sum()) or 1.0
     cap = WORK_LEVELS // k  # no vertex may outweigh a block, or KaHyPar cannot balance
-    node_w = [int(min(cap, max(1, round(w / total * WORK_LEVELS)))) for w in hg.vertex_work]
-    return offsets, pins, edge_w, node_w
+    node_w = tuple(int(min(cap, max(1, round(w / total * WORK_LEVELS)))) for w in hg.vertex_work)
+    return SolverInput(tuple(offsets), tuple(pins), edge_w, node_w)
 
 
-def _exact(
-    n: int,
-    k: int,
-    epsilon: float,
-    seed: int,
-    offsets: list[int],
-    pins: list[int],
-    edge_w: list[int],
-    node_w: list[int],
-) -> list[int]:
+def _exact(n: int, k: int, epsilon: float, seed: int, inp: SolverInput) -> list[int]:
     """The partition into 2..k blocks least over KaHyPar's block limit, then of least km1."""
     # ties go to the first in canonical order (blocks numbered by first vertex, as `_kahypar`
     # renumbers them), so the answer is deterministic without `seed`
+    offsets, pins, edge_w, node_w = (list(field) for field in inp)
     blocks = _assignments(n, k)
     limit = (1 + epsilon) * math.ceil(sum(node_w) / k)
     weights = np.asarray(node_w, dtype=np.int64)
@@ -102,17 +104,9 @@ def _popcount(x: np.ndarray) -> np.ndarray:
     return count
 
 
-def _kahypar(
-    n: int,
-    k: int,
-    epsilon: float,
-    seed: int,
-    offsets: list[int],
-    pins: list[int],
-    edge_w: list[int],
-    node_w: list[int],
-) -> list[int]:
+def _kahypar(n: int, k: int, epsilon: float, seed: int, inp: SolverInput) -> list[int]:
     """One KaHyPar call; blocks renumbered by first vertex so equal partitions compare equal."""
+    offsets, pins, edge_w, node_w = (list(field) for field in inp)
     graph = kahypar.Hypergraph(n, len(edge_w), offsets, pins, k, edge_w, node_w)
     ctx = kahypar.Context()  # a context keeps its last block weights: one per call
     ctx.loadINIconfiguration(_config())
