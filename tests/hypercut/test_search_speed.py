@@ -4,6 +4,7 @@ import math
 import random
 
 import numpy as np
+import pytest
 
 from npucc.backend.hypercut import baselines, beam, partition
 from npucc.backend.hypercut.baselines import AnnealOptions, anneal
@@ -146,3 +147,19 @@ def test_exact_partition_is_never_worse_than_kahypar():
             assert objective(exact, k, *args) <= objective(kahypar, k, *args)
             checked += 1
     assert checked > 20
+
+
+def test_annealing_returns_the_best_state_it_priced(mesh: MeshParams, monkeypatch):
+    """SET's schedule: uphill moves are taken early, yet the walk ends on its best state."""
+    wl = chain(16, batch=8)
+    seen: list[float] = []
+    plan_edp = baselines.plan_edp
+
+    def edp(p, w, plan, cache):
+        seen.append(plan_edp(p, w, plan, cache))
+        return seen[-1]
+
+    monkeypatch.setattr(baselines, "plan_edp", edp)
+    plan = anneal(wl, mesh, AnnealOptions(iterations=800, seed=4))
+    assert evaluate(mesh, wl, plan).edp == pytest.approx(min(seen), rel=1e-12)
+    assert min(seen) < seen[0]  # it improved on the start (one layer per run)

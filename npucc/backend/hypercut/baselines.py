@@ -213,11 +213,12 @@ def _segmentation(n: int, options: dict[tuple[int, int], list[SegmentOption]], l
 
 @dataclass(frozen=True, slots=True)
 class AnnealOptions:
-    """Simulated-annealing budget and schedule."""
+    """Simulated-annealing budget and schedule (SET's: its temperature curve on the relative
+    cost increase, and a return to the best state for the final rounds)."""
 
     iterations: int = 20_000
-    t_start: float = 0.3  # temperature on log(EDP)
-    t_end: float = 0.001
+    t_start: float = 0.07  # temperature at the start; T(x) = t_start (1 - x) / (1 + 8x)
+    best_from: float = 0.9  # fraction of the rounds after which the walk restarts from the best
     seed: int = 0
 
 
@@ -234,12 +235,16 @@ def anneal(wl: Workload, params: MeshParams, options: AnnealOptions) -> Plan:
 
     def cost(b: list[int], s: list[int], j: list[bool]) -> float:
         plan = segments_plan(wl, params, b, s, False, j, runs_memo)
-        return math.inf if plan is None else math.log(plan_edp(params, wl, plan, cache))
+        return math.inf if plan is None else plan_edp(params, wl, plan, cache)
 
     current = cost(*state)
     best = (current, state)
+    restart = int(options.best_from * options.iterations)
     for it in range(options.iterations):
-        temp = options.t_start * (options.t_end / options.t_start) ** (it / options.iterations)
+        if it == restart:
+            current, state = best
+        x = it / options.iterations
+        temp = options.t_start * (1.0 - x) / (1.0 + 8.0 * x)
         b, s, j = list(state[0]), list(state[1]), list(state[2])
         runs = len(s)
         r = rng.randrange(runs)
@@ -271,7 +276,7 @@ def anneal(wl: Workload, params: MeshParams, options: AnnealOptions) -> Plan:
             s[r] = splits[k]
         _align_loops(s, j)
         c = cost(b, s, j)
-        if c <= current or rng.random() < math.exp((current - c) / temp):
+        if c <= current or rng.random() < math.exp((current - c) / current / temp):
             state, current = (b, s, j), c
             if c < best[0]:
                 best = (c, state)
