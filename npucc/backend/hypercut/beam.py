@@ -61,6 +61,7 @@ class BeamSearch:
         self._parts: dict[tuple[tuple[int, ...], int], list[list[tuple[int, ...]]]] = {}
         self._kahypar: dict = {}  # KaHyPar answers by relabelled sub-hypergraph
         self._completed: dict[Step, tuple[Step, ...] | None] = {}  # completion of a step
+        self._placed: dict = {}  # placements by rectangle, weights, traffic and anchors
         self._score: dict[Plan, float] = {}
         self._steps: dict = {}  # step-cost memo of the cost model
         self.best: tuple[float, Plan] | None = None  # best complete plan seen
@@ -222,7 +223,11 @@ class BeamSearch:
         axis = 0 if rect.w >= rect.h else 1  # alternate: cut across the longer side
         for a in (axis, 1 - axis):
             if (rect.w if a == 0 else rect.h) >= len(parts):
-                return place(rect, weights, a, traffic, anchors)
+                key = (rect, tuple(weights), a, tuple(traffic.items()), tuple(map(tuple, anchors)))
+                rects = self._placed.get(key, ())
+                if rects == ():
+                    rects = self._placed[key] = place(rect, weights, a, traffic, anchors)
+                return rects
         return None
 
     def run(self) -> Plan:
