@@ -10,7 +10,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import numpy as np
 
@@ -53,6 +53,14 @@ def safe_file_name(name: str) -> str:
     return "_" + safe if safe in ("", ".", "..") else safe
 
 
+class OneLineErrorParser(argparse.ArgumentParser):
+    """argparse with npucc's error convention: one `npucc: error:` line, exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        """Report a usage error without the usage block."""
+        self.exit(2, f"npucc: error: {message} (see {self.prog} --help)\n")
+
+
 def _add_compile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", default="davinci-core", help="preset name or TOML path")
     p.add_argument("--schedule", default="dan", help="per-core scheduler: dan (default), original")
@@ -76,7 +84,7 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
 def _parser() -> argparse.ArgumentParser:
     from npucc.ir.formats import FORMATS, LEVELS
 
-    p = argparse.ArgumentParser(prog="npucc", description="ONNX compiler for tiled NPUs")
+    p = OneLineErrorParser(prog="npucc", description="ONNX compiler for tiled NPUs")
     p.add_argument("model", help="ONNX model to compile")
     p.add_argument(
         "-o", "--output", help="file to write: the command stream (+ .bin), or the --emit IR"
@@ -107,7 +115,7 @@ def _add_common_options(p: argparse.ArgumentParser) -> None:
 def _sub_parser() -> argparse.ArgumentParser:
     from npucc.ir.formats import FORMATS
 
-    p = argparse.ArgumentParser(prog="npucc")
+    p = OneLineErrorParser(prog="npucc")
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="execute a command stream in the interpreter")
     run.add_argument("stream")

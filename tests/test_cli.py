@@ -154,3 +154,39 @@ def test_emit_trace_feeds_the_dan_command(tmp_path):
     assert main(["dan", str(trace), "--out", str(tmp_path / "out"), "--capacity", caps]) == 0
     metrics = json.loads((tmp_path / "out" / "small_cnn_core0_0_metrics.json").read_text())
     assert metrics["spills"] == 0 and metrics["makespan"] >= metrics["bounds"]["makespan"] > 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--search", "foo"], "invalid choice: 'foo'"),
+        (["bench", "hypercut", "--json", "{tmp}/x.json", "--models", "nope"], "model 'nope'"),
+        (["bench", "hypercut", "--json", "{tmp}/no/x.json"], "does not exist"),
+        (["bench", "hypercut", "--json", "{tmp}/x.json", "--batches", "1,x"], "integers"),
+        (
+            ["bench", "hypercut", "--json", "{tmp}/x.json", "--models", "zfnet512"]
+            + ["--platforms", "mesh8x8", "--methods", "hypercut", "--batches", "0"],
+            "batch must be positive, got 0",
+        ),
+        (
+            ["bench", "hypercut", "--json", "{tmp}/x.json", "--models", "zfnet512"]
+            + ["--platforms", "mesh8x8", "--methods", "sa", "--sa-iterations", "-5"],
+            "SA iterations must be positive, got -5",
+        ),
+        (["bench", "dan", "--workload", "nope"], "workload 'nope'"),
+        (["bench", "nope"], "invalid choice: 'nope'"),
+        (["run"], "required: stream"),
+    ],
+)
+def test_bad_arguments_are_one_line_exit_2(tmp_path, capsys, args, message):
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    if args[0].startswith("--"):
+        argv = [str(SMALL_CNN), "-o", str(tmp_path / "o.cmd"), *argv]
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's usage errors
+        code = exc.code
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("npucc: error: ") and message in err and err.count("\n") == 1
+    assert not list(tmp_path.glob("*.json"))

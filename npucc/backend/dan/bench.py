@@ -14,6 +14,7 @@ from npucc.backend.dan.command import DEFAULT_CAPACITY
 from npucc.backend.dan.workloads import WORKLOADS
 from npucc.backend.schedule.original import bounds
 from npucc.backend.schedule.registry import SCHEDULERS, schedule_graph
+from npucc.bench_args import check_output_dir, choose
 from npucc.target.cost import TraceSpillModel
 
 METRICS = ("peak", "extra_ddr", "spills", "makespan")
@@ -91,7 +92,11 @@ def table(result: dict[str, Any]) -> str:
 
 def main(args: argparse.Namespace) -> int:
     """Run the benchmark, print the table, write --json; exit code 0."""
-    result = run(args.workload)
+    names = [w for arg in args.workload for w in arg.split(",")] if args.workload else None
+    names = choose(",".join(names), WORKLOADS, "workload") if names else None
+    if args.json is not None:
+        check_output_dir(args.json)
+    result = run(names)
     sys.stdout.write(table(result))
     if args.json is not None:
         args.json.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")

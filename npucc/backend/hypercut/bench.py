@@ -11,6 +11,8 @@ import onnx
 
 from npucc.backend.hypercut.beam import BeamOptions
 from npucc.backend.hypercut.planner import METHODS, PlanOptions, plan_graph
+from npucc.bench_args import check_output_dir, choose
+from npucc.errors import NpuccError
 from npucc.frontend import import_model
 from npucc.target import load_target
 
@@ -42,13 +44,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def main(args: argparse.Namespace) -> int:
     """Run every model x platform x batch x method and write the JSON report."""
+    models = choose(args.models, MODELS, "model")
+    platforms = choose(args.platforms, PLATFORMS, "platform")
+    methods = choose(args.methods, METHODS, "method")
+    try:
+        batches = [int(b) for b in args.batches.split(",")]
+    except ValueError:
+        raise NpuccError(f"--batches takes integers, got '{args.batches}'") from None
+    check_output_dir(args.json)
     runs = []
-    for model in args.models.split(","):
+    for model in models:
         graph = import_model(MODELS[model])
-        for platform in args.platforms.split(","):
+        for platform in platforms:
             target = load_target(platform)
-            for batch in map(int, args.batches.split(",")):
-                for method in args.methods.split(","):
+            for batch in batches:
+                for method in methods:
                     options = PlanOptions(
                         method=method,
                         batch=batch,

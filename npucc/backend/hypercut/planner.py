@@ -50,6 +50,14 @@ def plan_graph(graph: Graph, target: Target, options: PlanOptions, **params: Any
         raise NpuccError(f"unknown estimate '{options.estimate}' (one of {', '.join(ESTIMATES)})")
     if target.cores < 2:
         raise NpuccError(f"target '{target.name}' is not a mesh")
+    for name, value in (
+        ("batch", options.batch),
+        ("beam width", options.beam.width),
+        ("beam iterations", options.beam.max_iterations),
+        ("SA iterations", options.sa_iterations),
+    ):
+        if value < 1:
+            raise NpuccError(f"{name} must be positive, got {value}")
     mesh = MeshParams.from_target(target, **params)
     wl = workload_from_graph(graph, options.batch)
     start = time.perf_counter()
