@@ -223,11 +223,11 @@ class BeamSearch:
         axis = 0 if rect.w >= rect.h else 1  # alternate: cut across the longer side
         for a in (axis, 1 - axis):
             if (rect.w if a == 0 else rect.h) >= len(parts):
-                key = (rect, tuple(weights), a, tuple(traffic.items()), tuple(map(tuple, anchors)))
-                rects = self._placed.get(key, ())
-                if rects == ():
-                    rects = self._placed[key] = place(rect, weights, a, traffic, anchors)
-                return rects
+                inputs = (rect, tuple(weights), a, tuple(traffic.items()), tuple(map(tuple, anchors)))
+                placed = self._placed.get(inputs, ())
+                if placed == ():
+                    placed = self._placed[inputs] = place(rect, weights, a, traffic, anchors)
+                return placed
         return None
 
     def run(self) -> Plan:
