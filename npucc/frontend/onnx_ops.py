@@ -18,7 +18,6 @@ import onnx
 from onnx import numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from npucc.backend.lower.movement import runs
 from npucc.frontend.common import (
     add_const,
     const,
@@ -27,7 +26,7 @@ from npucc.frontend.common import (
     node_error,
     row_major_strides,
 )
-from npucc.ir.graph import Graph, Layer, Tensor
+from npucc.ir.graph import Graph, Layer, Tensor, runs
 
 Legalize = Callable[[Graph, Layer], list[Layer]]
 INF = math.inf

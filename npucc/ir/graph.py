@@ -162,3 +162,21 @@ class Graph:
         for t in self.outputs:
             if t not in defined:
                 raise NpuccError(f"graph output '{t}' is never written")
+
+
+def runs(indices: tuple[int, ...]) -> list[tuple[int, int, int, int]]:
+    """(first output position, first index, step, length) of arithmetic runs with step >= 1."""
+    out: list[tuple[int, int, int, int]] = []
+    pos = 0
+    while pos < len(indices):
+        length, step = 1, 1
+        if pos + 1 < len(indices) and indices[pos + 1] > indices[pos]:
+            step = indices[pos + 1] - indices[pos]
+            while (
+                pos + length < len(indices)
+                and indices[pos + length] - indices[pos + length - 1] == step
+            ):
+                length += 1
+        out.append((pos, indices[pos], step, length))
+        pos += length
+    return out

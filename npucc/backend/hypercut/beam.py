@@ -54,8 +54,15 @@ def batch_splits(batch: int, limit: int = 64) -> list[int]:
 class BeamSearch:
     """One search over one workload on one mesh; deterministic for a given seed."""
 
-    def __init__(self, wl: Workload, params: MeshParams, options: BeamOptions) -> None:
+    def __init__(
+        self,
+        wl: Workload,
+        params: MeshParams,
+        options: BeamOptions,
+        price: Callable[[Plan], float] | None = None,
+    ) -> None:
         self.wl, self.params, self.opt = wl, params, options
+        self.price = price  # EDP of a complete plan; None: the analytic model (mesh_cost)
         self.rng = random.Random(options.seed)
         self.splits = batch_splits(wl.batch)
         self._parts: dict[tuple[tuple[int, ...], int], list[list[tuple[int, ...]]]] = {}
@@ -69,15 +76,20 @@ class BeamSearch:
         self._layer_work = [layer.macs + layer.vops for layer in wl.layers]
 
     def edp(self, plan: Plan) -> float:
-        """EDP of a complete plan (memoised)."""
+        """EDP of a complete plan by `price`, else by the analytic model (memoised)."""
         value = self._score.get(plan)
         if value is None:
-            value = self._score[plan] = plan_edp(self.params, self.wl, plan, self._steps)
+            if self.price is None:
+                value = plan_edp(self.params, self.wl, plan, self._steps)
+            else:
+                value = self.price(plan)
+            self._score[plan] = value
             self.evaluations += 1
         return value
 
     def loop_costs(self, plan: Plan, a: int, b: int) -> list[Cost]:
-        """Costs of the steps of loop a..b-1 of a complete plan, as `edp` prices them."""
+        """Costs of the steps of loop a..b-1 of a complete plan, as the analytic model prices
+        them (`edp` without `price`)."""
         return loop_costs(self.params, self.wl, plan, a, b, self._steps)
 
     def score(self, plan: Plan) -> float:
@@ -256,8 +268,8 @@ class BeamSearch:
                     break
                 beam = self._select(open_)
         found = min([*done, *([self.best[1]] if self.best else [])], key=self.edp)
-        # a subclass pricing plans its own way (another `edp`) tunes through its `edp`
-        by_loops = self.loop_costs if type(self).edp is BeamSearch.edp else None
+        # the analytic model can re-price just the loops a move changes; `price` sees whole plans
+        by_loops = self.loop_costs if self.price is None else None
         tuned = (
             tune_loops(p, self.edp, self.splits, by_loops)
             for p in dict.fromkeys((found, sequential))

@@ -20,7 +20,6 @@ import math
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 
-from npucc.backend.hypercut.beam import BeamOptions, BeamSearch
 from npucc.backend.hypercut.onchip import plan_onchip
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph, Layer
@@ -29,7 +28,7 @@ from npucc.ir.onchip import OnChip
 from npucc.ir.tiled import TileGraph
 from npucc.target import Target
 from npucc.target.cost import gather_bytes, instr_cycles, instr_energy
-from npucc.target.mesh_cost import Cost, MeshParams, Rect, Step, Workload
+from npucc.target.mesh_cost import Cost, Rect, Step
 
 VIEW_OPS = ("reshape",)  # aliases of their input's DDR tensor (as the lowering treats them)
 
@@ -356,6 +355,10 @@ class ExecCostModel:
         """Every tensor of the graph: as `offchip`, nothing stays on chip."""
         return frozenset(self.graph.tensors)
 
+    def best_edp(self, steps: tuple[Step, ...]) -> float:
+        """EDP of a complete plan: the lower of keeping on chip all it can and keeping nothing."""
+        return min(self.evaluate(steps).edp, self.evaluate(steps, self.every_tensor).edp)
+
     def refine_offchip(self, steps: tuple[Step, ...]) -> frozenset[str]:
         """Tensors to send through DDR although they could stay on chip (NoC copies save
         energy but are slower than DDR ones for large tiles). From the better of all on chip
@@ -510,25 +513,3 @@ def _used_cores(r: Rect, tiles: int) -> tuple[tuple[int, int], ...]:
     """(row, col) of the cores of `r` that get a tile: the first `tiles` in row-major order."""
     cores = [(y, x) for y in range(r.y, r.y + r.h) for x in range(r.x, r.x + r.w)]
     return tuple(cores[: min(len(cores), tiles)])
-
-
-class ExecBeamSearch(BeamSearch):
-    """HyperCut's beam search scoring complete plans with an ExecCostModel's EDP."""
-
-    def __init__(
-        self, wl: Workload, params: MeshParams, options: BeamOptions, model: ExecCostModel
-    ) -> None:
-        super().__init__(wl, params, options)
-        self.model = model
-        self._exec_edp: dict[tuple[Step, ...], float] = {}
-
-    def edp(self, plan: tuple[Step, ...]) -> float:
-        """Execution-faithful EDP of a complete plan (memoised)."""
-        value = self._exec_edp.get(plan)
-        if value is None:
-            model = self.model
-            value = self._exec_edp[plan] = min(
-                model.evaluate(plan).edp, model.evaluate(plan, model.every_tensor).edp
-            )
-            self.evaluations += 1
-        return value

@@ -13,7 +13,7 @@ from npucc.backend.hypercut.baselines import (
     layer_sequential,
 )
 from npucc.backend.hypercut.beam import BeamOptions, BeamSearch
-from npucc.backend.hypercut.exec_cost import ExecBeamSearch, ExecCostModel
+from npucc.backend.hypercut.exec_cost import ExecCostModel
 from npucc.backend.hypercut.plan import MeshPlan
 from npucc.backend.hypercut.workload import workload_from_graph
 from npucc.errors import NpuccError
@@ -64,10 +64,8 @@ def plan_graph(graph: Graph, target: Target, options: PlanOptions, **params: Any
     execution = ExecCostModel(graph, target) if options.estimate == "exec" else None
     if options.method == "hypercut":
         beam = BeamOptions(**{**_fields(options.beam), "seed": options.seed})
-        if execution is None:
-            steps = BeamSearch(wl, mesh, beam).run()
-        else:
-            steps = ExecBeamSearch(wl, mesh, beam, execution).run()
+        price = None if execution is None else execution.best_edp
+        steps = BeamSearch(wl, mesh, beam, price).run()
     elif options.method == "sa":
         steps = anneal(wl, mesh, AnnealOptions(iterations=options.sa_iterations, seed=options.seed))
     elif options.method == "layer-sequential":

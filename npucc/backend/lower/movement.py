@@ -11,7 +11,7 @@ import math
 
 from npucc.backend.lower.common import LowerContext, lowering, row_major_strides
 from npucc.backend.lower.layout import Dims, boxes, broadcast_strides, budget, move, offset, store
-from npucc.ir.graph import Layer
+from npucc.ir.graph import Layer, runs
 from npucc.ir.isa import Copy, Gather, VFill
 
 
@@ -25,24 +25,6 @@ def lower_slice(ctx: LowerContext, layer: Layer) -> None:
     strides = tuple(s * st for s, st in zip(in_strides, steps, strict=True))
     shape = ctx.shape(y)
     move(ctx, layer, src, ctx.ddr(y), shape, strides, row_major_strides(shape))
-
-
-def runs(indices: tuple[int, ...]) -> list[tuple[int, int, int, int]]:
-    """(first output position, first index, step, length) of arithmetic runs with step >= 1."""
-    out: list[tuple[int, int, int, int]] = []
-    pos = 0
-    while pos < len(indices):
-        length, step = 1, 1
-        if pos + 1 < len(indices) and indices[pos + 1] > indices[pos]:
-            step = indices[pos + 1] - indices[pos]
-            while (
-                pos + length < len(indices)
-                and indices[pos + length] - indices[pos + length - 1] == step
-            ):
-                length += 1
-        out.append((pos, indices[pos], step, length))
-        pos += length
-    return out
 
 
 @lowering("take")
