@@ -235,7 +235,13 @@ class BeamSearch:
         axis = 0 if rect.w >= rect.h else 1  # alternate: cut across the longer side
         for a in (axis, 1 - axis):
             if (rect.w if a == 0 else rect.h) >= len(parts):
-                inputs = (rect, tuple(weights), a, tuple(traffic.items()), tuple(map(tuple, anchors)))
+                inputs = (
+                    rect,
+                    tuple(weights),
+                    a,
+                    tuple(traffic.items()),
+                    tuple(map(tuple, anchors)),
+                )
                 placed = self._placed.get(inputs, ())
                 if placed == ():
                     placed = self._placed[inputs] = place(rect, weights, a, traffic, anchors)
