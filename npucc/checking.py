@@ -21,30 +21,44 @@ def random_inputs(
 
     Float inputs are standard normal float32. With `model`, an integer input that feeds Gather
     indices gets uniform valid indices in [0, n) (n: the smallest size of the data axis among
-    the Gathers it feeds), of the input's declared integer type, and a FLOAT16, BFLOAT16 or
-    DOUBLE input gets its standard normal values rounded to that type.
+    the Gathers it feeds), another integer input uniform 0s and 1s (a mask), both of the
+    input's declared integer type, and a FLOAT16, BFLOAT16 or DOUBLE input gets its standard
+    normal values rounded to that type.
     """
     rng = np.random.default_rng(seed)
     bounds = gather_index_bounds(model) if model is not None else {}
     floats = float_input_types(model) if model is not None else {}
+    ints = integer_input_types(model) if model is not None else {}
     out: dict[str, np.ndarray] = {}
     for name, shape in shapes.items():
         if name in bounds:
             high, dtype = bounds[name]
             out[name] = rng.integers(0, high, shape).astype(dtype)
+        elif name in ints:
+            out[name] = rng.integers(0, 2, shape).astype(ints[name])
         else:
             values = rng.standard_normal(shape).astype(np.float32)
             out[name] = values.astype(floats.get(name, values.dtype))
     return out
 
 
+def integer_input_types(model: onnx.ModelProto) -> dict[str, np.dtype]:
+    """The numpy type of each INT64 or INT32 graph input."""
+    return _input_types(model, (onnx.TensorProto.INT64, onnx.TensorProto.INT32))
+
+
 def float_input_types(model: onnx.ModelProto) -> dict[str, np.dtype]:
     """The numpy type of each FLOAT16, BFLOAT16 or DOUBLE graph input."""
     others = (onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE)
+    return _input_types(model, others)
+
+
+def _input_types(model: onnx.ModelProto, elem_types: tuple[int, ...]) -> dict[str, np.dtype]:
+    """The numpy type of each graph input whose element type is one of `elem_types`."""
     return {
         v.name: np.dtype(onnx.helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type))
         for v in model.graph.input
-        if v.type.tensor_type.elem_type in others
+        if v.type.tensor_type.elem_type in elem_types
     }
 
 

@@ -157,12 +157,66 @@ def index_inputs(graph: onnx.GraphProto) -> set[str]:
     return {n for n, used in uses.items() if used and all(used) and n not in outputs}
 
 
+# ops that pass their first input's values through unchanged (only their layout changes)
+VIEW_OPS = ("Identity", "Unsqueeze", "Squeeze", "Reshape", "Flatten", "Expand", "Transpose")
+
+
+def cast_inputs(graph: onnx.GraphProto) -> tuple[set[str], set[str]]:
+    """Integer graph inputs that the model only casts to a float type, possibly after view ops
+    (an attention mask: Unsqueeze, Expand, then Cast), and the tensors on those paths.
+
+    npucc holds them as float32 from the start: converting an integer to float32 on the host is
+    what the Cast does, and the view ops commute with it.
+    """
+    users: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
+    for node in graph.node:
+        for pos, name in enumerate(node.input):
+            users.setdefault(name, []).append((node, pos))
+    for node in graph.node:  # a subgraph may read anything: no cast input then
+        for attr in node.attribute:
+            for sub in (attr.g, *attr.graphs) if attr.g.ByteSize() or attr.graphs else ():
+                for sub_node in sub.node:
+                    for name in sub_node.input:
+                        users.setdefault(name, []).append((sub_node, -1))
+    outputs = {v.name for v in graph.output}
+
+    def path(tensor: str) -> set[str] | None:
+        """Tensors from `tensor` to its Casts to float (None if a use is anything else)."""
+        if tensor in outputs or tensor not in users:
+            return None
+        found = {tensor}
+        for node, pos in users[tensor]:
+            if node.op_type in ("Cast", "CastLike") and pos == 0:
+                to = next((a.i for a in node.attribute if a.name == "to"), None)
+                if node.op_type == "Cast" and to not in FLOAT_TYPES:
+                    return None
+                continue
+            if node.op_type not in VIEW_OPS or pos != 0:
+                return None
+            rest = path(node.output[0])
+            if rest is None:
+                return None
+            found |= rest
+        return found
+
+    inits = {i.name for i in graph.initializer}
+    names: set[str] = set()
+    tensors: set[str] = set()
+    for v in graph.input:
+        if v.name not in inits and v.type.tensor_type.elem_type in INDEX_TYPES:
+            on_path = path(v.name)
+            if on_path is not None:
+                names.add(v.name)
+                tensors |= on_path
+    return names, tensors
+
+
 def _fix_input_shapes(model: onnx.ModelProto, input_shapes: InputShapes) -> None:
     graph = model.graph
     inits = {i.name for i in graph.initializer}
     inputs = [v for v in graph.input if v.name not in inits]
     known = [v.name for v in inputs]
-    gather_ids = index_inputs(graph)
+    gather_ids = index_inputs(graph) | cast_inputs(graph)[0]
     for name in input_shapes:
         if name not in known:
             raise NpuccError(f"input shape given for unknown input '{name}' (inputs: {known})")
@@ -177,7 +231,7 @@ def _fix_input_shapes(model: onnx.ModelProto, input_shapes: InputShapes) -> None
             raise NpuccError(
                 f"input '{v.name}' has element type {elem}; npucc supports FLOAT (FLOAT16, "
                 "BFLOAT16 and DOUBLE read by Cast) and INT64 or INT32 inputs used only as "
-                "Gather indices"
+                "Gather indices or cast to a float type"
             )
         dims = list(tt.shape.dim)
         if v.name in input_shapes:
@@ -299,9 +353,12 @@ def model_to_graph(model: onnx.ModelProto) -> Graph:
         except NpuccError as exc:
             raise NpuccError(f"initializer '{init.name}': {exc}") from None
     values = {v.name: v for v in (*graph.input, *graph.value_info, *graph.output)}
+    as_float = cast_inputs(graph)[1]  # integer values held as float32 (converted on the host)
     for v in graph.input:
         if v.name not in g.tensors:
             shape, dtype = value_type(v)
+            if v.name in as_float:
+                dtype = "f32"
             g.add_tensor(Tensor(v.name, shape, "i64" if dtype in ("i32", "i64") else dtype))
             g.inputs.append(v.name)
     read = {t for node in graph.node for t in node.input} | {v.name for v in graph.output}
@@ -319,7 +376,7 @@ def model_to_graph(model: onnx.ModelProto) -> Graph:
         outputs = [out or f"{name}.unused{i}" for i, out in enumerate(outputs)]
         for out in outputs:  # open dims are resolved by fold-constants
             shape, dtype = value_type(values.get(out))  # zero-size ones fold to constants
-            g.add_tensor(Tensor(out, shape, dtype))
+            g.add_tensor(Tensor(out, shape, "f32" if out in as_float else dtype))
         g.add_layer(Layer(name, ONNX_PREFIX + node.op_type, list(node.input), outputs, attrs))
     g.outputs = [v.name for v in graph.output]
     return g

@@ -11,6 +11,7 @@ import npucc
 from npucc.checking import compare, random_inputs, run_onnxruntime
 from npucc.cli import main
 from npucc.errors import NpuccError
+from npucc.frontend import import_model
 from npucc.interp import run_stream
 from npucc.interp.parser import parse_stream
 from npucc.ir.isa import Gather, MemRef, format_instr, parse_instr
@@ -78,16 +79,72 @@ def test_index_input_dtype_and_shape_are_checked():
         program.execute({"ids": np.zeros((3, 2), np.int64)})
 
 
-def test_integer_input_used_elsewhere_stays_unsupported():
-    graph = helper.make_graph(
-        [helper.make_node("Cast", ["ids"], ["y"], to=TensorProto.FLOAT)],
-        "g",
-        [helper.make_tensor_value_info("ids", TensorProto.INT64, [4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
-    )
+@pytest.mark.parametrize(
+    ("nodes", "out_type"),
+    [
+        (
+            [helper.make_node("Abs", ["ids"], ["a"]), helper.make_node("Cast", ["a"], ["y"], to=1)],
+            TensorProto.FLOAT,
+        ),
+        (
+            [  # indices and values at once
+                helper.make_node("Gather", ["table", "ids"], ["g"]),
+                helper.make_node("Cast", ["ids"], ["c"], to=TensorProto.FLOAT),
+                helper.make_node("Add", ["g", "c"], ["y"]),
+            ],
+            TensorProto.FLOAT,
+        ),
+        ([helper.make_node("Cast", ["ids"], ["y"], to=TensorProto.INT32)], TensorProto.INT32),
+    ],
+)
+def test_integer_input_used_elsewhere_stays_unsupported(nodes, out_type):
+    table = numpy_helper.from_array(np.ones(9, np.float32), "table")
+    y = helper.make_tensor_value_info("y", out_type, [4])
+    ids = helper.make_tensor_value_info("ids", TensorProto.INT64, [4])
+    graph = helper.make_graph(nodes, "g", [ids], [y], [table])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     with pytest.raises(NpuccError, match="has element type INT64; npucc supports FLOAT"):
         npucc.compile(model)
+
+
+def test_attention_mask_cast_after_views_passes_npucc_check(tmp_path, capsys):
+    """An integer mask the model unsqueezes, expands and casts (a BERT export) is compiled as
+    a float32 input: the host converts it as the Cast would."""
+    seq, width = 6, 8
+    rng = np.random.default_rng(1)
+    w = numpy_helper.from_array(rng.standard_normal((width, width)).astype(np.float32), "w")
+    consts = {
+        "one": np.float32(1.0),
+        "big": np.float32(-1e4),
+        "axes": np.array([1], np.int64),
+        "shape": np.array([2, seq, seq], np.int64),
+    }
+    nodes = [
+        helper.make_node("Unsqueeze", ["mask", "axes"], ["m3"]),
+        helper.make_node("Expand", ["m3", "shape"], ["mx"]),
+        helper.make_node("Cast", ["mx"], ["mf"], to=TensorProto.FLOAT),
+        helper.make_node("Sub", ["one", "mf"], ["inv"]),
+        helper.make_node("Mul", ["inv", "big"], ["bias"]),
+        helper.make_node("MatMul", ["x", "w"], ["q"]),
+        helper.make_node("Transpose", ["x"], ["xt"], perm=[0, 2, 1]),
+        helper.make_node("MatMul", ["q", "xt"], ["scores"]),
+        helper.make_node("Add", ["scores", "bias"], ["masked"]),
+        helper.make_node("Softmax", ["masked"], ["y"], axis=-1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "masked_attention",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, seq, width]),
+            helper.make_tensor_value_info("mask", TensorProto.INT64, [2, seq]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, seq, seq])],
+        [w, *(numpy_helper.from_array(v, k) for k, v in consts.items())],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    assert import_model(model).tensors["mask"].dtype == "f32"
+    assert main(["check", _save(model, tmp_path), "--seed", "3"]) == 0
+    assert "PASS" in capsys.readouterr().out
 
 
 def test_gather_text_round_trip_and_parse_checks():

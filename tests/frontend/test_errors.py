@@ -70,7 +70,10 @@ def test_bad_input_shapes(shapes, fragment):
 
 def test_non_float_input():
     graph = helper.make_graph(
-        [helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT)],
+        [
+            helper.make_node("Neg", ["x"], ["n"]),
+            helper.make_node("Cast", ["n"], ["y"], to=TensorProto.FLOAT),
+        ],
         "g",
         [helper.make_tensor_value_info("x", TensorProto.INT64, [2])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
