@@ -27,14 +27,22 @@ from npucc.passes import CompileContext, Pass, register
 
 # ops npucc only supports when they fold away (shape arithmetic and friends)
 FOLD_ONLY = (
+    "ArgMax",
+    "ArgMin",
     "ConstantOfShape",
     "Equal",
+    "GatherND",
     "Greater",
     "Less",
+    "NonZero",
     "Not",
+    "OneHot",
     "Range",
+    "ScatterElements",
+    "ScatterND",
     "Shape",
     "Size",
+    "TopK",
 )
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from frontend_testutil import assert_matches_onnxruntime, tiny_model
-from onnx import helper
+from onnx import TensorProto, helper
 
+from npucc.errors import NpuccError
 from npucc.frontend import FRONTEND_PIPELINE, import_model
 from npucc.passes import PASSES
 
@@ -215,3 +216,39 @@ def test_transpose_and_global_max_pool():
     g = import_model(model)
     assert g.layers[0].attrs["perm"] == (0, 3, 1, 2)
     assert_matches_onnxruntime(g, model)
+
+
+def test_index_ops_fold_when_their_inputs_are_constant():
+    """ScatterND, TopK, ArgMax, NonZero... of constants (a Swin window mask) fold away; on
+    run-time data they stay unsupported."""
+    nodes = [
+        helper.make_node("ScatterND", ["base", "where", "ones"], ["mask"]),
+        helper.make_node("TopK", ["mask", "k"], ["top", "top_i"], axis=-1),
+        helper.make_node("ArgMax", ["mask"], ["arg"], axis=-1, keepdims=1),
+        helper.make_node("Cast", ["arg"], ["argf"], to=1),
+        helper.make_node("ReduceSum", ["top"], ["tsum"], keepdims=1),
+        helper.make_node("Mul", ["x", "mask"], ["xm"]),
+        helper.make_node("Add", ["xm", "argf"], ["xa"]),
+        helper.make_node("Add", ["xa", "tsum"], ["y"]),
+    ]
+    inits = {
+        "base": np.zeros((3, 4), np.float32),
+        "where": np.array([[0, 1], [2, 3]], np.int64),
+        "ones": np.array([1.0, 2.0], np.float32),
+        "k": np.array([2], np.int64),
+    }
+    model = tiny_model(nodes, {"x": [3, 4]}, ["y"], inits, opset=13)
+    g = import_model(model)
+    assert [layer.op for layer in g.layers] == ["mul", "add", "add"]
+    assert_matches_onnxruntime(g, model)
+    runtime = helper.make_model(
+        helper.make_graph(
+            [helper.make_node("ArgMax", ["x"], ["y"], name="arg")],
+            "g",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])],
+            [helper.make_tensor_value_info("y", TensorProto.INT64, [1, 4])],
+        ),
+        opset_imports=[helper.make_opsetid("", 13)],
+    )
+    with pytest.raises(NpuccError, match="unsupported operator ArgMax"):
+        import_model(runtime)
