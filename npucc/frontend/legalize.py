@@ -377,6 +377,7 @@ LOWERED: dict[str, Callable[[Graph, Layer], list[Layer]]] = {
     "LogSoftmax": ops.log_softmax,
     "LpNormalization": ops.lp_normalization,
     "LpPool": _lp_pool,
+    "Einsum": ops.einsum,
     "Mean": ops.mean,
     "MeanVarianceNormalization": ops.mean_variance_norm,
     "Mish": ops.softplus,
