@@ -285,3 +285,23 @@ def test_depthwise_conv_tile_count():
     conv = next(layer for layer in lowered.layers if layer.op == "conv2d")
     assert conv.attrs["group"] == 4
     assert lowered.tensors[conv.inputs[1]].shape == (64, 16, 3, 3)
+
+
+def test_matmul_by_a_shared_weight_is_one_product():
+    """[197, 1, K] @ W[K, N] (a transposed token layout) is as many tile ops as [1, 197, K] @ W:
+    the batches of A become rows of one product instead of 197 one-row products."""
+    w = np.random.default_rng(2).standard_normal((64, 96)).astype(np.float32)
+    run("MatMul", {"a": (45, 1, 64)}, consts={"w": w})
+    run("MatMul", {"a": (3, 5, 64)}, consts={"w": w[None]})  # a [1, K, N] weight too
+    counts = []
+    for shape in ((45, 1, 64), (1, 45, 64)):
+        graph = helper.make_graph(
+            [helper.make_node("MatMul", ["a", "w"], ["y"])],
+            "t",
+            [helper.make_tensor_value_info("a", TensorProto.FLOAT, shape)],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, (*shape[:2], 96))],
+            [numpy_helper.from_array(w, "w")],
+        )
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+        counts.append(npucc.compile(model).stats["tile_ops"])
+    assert counts[0] == counts[1]

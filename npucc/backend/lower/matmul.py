@@ -225,6 +225,9 @@ def lower_matmul(ctx: LowerContext, layer: Layer) -> None:
     a_bstr = _broadcast_strides(a2[:-2], batch) if batch else ()
     b_bstr = _broadcast_strides(b2[:-2], batch) if batch else ()
     a_ref, b_ref, o_ref = ctx.ddr(a_name), ctx.ddr(b_name), ctx.ddr(layer.outputs[0])
+    if batch and not any(b_bstr) and tuple(a2[:-2]) == batch:
+        # one B for every batch (a weight): the batches of A are more rows of one product
+        m, batch, a_bstr, b_bstr = m * math.prod(batch), (), (), ()
     for index in np.ndindex(*batch):
         a_off = sum(i * s for i, s in zip(index, a_bstr, strict=True)) * m * k
         b_off = sum(i * s for i, s in zip(index, b_bstr, strict=True)) * k * n
