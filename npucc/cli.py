@@ -347,7 +347,14 @@ def run_summary(result: RunResult) -> str:
 
 def cmd_check(args: argparse.Namespace) -> int:
     """`npucc check MODEL`: compile, interpret, compare with onnxruntime."""
-    from npucc.checking import compare, random_inputs, randomize_weights, run_onnxruntime
+    from npucc.checking import (
+        ATOL,
+        VACUOUS_SCALE,
+        compare,
+        random_inputs,
+        randomize_weights,
+        run_onnxruntime,
+    )
     from npucc.compiler import batch_input_shapes
     from npucc.compiler import compile as compile_model
     from npucc.frontend import load_model
@@ -374,6 +381,12 @@ def cmd_check(args: argparse.Namespace) -> int:
             f"{c.name}: max abs error {c.max_abs:.3e}, max |ref| {c.max_ref:.3e},"
             f" relative {c.rel:.3e} {'PASS' if c.ok else 'FAIL'}"
         )
+        if c.vacuous:
+            print(
+                f"npucc: warning: output '{c.name}' is within {VACUOUS_SCALE * ATOL:g} of zero,"
+                " so this comparison tests little; try --random-weights",
+                file=sys.stderr,
+            )
     predicted = program.stats.get("predicted_makespan")
     print(f"makespan: interpreted {result.makespan} cycles, predicted {predicted} cycles")
     if not ok:

@@ -447,6 +447,7 @@ def operators_markdown(results: list[Result]) -> str:
     """docs/operators.md: per operator, accepted opsets, limitations and pass counts."""
     from npucc.frontend import SUPPORTED_OPS
     from npucc.frontend.legalize import LIMITATIONS
+    from npucc.frontend.onnx_import import foldable
 
     table = per_op(results)
     lines = [
@@ -463,7 +464,13 @@ def operators_markdown(results: list[Result]) -> str:
     ops = sorted(set(table) | set(SUPPORTED_OPS))
     for op in ops:
         row = table.get(op, Counter())
-        opsets = _opsets(op) if op in SUPPORTED_OPS else "not supported"
+        opsets = (
+            _opsets(op)
+            if op in SUPPORTED_OPS
+            else "only folded (constant inputs)"
+            if foldable(op)
+            else "not supported"
+        )
         cells = " | ".join(str(row[s]) for s in STATUSES)
         lines.append(f"| {op} | {opsets} | {cells} | {row['ort']} | {LIMITATIONS.get(op, '')} |")
     overall = summary(results)

@@ -190,3 +190,21 @@ def test_bad_arguments_are_one_line_exit_2(tmp_path, capsys, args, message):
     err = capsys.readouterr().err
     assert err.startswith("npucc: error: ") and message in err and err.count("\n") == 1
     assert not list(tmp_path.glob("*.json"))
+
+
+def test_check_warns_when_the_reference_is_zero(tmp_path, capsys):
+    """A zero weight makes every output 0: PASS proves nothing, and check says so."""
+    w = np.zeros((8, 4), np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+        [onnx.numpy_helper.from_array(w, "w")],
+    )
+    path = tmp_path / "zero.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    assert main(["check", str(path), "--quiet"]) == 0
+    assert "output 'y' is within 1e-05 of zero" in capsys.readouterr().err
+    assert main(["check", str(path), "--quiet", "--random-weights"]) == 0
+    assert "warning" not in capsys.readouterr().err

@@ -1,5 +1,8 @@
 """fold-constants: evaluate ONNX layers whose inputs are all constant (and Shape of any tensor).
 
+Any standard ONNX operator folds, also one npucc cannot run (ScatterND building a mask from
+shapes); legalize-onnx reports the ones that are left.
+
 A zero-size tensor holds no data, so it is known at compile time too: zero-size graph inputs are
 read as empty constants, and a layer's zero-size outputs become empty constants.
 """
@@ -24,26 +27,6 @@ from npucc.frontend.common import (
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.ir.graph_text import NUMPY_DTYPES, dtype_name
 from npucc.passes import CompileContext, Pass, register
-
-# ops npucc only supports when they fold away (shape arithmetic and friends)
-FOLD_ONLY = (
-    "ArgMax",
-    "ArgMin",
-    "ConstantOfShape",
-    "Equal",
-    "GatherND",
-    "Greater",
-    "Less",
-    "NonZero",
-    "Not",
-    "OneHot",
-    "Range",
-    "ScatterElements",
-    "ScatterND",
-    "Shape",
-    "Size",
-    "TopK",
-)
 
 
 def _same_shape(g: Graph, layer: Layer) -> tuple[int, ...] | None:

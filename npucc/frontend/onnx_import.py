@@ -13,7 +13,6 @@ from onnx import external_data_helper, numpy_helper
 
 from npucc.errors import NpuccError
 from npucc.frontend.common import ONNX_PREFIX, unsupported, value_type
-from npucc.frontend.fold_constants import FOLD_ONLY
 from npucc.frontend.legalize import LOWERED
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.ir.graph_text import dtype_name
@@ -25,7 +24,8 @@ InputShapes = Mapping[str, tuple[int, ...]]
 
 # ops the pre-legalisation passes remove (fold-batchnorm, drop-identity) or import turns into data
 _HANDLED = ("BatchNormalization", "Constant", "Dropout", "Identity")
-SUPPORTED_OPS = frozenset(LOWERED) | frozenset(FOLD_ONLY) | frozenset(_HANDLED)
+# ops npucc runs; any other standard operator is compiled only when it folds to a constant
+SUPPORTED_OPS = frozenset(LOWERED) | frozenset(_HANDLED)
 
 FRONTEND_PIPELINE = (
     "import-onnx",
@@ -326,12 +326,24 @@ def node_names(graph: onnx.GraphProto) -> list[str]:
     return names
 
 
+def foldable(op_type: str) -> bool:
+    """A standard ONNX operator without subgraphs: fold-constants can evaluate it."""
+    if not onnx.defs.has(op_type):
+        return False
+    graph_attrs = (onnx.defs.OpSchema.AttrType.GRAPH, onnx.defs.OpSchema.AttrType.GRAPHS)
+    attrs = onnx.defs.get_schema(op_type).attributes.values()
+    return not any(a.type in graph_attrs for a in attrs)
+
+
 def _check_ops(model: onnx.ModelProto) -> None:
-    """Raise the unsupported-operator error for the first node npucc cannot compile."""
+    """Raise the unsupported-operator error for the first node npucc can neither run nor fold
+    (another domain, an operator ONNX does not define, control flow)."""
     opsets = {o.domain or "ai.onnx": o.version for o in model.opset_import}
     for name, node in zip(node_names(model.graph), model.graph.node, strict=True):
         domain = node.domain or "ai.onnx"
-        if domain != "ai.onnx" or node.op_type not in SUPPORTED_OPS:
+        if domain != "ai.onnx" or (
+            node.op_type not in SUPPORTED_OPS and not foldable(node.op_type)
+        ):
             op = node.op_type if domain == "ai.onnx" else f"{domain}.{node.op_type}"
             raise unsupported(op, name, opsets.get(domain, 0))
 

@@ -26,7 +26,7 @@ def test_unsupported_operator_message():
         helper.make_node("Relu", ["x"], ["r"], name="first"),
         helper.make_node("Det", ["r"], ["y"]),  # unnamed: gets a deterministic name
     ]
-    model = tiny_model(nodes, {"x": [1, 4]}, ["y"])
+    model = tiny_model(nodes, {"x": [4, 4]}, ["y"])
     assert _error(model) == "unsupported operator Det (node 'Det_1', opset 13)"
 
 
