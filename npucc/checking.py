@@ -22,8 +22,8 @@ def random_inputs(
 
     Float inputs are standard normal float32. With `model`, an integer input that feeds Gather
     indices gets uniform valid indices in [0, n) (n: the smallest size of the data axis among
-    the Gathers it feeds), another integer input uniform 0s and 1s (a mask), both of the
-    input's declared integer type, and a FLOAT16, BFLOAT16 or DOUBLE input gets its standard
+    the Gathers it feeds), another integer or boolean input uniform 0s and 1s (a mask), both
+    of the input's declared type, and a FLOAT16, BFLOAT16 or DOUBLE input gets its standard
     normal values rounded to that type.
     """
     rng = np.random.default_rng(seed)
@@ -44,8 +44,9 @@ def random_inputs(
 
 
 def integer_input_types(model: onnx.ModelProto) -> dict[str, np.dtype]:
-    """The numpy type of each INT64 or INT32 graph input."""
-    return _input_types(model, (onnx.TensorProto.INT64, onnx.TensorProto.INT32))
+    """The numpy type of each INT64, INT32 or BOOL graph input."""
+    ints = (onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.BOOL)
+    return _input_types(model, ints)
 
 
 def float_input_types(model: onnx.ModelProto) -> dict[str, np.dtype]:

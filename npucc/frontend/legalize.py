@@ -482,6 +482,7 @@ class LegalizeOnnx(Pass):
             lower = LOWERED.get(op)
             if lower is None:
                 raise unsupported(op, layer.name, ir.opset)
+            _hold_booleans_as_floats(ir, layer)
             index = ir.layers.index(layer)
             new = lower(ir, layer)
             ir.remove_layer(layer)
@@ -496,6 +497,14 @@ class LegalizeOnnx(Pass):
                 raise NpuccError(f"graph tensor '{t}' is {ir.tensors[t].dtype}; npucc needs f32")
         _copy_outputs(ir)
         return ir
+
+
+def _hold_booleans_as_floats(g: Graph, layer: Layer) -> None:
+    """Retype the layer's run-time boolean tensors (not constants or graph outputs) as f32:
+    npucc holds a boolean as 1.0 or 0.0, a boolean graph input converted so by the host."""
+    for t in (*layer.inputs, *layer.outputs):
+        if t and g.tensors[t].dtype == "bool" and not g.is_const(t) and t not in g.outputs:
+            g.tensors[t].dtype = "f32"
 
 
 def _copy_outputs(g: Graph) -> None:

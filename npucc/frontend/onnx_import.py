@@ -188,7 +188,7 @@ def cast_inputs(graph: onnx.GraphProto) -> tuple[set[str], set[str]]:
         for node, pos in users[tensor]:
             if node.op_type in ("Cast", "CastLike") and pos == 0:
                 to = next((a.i for a in node.attribute if a.name == "to"), None)
-                if node.op_type == "Cast" and to not in FLOAT_TYPES:
+                if node.op_type == "Cast" and to not in (*FLOAT_TYPES, onnx.TensorProto.BOOL):
                     return None
                 continue
             if node.op_type not in VIEW_OPS or pos != 0:
@@ -224,14 +224,14 @@ def _fix_input_shapes(model: onnx.ModelProto, input_shapes: InputShapes) -> None
         if not v.type.HasField("tensor_type"):
             raise NpuccError(f"input '{v.name}' is not a tensor")
         tt = v.type.tensor_type
-        if tt.elem_type not in FLOAT_TYPES and not (
+        if tt.elem_type not in (*FLOAT_TYPES, onnx.TensorProto.BOOL) and not (
             tt.elem_type in INDEX_TYPES and v.name in gather_ids
         ):
             elem = onnx.TensorProto.DataType.Name(tt.elem_type)
             raise NpuccError(
                 f"input '{v.name}' has element type {elem}; npucc supports FLOAT (FLOAT16, "
-                "BFLOAT16 and DOUBLE read by Cast) and INT64 or INT32 inputs used only as "
-                "Gather indices or cast to a float type"
+                "BFLOAT16 and DOUBLE read by Cast), BOOL, and INT64 or INT32 inputs used only "
+                "as Gather indices or cast to a float type or BOOL"
             )
         dims = list(tt.shape.dim)
         if v.name in input_shapes:

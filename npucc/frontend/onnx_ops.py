@@ -25,6 +25,7 @@ from npucc.frontend.common import (
     fresh_layer_name,
     fresh_name,
     node_error,
+    onnx_op,
     row_major_strides,
 )
 from npucc.ir.graph import Graph, Layer, Tensor, runs
@@ -766,7 +767,8 @@ ROUNDING = {"f16": "f16", "bf16": "bf16"}  # a narrowing cast rounds with this v
 
 
 def cast(g: Graph, layer: Layer) -> list[Layer]:
-    """Cast/CastLike between float types: a rounding to float16/bfloat16, else a view.
+    """Cast/CastLike between float types: a rounding to float16/bfloat16, else a view; a Cast
+    to BOOL of a run-time tensor is `ne 0` (booleans are held as 1.0/0.0).
 
     Values live as float32: a cast to FLOAT or DOUBLE is exact, but a DOUBLE graph input is
     rounded to float32 when it is loaded, so it may only be cast to a narrower type. Other types
@@ -778,7 +780,9 @@ def cast(g: Graph, layer: Layer) -> list[Layer]:
         raise node_error(layer, f"double input '{x}' would lose precision (npucc computes in "
                          "float32); only a cast to a narrower type may read it")  # fmt: skip
     s = Seq(g, layer)
-    if dst in ROUNDING and src != dst:
+    if onnx_op(layer) == "Cast" and int(attr(layer, "to", 0)) == onnx.TensorProto.BOOL:
+        s.add("ne", [x, s.const(np.zeros((), np.float32), "zero")], s.y)  # 1.0 unless 0
+    elif dst in ROUNDING and src != dst:
         s.add(ROUNDING[dst], [x], s.y)
     else:
         s.add("reshape", [x], s.y)
@@ -1215,7 +1219,7 @@ LIMITATIONS = {
     "and may only be cast to a narrower type",
     "CastLike": "as Cast",
     **{op: "float inputs; no boolean graph output" for op in COMPARISONS},
-    **{op: "no boolean graph input or output" for op in ("Not", *LOGIC)},
+    **{op: "no boolean graph output" for op in ("Not", *LOGIC)},
     "BatchNormalization": "training mode only with training_mode=1 (opset 14+)",
     "Dropout": "training mode only with ratio 0; no mask output",
     "LogSoftmax": "opset < 13: one axis only",
