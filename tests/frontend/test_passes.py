@@ -252,3 +252,21 @@ def test_index_ops_fold_when_their_inputs_are_constant():
     )
     with pytest.raises(NpuccError, match="unsupported operator ArgMax"):
         import_model(runtime)
+
+
+def test_gather_elements_of_constants_folds_like_onnxruntime():
+    """A Hugging Face BERT slices its token-type buffer [1, 512] with GatherElements; onnx's
+    reference evaluator fails on that shape, npucc folds it with numpy."""
+    nodes = [
+        helper.make_node("GatherElements", ["buffer", "positions"], ["types"], axis=1),
+        helper.make_node("Cast", ["types"], ["typesf"], to=TensorProto.FLOAT),
+        helper.make_node("Add", ["x", "typesf"], ["y"]),
+    ]
+    inits = {
+        "buffer": np.arange(512, dtype=np.int64)[None] % 3,
+        "positions": np.array([[0, 1, 2, 3, -1, 7]], np.int64),
+    }
+    model = tiny_model(nodes, {"x": [1, 6]}, ["y"], inits, opset=13)
+    g = import_model(model)
+    assert [layer.op for layer in g.layers] == ["add"]
+    assert_matches_onnxruntime(g, model)
