@@ -9,6 +9,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from npucc.frontend.gather_index_views import ORDER_KEEPING_VIEWS
+
 # NOTE: the documented tolerance of `npucc check`: max |error| <= RTOL * max |reference| + ATOL.
 RTOL = 1e-4
 ATOL = 1e-6
@@ -74,7 +76,15 @@ def gather_index_bounds(model: onnx.ModelProto) -> dict[str, tuple[int, np.dtype
         if v.name not in inits and v.type.tensor_type.elem_type
     }
     ints = {n for n, t in types.items() if t in (onnx.TensorProto.INT64, onnx.TensorProto.INT32)}
-    gathers = [n for n in graph.node if n.op_type == "Gather" and n.input[1] in ints]
+    views = {n.output[0]: n.input[0] for n in graph.node if n.op_type in ORDER_KEEPING_VIEWS}
+
+    def source(name: str) -> str:
+        """The tensor `name` is a (chain of) order-keeping view(s) of."""
+        while name in views:
+            name = views[name]
+        return name
+
+    gathers = [n for n in graph.node if n.op_type == "Gather" and source(n.input[1]) in ints]
     if not gathers:
         return {}
     inferred = onnx.shape_inference.infer_shapes(model)
@@ -91,7 +101,7 @@ def gather_index_bounds(model: onnx.ModelProto) -> dict[str, tuple[int, np.dtype
         size = shape[axis % len(shape)]
         if size <= 0:
             continue
-        ids = node.input[1]
+        ids = source(node.input[1])
         dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(types[ids]))
         bounds[ids] = (min(size, bounds.get(ids, (size, dtype))[0]), dtype)
     return bounds

@@ -8,6 +8,7 @@ from npucc.frontend import (  # noqa: F401  (each module registers its pass)
     fuse_attention,
     fuse_gelu,
     fuse_layernorm,
+    gather_index_views,
     legalize,
     prune_unused,
 )

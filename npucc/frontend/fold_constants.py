@@ -103,10 +103,10 @@ NUMPY_FOLDS = {"GatherElements": _gather_elements}
 
 def _evaluate(g: Graph, layer: Layer) -> list[np.ndarray]:
     """Run one layer on its constant inputs with onnx's reference evaluator."""
+    feeds = {t: g.tensors[t].data for t in layer.inputs if t}
     fold = NUMPY_FOLDS.get(onnx_op(layer))
     if fold is not None:
-        return [fold(layer, *(g.tensors[t].data for t in layer.inputs))]
-    feeds = {t: g.tensors[t].data for t in layer.inputs if t}
+        return [fold(layer, *(np.asarray(feeds[t]) for t in layer.inputs))]
     try:
         results = ReferenceEvaluator(_one_node_model(g, layer, False)).run(None, feeds)
     except Exception as exc:  # the evaluator raises many types

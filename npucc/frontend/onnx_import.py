@@ -13,6 +13,7 @@ from onnx import external_data_helper, numpy_helper
 
 from npucc.errors import NpuccError
 from npucc.frontend.common import ONNX_PREFIX, unsupported, value_type
+from npucc.frontend.gather_index_views import ORDER_KEEPING_VIEWS
 from npucc.frontend.legalize import LOWERED
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.ir.graph_text import dtype_name
@@ -31,6 +32,7 @@ FRONTEND_PIPELINE = (
     "import-onnx",
     "fold-constants",
     "drop-identity",
+    "gather-index-views",
     "fold-batchnorm",
     "legalize-onnx",
     "fuse-attention",
@@ -140,13 +142,19 @@ FLOAT_TYPES = (
 
 
 def index_inputs(graph: onnx.GraphProto) -> set[str]:
-    """Graph inputs read only as the indices of a top-level Gather (and not graph outputs).
+    """Graph inputs read only as the indices of a top-level Gather, directly or through views
+    that keep their order (and not graph outputs).
 
     These may be integer: they become i64 tensors read by an indirect copy (embedding lookup).
     """
     uses: dict[str, list[bool]] = {}
+    views = {n.output[0]: n.input[0] for n in graph.node if n.op_type in ORDER_KEEPING_VIEWS}
     for node in graph.node:
         for pos, name in enumerate(node.input):
+            if node.op_type in ORDER_KEEPING_VIEWS and pos == 0:
+                continue  # a view of indices is judged by its own uses, credited to its source
+            while name in views:
+                name = views[name]
             uses.setdefault(name, []).append(node.op_type == "Gather" and pos == 1)
         for attr in node.attribute:  # a subgraph may read anything: no index input then
             for sub in (attr.g, *attr.graphs) if attr.g.ByteSize() or attr.graphs else ():

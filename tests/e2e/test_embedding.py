@@ -256,3 +256,45 @@ def test_gather_write_takes_part_in_race_detection():
         NpuccError, match=rf"t\.cmd:{g + 2}: copy: read of UB.*by MTE2 at line {g + 1}"
     ):
         run_stream(stream, program.image, {"ids": ids})
+
+
+@pytest.mark.parametrize(
+    ("views", "axis"),
+    [
+        ([("Reshape", [-1])], 0),  # GPT-2 flattens its ids first
+        ([("Unsqueeze", [0]), ("Flatten", None)], 0),
+        ([("Reshape", [2, 4])], 1),  # indices in the middle of the output
+    ],
+)
+def test_gather_by_a_view_of_the_ids_passes_npucc_check(views, axis, tmp_path, capsys):
+    rng = np.random.default_rng(3)
+    table_shape = (30, 5) if axis == 0 else (3, 30, 5)
+    nodes, ids, inits = (
+        [],
+        "ids",
+        [numpy_helper.from_array(rng.standard_normal(table_shape).astype(np.float32), "table")],
+    )
+    for k, (op, arg) in enumerate(views):
+        out = f"v{k}"
+        if op == "Flatten":
+            nodes.append(helper.make_node(op, [ids], [out], axis=0))
+        else:
+            inits.append(numpy_helper.from_array(np.array(arg, np.int64), f"a{k}"))
+            nodes.append(helper.make_node(op, [ids, f"a{k}"], [out]))
+        ids = out
+    nodes.append(helper.make_node("Gather", ["table", ids], ["y"], axis=axis))
+    graph = helper.make_graph(
+        nodes,
+        "gpt2_ids",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        inits,
+    )
+    model = onnx.shape_inference.infer_shapes(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    )
+    g = import_model(model)
+    (take,) = [layer for layer in g.layers if layer.op != "reshape"]
+    assert take.op == "take" and take.inputs[1] == "ids"  # the views of the ids are gone
+    assert main(["check", _save(model, tmp_path), "--seed", "2"]) == 0
+    assert "PASS" in capsys.readouterr().out
