@@ -10,6 +10,7 @@ import numpy as np
 
 from npucc.errors import NpuccError
 from npucc.frontend import onnx_ops as ops
+from npucc.frontend import onnx_rnn as rnn
 from npucc.frontend.common import (
     const,
     fresh_layer_name,
@@ -408,6 +409,7 @@ LOWERED: dict[str, Callable[[Graph, Layer], list[Layer]]] = {
     "Tile": ops.tile,
     "Trilu": ops.trilu,
     "Where": ops.where,
+    **{op: rnn.recurrent for op in rnn.GATES},
     **{op: ops.unary(op.lower()) for op in ops.MATH_UNARY},
     **{op: ops.compare for op in ops.COMPARISONS},
     **{op: ops.logic for op in (*ops.LOGIC, "Not")},
@@ -442,7 +444,7 @@ LOWERED: dict[str, Callable[[Graph, Layer], list[Layer]]] = {
 BROADCASTING = (
     "add", "sub", "mul", "div", "max", "min", "pow", *COMPARE_OPS, "where", "mod", "fmod"
 )  # fmt: skip
-LIMITATIONS = ops.LIMITATIONS  # per ONNX op, for docs/operators.md
+LIMITATIONS = {**ops.LIMITATIONS, **rnn.LIMITATIONS}  # per ONNX op, for docs/operators.md
 
 
 def _check_f32(g: Graph, layer: Layer, source: Layer) -> None:
