@@ -378,6 +378,8 @@ LOWERED: dict[str, Callable[[Graph, Layer], list[Layer]]] = {
     "LogSoftmax": ops.log_softmax,
     "LpNormalization": ops.lp_normalization,
     "LpPool": _lp_pool,
+    "ArgMax": ops.arg_extreme,
+    "ArgMin": ops.arg_extreme,
     "Einsum": ops.einsum,
     "Mean": ops.mean,
     "MeanVarianceNormalization": ops.mean_variance_norm,
@@ -453,7 +455,11 @@ def _check_f32(g: Graph, layer: Layer, source: Layer) -> None:
     Only a Cast's layer may read or write the other float types (held as float32 values).
     """
     ids = layer.inputs[1:2] if layer.op == "take" else []  # run-time indices: i64
-    floats = ops.CAST_TYPES if onnx_op(source) in ("Cast", "CastLike") else ("f32",)
+    floats: tuple[str, ...] = ("f32",)
+    if onnx_op(source) in ("Cast", "CastLike"):
+        floats = ops.CAST_TYPES
+    elif onnx_op(source) in ("ArgMax", "ArgMin"):
+        floats = ("f32", ops.INT_OUTPUT)  # the indices, for the host to convert
     for t in layer.inputs + layer.outputs:
         if t and g.tensors[t].dtype not in (("i64",) if t in ids else floats):
             raise node_error(source, f"tensor '{t}' is {g.tensors[t].dtype}; npucc needs f32")
@@ -495,6 +501,8 @@ class LegalizeOnnx(Pass):
         for t in ir.inputs + ir.outputs:
             # other float types are converted from/to float32 at the boundary (see ops.cast)
             ok = ("i64",) if t in ids and t in ir.inputs else ops.CAST_TYPES
+            if t in ir.outputs:
+                ok = (*ok, ops.INT_OUTPUT)
             if ir.tensors[t].dtype not in ok:
                 raise NpuccError(f"graph tensor '{t}' is {ir.tensors[t].dtype}; npucc needs f32")
         _copy_outputs(ir)

@@ -1507,3 +1507,37 @@ def einsum(g: Graph, layer: Layer) -> list[Layer]:
     acc, acc_term = sum_out(acc, acc_term, set(out))
     s.add("reshape", [arrange(acc, acc_term, out)], s.y)
     return s.done()
+
+
+# ------------------------------------------------------------------------------ arg max / min
+
+INT_OUTPUT = "int64"  # a graph output of integers npucc computes as float32 (ArgMax indices)
+
+
+def arg_extreme(g: Graph, layer: Layer) -> list[Layer]:
+    """ArgMax/ArgMin as reductions: the extreme along the axis, a 1.0/0.0 mask of where it is
+    attained, the positions there (others pushed past the end) and their minimum (maximum with
+    select_last_index). Indices are float32 values, exact below 2**24; a graph output is
+    converted to int64 by the host."""
+    x = layer.inputs[0]
+    shape = g.tensors[x].shape
+    axis = int(attr(layer, "axis", 0)) % len(shape)
+    n = shape[axis]
+    if n >= 1 << 24:
+        raise node_error(layer, f"axis of {n} elements: float32 cannot hold every index")
+    last = bool(int(attr(layer, "select_last_index", 0)))
+    s = Seq(g, layer)
+    kept = tuple(1 if k == axis else d for k, d in enumerate(shape))
+    extreme = "max" if onnx_op(layer) == "ArgMax" else "min"
+    peak = s.add("reduce", [x], s.tmp(kept, extreme), op=extreme, axes=(axis,))
+    hit = s.add("eq", [x, peak], s.tmp(shape, "hit"))
+    along = tuple(n if k == axis else 1 for k in range(len(shape)))
+    positions = s.const(np.arange(n, dtype=np.float32).reshape(along), "positions")
+    elsewhere = s.const(np.array(-1.0 if last else n, np.float32), "elsewhere")
+    candidates = s.add("where", [hit, positions, elsewhere], s.tmp(shape, "candidates"))
+    pick = "max" if last else "min"
+    index = s.add("reduce", [candidates], s.tmp(kept, "index"), op=pick, axes=(axis,))
+    y = g.tensors[s.y]
+    y.dtype = INT_OUTPUT if s.y in g.outputs else "f32"
+    s.add("reshape", [index], s.y)
+    return s.done()

@@ -67,11 +67,13 @@ from npucc.target.cost import gather_bytes, instr_cycles, instr_energy, sync_cyc
 _NEVER = np.iinfo(np.int64).max  # clock entry of the initial writer: ordered before everything
 _PIPE_RANK = 1 << 40  # pipes sort after events at equal start time
 
-# numpy types of the HOST_FLOATS inputs and outputs (converted from/to float32 DDR data)
+# numpy types of the HOST_FLOATS inputs and outputs and HOST_INTS outputs (converted from/to
+# float32 DDR data; an integer output's values are integral floats, exact below 2**24)
 HOST_DTYPES = {
     "f16": np.dtype(np.float16),
     "bf16": np.dtype(ml_dtypes.bfloat16),
     "f64": np.dtype(np.float64),
+    "int64": np.dtype(np.int64),
 }
 
 

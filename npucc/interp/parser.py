@@ -47,6 +47,8 @@ VECTOR_TIERS = ("UB", "L0C")
 INDEX_DTYPE = "i64"  # element type of index inputs (token ids read by `gather`)
 # element types of inputs and outputs the caller passes or gets; DDR holds them as float32
 HOST_FLOATS = ("f16", "bf16", "f64")
+# element types of outputs holding integers (ArgMax indices) as float32 values in DDR
+HOST_INTS = ("int64",)
 
 _OPERAND_RE = re.compile(r"^(L1|UB|L0A|L0B|L0C|DDR|NOC)\[0x([0-9a-f]+)\+(\d+)\]$")
 _FLAG_RE = re.compile(r"^([a-z0-9]+)(?:@(\d+),(\d+))?>([a-z0-9]+)(?:@(\d+),(\d+))?#(\d+)$")
@@ -116,7 +118,7 @@ class Tensor:
     shape: tuple[int, ...]
     lineno: int
     dtype: str = "f32"  # the target dtype, i64 (an input of indices, 8 bytes an element), or a
-    # HOST_FLOATS type of an input or output (held as the target dtype in DDR)
+    # HOST_FLOATS type of an input or output, or a HOST_INTS output (held as the target dtype)
     onchip: OnChip | None = None  # an onchip tensor's homes (it lies in NOC, not DDR)
 
 
@@ -311,10 +313,12 @@ class _Parser:
         if dtype != self.target.dtype and not (
             (dtype == INDEX_DTYPE and kind == "input")
             or (dtype in HOST_FLOATS and kind in ("input", "output"))
+            or (dtype in HOST_INTS and kind == "output")
         ):
             raise self.fail(
                 f"bad tensor type '{_clip(tokens[1])}' (target dtype is {self.target.dtype}; "
-                f"{INDEX_DTYPE} only for inputs, {', '.join(HOST_FLOATS)} for inputs and outputs)"
+                f"{INDEX_DTYPE} only for inputs, {', '.join(HOST_FLOATS)} for inputs and outputs, "
+                f"{', '.join(HOST_INTS)} for outputs)"
             )
         assert s is not None
         try:

@@ -57,7 +57,7 @@ class IoBinding:
     name: str  # the model's tensor name
     key: str  # DdrTensor key
     shape: tuple[int, ...]  # shape the model declares
-    dtype: str = "f32"  # the model's element type (f32, i64 or HOST_FLOATS)
+    dtype: str = "f32"  # the model's element type: f32, i64, HOST_FLOATS or (outputs) int64
 
 
 class TiledProgram:

@@ -1,0 +1,74 @@
+"""ArgMax/ArgMin at run time: float32 positions, an int64 graph output converted by the host."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+import npucc
+from npucc.errors import NpuccError
+from npucc.interp.parser import parse_stream
+
+
+def _model(op, axis, keepdims, last, shape, cast=False) -> onnx.ModelProto:
+    out = list(shape)
+    if keepdims:
+        out[axis] = 1
+    else:
+        out.pop(axis)
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),  # many ties at 0
+        helper.make_node(op, ["r"], ["i"], axis=axis, keepdims=keepdims, select_last_index=last),
+    ]
+    y_type = TensorProto.INT64
+    if cast:  # the indices used inside the graph
+        nodes += [
+            helper.make_node("Cast", ["i"], ["f"], to=TensorProto.FLOAT),
+            helper.make_node("Mul", ["f", "f"], ["y"]),
+        ]
+        y_type = TensorProto.FLOAT
+    else:
+        nodes[-1].output[0] = "y"
+    graph = helper.make_graph(
+        nodes,
+        "arg",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", y_type, out)],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+@pytest.mark.parametrize(
+    ("op", "axis", "keepdims", "last", "shape"),
+    [
+        ("ArgMax", 1, 1, 0, (2, 7, 5)),
+        ("ArgMax", -1, 0, 1, (3, 40)),
+        ("ArgMin", 0, 1, 1, (6, 4)),
+        ("ArgMin", 2, 0, 0, (2, 3, 33)),
+    ],
+)
+@pytest.mark.parametrize("cast", [False, True])
+def test_arg_extreme_matches_onnxruntime(op, axis, keepdims, last, shape, cast):
+    model = _model(op, axis, keepdims, last, shape, cast)
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    (ref,) = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})
+    program = npucc.compile(model)
+    got = program.run({"x": x})["y"]
+    assert got.dtype == ref.dtype and got.shape == ref.shape
+    np.testing.assert_array_equal(got, ref)
+    if not cast:
+        assert "int64[" in next(x for x in program.stream.splitlines() if '"y"' in x)
+
+
+def test_int64_is_an_output_type_only():
+    model = _model("ArgMax", 1, 1, 0, (2, 7, 5))
+    stream = npucc.compile(model).stream
+    bad = "\n".join(
+        line.replace("f32[2,7,5]", "int64[2,7,5]") if 'tensor input "x"' in line else line
+        for line in stream.splitlines()
+    )
+    with pytest.raises(NpuccError, match="int64 for outputs"):
+        parse_stream(bad)
