@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-
-import numpy as np
-
-# NOTE: LabelMap.coldest switches to numpy above this many labelled ranges in a free segment.
-_VECTOR_RANGES = 32
+from collections import deque
 
 
 def align_up(value: int, alignment: int) -> int:
@@ -105,15 +101,6 @@ class LabelMap:
         self.ends: list[int] = []
         self.label: list[int] = []
 
-    def starts_in(self, lo: int, hi: int) -> list[int]:
-        """Starts and ends of labelled ranges strictly inside (lo, hi)."""
-        i = bisect_right(self.starts, lo)
-        j = bisect_left(self.starts, hi)
-        out = self.starts[i:j]
-        k = bisect_right(self.ends, lo)
-        m = bisect_left(self.ends, hi)
-        return out + self.ends[k:m]
-
     def coldest(self, lo: int, hi: int, size: int, al: int) -> tuple[int, int] | None:
         """The least (latest release over [off, off+size), off) inside [lo, hi), or None.
 
@@ -124,58 +111,34 @@ class LabelMap:
         if i < 0 or self.ends[i] <= lo:
             i += 1
         j = bisect_left(self.starts, hi)
-        if j - i > _VECTOR_RANGES:
-            return self._coldest_np(i, j, lo, hi, size, al)
-        cands = {align_up(lo, al), (hi - size) // al * al}
-        cands.update(align_up(x, al) for x in self.starts_in(lo, hi))
+        last = hi - size  # the highest offset that fits
+        inner = [x for x in self.starts[i:j] if x > lo] + [x for x in self.ends[i:j] if x < hi]
+        cands = {off for x in inner if (off := -(-x // al) * al) <= last}  # align_up, inlined
+        cands.update(off for off in (align_up(lo, al), last // al * al) if lo <= off <= last)
+        return self._window_min(i, j, sorted(cands), size)
+
+    def _window_min(self, i: int, j: int, offsets: list[int], size: int) -> tuple[int, int] | None:
+        """The least (latest over [off, off+size), off) for ascending offsets, ranges i..j-1."""
+        # both ends of the window only move right, so a deque of range indices with decreasing
+        # labels (a sliding-window maximum) gives every window's latest in O(R + C) overall
+        starts, ends, label = self.starts, self.ends, self.label
         best: tuple[int, int] | None = None
-        for off in cands:
-            if lo <= off and off + size <= hi:
-                cand = (self.latest(off, off + size), off)
-                if best is None or cand < best:
-                    best = cand
+        window: deque[int] = deque()
+        a = b = i  # the window meets ranges a..b-1
+        for off in offsets:
+            while b < j and starts[b] < off + size:
+                while window and label[window[-1]] <= label[b]:
+                    window.pop()
+                window.append(b)
+                b += 1
+            while a < b and ends[a] <= off:
+                a += 1
+            while window and window[0] < a:
+                window.popleft()
+            latest = label[window[0]] if window else -1
+            if best is None or latest < best[0]:
+                best = (latest, off)
         return best
-
-    def _coldest_np(
-        self, i: int, j: int, lo: int, hi: int, size: int, al: int
-    ) -> tuple[int, int] | None:
-        """`coldest` over the ranges i..j-1 (those meeting [lo, hi)) with numpy.
-
-        Each candidate's window meets the ranges a..b-1 (a: first range ending after off,
-        b: first starting at or after off+size); their maximum label comes from a sparse
-        table of range maxima, and -1 stands for a window that meets no range.
-        """
-        starts = np.array(self.starts[i:j], dtype=np.int64)
-        ends = np.array(self.ends[i:j], dtype=np.int64)
-        labels = np.array(self.label[i:j], dtype=np.int64)
-        inner = np.concatenate(
-            (
-                [-(-lo // al) * al, (hi - size) // al * al],
-                starts[starts > lo],
-                ends[ends < hi],
-            )
-        )
-        cands = -(-inner // al) * al
-        cands = cands[(cands >= lo) & (cands + size <= hi)]  # duplicates do no harm
-        if not len(cands):
-            return None
-        a = np.searchsorted(ends, cands, "right")
-        b = np.searchsorted(starts, cands + size, "left")
-        width = b - a
-        n = len(labels)
-        depth = n.bit_length()
-        table = np.full((depth, n), -1, dtype=np.int64)  # table[k, x] = max labels[x:x+2^k]
-        table[0] = labels
-        for k in range(1, depth):
-            half = 1 << (k - 1)
-            m = n - 2 * half + 1
-            np.maximum(table[k - 1, :m], table[k - 1, half : half + m], out=table[k, :m])
-        level = np.frexp(np.maximum(width, 1))[1] - 1  # floor(log2(width)) for width >= 1
-        a = np.minimum(a, n - 1)  # (only where width <= 0, which is set to -1 below)
-        latest = np.maximum(table[level, a], table[level, np.maximum(b - (1 << level), 0)])
-        latest[width <= 0] = -1
-        low = latest.min()
-        return int(low), int(cands[latest == low].min())
 
     def latest(self, lo: int, hi: int) -> int:
         """Latest release position over [lo, hi) (-1 where never released)."""

@@ -1,0 +1,36 @@
+import random
+
+from npucc.backend.schedule.freelist import LabelMap, align_up
+
+
+def brute_coldest(m: LabelMap, lo: int, hi: int, size: int, al: int) -> tuple[int, int] | None:
+    """LabelMap.coldest by definition: every candidate offset's window maximum, one by one."""
+    inner = [x for x in m.starts + m.ends if lo < x < hi]
+    cands = {align_up(lo, al), (hi - size) // al * al} | {align_up(x, al) for x in inner}
+    fits = [off for off in cands if lo <= off and off + size <= hi]
+    return min(((m.latest(off, off + size), off) for off in fits), default=None)
+
+
+def test_coldest_matches_brute_force():
+    rng = random.Random(0)
+    for _ in range(200):
+        cap, al = rng.choice([64, 1000, 4096]), rng.choice([1, 8, 32])
+        m = LabelMap()
+        for _ in range(rng.randint(1, 120)):
+            lo = rng.randrange(cap)
+            m.assign(
+                lo, min(cap, lo + rng.randint(1, rng.choice([6, cap // 4 + 1]))), rng.randrange(40)
+            )
+            lo = rng.randrange(cap)
+            hi = rng.randint(lo, cap)
+            size = rng.randint(0, hi - lo + 2)
+            assert m.coldest(lo, hi, size, al) == brute_coldest(m, lo, hi, size, al)
+
+
+def test_coldest_prefers_old_release_then_low_offset():
+    m = LabelMap()
+    m.assign(0, 16, 5)
+    m.assign(16, 32, 2)
+    m.assign(32, 48, 2)
+    assert m.coldest(0, 64, 16, 16) == (-1, 48)  # never released beats any release
+    assert m.coldest(0, 48, 16, 16) == (2, 16)  # equal releases: the lower offset
