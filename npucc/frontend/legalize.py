@@ -381,6 +381,7 @@ LOWERED: dict[str, Callable[[Graph, Layer], list[Layer]]] = {
     "ArgMax": ops.arg_extreme,
     "ArgMin": ops.arg_extreme,
     "Einsum": ops.einsum,
+    "TopK": ops.top_k,
     "Mean": ops.mean,
     "MeanVarianceNormalization": ops.mean_variance_norm,
     "Mish": ops.softplus,
@@ -458,7 +459,7 @@ def _check_f32(g: Graph, layer: Layer, source: Layer) -> None:
     floats: tuple[str, ...] = ("f32",)
     if onnx_op(source) in ("Cast", "CastLike"):
         floats = ops.CAST_TYPES
-    elif onnx_op(source) in ("ArgMax", "ArgMin"):
+    elif onnx_op(source) in ("ArgMax", "ArgMin", "TopK"):
         floats = ("f32", ops.INT_OUTPUT)  # the indices, for the host to convert
     for t in layer.inputs + layer.outputs:
         if t and g.tensors[t].dtype not in (("i64",) if t in ids else floats):

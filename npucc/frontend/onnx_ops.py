@@ -1514,30 +1514,84 @@ def einsum(g: Graph, layer: Layer) -> list[Layer]:
 INT_OUTPUT = "int64"  # a graph output of integers npucc computes as float32 (ArgMax indices)
 
 
-def arg_extreme(g: Graph, layer: Layer) -> list[Layer]:
-    """ArgMax/ArgMin as reductions: the extreme along the axis, a 1.0/0.0 mask of where it is
-    attained, the positions there (others pushed past the end) and their minimum (maximum with
-    select_last_index). Indices are float32 values, exact below 2**24; a graph output is
-    converted to int64 by the host."""
-    x = layer.inputs[0]
-    shape = g.tensors[x].shape
-    axis = int(attr(layer, "axis", 0)) % len(shape)
+def _first_extreme(
+    s: Seq, x: str, axis: int, extreme: str, last: bool, free: str | None = None
+) -> tuple[str, str]:
+    """The extreme of `x` along `axis` (kept as a size-1 axis) and the float32 position where it
+    is first (last) attained, among the positions where `free` is 1.0 when given."""
+    shape = s.g.tensors[x].shape
     n = shape[axis]
     if n >= 1 << 24:
-        raise node_error(layer, f"axis of {n} elements: float32 cannot hold every index")
-    last = bool(int(attr(layer, "select_last_index", 0)))
-    s = Seq(g, layer)
+        raise node_error(s.layer, f"axis of {n} elements: float32 cannot hold every index")
     kept = tuple(1 if k == axis else d for k, d in enumerate(shape))
-    extreme = "max" if onnx_op(layer) == "ArgMax" else "min"
-    peak = s.add("reduce", [x], s.tmp(kept, extreme), op=extreme, axes=(axis,))
-    hit = s.add("eq", [x, peak], s.tmp(shape, "hit"))
+    source = x
+    if free is not None:  # taken positions can never be the extreme
+        blocked = s.const(np.array(-INF if extreme == "max" else INF, np.float32), "blocked")
+        source = s.add("where", [free, x, blocked], s.tmp(shape, "open"))
+    peak = s.add("reduce", [source], s.tmp(kept, extreme), op=extreme, axes=(axis,))
+    hit = s.add("eq", [source, peak], s.tmp(shape, "hit"))
+    if free is not None:
+        hit = s.add("mul", [hit, free], s.tmp(shape, "free_hit"))
     along = tuple(n if k == axis else 1 for k in range(len(shape)))
     positions = s.const(np.arange(n, dtype=np.float32).reshape(along), "positions")
     elsewhere = s.const(np.array(-1.0 if last else n, np.float32), "elsewhere")
     candidates = s.add("where", [hit, positions, elsewhere], s.tmp(shape, "candidates"))
     pick = "max" if last else "min"
     index = s.add("reduce", [candidates], s.tmp(kept, "index"), op=pick, axes=(axis,))
-    y = g.tensors[s.y]
-    y.dtype = INT_OUTPUT if s.y in g.outputs else "f32"
+    return peak, index
+
+
+def _index_output(s: Seq, name: str) -> None:
+    """Indices are float32 values; a graph output of them is int64 converted by the host."""
+    s.g.tensors[name].dtype = INT_OUTPUT if name in s.g.outputs else "f32"
+
+
+def arg_extreme(g: Graph, layer: Layer) -> list[Layer]:
+    """ArgMax/ArgMin as reductions: the extreme along the axis, a 1.0/0.0 mask of where it is
+    attained, the positions there (others pushed past the end) and their minimum (maximum with
+    select_last_index). Indices are float32 values, exact below 2**24."""
+    x = layer.inputs[0]
+    axis = int(attr(layer, "axis", 0)) % len(g.tensors[x].shape)
+    last = bool(int(attr(layer, "select_last_index", 0)))
+    s = Seq(g, layer)
+    extreme = "max" if onnx_op(layer) == "ArgMax" else "min"
+    _, index = _first_extreme(s, x, axis, extreme, last)
+    _index_output(s, s.y)
     s.add("reshape", [index], s.y)
+    return s.done()
+
+
+def top_k(g: Graph, layer: Layer) -> list[Layer]:
+    """TopK with a constant k: k rounds of (extreme among the positions not taken yet, its
+    first position, mark it taken); values and indices concatenated along the axis, sorted
+    (largest first, or smallest with largest=0), ties to the lower index as onnxruntime."""
+    x = layer.inputs[0]
+    shape = g.tensors[x].shape
+    axis = int(attr(layer, "axis", -1)) % len(shape)
+    if len(layer.inputs) > 1 and layer.inputs[1]:
+        k = int(_need_const(g, layer, layer.inputs[1], "k").reshape(-1)[0])
+    else:
+        k = int(attr(layer, "k", 1))
+    if not 1 <= k <= shape[axis]:
+        raise node_error(layer, f"k = {k} outside [1, {shape[axis]}]")
+    extreme = "max" if int(attr(layer, "largest", 1)) else "min"
+    s = Seq(g, layer)
+    along = tuple(shape[axis] if d == axis else 1 for d in range(len(shape)))
+    positions = s.const(np.arange(shape[axis], dtype=np.float32).reshape(along), "slots")
+    free = s.add("expand", [s.const(np.ones((), np.float32), "all")], s.tmp(shape, "free"))
+    values, indices = [], []
+    for _ in range(k):
+        peak, index = _first_extreme(s, x, axis, extreme, False, free)
+        values.append(peak)
+        indices.append(index)
+        taken = s.add("eq", [positions, index], s.tmp(shape, "taken"))
+        free = s.add("sub", [free, taken], s.tmp(shape, "free"))
+    values_out, indices_out = (*layer.outputs, "", "")[:2]
+    if indices_out:
+        _index_output(s, indices_out)
+    for out, parts in ((values_out, values), (indices_out, indices)):
+        if out and k > 1:
+            s.add("concat", parts, out, axis=axis)
+        elif out:
+            s.add("reshape", parts, out)
     return s.done()

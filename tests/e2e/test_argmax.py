@@ -1,4 +1,4 @@
-"""ArgMax/ArgMin at run time: float32 positions, an int64 graph output converted by the host."""
+"""ArgMax/ArgMin/TopK at run time: float32 positions, int64 graph outputs converted by the host."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 import npucc
 from npucc.errors import NpuccError
@@ -72,3 +72,37 @@ def test_int64_is_an_output_type_only():
     )
     with pytest.raises(NpuccError, match="int64 for outputs"):
         parse_stream(bad)
+
+
+@pytest.mark.parametrize(
+    ("shape", "k", "axis", "largest", "outputs"),
+    [
+        ((3, 10), 3, 1, 1, ("v", "i")),
+        ((3, 10), 4, -1, 0, ("v", "i")),  # smallest first; ties (Relu zeros) to the lower index
+        ((6, 4, 5), 2, 0, 1, ("v", "i")),
+        ((2, 9), 1, 1, 1, ("v", "i")),
+        ((2, 9), 3, 1, 1, ("i",)),  # only the indices leave the graph
+    ],
+)
+def test_top_k_matches_onnxruntime(shape, k, axis, largest, outputs):
+    out_shape = list(shape)
+    out_shape[axis] = k
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("TopK", ["r", "k"], ["v", "i"], axis=axis, largest=largest),
+    ]
+    types = {"v": TensorProto.FLOAT, "i": TensorProto.INT64}
+    graph = helper.make_graph(
+        nodes,
+        "topk",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+        [helper.make_tensor_value_info(o, types[o], out_shape) for o in outputs],
+        [numpy_helper.from_array(np.array([k], np.int64), "k")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    refs = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})
+    got = npucc.compile(model).run({"x": x})
+    for name, ref in zip(outputs, refs, strict=True):
+        assert got[name].dtype == ref.dtype
+        np.testing.assert_array_equal(got[name], ref)
