@@ -1514,27 +1514,39 @@ def einsum(g: Graph, layer: Layer) -> list[Layer]:
 INT_OUTPUT = "int64"  # a graph output of integers npucc computes as float32 (ArgMax indices)
 
 
-def _first_extreme(
-    s: Seq, x: str, axis: int, extreme: str, last: bool, free: str | None = None
-) -> tuple[str, str]:
-    """The extreme of `x` along `axis` (kept as a size-1 axis) and the float32 position where it
-    is first (last) attained, among the positions where `free` is 1.0 when given."""
-    shape = s.g.tensors[x].shape
+def _extreme_marks(s: Seq, shape: tuple[int, ...], axis: int, last: bool) -> tuple[str, str]:
+    """Constants of an extreme-position search: every position along `axis` as float32, and
+    the value of a position that is not a hit (past the end, or -1 when the last hit wins)."""
     n = shape[axis]
     if n >= 1 << 24:
         raise node_error(s.layer, f"axis of {n} elements: float32 cannot hold every index")
+    along = tuple(n if k == axis else 1 for k in range(len(shape)))
+    positions = s.const(np.arange(n, dtype=np.float32).reshape(along), "positions")
+    return positions, s.const(np.array(-1.0 if last else n, np.float32), "elsewhere")
+
+
+def _first_extreme(
+    s: Seq,
+    x: str,
+    axis: int,
+    extreme: str,
+    last: bool,
+    marks: tuple[str, str],
+    free: tuple[str, str] | None = None,
+) -> tuple[str, str]:
+    """The extreme of `x` along `axis` (kept as a size-1 axis) and the float32 position where it
+    is first (last) attained; with `free` (a 1.0/0.0 mask of open positions and the value
+    that blocks the others) only among the open positions."""
+    shape = s.g.tensors[x].shape
     kept = tuple(1 if k == axis else d for k, d in enumerate(shape))
+    positions, elsewhere = marks
     source = x
     if free is not None:  # taken positions can never be the extreme
-        blocked = s.const(np.array(-INF if extreme == "max" else INF, np.float32), "blocked")
-        source = s.add("where", [free, x, blocked], s.tmp(shape, "open"))
+        source = s.add("where", [free[0], x, free[1]], s.tmp(shape, "open"))
     peak = s.add("reduce", [source], s.tmp(kept, extreme), op=extreme, axes=(axis,))
     hit = s.add("eq", [source, peak], s.tmp(shape, "hit"))
     if free is not None:
-        hit = s.add("mul", [hit, free], s.tmp(shape, "free_hit"))
-    along = tuple(n if k == axis else 1 for k in range(len(shape)))
-    positions = s.const(np.arange(n, dtype=np.float32).reshape(along), "positions")
-    elsewhere = s.const(np.array(-1.0 if last else n, np.float32), "elsewhere")
+        hit = s.add("mul", [hit, free[0]], s.tmp(shape, "free_hit"))
     candidates = s.add("where", [hit, positions, elsewhere], s.tmp(shape, "candidates"))
     pick = "max" if last else "min"
     index = s.add("reduce", [candidates], s.tmp(kept, "index"), op=pick, axes=(axis,))
@@ -1555,7 +1567,8 @@ def arg_extreme(g: Graph, layer: Layer) -> list[Layer]:
     last = bool(int(attr(layer, "select_last_index", 0)))
     s = Seq(g, layer)
     extreme = "max" if onnx_op(layer) == "ArgMax" else "min"
-    _, index = _first_extreme(s, x, axis, extreme, last)
+    marks = _extreme_marks(s, g.tensors[x].shape, axis, last)
+    _, index = _first_extreme(s, x, axis, extreme, last, marks)
     _index_output(s, s.y)
     s.add("reshape", [index], s.y)
     return s.done()
@@ -1576,16 +1589,22 @@ def top_k(g: Graph, layer: Layer) -> list[Layer]:
         raise node_error(layer, f"k = {k} outside [1, {shape[axis]}]")
     extreme = "max" if int(attr(layer, "largest", 1)) else "min"
     s = Seq(g, layer)
-    along = tuple(shape[axis] if d == axis else 1 for d in range(len(shape)))
-    positions = s.const(np.arange(shape[axis], dtype=np.float32).reshape(along), "slots")
-    free = s.add("expand", [s.const(np.ones((), np.float32), "all")], s.tmp(shape, "free"))
+    marks = _extreme_marks(s, shape, axis, False)
+    blocked = s.const(np.array(-INF if extreme == "max" else INF, np.float32), "blocked")
+    free: tuple[str, str] | None = None  # every position is open in the first round
     values, indices = [], []
-    for _ in range(k):
-        peak, index = _first_extreme(s, x, axis, extreme, False, free)
+    for round_ in range(k):
+        peak, index = _first_extreme(s, x, axis, extreme, False, marks, free)
         values.append(peak)
         indices.append(index)
-        taken = s.add("eq", [positions, index], s.tmp(shape, "taken"))
-        free = s.add("sub", [free, taken], s.tmp(shape, "free"))
+        if round_ == k - 1:
+            break
+        if free is None:
+            open_ = s.add("ne", [marks[0], index], s.tmp(shape, "free"))
+        else:
+            taken = s.add("eq", [marks[0], index], s.tmp(shape, "taken"))
+            open_ = s.add("sub", [free[0], taken], s.tmp(shape, "free"))
+        free = (open_, blocked)
     values_out, indices_out = (*layer.outputs, "", "")[:2]
     if indices_out:
         _index_output(s, indices_out)
