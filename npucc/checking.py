@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from npucc.frontend.gather_index_views import ORDER_KEEPING_VIEWS
+from npucc.frontend.onnx_import import view_sources
 
 # NOTE: the documented tolerance of `npucc check`: max |error| <= RTOL * max |reference| + ATOL.
 RTOL = 1e-4
@@ -76,13 +76,11 @@ def gather_index_bounds(model: onnx.ModelProto) -> dict[str, tuple[int, np.dtype
         if v.name not in inits and v.type.tensor_type.elem_type
     }
     ints = {n for n, t in types.items() if t in (onnx.TensorProto.INT64, onnx.TensorProto.INT32)}
-    views = {n.output[0]: n.input[0] for n in graph.node if n.op_type in ORDER_KEEPING_VIEWS}
+    sources = view_sources(graph)
 
     def source(name: str) -> str:
         """The tensor `name` is a (chain of) order-keeping view(s) of."""
-        while name in views:
-            name = views[name]
-        return name
+        return sources.get(name, name)
 
     gathers = [n for n in graph.node if n.op_type == "Gather" and source(n.input[1]) in ints]
     if not gathers:

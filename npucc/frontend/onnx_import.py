@@ -141,32 +141,53 @@ FLOAT_TYPES = (
 )
 
 
+def _readers(graph: onnx.GraphProto) -> dict[str, list[tuple[onnx.NodeProto, int]]]:
+    """Each tensor's readers: the node and the input position (-1: a node of a subgraph, which
+    may read anything)."""
+    readers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
+    for node in graph.node:
+        for pos, name in enumerate(node.input):
+            readers.setdefault(name, []).append((node, pos))
+        for attr in node.attribute:
+            for sub in (attr.g, *attr.graphs) if attr.g.ByteSize() or attr.graphs else ():
+                for sub_node in sub.node:
+                    for name in sub_node.input:
+                        readers.setdefault(name, []).append((sub_node, -1))
+    return readers
+
+
+def view_sources(graph: onnx.GraphProto) -> dict[str, str]:
+    """Each output of a chain of order-keeping views and the tensor the chain starts from."""
+    views = {n.output[0]: n.input[0] for n in graph.node if n.op_type in ORDER_KEEPING_VIEWS}
+    sources = {}
+    for name in views:
+        source = name
+        while source in views:
+            source = views[source]
+        sources[name] = source
+    return sources
+
+
 def index_inputs(graph: onnx.GraphProto) -> set[str]:
     """Graph inputs read only as the indices of a top-level Gather, directly or through views
     that keep their order (and not graph outputs).
 
     These may be integer: they become i64 tensors read by an indirect copy (embedding lookup).
     """
+    sources = view_sources(graph)
     uses: dict[str, list[bool]] = {}
-    views = {n.output[0]: n.input[0] for n in graph.node if n.op_type in ORDER_KEEPING_VIEWS}
-    for node in graph.node:
-        for pos, name in enumerate(node.input):
+    for name, readers in _readers(graph).items():
+        for node, pos in readers:
             if node.op_type in ORDER_KEEPING_VIEWS and pos == 0:
                 continue  # a view of indices is judged by its own uses, credited to its source
-            while name in views:
-                name = views[name]
-            uses.setdefault(name, []).append(node.op_type == "Gather" and pos == 1)
-        for attr in node.attribute:  # a subgraph may read anything: no index input then
-            for sub in (attr.g, *attr.graphs) if attr.g.ByteSize() or attr.graphs else ():
-                for sub_node in sub.node:
-                    for name in sub_node.input:
-                        uses.setdefault(name, []).append(False)
+            source = sources.get(name, name) if pos >= 0 else name
+            uses.setdefault(source, []).append(node.op_type == "Gather" and pos == 1)
     outputs = {v.name for v in graph.output}
     return {n for n, used in uses.items() if used and all(used) and n not in outputs}
 
 
 # ops that pass their first input's values through unchanged (only their layout changes)
-VIEW_OPS = ("Identity", "Unsqueeze", "Squeeze", "Reshape", "Flatten", "Expand", "Transpose")
+VIEW_OPS = (*ORDER_KEEPING_VIEWS, "Expand", "Transpose")
 
 
 def cast_inputs(graph: onnx.GraphProto) -> tuple[set[str], set[str]]:
@@ -176,16 +197,7 @@ def cast_inputs(graph: onnx.GraphProto) -> tuple[set[str], set[str]]:
     npucc holds them as float32 from the start: converting an integer to float32 on the host is
     what the Cast does, and the view ops commute with it.
     """
-    users: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
-    for node in graph.node:
-        for pos, name in enumerate(node.input):
-            users.setdefault(name, []).append((node, pos))
-    for node in graph.node:  # a subgraph may read anything: no cast input then
-        for attr in node.attribute:
-            for sub in (attr.g, *attr.graphs) if attr.g.ByteSize() or attr.graphs else ():
-                for sub_node in sub.node:
-                    for name in sub_node.input:
-                        users.setdefault(name, []).append((sub_node, -1))
+    users = _readers(graph)  # a subgraph's read (position -1) is no cast: no cast input then
     outputs = {v.name for v in graph.output}
 
     def path(tensor: str) -> set[str] | None:
@@ -224,7 +236,7 @@ def _fix_input_shapes(model: onnx.ModelProto, input_shapes: InputShapes) -> None
     inits = {i.name for i in graph.initializer}
     inputs = [v for v in graph.input if v.name not in inits]
     known = [v.name for v in inputs]
-    gather_ids = index_inputs(graph) | cast_inputs(graph)[0]
+    integer_inputs = index_inputs(graph) | cast_inputs(graph)[0]
     for name in input_shapes:
         if name not in known:
             raise NpuccError(f"input shape given for unknown input '{name}' (inputs: {known})")
@@ -233,7 +245,7 @@ def _fix_input_shapes(model: onnx.ModelProto, input_shapes: InputShapes) -> None
             raise NpuccError(f"input '{v.name}' is not a tensor")
         tt = v.type.tensor_type
         if tt.elem_type not in (*FLOAT_TYPES, onnx.TensorProto.BOOL) and not (
-            tt.elem_type in INDEX_TYPES and v.name in gather_ids
+            tt.elem_type in INDEX_TYPES and v.name in integer_inputs
         ):
             elem = onnx.TensorProto.DataType.Name(tt.elem_type)
             raise NpuccError(
