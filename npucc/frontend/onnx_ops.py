@@ -738,10 +738,10 @@ def _boolean(s: Seq, name: str) -> str:
 
 
 def _boolean_output(s: Seq) -> None:
-    """Hold the layer's boolean output as float32 1.0/0.0 (a graph output must stay bool)."""
+    """Refuse a boolean graph output (a run-time boolean is held as float32 1.0/0.0: legalize
+    retypes the others before lowering)."""
     if s.y in s.g.outputs:
         raise node_error(s.layer, f"boolean graph output '{s.y}' is not supported")
-    s.g.tensors[s.y].dtype = "f32"
 
 
 def compare(g: Graph, layer: Layer) -> list[Layer]:
