@@ -92,8 +92,7 @@ def table(result: dict[str, Any]) -> str:
 
 def main(args: argparse.Namespace) -> int:
     """Run the benchmark, print the table, write --json; exit code 0."""
-    names = [w for arg in args.workload for w in arg.split(",")] if args.workload else None
-    names = choose(",".join(names), WORKLOADS, "workload") if names else None
+    names = choose(",".join(args.workload), WORKLOADS, "workload") if args.workload else None
     if args.json is not None:
         check_output_dir(args.json)
     result = run(names)
