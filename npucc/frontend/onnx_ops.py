@@ -395,7 +395,7 @@ def cumulative(g: Graph, layer: Layer) -> list[Layer]:
     """CumSum/CumProd along a constant axis, exclusive and reverse included."""
     x = layer.inputs[0]
     rank = len(g.tensors[x].shape)
-    axis = int(_need_const(g, layer, layer.inputs[1], "axis").reshape(-1)[0]) % rank
+    axis = int(need_const(g, layer, layer.inputs[1], "axis").reshape(-1)[0]) % rank
     op = "add" if layer.op == "onnx.CumSum" else "mul"
     s = Seq(g, layer)
     exclusive, reverse = bool(attr(layer, "exclusive", 0)), bool(attr(layer, "reverse", 0))
@@ -426,7 +426,8 @@ def hardmax(g: Graph, layer: Layer) -> list[Layer]:
 # --------------------------------------------------------------------------- data movement
 
 
-def _need_const(g: Graph, layer: Layer, name: str, what: str) -> np.ndarray:
+def need_const(g: Graph, layer: Layer, name: str, what: str) -> np.ndarray:
+    """The data of constant input `name`; a one-line node error when it is not constant."""
     if not g.is_const(name):
         raise node_error(layer, f"{what} must be constant")
     return const(g, name)
@@ -474,7 +475,7 @@ def slice_(g: Graph, layer: Layer) -> list[Layer]:
     else:
         ins = [*layer.inputs, "", "", ""]
         vals = [
-            [int(v) for v in _need_const(g, layer, t, "starts/ends/axes/steps").reshape(-1)]
+            [int(v) for v in need_const(g, layer, t, "starts/ends/axes/steps").reshape(-1)]
             if t
             else None
             for t in ins[1:5]
@@ -561,7 +562,7 @@ def gather_elements(g: Graph, layer: Layer) -> list[Layer]:
     """GatherElements with constant indices: a sum over the axis of x masked by a one-hot."""
     x, idx_name = layer.inputs[:2]
     axis = int(attr(layer, "axis", 0)) % len(g.tensors[x].shape)
-    idx = _need_const(g, layer, idx_name, "indices").astype(np.int64)
+    idx = need_const(g, layer, idx_name, "indices").astype(np.int64)
     s = Seq(g, layer)
     s.add("reshape", [_select(s, x, axis, idx)], s.y)
     return s.done()
@@ -593,9 +594,9 @@ def _select(s: Seq, x: str, axis: int, idx: np.ndarray) -> str:
 def _nll(s: Seq, logp: str, target: str, weight: str, out: str) -> None:
     """out = the negative log-likelihood of the constant targets under log-probabilities logp."""
     layer = s.layer
-    t = _need_const(s.g, layer, target, "target").astype(np.int64)
+    t = need_const(s.g, layer, target, "target").astype(np.int64)
     c = s.g.tensors[logp].shape[1]
-    w = _need_const(s.g, layer, weight, "weight") if weight else np.ones(c, np.float32)
+    w = need_const(s.g, layer, weight, "weight") if weight else np.ones(c, np.float32)
     ignore = attr(layer, "ignore_index", None)
     valid = t != int(ignore) if ignore is not None else np.ones(t.shape, bool)
     if np.any(valid & ((t < 0) | (t >= c))):
@@ -646,7 +647,7 @@ def softmax_cross_entropy(g: Graph, layer: Layer) -> list[Layer]:
 def compress(g: Graph, layer: Layer) -> list[Layer]:
     """Compress with a constant condition: a take of the selected positions (of x flattened)."""
     x, cond = layer.inputs[:2]
-    keep = tuple(int(i) for i in np.flatnonzero(_need_const(g, layer, cond, "condition")))
+    keep = tuple(int(i) for i in np.flatnonzero(need_const(g, layer, cond, "condition")))
     shape = g.tensors[x].shape
     s = Seq(g, layer)
     if "axis" in layer.attrs:
@@ -676,7 +677,7 @@ def _gather_ids(g: Graph, layer: Layer, axis: int) -> list[Layer]:
 
 def expand(g: Graph, layer: Layer) -> list[Layer]:
     """Expand to a constant shape: a broadcasting copy."""
-    _need_const(g, layer, layer.inputs[1], "shape")
+    need_const(g, layer, layer.inputs[1], "shape")
     s = Seq(g, layer)
     _broadcast(s, layer.inputs[0], s.y)
     return s.done()
@@ -693,7 +694,7 @@ def tile(g: Graph, layer: Layer) -> list[Layer]:
     """Tile with constant repeats: reshape to (1, d0, 1, d1, ...), expand, reshape."""
     x = layer.inputs[0]
     shape = g.tensors[x].shape
-    reps = [int(r) for r in _need_const(g, layer, layer.inputs[1], "repeats").reshape(-1)]
+    reps = [int(r) for r in need_const(g, layer, layer.inputs[1], "repeats").reshape(-1)]
     s = Seq(g, layer)
     spread = s.add("reshape", [x], s.tmp(tuple(v for d in shape for v in (1, d)), "spread"))
     big = s.add(
@@ -800,11 +801,11 @@ def pad(g: Graph, layer: Layer) -> list[Layer]:
         pads = [int(p) for p in layer.attrs["pads"]]
         value = float(attr(layer, "value", 0.0))
     else:
-        pads = [int(p) for p in _need_const(g, layer, ins[1], "pads").reshape(-1)]
-        value = float(_need_const(g, layer, ins[2], "value").reshape(-1)[0]) if ins[2] else 0.0
+        pads = [int(p) for p in need_const(g, layer, ins[1], "pads").reshape(-1)]
+        value = float(need_const(g, layer, ins[2], "value").reshape(-1)[0]) if ins[2] else 0.0
     axes = list(range(rank))
     if ins[3]:
-        axes = [int(a) % rank for a in _need_const(g, layer, ins[3], "axes").reshape(-1)]
+        axes = [int(a) % rank for a in need_const(g, layer, ins[3], "axes").reshape(-1)]
     begin, end = [0] * rank, [0] * rank
     for i, a in enumerate(axes):
         begin[a], end[a] = pads[i], pads[i + len(axes)]
@@ -1370,7 +1371,7 @@ def trilu(g: Graph, layer: Layer) -> list[Layer]:
     x = layer.inputs[0]
     k = 0
     if len(layer.inputs) > 1 and layer.inputs[1]:
-        k = int(_need_const(g, layer, layer.inputs[1], "k").reshape(-1)[0])
+        k = int(need_const(g, layer, layer.inputs[1], "k").reshape(-1)[0])
     rows, cols = g.tensors[x].shape[-2:]
     tri = np.triu if int(attr(layer, "upper", 1)) else np.tril
     s = Seq(g, layer)
@@ -1383,7 +1384,7 @@ def center_crop_pad(g: Graph, layer: Layer) -> list[Layer]:
     x = layer.inputs[0]
     shape = g.tensors[x].shape
     rank = len(shape)
-    want = [int(v) for v in _need_const(g, layer, layer.inputs[1], "shape").reshape(-1)]
+    want = [int(v) for v in need_const(g, layer, layer.inputs[1], "shape").reshape(-1)]
     axes = [int(a) % rank for a in attr(layer, "axes", range(rank))]
     target = list(shape)
     for a, n in zip(axes, want, strict=True):
@@ -1582,7 +1583,7 @@ def top_k(g: Graph, layer: Layer) -> list[Layer]:
     shape = g.tensors[x].shape
     axis = int(attr(layer, "axis", -1)) % len(shape)
     if len(layer.inputs) > 1 and layer.inputs[1]:
-        k = int(_need_const(g, layer, layer.inputs[1], "k").reshape(-1)[0])
+        k = int(need_const(g, layer, layer.inputs[1], "k").reshape(-1)[0])
     else:
         k = int(attr(layer, "k", 1))
     if not 1 <= k <= shape[axis]:

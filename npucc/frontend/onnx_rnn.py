@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from npucc.frontend.common import const, node_error, onnx_op
-from npucc.frontend.onnx_ops import Seq, attr
+from npucc.frontend.onnx_ops import Seq, attr, need_const
 from npucc.ir.graph import Graph, Layer
 
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}  # blocks of W and R: LSTM i, o, f, c; GRU z, r, h
@@ -198,11 +198,7 @@ def _gru_states(
 
 def _constant_input(g: Graph, layer: Layer, name: str, what: str) -> np.ndarray | None:
     """The data of optional constant input `name` as float32 (None when absent)."""
-    if not name:
-        return None
-    if not g.is_const(name):
-        raise node_error(layer, f"{what} must be constant")
-    return np.asarray(const(g, name), np.float32)
+    return np.asarray(need_const(g, layer, name, what), np.float32) if name else None
 
 
 def _check_sequence_lens(g: Graph, layer: Layer, name: str, steps: int) -> None:
