@@ -150,9 +150,12 @@ MTE2 = PIPES.index("MTE2")
 
 
 def layer_signature(graph: Graph, layer: Layer, single: bool) -> tuple:
-    """What the lowering of a layer depends on: op, operand shapes and kinds, attributes."""
+    """What the lowering of a layer depends on: op, operand shapes and kinds, attributes, and
+    which operands are one tensor (x * x has one input class, x * y two)."""
     ins = tuple(
-        (graph.tensors[t].shape, graph.tensors[t].dtype, graph.is_const(t)) if t else None
+        (graph.tensors[t].shape, graph.tensors[t].dtype, graph.is_const(t), layer.inputs.index(t))
+        if t
+        else None
         for t in layer.inputs
     )
     outs = tuple(graph.tensors[t].shape for t in layer.outputs)
