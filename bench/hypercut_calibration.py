@@ -16,13 +16,16 @@ import numpy as np
 import npucc
 from npucc.backend.hypercut.bench import MODELS
 from npucc.interp import parse_stream, run_stream
+from npucc.interp.parser import INDEX_DTYPE
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ("small_cnn", "residual_block", "lrn_concat", "mlp", "transformer_encoder", "resnet50")
 
 
 def model_path(name: str) -> Path:
-    """A zoo model by bench name, else models/NAME.onnx."""
+    """A zoo model by bench name, a path to an .onnx file, else models/NAME.onnx."""
+    if name.endswith(".onnx"):
+        return Path(name)
     return MODELS.get(name, ROOT / "models" / f"{name}.onnx")
 
 
@@ -50,10 +53,13 @@ def main() -> None:
             )
         compiled = time.perf_counter() - start
         est = program.stats["hypercut"]
-        inputs = {k: np.zeros(s, np.float32) for k, s in program.inputs.items()}
-        run = run_stream(
-            parse_stream(program.stream, "<program>"), program.image, inputs, timing_only=True
-        )
+        stream = parse_stream(program.stream, "<program>")
+        inputs = {
+            t.name: np.zeros(t.shape, np.int64 if t.dtype == INDEX_DTYPE else np.float32)
+            for t in stream.tensors.values()
+            if t.kind == "input"
+        }
+        run = run_stream(stream, program.image, inputs, timing_only=True)
         rows = [
             ("exec", est["latency_cycles"], est["energy_pj"]),
             ("analytic", est["analytic_latency_cycles"], est["analytic_energy_pj"]),

@@ -62,7 +62,14 @@ from npucc.ir.isa import (
     VReduce,
     VUnary,
 )
-from npucc.target.cost import gather_bytes, instr_cycles, instr_energy, sync_cycles
+from npucc.target.cost import (
+    ddr_bytes,
+    ddr_channel,
+    gather_bytes,
+    instr_cycles,
+    instr_energy,
+    sync_cycles,
+)
 
 _NEVER = np.iinfo(np.int64).max  # clock entry of the initial writer: ordered before everything
 _PIPE_RANK = 1 << 40  # pipes sort after events at equal start time
@@ -323,11 +330,12 @@ class _Step:
     # set for pipe instructions only (events have no cost or accesses)
     cycles: int
     energy: float
+    ddr_bytes: int  # bytes it moves to or from DDR (through the shared channel on a mesh)
     reads: Sequence[_Access]
     writes: Sequence[_Access]
 
-    __slots__ = ("line", "core", "qid", "seq", "rank", "pending", "cycles", "energy", "reads",
-                 "writes", "start")  # fmt: skip
+    __slots__ = ("line", "core", "qid", "seq", "rank", "pending", "cycles", "energy", "ddr_bytes",
+                 "reads", "writes", "start")  # fmt: skip
 
     def __init__(self, line: Line, core: int, qid: int, seq: int, rank: int) -> None:
         self.line = line
@@ -345,7 +353,7 @@ class _Machine:
     __slots__ = ("stream", "check", "serial", "target", "cores", "mems", "ddr", "queues", "qnames",
                  "qvc", "qfinish", "qhead", "steps", "waiter", "flag_time", "flag_vc", "heap",
                  "noc", "releases", "now", "busy", "energy", "peak", "counters", "core_end",
-                 "trace", "timing_only")  # fmt: skip
+                 "trace", "timing_only", "ddr_free")  # fmt: skip
 
     def __init__(
         self,
@@ -389,6 +397,7 @@ class _Machine:
                     step = _Step(line, ci, qid, len(queue) + 1, _PIPE_RANK + qid)
                     step.cycles = instr_cycles(target, line.instr)
                     step.energy = instr_energy(target, line.instr)
+                    step.ddr_bytes = ddr_bytes(target, line.instr)
                     step.reads, step.writes = ((), ()) if timing_only else _accesses(line.instr)
                     queue.append(step)
                 if self.serial:
@@ -408,6 +417,7 @@ class _Machine:
         self.heap: list[tuple[int, int, _Step]] = []
         self.releases: list[tuple[int, int, str, int, int]] = []
         self.now = 0
+        self.ddr_free = 0  # when the mesh's shared DDR channel takes the next transfer
         self.busy = dict.fromkeys(PIPES, 0)
         self.energy = 0.0
         self.peak: dict[str, int] = {}
@@ -625,7 +635,9 @@ class _Machine:
         self._join(step, vc)
         vc[qid] = step.seq
         spill = isinstance(ins, Spill)
-        finish = start + step.cycles
+        finish, self.ddr_free = ddr_channel(
+            self.target, step.ddr_bytes, step.cycles, start, self.ddr_free
+        )
         if isinstance(ins, Spill):
             self._spill_residency(step, ins, finish)
         if isinstance(ins, Gather) and not self.timing_only:

@@ -101,6 +101,44 @@ def gather_bytes(target: Target, instr: Gather) -> int:
     return instr.n * instr.row * target.elem_bytes + 8 * instr.n
 
 
+def ddr_bytes(target: Target, ins: Instr) -> int:
+    """Bytes an instruction moves to or from DDR (0 for one that does not touch DDR; a `noc`
+    copy never does, although before codegen its on-chip side is still a DDR key)."""
+    if isinstance(ins, NocCopy):
+        return 0
+    if isinstance(ins, Gather):
+        return gather_bytes(target, ins)
+    if isinstance(ins, Spill) and DDR in (ins.src.tier, ins.dst.tier):
+        return ins.size * target.elem_bytes
+    if isinstance(ins, Copy) and DDR in (ins.src.tier, ins.dst.tier):
+        return math.prod(ins.dims) * target.elem_bytes
+    return 0
+
+
+def shared_ddr_bandwidth(target: Target) -> int | None:
+    """Bytes per cycle DDR serves to all cores together on a mesh (None on one core, whose DMA
+    paths have their own bandwidths)."""
+    return int(target.mesh["ddr_bandwidth"]) if target.cores > 1 else None
+
+
+def ddr_channel(
+    target: Target, nbytes: int, cycles: int, start: int, channel_free: int
+) -> tuple[int, int]:
+    """Finish of a DDR transfer of `cycles` cycles that is ready at `start` on a mesh, and when
+    the shared DDR channel is free again.
+
+    NOTE: transfers enter the channel one at a time, in the order they become ready: one waits
+    for the channel to be free, then holds it for its bytes over the mesh's DDR bandwidth; its
+    own latency and bandwidth then apply as on an idle machine (a core's DMA path may be
+    slower than the channel: several transfers then stream at once).
+    """
+    bandwidth = shared_ddr_bandwidth(target)
+    if bandwidth is None or nbytes == 0:
+        return start + cycles, channel_free
+    begin = max(start, channel_free)
+    return begin + cycles, begin + math.ceil(nbytes / bandwidth)
+
+
 def spill_cycles(target: Target, tier: str, nbytes: int, out: bool) -> int:
     """Cycles of a SPILL_OUT (tier -> DDR) or SPILL_IN (DDR -> tier) of nbytes."""
     return dma_cycles(target, tier, DDR, nbytes) if out else dma_cycles(target, DDR, tier, nbytes)

@@ -55,6 +55,11 @@ def test_a_layer_reading_one_tensor_twice_has_its_own_profile() -> None:
     graph = import_model(model)
     square, scale = graph.layers
     assert layer_signature(graph, square, False) != layer_signature(graph, scale, False)
+    program = npucc.compile(model, "mesh8x8", beam_width=2)
+    stream = parse_stream(program.stream, "square_then_scale")
+    inputs = {k: np.zeros(s, np.float32) for k, s in program.inputs.items()}
+    run = run_stream(stream, program.image, inputs, timing_only=True)
+    assert abs(program.stats["hypercut"]["latency_cycles"] / run.makespan - 1) <= TOLERANCE
 
 
 def test_layers_with_one_signature_share_one_profile() -> None:

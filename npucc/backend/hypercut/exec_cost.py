@@ -19,15 +19,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
+from typing import NamedTuple
 
 from npucc.backend.hypercut.onchip import plan_onchip
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph, Layer
-from npucc.ir.isa import DDR, PIPES, Copy, DdrRef, Gather, Instr, NocCopy, Spill, pattern_extent
+from npucc.ir.isa import PIPES, Copy, DdrRef, NocCopy, pattern_extent
 from npucc.ir.onchip import OnChip
 from npucc.ir.tiled import TileGraph
 from npucc.target import Target
-from npucc.target.cost import gather_bytes, instr_cycles, instr_energy
+from npucc.target.cost import ddr_bytes, instr_cycles, instr_energy, shared_ddr_bandwidth
 from npucc.target.mesh_cost import Cost, Rect, Step
 
 VIEW_OPS = ("reshape",)  # aliases of their input's DDR tensor (as the lowering treats them)
@@ -69,6 +70,7 @@ class LayerProfile:
     tile_classes: tuple[int, ...]  # the classes of each tile's nodes
     energy_pj: float  # sum of instr_energy
     ddr_bytes: int  # bytes moved to or from DDR
+    lead_ddr_bytes: int  # of those, by const loads ahead of the first input-dependent DDR copy
     busy: tuple[int, ...]  # cycles per pipe
     copies: tuple[DdrCopy, ...] = ()  # copies to or from the layer's non-const tensors
 
@@ -211,7 +213,8 @@ def _summarise(
     classes: list[int] = []
     busy = [0] * len(PIPES)
     energy = 0.0
-    ddr = 0
+    ddr = lead_ddr = 0
+    leading = True  # no input-dependent DDR copy seen yet
     copies: list[DdrCopy] = []
     for node in g.nodes:
         p = PIPES.index(node.pipe) if node.pipe is not None else -1
@@ -227,7 +230,11 @@ def _summarise(
                 if isinstance(ref, DdrRef):
                     mask |= bit.get(ref.key, 1)  # a const the lowering generated: bit 0
             mask = mask or 1  # needs no input (a fill): free to run ahead as a const load
-            ddr += ddr_bytes(target, ins)
+            moved = ddr_bytes(target, ins)
+            ddr += moved
+            if moved and mask != 1:
+                leading = False
+            lead_ddr += moved if leading else 0
             if type(ins) is Copy:
                 side, strides = (
                     (ins.src, ins.src_strides) if isinstance(ins.src, DdrRef) else
@@ -257,20 +264,10 @@ def _summarise(
         tuple(tile_classes),
         energy,
         ddr,
+        lead_ddr,
         tuple(busy),
         tuple(copies),
     )
-
-
-def ddr_bytes(target: Target, ins: Instr) -> int:
-    """Bytes an instruction moves to or from DDR (as the interpreter counts them)."""
-    if isinstance(ins, Gather):
-        return gather_bytes(target, ins)
-    if isinstance(ins, Spill) and DDR in (ins.src.tier, ins.dst.tier):
-        return ins.size * target.elem_bytes
-    if isinstance(ins, Copy) and DDR in (ins.src.tier, ins.dst.tier):
-        return math.prod(ins.dims) * target.elem_bytes
-    return 0
 
 
 @cache
@@ -458,57 +455,145 @@ class ExecCostModel:
         their previous barrier and the input's producers closed it (plus the flag's hops); its
         const loads once its cores' MTE2 finished the previous layer's loads. Its end is the
         latest of (release + tail) over its classes and (earliest release + cold duration).
+        On a mesh the layers' DDR bytes also queue for the shared channel (`_channel_waits`):
+        the schedule is repeated with those waits until they settle.
         """
+        runs = self._runs(steps, offchip)
+        energy = sum(run.energy for run in runs if isinstance(run, _LayerRun))
+        ddr = sum(run.ddr for run in runs if isinstance(run, _LayerRun))
+        channel = shared_ddr_bandwidth(self.target)
+        waits: dict[int, int] = {}
+        for _ in range(CHANNEL_ROUNDS):
+            latency, requests = self._schedule(runs, waits)
+            if channel is None:
+                break
+            settled = _channel_waits(requests, channel)
+            if settled == waits:
+                break
+            waits = settled
+        return Cost(energy_pj=energy, latency_cycles=float(latency), dram_bytes=float(ddr))
+
+    def _runs(self, steps: tuple[Step, ...], offchip: frozenset[str]) -> list[_LayerRun | int]:
+        """How each layer runs under the plan (a view: the layer it aliases, -1 for none)."""
         rect_of: dict[int, Rect] = {}
         for step in steps:
             for group in step.groups:
                 for index in group.layers:
                     rect_of[index] = group.rect
-        hop = int(self.target.mesh["noc_hop_latency"])
         onchip = self.onchip(steps, offchip)
-        done: list[_Placed] = []
-        core_free: dict[tuple[int, int], int] = {}  # after its last barrier
-        mte2_free: dict[tuple[int, int], int] = {}  # after its last DDR load
-        energy = 0.0
-        ddr = 0
+        cols = int(self.target.mesh["cols"])
+        runs: list[_LayerRun | int] = []
         for index, layer in enumerate(self.graph.layers):
             srcs = self._srcs[index]
             if layer.op in VIEW_OPS:  # an alias: ready when (and where) its input is
-                src = srcs[0]
-                done.append(READY if src is None else done[src])
+                runs.append(-1 if srcs[0] is None else srcs[0])
                 continue
             r = rect_of[index]
             prof = self.profile(index, r.cores)
             noc = self.noc_layer(index, r, onchip) if onchip else None
             if noc is None:
-                timings = self.timing(index, r.cores)
-                energy += prof.energy_pj
-                ddr += prof.ddr_bytes
+                timings, energy, ddr = self.timing(index, r.cores), prof.energy_pj, prof.ddr_bytes
             else:
-                timings = noc[0]
-                energy += noc[1]
-                ddr += noc[2]
+                timings, energy, ddr = noc
             used = _used_cores(r, prof.ntiles)
-            barrier = max(core_free.get(c, 0) for c in used)
-            y, x = used[0]
-            releases = {0: max(mte2_free.get(c, 0) for c in used)}
-            for cls, src in enumerate(srcs, 1):
+            ys = [c[0] for c in used]
+            xs = [c[1] for c in used]
+            data = tuple(
+                c
+                for c, name in enumerate(layer.inputs, 1)
+                if name and not self.graph.is_const(name)
+            )
+            runs.append(
+                _LayerRun(
+                    timings,
+                    energy,
+                    ddr,
+                    prof.lead_ddr_bytes,
+                    max(t.mte2_tail for t in timings),
+                    tuple(y * cols + x for y, x in used),
+                    used[0],
+                    (min(ys), min(xs), max(ys), max(xs)),
+                    data,
+                )
+            )
+        return runs
+
+    def _schedule(
+        self, runs: list[_LayerRun | int], waits: dict[int, int]
+    ) -> tuple[int, list[_Request]]:
+        """One list schedule in lowering order, no layer ending before its wait: the latency
+        and each layer's DDR requests."""
+        hop = int(self.target.mesh["noc_hop_latency"])
+        done: list[_Placed] = []
+        core_free = [0] * self.target.cores  # after its last barrier
+        mte2_free = [0] * self.target.cores  # after its last DDR load
+        requests: list[_Request] = []
+        for index, run in enumerate(runs):
+            if isinstance(run, int):  # a view
+                done.append(READY if run < 0 else done[run])
+                continue
+            barrier = max(map(core_free.__getitem__, run.cores))
+            y, x = run.first
+            releases = {0: max(map(mte2_free.__getitem__, run.cores))}
+            for cls, src in enumerate(self._srcs[index], 1):
                 where = READY if src is None else done[src]
                 releases[cls] = max(barrier, where.finish + hop * where.hops_to(y, x))
             end, tail = -1, 0
-            for timing in timings:
+            for timing in run.timings:
                 first = min((releases[cls] for cls, _ in timing.tails), default=barrier)
                 t_end = max([first + timing.cold, *(releases[c] + t for c, t in timing.tails)])
                 if t_end > end:
                     end, tail = t_end, timing.mte2_tail
-            for c in used:
+            if waits.get(index, 0) > end:  # its bytes came late through the DDR channel
+                end, tail = waits[index], run.after
+            ready = min((releases[c] for c in run.data), default=releases[0])
+            requests.append(_Request(releases[0], index, run.lead, run.after))
+            requests.append(_Request(ready, index, run.ddr - run.lead, run.after))
+            for c in run.cores:
                 core_free[c] = end
                 mte2_free[c] = end - tail
-            ys = [c[0] for c in used]
-            xs = [c[1] for c in used]
-            done.append(_Placed(end, min(ys), min(xs), max(ys), max(xs)))
+            done.append(_Placed(end, *run.box))
         latency = max((p.finish for p in done), default=0)
-        return Cost(energy_pj=energy, latency_cycles=float(latency), dram_bytes=float(ddr))
+        return latency, requests
+
+
+@dataclass(frozen=True, slots=True)
+class _LayerRun:
+    """How one layer runs under a plan, whenever its inputs arrive."""
+
+    timings: tuple[LayerTiming, ...]  # per distinct core (see LayerProfile.timing)
+    energy: float  # pJ
+    ddr: int  # bytes to or from DDR
+    lead: int  # of those, by const loads ahead of its first input-dependent DDR copy
+    after: int  # cycles its slowest core runs after its last load
+    cores: tuple[int, ...]  # the cores it uses, row * cols + col
+    first: tuple[int, int]  # (row, col) of its first core
+    box: tuple[int, int, int, int]  # bounding box of its cores: y0, x0, y1, x1
+    data: tuple[int, ...]  # release classes of its non-const inputs
+
+
+CHANNEL_ROUNDS = 4  # list schedules at most, each with the DDR waits of the one before
+
+
+class _Request(NamedTuple):
+    """DDR bytes a layer moves once `ready`: its leading const loads, or the rest."""
+
+    ready: int
+    layer: int
+    nbytes: int
+    after: int  # cycles the layer still runs after its last load arrives
+
+
+def _channel_waits(requests: list[_Request], bandwidth: int) -> dict[int, int]:
+    """Earliest end of each layer when the shared DDR channel serves the requests one at a
+    time in the order they are ready (as the interpreter serves transfers)."""
+    free = 0
+    waits: dict[int, int] = {}
+    for req in sorted(requests):
+        if req.nbytes:
+            free = max(free, req.ready) + math.ceil(req.nbytes / bandwidth)
+            waits[req.layer] = max(waits.get(req.layer, 0), free + req.after)
+    return waits
 
 
 @lru_cache(maxsize=65536)

@@ -1,24 +1,31 @@
-"""Timing of a whole mesh: per-core schedules joined by cross-core edges.
+"""Timing of a whole mesh: per-core schedules joined by cross-core edges and the DDR channel.
 
 Each core's replay fixes its order and its edges (original, spill, address reuse); on a mesh,
 cross-core edges (a core waiting for another core's DDR writes) shift whole cores in time. The
 same rules as the interpreter: each pipe in schedule order, a node starts at the latest finish
-among its predecessors, plus the flag's NoC latency when the predecessor is on another core.
+among its predecessors, plus the flag's NoC latency when the predecessor is on another core,
+and DDR transfers take turns on the mesh's shared DDR channel in the interpreter's order
+(start time; then pipe-less nodes, then pipes by core and pipe).
 """
 
 from __future__ import annotations
 
-from collections import deque
+import heapq
 from collections.abc import Sequence
 
 from npucc.backend.lower.program import TiledProgram
 from npucc.backend.schedule.replay import Replay
-from npucc.target.cost import sync_cycles
+from npucc.ir.isa import PIPES
+from npucc.ir.tiled import TileNode
+from npucc.target import Target
+from npucc.target.cost import ddr_bytes, ddr_channel, shared_ddr_bandwidth, sync_cycles
 
 
 def mesh_makespan(program: TiledProgram, replays: Sequence[Replay]) -> int:
-    """The latest finish over all cores once cross-core edges are honoured."""
-    if not program.cross_edges:
+    """The latest finish over all cores once cross-core edges and the DDR channel are
+    honoured."""
+    target = program.target
+    if not program.cross_edges and shared_ddr_bandwidth(target) is None:
         return max((r.makespan for r in replays), default=0)
     base = [0]
     for r in replays:
@@ -32,13 +39,17 @@ def mesh_makespan(program: TiledProgram, replays: Sequence[Replay]) -> int:
         succs[u].append((v, latency))
         indegree[v] += 1
 
+    nbytes = [0] * total
+    rank = list(range(total))  # pipe-less nodes first, then pipes by (core, pipe)
     for c, r in enumerate(replays):
         off = base[c]
         last_on_pipe: dict[str, int] = {}
         for v in r.order:
             node = r.nodes[v]
             cycles[off + v] = node.cycles
+            nbytes[off + v] = _ddr_bytes(target, r, node)
             if node.pipe is not None:
+                rank[off + v] = total + c * len(PIPES) + PIPES.index(node.pipe)
                 if node.pipe in last_on_pipe:
                     link(off + last_on_pipe[node.pipe], off + v, 0)
                 last_on_pipe[node.pipe] = v
@@ -49,19 +60,31 @@ def mesh_makespan(program: TiledProgram, replays: Sequence[Replay]) -> int:
         latency = sync_cycles(program.target, coords[src_core], coords[dst_core])
         link(base[src_core] + src, base[dst_core] + dst, latency)
     start = [0] * total
-    ready = deque(g for g in range(total) if indegree[g] == 0)
+    ready = [(0, rank[g], g) for g in range(total) if indegree[g] == 0]
+    heapq.heapify(ready)
     makespan = 0
     done = 0
+    channel_free = 0
     while ready:
-        u = ready.popleft()
+        _, _, u = heapq.heappop(ready)
         done += 1
-        finish = start[u] + cycles[u]
+        finish, channel_free = ddr_channel(target, nbytes[u], cycles[u], start[u], channel_free)
         makespan = max(makespan, finish)
         for v, latency in succs[u]:
             start[v] = max(start[v], finish + latency)
             indegree[v] -= 1
             if indegree[v] == 0:
-                ready.append(v)
+                heapq.heappush(ready, (start[v], rank[v], v))
     if done != total:
         raise ValueError("cross-core edges form a cycle with the per-core schedules")
     return makespan
+
+
+def _ddr_bytes(target: Target, replay: Replay, node: TileNode) -> int:
+    """Bytes a node moves to or from DDR (a spill: its buffer's whole elements)."""
+    if node.instr is not None:
+        return ddr_bytes(target, node.instr)
+    if node.op in ("SPILL_OUT", "SPILL_IN"):
+        eb = target.elem_bytes
+        return replay.graph.buffers[node.bufs[0]].size // eb * eb
+    return 0
