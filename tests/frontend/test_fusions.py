@@ -144,3 +144,31 @@ def test_gelu_fused(order):
 
 def test_gelu_unmatched_variant_compiles():
     assert "gelu" not in check(gelu_net("other"))
+
+
+def tanh_gelu_net(form: str):
+    """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) as exporters write it."""
+    n = Net()
+    if form == "pow":  # HF NewGELU: x ** 3, and (0.5 * x) * h
+        cube = n.n("Pow", "x", n.c(3.0))
+    else:  # x * x * x, and (x * h) * 0.5
+        cube = n.n("Mul", "x", n.n("Mul", "x", "x"))
+    coeff = 0.05 if form == "other" else 0.044715
+    inner = n.n("Add", "x", n.n("Mul", n.c(coeff), cube))
+    h = n.n("Add", n.c(1.0), n.n("Tanh", n.n("Mul", n.c(np.sqrt(2 / np.pi)), inner)))
+    if form == "pow":
+        n.n("Mul", n.n("Mul", n.c(0.5), "x"), h)
+    else:
+        n.n("Mul", n.n("Mul", "x", h), n.c(0.5))
+    return n.model({"x": [3, 40]}, "y")
+
+
+@pytest.mark.parametrize("form", ["pow", "products"])
+def test_tanh_gelu_fused(form):
+    assert check(tanh_gelu_net(form)) == ["gelu"]
+    layer = import_model(tanh_gelu_net(form)).layers[0]
+    assert layer.attrs["approximate"] == "tanh"
+
+
+def test_tanh_gelu_unmatched_variant_compiles():
+    assert "gelu" not in check(tanh_gelu_net("other"))
