@@ -75,7 +75,9 @@ def _tanh_input(g: Graph, tanh: Layer) -> tuple[str, list[Layer]] | None:
         return None
     for x, term in (plus.inputs, plus.inputs[::-1]):
         coeff = _scaled(g, term, "mul", CUBE_COEFF)
-        cube = None if coeff is None else _cube_of(g, coeff[1])
+        if coeff is None:
+            continue
+        cube = _cube_of(g, coeff[1])
         if cube is not None and cube[0] == x:
             return x, [*cube[1], coeff[0], plus, scale]
     return None
