@@ -445,11 +445,12 @@ def _has(op: str, version: int) -> bool:
 
 def operators_markdown(results: list[Result]) -> str:
     """docs/operators.md: per operator, accepted opsets, limitations and pass counts."""
-    from npucc.frontend import SUPPORTED_OPS
+    from npucc.frontend import SUPPORTED_OPS, onnx_control
+    from npucc.frontend.common import foldable
     from npucc.frontend.legalize import LIMITATIONS
-    from npucc.frontend.onnx_import import foldable
 
     table = per_op(results)
+    limits = {**LIMITATIONS, **onnx_control.LIMITATIONS}
     lines = [
         "# Operators",
         "",
@@ -472,7 +473,7 @@ def operators_markdown(results: list[Result]) -> str:
             else "not supported"
         )
         cells = " | ".join(str(row[s]) for s in STATUSES)
-        lines.append(f"| {op} | {opsets} | {cells} | {row['ort']} | {LIMITATIONS.get(op, '')} |")
+        lines.append(f"| {op} | {opsets} | {cells} | {row['ort']} | {limits.get(op, '')} |")
     overall = summary(results)
     lines += ["", "Overall: " + ", ".join(f"{s} {n}" for s, n in overall.items()), ""]
     return "\n".join(lines)

@@ -138,3 +138,47 @@ def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
         strides.append(acc)
         acc *= d
     return tuple(reversed(strides))
+
+
+def node_names(graph: onnx.GraphProto) -> list[str]:
+    """Unique, deterministic node names: the ONNX name, else `Op_index`; repeats get `_k`."""
+    taken: set[str] = set()
+    names = []
+    for index, node in enumerate(graph.node):
+        base = node.name or f"{node.op_type}_{index}"
+        unique, i = base, 1
+        while unique in taken:
+            unique, i = f"{base}_{i}", i + 1
+        taken.add(unique)
+        names.append(unique)
+    return names
+
+
+def foldable(op_type: str) -> bool:
+    """A standard ONNX operator without subgraphs: fold-constants can evaluate it."""
+    if not onnx.defs.has(op_type):
+        return False
+    graph_attrs = (onnx.defs.OpSchema.AttrType.GRAPH, onnx.defs.OpSchema.AttrType.GRAPHS)
+    attrs = onnx.defs.get_schema(op_type).attributes.values()
+    return not any(a.type in graph_attrs for a in attrs)
+
+
+def infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model with every value's type inferred afresh (declared shapes may name fixed dims)."""
+    del model.graph.value_info[:]
+    ranks = {}
+    for v in model.graph.output:
+        ranks[v.name] = len(v.type.tensor_type.shape.dim)
+        v.type.tensor_type.ClearField("shape")
+    try:
+        model = onnx.shape_inference.infer_shapes(
+            model, check_type=True, strict_mode=True, data_prop=True
+        )
+    except Exception as exc:  # InferenceError
+        raise NpuccError(f"shape inference failed: {' '.join(str(exc).split())}") from None
+    for v in model.graph.output:  # one inference left open (a Loop's) keeps its rank, dims open
+        if not v.type.tensor_type.HasField("shape"):
+            v.type.tensor_type.shape.dim.extend(
+                onnx.TensorShapeProto.Dimension() for _ in range(ranks[v.name])
+            )
+    return model

@@ -12,9 +12,17 @@ import onnx.inliner
 from onnx import external_data_helper, numpy_helper
 
 from npucc.errors import NpuccError
-from npucc.frontend.common import ONNX_PREFIX, unsupported, value_type
+from npucc.frontend.common import (
+    ONNX_PREFIX,
+    foldable,
+    infer_shapes,
+    node_names,
+    unsupported,
+    value_type,
+)
 from npucc.frontend.gather_index_views import ORDER_KEEPING_VIEWS
 from npucc.frontend.legalize import LOWERED
+from npucc.frontend.onnx_control import CONTROL_OPS, expand_control_flow
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.ir.graph_text import dtype_name
 from npucc.passes import PASSES, CompileContext, Pass, PassManager, register
@@ -25,8 +33,9 @@ InputShapes = Mapping[str, tuple[int, ...]]
 
 # ops the pre-legalisation passes remove (fold-batchnorm, drop-identity) or import turns into data
 _HANDLED = ("BatchNormalization", "Constant", "Dropout", "Identity")
-# ops npucc runs; any other standard operator is compiled only when it folds to a constant
-SUPPORTED_OPS = frozenset(LOWERED) | frozenset(_HANDLED)
+# ops npucc runs (If, Loop, Scan: expanded on import); any other standard operator is compiled
+# only when it folds to a constant
+SUPPORTED_OPS = frozenset(LOWERED) | frozenset(_HANDLED) | frozenset(CONTROL_OPS)
 
 FRONTEND_PIPELINE = (
     "import-onnx",
@@ -291,15 +300,7 @@ def load_model(
         raise NpuccError(f"invalid ONNX model: {_one_line(exc)}") from None
     _fix_input_shapes(model, input_shapes or {})
     # declared intermediate and output shapes may name the dims just fixed: infer them afresh
-    del model.graph.value_info[:]
-    for v in model.graph.output:
-        v.type.tensor_type.ClearField("shape")
-    try:
-        return onnx.shape_inference.infer_shapes(
-            model, check_type=True, strict_mode=True, data_prop=True
-        )
-    except Exception as exc:  # InferenceError
-        raise NpuccError(f"shape inference failed: {_one_line(exc)}") from None
+    return infer_shapes(model)
 
 
 def _attr_value(attr: onnx.AttributeProto) -> Any:
@@ -332,32 +333,9 @@ def _constant(attrs: dict[str, Any], node: str) -> np.ndarray:
     raise NpuccError(f"node '{node}' (Constant): unsupported value attribute {sorted(attrs)}")
 
 
-def node_names(graph: onnx.GraphProto) -> list[str]:
-    """Unique, deterministic node names: the ONNX name, else `Op_index`; repeats get `_k`."""
-    taken: set[str] = set()
-    names = []
-    for index, node in enumerate(graph.node):
-        base = node.name or f"{node.op_type}_{index}"
-        unique, i = base, 1
-        while unique in taken:
-            unique, i = f"{base}_{i}", i + 1
-        taken.add(unique)
-        names.append(unique)
-    return names
-
-
-def foldable(op_type: str) -> bool:
-    """A standard ONNX operator without subgraphs: fold-constants can evaluate it."""
-    if not onnx.defs.has(op_type):
-        return False
-    graph_attrs = (onnx.defs.OpSchema.AttrType.GRAPH, onnx.defs.OpSchema.AttrType.GRAPHS)
-    attrs = onnx.defs.get_schema(op_type).attributes.values()
-    return not any(a.type in graph_attrs for a in attrs)
-
-
 def _check_ops(model: onnx.ModelProto) -> None:
-    """Raise the unsupported-operator error for the first node npucc can neither run nor fold
-    (another domain, an operator ONNX does not define, control flow)."""
+    """Raise the unsupported-operator error for the first node npucc can neither run, fold nor
+    expand (another domain, an operator ONNX does not define)."""
     opsets = {o.domain or "ai.onnx": o.version for o in model.opset_import}
     for name, node in zip(node_names(model.graph), model.graph.node, strict=True):
         domain = node.domain or "ai.onnx"
@@ -421,9 +399,9 @@ class ImportOnnx(Pass):
     name = "import-onnx"
 
     def run(self, ir: Any, ctx: CompileContext) -> Graph:
-        """Load with ctx.options["input_shapes"] and translate to a Graph."""
+        """Load with ctx.options["input_shapes"], expand control flow and translate to a Graph."""
         model = load_model(ir, ctx.options.get("input_shapes"))
-        return model_to_graph(model)
+        return model_to_graph(expand_control_flow(model))
 
 
 def frontend_passes() -> list[Pass]:

@@ -8,9 +8,11 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
+import pytest
 from frontend_npeval import evaluate
 from onnx import TensorProto, helper, numpy_helper
 
+from npucc.errors import NpuccError
 from npucc.frontend import import_model
 from npucc.ir.graph import Graph
 
@@ -24,6 +26,15 @@ INPUT_SHAPES = {"mlp.onnx": {"x": (2, 64)}}
 def imported(path: Path) -> Graph:
     """The imported graph of a model file (shared by tests that only read it)."""
     return import_model(path, INPUT_SHAPES.get(path.name))
+
+
+def import_error(model: onnx.ModelProto) -> str:
+    """The one-line NpuccError importing `model` raises."""
+    with pytest.raises(NpuccError) as info:
+        import_model(model)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
 
 
 def tiny_model(

@@ -6,11 +6,11 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from frontend_testutil import import_error
 from onnx import TensorProto, helper, numpy_helper
 
 import npucc
 from npucc.cli import main
-from npucc.errors import NpuccError
 from npucc.frontend import import_model
 
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
@@ -158,14 +158,6 @@ def test_one_input_projection_per_node_and_few_layers_per_step():
     assert len(layers) <= 1 + 2 * 10 * 13 + 1
 
 
-def _error(model: onnx.ModelProto) -> str:
-    with pytest.raises(NpuccError) as info:
-        import_model(model)
-    message = str(info.value)
-    assert "\n" not in message
-    return message
-
-
 def _with(model: onnx.ModelProto, **attrs: object) -> onnx.ModelProto:
     """The model with the node's attributes set (added or replaced)."""
     node = model.graph.node[0]
@@ -175,13 +167,13 @@ def _with(model: onnx.ModelProto, **attrs: object) -> onnx.ModelProto:
     return model
 
 
-def test_run_time_weights_are_a_clean_error():
+def test_run_time_weights_are_a_cleanimport_error():
     model, _ = _model("GRU", 3)
     weights = model.graph.initializer.pop(0)  # W becomes a graph input
     model.graph.input.append(
         helper.make_tensor_value_info(weights.name, TensorProto.FLOAT, list(weights.dims))
     )
-    assert _error(model) == "node 'rnn' (GRU): W, R and B must be constant"
+    assert import_error(model) == "node 'rnn' (GRU): W, R and B must be constant"
 
 
 def test_sequence_lens_must_be_the_full_length():
@@ -191,16 +183,16 @@ def test_sequence_lens_must_be_the_full_length():
     )
     model.graph.node[0].input[4] = "sequence_lens"
     message = "node 'rnn' (LSTM): sequence_lens must be the sequence length 5 for every batch entry"
-    assert _error(model) == message
+    assert import_error(model) == message
     model.graph.initializer[-1].CopyFrom(
         numpy_helper.from_array(np.array([5, 5], np.int32), "sequence_lens")
     )
     import_model(model)  # the full length everywhere: accepted
 
 
-def test_unsupported_activation_is_a_clean_error():
+def test_unsupported_activation_is_a_cleanimport_error():
     model = _with(_model("RNN", 3)[0], activations=["Softsign"])
-    assert _error(model) == "node 'rnn' (RNN): activation Softsign is not supported"
+    assert import_error(model) == "node 'rnn' (RNN): activation Softsign is not supported"
 
 
 def test_cli_reports_one_error_line(tmp_path, capsys):
