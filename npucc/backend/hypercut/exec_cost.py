@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
-from typing import NamedTuple
 
 from npucc.backend.hypercut.onchip import plan_onchip
 from npucc.errors import NpuccError
@@ -455,22 +454,15 @@ class ExecCostModel:
         their previous barrier and the input's producers closed it (plus the flag's hops); its
         const loads once its cores' MTE2 finished the previous layer's loads. Its end is the
         latest of (release + tail) over its classes and (earliest release + cold duration).
-        On a mesh the layers' DDR bytes also queue for the shared channel (`_channel_waits`):
-        the schedule is repeated with those waits until they settle.
+        On a mesh each layer's DDR bytes also pass the shared DDR channel, in lowering order:
+        its leading const loads once its cores' MTE2 is free, the rest once its first non-const
+        input is released; it ends no earlier than the channel is done with it plus the cycles
+        its slowest core runs after its last load.
         """
         runs = self._runs(steps, offchip)
         energy = sum(run.energy for run in runs if isinstance(run, _LayerRun))
         ddr = sum(run.ddr for run in runs if isinstance(run, _LayerRun))
-        channel = shared_ddr_bandwidth(self.target)
-        waits: dict[int, int] = {}
-        for _ in range(CHANNEL_ROUNDS):
-            latency, requests = self._schedule(runs, waits)
-            if channel is None:
-                break
-            settled = _channel_waits(requests, channel)
-            if settled == waits:
-                break
-            waits = settled
+        latency = self._schedule(runs)
         return Cost(energy_pj=energy, latency_cycles=float(latency), dram_bytes=float(ddr))
 
     def _runs(self, steps: tuple[Step, ...], offchip: frozenset[str]) -> list[_LayerRun | int]:
@@ -518,16 +510,14 @@ class ExecCostModel:
             )
         return runs
 
-    def _schedule(
-        self, runs: list[_LayerRun | int], waits: dict[int, int]
-    ) -> tuple[int, list[_Request]]:
-        """One list schedule in lowering order, no layer ending before its wait: the latency
-        and each layer's DDR requests."""
+    def _schedule(self, runs: list[_LayerRun | int]) -> int:
+        """The latency of one list schedule of the layers in lowering order."""
         hop = int(self.target.mesh["noc_hop_latency"])
+        channel = shared_ddr_bandwidth(self.target)
         done: list[_Placed] = []
         core_free = [0] * self.target.cores  # after its last barrier
         mte2_free = [0] * self.target.cores  # after its last DDR load
-        requests: list[_Request] = []
+        ddr_free = 0  # when the shared DDR channel takes the next bytes
         for index, run in enumerate(runs):
             if isinstance(run, int):  # a view
                 done.append(READY if run < 0 else done[run])
@@ -544,17 +534,18 @@ class ExecCostModel:
                 t_end = max([first + timing.cold, *(releases[c] + t for c, t in timing.tails)])
                 if t_end > end:
                     end, tail = t_end, timing.mte2_tail
-            if waits.get(index, 0) > end:  # its bytes came late through the DDR channel
-                end, tail = waits[index], run.after
-            ready = min((releases[c] for c in run.data), default=releases[0])
-            requests.append(_Request(releases[0], index, run.lead, run.after))
-            requests.append(_Request(ready, index, run.ddr - run.lead, run.after))
+            if channel is not None:
+                ready = min((releases[c] for c in run.data), default=releases[0])
+                for at, nbytes in ((releases[0], run.lead), (ready, run.ddr - run.lead)):
+                    if nbytes:
+                        ddr_free = max(ddr_free, at) + math.ceil(nbytes / channel)
+                if ddr_free + run.after > end:  # its bytes came late through the channel
+                    end, tail = ddr_free + run.after, run.after
             for c in run.cores:
                 core_free[c] = end
                 mte2_free[c] = end - tail
             done.append(_Placed(end, *run.box))
-        latency = max((p.finish for p in done), default=0)
-        return latency, requests
+        return max((p.finish for p in done), default=0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -570,30 +561,6 @@ class _LayerRun:
     first: tuple[int, int]  # (row, col) of its first core
     box: tuple[int, int, int, int]  # bounding box of its cores: y0, x0, y1, x1
     data: tuple[int, ...]  # release classes of its non-const inputs
-
-
-CHANNEL_ROUNDS = 4  # list schedules at most, each with the DDR waits of the one before
-
-
-class _Request(NamedTuple):
-    """DDR bytes a layer moves once `ready`: its leading const loads, or the rest."""
-
-    ready: int
-    layer: int
-    nbytes: int
-    after: int  # cycles the layer still runs after its last load arrives
-
-
-def _channel_waits(requests: list[_Request], bandwidth: int) -> dict[int, int]:
-    """Earliest end of each layer when the shared DDR channel serves the requests one at a
-    time in the order they are ready (as the interpreter serves transfers)."""
-    free = 0
-    waits: dict[int, int] = {}
-    for req in sorted(requests):
-        if req.nbytes:
-            free = max(free, req.ready) + math.ceil(req.nbytes / bandwidth)
-            waits[req.layer] = max(waits.get(req.layer, 0), free + req.after)
-    return waits
 
 
 @lru_cache(maxsize=65536)
