@@ -10,6 +10,7 @@ import onnx
 from onnx import numpy_helper
 
 from npucc.frontend.onnx_import import view_sources
+from npucc.ir.dtypes import HOST_INTS
 
 # NOTE: the documented tolerance of `npucc check`: max |error| <= RTOL * max |reference| + ATOL.
 RTOL = 1e-4
@@ -46,8 +47,8 @@ def random_inputs(
 
 
 def integer_input_types(model: onnx.ModelProto) -> dict[str, np.dtype]:
-    """The numpy type of each INT64, INT32 or BOOL graph input."""
-    ints = (onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.BOOL)
+    """The numpy type of each integer or BOOL graph input (the types npucc.ir.dtypes holds)."""
+    ints = tuple(onnx.helper.np_dtype_to_tensor_dtype(t) for t in HOST_INTS.values())
     return _input_types(model, ints)
 
 

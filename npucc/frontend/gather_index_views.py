@@ -1,5 +1,6 @@
-"""gather-index-views: a Gather whose run-time indices are a reshaped graph input gathers by
-the input itself, and its output is reshaped instead (GPT-2 flattens its token ids first).
+"""gather-index-views: a Gather whose run-time indices are a reshaped integer graph input
+gathers by the input itself, and its output is reshaped instead (GPT-2 flattens its token ids
+first), so that an input read only as indices stays a raw int64 input.
 
 Gathering by a row-major view of the indices gives the same values in the same order as
 gathering by the indices, so Gather(data, view(ids)) is a reshape of Gather(data, ids).
@@ -36,7 +37,7 @@ class GatherIndexViews(Pass):
         """Rewrite every such Gather; drop the views nothing else reads."""
         for layer in [x for x in ir.layers if onnx_op(x) == "Gather"]:
             root, views = index_source(ir, layer.inputs[1])
-            if not views or root not in ir.inputs or ir.tensors[root].dtype != "i64":
+            if not views or root not in ir.inputs or ir.tensors[root].dtype not in ("i64", "i32"):
                 continue
             data = ir.tensors[layer.inputs[0]].shape
             axis = int(layer.attrs.get("axis", 0)) % len(data)

@@ -9,6 +9,7 @@ from typing import NamedTuple
 import numpy as np
 
 from npucc.errors import NpuccError
+from npucc.frontend import onnx_ints as ints
 from npucc.frontend import onnx_ops as ops
 from npucc.frontend import onnx_rnn as rnn
 from npucc.frontend.common import (
@@ -19,6 +20,7 @@ from npucc.frontend.common import (
     onnx_op,
     unsupported,
 )
+from npucc.ir.dtypes import HOST_INTS, INDEX_DTYPE, IR_INTS
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.ir.isa import COMPARE_OPS
 from npucc.passes import CompileContext, Pass, register
@@ -420,7 +422,7 @@ LOWERED: dict[str, Callable[[Graph, Layer], list[Layer]]] = {
     "Clip": _clip,
     "Concat": _concat,
     "Conv": ops.one_d(_conv),
-    "Div": _plain("div"),
+    "Div": ints.divide,
     "Dropout": _view,
     "Flatten": _view,
     "Gemm": _gemm,
@@ -451,18 +453,16 @@ LIMITATIONS = {**ops.LIMITATIONS, **rnn.LIMITATIONS}  # per ONNX op, for docs/op
 
 
 def _check_f32(g: Graph, layer: Layer, source: Layer) -> None:
-    """Every tensor of canonical `layer` (from ONNX layer `source`) is non-empty f32.
+    """Every tensor of canonical `layer` (from ONNX layer `source`) is non-empty f32, or an
+    integer or boolean held as f32 (onnx_ints).
 
     Only a Cast's layer may read or write the other float types (held as float32 values).
     """
-    ids = layer.inputs[1:2] if layer.op == "take" else []  # run-time indices: i64
-    floats: tuple[str, ...] = ("f32",)
+    held = ("f32", *IR_INTS)
     if onnx_op(source) in ("Cast", "CastLike"):
-        floats = ops.CAST_TYPES
-    elif onnx_op(source) in ("ArgMax", "ArgMin", "TopK"):
-        floats = ("f32", ops.INT_OUTPUT)  # the indices, for the host to convert
+        held = (*ops.CAST_TYPES, *IR_INTS)
     for t in layer.inputs + layer.outputs:
-        if t and g.tensors[t].dtype not in (("i64",) if t in ids else floats):
+        if t and g.tensors[t].dtype not in held:
             raise node_error(source, f"tensor '{t}' is {g.tensors[t].dtype}; npucc needs f32")
         if t and 0 in g.tensors[t].shape:
             raise node_error(source, f"tensor '{t}' is empty; npucc needs non-empty tensors")
@@ -491,31 +491,21 @@ class LegalizeOnnx(Pass):
             lower = LOWERED.get(op)
             if lower is None:
                 raise unsupported(op, layer.name, ir.opset)
-            _hold_booleans_as_floats(ir, layer)
+            ints.check_integers(ir, layer)
             index = ir.layers.index(layer)
             new = lower(ir, layer)
             ir.remove_layer(layer)
             for offset, canonical in enumerate(new):
                 _check_f32(ir, canonical, layer)
                 ir.add_layer(canonical, index + offset)
-        ids = {x.inputs[1] for x in ir.layers if x.op == "take" and len(x.inputs) > 1}
+        _copy_outputs(ir)
+        ints.hold_as_floats(ir)
         for t in ir.inputs + ir.outputs:
-            # other float types are converted from/to float32 at the boundary (see ops.cast)
-            ok = ("i64",) if t in ids and t in ir.inputs else ops.CAST_TYPES
-            if t in ir.outputs:
-                ok = (*ok, ops.INT_OUTPUT)
+            # the host converts the other types from/to float32 at the boundary (ops.cast)
+            ok = (*ops.CAST_TYPES, *HOST_INTS, *((INDEX_DTYPE,) if t in ir.inputs else ()))
             if ir.tensors[t].dtype not in ok:
                 raise NpuccError(f"graph tensor '{t}' is {ir.tensors[t].dtype}; npucc needs f32")
-        _copy_outputs(ir)
         return ir
-
-
-def _hold_booleans_as_floats(g: Graph, layer: Layer) -> None:
-    """Retype the layer's run-time boolean tensors (not constants or graph outputs) as f32:
-    npucc holds a boolean as 1.0 or 0.0, a boolean graph input converted so by the host."""
-    for t in (*layer.inputs, *layer.outputs):
-        if t and g.tensors[t].dtype == "bool" and not g.is_const(t) and t not in g.outputs:
-            g.tensors[t].dtype = "f32"
 
 
 def _copy_outputs(g: Graph) -> None:
@@ -527,5 +517,5 @@ def _copy_outputs(g: Graph) -> None:
             g.add_tensor(Tensor(src, tensor.shape, tensor.dtype, tensor.data))
             g.replace_uses(t, src)
             g.outputs = [t if o == src else o for o in g.outputs]
-            g.add_tensor(Tensor(t, tensor.shape))
+            g.add_tensor(Tensor(t, tensor.shape, tensor.dtype))
             g.add_layer(Layer(fresh_layer_name(g, f"{t}.copy"), "copy", [src], [t]))

@@ -140,29 +140,14 @@ def _suggest(name: str, dims: list[onnx.TensorShapeProto.Dimension]) -> str:
     return f"pass --input-shape {name}={shape or '1'}"
 
 
-INDEX_TYPES = (onnx.TensorProto.INT64, onnx.TensorProto.INT32)
-# input types npucc holds as float32 (legalize-onnx lets only Cast read the other three)
-FLOAT_TYPES = (
-    onnx.TensorProto.FLOAT,
-    onnx.TensorProto.FLOAT16,
-    onnx.TensorProto.BFLOAT16,
-    onnx.TensorProto.DOUBLE,
-)
-
-
-def _readers(graph: onnx.GraphProto) -> dict[str, list[tuple[onnx.NodeProto, int]]]:
-    """Each tensor's readers: the node and the input position (-1: a node of a subgraph, which
-    may read anything)."""
-    readers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
-    for node in graph.node:
-        for pos, name in enumerate(node.input):
-            readers.setdefault(name, []).append((node, pos))
-        for attr in node.attribute:
-            for sub in (attr.g, *attr.graphs) if attr.g.ByteSize() or attr.graphs else ():
-                for sub_node in sub.node:
-                    for name in sub_node.input:
-                        readers.setdefault(name, []).append((sub_node, -1))
-    return readers
+# input types npucc holds as float32 (legalize-onnx lets only Cast read the float types but
+# FLOAT; integers and booleans are exact while |value| <= 2**24, see npucc.ir.dtypes)
+INPUT_TYPES = {
+    onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,
+    onnx.TensorProto.DOUBLE, onnx.TensorProto.BOOL, onnx.TensorProto.INT64,
+    onnx.TensorProto.INT32, onnx.TensorProto.INT16, onnx.TensorProto.INT8,
+    onnx.TensorProto.UINT16, onnx.TensorProto.UINT8,
+}  # fmt: skip
 
 
 def view_sources(graph: onnx.GraphProto) -> dict[str, str]:
@@ -177,75 +162,11 @@ def view_sources(graph: onnx.GraphProto) -> dict[str, str]:
     return sources
 
 
-def index_inputs(graph: onnx.GraphProto) -> set[str]:
-    """Graph inputs read only as the indices of a top-level Gather, directly or through views
-    that keep their order (and not graph outputs).
-
-    These may be integer: they become i64 tensors read by an indirect copy (embedding lookup).
-    """
-    sources = view_sources(graph)
-    uses: dict[str, list[bool]] = {}
-    for name, readers in _readers(graph).items():
-        for node, pos in readers:
-            if node.op_type in ORDER_KEEPING_VIEWS and pos == 0:
-                continue  # a view of indices is judged by its own uses, credited to its source
-            source = sources.get(name, name) if pos >= 0 else name
-            uses.setdefault(source, []).append(node.op_type == "Gather" and pos == 1)
-    outputs = {v.name for v in graph.output}
-    return {n for n, used in uses.items() if used and all(used) and n not in outputs}
-
-
-# ops that pass their first input's values through unchanged (only their layout changes)
-VIEW_OPS = (*ORDER_KEEPING_VIEWS, "Expand", "Transpose")
-
-
-def cast_inputs(graph: onnx.GraphProto) -> tuple[set[str], set[str]]:
-    """Integer graph inputs that the model only casts to a float type, possibly after view ops
-    (an attention mask: Unsqueeze, Expand, then Cast), and the tensors on those paths.
-
-    npucc holds them as float32 from the start: converting an integer to float32 on the host is
-    what the Cast does, and the view ops commute with it.
-    """
-    users = _readers(graph)  # a subgraph's read (position -1) is no cast: no cast input then
-    outputs = {v.name for v in graph.output}
-
-    def path(tensor: str) -> set[str] | None:
-        """Tensors from `tensor` to its Casts to float (None if a use is anything else)."""
-        if tensor in outputs or tensor not in users:
-            return None
-        found = {tensor}
-        for node, pos in users[tensor]:
-            if node.op_type in ("Cast", "CastLike") and pos == 0:
-                to = next((a.i for a in node.attribute if a.name == "to"), None)
-                if node.op_type == "Cast" and to not in (*FLOAT_TYPES, onnx.TensorProto.BOOL):
-                    return None
-                continue
-            if node.op_type not in VIEW_OPS or pos != 0:
-                return None
-            rest = path(node.output[0])
-            if rest is None:
-                return None
-            found |= rest
-        return found
-
-    inits = {i.name for i in graph.initializer}
-    names: set[str] = set()
-    tensors: set[str] = set()
-    for v in graph.input:
-        if v.name not in inits and v.type.tensor_type.elem_type in INDEX_TYPES:
-            on_path = path(v.name)
-            if on_path is not None:
-                names.add(v.name)
-                tensors |= on_path
-    return names, tensors
-
-
 def _fix_input_shapes(model: onnx.ModelProto, input_shapes: InputShapes) -> None:
     graph = model.graph
     inits = {i.name for i in graph.initializer}
     inputs = [v for v in graph.input if v.name not in inits]
     known = [v.name for v in inputs]
-    integer_inputs = index_inputs(graph) | cast_inputs(graph)[0]
     for name in input_shapes:
         if name not in known:
             raise NpuccError(f"input shape given for unknown input '{name}' (inputs: {known})")
@@ -253,14 +174,12 @@ def _fix_input_shapes(model: onnx.ModelProto, input_shapes: InputShapes) -> None
         if not v.type.HasField("tensor_type"):
             raise NpuccError(f"input '{v.name}' is not a tensor")
         tt = v.type.tensor_type
-        if tt.elem_type not in (*FLOAT_TYPES, onnx.TensorProto.BOOL) and not (
-            tt.elem_type in INDEX_TYPES and v.name in integer_inputs
-        ):
+        if tt.elem_type not in INPUT_TYPES:
             elem = onnx.TensorProto.DataType.Name(tt.elem_type)
             raise NpuccError(
                 f"input '{v.name}' has element type {elem}; npucc supports FLOAT (FLOAT16, "
-                "BFLOAT16 and DOUBLE read by Cast), BOOL, and INT64 or INT32 inputs used only "
-                "as Gather indices or cast to a float type or BOOL"
+                "BFLOAT16 and DOUBLE read by Cast), BOOL, INT64, INT32, INT16, INT8, UINT16 "
+                "and UINT8"
             )
         dims = list(tt.shape.dim)
         if v.name in input_shapes:
@@ -363,13 +282,9 @@ def model_to_graph(model: onnx.ModelProto) -> Graph:
         except NpuccError as exc:
             raise NpuccError(f"initializer '{init.name}': {exc}") from None
     values = {v.name: v for v in (*graph.input, *graph.value_info, *graph.output)}
-    as_float = cast_inputs(graph)[1]  # integer values held as float32 (converted on the host)
     for v in graph.input:
         if v.name not in g.tensors:
-            shape, dtype = value_type(v)
-            if v.name in as_float:
-                dtype = "f32"
-            g.add_tensor(Tensor(v.name, shape, "i64" if dtype in ("i32", "i64") else dtype))
+            g.add_tensor(Tensor(v.name, *value_type(v)))
             g.inputs.append(v.name)
     read = {t for node in graph.node for t in node.input} | {v.name for v in graph.output}
     _check_ops(model)
@@ -386,7 +301,7 @@ def model_to_graph(model: onnx.ModelProto) -> Graph:
         outputs = [out or f"{name}.unused{i}" for i, out in enumerate(outputs)]
         for out in outputs:  # open dims are resolved by fold-constants
             shape, dtype = value_type(values.get(out))  # zero-size ones fold to constants
-            g.add_tensor(Tensor(out, shape, "f32" if out in as_float else dtype))
+            g.add_tensor(Tensor(out, shape, dtype))
         g.add_layer(Layer(name, ONNX_PREFIX + node.op_type, list(node.input), outputs, attrs))
     g.outputs = [v.name for v in graph.output]
     return g

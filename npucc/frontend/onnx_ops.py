@@ -28,6 +28,7 @@ from npucc.frontend.common import (
     onnx_op,
     row_major_strides,
 )
+from npucc.ir.dtypes import IR_INTS
 from npucc.ir.graph import Graph, Layer, Tensor, runs
 
 Legalize = Callable[[Graph, Layer], list[Layer]]
@@ -522,9 +523,7 @@ def gather(g: Graph, layer: Layer) -> list[Layer]:
     shape = g.tensors[x].shape
     axis = int(attr(layer, "axis", 0)) % len(shape)
     if not g.is_const(idx_name):
-        if idx_name in g.inputs and g.tensors[idx_name].dtype == "i64":
-            return _gather_ids(g, layer, axis)
-        raise node_error(layer, "indices must be constant (run-time indices are not supported)")
+        return _gather_ids(g, layer, axis)
     idx = const(g, idx_name).astype(np.int64).reshape(-1)
     if np.any((idx < -shape[axis]) | (idx >= shape[axis])):
         raise node_error(layer, "index out of range")
@@ -559,13 +558,44 @@ def _gather_one_hot(s: Seq, x: str, axis: int, flat: tuple[int, ...]) -> None:
 
 
 def gather_elements(g: Graph, layer: Layer) -> list[Layer]:
-    """GatherElements with constant indices: a sum over the axis of x masked by a one-hot."""
+    """GatherElements: with constant indices a sum over the axis of x masked by a one-hot, with
+    run-time ones an indirect take (_gather_elements_ids)."""
     x, idx_name = layer.inputs[:2]
     axis = int(attr(layer, "axis", 0)) % len(g.tensors[x].shape)
-    idx = need_const(g, layer, idx_name, "indices").astype(np.int64)
     s = Seq(g, layer)
+    if not g.is_const(idx_name):
+        _gather_elements_ids(s, x, idx_name, axis)
+        return s.done()
+    idx = const(g, idx_name).astype(np.int64)
     s.add("reshape", [_select(s, x, axis, idx)], s.y)
     return s.done()
+
+
+def _gather_elements_ids(s: Seq, x: str, idx: str, axis: int) -> None:
+    """s.y = GatherElements(x, idx) for run-time idx: with `axis` moved first, x as [n, R] rows
+    and idx as [m, R], an indirect take of the row of every index ([m*R, R], each index checked
+    by the interpreter), of which the output keeps its own column (an identity mask summed)."""
+    shape, ishape = s.g.tensors[x].shape, s.g.tensors[idx].shape
+    n, m = shape[axis], ishape[axis]
+    ranges = [range(d if k == axis else ishape[k]) for k, d in enumerate(shape)]
+    kept = tuple(len(r) for r in ranges)
+    part = _slice_seq(s, x, ranges, s.tmp(kept, "part")) if kept != shape else x
+    perm = (axis, *(k for k in range(len(shape)) if k != axis))
+    rest = tuple(ishape[k] for k in perm[1:])
+    width = math.prod(rest)
+    if m * width * width > ONE_HOT_LIMIT:
+        raise node_error(s.layer, f"{m * width} run-time indices into rows of {width} are too many")
+    table = s.add("transpose", [part], s.tmp((n, *rest), "rows"), perm=perm)
+    ids = s.add("transpose", [idx], s.tmp((m, *rest), "ids"), perm=perm)
+    flat = s.add("reshape", [table], s.tmp((n, width), "table"))
+    taken = s.add("take", [flat, ids], s.tmp((m * width, width), "taken"), axis=0)
+    rows = s.add("reshape", [taken], s.tmp((m, width, width), "rows"))
+    if width > 1:
+        eye = s.const(np.eye(width, dtype=bool), "own_column")
+        picked = s.add("mask", [rows, eye], s.tmp((m, width, width), "picked"))
+        rows = s.add("reduce", [picked], s.tmp((m, width), "column"), op="sum", axes=(2,))
+    moved = s.add("reshape", [rows], s.tmp((m, *rest), "moved"))
+    s.add("transpose", [moved], s.y, perm=tuple(int(k) for k in np.argsort(perm)))
 
 
 def _select(s: Seq, x: str, axis: int, idx: np.ndarray) -> str:
@@ -661,11 +691,10 @@ def compress(g: Graph, layer: Layer) -> list[Layer]:
 
 
 def _gather_ids(g: Graph, layer: Layer, axis: int) -> list[Layer]:
-    """Gather with run-time int64 indices (a graph input): an embedding lookup along `axis`."""
+    """Gather with run-time indices (an int64 input, or integers held as float32): an indirect
+    take along `axis`, every index checked by the interpreter."""
     x, ids = layer.inputs[:2]
     shape = g.tensors[x].shape
-    if g.tensors[x].dtype != "f32":
-        raise node_error(layer, "run-time indices need a float32 table")
     s = Seq(g, layer)
     taken = (*shape[:axis], math.prod(g.tensors[ids].shape), *shape[axis + 1 :])
     if taken == g.tensors[s.y].shape:
@@ -730,25 +759,15 @@ LOGIC = {"And": "mul", "Or": "max", "Xor": "ne"}  # on booleans held as 1.0/0.0
 
 
 def _boolean(s: Seq, name: str) -> str:
-    """A boolean operand as float 1.0/0.0: a constant is converted, a run-time one must be."""
+    """A boolean operand as float 1.0/0.0: a constant is converted, a run-time one is held so."""
     if s.g.is_const(name):
         return s.const(const(s.g, name).astype(bool).astype(np.float32), "bool")
-    if s.g.tensors[name].dtype != "f32":
-        raise node_error(s.layer, f"run-time operand '{name}' is {s.g.tensors[name].dtype}")
     return name
 
 
-def _boolean_output(s: Seq) -> None:
-    """Refuse a boolean graph output (a run-time boolean is held as float32 1.0/0.0: legalize
-    retypes the others before lowering)."""
-    if s.y in s.g.outputs:
-        raise node_error(s.layer, f"boolean graph output '{s.y}' is not supported")
-
-
 def compare(g: Graph, layer: Layer) -> list[Layer]:
-    """Less/Greater/LessOrEqual/GreaterOrEqual/Equal on float tensors: 1.0 where true, else 0.0."""
+    """Less/Greater/LessOrEqual/GreaterOrEqual/Equal: 1.0 where true, else 0.0."""
     s = Seq(g, layer)
-    _boolean_output(s)
     s.add(COMPARISONS[layer.op.removeprefix("onnx.")], list(layer.inputs), s.y)
     return s.done()
 
@@ -757,32 +776,44 @@ def logic(g: Graph, layer: Layer) -> list[Layer]:
     """Not/And/Or/Xor on booleans held as 1.0/0.0: not, mul, max, ne."""
     s = Seq(g, layer)
     ins = [_boolean(s, t) for t in layer.inputs]
-    _boolean_output(s)
     op = layer.op.removeprefix("onnx.")
     s.add("not" if op == "Not" else LOGIC[op], ins, s.y)
     return s.done()
 
 
 CAST_TYPES = ("f32", "f64", "f16", "bf16")  # FLOAT, DOUBLE, FLOAT16, BFLOAT16
+INTEGER_TYPES = tuple(t for t in IR_INTS if t != "bool")  # held as float32 (npucc.ir.dtypes)
+
+
+def trunc(s: Seq, x: str, out: str) -> str:
+    """out = x truncated toward zero: x - fmod(x, 1), exact (NaN and inf give NaN)."""
+    one = s.const(np.ones((), np.float32), "one")
+    frac = s.add("fmod", [x, one], s.tmp(s.g.tensors[x].shape, "frac"))
+    return s.add("sub", [x, frac], out)
+
+
 ROUNDING = {"f16": "f16", "bf16": "bf16"}  # a narrowing cast rounds with this vector op
 
 
 def cast(g: Graph, layer: Layer) -> list[Layer]:
-    """Cast/CastLike between float types: a rounding to float16/bfloat16, else a view; a Cast
-    to BOOL of a run-time tensor is `ne 0` (booleans are held as 1.0/0.0).
+    """Cast/CastLike: to BOOL `ne 0` (booleans are held as 1.0/0.0), a float to an integer type
+    truncated toward zero (as onnxruntime), to float16/bfloat16 a rounding, else a view.
 
-    Values live as float32: a cast to FLOAT or DOUBLE is exact, but a DOUBLE graph input is
-    rounded to float32 when it is loaded, so it may only be cast to a narrower type. Other types
-    (integers, float8, ...) are rejected by legalize-onnx's type check.
+    Values live as float32: a cast to FLOAT or DOUBLE is exact, as is one of an integer or a
+    boolean, but a DOUBLE graph input is rounded to float32 when it is loaded, so it may only
+    be cast to a narrower float type. Other types (float8, ...) are rejected by legalize-onnx's
+    type check.
     """
     x, y = layer.inputs[0], layer.outputs[0]
     src, dst = g.tensors[x].dtype, g.tensors[y].dtype
-    if src == "f64" and dst == "f64" and x in g.inputs:
+    if src == "f64" and dst not in ("f32", *ROUNDING) and x in g.inputs:
         raise node_error(layer, f"double input '{x}' would lose precision (npucc computes in "
-                         "float32); only a cast to a narrower type may read it")  # fmt: skip
+                         "float32); only a cast to a narrower float type may read it")  # fmt: skip
     s = Seq(g, layer)
-    if onnx_op(layer) == "Cast" and int(attr(layer, "to", 0)) == onnx.TensorProto.BOOL:
+    if dst == "bool":
         s.add("ne", [x, s.const(np.zeros((), np.float32), "zero")], s.y)  # 1.0 unless 0
+    elif dst in INTEGER_TYPES and src in CAST_TYPES:
+        trunc(s, x, s.y)
     elif dst in ROUNDING and src != dst:
         s.add(ROUNDING[dst], [x], s.y)
     else:
@@ -1207,8 +1238,7 @@ LIMITATIONS = {
     "ReduceMean": "axes must be constant",
     "ReduceMax": "axes must be constant",
     "ReduceMin": "axes must be constant",
-    "Gather": "indices constant, or an INT64/INT32 graph input read only as Gather indices "
-    "(an index outside [-size, size) is a run-time error)",
+    "Gather": "run-time indices: an index outside [-size, size) is a run-time error",
     "Slice": "starts, ends, axes and steps must be constant",
     "Where": "a selected -0.0 becomes +0.0",
     "Expand": "the shape must be constant",
@@ -1216,11 +1246,9 @@ LIMITATIONS = {
     "Resize": "sizes/scales (and tf_crop_and_resize's roi) constant",
     "ConvTranspose": "1-D, 2-D and 3-D; pads at most the dilated kernel extent",
     "Conv": "1-D and 2-D; constant weights",
-    "Cast": "float, double, float16 and bfloat16; a double graph input is rounded to float32 "
-    "and may only be cast to a narrower type",
+    "Cast": "float, double, float16, bfloat16, bool and integers up to 2^24 (no uint32/uint64); "
+    "a double graph input is rounded to float32 and may only be cast to a narrower float type",
     "CastLike": "as Cast",
-    **{op: "float inputs; no boolean graph output" for op in COMPARISONS},
-    **{op: "no boolean graph output" for op in ("Not", *LOGIC)},
     "BatchNormalization": "training mode only with training_mode=1 (opset 14+)",
     "Dropout": "training mode only with ratio 0; no mask output",
     "LogSoftmax": "opset < 13: one axis only",
@@ -1231,7 +1259,7 @@ LIMITATIONS = {
     "LpNormalization": "p 1 or 2",
     "CumSum": "axis must be constant",
     "CumProd": "axis must be constant",
-    "GatherElements": "indices must be constant",
+    "GatherElements": "run-time indices: at most 2^22 gathered row elements",
     "Compress": "the condition must be constant",
     "NegativeLogLikelihoodLoss": "target and weight must be constant",
     "SoftmaxCrossEntropyLoss": "labels and weights must be constant",
@@ -1512,8 +1540,6 @@ def einsum(g: Graph, layer: Layer) -> list[Layer]:
 
 # ------------------------------------------------------------------------------ arg max / min
 
-INT_OUTPUT = "int64"  # a graph output of integers npucc computes as float32 (ArgMax indices)
-
 
 def _extreme_marks(s: Seq, shape: tuple[int, ...], axis: int, last: bool) -> tuple[str, str]:
     """Constants of an extreme-position search: every position along `axis` as float32, and
@@ -1554,11 +1580,6 @@ def _first_extreme(
     return peak, index
 
 
-def _index_output(s: Seq, name: str) -> None:
-    """Indices are float32 values; a graph output of them is int64 converted by the host."""
-    s.g.tensors[name].dtype = INT_OUTPUT if name in s.g.outputs else "f32"
-
-
 def arg_extreme(g: Graph, layer: Layer) -> list[Layer]:
     """ArgMax/ArgMin as reductions: the extreme along the axis, a 1.0/0.0 mask of where it is
     attained, the positions there (others pushed past the end) and their minimum (maximum with
@@ -1570,7 +1591,6 @@ def arg_extreme(g: Graph, layer: Layer) -> list[Layer]:
     extreme = "max" if onnx_op(layer) == "ArgMax" else "min"
     marks = _extreme_marks(s, g.tensors[x].shape, axis, last)
     _, index = _first_extreme(s, x, axis, extreme, last, marks)
-    _index_output(s, s.y)
     s.add("reshape", [index], s.y)
     return s.done()
 
@@ -1607,8 +1627,6 @@ def top_k(g: Graph, layer: Layer) -> list[Layer]:
             open_ = s.add("sub", [free[0], taken], s.tmp(shape, "free"))
         free = (open_, blocked)
     values_out, indices_out = (*layer.outputs, "", "")[:2]
-    if indices_out:
-        _index_output(s, indices_out)
     for out, parts in ((values_out, values), (indices_out, indices)):
         if out and k > 1:
             s.add("concat", parts, out, axis=axis)

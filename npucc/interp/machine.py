@@ -19,7 +19,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TypedDict, cast
 
-import ml_dtypes
 import numpy as np
 
 from npucc import progress
@@ -34,8 +33,6 @@ from npucc.interp.ops import (
     img2col_reads,
 )
 from npucc.interp.parser import (
-    HOST_FLOATS,
-    INDEX_DTYPE,
     Event,
     FlagKey,
     Line,
@@ -44,6 +41,7 @@ from npucc.interp.parser import (
     load_stream,
 )
 from npucc.interp.trace import Trace, TraceInstr, TraceMem, TraceOperand
+from npucc.ir.dtypes import HOST_DTYPES, INDEX_DTYPE, to_device, to_host
 from npucc.ir.isa import (
     DDR,
     NOC,
@@ -73,15 +71,6 @@ from npucc.target.cost import (
 
 _NEVER = np.iinfo(np.int64).max  # clock entry of the initial writer: ordered before everything
 _PIPE_RANK = 1 << 40  # pipes sort after events at equal start time
-
-# numpy types of the HOST_FLOATS inputs and outputs and HOST_INTS outputs (converted from/to
-# float32 DDR data; an integer output's values are integral floats, exact below 2**24)
-HOST_DTYPES = {
-    "f16": np.dtype(np.float16),
-    "bf16": np.dtype(ml_dtypes.bfloat16),
-    "f64": np.dtype(np.float64),
-    "int64": np.dtype(np.int64),
-}
 
 
 class Counters(TypedDict):
@@ -292,7 +281,7 @@ def _accesses(ins: Instr) -> tuple[list[_Access], list[_Access]]:
         writes.append(_Access("dst", ins.dst, ins.dims[:outer], ins.dst_strides))
     elif isinstance(ins, Gather):
         # the table rows read depend on the indices: _execute adds them once idx is checked
-        reads.append(_Access("idx", ins.idx, (2 * ins.n,), (1,)))
+        reads.append(_Access("idx", ins.idx, (ins.extents()["idx"],), (1,)))
         writes.append(_Access("dst", ins.dst, (ins.n * ins.row,), (1,)))
     elif isinstance(ins, VBinary):
         reads.append(_Access("a", ins.a, ins.dims, ins.a_strides))
@@ -536,12 +525,8 @@ class _Machine:
                                          f"{value.dtype}, expected integer indices "
                                          f"({INDEX_DTYPE})")  # fmt: skip
                     ddr.data[lo:hi].view("<i8")[...] = value.astype(np.int64).ravel()
-                elif tensor.dtype in HOST_FLOATS:
-                    if value.dtype != HOST_DTYPES[tensor.dtype]:
-                        raise NpuccError(f"input {json.dumps(tensor.name)} has dtype "
-                                         f"{value.dtype}, expected "
-                                         f"{HOST_DTYPES[tensor.dtype]}")  # fmt: skip
-                    ddr.data[lo:hi] = value.astype(np.float32).ravel()
+                elif tensor.dtype in HOST_DTYPES:
+                    ddr.data[lo:hi] = to_device(tensor.name, value, tensor.dtype).ravel()
                 else:
                     ddr.data[lo:hi] = value.astype(np.float32).ravel()
                 ddr.written[lo:hi] = True
@@ -556,8 +541,7 @@ class _Machine:
                 raise self.fail(tensor.lineno, f"output {json.dumps(tensor.name)} is not "
                                                "fully written at the end")  # fmt: skip
             data = self.ddr.data[lo:hi].reshape(tensor.shape)
-            dtype = HOST_DTYPES.get(tensor.dtype, np.dtype(np.float32))
-            outputs[tensor.name] = data.astype(dtype)  # a copy (rounds to a host float type)
+            outputs[tensor.name] = to_host(tensor.name, data, tensor.dtype)  # a copy
         return outputs
 
     def _push(self, step: _Step) -> None:
@@ -670,13 +654,18 @@ class _Machine:
         if self.check:
             self._check_access(step, step.reads[0], vc, False, False)
         idx = gather_indices(view, ins)
+        whole = idx == np.trunc(idx)  # NaN and inf included: not an index
+        if not whole.all():
+            pos = int(np.argmin(whole))
+            raise self.fail(step, f"gather index {idx[pos]} (position {pos}) is not an "
+                                  "integer")  # fmt: skip
         bad = (idx < -ins.rows) | (idx >= ins.rows)
         if bad.any():
             pos = int(np.argmax(bad))
             raise self.fail(step, f"gather index {int(idx[pos])} (position {pos}) out of range "
                                   f"[{-ins.rows}, {ins.rows})")  # fmt: skip
         if self.check:
-            first = gather_rows(idx, ins.rows)[:, None] * ins.row
+            first = gather_rows(idx.astype(np.int64), ins.rows)[:, None] * ins.row
             rows = (first + np.arange(ins.row)).ravel()
             step.reads = (*step.reads, _Access("table", ins.table, (), (), rows))
 

@@ -219,8 +219,9 @@ def exec_vfill(view: View, ins: VFill) -> None:
 
 
 def gather_indices(view: View, ins: Gather) -> np.ndarray:
-    """The n int64 indices of a gather (two 4-byte words each, little-endian)."""
-    return view(ins.idx, (2 * ins.n,), (1,)).view("<i8")
+    """The n indices of a gather: int64 (two 4-byte words each, little-endian) or float32."""
+    words = view(ins.idx, (ins.extents()["idx"],), (1,))
+    return words if ins.index == "f32" else words.view("<i8")
 
 
 def gather_rows(indices: np.ndarray, rows: int) -> np.ndarray:
@@ -231,7 +232,7 @@ def gather_rows(indices: np.ndarray, rows: int) -> np.ndarray:
 def exec_gather(view: View, ins: Gather) -> None:
     """dst[i, :] = table[idx[i], :] (the machine has checked every index against `rows`)."""
     table = view(ins.table, (ins.rows, ins.row), (ins.row, 1))
-    rows = gather_rows(gather_indices(view, ins), ins.rows)
+    rows = gather_rows(gather_indices(view, ins).astype(np.int64), ins.rows)
     view(ins.dst, (ins.n, ins.row), (ins.row, 1))[...] = table[rows]
 
 

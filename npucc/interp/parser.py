@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import cast
 
 from npucc.errors import NpuccError
+from npucc.ir.dtypes import HOST_DTYPES, INDEX_BYTES, INDEX_DTYPE
 from npucc.ir.isa import (
     BINARY_OPS,
     DDR,
+    GATHER_INDEX,
     NOC,
     PIPES,
     REDUCE_OPS,
@@ -44,11 +46,6 @@ _NAMES = {name: name for name in QUEUE_NAMES}  # parsed queue names map to these
 TENSOR_KINDS = ("const", "input", "output", "temp", "onchip")
 UNARY_ARITY = {"clip": 2, "muls": 1, "adds": 1, "pows": 1}
 VECTOR_TIERS = ("UB", "L0C")
-INDEX_DTYPE = "i64"  # element type of index inputs (token ids read by `gather`)
-# element types of inputs and outputs the caller passes or gets; DDR holds them as float32
-HOST_FLOATS = ("f16", "bf16", "f64")
-# element types of outputs holding integers (ArgMax indices) as float32 values in DDR
-HOST_INTS = ("int64",)
 
 _OPERAND_RE = re.compile(r"^(L1|UB|L0A|L0B|L0C|DDR|NOC)\[0x([0-9a-f]+)\+(\d+)\]$")
 _FLAG_RE = re.compile(r"^([a-z0-9]+)(?:@(\d+),(\d+))?>([a-z0-9]+)(?:@(\d+),(\d+))?#(\d+)$")
@@ -118,7 +115,7 @@ class Tensor:
     shape: tuple[int, ...]
     lineno: int
     dtype: str = "f32"  # the target dtype, i64 (an input of indices, 8 bytes an element), or a
-    # HOST_FLOATS type of an input or output, or a HOST_INTS output (held as the target dtype)
+    # HOST_DTYPES type of an input or output (npucc.ir.dtypes; held as the target dtype)
     onchip: OnChip | None = None  # an onchip tensor's homes (it lies in NOC, not DDR)
 
 
@@ -312,20 +309,18 @@ class _Parser:
         dtype = s.group(1) if s else ""
         if dtype != self.target.dtype and not (
             (dtype == INDEX_DTYPE and kind == "input")
-            or (dtype in HOST_FLOATS and kind in ("input", "output"))
-            or (dtype in HOST_INTS and kind == "output")
+            or (dtype in HOST_DTYPES and kind in ("input", "output"))
         ):
             raise self.fail(
                 f"bad tensor type '{_clip(tokens[1])}' (target dtype is {self.target.dtype}; "
-                f"{INDEX_DTYPE} only for inputs, {', '.join(HOST_FLOATS)} for inputs and outputs, "
-                f"{', '.join(HOST_INTS)} for outputs)"
+                f"{INDEX_DTYPE} only for inputs, {', '.join(HOST_DTYPES)} for inputs and outputs)"
             )
         assert s is not None
         try:
             shape = tuple(int(d) for d in s.group(2).split(",")) if s.group(2) else ()
         except ValueError:
             raise self.fail(f"bad tensor shape '{_clip(tokens[1])}'") from None
-        if math.prod(shape) * (8 if dtype == INDEX_DTYPE else 4) != nbytes:
+        if math.prod(shape) * (INDEX_BYTES if dtype == INDEX_DTYPE else 4) != nbytes:
             raise self.fail(f"tensor {json.dumps(name)}: {nbytes} bytes do not hold shape {shape}")
         if addr % 4 or addr + nbytes > self.ddr_size:
             raise self.fail(
@@ -501,6 +496,8 @@ class _Parser:
 
     def _check_instr(self, queue: str, instr: Instr, declared: dict[str, int]) -> None:
         op = instr.opcode
+        if isinstance(instr, Gather) and instr.index not in GATHER_INDEX:
+            raise self.fail(f"gather: bad index={_clip(instr.index)} ({' or '.join(GATHER_INDEX)})")
         try:
             extents = instr.extents()
         except ValueError:

@@ -4,7 +4,8 @@ Canonical layer ops and their attributes (the contract between frontend and lowe
 tensor is float32 with a static shape, activations are NCHW, except graph inputs of int64
 indices (dtype "i64"), which only a take reads, and tensors of dtype f16, bf16 or f64 (graph
 inputs and outputs, or between two Casts), held as float32 values, which only the layers of a
-Cast read or write. Booleans are float32 1.0/0.0:
+Cast read or write. Integers and booleans are float32 values (booleans 1.0/0.0); a graph input
+or output of them has its host type (int64, ..., bool: npucc.ir.dtypes):
 
   conv2d     in [x, w, b?]   strides=(sh,sw) pads=(top,left,bottom,right) dilations=(dh,dw)
                              group=int; w constant [Co, C/group, kh, kw]; b constant [Co]
@@ -33,8 +34,9 @@ Cast read or write. Booleans are float32 1.0/0.0:
                              [..., Sk, D]); mask m additive, broadcastable to [..., Sq, Sk]
   slice      in [x]          starts, steps (>= 1) per dim: out[i] = x[starts + i * steps]
   take       in [x]          axis, indices (ints in range): numpy take along the axis
-             in [x, ids]     axis; ids an i64 graph input (embedding lookup): out = np.take(x,
-                             ids.ravel(), axis); an id outside [0, x.shape[axis]) is a
+             in [x, ids]     axis; ids an i64 graph input (embedding lookup) or integers held
+                             as float32: out = np.take(x, ids.ravel(), axis); an id outside
+                             [-n, n) (n = x.shape[axis]; negative ones count from the end) is a
                              run-time error of the interpreter
   expand     in [x]          numpy broadcast to the output shape
   copy       in [x]          out = x (a distinct output tensor)

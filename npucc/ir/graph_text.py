@@ -25,6 +25,7 @@ import ml_dtypes
 import numpy as np
 
 from npucc.errors import NpuccError
+from npucc.ir.dtypes import HOST_INTS
 from npucc.ir.graph import Graph, Layer, Tensor
 
 NUMPY_DTYPES: dict[str, type[np.generic]] = {
@@ -36,6 +37,7 @@ NUMPY_DTYPES: dict[str, type[np.generic]] = {
     "i32": np.int32,
     "i16": np.int16,
     "i8": np.int8,
+    "u16": np.uint16,
     "u8": np.uint8,
     "bool": np.bool_,
 }
@@ -192,7 +194,7 @@ class _Line:
 
     def type(self) -> tuple[str, tuple[int, ...]]:
         dtype = self.take("id")
-        if dtype not in NUMPY_DTYPES:
+        if dtype not in NUMPY_DTYPES and dtype not in HOST_INTS:
             raise self.error(f"unknown element type {dtype!r}")
         self.take("punct", "[")
         dims: list[int] = []

@@ -358,15 +358,18 @@ class VFill(Instr):
         return {"dst": pattern_extent(self.dims, self.dst_strides)}
 
 
+GATHER_INDEX = {"i64": 2, "f32": 1}  # index element types of a gather: 4-byte words each
+
+
 @dataclass(frozen=True, slots=True)
 class Gather(Instr):
     """MTE2 indirect copy (embedding lookup): dst[i, :] = table[idx[i], :] for i < n.
 
-    `table` is a DDR f32 matrix of `rows` rows of `row` elements; `idx` holds n int64 indices
-    in DDR, little-endian, each two 4-byte words: idx offsets and its extent count words (the
-    operand declares 8*n bytes). dst is dense [n, row] in an on-chip tier. Every index must lie
-    in [-rows, rows); a negative one counts from the end (ONNX Gather). The table operand
-    declares the whole table.
+    `table` is a DDR f32 matrix of `rows` rows of `row` elements; `idx` holds n indices in DDR
+    of type `index`: i64, little-endian, each two 4-byte words (idx offsets and its extent count
+    words: the operand declares 8*n bytes), or f32, integral values (computed indices, 4*n
+    bytes). dst is dense [n, row] in an on-chip tier. Every index must lie in [-rows, rows); a
+    negative one counts from the end (ONNX Gather). The table operand declares the whole table.
     """
 
     opcode: ClassVar[str] = "gather"
@@ -378,9 +381,11 @@ class Gather(Instr):
     n: int  # indices (rows gathered)
     row: int  # elements per row
     rows: int  # rows of the table (the bound of every index)
+    index: str = "i64"  # element type of the indices: i64 or f32 (GATHER_INDEX)
 
     def extents(self) -> dict[str, int]:
-        return {"dst": self.n * self.row, "table": self.rows * self.row, "idx": 2 * self.n}
+        words = self.n * GATHER_INDEX[self.index]
+        return {"dst": self.n * self.row, "table": self.rows * self.row, "idx": words}
 
 
 _FIELD_NAMES: dict[type[Instr], tuple[str, ...]] = {}
@@ -522,9 +527,8 @@ def parse_instr(
     declared: dict[str, int] = {}
     for name, kind in _field_kinds(cls):
         if name not in values:
-            if name == "scalars":
-                kwargs[name] = ()
-                continue
+            if name in ("scalars", "index"):
+                continue  # optional: the field's default
             raise ParseError(f"{cls.opcode}: missing field '{name}'")
         raw = values.pop(name)
         try:

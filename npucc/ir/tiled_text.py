@@ -27,6 +27,7 @@ import re
 from typing import TYPE_CHECKING
 
 from npucc.errors import NpuccError
+from npucc.ir.dtypes import HOST_DTYPES, INDEX_DTYPE
 from npucc.ir.graph_text import data_digest, zero_data
 from npucc.ir.isa import ParseError, format_instr, parse_instr
 from npucc.ir.onchip import parse_onchip
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from npucc.backend.schedule.schedule_pass import ScheduledProgram
 
 _STR = r'"(?:[^"\\]|\\.)*"'
-_SHAPE = r"(f32|i64|f16|bf16|f64)\[([0-9,]*)\]"
+_SHAPE = rf"(f32|{INDEX_DTYPE}|{'|'.join(HOST_DTYPES)})\[([0-9,]*)\]"
 _HEAD = re.compile(rf"^(tiled-program|scheduled-program) ({_STR})$")
 _DDR = re.compile(
     rf"^ddr (const|input|temp|onchip) ({_STR}) {_SHAPE}(?: sha256=([0-9a-f]{{64}}))?"

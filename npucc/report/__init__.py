@@ -16,8 +16,9 @@ import jinja2
 import numpy as np
 
 from npucc.errors import NpuccError
-from npucc.interp.machine import HOST_DTYPES, RunResult, run_file
+from npucc.interp.machine import RunResult, run_file
 from npucc.interp.parser import Stream, load_stream
+from npucc.ir.dtypes import HOST_DTYPES
 from npucc.ir.isa import PIPES, TIERS
 from npucc.report import figures
 from npucc.report.data import ReportData, collect

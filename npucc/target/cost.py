@@ -97,8 +97,8 @@ def instr_cycles(target: Target, instr: Instr) -> int:
 
 
 def gather_bytes(target: Target, instr: Gather) -> int:
-    """Bytes a gather moves: one DMA of its n rows plus the n int64 indices it reads first."""
-    return instr.n * instr.row * target.elem_bytes + 8 * instr.n
+    """Bytes a gather moves: one DMA of its n rows plus the n indices it reads first."""
+    return instr.n * instr.row * target.elem_bytes + 4 * instr.extents()["idx"]
 
 
 def ddr_bytes(target: Target, ins: Instr) -> int:
@@ -164,7 +164,8 @@ def instr_energy(target: Target, instr: Instr) -> float:
         return nbytes * e[f"byte_{near}"] + noc_energy(target, nbytes, instr.hops)
     if isinstance(instr, Gather):  # the rows read (not the whole table) and the indices
         rows = instr.n * instr.row * eb
-        return (rows + 8 * instr.n) * 8 * e["ddr_bit"] + rows * e[f"byte_{instr.dst.tier}"]
+        nbytes = rows + 4 * instr.extents()["idx"]
+        return nbytes * 8 * e["ddr_bit"] + rows * e[f"byte_{instr.dst.tier}"]
     for name, elems in instr.extents().items():
         tier = getattr(instr, name).tier
         nbytes = elems * eb

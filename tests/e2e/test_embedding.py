@@ -97,14 +97,17 @@ def test_index_input_dtype_and_shape_are_checked():
         ([helper.make_node("Cast", ["ids"], ["y"], to=TensorProto.INT32)], TensorProto.INT32),
     ],
 )
-def test_integer_input_used_elsewhere_stays_unsupported(nodes, out_type):
-    table = numpy_helper.from_array(np.ones(9, np.float32), "table")
+def test_integer_input_used_elsewhere_is_held_as_float32(nodes, out_type):
+    table = numpy_helper.from_array(np.arange(9, dtype=np.float32), "table")
     y = helper.make_tensor_value_info("y", out_type, [4])
     ids = helper.make_tensor_value_info("ids", TensorProto.INT64, [4])
     graph = helper.make_graph(nodes, "g", [ids], [y], [table])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    with pytest.raises(NpuccError, match="has element type INT64; npucc supports FLOAT"):
-        npucc.compile(model)
+    program = npucc.compile(model)
+    assert "int64[4]" in program.stream  # converted by the host, not a raw i64 input
+    feeds = {"ids": np.array([0, 8, 3, -2], np.int64)}
+    ref = run_onnxruntime(model, feeds)
+    np.testing.assert_array_equal(program.run(feeds)["y"], ref["y"])
 
 
 def test_attention_mask_cast_after_views_passes_npucc_check(tmp_path, capsys):
@@ -142,7 +145,7 @@ def test_attention_mask_cast_after_views_passes_npucc_check(tmp_path, capsys):
         [w, *(numpy_helper.from_array(v, k) for k, v in consts.items())],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    assert import_model(model).tensors["mask"].dtype == "f32"
+    assert import_model(model).tensors["mask"].dtype == "int64"  # held as float32
     assert main(["check", _save(model, tmp_path), "--seed", "3"]) == 0
     assert "PASS" in capsys.readouterr().out
 
@@ -152,6 +155,7 @@ def test_gather_text_round_trip_and_parse_checks():
     text = format_instr(ins)
     assert text == (
         "gather dst=UB[0x000100+96] table=DDR[0x000000+320] idx=DDR[0x000400+24] n=3 row=8 rows=10"
+        " index=i64"
     )
     parsed, declared = parse_instr(text)
     assert parsed == ins and declared == {"dst": 96, "table": 320, "idx": 24}

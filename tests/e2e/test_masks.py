@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import npucc
 from npucc.cli import main
-from npucc.errors import NpuccError
 
 
 def _model(nodes, inputs, outputs, inits=()) -> onnx.ModelProto:
@@ -71,12 +69,14 @@ def test_integer_mask_cast_to_bool_then_gathered_and_combined(tmp_path, capsys):
     _check(model, tmp_path, capsys)
 
 
-def test_boolean_graph_output_stays_an_error():
+def test_boolean_graph_output_is_converted_by_the_host():
     model = _model(
         [helper.make_node("Greater", ["x", "zero"], ["y"])],
         [("x", TensorProto.FLOAT, [3])],
         [("y", TensorProto.BOOL, [3])],
         [("zero", np.float32(0.0))],
     )
-    with pytest.raises(NpuccError, match="boolean graph output 'y'"):
-        npucc.compile(model)
+    x = np.array([-1.0, 0.0, 2.0], np.float32)
+    got = npucc.compile(model).run({"x": x})["y"]
+    assert got.dtype == np.bool_
+    np.testing.assert_array_equal(got, x > 0)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -50,3 +52,44 @@ def test_only_inputs_and_outputs_may_have_a_host_type():
     text = stream_text([("temp", "t", 0, (4,))], "").replace("f32[4]", "f16[4]")
     with pytest.raises(NpuccError, match=f"{FILE}:5: bad tensor type 'f16\\[4\\]'"):
         run_text(text)
+
+
+@pytest.mark.parametrize(
+    ("src", "dst", "x"),
+    [
+        ("int64", "int32", np.array([1, -3, 2048, 0], np.int64)),
+        ("uint8", "int16", np.array([0, 255, 7, 1], np.uint8)),
+        ("bool", "bool", np.array([True, False, False, True])),
+    ],
+)
+def test_integer_and_boolean_types_are_float32_values_in_ddr(src, dst, x):
+    y = run_text(_stream(src, dst), inputs={"x": x}).outputs["y"]
+    assert y.dtype == np.dtype(dst)
+    np.testing.assert_array_equal(y, x.astype(dst))
+
+
+def test_an_integer_input_beyond_two_to_the_24_is_refused():
+    x = np.array([0, 1, 2**24 + 1, 3], np.int64)
+    with pytest.raises(
+        NpuccError, match=r'input "x": value 16777217 at \(2,\) is not an exact int64'
+    ):
+        run_text(_stream("int64", "f32"), inputs={"x": x})
+    with pytest.raises(NpuccError, match="has dtype float32, expected int32"):
+        run_text(_stream("int32", "f32"), inputs={"x": np.zeros(4, np.float32)})
+
+
+@pytest.mark.parametrize(
+    ("dst", "x", "bad"),
+    [
+        ("uint8", [0.0, 255.0, 256.0, 1.0], "256.0 at (2,)"),
+        ("int32", [1.0, 0.5, 2.0, 3.0], "0.5 at (1,)"),
+        ("int64", [1.0, 2.0, np.nan, 3.0], "nan at (2,)"),
+        ("bool", [1.0, 0.0, 2.0, 1.0], "2.0 at (2,)"),
+    ],
+)
+def test_an_output_that_is_not_an_integer_of_its_type_is_an_overflow_error(dst, x, bad):
+    with pytest.raises(
+        NpuccError,
+        match=rf'output "y": value {re.escape(bad)} is not an exact {dst} \(integer overflow',
+    ):
+        run_text(_stream("f32", dst), inputs={"x": np.array(x, np.float32)})

@@ -131,13 +131,16 @@ def test_where_with_a_constant_condition_and_non_finite_operands():
     np.testing.assert_array_equal(got, np.where(cond, x, y))
 
 
-def test_a_boolean_graph_output_is_a_clean_error():
+def test_a_boolean_graph_output_is_converted_by_the_host():
     m = model(
         [helper.make_node("Less", ["x", "y"], ["c"])],
         {"x": (F32, [4]), "y": (F32, [4])},
         {"c": TensorProto.BOOL},
     )
-    assert "boolean graph output 'c' is not supported" in error(m)
+    x, y = np.array([1, 2, 3, 4], np.float32), np.array([4, 2, 1, 5], np.float32)
+    got = npucc.compile(m).run({"x": x, "y": y})["c"]
+    assert got.dtype == np.bool_
+    np.testing.assert_array_equal(got, x < y)
 
 
 @pytest.mark.parametrize("shape", [[2, 3, 4, 5], [6, 3]])

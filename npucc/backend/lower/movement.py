@@ -11,8 +11,9 @@ import math
 
 from npucc.backend.lower.common import LowerContext, lowering, row_major_strides
 from npucc.backend.lower.layout import Dims, boxes, broadcast_strides, budget, move, offset, store
+from npucc.ir.dtypes import INDEX_DTYPE
 from npucc.ir.graph import Layer, runs
-from npucc.ir.isa import Copy, Gather, VFill
+from npucc.ir.isa import GATHER_INDEX, Copy, Gather, VFill
 
 
 @lowering("slice")
@@ -31,7 +32,7 @@ def lower_slice(ctx: LowerContext, layer: Layer) -> None:
 def lower_take(ctx: LowerContext, layer: Layer) -> None:
     """out = np.take(x, indices, axis): one strided copy per run of evenly spaced indices.
 
-    With a second input (run-time int64 indices, axis 0) it is an embedding lookup instead.
+    With a second input (run-time indices) it is an indirect gather instead.
     """
     if len(layer.inputs) > 1:
         lower_take_indirect(ctx, layer)
@@ -56,7 +57,8 @@ def lower_take(ctx: LowerContext, layer: Layer) -> None:
 def lower_take_indirect(ctx: LowerContext, layer: Layer) -> None:
     """out[o, i, ...] = x[o, ids[i], ...]: per outer index and tile of ids, `gather` into UB.
 
-    The dims of x after `axis` form one row; the ids (int64, two words each) index `axis`.
+    The dims of x after `axis` form one row; the ids index `axis`: an i64 graph input (two words
+    each), or float32 values (computed indices, or an integer input held as float32).
     """
     (x, ids), y = layer.inputs[:2], layer.outputs[0]
     shape, axis = ctx.shape(x), layer.attrs["axis"]
@@ -67,12 +69,15 @@ def lower_take_indirect(ctx: LowerContext, layer: Layer) -> None:
         raise ctx.fit_error(layer, "UB", row)
     bld = ctx.builder
     table, idx, dst = ctx.ddr(x), ctx.ddr(ids), ctx.ddr(y)
+    index = INDEX_DTYPE if ctx.graph.tensors[ids].dtype == INDEX_DTYPE else "f32"
+    words = GATHER_INDEX[index]
     for o in range(outer):
         for start in range(0, n, per_tile):
             count = min(per_tile, n - start)
             ctx.next_tile()
             buf = bld.alloc("UB", count * row, f"{layer.name}.tile")
-            bld.emit(Gather(buf, table.at(o * rows * row), idx.at(2 * start), count, row, rows))
+            src = table.at(o * rows * row)
+            bld.emit(Gather(buf, src, idx.at(words * start), count, row, rows, index))
             store(ctx, dst.at((o * n + start) * row), buf, (count * row,), (1,))
             bld.free(buf)
 

@@ -8,15 +8,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from npucc.errors import NpuccError
+from npucc.ir.dtypes import HOST_DTYPES, INDEX_BYTES, INDEX_DTYPE
 from npucc.ir.onchip import OnChip
 from npucc.ir.tiled import TileGraph
 from npucc.target import Target
-
-INDEX_DTYPE = "i64"  # the element type of index inputs (token ids read by `gather`)
-INDEX_BYTES = 8
-# element types of model inputs and outputs held as float32 in DDR: the runtime converts them
-# on load and read (float16 and bfloat16 exactly; a double input rounds to float32)
-HOST_FLOATS = ("f16", "bf16", "f64")
 
 
 @dataclass(slots=True)
@@ -28,7 +23,7 @@ class DdrTensor:
     role: str  # const | input | temp | onchip
     shape: tuple[int, ...]  # logical shape (f32 elements)
     data: np.ndarray | None = None  # contents of a const
-    dtype: str = "f32"  # the target dtype; i64 (an input of indices) or a HOST_FLOATS input
+    dtype: str = "f32"  # the target dtype; i64 (an input of indices) or a HOST_DTYPES input
 
     @property
     def elems(self) -> int:
@@ -57,7 +52,7 @@ class IoBinding:
     name: str  # the model's tensor name
     key: str  # DdrTensor key
     shape: tuple[int, ...]  # shape the model declares
-    dtype: str = "f32"  # the model's element type: f32, i64, HOST_FLOATS or (outputs) int64
+    dtype: str = "f32"  # the model's element type: f32, i64 (inputs) or HOST_DTYPES
 
 
 class TiledProgram:
@@ -88,10 +83,10 @@ class TiledProgram:
         dtype: str = "f32",
     ) -> DdrTensor:
         """Create a DDR tensor (a const needs `data` of that shape; only inputs may be i64 or
-        HOST_FLOATS)."""
+        HOST_DTYPES)."""
         if key in self.tensors or key in self.aliases:
             raise ValueError(f"duplicate DDR tensor {key!r}")
-        if dtype not in ("f32", INDEX_DTYPE, *HOST_FLOATS) or (dtype != "f32" and role != "input"):
+        if dtype not in ("f32", INDEX_DTYPE, *HOST_DTYPES) or (dtype != "f32" and role != "input"):
             raise NpuccError(f"tensor '{key}': unsupported {role} element type {dtype}")
         nbytes = math.prod(shape) * (
             INDEX_BYTES if dtype == INDEX_DTYPE else self.target.elem_bytes

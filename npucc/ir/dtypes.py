@@ -1,0 +1,84 @@
+"""Element types at the host boundary: the model types npucc holds as float32 in DDR.
+
+The graph IR, the tiled IR and the command stream spell a graph input or output of one of these
+types by its key here (`int64[2,8]`); the tensor is float32 in DDR (4 bytes an element) and the
+host (interpreter, CLI, Python API) converts it on load and read. Integers and booleans are
+exact in float32 while |value| <= 2**24: an input beyond that is refused, and an output that is
+not such an integer within its type's range is an error, never a wrong number.
+"""
+
+from __future__ import annotations
+
+import json
+
+import ml_dtypes
+import numpy as np
+
+from npucc.errors import NpuccError
+
+EXACT_INT = 1 << 24  # float32 holds every integer of magnitude up to 2**24
+INDEX_DTYPE = "i64"  # raw int64 index inputs (8 bytes an element), read only by `gather`
+INDEX_BYTES = 8
+# float types converted at the boundary (float16 and bfloat16 exactly; a double rounds)
+HOST_FLOATS: dict[str, np.dtype] = {
+    "f16": np.dtype(np.float16),
+    "bf16": np.dtype(ml_dtypes.bfloat16),
+    "f64": np.dtype(np.float64),
+}
+# integer and boolean types held as float32 values (booleans as 1.0/0.0)
+HOST_INTS: dict[str, np.dtype] = {
+    name: np.dtype(name) for name in ("int64", "int32", "int16", "int8", "uint16", "uint8", "bool")
+}
+HOST_DTYPES = {**HOST_FLOATS, **HOST_INTS}
+# graph IR dtype of an integer or boolean tensor -> its host type
+IR_INTS = {"i64": "int64", "i32": "int32", "i16": "int16", "i8": "int8", "u16": "uint16",
+           "u8": "uint8", "bool": "bool"}  # fmt: skip
+
+
+def int_range(host: str) -> tuple[int, int]:
+    """The values a HOST_INTS type holds exactly as float32: its range within +-2**24."""
+    if host == "bool":
+        return 0, 1
+    info = np.iinfo(HOST_INTS[host])
+    return max(int(info.min), -EXACT_INT), min(int(info.max), EXACT_INT)
+
+
+def _first(bad: np.ndarray) -> tuple[int, ...]:
+    return tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), bad.shape))
+
+
+def to_device(name: str, value: np.ndarray, dtype: str) -> np.ndarray:
+    """The float32 values of input `name` of host type `dtype`; NpuccError if not exact."""
+    label = f"input {json.dumps(name)}"
+    want = HOST_DTYPES[dtype]
+    if dtype in HOST_FLOATS and value.dtype != want:
+        raise NpuccError(f"{label} has dtype {value.dtype}, expected {want}")
+    if dtype in HOST_INTS:
+        if value.dtype.kind not in "biu":
+            raise NpuccError(f"{label} has dtype {value.dtype}, expected {dtype}")
+        lo, hi = int_range(dtype)
+        bad = (value < lo) | (value > hi)
+        if bad.any():
+            at = _first(bad)
+            raise NpuccError(
+                f"{label}: value {value[at]} at {at} is not an exact {dtype} for npucc "
+                f"(integers are held as float32: [{lo}, {hi}])"
+            )
+    return value.astype(np.float32)
+
+
+def to_host(name: str, data: np.ndarray, dtype: str) -> np.ndarray:
+    """Output `name`'s float32 `data` as host type `dtype` (a copy); NpuccError when an
+    integer output holds a value that is not an integer of its type (an integer overflow)."""
+    if dtype in HOST_INTS:
+        lo, hi = int_range(dtype)
+        with np.errstate(invalid="ignore"):
+            bad = ~((data >= lo) & (data <= hi) & (data == np.trunc(data)))
+        if bad.any():
+            at = _first(bad)
+            raise NpuccError(
+                f"output {json.dumps(name)}: value {data[at]} at {at} is not an exact {dtype} "
+                f"(integer overflow: npucc computes integers as float32, exact within "
+                f"[{lo}, {hi}])"
+            )
+    return data.astype(HOST_DTYPES.get(dtype, np.dtype(np.float32)))
