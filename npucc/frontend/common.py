@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import onnx
+from onnx.reference import ReferenceEvaluator
 
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph, Layer, Tensor
@@ -182,3 +184,22 @@ def infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
                 onnx.TensorShapeProto.Dimension() for _ in range(ranks[v.name])
             )
     return model
+
+
+def fold_with_reference(
+    proto: onnx.ModelProto | onnx.GraphProto,
+    feeds: Mapping[str, Any],
+    where: str,
+    opsets: dict[str, int] | None = None,
+) -> list[np.ndarray]:
+    """Outputs of onnx's reference evaluator on constant inputs; an NpuccError naming `where`
+    ("node 'n' (Op)") when it fails. Floating-point warnings are silenced: log(0) = -inf and
+    the like are the values ONNX defines, not faults of the model."""
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            results = ReferenceEvaluator(proto, opsets=opsets).run(None, dict(feeds))
+    except Exception as exc:  # the evaluator raises many types
+        message = " ".join(str(exc).split())
+        raise NpuccError(f"{where}: constant folding failed: {message}") from None
+    return [np.asarray(r) for r in results]

@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 import onnx
 from onnx import numpy_helper
-from onnx.reference import ReferenceEvaluator
 
 from npucc.frontend.common import (
     UNKNOWN_SHAPE,
     add_const,
+    fold_with_reference,
     fresh_name,
     node_error,
     onnx_op,
@@ -107,11 +107,8 @@ def _evaluate(g: Graph, layer: Layer) -> list[np.ndarray]:
     fold = NUMPY_FOLDS.get(onnx_op(layer))
     if fold is not None:
         return [fold(layer, *(np.asarray(feeds[t]) for t in layer.inputs))]
-    try:
-        results = ReferenceEvaluator(_one_node_model(g, layer, False)).run(None, feeds)
-    except Exception as exc:  # the evaluator raises many types
-        raise node_error(layer, f"constant folding failed: {exc}") from None
-    return [np.asarray(r) for r in results]
+    where = f"node '{layer.name}' ({onnx_op(layer) or layer.op})"
+    return fold_with_reference(_one_node_model(g, layer, False), feeds, where)
 
 
 def _open(g: Graph, tensor: str) -> bool:

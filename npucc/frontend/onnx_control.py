@@ -19,10 +19,9 @@ from typing import Any
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
-from onnx.reference import ReferenceEvaluator
 
 from npucc.errors import NpuccError
-from npucc.frontend.common import foldable, infer_shapes, node_names
+from npucc.frontend.common import fold_with_reference, foldable, infer_shapes, node_names
 
 CONTROL_OPS = ("If", "Loop", "Scan")
 LIMITATIONS = {  # per ONNX op, for docs/operators.md
@@ -160,13 +159,9 @@ class _Values:
             [helper.make_empty_tensor_value_info(t) for t in feeds],
             [helper.make_empty_tensor_value_info(t) for t in outputs],
         )
-        try:
-            results = ReferenceEvaluator(graph, opsets={"": self.opset}).run(None, feeds)
-        except Exception as exc:  # the evaluator raises many types
-            where = f"node '{node.name or node.op_type}' ({node.op_type})"
-            message = " ".join(str(exc).split())
-            raise NpuccError(f"{where}: constant folding failed: {message}") from None
-        self.known.update((t, np.asarray(r)) for t, r in zip(outputs, results, strict=True))
+        where = f"node '{node.name or node.op_type}' ({node.op_type})"
+        results = fold_with_reference(graph, feeds, where, {"": self.opset})
+        self.known.update(zip(outputs, results, strict=True))
 
 
 def _evaluable(node: onnx.NodeProto) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from frontend_testutil import assert_matches_onnxruntime, tiny_model
@@ -263,3 +265,22 @@ def test_gather_elements_of_constants_folds_like_onnxruntime():
     g = import_model(model)
     assert [layer.op for layer in g.layers] == ["add"]
     assert_matches_onnxruntime(g, model)
+
+
+def test_folding_log_of_zero_is_quiet_and_gives_minus_infinity():
+    # T5's relative-position buckets take log(0) of a constant: -inf is ONNX's value, and the
+    # reference evaluator's RuntimeWarning must not reach the user
+    model = tiny_model(
+        [
+            helper.make_node("Log", ["zero"], ["minf"]),
+            helper.make_node("Max", ["x", "minf"], ["y"]),
+        ],
+        {"x": [2, 3]},
+        ["y"],
+        {"zero": np.zeros((2, 3), np.float32)},
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        g = import_model(model)
+    assert [layer.op for layer in g.layers] == ["max"]
+    assert np.isneginf(g.tensors[g.layers[0].inputs[1]].data).all()
