@@ -72,6 +72,7 @@ class LayerProfile:
     lead_ddr_bytes: int  # of those, by const loads ahead of the first input-dependent DDR copy
     busy: tuple[int, ...]  # cycles per pipe
     copies: tuple[DdrCopy, ...] = ()  # copies to or from the layer's non-const tensors
+    copied: tuple[int, ...] = ()  # the operands those copies touch, each once
 
     @property
     def ntiles(self) -> int:
@@ -266,6 +267,7 @@ def _summarise(
         lead_ddr,
         tuple(busy),
         tuple(copies),
+        tuple(dict.fromkeys(c.operand for c in copies)),
     )
 
 
@@ -319,6 +321,7 @@ class ExecCostModel:
     _timings: dict[tuple[tuple, int], tuple[LayerTiming, ...]] = field(default_factory=dict)
     _key: dict[str, str] = field(default_factory=dict)  # view tensor -> the tensor it views
     _noc: dict[tuple, tuple[tuple[LayerTiming, ...], float, int]] = field(default_factory=dict)
+    _core: dict[tuple, LayerTiming] = field(default_factory=dict)  # by profile, core, cycles
 
     def __post_init__(self) -> None:
         producer: dict[str, int] = {}
@@ -387,10 +390,10 @@ class ExecCostModel:
         layer = self.graph.layers[index]
         names = (*layer.inputs, *layer.outputs)  # a shared profile's operands, by position
         homes: dict[int, OnChip] = {}
-        for c in prof.copies:
-            where = onchip.get(self._key.get(names[c.operand], names[c.operand]))
+        for operand in prof.copied:
+            where = onchip.get(self._key.get(names[operand], names[operand]))
             if where is not None:
-                homes[c.operand] = where
+                homes[operand] = where
         if not homes:
             return None
         memo = (index, r, tuple(sorted(homes.items(), key=lambda kv: kv[0])))
@@ -419,8 +422,19 @@ class ExecCostModel:
             over[k][c.node] = instr_cycles(self.target, noc)
             energy += instr_energy(self.target, noc) - instr_energy(self.target, ins)
             ddr -= ddr_bytes(self.target, ins)
-        timings = tuple(prof.core_timing(n, k, over[k]) for k in range(n))
+        timings = tuple(self._core_timing(prof, n, k, over[k]) for k in range(n))
         value = self._noc[memo] = (timings, energy, ddr)
+        return value
+
+    def _core_timing(
+        self, prof: LayerProfile, cores: int, core: int, cycles: dict[int, int]
+    ) -> LayerTiming:
+        """`prof.core_timing` memoised: layers of one signature often get the same NoC cycles
+        (repeated blocks on equal rectangles)."""
+        key = (id(prof), cores, core, tuple(sorted(cycles.items())))
+        value = self._core.get(key)
+        if value is None:
+            value = self._core[key] = prof.core_timing(cores, core, cycles)
         return value
 
     def profile(self, index: int, cores: int) -> LayerProfile:
