@@ -101,6 +101,11 @@ def _gather_elements(layer: Layer, data: np.ndarray, indices: np.ndarray) -> np.
 NUMPY_FOLDS = {"GatherElements": _gather_elements}
 
 
+# ops onnx 1.23's reference evaluator implements only from a later opset, which computes the
+# earlier versions' types alike (QuantizeLinear and DequantizeLinear: from 19)
+REFERENCE_OPSETS = {"QuantizeLinear": 19, "DequantizeLinear": 19}
+
+
 def _evaluate(g: Graph, layer: Layer) -> list[np.ndarray]:
     """Run one layer on its constant inputs with onnx's reference evaluator."""
     feeds = {t: g.tensors[t].data for t in layer.inputs if t}
@@ -108,7 +113,9 @@ def _evaluate(g: Graph, layer: Layer) -> list[np.ndarray]:
     if fold is not None:
         return [fold(layer, *(np.asarray(feeds[t]) for t in layer.inputs))]
     where = f"node '{layer.name}' ({onnx_op(layer) or layer.op})"
-    return fold_with_reference(_one_node_model(g, layer, False), feeds, where)
+    model = _one_node_model(g, layer, False)
+    model.opset_import[0].version = max(g.opset, REFERENCE_OPSETS.get(onnx_op(layer), 0))
+    return fold_with_reference(model, feeds, where)
 
 
 def _open(g: Graph, tensor: str) -> bool:

@@ -1263,6 +1263,10 @@ LIMITATIONS = {
     "Compress": "the condition must be constant",
     "NegativeLogLikelihoodLoss": "target and weight must be constant",
     "SoftmaxCrossEntropyLoss": "labels and weights must be constant",
+    "QuantizeLinear": "float32 to uint8, int8, uint16 and int16; a blocked scale constant; a NaN "
+    "gives NaN (onnxruntime: the type's minimum)",
+    "DequantizeLinear": "8-, 16- and 32-bit integers to float32; a blocked scale constant",
+    "DynamicQuantizeLinear": "as onnxruntime: scale 1 (not 1/255) for an all-zero input",
 }
 
 
