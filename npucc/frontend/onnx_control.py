@@ -54,12 +54,12 @@ def _defined(graph: onnx.GraphProto) -> Iterator[str]:
             yield from _defined(sub)
 
 
-def _read(nodes: Iterable[onnx.NodeProto]) -> Iterator[str]:
+def tensors_read(nodes: Iterable[onnx.NodeProto]) -> Iterator[str]:
     """Every tensor `nodes` read, their subgraphs' nodes and outputs included."""
     for node in nodes:
         yield from node.input
         for sub in _subgraphs(node):
-            yield from _read(sub.node)
+            yield from tensors_read(sub.node)
             yield from (v.name for v in sub.output)
 
 
@@ -454,7 +454,7 @@ def _live(nodes: list[onnx.NodeProto], read: set[str]) -> list[onnx.NodeProto]:
     for node in reversed(nodes):
         if any(t in needed for t in node.output):
             live.append(node)
-            needed.update(_read([node]))
+            needed.update(tensors_read([node]))
     return live[::-1]
 
 
@@ -480,7 +480,7 @@ def expand_control_flow(model: onnx.ModelProto) -> onnx.ModelProto:
             name,
             _Values(graph, opset),
             set(_defined(graph)) | {v.name for v in graph.output},
-            set(_read(graph.node)) | {v.name for v in graph.output},
+            set(tensors_read(graph.node)) | {v.name for v in graph.output},
             MAX_ADDED_NODES - added,
         )
         EXPANDERS[site.node.op_type](site)

@@ -22,7 +22,7 @@ from npucc.frontend.common import (
 )
 from npucc.frontend.gather_index_views import ORDER_KEEPING_VIEWS
 from npucc.frontend.legalize import LOWERED
-from npucc.frontend.onnx_control import CONTROL_OPS, expand_control_flow
+from npucc.frontend.onnx_control import CONTROL_OPS, expand_control_flow, tensors_read
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.ir.graph_text import dtype_name
 from npucc.passes import PASSES, CompileContext, Pass, PassManager, register
@@ -222,6 +222,16 @@ def load_model(
     return infer_shapes(model)
 
 
+def _live_reads(graph: onnx.GraphProto) -> set[str]:
+    """The tensors the graph outputs depend on: its outputs and what live nodes read (a node is
+    live when it writes one of them; a subgraph's reads count as its node's)."""
+    live = {v.name for v in graph.output}
+    for node in reversed(graph.node):
+        if any(out in live for out in node.output):
+            live.update(t for t in tensors_read([node]) if t)
+    return live
+
+
 def _attr_value(attr: onnx.AttributeProto) -> Any:
     value = onnx.helper.get_attribute_value(attr)
     if isinstance(value, list):
@@ -286,9 +296,11 @@ def model_to_graph(model: onnx.ModelProto) -> Graph:
         if v.name not in g.tensors:
             g.add_tensor(Tensor(v.name, *value_type(v)))
             g.inputs.append(v.name)
-    read = {t for node in graph.node for t in node.input} | {v.name for v in graph.output}
+    read = _live_reads(graph)
     _check_ops(model)
     for name, node in zip(node_names(graph), graph.node, strict=True):
+        if not any(out in read for out in node.output):
+            continue  # dead code: nothing reads what it computes
         attrs = {a.name: _attr_value(a) for a in node.attribute}
         if node.op_type == "Constant":
             data = _constant(attrs, name)

@@ -284,3 +284,19 @@ def test_folding_log_of_zero_is_quiet_and_gives_minus_infinity():
         g = import_model(model)
     assert [layer.op for layer in g.layers] == ["max"]
     assert np.isneginf(g.tensors[g.layers[0].inputs[1]].data).all()
+
+
+def test_nodes_nothing_reads_are_dropped_on_import():
+    # a Where whose output nothing reads used to become a layer without outputs (a crash)
+    model = tiny_model(
+        [
+            helper.make_node("Greater", ["a", "b"], ["mask"]),
+            helper.make_node("Where", ["mask", "a", "b"], ["unused"]),
+            helper.make_node("Relu", ["a"], ["y"]),
+        ],
+        {"a": [2, 3], "b": [2, 3]},
+        ["y"],
+    )
+    g = import_model(model)
+    assert [layer.op for layer in g.layers] == ["relu"]
+    assert_matches_onnxruntime(g, model)
