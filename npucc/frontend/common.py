@@ -142,6 +142,11 @@ def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
+def one_line(exc: BaseException) -> str:
+    """An exception's message on one line (whitespace runs become one space)."""
+    return " ".join(str(exc).split())
+
+
 def node_names(graph: onnx.GraphProto) -> list[str]:
     """Unique, deterministic node names: the ONNX name, else `Op_index`; repeats get `_k`."""
     taken: set[str] = set()
@@ -177,7 +182,7 @@ def infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
             model, check_type=True, strict_mode=True, data_prop=True
         )
     except Exception as exc:  # InferenceError
-        raise NpuccError(f"shape inference failed: {' '.join(str(exc).split())}") from None
+        raise NpuccError(f"shape inference failed: {one_line(exc)}") from None
     for v in model.graph.output:  # one inference left open (a Loop's) keeps its rank, dims open
         if not v.type.tensor_type.HasField("shape"):
             v.type.tensor_type.shape.dim.extend(
@@ -200,6 +205,5 @@ def fold_with_reference(
             warnings.simplefilter("ignore", RuntimeWarning)
             results = ReferenceEvaluator(proto, opsets=opsets).run(None, dict(feeds))
     except Exception as exc:  # the evaluator raises many types
-        message = " ".join(str(exc).split())
-        raise NpuccError(f"{where}: constant folding failed: {message}") from None
+        raise NpuccError(f"{where}: constant folding failed: {one_line(exc)}") from None
     return [np.asarray(r) for r in results]

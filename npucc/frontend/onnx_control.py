@@ -12,7 +12,7 @@ flow is expanded from the outside in.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -447,14 +447,15 @@ def _scan_length(site: _Site, xs: list[str], axes: list[int]) -> int:
     return lengths.pop()
 
 
-def _live(nodes: list[onnx.NodeProto], read: set[str]) -> list[onnx.NodeProto]:
-    """The nodes whose outputs `read` or a later live node reads (unrolling copies dead ones)."""
+def live_nodes(nodes: Sequence[onnx.NodeProto], read: set[str]) -> list[onnx.NodeProto]:
+    """The nodes whose outputs `read` or a later live node reads (unrolling copies dead ones,
+    exporters leave some)."""
     needed = set(read)
     live = []
     for node in reversed(nodes):
         if any(t in needed for t in node.output):
             live.append(node)
-            needed.update(tensors_read([node]))
+            needed.update(t for t in tensors_read([node]) if t)  # "": an absent input
     return live[::-1]
 
 
@@ -484,7 +485,7 @@ def expand_control_flow(model: onnx.ModelProto) -> onnx.ModelProto:
             MAX_ADDED_NODES - added,
         )
         EXPANDERS[site.node.op_type](site)
-        live = _live(site.nodes, site.read)
+        live = live_nodes(site.nodes, site.read)
         added += len(live)
         nodes = [*graph.node[:index], *live, *graph.node[index + 1 :]]
         del graph.node[:]

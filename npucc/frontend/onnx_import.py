@@ -17,12 +17,18 @@ from npucc.frontend.common import (
     foldable,
     infer_shapes,
     node_names,
+    one_line,
     unsupported,
     value_type,
 )
 from npucc.frontend.gather_index_views import ORDER_KEEPING_VIEWS
 from npucc.frontend.legalize import LOWERED
-from npucc.frontend.onnx_control import CONTROL_OPS, expand_control_flow, tensors_read
+from npucc.frontend.onnx_control import (
+    CONTROL_OPS,
+    expand_control_flow,
+    live_nodes,
+    tensors_read,
+)
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.ir.graph_text import dtype_name
 from npucc.passes import PASSES, CompileContext, Pass, PassManager, register
@@ -53,10 +59,6 @@ FRONTEND_PIPELINE = (
 DEFAULT_TARGET = "davinci-core"
 
 
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())
-
-
 def _read(source: ModelSource) -> onnx.ModelProto:
     if isinstance(source, onnx.ModelProto):
         model = onnx.ModelProto()
@@ -69,9 +71,9 @@ def _read(source: ModelSource) -> onnx.ModelProto:
         else:
             model = onnx.load(str(source), load_external_data=False)
     except OSError as exc:
-        raise NpuccError(f"cannot read model '{source!s}': {_one_line(exc)}") from None
+        raise NpuccError(f"cannot read model '{source!s}': {one_line(exc)}") from None
     except Exception as exc:  # protobuf DecodeError and friends
-        raise NpuccError(f"cannot read model: {_one_line(exc)}") from None
+        raise NpuccError(f"cannot read model: {one_line(exc)}") from None
     folder = None if isinstance(source, bytes) else Path(source).parent
     _load_external_data(model, folder)
     return model
@@ -132,7 +134,7 @@ def _load_external_data(model: onnx.ModelProto, folder: Path | None) -> None:
     try:
         external_data_helper.load_external_data_for_model(model, str(root))
     except Exception as exc:  # OSError, ValueError (offset/length beyond the file), ...
-        raise NpuccError(f"cannot read external data: {_one_line(exc)}") from None
+        raise NpuccError(f"cannot read external data: {one_line(exc)}") from None
 
 
 def _suggest(name: str, dims: list[onnx.TensorShapeProto.Dimension]) -> str:
@@ -216,20 +218,10 @@ def load_model(
     try:
         onnx.checker.check_model(model, full_check=True)
     except Exception as exc:  # ValidationError or InferenceError
-        raise NpuccError(f"invalid ONNX model: {_one_line(exc)}") from None
+        raise NpuccError(f"invalid ONNX model: {one_line(exc)}") from None
     _fix_input_shapes(model, input_shapes or {})
     # declared intermediate and output shapes may name the dims just fixed: infer them afresh
     return infer_shapes(model)
-
-
-def _live_reads(graph: onnx.GraphProto) -> set[str]:
-    """The tensors the graph outputs depend on: its outputs and what live nodes read (a node is
-    live when it writes one of them; a subgraph's reads count as its node's)."""
-    live = {v.name for v in graph.output}
-    for node in reversed(graph.node):
-        if any(out in live for out in node.output):
-            live.update(t for t in tensors_read([node]) if t)
-    return live
 
 
 def _attr_value(attr: onnx.AttributeProto) -> Any:
@@ -296,11 +288,13 @@ def model_to_graph(model: onnx.ModelProto) -> Graph:
         if v.name not in g.tensors:
             g.add_tensor(Tensor(v.name, *value_type(v)))
             g.inputs.append(v.name)
-    read = _live_reads(graph)
+    graph_outputs = {v.name for v in graph.output}
+    live = live_nodes(graph.node, graph_outputs)
+    read = graph_outputs.union(t for t in tensors_read(live) if t)
     _check_ops(model)
     for name, node in zip(node_names(graph), graph.node, strict=True):
         if not any(out in read for out in node.output):
-            continue  # dead code: nothing reads what it computes
+            continue  # dead code: no live node and no graph output reads what it computes
         attrs = {a.name: _attr_value(a) for a in node.attribute}
         if node.op_type == "Constant":
             data = _constant(attrs, name)
