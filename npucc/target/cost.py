@@ -164,8 +164,7 @@ def instr_energy(target: Target, instr: Instr) -> float:
         return nbytes * e[f"byte_{near}"] + noc_energy(target, nbytes, instr.hops)
     if isinstance(instr, Gather):  # the rows read (not the whole table) and the indices
         rows = instr.n * instr.row * eb
-        nbytes = rows + 4 * instr.extents()["idx"]
-        return nbytes * 8 * e["ddr_bit"] + rows * e[f"byte_{instr.dst.tier}"]
+        return gather_bytes(target, instr) * 8 * e["ddr_bit"] + rows * e[f"byte_{instr.dst.tier}"]
     for name, elems in instr.extents().items():
         tier = getattr(instr, name).tier
         nbytes = elems * eb
