@@ -316,6 +316,7 @@ class ExecCostModel:
     graph: Graph
     target: Target
     _srcs: list[tuple[int | None, ...]] = field(default_factory=list)  # producer per input
+    _data: list[tuple[int, ...]] = field(default_factory=list)  # non-const input classes
     _profiles: dict[tuple, LayerProfile] = field(default_factory=dict)
     _keys: dict[tuple[int, bool], tuple] = field(default_factory=dict)
     _timings: dict[tuple[tuple, int], tuple[LayerTiming, ...]] = field(default_factory=dict)
@@ -327,6 +328,10 @@ class ExecCostModel:
         producer: dict[str, int] = {}
         for index, layer in enumerate(self.graph.layers):
             self._srcs.append(tuple(producer.get(t) for t in layer.inputs))
+            is_const = self.graph.is_const
+            self._data.append(
+                tuple(c for c, t in enumerate(layer.inputs, 1) if t and not is_const(t))
+            )
             for t in layer.outputs:
                 producer[t] = index
             if layer.op in VIEW_OPS:
@@ -504,11 +509,6 @@ class ExecCostModel:
             used = _used_cores(r, prof.ntiles)
             ys = [c[0] for c in used]
             xs = [c[1] for c in used]
-            data = tuple(
-                c
-                for c, name in enumerate(layer.inputs, 1)
-                if name and not self.graph.is_const(name)
-            )
             runs.append(
                 _LayerRun(
                     timings,
@@ -519,7 +519,7 @@ class ExecCostModel:
                     tuple(y * cols + x for y, x in used),
                     used[0],
                     (min(ys), min(xs), max(ys), max(xs)),
-                    data,
+                    self._data[index],
                 )
             )
         return runs
