@@ -172,7 +172,7 @@ def profile_layer(graph: Graph, layer: Layer, target: Target, single: bool) -> L
     """
     from npucc.backend.lower.builder import MeshBuilder, TileBuilder
     from npucc.backend.lower.common import LOWERINGS
-    from npucc.backend.lower.program import TiledProgram
+    from npucc.ir.program import TiledProgram
 
     program = TiledProgram(graph.name, target)
     tile_graph = TileGraph("profile")

@@ -20,10 +20,10 @@ from npucc.backend.lower import (  # noqa: F401  (register)
 )
 from npucc.backend.lower.builder import DdrTracker, MeshBuilder, TileBuilder
 from npucc.backend.lower.common import LOWERINGS, LowerContext
-from npucc.backend.lower.program import Core, IoBinding, TiledProgram
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph, Layer
 from npucc.ir.onchip import OnChip
+from npucc.ir.program import Core, IoBinding, TiledProgram
 from npucc.ir.tiled import TileGraph
 from npucc.passes import CompileContext, Pass, register
 from npucc.target import Target
