@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from npucc.ir.graph_text import graph_from_text
 from npucc.backend.lower import LowerTiles
+from npucc.ir.graph_text import graph_from_text
 from npucc.passes import CompileContext
 from npucc.target import load_target
 
@@ -65,7 +65,8 @@ CHECK: MOVE VECTOR {{.*}} dims=[512]
 CHECK: COPY_IN MTE2 {{.*}} src=@"b"+0 dims=[8]
 CHECK-NEXT: VEC_ADD VECTOR {{.*}} dims=[64,8] {{.*}} b_strides=[0,1]
 CHECK: VEC_RELU VECTOR
-CHECK-NEXT: COPY_OUT MTE3 {{.*}} dst=@"y"+0 {{.*}} dims=[8,8,8] dst_strides=[64,8,1] src_strides=[1,64,8]
+CHECK-NEXT: COPY_OUT MTE3 {{.*}} dst=@"y"+0 {{.*}} dims=[8,8,8]
+CHECK-SAME: dst_strides=[64,8,1] src_strides=[1,64,8]
 CHECK: BARRIER - 0 [] <-
 """
 
@@ -130,7 +131,8 @@ MAXPOOL = (
 MAXPOOL_CHECKS = """
 CHECK: buffer b0 UB 1024 "p.win"
 CHECK: COPY_IN MTE2 {{.*}} src=@"x"+0 dims=[4,8,8]
-CHECK: VEC_MAX VECTOR {{.*}} vreduce op=max {{.*}} dims=[4,4,4,2,2] dst_strides=[16,4,1] src_strides=[64,16,2,8,1] nred=2
+CHECK: VEC_MAX VECTOR {{.*}} vreduce op=max {{.*}} dims=[4,4,4,2,2]
+CHECK-SAME: dst_strides=[16,4,1] src_strides=[64,16,2,8,1] nred=2
 CHECK: COPY_OUT MTE3 {{.*}} dims=[4,4,4]
 """
 
