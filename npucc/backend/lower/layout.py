@@ -28,7 +28,7 @@ def budget(ctx: LowerContext, tier: str = "UB") -> int:
     The share is reduced by the alignment padding of MAX_TILE_BUFFERS buffers, so that rounded
     buffer sizes still stay within it.
     """
-    slack = MAX_TILE_BUFFERS * ctx.target.alignment // ctx.target.elem_bytes
+    slack = MAX_TILE_BUFFERS * ctx.target.memory.alignment // ctx.target.elem_bytes
     return max(1, ctx.capacity(tier) // TILE_SHARE - slack)
 
 

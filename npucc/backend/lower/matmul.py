@@ -65,9 +65,9 @@ def choose_tiles(
     if k_quantum > 1:
         k_options = [c * k_quantum for c in _candidates(k // k_quantum)]
     else:
-        k_options = _candidates(k, cube["k0"])
+        k_options = _candidates(k, cube.k0)
     for mt, nt, kt in itertools.product(
-        _candidates(m, cube["m0"]), _candidates(n, cube["n0"]), k_options
+        _candidates(m, cube.m0), _candidates(n, cube.n0), k_options
     ):
         if (
             mt * kt > cap["L0A"]

@@ -91,10 +91,10 @@ class TiledProgram:
         nbytes = math.prod(shape) * (
             INDEX_BYTES if dtype == INDEX_DTYPE else self.target.elem_bytes
         )
-        if nbytes > self.target.capacity["DDR"]:
+        if nbytes > self.target.memory.DDR:
             raise NpuccError(
                 f"tensor '{key}' needs {nbytes} bytes, more than DDR's "
-                f"{self.target.capacity['DDR']} bytes"
+                f"{self.target.memory.DDR} bytes"
             )
         if data is not None:
             data = np.ascontiguousarray(data, dtype=np.float32).reshape(shape)
@@ -165,9 +165,9 @@ def layout_ddr(program: TiledProgram, extra: dict[str, int] | None = None) -> Dd
             layout.noc[t.key] = noc
             noc += _round_up(t.nbytes(eb), DDR_ALIGN)
     layout.size = max(cursor, DDR_ALIGN)
-    if layout.size > program.target.capacity["DDR"]:
+    if layout.size > program.target.memory.DDR:
         raise NpuccError(
-            f"program needs {layout.size} bytes of DDR, target has {program.target.capacity['DDR']}"
+            f"program needs {layout.size} bytes of DDR, target has {program.target.memory.DDR}"
         )
     return layout
 

@@ -44,7 +44,7 @@ class ScheduledProgram:
 
 def capacities(target: Target) -> dict[str, int]:
     """Bytes of each on-chip tier a per-core schedule may use."""
-    return {t: target.capacity[t] for t in ("L1", "UB", "L0A", "L0B", "L0C")}
+    return target.memory.on_chip()
 
 
 @register
@@ -60,7 +60,7 @@ class SchedulePass(Pass):
         capacity = capacities(target)
         spill_model = TargetSpillModel(target)
         schedules = [
-            schedule_graph(core.graph, self.method, capacity, spill_model, target.alignment)
+            schedule_graph(core.graph, self.method, capacity, spill_model, target.memory.alignment)
             for core in ir.cores
         ]
         scheduled = ScheduledProgram(ir, schedules)
