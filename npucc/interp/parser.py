@@ -19,7 +19,6 @@ from npucc.ir.isa import (
     NOC,
     PIPES,
     REDUCE_OPS,
-    TIERS,
     UNARY_OPS,
     Copy,
     Gather,
@@ -38,7 +37,7 @@ from npucc.ir.isa import (
     parse_instr,
 )
 from npucc.ir.onchip import OnChip, chunk_bytes, parse_onchip
-from npucc.target import Target, target_from_json
+from npucc.target import TIERS, Target, target_from_json
 
 EVENTS = ("alloc", "free", "barrier")
 QUEUE_NAMES = (*(p.lower() for p in PIPES), "ctrl")

@@ -19,10 +19,10 @@ from npucc.errors import NpuccError
 from npucc.interp.machine import RunResult, run_file
 from npucc.interp.parser import Stream, load_stream
 from npucc.ir.dtypes import HOST_DTYPES
-from npucc.ir.isa import PIPES, TIERS
+from npucc.ir.isa import PIPES
 from npucc.report import figures
 from npucc.report.data import ReportData, collect
-from npucc.target import Target
+from npucc.target import TIERS, Target
 
 _TEMPLATES = jinja2.Environment(
     loader=jinja2.PackageLoader("npucc.report", "templates"),

@@ -88,16 +88,6 @@ def lowering(*ops: str) -> Callable[[Lowering], Lowering]:
     return wrap
 
 
-def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Element strides of a contiguous row-major array of `shape`."""
-    strides = []
-    acc = 1
-    for d in reversed(shape):
-        strides.append(acc)
-        acc *= d
-    return tuple(reversed(strides))
-
-
 def apply_activation(ctx: LowerContext, ref: BufRef, elems: int, attrs: dict) -> None:
     """Emit the layer's fused activation (relu or clip) in place over `elems` elements of UB."""
     act = attrs.get("act", "")

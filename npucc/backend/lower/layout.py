@@ -9,8 +9,8 @@ from __future__ import annotations
 import itertools
 import math
 
-from npucc.backend.lower.common import LowerContext, lowering, row_major_strides, split
-from npucc.ir.graph import Layer
+from npucc.backend.lower.common import LowerContext, lowering, split
+from npucc.ir.graph import Layer, row_major_strides
 from npucc.ir.isa import BufRef, Copy, DdrRef
 
 # NOTE: a tile uses at most 1/TILE_SHARE of a tier, leaving room for the next tile's buffers.

@@ -9,14 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npucc.backend.lower.common import (
-    LowerContext,
-    apply_activation,
-    lowering,
-    row_major_strides,
-    split,
-)
-from npucc.ir.graph import Layer
+from npucc.backend.lower.common import LowerContext, apply_activation, lowering, split
+from npucc.ir.graph import Layer, row_major_strides
 from npucc.ir.isa import BufRef, Copy, DdrRef, Mmad, VBinary, VUnary
 
 # NOTE: every tile uses at most half of its tier so that the next tile's buffers can be placed
