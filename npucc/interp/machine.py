@@ -32,14 +32,6 @@ from npucc.interp.ops import (
     img2col_index,
     img2col_reads,
 )
-from npucc.interp.parser import (
-    Event,
-    FlagKey,
-    Line,
-    Stream,
-    StreamError,
-    load_stream,
-)
 from npucc.interp.trace import Trace, TraceInstr, TraceMem, TraceOperand
 from npucc.ir.dtypes import HOST_DTYPES, INDEX_DTYPE, to_device, to_host
 from npucc.ir.isa import (
@@ -60,6 +52,8 @@ from npucc.ir.isa import (
     VReduce,
     VUnary,
 )
+from npucc.ir.stream import Event, FlagKey, Line, Stream, StreamError
+from npucc.ir.stream_parse import load_stream
 from npucc.target.cost import (
     ddr_bytes,
     ddr_channel,

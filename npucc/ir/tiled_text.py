@@ -14,7 +14,7 @@
       %2 = FREE - 0 [b0] <- [%1]
 
 A node line is `%ID = OP PIPE CYCLES [BUFS] <- [PREDS] INSTR`, with the instruction in the
-symbolic form of `npucc.ir.isa.format_instr`. Constant data is elided (its sha256 is kept, parsing
+symbolic form of `ir.instr_text.format_instr`. Constant data is elided (its sha256 is kept, parsing
 makes zero-filled stand-ins), as in the graph text form. A scheduled program starts with
 `scheduled-program` instead and adds per core a `schedule` block: the buffer offsets, the spill
 plan and the order with each node's start and finish, which parsing checks against a replay.
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from npucc.errors import NpuccError
 from npucc.ir.dtypes import HOST_DTYPES, INDEX_DTYPE
 from npucc.ir.graph_text import data_digest, zero_data
-from npucc.ir.isa import ParseError, format_instr, parse_instr
+from npucc.ir.instr_text import ParseError, format_instr, parse_instr
 from npucc.ir.onchip import parse_onchip
 from npucc.ir.tiled import TileGraph
 from npucc.target import target_from_json

@@ -17,9 +17,10 @@ import numpy as np
 
 from npucc.errors import NpuccError
 from npucc.interp.machine import RunResult, run_file
-from npucc.interp.parser import Stream, load_stream
 from npucc.ir.dtypes import HOST_DTYPES
 from npucc.ir.isa import PIPES, TIERS
+from npucc.ir.stream import Stream
+from npucc.ir.stream_parse import load_stream
 from npucc.report import figures
 from npucc.report.data import ReportData, collect
 from npucc.target import Target

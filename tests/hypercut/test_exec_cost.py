@@ -13,7 +13,8 @@ from npucc.backend.hypercut.exec_cost import ExecCostModel, layer_signature
 from npucc.backend.hypercut.planner import PlanOptions, plan_graph
 from npucc.errors import NpuccError
 from npucc.frontend import import_model
-from npucc.interp import parse_stream, run_stream
+from npucc.interp import run_stream
+from npucc.ir.stream_parse import parse_stream
 from npucc.target import load_target
 from npucc.target.mesh_cost import evaluate
 
