@@ -16,7 +16,7 @@ import jinja2
 import numpy as np
 
 from npucc.errors import NpuccError
-from npucc.interp.machine import RunResult, run_file
+from npucc.interp.event_loop import RunResult, run_file
 from npucc.ir.dtypes import HOST_DTYPES
 from npucc.ir.isa import PIPES, TIERS
 from npucc.ir.stream import Stream
