@@ -13,12 +13,13 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from npucc.backend.lower.program import DdrLayout, TiledProgram, build_image, layout_ddr
-from npucc.backend.schedule import Schedule
-from npucc.backend.schedule.replay import Replay
-from npucc.backend.schedule.schedule_pass import ScheduledProgram
+from npucc.codegen.ddr_layout import DdrLayout, build_image, layout_ddr
 from npucc.ir.instr_text import format_instr
 from npucc.ir.isa import DDR, NOC, PIPES, BufRef, DdrRef, Instr, MemRef, Spill
+from npucc.ir.program import TiledProgram
+from npucc.ir.replay import Replay
+from npucc.ir.schedule import Schedule
+from npucc.ir.scheduled_program import ScheduledProgram
 from npucc.ir.stream import Generated
 from npucc.ir.stream_text import (
     format_event,

@@ -17,9 +17,11 @@ from npucc.errors import NpuccError
 from npucc.ir.graph import Graph
 from npucc.ir.graph_text import data_digest, dtype_name, graph_from_text
 from npucc.ir.instr_text import format_instr
+from npucc.ir.program import TiledProgram
+from npucc.ir.scheduled_program import ScheduledProgram
 from npucc.ir.stream import Generated, Stream
 from npucc.ir.stream_parse import parse_stream
-from npucc.ir.tiled_text import scheduled_from_text, tiled_from_text
+from npucc.ir.tiled_parse import scheduled_from_text, tiled_from_text
 
 LEVELS = ("graph", "tiled", "schedule", "cmd")
 FORMATS = ("text", "json", "dot")
@@ -69,9 +71,6 @@ def parse_ir(text: str, path: str = "<text>") -> tuple[str, Any]:
 
 def level_of(ir: Any) -> str:
     """The level name of an IR object."""
-    from npucc.backend.lower.program import TiledProgram
-    from npucc.backend.schedule.schedule_pass import ScheduledProgram
-
     for cls, level in (
         (Graph, "graph"),
         (TiledProgram, "tiled"),

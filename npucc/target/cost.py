@@ -26,7 +26,6 @@ from npucc.ir.isa import (
     dma_path,
 )
 from npucc.target import Target
-from npucc.target.mesh_cost import MeshParams, evaluate  # noqa: F401 (the mesh formulas)
 
 # Operator-level trace rules (shared/dan-traces.md, rule 2): spill latency is affine in bytes.
 TRACE_SPILL_FIXED = 150

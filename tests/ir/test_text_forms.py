@@ -25,7 +25,7 @@ from npucc.ir.isa import (
     VReduce,
     VUnary,
 )
-from npucc.ir.tiled_text import scheduled_from_text, tiled_from_text
+from npucc.ir.tiled_parse import scheduled_from_text, tiled_from_text
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = {

@@ -25,10 +25,10 @@ from npucc.errors import NpuccError
 from npucc.ir.graph import Graph, Layer
 from npucc.ir.isa import PIPES, Copy, DdrRef, NocCopy, pattern_extent
 from npucc.ir.onchip import OnChip
+from npucc.ir.plan import Cost, Rect, Step
 from npucc.ir.tiled import TileGraph
 from npucc.target import Target
 from npucc.target.cost import ddr_bytes, instr_cycles, instr_energy, shared_ddr_bandwidth
-from npucc.target.mesh_cost import Cost, Rect, Step
 
 VIEW_OPS = ("reshape",)  # aliases of their input's DDR tensor (as the lowering treats them)
 
@@ -172,7 +172,7 @@ def profile_layer(graph: Graph, layer: Layer, target: Target, single: bool) -> L
     """
     from npucc.backend.lower.builder import MeshBuilder, TileBuilder
     from npucc.backend.lower.common import LOWERINGS
-    from npucc.backend.lower.program import TiledProgram
+    from npucc.ir.program import TiledProgram
 
     program = TiledProgram(graph.name, target)
     tile_graph = TileGraph("profile")

@@ -6,8 +6,6 @@ from dataclasses import dataclass
 
 from npucc import progress
 from npucc.backend.hypercut.onchip import plan_onchip
-from npucc.backend.hypercut.plan import MeshPlan
-from npucc.backend.hypercut.planner import PlannedGraph
 from npucc.backend.lower import (  # noqa: F401  (register)
     attention,
     conv,
@@ -20,10 +18,11 @@ from npucc.backend.lower import (  # noqa: F401  (register)
 )
 from npucc.backend.lower.builder import DdrTracker, MeshBuilder, TileBuilder
 from npucc.backend.lower.common import LOWERINGS, LowerContext
-from npucc.backend.lower.program import Core, IoBinding, TiledProgram
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph, Layer
 from npucc.ir.onchip import OnChip
+from npucc.ir.plan import MeshPlan, PlannedGraph
+from npucc.ir.program import Core, IoBinding, TiledProgram
 from npucc.ir.tiled import TileGraph
 from npucc.passes import CompileContext, Pass, register
 from npucc.target import Target

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from npucc.backend.lower.builder import MeshBuilder
-from npucc.backend.lower.program import TiledProgram
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph, Layer
 from npucc.ir.isa import BufRef, DdrRef, VUnary
+from npucc.ir.program import TiledProgram
 from npucc.target import Target
 
 
