@@ -64,7 +64,8 @@ class Program:
 
         `timing_only` times every instruction without computing data (no outputs, no checks).
         """
-        from npucc.interp import parse_stream, run_stream
+        from npucc.interp import run_stream
+        from npucc.ir.stream_parse import parse_stream
 
         stream = parse_stream(self.stream, "<program>")
         return run_stream(stream, self.image, inputs, check=check, timing_only=timing_only)

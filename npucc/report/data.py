@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from npucc.interp.machine import RunResult
-from npucc.interp.trace import Trace
+from npucc.interp.event_loop import RunResult
+from npucc.interp.exec_trace import Trace
 from npucc.ir.isa import PIPES
 from npucc.target import TIERS, Target
 

@@ -14,7 +14,8 @@ from npucc.explore import command, load_sweep, pareto_front, read_rows, summary
 from npucc.explore.point import evaluate
 from npucc.explore.results import METRICS, ResultsFile, columns
 from npucc.explore.runner import make_row
-from npucc.interp import parse_stream, run_stream
+from npucc.interp import run_stream
+from npucc.ir.stream_parse import parse_stream
 from npucc.target import load_target
 
 ROOT = Path(__file__).resolve().parents[2]

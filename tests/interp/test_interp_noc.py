@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from interp_helpers import run_text, stream_text
 
-from npucc.interp import StreamError
+from npucc.ir.stream import StreamError
 from npucc.target import load_target
 from npucc.target.cost import dma_cycles, noc_cycles, noc_energy
 

@@ -16,9 +16,10 @@ from npucc.backend.lower import lower_graph
 from npucc.backend.lower.layout import boxes, coalesce
 from npucc.compiler import BACKEND_PASSES
 from npucc.errors import NpuccError
-from npucc.interp import parse_stream, run_stream
+from npucc.interp import run_stream
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.ir.program import TiledProgram
+from npucc.ir.stream_parse import parse_stream
 from npucc.passes import PASSES, CompileContext, PassManager
 from npucc.target import load_target
 

@@ -13,7 +13,8 @@ import pytest
 
 import npucc
 from npucc.cli import main
-from npucc.interp import parse_stream, run_stream
+from npucc.interp import run_stream
+from npucc.ir.stream_parse import parse_stream
 from npucc.report import render_report
 from npucc.report.data import collect
 
