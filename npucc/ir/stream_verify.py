@@ -20,7 +20,6 @@ from npucc.ir.isa import (
     GATHER_INDEX,
     NOC,
     REDUCE_OPS,
-    TIERS,
     UNARY_OPS,
     Copy,
     Gather,
@@ -38,7 +37,7 @@ from npucc.ir.isa import (
 )
 from npucc.ir.onchip import OnChip, chunk_bytes
 from npucc.ir.stream import Event, StreamError, StreamTensor
-from npucc.target import Target
+from npucc.target import TIERS, Target
 
 UNARY_ARITY = {"clip": 2, "muls": 1, "adds": 1, "pows": 1}
 VECTOR_TIERS = ("UB", "L0C")
