@@ -70,7 +70,7 @@ def test_timing_shares_the_ddr_channel_and_delays_flags_by_hops():
     flag = a.line.sets[0]
     timing.signal(flag, first)
     assert timing.is_set(flag.key) and timing.flag_time[flag.key] == first  # same core: no hops
-    assert sync_cycles(MESH, (0, 0), (3, 4)) == 7 * int(MESH.mesh["noc_hop_latency"])
+    assert sync_cycles(MESH, (0, 0), (3, 4)) == 7 * MESH.mesh.noc_hop_latency
     timing.done(b, second)
     assert timing.now == second and timing.core_end == [0, second]
 
