@@ -15,10 +15,11 @@ from rich.console import Console
 from npucc import progress
 from npucc.cli import main
 from npucc.compiler import pipeline
+from npucc.options import CompileOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL_CNN = str(ROOT / "models" / "small_cnn.onnx")
-PASSES = tuple(p.name for p in pipeline())
+PASSES = tuple(p.name for p in pipeline(CompileOptions()))
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
+from typing import ClassVar
 
 import jinja2
 
@@ -23,7 +24,7 @@ from npucc.ir.replay import Replay
 from npucc.ir.schedule import Schedule
 from npucc.ir.scheduled_program import ScheduledProgram
 from npucc.ir.tiled import TileGraph
-from npucc.passes import CompileContext, Pass, register
+from npucc.passes import CompileContext, IRType, Pass
 
 STREAM_VERSION = 1
 _QUEUE_INDEX = {p: i for i, p in enumerate(PIPES)}
@@ -284,12 +285,13 @@ def generate(program: TiledProgram, schedules: list[tuple[Schedule, Replay]]) ->
     )
 
 
-@register
-@dataclass
+@dataclass(frozen=True, slots=True)
 class CodegenPass(Pass):
     """Render the scheduled program as a command stream and its image (`codegen`)."""
 
-    name = "codegen"
+    name: ClassVar[str] = "codegen"
+    input_ir: ClassVar[IRType] = ScheduledProgram
+    output_ir: ClassVar[IRType] = Generated
 
     def run(self, ir: ScheduledProgram, ctx: CompileContext) -> Generated:
         generated = generate(ir.program, ir.schedules)

@@ -9,6 +9,8 @@ Anything else (a scale applied to Q, broadcast batch dims, ...) keeps the indivi
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from npucc.frontend.common import (
     Fusion,
     fuse_all,
@@ -17,7 +19,7 @@ from npucc.frontend.common import (
     single_producer,
 )
 from npucc.ir.graph import Graph, Layer
-from npucc.passes import CompileContext, Pass, register
+from npucc.passes import CompileContext, GraphPass
 
 
 def _scores(g: Graph, tensor: str) -> bool:
@@ -82,8 +84,8 @@ def _match(g: Graph, pv: Layer) -> tuple[list[Layer], dict] | None:
     return [*absorbed, qk, *chain], {"inputs": inputs, "attrs": attrs}
 
 
-@register
-class FuseAttention(Pass):
+@dataclass(frozen=True, slots=True)
+class FuseAttention(GraphPass):
     """Replace each matched scaled dot-product attention by one `attention` layer."""
 
     name = "fuse-attention"

@@ -254,5 +254,8 @@ class PlannedGraph:
         self.plan.verify()
 
     def to_text(self) -> str:
-        """The plan's text form (the graph prints with its own pass dumps)."""
+        """The plan's text form (the graph prints with its own pass dumps); on one core, where
+        there is nothing to plan, the graph's."""
+        if self.plan.rows * self.plan.cols == 1:
+            return self.graph.to_text()
         return self.plan.to_text()
