@@ -23,13 +23,13 @@ if TYPE_CHECKING:
     from npucc.interp import RunResult
     from npucc.ir.program import TiledProgram
 
-# subcommands implemented next to the code they drive: name -> module with add_parser and main
+# subcommands with a module of their own in npucc.tools: name -> module with add_parser and main
 PLUGINS = {
-    "dan": "npucc.backend.dan.command",
-    "conformance": "npucc.conformance",
-    "explore": "npucc.explore.command",
+    "dan": "npucc.tools.dan_command",
+    "conformance": "npucc.tools.conformance",
+    "explore": "npucc.tools.explore_command",
 }
-BENCHMARKS = {"dan": "npucc.backend.dan.bench", "hypercut": "npucc.backend.hypercut.bench"}
+BENCHMARKS = {"dan": "npucc.tools.bench_dan", "hypercut": "npucc.tools.bench_hypercut"}
 COMMANDS = ("run", "check", "ir", "report", "bench", *PLUGINS)
 
 
