@@ -28,11 +28,6 @@ class Rect:
         """Number of cores in the rectangle."""
         return self.w * self.h
 
-    @property
-    def center(self) -> tuple[float, float]:
-        """Geometric centre (x, y) in core coordinates."""
-        return (self.x + (self.w - 1) / 2, self.y + (self.h - 1) / 2)
-
     def to_text(self) -> str:
         """Compact form x,y+wxh."""
         return f"{self.x},{self.y}+{self.w}x{self.h}"
