@@ -11,14 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from npucc.frontend.common import (
-    Fusion,
-    fuse_all,
-    row_major_strides,
-    scalar_const,
-    single_producer,
-)
-from npucc.ir.graph import Graph, Layer
+from npucc.frontend.common import Fusion, fuse_all, scalar_const, single_producer
+from npucc.ir.graph import Graph, Layer, row_major_strides
 from npucc.passes import CompileContext, GraphPass
 
 

@@ -342,7 +342,7 @@ class ExecCostModel:
     ) -> dict[str, OnChip]:
         """The tensors the lowering keeps on chip under `steps` (as `plan_tensors` decides),
         none of `offchip`."""
-        cols = int(self.target.mesh["cols"])
+        cols = self.target.mesh.cols
         cores_of: list[tuple[int, ...] | None] = [None] * len(self.graph.layers)
         step_of = [0] * len(self.graph.layers)
         for s, step in enumerate(steps):
@@ -492,7 +492,7 @@ class ExecCostModel:
                 for index in group.layers:
                     rect_of[index] = group.rect
         onchip = self.onchip(steps, offchip)
-        cols = int(self.target.mesh["cols"])
+        cols = self.target.mesh.cols
         runs: list[_LayerRun | int] = []
         for index, layer in enumerate(self.graph.layers):
             srcs = self._srcs[index]
@@ -526,7 +526,7 @@ class ExecCostModel:
 
     def _schedule(self, runs: list[_LayerRun | int]) -> int:
         """The latency of one list schedule of the layers in lowering order."""
-        hop = int(self.target.mesh["noc_hop_latency"])
+        hop = self.target.mesh.noc_hop_latency
         channel = shared_ddr_bandwidth(self.target)
         done: list[_Placed] = []
         core_free = [0] * self.target.cores  # after its last barrier
