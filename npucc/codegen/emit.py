@@ -12,6 +12,7 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from npucc.codegen.ddr_layout import DdrLayout, build_image, layout_ddr
 from npucc.ir.instr_text import format_instr
@@ -31,7 +32,7 @@ from npucc.ir.stream_text import (
     format_tensor,
 )
 from npucc.ir.tiled import TileGraph
-from npucc.passes import CompileContext, Pass, register
+from npucc.passes import CompileContext, IRType, Pass
 
 _QUEUE_INDEX = {p: i for i, p in enumerate(PIPES)}
 
@@ -247,12 +248,13 @@ def _quote(name: str) -> str:
     return json.dumps(name, ensure_ascii=True)
 
 
-@register
-@dataclass
+@dataclass(frozen=True, slots=True)
 class CodegenPass(Pass):
     """Render the scheduled program as a command stream and its image (`codegen`)."""
 
-    name = "codegen"
+    name: ClassVar[str] = "codegen"
+    input_ir: ClassVar[IRType] = ScheduledProgram
+    output_ir: ClassVar[IRType] = Generated
 
     def run(self, ir: ScheduledProgram, ctx: CompileContext) -> Generated:
         generated = generate(ir.program, ir.schedules)

@@ -4,7 +4,6 @@ import time
 
 import pytest
 
-from npucc.backend.dan import command
 from npucc.backend.dan.dlr import dlr
 from npucc.backend.dan.mpas import mpas
 from npucc.backend.dan.synthetic import synthetic_graph
@@ -13,6 +12,7 @@ from npucc.backend.schedule.registry import schedule_graph
 from npucc.backend.schedule.trace import write_trace
 from npucc.ir.replay import replay, validate
 from npucc.target.cost import TraceSpillModel
+from npucc.tools import dan_command as command
 
 CAPS = dict(command.DEFAULT_CAPACITY)
 MODEL = TraceSpillModel()

@@ -15,7 +15,6 @@ from npucc.ir.schedule import Schedule
 from npucc.ir.tiled import TileGraph
 from npucc.target.cost import SpillModel
 
-STAGES = ("mpas", "dlr", "full")
 # Stage-1 orders placed by DLR: MPAS with the paper's key (lambda, Delta, -h, ord), MPAS with the
 # memory-first key (lambda, Delta, ord), and the lowering order (smallest ready id first)
 ORDERS = ("full", "memory", "lowering")
