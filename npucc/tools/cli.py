@@ -257,7 +257,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 def write_core_traces(program: TiledProgram, directory: Path, stem: str) -> list[Path]:
     """Each core's DAG as DAN trace JSON (shared/dan-traces.md), cores without work skipped."""
-    from npucc.backend.schedule.trace import write_trace
+    from npucc.backend.schedule.trace_json import write_trace
 
     directory.mkdir(parents=True, exist_ok=True)
     paths = []

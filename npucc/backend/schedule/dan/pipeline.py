@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
-from npucc.backend.dan.cpe import cpe
-from npucc.backend.dan.dlr import dlr
-from npucc.backend.dan.mpas import mpas
+from npucc.backend.schedule.dan.cpe import cpe
+from npucc.backend.schedule.dan.dlr import dlr
+from npucc.backend.schedule.dan.mpas import mpas
 from npucc.backend.schedule.freelist import FreeList
 from npucc.backend.schedule.scan import TooManySpills, topo_order
 from npucc.errors import NpuccError
