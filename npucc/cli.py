@@ -357,7 +357,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     )
     from npucc.compiler import batch_input_shapes
     from npucc.compiler import compile as compile_model
-    from npucc.frontend import load_model
+    from npucc.frontend.onnx_import import load_model
 
     shapes = batch_input_shapes(args.model, parse_input_shapes(args.input_shape), args.batch)
     model = load_model(args.model, shapes)

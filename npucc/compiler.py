@@ -18,9 +18,9 @@ import npucc.backend.schedule.schedule_pass  # noqa: F401  (registers schedule)
 import npucc.codegen.emit  # noqa: F401  (registers codegen)
 from npucc import progress
 from npucc.errors import NpuccError
-from npucc.frontend import FRONTEND_PIPELINE
 from npucc.passes import PASSES, CompileContext, Pass, PassManager
 from npucc.target import Target, load_target
+from npucc.transforms.graph_pipeline import FRONTEND_PIPELINE
 
 BACKEND_PASSES = ("hypercut", "lower-tiles", "schedule", "codegen")
 LEVEL_PASSES = {

@@ -17,6 +17,8 @@ from npucc.ir.graph_text import dtype_name
 
 ONNX_PREFIX = "onnx."  # op prefix of layers not yet legalised to the canonical op set
 UNKNOWN_SHAPE = (-1,)  # before fold-constants: a shape of unknown rank (-1 marks an open dim)
+# views that keep the row-major order of the values (gather-index-views looks through them)
+ORDER_KEEPING_VIEWS = ("Identity", "Reshape", "Unsqueeze", "Squeeze", "Flatten")
 
 
 def fresh_name(g: Graph, base: str) -> str:

@@ -1,4 +1,4 @@
-"""Load, validate and import an ONNX model into the graph IR; the frontend pipeline."""
+"""Load, validate and import an ONNX model into the graph IR (`onnx.<Op>` layers)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from onnx import external_data_helper, numpy_helper
 from npucc.errors import NpuccError
 from npucc.frontend.common import (
     ONNX_PREFIX,
+    ORDER_KEEPING_VIEWS,
     foldable,
     infer_shapes,
     node_names,
@@ -21,7 +22,6 @@ from npucc.frontend.common import (
     unsupported,
     value_type,
 )
-from npucc.frontend.gather_index_views import ORDER_KEEPING_VIEWS
 from npucc.frontend.legalize import LOWERED
 from npucc.frontend.onnx_control import (
     CONTROL_OPS,
@@ -31,8 +31,7 @@ from npucc.frontend.onnx_control import (
 )
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.ir.graph_text import dtype_name
-from npucc.passes import PASSES, CompileContext, Pass, PassManager, register
-from npucc.target import load_target
+from npucc.passes import CompileContext, Pass, register
 
 ModelSource = str | Path | bytes | onnx.ModelProto
 InputShapes = Mapping[str, tuple[int, ...]]
@@ -42,21 +41,6 @@ _HANDLED = ("BatchNormalization", "Constant", "Dropout", "Identity")
 # ops npucc runs (If, Loop, Scan: expanded on import); any other standard operator is compiled
 # only when it folds to a constant
 SUPPORTED_OPS = frozenset(LOWERED) | frozenset(_HANDLED) | frozenset(CONTROL_OPS)
-
-FRONTEND_PIPELINE = (
-    "import-onnx",
-    "fold-constants",
-    "drop-identity",
-    "gather-index-views",
-    "fold-batchnorm",
-    "legalize-onnx",
-    "fuse-attention",
-    "fuse-layernorm",
-    "fuse-gelu",
-    "fuse-activations",
-    "prune-unused",
-)
-DEFAULT_TARGET = "davinci-core"
 
 
 def _read(source: ModelSource) -> onnx.ModelProto:
@@ -323,14 +307,3 @@ class ImportOnnx(Pass):
         """Load with ctx.options["input_shapes"], expand control flow and translate to a Graph."""
         model = load_model(ir, ctx.options.get("input_shapes"))
         return model_to_graph(expand_control_flow(model))
-
-
-def frontend_passes() -> list[Pass]:
-    """Fresh instances of the frontend pipeline's passes, in order."""
-    return [PASSES[name]() for name in FRONTEND_PIPELINE]
-
-
-def import_model(model_or_path: ModelSource, input_shapes: InputShapes | None = None) -> Graph:
-    """Run the whole frontend: load, check, import and canonicalise into the graph IR."""
-    ctx = CompileContext(load_target(DEFAULT_TARGET), {"input_shapes": input_shapes})
-    return PassManager(frontend_passes()).run(model_or_path, ctx)

@@ -11,10 +11,10 @@ import npucc
 from npucc.checking import compare, random_inputs, run_onnxruntime
 from npucc.cli import main
 from npucc.errors import NpuccError
-from npucc.frontend import import_model
 from npucc.interp import run_stream
 from npucc.interp.parser import parse_stream
 from npucc.ir.isa import Gather, MemRef, format_instr, parse_instr
+from npucc.transforms.graph_pipeline import import_model
 
 
 def embedding_model(

@@ -8,7 +8,7 @@ from onnx import helper
 
 from npucc.cli import main
 from npucc.errors import NpuccError
-from npucc.frontend import import_model
+from npucc.transforms.graph_pipeline import import_model
 
 
 @pytest.mark.parametrize(

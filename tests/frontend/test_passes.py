@@ -10,8 +10,8 @@ from frontend_testutil import assert_matches_onnxruntime, tiny_model
 from onnx import TensorProto, helper
 
 from npucc.errors import NpuccError
-from npucc.frontend import FRONTEND_PIPELINE, import_model
 from npucc.passes import PASSES
+from npucc.transforms.graph_pipeline import FRONTEND_PIPELINE, import_model
 
 
 def _bn_inits(rng, c: int, prefix: str = "bn") -> dict[str, np.ndarray]:

@@ -12,10 +12,10 @@ from npucc.backend.hypercut.beam import BeamOptions
 from npucc.backend.hypercut.exec_cost import ExecCostModel, layer_signature
 from npucc.backend.hypercut.planner import PlanOptions, plan_graph
 from npucc.errors import NpuccError
-from npucc.frontend import import_model
 from npucc.interp import parse_stream, run_stream
 from npucc.target import load_target
 from npucc.target.mesh_cost import evaluate
+from npucc.transforms.graph_pipeline import import_model
 
 MODELS = Path(__file__).parents[2] / "models"
 TOLERANCE = 0.15  # issue 4: estimate and interpretation agree within 15 %

@@ -8,12 +8,9 @@ gathering by the indices, so Gather(data, view(ids)) is a reshape of Gather(data
 
 from __future__ import annotations
 
-from npucc.frontend.common import fresh_layer_name, fresh_name, onnx_op
+from npucc.frontend.common import ORDER_KEEPING_VIEWS, fresh_layer_name, fresh_name, onnx_op
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.passes import CompileContext, Pass, register
-
-# views that keep the row-major order of the values (the index input's views we look through)
-ORDER_KEEPING_VIEWS = ("Identity", "Reshape", "Unsqueeze", "Squeeze", "Flatten")
 
 
 def index_source(g: Graph, indices: str) -> tuple[str, list[Layer]]:
