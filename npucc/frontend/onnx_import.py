@@ -23,12 +23,7 @@ from npucc.frontend.common import (
     value_type,
 )
 from npucc.frontend.legalize import LOWERED
-from npucc.frontend.onnx_control import (
-    CONTROL_OPS,
-    expand_control_flow,
-    live_nodes,
-    tensors_read,
-)
+from npucc.frontend.onnx_control import CONTROL_OPS, expand_control_flow, live_nodes, tensors_read
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.ir.graph_text import dtype_name
 from npucc.passes import CompileContext, Pass, register

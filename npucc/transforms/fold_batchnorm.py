@@ -14,7 +14,7 @@ from npucc.frontend.common import (
     onnx_op,
     single_user,
 )
-from npucc.frontend.onnx_ops import Seq
+from npucc.frontend.onnx_seq import Seq
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.passes import CompileContext, Pass, register
 
