@@ -326,12 +326,10 @@ class LegalizeOnnx(Pass):
             if lower is None:
                 raise unsupported(op, layer.name, ir.opset)
             ints.check_integers(ir, layer)
-            index = ir.layers.index(layer)
             new = lower(ir, layer)
-            ir.remove_layer(layer)
-            for offset, canonical in enumerate(new):
+            for canonical in new:
                 _check_f32(ir, canonical, layer)
-                ir.add_layer(canonical, index + offset)
+            ir.replace_layer(layer, new)
         _copy_outputs(ir)
         ints.hold_as_floats(ir)
         for t in ir.inputs + ir.outputs:

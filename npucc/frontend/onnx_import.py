@@ -24,8 +24,8 @@ from npucc.frontend.common import (
 )
 from npucc.frontend.legalize import LOWERED
 from npucc.frontend.onnx_control import CONTROL_OPS, expand_control_flow, live_nodes, tensors_read
+from npucc.ir.dtypes import dtype_name
 from npucc.ir.graph import Graph, Layer, Tensor
-from npucc.ir.graph_text import dtype_name
 from npucc.passes import CompileContext, Pass, register
 
 ModelSource = str | Path | bytes | onnx.ModelProto

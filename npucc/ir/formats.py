@@ -15,8 +15,9 @@ import numpy as np
 
 from npucc.errors import NpuccError
 from npucc.interp.parser import Event, Flag, Stream, parse_stream
+from npucc.ir.dtypes import data_digest, dtype_name
 from npucc.ir.graph import Graph
-from npucc.ir.graph_text import data_digest, dtype_name, graph_from_text
+from npucc.ir.graph_text import graph_from_text
 from npucc.ir.isa import Instr, format_instr
 from npucc.ir.tiled_text import scheduled_from_text, tiled_from_text
 

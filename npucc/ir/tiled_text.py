@@ -27,8 +27,7 @@ import re
 from typing import TYPE_CHECKING
 
 from npucc.errors import NpuccError
-from npucc.ir.dtypes import HOST_DTYPES, INDEX_DTYPE
-from npucc.ir.graph_text import data_digest, zero_data
+from npucc.ir.dtypes import HOST_DTYPES, INDEX_DTYPE, data_digest, zero_data
 from npucc.ir.isa import ParseError, format_instr, parse_instr
 from npucc.ir.onchip import parse_onchip
 from npucc.ir.tiled import TileGraph

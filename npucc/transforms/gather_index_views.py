@@ -42,11 +42,12 @@ class GatherIndexViews(Pass):
             gathered = fresh_name(ir, f"{out}.gathered")
             shape = (*data[:axis], *ir.tensors[root].shape, *data[axis + 1 :])
             ir.add_tensor(Tensor(gathered, shape, ir.tensors[out].dtype))
-            layer.inputs[1], layer.outputs[0] = root, gathered
+            ir.set_inputs(layer, [layer.inputs[0], root, *layer.inputs[2:]])
+            ir.set_outputs(layer, [gathered, *layer.outputs[1:]])
             reshape = Layer(
                 fresh_layer_name(ir, f"{layer.name}.view"), "reshape", [gathered], [out]
             )
-            ir.add_layer(reshape, ir.layers.index(layer) + 1)
+            ir.add_layer(reshape, after=layer)
             for view in views:
                 if not any(ir.users(t) for t in view.outputs) and view.outputs[0] not in ir.outputs:
                     ir.remove_layer(view)
