@@ -14,8 +14,8 @@ from onnx.reference import ReferenceEvaluator
 from npucc.errors import NpuccError
 from npucc.ir.dtypes import dtype_name
 from npucc.ir.graph import Graph, Layer, Tensor
+from npucc.ir.graph_schema import ONNX_PREFIX
 
-ONNX_PREFIX = "onnx."  # op prefix of layers not yet legalised to the canonical op set
 UNKNOWN_SHAPE = (-1,)  # before fold-constants: a shape of unknown rank (-1 marks an open dim)
 # views that keep the row-major order of the values (gather-index-views looks through them)
 ORDER_KEEPING_VIEWS = ("Identity", "Reshape", "Unsqueeze", "Squeeze", "Flatten")

@@ -13,7 +13,6 @@ from onnx import external_data_helper, numpy_helper
 
 from npucc.errors import NpuccError
 from npucc.frontend.common import (
-    ONNX_PREFIX,
     ORDER_KEEPING_VIEWS,
     foldable,
     infer_shapes,
@@ -26,6 +25,7 @@ from npucc.frontend.legalize import LOWERED
 from npucc.frontend.onnx_control import CONTROL_OPS, expand_control_flow, live_nodes, tensors_read
 from npucc.ir.dtypes import dtype_name
 from npucc.ir.graph import Graph, Layer, Tensor
+from npucc.ir.graph_schema import ONNX_PREFIX
 from npucc.passes import CompileContext, Pass, register
 
 ModelSource = str | Path | bytes | onnx.ModelProto

@@ -1,59 +1,9 @@
 """Graph IR: layers on static-shape tensors, weights attached, in topological order.
 
-Canonical layer ops and their attributes (the contract between frontend and lowering); every
-tensor is float32 with a static shape, activations are NCHW, except graph inputs of int64
-indices (dtype "i64"), which only a take reads, and tensors of dtype f16, bf16 or f64 (graph
-inputs and outputs, or between two Casts), held as float32 values, which only the layers of a
-Cast read or write. Integers and booleans are float32 values (booleans 1.0/0.0); a graph input
-or output of them has its host type (int64, ..., bool: npucc.ir.dtypes):
-
-  conv2d     in [x, w, b?]   strides=(sh,sw) pads=(top,left,bottom,right) dilations=(dh,dw)
-                             group=int; w constant [Co, C/group, kh, kw]; b constant [Co]
-  gemm       in [a, b, c?]   trans_a, trans_b (0/1), alpha, beta: Y = alpha*A'@B' + beta*C,
-                             A' [M,K], B' [K,N], C broadcastable to [M,N]
-  matmul     in [a, b]       numpy matmul semantics (batch dims broadcast)
-  add sub mul div max min pow mod fmod in [a, b] numpy broadcasting to the output shape
-                             (mod: the sign of b, like Python's %; fmod: the sign of a)
-  lt gt le ge eq ne in [a, b] numpy broadcasting: 1.0 where `a OP b` holds, else 0.0
-  mask maskn in [a, b]       numpy broadcasting: a where b != 0 (b == 0), else 0.0
-  where      in [c, x, y]    numpy broadcasting: x where c != 0, else y
-  relu exp neg sqrt recip tanh erf sigmoid abs log not f16 bf16   in [x]  element-wise (not:
-                             1.0 where x == 0; f16, bf16: round to the nearest float16/bfloat16)
-  sin cos tan asin acos atan sinh cosh asinh acosh atanh floor ceil round sign   in [x]
-                             element-wise, numpy's float32 functions (round: half to even)
-  muls adds pows in [x]      scalar: x * scalar, x + scalar, x ** scalar
-  clip       in [x]          min, max (floats; +-inf when absent)
-  gelu       in [x]          approximate="none" (erf) | "tanh"
-  reduce     in [x]          op=sum|mean|max|min|prod, axes (sorted, non-negative); the output
-                             shape (kept dims or not) comes from the tensor
-  layernorm  in [x, s?, b?]  axis, epsilon: normalise over x.shape[axis:], then * s + b
-                             (s, b broadcastable to x.shape[axis:]; "" when absent)
-  attention  in [q, k, v, m?] scale, q_strides, k_strides, v_strides: out [..., Sq, Dv] =
-                             softmax(scale * q @ kᵀ + m) @ v, q/k/v read from their tensors
-                             through element strides over the logical dims [..., S, D] (k as
-                             [..., Sk, D]); mask m additive, broadcastable to [..., Sq, Sk]
-  slice      in [x]          starts, steps (>= 1) per dim: out[i] = x[starts + i * steps]
-  take       in [x]          axis, indices (ints in range): numpy take along the axis
-             in [x, ids]     axis; ids an i64 graph input (embedding lookup) or integers held
-                             as float32: out = np.take(x, ids.ravel(), axis); an id outside
-                             [-n, n) (n = x.shape[axis]; negative ones count from the end) is a
-                             run-time error of the interpreter
-  expand     in [x]          numpy broadcast to the output shape
-  copy       in [x]          out = x (a distinct output tensor)
-  pad        in [x]          pads=(begin..., end...) >= 0, value, strides (per dim): out =
-                             value, then out[begin + i * strides] = x[i] (strides > 1 insert
-                             gaps: the zero insertion of a transposed convolution)
-  maxpool avgpool in [x]     kernel=(kh,kw) strides pads=(t,l,b,r) dilations count_include_pad
-                             (ceil_mode already folded into pads and the output shape);
-                             avgpool ceil_pads=(b,r): the part of the bottom/right pads
-                             ceil_mode added, never counted (absent: none)
-  globalavgpool globalmaxpool in [x]  (any number of spatial dims)
-  concat     in [x...]       axis (non-negative)
-  reshape    in [x]          pure view: output shape from the tensor (Flatten becomes reshape)
-  transpose  in [x]          perm
-  softmax    in [x]          axis (non-negative; normalised over that one axis)
-  lrn        in [x]          size, alpha, beta, bias
-Any layer may carry a fused activation: act="" | "relu" | "clip" with act_min/act_max.
+A layer is either canonical (its op is in the canonical op set: npucc.ir.graph_schema, which
+documents each op and gives its operands, attributes and result shape rule) or ONNX-level
+(`onnx.<Op>`, an ONNX node the frontend has not legalised yet). Any layer may carry a fused
+activation: act="" | "relu" | "clip" with act_min/act_max.
 """
 
 from __future__ import annotations
@@ -68,6 +18,7 @@ import numpy as np
 
 from npucc.errors import NpuccError
 from npucc.ir.dtypes import data_digest, dtype_name
+from npucc.ir.graph_schema import check_layer, is_onnx_level
 
 _IDENT = re.compile(r"[A-Za-z_][\w.]*\Z")
 
@@ -84,7 +35,7 @@ class Tensor:
 
 @dataclass(slots=True)
 class Layer:
-    """One operation of the canonical op set (see the module docstring).
+    """One operation: a canonical op (npucc.ir.graph_schema) or an `onnx.<Op>` node.
 
     NOTE: once a layer is in a Graph, change its inputs and outputs only through the graph
     (set_inputs, set_outputs, replace_uses): the graph keeps the producer and users of each
@@ -95,7 +46,12 @@ class Layer:
     op: str  # canonical op
     inputs: list[str]  # tensor names; "" for an absent optional input
     outputs: list[str]  # tensor names
-    attrs: dict[str, Any] = field(default_factory=dict)  # op attributes, see module docstring
+    attrs: dict[str, Any] = field(default_factory=dict)  # op attributes (graph_schema)
+
+    @property
+    def is_canonical(self) -> bool:
+        """True for a layer of the canonical op set, False for an `onnx.<Op>` one."""
+        return not is_onnx_level(self.op)
 
 
 class _Link:
@@ -243,6 +199,13 @@ class Graph:
         """The text form (see npucc.ir.graph_text)."""
         return _graph_text(self)
 
+    def _check_schema(self, layer: Layer) -> None:
+        shapes = [self.tensors[t].shape for t in layer.inputs if t]
+        out = [self.tensors[t].shape for t in layer.outputs if t in self.tensors]
+        problem = check_layer(layer.op, layer.inputs, layer.attrs, shapes, out)
+        if problem:
+            raise NpuccError(f"layer '{layer.name}': {problem}")
+
     def _use(self, layer: Layer) -> None:
         self._use_inputs(layer)
         self._use_outputs(layer)
@@ -274,8 +237,8 @@ class Graph:
                 del self._producer[t]
 
     def verify(self) -> None:
-        """Check topological order, known tensors, unique producers and the use lists;
-        NpuccError if broken."""
+        """Check topological order, known tensors, unique producers, the use lists and each
+        canonical layer against its schema; NpuccError if broken."""
         defined = set(self.inputs) | {n for n, t in self.tensors.items() if t.data is not None}
         users: dict[str, dict[int, Layer]] = {}
         for layer in self.layers:
@@ -284,6 +247,8 @@ class Graph:
                     raise NpuccError(f"layer '{layer.name}' reads undefined tensor '{t}'")
                 if t:
                     users.setdefault(t, {})[id(layer)] = layer
+            if layer.is_canonical:
+                self._check_schema(layer)
             for t in layer.outputs:
                 if t in defined:
                     raise NpuccError(f"tensor '{t}' is written twice (layer '{layer.name}')")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 
 from npucc.frontend.common import (
-    ONNX_PREFIX,
     add_const,
     const,
     fresh_layer_name,
@@ -16,6 +15,7 @@ from npucc.frontend.common import (
 )
 from npucc.frontend.onnx_seq import Seq
 from npucc.ir.graph import Graph, Layer, Tensor
+from npucc.ir.graph_schema import ONNX_PREFIX
 from npucc.passes import CompileContext, Pass, register
 
 

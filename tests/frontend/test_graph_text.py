@@ -51,7 +51,7 @@ def _odd_graph() -> Graph:
         "arr": np.array([[0.1, -2.0]], np.float32),
         "weird key": 1,
     }
-    g.add_layer(Layer("la\nyer", "add", [names[0], names[1]], [names[2]], attrs))
+    g.add_layer(Layer("la\nyer", "onnx.Add", [names[0], names[1]], [names[2]], attrs))
     g.add_layer(Layer("", "onnx.Foo", [names[2], "", names[4]], [names[3]], {"nan": math.nan}))
     g.outputs = [names[3], names[2]]
     return g
