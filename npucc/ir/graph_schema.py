@@ -86,7 +86,8 @@ class OpSchema:
     """What a canonical op reads, which attributes it takes and the shape it writes."""
 
     operands: tuple[int, int]  # fewest and most inputs ("" counts: an absent optional one)
-    attrs: Mapping[str, str] = field(default_factory=dict)  # name -> kind; "?" suffix: optional
+    # name -> kind; "?" suffix: optional (the lowering's default applies)
+    attrs: Mapping[str, str] = field(default_factory=dict)
     shape: ShapeRule | None = None  # None: the output shape comes from its tensor
 
 
@@ -107,21 +108,22 @@ def _window(n: int, k: int, stride: int, dilation: int, before: int, after: int)
 
 def _conv2d(shapes: list[Shape], attrs: Attrs) -> Shape | None:
     (n, _, h, w), (co, _, kh, kw) = shapes[0], shapes[1]
-    (sh, sw), (dh, dw), (t, left, b, r) = attrs["strides"], attrs["dilations"], attrs["pads"]
+    (sh, sw), (dh, dw) = attrs.get("strides", (1, 1)), attrs.get("dilations", (1, 1))
+    t, left, b, r = attrs.get("pads", (0, 0, 0, 0))
     return (n, co, _window(h, kh, sh, dh, t, b), _window(w, kw, sw, dw, left, r))
 
 
 def _pool(shapes: list[Shape], attrs: Attrs) -> Shape | None:
     n, c, h, w = shapes[0]
-    (kh, kw), (sh, sw), (t, left, b, r) = attrs["kernel"], attrs["strides"], attrs["pads"]
-    dh, dw = attrs["dilations"]
+    (kh, kw), (sh, sw) = attrs["kernel"], attrs.get("strides", (1, 1))
+    (dh, dw), (t, left, b, r) = attrs.get("dilations", (1, 1)), attrs.get("pads", (0, 0, 0, 0))
     return (n, c, _window(h, kh, sh, dh, t, b), _window(w, kw, sw, dw, left, r))
 
 
 def _gemm(shapes: list[Shape], attrs: Attrs) -> Shape | None:
     a, b = shapes[0], shapes[1]
-    m = a[1] if attrs["trans_a"] else a[0]
-    n = b[0] if attrs["trans_b"] else b[1]
+    m = a[1] if attrs.get("trans_a", 0) else a[0]
+    n = b[0] if attrs.get("trans_b", 0) else b[1]
     return (m, n)
 
 
@@ -153,7 +155,7 @@ def _transpose(shapes: list[Shape], attrs: Attrs) -> Shape | None:
 
 def _pad(shapes: list[Shape], attrs: Attrs) -> Shape | None:
     x, pads = shapes[0], attrs["pads"]
-    strides = attrs.get("strides", (1,) * len(x))
+    strides = attrs["strides"]
     rank = len(x)
     return tuple(pads[i] + pads[rank + i] + (n - 1) * strides[i] + 1 for i, n in enumerate(x))
 
@@ -171,15 +173,17 @@ ACT = {"act": "str?", "act_min": "float?", "act_max": "float?"}  # any layer's f
 _UNARY = OpSchema((1, 1), {}, _same)
 _BINARY = OpSchema((2, 2), {}, _broadcast)
 _SCALAR = OpSchema((1, 1), {"scalar": "float"}, _same)
-_POOL = {"kernel": "ints", "strides": "ints", "pads": "ints", "dilations": "ints",
-         "count_include_pad": "int"}  # fmt: skip
+_POOL = {"kernel": "ints", "strides": "ints?", "pads": "ints?", "dilations": "ints?",
+         "count_include_pad": "int?"}  # fmt: skip
 
 SCHEMAS: dict[str, OpSchema] = {
     "conv2d": OpSchema(
-        (2, 3), {"strides": "ints", "pads": "ints", "dilations": "ints", "group": "int"}, _conv2d
+        (2, 3),
+        {"strides": "ints?", "pads": "ints?", "dilations": "ints?", "group": "int?"},
+        _conv2d,
     ),
     "gemm": OpSchema(
-        (2, 3), {"trans_a": "int", "trans_b": "int", "alpha": "float", "beta": "float"}, _gemm
+        (2, 3), {"trans_a": "int?", "trans_b": "int?", "alpha": "float?", "beta": "float?"}, _gemm
     ),
     "matmul": OpSchema((2, 2), {}, _matmul),
     **{op: _BINARY for op in BINARY_OPS},
@@ -187,13 +191,13 @@ SCHEMAS: dict[str, OpSchema] = {
     **{op: _UNARY for op in UNARY_OPS},
     "softmax": OpSchema((1, 1), {"axis": "int"}, _same),
     "lrn": OpSchema(
-        (1, 1), {"size": "int", "alpha": "float", "beta": "float", "bias": "float"}, _same
+        (1, 1), {"size": "int", "alpha": "float", "beta": "float", "bias": "float?"}, _same
     ),
     "muls": _SCALAR,
     "adds": _SCALAR,
     "pows": _SCALAR,
-    "clip": OpSchema((1, 1), {"min": "float", "max": "float"}, _same),
-    "gelu": OpSchema((1, 1), {"approximate": "str"}, _same),
+    "clip": OpSchema((1, 1), {"min": "float?", "max": "float?"}, _same),
+    "gelu": OpSchema((1, 1), {"approximate": "str?"}, _same),
     "reduce": OpSchema((1, 1), {"op": "str", "axes": "ints"}),
     "layernorm": OpSchema((1, 3), {"axis": "int", "epsilon": "float"}, _same),
     "attention": OpSchema(
@@ -203,7 +207,7 @@ SCHEMAS: dict[str, OpSchema] = {
     "slice": OpSchema((1, 1), {"starts": "ints", "steps": "ints"}),
     "take": OpSchema((1, 2), {"axis": "int", "indices": "ints?"}),
     "expand": OpSchema((1, 1), {}),
-    "pad": OpSchema((1, 1), {"pads": "ints", "value": "float", "strides": "ints?"}, _pad),
+    "pad": OpSchema((1, 1), {"pads": "ints", "value": "float", "strides": "ints"}, _pad),
     "maxpool": OpSchema((1, 1), _POOL, _pool),
     "avgpool": OpSchema((1, 1), {**_POOL, "ceil_pads": "ints?"}, _pool),
     "globalavgpool": OpSchema((1, 1), {}, _global_pool),

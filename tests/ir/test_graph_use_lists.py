@@ -54,7 +54,7 @@ def test_verify_catches_a_change_behind_the_use_lists() -> None:
     ("op", "inputs", "attrs", "message"),
     [
         ("add", ["x"], {}, "takes 2..2 inputs"),
-        ("clip", ["x"], {"min": 0.0}, "needs attribute 'max'"),
+        ("lrn", ["x"], {"alpha": 1e-4, "beta": 0.75}, "needs attribute 'size'"),
         ("relu", ["x"], {"axis": 1}, "has no attribute 'axis'"),
         ("softmax", ["x"], {"axis": "1"}, "not of kind int"),
         ("transpose", ["x"], {"perm": (0, 1)}, r"gives \[2, 3\], not \[3, 2\]"),
