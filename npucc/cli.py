@@ -18,8 +18,8 @@ from npucc import progress
 from npucc.errors import CheckFailed, NpuccError
 
 if TYPE_CHECKING:
-    from npucc.backend.lower.program import TiledProgram
     from npucc.interp import RunResult
+    from npucc.ir.program import TiledProgram
 
 # subcommands implemented next to the code they drive: name -> module with add_parser and main
 PLUGINS = {

@@ -16,11 +16,12 @@ from importlib import resources
 
 import jinja2
 
-from npucc.backend.lower.program import DdrLayout, TiledProgram, build_image, layout_ddr
-from npucc.backend.schedule import Schedule
-from npucc.backend.schedule.replay import Replay
-from npucc.backend.schedule.schedule_pass import ScheduledProgram
+from npucc.codegen.ddr_layout import DdrLayout, build_image, layout_ddr
 from npucc.ir.isa import NOC, PIPES, BufRef, DdrRef, Instr, MemRef, Spill, format_instr
+from npucc.ir.program import TiledProgram
+from npucc.ir.replay import Replay
+from npucc.ir.schedule import Schedule
+from npucc.ir.scheduled_program import ScheduledProgram
 from npucc.ir.tiled import TileGraph
 from npucc.passes import CompileContext, Pass, register
 

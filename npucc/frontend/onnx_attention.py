@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 
-from npucc.frontend.common import const, node_error, row_major_strides
+from npucc.frontend.common import const, node_error
 from npucc.frontend.onnx_seq import Seq, attr
-from npucc.ir.graph import Graph, Layer
+from npucc.ir.graph import Graph, Layer, row_major_strides
 
 
 def _heads_4d(s: Seq, x: str, heads: int, tag: str) -> str:

@@ -19,7 +19,9 @@ from npucc.ir.dtypes import data_digest, dtype_name
 from npucc.ir.graph import Graph
 from npucc.ir.graph_text import graph_from_text
 from npucc.ir.isa import Instr, format_instr
-from npucc.ir.tiled_text import scheduled_from_text, tiled_from_text
+from npucc.ir.program import TiledProgram
+from npucc.ir.scheduled_program import ScheduledProgram
+from npucc.ir.tiled_parse import scheduled_from_text, tiled_from_text
 
 LEVELS = ("graph", "tiled", "schedule", "cmd")
 FORMATS = ("text", "json", "dot")
@@ -69,8 +71,6 @@ def parse_ir(text: str, path: str = "<text>") -> tuple[str, Any]:
 
 def level_of(ir: Any) -> str:
     """The level name of an IR object."""
-    from npucc.backend.lower.program import TiledProgram
-    from npucc.backend.schedule.schedule_pass import ScheduledProgram
     from npucc.codegen.emit import Generated
 
     for cls, level in (

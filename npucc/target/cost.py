@@ -26,7 +26,6 @@ from npucc.ir.isa import (
     dma_path,
 )
 from npucc.target import Target
-from npucc.target.mesh_cost import MeshParams, evaluate  # noqa: F401 (the mesh formulas)
 
 # Operator-level trace rules (shared/dan-traces.md, rule 2): spill latency is affine in bytes.
 TRACE_SPILL_FIXED = 150
@@ -35,11 +34,8 @@ TRACE_SPILL_PER_BYTE = 2
 
 def dma_cycles(target: Target, src_tier: str, dst_tier: str, nbytes: int) -> int:
     """Cycles of one DMA moving nbytes: fixed latency plus bytes over bandwidth."""
-    path = target.dma[dma_path(src_tier, dst_tier)]
+    path = target.dma.path(dma_path(src_tier, dst_tier))
     return path.latency + math.ceil(nbytes / path.bandwidth)
-
-
-NOC_DMA_LATENCY = 20  # cycles to start a NoC DMA when the target's [mesh] does not say
 
 
 def noc_cycles(target: Target, nbytes: int, hops: int) -> int:
@@ -49,28 +45,24 @@ def noc_cycles(target: Target, nbytes: int, hops: int) -> int:
     on a shared link is not modelled).
     """
     m = target.mesh
-    return (
-        int(m.get("noc_dma_latency", NOC_DMA_LATENCY))
-        + hops * int(m["noc_hop_latency"])
-        + math.ceil(nbytes / int(m["noc_bandwidth"]))
-    )
+    return m.noc_dma_cycles + hops * m.noc_hop_latency + math.ceil(nbytes / m.noc_bandwidth)
 
 
 def noc_energy(target: Target, nbytes: int, hops: int) -> float:
     """Picojoules of moving nbytes over `hops` NoC hops (no DDR energy)."""
-    return nbytes * 8 * target.energy["noc_bit_hop"] * hops
+    return nbytes * 8 * target.energy.noc_bit_hop * hops
 
 
 def mmad_cycles(target: Target, m: int, n: int, k: int) -> int:
     """Cycles of one cube multiply: one fractal (m0 x n0 x k0) per cycle plus pipeline latency."""
     c = target.cube
-    return c["latency"] + math.ceil(m / c["m0"]) * math.ceil(n / c["n0"]) * math.ceil(k / c["k0"])
+    return c.latency + math.ceil(m / c.m0) * math.ceil(n / c.n0) * math.ceil(k / c.k0)
 
 
 def vector_cycles(target: Target, elements: int, op: str = "") -> int:
     """Cycles of one vector instruction over `elements` lanes (transcendental ops cost more)."""
     weight = VECTOR_OP_WEIGHT.get(op, 1)
-    return target.vector["latency"] + math.ceil(elements / target.vector["width"]) * weight
+    return target.vector.latency + math.ceil(elements / target.vector.width) * weight
 
 
 def instr_cycles(target: Target, instr: Instr) -> int:
@@ -118,7 +110,7 @@ def ddr_bytes(target: Target, ins: Instr) -> int:
 def shared_ddr_bandwidth(target: Target) -> int | None:
     """Bytes per cycle DDR serves to all cores together on a mesh (None on one core, whose DMA
     paths have their own bandwidths)."""
-    return int(target.mesh["ddr_bandwidth"]) if target.cores > 1 else None
+    return target.mesh.ddr_bandwidth if target.cores > 1 else None
 
 
 def ddr_channel(
@@ -155,22 +147,22 @@ def instr_energy(target: Target, instr: Instr) -> float:
     eb = target.elem_bytes
     pj = 0.0
     if isinstance(instr, Mmad):
-        pj += instr.m * instr.n * instr.k * e["mac"]
+        pj += instr.m * instr.n * instr.k * e.mac
     elif isinstance(instr, (VUnary, VBinary, VReduce, VFill)):
-        pj += math.prod(instr.dims) * e["vector_op"]
+        pj += math.prod(instr.dims) * e.vector_op
     if isinstance(instr, NocCopy):  # the core side's tier, and the NoC (no DDR)
         nbytes = math.prod(instr.dims) * eb
         near = instr.src.tier if instr.dst.tier in (DDR, NOC) else instr.dst.tier
-        return nbytes * e[f"byte_{near}"] + noc_energy(target, nbytes, instr.hops)
+        return nbytes * e.per_byte(near) + noc_energy(target, nbytes, instr.hops)
     if isinstance(instr, Gather):  # the rows read (not the whole table) and the indices
         rows = instr.n * instr.row * eb
-        return gather_bytes(target, instr) * 8 * e["ddr_bit"] + rows * e[f"byte_{instr.dst.tier}"]
+        return gather_bytes(target, instr) * 8 * e.ddr_bit + rows * e.per_byte(instr.dst.tier)
     for name, elems in instr.extents().items():
         tier = getattr(instr, name).tier
         nbytes = elems * eb
         if isinstance(instr, (Copy, VUnary, VBinary)):
             nbytes = math.prod(instr.dims) * eb
-        pj += nbytes * 8 * e["ddr_bit"] if tier == DDR else nbytes * e[f"byte_{tier}"]
+        pj += nbytes * 8 * e.ddr_bit if tier == DDR else nbytes * e.per_byte(tier)
     return pj
 
 
@@ -222,4 +214,4 @@ class TargetSpillModel(SpillModel):
 def sync_cycles(target: Target, src: tuple[int, int], dst: tuple[int, int]) -> int:
     """Cycles a flag takes from core `src` to core `dst`: one hop latency per mesh hop."""
     hops = abs(src[0] - dst[0]) + abs(src[1] - dst[1])
-    return hops * int(target.mesh["noc_hop_latency"])
+    return hops * target.mesh.noc_hop_latency

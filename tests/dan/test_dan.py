@@ -10,8 +10,8 @@ from npucc.backend.dan.mpas import mpas
 from npucc.backend.dan.synthetic import synthetic_graph
 from npucc.backend.schedule.original import bounds
 from npucc.backend.schedule.registry import schedule_graph
-from npucc.backend.schedule.replay import replay, validate
 from npucc.backend.schedule.trace import write_trace
+from npucc.ir.replay import replay, validate
 from npucc.target.cost import TraceSpillModel
 
 CAPS = dict(command.DEFAULT_CAPACITY)

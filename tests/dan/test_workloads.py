@@ -8,8 +8,8 @@ from npucc.backend.dan.mpas import mpas
 from npucc.backend.dan.workloads import WORKLOADS
 from npucc.backend.schedule.original import bounds
 from npucc.backend.schedule.registry import SCHEDULERS, schedule_graph
-from npucc.backend.schedule.replay import replay, validate
 from npucc.backend.schedule.trace import trace_from_json
+from npucc.ir.replay import replay, validate
 from npucc.target.cost import TraceSpillModel
 
 MODEL = TraceSpillModel()

@@ -55,7 +55,9 @@ def _stream_entries(quick: bool) -> Iterator[tuple[str, Callable[[], object]]]:
         )
         yield (
             f"stream/davinci-core-original/{path.stem}",
-            lambda p=path, s=shapes: _compile(load_model(p, s), "davinci-core", schedule="original"),
+            lambda p=path, s=shapes: _compile(
+                load_model(p, s), "davinci-core", schedule="original"
+            ),
         )
     if quick:
         return
@@ -115,7 +117,7 @@ def _hypercut_entries() -> Iterator[tuple[str, Callable[[], object]]]:
         options = PlanOptions(
             method=method, batch=batch, seed=0, beam=BeamOptions(width=16), sa_iterations=3000
         )
-        cost = plan_graph(graphs[model], load_target(platform), options).cost()  # type: ignore[arg-type]
+        cost = plan_graph(graphs[model], load_target(platform), options).cost  # type: ignore[arg-type]
         return {"edp": repr(cost.edp), "latency": repr(cost.latency_cycles)}
 
     for model in ("resnet50", "googlenet", "vgg19", "transformer"):

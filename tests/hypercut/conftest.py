@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from npucc.backend.hypercut.set_model import MeshParams
+from npucc.ir.plan import LayerLoad, Workload
 from npucc.target import load_target
-from npucc.target.mesh_cost import LayerLoad, MeshParams, Workload
 
 
 def chain(n: int, batch: int = 4, branch: bool = True) -> Workload:

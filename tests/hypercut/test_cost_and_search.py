@@ -11,19 +11,9 @@ from npucc.backend.hypercut.baselines import (
     layer_sequential,
 )
 from npucc.backend.hypercut.beam import BeamOptions, BeamSearch
-from npucc.backend.hypercut.plan import MeshPlan, is_safe
+from npucc.backend.hypercut.set_model import MeshParams, dram_hops, evaluate, priced_plan, rect_hops
 from npucc.errors import NpuccError
-from npucc.target.mesh_cost import (
-    Group,
-    LayerLoad,
-    MeshParams,
-    Rect,
-    Step,
-    Workload,
-    dram_hops,
-    evaluate,
-    rect_hops,
-)
+from npucc.ir.plan import Group, LayerLoad, Rect, Step, Workload, is_safe
 
 from .conftest import chain
 
@@ -83,13 +73,13 @@ def test_beam_beats_baselines_and_is_deterministic(mesh: MeshParams):
     opts = BeamOptions(width=16, seed=3)
     plan = BeamSearch(wl, mesh, opts).run()
     assert plan == BeamSearch(wl, mesh, opts).run()
-    MeshPlan(wl, mesh, plan, "hypercut").verify()
+    priced_plan(mesh, wl, plan, "hypercut").verify()
     edp = evaluate(mesh, wl, plan).edp
     assert edp <= evaluate(mesh, wl, layer_sequential(wl, mesh)).edp
     assert edp <= evaluate(mesh, wl, layer_pipelined(wl, mesh)).edp
     sa = anneal(wl, mesh, AnnealOptions(iterations=300, seed=1))
-    MeshPlan(wl, mesh, sa, "sa").verify()
-    assert "step 0" in MeshPlan(wl, mesh, plan, "hypercut").to_text()
+    priced_plan(mesh, wl, sa, "sa").verify()
+    assert "step 0" in priced_plan(mesh, wl, plan, "hypercut").to_text()
 
 
 def big_maps(batch: int) -> Workload:
@@ -115,10 +105,10 @@ def test_sub_batch_loop_keeps_maps_on_chip(mesh: MeshParams):
     maps = 2 * 2 * (1 << 20) * 64 * mesh.elem_bytes  # two maps written and read back
     assert a.dram_bytes - b.dram_bytes == maps
     assert b.edp < a.edp
-    MeshPlan(wl, mesh, looped, "x").verify()
+    priced_plan(mesh, wl, looped, "x").verify()
     bad = (looped[0], Step(looped[1].groups, 32, True), looped[2])
     with pytest.raises(NpuccError, match="sub-batch loop"):
-        MeshPlan(wl, mesh, bad, "x").verify()
+        priced_plan(mesh, wl, bad, "x").verify()
     ls = layer_sequential(wl, mesh)  # LS tunes its loops like SET's
     assert any(step.loop for step in ls) and evaluate(mesh, wl, ls).edp <= b.edp
 

@@ -11,10 +11,10 @@ import npucc
 from npucc.backend.hypercut.beam import BeamOptions
 from npucc.backend.hypercut.exec_cost import ExecCostModel, layer_signature
 from npucc.backend.hypercut.planner import PlanOptions, plan_graph
+from npucc.backend.hypercut.set_model import MeshParams, evaluate
 from npucc.errors import NpuccError
 from npucc.interp import parse_stream, run_stream
 from npucc.target import load_target
-from npucc.target.mesh_cost import evaluate
 from npucc.transforms.graph_pipeline import import_model
 
 MODELS = Path(__file__).parents[2] / "models"
@@ -105,12 +105,14 @@ def test_plan_graph_keeps_the_analytic_estimate_unless_asked() -> None:
     target = load_target("mesh8x8")
     beam = BeamOptions(width=2)
     analytic = plan_graph(graph, target, PlanOptions(beam=beam))
-    assert analytic.execution is None
-    assert analytic.cost() == evaluate(analytic.params, analytic.workload, analytic.steps)
+    mesh = MeshParams.from_target(target)
+    assert analytic.priced_by == "analytic" and analytic.cost == analytic.analytic
+    assert analytic.cost == evaluate(mesh, analytic.workload, analytic.steps)
     executed = plan_graph(graph, target, PlanOptions(beam=beam, estimate="exec"))
-    assert executed.execution is not None
-    assert executed.cost() == executed.execution.evaluate(executed.steps, executed.offchip)
-    assert executed.analytic_cost() == evaluate(executed.params, executed.workload, executed.steps)
+    model = ExecCostModel(graph, target)
+    assert executed.priced_by == "exec"
+    assert executed.cost == model.evaluate(executed.steps, executed.offchip)
+    assert executed.analytic == evaluate(mesh, executed.workload, executed.steps)
     assert "exec-cost" in executed.to_text()
     with pytest.raises(NpuccError, match="unknown estimate"):
         plan_graph(graph, target, PlanOptions(estimate="guess"))

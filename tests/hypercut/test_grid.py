@@ -4,7 +4,7 @@ import pytest
 
 from npucc.backend.hypercut.gridcut import allocate, cut, cut_many
 from npucc.backend.hypercut.placement import place
-from npucc.target.mesh_cost import Rect
+from npucc.ir.plan import Rect
 
 
 def cells(r: Rect) -> set[tuple[int, int]]:

@@ -10,8 +10,8 @@ from npucc.backend.hypercut.baselines import (
     _shares,
     layer_pipelined,
 )
-from npucc.backend.hypercut.plan import MeshPlan
-from npucc.target.mesh_cost import Group, LayerLoad, MeshParams, Step, Workload, evaluate
+from npucc.backend.hypercut.set_model import MeshParams, evaluate, priced_plan
+from npucc.ir.plan import Group, LayerLoad, Step, Workload
 
 from .conftest import chain
 
@@ -78,7 +78,7 @@ def test_plan_is_valid_deterministic_and_pipelines(mesh: MeshParams):
     wl = chain(10, batch=8)
     plan = layer_pipelined(wl, mesh)
     assert plan == layer_pipelined(wl, mesh)
-    MeshPlan(wl, mesh, plan, "layer-pipelined").verify()
+    priced_plan(mesh, wl, plan, "layer-pipelined").verify()
     layers = [g.layers[0] for step in plan for g in step.groups]
     assert layers == list(range(10))  # consecutive segments in layer order
     assert any(len(step.groups) > 1 for step in plan)

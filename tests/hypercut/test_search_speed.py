@@ -11,7 +11,8 @@ from npucc.backend.hypercut.baselines import AnnealOptions, anneal
 from npucc.backend.hypercut.beam import BeamOptions, BeamSearch, tune_loops
 from npucc.backend.hypercut.hypergraph import DEST, SOURCE, Hypergraph
 from npucc.backend.hypercut.partition import k_range
-from npucc.target.mesh_cost import MeshParams, Step, evaluate, step_costs
+from npucc.backend.hypercut.set_model import MeshParams, evaluate, step_costs
+from npucc.ir.plan import Step
 
 from .conftest import chain
 

@@ -27,7 +27,7 @@ from npucc.ir.isa import (
     format_instr,
     parse_instr,
 )
-from npucc.ir.tiled_text import scheduled_from_text, tiled_from_text
+from npucc.ir.tiled_parse import scheduled_from_text, tiled_from_text
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = {

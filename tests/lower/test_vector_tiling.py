@@ -14,11 +14,11 @@ import pytest
 
 from npucc.backend.lower import lower_graph
 from npucc.backend.lower.layout import boxes, coalesce
-from npucc.backend.lower.program import TiledProgram
 from npucc.compiler import BACKEND_PASSES
 from npucc.errors import NpuccError
 from npucc.interp import parse_stream, run_stream
 from npucc.ir.graph import Graph, Layer, Tensor
+from npucc.ir.program import TiledProgram
 from npucc.passes import PASSES, CompileContext, PassManager
 from npucc.target import load_target
 
@@ -60,7 +60,7 @@ def run_layer(op, inputs, out_shape, attrs=None, consts=None, target=TARGET, pos
     g.outputs.append("y")
     program = lower_graph(g, CompileContext(target))
     for tier, peak in lowering_peaks(program).items():
-        assert peak <= target.capacity[tier] // 2, f"{tier} peak {peak}"
+        assert peak <= target.memory.capacity(tier) // 2, f"{tier} peak {peak}"
     backend = PassManager([PASSES[name]() for name in BACKEND_PASSES])
     generated = backend.run(g, CompileContext(target))
     runtime = {n: feeds[n] for n in g.inputs}

@@ -1,6 +1,6 @@
 import random
 
-from npucc.backend.schedule.freelist import LabelMap, align_up
+from npucc.ir.replay import LabelMap, align_up
 
 
 def brute_coldest(m: LabelMap, lo: int, hi: int, size: int, al: int) -> tuple[int, int] | None:

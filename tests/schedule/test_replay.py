@@ -1,10 +1,10 @@
 import pytest
 from tgraphs import CAPS, build, chain, two_loads
 
-from npucc.backend.schedule import Schedule
 from npucc.backend.schedule.original import bounds, original
 from npucc.backend.schedule.registry import SCHEDULERS, schedule_graph
-from npucc.backend.schedule.replay import ScheduleError, replay, validate
+from npucc.ir.replay import ScheduleError, replay, validate
+from npucc.ir.schedule import Schedule
 from npucc.target.cost import TraceSpillModel
 
 MODEL = TraceSpillModel()

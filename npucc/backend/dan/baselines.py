@@ -23,9 +23,9 @@ from collections.abc import Callable
 from npucc.backend.dan.cpe import cpe
 from npucc.backend.dan.dlr import dlr
 from npucc.backend.dan.mpas import mpas
-from npucc.backend.schedule import Schedule
-from npucc.backend.schedule.replay import L0_TIERS, PEAK_TIERS, replay
 from npucc.backend.schedule.scan import INF, LinearScan, lru_victim
+from npucc.ir.replay import L0_TIERS, PEAK_TIERS, replay
+from npucc.ir.schedule import Schedule
 from npucc.ir.tiled import TileGraph
 
 BEAM = 4

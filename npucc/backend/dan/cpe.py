@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import heapq
 
-from npucc.backend.schedule import Schedule
-from npucc.backend.schedule.replay import L0_TIERS, Replay
+from npucc.ir.replay import L0_TIERS, Replay
+from npucc.ir.schedule import Schedule
 from npucc.ir.tiled import TileNode
 
 MEMORY_OPS = ("ALLOC", "FREE", "SPILL_OUT", "SPILL_IN")

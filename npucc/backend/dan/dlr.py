@@ -10,9 +10,9 @@ as early as its new addresses are free (LinearScan), else just before the buffer
 
 from __future__ import annotations
 
-from npucc.backend.schedule import Schedule
-from npucc.backend.schedule.replay import L0_TIERS, clean_buffers
 from npucc.backend.schedule.scan import INF, LinearScan
+from npucc.ir.replay import L0_TIERS, clean_buffers
+from npucc.ir.schedule import Schedule
 from npucc.ir.tiled import TileGraph
 from npucc.target.cost import SpillModel
 

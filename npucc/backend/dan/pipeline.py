@@ -7,11 +7,11 @@ import time
 from npucc.backend.dan.cpe import cpe
 from npucc.backend.dan.dlr import dlr
 from npucc.backend.dan.mpas import mpas
-from npucc.backend.schedule import Schedule
 from npucc.backend.schedule.freelist import FreeList
-from npucc.backend.schedule.replay import Replay, replay
 from npucc.backend.schedule.scan import TooManySpills, topo_order
 from npucc.errors import NpuccError
+from npucc.ir.replay import Replay, replay
+from npucc.ir.schedule import Schedule
 from npucc.ir.tiled import TileGraph
 from npucc.target.cost import SpillModel
 

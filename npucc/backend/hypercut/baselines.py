@@ -8,7 +8,8 @@ from dataclasses import dataclass, replace
 
 from npucc.backend.hypercut.beam import Plan, batch_splits, tune_loops
 from npucc.backend.hypercut.gridcut import allocate, cut_many
-from npucc.target.mesh_cost import Group, LayerLoad, MeshParams, Step, Workload, evaluate, plan_edp
+from npucc.backend.hypercut.set_model import MeshParams, evaluate, plan_edp
+from npucc.ir.plan import Group, LayerLoad, Step, Workload
 
 
 def layer_sequential(wl: Workload, params: MeshParams) -> Plan:

@@ -13,16 +13,8 @@ from npucc.backend.hypercut.gridcut import cut_many
 from npucc.backend.hypercut.hypergraph import Hypergraph
 from npucc.backend.hypercut.partition import k_range, partition
 from npucc.backend.hypercut.placement import place
-from npucc.target.mesh_cost import (
-    Cost,
-    Group,
-    MeshParams,
-    Rect,
-    Step,
-    Workload,
-    loop_costs,
-    plan_edp,
-)
+from npucc.backend.hypercut.set_model import MeshParams, loop_costs, plan_edp
+from npucc.ir.plan import Cost, Group, Rect, Step, Workload
 
 Plan = tuple[Step, ...]
 

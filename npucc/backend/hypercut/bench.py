@@ -67,7 +67,7 @@ def main(args: argparse.Namespace) -> int:
                         sa_iterations=args.sa_iterations,
                     )
                     plan = plan_graph(graph, target, options)
-                    cost = plan.cost()
+                    cost = plan.cost
                     runs.append(
                         {
                             "model": model,

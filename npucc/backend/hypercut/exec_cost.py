@@ -25,10 +25,10 @@ from npucc.errors import NpuccError
 from npucc.ir.graph import Graph, Layer
 from npucc.ir.isa import PIPES, Copy, DdrRef, NocCopy, pattern_extent
 from npucc.ir.onchip import OnChip
+from npucc.ir.plan import Cost, Rect, Step
 from npucc.ir.tiled import TileGraph
 from npucc.target import Target
 from npucc.target.cost import ddr_bytes, instr_cycles, instr_energy, shared_ddr_bandwidth
-from npucc.target.mesh_cost import Cost, Rect, Step
 
 VIEW_OPS = ("reshape",)  # aliases of their input's DDR tensor (as the lowering treats them)
 
@@ -172,7 +172,7 @@ def profile_layer(graph: Graph, layer: Layer, target: Target, single: bool) -> L
     """
     from npucc.backend.lower.builder import MeshBuilder, TileBuilder
     from npucc.backend.lower.common import LOWERINGS
-    from npucc.backend.lower.program import TiledProgram
+    from npucc.ir.program import TiledProgram
 
     program = TiledProgram(graph.name, target)
     tile_graph = TileGraph("profile")
@@ -342,7 +342,7 @@ class ExecCostModel:
     ) -> dict[str, OnChip]:
         """The tensors the lowering keeps on chip under `steps` (as `plan_tensors` decides),
         none of `offchip`."""
-        cols = int(self.target.mesh["cols"])
+        cols = self.target.mesh.cols
         cores_of: list[tuple[int, ...] | None] = [None] * len(self.graph.layers)
         step_of = [0] * len(self.graph.layers)
         for s, step in enumerate(steps):
@@ -492,7 +492,7 @@ class ExecCostModel:
                 for index in group.layers:
                     rect_of[index] = group.rect
         onchip = self.onchip(steps, offchip)
-        cols = int(self.target.mesh["cols"])
+        cols = self.target.mesh.cols
         runs: list[_LayerRun | int] = []
         for index, layer in enumerate(self.graph.layers):
             srcs = self._srcs[index]
@@ -526,7 +526,7 @@ class ExecCostModel:
 
     def _schedule(self, runs: list[_LayerRun | int]) -> int:
         """The latency of one list schedule of the layers in lowering order."""
-        hop = int(self.target.mesh["noc_hop_latency"])
+        hop = self.target.mesh.noc_hop_latency
         channel = shared_ddr_bandwidth(self.target)
         done: list[_Placed] = []
         core_free = [0] * self.target.cores  # after its last barrier

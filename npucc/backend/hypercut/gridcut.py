@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from npucc.target.mesh_cost import Rect
+from npucc.ir.plan import Rect
 
 
 def allocate(units: int, weights: list[float]) -> list[int] | None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npucc.target.mesh_cost import Workload
+from npucc.ir.plan import Workload
 
 NONE, SOURCE, DEST, BOTH = 0, 1, 2, 3
 

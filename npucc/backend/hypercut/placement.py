@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from npucc.backend.hypercut.gridcut import strips
-from npucc.target.mesh_cost import Rect, rect_hops
+from npucc.backend.hypercut.set_model import rect_hops
+from npucc.ir.plan import Rect
 
 
 def place(

@@ -14,13 +14,13 @@ from npucc.backend.hypercut.baselines import (
 )
 from npucc.backend.hypercut.beam import BeamOptions, BeamSearch
 from npucc.backend.hypercut.exec_cost import ExecCostModel
-from npucc.backend.hypercut.plan import MeshPlan
+from npucc.backend.hypercut.set_model import MeshParams, evaluate
 from npucc.backend.hypercut.workload import workload_from_graph
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph
+from npucc.ir.plan import MeshPlan, PlannedGraph
 from npucc.passes import CompileContext, Pass, register
 from npucc.target import Target
-from npucc.target.mesh_cost import MeshParams
 
 METHODS = ("hypercut", "sa", "layer-sequential", "layer-pipelined")
 ESTIMATES = ("analytic", "exec")  # SET-aligned mesh model | what the lowering will execute
@@ -73,30 +73,17 @@ def plan_graph(graph: Graph, target: Target, options: PlanOptions, **params: Any
     else:
         steps = layer_pipelined(wl, mesh)
     offchip = execution.refine_offchip(steps) if execution is not None else frozenset()
+    search_s = time.perf_counter() - start
+    analytic = evaluate(mesh, wl, steps)
+    cost = analytic if execution is None else execution.evaluate(steps, offchip)
     return MeshPlan(
-        wl, mesh, steps, options.method, time.perf_counter() - start, execution, offchip
-    )
+        wl, mesh.rows, mesh.cols, steps, options.method, cost, analytic,
+        options.estimate, search_s, offchip,
+    )  # fmt: skip
 
 
 def _fields(obj: Any) -> dict[str, Any]:
     return {name: getattr(obj, name) for name in obj.__dataclass_fields__}
-
-
-@dataclass(slots=True)
-class PlannedGraph:
-    """The graph and its mesh plan: what the multi-core lowering reads."""
-
-    graph: Graph
-    plan: MeshPlan
-
-    def verify(self) -> None:
-        """Verify the graph and the plan."""
-        self.graph.verify()
-        self.plan.verify()
-
-    def to_text(self) -> str:
-        """The plan's text form (the graph prints with its own pass dumps)."""
-        return self.plan.to_text()
 
 
 @register
@@ -135,8 +122,7 @@ class HypercutPass(Pass):
             estimate="exec",  # this plan is lowered and run: price what will execute
         )
         plan = plan_graph(ir, ctx.target, options)
-        cost = plan.cost()
-        analytic = plan.analytic_cost()
+        cost, analytic = plan.cost, plan.analytic
         ctx.stats["hypercut"] = {
             "method": options.method,
             "search_s": plan.search_s,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from npucc.ir.graph import Graph, Layer
-from npucc.target.mesh_cost import LayerLoad, Workload
+from npucc.ir.plan import LayerLoad, Workload
 
 VIEW_OPS = frozenset({"reshape"})  # no data movement of their own
 

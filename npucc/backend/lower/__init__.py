@@ -6,8 +6,6 @@ from dataclasses import dataclass
 
 from npucc import progress
 from npucc.backend.hypercut.onchip import plan_onchip
-from npucc.backend.hypercut.plan import MeshPlan
-from npucc.backend.hypercut.planner import PlannedGraph
 from npucc.backend.lower import (  # noqa: F401  (register)
     attention,
     conv,
@@ -20,10 +18,11 @@ from npucc.backend.lower import (  # noqa: F401  (register)
 )
 from npucc.backend.lower.builder import DdrTracker, MeshBuilder, TileBuilder
 from npucc.backend.lower.common import LOWERINGS, LowerContext
-from npucc.backend.lower.program import Core, IoBinding, TiledProgram
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph, Layer
 from npucc.ir.onchip import OnChip
+from npucc.ir.plan import MeshPlan, PlannedGraph
+from npucc.ir.program import Core, IoBinding, TiledProgram
 from npucc.ir.tiled import TileGraph
 from npucc.passes import CompileContext, Pass, register
 from npucc.target import Target
@@ -48,7 +47,7 @@ def lower_graph(
     """
     target = ctx.target
     program = TiledProgram(graph.name, target)
-    rows, cols = int(target.mesh["rows"]), int(target.mesh["cols"])
+    rows, cols = target.mesh.rows, target.mesh.cols
     tracker = DdrTracker(onchip=dict(onchip or {}))
     program.onchip = tracker.onchip
     builders = []
@@ -98,7 +97,7 @@ def _order_sync_points(program: TiledProgram) -> None:
 
 def plan_placement(plan: MeshPlan, target: Target) -> Placement:
     """Each planned layer on the cores of its group's rectangle (row-major core indices)."""
-    cols = int(target.mesh["cols"])
+    cols = target.mesh.cols
     placement: Placement = {}
     for step in plan.steps:
         for group in step.groups:

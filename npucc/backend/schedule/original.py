@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
-from npucc.backend.schedule import Schedule
-from npucc.backend.schedule.replay import PEAK_TIERS
 from npucc.backend.schedule.scan import LinearScan, lru_victim, topo_order
+from npucc.ir.replay import PEAK_TIERS
+from npucc.ir.schedule import Schedule
 from npucc.ir.tiled import TileGraph
 from npucc.target.cost import SpillModel
 

@@ -6,10 +6,10 @@ from collections.abc import Callable
 
 from npucc.backend.dan.baselines import BASELINES
 from npucc.backend.dan.pipeline import dan, dan_dlr, dan_mpas
-from npucc.backend.schedule import Schedule
 from npucc.backend.schedule.original import original
-from npucc.backend.schedule.replay import Replay, replay, validate
 from npucc.errors import NpuccError
+from npucc.ir.replay import Replay, replay, validate
+from npucc.ir.schedule import UNBOUNDED, Schedule
 from npucc.ir.tiled import TileGraph
 from npucc.target.cost import SpillModel
 
@@ -22,7 +22,6 @@ SCHEDULERS: dict[str, Scheduler] = {
     "dan-mpas": dan_mpas,
     **BASELINES,
 }
-UNBOUNDED = ("dan-mpas",)  # ordering-only methods: validated by rule 7 instead of capacities
 
 
 def schedule_graph(

@@ -15,9 +15,10 @@ import heapq
 from bisect import bisect_right
 from collections.abc import Callable
 
-from npucc.backend.schedule import Schedule
-from npucc.backend.schedule.freelist import FreeList, LabelMap
+from npucc.backend.schedule.freelist import FreeList
 from npucc.errors import NpuccError
+from npucc.ir.replay import LabelMap
+from npucc.ir.schedule import Schedule
 from npucc.ir.tiled import TileGraph
 
 INF = 1 << 62

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -11,6 +11,7 @@ from npucc.errors import NpuccError
 from npucc.ir.dtypes import HOST_DTYPES, INDEX_BYTES, INDEX_DTYPE
 from npucc.ir.onchip import OnChip
 from npucc.ir.tiled import TileGraph
+from npucc.ir.tiled_text import tiled_to_text
 from npucc.target import Target
 
 
@@ -91,10 +92,10 @@ class TiledProgram:
         nbytes = math.prod(shape) * (
             INDEX_BYTES if dtype == INDEX_DTYPE else self.target.elem_bytes
         )
-        if nbytes > self.target.capacity["DDR"]:
+        if nbytes > self.target.memory.DDR:
             raise NpuccError(
                 f"tensor '{key}' needs {nbytes} bytes, more than DDR's "
-                f"{self.target.capacity['DDR']} bytes"
+                f"{self.target.memory.DDR} bytes"
             )
         if data is not None:
             data = np.ascontiguousarray(data, dtype=np.float32).reshape(shape)
@@ -116,8 +117,6 @@ class TiledProgram:
 
     def to_text(self) -> str:
         """The tiled text form (see npucc.ir.tiled_text); it parses back."""
-        from npucc.ir.tiled_text import tiled_to_text
-
         return tiled_to_text(self)
 
     def verify(self) -> None:
@@ -129,59 +128,3 @@ class TiledProgram:
             for src, dst in g.edges():
                 if src >= dst:
                     raise ValueError(f"core {core.row},{core.col}: edge {src}->{dst} goes back")
-
-
-@dataclass(slots=True)
-class DdrLayout:
-    """Byte addresses of every DDR tensor; the image (consts) is loaded at address 0."""
-
-    addr: dict[str, int] = field(default_factory=dict)  # key -> byte address
-    image_size: int = 0  # bytes of the const image
-    size: int = 0  # total DDR bytes used
-    noc: dict[str, int] = field(default_factory=dict)  # on-chip key -> byte address in NOC
-
-
-DDR_ALIGN = 64
-
-
-def layout_ddr(program: TiledProgram, extra: dict[str, int] | None = None) -> DdrLayout:
-    """Place consts first (the image), then inputs, then temps, then `extra` regions (bytes)."""
-    layout = DdrLayout()
-    eb = program.target.elem_bytes
-    cursor = 0
-    for role in ("const", "input", "temp"):
-        for t in program.tensors.values():
-            if t.role == role:
-                layout.addr[t.key] = cursor
-                cursor += _round_up(t.nbytes(eb), DDR_ALIGN)
-        if role == "const":
-            layout.image_size = cursor
-    for key, nbytes in (extra or {}).items():
-        layout.addr[key] = cursor
-        cursor += _round_up(nbytes, DDR_ALIGN)
-    noc = 0
-    for t in program.tensors.values():
-        if t.role == "onchip":
-            layout.noc[t.key] = noc
-            noc += _round_up(t.nbytes(eb), DDR_ALIGN)
-    layout.size = max(cursor, DDR_ALIGN)
-    if layout.size > program.target.capacity["DDR"]:
-        raise NpuccError(
-            f"program needs {layout.size} bytes of DDR, target has {program.target.capacity['DDR']}"
-        )
-    return layout
-
-
-def build_image(program: TiledProgram, layout: DdrLayout) -> bytes:
-    """The const image: every const tensor's float32 bytes at its address, zero padding between."""
-    image = bytearray(layout.image_size)
-    for t in program.tensors.values():
-        if t.role == "const":
-            assert t.data is not None
-            raw = t.data.astype("<f4", copy=False).tobytes()
-            image[layout.addr[t.key] : layout.addr[t.key] + len(raw)] = raw
-    return bytes(image)
-
-
-def _round_up(n: int, align: int) -> int:
-    return max(align, -(-n // align) * align)

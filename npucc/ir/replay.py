@@ -8,12 +8,12 @@ be legal; `validate` checks legality without using anything `replay` computes.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from npucc.backend.schedule import Schedule
-from npucc.backend.schedule.freelist import LabelMap
 from npucc.errors import NpuccError
+from npucc.ir.schedule import Schedule
 from npucc.ir.tiled import TileGraph, TileNode
 from npucc.target.cost import SpillModel
 
@@ -369,3 +369,89 @@ def validate(
         ends.insert(j, hi)
         owners.insert(j, b)
         where[b] = lo
+
+
+def align_up(value: int, alignment: int) -> int:
+    """Smallest multiple of `alignment` that is >= value."""
+    return -(-value // alignment) * alignment
+
+
+class LabelMap:
+    """Disjoint address ranges, each labelled with an int (a release position or node)."""
+
+    __slots__ = ("starts", "ends", "label")
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self.label: list[int] = []
+
+    def coldest(self, lo: int, hi: int, size: int, al: int) -> tuple[int, int] | None:
+        """The least (latest release over [off, off+size), off) inside [lo, hi), or None.
+
+        The offsets tried are lo and hi - size (aligned inwards) and the aligned starts and
+        ends of the labelled ranges strictly inside (lo, hi), as in FreeList.coldest_fit.
+        """
+        i = bisect_right(self.starts, lo) - 1
+        if i < 0 or self.ends[i] <= lo:
+            i += 1
+        j = bisect_left(self.starts, hi)
+        last = hi - size  # the highest offset that fits
+        inner = [x for x in self.starts[i:j] if x > lo] + [x for x in self.ends[i:j] if x < hi]
+        cands = {off for x in inner if (off := -(-x // al) * al) <= last}  # align_up, inlined
+        cands.update(off for off in (align_up(lo, al), last // al * al) if lo <= off <= last)
+        return self._window_min(i, j, sorted(cands), size)
+
+    def _window_min(self, i: int, j: int, offsets: list[int], size: int) -> tuple[int, int] | None:
+        """The least (latest over [off, off+size), off) for ascending offsets, ranges i..j-1."""
+        # both ends of the window only move right, so a deque of range indices with decreasing
+        # labels (a sliding-window maximum) gives every window's latest in O(R + C) overall
+        starts, ends, label = self.starts, self.ends, self.label
+        best: tuple[int, int] | None = None
+        window: deque[int] = deque()
+        a = b = i  # the window meets ranges a..b-1
+        for off in offsets:
+            while b < j and starts[b] < off + size:
+                while window and label[window[-1]] <= label[b]:
+                    window.pop()
+                window.append(b)
+                b += 1
+            while a < b and ends[a] <= off:
+                a += 1
+            while window and window[0] < a:
+                window.popleft()
+            latest = label[window[0]] if window else -1
+            if best is None or latest < best[0]:
+                best = (latest, off)
+        return best
+
+    def latest(self, lo: int, hi: int) -> int:
+        """Latest release position over [lo, hi) (-1 where never released)."""
+        i = bisect_right(self.starts, lo) - 1
+        if i < 0 or self.ends[i] <= lo:
+            i += 1
+        j = bisect_left(self.starts, hi)
+        return max(self.label[i:j], default=-1)
+
+    def assign(self, lo: int, hi: int, label: int) -> list[int]:
+        """Label [lo, hi) with `label`; return the distinct labels it overwrote, in order."""
+        if hi <= lo:
+            return []
+        i = bisect_right(self.starts, lo) - 1
+        if i < 0 or self.ends[i] <= lo:
+            i += 1
+        j = bisect_left(self.starts, hi)
+        prev = list(dict.fromkeys(self.label[i:j]))
+        starts, ends, labels = [lo], [hi], [label]
+        if i < j and self.starts[i] < lo:
+            starts.insert(0, self.starts[i])
+            ends.insert(0, lo)
+            labels.insert(0, self.label[i])
+        if i < j and self.ends[j - 1] > hi:
+            starts.append(hi)
+            ends.append(self.ends[j - 1])
+            labels.append(self.label[j - 1])
+        self.starts[i:j] = starts
+        self.ends[i:j] = ends
+        self.label[i:j] = labels
+        return prev

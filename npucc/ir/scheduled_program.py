@@ -1,4 +1,6 @@
-"""Timing of a whole mesh: per-core schedules joined by cross-core edges and the DDR channel.
+"""A scheduled program (per core a schedule and its replay) and the timing of the whole mesh.
+
+The mesh timing joins the per-core schedules by cross-core edges and the DDR channel.
 
 Each core's replay fixes its order and its edges (original, spill, address reuse); on a mesh,
 cross-core edges (a core waiting for another core's DDR writes) shift whole cores in time. The
@@ -12,13 +14,42 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from npucc.backend.lower.program import TiledProgram
-from npucc.backend.schedule.replay import Replay
 from npucc.ir.isa import PIPES
+from npucc.ir.program import TiledProgram
+from npucc.ir.replay import Replay
+from npucc.ir.schedule import Schedule
 from npucc.ir.tiled import TileNode
+from npucc.ir.tiled_text import scheduled_to_text
 from npucc.target import Target
 from npucc.target.cost import ddr_bytes, ddr_channel, shared_ddr_bandwidth, sync_cycles
+
+
+@dataclass(slots=True)
+class ScheduledProgram:
+    """A TiledProgram with one schedule and its replay per core."""
+
+    program: TiledProgram
+    schedules: list[tuple[Schedule, Replay]]  # per core, in program.cores order
+
+    @property
+    def makespan(self) -> int:
+        """Predicted makespan over all cores, cross-core waits included."""
+        return mesh_makespan(self.program, [r for _, r in self.schedules])
+
+    def verify(self) -> None:
+        """Every core has exactly one schedule covering all its nodes."""
+        self.program.verify()
+        if len(self.schedules) != len(self.program.cores):
+            raise ValueError("one schedule per core expected")
+        for core, (schedule, replay) in zip(self.program.cores, self.schedules, strict=True):
+            if len(replay.order) != len(core.graph) + 2 * len(schedule.spills):
+                raise ValueError(f"core {core.row},{core.col}: schedule does not cover the DAG")
+
+    def to_text(self) -> str:
+        """The scheduled text form (see npucc.ir.tiled_text); it parses back."""
+        return scheduled_to_text(self)
 
 
 def mesh_makespan(program: TiledProgram, replays: Sequence[Replay]) -> int:

@@ -1,48 +1,24 @@
-"""Mesh cost model: energy and latency of a time plan of layer groups on sub-grids of cores.
+"""The SET-aligned analytic mesh model: energy and latency of a plan (`npucc.ir.plan`).
 
-Owned by `npucc.target.cost` (the one home of cycle and energy formulas); docs/cost-model.md
-states every formula. Units: bytes, cycles, picojoules. A plan is a sequence of time steps;
-a step holds groups of layers, each on a rectangle of cores, and splits the batch into `nsub`
-sub-batches that flow through the step's groups as a pipeline. Costs add over steps.
+It follows the HyperCut/SET papers' platform description (docs/cost-model.md states every
+formula); the plan the lowering executes is priced by `exec_cost`. Units: bytes, cycles,
+picojoules. Costs add over steps.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
+from npucc.ir.plan import Cost, Group, MeshPlan, Rect, Step, Workload
 from npucc.target import Target
 
 KEEP_FRACTION = 0.5  # share of a rectangle's SRAM a tensor may occupy to stay on chip
 OPERAND_REUSE = 16  # MACs per operand element fetched from the core buffer (cube m0/n0)
-
-
-@dataclass(frozen=True, slots=True)
-class Rect:
-    """A sub-grid of cores: columns x..x+w-1 and rows y..y+h-1."""
-
-    x: int
-    y: int
-    w: int
-    h: int
-
-    @property
-    def cores(self) -> int:
-        """Number of cores in the rectangle."""
-        return self.w * self.h
-
-    @property
-    def center(self) -> tuple[float, float]:
-        """Geometric centre (x, y) in core coordinates."""
-        return (self.x + (self.w - 1) / 2, self.y + (self.h - 1) / 2)
-
-    def to_text(self) -> str:
-        """Compact form x,y+wxh."""
-        return f"{self.x},{self.y}+{self.w}x{self.h}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,9 +27,9 @@ class MeshParams:
 
     rows: int
     cols: int
-    macs_per_core: int
+    macs_per_core: int  # the papers' tile ([mesh] macs_per_core), not [cube]
     vector_per_core: int  # element operations per cycle per core (pooling, add, softmax)
-    sram_per_core: int  # bytes
+    sram_per_core: int  # bytes: the papers' tile ([mesh] sram_per_core), not [memory]
     noc_bandwidth: float  # bytes per cycle per link and direction
     noc_hop_latency: int  # cycles per hop
     dram_bandwidth: float  # bytes per cycle, shared by all ports
@@ -73,28 +49,30 @@ class MeshParams:
     def from_target(cls, target: Target, **overrides: Any) -> MeshParams:
         """Read the [mesh] and [energy] sections (and dtype) of a target; overrides win.
 
+        NOTE: the per-core MACs and SRAM are the SET/HyperCut papers' tile figures
+        (`target.mesh.set_model`), not the core that `[cube]` and `[memory]` describe.
         `overrides` name MeshParams fields, each with a value of that field's type.
         """
         m, e = target.mesh, target.energy
         eb = target.elem_bytes
-        operand = 2 * eb * e["byte_L1"] / OPERAND_REUSE
+        operand = 2 * eb * e.byte_L1 / OPERAND_REUSE
         params = cls(
-            rows=int(m["rows"]),
-            cols=int(m["cols"]),
-            macs_per_core=int(m["macs_per_core"]),
-            vector_per_core=int(target.vector["width"]),
-            sram_per_core=int(m["sram_per_core"]),
-            noc_bandwidth=float(m["noc_bandwidth"]),
-            noc_hop_latency=int(m["noc_hop_latency"]),
-            dram_bandwidth=float(m["ddr_bandwidth"]),
+            rows=m.rows,
+            cols=m.cols,
+            macs_per_core=m.set_model.macs_per_core,
+            vector_per_core=target.vector.width,
+            sram_per_core=m.set_model.sram_per_core,
+            noc_bandwidth=float(m.noc_bandwidth),
+            noc_hop_latency=m.noc_hop_latency,
+            dram_bandwidth=float(m.ddr_bandwidth),
             elem_bytes=eb,
-            mac_pj=e["mac"],
-            vector_pj=e["vector_op"],
-            sram_read_pj=e["byte_L1"],
-            sram_write_pj=e["byte_L1"],
+            mac_pj=e.mac,
+            vector_pj=e.vector_op,
+            sram_read_pj=e.byte_L1,
+            sram_write_pj=e.byte_L1,
             core_buffer_pj_per_mac=operand,
-            noc_pj_bit_hop=e["noc_bit_hop"],
-            dram_pj_bit=e["ddr_bit"],
+            noc_pj_bit_hop=e.noc_bit_hop,
+            dram_pj_bit=e.ddr_bit,
         )
         return replace(params, **overrides)
 
@@ -102,98 +80,6 @@ class MeshParams:
     def whole(self) -> Rect:
         """The whole mesh."""
         return Rect(0, 0, self.cols, self.rows)
-
-
-@dataclass(frozen=True, slots=True)
-class LayerLoad:
-    """What the cost model needs of one layer; per-sample figures in elements."""
-
-    name: str
-    macs: int  # multiply-accumulates per sample
-    vops: int  # element operations per sample (non-MAC work)
-    weights: int  # weight elements (shared by the batch)
-    out: int  # output elements per sample
-    inputs: tuple[tuple[int, int], ...]  # (producer layer index, elements per sample)
-    ext_in: int  # elements per sample read from graph inputs
-    is_output: bool  # output is a graph output (written to DRAM)
-
-
-@dataclass(frozen=True, slots=True)
-class Workload:
-    """Layers in topological order and the batch size."""
-
-    name: str
-    layers: tuple[LayerLoad, ...]
-    batch: int
-    consumers: tuple[tuple[int, ...], ...] = field(default=(), compare=False)
-
-    def __post_init__(self) -> None:
-        users: list[list[int]] = [[] for _ in self.layers]
-        for i, layer in enumerate(self.layers):
-            for p, _ in layer.inputs:
-                if i not in users[p]:
-                    users[p].append(i)
-        object.__setattr__(self, "consumers", tuple(tuple(u) for u in users))
-
-
-@dataclass(frozen=True, slots=True)
-class Group:
-    """Layers that share one rectangle in one time step."""
-
-    layers: tuple[int, ...]
-    rect: Rect
-    key: int = field(init=False, repr=False, compare=False)  # cached hash (plans are dict keys)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "key", hash((self.layers, self.rect)))
-
-    def __hash__(self) -> int:
-        return self.key
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    """One time step: concurrent groups and the number of sub-batches they pipeline.
-
-    Consecutive steps flagged `loop` form one sub-batch loop with their first step: the loop
-    runs all its steps on one sub-batch, then the next; a lone step pipelines its sub-batches.
-    """
-
-    groups: tuple[Group, ...]
-    nsub: int = 1
-    loop: bool = False  # runs inside the previous step's sub-batch loop (same nsub)
-    key: int = field(init=False, repr=False, compare=False)  # cached hash (plans are dict keys)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "key", hash((self.groups, self.nsub, self.loop)))
-
-    def __hash__(self) -> int:
-        return self.key
-
-
-@dataclass(slots=True)
-class Cost:
-    """Totals of a plan (or one step)."""
-
-    energy_pj: float = 0.0
-    latency_cycles: float = 0.0
-    dram_bytes: float = 0.0
-    noc_byte_hops: float = 0.0
-    breakdown: dict[str, float] = field(default_factory=dict)  # energy by component
-
-    @property
-    def edp(self) -> float:
-        """Energy-delay product (pJ x cycles)."""
-        return self.energy_pj * self.latency_cycles
-
-    def add(self, other: Cost, times: float = 1.0) -> None:
-        """Accumulate another cost `times` over (steps are additive)."""
-        self.energy_pj += other.energy_pj * times
-        self.latency_cycles += other.latency_cycles * times
-        self.dram_bytes += other.dram_bytes * times
-        self.noc_byte_hops += other.noc_byte_hops * times
-        for k, v in other.breakdown.items():
-            self.breakdown[k] = self.breakdown.get(k, 0.0) + v * times
 
 
 def compute_cycles(p: MeshParams, macs: float, vops: float, cores: int) -> float:
@@ -523,3 +409,9 @@ def _stages(
         if distance > 1 and (p.skips_via_dram or held > room):
             skips.add((g, src))
     return depth, skips
+
+
+def priced_plan(p: MeshParams, wl: Workload, steps: tuple[Step, ...], method: str) -> MeshPlan:
+    """A MeshPlan of `steps` priced by this model alone (its `cost` is the analytic one)."""
+    cost = evaluate(p, wl, steps)
+    return MeshPlan(wl, p.rows, p.cols, steps, method, cost, cost)

@@ -1,0 +1,64 @@
+"""DDR layout of a tiled program (consts first: the image) and the const image's bytes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from npucc.errors import NpuccError
+from npucc.ir.program import TiledProgram
+
+
+@dataclass(slots=True)
+class DdrLayout:
+    """Byte addresses of every DDR tensor; the image (consts) is loaded at address 0."""
+
+    addr: dict[str, int] = field(default_factory=dict)  # key -> byte address
+    image_size: int = 0  # bytes of the const image
+    size: int = 0  # total DDR bytes used
+    noc: dict[str, int] = field(default_factory=dict)  # on-chip key -> byte address in NOC
+
+
+DDR_ALIGN = 64
+
+
+def layout_ddr(program: TiledProgram, extra: dict[str, int] | None = None) -> DdrLayout:
+    """Place consts first (the image), then inputs, then temps, then `extra` regions (bytes)."""
+    layout = DdrLayout()
+    eb = program.target.elem_bytes
+    cursor = 0
+    for role in ("const", "input", "temp"):
+        for t in program.tensors.values():
+            if t.role == role:
+                layout.addr[t.key] = cursor
+                cursor += _round_up(t.nbytes(eb), DDR_ALIGN)
+        if role == "const":
+            layout.image_size = cursor
+    for key, nbytes in (extra or {}).items():
+        layout.addr[key] = cursor
+        cursor += _round_up(nbytes, DDR_ALIGN)
+    noc = 0
+    for t in program.tensors.values():
+        if t.role == "onchip":
+            layout.noc[t.key] = noc
+            noc += _round_up(t.nbytes(eb), DDR_ALIGN)
+    layout.size = max(cursor, DDR_ALIGN)
+    if layout.size > program.target.memory.DDR:
+        raise NpuccError(
+            f"program needs {layout.size} bytes of DDR, target has {program.target.memory.DDR}"
+        )
+    return layout
+
+
+def build_image(program: TiledProgram, layout: DdrLayout) -> bytes:
+    """The const image: every const tensor's float32 bytes at its address, zero padding between."""
+    image = bytearray(layout.image_size)
+    for t in program.tensors.values():
+        if t.role == "const":
+            assert t.data is not None
+            raw = t.data.astype("<f4", copy=False).tobytes()
+            image[layout.addr[t.key] : layout.addr[t.key] + len(raw)] = raw
+    return bytes(image)
+
+
+def _round_up(n: int, align: int) -> int:
+    return max(align, -(-n // align) * align)
