@@ -19,9 +19,9 @@ from pathlib import Path
 
 from npucc.backend.hypercut.beam import BeamOptions
 from npucc.backend.hypercut.planner import PlanOptions, plan_graph
-from npucc.frontend import import_model
 from npucc.target import load_target
 from npucc.tools.bench_hypercut import MODELS
+from npucc.transforms.graph_pipeline import import_model
 
 PLATEAU_TOLERANCE = 0.02  # a budget is on SA's plateau within 2 % of the largest's median
 

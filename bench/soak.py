@@ -17,7 +17,7 @@ from pathlib import Path
 
 import npucc
 from npucc.checking import compare, random_inputs, run_onnxruntime
-from npucc.frontend import load_model
+from npucc.frontend.onnx_import import load_model
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPES = {"mlp.onnx": {"x": (2, 64)}}

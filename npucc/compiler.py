@@ -18,10 +18,10 @@ from npucc.backend.lower import LowerTiles
 from npucc.backend.schedule.schedule_pass import SchedulePass
 from npucc.codegen.emit import CodegenPass
 from npucc.errors import NpuccError
-from npucc.frontend import frontend_passes
 from npucc.options import CompileOptions
 from npucc.passes import CompileContext, Pass, PassManager
 from npucc.target import Target, load_target
+from npucc.transforms.graph_pipeline import frontend_passes
 
 LEVEL_PASSES = {  # the IR level -> the pass whose output it is
     "graph": frontend_passes()[-1].name,

@@ -15,13 +15,13 @@ from npucc.backend.hypercut.planner import HypercutPass
 from npucc.backend.lower import LowerTiles
 from npucc.compiler import pipeline
 from npucc.errors import InternalError
-from npucc.frontend import import_model
 from npucc.ir.graph import Graph
 from npucc.ir.plan import PlannedGraph
 from npucc.options import CompileOptions
 from npucc.passes import CompileContext, GraphPass, PassManager
 from npucc.target import load_target
 from npucc.tools.cli import _parser, compile_options
+from npucc.transforms.graph_pipeline import import_model
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL_CNN = ROOT / "models" / "small_cnn.onnx"

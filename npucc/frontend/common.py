@@ -12,11 +12,13 @@ import onnx
 from onnx.reference import ReferenceEvaluator
 
 from npucc.errors import NpuccError
+from npucc.ir.dtypes import dtype_name
 from npucc.ir.graph import Graph, Layer, Tensor
-from npucc.ir.graph_text import dtype_name
+from npucc.ir.graph_schema import ONNX_PREFIX
 
-ONNX_PREFIX = "onnx."  # op prefix of layers not yet legalised to the canonical op set
 UNKNOWN_SHAPE = (-1,)  # before fold-constants: a shape of unknown rank (-1 marks an open dim)
+# views that keep the row-major order of the values (gather-index-views looks through them)
+ORDER_KEEPING_VIEWS = ("Identity", "Reshape", "Unsqueeze", "Squeeze", "Flatten")
 
 
 def fresh_name(g: Graph, base: str) -> str:
@@ -31,9 +33,8 @@ def fresh_name(g: Graph, base: str) -> str:
 
 def fresh_layer_name(g: Graph, base: str) -> str:
     """A layer name not yet used in `g`, derived from `base`."""
-    taken = {layer.name for layer in g.layers}
     name, i = base, 1
-    while name in taken:
+    while g.layer_name_taken(name):
         name, i = f"{base}_{i}", i + 1
     return name
 
@@ -94,13 +95,14 @@ def fuse_all(g: Graph, anchor_op: str, match: Callable[[Graph, Layer], Fusion | 
     """Rewrite every match found from a layer of `anchor_op`; returns how many were fused."""
     fused = 0
     for anchor in list(g.layers):
-        if anchor.op != anchor_op or anchor.attrs.get("act") or anchor not in g.layers:
+        if anchor.op != anchor_op or anchor.attrs.get("act") or not g.has_layer(anchor):
             continue
         found = match(g, anchor)
         if found is None:
             continue
         keep = found.keep
-        keep.op, keep.inputs, keep.attrs = found.op, found.inputs, found.attrs
+        keep.op, keep.attrs = found.op, found.attrs
+        g.set_inputs(keep, found.inputs)
         for layer in found.drop:
             remove_layer_and_outputs(g, layer)
         fused += 1

@@ -1,4 +1,4 @@
-"""Load, validate and import an ONNX model into the graph IR; the frontend pipeline."""
+"""Load, validate and import an ONNX model into the graph IR (`onnx.<Op>` layers)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from onnx import external_data_helper, numpy_helper
 
 from npucc.errors import NpuccError
 from npucc.frontend.common import (
-    ONNX_PREFIX,
+    ORDER_KEEPING_VIEWS,
     foldable,
     infer_shapes,
     node_names,
@@ -23,26 +23,12 @@ from npucc.frontend.common import (
     unsupported,
     value_type,
 )
-from npucc.frontend.drop_identity import DropIdentity
-from npucc.frontend.fold_batchnorm import FoldBatchnorm
-from npucc.frontend.fold_constants import FoldConstants
-from npucc.frontend.fuse_activations import FuseActivations
-from npucc.frontend.fuse_attention import FuseAttention
-from npucc.frontend.fuse_gelu import FuseGelu
-from npucc.frontend.fuse_layernorm import FuseLayerNorm
-from npucc.frontend.gather_index_views import ORDER_KEEPING_VIEWS, GatherIndexViews
-from npucc.frontend.legalize import LOWERED, LegalizeOnnx
-from npucc.frontend.onnx_control import (
-    CONTROL_OPS,
-    expand_control_flow,
-    live_nodes,
-    tensors_read,
-)
-from npucc.frontend.prune_unused import PruneUnused
+from npucc.frontend.legalize import LOWERED
+from npucc.frontend.onnx_control import CONTROL_OPS, expand_control_flow, live_nodes, tensors_read
+from npucc.ir.dtypes import dtype_name
 from npucc.ir.graph import Graph, Layer, Tensor
-from npucc.ir.graph_text import dtype_name
-from npucc.passes import CompileContext, IRType, Pass, PassManager
-from npucc.target import load_target
+from npucc.ir.graph_schema import ONNX_PREFIX
+from npucc.passes import CompileContext, IRType, Pass
 
 ModelSource = str | Path | bytes | onnx.ModelProto
 InputShapes = Mapping[str, tuple[int, ...]]
@@ -52,8 +38,6 @@ _HANDLED = ("BatchNormalization", "Constant", "Dropout", "Identity")
 # ops npucc runs (If, Loop, Scan: expanded on import); any other standard operator is compiled
 # only when it folds to a constant
 SUPPORTED_OPS = frozenset(LOWERED) | frozenset(_HANDLED) | frozenset(CONTROL_OPS)
-
-DEFAULT_TARGET = "davinci-core"
 
 
 def _read(source: ModelSource) -> onnx.ModelProto:
@@ -323,26 +307,3 @@ class ImportOnnx(Pass):
         """Load with `input_shapes`, expand control flow and translate to a Graph."""
         model = load_model(ir, self.input_shapes)
         return model_to_graph(expand_control_flow(model))
-
-
-def frontend_passes(input_shapes: InputShapes | None = None) -> list[Pass]:
-    """The frontend pipeline: fresh instances of its passes, in order."""
-    return [
-        ImportOnnx(input_shapes),
-        FoldConstants(),
-        DropIdentity(),
-        GatherIndexViews(),
-        FoldBatchnorm(),
-        LegalizeOnnx(),
-        FuseAttention(),
-        FuseLayerNorm(),
-        FuseGelu(),
-        FuseActivations(),
-        PruneUnused(),
-    ]
-
-
-def import_model(model_or_path: ModelSource, input_shapes: InputShapes | None = None) -> Graph:
-    """Run the whole frontend: load, check, import and canonicalise into the graph IR."""
-    ctx = CompileContext(load_target(DEFAULT_TARGET))
-    return PassManager(frontend_passes(input_shapes)).run(model_or_path, ctx)

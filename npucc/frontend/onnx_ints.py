@@ -14,7 +14,8 @@ import numpy as np
 
 from npucc.errors import NpuccError
 from npucc.frontend.common import node_error, onnx_op
-from npucc.frontend.onnx_ops import INTEGER_TYPES, Seq, attr, need_const
+from npucc.frontend.onnx_math import INTEGER_TYPES
+from npucc.frontend.onnx_seq import Seq, attr, need_const
 from npucc.ir.dtypes import EXACT_INT, INDEX_DTYPE, IR_INTS, int_range
 from npucc.ir.graph import Graph, Layer
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from npucc.frontend.common import const, node_error, onnx_op
-from npucc.frontend.onnx_ops import Seq, attr, need_const
+from npucc.frontend.onnx_seq import Seq, attr, need_const
 from npucc.ir.graph import Graph, Layer
 
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}  # blocks of W and R: LSTM i, o, f, c; GRU z, r, h

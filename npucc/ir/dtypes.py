@@ -9,7 +9,9 @@ not such an integer within its type's range is an error, never a wrong number.
 
 from __future__ import annotations
 
+import hashlib
 import json
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -82,3 +84,50 @@ def to_host(name: str, data: np.ndarray, dtype: str) -> np.ndarray:
                 f"[{lo}, {hi}])"
             )
     return data.astype(HOST_DTYPES.get(dtype, np.dtype(np.float32)))
+
+
+# IR element type -> the numpy type of constant data (and of host values)
+NUMPY_DTYPES: dict[str, type[np.generic]] = {
+    "f32": np.float32,
+    "f64": np.float64,
+    "f16": np.float16,
+    "bf16": ml_dtypes.bfloat16,
+    "i64": np.int64,
+    "i32": np.int32,
+    "i16": np.int16,
+    "i8": np.int8,
+    "u16": np.uint16,
+    "u8": np.uint8,
+    "bool": np.bool_,
+}
+_DTYPE_NAMES = {np.dtype(v).name: k for k, v in NUMPY_DTYPES.items()}
+
+
+class ZeroData(np.ndarray):
+    """Zero-filled, read-only stand-in for constant data parsed from text; keeps its digest."""
+
+    digest: str
+
+
+def dtype_name(dtype: Any) -> str:
+    """Short IR name of a numpy dtype (f32, i64, ...); NpuccError for other types."""
+    name = _DTYPE_NAMES.get(np.dtype(dtype).name)
+    if name is None:
+        raise NpuccError(f"unsupported element type {np.dtype(dtype).name}")
+    return name
+
+
+def data_digest(data: np.ndarray) -> str:
+    """sha256 of a constant's bytes (C order), or the digest a parsed constant remembers."""
+    digest = getattr(data, "digest", None)
+    if digest is not None:
+        return digest
+    return hashlib.sha256(np.ascontiguousarray(data).tobytes()).hexdigest()
+
+
+def zero_data(dtype: str, shape: tuple[int, ...], digest: str) -> ZeroData:
+    """Read-only zeros of `dtype` and `shape` standing in for constant data with `digest`."""
+    data = np.zeros(shape, NUMPY_DTYPES[dtype]).view(ZeroData)
+    data.digest = digest
+    data.setflags(write=False)
+    return data

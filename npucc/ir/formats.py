@@ -14,8 +14,9 @@ from typing import Any
 import numpy as np
 
 from npucc.errors import NpuccError
+from npucc.ir.dtypes import data_digest, dtype_name
 from npucc.ir.graph import Graph
-from npucc.ir.graph_text import data_digest, dtype_name, graph_from_text
+from npucc.ir.graph_text import graph_from_text
 from npucc.ir.instr_text import format_instr
 from npucc.ir.program import TiledProgram
 from npucc.ir.scheduled_program import ScheduledProgram

@@ -1,5 +1,7 @@
 """Text form of the graph IR: MLIR-generic-like, one line per input, constant, layer and output.
 
+Graph.to_text (npucc.ir.graph) prints it; graph_from_text here parses it back:
+
     graph "main" opset=13 {
       input %"x" : f32[1,3,32,32]
       const %"w" : f32[8,3,3,3] sha256=9f86d0...
@@ -16,33 +18,16 @@ printing a parsed graph reproduces the text exactly.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from npucc.errors import NpuccError
-from npucc.ir.dtypes import HOST_INTS
+from npucc.ir.dtypes import HOST_INTS, NUMPY_DTYPES, zero_data
 from npucc.ir.graph import Graph, Layer, Tensor
 
-NUMPY_DTYPES: dict[str, type[np.generic]] = {
-    "f32": np.float32,
-    "f64": np.float64,
-    "f16": np.float16,
-    "bf16": ml_dtypes.bfloat16,
-    "i64": np.int64,
-    "i32": np.int32,
-    "i16": np.int16,
-    "i8": np.int8,
-    "u16": np.uint16,
-    "u8": np.uint8,
-    "bool": np.bool_,
-}
-_DTYPE_NAMES = {np.dtype(v).name: k for k, v in NUMPY_DTYPES.items()}
-_IDENT = re.compile(r"[A-Za-z_][\w.]*\Z")
 _TOKEN = re.compile(
     r"""\s*(?:(?P<str>"(?:[^"\\]|\\.)*")
     |(?P<num>-?(?:inf|nan|\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)(?![\w.]))
@@ -50,93 +35,6 @@ _TOKEN = re.compile(
     |(?P<punct>[%=:,(){}\[\]<>]))""",
     re.VERBOSE,
 )
-
-
-class ZeroData(np.ndarray):
-    """Zero-filled, read-only stand-in for constant data parsed from text; keeps its digest."""
-
-    digest: str
-
-
-def dtype_name(dtype: Any) -> str:
-    """Short IR name of a numpy dtype (f32, i64, ...); NpuccError for other types."""
-    name = _DTYPE_NAMES.get(np.dtype(dtype).name)
-    if name is None:
-        raise NpuccError(f"unsupported element type {np.dtype(dtype).name}")
-    return name
-
-
-def data_digest(data: np.ndarray) -> str:
-    """sha256 of a constant's bytes (C order), or the digest a parsed constant remembers."""
-    digest = getattr(data, "digest", None)
-    if digest is not None:
-        return digest
-    return hashlib.sha256(np.ascontiguousarray(data).tobytes()).hexdigest()
-
-
-def _name(name: str) -> str:
-    return json.dumps(name)
-
-
-def _ref(name: str) -> str:
-    return f"%{_name(name)}" if name else "none"
-
-
-def _type(t: Tensor) -> str:
-    return f"{t.dtype}[{','.join(str(d) for d in t.shape)}]"
-
-
-def _scalar(v: Any) -> str:
-    if isinstance(v, bool | np.bool_):
-        return "true" if v else "false"
-    if isinstance(v, int | np.integer):
-        return str(int(v))
-    if isinstance(v, float | np.floating):
-        return repr(float(v))
-    if isinstance(v, str):
-        return json.dumps(v)
-    raise TypeError(f"cannot print attribute value {v!r}")
-
-
-def _value(v: Any) -> str:
-    if isinstance(v, np.ndarray):
-        items = ", ".join(_scalar(x) for x in v.reshape(-1).tolist())
-        return f"dense<{dtype_name(v.dtype)}[{','.join(map(str, v.shape))}]>[{items}]"
-    if isinstance(v, list | tuple):
-        return "[" + ", ".join(_value(x) for x in v) + "]"
-    return _scalar(v)
-
-
-def _key(key: str) -> str:
-    return key if _IDENT.match(key) and key not in ("inf", "nan") else _name(key)
-
-
-def _attrs(attrs: dict[str, Any]) -> str:
-    if not attrs:
-        return ""
-    keys = sorted(attrs)
-    items = ", ".join(f"{_key(k)} = {_value(attrs[k])}" for k in keys)
-    return f" {{{items}}}"
-
-
-def _layer(g: Graph, layer: Layer) -> str:
-    outs = ", ".join(_ref(t) for t in layer.outputs)
-    ins = ", ".join(_ref(t) for t in layer.inputs)
-    types = ", ".join(_type(g.tensors[t]) for t in layer.outputs)
-    return f"  {outs} = {layer.op}({ins}){_attrs(layer.attrs)} : {types} loc({_name(layer.name)})"
-
-
-def graph_to_text(g: Graph) -> str:
-    """Print `g` in the text form (deterministic; ends with a newline)."""
-    lines = [f"graph {_name(g.name)} opset={g.opset} {{"]
-    lines += [f"  input {_ref(t)} : {_type(g.tensors[t])}" for t in g.inputs]
-    for t in g.tensors.values():
-        if t.data is not None:
-            lines.append(f"  const {_ref(t.name)} : {_type(t)} sha256={data_digest(t.data)}")
-    lines += [_layer(g, layer) for layer in g.layers]
-    lines += [f"  output {_ref(t)}" for t in g.outputs]
-    lines.append("}")
-    return "\n".join(lines) + "\n"
 
 
 class _Line:
@@ -240,14 +138,6 @@ class _Line:
             self.take("punct", "=")
             attrs[key] = self.value()
         return attrs
-
-
-def zero_data(dtype: str, shape: tuple[int, ...], digest: str) -> ZeroData:
-    """Read-only zeros of `dtype` and `shape` standing in for constant data with `digest`."""
-    data = np.zeros(shape, NUMPY_DTYPES[dtype]).view(ZeroData)
-    data.digest = digest
-    data.setflags(write=False)
-    return data
 
 
 def _parse_line(g: Graph, line: _Line) -> None:

@@ -11,8 +11,7 @@ import json
 import re
 
 from npucc.errors import NpuccError
-from npucc.ir.dtypes import HOST_DTYPES, INDEX_DTYPE
-from npucc.ir.graph_text import zero_data
+from npucc.ir.dtypes import HOST_DTYPES, INDEX_DTYPE, zero_data
 from npucc.ir.instr_text import ParseError, parse_instr
 from npucc.ir.onchip import parse_onchip
 from npucc.ir.program import Core, IoBinding, TiledProgram

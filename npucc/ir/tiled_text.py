@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from npucc.ir.graph_text import data_digest
+from npucc.ir.dtypes import data_digest
 from npucc.ir.instr_text import format_instr
 
 if TYPE_CHECKING:

@@ -12,9 +12,9 @@ import onnx
 from npucc.backend.hypercut.beam import BeamOptions
 from npucc.backend.hypercut.planner import METHODS, PlanOptions, plan_graph
 from npucc.errors import NpuccError
-from npucc.frontend import import_model
 from npucc.target import load_target
 from npucc.tools.bench_args import check_output_dir, choose
+from npucc.transforms.graph_pipeline import import_model
 
 ZOO = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "light"
 MODELS = {

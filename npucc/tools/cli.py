@@ -365,7 +365,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         run_onnxruntime,
     )
     from npucc.compiler import batch_input_shapes, compile_program
-    from npucc.frontend import load_model
+    from npucc.frontend.onnx_import import load_model
 
     options = compile_options(args)
     shapes = batch_input_shapes(args.model, options.input_shapes, options.batch)

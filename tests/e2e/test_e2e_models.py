@@ -9,7 +9,7 @@ import pytest
 
 import npucc
 from npucc.checking import compare, random_inputs, randomize_weights, run_onnxruntime
-from npucc.frontend import load_model
+from npucc.frontend.onnx_import import load_model
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = sorted((ROOT / "models").glob("*.onnx"))

@@ -8,7 +8,7 @@ import pytest
 
 import npucc
 from npucc.checking import compare, random_inputs, run_onnxruntime
-from npucc.frontend import load_model
+from npucc.frontend.onnx_import import load_model
 from npucc.ir.stream_parse import parse_stream
 from npucc.target import load_target, target_from_dict
 

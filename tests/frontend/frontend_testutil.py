@@ -13,8 +13,8 @@ from frontend_npeval import evaluate
 from onnx import TensorProto, helper, numpy_helper
 
 from npucc.errors import NpuccError
-from npucc.frontend import import_model
 from npucc.ir.graph import Graph
+from npucc.transforms.graph_pipeline import import_model
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = sorted((ROOT / "models").glob("*.onnx"))

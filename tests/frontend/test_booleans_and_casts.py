@@ -6,7 +6,7 @@ import numpy as np
 from frontend_testutil import assert_matches_onnxruntime, tiny_model
 from onnx import TensorProto, helper
 
-from npucc.frontend import import_model
+from npucc.transforms.graph_pipeline import import_model
 
 
 def test_comparisons_and_logic_become_float_booleans_read_by_where():

@@ -13,8 +13,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 import npucc
 from npucc.errors import NpuccError
-from npucc.frontend import import_model
 from npucc.frontend.onnx_control import MAX_ADDED_NODES
+from npucc.transforms.graph_pipeline import import_model
 
 F, I64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 

@@ -7,8 +7,8 @@ from frontend_testutil import assert_matches_onnxruntime, tiny_model
 from onnx import helper
 
 from npucc.errors import NpuccError
-from npucc.frontend import import_model
 from npucc.tools.cli import main
+from npucc.transforms.graph_pipeline import import_model
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,8 @@ from frontend_testutil import MODELS, tiny_model
 from onnx import TensorProto, helper
 
 from npucc.errors import NpuccError
-from npucc.frontend import import_model, load_model, model_to_graph
+from npucc.frontend.onnx_import import load_model, model_to_graph
+from npucc.transforms.graph_pipeline import import_model
 
 MLP = next(p for p in MODELS if p.name == "mlp.onnx")
 

@@ -10,16 +10,16 @@ from frontend_testutil import LIGHT, MODELS, imported
 
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph, Layer, Tensor
-from npucc.ir.graph_text import graph_from_text, graph_to_text
+from npucc.ir.graph_text import graph_from_text
 
 
 @pytest.mark.parametrize("path", MODELS + LIGHT, ids=lambda p: p.stem)
 def test_round_trip_every_model(path):
     g = imported(path)
     text = g.to_text()
-    assert text == graph_to_text(g)
+    assert text == g.to_text()
     parsed = graph_from_text(text)
-    assert graph_to_text(parsed) == text
+    assert parsed.to_text() == text
     assert [layer.attrs for layer in parsed.layers] == [layer.attrs for layer in g.layers]
     assert {n: (t.shape, t.dtype) for n, t in parsed.tensors.items()} == {
         n: (t.shape, t.dtype) for n, t in g.tensors.items()
@@ -51,7 +51,7 @@ def _odd_graph() -> Graph:
         "arr": np.array([[0.1, -2.0]], np.float32),
         "weird key": 1,
     }
-    g.add_layer(Layer("la\nyer", "add", [names[0], names[1]], [names[2]], attrs))
+    g.add_layer(Layer("la\nyer", "onnx.Add", [names[0], names[1]], [names[2]], attrs))
     g.add_layer(Layer("", "onnx.Foo", [names[2], "", names[4]], [names[3]], {"nan": math.nan}))
     g.outputs = [names[3], names[2]]
     return g
@@ -59,11 +59,11 @@ def _odd_graph() -> Graph:
 
 def test_odd_names_and_attributes_round_trip():
     g = _odd_graph()
-    text = graph_to_text(g)
+    text = g.to_text()
     assert len(text.splitlines()) == 2 + 1 + 2 + 2 + 2  # header/footer, input, consts, layers, outs
     assert text.isascii()
     parsed = graph_from_text(text)
-    assert graph_to_text(parsed) == text
+    assert parsed.to_text() == text
     assert parsed.name == g.name and parsed.inputs == g.inputs and parsed.outputs == g.outputs
     assert [(x.name, x.op, x.inputs, x.outputs) for x in parsed.layers] == [
         (x.name, x.op, x.inputs, x.outputs) for x in g.layers
@@ -80,18 +80,18 @@ def test_odd_names_and_attributes_round_trip():
 
 def test_printing_is_deterministic_and_sorted():
     g = _odd_graph()
-    line = graph_to_text(g).splitlines()[4]
+    line = g.to_text().splitlines()[4]
     order = ["alpha =", "arr =", "big =", "empty =", "flag =", '"inf" =', "ints =", "zeta ="]
     positions = [line.index(key) for key in order]
     assert positions == sorted(positions)
-    assert graph_to_text(g) == graph_to_text(_odd_graph())
+    assert g.to_text() == _odd_graph().to_text()
 
 
 def test_constant_digest_tracks_data():
     g = _odd_graph()
-    before = graph_to_text(g)
+    before = g.to_text()
     g.tensors['q"uote'].data = np.array([0, 1, 3], np.float32)
-    assert graph_to_text(g) != before
+    assert g.to_text() != before
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from frontend_testutil import LIGHT, MODELS, assert_matches_onnxruntime, imported
 
-from npucc.frontend import import_model
+from npucc.transforms.graph_pipeline import import_model
 
 CANONICAL = {
     "conv2d", "gemm", "matmul", "add", "sub", "mul", "div", "max", "min", "relu", "clip",

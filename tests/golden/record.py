@@ -45,7 +45,7 @@ def _compile(model: onnx.ModelProto | Path, target: str, **kw: object) -> dict[s
 
 def _stream_entries(quick: bool) -> Iterator[tuple[str, Callable[[], object]]]:
     from npucc.checking import randomize_weights
-    from npucc.frontend import load_model
+    from npucc.frontend.onnx_import import load_model
 
     for path in MODELS:
         shapes = INPUT_SHAPES.get(path.stem)
@@ -105,9 +105,9 @@ def _dan_entries() -> Iterator[tuple[str, Callable[[], object]]]:
 def _hypercut_entries() -> Iterator[tuple[str, Callable[[], object]]]:
     from npucc.backend.hypercut.beam import BeamOptions
     from npucc.backend.hypercut.planner import METHODS, PlanOptions, plan_graph
-    from npucc.frontend import import_model
     from npucc.target import load_target
     from npucc.tools.bench_hypercut import MODELS as HC_MODELS
+    from npucc.transforms.graph_pipeline import import_model
 
     graphs: dict[str, object] = {}
 

@@ -10,7 +10,7 @@ import pytest
 from hostile_util import MODELS, assert_clean_error, npucc
 
 from npucc.errors import NpuccError
-from npucc.frontend import load_model
+from npucc.frontend.onnx_import import load_model
 
 SMALL_CNN = MODELS / "small_cnn.onnx"
 

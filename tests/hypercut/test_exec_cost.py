@@ -13,10 +13,10 @@ from npucc.backend.hypercut.exec_cost import ExecCostModel, layer_signature
 from npucc.backend.hypercut.planner import PlanOptions, plan_graph
 from npucc.backend.hypercut.set_model import MeshParams, evaluate
 from npucc.errors import NpuccError
-from npucc.frontend import import_model
 from npucc.interp import run_stream
 from npucc.ir.stream_parse import parse_stream
 from npucc.target import load_target
+from npucc.transforms.graph_pipeline import import_model
 
 MODELS = Path(__file__).parents[2] / "models"
 TOLERANCE = 0.15  # issue 4: estimate and interpretation agree within 15 %

@@ -9,9 +9,9 @@ from npucc.backend.hypercut.exec_cost import ExecCostModel
 from npucc.backend.hypercut.onchip import plan_onchip
 from npucc.backend.hypercut.planner import PlanOptions, plan_graph
 from npucc.backend.lower import plan_tensors
-from npucc.frontend import import_model
 from npucc.ir.onchip import OnChip, chunk_bytes, parse_onchip
 from npucc.target import load_target, target_from_dict
+from npucc.transforms.graph_pipeline import import_model
 
 MODELS = Path(__file__).parents[2] / "models"
 MESH = load_target("mesh8x8")

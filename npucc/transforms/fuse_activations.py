@@ -39,8 +39,8 @@ class FuseActivations(GraphPass):
                 producer.attrs["act_min"] = act.attrs["min"]
                 producer.attrs["act_max"] = act.attrs["max"]
             # the producer writes the activation's output; its own output had no other reader
-            producer.outputs = list(act.outputs)
             ir.remove_layer(act)
+            ir.set_outputs(producer, list(act.outputs))
             del ir.tensors[act.inputs[0]]
             fused += 1
         ctx.stats["fuse-activations.fused"] = fused

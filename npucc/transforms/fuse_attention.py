@@ -54,7 +54,8 @@ def _match(g: Graph, pv: Layer) -> tuple[list[Layer], dict] | None:
             continue
         value = scalar_const(g, sc.inputs[1])
         if value is None and op == "mul":
-            value, sc.inputs = scalar_const(g, sc.inputs[0]), sc.inputs[::-1]
+            value = scalar_const(g, sc.inputs[0])
+            g.set_inputs(sc, sc.inputs[::-1])
         if value is None or value == 0.0:
             continue
         chain, x, scale = [sc, *chain], sc.inputs[0], 1.0 / value if op == "div" else value

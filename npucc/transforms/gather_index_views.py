@@ -10,12 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from npucc.frontend.common import fresh_layer_name, fresh_name, onnx_op
+from npucc.frontend.common import ORDER_KEEPING_VIEWS, fresh_layer_name, fresh_name, onnx_op
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.passes import CompileContext, GraphPass
-
-# views that keep the row-major order of the values (the index input's views we look through)
-ORDER_KEEPING_VIEWS = ("Identity", "Reshape", "Unsqueeze", "Squeeze", "Flatten")
 
 
 def index_source(g: Graph, indices: str) -> tuple[str, list[Layer]]:
@@ -47,11 +44,12 @@ class GatherIndexViews(GraphPass):
             gathered = fresh_name(ir, f"{out}.gathered")
             shape = (*data[:axis], *ir.tensors[root].shape, *data[axis + 1 :])
             ir.add_tensor(Tensor(gathered, shape, ir.tensors[out].dtype))
-            layer.inputs[1], layer.outputs[0] = root, gathered
+            ir.set_inputs(layer, [layer.inputs[0], root, *layer.inputs[2:]])
+            ir.set_outputs(layer, [gathered, *layer.outputs[1:]])
             reshape = Layer(
                 fresh_layer_name(ir, f"{layer.name}.view"), "reshape", [gathered], [out]
             )
-            ir.add_layer(reshape, ir.layers.index(layer) + 1)
+            ir.add_layer(reshape, after=layer)
             for view in views:
                 if not any(ir.users(t) for t in view.outputs) and view.outputs[0] not in ir.outputs:
                     ir.remove_layer(view)

@@ -38,7 +38,7 @@ def _drop(g: Graph, layer: Layer) -> bool:
         return False  # y must stay a distinct graph output: legalised as a copy
     # y names a graph output: the producer writes y directly and every reader of x reads y
     g.remove_layer(layer)
-    producer.outputs = [y if t == x else t for t in producer.outputs]
+    g.set_outputs(producer, [y if t == x else t for t in producer.outputs])
     g.replace_uses(x, y)
     del g.tensors[x]
     return True

@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import npucc
-from npucc.frontend import import_model
+from npucc.transforms.graph_pipeline import import_model
 
 RNG = np.random.default_rng(7)
 

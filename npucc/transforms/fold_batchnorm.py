@@ -7,7 +7,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from npucc.frontend.common import (
-    ONNX_PREFIX,
     add_const,
     const,
     fresh_layer_name,
@@ -16,8 +15,9 @@ from npucc.frontend.common import (
     onnx_op,
     single_user,
 )
-from npucc.frontend.onnx_ops import Seq
+from npucc.frontend.onnx_seq import Seq
 from npucc.ir.graph import Graph, Layer, Tensor
+from npucc.ir.graph_schema import ONNX_PREFIX
 from npucc.passes import CompileContext, GraphPass
 
 
@@ -42,9 +42,9 @@ def _fold_into_conv(g: Graph, conv: Layer, bn: Layer, s: np.ndarray, t: np.ndarr
     new_w = add_const(g, f"{w}.bn", weights.astype(np.float32))
     new_b = add_const(g, f"{b or w}.bn_bias", bias.astype(np.float32))
     old = conv.outputs[0]
-    conv.inputs = [conv.inputs[0], new_w, new_b]
-    conv.outputs = [bn.outputs[0]]
     g.remove_layer(bn)
+    g.set_inputs(conv, [conv.inputs[0], new_w, new_b])
+    g.set_outputs(conv, [bn.outputs[0]])
     del g.tensors[old]
 
 
@@ -57,11 +57,8 @@ def _as_mul_add(g: Graph, bn: Layer, s: np.ndarray, t: np.ndarray) -> None:
     shift = add_const(g, f"{bn.name}.shift", t.astype(np.float32).reshape(shape))
     mid = fresh_name(g, f"{y}.scaled")
     g.add_tensor(Tensor(mid, g.tensors[y].shape, g.tensors[y].dtype))
-    index = g.layers.index(bn)
-    g.remove_layer(bn)
     mul = Layer(fresh_layer_name(g, f"{bn.name}.mul"), ONNX_PREFIX + "Mul", [x, scale], [mid])
-    g.add_layer(mul, index)
-    g.add_layer(Layer(bn.name, ONNX_PREFIX + "Add", [mid, shift], [y]), index + 1)
+    g.replace_layer(bn, [mul, Layer(bn.name, ONNX_PREFIX + "Add", [mid, shift], [y])])
 
 
 def _training(g: Graph, bn: Layer) -> None:
@@ -100,10 +97,7 @@ def _training(g: Graph, bn: Layer) -> None:
             s.add("add", [kept, new], out)
     normed = s.add("mul", [centered, factor], s.tmp(shape, "normed"))
     s.add("add", [normed, s.add("reshape", [bias], s.tmp(channel, "bias"))], outs[0])
-    index = g.layers.index(bn)
-    g.remove_layer(bn)
-    for offset, layer in enumerate(s.done()):
-        g.add_layer(layer, index + offset)
+    g.replace_layer(bn, s.done())
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,8 +25,8 @@ from npucc.frontend.common import (
     onnx_op,
     value_type,
 )
+from npucc.ir.dtypes import NUMPY_DTYPES, dtype_name
 from npucc.ir.graph import Graph, Layer, Tensor
-from npucc.ir.graph_text import NUMPY_DTYPES, dtype_name
 from npucc.passes import CompileContext, GraphPass
 
 
@@ -169,8 +169,7 @@ def _follow_onnxruntime(g: Graph, layer: Layer) -> None:
     if fixed == out.shape:
         return
     out.shape = fixed
-    later = g.layers[g.layers.index(layer) + 1 :]
-    for t in {t for other in later for t in other.outputs}:
+    for t in {t for other in g.layers_after(layer) for t in other.outputs}:
         g.tensors[t].shape = UNKNOWN_SHAPE
 
 
@@ -190,18 +189,21 @@ def _read_empty_inputs_as_constants(g: Graph) -> None:
     for name in g.inputs:
         if _empty(g, name):
             empty = add_const(g, f"{name}.empty", _empty_value(g, name))
-            for layer in g.layers:
-                layer.inputs = [empty if t == name else t for t in layer.inputs]
+            for layer in g.users(name):
+                g.set_inputs(layer, [empty if t == name else t for t in layer.inputs])
 
 
 def _split_off_empty_outputs(g: Graph, layer: Layer) -> None:
     """Turn the zero-size outputs of `layer` into empty constants (it writes a dummy instead)."""
+    outputs = list(layer.outputs)
     for index, out in enumerate(layer.outputs):
         if _empty(g, out):
             t = g.tensors[out]
-            layer.outputs[index] = fresh_name(g, f"{out}.empty")
-            g.add_tensor(Tensor(layer.outputs[index], t.shape, t.dtype))
+            outputs[index] = fresh_name(g, f"{out}.empty")
+            g.add_tensor(Tensor(outputs[index], t.shape, t.dtype))
             t.data = _empty_value(g, out)
+    if outputs != layer.outputs:
+        g.set_outputs(layer, outputs)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,1 @@
+"""Graph rewrites on the graph IR: fold, drop, fuse and prune passes (after the frontend)."""

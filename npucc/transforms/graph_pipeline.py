@@ -1,0 +1,43 @@
+"""The graph-level pipeline: the frontend's import and legalize passes and the rewrites."""
+
+from __future__ import annotations
+
+from npucc.frontend.legalize import LegalizeOnnx
+from npucc.frontend.onnx_import import ImportOnnx, InputShapes, ModelSource
+from npucc.ir.graph import Graph
+from npucc.passes import CompileContext, Pass, PassManager
+from npucc.target import load_target
+from npucc.transforms.drop_identity import DropIdentity
+from npucc.transforms.fold_batchnorm import FoldBatchnorm
+from npucc.transforms.fold_constants import FoldConstants
+from npucc.transforms.fuse_activations import FuseActivations
+from npucc.transforms.fuse_attention import FuseAttention
+from npucc.transforms.fuse_gelu import FuseGelu
+from npucc.transforms.fuse_layernorm import FuseLayerNorm
+from npucc.transforms.gather_index_views import GatherIndexViews
+from npucc.transforms.prune_unused import PruneUnused
+
+DEFAULT_TARGET = "davinci-core"
+
+
+def frontend_passes(input_shapes: InputShapes | None = None) -> list[Pass]:
+    """The graph-level pipeline: fresh instances of its passes, in order."""
+    return [
+        ImportOnnx(input_shapes),
+        FoldConstants(),
+        DropIdentity(),
+        GatherIndexViews(),
+        FoldBatchnorm(),
+        LegalizeOnnx(),
+        FuseAttention(),
+        FuseLayerNorm(),
+        FuseGelu(),
+        FuseActivations(),
+        PruneUnused(),
+    ]
+
+
+def import_model(model_or_path: ModelSource, input_shapes: InputShapes | None = None) -> Graph:
+    """Run the whole graph-level pipeline: load, check, import, canonicalise and rewrite."""
+    ctx = CompileContext(load_target(DEFAULT_TARGET))
+    return PassManager(frontend_passes(input_shapes)).run(model_or_path, ctx)

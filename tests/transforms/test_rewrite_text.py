@@ -1,0 +1,295 @@
+"""FileCheck-style tests of each graph rewrite: graph IR text in, one pass, printed IR text out.
+
+Constants parsed from text are zeros that remember a digest; a case fills the constants its
+pass reads, and digests print as `sha256=...`.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from npucc.ir.graph import Graph
+from npucc.ir.graph_text import graph_from_text
+from npucc.passes import CompileContext
+from npucc.target import load_target
+from npucc.transforms.graph_pipeline import frontend_passes
+
+PIPELINE = [p.name for p in frontend_passes()]
+PASS_CLASS = {p.name: type(p) for p in frontend_passes()}
+
+
+def rewrite(name: str, text: str, consts: dict[str, list[float]] | None = None) -> Graph:
+    """Parse `text`, fill the constants `consts`, run pass `name` on it and verify."""
+    g = graph_from_text(text)
+    for t, values in (consts or {}).items():
+        g.tensors[t].data = np.asarray(values, np.float32).reshape(g.tensors[t].shape)
+    g = PASS_CLASS[name]().run(g, CompileContext(load_target("davinci-core")))
+    g.verify()
+    return g
+
+
+def printed(g: Graph) -> str:
+    """The text form with digests elided."""
+    return re.sub(r"sha256=[0-9a-f]+", "sha256=...", g.to_text())
+
+
+FOLD_CONSTANTS_IN = """
+graph "g" opset=13 {
+  input %"x" : f32[2]
+  const %"a" : f32[2] sha256=0
+  const %"b" : f32[2] sha256=0
+  %"s" = onnx.Add(%"a", %"b") : f32[2] loc("sum")
+  %"y" = onnx.Mul(%"x", %"s") : f32[2] loc("scale")
+  output %"y"
+}
+"""
+FOLD_CONSTANTS_OUT = """
+graph "g" opset=13 {
+  input %"x" : f32[2]
+  const %"a" : f32[2] sha256=...
+  const %"b" : f32[2] sha256=...
+  const %"s" : f32[2] sha256=...
+  %"y" = onnx.Mul(%"x", %"s") : f32[2] loc("scale")
+  output %"y"
+}
+"""
+
+DROP_IDENTITY_IN = """
+graph "g" opset=13 {
+  input %"x" : f32[2]
+  %"t" = onnx.Identity(%"x") : f32[2] loc("id")
+  %"y" = onnx.Relu(%"t") : f32[2] loc("relu")
+  %"z" = onnx.Identity(%"y") : f32[2] loc("out")
+  output %"z"
+}
+"""
+DROP_IDENTITY_OUT = """
+graph "g" opset=13 {
+  input %"x" : f32[2]
+  %"z" = onnx.Relu(%"x") : f32[2] loc("relu")
+  output %"z"
+}
+"""
+
+GATHER_INDEX_VIEWS_IN = """
+graph "g" opset=13 {
+  input %"ids" : i64[2,3]
+  const %"emb" : f32[10,4] sha256=0
+  const %"shape" : i64[1] sha256=0
+  %"flat" = onnx.Reshape(%"ids", %"shape") : i64[6] loc("flatten")
+  %"e" = onnx.Gather(%"emb", %"flat") {axis = 0} : f32[6,4] loc("lookup")
+  output %"e"
+}
+"""
+GATHER_INDEX_VIEWS_OUT = """
+graph "g" opset=13 {
+  input %"ids" : i64[2,3]
+  const %"emb" : f32[10,4] sha256=...
+  const %"shape" : i64[1] sha256=...
+  %"e.gathered" = onnx.Gather(%"emb", %"ids") {axis = 0} : f32[2,3,4] loc("lookup")
+  %"e" = reshape(%"e.gathered") : f32[6,4] loc("lookup.view")
+  output %"e"
+}
+"""
+
+FOLD_BATCHNORM_IN = """
+graph "g" opset=13 {
+  input %"x" : f32[1,2,4,4]
+  const %"w" : f32[2,2,1,1] sha256=0
+  const %"s" : f32[2] sha256=0
+  const %"b" : f32[2] sha256=0
+  const %"m" : f32[2] sha256=0
+  const %"v" : f32[2] sha256=0
+  %"c" = onnx.Conv(%"x", %"w") : f32[1,2,4,4] loc("conv")
+  %"y" = onnx.BatchNormalization(%"c", %"s", %"b", %"m", %"v") : f32[1,2,4,4] loc("bn")
+  %"z" = onnx.BatchNormalization(%"x", %"s", %"b", %"m", %"v") : f32[1,2,4,4] loc("bn2")
+  output %"y"
+  output %"z"
+}
+"""
+FOLD_BATCHNORM_OUT = """
+graph "g" opset=13 {
+  input %"x" : f32[1,2,4,4]
+  const %"w" : f32[2,2,1,1] sha256=...
+  const %"s" : f32[2] sha256=...
+  const %"b" : f32[2] sha256=...
+  const %"m" : f32[2] sha256=...
+  const %"v" : f32[2] sha256=...
+  const %"w.bn" : f32[2,2,1,1] sha256=...
+  const %"w.bn_bias" : f32[2] sha256=...
+  const %"bn2.scale" : f32[2,1,1] sha256=...
+  const %"bn2.shift" : f32[2,1,1] sha256=...
+  %"y" = onnx.Conv(%"x", %"w.bn", %"w.bn_bias") : f32[1,2,4,4] loc("conv")
+  %"z.scaled" = onnx.Mul(%"x", %"bn2.scale") : f32[1,2,4,4] loc("bn2.mul")
+  %"z" = onnx.Add(%"z.scaled", %"bn2.shift") : f32[1,2,4,4] loc("bn2")
+  output %"y"
+  output %"z"
+}
+"""
+
+FUSE_ATTENTION_IN = """
+graph "g" opset=13 {
+  input %"q" : f32[1,4,8]
+  input %"k" : f32[1,8,4]
+  input %"v" : f32[1,4,8]
+  const %"scale" : f32[] sha256=0
+  %"qk" = matmul(%"q", %"k") : f32[1,4,4] loc("qk")
+  %"sc" = mul(%"qk", %"scale") : f32[1,4,4] loc("scale")
+  %"p" = softmax(%"sc") {axis = 2} : f32[1,4,4] loc("softmax")
+  %"o" = matmul(%"p", %"v") : f32[1,4,8] loc("pv")
+  output %"o"
+}
+"""
+FUSE_ATTENTION_OUT = """
+graph "g" opset=13 {
+  input %"q" : f32[1,4,8]
+  input %"k" : f32[1,8,4]
+  input %"v" : f32[1,4,8]
+  const %"scale" : f32[] sha256=...
+  %"o" = attention(%"q", %"k", %"v") {k_strides = [32, 1, 4], q_strides = [32, 8, 1], scale = 0.125, v_strides = [32, 8, 1]} : f32[1,4,8] loc("pv")
+  output %"o"
+}
+"""  # noqa: E501
+
+FUSE_LAYERNORM_IN = """
+graph "g" opset=13 {
+  input %"x" : f32[2,8]
+  const %"eps" : f32[] sha256=0
+  %"mu" = reduce(%"x") {axes = [1], op = "mean"} : f32[2,1] loc("mean")
+  %"d" = sub(%"x", %"mu") : f32[2,8] loc("center")
+  %"sq" = pows(%"d") {scalar = 2.0} : f32[2,8] loc("square")
+  %"var" = reduce(%"sq") {axes = [1], op = "mean"} : f32[2,1] loc("variance")
+  %"ve" = add(%"var", %"eps") : f32[2,1] loc("plus_eps")
+  %"sd" = sqrt(%"ve") : f32[2,1] loc("std")
+  %"y" = div(%"d", %"sd") : f32[2,8] loc("normalise")
+  output %"y"
+}
+"""
+FUSE_LAYERNORM_OUT = """
+graph "g" opset=13 {
+  input %"x" : f32[2,8]
+  const %"eps" : f32[] sha256=...
+  %"y" = layernorm(%"x") {axis = 1, epsilon = 9.999999747378752e-06} : f32[2,8] loc("normalise")
+  output %"y"
+}
+"""
+
+FUSE_GELU_IN = """
+graph "g" opset=13 {
+  input %"x" : f32[4]
+  const %"sqrt2" : f32[] sha256=0
+  const %"one" : f32[] sha256=0
+  const %"half" : f32[] sha256=0
+  %"h" = div(%"x", %"sqrt2") : f32[4] loc("scale")
+  %"e" = erf(%"h") : f32[4] loc("erf")
+  %"p" = add(%"e", %"one") : f32[4] loc("plus_one")
+  %"m" = mul(%"x", %"p") : f32[4] loc("times_x")
+  %"y" = mul(%"m", %"half") : f32[4] loc("half")
+  output %"y"
+}
+"""
+FUSE_GELU_OUT = """
+graph "g" opset=13 {
+  input %"x" : f32[4]
+  const %"sqrt2" : f32[] sha256=...
+  const %"one" : f32[] sha256=...
+  const %"half" : f32[] sha256=...
+  %"y" = gelu(%"x") {approximate = "none"} : f32[4] loc("half")
+  output %"y"
+}
+"""
+
+FUSE_ACTIVATIONS_IN = """
+graph "g" opset=13 {
+  input %"a" : f32[4]
+  input %"b" : f32[4]
+  %"s" = add(%"a", %"b") : f32[4] loc("add")
+  %"y" = relu(%"s") : f32[4] loc("relu")
+  %"t" = mul(%"a", %"b") : f32[4] loc("mul")
+  %"z" = clip(%"t") {max = 6.0, min = 0.0} : f32[4] loc("clip")
+  %"u" = relu(%"t") : f32[4] loc("shared")
+  output %"y"
+  output %"z"
+  output %"u"
+}
+"""
+FUSE_ACTIVATIONS_OUT = """
+graph "g" opset=13 {
+  input %"a" : f32[4]
+  input %"b" : f32[4]
+  %"y" = add(%"a", %"b") {act = "relu"} : f32[4] loc("add")
+  %"t" = mul(%"a", %"b") : f32[4] loc("mul")
+  %"z" = clip(%"t") {max = 6.0, min = 0.0} : f32[4] loc("clip")
+  %"u" = relu(%"t") : f32[4] loc("shared")
+  output %"y"
+  output %"z"
+  output %"u"
+}
+"""
+
+PRUNE_UNUSED_IN = """
+graph "g" opset=13 {
+  input %"x" : f32[4]
+  const %"c" : f32[4] sha256=0
+  const %"unused" : f32[4] sha256=0
+  %"y" = add(%"x", %"c") : f32[4] loc("live")
+  %"dead" = mul(%"x", %"c") : f32[4] loc("dead")
+  output %"y"
+}
+"""
+PRUNE_UNUSED_OUT = """
+graph "g" opset=13 {
+  input %"x" : f32[4]
+  const %"c" : f32[4] sha256=...
+  %"y" = add(%"x", %"c") : f32[4] loc("live")
+  output %"y"
+}
+"""
+
+CASES = {
+    "fold-constants": (FOLD_CONSTANTS_IN, {"a": [1, 2], "b": [3, 4]}, FOLD_CONSTANTS_OUT),
+    "drop-identity": (DROP_IDENTITY_IN, {}, DROP_IDENTITY_OUT),
+    "gather-index-views": (GATHER_INDEX_VIEWS_IN, {}, GATHER_INDEX_VIEWS_OUT),
+    "fold-batchnorm": (
+        FOLD_BATCHNORM_IN,
+        {"w": [1, 0, 0, 1], "s": [1, 2], "b": [0, 1], "m": [0, 0], "v": [1, 1]},
+        FOLD_BATCHNORM_OUT,
+    ),
+    "fuse-attention": (FUSE_ATTENTION_IN, {"scale": [0.125]}, FUSE_ATTENTION_OUT),
+    "fuse-layernorm": (FUSE_LAYERNORM_IN, {"eps": [1e-05]}, FUSE_LAYERNORM_OUT),
+    "fuse-gelu": (
+        FUSE_GELU_IN,
+        {"sqrt2": [1.4142135623730951], "one": [1.0], "half": [0.5]},
+        FUSE_GELU_OUT,
+    ),
+    "fuse-activations": (FUSE_ACTIVATIONS_IN, {}, FUSE_ACTIVATIONS_OUT),
+    "prune-unused": (PRUNE_UNUSED_IN, {}, PRUNE_UNUSED_OUT),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_rewrite_prints_the_expected_ir(name: str) -> None:
+    text, consts, expected = CASES[name]
+    assert printed(rewrite(name, text, consts)) == expected.lstrip("\n")
+
+
+def test_every_rewrite_has_a_case() -> None:
+    between = PIPELINE[1:]
+    assert set(CASES) == {p for p in between if p != "legalize-onnx"}
+
+
+def test_folded_constants_hold_the_values() -> None:
+    g = rewrite("fold-constants", FOLD_CONSTANTS_IN, {"a": [1, 2], "b": [3, 4]})
+    assert g.tensors["s"].data.tolist() == [4.0, 6.0]
+
+
+def test_batchnorm_folds_into_the_conv_weights() -> None:
+    consts = CASES["fold-batchnorm"][1]
+    g = rewrite("fold-batchnorm", FOLD_BATCHNORM_IN, consts)
+    scale = np.array([1, 2]) / np.sqrt(np.array([1, 1]) + 1e-5)
+    w = np.array([1, 0, 0, 1]).reshape(2, 2, 1, 1) * scale.reshape(2, 1, 1, 1)
+    np.testing.assert_allclose(g.tensors["w.bn"].data, w, rtol=1e-6)
+    np.testing.assert_allclose(g.tensors["w.bn_bias"].data, [0, 1], atol=1e-6)
