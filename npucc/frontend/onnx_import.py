@@ -25,6 +25,7 @@ from npucc.frontend.common import (
 )
 from npucc.frontend.legalize import LOWERED
 from npucc.frontend.onnx_control import CONTROL_OPS, expand_control_flow, live_nodes, tensors_read
+from npucc.frontend.onnx_order import topologically_sorted
 from npucc.ir.dtypes import dtype_name
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.ir.graph_schema import ONNX_PREFIX
@@ -196,6 +197,7 @@ def load_model(
     if model.functions:
         model = onnx.inliner.inline_local_functions(model)
     _check_ops(model)
+    model = topologically_sorted(model)
     try:
         onnx.checker.check_model(model, full_check=True)
     except Exception as exc:  # ValidationError or InferenceError
