@@ -22,7 +22,7 @@ from npucc.frontend import (
 )
 from npucc.frontend import onnx_ints as ints
 from npucc.frontend import onnx_rnn as rnn
-from npucc.frontend.common import (
+from npucc.frontend.graph_edit import (
     const,
     fresh_layer_name,
     fresh_name,

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from npucc.frontend.common import const, node_error
+from npucc.frontend.graph_edit import const, node_error
 from npucc.frontend.onnx_seq import Seq, attr
 from npucc.ir.graph import Graph, Layer, row_major_strides
 

@@ -21,7 +21,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from npucc.errors import NpuccError
-from npucc.frontend.common import fold_with_reference, foldable, infer_shapes, node_names
+from npucc.frontend.graph_edit import fold_with_reference, foldable, infer_shapes, node_names
 
 CONTROL_OPS = ("If", "Loop", "Scan")
 LIMITATIONS = {  # per ONNX op, for docs/operators.md

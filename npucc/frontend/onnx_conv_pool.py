@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npucc.frontend.common import fresh_layer_name, node_error, onnx_op
+from npucc.frontend.graph_edit import fresh_layer_name, node_error, onnx_op
 from npucc.frontend.onnx_seq import Seq, single
 from npucc.frontend.onnx_spatial import one_d
 from npucc.ir.graph import Graph, Layer, Tensor

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 
-from npucc.frontend.common import node_error
+from npucc.frontend.graph_edit import node_error
 from npucc.frontend.onnx_seq import Seq, attr
 from npucc.ir.graph import Graph, Layer
 

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from npucc.frontend.common import const, node_error
+from npucc.frontend.graph_edit import const, node_error
 from npucc.frontend.onnx_seq import Seq, attr, need_const, slice_seq
 from npucc.ir.graph import Graph, Layer, runs
 

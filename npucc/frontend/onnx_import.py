@@ -14,7 +14,7 @@ import onnx.inliner
 from onnx import external_data_helper, numpy_helper
 
 from npucc.errors import NpuccError
-from npucc.frontend.common import (
+from npucc.frontend.graph_edit import (
     ORDER_KEEPING_VIEWS,
     foldable,
     infer_shapes,

@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from npucc.errors import NpuccError
-from npucc.frontend.common import node_error, onnx_op
+from npucc.frontend.graph_edit import node_error, onnx_op
 from npucc.frontend.onnx_math import INTEGER_TYPES
 from npucc.frontend.onnx_seq import Seq, attr, need_const
 from npucc.ir.dtypes import EXACT_INT, INDEX_DTYPE, IR_INTS, int_range

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from npucc.frontend.common import const, node_error
+from npucc.frontend.graph_edit import const, node_error
 from npucc.frontend.onnx_seq import INF, Legalize, Seq, attr, broadcast, scalar_unary
 from npucc.ir.dtypes import IR_INTS
 from npucc.ir.graph import Graph, Layer

@@ -11,7 +11,7 @@ import typing
 
 import numpy as np
 
-from npucc.frontend.common import node_error
+from npucc.frontend.graph_edit import node_error
 from npucc.frontend.onnx_seq import Seq, attr, broadcast, need_const, slice_seq
 from npucc.ir.graph import Graph, Layer
 

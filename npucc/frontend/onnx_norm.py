@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from npucc.frontend.common import node_error
+from npucc.frontend.graph_edit import node_error
 from npucc.frontend.onnx_seq import Seq, attr, scalar_unary
 from npucc.ir.graph import Graph, Layer
 

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from npucc.frontend.common import const, node_error, onnx_op
+from npucc.frontend.graph_edit import const, node_error, onnx_op
 from npucc.frontend.onnx_seq import INF, Seq, attr, need_const, scalar_unary, slice_seq
 from npucc.ir.graph import Graph, Layer
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npucc.frontend.common import const, node_error, onnx_op
+from npucc.frontend.graph_edit import const, node_error, onnx_op
 from npucc.frontend.onnx_seq import Seq, attr, need_const
 from npucc.ir.graph import Graph, Layer
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from npucc.frontend.common import add_const, const, fresh_layer_name, fresh_name, node_error
+from npucc.frontend.graph_edit import add_const, const, fresh_layer_name, fresh_name, node_error
 from npucc.ir.graph import Graph, Layer, Tensor
 
 Legalize = Callable[[Graph, Layer], list[Layer]]

@@ -13,7 +13,7 @@ import onnx
 from onnx import numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from npucc.frontend.common import const, node_error
+from npucc.frontend.graph_edit import const, node_error
 from npucc.frontend.onnx_seq import Legalize, Seq, attr, slice_seq
 from npucc.ir.graph import Graph, Layer
 

@@ -445,7 +445,7 @@ def _has(op: str, version: int) -> bool:
 def operators_markdown(results: list[Result]) -> str:
     """docs/operators.md: per operator, accepted opsets, limitations and pass counts."""
     from npucc.frontend import onnx_control
-    from npucc.frontend.common import foldable
+    from npucc.frontend.graph_edit import foldable
     from npucc.frontend.legalize import LIMITATIONS
     from npucc.frontend.onnx_import import SUPPORTED_OPS
 

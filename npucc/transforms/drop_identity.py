@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npucc.frontend.common import node_error, onnx_op, remove_layer_and_outputs
+from npucc.frontend.graph_edit import node_error, onnx_op, remove_layer_and_outputs
 from npucc.ir.graph import Graph, Layer
 from npucc.passes import CompileContext, GraphPass
 

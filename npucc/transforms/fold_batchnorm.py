@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npucc.frontend.common import (
+from npucc.frontend.graph_edit import (
     add_const,
     const,
     fresh_layer_name,

@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from npucc.frontend.common import (
+from npucc.frontend.graph_edit import (
     UNKNOWN_SHAPE,
     add_const,
     fold_with_reference,

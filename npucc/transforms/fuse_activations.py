@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from npucc.frontend.common import single_user
+from npucc.frontend.graph_edit import single_user
 from npucc.ir.graph import Graph, Layer
 from npucc.passes import CompileContext, GraphPass
 

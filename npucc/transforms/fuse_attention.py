@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from npucc.frontend.common import Fusion, fuse_all, scalar_const, single_producer
+from npucc.frontend.graph_edit import Fusion, fuse_all, scalar_const, single_producer
 from npucc.ir.graph import Graph, Layer, row_major_strides
 from npucc.passes import CompileContext, GraphPass
 

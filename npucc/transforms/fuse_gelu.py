@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from npucc.frontend.common import Fusion, fuse_all, scalar_const, single_producer
+from npucc.frontend.graph_edit import Fusion, fuse_all, scalar_const, single_producer
 from npucc.ir.graph import Graph, Layer
 from npucc.passes import CompileContext, GraphPass
 

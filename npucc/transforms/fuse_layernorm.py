@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npucc.frontend.common import (
+from npucc.frontend.graph_edit import (
     Fusion,
     add_const,
     const,

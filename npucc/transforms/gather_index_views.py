@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from npucc.frontend.common import ORDER_KEEPING_VIEWS, fresh_layer_name, fresh_name, onnx_op
+from npucc.frontend.graph_edit import ORDER_KEEPING_VIEWS, fresh_layer_name, fresh_name, onnx_op
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.passes import CompileContext, GraphPass
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from npucc.frontend.common import remove_layer_and_outputs
+from npucc.frontend.graph_edit import remove_layer_and_outputs
 from npucc.ir.graph import Graph
 from npucc.passes import CompileContext, GraphPass
 

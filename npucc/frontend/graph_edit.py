@@ -1,4 +1,4 @@
-"""Helpers shared by the frontend passes: fresh names, constants, layer bookkeeping."""
+"""Graph-editing helpers of the frontend and the transforms: fresh names, constants, layers."""
 
 from __future__ import annotations
 
