@@ -60,14 +60,8 @@ from npucc.ir.isa import (
     VReduce,
     VUnary,
 )
-from npucc.target.cost import (
-    ddr_bytes,
-    ddr_channel,
-    gather_bytes,
-    instr_cycles,
-    instr_energy,
-    sync_cycles,
-)
+from npucc.ir.isa_cost import ddr_bytes, gather_bytes, instr_cycles, instr_energy
+from npucc.target.cost import ddr_channel, sync_cycles
 
 _NEVER = np.iinfo(np.int64).max  # clock entry of the initial writer: ordered before everything
 _PIPE_RANK = 1 << 40  # pipes sort after events at equal start time

@@ -8,8 +8,9 @@ import pytest
 
 from npucc.errors import NpuccError
 from npucc.ir.isa import Copy, MemRef, Mmad
+from npucc.ir.isa_cost import instr_cycles
 from npucc.target import load_target, preset_names, target_from_json
-from npucc.target.cost import instr_cycles, mmad_cycles
+from npucc.target.cost import mmad_cycles
 
 
 def test_presets_load_and_round_trip_through_json():

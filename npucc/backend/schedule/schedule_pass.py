@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from npucc.backend.schedule.registry import schedule_graph
+from npucc.ir.isa_cost import TargetSpillModel
 from npucc.ir.program import TiledProgram
 from npucc.ir.schedule import capacities
 from npucc.ir.scheduled_program import ScheduledProgram
 from npucc.passes import CompileContext, Pass, register
-from npucc.target.cost import TargetSpillModel
 
 
 @register
