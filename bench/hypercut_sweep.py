@@ -19,7 +19,7 @@ from pathlib import Path
 
 from npucc.backend.hypercut.beam import BeamOptions
 from npucc.backend.hypercut.bench import MODELS
-from npucc.backend.hypercut.planner import PlanOptions, plan_graph
+from npucc.backend.planner import PlanOptions, plan_graph
 from npucc.frontend import import_model
 from npucc.target import load_target
 
@@ -58,6 +58,7 @@ def main() -> None:
             seed=0 if method == "hypercut" else seed,  # HyperCut: `seed` numbers the repeat
             beam=BeamOptions(width=budget if method == "hypercut" else BeamOptions.width),
             sa_iterations=budget,
+            estimate="set",  # the SET comparison's search speed
         )
         start = time.process_time()
         plan = plan_graph(graph, target, options)

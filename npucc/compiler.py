@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import onnx
 
-import npucc.backend.hypercut.planner  # noqa: F401  (registers hypercut)
 import npucc.backend.lower  # noqa: F401  (registers lower-tiles)
+import npucc.backend.planner  # noqa: F401  (registers hypercut)
 import npucc.backend.schedule.schedule_pass  # noqa: F401  (registers schedule)
 import npucc.codegen.emit  # noqa: F401  (registers codegen)
 from npucc import progress

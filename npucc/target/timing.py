@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from npucc.target import Target
 from npucc.target.cost import ddr_channel, shared_ddr_bandwidth
 
+PipeKey = tuple[int, int]  # (core, pipe index) of a pipe on a mesh
+
 
 @dataclass(slots=True)
 class DdrChannel:
@@ -81,12 +83,12 @@ class TimingDag:
 
     cycles: list[int] = field(default_factory=list)
     nbytes: list[int] = field(default_factory=list)
-    pipes: list[Hashable | None] = field(default_factory=list)
+    pipes: list[PipeKey | None] = field(default_factory=list)
     succs: list[list[tuple[int, int]]] = field(default_factory=list)
     indegree: list[int] = field(default_factory=list)
 
-    def node(self, cycles: int, pipe: Hashable | None = None, nbytes: int = 0) -> int:
-        """Add a node (`pipe`: a sortable key, e.g. (core, pipe index)); return its id."""
+    def node(self, cycles: int, pipe: PipeKey | None = None, nbytes: int = 0) -> int:
+        """Add a node on `pipe` (None: a pipe-less event); return its id."""
         self.cycles.append(cycles if pipe is not None else 0)
         self.nbytes.append(nbytes)
         self.pipes.append(pipe)
@@ -101,7 +103,7 @@ class TimingDag:
 
     def in_pipe_order(self, nodes: Iterable[int]) -> None:
         """Nodes of one pipe run in this order: each waits for the one before it."""
-        last: dict[Hashable, int] = {}
+        last: dict[PipeKey, int] = {}
         pipes = self.pipes
         for v in nodes:
             pipe = pipes[v]
@@ -113,7 +115,8 @@ class TimingDag:
     def times(self, target: Target) -> tuple[list[int], list[int]]:
         """Start and finish of every node; ValueError if the edges form a cycle."""
         total = len(self.cycles)
-        rank_of = {key: total + i for i, key in enumerate(sorted(set(self.pipes) - {None}))}
+        keys = sorted({p for p in self.pipes if p is not None})
+        rank_of = {key: total + i for i, key in enumerate(keys)}
         rank = [v if p is None else rank_of[p] for v, p in enumerate(self.pipes)]
         indegree = list(self.indegree)
         start = [0] * total

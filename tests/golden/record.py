@@ -105,7 +105,7 @@ def _dan_entries() -> Iterator[tuple[str, Callable[[], object]]]:
 def _hypercut_entries() -> Iterator[tuple[str, Callable[[], object]]]:
     from npucc.backend.hypercut.beam import BeamOptions
     from npucc.backend.hypercut.bench import MODELS as HC_MODELS
-    from npucc.backend.hypercut.planner import METHODS, PlanOptions, plan_graph
+    from npucc.backend.planner import METHODS, PlanOptions, plan_graph
     from npucc.frontend import import_model
     from npucc.target import load_target
 
@@ -115,7 +115,12 @@ def _hypercut_entries() -> Iterator[tuple[str, Callable[[], object]]]:
         if model not in graphs:
             graphs[model] = import_model(HC_MODELS[model])
         options = PlanOptions(
-            method=method, batch=batch, seed=0, beam=BeamOptions(width=16), sa_iterations=3000
+            method=method,
+            batch=batch,
+            seed=0,
+            beam=BeamOptions(width=16),
+            sa_iterations=3000,
+            estimate="set",
         )
         cost = plan_graph(graphs[model], load_target(platform), options).cost  # type: ignore[arg-type]
         return {"edp": repr(cost.edp), "latency": repr(cost.latency_cycles)}

@@ -1,6 +1,6 @@
 """Execution-faithful mesh cost: the lowering's own tiles, priced by cost.py, list-scheduled.
 
-The SET-aligned model (`npucc.target.mesh_cost`) prices a plan analytically; this module
+The SET-aligned model (`npucc.backend.hypercut.set_model`) prices a plan analytically; this module
 prices what the lowering will emit for it. Each distinct layer is lowered once through the
 real tilers on one core (memoised by its signature). The sum of its instructions'
 `instr_energy` is its energy, whatever its rectangle (the interpreter charges no
@@ -18,15 +18,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cache, lru_cache
+from functools import lru_cache
 
 from npucc.backend.hypercut.onchip import plan_onchip
+from npucc.backend.lower.builder import MeshBuilder, TileBuilder
+from npucc.backend.lower.common import LOWERINGS, LowerContext
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph, Layer
 from npucc.ir.isa import PIPES, Copy, DdrRef, NocCopy, pattern_extent
 from npucc.ir.isa_cost import ddr_bytes, instr_cycles, instr_energy
 from npucc.ir.onchip import OnChip
 from npucc.ir.plan import Cost, Rect, Step
+from npucc.ir.program import TiledProgram
 from npucc.ir.tiled import TileGraph
 from npucc.target import Target
 from npucc.target.cost import sync_cycles
@@ -171,16 +174,12 @@ def profile_layer(graph: Graph, layer: Layer, target: Target, single: bool) -> L
     `single` lowers it as on a one-core rectangle (some tilers then load a broadcast operand
     once for all tiles); otherwise as on a larger rectangle.
     """
-    from npucc.backend.lower.builder import MeshBuilder, TileBuilder
-    from npucc.backend.lower.common import LOWERINGS
-    from npucc.ir.program import TiledProgram
-
     program = TiledProgram(graph.name, target)
     tile_graph = TileGraph("profile")
     builders = [TileBuilder(tile_graph, target, 0)]
     if not single:
         builders.append(TileBuilder(TileGraph("unused"), target, 1))
-    lctx = _profile_context()(graph, program, MeshBuilder(builders), target)
+    lctx = ProfileContext(graph, program, MeshBuilder(builders), target)
     lctx.begin_layer(tuple(range(len(builders))))
     lower = LOWERINGS.get(layer.op)
     if lower is None:
@@ -273,24 +272,17 @@ def _summarise(
     )
 
 
-@cache
-def _profile_context() -> type:
-    """A LowerContext that keeps every tile on the first core and records where tiles start.
+@dataclass(slots=True)
+class ProfileContext(LowerContext):
+    """A LowerContext that keeps every tile on the first core and records where tiles start."""
 
-    NOTE: built on first use: the lowering package imports the planner, which imports this.
-    """
-    from npucc.backend.lower.common import LowerContext
+    starts: list[int] = field(default_factory=list)  # first node of each tile
 
-    @dataclass(slots=True)
-    class ProfileContext(LowerContext):
-        starts: list[int] = field(default_factory=list)  # first node of each tile
-
-        def next_tile(self) -> None:
-            self.builder.current = 0
-            self.starts.append(len(self.builder.builders[0].graph))
-            self.tiles += 1
-
-    return ProfileContext
+    def next_tile(self) -> None:
+        """Start a tile: on core 0, at the next node."""
+        self.builder.current = 0
+        self.starts.append(len(self.builder.builders[0].graph))
+        self.tiles += 1
 
 
 @dataclass(frozen=True, slots=True)
