@@ -535,21 +535,30 @@ class ExecCostModel:
                 continue
             barrier = max(map(core_free.__getitem__, run.cores))
             first = run.first
-            releases = {0: max(map(mte2_free.__getitem__, run.cores))}
-            for cls, src in enumerate(self._srcs[index], 1):
+            releases = [max(map(mte2_free.__getitem__, run.cores))]  # by release class
+            for src in self._srcs[index]:
                 where = READY if src is None else done[src]
                 flag = sync_cycles(target, where.farthest(first), first)
-                releases[cls] = max(barrier, where.finish + flag)
+                releases.append(max(barrier, where.finish + flag))
             end, tail = -1, 0
             for timing in run.timings:
-                begin = min((releases[cls] for cls, _ in timing.tails), default=barrier)
-                t_end = max([begin + timing.cold, *(releases[c] + t for c, t in timing.tails)])
+                begin = -1  # the earliest release of its classes (barrier if it has none)
+                t_end = 0  # the latest release + tail
+                for c, t in timing.tails:
+                    r = releases[c]
+                    if begin < 0 or r < begin:
+                        begin = r
+                    if r + t > t_end:
+                        t_end = r + t
+                t_end = max(t_end, (barrier if begin < 0 else begin) + timing.cold)
                 if t_end > end:
                     end, tail = t_end, timing.mte2_tail
             if shared:
                 ready = min((releases[c] for c in run.data), default=releases[0])
-                for at, nbytes in ((releases[0], run.lead), (ready, run.ddr - run.lead)):
-                    channel.transfer(nbytes, 0, at)
+                if run.lead:
+                    channel.transfer(run.lead, 0, releases[0])
+                if run.ddr - run.lead:
+                    channel.transfer(run.ddr - run.lead, 0, ready)
                 if channel.free + run.after > end:  # its bytes came late through the channel
                     end, tail = channel.free + run.after, run.after
             for c in run.cores:
