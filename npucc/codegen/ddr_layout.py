@@ -42,9 +42,9 @@ def layout_ddr(program: TiledProgram, extra: dict[str, int] | None = None) -> Dd
             layout.noc[t.key] = noc
             noc += _round_up(t.nbytes(eb), DDR_ALIGN)
     layout.size = max(cursor, DDR_ALIGN)
-    if layout.size > program.target.capacity["DDR"]:
+    if layout.size > program.target.memory.DDR:
         raise NpuccError(
-            f"program needs {layout.size} bytes of DDR, target has {program.target.capacity['DDR']}"
+            f"program needs {layout.size} bytes of DDR, target has {program.target.memory.DDR}"
         )
     return layout
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from npucc import __version__
 from npucc.errors import NpuccError
-from npucc.target import TIERS, load_target, preset_names, target_from_dict
+from npucc.target import load_target, preset_names, target_from_dict
 
 OPTION_AXES = ("schedule",)  # compiler options an axis may vary (the rest are target fields)
 _SECTIONS = ("sweep", "models", "axes", "constraints")
@@ -146,18 +146,14 @@ def point_key(model: Model, target: dict[str, Any], options: dict[str, Any]) -> 
 
 def sram_bytes(target: dict[str, Any]) -> int:
     """On-chip SRAM of a target (TOML form): its tiers' bytes times the cores."""
-    mem = target["memory"]
-    return sum(int(mem[t]) for t in TIERS) * _cores(target)
+    typed = target_from_dict(copy.deepcopy(target))
+    return sum(typed.memory.on_chip().values()) * typed.cores
 
 
 def macs(target: dict[str, Any]) -> int:
     """Cube MACs per cycle of a target (TOML form): m0 * n0 * k0 times the cores."""
-    cube = target["cube"]
-    return int(cube["m0"]) * int(cube["n0"]) * int(cube["k0"]) * _cores(target)
-
-
-def _cores(target: dict[str, Any]) -> int:
-    return int(target["mesh"]["rows"]) * int(target["mesh"]["cols"])
+    typed = target_from_dict(copy.deepcopy(target))
+    return typed.cube.macs * typed.cores
 
 
 def load_sweep(path: str | Path) -> Sweep:

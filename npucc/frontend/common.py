@@ -133,15 +133,6 @@ def scalar_const(g: Graph, name: str) -> float | None:
     return float(const(g, name).reshape(-1)[0])
 
 
-def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Element strides of a contiguous row-major array of `shape`."""
-    strides, acc = [], 1
-    for d in reversed(shape):
-        strides.append(acc)
-        acc *= d
-    return tuple(reversed(strides))
-
-
 def one_line(exc: BaseException) -> str:
     """An exception's message on one line (whitespace runs become one space)."""
     return " ".join(str(exc).split())

@@ -9,14 +9,8 @@ Anything else (a scale applied to Q, broadcast batch dims, ...) keeps the indivi
 
 from __future__ import annotations
 
-from npucc.frontend.common import (
-    Fusion,
-    fuse_all,
-    row_major_strides,
-    scalar_const,
-    single_producer,
-)
-from npucc.ir.graph import Graph, Layer
+from npucc.frontend.common import Fusion, fuse_all, scalar_const, single_producer
+from npucc.ir.graph import Graph, Layer, row_major_strides
 from npucc.passes import CompileContext, Pass, register
 
 

@@ -26,10 +26,9 @@ from npucc.frontend.common import (
     fresh_name,
     node_error,
     onnx_op,
-    row_major_strides,
 )
 from npucc.ir.dtypes import IR_INTS
-from npucc.ir.graph import Graph, Layer, Tensor, runs
+from npucc.ir.graph import Graph, Layer, Tensor, row_major_strides, runs
 
 Legalize = Callable[[Graph, Layer], list[Layer]]
 INF = math.inf

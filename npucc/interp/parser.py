@@ -19,7 +19,6 @@ from npucc.ir.isa import (
     NOC,
     PIPES,
     REDUCE_OPS,
-    TIERS,
     UNARY_OPS,
     Copy,
     Gather,
@@ -38,7 +37,7 @@ from npucc.ir.isa import (
     parse_instr,
 )
 from npucc.ir.onchip import OnChip, chunk_bytes, parse_onchip
-from npucc.target import Target, target_from_json
+from npucc.target import TIERS, Target, target_from_json
 
 EVENTS = ("alloc", "free", "barrier")
 QUEUE_NAMES = (*(p.lower() for p in PIPES), "ctrl")
@@ -271,8 +270,8 @@ class _Parser:
         size = self._int_field(tokens[1], "size")
         if size % 4:
             raise self.fail(f"ddr size {size} is not a multiple of 4")
-        if size > self.target.capacity[DDR]:
-            raise self.fail(f"ddr size {size} exceeds the target's DDR {self.target.capacity[DDR]}")
+        if size > self.target.memory.DDR:
+            raise self.fail(f"ddr size {size} exceeds the target's DDR {self.target.memory.DDR}")
         return size
 
     def _reach(self, tier: str, end: int) -> None:
@@ -353,8 +352,8 @@ class _Parser:
         if len(where.homes) != -(-elems // where.chunk):
             raise self.fail(f"onchip tensor {json.dumps(name)}: {len(where.homes)} homes do not "
                             f"hold {elems} elements in chunks of {where.chunk}")  # fmt: skip
-        rows, cols = self.target.mesh["rows"], self.target.mesh["cols"]
-        budget = int(self.target.mesh.get("onchip_buffer", 0))
+        rows, cols = self.target.mesh.rows, self.target.mesh.cols
+        budget = self.target.mesh.onchip_budget
         need = chunk_bytes(where.chunk, 4)
         for r, c in where.homes:
             if r >= rows or c >= cols:
@@ -391,7 +390,7 @@ class _Parser:
         if len(tokens) != 3 or not tokens[1].isdigit() or not tokens[2].isdigit():
             raise self.fail("expected 'core ROW COL'")
         row, col = int(tokens[1]), int(tokens[2])
-        if row >= self.target.mesh["rows"] or col >= self.target.mesh["cols"]:
+        if row >= self.target.mesh.rows or col >= self.target.mesh.cols:
             raise self.fail(f"core {row} {col} is outside the target's mesh")
         for other in cores:
             if (other.row, other.col) == (row, col):
@@ -445,15 +444,15 @@ class _Parser:
         tier, addr, size = m.group(1), int(m.group(2), 16), int(m.group(3))
         if tier not in TIERS:
             raise self.fail(f"{kind}: {tier} is not an on-chip tier")
-        if addr % self.target.alignment or size == 0:
+        if addr % self.target.memory.alignment or size == 0:
             raise self.fail(
                 f"{kind}: {_fmt_ref(tier, addr, size)} is empty or not aligned to "
-                f"{self.target.alignment}"
+                f"{self.target.memory.alignment}"
             )
-        if addr + size > self.target.capacity[tier]:
+        if addr + size > self.target.memory.capacity(tier):
             raise self.fail(
                 f"{kind}: {_fmt_ref(tier, addr, size)} exceeds {tier} capacity "
-                f"{self.target.capacity[tier]}"
+                f"{self.target.memory.capacity(tier)}"
             )
         self._reach(tier, addr + size)
         return Event(kind, tier, addr, size, int(buf))
@@ -511,7 +510,7 @@ class _Parser:
             if ref.tier == NOC:
                 cap = self.extent.get(NOC, (0, 0))[0]
             else:
-                cap = self.ddr_size if ref.tier == DDR else self.target.capacity[ref.tier]
+                cap = self.ddr_size if ref.tier == DDR else self.target.memory.capacity(ref.tier)
             if ref.addr % 4:
                 raise self.fail(f"{op}: operand {name} address 0x{ref.addr:x} not aligned to 4")
             if ref.addr + nbytes > cap:

@@ -182,3 +182,12 @@ def runs(indices: tuple[int, ...]) -> list[tuple[int, int, int, int]]:
         out.append((pos, indices[pos], step, length))
         pos += length
     return out
+
+
+def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Element strides of a contiguous row-major array of `shape`."""
+    strides, acc = [], 1
+    for d in reversed(shape):
+        strides.append(acc)
+        acc *= d
+    return tuple(reversed(strides))

@@ -23,9 +23,10 @@ from dataclasses import dataclass, fields
 from functools import lru_cache
 from typing import Any, ClassVar
 
+from npucc.target import TIERS
+
 PIPES = ("MTE1", "MTE2", "MTE3", "CUBE", "VECTOR", "FIXP")
 CTRL = "CTRL"  # pseudo-queue of pipe-less events (alloc, free, barrier): dataflow, not in order
-TIERS = ("L1", "UB", "L0A", "L0B", "L0C")
 DDR = "DDR"
 NOC = "NOC"  # the mesh's distributed on-chip buffer: tensors kept on chip, reached over the NoC
 

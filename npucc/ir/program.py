@@ -92,10 +92,10 @@ class TiledProgram:
         nbytes = math.prod(shape) * (
             INDEX_BYTES if dtype == INDEX_DTYPE else self.target.elem_bytes
         )
-        if nbytes > self.target.capacity["DDR"]:
+        if nbytes > self.target.memory.DDR:
             raise NpuccError(
                 f"tensor '{key}' needs {nbytes} bytes, more than DDR's "
-                f"{self.target.capacity['DDR']} bytes"
+                f"{self.target.memory.DDR} bytes"
             )
         if data is not None:
             data = np.ascontiguousarray(data, dtype=np.float32).reshape(shape)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from npucc.target import TIERS, Target
+from npucc.target import Target
 
 UNBOUNDED = ("dan-mpas",)  # ordering-only methods: validated by rule 7 instead of capacities
 
@@ -27,4 +27,4 @@ class Schedule:
 
 def capacities(target: Target) -> dict[str, int]:
     """Bytes of each on-chip tier a per-core schedule may use."""
-    return {t: target.capacity[t] for t in TIERS}
+    return target.memory.on_chip()

@@ -201,10 +201,10 @@ def scheduled_from_text(text: str, path: str = "<schedule>") -> ScheduledProgram
             times.append((r.pos - 1, int(o.group(4)), int(o.group(5))))
         try:
             if schedule.method in UNBOUNDED:
-                validate(core.graph, schedule, None, target.alignment, single_l0=True)
+                validate(core.graph, schedule, None, target.memory.alignment, single_l0=True)
             else:
-                validate(core.graph, schedule, capacity, target.alignment)
-            rep = replay(core.graph, schedule, capacity, model, target.alignment)
+                validate(core.graph, schedule, capacity, target.memory.alignment)
+            rep = replay(core.graph, schedule, capacity, model, target.memory.alignment)
         except NpuccError as exc:
             r.pos = head
             raise r.error(f"invalid schedule: {exc}") from None

@@ -19,10 +19,10 @@ from npucc.errors import NpuccError
 from npucc.interp.machine import RunResult, run_file
 from npucc.interp.parser import Stream, load_stream
 from npucc.ir.dtypes import HOST_DTYPES
-from npucc.ir.isa import PIPES, TIERS
+from npucc.ir.isa import PIPES
 from npucc.report import figures
 from npucc.report.data import ReportData, collect
-from npucc.target import Target
+from npucc.target import TIERS, Target
 
 _TEMPLATES = jinja2.Environment(
     loader=jinja2.PackageLoader("npucc.report", "templates"),
@@ -92,7 +92,7 @@ def render_report(title: str, target: Target, result: RunResult, out: Path) -> P
                       "Live bytes per tier over time; the triangle marks the L1+UB peak."),
         ]  # fmt: skip
     busy = {coord: max(core.busy.values(), default=0) for coord, core in data.cores.items()}
-    rows, cols = int(target.mesh.get("rows", 1)), int(target.mesh.get("cols", 1))
+    rows, cols = target.mesh.rows, target.mesh.cols
     figures.mesh(rows, cols, busy, result.makespan, out / "mesh.png")
     page = out / "index.html"
     page.write_text(_page(data, refs), encoding="utf-8")

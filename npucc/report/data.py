@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 from npucc.interp.machine import RunResult
 from npucc.interp.trace import Trace
-from npucc.ir.isa import PIPES, TIERS
-from npucc.target import Target
+from npucc.ir.isa import PIPES
+from npucc.target import TIERS, Target
 
 Coord = tuple[int, int]  # mesh row, column
 PEAK_TIERS = ("L1", "UB")  # the DAN peak-residency metric counts these tiers

@@ -1,11 +1,22 @@
-"""Hardware targets: TOML files describing cores, memory tiers, pipes, mesh and energy."""
+"""Hardware targets: TOML files describing cores, memory tiers, pipes, mesh and energy.
+
+A `Target` holds one frozen dataclass per TOML section (`memory`, `cube`, `vector`, `dma`,
+`mesh`, `energy`); `load_target` validates a file once and every reader uses typed attributes
+(`target.mesh.cols`, `target.cube.m0`). `to_dict` gives back the TOML form, and `to_json`, its
+canonical JSON, is embedded in every command stream: both are byte-for-byte what the file said
+(optional keys absent from the file stay absent).
+
+One core is described once, by `[cube]`, `[vector]`, `[memory]` and `[mesh] onchip_buffer`.
+`[mesh] macs_per_core` and `sram_per_core` are the per-tile figures of the SET/HyperCut
+papers' analytic comparison model (`target.mesh_cost.MeshParams`) and nothing else reads them.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -24,37 +35,54 @@ DMA_PATHS = (
     "UB_UB",
     "TIER_DDR",
 )
-
-# section -> key -> (type, required); a nested table is described by a dict
-_SCHEMA: dict[str, dict[str, Any]] = {
-    "target": {"name": str, "dtype": str, "clock_ghz": float},
-    "memory": {**{t: int for t in TIERS}, "DDR": int, "alignment": int},
-    "cube": {"m0": int, "n0": int, "k0": int, "latency": int},
-    "vector": {"width": int, "latency": int},
-    "dma": {p: {"bandwidth": int, "latency": int} for p in DMA_PATHS},
-    "mesh": {
-        "rows": int,
-        "cols": int,
-        "noc_bandwidth": int,
-        "noc_hop_latency": int,
-        "ddr_bandwidth": int,
-        "ddr_ports": str,
-        "macs_per_core": int,
-        "sram_per_core": int,
-    },
-    "energy": {
-        "mac": float,
-        "vector_op": float,
-        **{f"byte_{t}": float for t in TIERS},
-        "noc_bit_hop": float,
-        "ddr_bit": float,
-    },
-}
-# section -> optional key -> type; absent keys stay absent (readers use their defaults)
-_OPTIONAL: dict[str, dict[str, Any]] = {
-    "mesh": {"onchip_buffer": int, "noc_dma_latency": int},
-}
+NOC_DMA_LATENCY = 20  # cycles to start a NoC DMA when the target's [mesh] does not say
 _DTYPE_BYTES = {"f32": 4}
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """Capacities in bytes of the on-chip tiers and of DDR; the byte alignment of every buffer."""
+
+    L1: int
+    UB: int
+    L0A: int
+    L0B: int
+    L0C: int
+    DDR: int
+    alignment: int
+
+    def capacity(self, tier: str) -> int:
+        """Bytes of one tier (a TIERS name or DDR)."""
+        if tier not in (*TIERS, "DDR"):
+            raise KeyError(tier)
+        return int(getattr(self, tier))
+
+    def on_chip(self) -> dict[str, int]:
+        """Bytes of each on-chip tier of one core, in TIERS order."""
+        return {t: self.capacity(t) for t in TIERS}
+
+
+@dataclass(frozen=True, slots=True)
+class Cube:
+    """The cube unit: one m0 x n0 x k0 fractal multiply per cycle after `latency` cycles."""
+
+    m0: int
+    n0: int
+    k0: int
+    latency: int
+
+    @property
+    def macs(self) -> int:
+        """Multiply-accumulates per cycle of one core's cube."""
+        return self.m0 * self.n0 * self.k0
+
+
+@dataclass(frozen=True, slots=True)
+class Vector:
+    """The vector unit: `width` elements per cycle after `latency` cycles."""
+
+    width: int
+    latency: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,19 +94,131 @@ class DmaPath:
 
 
 @dataclass(frozen=True, slots=True)
+class Dma:
+    """Every DMA path of a core, by its DMA_PATHS name."""
+
+    DDR_L1: DmaPath
+    DDR_UB: DmaPath
+    DDR_L0: DmaPath
+    L1_L0: DmaPath
+    L1_UB: DmaPath
+    UB_L1: DmaPath
+    L0C_UB: DmaPath
+    UB_UB: DmaPath
+    TIER_DDR: DmaPath
+
+    def path(self, name: str) -> DmaPath:
+        """The DMA path called `name` (one of DMA_PATHS)."""
+        if name not in DMA_PATHS:
+            raise KeyError(name)
+        path: DmaPath = getattr(self, name)
+        return path
+
+
+@dataclass(frozen=True, slots=True)
+class SetModelParams:
+    """Per-tile figures of the SET/HyperCut papers' analytic mesh model (`MeshParams`) only.
+
+    NOTE: they are not a second description of a core: lowering, the execution estimate and the
+    interpreter take a core's MACs from `[cube]` and its SRAM from `[memory]`/`onchip_buffer`.
+    """
+
+    macs_per_core: int
+    sram_per_core: int  # bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Mesh:
+    """The mesh of cores: its shape, NoC, shared DDR and the on-chip buffer per core."""
+
+    rows: int
+    cols: int
+    noc_bandwidth: int  # bytes per cycle per link
+    noc_hop_latency: int  # cycles per hop
+    ddr_bandwidth: int  # bytes per cycle DDR serves all cores together
+    ddr_ports: str
+    set_model: SetModelParams  # TOML keys macs_per_core, sram_per_core
+    onchip_buffer: int | None = None  # bytes per core; None: absent from the file
+    noc_dma_latency: int | None = None  # cycles; None: absent from the file
+
+    @property
+    def onchip_budget(self) -> int:
+        """Bytes per core of the distributed on-chip buffer (0 when the file gives none)."""
+        return 0 if self.onchip_buffer is None else self.onchip_buffer
+
+    @property
+    def noc_dma_cycles(self) -> int:
+        """Fixed latency of one NoC DMA (NOC_DMA_LATENCY when the file does not say)."""
+        return NOC_DMA_LATENCY if self.noc_dma_latency is None else self.noc_dma_latency
+
+
+@dataclass(frozen=True, slots=True)
+class Energy:
+    """Energy in picojoules: per MAC, per vector element, per byte of each tier, per bit."""
+
+    mac: float
+    vector_op: float
+    byte_L1: float
+    byte_UB: float
+    byte_L0A: float
+    byte_L0B: float
+    byte_L0C: float
+    noc_bit_hop: float
+    ddr_bit: float
+
+    def per_byte(self, tier: str) -> float:
+        """Picojoules per byte read or written in one on-chip tier."""
+        if tier not in TIERS:
+            raise KeyError(tier)
+        return float(getattr(self, f"byte_{tier}"))
+
+
+# NOTE: the TOML form of each section is its dataclass's fields in order, except [mesh], whose
+# `set_model` fields sit flat in the table; to_dict lists keys in this order.
+_MESH_OPTIONAL = ("onchip_buffer", "noc_dma_latency")
+_KINDS = {"int": int, "float": float, "str": str}
+
+
+def _keys(cls: type) -> dict[str, Any]:
+    """TOML key -> type of one section class (a nested dict for a table-valued key)."""
+    out: dict[str, Any] = {}
+    for f in fields(cls):
+        if f.type == "DmaPath":
+            out[f.name] = _keys(DmaPath)
+        elif f.type == "SetModelParams":
+            out.update(_keys(SetModelParams))
+        elif f.name not in _MESH_OPTIONAL:
+            out[f.name] = _KINDS[str(f.type)]
+    return out
+
+
+# section -> key -> type, every key required; a nested table is described by a dict
+_SCHEMA: dict[str, dict[str, Any]] = {
+    "target": {"name": str, "dtype": str, "clock_ghz": float},
+    "memory": _keys(Memory),
+    "cube": _keys(Cube),
+    "vector": _keys(Vector),
+    "dma": _keys(Dma),
+    "mesh": _keys(Mesh),
+    "energy": _keys(Energy),
+}
+# section -> optional key -> type; absent keys stay absent (readers use Mesh's defaults)
+_OPTIONAL: dict[str, dict[str, Any]] = {"mesh": dict.fromkeys(_MESH_OPTIONAL, int)}
+
+
+@dataclass(frozen=True, slots=True)
 class Target:
     """A validated hardware description; every field comes from the TOML file."""
 
     name: str
     dtype: str  # storage element type of every tensor
     clock_ghz: float
-    capacity: dict[str, int]  # tier -> bytes (L1, UB, L0A, L0B, L0C, DDR)
-    alignment: int  # byte alignment of every on-chip buffer
-    cube: dict[str, int]  # m0, n0, k0, latency
-    vector: dict[str, int]  # width (elements per cycle), latency
-    dma: dict[str, DmaPath]  # path name -> bandwidth/latency
-    mesh: dict[str, Any]
-    energy: dict[str, float]  # picojoules
+    memory: Memory
+    cube: Cube
+    vector: Vector
+    dma: Dma
+    mesh: Mesh
+    energy: Energy
     source: str = field(default="", compare=False)  # file the target came from
 
     @property
@@ -89,20 +229,18 @@ class Target:
     @property
     def cores(self) -> int:
         """Number of cores in the mesh."""
-        return int(self.mesh["rows"]) * int(self.mesh["cols"])
+        return self.mesh.rows * self.mesh.cols
 
     def to_dict(self) -> dict[str, Any]:
         """The target as the nested dict of its TOML form."""
         return {
             "target": {"name": self.name, "dtype": self.dtype, "clock_ghz": self.clock_ghz},
-            "memory": {**self.capacity, "alignment": self.alignment},
-            "cube": dict(self.cube),
-            "vector": dict(self.vector),
-            "dma": {
-                k: {"bandwidth": v.bandwidth, "latency": v.latency} for k, v in self.dma.items()
-            },
-            "mesh": dict(self.mesh),
-            "energy": dict(self.energy),
+            "memory": _table(self.memory),
+            "cube": _table(self.cube),
+            "vector": _table(self.vector),
+            "dma": {p: _table(self.dma.path(p)) for p in DMA_PATHS},
+            "mesh": _mesh_table(self.mesh),
+            "energy": _table(self.energy),
         }
 
     def to_json(self) -> str:
@@ -118,6 +256,23 @@ class Target:
         data = self.to_dict()
         data["memory"].update(caps)
         return target_from_dict(data, self.source)
+
+
+def _table(section: Any) -> dict[str, Any]:
+    """One section dataclass as its TOML table (field name -> value)."""
+    return {f.name: getattr(section, f.name) for f in fields(section)}
+
+
+def _mesh_table(mesh: Mesh) -> dict[str, Any]:
+    """[mesh] as its TOML table: `set_model` flat, absent optional keys left out."""
+    table: dict[str, Any] = {}
+    for f in fields(mesh):
+        value = getattr(mesh, f.name)
+        if f.name == "set_model":
+            table.update(_table(value))
+        elif value is not None:
+            table[f.name] = value
+    return table
 
 
 def preset_names() -> list[str]:
@@ -184,7 +339,10 @@ def _check_table(
 
 
 def target_from_dict(data: dict[str, Any], source: str = "") -> Target:
-    """Validate a nested dict against the target schema and build the Target."""
+    """Validate a nested dict against the target schema and build the Target.
+
+    NOTE: float keys given as integers are converted in `data` itself (as TOML allows `1`).
+    """
     for section in data:
         if section not in _SCHEMA:
             raise NpuccError(f"unknown section '[{section}]' in target ({source})")
@@ -210,16 +368,17 @@ def target_from_dict(data: dict[str, Any], source: str = "") -> Target:
     for path, spec in data["dma"].items():
         if spec["bandwidth"] == 0:
             raise NpuccError(f"key 'dma.{path}.bandwidth' must be positive ({source})")
+    mesh = dict(data["mesh"])
+    set_model = SetModelParams(**{k: mesh.pop(k) for k in _keys(SetModelParams)})
     return Target(
         name=data["target"]["name"],
         dtype=data["target"]["dtype"],
         clock_ghz=data["target"]["clock_ghz"],
-        capacity={t: mem[t] for t in (*TIERS, "DDR")},
-        alignment=mem["alignment"],
-        cube=dict(data["cube"]),
-        vector=dict(data["vector"]),
-        dma={k: DmaPath(v["bandwidth"], v["latency"]) for k, v in data["dma"].items()},
-        mesh=dict(data["mesh"]),
-        energy=dict(data["energy"]),
+        memory=Memory(**mem),
+        cube=Cube(**data["cube"]),
+        vector=Vector(**data["vector"]),
+        dma=Dma(**{p: DmaPath(**spec) for p, spec in data["dma"].items()}),
+        mesh=Mesh(**mesh, set_model=set_model),
+        energy=Energy(**data["energy"]),
         source=source,
     )

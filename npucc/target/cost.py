@@ -20,11 +20,8 @@ TRACE_SPILL_PER_BYTE = 2
 def dma_cycles(target: Target, path: str, nbytes: int) -> int:
     """Cycles of one DMA on the [dma] `path` moving nbytes: fixed latency plus bytes over
     bandwidth."""
-    dma = target.dma[path]
+    dma = target.dma.path(path)
     return dma.latency + math.ceil(nbytes / dma.bandwidth)
-
-
-NOC_DMA_LATENCY = 20  # cycles to start a NoC DMA when the target's [mesh] does not say
 
 
 def noc_cycles(target: Target, nbytes: int, hops: int) -> int:
@@ -34,34 +31,30 @@ def noc_cycles(target: Target, nbytes: int, hops: int) -> int:
     on a shared link is not modelled).
     """
     m = target.mesh
-    return (
-        int(m.get("noc_dma_latency", NOC_DMA_LATENCY))
-        + hops * int(m["noc_hop_latency"])
-        + math.ceil(nbytes / int(m["noc_bandwidth"]))
-    )
+    return m.noc_dma_cycles + hops * m.noc_hop_latency + math.ceil(nbytes / m.noc_bandwidth)
 
 
 def noc_energy(target: Target, nbytes: int, hops: int) -> float:
     """Picojoules of moving nbytes over `hops` NoC hops (no DDR energy)."""
-    return nbytes * 8 * target.energy["noc_bit_hop"] * hops
+    return nbytes * 8 * target.energy.noc_bit_hop * hops
 
 
 def mmad_cycles(target: Target, m: int, n: int, k: int) -> int:
     """Cycles of one cube multiply: one fractal (m0 x n0 x k0) per cycle plus pipeline latency."""
     c = target.cube
-    return c["latency"] + math.ceil(m / c["m0"]) * math.ceil(n / c["n0"]) * math.ceil(k / c["k0"])
+    return c.latency + math.ceil(m / c.m0) * math.ceil(n / c.n0) * math.ceil(k / c.k0)
 
 
 def vector_cycles(target: Target, elements: int, weight: int = 1) -> int:
     """Cycles of one vector instruction over `elements` lanes, `weight` cycles per lane group
     (transcendental ops cost more)."""
-    return target.vector["latency"] + math.ceil(elements / target.vector["width"]) * weight
+    return target.vector.latency + math.ceil(elements / target.vector.width) * weight
 
 
 def shared_ddr_bandwidth(target: Target) -> int | None:
     """Bytes per cycle DDR serves to all cores together on a mesh (None on one core, whose DMA
     paths have their own bandwidths)."""
-    return int(target.mesh["ddr_bandwidth"]) if target.cores > 1 else None
+    return target.mesh.ddr_bandwidth if target.cores > 1 else None
 
 
 def ddr_channel(
@@ -89,18 +82,18 @@ def trace_spill_cycles(size: int) -> int:
 
 def mac_energy(target: Target, macs: int) -> float:
     """Picojoules of `macs` cube multiply-accumulates."""
-    return macs * target.energy["mac"]
+    return macs * target.energy.mac
 
 
 def vector_energy(target: Target, elements: int) -> float:
     """Picojoules of a vector instruction over `elements` lanes."""
-    return elements * target.energy["vector_op"]
+    return elements * target.energy.vector_op
 
 
 def tier_energy(target: Target, tier: str, nbytes: int) -> float:
     """Picojoules of reading or writing nbytes in `tier` (DDR: per bit)."""
     e = target.energy
-    return nbytes * 8 * e["ddr_bit"] if tier == "DDR" else nbytes * e[f"byte_{tier}"]
+    return nbytes * 8 * e.ddr_bit if tier == "DDR" else nbytes * e.per_byte(tier)
 
 
 class SpillModel:
@@ -136,4 +129,4 @@ def sync_cycles(target: Target, src: tuple[int, int], dst: tuple[int, int]) -> i
     """Cycles a flag takes from core `src` to core `dst`: one hop latency per mesh hop (the
     one home of the hop latency of a synchronisation)."""
     hops = abs(src[0] - dst[0]) + abs(src[1] - dst[1])
-    return hops * int(target.mesh["noc_hop_latency"])
+    return hops * target.mesh.noc_hop_latency

@@ -65,7 +65,7 @@ def _happens_before(replay, flags) -> nx.DiGraph:
 
 def test_every_edge_is_enforced_and_flags_are_pruned():
     graph, target = _matmul_graph(6)
-    capacity = {t: target.capacity[t] for t in ("L1", "UB", "L0A", "L0B", "L0C")}
+    capacity = target.memory.on_chip()
     _, replay = schedule_graph(graph, "original", capacity, TargetSpillModel(target), 32)
     flags = plan_flags(replay)
     order = _happens_before(replay, flags)
@@ -79,7 +79,7 @@ def test_every_edge_is_enforced_and_flags_are_pruned():
 
 def test_flags_are_unique_and_paired():
     graph, target = _matmul_graph(3)
-    capacity = {t: target.capacity[t] for t in ("L1", "UB", "L0A", "L0B", "L0C")}
+    capacity = target.memory.on_chip()
     _, replay = schedule_graph(graph, "original", capacity, TargetSpillModel(target), 32)
     flags = plan_flags(replay)
     set_ids = [i.split("#")[1] for items in flags.sets.values() for i in items]

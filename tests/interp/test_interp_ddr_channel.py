@@ -38,7 +38,7 @@ def test_two_cores_loading_at_once_take_turns_on_the_ddr_channel():
     mesh = load_target("mesh8x8")  # DDR 64 B/cycle for the mesh, as each core's DMA path
     load = copy_cycles(mesh, "DDR", "UB", 4 * N)
     store = copy_cycles(mesh, "UB", "DDR", 4 * N)
-    channel = 4 * N // int(mesh.mesh["ddr_bandwidth"])
+    channel = 4 * N // mesh.mesh.ddr_bandwidth
     alone = _run(mesh, [(0, 0)])
     assert alone.makespan == load + store
     both = _run(mesh, [(0, 0), (5, 7)])
@@ -55,7 +55,7 @@ def test_a_wider_ddr_channel_lets_transfers_overlap():
     mesh = load_target("mesh16x16")  # DDR 256 B/cycle for the mesh, 64 B/cycle per core
     both = _run(mesh, [(0, 0), (9, 9)])
     load = copy_cycles(mesh, "DDR", "UB", 4 * N)
-    stagger = 4 * N // int(mesh.mesh["ddr_bandwidth"])
+    stagger = 4 * N // mesh.mesh.ddr_bandwidth
     assert both.core_makespan[(9, 9)] - both.core_makespan[(0, 0)] == stagger
     assert both.core_makespan[(0, 0)] == load + copy_cycles(mesh, "UB", "DDR", 4 * N)  # no wait
 

@@ -48,10 +48,10 @@ def test_noc_handoff_between_cores_is_timed_and_counted():
     assert not any("DDR" in path and "UB->DDR" != path for path in res.counters["bytes"])
     vfill = 8 + 1
     write_end = vfill + noc_cycles(MESH, 64, 0)
-    read_end = write_end + 5 * int(MESH.mesh["noc_hop_latency"]) + noc_cycles(MESH, 64, 5)
+    read_end = write_end + 5 * MESH.mesh.noc_hop_latency + noc_cycles(MESH, 64, 5)
     assert res.core_makespan[(0, 0)] == write_end
     assert res.core_makespan[(2, 3)] == read_end + copy_cycles(MESH, "UB", "DDR", 64)
-    assert noc_energy(MESH, 64, 5) == 64 * 8 * MESH.energy["noc_bit_hop"] * 5
+    assert noc_energy(MESH, 64, 5) == 64 * 8 * MESH.energy.noc_bit_hop * 5
 
 
 def test_reading_an_onchip_tensor_before_its_producers_flag_is_a_race():
@@ -97,7 +97,7 @@ def test_malformed_noc_streams_are_rejected(old, new, message):
 
 
 def test_onchip_tensors_beyond_a_cores_buffer_are_rejected():
-    budget = int(MESH.mesh["onchip_buffer"])
+    budget = MESH.mesh.onchip_budget
     big = f'tensor onchip "t" NOC[0x000000+{budget + 64}] f32[{budget // 4 + 16}] homes=[0,0] chunk={budget // 4 + 16}'
     text = _stream(_writer("set mte3>mte2@2,3#9"), _reader("wait mte3@0,0>mte2#9"), big)
     with pytest.raises(

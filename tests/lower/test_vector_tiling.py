@@ -60,7 +60,7 @@ def run_layer(op, inputs, out_shape, attrs=None, consts=None, target=TARGET, pos
     g.outputs.append("y")
     program = lower_graph(g, CompileContext(target))
     for tier, peak in lowering_peaks(program).items():
-        assert peak <= target.capacity[tier] // 2, f"{tier} peak {peak}"
+        assert peak <= target.memory.capacity(tier) // 2, f"{tier} peak {peak}"
     backend = PassManager([PASSES[name]() for name in BACKEND_PASSES])
     generated = backend.run(g, CompileContext(target))
     runtime = {n: feeds[n] for n in g.inputs}

@@ -47,7 +47,7 @@ def test_dag_pipe_order_is_the_given_order_not_the_ids() -> None:
 
 
 def test_dag_ddr_channel_contention_on_a_mesh() -> None:
-    bandwidth = int(MESH.mesh["ddr_bandwidth"])
+    bandwidth = MESH.mesh.ddr_bandwidth
     nbytes = 8 * bandwidth  # holds the channel 8 cycles
     dag = TimingDag()
     x = dag.node(20, (0, 1), nbytes)
@@ -71,7 +71,7 @@ def test_dag_rejects_a_cycle() -> None:
 
 def test_channel_is_cost_ddr_channel() -> None:
     channel = DdrChannel(MESH)
-    bandwidth = int(MESH.mesh["ddr_bandwidth"])
+    bandwidth = MESH.mesh.ddr_bandwidth
     assert channel.shared and not DdrChannel(CORE).shared
     assert channel.transfer(3 * bandwidth, 50, 10) == 60 and channel.free == 13
     assert channel.transfer(bandwidth, 5, 0) == 18 and channel.free == 14  # waited for it

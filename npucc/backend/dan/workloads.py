@@ -30,7 +30,9 @@ TILE = T * T
 
 def _builder(name: str) -> TileBuilder:
     target: Target = load_target("davinci-core")
-    return TileBuilder(TileGraph(name), replace(target, alignment=32))
+    return TileBuilder(
+        TileGraph(name), replace(target, memory=replace(target.memory, alignment=32))
+    )
 
 
 def _load(bld: TileBuilder, tier: str, key: str, off: int, name: str) -> BufRef:

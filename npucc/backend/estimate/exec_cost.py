@@ -339,7 +339,7 @@ class ExecCostModel:
     ) -> dict[str, OnChip]:
         """The tensors the lowering keeps on chip under `steps` (as `plan_tensors` decides),
         none of `offchip`."""
-        cols = int(self.target.mesh["cols"])
+        cols = self.target.mesh.cols
         cores_of: list[tuple[int, ...] | None] = [None] * len(self.graph.layers)
         step_of = [0] * len(self.graph.layers)
         for s, step in enumerate(steps):
@@ -489,7 +489,7 @@ class ExecCostModel:
                 for index in group.layers:
                     rect_of[index] = group.rect
         onchip = self.onchip(steps, offchip)
-        cols = int(self.target.mesh["cols"])
+        cols = self.target.mesh.cols
         runs: list[_LayerRun | int] = []
         for index, layer in enumerate(self.graph.layers):
             srcs = self._srcs[index]

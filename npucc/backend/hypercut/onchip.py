@@ -33,10 +33,10 @@ def plan_onchip(
     """The tensors kept on chip (layer i runs in step `step_of[i]` on the row-major core
     indices `cores_of[i]`; None for a view op), none of `offchip`. Empty on one core or
     without a buffer."""
-    budget = int(target.mesh.get("onchip_buffer", 0))
+    budget = target.mesh.onchip_budget
     if budget <= 0 or target.cores <= 1:
         return {}
-    cols = int(target.mesh["cols"])
+    cols = target.mesh.cols
     eb = target.elem_bytes
     readers: dict[str, list[int]] = {}
     for j, layer in enumerate(graph.layers):

@@ -27,9 +27,9 @@ class MeshParams:
 
     rows: int
     cols: int
-    macs_per_core: int
+    macs_per_core: int  # the papers' tile ([mesh] macs_per_core), not [cube]
     vector_per_core: int  # element operations per cycle per core (pooling, add, softmax)
-    sram_per_core: int  # bytes
+    sram_per_core: int  # bytes: the papers' tile ([mesh] sram_per_core), not [memory]
     noc_bandwidth: float  # bytes per cycle per link and direction
     noc_hop_latency: int  # cycles per hop
     dram_bandwidth: float  # bytes per cycle, shared by all ports
@@ -49,28 +49,30 @@ class MeshParams:
     def from_target(cls, target: Target, **overrides: Any) -> MeshParams:
         """Read the [mesh] and [energy] sections (and dtype) of a target; overrides win.
 
+        NOTE: the per-core MACs and SRAM are the SET/HyperCut papers' tile figures
+        (`target.mesh.set_model`), not the core that `[cube]` and `[memory]` describe.
         `overrides` name MeshParams fields, each with a value of that field's type.
         """
         m, e = target.mesh, target.energy
         eb = target.elem_bytes
-        operand = 2 * eb * e["byte_L1"] / OPERAND_REUSE
+        operand = 2 * eb * e.byte_L1 / OPERAND_REUSE
         params = cls(
-            rows=int(m["rows"]),
-            cols=int(m["cols"]),
-            macs_per_core=int(m["macs_per_core"]),
-            vector_per_core=int(target.vector["width"]),
-            sram_per_core=int(m["sram_per_core"]),
-            noc_bandwidth=float(m["noc_bandwidth"]),
-            noc_hop_latency=int(m["noc_hop_latency"]),
-            dram_bandwidth=float(m["ddr_bandwidth"]),
+            rows=m.rows,
+            cols=m.cols,
+            macs_per_core=m.set_model.macs_per_core,
+            vector_per_core=target.vector.width,
+            sram_per_core=m.set_model.sram_per_core,
+            noc_bandwidth=float(m.noc_bandwidth),
+            noc_hop_latency=m.noc_hop_latency,
+            dram_bandwidth=float(m.ddr_bandwidth),
             elem_bytes=eb,
-            mac_pj=e["mac"],
-            vector_pj=e["vector_op"],
-            sram_read_pj=e["byte_L1"],
-            sram_write_pj=e["byte_L1"],
+            mac_pj=e.mac,
+            vector_pj=e.vector_op,
+            sram_read_pj=e.byte_L1,
+            sram_write_pj=e.byte_L1,
             core_buffer_pj_per_mac=operand,
-            noc_pj_bit_hop=e["noc_bit_hop"],
-            dram_pj_bit=e["ddr_bit"],
+            noc_pj_bit_hop=e.noc_bit_hop,
+            dram_pj_bit=e.ddr_bit,
         )
         return replace(params, **overrides)
 

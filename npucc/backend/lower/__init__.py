@@ -47,7 +47,7 @@ def lower_graph(
     """
     target = ctx.target
     program = TiledProgram(graph.name, target)
-    rows, cols = int(target.mesh["rows"]), int(target.mesh["cols"])
+    rows, cols = target.mesh.rows, target.mesh.cols
     tracker = DdrTracker(onchip=dict(onchip or {}))
     program.onchip = tracker.onchip
     builders = []
@@ -97,7 +97,7 @@ def _order_sync_points(program: TiledProgram) -> None:
 
 def plan_placement(plan: MeshPlan, target: Target) -> Placement:
     """Each planned layer on the cores of its group's rectangle (row-major core indices)."""
-    cols = int(target.mesh["cols"])
+    cols = target.mesh.cols
     placement: Placement = {}
     for step in plan.steps:
         for group in step.groups:

@@ -15,9 +15,9 @@ import math
 
 import numpy as np
 
-from npucc.backend.lower.common import LowerContext, lowering, row_major_strides, split
+from npucc.backend.lower.common import LowerContext, lowering, split
 from npucc.backend.lower.layout import broadcast_strides, budget, offset
-from npucc.ir.graph import Layer
+from npucc.ir.graph import Layer, row_major_strides
 from npucc.ir.isa import BufRef, Copy, DdrRef, Mmad, VBinary, VFill, VReduce, VUnary
 
 BLOCK = 128  # largest query and key block

@@ -90,7 +90,7 @@ class TileBuilder:
     def alloc(self, tier: str, elems: int, name: str = "") -> BufRef:
         """Allocate a buffer of `elems` elements in `tier` (size rounded up to the alignment)."""
         nbytes = elems * self.target.elem_bytes
-        align = self.target.alignment
+        align = self.target.memory.alignment
         size = max(align, math.ceil(nbytes / align) * align)
         buf = self.graph.add_buffer(size, tier, name)
         self.graph.add_node("ALLOC", None, 0, (buf.id,))
@@ -164,7 +164,7 @@ class TileBuilder:
         strides = instr.src_strides if side is instr.src else instr.dst_strides
         lo = side.off
         hi = lo + pattern_extent(instr.dims, strides)
-        cols = int(self.target.mesh["cols"])
+        cols = self.target.mesh.cols
         here = (self.core // cols, self.core % cols)
         hops = self.tracker.onchip[side.key].hops(here, lo, hi)
         return NocCopy(instr.dst, instr.src, instr.dims, instr.dst_strides, instr.src_strides, hops)

@@ -60,14 +60,14 @@ class LowerContext:
 
     def capacity(self, tier: str) -> int:
         """Capacity of `tier` in elements."""
-        return self.target.capacity[tier] // self.target.elem_bytes
+        return self.target.memory.capacity(tier) // self.target.elem_bytes
 
     def fit_error(self, layer: Layer, tier: str, elems: int) -> NpuccError:
         """The error for a tile that cannot fit the target even at its smallest."""
         return NpuccError(
             f"{tier} too small for the smallest tile of layer '{layer.name}' ("
             f"{elems * self.target.elem_bytes} bytes needed, "
-            f"{self.target.capacity[tier]} available)"
+            f"{self.target.memory.capacity(tier)} available)"
         )
 
 
@@ -86,16 +86,6 @@ def lowering(*ops: str) -> Callable[[Lowering], Lowering]:
         return fn
 
     return wrap
-
-
-def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Element strides of a contiguous row-major array of `shape`."""
-    strides = []
-    acc = 1
-    for d in reversed(shape):
-        strides.append(acc)
-        acc *= d
-    return tuple(reversed(strides))
 
 
 def apply_activation(ctx: LowerContext, ref: BufRef, elems: int, attrs: dict) -> None:

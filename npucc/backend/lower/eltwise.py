@@ -9,13 +9,7 @@ from __future__ import annotations
 
 import math
 
-from npucc.backend.lower.common import (
-    LowerContext,
-    apply_activation,
-    lowering,
-    row_major_strides,
-    split,
-)
+from npucc.backend.lower.common import LowerContext, apply_activation, lowering, split
 from npucc.backend.lower.layout import (
     Dims,
     boxes,
@@ -26,7 +20,7 @@ from npucc.backend.lower.layout import (
     offset,
     store,
 )
-from npucc.ir.graph import Layer
+from npucc.ir.graph import Layer, row_major_strides
 from npucc.ir.isa import COMPARE_OPS, BufRef, DdrRef, VBinary, VUnary
 
 # unary ops lowered one-to-one onto a VUnary without scalars: relu is canonical; the others

@@ -9,8 +9,8 @@ from __future__ import annotations
 import itertools
 import math
 
-from npucc.backend.lower.common import LowerContext, lowering, row_major_strides, split
-from npucc.ir.graph import Layer
+from npucc.backend.lower.common import LowerContext, lowering, split
+from npucc.ir.graph import Layer, row_major_strides
 from npucc.ir.isa import BufRef, Copy, DdrRef
 
 # NOTE: a tile uses at most 1/TILE_SHARE of a tier, leaving room for the next tile's buffers.
@@ -28,7 +28,7 @@ def budget(ctx: LowerContext, tier: str = "UB") -> int:
     The share is reduced by the alignment padding of MAX_TILE_BUFFERS buffers, so that rounded
     buffer sizes still stay within it.
     """
-    slack = MAX_TILE_BUFFERS * ctx.target.alignment // ctx.target.elem_bytes
+    slack = MAX_TILE_BUFFERS * ctx.target.memory.alignment // ctx.target.elem_bytes
     return max(1, ctx.capacity(tier) // TILE_SHARE - slack)
 
 

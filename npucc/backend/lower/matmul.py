@@ -9,14 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npucc.backend.lower.common import (
-    LowerContext,
-    apply_activation,
-    lowering,
-    row_major_strides,
-    split,
-)
-from npucc.ir.graph import Layer
+from npucc.backend.lower.common import LowerContext, apply_activation, lowering, split
+from npucc.ir.graph import Layer, row_major_strides
 from npucc.ir.isa import BufRef, Copy, DdrRef, Mmad, VBinary, VUnary
 
 # NOTE: every tile uses at most half of its tier so that the next tile's buffers can be placed
@@ -65,9 +59,9 @@ def choose_tiles(
     if k_quantum > 1:
         k_options = [c * k_quantum for c in _candidates(k // k_quantum)]
     else:
-        k_options = _candidates(k, cube["k0"])
+        k_options = _candidates(k, cube.k0)
     for mt, nt, kt in itertools.product(
-        _candidates(m, cube["m0"]), _candidates(n, cube["n0"]), k_options
+        _candidates(m, cube.m0), _candidates(n, cube.n0), k_options
     ):
         if (
             mt * kt > cap["L0A"]

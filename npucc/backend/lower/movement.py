@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import math
 
-from npucc.backend.lower.common import LowerContext, lowering, row_major_strides
+from npucc.backend.lower.common import LowerContext, lowering
 from npucc.backend.lower.layout import Dims, boxes, broadcast_strides, budget, move, offset, store
 from npucc.ir.dtypes import INDEX_DTYPE
-from npucc.ir.graph import Layer, runs
+from npucc.ir.graph import Layer, row_major_strides, runs
 from npucc.ir.isa import GATHER_INDEX, Copy, Gather, VFill
 
 

@@ -11,13 +11,7 @@ from __future__ import annotations
 
 import math
 
-from npucc.backend.lower.common import (
-    LowerContext,
-    apply_activation,
-    lowering,
-    row_major_strides,
-    split,
-)
+from npucc.backend.lower.common import LowerContext, apply_activation, lowering, split
 from npucc.backend.lower.layout import (
     Dims,
     boxes,
@@ -28,7 +22,7 @@ from npucc.backend.lower.layout import (
     offset,
     store,
 )
-from npucc.ir.graph import Layer
+from npucc.ir.graph import Layer, row_major_strides
 from npucc.ir.isa import BufRef, Copy, DdrRef, VBinary, VFill, VReduce, VUnary
 
 COMBINE = {"max": "max", "sum": "add"}  # binary op that merges two partial reductions

@@ -25,7 +25,7 @@ class SchedulePass(Pass):
         capacity = capacities(target)
         spill_model = TargetSpillModel(target)
         schedules = [
-            schedule_graph(core.graph, self.method, capacity, spill_model, target.alignment)
+            schedule_graph(core.graph, self.method, capacity, spill_model, target.memory.alignment)
             for core in ir.cores
         ]
         scheduled = ScheduledProgram(ir, schedules)
