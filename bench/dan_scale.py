@@ -10,11 +10,11 @@ import argparse
 import json
 import time
 
-from npucc.backend.dan.command import DEFAULT_CAPACITY
-from npucc.backend.dan.synthetic import synthetic_graph
 from npucc.backend.schedule.original import bounds
 from npucc.backend.schedule.registry import schedule_graph
 from npucc.target.cost import TraceSpillModel
+from npucc.tools.dan_command import DEFAULT_CAPACITY
+from npucc.tools.dan_synthetic import synthetic_graph
 
 
 def measure(nodes: int) -> dict:

@@ -14,9 +14,10 @@ from pathlib import Path
 import numpy as np
 
 import npucc
-from npucc.backend.hypercut.bench import MODELS
-from npucc.interp import parse_stream, run_stream
-from npucc.interp.parser import INDEX_DTYPE
+from npucc.interp import run_stream
+from npucc.ir.dtypes import INDEX_DTYPE
+from npucc.ir.stream_parse import parse_stream
+from npucc.tools.bench_hypercut import MODELS
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ("small_cnn", "residual_block", "lrn_concat", "mlp", "transformer_encoder", "resnet50")

@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 
 from npucc.backend.hypercut.beam import BeamOptions
-from npucc.backend.hypercut.bench import MODELS
 from npucc.backend.planner import PlanOptions, plan_graph
 from npucc.frontend import import_model
 from npucc.target import load_target
+from npucc.tools.bench_hypercut import MODELS
 
 PLATEAU_TOLERANCE = 0.02  # a budget is on SA's plateau within 2 % of the largest's median
 

@@ -6,6 +6,7 @@ from npucc.errors import CheckFailed, NpuccError
 
 __all__ = [
     "CheckFailed",
+    "CompileOptions",
     "NpuccError",
     "Program",
     "Target",
@@ -22,6 +23,10 @@ def __getattr__(name: str) -> Any:
         from npucc import compiler
 
         return getattr(compiler, name)
+    if name == "CompileOptions":
+        from npucc.options import CompileOptions
+
+        return CompileOptions
     if name in ("Target", "load_target"):
         from npucc import target
 

@@ -2,6 +2,6 @@
 
 import sys
 
-from npucc.cli import main
+from npucc.tools.cli import main
 
 sys.exit(main())

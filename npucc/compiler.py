@@ -4,40 +4,50 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import onnx
 
-import npucc.backend.lower  # noqa: F401  (registers lower-tiles)
-import npucc.backend.planner  # noqa: F401  (registers hypercut)
-import npucc.backend.schedule.schedule_pass  # noqa: F401  (registers schedule)
-import npucc.codegen.emit  # noqa: F401  (registers codegen)
 from npucc import progress
+from npucc.backend.lower import LowerTiles
+from npucc.backend.planner import HypercutPass
+from npucc.backend.schedule.schedule_pass import SchedulePass
+from npucc.codegen.emit import CodegenPass
 from npucc.errors import NpuccError
-from npucc.frontend import FRONTEND_PIPELINE
-from npucc.passes import PASSES, CompileContext, Pass, PassManager
+from npucc.frontend import frontend_passes
+from npucc.options import CompileOptions
+from npucc.passes import CompileContext, Pass, PassManager
 from npucc.target import Target, load_target
 
-BACKEND_PASSES = ("hypercut", "lower-tiles", "schedule", "codegen")
-LEVEL_PASSES = {
-    "graph": FRONTEND_PIPELINE[-1],
-    "tiled": "lower-tiles",
-    "schedule": "schedule",
-    "cmd": "codegen",
+LEVEL_PASSES = {  # the IR level -> the pass whose output it is
+    "graph": frontend_passes()[-1].name,
+    "tiled": LowerTiles.name,
+    "schedule": SchedulePass.name,
+    "cmd": CodegenPass.name,
 }
 
 
-def pipeline(schedule: str = "dan") -> list[Pass]:
-    """The pass instances of a full compile, in order."""
-    passes: list[Pass] = [PASSES[name]() for name in (*FRONTEND_PIPELINE, *BACKEND_PASSES)]
-    for p in passes:
-        if p.name == "schedule":
-            p.method = schedule  # type: ignore[attr-defined]
-    return passes
+def backend_passes(options: CompileOptions) -> list[Pass]:
+    """The backend's pass instances, in order, their fields from `options`."""
+    return [
+        HypercutPass(search=options.search, seed=options.seed, beam_width=options.beam_width),
+        LowerTiles(),
+        SchedulePass(method=options.schedule),
+        CodegenPass(),
+    ]
+
+
+def pipeline(options: CompileOptions) -> list[Pass]:
+    """The pass instances of a full compile, in order, their fields from `options`.
+
+    NOTE: `options.input_shapes` is taken as given; `batch` is applied to them before (see
+    `batch_input_shapes`), since that needs the model.
+    """
+    return [*frontend_passes(options.input_shapes), *backend_passes(options)]
 
 
 @dataclass
@@ -64,7 +74,8 @@ class Program:
 
         `timing_only` times every instruction without computing data (no outputs, no checks).
         """
-        from npucc.interp import parse_stream, run_stream
+        from npucc.interp import run_stream
+        from npucc.ir.stream_parse import parse_stream
 
         stream = parse_stream(self.stream, "<program>")
         return run_stream(stream, self.image, inputs, check=check, timing_only=timing_only)
@@ -98,22 +109,14 @@ def _umask() -> int:
     return mask
 
 
-def _manager(
-    schedule: str,
-    print_before: frozenset[str],
-    print_after: frozenset[str],
-    print_after_all: bool,
-    dump_dir: str | os.PathLike[str] | None,
-    on_pass: Callable[[str], None] | None,
-    stop_after: str | None,
-) -> PassManager:
+def _manager(options: CompileOptions, stop_after: str | None) -> PassManager:
     manager = PassManager(
-        pipeline(schedule),
-        print_before=print_before,
-        print_after=print_after,
-        print_after_all=print_after_all,
-        dump_dir=Path(dump_dir) if dump_dir is not None else None,
-        on_pass=on_pass,
+        pipeline(options),
+        print_before=options.print_before,
+        print_after=options.print_after,
+        print_after_all=options.print_after_all,
+        dump_dir=Path(options.dump_dir) if options.dump_dir is not None else None,
+        on_pass=options.on_pass,
         stop_after=stop_after,
     )
     manager.check_names()
@@ -143,26 +146,9 @@ def _run(
         return manager.run(source, ctx)
 
 
-def _context(
-    target: str | os.PathLike[str] | Target,
-    schedule: str,
-    input_shapes: dict[str, tuple[int, ...]] | None,
-    search: str,
-    beam_width: int,
-) -> CompileContext:
-    tgt = target if isinstance(target, Target) else load_target(os.fspath(target))
-    options = {
-        "input_shapes": dict(input_shapes or {}),
-        "schedule": schedule,
-        "search": search,
-        "beam_width": beam_width,
-    }
-    return CompileContext(tgt, options)
-
-
 def batch_input_shapes(
     model: str | os.PathLike[str] | onnx.ModelProto,
-    input_shapes: dict[str, tuple[int, ...]] | None,
+    input_shapes: Mapping[str, tuple[int, ...]] | None,
     batch: int | None,
 ) -> dict[str, tuple[int, ...]]:
     """Input shapes with the leading dimension of every other input fixed to `batch`.
@@ -206,26 +192,36 @@ def batch_input_shapes(
 def _compile(
     model: str | os.PathLike[str] | onnx.ModelProto,
     stop_after: str | None,
-    target: str | os.PathLike[str] | Target,
-    schedule: str,
-    input_shapes: dict[str, tuple[int, ...]] | None,
-    options: dict[str, Any],
+    options: CompileOptions,
 ) -> tuple[Any, CompileContext]:
     """Run the pipeline (up to `stop_after`, or all of it); the IR and the context."""
-    shapes = batch_input_shapes(model, input_shapes, options.pop("batch", None))
-    ctx = _context(
-        target, schedule, shapes, options.pop("search", "hypercut"), options.pop("beam_width", 256)
-    )
-    manager = _manager(
-        schedule,
-        options.get("print_before", frozenset()),
-        options.get("print_after", frozenset()),
-        options.get("print_after_all", False),
-        options.get("dump_dir"),
-        options.get("on_pass"),
-        stop_after,
-    )
+    shapes = batch_input_shapes(model, options.input_shapes, options.batch)
+    target = options.target
+    ctx = CompileContext(target if isinstance(target, Target) else load_target(os.fspath(target)))
+    manager = _manager(replace(options, input_shapes=shapes), stop_after)
     return _run(manager, model, ctx), ctx
+
+
+def compile_program(
+    model: str | os.PathLike[str] | onnx.ModelProto, options: CompileOptions
+) -> Program:
+    """Compile an ONNX model (path or ModelProto) as `options` say."""
+    generated, ctx = _compile(model, None, options)
+    return Program(
+        generated.stream,
+        generated.image,
+        ctx.target,
+        generated.inputs,
+        generated.outputs,
+        ctx.stats,
+    )
+
+
+def compile_to(
+    model: str | os.PathLike[str] | onnx.ModelProto, stop_after: str, options: CompileOptions
+) -> Any:
+    """Run the pipeline as `options` say up to and including pass `stop_after`; its IR."""
+    return _compile(model, stop_after, options)[0]
 
 
 def compile(
@@ -242,25 +238,30 @@ def compile(
     search: str = "hypercut",
     beam_width: int = 256,
     batch: int | None = None,
+    seed: int = 0,
 ) -> Program:
     """Compile an ONNX model (path or ModelProto) for `target` with the `schedule` method.
 
     On a mesh target, `search` (hypercut, sa, layer-sequential, layer-pipelined) plans which
-    layers run when and on which cores; `beam_width` is HyperCut's beam. `batch` fixes the
-    symbolic batch dimension of every input (the mesh plan is made for that graph).
+    layers run when and on which cores; `beam_width` is HyperCut's beam and `seed` the
+    search's seed. `batch` fixes the symbolic batch dimension of every input (the mesh plan
+    is made for that graph). The keywords are `CompileOptions`' fields.
     """
-    options = dict(locals())
-    for name in ("model", "target", "schedule", "input_shapes"):
-        options.pop(name)
-    generated, ctx = _compile(model, None, target, schedule, input_shapes, options)
-    return Program(
-        generated.stream,
-        generated.image,
-        ctx.target,
-        generated.inputs,
-        generated.outputs,
-        ctx.stats,
+    options = CompileOptions(
+        target=target,
+        schedule=schedule,
+        input_shapes=dict(input_shapes or {}),
+        batch=batch,
+        search=search,
+        beam_width=beam_width,
+        seed=seed,
+        print_before=print_before,
+        print_after=print_after,
+        print_after_all=print_after_all,
+        dump_dir=dump_dir,
+        on_pass=on_pass,
     )
+    return compile_program(model, options)
 
 
 def compile_until(
@@ -278,17 +279,30 @@ def compile_until(
     search: str = "hypercut",
     beam_width: int = 256,
     batch: int | None = None,
+    seed: int = 0,
 ) -> Any:
     """Run the pipeline up to and including pass `stop_after`; returns the IR it produced.
 
-    The IR is a `Graph` after a frontend pass, a `TiledProgram` after `lower-tiles`, a
-    `ScheduledProgram` after `schedule` and a `Generated` stream after `codegen`; each has
-    `to_text()`, and `npucc.ir.formats.render(ir, "json" | "dot")` gives the other formats.
+    The IR is a `Graph` after a frontend pass, a `PlannedGraph` after `hypercut`, a
+    `TiledProgram` after `lower-tiles`, a `ScheduledProgram` after `schedule` and a
+    `Generated` stream after `codegen`; each has `to_text()`, and
+    `npucc.ir.formats.render(ir, "json" | "dot")` gives the other formats.
     """
-    options = dict(locals())
-    for name in ("model", "stop_after", "target", "schedule", "input_shapes"):
-        options.pop(name)
-    return _compile(model, stop_after, target, schedule, input_shapes, options)[0]
+    options = CompileOptions(
+        target=target,
+        schedule=schedule,
+        input_shapes=dict(input_shapes or {}),
+        batch=batch,
+        search=search,
+        beam_width=beam_width,
+        seed=seed,
+        print_before=print_before,
+        print_after=print_after,
+        print_after_all=print_after_all,
+        dump_dir=dump_dir,
+        on_pass=on_pass,
+    )
+    return compile_to(model, stop_after, options)
 
 
 def level_pass(level: str) -> str:

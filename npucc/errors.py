@@ -11,3 +11,7 @@ class CheckFailed(Exception):
     """A check ran and found the program wrong: exit code 1."""
 
     exit_code = 1
+
+
+class InternalError(Exception):
+    """A compiler bug (a broken internal contract, e.g. a pass given the wrong IR type)."""

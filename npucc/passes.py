@@ -1,8 +1,9 @@
-"""Passes, their registry and the pass manager (MLIR-style print-IR options).
+"""Passes and the pass manager (MLIR-style print-IR options).
 
-A pass is a small class with a kebab-case `name`, its options as dataclass fields and one
-`run(ir, ctx)` method returning the (possibly new) IR. The registry serves the CLI and the API;
-the pass manager verifies the IR after every pass and prints or dumps it on request.
+A pass is a small frozen dataclass with a kebab-case `name`, the IR type it reads
+(`input_ir`) and the one it returns (`output_ir`), its options as dataclass fields and one
+`run(ir, ctx)` method. The pass manager checks each pass's IR types, verifies the IR after
+every pass and prints or dumps it on request.
 """
 
 from __future__ import annotations
@@ -13,37 +14,41 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TextIO
 
-from npucc.errors import NpuccError
+from npucc.errors import InternalError, NpuccError
+from npucc.ir.graph import Graph
 from npucc.target import Target
 
-PASSES: dict[str, type[Pass]] = {}
+IRType = type | tuple[type, ...]  # what isinstance accepts
 
 
 @dataclass(slots=True)
 class CompileContext:
-    """What every pass may read: the target, compile options, and collected statistics."""
+    """What every pass may read besides its fields: the target, and the statistics collected."""
 
     target: Target
-    options: dict[str, Any] = field(default_factory=dict)  # e.g. input_shapes, schedule
     stats: dict[str, Any] = field(default_factory=dict)  # figures passes report
 
 
 class Pass:
-    """Base class: subclasses set `name` and implement `run`."""
+    """Base class: subclasses are frozen dataclasses that set `name`, `input_ir`, `output_ir`
+    and implement `run`; their options are their dataclass fields."""
 
+    __slots__ = ()
     name: ClassVar[str]
+    input_ir: ClassVar[IRType]
+    output_ir: ClassVar[IRType]
 
     def run(self, ir: Any, ctx: CompileContext) -> Any:
-        """Transform `ir` and return the result."""
+        """Transform `ir` (an `input_ir`) and return the result (an `output_ir`)."""
         raise NotImplementedError
 
 
-def register(cls: type[Pass]) -> type[Pass]:
-    """Class decorator: make a pass known to the CLI and the API by its name."""
-    if cls.name in PASSES:
-        raise ValueError(f"pass {cls.name!r} registered twice")
-    PASSES[cls.name] = cls
-    return cls
+class GraphPass(Pass):
+    """A rewrite of the graph IR: Graph in, Graph out."""
+
+    __slots__ = ()
+    input_ir: ClassVar[IRType] = Graph
+    output_ir: ClassVar[IRType] = Graph
 
 
 def ir_text(ir: Any) -> str:
@@ -52,9 +57,22 @@ def ir_text(ir: Any) -> str:
     return to_text() if to_text is not None else repr(ir)
 
 
+def _type_names(types: IRType) -> str:
+    return " | ".join(t.__name__ for t in (types if isinstance(types, tuple) else (types,)))
+
+
+def check_ir(p: Pass, ir: Any, declared: IRType, role: str) -> None:
+    """InternalError unless `ir` is of the type `p` declares for its `role` (input, output)."""
+    if not isinstance(ir, declared):
+        raise InternalError(
+            f"pass '{p.name}' {role} {_type_names(declared)}, got {type(ir).__name__}"
+        )
+
+
 @dataclass(slots=True)
 class PassManager:
-    """Runs passes in order, verifying after each and serving the print-IR options."""
+    """Runs passes in order, checking their IR types, verifying after each pass and serving
+    the print-IR options."""
 
     passes: Sequence[Pass]
     print_before: frozenset[str] = frozenset()
@@ -79,11 +97,13 @@ class PassManager:
         """Run the passes (up to `stop_after`) on `ir`; returns the last IR."""
         self.check_names()
         for index, p in enumerate(self.passes, start=1):
+            check_ir(p, ir, p.input_ir, "expects")
             if p.name in self.print_before:
                 self._print(f"IR Dump Before {p.name}", ir)
             if self.on_pass is not None:
                 self.on_pass(p.name)
             ir = p.run(ir, ctx)
+            check_ir(p, ir, p.output_ir, "should return")
             verify = getattr(ir, "verify", None)
             if verify is not None:
                 verify()

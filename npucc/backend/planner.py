@@ -1,4 +1,4 @@
-"""Planning API and the registered `hypercut` pass: Graph -> (Graph, MeshPlan).
+"""Planning API and the `hypercut` pass: Graph -> PlannedGraph (the graph and its MeshPlan).
 
 On top of the backend's planning stages: the searches (`backend.hypercut`) take a price
 function, the execution-faithful estimator (`backend.estimate`, which lowers layers to profile
@@ -24,8 +24,8 @@ from npucc.backend.hypercut.set_model import MeshParams, evaluate
 from npucc.backend.hypercut.workload import workload_from_graph
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph
-from npucc.ir.plan import MeshPlan, PlannedGraph
-from npucc.passes import CompileContext, Pass, register
+from npucc.ir.plan import Cost, Group, MeshPlan, PlannedGraph, Rect, Step
+from npucc.passes import CompileContext, IRType, Pass
 from npucc.target import Target
 
 METHODS = ("hypercut", "sa", "layer-sequential", "layer-pipelined")
@@ -97,14 +97,24 @@ def _fields(obj: Any) -> dict[str, Any]:
     return {name: getattr(obj, name) for name in obj.__dataclass_fields__}
 
 
-@register
-@dataclass
+def single_core_plan(graph: Graph) -> MeshPlan:
+    """The plan of a one-core target: one step, every layer in one group on the only core.
+
+    NOTE: there is nothing to choose, so nothing is priced (zero costs) and no time is spent.
+    """
+    wl = workload_from_graph(graph)
+    group = Group(tuple(range(len(wl.layers))), Rect(0, 0, 1, 1))
+    return MeshPlan(wl, 1, 1, (Step((group,)),), "single-core", Cost(), Cost())
+
+
+@dataclass(frozen=True, slots=True)
 class HypercutPass(Pass):
     """Inter-layer scheduling on a mesh: choose steps, sub-grids and batch splits."""
 
     name: ClassVar[str] = "hypercut"
+    input_ir: ClassVar[IRType] = Graph
+    output_ir: ClassVar[IRType] = PlannedGraph
     search: str = "hypercut"  # hypercut | sa | layer-sequential | layer-pipelined
-    batch: int = 1
     seed: int = 0
     beam_width: int = 256
     max_iterations: int = 2048
@@ -112,22 +122,22 @@ class HypercutPass(Pass):
     epsilon: float = 0.1
     sa_iterations: int = 20_000
 
-    def run(self, ir: Graph, ctx: CompileContext) -> Graph | PlannedGraph:
-        """Plan `ir` on the target's mesh; a single-core target needs no plan."""
+    def run(self, ir: Graph, ctx: CompileContext) -> PlannedGraph:
+        """Plan `ir` on the target's mesh; a single-core target gets the trivial plan."""
         if ctx.target.cores == 1:
-            return ir
-        # NOTE: compile options (npucc.compile / the CLI) override the pass's own fields.
-        opt = ctx.options
+            return PlannedGraph(ir, single_core_plan(ir))
         beam = BeamOptions(
-            width=opt.get("beam_width", self.beam_width),
+            width=self.beam_width,
             max_iterations=self.max_iterations,
             k_max=self.k_max,
             epsilon=self.epsilon,
         )
+        # NOTE: batch 1: the graph carries its batch (CompileOptions.batch fixes the inputs'
+        # leading dimension on import), so the plan's workload is one sample of that graph.
         options = PlanOptions(
-            opt.get("search", self.search),
-            opt.get("batch", self.batch),
-            opt.get("seed", self.seed),
+            self.search,
+            1,
+            self.seed,
             beam,
             self.sa_iterations,
         )

@@ -12,44 +12,34 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib import resources
-
-import jinja2
+from typing import ClassVar
 
 from npucc.codegen.ddr_layout import DdrLayout, build_image, layout_ddr
-from npucc.ir.isa import NOC, PIPES, BufRef, DdrRef, Instr, MemRef, Spill, format_instr
+from npucc.ir.instr_text import format_instr
+from npucc.ir.isa import DDR, NOC, PIPES, BufRef, DdrRef, Instr, MemRef, Spill
 from npucc.ir.program import TiledProgram
 from npucc.ir.replay import Replay
 from npucc.ir.schedule import Schedule
 from npucc.ir.scheduled_program import ScheduledProgram
+from npucc.ir.stream import Generated
+from npucc.ir.stream_text import (
+    format_event,
+    format_flag,
+    format_header,
+    format_line,
+    format_stream,
+    format_sync,
+    format_tensor,
+)
 from npucc.ir.tiled import TileGraph
-from npucc.passes import CompileContext, Pass, register
+from npucc.passes import CompileContext, IRType, Pass
 
-STREAM_VERSION = 1
 _QUEUE_INDEX = {p: i for i, p in enumerate(PIPES)}
 
 
 @dataclass(slots=True)
-class StreamLine:
-    """One rendered instruction line of a core block."""
-
-    queue: str  # pipe name or alloc/free/barrier
-    body: str  # instruction text (after the queue)
-    sync: str = ""  # wait/set items
-
-
-@dataclass(slots=True)
-class CoreBlock:
-    """The lines of one core."""
-
-    row: int
-    col: int
-    lines: list[StreamLine] = field(default_factory=list)
-
-
-@dataclass(slots=True)
 class Flags:
-    """Flags between queues: per node the items it waits for and sets."""
+    """Flags between queues: per node the flags (as its line writes them) it waits for and sets."""
 
     waits: dict[int, list[str]] = field(default_factory=dict)
     sets: dict[int, list[str]] = field(default_factory=dict)
@@ -89,9 +79,9 @@ def plan_flags(replay: Replay, first_flag: int = 0) -> Flags:
             if upipe is not None and base[_QUEUE_INDEX[upipe]] >= seq[u]:
                 continue
             flags.count += 1
-            item = f"{_queue(upipe)}>{_queue(pipe)}#{flags.count}"
-            flags.sets.setdefault(u, []).append(f"set {item}")
-            flags.waits.setdefault(v, []).append(f"wait {item}")
+            item = format_flag(_queue(upipe), _queue(pipe), flags.count)
+            flags.sets.setdefault(u, []).append(item)
+            flags.waits.setdefault(v, []).append(item)
             base = [max(a, b) for a, b in zip(base, known[u], strict=True)]
         if pipe is not None:
             base[_QUEUE_INDEX[pipe]] = seq[v]
@@ -117,7 +107,7 @@ def _resolve(
         elif isinstance(ref, DdrRef) and ref.key in layout.noc:
             resolved[name] = MemRef(NOC, layout.noc[ref.key] + ref.off * elem_bytes)
         elif isinstance(ref, DdrRef):
-            resolved[name] = MemRef("DDR", layout.addr[ref.key] + ref.off * elem_bytes)
+            resolved[name] = MemRef(DDR, layout.addr[ref.key] + ref.off * elem_bytes)
     return instr.with_operands(**resolved)
 
 
@@ -128,8 +118,8 @@ def render_core(
     layout: DdrLayout,
     flag_base: int = 0,
     remote: Flags | None = None,
-) -> tuple[CoreBlock, int]:
-    """Lines of one core in schedule order; returns the block and the last flag number used.
+) -> tuple[list[str], int]:
+    """Lines of one core in schedule order; returns them and the last flag number used.
 
     `remote` holds this core's flags to and from other cores, by node.
     """
@@ -141,7 +131,7 @@ def render_core(
         for table, extra in ((flags.waits, remote.waits), (flags.sets, remote.sets)):
             for v, items in extra.items():
                 table.setdefault(v, []).extend(items)
-    block = CoreBlock(core.row, core.col)
+    lines: list[str] = []
     n_orig = len(graph.nodes)
 
     def tier_of(buf: int) -> str:
@@ -149,23 +139,22 @@ def render_core(
 
     for v in replay.order:
         node = replay.nodes[v]
-        sync = " ".join([*flags.waits.get(v, ()), *flags.sets.get(v, ())])
+        sync = format_sync(flags.waits.get(v, ()), flags.sets.get(v, ()))
         if node.pipe is None:
             if node.op == "BARRIER":
-                block.lines.append(StreamLine("barrier", "", sync))
+                lines.append(format_line("barrier", "", sync))
                 continue
             buf = graph.buffers[node.bufs[0]]
-            addr = replay.offset_at(v, buf.id)
-            body = f"{buf.tier}[0x{addr:06x}+{buf.size}] b={buf.id}"
-            block.lines.append(StreamLine(node.op.lower(), body, sync))
+            body = format_event(buf.tier, replay.offset_at(v, buf.id), buf.size, buf.id)
+            lines.append(format_line(node.op.lower(), body, sync))
             continue
         if v >= n_orig:
             instr = _spill_instr(v - n_orig, node.bufs[0], v, replay, layout, graph, core_index, eb)
         else:
             assert node.instr is not None, f"node {v} ({node.op}) has no instruction"
             instr = _resolve(node.instr, v, replay, layout, eb, tier_of)
-        block.lines.append(StreamLine(node.pipe, format_instr(instr, eb), sync))
-    return block, flags.count
+        lines.append(format_line(node.pipe, format_instr(instr, eb), sync))
+    return lines, flags.count
 
 
 def spill_key(core_index: int, spill: int) -> str:
@@ -185,38 +174,10 @@ def _spill_instr(
 ) -> Instr:
     """The copy of a SPILL_OUT (even k2) or SPILL_IN (odd k2) node."""
     buf = graph.buffers[buf_id]
-    slot = MemRef("DDR", layout.addr[spill_key(core_index, k2 // 2)])
+    slot = MemRef(DDR, layout.addr[spill_key(core_index, k2 // 2)])
     here = MemRef(buf.tier, replay.offset_at(node, buf_id))
     elems = buf.size // eb
     return Spill(slot, here, elems) if k2 % 2 == 0 else Spill(here, slot, elems)
-
-
-_TEMPLATES = jinja2.Environment(
-    loader=jinja2.FunctionLoader(
-        lambda name: (resources.files("npucc.codegen") / "templates" / name).read_text()
-    ),
-    autoescape=False,
-    keep_trailing_newline=True,
-    trim_blocks=True,
-    lstrip_blocks=True,
-    undefined=jinja2.StrictUndefined,
-)
-_TEMPLATES.filters["quote"] = lambda s: json.dumps(s, ensure_ascii=True)
-
-
-@dataclass(slots=True)
-class Generated:
-    """A rendered program: the stream text and the const image."""
-
-    stream: str
-    image: bytes
-    layout: DdrLayout
-    inputs: dict[str, tuple[int, ...]]  # model input name -> shape
-    outputs: dict[str, tuple[int, ...]]  # model output name -> shape
-
-    def to_text(self) -> str:
-        """The stream itself."""
-        return self.stream
 
 
 def generate(program: TiledProgram, schedules: list[tuple[Schedule, Replay]]) -> Generated:
@@ -236,60 +197,64 @@ def generate(program: TiledProgram, schedules: list[tuple[Schedule, Replay]]) ->
         src, dst = program.cores[src_core], program.cores[dst_core]
         qu = _queue(schedules[src_core][1].nodes[u].pipe)
         qv = _queue(schedules[dst_core][1].nodes[v].pipe)
-        remote[src_core].sets.setdefault(u, []).append(f"set {qu}>{qv}@{dst.row},{dst.col}#{flag}")
+        remote[src_core].sets.setdefault(u, []).append(
+            format_flag(qu, qv, flag, dst_at=(dst.row, dst.col))
+        )
         remote[dst_core].waits.setdefault(v, []).append(
-            f"wait {qu}@{src.row},{src.col}>{qv}#{flag}"
+            format_flag(qu, qv, flag, src_at=(src.row, src.col))
         )
     blocks = []
     for index, (_, replay) in enumerate(schedules):
-        block, flag = render_core(program, index, replay, layout, flag, remote[index])
-        blocks.append(block)
+        lines, flag = render_core(program, index, replay, layout, flag, remote[index])
+        blocks.append((program.cores[index].row, program.cores[index].col, lines))
     output_names = {io.name for io in program.io if io.kind == "output"}
-    tensors = [
-        (t.role, t.key, "DDR", layout.addr[t.key], t.nbytes(eb), t.shape, t.dtype, "")
+    ddr = [
+        (layout.addr[t.key], format_tensor(t.role, _quote(t.key), DDR, layout.addr[t.key],
+                                           t.nbytes(eb), t.dtype, t.shape))
         for t in program.tensors.values()
         if not (t.role in ("temp", "onchip") and t.key in output_names) and t.key in layout.addr
-    ]
+    ]  # fmt: skip
+    ddr += [
+        (layout.addr[key], format_tensor("temp", _quote(key), DDR, layout.addr[key], n, "f32",
+                                         (n // eb,)))
+        for key, n in extra.items()
+    ]  # fmt: skip
+    ddr.sort(key=lambda t: t[0])
+    tensors = [text for _, text in ddr]
     tensors += [
-        ("temp", key, "DDR", layout.addr[key], n, (n // eb,), "f32", "") for key, n in extra.items()
-    ]
-    tensors.sort(key=lambda t: t[3])
-    tensors += [
-        (t.role, t.key, NOC, layout.noc[t.key], t.nbytes(eb), t.shape, t.dtype,
-         " " + program.onchip[t.key].text())
+        format_tensor(t.role, _quote(t.key), NOC, layout.noc[t.key], t.nbytes(eb), t.dtype,
+                      t.shape, program.onchip[t.key])
         for t in program.tensors.values()
         if t.key in layout.noc
     ]  # fmt: skip
-    outputs = [
-        (io.name, layout.addr[io.key], program.tensors[io.key].elems * eb, io.shape, io.dtype)
+    tensors += [
+        format_tensor("output", _quote(io.name), DDR, layout.addr[io.key],
+                      program.tensors[io.key].elems * eb, io.dtype, io.shape)
         for io in program.io
         if io.kind == "output"
-    ]
-    text = _TEMPLATES.get_template("stream.cmd.j2").render(
-        version=STREAM_VERSION,
-        target_json=program.target.to_json(),
-        image_size=len(image),
-        image_sha=hashlib.sha256(image).hexdigest(),
-        ddr_size=layout.size,
-        tensors=tensors,
-        outputs=outputs,
-        cores=blocks,
-    )
+    ]  # fmt: skip
+    header = format_header(program.target.to_json(), len(image),
+                           hashlib.sha256(image).hexdigest(), layout.size)  # fmt: skip
     return Generated(
-        text,
+        format_stream(header, tensors, blocks),
         image,
-        layout,
         {io.name: io.shape for io in program.io if io.kind == "input"},
         {io.name: io.shape for io in program.io if io.kind == "output"},
     )
 
 
-@register
-@dataclass
+def _quote(name: str) -> str:
+    """A name as the stream writes it: a JSON string literal."""
+    return json.dumps(name, ensure_ascii=True)
+
+
+@dataclass(frozen=True, slots=True)
 class CodegenPass(Pass):
     """Render the scheduled program as a command stream and its image (`codegen`)."""
 
-    name = "codegen"
+    name: ClassVar[str] = "codegen"
+    input_ir: ClassVar[IRType] = ScheduledProgram
+    output_ir: ClassVar[IRType] = Generated
 
     def run(self, ir: ScheduledProgram, ctx: CompileContext) -> Generated:
         generated = generate(ir.program, ir.schedules)

@@ -10,7 +10,8 @@ import onnx
 from npucc.checking import compare, random_inputs, run_onnxruntime
 from npucc.compiler import compile as compile_model
 from npucc.errors import NpuccError
-from npucc.interp import parse_stream, run_stream
+from npucc.interp import run_stream
+from npucc.ir.stream_parse import parse_stream
 from npucc.target import target_from_dict
 
 INPUT_SEED = 0  # seed of the random inputs of every point

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from npucc.frontend.common import node_error, onnx_op, remove_layer_and_outputs
 from npucc.ir.graph import Graph, Layer
-from npucc.passes import CompileContext, Pass, register
+from npucc.passes import CompileContext, GraphPass
 
 
 def _random(g: Graph, layer: Layer) -> bool:
@@ -42,8 +44,8 @@ def _drop(g: Graph, layer: Layer) -> bool:
     return True
 
 
-@register
-class DropIdentity(Pass):
+@dataclass(frozen=True, slots=True)
+class DropIdentity(GraphPass):
     """Bypass Identity and Dropout (inference mode) layers."""
 
     name = "drop-identity"

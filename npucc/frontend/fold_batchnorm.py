@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from npucc.frontend.common import (
@@ -16,7 +18,7 @@ from npucc.frontend.common import (
 )
 from npucc.frontend.onnx_ops import Seq
 from npucc.ir.graph import Graph, Layer, Tensor
-from npucc.passes import CompileContext, Pass, register
+from npucc.passes import CompileContext, GraphPass
 
 
 def _scale_shift(g: Graph, layer: Layer) -> tuple[np.ndarray, np.ndarray]:
@@ -104,8 +106,8 @@ def _training(g: Graph, bn: Layer) -> None:
         g.add_layer(layer, index + offset)
 
 
-@register
-class FoldBatchnorm(Pass):
+@dataclass(frozen=True, slots=True)
+class FoldBatchnorm(GraphPass):
     """Remove every BatchNormalization: folded into a Conv when possible, else mul+add."""
 
     name = "fold-batchnorm"

@@ -9,6 +9,7 @@ read as empty constants, and a layer's zero-size outputs become empty constants.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,7 @@ from npucc.frontend.common import (
 )
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.ir.graph_text import NUMPY_DTYPES, dtype_name
-from npucc.passes import CompileContext, Pass, register
+from npucc.passes import CompileContext, GraphPass
 
 
 def _same_shape(g: Graph, layer: Layer) -> tuple[int, ...] | None:
@@ -203,8 +204,8 @@ def _split_off_empty_outputs(g: Graph, layer: Layer) -> None:
             t.data = _empty_value(g, out)
 
 
-@register
-class FoldConstants(Pass):
+@dataclass(frozen=True, slots=True)
+class FoldConstants(GraphPass):
     """Replace layers computable at compile time by constant tensors."""
 
     name = "fold-constants"

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from npucc.frontend.common import single_user
 from npucc.ir.graph import Graph, Layer
-from npucc.passes import CompileContext, Pass, register
+from npucc.passes import CompileContext, GraphPass
 
 PRODUCERS = ("conv2d", "gemm", "matmul", "add", "sub", "mul", "div")
 
@@ -17,8 +19,8 @@ def _fusible_producer(g: Graph, act: Layer) -> Layer | None:
     return producer if single_user(g, x) else None
 
 
-@register
-class FuseActivations(Pass):
+@dataclass(frozen=True, slots=True)
+class FuseActivations(GraphPass):
     """Set act="relu"|"clip" on conv2d/gemm/matmul/element-wise producers."""
 
     name = "fuse-activations"

@@ -9,9 +9,11 @@ Anything else (a scale applied to Q, broadcast batch dims, ...) keeps the indivi
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from npucc.frontend.common import Fusion, fuse_all, scalar_const, single_producer
 from npucc.ir.graph import Graph, Layer, row_major_strides
-from npucc.passes import CompileContext, Pass, register
+from npucc.passes import CompileContext, GraphPass
 
 
 def _scores(g: Graph, tensor: str) -> bool:
@@ -76,8 +78,8 @@ def _match(g: Graph, pv: Layer) -> tuple[list[Layer], dict] | None:
     return [*absorbed, qk, *chain], {"inputs": inputs, "attrs": attrs}
 
 
-@register
-class FuseAttention(Pass):
+@dataclass(frozen=True, slots=True)
+class FuseAttention(GraphPass):
     """Replace each matched scaled dot-product attention by one `attention` layer."""
 
     name = "fuse-attention"

@@ -10,10 +10,11 @@ and the final products in any order or association ((x * h) * 0.5, x * (h * 0.5)
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from npucc.frontend.common import Fusion, fuse_all, scalar_const, single_producer
 from npucc.ir.graph import Graph, Layer
-from npucc.passes import CompileContext, Pass, register
+from npucc.passes import CompileContext, GraphPass
 
 TOL = 1e-4
 TANH_SCALE = math.sqrt(2.0 / math.pi)
@@ -132,8 +133,8 @@ def _match(
     return None if tail is None else (x, [*layers, core, plus, *tail])
 
 
-@register
-class FuseGelu(Pass):
+@dataclass(frozen=True, slots=True)
+class FuseGelu(GraphPass):
     """Replace each decomposed erf or tanh GELU by a `gelu` layer."""
 
     name = "fuse-gelu"

@@ -6,6 +6,8 @@ Matches d = x - mean(x); y = d / sqrt(mean(d ** 2) + eps), then optional * gamma
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from npucc.frontend.common import (
@@ -18,7 +20,7 @@ from npucc.frontend.common import (
     single_user,
 )
 from npucc.ir.graph import Graph, Layer
-from npucc.passes import CompileContext, Pass, register
+from npucc.passes import CompileContext, GraphPass
 
 
 def _mean_over_tail(g: Graph, layer: Layer | None) -> bool:
@@ -97,8 +99,8 @@ def _match(g: Graph, div: Layer) -> tuple[list[Layer], list[str], dict] | None:
     return layers, inputs, {"axis": axes[0], "epsilon": eps}
 
 
-@register
-class FuseLayerNorm(Pass):
+@dataclass(frozen=True, slots=True)
+class FuseLayerNorm(GraphPass):
     """Replace each decomposed LayerNorm by a `layernorm` layer."""
 
     name = "fuse-layernorm"

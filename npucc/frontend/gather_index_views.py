@@ -8,9 +8,11 @@ gathering by the indices, so Gather(data, view(ids)) is a reshape of Gather(data
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from npucc.frontend.common import fresh_layer_name, fresh_name, onnx_op
 from npucc.ir.graph import Graph, Layer, Tensor
-from npucc.passes import CompileContext, Pass, register
+from npucc.passes import CompileContext, GraphPass
 
 # views that keep the row-major order of the values (the index input's views we look through)
 ORDER_KEEPING_VIEWS = ("Identity", "Reshape", "Unsqueeze", "Squeeze", "Flatten")
@@ -27,8 +29,8 @@ def index_source(g: Graph, indices: str) -> tuple[str, list[Layer]]:
     return indices, views
 
 
-@register
-class GatherIndexViews(Pass):
+@dataclass(frozen=True, slots=True)
+class GatherIndexViews(GraphPass):
     """Gather by the index input itself, reshaping the output, when the indices are its view."""
 
     name = "gather-index-views"

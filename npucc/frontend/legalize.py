@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -23,7 +24,7 @@ from npucc.frontend.common import (
 from npucc.ir.dtypes import HOST_INTS, INDEX_DTYPE, IR_INTS
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.ir.isa import COMPARE_OPS
-from npucc.passes import CompileContext, Pass, register
+from npucc.passes import CompileContext, GraphPass
 
 Pads = tuple[int, int, int, int]
 
@@ -479,8 +480,8 @@ def _check_f32(g: Graph, layer: Layer, source: Layer) -> None:
             raise node_error(layer, f"inputs {shapes} do not broadcast (numpy rules) to the output")
 
 
-@register
-class LegalizeOnnx(Pass):
+@dataclass(frozen=True, slots=True)
+class LegalizeOnnx(GraphPass):
     """Replace each `onnx.<Op>` layer by canonical layers; anything else is unsupported."""
 
     name = "legalize-onnx"

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path, PureWindowsPath
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import onnx
@@ -21,17 +23,25 @@ from npucc.frontend.common import (
     unsupported,
     value_type,
 )
-from npucc.frontend.gather_index_views import ORDER_KEEPING_VIEWS
-from npucc.frontend.legalize import LOWERED
+from npucc.frontend.drop_identity import DropIdentity
+from npucc.frontend.fold_batchnorm import FoldBatchnorm
+from npucc.frontend.fold_constants import FoldConstants
+from npucc.frontend.fuse_activations import FuseActivations
+from npucc.frontend.fuse_attention import FuseAttention
+from npucc.frontend.fuse_gelu import FuseGelu
+from npucc.frontend.fuse_layernorm import FuseLayerNorm
+from npucc.frontend.gather_index_views import ORDER_KEEPING_VIEWS, GatherIndexViews
+from npucc.frontend.legalize import LOWERED, LegalizeOnnx
 from npucc.frontend.onnx_control import (
     CONTROL_OPS,
     expand_control_flow,
     live_nodes,
     tensors_read,
 )
+from npucc.frontend.prune_unused import PruneUnused
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.ir.graph_text import dtype_name
-from npucc.passes import PASSES, CompileContext, Pass, PassManager, register
+from npucc.passes import CompileContext, IRType, Pass, PassManager
 from npucc.target import load_target
 
 ModelSource = str | Path | bytes | onnx.ModelProto
@@ -43,19 +53,6 @@ _HANDLED = ("BatchNormalization", "Constant", "Dropout", "Identity")
 # only when it folds to a constant
 SUPPORTED_OPS = frozenset(LOWERED) | frozenset(_HANDLED) | frozenset(CONTROL_OPS)
 
-FRONTEND_PIPELINE = (
-    "import-onnx",
-    "fold-constants",
-    "drop-identity",
-    "gather-index-views",
-    "fold-batchnorm",
-    "legalize-onnx",
-    "fuse-attention",
-    "fuse-layernorm",
-    "fuse-gelu",
-    "fuse-activations",
-    "prune-unused",
-)
 DEFAULT_TARGET = "davinci-core"
 
 
@@ -313,24 +310,39 @@ def model_to_graph(model: onnx.ModelProto) -> Graph:
     return g
 
 
-@register
+@dataclass(frozen=True, slots=True)
 class ImportOnnx(Pass):
     """Load a model (path, bytes or ModelProto) and import it as `onnx.<Op>` layers."""
 
-    name = "import-onnx"
+    name: ClassVar[str] = "import-onnx"
+    input_ir: ClassVar[IRType] = (str, os.PathLike, bytes, onnx.ModelProto)  # a ModelSource
+    output_ir: ClassVar[IRType] = Graph
+    input_shapes: InputShapes | None = None  # fixes the shapes of these model inputs
 
-    def run(self, ir: Any, ctx: CompileContext) -> Graph:
-        """Load with ctx.options["input_shapes"], expand control flow and translate to a Graph."""
-        model = load_model(ir, ctx.options.get("input_shapes"))
+    def run(self, ir: ModelSource, ctx: CompileContext) -> Graph:
+        """Load with `input_shapes`, expand control flow and translate to a Graph."""
+        model = load_model(ir, self.input_shapes)
         return model_to_graph(expand_control_flow(model))
 
 
-def frontend_passes() -> list[Pass]:
-    """Fresh instances of the frontend pipeline's passes, in order."""
-    return [PASSES[name]() for name in FRONTEND_PIPELINE]
+def frontend_passes(input_shapes: InputShapes | None = None) -> list[Pass]:
+    """The frontend pipeline: fresh instances of its passes, in order."""
+    return [
+        ImportOnnx(input_shapes),
+        FoldConstants(),
+        DropIdentity(),
+        GatherIndexViews(),
+        FoldBatchnorm(),
+        LegalizeOnnx(),
+        FuseAttention(),
+        FuseLayerNorm(),
+        FuseGelu(),
+        FuseActivations(),
+        PruneUnused(),
+    ]
 
 
 def import_model(model_or_path: ModelSource, input_shapes: InputShapes | None = None) -> Graph:
     """Run the whole frontend: load, check, import and canonicalise into the graph IR."""
-    ctx = CompileContext(load_target(DEFAULT_TARGET), {"input_shapes": input_shapes})
-    return PassManager(frontend_passes()).run(model_or_path, ctx)
+    ctx = CompileContext(load_target(DEFAULT_TARGET))
+    return PassManager(frontend_passes(input_shapes)).run(model_or_path, ctx)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from npucc.frontend.common import remove_layer_and_outputs
 from npucc.ir.graph import Graph
-from npucc.passes import CompileContext, Pass, register
+from npucc.passes import CompileContext, GraphPass
 
 
-@register
-class PruneUnused(Pass):
+@dataclass(frozen=True, slots=True)
+class PruneUnused(GraphPass):
     """Drop dead layers (no output read, none a graph output) and unread constants."""
 
     name = "prune-unused"

@@ -1,14 +1,5 @@
-"""Reference interpreter of command streams: parse, execute in numpy, check, time."""
+"""Reference interpreter of command streams: execute in numpy, check, time (streams: npucc.ir)."""
 
-from npucc.interp.machine import RunResult, run_file, run_stream
-from npucc.interp.parser import Stream, StreamError, load_stream, parse_stream
+from npucc.interp.event_loop import RunResult, run_file, run_stream
 
-__all__ = [
-    "RunResult",
-    "Stream",
-    "StreamError",
-    "load_stream",
-    "parse_stream",
-    "run_file",
-    "run_stream",
-]
+__all__ = ["RunResult", "run_file", "run_stream"]

@@ -14,12 +14,13 @@ from typing import Any
 import numpy as np
 
 from npucc.errors import NpuccError
-from npucc.interp.parser import Event, Flag, Stream, parse_stream
 from npucc.ir.graph import Graph
 from npucc.ir.graph_text import data_digest, dtype_name, graph_from_text
-from npucc.ir.isa import Instr, format_instr
+from npucc.ir.instr_text import format_instr
 from npucc.ir.program import TiledProgram
 from npucc.ir.scheduled_program import ScheduledProgram
+from npucc.ir.stream import Generated, Stream
+from npucc.ir.stream_parse import parse_stream
 from npucc.ir.tiled_parse import scheduled_from_text, tiled_from_text
 
 LEVELS = ("graph", "tiled", "schedule", "cmd")
@@ -70,8 +71,6 @@ def parse_ir(text: str, path: str = "<text>") -> tuple[str, Any]:
 
 def level_of(ir: Any) -> str:
     """The level name of an IR object."""
-    from npucc.codegen.emit import Generated
-
     for cls, level in (
         (Graph, "graph"),
         (TiledProgram, "tiled"),
@@ -92,61 +91,10 @@ def render(ir: Any, fmt: str = "text") -> str:
     if fmt == "dot" and level not in DOT_LEVELS:
         raise NpuccError(f"--format dot draws the graph and tiled levels, not '{level}'")
     if fmt == "text":
-        return stream_to_text(ir) if isinstance(ir, Stream) else ir.to_text()
+        return ir.to_text()
     if fmt == "json":
         return json.dumps(to_json(ir), indent=1) + "\n"
     return graph_to_dot(ir) if level == "graph" else tiled_to_dot(ir)
-
-
-# ---------------------------------------------------------------------------- cmd text
-
-
-def _event_text(ev: Event) -> str:
-    if ev.kind == "barrier":
-        return ""
-    return f"{ev.tier}[0x{ev.addr:06x}+{ev.size}] b={ev.buf}"
-
-
-def stream_to_text(stream: Stream) -> str:
-    """Print a parsed stream in codegen's canonical form (it round-trips codegen's output)."""
-    eb = stream.target.elem_bytes
-    lines = [
-        "npucc-stream 1",
-        f"target {stream.target.to_json()}",
-        f"image size={stream.image_size} sha256={stream.image_sha256}",
-        f"ddr size={stream.ddr_size}",
-    ]
-    for t in sorted(stream.tensors.values(), key=lambda t: t.lineno):
-        shape = ",".join(map(str, t.shape))
-        name = json.dumps(t.name, ensure_ascii=True)
-        if t.onchip is not None:
-            lines.append(f"tensor {t.kind} {name} NOC[0x{t.addr:06x}+{t.nbytes}] "
-                         f"{t.dtype}[{shape}] {t.onchip.text()}")  # fmt: skip
-            continue
-        lines.append(f"tensor {t.kind} {name} DDR[0x{t.addr:06x}+{t.nbytes}] {t.dtype}[{shape}]")
-    for core in stream.cores:
-        lines.append(f"core {core.row} {core.col}")
-        for line in core.lines:
-            ins = line.instr
-            body = format_instr(ins, eb) if isinstance(ins, Instr) else _event_text(ins)
-            sync = " ".join(
-                [*(f"wait {_flag_text(f, True)}" for f in line.waits),
-                 *(f"set {_flag_text(f, False)}" for f in line.sets)]
-            )  # fmt: skip
-            lines.append(
-                f"  {line.queue}{' ' + body if body else ''}{' | ' + sync if sync else ''}"
-            )
-        lines.append("end")
-    return "\n".join(lines) + "\n"
-
-
-def _flag_text(flag: Flag, wait: bool) -> str:
-    """A flag as its core's line writes it: only the other core's end carries `@row,col`."""
-    if flag.src_at == flag.dst_at:
-        return f"{flag.src}>{flag.dst}#{flag.num}"
-    if wait:
-        return f"{flag.src}@{flag.src_at[0]},{flag.src_at[1]}>{flag.dst}#{flag.num}"
-    return f"{flag.src}>{flag.dst}@{flag.dst_at[0]},{flag.dst_at[1]}#{flag.num}"
 
 
 # ---------------------------------------------------------------------------- JSON
@@ -301,9 +249,7 @@ def _stream_json(stream: Stream) -> dict[str, Any]:
                     {
                         "line": line.lineno,
                         "queue": line.queue,
-                        "body": format_instr(line.instr, eb)
-                        if isinstance(line.instr, Instr)
-                        else _event_text(line.instr),
+                        "body": line.body(eb),
                         "waits": [str(f) for f in line.waits],
                         "sets": [str(f) for f in line.sets],
                     }

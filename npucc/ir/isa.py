@@ -5,23 +5,14 @@ offset; `DdrRef`: a DDR tensor plus an element offset) or resolved (`MemRef`: a 
 plus a byte address). Lowering builds instructions on symbolic operands; codegen resolves them
 to `MemRef`s once buffers and DDR tensors have addresses; the interpreter
 parses `MemRef` instructions back from text. All strides, dims and offsets inside an instruction
-are in elements of the target dtype; addresses are in bytes.
-
-Text form of one instruction (the part before `|` of a stream line):
-    OPCODE key=value key=value ...
-with values: an operand `L1[0x000100+4096]` (tier[byte address + bytes touched]), an int, a
-float, a name, or a list `[1,2,3]`.
+are in elements of the target dtype; addresses are in bytes. The text form of an instruction
+is `npucc.ir.instr_text`.
 """
 
 from __future__ import annotations
 
-import json
-import math
-import re
-from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from functools import lru_cache
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from npucc.target import TIERS
 
@@ -450,145 +441,3 @@ def instr_pipe(instr: Instr) -> str:
     if isinstance(instr, Mmad):
         return "CUBE"
     return "VECTOR"
-
-
-# ---------------------------------------------------------------------------- text form
-
-_OPERAND_RE = re.compile(r"^(L1|UB|L0A|L0B|L0C|DDR|NOC)\[0x([0-9a-f]+)\+(\d+)\]$")
-_BUF_RE = re.compile(r"^b(\d+)\+(-?\d+)$")
-_DDR_RE = re.compile(r'^@("(?:[^"\\]|\\.)*")\+(-?\d+)$')
-_TOKEN_RE = re.compile(r'(?:"(?:[^"\\]|\\.)*"|\S)+?(?=\s|$)')
-
-
-def format_float(value: float) -> str:
-    """Exact, round-tripping text of a float (repr of the double)."""
-    if math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    if math.isnan(value):
-        return "nan"
-    return repr(float(value))
-
-
-def format_instr(instr: Instr, elem_bytes: int = 4, symbolic: bool = False) -> str:
-    """Text of an instruction: `opcode key=value ...`.
-
-    Resolved operands print as `TIER[0xADDR+BYTES]`; with `symbolic`, buffer operands print as
-    `bID+OFF` and DDR tensors as `@"key"+OFF` (the tiled IR's form).
-    """
-    extents = instr.extents()
-    parts = [instr.opcode]
-    for name in field_names(type(instr)):
-        value = getattr(instr, name)
-        if isinstance(value, MemRef):
-            text = f"{value.tier}[0x{value.addr:06x}+{extents[name] * elem_bytes}]"
-        elif symbolic and isinstance(value, BufRef):
-            text = f"b{value.buf}+{value.off}"
-        elif symbolic and isinstance(value, DdrRef):
-            text = f"@{json.dumps(value.key, ensure_ascii=True)}+{value.off}"
-        elif isinstance(value, (BufRef, DdrRef)):
-            raise ValueError(f"unresolved operand {name} of {instr.opcode}")
-        elif isinstance(value, tuple):
-            inner = ",".join(format_float(v) if isinstance(v, float) else str(v) for v in value)
-            text = f"[{inner}]"
-        elif isinstance(value, float):
-            text = format_float(value)
-        else:
-            text = str(value)
-        parts.append(f"{name}={text}")
-    return " ".join(parts)
-
-
-class ParseError(ValueError):
-    """A malformed instruction; the caller adds file:line."""
-
-
-def parse_instr(
-    text: str, elem_bytes: int = 4, buffer_tiers: Sequence[str] | None = None
-) -> tuple[Instr, dict[str, int]]:
-    """Parse `opcode key=value ...`; returns the instruction and each operand's declared bytes.
-
-    With `buffer_tiers` (tier per buffer id) the symbolic operands of the tiled IR, `bID+OFF`
-    and `@"key"+OFF`, are accepted too; they declare no bytes.
-    """
-    tokens = _TOKEN_RE.findall(text)
-    if not tokens:
-        raise ParseError("empty instruction")
-    cls = INSTRUCTIONS.get(tokens[0])
-    if cls is None:
-        raise ParseError(f"unknown opcode '{tokens[0]}'")
-    values: dict[str, str] = {}
-    for tok in tokens[1:]:
-        key, eq, val = tok.partition("=")
-        if not eq or not key or not val:
-            raise ParseError(f"expected key=value, got '{tok}'")
-        if key in values:
-            raise ParseError(f"duplicate field '{key}'")
-        values[key] = val
-    kwargs: dict[str, Any] = {}
-    declared: dict[str, int] = {}
-    for name, kind in _field_kinds(cls):
-        if name not in values:
-            if name in ("scalars", "index"):
-                continue  # optional: the field's default
-            raise ParseError(f"{cls.opcode}: missing field '{name}'")
-        raw = values.pop(name)
-        try:
-            if kind == "Operand":
-                m = _OPERAND_RE.match(raw)
-                if m:
-                    kwargs[name] = MemRef(m.group(1), int(m.group(2), 16))
-                    declared[name] = int(m.group(3))
-                elif buffer_tiers is not None:
-                    kwargs[name] = _symbolic(raw, buffer_tiers, cls.opcode, name)
-                else:
-                    raise ParseError(f"{cls.opcode}: bad operand {name}='{raw}'")
-            elif kind.startswith("tuple[int"):
-                kwargs[name] = _parse_list(raw, int)
-            elif kind.startswith("tuple[float"):
-                kwargs[name] = _parse_list(raw, float)
-            elif kind == "int":
-                kwargs[name] = int(raw)
-            elif kind == "float":
-                kwargs[name] = float(raw)
-            else:
-                kwargs[name] = raw
-        except ValueError as exc:
-            if isinstance(exc, ParseError):
-                raise
-            raise ParseError(f"{cls.opcode}: bad value {name}='{raw}'") from None
-    if values:
-        raise ParseError(f"{cls.opcode}: unknown field '{next(iter(values))}'")
-    return cls(**kwargs), declared
-
-
-_FIELD_KINDS: dict[type[Instr], tuple[tuple[str, str], ...]] = {}
-
-
-def _field_kinds(cls: type[Instr]) -> tuple[tuple[str, str], ...]:
-    """(name, annotation text) of each field of an instruction class (computed once)."""
-    kinds = _FIELD_KINDS.get(cls)
-    if kinds is None:
-        # every INSTRUCTIONS class is a dataclass (only the abstract Instr base is not)
-        kinds = tuple((f.name, str(f.type)) for f in fields(cls))  # type: ignore[arg-type]
-        _FIELD_KINDS[cls] = kinds
-    return kinds
-
-
-def _symbolic(raw: str, buffer_tiers: Sequence[str], opcode: str, name: str) -> BufRef | DdrRef:
-    m = _BUF_RE.match(raw)
-    if m and int(m.group(1)) < len(buffer_tiers):
-        buf = int(m.group(1))
-        return BufRef(buf, buffer_tiers[buf], int(m.group(2)))
-    m = _DDR_RE.match(raw)
-    if m:
-        return DdrRef(json.loads(m.group(1)), int(m.group(2)))
-    raise ParseError(f"{opcode}: bad operand {name}='{raw}'")
-
-
-@lru_cache(maxsize=65536)
-def _parse_list(raw: str, kind: type) -> tuple[Any, ...]:
-    """A `[a,b,...]` list as a tuple (cached: streams repeat the same patterns, which share it)."""
-    if not (raw.startswith("[") and raw.endswith("]")):
-        raise ValueError(raw)
-    body = raw[1:-1]
-    return tuple(kind(x) for x in body.split(",")) if body else ()

@@ -28,11 +28,6 @@ class Rect:
         """Number of cores in the rectangle."""
         return self.w * self.h
 
-    @property
-    def center(self) -> tuple[float, float]:
-        """Geometric centre (x, y) in core coordinates."""
-        return (self.x + (self.w - 1) / 2, self.y + (self.h - 1) / 2)
-
     def to_text(self) -> str:
         """Compact form x,y+wxh."""
         return f"{self.x},{self.y}+{self.w}x{self.h}"
@@ -254,5 +249,8 @@ class PlannedGraph:
         self.plan.verify()
 
     def to_text(self) -> str:
-        """The plan's text form (the graph prints with its own pass dumps)."""
+        """The plan's text form (the graph prints with its own pass dumps); on one core, where
+        there is nothing to plan, the graph's."""
+        if self.plan.rows * self.plan.cols == 1:
+            return self.graph.to_text()
         return self.plan.to_text()

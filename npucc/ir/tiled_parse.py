@@ -13,7 +13,7 @@ import re
 from npucc.errors import NpuccError
 from npucc.ir.dtypes import HOST_DTYPES, INDEX_DTYPE
 from npucc.ir.graph_text import zero_data
-from npucc.ir.isa import ParseError, parse_instr
+from npucc.ir.instr_text import ParseError, parse_instr
 from npucc.ir.isa_cost import TargetSpillModel
 from npucc.ir.onchip import parse_onchip
 from npucc.ir.program import Core, IoBinding, TiledProgram

@@ -14,7 +14,7 @@
       %2 = FREE - 0 [b0] <- [%1]
 
 A node line is `%ID = OP PIPE CYCLES [BUFS] <- [PREDS] INSTR`, with the instruction in the
-symbolic form of `npucc.ir.isa.format_instr`. Constant data is elided (its sha256 is kept, parsing
+symbolic form of `ir.instr_text.format_instr`. Constant data is elided (its sha256 is kept, parsing
 makes zero-filled stand-ins), as in the graph text form. A scheduled program starts with
 `scheduled-program` instead and adds per core a `schedule` block: the buffer offsets, the spill
 plan and the order with each node's start and finish, which parsing checks against a replay.
@@ -26,7 +26,7 @@ import json
 from typing import TYPE_CHECKING
 
 from npucc.ir.graph_text import data_digest
-from npucc.ir.isa import format_instr
+from npucc.ir.instr_text import format_instr
 
 if TYPE_CHECKING:
     from npucc.ir.program import TiledProgram

@@ -16,10 +16,11 @@ import jinja2
 import numpy as np
 
 from npucc.errors import NpuccError
-from npucc.interp.machine import RunResult, run_file
-from npucc.interp.parser import Stream, load_stream
+from npucc.interp.event_loop import RunResult, run_file
 from npucc.ir.dtypes import HOST_DTYPES
 from npucc.ir.isa import PIPES
+from npucc.ir.stream import Stream
+from npucc.ir.stream_parse import load_stream
 from npucc.report import figures
 from npucc.report.data import ReportData, collect
 from npucc.target import TIERS, Target

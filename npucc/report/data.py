@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from npucc.interp.machine import RunResult
-from npucc.interp.trace import Trace
+from npucc.interp.event_loop import RunResult
+from npucc.interp.exec_trace import Trace
 from npucc.ir.isa import PIPES
+from npucc.ir.replay import PEAK_TIERS
 from npucc.target import TIERS, Target
 
 Coord = tuple[int, int]  # mesh row, column
-PEAK_TIERS = ("L1", "UB")  # the DAN peak-residency metric counts these tiers
 
 
 @dataclass(frozen=True, slots=True)

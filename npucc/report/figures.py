@@ -13,7 +13,7 @@ from matplotlib.collections import PatchCollection  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
-from npucc.interp.trace import Trace  # noqa: E402
+from npucc.interp.exec_trace import Trace  # noqa: E402
 from npucc.ir.isa import PIPES  # noqa: E402
 from npucc.report.data import Coord, CoreData  # noqa: E402
 from npucc.target import TIERS  # noqa: E402

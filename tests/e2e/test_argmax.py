@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import npucc
 from npucc.errors import NpuccError
-from npucc.interp.parser import parse_stream
+from npucc.ir.stream_parse import parse_stream
 
 
 def _model(op, axis, keepdims, last, shape, cast=False) -> onnx.ModelProto:

@@ -9,12 +9,13 @@ from onnx import TensorProto, helper, numpy_helper
 
 import npucc
 from npucc.checking import compare, random_inputs, run_onnxruntime
-from npucc.cli import main
 from npucc.errors import NpuccError
 from npucc.frontend import import_model
 from npucc.interp import run_stream
-from npucc.interp.parser import parse_stream
-from npucc.ir.isa import Gather, MemRef, format_instr, parse_instr
+from npucc.ir.instr_text import format_instr, parse_instr
+from npucc.ir.isa import Gather, MemRef
+from npucc.ir.stream_parse import parse_stream
+from npucc.tools.cli import main
 
 
 def embedding_model(

@@ -7,7 +7,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 import npucc
-from npucc.cli import main
+from npucc.tools.cli import main
 
 
 def _model(nodes, inputs, outputs, inits=()) -> onnx.ModelProto:

@@ -9,7 +9,7 @@ import pytest
 import npucc
 from npucc.checking import compare, random_inputs, run_onnxruntime
 from npucc.frontend import load_model
-from npucc.interp import parse_stream
+from npucc.ir.stream_parse import parse_stream
 from npucc.target import load_target, target_from_dict
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from npucc.explore import command, load_sweep, read_rows, run_sweep, summary
+from npucc.explore import load_sweep, read_rows, run_sweep, summary
 from npucc.explore.results import TIMING
+from npucc.tools import explore_command as command
 
 SWEEP48 = Path(__file__).with_name("sweep48.toml")
 

@@ -10,12 +10,14 @@ from pathlib import Path
 import pytest
 
 from npucc.errors import NpuccError
-from npucc.explore import command, load_sweep, pareto_front, read_rows, summary
+from npucc.explore import load_sweep, pareto_front, read_rows, summary
 from npucc.explore.point import evaluate
 from npucc.explore.results import METRICS, ResultsFile, columns
 from npucc.explore.runner import make_row
-from npucc.interp import parse_stream, run_stream
+from npucc.interp import run_stream
+from npucc.ir.stream_parse import parse_stream
 from npucc.target import load_target
+from npucc.tools import explore_command as command
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEP48 = Path(__file__).with_name("sweep48.toml")

@@ -6,9 +6,9 @@ import pytest
 from frontend_testutil import assert_matches_onnxruntime, tiny_model
 from onnx import helper
 
-from npucc.cli import main
 from npucc.errors import NpuccError
 from npucc.frontend import import_model
+from npucc.tools.cli import main
 
 
 @pytest.mark.parametrize(

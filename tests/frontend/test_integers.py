@@ -9,8 +9,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import npucc
-from npucc.cli import main
 from npucc.errors import NpuccError
+from npucc.tools.cli import main
 
 INT64, INT32, FLOAT, BOOL = (TensorProto.INT64, TensorProto.INT32, TensorProto.FLOAT,
                              TensorProto.BOOL)  # fmt: skip

@@ -10,8 +10,7 @@ from frontend_testutil import assert_matches_onnxruntime, tiny_model
 from onnx import TensorProto, helper
 
 from npucc.errors import NpuccError
-from npucc.frontend import FRONTEND_PIPELINE, import_model
-from npucc.passes import PASSES
+from npucc.frontend import import_model
 
 
 def _bn_inits(rng, c: int, prefix: str = "bn") -> dict[str, np.ndarray]:
@@ -26,11 +25,6 @@ def _bn_inits(rng, c: int, prefix: str = "bn") -> dict[str, np.ndarray]:
 def _bn(x: str, y: str, prefix: str = "bn") -> object:
     names = [f"{prefix}.{k}" for k in "sbmv"]
     return helper.make_node("BatchNormalization", [x, *names], [y], epsilon=1e-3)
-
-
-def test_pipeline_passes_are_registered():
-    assert all(name in PASSES for name in FRONTEND_PIPELINE)
-    assert FRONTEND_PIPELINE[0] == "import-onnx"
 
 
 @pytest.mark.parametrize("bias", [True, False])

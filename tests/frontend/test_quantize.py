@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import npucc
-from npucc.cli import main
+from npucc.tools.cli import main
 
 FLOAT, UINT8, INT8 = TensorProto.FLOAT, TensorProto.UINT8, TensorProto.INT8
 NUMPY = {UINT8: np.uint8, INT8: np.int8, TensorProto.UINT16: np.uint16, TensorProto.INT16: np.int16}

@@ -10,8 +10,8 @@ from frontend_testutil import import_error
 from onnx import TensorProto, helper, numpy_helper
 
 import npucc
-from npucc.cli import main
 from npucc.frontend import import_model
+from npucc.tools.cli import main
 
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 BATCH, INPUT, HIDDEN = 2, 3, 4

@@ -17,7 +17,8 @@ import numpy as np
 
 with atheris.instrument_imports():
     from npucc.errors import NpuccError
-    from npucc.interp import parse_stream, run_stream
+    from npucc.interp import run_stream
+    from npucc.ir.stream_parse import parse_stream
 
 import npucc
 

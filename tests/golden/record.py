@@ -83,11 +83,11 @@ def _stream_entries(quick: bool) -> Iterator[tuple[str, Callable[[], object]]]:
 
 
 def _dan_entries() -> Iterator[tuple[str, Callable[[], object]]]:
-    from npucc.backend.dan.bench import METHODS
-    from npucc.backend.dan.command import DEFAULT_CAPACITY
-    from npucc.backend.dan.workloads import WORKLOADS
     from npucc.backend.schedule.registry import schedule_graph
     from npucc.target.cost import TraceSpillModel
+    from npucc.tools.bench_dan import METHODS
+    from npucc.tools.dan_command import DEFAULT_CAPACITY
+    from npucc.tools.dan_workloads import WORKLOADS
 
     def one(name: str, method: str) -> dict[str, object]:
         graph = WORKLOADS[name]()
@@ -104,10 +104,10 @@ def _dan_entries() -> Iterator[tuple[str, Callable[[], object]]]:
 
 def _hypercut_entries() -> Iterator[tuple[str, Callable[[], object]]]:
     from npucc.backend.hypercut.beam import BeamOptions
-    from npucc.backend.hypercut.bench import MODELS as HC_MODELS
     from npucc.backend.planner import METHODS, PlanOptions, plan_graph
     from npucc.frontend import import_model
     from npucc.target import load_target
+    from npucc.tools.bench_hypercut import MODELS as HC_MODELS
 
     graphs: dict[str, object] = {}
 

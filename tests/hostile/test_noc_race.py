@@ -8,7 +8,9 @@ import numpy as np
 from hostile_util import MODELS
 
 import npucc
-from npucc.interp import StreamError, parse_stream, run_stream
+from npucc.interp import run_stream
+from npucc.ir.stream import StreamError
+from npucc.ir.stream_parse import parse_stream
 
 WAIT = re.compile(r" wait ctrl@(\d+),(\d+)>ctrl#(\d+)")
 

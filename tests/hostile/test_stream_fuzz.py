@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 import npucc
 from npucc.errors import NpuccError
-from npucc.interp import parse_stream, run_stream
+from npucc.interp import run_stream
+from npucc.ir.stream_parse import parse_stream
 
 ROOT = Path(__file__).resolve().parents[2]
 FILE = "fuzz.cmd"

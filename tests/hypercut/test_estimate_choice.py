@@ -9,9 +9,9 @@ from npucc.backend.estimate.exec_cost import ExecCostModel
 from npucc.backend.hypercut.set_model import MeshParams, evaluate
 from npucc.backend.hypercut.workload import workload_from_graph
 from npucc.backend.planner import METHODS, PlanOptions, plan_graph
-from npucc.cli import main
 from npucc.frontend import import_model
 from npucc.target import load_target
+from npucc.tools.cli import main
 
 MODELS = Path(__file__).parents[2] / "models"
 MESH = load_target("mesh8x8")

@@ -14,7 +14,8 @@ from npucc.backend.hypercut.set_model import MeshParams, evaluate
 from npucc.backend.planner import PlanOptions, plan_graph
 from npucc.errors import NpuccError
 from npucc.frontend import import_model
-from npucc.interp import parse_stream, run_stream
+from npucc.interp import run_stream
+from npucc.ir.stream_parse import parse_stream
 from npucc.target import load_target
 
 MODELS = Path(__file__).parents[2] / "models"

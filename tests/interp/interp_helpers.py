@@ -8,7 +8,8 @@ import math
 
 import numpy as np
 
-from npucc.interp import RunResult, parse_stream, run_stream
+from npucc.interp import RunResult, run_stream
+from npucc.ir.stream_parse import parse_stream
 from npucc.target import Target, load_target
 
 TARGET = load_target("davinci-core")

@@ -8,7 +8,9 @@ from interp_helpers import FILE, image_of, line_of, run_text, stream_text
 from test_interp_programs import BODY, A, B, tiny
 
 from npucc.errors import NpuccError
-from npucc.interp import StreamError, load_stream, parse_stream, run_file
+from npucc.interp import run_file
+from npucc.ir.stream import StreamError
+from npucc.ir.stream_parse import load_stream, parse_stream
 
 IMAGE = image_of(B)
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from interp_helpers import run_text, stream_text
 
-from npucc.interp import StreamError
 from npucc.ir.isa_cost import copy_cycles
+from npucc.ir.stream import StreamError
 from npucc.target import load_target
 from npucc.target.cost import noc_cycles, noc_energy
 

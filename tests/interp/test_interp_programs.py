@@ -3,9 +3,10 @@ import numpy as np
 import pytest
 from interp_helpers import FILE, TARGET, image_of, line_of, run_text, stream_text
 
-from npucc.interp import StreamError, parse_stream
 from npucc.ir.isa import Copy, MemRef, Mmad
 from npucc.ir.isa_cost import instr_cycles, instr_energy
+from npucc.ir.stream import StreamError
+from npucc.ir.stream_parse import parse_stream
 from npucc.target import load_target
 
 RNG = np.random.default_rng(0)

@@ -10,7 +10,8 @@ from onnx import TensorProto, helper
 import npucc
 from npucc.codegen.emit import generate
 from npucc.errors import NpuccError
-from npucc.ir.formats import detect_level, parse_ir, render, stream_to_text
+from npucc.ir.formats import detect_level, parse_ir, render
+from npucc.ir.instr_text import ParseError, format_instr, parse_instr
 from npucc.ir.isa import (
     BINARY_OPS,
     REDUCE_OPS,
@@ -20,12 +21,9 @@ from npucc.ir.isa import (
     DdrRef,
     MemRef,
     NocCopy,
-    ParseError,
     VBinary,
     VReduce,
     VUnary,
-    format_instr,
-    parse_instr,
 )
 from npucc.ir.tiled_parse import scheduled_from_text, tiled_from_text
 
@@ -97,7 +95,7 @@ def test_symbolic_operands_parse_back():
 
 def test_cmd_round_trip_by_stream_printer(dumps):
     _, stream = parse_ir(dumps["codegen"])
-    assert stream_to_text(stream) == dumps["codegen"]
+    assert stream.to_text() == dumps["codegen"]
 
 
 @pytest.mark.parametrize(
@@ -167,7 +165,7 @@ def test_onchip_tensors_and_noc_copies_round_trip(mesh_dumps):
     assert '"homes"' in render(parse_ir(mesh_dumps["lower-tiles"])[1], "json")
     # the whole mesh stream, flags between cores included, prints back byte for byte
     _, stream = parse_ir(mesh_dumps["codegen"])
-    assert "@" in mesh_dumps["codegen"] and stream_to_text(stream) == mesh_dumps["codegen"]
+    assert "@" in mesh_dumps["codegen"] and stream.to_text() == mesh_dumps["codegen"]
     assert '"homes"' in render(stream, "json")
     instr = NocCopy(BufRef(1, "UB", 4), DdrRef("t", 8), (4,), (1,), (1,), 3)
     text = format_instr(instr, symbolic=True)
@@ -185,4 +183,4 @@ def test_a_stream_with_float16_and_double_io_prints_back(tmp_path):
     program = npucc.compile(model, "davinci-core")
     assert " f16[4]" in program.stream and " f64[4]" in program.stream
     _, stream = parse_ir(program.stream)
-    assert stream_to_text(stream) == program.stream
+    assert stream.to_text() == program.stream

@@ -14,7 +14,9 @@ import sys
 import pytest
 
 from npucc.backend.lower import LowerTiles
+from npucc.backend.planner import single_core_plan
 from npucc.ir.graph_text import graph_from_text
+from npucc.ir.plan import PlannedGraph
 from npucc.passes import CompileContext
 from npucc.target import load_target
 
@@ -24,7 +26,9 @@ Z = "0" * 64  # sha256 of elided constant data (the parser makes zero-filled sta
 def lower_text(*lines: str) -> str:
     """The tiled IR text of a graph made of `lines`, lowered for davinci-core."""
     text = 'graph "t" opset=13 {\n' + "".join(f"  {line}\n" for line in lines) + "}\n"
-    program = LowerTiles().run(graph_from_text(text), CompileContext(TARGET))
+    graph = graph_from_text(text)
+    planned = PlannedGraph(graph, single_core_plan(graph))
+    program = LowerTiles().run(planned, CompileContext(TARGET))
     return program.to_text()
 
 

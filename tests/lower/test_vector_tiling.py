@@ -14,12 +14,14 @@ import pytest
 
 from npucc.backend.lower import lower_graph
 from npucc.backend.lower.layout import boxes, coalesce
-from npucc.compiler import BACKEND_PASSES
+from npucc.compiler import backend_passes
 from npucc.errors import NpuccError
-from npucc.interp import parse_stream, run_stream
+from npucc.interp import run_stream
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.ir.program import TiledProgram
-from npucc.passes import PASSES, CompileContext, PassManager
+from npucc.ir.stream_parse import parse_stream
+from npucc.options import CompileOptions
+from npucc.passes import CompileContext, PassManager
 from npucc.target import load_target
 
 TARGET = load_target("davinci-core")
@@ -61,7 +63,7 @@ def run_layer(op, inputs, out_shape, attrs=None, consts=None, target=TARGET, pos
     program = lower_graph(g, CompileContext(target))
     for tier, peak in lowering_peaks(program).items():
         assert peak <= target.memory.capacity(tier) // 2, f"{tier} peak {peak}"
-    backend = PassManager([PASSES[name]() for name in BACKEND_PASSES])
+    backend = PassManager(backend_passes(CompileOptions()))
     generated = backend.run(g, CompileContext(target))
     runtime = {n: feeds[n] for n in g.inputs}
     result = run_stream(parse_stream(generated.stream, "<test>"), generated.image, runtime)

@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 
 import npucc
-from npucc.cli import main
-from npucc.interp import parse_stream, run_stream
+from npucc.interp import run_stream
+from npucc.ir.stream_parse import parse_stream
 from npucc.report import render_report
 from npucc.report.data import collect
+from npucc.tools.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"  # gitignored

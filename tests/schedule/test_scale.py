@@ -2,11 +2,11 @@ import time
 
 from tgraphs import CAPS
 
-from npucc.backend.dan.synthetic import synthetic_graph
 from npucc.backend.schedule.original import bounds
 from npucc.backend.schedule.registry import schedule_graph
-from npucc.backend.schedule.trace import load_trace, write_trace
+from npucc.backend.schedule.trace_json import load_trace, write_trace
 from npucc.target.cost import TraceSpillModel
+from npucc.tools.dan_synthetic import synthetic_graph
 
 
 def test_original_on_synthetic_is_valid_and_fast(tmp_path):

@@ -3,7 +3,12 @@ import json
 import pytest
 from tgraphs import chain, trace_dict
 
-from npucc.backend.schedule.trace import load_trace, trace_from_json, trace_to_json, write_trace
+from npucc.backend.schedule.trace_json import (
+    load_trace,
+    trace_from_json,
+    trace_to_json,
+    write_trace,
+)
 from npucc.errors import NpuccError
 
 

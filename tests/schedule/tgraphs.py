@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from npucc.backend.schedule.trace import trace_from_json
+from npucc.backend.schedule.trace_json import trace_from_json
 from npucc.ir.tiled import TileGraph
 
 CAPS = {"L1": 4096, "UB": 1024, "L0A": 256, "L0B": 256, "L0C": 512}

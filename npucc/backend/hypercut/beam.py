@@ -64,7 +64,6 @@ class BeamSearch:
         self._score: dict[Plan, float] = {}
         self._steps: dict = {}  # step-cost memo of the cost model
         self.best: tuple[float, Plan] | None = None  # best complete plan seen
-        self.evaluations = 0
         self._layer_work = [layer.macs + layer.vops for layer in wl.layers]
 
     def edp(self, plan: Plan) -> float:
@@ -76,7 +75,6 @@ class BeamSearch:
             else:
                 value = self.price(plan)
             self._score[plan] = value
-            self.evaluations += 1
         return value
 
     def loop_costs(self, plan: Plan, a: int, b: int) -> list[Cost]:

@@ -83,13 +83,3 @@ class Hypergraph:
         edges, vertices = np.nonzero(self.incidence.T)  # by hyperedge, then vertex
         counts = np.bincount(edges, minlength=self.num_edges)
         return [0, *np.cumsum(counts).tolist()], vertices.tolist()
-
-    def quotient_edges(self, assign: list[int]) -> set[tuple[int, int]]:
-        """Directed part-to-part dependencies (source part -> destination part) of a partition."""
-        edges: set[tuple[int, int]] = set()
-        for e in range(self.num_edges):
-            col = self.incidence[:, e]
-            src = {assign[v] for v in np.flatnonzero(col & SOURCE)}
-            dst = {assign[v] for v in np.flatnonzero(col & DEST)}
-            edges.update((a, b) for a in src for b in dst if a != b)
-        return edges

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from npucc import progress
 from npucc.backend.hypercut.onchip import plan_onchip
@@ -24,7 +25,7 @@ from npucc.ir.onchip import OnChip
 from npucc.ir.plan import MeshPlan, PlannedGraph
 from npucc.ir.program import Core, IoBinding, TiledProgram
 from npucc.ir.tiled import TileGraph
-from npucc.passes import CompileContext, Pass, register
+from npucc.passes import CompileContext, IRType, Pass
 from npucc.target import Target
 
 VIEW_OPS = ("reshape",)  # ops that only reinterpret a contiguous DDR tensor
@@ -143,19 +144,18 @@ def _lower_layer(lctx: LowerContext, layer: Layer, cores: tuple[int, ...]) -> No
         lctx.builder.close_ddr(out)
 
 
-@register
-@dataclass
+@dataclass(frozen=True, slots=True)
 class LowerTiles(Pass):
-    """Split each layer into tile operations on one core (`lower-tiles`)."""
+    """Split each layer into tile operations on the cores its plan gives it (`lower-tiles`)."""
 
-    name = "lower-tiles"
+    name: ClassVar[str] = "lower-tiles"
+    input_ir: ClassVar[IRType] = PlannedGraph
+    output_ir: ClassVar[IRType] = TiledProgram
 
-    def run(self, ir: Graph | PlannedGraph, ctx: CompileContext) -> TiledProgram:
-        if isinstance(ir, PlannedGraph):
-            placement = plan_placement(ir.plan, ctx.target)
-            onchip = plan_tensors(ir.plan, ir.graph, ctx.target)
-            program = lower_graph(ir.graph, ctx, placement, onchip)
-        else:
-            program = lower_graph(ir, ctx)
+    def run(self, ir: PlannedGraph, ctx: CompileContext) -> TiledProgram:
+        """Lower the planned graph: each layer on its group's rectangle, planned tensors on chip."""
+        placement = plan_placement(ir.plan, ctx.target)
+        onchip = plan_tensors(ir.plan, ir.graph, ctx.target)
+        program = lower_graph(ir.graph, ctx, placement, onchip)
         ctx.stats["tile_ops"] = sum(len(c.graph) for c in program.cores)
         return program

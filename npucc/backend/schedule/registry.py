@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from npucc.backend.dan.baselines import BASELINES
-from npucc.backend.dan.pipeline import dan, dan_dlr, dan_mpas
+from npucc.backend.schedule.baseline_schedulers import BASELINES
+from npucc.backend.schedule.dan.pipeline import dan, dan_dlr, dan_mpas
 from npucc.backend.schedule.original import original
 from npucc.errors import NpuccError
 from npucc.ir.replay import Replay, replay, validate

@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from npucc.backend.schedule.registry import schedule_graph
 from npucc.ir.isa_cost import TargetSpillModel
 from npucc.ir.program import TiledProgram
 from npucc.ir.schedule import capacities
 from npucc.ir.scheduled_program import ScheduledProgram
-from npucc.passes import CompileContext, Pass, register
+from npucc.passes import CompileContext, IRType, Pass
 
 
-@register
-@dataclass
+@dataclass(frozen=True, slots=True)
 class SchedulePass(Pass):
     """Schedule each core with `method` (original, dan, ...) under the target's capacities."""
 
-    name = "schedule"
+    name: ClassVar[str] = "schedule"
+    input_ir: ClassVar[IRType] = TiledProgram
+    output_ir: ClassVar[IRType] = ScheduledProgram
     method: str = "dan"
 
     def run(self, ir: TiledProgram, ctx: CompileContext) -> ScheduledProgram:

@@ -33,7 +33,6 @@ from npucc.ir.replay import L0_TIERS, PEAK_TIERS
 from npucc.ir.tiled import TileGraph
 
 CONE_LIMIT = 256  # unscheduled ancestors searched per L0 admission (rule 7 deadlock check)
-MODES = ("full", "memory", "critical")  # DAN; Fig. 7 ablations: memory-first, criticality-first
 
 
 def criticality(graph: TileGraph) -> list[int]:

@@ -9,25 +9,27 @@ import re
 import sys
 import traceback
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
 from npucc import progress
 from npucc.errors import CheckFailed, NpuccError
+from npucc.options import CompileOptions
 
 if TYPE_CHECKING:
     from npucc.interp import RunResult
     from npucc.ir.program import TiledProgram
 
-# subcommands implemented next to the code they drive: name -> module with add_parser and main
+# subcommands with a module of their own in npucc.tools: name -> module with add_parser and main
 PLUGINS = {
-    "dan": "npucc.backend.dan.command",
-    "conformance": "npucc.conformance",
-    "explore": "npucc.explore.command",
+    "dan": "npucc.tools.dan_command",
+    "conformance": "npucc.tools.conformance",
+    "explore": "npucc.tools.explore_command",
 }
-BENCHMARKS = {"dan": "npucc.backend.dan.bench", "hypercut": "npucc.backend.hypercut.bench"}
+BENCHMARKS = {"dan": "npucc.tools.bench_dan", "hypercut": "npucc.tools.bench_hypercut"}
 COMMANDS = ("run", "check", "ir", "report", "bench", *PLUGINS)
 
 
@@ -78,6 +80,19 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME=DIMS",
         help="fix the shape of a model input, e.g. input=1x3x224x224",
+    )
+
+
+def compile_options(args: argparse.Namespace, **more: Any) -> CompileOptions:
+    """The CompileOptions of the options `_add_compile_options` defines, and `more` fields."""
+    return CompileOptions(
+        target=args.target,
+        schedule=args.schedule,
+        input_shapes=parse_input_shapes(args.input_shape),
+        batch=args.batch,
+        search=args.search,
+        beam_width=args.beam_width,
+        **more,
     )
 
 
@@ -202,8 +217,7 @@ def _names(text: str) -> frozenset[str]:
 
 def cmd_compile(args: argparse.Namespace) -> int:
     """`npucc MODEL -o OUT.cmd`, or `npucc MODEL --emit LEVEL [--format F] [-o FILE]`."""
-    from npucc.compiler import compile as compile_model
-    from npucc.compiler import compile_until, level_pass
+    from npucc.compiler import compile_program, compile_to, level_pass
     from npucc.ir.formats import render
 
     stream = args.emit == "cmd" and args.format == "text" and args.emit_trace is None
@@ -215,28 +229,23 @@ def cmd_compile(args: argparse.Namespace) -> int:
         Path(f"{out}.bin").resolve(),
     ):
         raise NpuccError(f"output would overwrite the input model ({out})")
-    options = {
-        "print_before": _names(args.print_ir_before),
-        "print_after": _names(args.print_ir_after),
-        "print_after_all": args.print_ir_after_all,
-        "dump_dir": args.dump_dir,
-        "search": args.search,
-        "beam_width": args.beam_width,
-        "batch": args.batch,
-    }
-    shapes = parse_input_shapes(args.input_shape)
+    options = compile_options(
+        args,
+        print_before=_names(args.print_ir_before),
+        print_after=_names(args.print_ir_after),
+        print_after_all=args.print_ir_after_all,
+        dump_dir=args.dump_dir,
+    )
     if args.emit_trace is not None:
-        tiled = compile_until(model, "lower-tiles", args.target, args.schedule, shapes, **options)
+        tiled = compile_to(model, "lower-tiles", options)
         for path in write_core_traces(tiled, Path(args.emit_trace), model.stem):
             print(f"wrote {path}")
         return 0
     if not stream:
-        ir = compile_until(
-            model, level_pass(args.emit), args.target, args.schedule, shapes, **options
-        )
+        ir = compile_to(model, level_pass(args.emit), options)
         _write_text(render(ir, args.format), args.output)
         return 0
-    program = compile_model(model, args.target, args.schedule, shapes, **options)
+    program = compile_program(model, options)
     program.save(out)
     stats = program.stats
     print(
@@ -248,7 +257,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 def write_core_traces(program: TiledProgram, directory: Path, stem: str) -> list[Path]:
     """Each core's DAG as DAN trace JSON (shared/dan-traces.md), cores without work skipped."""
-    from npucc.backend.schedule.trace import write_trace
+    from npucc.backend.schedule.trace_json import write_trace
 
     directory.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -355,22 +364,16 @@ def cmd_check(args: argparse.Namespace) -> int:
         randomize_weights,
         run_onnxruntime,
     )
-    from npucc.compiler import batch_input_shapes
-    from npucc.compiler import compile as compile_model
+    from npucc.compiler import batch_input_shapes, compile_program
     from npucc.frontend import load_model
 
-    shapes = batch_input_shapes(args.model, parse_input_shapes(args.input_shape), args.batch)
+    options = compile_options(args)
+    shapes = batch_input_shapes(args.model, options.input_shapes, options.batch)
+    options = replace(options, input_shapes=shapes, batch=None)  # the shapes hold the batch
     model = load_model(args.model, shapes)
     if args.random_weights:
         model = randomize_weights(model, args.seed)
-    program = compile_model(
-        model,
-        args.target,
-        args.schedule,
-        shapes,
-        search=args.search,
-        beam_width=args.beam_width,
-    )
+    program = compile_program(model, options)
     inputs = random_inputs(program.inputs, args.seed, model)
     result = program.execute(inputs)
     reference = run_onnxruntime(model, inputs)

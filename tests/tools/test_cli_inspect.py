@@ -13,12 +13,13 @@ import pytest
 from rich.console import Console
 
 from npucc import progress
-from npucc.cli import main
 from npucc.compiler import pipeline
+from npucc.options import CompileOptions
+from npucc.tools.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SMALL_CNN = str(ROOT / "models" / "small_cnn.onnx")
-PASSES = tuple(p.name for p in pipeline())
+PASSES = tuple(p.name for p in pipeline(CompileOptions()))
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +117,7 @@ def test_errors_are_one_line_with_exit_2(compiled, tmp_path, capsys, args, messa
 def test_failed_check_exits_1_without_traceback(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-c",
-         "import sys, npucc.cli as c, npucc.checking as k;"
+         "import sys, npucc.tools.cli as c, npucc.checking as k;"
          "k.compare = lambda got, ref: [k.Comparison('y', max_abs=1.0, max_ref=1.0)];"
          f"sys.exit(c.main(['check', {SMALL_CNN!r}]))"],
         capture_output=True, text=True, check=False,

@@ -14,9 +14,9 @@ import pytest
 from onnx import TensorProto, helper
 
 from npucc.checking import run_onnxruntime
-from npucc.cli import main, safe_file_name
+from npucc.tools.cli import main, safe_file_name
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SMALL_CNN = ROOT / "models" / "small_cnn.onnx"
 
 

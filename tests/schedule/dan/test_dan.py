@@ -4,15 +4,15 @@ import time
 
 import pytest
 
-from npucc.backend.dan import command
-from npucc.backend.dan.dlr import dlr
-from npucc.backend.dan.mpas import mpas
-from npucc.backend.dan.synthetic import synthetic_graph
+from npucc.backend.schedule.dan.dlr import dlr
+from npucc.backend.schedule.dan.mpas import mpas
 from npucc.backend.schedule.original import bounds
 from npucc.backend.schedule.registry import schedule_graph
-from npucc.backend.schedule.trace import write_trace
+from npucc.backend.schedule.trace_json import write_trace
 from npucc.ir.replay import replay, validate
 from npucc.target.cost import TraceSpillModel
+from npucc.tools import dan_command as command
+from npucc.tools.dan_synthetic import synthetic_graph
 
 CAPS = dict(command.DEFAULT_CAPACITY)
 MODEL = TraceSpillModel()

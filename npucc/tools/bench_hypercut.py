@@ -11,10 +11,10 @@ import onnx
 
 from npucc.backend.hypercut.beam import BeamOptions
 from npucc.backend.planner import ESTIMATES, METHODS, PlanOptions, plan_graph
-from npucc.bench_args import check_output_dir, choose
 from npucc.errors import NpuccError
 from npucc.frontend import import_model
 from npucc.target import load_target
+from npucc.tools.bench_args import check_output_dir, choose
 
 ZOO = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "light"
 MODELS = {
@@ -22,7 +22,7 @@ MODELS = {
     "googlenet": ZOO / "light_inception_v1.onnx",
     "vgg19": ZOO / "light_vgg19.onnx",
     "zfnet512": ZOO / "light_zfnet512.onnx",
-    "transformer": Path(__file__).parents[3] / "models" / "transformer_encoder.onnx",
+    "transformer": Path(__file__).parents[2] / "models" / "transformer_encoder.onnx",
 }
 PLATFORMS = ("mesh8x8", "mesh16x16")
 BATCHES = (1, 64)

@@ -45,7 +45,6 @@ MODEL_TIMEOUT = 900
 MAX_ELEMS = 4_000_000  # cases whose inputs and outputs exceed this many elements are skipped
 DATA_DIR = Path(onnx.__file__).parent / "backend" / "test" / "data"
 MODEL_SUITES = ("simple", "real", "pytorch-converted", "pytorch-operator")
-DOC_PATH = Path("docs/operators.md")
 
 
 @dataclass(slots=True)

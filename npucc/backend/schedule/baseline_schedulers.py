@@ -20,9 +20,9 @@ import heapq
 import time
 from collections.abc import Callable
 
-from npucc.backend.dan.cpe import cpe
-from npucc.backend.dan.dlr import dlr
-from npucc.backend.dan.mpas import mpas
+from npucc.backend.schedule.dan.cpe import cpe
+from npucc.backend.schedule.dan.dlr import dlr
+from npucc.backend.schedule.dan.mpas import mpas
 from npucc.backend.schedule.scan import INF, LinearScan, lru_victim
 from npucc.ir.replay import L0_TIERS, PEAK_TIERS, replay
 from npucc.ir.schedule import Schedule

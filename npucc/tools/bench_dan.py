@@ -9,13 +9,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from npucc.backend.dan.baselines import exact_min_peak
-from npucc.backend.dan.command import DEFAULT_CAPACITY
-from npucc.backend.dan.workloads import WORKLOADS
+from npucc.backend.schedule.baseline_schedulers import exact_min_peak
 from npucc.backend.schedule.original import bounds
 from npucc.backend.schedule.registry import SCHEDULERS, schedule_graph
-from npucc.bench_args import check_output_dir, choose
 from npucc.target.cost import TraceSpillModel
+from npucc.tools.bench_args import check_output_dir, choose
+from npucc.tools.dan_command import DEFAULT_CAPACITY
+from npucc.tools.dan_workloads import WORKLOADS
 
 METRICS = ("peak", "extra_ddr", "spills", "makespan")
 METHODS = tuple(m for m in SCHEDULERS if m != "dan-mpas")  # all capacity-respecting methods

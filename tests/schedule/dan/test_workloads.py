@@ -1,16 +1,16 @@
 import pytest
 
-from npucc.backend.dan import bench
-from npucc.backend.dan.baselines import exact_min_peak
-from npucc.backend.dan.command import DEFAULT_CAPACITY
-from npucc.backend.dan.dlr import dlr
-from npucc.backend.dan.mpas import mpas
-from npucc.backend.dan.workloads import WORKLOADS
+from npucc.backend.schedule.baseline_schedulers import exact_min_peak
+from npucc.backend.schedule.dan.dlr import dlr
+from npucc.backend.schedule.dan.mpas import mpas
 from npucc.backend.schedule.original import bounds
 from npucc.backend.schedule.registry import SCHEDULERS, schedule_graph
-from npucc.backend.schedule.trace import trace_from_json
+from npucc.backend.schedule.trace_json import trace_from_json
 from npucc.ir.replay import replay, validate
 from npucc.target.cost import TraceSpillModel
+from npucc.tools import bench_dan as bench
+from npucc.tools.dan_command import DEFAULT_CAPACITY
+from npucc.tools.dan_workloads import WORKLOADS
 
 MODEL = TraceSpillModel()
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
-from npucc.backend.dan.cpe import cpe
-from npucc.backend.dan.dlr import dlr
-from npucc.backend.dan.mpas import mpas
+from npucc.backend.schedule.dan.cpe import cpe
+from npucc.backend.schedule.dan.dlr import dlr
+from npucc.backend.schedule.dan.mpas import mpas
 from npucc.backend.schedule.freelist import FreeList
 from npucc.backend.schedule.scan import TooManySpills, topo_order
 from npucc.errors import NpuccError
@@ -15,7 +15,6 @@ from npucc.ir.schedule import Schedule
 from npucc.ir.tiled import TileGraph
 from npucc.target.cost import SpillModel
 
-STAGES = ("mpas", "dlr", "full")
 # Stage-1 orders placed by DLR: MPAS with the paper's key (lambda, Delta, -h, ord), MPAS with the
 # memory-first key (lambda, Delta, ord), and the lowering order (smallest ready id first)
 ORDERS = ("full", "memory", "lowering")

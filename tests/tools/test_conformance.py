@@ -9,8 +9,8 @@ import ml_dtypes
 import numpy as np
 from onnx import TensorProto, helper
 
-from npucc import conformance as conf
 from npucc.errors import NpuccError
+from npucc.tools import conformance as conf
 
 
 def relu_case(name: str = "t_relu") -> conf.Case:

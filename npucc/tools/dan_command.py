@@ -8,7 +8,7 @@ from pathlib import Path
 
 from npucc.backend.schedule.original import bounds
 from npucc.backend.schedule.registry import SCHEDULERS, schedule_graph
-from npucc.backend.schedule.trace import load_trace
+from npucc.backend.schedule.trace_json import load_trace
 from npucc.errors import NpuccError
 from npucc.target import TIERS
 from npucc.target.cost import TraceSpillModel

@@ -1,0 +1,87 @@
+"""What a run adds up: busy cycles per pipe, energy, bytes per path, MACs, instruction counts."""
+
+from __future__ import annotations
+
+import math
+from typing import TypedDict
+
+from npucc.ir.isa import (
+    DDR,
+    PIPES,
+    Copy,
+    Gather,
+    Img2Col,
+    Instr,
+    Mmad,
+    NocCopy,
+    Spill,
+    VBinary,
+    VFill,
+    VReduce,
+    VUnary,
+)
+from npucc.ir.isa_cost import gather_bytes
+from npucc.target import Target
+
+
+class Counters(TypedDict):
+    """Statistics of a run (a plain dict at run time)."""
+
+    bytes: dict[str, int]  # "SRC->DST" tier path -> bytes copied
+    noc_byte_hops: int  # bytes moved over the NoC times the hops each travelled
+    macs: int
+    vector_elements: int
+    instructions: int
+    events: int
+    opcodes: dict[str, int]  # opcode -> instructions executed
+
+
+class Tally:
+    """The running totals of a run."""
+
+    __slots__ = ("target", "busy", "energy", "counters")
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self.busy = dict.fromkeys(PIPES, 0)  # pipe -> cycles busy, summed over cores
+        self.energy = 0.0  # picojoules
+        self.counters: Counters = {
+            "bytes": {},
+            "noc_byte_hops": 0,
+            "macs": 0,
+            "vector_elements": 0,
+            "instructions": 0,
+            "events": 0,
+            "opcodes": {},
+        }
+
+    def event(self) -> None:
+        """An alloc, free or barrier ran."""
+        self.counters["events"] += 1
+
+    def instr(self, ins: Instr, pipe: str, cycles: int, energy: float) -> None:
+        """An instruction ran on `pipe` for `cycles`, spending `energy`."""
+        self.busy[pipe] += cycles
+        self.energy += energy
+        c = self.counters
+        c["instructions"] += 1
+        c["opcodes"][ins.opcode] = c["opcodes"].get(ins.opcode, 0) + 1
+        if isinstance(ins, Mmad):
+            c["macs"] += ins.m * ins.n * ins.k
+        elif isinstance(ins, (VUnary, VBinary, VReduce, VFill)):
+            c["vector_elements"] += math.prod(ins.dims)
+        else:
+            if isinstance(ins, Img2Col):
+                nbytes = ins.extents()["dst"] * 4
+            elif isinstance(ins, Gather):
+                nbytes = gather_bytes(self.target, ins)
+            elif isinstance(ins, Spill):
+                nbytes = ins.size * 4
+            else:
+                assert isinstance(ins, Copy)  # the other INSTRUCTIONS are handled above
+                nbytes = math.prod(ins.dims) * 4
+            src_tier = DDR if isinstance(ins, Gather) else ins.src.tier
+            path = f"{src_tier}->{ins.dst.tier}"
+            if isinstance(ins, NocCopy):
+                c["noc_byte_hops"] += nbytes * ins.hops
+            c["bytes"][path] = c["bytes"].get(path, 0) + nbytes

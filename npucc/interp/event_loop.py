@@ -1,0 +1,300 @@
+"""The reference interpreter: executes a parsed stream on numpy memories, checks it, times it.
+
+Each pipe of each core is an in-order queue; alloc/free/barrier events run as soon as their
+flags are set. The next instruction is the ready one with the earliest start time (ties: events
+by line, then pipes in PIPES order). This module is the event loop; each concern it drives has
+its module: `timing` (when steps start and finish), `memories` (data, liveness, the written
+mask), `races` (vector clocks), `counters` (cycles, energy, bytes), `exec_trace` (the trace).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+from dataclasses import dataclass
+from pathlib import Path
+from typing import cast
+
+import numpy as np
+
+from npucc import progress
+from npucc.errors import NpuccError
+from npucc.interp.access import Access, resolved, strided
+from npucc.interp.counters import Counters, Tally
+from npucc.interp.exec_trace import Trace, Tracer
+from npucc.interp.memories import Memories
+from npucc.interp.ops import EXEC, View, gather_indices, gather_rows
+from npucc.interp.races import RaceDetector
+from npucc.interp.steps import Step, Steps, fail
+from npucc.interp.timing import StreamTiming
+from npucc.ir.isa import DDR, Gather, Instr, MemRef, Operand, Spill
+from npucc.ir.stream import Event, Stream, StreamError
+from npucc.ir.stream_parse import load_stream
+
+
+@dataclass(slots=True)
+class RunResult:
+    """What a run produced: outputs, timing, energy, residency and counters."""
+
+    outputs: dict[str, np.ndarray]
+    pipe_cycles: dict[str, int]  # pipe -> cycles busy, summed over cores
+    makespan: int  # latest finish, cycles
+    energy: float  # picojoules
+    peak: dict[str, int]  # tier -> peak live bytes (maximum over cores)
+    counters: Counters  # bytes per path, macs, vector elements, instruction counts
+    core_makespan: dict[tuple[int, int], int]  # (row, col) -> latest finish on that core
+    trace: Trace | None = None  # every instruction and alloc/free, when run with trace=True
+
+    def report(self) -> dict[str, object]:
+        """Everything but the outputs, as JSON-ready data."""
+        return {
+            "makespan": self.makespan,
+            "pipe_cycles": self.pipe_cycles,
+            "core_makespan": {f"{r},{c}": v for (r, c), v in self.core_makespan.items()},
+            "energy_pj": self.energy,
+            "peak_bytes": self.peak,
+            "counters": self.counters,
+        }
+
+
+def run_file(
+    cmd_path: str | Path,
+    inputs: dict[str, np.ndarray],
+    *,
+    check: bool = True,
+    serial: bool = False,
+    trace: bool = False,
+    timing_only: bool = False,
+) -> RunResult:
+    """Load `cmd_path` and its image `cmd_path.bin`, then run it (options as for run_stream)."""
+    stream = load_stream(cmd_path)
+    bin_path = Path(f"{cmd_path}.bin")
+    try:
+        image = bin_path.read_bytes()
+    except OSError as exc:
+        raise NpuccError(f"cannot read image {bin_path}: {exc.strerror}") from None
+    _check_image(stream, image, str(bin_path))
+    return _Machine(stream, check and not timing_only, serial, trace, timing_only).run(
+        image, inputs
+    )
+
+
+def run_stream(
+    stream: Stream,
+    image: bytes,
+    inputs: dict[str, np.ndarray],
+    *,
+    check: bool = True,
+    serial: bool = False,
+    trace: bool = False,
+    timing_only: bool = False,
+) -> RunResult:
+    """Run a stream; `check=False` skips per-access checks, `serial=True` runs one at a time.
+
+    `trace=True` records every instruction and alloc/free in `RunResult.trace` (for reports).
+    `timing_only=True` times every instruction but computes no data (implies `check=False`;
+    the outputs are then meaningless).
+    """
+    _check_image(stream, image, "image")
+    return _Machine(stream, check and not timing_only, serial, trace, timing_only).run(
+        image, inputs
+    )
+
+
+def _check_image(stream: Stream, image: bytes, name: str) -> None:
+    name = f"{stream.where(stream.image_line)}: {name}"
+    if len(image) != stream.image_size:
+        raise NpuccError(
+            f"{name}: size {len(image)} differs from the stream header's {stream.image_size}"
+        )
+    if hashlib.sha256(image).hexdigest() != stream.image_sha256:
+        raise NpuccError(f"{name}: sha256 differs from the stream header's")
+
+
+class _Machine:
+    """One run: the steps, the ready heap, and the state each concern keeps."""
+
+    __slots__ = ("stream", "check", "timing_only", "steps", "qhead", "heap", "timing",
+                 "memories", "races", "tally", "tracer")  # fmt: skip
+
+    def __init__(
+        self, stream: Stream, check: bool, serial: bool, trace: bool, timing_only: bool
+    ) -> None:
+        self.stream = stream
+        self.check = check
+        self.timing_only = timing_only
+        self.steps = Steps(stream, serial, timing_only)
+        self.qhead = [0] * len(self.steps.qnames)  # index of each queue's next step
+        self.heap: list[tuple[int, int, Step]] = []  # (start, or 0 when serial; rank; step)
+        self.timing = StreamTiming(stream.target, len(self.steps.qnames), len(stream.cores),
+                                   serial)  # fmt: skip
+        self.memories = Memories(stream)
+        # NOTE: vector clocks only serve the checks: an unchecked run keeps none
+        self.races = RaceDetector(stream, self.steps) if check else None
+        self.tally = Tally(stream.target)
+        self.tracer = Tracer() if trace else None
+
+    def view(self, core: int) -> View:
+        """The data of core index `core`'s memories, as ops.py reads and writes them."""
+        memories = self.memories
+
+        def view(ref: Operand, dims: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
+            mref = cast(MemRef, ref)  # the parser accepts only resolved (MemRef) operands
+            return strided(memories.mem(core, mref.tier).data, mref.addr >> 2, dims, strides)
+
+        return view
+
+    def run(self, image: bytes, inputs: dict[str, np.ndarray]) -> RunResult:
+        """Load, run every step, and collect the result."""
+        self.memories.load(image, inputs, self.timing_only)
+        cores = self.stream.cores
+        views = [self.view(ci) for ci in range(len(cores))]
+        steps = self.steps.all
+        for step in steps:
+            if step.pending == 0 and (step.qid == 0 or step.seq == 1):
+                self._push(step)
+        executed = 0
+        every = progress.EVERY
+        timing = self.timing
+        with progress.task("interpret", len(steps)) as bar:
+            while self.heap:
+                _, _, step = heapq.heappop(self.heap)
+                start = timing.start(step)
+                self.memories.release_until(start)
+                executed += 1
+                if step.qid:
+                    finish = self._execute(step, start, views[step.core])
+                else:
+                    finish = self._event(step, start)
+                timing.done(step, finish)
+                if bar is not None and executed % every == 0:
+                    bar.update(executed)
+        if executed != len(steps):
+            raise self._deadlock()
+        tally = self.tally
+        return RunResult(
+            outputs=self.memories.outputs(self.check),
+            pipe_cycles=tally.busy,
+            makespan=timing.now,
+            energy=tally.energy,
+            peak=self.memories.peak,
+            counters=tally.counters,
+            core_makespan={(c.row, c.col): t for c, t in zip(cores, timing.core_end, strict=True)},
+            trace=self.tracer.trace if self.tracer is not None else None,
+        )
+
+    def _push(self, step: Step) -> None:
+        step.start = self.timing.ready(step)
+        heapq.heappush(self.heap, (0 if self.timing.serial else step.start, step.rank, step))
+
+    def _set_flags(self, step: Step, finish: int, vc: np.ndarray | None) -> None:
+        if self.races is not None and vc is not None:
+            self.races.publish(step, vc)
+        queues = self.steps.queues
+        for flag in step.line.sets:
+            self.timing.signal(flag, finish)
+            waiter = self.steps.waiter[flag.key]  # the parser checked that every set is waited
+            waiter.pending -= 1
+            if waiter.pending == 0 and (
+                waiter.qid == 0 or queues[waiter.qid][self.qhead[waiter.qid]] is waiter
+            ):
+                self._push(waiter)
+
+    def _event(self, step: Step, start: int) -> int:
+        ev = cast(Event, step.line.instr)  # steps of queue 0 hold the events
+        self.tally.event()
+        if ev.kind == "alloc":
+            self.memories.make_live(step, ev.tier, ev.addr, ev.size)
+        elif ev.kind == "free":
+            self.memories.end_live(step, ev.tier, ev.addr, ev.size)
+            self.memories.release(step.core, ev.tier, ev.addr, ev.size)
+        if self.tracer is not None and ev.kind != "barrier":
+            core = self.stream.cores[step.core]
+            self.tracer.mem((core.row, core.col), start, ev.kind, ev.tier, ev.addr, ev.size,
+                            step.line.lineno)  # fmt: skip
+        vc = self.races.begin(step) if self.races is not None else None
+        self._set_flags(step, start, vc)
+        return start
+
+    def _execute(self, step: Step, start: int, view: View) -> int:
+        ins = cast(Instr, step.line.instr)  # steps of pipe queues hold the instructions
+        qid = step.qid
+        races = self.races
+        vc = races.begin(step) if races is not None else None
+        finish = self.timing.run(step, start)
+        spill = isinstance(ins, Spill)
+        if isinstance(ins, Spill):
+            self._spill_residency(step, ins, finish)
+        if isinstance(ins, Gather) and not self.timing_only:
+            self._gather_rows(step, ins, vc, view)
+        if vc is not None:
+            for acc in step.reads:
+                self._check(step, acc, vc, False, spill)
+            for acc in step.writes:
+                self._check(step, acc, vc, True, spill)
+        if not self.timing_only:
+            EXEC[ins.opcode](view, ins)
+        if races is not None:
+            races.record(step, self.memories)
+            self.memories.record_writes(step, spill)
+        if self.tracer is not None:
+            core = self.stream.cores[step.core]
+            self.tracer.instr((core.row, core.col), step.line.queue, start, finish, ins,
+                              step.line.lineno)  # fmt: skip
+        self.qhead[qid] += 1
+        self.tally.instr(ins, step.line.queue, step.cycles, step.energy)
+        self._set_flags(step, finish, vc)
+        queue = self.steps.queues[qid]
+        if self.qhead[qid] < len(queue) and queue[self.qhead[qid]].pending == 0:
+            self._push(queue[self.qhead[qid]])
+        return finish
+
+    def _check(self, step: Step, acc: Access, vc: np.ndarray, write: bool, spill: bool) -> None:
+        """One access: liveness and initialisation, then ordering against other queues."""
+        assert self.races is not None  # checked runs only
+        mem = self.memories.mem(step.core, acc.tier)
+        self.memories.check(step, mem, acc, write, spill, self.steps.qnames[step.qid])
+        self.races.check(step, mem, acc, vc, write)
+
+    def _gather_rows(self, step: Step, ins: Gather, vc: np.ndarray | None, view: View) -> None:
+        """Check a gather's indices (written, in range) and add the table rows to its reads."""
+        if vc is not None:
+            self._check(step, step.reads[0], vc, False, False)
+        idx = gather_indices(view, ins)
+        whole = idx == np.trunc(idx)  # NaN and inf included: not an index
+        if not whole.all():
+            pos = int(np.argmin(whole))
+            raise fail(self.stream, step, f"gather index {idx[pos]} (position {pos}) is not an "
+                                          "integer")  # fmt: skip
+        bad = (idx < -ins.rows) | (idx >= ins.rows)
+        if bad.any():
+            pos = int(np.argmax(bad))
+            raise fail(self.stream, step, f"gather index {int(idx[pos])} (position {pos}) out of "
+                                          f"range [{-ins.rows}, {ins.rows})")  # fmt: skip
+        if vc is not None:
+            first = gather_rows(idx.astype(np.int64), ins.rows)[:, None] * ins.row
+            rows = (first + np.arange(ins.row)).ravel()
+            step.reads = (*step.reads, Access("table", ins.table, (), (), rows))
+
+    def _spill_residency(self, step: Step, ins: Spill, finish: int) -> None:
+        dst = resolved(ins.dst)
+        if dst.tier != DDR:
+            self.memories.make_live(step, dst.tier, dst.addr, ins.size * 4)
+            return
+        src = resolved(ins.src)
+        self.memories.end_live(step, src.tier, src.addr, ins.size * 4)
+        self.memories.release_at(finish, step.core, src.tier, src.addr, ins.size * 4)
+
+    def _deadlock(self) -> StreamError:
+        steps = self.steps
+        stuck = []
+        for qid in range(1, len(steps.queues)):
+            if self.qhead[qid] < len(steps.queues[qid]):
+                stuck.append((steps.qnames[qid], steps.queues[qid][self.qhead[qid]]))
+        stuck += [(s.line.queue, s) for s in steps.all if s.qid == 0 and s.pending]
+        parts = []
+        for name, s in stuck:
+            missing = [str(f) for f in s.line.waits if not self.timing.is_set(f.key)]
+            parts.append(f"{name} at line {s.line.lineno} waits {', '.join(missing)}")
+        first = min(s.line.lineno for _, s in stuck)
+        return fail(self.stream, first, "deadlock: no queue can move; " + "; ".join(parts))

@@ -1,0 +1,193 @@
+"""The memories of a run (each core's tiers, DDR, the on-chip NOC space) and their liveness.
+
+Per element (4 bytes) each memory keeps its data, whether it is live (inside an alloc, a spilled
+in region, or a DDR or onchip tensor) and whether it has been written since it became live. A
+region freed by a spill out stays live until the copy finishes.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+from typing import cast
+
+import numpy as np
+
+from npucc.errors import NpuccError
+from npucc.interp.access import Access, locate
+from npucc.interp.steps import Step, fail
+from npucc.ir.dtypes import HOST_DTYPES, INDEX_DTYPE, to_device, to_host
+from npucc.ir.instr_text import format_ref
+from npucc.ir.isa import DDR, NOC, Instr
+from npucc.ir.stream import Stream
+
+
+class Memory:
+    """One memory (a tier of a core, or DDR): data, liveness and the written mask."""
+
+    __slots__ = ("data", "written", "live", "allocs", "live_bytes")
+
+    def __init__(self, nbytes: int) -> None:
+        n = nbytes // 4
+        self.data = np.zeros(n, np.float32)
+        self.written = np.zeros(n, bool)
+        self.live = np.zeros(n, bool)
+        self.allocs: dict[int, int] = {}  # live regions: byte address -> bytes
+        self.live_bytes = 0
+
+
+class Memories:
+    """Every memory of a run, the peak live bytes per tier, and the releases still to come."""
+
+    __slots__ = ("stream", "tiers", "ddr", "noc", "peak", "releases")
+
+    def __init__(self, stream: Stream) -> None:
+        self.stream = stream
+        self.tiers: list[dict[str, Memory]] = [{} for _ in stream.cores]
+        self.ddr = self._new(DDR)
+        self.noc = self._new(NOC) if NOC in stream.extent else None
+        self.peak: dict[str, int] = {}  # tier -> peak live bytes (maximum over cores)
+        self.releases: list[tuple[int, int, str, int, int]] = []  # (time, core, tier, addr, bytes)
+
+    def mem(self, core: int, tier: str) -> Memory:
+        """The memory `tier` of core index `core` (DDR and NOC are shared)."""
+        if tier == DDR:
+            return self.ddr
+        if tier == NOC:
+            assert self.noc is not None  # the parser only accepts NOC inside onchip tensors
+            return self.noc
+        mems = self.tiers[core]
+        if tier not in mems:
+            mems[tier] = self._new(tier)
+        return mems[tier]
+
+    def _new(self, tier: str) -> Memory:
+        """A memory of the bytes the stream addresses in `tier` (at most its capacity)."""
+        nbytes, lineno = self.stream.extent[tier]
+        try:
+            return Memory(nbytes)
+        except (MemoryError, ValueError):  # a huge target: numpy cannot allocate it
+            raise fail(self.stream, lineno, f"cannot simulate {nbytes} bytes of {tier}") from None
+
+    # ------------------------------------------------------------------------ DDR in and out
+
+    def load(self, image: bytes, inputs: dict[str, np.ndarray], timing_only: bool) -> None:
+        """Load the image at DDR address 0 and the inputs; mark every tensor live."""
+        ddr = self.ddr
+        ddr.data.view(np.uint8)[: len(image)] = np.frombuffer(image, np.uint8)
+        declared = {t.name: t for t in self.stream.tensors.values() if t.kind == "input"}
+        for name in inputs:
+            if name not in declared:
+                raise NpuccError(f"unknown input {json.dumps(name)} (inputs: "
+                                 f"{', '.join(json.dumps(n) for n in declared)})")  # fmt: skip
+        for tensor in self.stream.tensors.values():
+            lo, hi = tensor.addr >> 2, (tensor.addr + tensor.nbytes) >> 2
+            if tensor.kind == "onchip":  # live and unwritten in the on-chip buffer
+                assert self.noc is not None
+                self.noc.live[lo:hi] = True
+                continue
+            ddr.live[lo:hi] = True
+            if tensor.kind == "const":
+                ddr.written[lo:hi] = True
+            elif tensor.kind == "input":
+                if tensor.name not in inputs and timing_only:
+                    continue  # timing computes no data: inputs are optional
+                if tensor.name not in inputs:
+                    raise NpuccError(f"missing input {json.dumps(tensor.name)}")
+                value = np.asarray(inputs[tensor.name])
+                if value.shape != tensor.shape:
+                    raise NpuccError(f"input {json.dumps(tensor.name)} has shape "
+                                     f"{value.shape}, expected {tensor.shape}")  # fmt: skip
+                if tensor.dtype == INDEX_DTYPE:
+                    if value.dtype.kind not in "iu":
+                        raise NpuccError(f"input {json.dumps(tensor.name)} has dtype "
+                                         f"{value.dtype}, expected integer indices "
+                                         f"({INDEX_DTYPE})")  # fmt: skip
+                    ddr.data[lo:hi].view("<i8")[...] = value.astype(np.int64).ravel()
+                elif tensor.dtype in HOST_DTYPES:
+                    ddr.data[lo:hi] = to_device(tensor.name, value, tensor.dtype).ravel()
+                else:
+                    ddr.data[lo:hi] = value.astype(np.float32).ravel()
+                ddr.written[lo:hi] = True
+
+    def outputs(self, check: bool) -> dict[str, np.ndarray]:
+        """Every output tensor, as its host dtype (with `check`, it must be fully written)."""
+        outputs = {}
+        for tensor in self.stream.tensors.values():
+            if tensor.kind != "output":
+                continue
+            lo, hi = tensor.addr >> 2, (tensor.addr + tensor.nbytes) >> 2
+            if check and not self.ddr.written[lo:hi].all():
+                raise fail(self.stream, tensor.lineno, f"output {json.dumps(tensor.name)} is not "
+                                                       "fully written at the end")  # fmt: skip
+            data = self.ddr.data[lo:hi].reshape(tensor.shape)
+            outputs[tensor.name] = to_host(tensor.name, data, tensor.dtype)  # a copy
+        return outputs
+
+    # ------------------------------------------------------------------------ liveness
+
+    def make_live(self, step: Step, tier: str, addr: int, size: int) -> None:
+        """An alloc or spill in: the region becomes live and unwritten."""
+        mem = self.mem(step.core, tier)
+        lo, hi = addr >> 2, (addr + size) >> 2
+        if mem.live[lo:hi].any():
+            other = [format_ref(tier, a, b) for a, b in mem.allocs.items() if a < addr + size
+                     and addr < a + b] or ["being spilled out"]  # fmt: skip
+            raise fail(self.stream, step, f"{step.line.queue}: {format_ref(tier, addr, size)} "
+                                          f"overlaps the live region {other[0]}")  # fmt: skip
+        mem.live[lo:hi] = True
+        mem.written[lo:hi] = False
+        mem.allocs[addr] = size
+        mem.live_bytes += size
+        self.peak[tier] = max(self.peak.get(tier, 0), mem.live_bytes)
+
+    def end_live(self, step: Step, tier: str, addr: int, size: int) -> None:
+        """A free or spill out: the region must be a live alloc (it is released separately)."""
+        mem = self.mem(step.core, tier)
+        if mem.allocs.get(addr) != size:
+            raise fail(self.stream, step, f"{step.line.queue} of {format_ref(tier, addr, size)} "
+                                          "does not match a live alloc")  # fmt: skip
+        del mem.allocs[addr]
+
+    def release(self, core: int, tier: str, addr: int, size: int) -> None:
+        """The region stops being live."""
+        mem = self.mem(core, tier)
+        mem.live[addr >> 2 : (addr + size) >> 2] = False
+        mem.live_bytes -= size
+
+    def release_at(self, time: int, core: int, tier: str, addr: int, size: int) -> None:
+        """Release the region once the clock reaches `time` (a spill out's finish)."""
+        heapq.heappush(self.releases, (time, core, tier, addr, size))
+
+    def release_until(self, time: int) -> None:
+        """Carry out every release due at or before `time`."""
+        while self.releases and self.releases[0][0] <= time:
+            self.release(*heapq.heappop(self.releases)[1:])
+
+    # ------------------------------------------------------------------------ accesses
+
+    def check(
+        self, step: Step, mem: Memory, acc: Access, write: bool, spill: bool, who: str
+    ) -> None:
+        """An access of `mem` touches live elements, and a read (not a spill's) written ones."""
+        op = cast(Instr, step.line.instr).opcode  # only pipe steps have accesses
+        live = acc.get(mem.live)
+        if not live.all():
+            text = locate(acc, ~live, op, write, who)[1]
+            raise fail(self.stream, step, f"{text}: region not live (never allocated, or already "
+                                          "freed)")  # fmt: skip
+        if not write and not spill:
+            written = acc.get(mem.written)
+            if not written.all():
+                text = locate(acc, ~written, op, write, who)[1]
+                raise fail(self.stream, step, f"{text}: not written since its alloc")
+
+    def record_writes(self, step: Step, spill: bool) -> None:
+        """Mark what a step wrote (a spill copies its source's written mask)."""
+        for acc in step.writes:
+            mem = self.mem(step.core, acc.tier)
+            if spill:
+                src = step.reads[0]
+                acc.put(mem.written, src.get(self.mem(step.core, src.tier).written))
+            else:
+                acc.put(mem.written, True)

@@ -1,0 +1,115 @@
+"""Data-race detection with vector clocks over the flag graph.
+
+Each queue carries a vector clock (one entry per queue: the latest position of it known to have
+happened before); a flag carries its setter's clock to its waiter. Per element each memory
+keeps its last writer (queue, position) and each queue's last read; an access must be ordered
+after the last write (and a write after every other queue's last read), else a flag is missing.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+import numpy as np
+
+from npucc.interp.access import Access, locate
+from npucc.interp.memories import Memories, Memory
+from npucc.interp.steps import Step, Steps, fail
+from npucc.ir.isa import Instr
+from npucc.ir.stream import FlagKey, Stream
+
+_NEVER = np.iinfo(np.int64).max  # clock entry of the initial writer: ordered before everything
+
+
+class _Writers:
+    """The last writer and the readers of each element of one memory."""
+
+    __slots__ = ("wq", "wseq", "readers")
+
+    def __init__(self, n: int, queues: int) -> None:
+        # last writer's queue id (0: written before the start), in 2 bytes when ids fit
+        self.wq = np.zeros(n, np.int16 if queues <= 1 << 15 else np.int32)
+        self.wseq = np.zeros(n, np.int32)  # last writer's sequence number in its queue
+        self.readers: dict[int, np.ndarray] = {}  # queue id -> last read's sequence number
+
+
+class RaceDetector:
+    """The clocks of every queue and flag, and the accesses of every memory."""
+
+    __slots__ = ("stream", "steps", "qvc", "flag_vc", "writers")
+
+    def __init__(self, stream: Stream, steps: Steps) -> None:
+        self.stream = stream
+        self.steps = steps
+        self.qvc = [self.clock() for _ in steps.qnames]
+        self.flag_vc: dict[FlagKey, np.ndarray] = {}
+        self.writers: dict[Memory, _Writers] = {}
+
+    def clock(self) -> np.ndarray:
+        """A clock that has seen nothing but the initial state."""
+        vc = np.zeros(len(self.steps.qnames), np.int64)
+        vc[0] = _NEVER
+        return vc
+
+    def begin(self, step: Step) -> np.ndarray:
+        """The clock of a step: its queue's, joined with every flag it waits for, then itself."""
+        vc = self.qvc[step.qid] if step.qid else self.clock()
+        for flag in step.line.waits:
+            np.maximum(vc, self.flag_vc[flag.key], out=vc)
+        if step.qid:
+            vc[step.qid] = step.seq
+        return vc
+
+    def publish(self, step: Step, vc: np.ndarray) -> None:
+        """The flags a step sets carry its clock (a snapshot: the queue's clock moves on)."""
+        if step.line.sets:
+            snapshot = vc.copy() if step.qid else vc
+            for flag in step.line.sets:
+                self.flag_vc[flag.key] = snapshot
+
+    def _of(self, mem: Memory) -> _Writers:
+        writers = self.writers.get(mem)
+        if writers is None:
+            writers = self.writers[mem] = _Writers(len(mem.data), len(self.steps.qnames))
+        return writers
+
+    def check(self, step: Step, mem: Memory, acc: Access, vc: np.ndarray, write: bool) -> None:
+        """An access must be ordered after the last write, and a write after other reads."""
+        state = self._of(mem)
+        qnames = self.steps.qnames
+        op = cast(Instr, step.line.instr).opcode  # only pipe steps have accesses
+        wq = acc.get(state.wq)
+        wseq = acc.get(state.wseq)
+        bad = wseq > vc[wq]
+        if bad.any():
+            pos, text = locate(acc, bad, op, write, qnames[step.qid])
+            q, s = int(wq.ravel()[pos]), int(wseq.ravel()[pos])
+            line = self.steps.line_of(q, s)
+            raise fail(self.stream, step, f"{text} not ordered after its write by {qnames[q]} at "
+                                          f"line {line}: missing flag")  # fmt: skip
+        if write:
+            for r, seqs in state.readers.items():
+                if r == step.qid:
+                    continue
+                rseq = acc.get(seqs)
+                bad = rseq > vc[r]
+                if bad.any():
+                    pos, text = locate(acc, bad, op, write, qnames[step.qid])
+                    s = int(rseq.ravel()[pos])
+                    line = self.steps.line_of(r, s)
+                    message = f"{text} not ordered after its read by {qnames[r]} at line {line}"
+                    raise fail(self.stream, step, f"{message}: missing flag")
+
+    def record(self, step: Step, memories: Memories) -> None:
+        """Make a step the last reader of what it read and the last writer of what it wrote."""
+        for acc in step.reads:
+            mem = memories.mem(step.core, acc.tier)
+            state = self._of(mem)
+            seqs = state.readers.get(step.qid)
+            if seqs is None:
+                seqs = state.readers[step.qid] = np.zeros(len(mem.data), np.int32)
+            acc.put(seqs, step.seq)
+        for acc in step.writes:
+            state = self._of(memories.mem(step.core, acc.tier))
+            acc.put(state.wq, step.qid)
+            acc.put(state.wseq, step.seq)

@@ -1,0 +1,305 @@
+"""Parse a command stream (docs/command-stream.md) into a `Stream`, rejecting malformed lines.
+
+The records' grammar is `stream_text`'s; what they must satisfy beyond it, `stream_verify`'s.
+Every error is a `StreamError` that starts with `FILE:LINE:`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+from npucc.errors import NpuccError
+from npucc.ir.dtypes import HOST_DTYPES, INDEX_BYTES, INDEX_DTYPE
+from npucc.ir.instr_text import ParseError, format_ref, match_ref, parse_instr
+from npucc.ir.isa import DDR, NOC, PIPES, Instr, NocCopy
+from npucc.ir.onchip import parse_onchip
+from npucc.ir.stream import Event, Flag, FlagKey, Line, Stream, StreamCore, StreamTensor
+from npucc.ir.stream_text import (
+    END,
+    EVENTS,
+    MAGIC,
+    QUEUE_NAMES,
+    TENSOR_KINDS,
+    VERSION,
+    is_sha256,
+    match_event,
+    match_flag,
+    match_shape,
+    split_line,
+    sync_pairs,
+)
+from npucc.ir.stream_verify import StreamChecks, clip
+from npucc.target import Target, target_from_json
+
+_JSON = json.JSONDecoder()
+
+
+def load_stream(path: str | Path) -> Stream:
+    """Read and parse a stream file."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise NpuccError(f"cannot read stream {path}: {exc}") from None
+    return parse_stream(text, str(path))
+
+
+def parse_stream(text: str, path: str = "<stream>") -> Stream:
+    """Parse stream text; `path` names the file in error messages."""
+    return _Parser(path).parse(text)
+
+
+class _Parser(StreamChecks):
+    __slots__ = ("flag_sets", "flag_waits")
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.flag_sets: dict[FlagKey, tuple[Flag, int]] = {}
+        self.flag_waits: dict[FlagKey, tuple[Flag, int]] = {}
+
+    def parse(self, text: str) -> Stream:
+        records = self._records(text)
+        it = iter(records)
+
+        def expect(what: str) -> list[str]:
+            for self.lineno, content in it:
+                return content.split()
+            raise self.fail(f"unexpected end of file, expected {what}")
+
+        if expect(f"'{MAGIC} {VERSION}'") != [MAGIC, str(VERSION)]:
+            raise self.fail(f"expected '{MAGIC} {VERSION}'")
+        self.target = self._target(it)
+        image_size, image_sha = self._image(expect("image"))
+        image_line = self.lineno
+        self.ddr_size = self._ddr(expect("ddr"))
+        self.extent[DDR] = (self.ddr_size, self.lineno)
+        if image_size > self.ddr_size:
+            raise self.fail(f"image size {image_size} exceeds ddr size {self.ddr_size}")
+        tensors: dict[str, StreamTensor] = {}
+        cores: list[StreamCore] = []
+        core: StreamCore | None = None
+        for self.lineno, content in it:
+            if core is not None:
+                if content == END:
+                    core = None
+                else:
+                    core.lines.append(self._line(content, (core.row, core.col)))
+            elif content.startswith("tensor ") and not cores:
+                tensor = self._tensor(content, image_size)
+                if tensor.name in tensors:
+                    raise self.fail(f"duplicate tensor {json.dumps(tensor.name)}")
+                tensors[tensor.name] = tensor
+            elif content.startswith("core "):
+                core = self._core(content, cores)
+                cores.append(core)
+            else:
+                raise self.fail(f"unexpected line '{clip(content)}'")
+        if core is not None:
+            raise self.fail(f"core block opened at line {core.lineno} has no '{END}'")
+        if not cores:
+            raise self.fail("stream has no core block")
+        for key, (flag, lineno) in self.flag_sets.items():
+            if key not in self.flag_waits:
+                raise self.fail(f"flag {flag} is set but never waited", lineno)
+        return Stream(
+            self.path, self.target, image_size, image_sha, self.ddr_size, tensors, cores,
+            image_line, self.extent,
+        )  # fmt: skip
+
+    def _records(self, text: str) -> list[tuple[int, str]]:
+        records = []
+        for lineno, raw in enumerate(text.split("\n"), 1):
+            content = raw.strip()
+            if content and not content.startswith("#"):
+                if not content.isascii() or not content.replace("\t", " ").isprintable():
+                    raise self.fail("non-ASCII or control character", lineno)
+                records.append((lineno, content))
+        return records
+
+    def _target(self, it: Iterator[tuple[int, str]]) -> Target:
+        for self.lineno, content in it:
+            key, _, body = content.partition(" ")
+            if key != "target" or not body:
+                raise self.fail("expected 'target {json}'")
+            try:
+                target = target_from_json(body)
+            except (ValueError, NpuccError) as exc:
+                raise self.fail(f"bad target: {exc}") from None
+            if target.elem_bytes != 4:
+                raise self.fail(f"unsupported dtype {target.dtype}")
+            return target
+        raise self.fail("unexpected end of file, expected target")
+
+    def _image(self, tokens: list[str]) -> tuple[int, str]:
+        if len(tokens) != 3 or tokens[0] != "image":
+            raise self.fail("expected 'image size=N sha256=HEX'")
+        size = self._int_field(tokens[1], "size")
+        sha = tokens[2].removeprefix("sha256=")
+        if not tokens[2].startswith("sha256=") or not is_sha256(sha):
+            raise self.fail(f"bad image digest '{clip(tokens[2])}'")
+        return size, sha
+
+    def _ddr(self, tokens: list[str]) -> int:
+        if len(tokens) != 2 or tokens[0] != "ddr":
+            raise self.fail("expected 'ddr size=N'")
+        size = self._int_field(tokens[1], "size")
+        if size % 4:
+            raise self.fail(f"ddr size {size} is not a multiple of 4")
+        if size > self.target.memory.DDR:
+            raise self.fail(f"ddr size {size} exceeds the target's DDR {self.target.memory.DDR}")
+        return size
+
+    def _int_field(self, token: str, key: str) -> int:
+        name, eq, value = token.partition("=")
+        if name != key or not eq or not value.isdigit():
+            raise self.fail(f"expected {key}=N, got '{clip(token)}'")
+        return int(value)
+
+    def _tensor(self, content: str, image_size: int) -> StreamTensor:
+        parts = content.split(None, 2)
+        kind, rest = (parts[1], parts[2]) if len(parts) == 3 else ("", "")
+        if kind not in TENSOR_KINDS:
+            raise self.fail(f"bad tensor kind '{clip(kind)}' (one of {', '.join(TENSOR_KINDS)})")
+        if not rest.startswith('"'):
+            raise self.fail("tensor name must be a JSON string literal")
+        try:
+            name, end = _JSON.raw_decode(rest)
+        except json.JSONDecodeError as exc:
+            raise self.fail(f"bad tensor name literal: {exc.msg}") from None
+        tokens = rest[end:].split()
+        if kind == "onchip":
+            return self._onchip(name, tokens)
+        if len(tokens) != 2 or not rest[end : end + 1].isspace():
+            raise self.fail("expected 'tensor KIND \"NAME\" DDR[0xADDR+BYTES] TYPE[DIMS]'")
+        ref = match_ref(tokens[0])
+        if ref is None or ref[0] != DDR:
+            raise self.fail(f"bad tensor location '{clip(tokens[0])}'")
+        _, addr, nbytes = ref
+        s = match_shape(tokens[1])
+        dtype = s[0] if s else ""
+        if dtype != self.target.dtype and not (
+            (dtype == INDEX_DTYPE and kind == "input")
+            or (dtype in HOST_DTYPES and kind in ("input", "output"))
+        ):
+            raise self.fail(
+                f"bad tensor type '{clip(tokens[1])}' (target dtype is {self.target.dtype}; "
+                f"{INDEX_DTYPE} only for inputs, {', '.join(HOST_DTYPES)} for inputs and outputs)"
+            )
+        assert s is not None
+        try:
+            shape = tuple(int(d) for d in s[1].split(",")) if s[1] else ()
+        except ValueError:
+            raise self.fail(f"bad tensor shape '{clip(tokens[1])}'") from None
+        if math.prod(shape) * (INDEX_BYTES if dtype == INDEX_DTYPE else 4) != nbytes:
+            raise self.fail(f"tensor {json.dumps(name)}: {nbytes} bytes do not hold shape {shape}")
+        if addr % 4 or addr + nbytes > self.ddr_size:
+            raise self.fail(
+                f"tensor {json.dumps(name)}: {format_ref(DDR, addr, nbytes)} is "
+                f"misaligned or outside ddr size {self.ddr_size}"
+            )
+        if kind == "const" and addr + nbytes > image_size:
+            raise self.fail(f"const tensor {json.dumps(name)} lies outside the image")
+        return StreamTensor(kind, name, addr, nbytes, shape, self.lineno, dtype)
+
+    def _onchip(self, name: str, tokens: list[str]) -> StreamTensor:
+        """`tensor onchip "NAME" NOC[0xADDR+BYTES] f32[DIMS] homes=[R,C;...] chunk=N`."""
+        ref = match_ref(tokens[0]) if len(tokens) == 4 else None
+        s = match_shape(tokens[1]) if ref else None
+        if ref is None or s is None or ref[0] != NOC or s[0] != self.target.dtype:
+            raise self.fail(
+                'expected \'tensor onchip "NAME" NOC[0xADDR+BYTES] TYPE[DIMS] homes=[R,C;...] '
+                "chunk=N'"
+            )
+        try:
+            where = parse_onchip(tokens[2:])
+            shape = tuple(int(d) for d in s[1].split(",")) if s[1] else ()
+        except ValueError as exc:
+            raise self.fail(f"onchip tensor {json.dumps(name)}: {exc}") from None
+        _, addr, nbytes = ref
+        self.check_onchip(name, addr, nbytes, shape, where)
+        tensor = StreamTensor("onchip", name, addr, nbytes, shape, self.lineno, s[0], where)
+        self.onchip.append(tensor)
+        self.reach(NOC, addr + nbytes)
+        return tensor
+
+    def _core(self, content: str, cores: list[StreamCore]) -> StreamCore:
+        tokens = content.split()
+        if len(tokens) != 3 or not tokens[1].isdigit() or not tokens[2].isdigit():
+            raise self.fail("expected 'core ROW COL'")
+        row, col = int(tokens[1]), int(tokens[2])
+        if row >= self.target.mesh.rows or col >= self.target.mesh.cols:
+            raise self.fail(f"core {row} {col} is outside the target's mesh")
+        for other in cores:
+            if (other.row, other.col) == (row, col):
+                raise self.fail(f"core {row} {col} already defined at line {other.lineno}")
+        return StreamCore(row, col, self.lineno)
+
+    def _line(self, content: str, core: tuple[int, int]) -> Line:
+        queue, rest, bar, sync = split_line(content)
+        instr: Instr | Event
+        if queue in PIPES:
+            try:
+                instr, declared = parse_instr(rest)
+            except ParseError as exc:
+                raise self.fail(str(exc)) from None
+            self.check_instr(queue, instr, declared)
+            if isinstance(instr, NocCopy):
+                self.check_noc(instr, declared, core)
+            sync_queue = queue.lower()
+        elif queue in EVENTS:
+            instr = self._event(queue, rest.split())
+            sync_queue = "ctrl"
+        else:
+            raise self.fail(f"unknown queue '{clip(queue)}' (one of {', '.join(PIPES + EVENTS)})")
+        if bar and not sync.strip():
+            raise self.fail("empty synchronisation after '|'")
+        waits, sets = self._sync(sync, sync_queue, core)
+        return Line(queue, instr, waits, sets, self.lineno)
+
+    def _event(self, kind: str, tokens: list[str]) -> Event:
+        if kind == "barrier":
+            if tokens:
+                raise self.fail(f"barrier takes no operands, got '{clip(tokens[0])}'")
+            return Event(kind)
+        region = match_event(tokens)
+        if region is None:
+            raise self.fail(f"expected '{kind} TIER[0xADDR+BYTES] b=ID'")
+        event = Event(kind, *region)
+        self.check_event(event)
+        return event
+
+    def _sync(
+        self, sync: str, queue: str, core: tuple[int, int]
+    ) -> tuple[tuple[Flag, ...], tuple[Flag, ...]]:
+        pairs, odd = sync_pairs(sync)
+        if odd is not None:
+            raise self.fail(f"expected 'wait|set SRC>DST#N' pairs, got '{clip(odd)}'")
+        waits: list[Flag] = []
+        sets: list[Flag] = []
+        for verb, spec in pairs:
+            m = match_flag(spec, core)
+            if verb not in ("wait", "set") or m is None:
+                raise self.fail(f"bad synchronisation '{clip(verb)} {clip(spec)}'")
+            src, src_at, dst, dst_at, num = m
+            if (dst_at if verb == "wait" else src_at) != core:
+                raise self.fail(f"{verb} '{clip(spec)}' names another core for this core's queue")
+            flag = Flag(src, dst, num, src_at, dst_at)
+            if flag.src not in QUEUE_NAMES or flag.dst not in QUEUE_NAMES:
+                raise self.fail(f"flag {flag}: unknown queue (one of {', '.join(QUEUE_NAMES)})")
+            mine, other = (self.flag_sets, self.flag_waits)
+            if verb == "wait":
+                mine, other = other, mine
+            if (flag.dst if verb == "wait" else flag.src) != queue:
+                raise self.fail(f"{verb} {flag} on queue {queue}")
+            key = flag.key
+            if key in mine:
+                raise self.fail(f"flag #{flag.num} {verb} twice (first at line {mine[key][1]})")
+            if key in other and other[key][0] != flag:
+                raise self.fail(
+                    f"flag {flag} does not match {other[key][0]} at line {other[key][1]}"
+                )
+            mine[key] = (flag, self.lineno)
+            (waits if verb == "wait" else sets).append(flag)
+        return tuple(waits), tuple(sets)

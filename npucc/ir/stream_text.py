@@ -1,0 +1,186 @@
+"""The text grammar of a command stream (docs/command-stream.md): each record printed and matched.
+
+    npucc-stream 1
+    target {JSON}
+    image size=N sha256=HEX
+    ddr size=N
+    tensor KIND "NAME" DDR[0xADDR+BYTES] TYPE[DIMS]            (onchip: NOC[...] ... homes= chunk=)
+    core ROW COL
+      QUEUE BODY | wait SRC>DST#N set SRC>DST@ROW,COL#N ...
+    end
+
+Every record has one printer here (codegen and `Stream.to_text` print with them) and one
+matcher (`stream_parse` reads with them); a line's instruction body and its operands are
+`npucc.ir.instr_text`'s.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+from npucc.ir.instr_text import format_ref, match_ref
+from npucc.ir.isa import PIPES
+from npucc.ir.onchip import OnChip
+
+MAGIC = "npucc-stream"
+VERSION = 1
+EVENTS = ("alloc", "free", "barrier")  # the queues of pipe-less lines
+QUEUE_NAMES = (*(p.lower() for p in PIPES), "ctrl")  # queue names in flags
+TENSOR_KINDS = ("const", "input", "output", "temp", "onchip")
+END = "end"
+
+_FLAG_RE = re.compile(r"^([a-z0-9]+)(?:@(\d+),(\d+))?>([a-z0-9]+)(?:@(\d+),(\d+))?#(\d+)$")
+_SHAPE_RE = re.compile(r"^([a-z0-9]+)\[([0-9,]*)\]$")
+_SHA_RE = re.compile(r"^[0-9a-f]{64}$")
+_NAMES = {name: name for name in QUEUE_NAMES}  # matched queue names map to these objects
+
+At = tuple[int, int]  # (row, col) of a core
+
+
+# ---------------------------------------------------------------------------- header
+
+
+def format_header(target_json: str, image_size: int, image_sha256: str, ddr_size: int) -> list[str]:
+    """The four header lines: version, target, image, DDR size."""
+    return [
+        f"{MAGIC} {VERSION}",
+        f"target {target_json}",
+        f"image size={image_size} sha256={image_sha256}",
+        f"ddr size={ddr_size}",
+    ]
+
+
+def is_sha256(text: str) -> bool:
+    """Whether `text` is a lowercase hex sha256 digest."""
+    return _SHA_RE.match(text) is not None
+
+
+# ---------------------------------------------------------------------------- tensors
+
+
+def format_shape(dtype: str, shape: Iterable[int]) -> str:
+    """`TYPE[D0,D1,...]`."""
+    return f"{dtype}[{','.join(map(str, shape))}]"
+
+
+def match_shape(token: str) -> tuple[str, str] | None:
+    """(type, dims text) of `TYPE[DIMS]`, or None (the dims are digits and commas, unchecked)."""
+    m = _SHAPE_RE.match(token)
+    return (m.group(1), m.group(2)) if m else None
+
+
+def format_tensor(
+    kind: str,
+    name_literal: str,
+    tier: str,
+    addr: int,
+    nbytes: int,
+    dtype: str,
+    shape: Iterable[int],
+    onchip: OnChip | None = None,
+) -> str:
+    """`tensor KIND "NAME" TIER[0xADDR+BYTES] TYPE[DIMS]`, plus an onchip tensor's homes.
+
+    `name_literal` is the name as a JSON string (`json.dumps(name, ensure_ascii=True)`).
+    """
+    text = f"tensor {kind} {name_literal} {format_ref(tier, addr, nbytes)}"
+    text = f"{text} {format_shape(dtype, shape)}"
+    return text if onchip is None else f"{text} {onchip.text()}"
+
+
+# ---------------------------------------------------------------------------- cores, lines
+
+
+def format_core(row: int, col: int) -> str:
+    """`core ROW COL`, the line that opens a core block (closed by END)."""
+    return f"core {row} {col}"
+
+
+def format_line(queue: str, body: str, sync: str) -> str:
+    """`  QUEUE BODY | SYNC` (an empty body or sync and its separator are left out)."""
+    if body:
+        queue = f"{queue} {body}"
+    return f"  {queue} | {sync}" if sync else f"  {queue}"
+
+
+def split_line(content: str) -> tuple[str, str, bool, str]:
+    """(queue, body, whether a `|` is present, sync text) of a stripped line."""
+    body, bar, sync = content.partition("|")
+    queue, _, rest = body.strip().partition(" ")
+    return queue, rest, bool(bar), sync
+
+
+def format_event(tier: str, addr: int, size: int, buf: int) -> str:
+    """The body of an alloc/free line: `TIER[0xADDR+BYTES] b=ID` (a barrier has none)."""
+    return f"{format_ref(tier, addr, size)} b={buf}"
+
+
+def match_event(tokens: Sequence[str]) -> tuple[str, int, int, int] | None:
+    """(tier, address, bytes, buffer id) of an alloc/free body's tokens, or None."""
+    ref = match_ref(tokens[0]) if len(tokens) == 2 else None
+    buf = tokens[1].removeprefix("b=") if ref else ""
+    if ref is None or not tokens[1].startswith("b=") or not buf.isdigit():
+        return None
+    return (*ref, int(buf))
+
+
+# ---------------------------------------------------------------------------- flags
+
+
+def format_flag(
+    src: str, dst: str, num: int, src_at: At | None = None, dst_at: At | None = None
+) -> str:
+    """`SRC>DST#N`; an end given its core (`src_at`, `dst_at`) carries `@ROW,COL`.
+
+    NOTE: a line names only the other core's end of a flag between two cores (a wait the setter,
+    a set the waiter); messages name both.
+    """
+    if src_at is not None:
+        src = f"{src}@{src_at[0]},{src_at[1]}"
+    if dst_at is not None:
+        dst = f"{dst}@{dst_at[0]},{dst_at[1]}"
+    return f"{src}>{dst}#{num}"
+
+
+def match_flag(spec: str, core: At) -> tuple[str, At, str, At, int] | None:
+    """(src, src core, dst, dst core, number) of a flag on a line of `core`, or None.
+
+    An end without `@ROW,COL` is `core`'s; queue names come back interned (a stream has
+    hundreds of thousands of flags).
+    """
+    m = _FLAG_RE.match(spec)
+    if not m:
+        return None
+    src_at = (int(m.group(2)), int(m.group(3))) if m.group(2) else core
+    dst_at = (int(m.group(5)), int(m.group(6))) if m.group(5) else core
+    src, dst = m.group(1), m.group(4)
+    return _NAMES.get(src, src), src_at, _NAMES.get(dst, dst), dst_at, int(m.group(7))
+
+
+def format_sync(waits: Iterable[str], sets: Iterable[str]) -> str:
+    """`wait FLAG ... set FLAG ...` from flag texts."""
+    return " ".join([*(f"wait {w}" for w in waits), *(f"set {s}" for s in sets)])
+
+
+def sync_pairs(sync: str) -> tuple[list[tuple[str, str]], str | None]:
+    """The (verb, flag text) pairs of a line's sync text, and a trailing unpaired token if any."""
+    tokens = sync.split()
+    even = len(tokens) - len(tokens) % 2
+    pairs = list(zip(tokens[0:even:2], tokens[1:even:2], strict=True))
+    return pairs, tokens[-1] if even < len(tokens) else None
+
+
+# ---------------------------------------------------------------------------- file
+
+
+def format_stream(
+    header: Sequence[str], tensors: Sequence[str], cores: Iterable[tuple[int, int, Sequence[str]]]
+) -> str:
+    """The whole text: header lines, tensor lines, then each core's block of lines."""
+    lines = [*header, *tensors]
+    for row, col, body in cores:
+        lines.append(format_core(row, col))
+        lines.extend(body)
+        lines.append(END)
+    return "\n".join(lines) + "\n"

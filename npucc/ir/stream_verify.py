@@ -1,0 +1,244 @@
+"""What a command stream's records must satisfy beyond their syntax, checked as they are parsed.
+
+Bounds (every operand inside its tier, DDR or the on-chip tensors, and within its declared
+bytes), pipes (each instruction on the pipe its tiers or kind imply), alloc/free regions,
+on-chip tensors (homes inside the mesh, within each core's on-chip buffer, no overlap) and
+NoC routes (`hops` is the distance to the farthest home a copy reaches).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from typing import cast
+
+from npucc.ir.instr_text import format_ref
+from npucc.ir.isa import (
+    BINARY_OPS,
+    DDR,
+    GATHER_INDEX,
+    NOC,
+    REDUCE_OPS,
+    UNARY_OPS,
+    Copy,
+    Gather,
+    Img2Col,
+    Instr,
+    MemRef,
+    Mmad,
+    NocCopy,
+    Spill,
+    VBinary,
+    VReduce,
+    VUnary,
+    copy_pipe,
+    field_names,
+)
+from npucc.ir.onchip import OnChip, chunk_bytes
+from npucc.ir.stream import Event, StreamError, StreamTensor
+from npucc.target import TIERS, Target
+
+UNARY_ARITY = {"clip": 2, "muls": 1, "adds": 1, "pows": 1}
+VECTOR_TIERS = ("UB", "L0C")
+_MAX_FIELD = 1 << 32  # no count, stride or padding reaches this many elements (int64-safe)
+_POSITIVE = frozenset(("dims", "size", "c", "h", "w", "kh", "kw", "sh", "sw", "dh", "dw", "oh",
+                       "ow", "m", "n", "k", "row", "rows"))  # fmt: skip
+
+
+class StreamChecks:
+    """The checks of a stream being parsed, with what they need: target, sizes, on-chip tensors.
+
+    Failures are `StreamError`s at the current line (`lineno`), which the parser advances.
+    """
+
+    __slots__ = ("path", "target", "ddr_size", "lineno", "extent", "onchip")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.lineno = 0
+        self.ddr_size = 0
+        self.target: Target
+        self.extent: dict[str, tuple[int, int]] = {}  # as Stream.extent
+        self.onchip: list[StreamTensor] = []  # onchip tensors by NOC address
+
+    def fail(self, message: str, lineno: int | None = None) -> StreamError:
+        """The error of the current line (or of `lineno`)."""
+        return StreamError(f"{self.path}:{self.lineno if lineno is None else lineno}: {message}")
+
+    def reach(self, tier: str, end: int) -> None:
+        """Record that the stream addresses `tier` up to byte `end`."""
+        if end > self.extent.get(tier, (0, 0))[0]:
+            self.extent[tier] = (end, self.lineno)
+
+    # ------------------------------------------------------------------------ on-chip tensors
+
+    def check_onchip(self, name: str, addr: int, nbytes: int, shape: tuple[int, ...],
+                     where: OnChip) -> None:  # fmt: skip
+        """An onchip tensor: its bytes hold its shape in its homes' on-chip buffers."""
+        elems = math.prod(shape)
+        if elems * 4 != nbytes or addr % 4:
+            raise self.fail(f"tensor {json.dumps(name)}: {nbytes} bytes at 0x{addr:x} do not "
+                            f"hold shape {shape}")  # fmt: skip
+        if len(where.homes) != -(-elems // where.chunk):
+            raise self.fail(f"onchip tensor {json.dumps(name)}: {len(where.homes)} homes do not "
+                            f"hold {elems} elements in chunks of {where.chunk}")  # fmt: skip
+        rows, cols = self.target.mesh.rows, self.target.mesh.cols
+        budget = self.target.mesh.onchip_budget
+        need = chunk_bytes(where.chunk, 4)
+        for r, c in where.homes:
+            if r >= rows or c >= cols:
+                raise self.fail(f"onchip tensor {json.dumps(name)}: home {r},{c} outside the mesh")
+        used: dict[tuple[int, int], int] = {}
+        for t in (*self.onchip, StreamTensor("onchip", name, addr, nbytes, shape, 0, onchip=where)):
+            assert t.onchip is not None
+            for home in t.onchip.homes:
+                used[home] = used.get(home, 0) + chunk_bytes(t.onchip.chunk, 4)
+        over = [h for h, n in used.items() if n > budget]
+        if over or need > budget:
+            home = over[0] if over else where.homes[0]
+            raise self.fail(f"onchip tensor {json.dumps(name)}: more than the on-chip buffer "
+                            f"({budget} bytes) of core {home[0]},{home[1]}")  # fmt: skip
+        for t in self.onchip:
+            if addr < t.addr + t.nbytes and t.addr < addr + nbytes:
+                raise self.fail(f"onchip tensor {json.dumps(name)} overlaps {json.dumps(t.name)}")
+
+    def _noc_hops(self, ref: MemRef, nbytes: int, core: tuple[int, int]) -> int:
+        """Hops from `core` to the farthest home of the on-chip bytes [ref.addr, +nbytes)."""
+        for t in self.onchip:
+            if t.addr <= ref.addr and ref.addr + nbytes <= t.addr + t.nbytes:
+                assert t.onchip is not None
+                lo = (ref.addr - t.addr) // 4
+                return t.onchip.hops(core, lo, lo + nbytes // 4)
+        raise self.fail(f"noc: {format_ref(NOC, ref.addr, nbytes)} is not inside one onchip tensor")
+
+    def check_noc(self, instr: NocCopy, declared: dict[str, int], core: tuple[int, int]) -> None:
+        """A noc copy: one side a core tier, the other NOC; `hops` must be the route's."""
+        far = "src" if instr.src.tier == NOC else "dst"
+        near = instr.dst if far == "src" else instr.src
+        if near.tier not in TIERS:
+            raise self.fail("noc: one side must be NOC and the other a core tier")
+        ref = cast(MemRef, getattr(instr, far))
+        hops = self._noc_hops(ref, declared[far], core)
+        if instr.hops != hops:
+            raise self.fail(f"noc: hops={instr.hops}, but core {core[0]},{core[1]} is {hops} hops "
+                            "from the farthest home it reaches")  # fmt: skip
+
+    # ------------------------------------------------------------------------ events
+
+    def check_event(self, ev: Event) -> None:
+        """An alloc/free region: on chip, aligned, non-empty, within its tier."""
+        kind, tier, addr, size = ev.kind, ev.tier, ev.addr, ev.size
+        if tier not in TIERS:
+            raise self.fail(f"{kind}: {tier} is not an on-chip tier")
+        if addr % self.target.memory.alignment or size == 0:
+            raise self.fail(
+                f"{kind}: {format_ref(tier, addr, size)} is empty or not aligned to "
+                f"{self.target.memory.alignment}"
+            )
+        if addr + size > self.target.memory.capacity(tier):
+            raise self.fail(
+                f"{kind}: {format_ref(tier, addr, size)} exceeds {tier} capacity "
+                f"{self.target.memory.capacity(tier)}"
+            )
+        self.reach(tier, addr + size)
+
+    # ------------------------------------------------------------------------ instructions
+
+    def check_instr(self, queue: str, instr: Instr, declared: dict[str, int]) -> None:
+        """Fields in range, operands inside their memories and declared bytes, the right pipe."""
+        op = instr.opcode
+        if isinstance(instr, Gather) and instr.index not in GATHER_INDEX:
+            raise self.fail(f"gather: bad index={clip(instr.index)} ({' or '.join(GATHER_INDEX)})")
+        try:
+            extents = instr.extents()
+        except ValueError:
+            raise self.fail(f"{op}: dims and strides differ in length") from None
+        for name, value in _ints(instr):
+            if value < 0 or value > _MAX_FIELD or (value == 0 and name in _POSITIVE):
+                raise self.fail(f"{op}: bad {name}={clip(str(value))}")
+        for name, ref in instr.operands().items():
+            assert isinstance(ref, MemRef)
+            nbytes = declared[name]
+            if ref.tier == NOC:
+                cap = self.extent.get(NOC, (0, 0))[0]
+            else:
+                cap = self.ddr_size if ref.tier == DDR else self.target.memory.capacity(ref.tier)
+            if ref.addr % 4:
+                raise self.fail(f"{op}: operand {name} address 0x{ref.addr:x} not aligned to 4")
+            if ref.addr + nbytes > cap:
+                raise self.fail(
+                    f"{op}: operand {name}={format_ref(ref.tier, ref.addr, nbytes)} "
+                    f"exceeds {ref.tier} size {cap}"
+                )
+            self.reach(ref.tier, ref.addr + nbytes)
+            if extents[name] * 4 > nbytes:
+                raise self.fail(
+                    f"{op}: operand {name} pattern spans {extents[name] * 4} bytes, "
+                    f"more than its declared {nbytes}"
+                )
+        pipe = self._pipe_and_kind(instr)
+        if pipe != queue:
+            raise self.fail(f"{op} must run on {pipe}, not {queue}")
+
+    def _pipe_and_kind(self, instr: Instr) -> str:
+        op = instr.opcode
+        if isinstance(instr, (Copy, Spill)):
+            try:
+                pipe = copy_pipe(instr.src.tier, instr.dst.tier)
+            except ValueError as exc:
+                raise self.fail(f"{op}: {exc}") from None
+            if isinstance(instr, Spill) and DDR not in (instr.src.tier, instr.dst.tier):
+                raise self.fail("spill: one side must be DDR")
+            if (NOC in (instr.src.tier, instr.dst.tier)) != isinstance(instr, NocCopy):
+                raise self.fail(f"{op}: only a noc copy reaches NOC, and it must")
+            return pipe
+        if isinstance(instr, Gather):
+            if instr.table.tier != DDR or instr.idx.tier != DDR or instr.dst.tier not in TIERS:
+                raise self.fail("gather: table and idx must be in DDR and dst on chip")
+            return "MTE2"
+        if isinstance(instr, Img2Col):
+            if instr.src.tier != "L1" or instr.dst.tier not in ("L0A", "L0B"):
+                raise self.fail("img2col: src must be in L1 and dst in L0A or L0B")
+            return "MTE1"
+        if isinstance(instr, Mmad):
+            tiers = (instr.a.tier, instr.b.tier, instr.dst.tier)
+            if tiers != ("L0A", "L0B", "L0C"):
+                raise self.fail("mmad: a, b, dst must be in L0A, L0B, L0C")
+            if instr.acc not in (0, 1):
+                raise self.fail(f"mmad: acc must be 0 or 1, got {instr.acc}")
+            return "CUBE"
+        for name, ref in instr.operands().items():
+            if ref.tier not in VECTOR_TIERS:
+                raise self.fail(f"{op}: operand {name} must be in UB or L0C, not {ref.tier}")
+        if isinstance(instr, VUnary):
+            if instr.op not in UNARY_OPS:
+                raise self.fail(f"vunary: unknown op '{instr.op}'")
+            if len(instr.scalars) != UNARY_ARITY.get(instr.op, 0):
+                raise self.fail(
+                    f"vunary {instr.op}: expects {UNARY_ARITY.get(instr.op, 0)} "
+                    f"scalars, got {len(instr.scalars)}"
+                )
+        elif isinstance(instr, VBinary) and instr.op not in BINARY_OPS:
+            raise self.fail(f"vbinary: unknown op '{instr.op}'")
+        elif isinstance(instr, VReduce):
+            if instr.op not in REDUCE_OPS:
+                raise self.fail(f"vreduce: unknown op '{instr.op}'")
+            if instr.nred > len(instr.dims) or len(instr.src_strides) != len(instr.dims):
+                raise self.fail("vreduce: nred, dims and strides are inconsistent")
+        return "VECTOR"
+
+
+def _ints(instr: Instr) -> Iterator[tuple[str, int]]:
+    for name in field_names(type(instr)):
+        value = getattr(instr, name)
+        if isinstance(value, int):
+            yield name, value
+        elif isinstance(value, tuple) and name != "scalars":
+            for v in value:
+                yield name, v
+
+
+def clip(text: str, limit: int = 40) -> str:
+    """`text` cut to `limit` characters for an error message."""
+    return text if len(text) <= limit else text[:limit] + "..."

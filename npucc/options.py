@@ -1,0 +1,34 @@
+"""CompileOptions: every option of a compile, typed; the CLI and `npucc.compile` build one."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from npucc.target import Target
+
+
+@dataclass(frozen=True, slots=True)
+class CompileOptions:
+    """What a compile is told; the pipeline's passes take their fields from it.
+
+    NOTE: this is the only place compile options live: `npucc.compiler.pipeline` copies them
+    into the pass instances' dataclass fields, and the pass manager takes the print and dump
+    options. Nothing else reads them.
+    """
+
+    target: str | os.PathLike[str] | Target = "davinci-core"  # preset name, TOML path or Target
+    schedule: str = "dan"  # per-core scheduler (schedule pass)
+    input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # import-onnx
+    batch: int | None = None  # fixes the symbolic batch dimension of every other input
+    search: str = "hypercut"  # mesh plan search (hypercut pass)
+    beam_width: int = 256  # HyperCut's beam (hypercut pass)
+    seed: int = 0  # the plan search's seed (hypercut pass)
+    print_before: frozenset[str] = frozenset()  # pass names: print the IR before them
+    print_after: frozenset[str] = frozenset()  # pass names: print the IR after them
+    print_after_all: bool = False
+    dump_dir: str | os.PathLike[str] | None = None  # the IR after each pass, one file each
+    on_pass: Callable[[str], None] | None = None  # called with each pass's name before it runs

@@ -1,0 +1,1 @@
+"""Tools on top of the compiler: the `npucc` command line, its subcommands and benchmarks."""

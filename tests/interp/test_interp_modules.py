@@ -1,0 +1,152 @@
+# ruff: noqa: E501  (stream lines written by hand are long)
+"""The interpreter's parts one at a time: steps, timing, memories, race detection, counters."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from interp_helpers import FILE, line_of, stream_text
+
+from npucc.interp.counters import Tally
+from npucc.interp.memories import Memories
+from npucc.interp.races import RaceDetector
+from npucc.interp.steps import Steps
+from npucc.interp.timing import StreamTiming
+from npucc.ir.isa import PIPES
+from npucc.ir.stream import StreamError
+from npucc.ir.stream_parse import parse_stream
+from npucc.target import load_target
+from npucc.target.cost import ddr_channel, sync_cycles
+
+MESH = load_target("mesh8x8")
+LOAD = (
+    "MTE2 copy dst=UB[0x000000+256] src=DDR[0x000000+256] dims=[64] dst_strides=[1] src_strides=[1]"
+)
+STORE = (
+    "MTE3 copy dst=DDR[0x000100+256] src=UB[0x000000+256] dims=[64] dst_strides=[1] src_strides=[1]"
+)
+BODY = f"""
+alloc UB[0x000000+256] b=0 | set ctrl>mte2#1
+{LOAD} | wait ctrl>mte2#1 set mte2>mte3#2
+{STORE} | wait mte2>mte3#2
+"""
+
+
+def _stream(cores=None, target=MESH):
+    tensors = [("input", "x", 0, (64,)), ("output", "y", 256, (64,))]
+    return parse_stream(stream_text(tensors, BODY, ddr_size=512, target=target, cores=cores), FILE)
+
+
+def test_steps_sit_in_their_queues_in_program_order():
+    stream = _stream({(0, 0): BODY, (1, 1): BODY})
+    steps = Steps(stream, serial=False, timing_only=False)
+    assert len(steps.qnames) == 1 + 2 * len(PIPES) and steps.qnames[1] == "MTE1@0,0"
+    mte2 = 1 + len(PIPES) + PIPES.index("MTE2")  # core 1,1's MTE2
+    assert [s.line.queue for s in steps.queues[mte2]] == ["MTE2"] and steps.queues[mte2][0].seq == 1
+    assert steps.qnames[mte2] == "MTE2@1,1"
+    events = [s for s in steps.all if s.qid == 0]
+    assert len(events) == 2 and all(s.seq == 0 for s in events)
+    load = steps.queues[mte2][0]
+    assert load.cycles > 0 and load.ddr_bytes == 256 and [a.name for a in load.reads] == ["src"]
+    assert steps.line_of(mte2, 1) == load.line.lineno
+    assert all(steps.waiter[f.key] is load for f in load.line.waits)
+
+
+def test_timing_shares_the_ddr_channel_and_delays_flags_by_hops():
+    stream = _stream({(0, 0): BODY, (3, 4): BODY})
+    steps = Steps(stream, serial=False, timing_only=True)
+    timing = StreamTiming(MESH, len(steps.qnames), 2, serial=False)
+    a = steps.queues[1 + PIPES.index("MTE2")][0]
+    b = steps.queues[1 + len(PIPES) + PIPES.index("MTE2")][0]
+    for flag in (*a.line.waits, *b.line.waits):
+        timing.signal(flag, 0)
+    a.start, b.start = timing.ready(a), timing.ready(b)
+    assert (a.start, b.start) == (0, 0)
+    first = timing.run(a, 0)
+    second = timing.run(b, 0)
+    expect_first, free = ddr_channel(MESH, 256, a.cycles, 0, 0)
+    assert first == expect_first and second == ddr_channel(MESH, 256, b.cycles, 0, free)[0]
+    assert second > first  # b waited for the channel
+    flag = a.line.sets[0]
+    timing.signal(flag, first)
+    assert timing.is_set(flag.key) and timing.flag_time[flag.key] == first  # same core: no hops
+    assert sync_cycles(MESH, (0, 0), (3, 4)) == 7 * MESH.mesh.noc_hop_latency
+    timing.done(b, second)
+    assert timing.now == second and timing.core_end == [0, second]
+
+
+def test_serial_timing_starts_each_step_after_everything_before():
+    stream = _stream()
+    steps = Steps(stream, serial=True, timing_only=True)
+    timing = StreamTiming(MESH, len(steps.qnames), 1, serial=True)
+    timing.now = 100
+    assert timing.start(steps.all[0]) == 100
+
+
+def test_memories_track_liveness_and_release_spilled_regions_later():
+    stream = _stream()
+    steps = Steps(stream, serial=False, timing_only=False)
+    memories = Memories(stream)
+    memories.load(b"", {"x": np.ones(64, np.float32)}, timing_only=False)
+    alloc, load = steps.all[0], steps.all[1]
+    memories.make_live(alloc, "UB", 0, 256)
+    assert memories.peak == {"UB": 256}
+    with pytest.raises(
+        StreamError,
+        match=rf"^{FILE}:{alloc.line.lineno}: alloc: UB\[0x000000\+256\] overlaps the live region UB\[0x000000\+256\]",
+    ):
+        memories.make_live(alloc, "UB", 0, 256)
+    ub = memories.mem(0, "UB")
+    dst = load.writes[0]
+    with pytest.raises(
+        StreamError, match="copy: read of UB\\[0x000000\\] by MTE2: not written since its alloc"
+    ):
+        memories.check(load, ub, dst, write=False, spill=False, who="MTE2")
+    memories.end_live(alloc, "UB", 0, 256)
+    memories.release_at(50, 0, "UB", 0, 256)
+    memories.release_until(49)
+    assert ub.live[:64].all()  # a spill out's source stays live until the copy finishes
+    memories.release_until(50)
+    assert not ub.live.any() and ub.live_bytes == 0
+    with pytest.raises(StreamError, match="region not live"):
+        memories.check(load, ub, dst, write=True, spill=False, who="MTE2")
+
+
+def test_races_need_a_flag_between_a_write_and_a_read():
+    stream = _stream()
+    steps = Steps(stream, serial=False, timing_only=False)
+    memories = Memories(stream)
+    races = RaceDetector(stream, steps)
+    alloc, load, store = steps.all
+    ub = memories.mem(0, "UB")
+    races.publish(alloc, races.begin(alloc))
+    vc = races.begin(load)
+    races.record(load, memories)
+    unordered = races.clock()  # a store whose wait did not carry the load's clock
+    unordered[store.qid] = store.seq
+    with pytest.raises(
+        StreamError,
+        match=rf"^{FILE}:{store.line.lineno}: copy: read of UB\[0x000000\] by MTE3 not ordered after its write by MTE2 at line {load.line.lineno}: missing flag",
+    ):
+        races.check(store, ub, store.reads[0], unordered, write=False)
+    races.publish(load, vc)
+    races.check(store, ub, store.reads[0], races.begin(store), write=False)
+
+
+def test_tally_counts_bytes_cycles_and_energy():
+    stream = _stream()
+    steps = Steps(stream, serial=False, timing_only=True)
+    tally = Tally(MESH)
+    load = steps.all[1]
+    tally.instr(load.line.instr, "MTE2", load.cycles, load.energy)
+    tally.instr(load.line.instr, "MTE2", load.cycles, load.energy)
+    tally.event()
+    c = tally.counters
+    assert c["bytes"] == {"DDR->UB": 512} and c["instructions"] == 2 and c["events"] == 1
+    assert c["opcodes"] == {"copy": 2} and tally.busy["MTE2"] == 2 * load.cycles
+    assert tally.energy == 2 * load.energy
+
+
+def test_line_numbers_in_the_stream_fixture():
+    text = stream_text([("input", "x", 0, (64,)), ("output", "y", 256, (64,))], BODY, ddr_size=512)
+    assert parse_stream(text, FILE).cores[0].lines[1].lineno == line_of(text, "MTE2 copy")
