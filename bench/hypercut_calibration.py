@@ -1,8 +1,8 @@
 """Cost models vs interpreter: compile on a mesh with HyperCut, time the stream, print errors.
 
 Both estimates of the compiled plan are printed: `exec` (the execution-faithful estimate the
-`hypercut` pass searches with, npucc/backend/hypercut/exec_cost.py) and `analytic` (the
-SET-aligned mesh model, npucc/target/mesh_cost.py).
+`hypercut` pass searches with, npucc/backend/estimate/exec_cost.py) and `analytic` (the
+SET-aligned mesh model, npucc/backend/hypercut/set_model.py).
 """
 
 from __future__ import annotations

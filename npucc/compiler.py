@@ -13,8 +13,8 @@ import numpy as np
 import onnx
 
 from npucc import progress
-from npucc.backend.hypercut.planner import HypercutPass
 from npucc.backend.lower import LowerTiles
+from npucc.backend.planner import HypercutPass
 from npucc.backend.schedule.schedule_pass import SchedulePass
 from npucc.codegen.emit import CodegenPass
 from npucc.errors import NpuccError

@@ -11,8 +11,8 @@ import pytest
 
 import npucc
 from npucc import compiler
-from npucc.backend.hypercut.planner import HypercutPass
 from npucc.backend.lower import LowerTiles
+from npucc.backend.planner import HypercutPass
 from npucc.compiler import pipeline
 from npucc.errors import InternalError
 from npucc.ir.graph import Graph

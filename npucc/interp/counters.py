@@ -20,8 +20,8 @@ from npucc.ir.isa import (
     VReduce,
     VUnary,
 )
+from npucc.ir.isa_cost import gather_bytes
 from npucc.target import Target
-from npucc.target.cost import gather_bytes
 
 
 class Counters(TypedDict):

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 from npucc.interp.access import Access, accesses
 from npucc.ir.isa import PIPES
+from npucc.ir.isa_cost import ddr_bytes, instr_cycles, instr_energy
 from npucc.ir.stream import Event, FlagKey, Line, Stream, StreamError
-from npucc.target.cost import ddr_bytes, instr_cycles, instr_energy
 
 _PIPE_RANK = 1 << 40  # pipes sort after events at equal start time
 

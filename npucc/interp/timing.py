@@ -1,11 +1,11 @@
 """The interpreter's clock: when each step of a stream starts and finishes.
 
-NOTE: this is the interpreter's whole timing rule, and it must agree with the replay's
-(`backend/schedule/replay.py`) so that interpreted makespans equal predicted ones: each pipe of
-each core runs its instructions in order; a step starts once its pipe is free and every flag
-it waits for is set; a flag is set when its setter finishes plus the NoC latency between the
-two cores (`cost.sync_cycles`); an instruction's DDR bytes go through the mesh's one shared
-DDR channel (`cost.ddr_channel`); events take no time.
+NOTE: this is the interpreter's whole timing rule, the one list timer's (`target/timing.py`,
+which the replay and the mesh timing run) so that interpreted makespans equal predicted ones:
+each pipe of each core runs its instructions in order; a step starts once its pipe is free and
+every flag it waits for is set; a flag is set when its setter finishes plus the NoC latency
+between the two cores (`cost.sync_cycles`); an instruction's DDR bytes go through the mesh's
+one shared DDR channel (the timer's `DdrChannel`); events take no time.
 """
 
 from __future__ import annotations
@@ -13,20 +13,21 @@ from __future__ import annotations
 from npucc.interp.steps import Step
 from npucc.ir.stream import Flag, FlagKey
 from npucc.target import Target
-from npucc.target.cost import ddr_channel, sync_cycles
+from npucc.target.cost import sync_cycles
+from npucc.target.timing import DdrChannel
 
 
 class StreamTiming:
     """Per-queue finish times, flag times, the DDR channel, and the latest finish per core."""
 
-    __slots__ = ("target", "serial", "qfinish", "flag_time", "ddr_free", "now", "core_end")
+    __slots__ = ("target", "serial", "qfinish", "flag_time", "channel", "now", "core_end")
 
     def __init__(self, target: Target, queues: int, cores: int, serial: bool) -> None:
         self.target = target
         self.serial = serial  # one step at a time: each starts after everything before it
         self.qfinish = [0] * queues  # when each queue's latest instruction finishes
         self.flag_time: dict[FlagKey, int] = {}  # when each flag set so far is visible
-        self.ddr_free = 0  # when the mesh's shared DDR channel takes the next transfer
+        self.channel = DdrChannel(target)  # the mesh's shared DDR channel
         self.now = 0  # the latest finish so far
         self.core_end = [0] * cores  # the latest finish on each core
 
@@ -43,9 +44,7 @@ class StreamTiming:
 
     def run(self, step: Step, start: int) -> int:
         """The finish of an instruction started at `start`; its pipe is busy until then."""
-        finish, self.ddr_free = ddr_channel(
-            self.target, step.ddr_bytes, step.cycles, start, self.ddr_free
-        )
+        finish = self.channel.transfer(step.ddr_bytes, step.cycles, start)
         self.qfinish[step.qid] = finish
         return finish
 

@@ -180,7 +180,7 @@ class MeshPlan:
     method: str
     cost: Cost
     analytic: Cost
-    priced_by: str = "analytic"  # analytic | exec
+    priced_by: str = "exec"  # exec | set
     search_s: float = 0.0
     offchip: frozenset[str] = frozenset()  # tensors sent through DDR though they fit on chip
 

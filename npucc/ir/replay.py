@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from npucc.errors import NpuccError
 from npucc.ir.schedule import Schedule
 from npucc.ir.tiled import TileGraph, TileNode
 from npucc.target.cost import SpillModel
+from npucc.target.timing import in_order
 
 PEAK_TIERS = ("L1", "UB")  # tiers counted by the peak-residency metric (rule 6)
 L0_TIERS = ("L0A", "L0B", "L0C")
@@ -188,35 +189,14 @@ def replay(
             if buf.tier in PEAK_TIERS:
                 live -= buf.size
 
-    # rule 5: timing
+    # rule 5: timing (the one list timer)
     extra_preds: dict[int, list[int]] = {}
-    for src, dst in spill_edges:
+    for src, dst in (*spill_edges, *reuse_edges):
         extra_preds.setdefault(dst, []).append(src)
-    for src, dst in reuse_edges:
-        extra_preds.setdefault(dst, []).append(src)
-    start = [0] * total
-    finish = [0] * total
-    pipe_free: dict[str, int] = {}
-    preds = graph.preds
-    for v in order:
-        t = 0
-        if v < n:
-            for u in preds[v]:
-                if finish[u] > t:
-                    t = finish[u]
-        extra = extra_preds.get(v)
-        if extra is not None:
-            for u in extra:
-                if finish[u] > t:
-                    t = finish[u]
-        node = nodes[v]
-        pipe = node.pipe
-        if pipe is None:
-            start[v] = finish[v] = t
-            continue
-        t = max(t, pipe_free.get(pipe, 0))
-        start[v] = t
-        finish[v] = pipe_free[pipe] = t + node.cycles
+    preds: list[Sequence[int]] = [*graph.preds, *([()] * (total - n))]
+    for dst, srcs in extra_preds.items():
+        preds[dst] = (*preds[dst], *srcs)
+    start, finish = in_order(order, [v.cycles for v in nodes], [v.pipe for v in nodes], preds)
 
     clean = clean_buffers(graph) if spills else []
     extra_ddr = sum(spill_model.traffic(buffers[b].size, clean[b]) for b, _ in spills)

@@ -4,26 +4,28 @@ The mesh timing joins the per-core schedules by cross-core edges and the DDR cha
 
 Each core's replay fixes its order and its edges (original, spill, address reuse); on a mesh,
 cross-core edges (a core waiting for another core's DDR writes) shift whole cores in time. The
-same rules as the interpreter: each pipe in schedule order, a node starts at the latest finish
-among its predecessors, plus the flag's NoC latency when the predecessor is on another core,
-and DDR transfers take turns on the mesh's shared DDR channel in the interpreter's order
-(start time; then pipe-less nodes, then pipes by core and pipe).
+same rules as the interpreter (the one list timer, `npucc.target.timing.TimingDag`): each pipe
+in schedule order, a node starts at the latest finish among its predecessors, plus the flag's
+NoC latency when the predecessor is on another core, and DDR transfers take turns on the
+mesh's shared DDR channel in the interpreter's order (start time; then pipe-less nodes, then
+pipes by core and pipe).
 """
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from npucc.ir.isa import PIPES
+from npucc.ir.isa_cost import ddr_bytes
 from npucc.ir.program import TiledProgram
 from npucc.ir.replay import Replay
 from npucc.ir.schedule import Schedule
 from npucc.ir.tiled import TileNode
 from npucc.ir.tiled_text import scheduled_to_text
 from npucc.target import Target
-from npucc.target.cost import ddr_bytes, ddr_channel, shared_ddr_bandwidth, sync_cycles
+from npucc.target.cost import shared_ddr_bandwidth, sync_cycles
+from npucc.target.timing import TimingDag
 
 
 @dataclass(slots=True)
@@ -58,57 +60,26 @@ def mesh_makespan(program: TiledProgram, replays: Sequence[Replay]) -> int:
     target = program.target
     if not program.cross_edges and shared_ddr_bandwidth(target) is None:
         return max((r.makespan for r in replays), default=0)
-    base = [0]
-    for r in replays:
-        base.append(base[-1] + len(r.nodes))
-    total = base[-1]
-    succs: list[list[tuple[int, int]]] = [[] for _ in range(total)]
-    indegree = [0] * total
-    cycles = [0] * total
-
-    def link(u: int, v: int, latency: int) -> None:
-        succs[u].append((v, latency))
-        indegree[v] += 1
-
-    nbytes = [0] * total
-    rank = list(range(total))  # pipe-less nodes first, then pipes by (core, pipe)
+    dag = TimingDag()
+    base: list[int] = []  # first dag node of each core
     for c, r in enumerate(replays):
-        off = base[c]
-        last_on_pipe: dict[str, int] = {}
-        for v in r.order:
-            node = r.nodes[v]
-            cycles[off + v] = node.cycles
-            nbytes[off + v] = _ddr_bytes(target, r, node)
-            if node.pipe is not None:
-                rank[off + v] = total + c * len(PIPES) + PIPES.index(node.pipe)
-                if node.pipe in last_on_pipe:
-                    link(off + last_on_pipe[node.pipe], off + v, 0)
-                last_on_pipe[node.pipe] = v
+        off = len(dag.cycles)
+        base.append(off)
+        for node in r.nodes:
+            pipe = None if node.pipe is None else (c, PIPES.index(node.pipe))
+            dag.node(node.cycles, pipe, _ddr_bytes(target, r, node))
+        dag.in_pipe_order(off + v for v in r.order)
         for u, v in r.edges():
-            link(off + u, off + v, 0)
+            dag.edge(off + u, off + v)
     coords = [(core.row, core.col) for core in program.cores]
     for src_core, src, dst_core, dst in program.cross_edges:
-        latency = sync_cycles(program.target, coords[src_core], coords[dst_core])
-        link(base[src_core] + src, base[dst_core] + dst, latency)
-    start = [0] * total
-    ready = [(0, rank[g], g) for g in range(total) if indegree[g] == 0]
-    heapq.heapify(ready)
-    makespan = 0
-    done = 0
-    channel_free = 0
-    while ready:
-        _, _, u = heapq.heappop(ready)
-        done += 1
-        finish, channel_free = ddr_channel(target, nbytes[u], cycles[u], start[u], channel_free)
-        makespan = max(makespan, finish)
-        for v, latency in succs[u]:
-            start[v] = max(start[v], finish + latency)
-            indegree[v] -= 1
-            if indegree[v] == 0:
-                heapq.heappush(ready, (start[v], rank[v], v))
-    if done != total:
-        raise ValueError("cross-core edges form a cycle with the per-core schedules")
-    return makespan
+        latency = sync_cycles(target, coords[src_core], coords[dst_core])
+        dag.edge(base[src_core] + src, base[dst_core] + dst, latency)
+    try:
+        _, finish = dag.times(target)
+    except ValueError:
+        raise ValueError("cross-core edges form a cycle with the per-core schedules") from None
+    return max(finish, default=0)
 
 
 def _ddr_bytes(target: Target, replay: Replay, node: TileNode) -> int:

@@ -13,6 +13,7 @@ import re
 from npucc.errors import NpuccError
 from npucc.ir.dtypes import HOST_DTYPES, INDEX_DTYPE, zero_data
 from npucc.ir.instr_text import ParseError, parse_instr
+from npucc.ir.isa_cost import TargetSpillModel
 from npucc.ir.onchip import parse_onchip
 from npucc.ir.program import Core, IoBinding, TiledProgram
 from npucc.ir.replay import replay, validate
@@ -20,7 +21,6 @@ from npucc.ir.schedule import UNBOUNDED, Schedule, capacities
 from npucc.ir.scheduled_program import ScheduledProgram
 from npucc.ir.tiled import TileGraph
 from npucc.target import target_from_json
-from npucc.target.cost import TargetSpillModel
 
 _STR = r'"(?:[^"\\]|\\.)*"'
 _SHAPE = rf"(f32|{INDEX_DTYPE}|{'|'.join(HOST_DTYPES)})\[([0-9,]*)\]"

@@ -10,7 +10,7 @@ from pathlib import Path
 import onnx
 
 from npucc.backend.hypercut.beam import BeamOptions
-from npucc.backend.hypercut.planner import METHODS, PlanOptions, plan_graph
+from npucc.backend.planner import ESTIMATES, METHODS, PlanOptions, plan_graph
 from npucc.errors import NpuccError
 from npucc.target import load_target
 from npucc.tools.bench_args import check_output_dir, choose
@@ -22,7 +22,7 @@ MODELS = {
     "googlenet": ZOO / "light_inception_v1.onnx",
     "vgg19": ZOO / "light_vgg19.onnx",
     "zfnet512": ZOO / "light_zfnet512.onnx",
-    "transformer": Path(__file__).parents[3] / "models" / "transformer_encoder.onnx",
+    "transformer": Path(__file__).parents[2] / "models" / "transformer_encoder.onnx",
 }
 PLATFORMS = ("mesh8x8", "mesh16x16")
 BATCHES = (1, 64)
@@ -39,6 +39,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--beam-width", type=int, default=BeamOptions().width)
     p.add_argument("--sa-iterations", type=int, default=PlanOptions().sa_iterations)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--model",
+        choices=sorted(ESTIMATES, reverse=True),
+        default="set",
+        help="price plans by the SET-aligned model (set: the SET comparison) or as the "
+        "lowering will execute them (exec: what compiling uses)",
+    )
     return p
 
 
@@ -65,6 +72,7 @@ def main(args: argparse.Namespace) -> int:
                         seed=args.seed,
                         beam=BeamOptions(width=args.beam_width),
                         sa_iterations=args.sa_iterations,
+                        estimate=args.model,
                     )
                     plan = plan_graph(graph, target, options)
                     cost = plan.cost
@@ -74,6 +82,7 @@ def main(args: argparse.Namespace) -> int:
                             "platform": platform,
                             "batch": batch,
                             "method": method,
+                            "estimate": args.model,
                             "energy_pj": cost.energy_pj,
                             "latency_cycles": cost.latency_cycles,
                             "edp": cost.edp,

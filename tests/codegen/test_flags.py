@@ -8,9 +8,9 @@ from npucc.backend.lower.builder import TileBuilder
 from npucc.backend.schedule.registry import schedule_graph
 from npucc.codegen.emit import plan_flags
 from npucc.ir.isa import Copy, DdrRef, Mmad
+from npucc.ir.isa_cost import TargetSpillModel
 from npucc.ir.tiled import TileGraph
 from npucc.target import load_target
-from npucc.target.cost import TargetSpillModel
 
 
 def _matmul_graph(tiles: int) -> tuple[TileGraph, object]:

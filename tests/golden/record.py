@@ -104,7 +104,7 @@ def _dan_entries() -> Iterator[tuple[str, Callable[[], object]]]:
 
 def _hypercut_entries() -> Iterator[tuple[str, Callable[[], object]]]:
     from npucc.backend.hypercut.beam import BeamOptions
-    from npucc.backend.hypercut.planner import METHODS, PlanOptions, plan_graph
+    from npucc.backend.planner import METHODS, PlanOptions, plan_graph
     from npucc.target import load_target
     from npucc.tools.bench_hypercut import MODELS as HC_MODELS
     from npucc.transforms.graph_pipeline import import_model
@@ -115,7 +115,12 @@ def _hypercut_entries() -> Iterator[tuple[str, Callable[[], object]]]:
         if model not in graphs:
             graphs[model] = import_model(HC_MODELS[model])
         options = PlanOptions(
-            method=method, batch=batch, seed=0, beam=BeamOptions(width=16), sa_iterations=3000
+            method=method,
+            batch=batch,
+            seed=0,
+            beam=BeamOptions(width=16),
+            sa_iterations=3000,
+            estimate="set",
         )
         cost = plan_graph(graphs[model], load_target(platform), options).cost  # type: ignore[arg-type]
         return {"edp": repr(cost.edp), "latency": repr(cost.latency_cycles)}

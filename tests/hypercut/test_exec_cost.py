@@ -8,10 +8,10 @@ import pytest
 from onnx import TensorProto, helper
 
 import npucc
+from npucc.backend.estimate.exec_cost import ExecCostModel, layer_signature
 from npucc.backend.hypercut.beam import BeamOptions
-from npucc.backend.hypercut.exec_cost import ExecCostModel, layer_signature
-from npucc.backend.hypercut.planner import PlanOptions, plan_graph
 from npucc.backend.hypercut.set_model import MeshParams, evaluate
+from npucc.backend.planner import PlanOptions, plan_graph
 from npucc.errors import NpuccError
 from npucc.interp import run_stream
 from npucc.ir.stream_parse import parse_stream
@@ -101,15 +101,15 @@ def test_a_concat_waits_for_each_input_on_the_cores_that_read_it() -> None:
     assert {cls for t in timings for cls, _ in t.tails} >= {1, 2}
 
 
-def test_plan_graph_keeps_the_analytic_estimate_unless_asked() -> None:
+def test_plan_graph_prices_as_executed_unless_asked_for_set() -> None:
     graph = import_model(MODELS / "small_cnn.onnx")
     target = load_target("mesh8x8")
     beam = BeamOptions(width=2)
-    analytic = plan_graph(graph, target, PlanOptions(beam=beam))
+    analytic = plan_graph(graph, target, PlanOptions(beam=beam, estimate="set"))
     mesh = MeshParams.from_target(target)
-    assert analytic.priced_by == "analytic" and analytic.cost == analytic.analytic
+    assert analytic.priced_by == "set" and analytic.cost == analytic.analytic
     assert analytic.cost == evaluate(mesh, analytic.workload, analytic.steps)
-    executed = plan_graph(graph, target, PlanOptions(beam=beam, estimate="exec"))
+    executed = plan_graph(graph, target, PlanOptions(beam=beam))
     model = ExecCostModel(graph, target)
     assert executed.priced_by == "exec"
     assert executed.cost == model.evaluate(executed.steps, executed.offchip)

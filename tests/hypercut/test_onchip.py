@@ -4,11 +4,11 @@ from pathlib import Path
 
 import pytest
 
+from npucc.backend.estimate.exec_cost import ExecCostModel
 from npucc.backend.hypercut.beam import BeamOptions
-from npucc.backend.hypercut.exec_cost import ExecCostModel
 from npucc.backend.hypercut.onchip import plan_onchip
-from npucc.backend.hypercut.planner import PlanOptions, plan_graph
 from npucc.backend.lower import plan_tensors
+from npucc.backend.planner import PlanOptions, plan_graph
 from npucc.ir.onchip import OnChip, chunk_bytes, parse_onchip
 from npucc.target import load_target, target_from_dict
 from npucc.transforms.graph_pipeline import import_model

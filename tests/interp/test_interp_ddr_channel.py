@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 from interp_helpers import run_text, stream_text
 
+from npucc.ir.isa_cost import copy_cycles
 from npucc.target import Target, load_target
-from npucc.target.cost import ddr_channel, dma_cycles
+from npucc.target.cost import ddr_channel
 
 N = 4096  # floats each core loads
 
@@ -35,8 +36,8 @@ def _run(target: Target, cores: list[tuple[int, int]]):
 
 def test_two_cores_loading_at_once_take_turns_on_the_ddr_channel():
     mesh = load_target("mesh8x8")  # DDR 64 B/cycle for the mesh, as each core's DMA path
-    load = dma_cycles(mesh, "DDR", "UB", 4 * N)
-    store = dma_cycles(mesh, "UB", "DDR", 4 * N)
+    load = copy_cycles(mesh, "DDR", "UB", 4 * N)
+    store = copy_cycles(mesh, "UB", "DDR", 4 * N)
     channel = 4 * N // mesh.mesh.ddr_bandwidth
     alone = _run(mesh, [(0, 0)])
     assert alone.makespan == load + store
@@ -53,10 +54,10 @@ def test_two_cores_loading_at_once_take_turns_on_the_ddr_channel():
 def test_a_wider_ddr_channel_lets_transfers_overlap():
     mesh = load_target("mesh16x16")  # DDR 256 B/cycle for the mesh, 64 B/cycle per core
     both = _run(mesh, [(0, 0), (9, 9)])
-    load = dma_cycles(mesh, "DDR", "UB", 4 * N)
+    load = copy_cycles(mesh, "DDR", "UB", 4 * N)
     stagger = 4 * N // mesh.mesh.ddr_bandwidth
     assert both.core_makespan[(9, 9)] - both.core_makespan[(0, 0)] == stagger
-    assert both.core_makespan[(0, 0)] == load + dma_cycles(mesh, "UB", "DDR", 4 * N)  # no wait
+    assert both.core_makespan[(0, 0)] == load + copy_cycles(mesh, "UB", "DDR", 4 * N)  # no wait
 
 
 @pytest.mark.parametrize(("start", "free", "begin"), [(10, 0, 10), (10, 50, 50)])

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 from interp_helpers import run_text, stream_text
 
+from npucc.ir.isa_cost import copy_cycles
 from npucc.ir.stream import StreamError
 from npucc.target import load_target
-from npucc.target.cost import dma_cycles, noc_cycles, noc_energy
+from npucc.target.cost import noc_cycles, noc_energy
 
 MESH = load_target("mesh8x8")
 ONCHIP = 'tensor onchip "t" NOC[0x000000+64] f32[16] homes=[0,0] chunk=16'
@@ -49,7 +50,7 @@ def test_noc_handoff_between_cores_is_timed_and_counted():
     write_end = vfill + noc_cycles(MESH, 64, 0)
     read_end = write_end + 5 * MESH.mesh.noc_hop_latency + noc_cycles(MESH, 64, 5)
     assert res.core_makespan[(0, 0)] == write_end
-    assert res.core_makespan[(2, 3)] == read_end + dma_cycles(MESH, "UB", "DDR", 64)
+    assert res.core_makespan[(2, 3)] == read_end + copy_cycles(MESH, "UB", "DDR", 64)
     assert noc_energy(MESH, 64, 5) == 64 * 8 * MESH.energy.noc_bit_hop * 5
 
 

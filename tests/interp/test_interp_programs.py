@@ -4,10 +4,10 @@ import pytest
 from interp_helpers import FILE, TARGET, image_of, line_of, run_text, stream_text
 
 from npucc.ir.isa import Copy, MemRef, Mmad
+from npucc.ir.isa_cost import instr_cycles, instr_energy
 from npucc.ir.stream import StreamError
 from npucc.ir.stream_parse import parse_stream
 from npucc.target import load_target
-from npucc.target.cost import instr_cycles, instr_energy
 
 RNG = np.random.default_rng(0)
 A = RNG.standard_normal((16, 8)).astype(np.float32)  # input

@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from npucc.backend.hypercut.planner import single_core_plan
 from npucc.backend.lower import LowerTiles
+from npucc.backend.planner import single_core_plan
 from npucc.ir.graph_text import graph_from_text
 from npucc.ir.plan import PlannedGraph
 from npucc.passes import CompileContext

@@ -10,6 +10,7 @@ import pytest
 
 from npucc.errors import NpuccError
 from npucc.ir.isa import Copy, MemRef, Mmad
+from npucc.ir.isa_cost import instr_cycles
 from npucc.target import (
     DMA_PATHS,
     NOC_DMA_LATENCY,
@@ -21,7 +22,7 @@ from npucc.target import (
     target_from_dict,
     target_from_json,
 )
-from npucc.target.cost import instr_cycles, mmad_cycles, noc_cycles
+from npucc.target.cost import mmad_cycles, noc_cycles
 
 CANONICAL = Path(__file__).with_name("canonical")  # each preset's to_json, recorded before typing
 

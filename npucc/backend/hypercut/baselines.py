@@ -1,9 +1,16 @@
-"""Baselines under the same cost model: layer-sequential, layer-pipelined, simulated annealing."""
+"""SET's baselines: layer-sequential, layer-pipelined, simulated annealing.
+
+Each prices the plans it compares by `price` (the EDP of a complete plan: what compiling
+searches with is the execution-faithful estimate); without one, by the SET-aligned model.
+LP's segment options are SET-priced alone (as SET cuts them); `price` picks among the
+segmentations they yield.
+"""
 
 from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from npucc.backend.hypercut.beam import Plan, batch_splits, tune_loops
@@ -11,13 +18,25 @@ from npucc.backend.hypercut.gridcut import allocate, cut_many
 from npucc.backend.hypercut.set_model import MeshParams, evaluate, plan_edp
 from npucc.ir.plan import Group, LayerLoad, Step, Workload
 
+Price = Callable[[Plan], float]  # EDP of a complete plan
 
-def layer_sequential(wl: Workload, params: MeshParams) -> Plan:
+
+def set_price(wl: Workload, params: MeshParams) -> Price:
+    """The SET-aligned model's EDP of complete plans of `wl` (step costs memoised)."""
+    cache: dict = {}
+    return lambda plan: plan_edp(params, wl, plan, cache)
+
+
+def layer_sequential(wl: Workload, params: MeshParams, price: Price | None = None) -> Plan:
     """Every layer on the whole mesh, one after another, inside tuned sub-batch loops (as
     SET's LS: the batch is cut so that runs of layers keep their feature maps on chip)."""
     plan = tuple(Step((Group((i,), params.whole),), 1) for i in range(len(wl.layers)))
     cache: dict = {}
-    return tune_loops(plan, lambda p: evaluate(params, wl, p, cache).edp, batch_splits(wl.batch))
+
+    def set_edp(p: Plan) -> float:
+        return evaluate(params, wl, p, cache).edp
+
+    return tune_loops(plan, set_edp if price is None else price, batch_splits(wl.batch))
 
 
 def segments_plan(
@@ -82,7 +101,7 @@ LAMBDA_ROUNDS = 8  # rounds of the E + lambda*D segmentation (lambda <- E/D of t
 SegmentOption = tuple[float, float, Step]  # energy, latency and the step of one segment
 
 
-def layer_pipelined(wl: Workload, params: MeshParams) -> Plan:
+def layer_pipelined(wl: Workload, params: MeshParams, price: Price | None = None) -> Plan:
     """SET's LP: consecutive-layer segments meeting through DRAM, each pipelining the batch."""
     # A segment is one layer on the whole mesh or several side by side on sub-grids sized by
     # compute, admitted by SET's rules (_shares, _fits), with its own sub-batch count.
@@ -97,9 +116,10 @@ def layer_pipelined(wl: Workload, params: MeshParams) -> Plan:
         if plan in seen:
             break
         seen.add(plan)
-        cost = evaluate(params, wl, plan, cache)
-        if best is None or cost.edp < best[0]:
-            best = (cost.edp, plan)
+        cost = evaluate(params, wl, plan, cache)  # SET's: lambda weighs SET-priced segments
+        edp = cost.edp if price is None else price(plan)
+        if best is None or edp < best[0]:
+            best = (edp, plan)
         lam = cost.energy_pj / max(cost.latency_cycles, 1.0)
     assert best is not None
     return best[1]
@@ -223,20 +243,22 @@ class AnnealOptions:
     seed: int = 0
 
 
-def anneal(wl: Workload, params: MeshParams, options: AnnealOptions) -> Plan:
+def anneal(
+    wl: Workload, params: MeshParams, options: AnnealOptions, price: Price | None = None
+) -> Plan:
     """SET-style moves on a segmentation of the layer order: move a boundary, split or merge
     runs, double or halve a loop's sub-batches, join a run to the previous sub-batch loop or
     split it off; compute-proportional sub-grids; start from one layer per run."""
     rng = random.Random(options.seed)
     n = len(wl.layers)
     splits = batch_splits(wl.batch)
-    cache: dict = {}
+    edp = set_price(wl, params) if price is None else price
     runs_memo: dict = {}  # grid cuts and steps of the runs seen (as the beam's memos)
     state = (list(range(n + 1)), [1] * n, [False] * n)
 
     def cost(b: list[int], s: list[int], j: list[bool]) -> float:
         plan = segments_plan(wl, params, b, s, False, j, runs_memo)
-        return math.inf if plan is None else plan_edp(params, wl, plan, cache)
+        return math.inf if plan is None else edp(plan)
 
     current = cost(*state)
     best = (current, state)

@@ -24,10 +24,10 @@ from npucc.ir.isa import (
     instr_pipe,
     pattern_extent,
 )
+from npucc.ir.isa_cost import instr_cycles
 from npucc.ir.onchip import OnChip
 from npucc.ir.tiled import TileGraph
 from npucc.target import Target
-from npucc.target.cost import instr_cycles
 
 
 def node_op_name(instr: Instr) -> str:

@@ -6,11 +6,11 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from npucc.backend.schedule.registry import schedule_graph
+from npucc.ir.isa_cost import TargetSpillModel
 from npucc.ir.program import TiledProgram
 from npucc.ir.schedule import capacities
 from npucc.ir.scheduled_program import ScheduledProgram
 from npucc.passes import CompileContext, IRType, Pass
-from npucc.target.cost import TargetSpillModel
 
 
 @dataclass(frozen=True, slots=True)

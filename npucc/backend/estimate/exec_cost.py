@@ -1,6 +1,6 @@
 """Execution-faithful mesh cost: the lowering's own tiles, priced by cost.py, list-scheduled.
 
-The SET-aligned model (`npucc.target.mesh_cost`) prices a plan analytically; this module
+The SET-aligned model (`npucc.backend.hypercut.set_model`) prices a plan analytically; this module
 prices what the lowering will emit for it. Each distinct layer is lowered once through the
 real tilers on one core (memoised by its signature). The sum of its instructions'
 `instr_energy` is its energy, whatever its rectangle (the interpreter charges no
@@ -16,19 +16,24 @@ each layer once on the graph's whole batch), so they cost nothing here. docs/cos
 
 from __future__ import annotations
 
-import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cache, lru_cache
+from functools import lru_cache
 
 from npucc.backend.hypercut.onchip import plan_onchip
+from npucc.backend.lower.builder import MeshBuilder, TileBuilder
+from npucc.backend.lower.common import LOWERINGS, LowerContext
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph, Layer
 from npucc.ir.isa import PIPES, Copy, DdrRef, NocCopy, pattern_extent
+from npucc.ir.isa_cost import ddr_bytes, instr_cycles, instr_energy
 from npucc.ir.onchip import OnChip
 from npucc.ir.plan import Cost, Rect, Step
+from npucc.ir.program import TiledProgram
 from npucc.ir.tiled import TileGraph
 from npucc.target import Target
-from npucc.target.cost import ddr_bytes, instr_cycles, instr_energy, shared_ddr_bandwidth
+from npucc.target.cost import sync_cycles
+from npucc.target.timing import DdrChannel, in_order
 
 VIEW_OPS = ("reshape",)  # aliases of their input's DDR tensor (as the lowering treats them)
 
@@ -61,7 +66,7 @@ class DdrCopy:
 class LayerProfile:
     """One layer lowered on one core: its nodes in lowering order, tile spans and totals."""
 
-    pipe: tuple[int, ...]  # index into PIPES per node, -1 for ALLOC/FREE/BARRIER
+    pipe: tuple[int | None, ...]  # index into PIPES per node, None for ALLOC/FREE/BARRIER
     cycles: tuple[int, ...]  # instr_cycles per node
     preds: tuple[tuple[int, ...], ...]  # earlier nodes of the layer each node waits for
     classes: tuple[int, ...]  # bit 0: needs no input; bit 1 + i: needs input i
@@ -88,23 +93,22 @@ class LayerProfile:
     ) -> tuple[int, int]:
         """End and last MTE2 finish of `nodes` on in-order pipes; nodes needing a class in
         mask `late` may not start before `at` (`cycles` overrides some nodes' cycles)."""
-        over = cycles or {}
-        pipe_free = [0] * len(PIPES)
-        finish = dict.fromkeys(nodes, 0)
-        end = mte2 = 0
-        for i in nodes:
-            p = self.pipe[i]
-            start = at if self.classes[i] & late else 0
-            if p >= 0:
-                start = max(start, pipe_free[p])
-            for q in self.preds[i]:
-                start = max(start, finish.get(q, 0))
-            f = finish[i] = start + over.get(i, self.cycles[i])
-            if p >= 0:
-                pipe_free[p] = f
-                if p == MTE2:
-                    mte2 = max(mte2, f)
-            end = max(end, f)
+        duration: Sequence[int] = self.cycles
+        if cycles:
+            duration = list(self.cycles)
+            for i, c in cycles.items():
+                duration[i] = c
+        release = None
+        if late:
+            release = [0] * len(self.cycles)
+            classes = self.classes
+            for i in nodes:
+                if classes[i] & late:
+                    release[i] = at
+        _, finish = in_order(nodes, duration, self.pipe, self.preds, release)
+        pipe = self.pipe
+        end = max((finish[i] for i in nodes), default=0)
+        mte2 = max((finish[i] for i in nodes if pipe[i] == MTE2), default=0)
         return end, mte2
 
     def timing(self, cores: int) -> tuple[LayerTiming, ...]:
@@ -170,16 +174,12 @@ def profile_layer(graph: Graph, layer: Layer, target: Target, single: bool) -> L
     `single` lowers it as on a one-core rectangle (some tilers then load a broadcast operand
     once for all tiles); otherwise as on a larger rectangle.
     """
-    from npucc.backend.lower.builder import MeshBuilder, TileBuilder
-    from npucc.backend.lower.common import LOWERINGS
-    from npucc.ir.program import TiledProgram
-
     program = TiledProgram(graph.name, target)
     tile_graph = TileGraph("profile")
     builders = [TileBuilder(tile_graph, target, 0)]
     if not single:
         builders.append(TileBuilder(TileGraph("unused"), target, 1))
-    lctx = _profile_context()(graph, program, MeshBuilder(builders), target)
+    lctx = ProfileContext(graph, program, MeshBuilder(builders), target)
     lctx.begin_layer(tuple(range(len(builders))))
     lower = LOWERINGS.get(layer.op)
     if lower is None:
@@ -207,7 +207,7 @@ def _summarise(
 ) -> LayerProfile:
     """Pack a lowered TileGraph into a LayerProfile (`bit`: release class of each DDR key;
     `movable`: the keys a plan may keep on chip, by operand position)."""
-    pipe: list[int] = []
+    pipe: list[int | None] = []
     cycles: list[int] = []
     preds: list[tuple[int, ...]] = []
     classes: list[int] = []
@@ -217,12 +217,13 @@ def _summarise(
     leading = True  # no input-dependent DDR copy seen yet
     copies: list[DdrCopy] = []
     for node in g.nodes:
-        p = PIPES.index(node.pipe) if node.pipe is not None else -1
+        p = PIPES.index(node.pipe) if node.pipe is not None else None
         mask = 0
         for q in g.preds[node.id]:
             mask |= classes[q]
         ins = node.instr
         if ins is not None:
+            assert p is not None  # NOTE: every instruction runs on a pipe
             energy += instr_energy(target, ins)
             busy[p] += node.cycles
             for name in ins.reads:
@@ -271,24 +272,17 @@ def _summarise(
     )
 
 
-@cache
-def _profile_context() -> type:
-    """A LowerContext that keeps every tile on the first core and records where tiles start.
+@dataclass(slots=True)
+class ProfileContext(LowerContext):
+    """A LowerContext that keeps every tile on the first core and records where tiles start."""
 
-    NOTE: built on first use: the lowering package imports the planner, which imports this.
-    """
-    from npucc.backend.lower.common import LowerContext
+    starts: list[int] = field(default_factory=list)  # first node of each tile
 
-    @dataclass(slots=True)
-    class ProfileContext(LowerContext):
-        starts: list[int] = field(default_factory=list)  # first node of each tile
-
-        def next_tile(self) -> None:
-            self.builder.current = 0
-            self.starts.append(len(self.builder.builders[0].graph))
-            self.tiles += 1
-
-    return ProfileContext
+    def next_tile(self) -> None:
+        """Start a tile: on core 0, at the next node."""
+        self.builder.current = 0
+        self.starts.append(len(self.builder.builders[0].graph))
+        self.tiles += 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,9 +295,12 @@ class _Placed:
     y1: int
     x1: int
 
-    def hops_to(self, y: int, x: int) -> int:
-        """Mesh hops from the farthest core of the box to core (y, x)."""
-        return max(abs(y - self.y0), abs(y - self.y1)) + max(abs(x - self.x0), abs(x - self.x1))
+    def farthest(self, core: tuple[int, int]) -> tuple[int, int]:
+        """The core of the box farthest from `core` (row, col) in mesh hops."""
+        y, x = core
+        fy = self.y0 if abs(y - self.y0) >= abs(y - self.y1) else self.y1
+        fx = self.x0 if abs(x - self.x0) >= abs(x - self.x1) else self.x1
+        return fy, fx
 
 
 READY = _Placed(0, 0, 0, 0, 0)  # a graph input: in DDR from the start (no flag to wait for)
@@ -526,35 +523,44 @@ class ExecCostModel:
 
     def _schedule(self, runs: list[_LayerRun | int]) -> int:
         """The latency of one list schedule of the layers in lowering order."""
-        hop = self.target.mesh.noc_hop_latency
-        channel = shared_ddr_bandwidth(self.target)
+        target = self.target
         done: list[_Placed] = []
-        core_free = [0] * self.target.cores  # after its last barrier
-        mte2_free = [0] * self.target.cores  # after its last DDR load
-        ddr_free = 0  # when the shared DDR channel takes the next bytes
+        core_free = [0] * target.cores  # after its last barrier
+        mte2_free = [0] * target.cores  # after its last DDR load
+        channel = DdrChannel(target)
+        shared = channel.shared
         for index, run in enumerate(runs):
             if isinstance(run, int):  # a view
                 done.append(READY if run < 0 else done[run])
                 continue
             barrier = max(map(core_free.__getitem__, run.cores))
-            y, x = run.first
-            releases = {0: max(map(mte2_free.__getitem__, run.cores))}
-            for cls, src in enumerate(self._srcs[index], 1):
+            first = run.first
+            releases = [max(map(mte2_free.__getitem__, run.cores))]  # by release class
+            for src in self._srcs[index]:
                 where = READY if src is None else done[src]
-                releases[cls] = max(barrier, where.finish + hop * where.hops_to(y, x))
+                flag = sync_cycles(target, where.farthest(first), first)
+                releases.append(max(barrier, where.finish + flag))
             end, tail = -1, 0
             for timing in run.timings:
-                first = min((releases[cls] for cls, _ in timing.tails), default=barrier)
-                t_end = max([first + timing.cold, *(releases[c] + t for c, t in timing.tails)])
+                begin = -1  # the earliest release of its classes (barrier if it has none)
+                t_end = 0  # the latest release + tail
+                for c, t in timing.tails:
+                    r = releases[c]
+                    if begin < 0 or r < begin:
+                        begin = r
+                    if r + t > t_end:
+                        t_end = r + t
+                t_end = max(t_end, (barrier if begin < 0 else begin) + timing.cold)
                 if t_end > end:
                     end, tail = t_end, timing.mte2_tail
-            if channel is not None:
+            if shared:
                 ready = min((releases[c] for c in run.data), default=releases[0])
-                for at, nbytes in ((releases[0], run.lead), (ready, run.ddr - run.lead)):
-                    if nbytes:
-                        ddr_free = max(ddr_free, at) + math.ceil(nbytes / channel)
-                if ddr_free + run.after > end:  # its bytes came late through the channel
-                    end, tail = ddr_free + run.after, run.after
+                if run.lead:
+                    channel.transfer(run.lead, 0, releases[0])
+                if run.ddr - run.lead:
+                    channel.transfer(run.ddr - run.lead, 0, ready)
+                if channel.free + run.after > end:  # its bytes came late through the channel
+                    end, tail = channel.free + run.after, run.after
             for c in run.cores:
                 core_free[c] = end
                 mte2_free[c] = end - tail

@@ -1,11 +1,18 @@
-"""Planning API and the `hypercut` pass: Graph -> PlannedGraph (the graph and its MeshPlan)."""
+"""Planning API and the `hypercut` pass: Graph -> PlannedGraph (the graph and its MeshPlan).
+
+On top of the backend's planning stages: the searches (`backend.hypercut`) take a price
+function, the execution-faithful estimator (`backend.estimate`, which lowers layers to profile
+them) supplies it, and this module joins the two.
+"""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any, ClassVar
 
+from npucc.backend.estimate.exec_cost import ExecCostModel
 from npucc.backend.hypercut.baselines import (
     AnnealOptions,
     anneal,
@@ -13,7 +20,6 @@ from npucc.backend.hypercut.baselines import (
     layer_sequential,
 )
 from npucc.backend.hypercut.beam import BeamOptions, BeamSearch
-from npucc.backend.hypercut.exec_cost import ExecCostModel
 from npucc.backend.hypercut.set_model import MeshParams, evaluate
 from npucc.backend.hypercut.workload import workload_from_graph
 from npucc.errors import NpuccError
@@ -23,15 +29,16 @@ from npucc.passes import CompileContext, IRType, Pass
 from npucc.target import Target
 
 METHODS = ("hypercut", "sa", "layer-sequential", "layer-pipelined")
-ESTIMATES = ("analytic", "exec")  # SET-aligned mesh model | what the lowering will execute
+ESTIMATES = ("exec", "set")  # what the lowering will execute | the SET-aligned comparison
 
 
 @dataclass(frozen=True, slots=True)
 class PlanOptions:
     """What the planner may be told: method, batch, seed, the search budgets and the estimate.
 
-    `estimate="exec"` prices plans as the lowering will execute them (exec_cost; HyperCut
-    searches with it, the other methods are priced by it); "analytic" is the SET-aligned model.
+    `estimate="exec"` (what compiling uses) prices plans as the lowering will execute them
+    (exec_cost): every search compares plans by it. "set" is the SET-aligned analytic model,
+    the comparison with SET's results (`npucc bench hypercut --model set`).
     """
 
     method: str = "hypercut"
@@ -39,7 +46,7 @@ class PlanOptions:
     seed: int = 0
     beam: BeamOptions = field(default_factory=BeamOptions)
     sa_iterations: int = 20_000
-    estimate: str = "analytic"
+    estimate: str = "exec"
 
 
 def plan_graph(graph: Graph, target: Target, options: PlanOptions, **params: Any) -> MeshPlan:
@@ -62,16 +69,20 @@ def plan_graph(graph: Graph, target: Target, options: PlanOptions, **params: Any
     wl = workload_from_graph(graph, options.batch)
     start = time.perf_counter()
     execution = ExecCostModel(graph, target) if options.estimate == "exec" else None
+    # NOTE: price None is the SET-aligned model (with its incremental step-cost memos); the
+    # beam memoises its prices itself, the baselines revisit plans through `cache`
+    exact = None if execution is None else execution.best_edp
+    price = None if exact is None else cache(exact)
     if options.method == "hypercut":
         beam = BeamOptions(**{**_fields(options.beam), "seed": options.seed})
-        price = None if execution is None else execution.best_edp
-        steps = BeamSearch(wl, mesh, beam, price).run()
+        steps = BeamSearch(wl, mesh, beam, exact).run()
     elif options.method == "sa":
-        steps = anneal(wl, mesh, AnnealOptions(iterations=options.sa_iterations, seed=options.seed))
+        anneal_options = AnnealOptions(iterations=options.sa_iterations, seed=options.seed)
+        steps = anneal(wl, mesh, anneal_options, price)
     elif options.method == "layer-sequential":
-        steps = layer_sequential(wl, mesh)
+        steps = layer_sequential(wl, mesh, price)
     else:
-        steps = layer_pipelined(wl, mesh)
+        steps = layer_pipelined(wl, mesh, price)
     offchip = execution.refine_offchip(steps) if execution is not None else frozenset()
     search_s = time.perf_counter() - start
     analytic = evaluate(mesh, wl, steps)
@@ -129,7 +140,6 @@ class HypercutPass(Pass):
             self.seed,
             beam,
             self.sa_iterations,
-            estimate="exec",  # this plan is lowered and run: price what will execute
         )
         plan = plan_graph(ir, ctx.target, options)
         cost, analytic = plan.cost, plan.analytic

@@ -1,0 +1,140 @@
+"""The one timing rule: in-order pipes, a node starts at its latest predecessor's finish.
+
+Every predicted or executed time is this list timer: a node runs on a pipe (after the node
+before it on that pipe) or is a pipe-less event (0 cycles: ALLOC, FREE, BARRIER); it starts
+once every predecessor finished plus the edge's latency (a flag's hops: `cost.sync_cycles`);
+on a mesh its DDR bytes pass the one shared DDR channel (`cost.ddr_channel`) in the order
+transfers become ready. The per-core replay (`ir.replay`), the mesh timing
+(`ir.scheduled_program`), the execution-faithful plan estimator and the interpreter's clock
+use these pieces, so a predicted makespan equals an interpreted one.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from npucc.target import Target
+from npucc.target.cost import ddr_channel, shared_ddr_bandwidth
+
+PipeKey = tuple[int, int]  # (core, pipe index) of a pipe on a mesh
+
+
+@dataclass(slots=True)
+class DdrChannel:
+    """The mesh's shared DDR channel: transfers take it one at a time, in the order offered."""
+
+    target: Target
+    free: int = 0  # when the channel takes the next bytes
+
+    @property
+    def shared(self) -> bool:
+        """Is there a shared channel (a mesh), or has each DMA path its own bandwidth?"""
+        return shared_ddr_bandwidth(self.target) is not None
+
+    def transfer(self, nbytes: int, cycles: int, start: int) -> int:
+        """Finish of a transfer of nbytes taking `cycles` cycles, ready at `start`."""
+        finish, self.free = ddr_channel(self.target, nbytes, cycles, start, self.free)
+        return finish
+
+
+def in_order(
+    order: Iterable[int],
+    cycles: Sequence[int],
+    pipes: Sequence[Hashable | None],
+    preds: Sequence[Iterable[int]],
+    release: Sequence[int] | None = None,
+) -> tuple[list[int], list[int]]:
+    """Start and finish of each node run in `order` (predecessors first) on in-order pipes.
+
+    A node starts at the latest finish among `preds[v]`, no earlier than `release[v]` and, on a
+    pipe (`pipes[v]` not None), no earlier than the pipe's previous node finished; a pipe-less
+    node takes no time. Nodes outside `order` keep 0. No DDR channel: one core's view.
+    """
+    start = [0] * len(cycles)
+    finish = [0] * len(cycles)
+    pipe_free: dict[Hashable, int] = {}
+    for v in order:
+        t = 0 if release is None else release[v]
+        for u in preds[v]:
+            if finish[u] > t:
+                t = finish[u]
+        pipe = pipes[v]
+        if pipe is None:
+            start[v] = finish[v] = t
+            continue
+        free = pipe_free.get(pipe, 0)
+        if free > t:
+            t = free
+        start[v] = t
+        finish[v] = pipe_free[pipe] = t + cycles[v]
+    return start, finish
+
+
+@dataclass(slots=True)
+class TimingDag:
+    """Nodes on in-order pipes or pipe-less, edges with latencies, DDR bytes per node.
+
+    `times` runs the nodes in the order they become ready (start time; at equal starts
+    pipe-less events by id, then pipes by key), so DDR transfers take the shared channel in
+    the interpreter's order.
+    """
+
+    cycles: list[int] = field(default_factory=list)
+    nbytes: list[int] = field(default_factory=list)
+    pipes: list[PipeKey | None] = field(default_factory=list)
+    succs: list[list[tuple[int, int]]] = field(default_factory=list)
+    indegree: list[int] = field(default_factory=list)
+
+    def node(self, cycles: int, pipe: PipeKey | None = None, nbytes: int = 0) -> int:
+        """Add a node on `pipe` (None: a pipe-less event); return its id."""
+        self.cycles.append(cycles if pipe is not None else 0)
+        self.nbytes.append(nbytes)
+        self.pipes.append(pipe)
+        self.succs.append([])
+        self.indegree.append(0)
+        return len(self.cycles) - 1
+
+    def edge(self, u: int, v: int, latency: int = 0) -> None:
+        """Node v starts no earlier than `latency` cycles after u finishes."""
+        self.succs[u].append((v, latency))
+        self.indegree[v] += 1
+
+    def in_pipe_order(self, nodes: Iterable[int]) -> None:
+        """Nodes of one pipe run in this order: each waits for the one before it."""
+        last: dict[PipeKey, int] = {}
+        pipes = self.pipes
+        for v in nodes:
+            pipe = pipes[v]
+            if pipe is not None:
+                if pipe in last:
+                    self.edge(last[pipe], v)
+                last[pipe] = v
+
+    def times(self, target: Target) -> tuple[list[int], list[int]]:
+        """Start and finish of every node; ValueError if the edges form a cycle."""
+        total = len(self.cycles)
+        keys = sorted({p for p in self.pipes if p is not None})
+        rank_of = {key: total + i for i, key in enumerate(keys)}
+        rank = [v if p is None else rank_of[p] for v, p in enumerate(self.pipes)]
+        indegree = list(self.indegree)
+        start = [0] * total
+        finish = [0] * total
+        ready = [(0, rank[v], v) for v in range(total) if indegree[v] == 0]
+        heapq.heapify(ready)
+        channel = DdrChannel(target)
+        done = 0
+        while ready:
+            _, _, u = heapq.heappop(ready)
+            done += 1
+            f = finish[u] = channel.transfer(self.nbytes[u], self.cycles[u], start[u])
+            for v, latency in self.succs[u]:
+                if f + latency > start[v]:
+                    start[v] = f + latency
+                indegree[v] -= 1
+                if indegree[v] == 0:
+                    heapq.heappush(ready, (start[v], rank[v], v))
+        if done != total:
+            raise ValueError("the timing edges form a cycle")
+        return start, finish
