@@ -18,6 +18,8 @@ from npucc.backend.planner import HypercutPass
 from npucc.backend.schedule.schedule_pass import SchedulePass
 from npucc.codegen.emit import CodegenPass
 from npucc.errors import NpuccError
+from npucc.interp import run_stream
+from npucc.ir.stream_parse import parse_stream
 from npucc.options import CompileOptions
 from npucc.passes import CompileContext, Pass, PassManager
 from npucc.target import Target, load_target
@@ -74,9 +76,6 @@ class Program:
 
         `timing_only` times every instruction without computing data (no outputs, no checks).
         """
-        from npucc.interp import run_stream
-        from npucc.ir.stream_parse import parse_stream
-
         stream = parse_stream(self.stream, "<program>")
         return run_stream(stream, self.image, inputs, check=check, timing_only=timing_only)
 

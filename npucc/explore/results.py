@@ -9,7 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from npucc import __version__
 from npucc.errors import NpuccError
+from npucc.report import render_template
 
 RESULTS = "results.csv"
 PLOT = "pareto.png"
@@ -212,9 +214,6 @@ def plot(rows: list[dict[str, str]], path: Path) -> Path:
 
 def write_page(rows: list[dict[str, str]], header: list[str], directory: Path) -> Path:
     """A self-contained HTML page: the Pareto plot and, per model, its front as a table."""
-    from npucc import __version__
-    from npucc.report import render_template
-
     axes = header[2 : -len(METRICS)]
     columns = [*axes, *FRONT_METRICS]
     statuses: dict[str, int] = {}

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from npucc import __version__
+from npucc.backend.schedule.registry import SCHEDULERS
 from npucc.errors import NpuccError
 from npucc.target import load_target, preset_names, target_from_dict
 
@@ -276,8 +277,6 @@ class _Reader:
             if len({json.dumps(v) for v in values}) != len(values):
                 raise self.fail(f"key '{where}' repeats a value")
             if key == "schedule":
-                from npucc.backend.schedule.registry import SCHEDULERS
-
                 for v in values:
                     if v not in SCHEDULERS:
                         raise self.fail(
