@@ -3,7 +3,7 @@
 Each pipe of each core is an in-order queue; alloc/free/barrier events run as soon as their
 flags are set. The next instruction is the ready one with the earliest start time (ties: events
 by line, then pipes in PIPES order). This module is the event loop; each concern it drives has
-its module: `timing` (when steps start and finish), `memories` (data, liveness, the written
+its module: `stream_clock` (when steps start and finish), `memories` (data, liveness, the written
 mask), `races` (vector clocks), `counters` (cycles, energy, bytes), `exec_trace` (the trace).
 """
 
@@ -26,7 +26,7 @@ from npucc.interp.memories import Memories
 from npucc.interp.ops import EXEC, View, gather_indices, gather_rows
 from npucc.interp.races import RaceDetector
 from npucc.interp.steps import Step, Steps, fail
-from npucc.interp.timing import StreamTiming
+from npucc.interp.stream_clock import StreamTiming
 from npucc.ir.isa import DDR, Gather, Instr, MemRef, Operand, Spill
 from npucc.ir.stream import Event, Stream, StreamError
 from npucc.ir.stream_parse import load_stream

@@ -69,6 +69,9 @@ from typing import Any
 import numpy as np
 
 ONNX_PREFIX = "onnx."  # op prefix of layers not yet legalised to the canonical op set
+# NOTE: a view op only reinterprets a contiguous tensor: the lowering aliases its output to its
+# input's DDR tensor, so the planner, the on-chip plan and the estimate treat it as no work.
+VIEW_OPS = ("reshape",)
 
 Shape = tuple[int, ...]
 Attrs = Mapping[str, Any]

@@ -28,6 +28,16 @@ class Rect:
         """Number of cores in the rectangle."""
         return self.w * self.h
 
+    def coords(self) -> tuple[tuple[int, int], ...]:
+        """(row, column) of its cores in row-major order (the order tiles go round-robin)."""
+        return tuple(
+            (y, x) for y in range(self.y, self.y + self.h) for x in range(self.x, self.x + self.w)
+        )
+
+    def indices(self, cols: int) -> tuple[int, ...]:
+        """Row-major core indices of its cores on a mesh `cols` columns wide."""
+        return tuple(y * cols + x for y, x in self.coords())
+
     def to_text(self) -> str:
         """Compact form x,y+wxh."""
         return f"{self.x},{self.y}+{self.w}x{self.h}"
@@ -197,7 +207,7 @@ class MeshPlan:
                 r = group.rect
                 if r.w < 1 or r.h < 1 or r.x + r.w > self.cols or r.y + r.h > self.rows:
                     raise NpuccError(f"step {s}: rectangle {r.to_text()} outside the mesh")
-                cells = {(x, y) for x in range(r.x, r.x + r.w) for y in range(r.y, r.y + r.h)}
+                cells = set(r.coords())
                 if cells & used:
                     raise NpuccError(f"step {s}: rectangle {r.to_text()} overlaps another")
                 used |= cells

@@ -6,7 +6,7 @@ import pytest
 
 from npucc.backend.estimate.exec_cost import ExecCostModel
 from npucc.backend.hypercut.beam import BeamOptions
-from npucc.backend.hypercut.onchip import plan_onchip
+from npucc.backend.hypercut.onchip_plan import plan_onchip
 from npucc.backend.lower import plan_tensors
 from npucc.backend.planner import PlanOptions, plan_graph
 from npucc.ir.onchip import OnChip, chunk_bytes, parse_onchip

@@ -11,7 +11,7 @@ from npucc.interp.counters import Tally
 from npucc.interp.memories import Memories
 from npucc.interp.races import RaceDetector
 from npucc.interp.steps import Steps
-from npucc.interp.timing import StreamTiming
+from npucc.interp.stream_clock import StreamTiming
 from npucc.ir.isa import PIPES
 from npucc.ir.stream import StreamError
 from npucc.ir.stream_parse import parse_stream

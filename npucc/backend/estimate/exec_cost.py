@@ -20,11 +20,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from npucc.backend.hypercut.onchip import plan_onchip
+from npucc.backend.hypercut.onchip_plan import plan_onchip
 from npucc.backend.lower.builder import MeshBuilder, TileBuilder
-from npucc.backend.lower.common import LOWERINGS, LowerContext
+from npucc.backend.lower.context import LOWERINGS, LowerContext
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph, Layer
+from npucc.ir.graph_schema import VIEW_OPS
 from npucc.ir.isa import PIPES, Copy, DdrRef, NocCopy, pattern_extent
 from npucc.ir.isa_cost import ddr_bytes, instr_cycles, instr_energy
 from npucc.ir.onchip import OnChip
@@ -34,8 +35,6 @@ from npucc.ir.tiled import TileGraph
 from npucc.target import Target
 from npucc.target.cost import sync_cycles
 from npucc.target.timing import DdrChannel, in_order
-
-VIEW_OPS = ("reshape",)  # aliases of their input's DDR tensor (as the lowering treats them)
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,10 +343,7 @@ class ExecCostModel:
         step_of = [0] * len(self.graph.layers)
         for s, step in enumerate(steps):
             for group in step.groups:
-                r = group.rect
-                cores = tuple(
-                    y * cols + x for y in range(r.y, r.y + r.h) for x in range(r.x, r.x + r.w)
-                )
+                cores = group.rect.indices(cols)
                 for index in group.layers:
                     step_of[index] = s
                     if self.graph.layers[index].op not in VIEW_OPS:
@@ -586,5 +582,4 @@ class _LayerRun:
 @lru_cache(maxsize=65536)
 def _used_cores(r: Rect, tiles: int) -> tuple[tuple[int, int], ...]:
     """(row, col) of the cores of `r` that get a tile: the first `tiles` in row-major order."""
-    cores = [(y, x) for y in range(r.y, r.y + r.h) for x in range(r.x, r.x + r.w)]
-    return tuple(cores[: min(len(cores), tiles)])
+    return r.coords()[:tiles]

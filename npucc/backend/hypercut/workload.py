@@ -5,9 +5,8 @@ from __future__ import annotations
 import math
 
 from npucc.ir.graph import Graph, Layer
+from npucc.ir.graph_schema import VIEW_OPS
 from npucc.ir.plan import LayerLoad, Workload
-
-VIEW_OPS = frozenset({"reshape"})  # no data movement of their own
 
 
 def _macs(graph: Graph, layer: Layer) -> int:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from npucc import progress
-from npucc.backend.hypercut.onchip import plan_onchip
+from npucc.backend.hypercut.onchip_plan import plan_onchip
 from npucc.backend.lower import (  # noqa: F401  (register)
     attention,
     conv,
@@ -18,18 +18,16 @@ from npucc.backend.lower import (  # noqa: F401  (register)
     reduce,
 )
 from npucc.backend.lower.builder import DdrTracker, MeshBuilder, TileBuilder
-from npucc.backend.lower.common import LOWERINGS, LowerContext
+from npucc.backend.lower.context import LOWERINGS, LowerContext
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph, Layer
+from npucc.ir.graph_schema import VIEW_OPS
 from npucc.ir.onchip import OnChip
 from npucc.ir.plan import MeshPlan, PlannedGraph
 from npucc.ir.program import Core, IoBinding, TiledProgram
 from npucc.ir.tiled import TileGraph
 from npucc.passes import CompileContext, IRType, Pass
 from npucc.target import Target
-
-VIEW_OPS = ("reshape",)  # ops that only reinterpret a contiguous DDR tensor
-
 
 Placement = dict[str, tuple[int, ...]]  # layer name -> indices of the cores that run it
 
@@ -102,17 +100,14 @@ def plan_placement(plan: MeshPlan, target: Target) -> Placement:
     placement: Placement = {}
     for step in plan.steps:
         for group in step.groups:
-            r = group.rect
-            cores = tuple(
-                y * cols + x for y in range(r.y, r.y + r.h) for x in range(r.x, r.x + r.w)
-            )
+            cores = group.rect.indices(cols)
             for index in group.layers:
                 placement[plan.workload.layers[index].name] = cores
     return placement
 
 
 def plan_tensors(plan: MeshPlan, graph: Graph, target: Target) -> dict[str, OnChip]:
-    """The tensors `plan` keeps on chip (npucc.backend.hypercut.onchip)."""
+    """The tensors `plan` keeps on chip (npucc.backend.hypercut.onchip_plan)."""
     placement = plan_placement(plan, target)
     step: dict[str, int] = {}
     for s, st in enumerate(plan.steps):

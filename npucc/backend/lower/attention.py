@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from npucc.backend.lower.common import LowerContext, lowering, split
+from npucc.backend.lower.context import LowerContext, lowering, split
 from npucc.backend.lower.layout import broadcast_strides, budget, offset
 from npucc.ir.graph import Layer, row_major_strides
 from npucc.ir.isa import BufRef, Copy, DdrRef, Mmad, VBinary, VFill, VReduce, VUnary

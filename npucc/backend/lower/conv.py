@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from npucc.backend.lower.common import (
+from npucc.backend.lower.context import (
     LowerContext,
     apply_activation,
     lowering,

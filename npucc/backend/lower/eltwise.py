@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from npucc.backend.lower.common import LowerContext, apply_activation, lowering, split
+from npucc.backend.lower.context import LowerContext, apply_activation, lowering, split
 from npucc.backend.lower.layout import (
     Dims,
     boxes,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import math
 
-from npucc.backend.lower.common import LowerContext, lowering, split
+from npucc.backend.lower.context import LowerContext, lowering, split
 from npucc.ir.graph import Layer, row_major_strides
 from npucc.ir.isa import BufRef, Copy, DdrRef
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npucc.backend.lower.common import LowerContext, apply_activation, lowering, split
+from npucc.backend.lower.context import LowerContext, apply_activation, lowering, split
 from npucc.ir.graph import Layer, row_major_strides
 from npucc.ir.isa import BufRef, Copy, DdrRef, Mmad, VBinary, VUnary
 

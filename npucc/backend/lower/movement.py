@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from npucc.backend.lower.common import LowerContext, lowering
+from npucc.backend.lower.context import LowerContext, lowering
 from npucc.backend.lower.layout import Dims, boxes, broadcast_strides, budget, move, offset, store
 from npucc.ir.dtypes import INDEX_DTYPE
 from npucc.ir.graph import Layer, row_major_strides, runs

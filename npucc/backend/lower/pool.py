@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npucc.backend.lower.common import (
+from npucc.backend.lower.context import (
     LowerContext,
     apply_activation,
     lowering,

@@ -15,10 +15,10 @@ import math
 from collections.abc import Sequence
 
 from npucc.ir.graph import Graph
+from npucc.ir.graph_schema import VIEW_OPS
 from npucc.ir.onchip import OnChip, chunk_bytes
 from npucc.target import Target
 
-VIEW_OPS = ("reshape",)  # aliases of their input's tensor (as the lowering treats them)
 NO_NOC_READERS = ("take",)  # ops that may read a tensor with `gather` (DDR only)
 LATER_STEPS = 1  # a consumer up to this many steps after its producer's still reads on chip
 
