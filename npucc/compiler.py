@@ -246,21 +246,14 @@ def compile(
     search's seed. `batch` fixes the symbolic batch dimension of every input (the mesh plan
     is made for that graph). The keywords are `CompileOptions`' fields.
     """
-    options = CompileOptions(
-        target=target,
-        schedule=schedule,
-        input_shapes=dict(input_shapes or {}),
-        batch=batch,
-        search=search,
-        beam_width=beam_width,
-        seed=seed,
-        print_before=print_before,
-        print_after=print_after,
-        print_after_all=print_after_all,
-        dump_dir=dump_dir,
-        on_pass=on_pass,
-    )
-    return compile_program(model, options)
+    return compile_program(model, _options(locals()))
+
+
+def _options(keywords: dict[str, Any]) -> CompileOptions:
+    """The CompileOptions named by an API call's keywords (they are its fields)."""
+    fields = {name: keywords[name] for name in CompileOptions.__dataclass_fields__}
+    fields["input_shapes"] = dict(fields["input_shapes"] or {})
+    return CompileOptions(**fields)
 
 
 def compile_until(
@@ -287,21 +280,7 @@ def compile_until(
     `Generated` stream after `codegen`; each has `to_text()`, and
     `npucc.ir.formats.render(ir, "json" | "dot")` gives the other formats.
     """
-    options = CompileOptions(
-        target=target,
-        schedule=schedule,
-        input_shapes=dict(input_shapes or {}),
-        batch=batch,
-        search=search,
-        beam_width=beam_width,
-        seed=seed,
-        print_before=print_before,
-        print_after=print_after,
-        print_after_all=print_after_all,
-        dump_dir=dump_dir,
-        on_pass=on_pass,
-    )
-    return compile_to(model, stop_after, options)
+    return compile_to(model, stop_after, _options(locals()))
 
 
 def level_pass(level: str) -> str:
