@@ -237,17 +237,11 @@ def mpas(
 
     def first(c: int, test: Callable[[int], bool]) -> tuple[int, int, int, int] | None:
         """The best node of class c that passes `test` (heap order; the head unless strict)."""
-        heap = waiting[c]
-        skipped = []
-        found = None
-        while head(c) is not None:
-            if test(heap[0][3]):
-                found = heap[0]
-                break
-            skipped.append(heapq.heappop(heap))
-        for k in skipped:
-            heapq.heappush(heap, k)
-        return found
+        # NOTE: a sorted list is a valid heap, so the class keeps its live keys, stale ones
+        # dropped, and is scanned in key order without popping and re-pushing each
+        live = sorted(k for k in waiting[c] if parked[k[3]] == c and park_key[k[3]] == k)
+        waiting[c] = live
+        return next((k for k in live if test(k[3])), None)
 
     def eligible(c: int) -> tuple[int, int, int, int] | None:
         """The best node of class c that can run now."""
