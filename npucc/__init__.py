@@ -12,6 +12,7 @@ __all__ = [
     "Target",
     "compile",
     "compile_until",
+    "load",
     "load_target",
 ]
 __version__ = "0.1.0"
@@ -19,7 +20,7 @@ __version__ = "0.1.0"
 
 def __getattr__(name: str) -> Any:
     """Import the compiler lazily so that `import npucc.<submodule>` stays light."""
-    if name in ("compile", "compile_until", "Program"):
+    if name in ("compile", "compile_until", "load", "Program"):
         from npucc import compiler
 
         return getattr(compiler, name)

@@ -18,8 +18,9 @@ from npucc.backend.planner import HypercutPass
 from npucc.backend.schedule.schedule_pass import SchedulePass
 from npucc.codegen.emit import CodegenPass
 from npucc.errors import NpuccError
-from npucc.interp import run_stream
-from npucc.ir.stream_parse import parse_stream
+from npucc.interp import load_image, run_stream
+from npucc.ir.stream import TensorSpec
+from npucc.ir.stream_parse import parse_stream, read_stream_text
 from npucc.options import CompileOptions
 from npucc.passes import CompileContext, Pass, PassManager
 from npucc.target import Target, load_target
@@ -59,8 +60,8 @@ class Program:
     stream: str  # the command stream text
     image: bytes  # weights and constants, loaded at DDR address 0
     target: Target
-    inputs: dict[str, tuple[int, ...]]  # model input name -> shape
-    outputs: dict[str, tuple[int, ...]]  # model output name -> shape
+    inputs: dict[str, TensorSpec]  # model input name -> shape (a tuple) with `.dtype`
+    outputs: dict[str, TensorSpec]  # model output name -> shape (a tuple) with `.dtype`
     stats: dict[str, Any] = field(default_factory=dict)
 
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -82,6 +83,16 @@ class Program:
     def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run the stream in the interpreter and return the model's outputs by name."""
         return dict(self.execute(inputs).outputs)
+
+
+def load(path: str | os.PathLike[str]) -> Program:
+    """Reload a saved stream PATH and its image PATH.bin (size and sha256 checked against the
+    stream's header) without compiling; `stats` holds only what the stream itself tells."""
+    text = read_stream_text(path)
+    stream = parse_stream(text, os.fspath(path))
+    image = load_image(path, stream)
+    stats = {"stream_lines": text.count("\n"), "image_bytes": len(image)}
+    return Program(text, image, stream.target, stream.specs("input"), stream.specs("output"), stats)
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

@@ -15,13 +15,14 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from npucc.codegen.ddr_layout import DdrLayout, build_image, layout_ddr
+from npucc.ir.dtypes import host_dtype
 from npucc.ir.instr_text import format_instr
 from npucc.ir.isa import DDR, NOC, PIPES, BufRef, DdrRef, Instr, MemRef, Spill
 from npucc.ir.program import TiledProgram
 from npucc.ir.replay import Replay
 from npucc.ir.schedule import Schedule
 from npucc.ir.scheduled_program import ScheduledProgram
-from npucc.ir.stream import Generated
+from npucc.ir.stream import Generated, TensorSpec
 from npucc.ir.stream_text import (
     format_event,
     format_flag,
@@ -238,9 +239,16 @@ def generate(program: TiledProgram, schedules: list[tuple[Schedule, Replay]]) ->
     return Generated(
         format_stream(header, tensors, blocks),
         image,
-        {io.name: io.shape for io in program.io if io.kind == "input"},
-        {io.name: io.shape for io in program.io if io.kind == "output"},
+        _specs(program, "input"),
+        _specs(program, "output"),
     )
+
+
+def _specs(program: TiledProgram, kind: str) -> dict[str, TensorSpec]:
+    """The model's inputs or outputs: name -> shape and host dtype."""
+    return {
+        io.name: TensorSpec(io.shape, host_dtype(io.dtype)) for io in program.io if io.kind == kind
+    }
 
 
 def _quote(name: str) -> str:

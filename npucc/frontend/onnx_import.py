@@ -41,23 +41,35 @@ _HANDLED = ("BatchNormalization", "Constant", "Dropout", "Identity")
 SUPPORTED_OPS = frozenset(LOWERED) | frozenset(_HANDLED) | frozenset(CONTROL_OPS)
 
 
-def _read(source: ModelSource) -> onnx.ModelProto:
+def read_model(source: ModelSource, external_data: bool = True) -> onnx.ModelProto:
+    """The model at `source` (a copy of a ModelProto), its external data loaded if asked."""
     if isinstance(source, onnx.ModelProto):
         model = onnx.ModelProto()
         model.CopyFrom(source)
-        _load_external_data(model, None)
+        if external_data:
+            _load_external_data(model, None)
         return model
+    where = "" if isinstance(source, bytes) else f" ({source!s})"
     try:
         if isinstance(source, bytes):
             model = onnx.load_from_string(source)
         else:
             model = onnx.load(str(source), load_external_data=False)
     except OSError as exc:
-        raise NpuccError(f"cannot read model '{source!s}': {one_line(exc)}") from None
+        raise NpuccError(f"cannot read model: {one_line(exc.strerror or exc)}{where}") from None
     except Exception as exc:  # protobuf DecodeError and friends
-        raise NpuccError(f"cannot read model: {one_line(exc)}") from None
-    folder = None if isinstance(source, bytes) else Path(source).parent
-    _load_external_data(model, folder)
+        raise NpuccError(
+            f"cannot read model: not an ONNX model ({one_line(exc)}); expected an ONNX "
+            f"protobuf file (.onnx){where}"
+        ) from None
+    if not model.graph.node and not model.graph.output:
+        raise NpuccError(
+            f"cannot read model: not an ONNX model (no graph); expected an ONNX "
+            f"protobuf file (.onnx){where}"
+        )
+    if external_data:
+        folder = None if isinstance(source, bytes) else Path(source).parent
+        _load_external_data(model, folder)
     return model
 
 
@@ -174,7 +186,15 @@ def _fix_input_shapes(model: onnx.ModelProto, input_shapes: InputShapes) -> None
                 )
             for i, (d, n) in enumerate(zip(dims, shape, strict=False)):
                 if n < 0 or (d.HasField("dim_value") and d.dim_value != n):
-                    raise NpuccError(f"input '{v.name}' dimension {i} cannot be {n}")
+                    declared = "x".join(
+                        str(e.dim_value) if e.HasField("dim_value") else (e.dim_param or "?")
+                        for e in dims
+                    )
+                    fixed = f"is {d.dim_value}" if d.HasField("dim_value") else "must be >= 0"
+                    raise NpuccError(
+                        f"input '{v.name}' dimension {i} cannot be {n}: it {fixed} "
+                        f"(the model declares {v.name}={declared})"
+                    )
             tt.shape.Clear()
             for n in shape:
                 tt.shape.dim.add().dim_value = n
@@ -193,7 +213,7 @@ def load_model(
     path_or_model: ModelSource, input_shapes: InputShapes | None = None
 ) -> onnx.ModelProto:
     """Read, check and shape-infer a model; `input_shapes` fixes the inputs' symbolic dims."""
-    model = _read(path_or_model)
+    model = read_model(path_or_model)
     if model.functions:
         model = onnx.inliner.inline_local_functions(model)
     _check_ops(model)

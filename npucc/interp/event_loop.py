@@ -68,12 +68,7 @@ def run_file(
 ) -> RunResult:
     """Load `cmd_path` and its image `cmd_path.bin`, then run it (options as for run_stream)."""
     stream = load_stream(cmd_path)
-    bin_path = Path(f"{cmd_path}.bin")
-    try:
-        image = bin_path.read_bytes()
-    except OSError as exc:
-        raise NpuccError(f"cannot read image {bin_path}: {exc.strerror}") from None
-    _check_image(stream, image, str(bin_path))
+    image = load_image(cmd_path, stream)
     return _Machine(stream, check and not timing_only, serial, trace, timing_only).run(
         image, inputs
     )
@@ -99,6 +94,18 @@ def run_stream(
     return _Machine(stream, check and not timing_only, serial, trace, timing_only).run(
         image, inputs
     )
+
+
+def load_image(cmd_path: str | Path, stream: Stream) -> bytes:
+    """The image `cmd_path.bin` of a loaded stream, its size and sha256 checked against the
+    stream's header."""
+    bin_path = Path(f"{cmd_path}.bin")
+    try:
+        image = bin_path.read_bytes()
+    except OSError as exc:
+        raise NpuccError(f"cannot read image {bin_path}: {exc.strerror}") from None
+    _check_image(stream, image, str(bin_path))
+    return image
 
 
 def _check_image(stream: Stream, image: bytes, name: str) -> None:

@@ -49,6 +49,13 @@ def _first(bad: np.ndarray) -> tuple[int, ...]:
     return tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), bad.shape))
 
 
+def host_dtype(dtype: str) -> np.dtype:
+    """The numpy type a user gives (and gets) for a stream input or output of `dtype`."""
+    if dtype == INDEX_DTYPE:
+        return np.dtype(np.int64)
+    return HOST_DTYPES.get(dtype, np.dtype(np.float32))
+
+
 def to_device(name: str, value: np.ndarray, dtype: str) -> np.ndarray:
     """The float32 values of input `name` of host type `dtype`; NpuccError if not exact."""
     label = f"input {json.dumps(name)}"

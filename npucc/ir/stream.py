@@ -9,7 +9,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from npucc.errors import NpuccError
+from npucc.ir.dtypes import host_dtype
 from npucc.ir.instr_text import format_instr
 from npucc.ir.isa import DDR, NOC, Instr
 from npucc.ir.onchip import OnChip
@@ -153,6 +156,14 @@ class Stream:
         """The `FILE:LINE` prefix of a line."""
         return f"{self.path}:{lineno}"
 
+    def specs(self, kind: str) -> dict[str, TensorSpec]:
+        """The declared model inputs (`kind` "input") or outputs ("output"), in stream order."""
+        return {
+            t.name: TensorSpec(t.shape, host_dtype(t.dtype))
+            for t in sorted(self.tensors.values(), key=lambda t: t.lineno)
+            if t.kind == kind
+        }
+
     def to_text(self) -> str:
         """The stream in codegen's canonical form (it round-trips codegen's output)."""
         eb = self.target.elem_bytes
@@ -163,14 +174,39 @@ class Stream:
         return format_stream(header, tensors, cores)
 
 
+class TensorSpec(tuple[int, ...]):
+    """A model input's or output's shape (the tuple itself) and its host dtype (`.dtype`).
+
+    NOTE: a tuple so that code taking a shape (`np.zeros(program.inputs["x"])`) keeps working.
+    """
+
+    dtype: np.dtype
+
+    def __new__(cls, shape: tuple[int, ...], dtype: str | np.dtype = "float32") -> TensorSpec:
+        spec = super().__new__(cls, shape)
+        spec.dtype = np.dtype(dtype)
+        return spec
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The shape as a plain tuple."""
+        return tuple(self)
+
+    def __repr__(self) -> str:
+        return f"TensorSpec({tuple(self)!r}, {str(self.dtype)!r})"
+
+    def __reduce__(self) -> tuple[type[TensorSpec], tuple[tuple[int, ...], str]]:
+        return (TensorSpec, (tuple(self), str(self.dtype)))
+
+
 @dataclass(slots=True)
 class Generated:
     """Codegen's output: the stream text and the const image it loads at DDR address 0."""
 
     stream: str
     image: bytes
-    inputs: dict[str, tuple[int, ...]]  # model input name -> shape
-    outputs: dict[str, tuple[int, ...]]  # model output name -> shape
+    inputs: dict[str, TensorSpec]  # model input name -> shape (and dtype)
+    outputs: dict[str, TensorSpec]  # model output name -> shape (and dtype)
 
     def to_text(self) -> str:
         """The stream itself."""

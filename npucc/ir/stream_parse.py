@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,13 +38,23 @@ from npucc.target import Target, target_from_json
 _JSON = json.JSONDecoder()
 
 
-def load_stream(path: str | Path) -> Stream:
-    """Read and parse a stream file."""
+def read_stream_text(path: str | os.PathLike[str]) -> str:
+    """The text of a stream file; an NpuccError naming the file when it is not one."""
     try:
         text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise NpuccError(f"cannot read stream {path}: {exc}") from None
-    return parse_stream(text, str(path))
+    except OSError as exc:
+        raise NpuccError(f"cannot read stream {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise NpuccError(
+            f"cannot read stream {path}: not text; expected an npucc command stream (.cmd, "
+            "written by `npucc MODEL.onnx -o OUT.cmd`)"
+        ) from None
+    return text
+
+
+def load_stream(path: str | os.PathLike[str]) -> Stream:
+    """Read and parse a stream file."""
+    return parse_stream(read_stream_text(path), os.fspath(path))
 
 
 def parse_stream(text: str, path: str = "<stream>") -> Stream:

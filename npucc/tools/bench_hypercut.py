@@ -33,12 +33,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p = subparsers.add_parser("hypercut", help="HyperCut vs baselines (zoo + encoder)")
     p.add_argument("--json", type=Path, required=True, help="write the runs here")
     p.add_argument("--models", default=",".join(MODELS), help="comma-separated subset")
-    p.add_argument("--platforms", default=",".join(PLATFORMS))
-    p.add_argument("--batches", default=",".join(map(str, BATCHES)))
-    p.add_argument("--methods", default=",".join(METHODS))
-    p.add_argument("--beam-width", type=int, default=BeamOptions().width)
-    p.add_argument("--sa-iterations", type=int, default=PlanOptions().sa_iterations)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--platforms", default=",".join(PLATFORMS), help="comma-separated targets")
+    p.add_argument(
+        "--batches", default=",".join(map(str, BATCHES)), help="comma-separated batch sizes"
+    )
+    p.add_argument("--methods", default=",".join(METHODS), help="comma-separated plan searches")
+    p.add_argument(
+        "--beam-width", type=int, default=BeamOptions().width, help="HyperCut beam width"
+    )
+    p.add_argument(
+        "--sa-iterations",
+        type=int,
+        default=PlanOptions().sa_iterations,
+        help="simulated-annealing iterations",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the plan searches")
     p.add_argument(
         "--model",
         choices=sorted(ESTIMATES, reverse=True),

@@ -1,26 +1,35 @@
-"""The `npucc` command line: compile, run, check, dan."""
+"""The `npucc` command line: compile (the default), check, run, inspect, ops, ir, report, ..."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 import os
-import re
 import sys
 import traceback
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from npucc import progress
 from npucc.errors import CheckFailed, NpuccError
 from npucc.options import CompileOptions
+from npucc.tools.cli_parsing import (
+    COMMANDS,
+    OneLineErrorParser,
+    check_command,
+    command_list,
+    describe,
+    make_dirs,
+    parse_input_shapes,
+    safe_file_name,
+)
+from npucc.tools.inspect_command import add_inspect_parsers, cmd_inspect, cmd_ops
+from npucc.tools.run_command import cmd_run, load_inputs
 
 if TYPE_CHECKING:
-    from npucc.interp import RunResult
+    from npucc.compiler import Program
     from npucc.ir.program import TiledProgram
 
 # subcommands with a module of their own in npucc.tools: name -> module with add_parser and main
@@ -30,18 +39,6 @@ PLUGINS = {
     "explore": "npucc.tools.explore_command",
 }
 BENCHMARKS = {"dan": "npucc.tools.bench_dan", "hypercut": "npucc.tools.bench_hypercut"}
-COMMANDS = ("run", "check", "ir", "report", "bench", *PLUGINS)
-
-
-def parse_input_shapes(items: Sequence[str]) -> dict[str, tuple[int, ...]]:
-    """Parse repeated `NAME=1x3x224x224` options."""
-    shapes: dict[str, tuple[int, ...]] = {}
-    for item in items:
-        name, eq, dims = item.rpartition("=")
-        if not eq or not name or not re.fullmatch(r"\d+(x\d+)*", dims):
-            raise NpuccError(f"bad --input-shape '{item}' (expected NAME=1x3x224x224)")
-        shapes[name] = tuple(int(d) for d in dims.split("x"))
-    return shapes
 
 
 def one_line(text: str) -> str:
@@ -49,37 +46,43 @@ def one_line(text: str) -> str:
     return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
 
 
-def safe_file_name(name: str) -> str:
-    """A tensor name made safe as a file name: anything but [A-Za-z0-9._-] becomes '_'."""
-    safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)
-    return "_" + safe if safe in ("", ".", "..") else safe
-
-
-class OneLineErrorParser(argparse.ArgumentParser):
-    """argparse with npucc's error convention: one `npucc: error:` line, exit code 2."""
-
-    def error(self, message: str) -> NoReturn:
-        """Report a usage error without the usage block."""
-        self.exit(2, f"npucc: error: {message} (see {self.prog} --help)\n")
-
-
 def _add_compile_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--target", default="davinci-core", help="preset name or TOML path")
-    p.add_argument("--schedule", default="dan", help="per-core scheduler: dan (default), original")
+    from npucc.backend.planner import METHODS
+    from npucc.backend.schedule.registry import SCHEDULERS
+
+    p.add_argument(
+        "--target",
+        default="davinci-core",
+        help="preset (davinci-core, mesh8x8, mesh16x16) or a target TOML file",
+    )
+    p.add_argument(
+        "--schedule",
+        default="dan",
+        choices=tuple(SCHEDULERS),
+        help="per-core scheduler (default dan: MPAS order, DLR layout, CPE timing)",
+    )
     p.add_argument(
         "--search",
         default="hypercut",
-        choices=("hypercut", "sa", "layer-sequential", "layer-pipelined"),
-        help="mesh plan search (mesh targets only)",
+        choices=METHODS,
+        help="mesh plan search (mesh targets only; default hypercut)",
     )
-    p.add_argument("--beam-width", type=int, default=256, help="HyperCut beam width")
-    p.add_argument("--batch", type=int, help="fix the symbolic batch dimension of the inputs")
+    p.add_argument(
+        "--beam-width",
+        type=int,
+        default=256,
+        metavar="N",
+        help="HyperCut beam width (default 256; smaller plans faster)",
+    )
+    p.add_argument(
+        "--batch", type=int, metavar="N", help="fix the symbolic batch dimension of the inputs"
+    )
     p.add_argument(
         "--input-shape",
         action="append",
         default=[],
         metavar="NAME=DIMS",
-        help="fix the shape of a model input, e.g. input=1x3x224x224",
+        help="fix the shape of a model input, e.g. input=1x3x224x224 (repeatable)",
     )
 
 
@@ -99,20 +102,43 @@ def compile_options(args: argparse.Namespace, **more: Any) -> CompileOptions:
 def _parser() -> argparse.ArgumentParser:
     from npucc.ir.formats import FORMATS, LEVELS
 
-    p = OneLineErrorParser(prog="npucc", description="ONNX compiler for tiled NPUs")
+    p = OneLineErrorParser(
+        prog="npucc",
+        usage="npucc MODEL.onnx [-o OUT.cmd] [options]\n       npucc COMMAND ...",
+        description="ONNX compiler for tiled NPUs: compile MODEL.onnx into a command stream\n"
+        "(OUT.cmd and its weight image OUT.cmd.bin), or run one of the commands below.",
+        epilog=command_list(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("model", help="ONNX model to compile")
     p.add_argument(
-        "-o", "--output", help="file to write: the command stream (+ .bin), or the --emit IR"
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="the command stream to write (default: MODEL.cmd here; + .bin), "
+        "or the --emit IR (default: stdout)",
     )
     _add_compile_options(p)
-    p.add_argument("--print-ir-after", default="", metavar="PASS[,PASS]")
-    p.add_argument("--print-ir-before", default="", metavar="PASS[,PASS]")
-    p.add_argument("--print-ir-after-all", action="store_true")
-    p.add_argument("--dump-dir", help="write the IR after each pass, one numbered file each")
     p.add_argument(
-        "--emit", choices=LEVELS, default="cmd", help="stop at this IR level and write it"
+        "--print-ir-after",
+        default="",
+        metavar="PASS[,PASS]",
+        help="print the IR after these passes on stderr",
     )
-    p.add_argument("--format", choices=FORMATS, default="text", help="format of the --emit IR")
+    p.add_argument(
+        "--print-ir-before",
+        default="",
+        metavar="PASS[,PASS]",
+        help="print the IR before these passes on stderr",
+    )
+    p.add_argument(
+        "--print-ir-after-all", action="store_true", help="print the IR after every pass on stderr"
+    )
+    p.add_argument(
+        "--dump-dir", metavar="DIR", help="write the IR after each pass, DIR/NN-PASS.txt"
+    )
+    p.add_argument("--emit", choices=LEVELS, help="stop at this IR level and write it")
+    p.add_argument("--format", choices=FORMATS, help="format of the --emit IR (default text)")
     p.add_argument(
         "--emit-trace",
         metavar="DIR",
@@ -124,47 +150,73 @@ def _parser() -> argparse.ArgumentParser:
 
 def _add_common_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
-    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    p.add_argument("--debug", action="store_true", help="show the traceback of an error")
+
+
+def _add_inputs_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "-i",
+        "--input",
+        action="append",
+        default=[],
+        metavar="NAME=FILE.npy",
+        help="a model input from a .npy file (repeatable)",
+    )
 
 
 def _sub_parser() -> argparse.ArgumentParser:
     from npucc.ir.formats import FORMATS
 
     p = OneLineErrorParser(prog="npucc")
-    sub = p.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="execute a command stream in the interpreter")
-    run.add_argument("stream")
-    run.add_argument("-i", "--input", action="append", default=[], metavar="NAME=FILE.npy")
-    run.add_argument("--out", help="directory for <output>.npy files")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str) -> argparse.ArgumentParser:
+        return describe(sub.add_parser(name, help=COMMANDS[name]), name)
+
+    check = add("check")
+    check.add_argument("model", help="ONNX model to check")
+    check.add_argument(
+        "-o",
+        "--output",
+        metavar="OUT.cmd",
+        help="also keep the compiled stream (OUT.cmd and OUT.cmd.bin)",
+    )
+    _add_compile_options(check)
+    check.add_argument(
+        "--seed", type=int, default=0, help="seed of the random inputs (and weights)"
+    )
+    check.add_argument(
+        "--random-weights", action="store_true", help="replace weights by seeded random values"
+    )
+    _add_common_options(check)
+    run = add("run")
+    run.add_argument("stream", help="command stream (OUT.cmd, its OUT.cmd.bin next to it)")
+    _add_inputs_option(run)
+    run.add_argument("--out", metavar="DIR", help="directory for the OUTPUT.npy files")
     run.add_argument(
         "--timing-only",
         action="store_true",
         help="time every instruction but compute no data (no outputs, no checks)",
     )
+    run.add_argument("--per-core", action="store_true", help="also print each core's makespan")
     _add_common_options(run)
-    check = sub.add_parser("check", help="compile, interpret and compare with onnxruntime")
-    check.add_argument("model")
-    _add_compile_options(check)
-    check.add_argument("--seed", type=int, default=0)
-    check.add_argument(
-        "--random-weights", action="store_true", help="replace weights by seeded random values"
-    )
-    _add_common_options(check)
-    ir = sub.add_parser("ir", help="parse an IR dump of any level and print it")
+    add_inspect_parsers(add, _add_compile_options, _add_common_options)
+    ir = add("ir")
     ir.add_argument("file", help="a dump: graph, tiled, schedule or command stream")
-    ir.add_argument("--format", choices=FORMATS, default="text")
+    ir.add_argument("--format", choices=FORMATS, default="text", help="output format")
     ir.add_argument("-o", "--output", help="file to write (default: stdout)")
     _add_common_options(ir)
-    report = sub.add_parser("report", help="run a stream traced; write an HTML page with figures")
+    report = add("report")
     report.add_argument("stream", help="command stream (its .bin next to it)")
     report.add_argument("-o", "--output", required=True, metavar="DIR", help="report directory")
-    report.add_argument("-i", "--input", action="append", default=[], metavar="NAME=FILE.npy")
+    _add_inputs_option(report)
     report.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     _add_common_options(report)
-    for module in PLUGINS.values():
-        importlib.import_module(module).add_parser(sub).set_defaults(main=module)
-    bench = sub.add_parser("bench", help="benchmarks: dan, hypercut")
-    bench_sub = bench.add_subparsers(dest="bench", required=True)
+    for name, module in PLUGINS.items():
+        parser = importlib.import_module(module).add_parser(sub)
+        describe(parser, name).set_defaults(main=module)
+    bench = add("bench")
+    bench_sub = bench.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
     for module in BENCHMARKS.values():
         importlib.import_module(module).add_parser(bench_sub).set_defaults(main=module)
     return p
@@ -202,10 +254,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _dispatch(args_list: list[str]) -> int:
+    if args_list:
+        check_command(args_list[0])
     if not (args_list and args_list[0] in COMMANDS):
         return cmd_compile(_parser().parse_args(args_list))
     args = _sub_parser().parse_args(args_list)
-    commands = {"run": cmd_run, "check": cmd_check, "ir": cmd_ir, "report": cmd_report}
+    commands = {
+        "run": cmd_run,
+        "check": cmd_check,
+        "ir": cmd_ir,
+        "report": cmd_report,
+        "inspect": cmd_inspect,
+        "ops": cmd_ops,
+    }
     if args.command in commands:
         return commands[args.command](args)
     return int(importlib.import_module(args.main).main(args))
@@ -220,15 +281,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from npucc.compiler import compile_program, compile_to, level_pass
     from npucc.ir.formats import render
 
-    stream = args.emit == "cmd" and args.format == "text" and args.emit_trace is None
-    if args.output is None and stream:
-        raise NpuccError("the command stream needs -o OUT.cmd (or --emit another level)")
+    stream = _output_paths(args)
     model, out = Path(args.model), Path(args.output or "-")
-    if args.output not in (None, "-") and model.resolve() in (
-        out.resolve(),
-        Path(f"{out}.bin").resolve(),
-    ):
-        raise NpuccError(f"output would overwrite the input model ({out})")
     options = compile_options(
         args,
         print_before=_names(args.print_ir_before),
@@ -246,13 +300,40 @@ def cmd_compile(args: argparse.Namespace) -> int:
         _write_text(render(ir, args.format), args.output)
         return 0
     program = compile_program(model, options)
-    program.save(out)
+    save_program(program, out)
     stats = program.stats
     print(
         f"wrote {out} ({stats.get('stream_lines', 0)} lines, {stats.get('tile_ops', 0)} tile ops,"
         f" predicted makespan {stats.get('predicted_makespan', 0)} cycles)"
     )
     return 0
+
+
+def _output_paths(args: argparse.Namespace) -> bool:
+    """Settle `-o` for a compile: whether it writes the stream; its default is MODEL.cmd here.
+
+    NOTE: `--format` belongs to `--emit` (alone it would write JSON into a `.cmd` file).
+    """
+    if args.format is not None and args.emit is None:
+        raise NpuccError(f"--format {args.format} needs --emit LEVEL (the stream is only text)")
+    args.emit, args.format = args.emit or "cmd", args.format or "text"
+    stream = args.emit == "cmd" and args.format == "text" and args.emit_trace is None
+    if args.output is None and stream:
+        args.output = f"{Path(args.model).stem}.cmd"
+    if args.output not in (None, "-"):
+        _refuse_overwriting_model(Path(args.model), Path(args.output))
+    return stream
+
+
+def _refuse_overwriting_model(model: Path, out: Path) -> None:
+    if model.resolve() in (out.resolve(), Path(f"{out}.bin").resolve()):
+        raise NpuccError(f"output would overwrite the input model ({out})")
+
+
+def save_program(program: Program, out: Path) -> None:
+    """Write OUT and OUT.bin, creating OUT's directory."""
+    make_dirs(out.parent)
+    program.save(out)
 
 
 def write_core_traces(program: TiledProgram, directory: Path, stem: str) -> list[Path]:
@@ -270,25 +351,12 @@ def write_core_traces(program: TiledProgram, directory: Path, stem: str) -> list
 
 
 def _write_text(text: str, output: str | None) -> None:
-    """Write `text` to the file `output`, or to stdout when it is None or '-'."""
+    """Write `text` to the file `output` (its directory created), or to stdout for None or '-'."""
     if output in (None, "-"):
         sys.stdout.write(text)
     else:
+        make_dirs(Path(output).parent)
         Path(output).write_text(text, encoding="utf-8")
-
-
-def _load_inputs(items: Sequence[str]) -> dict[str, np.ndarray]:
-    """Parse repeated `-i NAME=FILE.npy` options and load the arrays."""
-    inputs: dict[str, np.ndarray] = {}
-    for item in items:
-        name, eq, file = item.partition("=")
-        if not eq or not name or not file:
-            raise NpuccError(f"bad -i '{item}' (expected NAME=FILE.npy)")
-        try:
-            inputs[name] = np.load(file, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise NpuccError(f"cannot read input '{name}': {exc} ({file})") from None
-    return inputs
 
 
 def cmd_ir(args: argparse.Namespace) -> int:
@@ -315,43 +383,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     """`npucc report OUT.cmd -o DIR`: run traced, write DIR/index.html and its PNGs."""
     from npucc.report import write_report
 
-    page = write_report(args.stream, args.output, _load_inputs(args.input) or None, args.seed)
+    page = write_report(args.stream, args.output, load_inputs(args.input) or None, args.seed)
     print(f"wrote {page}")
     return 0
-
-
-def cmd_run(args: argparse.Namespace) -> int:
-    """`npucc run OUT.cmd -i NAME=FILE.npy --out DIR`."""
-    from npucc.interp import run_file
-
-    if args.out is None and not args.timing_only:
-        raise NpuccError("run needs --out DIR for the outputs (or --timing-only)")
-    result = run_file(args.stream, _load_inputs(args.input), timing_only=args.timing_only)
-    if args.out is not None and not args.timing_only:
-        out_dir = Path(args.out)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        for name, value in result.outputs.items():
-            np.save(out_dir / f"{safe_file_name(name)}.npy", value)
-    print(run_summary(result))
-    return 0
-
-
-def run_summary(result: RunResult) -> str:
-    """Makespan, energy, DRAM bytes, busy cycles per pipe and the makespan of every core."""
-    dram = sum(n for path, n in result.counters["bytes"].items() if "DDR" in path)
-    lines = [
-        f"makespan {result.makespan} cycles",
-        f"energy {result.energy:.6g} pJ",
-        f"DRAM traffic {dram} bytes",
-    ]
-    noc = sum(n for path, n in result.counters["bytes"].items() if "NOC" in path)
-    if noc:
-        hops = result.counters["noc_byte_hops"]
-        lines.append(f"NoC traffic {noc} bytes, {hops} byte-hops")
-    lines += [f"  {pipe:<7} {cycles} busy cycles" for pipe, cycles in result.pipe_cycles.items()]
-    if len(result.core_makespan) > 1:
-        lines += [f"  core {r},{c}: {t} cycles" for (r, c), t in result.core_makespan.items()]
-    return "\n".join(lines)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -373,7 +407,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     model = load_model(args.model, shapes)
     if args.random_weights:
         model = randomize_weights(model, args.seed)
+    if args.output is not None:
+        _refuse_overwriting_model(Path(args.model), Path(args.output))
     program = compile_program(model, options)
+    if args.output is not None:
+        save_program(program, Path(args.output))
+        print(f"wrote {args.output}")
     inputs = random_inputs(program.inputs, args.seed, model)
     result = program.execute(inputs)
     reference = run_onnxruntime(model, inputs)

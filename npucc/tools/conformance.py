@@ -36,6 +36,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from npucc.tools.cli_parsing import COMMANDS
+
 STATUSES = ("pass", "unsupported", "wrong", "internal_error")
 RTOL, ATOL = 1e-3, 1e-4  # a case passes when |got - expected| <= ATOL + RTOL * |expected|
 CASE_TIMEOUT = 60  # seconds per node case (compile + interpret)
@@ -420,37 +422,12 @@ def format_table(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
-def _opsets(op: str) -> str:
-    """The opset versions of `op` npucc accepts (7 to the newest), as the schema's versions."""
-    newest = onnx.defs.onnx_opset_version()
-    try:
-        schema = onnx.defs.get_schema(op, newest)
-    except Exception:  # not a default-domain operator
-        return "-"
-    versions = sorted(
-        {onnx.defs.get_schema(op, v).since_version for v in range(7, newest + 1) if _has(op, v)}
-    )
-    del schema
-    return f"7-{newest} (versions {', '.join(map(str, versions))})" if versions else "-"
-
-
-def _has(op: str, version: int) -> bool:
-    try:
-        onnx.defs.get_schema(op, version)
-        return True
-    except Exception:  # introduced later
-        return False
-
-
 def operators_markdown(results: list[Result]) -> str:
     """docs/operators.md: per operator, accepted opsets, limitations and pass counts."""
-    from npucc.frontend import onnx_control
-    from npucc.frontend.graph_edit import foldable
-    from npucc.frontend.legalize import LIMITATIONS
     from npucc.frontend.onnx_import import SUPPORTED_OPS
+    from npucc.frontend.op_support import op_support
 
     table = per_op(results)
-    limits = {**LIMITATIONS, **onnx_control.LIMITATIONS}
     lines = [
         "# Operators",
         "",
@@ -465,15 +442,9 @@ def operators_markdown(results: list[Result]) -> str:
     ops = sorted(set(table) | set(SUPPORTED_OPS))
     for op in ops:
         row = table.get(op, Counter())
-        opsets = (
-            _opsets(op)
-            if op in SUPPORTED_OPS
-            else "only folded (constant inputs)"
-            if foldable(op)
-            else "not supported"
-        )
+        support = op_support(op)
         cells = " | ".join(str(row[s]) for s in STATUSES)
-        lines.append(f"| {op} | {opsets} | {cells} | {row['ort']} | {limits.get(op, '')} |")
+        lines.append(f"| {op} | {support.opsets} | {cells} | {row['ort']} | {support.limits} |")
     overall = summary(results)
     lines += ["", "Overall: " + ", ".join(f"{s} {n}" for s, n in overall.items()), ""]
     return "\n".join(lines)
@@ -481,7 +452,7 @@ def operators_markdown(results: list[Result]) -> str:
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register `conformance` on the CLI's subparsers."""
-    p = subparsers.add_parser("conformance", help="run the ONNX backend test cases")
+    p = subparsers.add_parser("conformance", help=COMMANDS["conformance"])
     p.add_argument("--json", metavar="FILE", help="write the JSON report to FILE")
     p.add_argument("-k", metavar="PATTERN", default="", help="only cases matching PATTERN")
     p.add_argument("--markdown", metavar="FILE", help="write the operator table (operators.md)")

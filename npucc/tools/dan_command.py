@@ -12,6 +12,7 @@ from npucc.backend.schedule.trace_json import load_trace
 from npucc.errors import NpuccError
 from npucc.target import TIERS
 from npucc.target.cost import TraceSpillModel
+from npucc.tools.cli_parsing import COMMANDS
 
 DEFAULT_CAPACITY = {"L1": 4096, "UB": 1024, "L0A": 256, "L0B": 256, "L0C": 512}
 STAGE_METHOD = {"mpas": "dan-mpas", "dlr": "dan-dlr", "full": "dan"}
@@ -19,12 +20,22 @@ STAGE_METHOD = {"mpas": "dan-mpas", "dlr": "dan-dlr", "full": "dan"}
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register the `dan` subcommand."""
-    p = subparsers.add_parser("dan", help="schedule an operator-level trace (DAN)")
+    p = subparsers.add_parser("dan", help=COMMANDS["dan"])
     p.add_argument("graph", type=Path, help="GRAPH.json trace")
     p.add_argument("--out", type=Path, required=True, help="output directory")
-    p.add_argument("--stage", choices=tuple(STAGE_METHOD), default="full")
+    p.add_argument(
+        "--stage",
+        choices=tuple(STAGE_METHOD),
+        default="full",
+        help="stop after MPAS ordering, DLR layout, or run all of DAN (full)",
+    )
     p.add_argument("--capacity", default="", help="e.g. L1=4096,UB=1024 (defaults per tier)")
-    p.add_argument("--method", default=None, help="scheduler name (overrides --stage)")
+    p.add_argument(
+        "--method",
+        default=None,
+        choices=tuple(SCHEDULERS),
+        help="scheduler name (overrides --stage)",
+    )
     p.set_defaults(func=main)
     return p
 

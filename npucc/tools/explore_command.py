@@ -9,13 +9,12 @@ from npucc.errors import NpuccError
 from npucc.explore.results import RESULTS, read_rows, summary
 from npucc.explore.runner import import_ray, run_sweep
 from npucc.explore.sweep import load_sweep
+from npucc.tools.cli_parsing import COMMANDS
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register the `explore` subcommand."""
-    p = subparsers.add_parser(
-        "explore", help="design-space exploration: sweep targets x models x options on Ray"
-    )
+    p = subparsers.add_parser("explore", help=COMMANDS["explore"])
     p.add_argument("sweep", nargs="?", type=Path, help="SWEEP.toml: models, base target, axes")
     p.add_argument("-o", "--output", type=Path, metavar="RESULTS_DIR", help="results directory")
     p.add_argument("--address", help="join the Ray cluster at ADDRESS (default: a local Ray)")
@@ -29,7 +28,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "--summary", type=Path, metavar="RESULTS_DIR", help="print the Pareto front of results"
     )
     p.add_argument("--quiet", action="store_true", help="no progress bars")
-    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    p.add_argument("--debug", action="store_true", help="show the traceback of an error")
     p.set_defaults(func=main)
     return p
 

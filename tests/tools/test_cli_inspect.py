@@ -95,10 +95,10 @@ def test_npucc_ir_prints_every_dump_back(compiled, capsys):
         (["report", "{tmp}/missing.cmd", "-o", "{tmp}/r"], "cannot read stream"),
         (["run", "{tmp}/missing.cmd", "--out", "{tmp}/r"], "cannot read stream"),
         ([SMALL_CNN, "--emit", "cmd", "--format", "dot"], "dot draws the graph and tiled"),
-        ([SMALL_CNN], "needs -o"),
+        ([SMALL_CNN, "--format", "json"], "--format json needs --emit"),
         ([SMALL_CNN, "-o", "{tmp}/o.cmd", "--print-ir-after=lower"], "unknown pass 'lower'"),
-        ([SMALL_CNN, "-o", "{tmp}/no/dir/o.cmd"], "cannot write"),
-        ([SMALL_CNN, "--emit", "graph", "-o", "{tmp}/no/dir/g.txt"], "No such file"),
+        ([SMALL_CNN, "-o", "{tmp}/foreign.txt/o.cmd"], "cannot create directory"),
+        ([SMALL_CNN, "--emit", "graph", "-o", "{tmp}/foreign.txt/g.txt"], "a file of that name"),
     ],
 )
 def test_errors_are_one_line_with_exit_2(compiled, tmp_path, capsys, args, message):
