@@ -42,8 +42,8 @@ def op_support(op: str) -> OpSupport:
 
 
 def all_operators() -> list[OpSupport]:
-    """Every standard ONNX operator this onnx version defines, and what npucc supports, by name."""
-    names = {s.name for s in onnx.defs.get_all_schemas() if s.domain in ("", "ai.onnx")}
+    """Every operator this onnx version defines (ai.onnx.ml and training ones too), by name."""
+    names = {s.name for s in onnx.defs.get_all_schemas()}
     return [op_support(op) for op in sorted(names | SUPPORTED_OPS)]
 
 
