@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,7 +20,7 @@ VACUOUS_SCALE = 10  # a reference below VACUOUS_SCALE * ATOL makes a comparison 
 
 
 def random_inputs(
-    shapes: dict[str, tuple[int, ...]], seed: int = 0, model: onnx.ModelProto | None = None
+    shapes: Mapping[str, tuple[int, ...]], seed: int = 0, model: onnx.ModelProto | None = None
 ) -> dict[str, np.ndarray]:
     """Seeded inputs, one generator seeded once, in the given name order.
 

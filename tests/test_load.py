@@ -45,8 +45,7 @@ def test_a_saved_program_reloads_in_a_fresh_process_with_identical_outputs(tmp_p
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == (
-        "{'input': TensorSpec((1, 3, 32, 32), 'float32')} "
-        "{'probs': TensorSpec((1, 10), 'float32')}"
+        "{'input': TensorSpec((1, 3, 32, 32), 'float32')} {'probs': TensorSpec((1, 10), 'float32')}"
     )
     for name, value in expected.items():
         np.testing.assert_array_equal(np.load(tmp_path / f"{name}.npy"), value)

@@ -56,7 +56,7 @@ def read_model(source: ModelSource, external_data: bool = True) -> onnx.ModelPro
         else:
             model = onnx.load(str(source), load_external_data=False)
     except OSError as exc:
-        raise NpuccError(f"cannot read model: {one_line(exc.strerror or exc)}{where}") from None
+        raise NpuccError(f"cannot read model: {exc.strerror or one_line(exc)}{where}") from None
     except Exception as exc:  # protobuf DecodeError and friends
         raise NpuccError(
             f"cannot read model: not an ONNX model ({one_line(exc)}); expected an ONNX "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import heapq
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -96,7 +97,7 @@ def run_stream(
     )
 
 
-def load_image(cmd_path: str | Path, stream: Stream) -> bytes:
+def load_image(cmd_path: str | os.PathLike[str], stream: Stream) -> bytes:
     """The image `cmd_path.bin` of a loaded stream, its size and sha256 checked against the
     stream's header."""
     bin_path = Path(f"{cmd_path}.bin")
