@@ -10,6 +10,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from npucc.target import Target
 
+# the mesh plan searches (the hypercut pass's methods; here so the CLI lists them cheaply)
+SEARCHES = ("hypercut", "sa", "layer-sequential", "layer-pipelined")
+
 
 @dataclass(frozen=True, slots=True)
 class CompileOptions:

@@ -25,10 +25,11 @@ from npucc.backend.hypercut.workload import workload_from_graph
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph
 from npucc.ir.plan import Cost, Group, MeshPlan, PlannedGraph, Rect, Step
+from npucc.options import SEARCHES
 from npucc.passes import CompileContext, IRType, Pass
 from npucc.target import Target
 
-METHODS = ("hypercut", "sa", "layer-sequential", "layer-pipelined")
+METHODS = SEARCHES
 ESTIMATES = ("exec", "set")  # what the lowering will execute | the SET-aligned comparison
 
 

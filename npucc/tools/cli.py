@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from npucc import progress
 from npucc.errors import CheckFailed, NpuccError
-from npucc.options import CompileOptions
+from npucc.options import SEARCHES, CompileOptions
 from npucc.tools.cli_parsing import (
     COMMANDS,
     OneLineErrorParser,
@@ -47,7 +47,6 @@ def one_line(text: str) -> str:
 
 
 def _add_compile_options(p: argparse.ArgumentParser) -> None:
-    from npucc.backend.planner import METHODS
     from npucc.backend.schedule.registry import SCHEDULERS
 
     p.add_argument(
@@ -64,7 +63,7 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--search",
         default="hypercut",
-        choices=METHODS,
+        choices=SEARCHES,
         help="mesh plan search (mesh targets only; default hypercut)",
     )
     p.add_argument(
