@@ -49,7 +49,7 @@ def _random_bytes(seed: int) -> Case:
 
 def _empty(tmp: Path):
     (tmp / "empty.onnx").write_bytes(b"")
-    return [tmp / "empty.onnx", "-o", tmp / "o.cmd"], ("invalid ONNX model",)
+    return [tmp / "empty.onnx", "-o", tmp / "o.cmd"], ("not an ONNX model (no graph)",)
 
 
 def _directory(tmp: Path):
