@@ -35,7 +35,7 @@ _LAYER = re.compile(rf"^layer (\d+) ({_STR}) (\S+) macs=(\d+) vector=(\d+) weigh
 _CORE = re.compile(rf"^core (\d+) (\d+) ({_STR}) nodes=(\d+) buffers=(\d+)$")
 _BUFFER = re.compile(rf"^  buffer b(\d+) (\w+) (\d+) ({_STR})$")
 _NODE = re.compile(
-    r"^  %(\d+) = (\S+) (\S+) (\d+)(?: L(\d+))? \[([b\d,]*)\] <- \[([%\d,]*)\](?: (.+))?$"
+    r"^  %(\d+) = (\S+) (\S+) (\d+) \[([b\d,]*)\] <- \[([%\d,]*)\](?: layer=(\d+))?(?: (.+))?$"
 )
 _SCHED = re.compile(
     r"^schedule (\d+) (\d+) method=(\S*) makespan=(\d+) peak=(\d+) spills=(\d+) extra_ddr=(\d+)$"
@@ -143,8 +143,8 @@ def _read_core(r: _Reader, g: TileGraph, nodes: int, buffers: int) -> None:
         nid = int(m.group(1))
         if nid != len(g.nodes):
             raise r.error(f"expected node %{len(g.nodes)}", -1)
-        bufs = tuple(int(b[1:]) for b in m.group(6).split(",") if b)
-        preds = [int(p[1:]) for p in m.group(7).split(",") if p]
+        bufs = tuple(int(b[1:]) for b in m.group(5).split(",") if b)
+        preds = [int(p[1:]) for p in m.group(6).split(",") if p]
         if any(b >= len(tiers) for b in bufs) or any(p >= nid for p in preds):
             raise r.error("unknown buffer, or a predecessor that does not come first", -1)
         instr = None
@@ -154,7 +154,7 @@ def _read_core(r: _Reader, g: TileGraph, nodes: int, buffers: int) -> None:
             except (ParseError, TypeError) as exc:
                 raise r.error(str(exc), -1) from None
         pipe = None if m.group(3) == "-" else m.group(3)
-        layer = -1 if m.group(5) is None else int(m.group(5))
+        layer = -1 if m.group(7) is None else int(m.group(7))
         g.add_node(m.group(2), pipe, int(m.group(4)), bufs, instr, layer)
         for p in preds:
             g.add_edge(p, nid)

@@ -100,8 +100,12 @@ def _vector(graph: Graph, layer: Layer) -> int:
 
 def _const_elems(graph: Graph, layer: Layer, name: str) -> int:
     """Elements of constant `name` a program must read at least: all of it, except a table
-    that a run-time gather reads (`take` with ids): only the rows it gathers."""
-    elems = math.prod(graph.tensors[name].shape)
+    that a run-time gather reads (`take` with ids): only the rows it gathers, and the
+    block-diagonal weights of a depthwise conv: only the diagonal."""
+    tensor = graph.tensors[name]
+    elems = math.prod(tensor.shape)
     if layer.op == "take" and len(layer.inputs) > 1 and name == layer.inputs[0]:
         return min(elems, math.prod(graph.tensors[layer.outputs[0]].shape))
+    if layer.op == "conv2d" and name == layer.inputs[1] and _depthwise_blocks(tensor.data):
+        return elems // tensor.shape[1]
     return elems
