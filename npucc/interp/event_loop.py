@@ -67,6 +67,14 @@ def run_file(
     timing_only: bool = False,
 ) -> RunResult:
     """Load `cmd_path` and its image `cmd_path.bin`, then run it (options as for run_stream)."""
+    stream, image = load_program(cmd_path)
+    return _Machine(stream, check and not timing_only, serial, trace, timing_only).run(
+        image, inputs
+    )
+
+
+def load_program(cmd_path: str | Path) -> tuple[Stream, bytes]:
+    """The parsed stream `cmd_path` and its image `cmd_path.bin` (checked against its header)."""
     stream = load_stream(cmd_path)
     bin_path = Path(f"{cmd_path}.bin")
     try:
@@ -74,9 +82,7 @@ def run_file(
     except OSError as exc:
         raise NpuccError(f"cannot read image {bin_path}: {exc.strerror}") from None
     _check_image(stream, image, str(bin_path))
-    return _Machine(stream, check and not timing_only, serial, trace, timing_only).run(
-        image, inputs
-    )
+    return stream, image
 
 
 def run_stream(

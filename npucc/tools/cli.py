@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import csv
 import importlib
 import os
 import re
@@ -118,6 +119,9 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="write each core's tiled IR as DAN trace JSON (DIR/MODEL_coreR_C.json) and stop",
     )
+    p.add_argument(
+        "--perf-csv", metavar="FILE", help="write the per-layer performance table as CSV"
+    )
     _add_common_options(p)
     return p
 
@@ -160,6 +164,9 @@ def _sub_parser() -> argparse.ArgumentParser:
     report.add_argument("-o", "--output", required=True, metavar="DIR", help="report directory")
     report.add_argument("-i", "--input", action="append", default=[], metavar="NAME=FILE.npy")
     report.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    report.add_argument(
+        "--perf-csv", metavar="FILE", help="the compile's per-layer table (--perf-csv) to show"
+    )
     _add_common_options(report)
     for module in PLUGINS.values():
         importlib.import_module(module).add_parser(sub).set_defaults(main=module)
@@ -248,10 +255,17 @@ def cmd_compile(args: argparse.Namespace) -> int:
     program = compile_program(model, options)
     program.save(out)
     stats = program.stats
+    efficiency = stats["roofline"]["efficiency"]
     print(
         f"wrote {out} ({stats.get('stream_lines', 0)} lines, {stats.get('tile_ops', 0)} tile ops,"
-        f" predicted makespan {stats.get('predicted_makespan', 0)} cycles)"
+        f" predicted makespan {stats.get('predicted_makespan', 0)} cycles,"
+        f" roofline efficiency {efficiency:.3f})"
     )
+    if args.perf_csv is not None:
+        from npucc.backend.schedule.perf_table import to_csv
+
+        _write_text(to_csv(stats["layers"]), args.perf_csv)
+        print(f"wrote {args.perf_csv} ({len(stats['layers'])} layers)")
     return 0
 
 
@@ -315,24 +329,38 @@ def cmd_report(args: argparse.Namespace) -> int:
     """`npucc report OUT.cmd -o DIR`: run traced, write DIR/index.html and its PNGs."""
     from npucc.report import write_report
 
-    page = write_report(args.stream, args.output, _load_inputs(args.input) or None, args.seed)
+    layers = None
+    if args.perf_csv is not None:
+        try:
+            with open(args.perf_csv, encoding="utf-8", newline="") as f:
+                layers = list(csv.DictReader(f))
+        except (OSError, UnicodeDecodeError, csv.Error) as exc:
+            raise NpuccError(f"cannot read the per-layer table: {exc} ({args.perf_csv})") from None
+    inputs = _load_inputs(args.input) or None
+    page = write_report(args.stream, args.output, inputs, args.seed, layers)
     print(f"wrote {page}")
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     """`npucc run OUT.cmd -i NAME=FILE.npy --out DIR`."""
-    from npucc.interp import run_file
+    from npucc.backend.schedule.roofline import stream_roofline
+    from npucc.interp import run_stream
+    from npucc.interp.event_loop import load_program
 
     if args.out is None and not args.timing_only:
         raise NpuccError("run needs --out DIR for the outputs (or --timing-only)")
-    result = run_file(args.stream, _load_inputs(args.input), timing_only=args.timing_only)
+    stream, image = load_program(args.stream)
+    inputs = _load_inputs(args.input)
+    result = run_stream(stream, image, inputs, timing_only=args.timing_only)
+    line = stream_roofline(stream, result.makespan)
     if args.out is not None and not args.timing_only:
         out_dir = Path(args.out)
         out_dir.mkdir(parents=True, exist_ok=True)
         for name, value in result.outputs.items():
             np.save(out_dir / f"{safe_file_name(name)}.npy", value)
     print(run_summary(result))
+    print(f"{line.summary()} (the stream's own work: cube MACs as issued)")
     return 0
 
 
@@ -356,6 +384,7 @@ def run_summary(result: RunResult) -> str:
 
 def cmd_check(args: argparse.Namespace) -> int:
     """`npucc check MODEL`: compile, interpret, compare with onnxruntime."""
+    from npucc.backend.schedule.roofline import at_makespan
     from npucc.checking import (
         ATOL,
         VACUOUS_SCALE,
@@ -392,6 +421,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             )
     predicted = program.stats.get("predicted_makespan")
     print(f"makespan: interpreted {result.makespan} cycles, predicted {predicted} cycles")
+    print(at_makespan(program.stats["roofline"], result.makespan).summary())
     if not ok:
         raise CheckFailed(f"outputs differ from onnxruntime ({args.model})")
     print("PASS")
