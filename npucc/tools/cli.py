@@ -230,6 +230,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     stream = args.emit == "cmd" and args.format == "text" and args.emit_trace is None
     if args.output is None and stream:
         raise NpuccError("the command stream needs -o OUT.cmd (or --emit another level)")
+    if args.perf_csv is not None and not stream:
+        raise NpuccError("--perf-csv needs a full compile to a command stream (no --emit)")
     model, out = Path(args.model), Path(args.output or "-")
     if args.output not in (None, "-") and model.resolve() in (
         out.resolve(),

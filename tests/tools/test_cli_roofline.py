@@ -43,3 +43,10 @@ def test_report_with_an_unreadable_table_is_one_error_line(tmp_path, capsys):
     assert main(["report", str(out), "-o", str(tmp_path / "r"), "--perf-csv", str(missing)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("npucc: error: cannot read the per-layer table") and err.count("\n") == 1
+
+
+def test_perf_csv_needs_a_full_compile(tmp_path, capsys):
+    table = tmp_path / "t.csv"
+    assert main([str(RESIDUAL), "--emit", "tiled", "--perf-csv", str(table), "--quiet"]) == 2
+    assert capsys.readouterr().err.startswith("npucc: error: --perf-csv needs a full compile")
+    assert not table.exists()

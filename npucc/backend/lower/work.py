@@ -82,6 +82,8 @@ def _depthwise_blocks(data: np.ndarray | None) -> bool:
         return False
     co, block = data.shape[:2]
     flat = np.asarray(data).reshape(co, block, -1)
+    if np.any(flat[0, 1:]):  # output channel 0 reads more than input channel 0: dense
+        return False
     keep = np.zeros((co, block), dtype=bool)
     keep[np.arange(co), np.arange(co) % block] = True
     return not np.any(flat[~keep])
