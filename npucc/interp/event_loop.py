@@ -68,11 +68,16 @@ def run_file(
     timing_only: bool = False,
 ) -> RunResult:
     """Load `cmd_path` and its image `cmd_path.bin`, then run it (options as for run_stream)."""
-    stream = load_stream(cmd_path)
-    image = load_image(cmd_path, stream)
+    stream, image = load_program(cmd_path)
     return _Machine(stream, check and not timing_only, serial, trace, timing_only).run(
         image, inputs
     )
+
+
+def load_program(cmd_path: str | Path) -> tuple[Stream, bytes]:
+    """The parsed stream `cmd_path` and its image `cmd_path.bin` (checked against its header)."""
+    stream = load_stream(cmd_path)
+    return stream, load_image(cmd_path, stream)
 
 
 def run_stream(

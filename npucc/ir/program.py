@@ -56,13 +56,27 @@ class IoBinding:
     dtype: str = "f32"  # the model's element type: f32, i64 (inputs) or HOST_DTYPES
 
 
+@dataclass(frozen=True, slots=True)
+class LayerWork:
+    """A graph layer the tiled nodes name by index (`TileNode.layer`), and the least work it
+    asks of any program: the roofline's and the per-layer table's inputs."""
+
+    name: str  # the graph layer's name
+    op: str  # its canonical op
+    macs: int = 0  # multiply-accumulates the layer's math needs (depthwise: no zero blocks)
+    vector: int = 0  # elements the vector unit must process at least
+    weights: int = 0  # elements of the constants it is the first layer to read
+
+
 class TiledProgram:
     """DDR tensors, I/O bindings and per-core DAGs of a lowered model.
 
     NOTE: `tensors` keeps creation order, which fixes the DDR layout byte for byte.
     """
 
-    __slots__ = ("name", "target", "tensors", "aliases", "io", "cores", "cross_edges", "onchip")
+    __slots__ = (
+        "name", "target", "tensors", "aliases", "io", "cores", "cross_edges", "onchip", "layers",
+    )  # fmt: skip
 
     def __init__(self, name: str, target: Target) -> None:
         self.name = name  # model graph name
@@ -74,6 +88,7 @@ class TiledProgram:
         # (src core, src node, dst core, dst node): orders nodes of different cores
         self.cross_edges: list[tuple[int, int, int, int]] = []
         self.onchip: dict[str, OnChip] = {}  # key of a tensor kept on chip -> its homes
+        self.layers: list[LayerWork] = []  # graph layers in order (TileNode.layer indexes them)
 
     def add_tensor(
         self,
@@ -128,3 +143,6 @@ class TiledProgram:
             for src, dst in g.edges():
                 if src >= dst:
                     raise ValueError(f"core {core.row},{core.col}: edge {src}->{dst} goes back")
+            layers = len(self.layers)
+            if any(not -1 <= node.layer < layers for node in g.nodes):
+                raise ValueError(f"core {core.row},{core.col}: a node names an unknown layer")

@@ -67,7 +67,7 @@ def mesh_makespan(program: TiledProgram, replays: Sequence[Replay]) -> int:
         base.append(off)
         for node in r.nodes:
             pipe = None if node.pipe is None else (c, PIPES.index(node.pipe))
-            dag.node(node.cycles, pipe, _ddr_bytes(target, r, node))
+            dag.node(node.cycles, pipe, node_ddr_bytes(target, r, node))
         dag.in_pipe_order(off + v for v in r.order)
         for u, v in r.edges():
             dag.edge(off + u, off + v)
@@ -82,7 +82,7 @@ def mesh_makespan(program: TiledProgram, replays: Sequence[Replay]) -> int:
     return max(finish, default=0)
 
 
-def _ddr_bytes(target: Target, replay: Replay, node: TileNode) -> int:
+def node_ddr_bytes(target: Target, replay: Replay, node: TileNode) -> int:
     """Bytes a node moves to or from DDR (a spill: its buffer's whole elements)."""
     if node.instr is not None:
         return ddr_bytes(target, node.instr)

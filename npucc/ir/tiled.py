@@ -36,6 +36,7 @@ class TileNode:
     cycles: int  # cycles the node occupies its pipe (0 for pipe-less ops)
     bufs: tuple[int, ...]  # buffers read or written (ALLOC/FREE: the one buffer)
     instr: Instr | None = None  # data semantics for codegen; None for trace nodes
+    layer: int = -1  # index of the graph layer it was lowered from (-1: none, e.g. a trace)
 
 
 class TileGraph:
@@ -69,9 +70,10 @@ class TileGraph:
         cycles: int,
         bufs: tuple[int, ...],
         instr: Instr | None = None,
+        layer: int = -1,
     ) -> TileNode:
         """Append a node; ALLOC/FREE nodes register themselves as their buffer's."""
-        node = TileNode(len(self.nodes), op, pipe, cycles, bufs, instr)
+        node = TileNode(len(self.nodes), op, pipe, cycles, bufs, instr, layer)
         self.nodes.append(node)
         self.succs.append([])
         self.preds.append([])

@@ -15,7 +15,7 @@ from npucc.ir.dtypes import HOST_DTYPES, INDEX_DTYPE, zero_data
 from npucc.ir.instr_text import ParseError, parse_instr
 from npucc.ir.isa_cost import TargetSpillModel
 from npucc.ir.onchip import parse_onchip
-from npucc.ir.program import Core, IoBinding, TiledProgram
+from npucc.ir.program import Core, IoBinding, LayerWork, TiledProgram
 from npucc.ir.replay import replay, validate
 from npucc.ir.schedule import UNBOUNDED, Schedule, capacities
 from npucc.ir.scheduled_program import ScheduledProgram
@@ -31,9 +31,12 @@ _DDR = re.compile(
 )
 _ALIAS = re.compile(rf"^alias ({_STR}) = ({_STR})$")
 _IO = re.compile(rf"^(input|output) ({_STR}) = ({_STR}) {_SHAPE}$")
+_LAYER = re.compile(rf"^layer (\d+) ({_STR}) (\S+) macs=(\d+) vector=(\d+) weights=(\d+)$")
 _CORE = re.compile(rf"^core (\d+) (\d+) ({_STR}) nodes=(\d+) buffers=(\d+)$")
 _BUFFER = re.compile(rf"^  buffer b(\d+) (\w+) (\d+) ({_STR})$")
-_NODE = re.compile(r"^  %(\d+) = (\S+) (\S+) (\d+) \[([b\d,]*)\] <- \[([%\d,]*)\](?: (.+))?$")
+_NODE = re.compile(
+    r"^  %(\d+) = (\S+) (\S+) (\d+) \[([b\d,]*)\] <- \[([%\d,]*)\](?: layer=(\d+))?(?: (.+))?$"
+)
 _SCHED = re.compile(
     r"^schedule (\d+) (\d+) method=(\S*) makespan=(\d+) peak=(\d+) spills=(\d+) extra_ddr=(\d+)$"
 )
@@ -118,6 +121,11 @@ def _read_program(r: _Reader, head: str) -> TiledProgram:
             raise r.error(f"{m.group(1)} bound to unknown tensor {key!r}", -1)
         io_name, dtype, shape = json.loads(m.group(2)), m.group(4), _dims(m.group(5))
         program.io.append(IoBinding(m.group(1), io_name, key, shape, dtype))
+    while m := r.match(_LAYER):
+        if int(m.group(1)) != len(program.layers):
+            raise r.error(f"expected layer {len(program.layers)}", -1)
+        work = (int(m.group(i)) for i in (4, 5, 6))
+        program.layers.append(LayerWork(json.loads(m.group(2)), m.group(3), *work))
     while m := r.match(_CORE):
         graph = TileGraph(json.loads(m.group(3)))
         program.cores.append(Core(int(m.group(1)), int(m.group(2)), graph))
@@ -140,13 +148,14 @@ def _read_core(r: _Reader, g: TileGraph, nodes: int, buffers: int) -> None:
         if any(b >= len(tiers) for b in bufs) or any(p >= nid for p in preds):
             raise r.error("unknown buffer, or a predecessor that does not come first", -1)
         instr = None
-        if m.group(7):
+        if m.group(8):
             try:
-                instr = parse_instr(m.group(7), buffer_tiers=tiers)[0]
+                instr = parse_instr(m.group(8), buffer_tiers=tiers)[0]
             except (ParseError, TypeError) as exc:
                 raise r.error(str(exc), -1) from None
         pipe = None if m.group(3) == "-" else m.group(3)
-        g.add_node(m.group(2), pipe, int(m.group(4)), bufs, instr)
+        layer = -1 if m.group(7) is None else int(m.group(7))
+        g.add_node(m.group(2), pipe, int(m.group(4)), bufs, instr, layer)
         for p in preds:
             g.add_edge(p, nid)
     if r.peek().startswith("  "):

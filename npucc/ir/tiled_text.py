@@ -7,13 +7,16 @@
     alias "flat" = "y"
     input "x" = "x" f32[1,3,32,32]
     output "y" = "y" f32[1,8,32,32]
+    layer 0 "conv" conv2d macs=221184 vector=0 weights=216
     core 0 0 "core0_0" nodes=3 buffers=1
       buffer b0 L1 4096 "x.tile"
-      %0 = ALLOC - 0 [b0] <- []
-      %1 = COPY_IN MTE2 264 [b0] <- [%0] copy dst=b0+0 src=@"x"+0 dims=[1024] ...
-      %2 = FREE - 0 [b0] <- [%1]
+      %0 = ALLOC - 0 [b0] <- [] layer=0
+      %1 = COPY_IN MTE2 264 [b0] <- [%0] layer=0 copy dst=b0+0 src=@"x"+0 dims=[1024] ...
+      %2 = FREE - 0 [b0] <- [%1] layer=0
 
-A node line is `%ID = OP PIPE CYCLES [BUFS] <- [PREDS] INSTR`, with the instruction in the
+A `layer` line is a graph layer (`LayerWork`: its name, op and least work). A node line is
+`%ID = OP PIPE CYCLES [BUFS] <- [PREDS] layer=L INSTR`: `layer=L` names the layer the node was
+lowered from (absent for a node of no layer), the instruction is in the
 symbolic form of `ir.instr_text.format_instr`. Constant data is elided (its sha256 is kept, parsing
 makes zero-filled stand-ins), as in the graph text form. A scheduled program starts with
 `scheduled-program` instead and adds per core a `schedule` block: the buffer offsets, the spill
@@ -52,6 +55,10 @@ def _program_lines(program: TiledProgram, head: str) -> list[str]:
     lines += [
         f"{io.kind} {_q(io.name)} = {_q(io.key)} {_shape(io.shape, io.dtype)}" for io in program.io
     ]
+    lines += [
+        f"layer {i} {_q(w.name)} {w.op} macs={w.macs} vector={w.vector} weights={w.weights}"
+        for i, w in enumerate(program.layers)
+    ]
     for core in program.cores:
         g = core.graph
         lines.append(
@@ -62,9 +69,10 @@ def _program_lines(program: TiledProgram, head: str) -> list[str]:
             preds = ",".join(f"%{p}" for p in g.preds[node.id])
             body = f" {format_instr(node.instr, symbolic=True)}" if node.instr else ""
             bufs = ",".join(f"b{b}" for b in node.bufs)
+            layer = f" layer={node.layer}" if node.layer >= 0 else ""
             lines.append(
                 f"  %{node.id} = {node.op} {node.pipe or '-'} {node.cycles} [{bufs}]"
-                f" <- [{preds}]{body}"
+                f" <- [{preds}]{layer}{body}"
             )
     return lines
 

@@ -2,7 +2,8 @@
 
 `write_report(cmd, out_dir)` writes `out_dir/index.html` (self-contained, images referenced
 relatively) and its PNGs: the mesh, and per core a Gantt chart of the pipes, the buffer offsets
-of each tier over time and the residency with its peak.
+of each tier over time and the residency with its peak. The page shows the stream's roofline
+and, given the compile's per-layer table (`--perf-csv`), that table.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ from typing import Any
 import jinja2
 import numpy as np
 
+from npucc.backend.schedule.roofline import Roofline, stream_roofline
 from npucc.errors import NpuccError
-from npucc.interp.event_loop import RunResult, run_file
+from npucc.interp.event_loop import RunResult, load_program, run_stream
 from npucc.ir.dtypes import HOST_DTYPES
 from npucc.ir.isa import PIPES
 from npucc.ir.stream import Stream
-from npucc.ir.stream_parse import load_stream
 from npucc.report import figures
 from npucc.report.data import ReportData, collect
 from npucc.target import TIERS, Target
@@ -61,17 +62,30 @@ def write_report(
     out_dir: str | os.PathLike[str],
     inputs: dict[str, np.ndarray] | None = None,
     seed: int = 0,
+    layers: list[dict[str, str]] | None = None,
 ) -> Path:
-    """Run `cmd_path` (+ its .bin) traced on `inputs` (default: seeded random); returns the page."""
+    """Run `cmd_path` (+ its .bin) traced on `inputs` (default: seeded random); returns the page.
+
+    `layers` is the compile's per-layer table (rows of `--perf-csv`), shown when given.
+    """
     cmd = Path(cmd_path)
-    stream = load_stream(cmd)
+    stream, image = load_program(cmd)
     feeds = random_inputs(stream, seed) if inputs is None else inputs
-    result = run_file(cmd, feeds, trace=True)
-    return render_report(cmd.name, stream.target, result, Path(out_dir))
+    result = run_stream(stream, image, feeds, trace=True)
+    line = stream_roofline(stream, result.makespan)
+    return render_report(cmd.name, stream.target, result, Path(out_dir), line, layers)
 
 
-def render_report(title: str, target: Target, result: RunResult, out: Path) -> Path:
-    """Draw the figures of a traced run into `out` and write `out/index.html`."""
+def render_report(
+    title: str,
+    target: Target,
+    result: RunResult,
+    out: Path,
+    roofline: Roofline | None = None,
+    layers: list[dict[str, str]] | None = None,
+) -> Path:
+    """Draw the figures of a traced run into `out` and write `out/index.html` (with the
+    roofline and the per-layer table when given)."""
     data = collect(title, target, result)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -96,7 +110,7 @@ def render_report(title: str, target: Target, result: RunResult, out: Path) -> P
     rows, cols = target.mesh.rows, target.mesh.cols
     figures.mesh(rows, cols, busy, result.makespan, out / "mesh.png")
     page = out / "index.html"
-    page.write_text(_page(data, refs), encoding="utf-8")
+    page.write_text(_page(data, refs, roofline, layers or []), encoding="utf-8")
     return page
 
 
@@ -105,7 +119,12 @@ def render_template(name: str, **values: Any) -> str:
     return _TEMPLATES.get_template(name).render(**values)
 
 
-def _page(data: ReportData, refs: list[FigureRef]) -> str:
+def _page(
+    data: ReportData,
+    refs: list[FigureRef],
+    roofline: Roofline | None,
+    layers: list[dict[str, str]],
+) -> str:
     from npucc import __version__
 
     result = data.result
@@ -125,4 +144,7 @@ def _page(data: ReportData, refs: list[FigureRef]) -> str:
         cores=[data.cores[k] for k in sorted(data.cores)],
         mesh_png="mesh.png",
         figures=refs,
+        roofline=roofline,
+        layers=layers,
+        layer_columns=list(layers[0]) if layers else [],
     )

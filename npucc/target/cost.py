@@ -51,6 +51,35 @@ def vector_cycles(target: Target, elements: int, weight: int = 1) -> int:
     return target.vector.latency + math.ceil(elements / target.vector.width) * weight
 
 
+def cube_bound(target: Target, macs: int) -> int:
+    """The fewest cycles in which the cores' cubes can do `macs` multiply-accumulates: every
+    `mmad_cycles` fractal full, no pipeline latency, all cores busy."""
+    return math.ceil(macs / (target.cube.macs * target.cores))
+
+
+def vector_bound(target: Target, elements: int) -> int:
+    """The fewest cycles in which the cores' vector units can process `elements` lanes: the
+    `vector_cycles` rate (weight 1) without its latency, all cores busy."""
+    return math.ceil(elements / (target.vector.width * target.cores))
+
+
+def ddr_bound(target: Target, read: int, write: int) -> int:
+    """The fewest cycles in which `read` bytes can come from DDR and `write` bytes go to it.
+
+    NOTE: one core reads DDR on one in-order pipe at most at its fastest DDR path's bandwidth
+    and writes it on another at the TIER_DDR path's (`dma_cycles` without the latency); on a
+    mesh the cores share the DDR channel, reads and writes alike (`ddr_channel`).
+    """
+    dma, cores = target.dma, target.cores
+    read_bw = max(dma.path(p).bandwidth for p in ("DDR_L1", "DDR_UB", "DDR_L0"))
+    cycles = max(
+        math.ceil(read / (read_bw * cores)),
+        math.ceil(write / (dma.path("TIER_DDR").bandwidth * cores)),
+    )
+    shared = shared_ddr_bandwidth(target)
+    return cycles if shared is None else max(cycles, math.ceil((read + write) / shared))
+
+
 def shared_ddr_bandwidth(target: Target) -> int | None:
     """Bytes per cycle DDR serves to all cores together on a mesh (None on one core, whose DMA
     paths have their own bandwidths)."""

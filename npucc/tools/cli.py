@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import csv
 import importlib
 import os
 import sys
@@ -143,6 +144,9 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="write each core's tiled IR as DAN trace JSON (DIR/MODEL_coreR_C.json) and stop",
     )
+    p.add_argument(
+        "--perf-csv", metavar="FILE", help="write the per-layer performance table as CSV"
+    )
     _add_common_options(p)
     return p
 
@@ -210,6 +214,9 @@ def _sub_parser() -> argparse.ArgumentParser:
     report.add_argument("-o", "--output", required=True, metavar="DIR", help="report directory")
     _add_inputs_option(report)
     report.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    report.add_argument(
+        "--perf-csv", metavar="FILE", help="the compile's per-layer table (--perf-csv) to show"
+    )
     _add_common_options(report)
     for name, module in PLUGINS.items():
         parser = importlib.import_module(module).add_parser(sub)
@@ -281,6 +288,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from npucc.ir.formats import render
 
     stream = _output_paths(args)
+    if args.perf_csv is not None and not stream:
+        raise NpuccError("--perf-csv needs a full compile to a command stream (no --emit)")
     model, out = Path(args.model), Path(args.output or "-")
     options = compile_options(
         args,
@@ -301,10 +310,17 @@ def cmd_compile(args: argparse.Namespace) -> int:
     program = compile_program(model, options)
     save_program(program, out)
     stats = program.stats
+    efficiency = stats["roofline"]["efficiency"]
     print(
         f"wrote {out} ({stats.get('stream_lines', 0)} lines, {stats.get('tile_ops', 0)} tile ops,"
-        f" predicted makespan {stats.get('predicted_makespan', 0)} cycles)"
+        f" predicted makespan {stats.get('predicted_makespan', 0)} cycles,"
+        f" roofline efficiency {efficiency:.3f})"
     )
+    if args.perf_csv is not None:
+        from npucc.backend.schedule.perf_table import to_csv
+
+        _write_text(to_csv(stats["layers"]), args.perf_csv)
+        print(f"wrote {args.perf_csv} ({len(stats['layers'])} layers)")
     return 0
 
 
@@ -382,13 +398,22 @@ def cmd_report(args: argparse.Namespace) -> int:
     """`npucc report OUT.cmd -o DIR`: run traced, write DIR/index.html and its PNGs."""
     from npucc.report import write_report
 
-    page = write_report(args.stream, args.output, load_inputs(args.input) or None, args.seed)
+    layers = None
+    if args.perf_csv is not None:
+        try:
+            with open(args.perf_csv, encoding="utf-8", newline="") as f:
+                layers = list(csv.DictReader(f))
+        except (OSError, UnicodeDecodeError, csv.Error) as exc:
+            raise NpuccError(f"cannot read the per-layer table: {exc} ({args.perf_csv})") from None
+    inputs = load_inputs(args.input) or None
+    page = write_report(args.stream, args.output, inputs, args.seed, layers)
     print(f"wrote {page}")
     return 0
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     """`npucc check MODEL`: compile, interpret, compare with onnxruntime."""
+    from npucc.backend.schedule.roofline import at_makespan
     from npucc.checking import (
         ATOL,
         VACUOUS_SCALE,
@@ -430,6 +455,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             )
     predicted = program.stats.get("predicted_makespan")
     print(f"makespan: interpreted {result.makespan} cycles, predicted {predicted} cycles")
+    print(at_makespan(program.stats["roofline"], result.makespan).summary())
     if not ok:
         raise CheckFailed(f"outputs differ from onnxruntime ({args.model})")
     print("PASS")

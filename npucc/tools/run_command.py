@@ -89,6 +89,7 @@ def match_inputs(
 
 def cmd_run(args: argparse.Namespace) -> int:
     """`npucc run OUT.cmd -i NAME=FILE.npy --out DIR`."""
+    from npucc.backend.schedule.roofline import stream_roofline
     from npucc.interp import load_image, run_stream
     from npucc.ir.stream_parse import load_stream
 
@@ -98,7 +99,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     image = load_image(args.stream, stream)
     inputs = match_inputs(stream, load_inputs(args.input), args.timing_only)
     result = run_stream(stream, image, inputs, timing_only=args.timing_only)
-    print(run_summary(result, args.per_core))
+    line = stream_roofline(stream, result.makespan)
+    print(run_summary(result))
+    print(f"{line.summary()} (the stream's own work: cube MACs as issued)")
+    if args.per_core:
+        print(per_core_lines(result))
     if args.out is not None and not args.timing_only:
         out_dir = Path(args.out)
         make_dirs(out_dir)
@@ -109,9 +114,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_summary(result: RunResult, per_core: bool = False) -> str:
+def run_summary(result: RunResult) -> str:
     """Makespan, energy, DRAM and NoC bytes, busy cycles per pipe; on a mesh, the pipes' sums
-    over the cores with their utilisation, and each core's makespan only when `per_core`."""
+    over the cores with their utilisation."""
     dram = sum(n for path, n in result.counters["bytes"].items() if "DDR" in path)
     lines = [
         f"makespan {result.makespan} cycles",
@@ -139,6 +144,9 @@ def run_summary(result: RunResult, per_core: bool = False) -> str:
         f"  {pipe:<7} {cycles} busy cycles ({100 * cycles / capacity:.1f}%)"
         for pipe, cycles in result.pipe_cycles.items()
     ]
-    if per_core:
-        lines += [f"  core {r},{c}: {t} cycles" for (r, c), t in result.core_makespan.items()]
     return "\n".join(lines)
+
+
+def per_core_lines(result: RunResult) -> str:
+    """Each core's makespan, one line per core."""
+    return "\n".join(f"  core {r},{c}: {t} cycles" for (r, c), t in result.core_makespan.items())

@@ -19,6 +19,7 @@ from npucc.backend.lower import (  # noqa: F401  (register)
 )
 from npucc.backend.lower.builder import DdrTracker, MeshBuilder, TileBuilder
 from npucc.backend.lower.context import LOWERINGS, LowerContext
+from npucc.backend.lower.work import layer_work
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph, Layer
 from npucc.ir.graph_schema import VIEW_OPS
@@ -56,6 +57,7 @@ def lower_graph(
         builders.append(TileBuilder(core.graph, target, index, tracker))
     builder = MeshBuilder(builders)
     lctx = LowerContext(graph, program, builder, target)
+    program.layers = layer_work(graph)
     every_core = tuple(range(rows * cols))
     for name in graph.inputs:
         t = graph.tensors[name]
@@ -65,6 +67,7 @@ def lower_graph(
         for index, layer in enumerate(graph.layers):
             if bar is not None and index % 8 == 0:
                 bar.update(index)
+            builder.set_layer(index)
             _lower_layer(lctx, layer, (placement or {}).get(layer.name, every_core))
     for name in graph.outputs:
         lctx.ddr(name)

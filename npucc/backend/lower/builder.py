@@ -69,6 +69,7 @@ class TileBuilder:
         "target",
         "core",
         "tracker",
+        "layer",
         "_last_write",
         "_readers",
         "_imports",
@@ -82,6 +83,7 @@ class TileBuilder:
         self.target = target
         self.core = core  # index of this core in the program
         self.tracker = tracker if tracker is not None else DdrTracker()
+        self.layer = -1  # graph layer index stamped on every node added (TileNode.layer)
         self._last_write: dict[int, int] = {}  # buffer -> last node that wrote it
         self._readers: dict[int, list[int]] = {}  # buffer -> readers since the last write
         self._imports: dict[str, int] = {}  # DDR tensor key -> node its readers here wait for
@@ -93,14 +95,14 @@ class TileBuilder:
         align = self.target.memory.alignment
         size = max(align, math.ceil(nbytes / align) * align)
         buf = self.graph.add_buffer(size, tier, name)
-        self.graph.add_node("ALLOC", None, 0, (buf.id,))
+        self.graph.add_node("ALLOC", None, 0, (buf.id,), layer=self.layer)
         self._readers[buf.id] = []
         return BufRef(buf.id, tier, 0, self.core)
 
     def free(self, ref: BufRef) -> None:
         """Free a buffer after every node that used it."""
         self._own(ref)
-        node = self.graph.add_node("FREE", None, 0, (ref.buf,)).id
+        node = self.graph.add_node("FREE", None, 0, (ref.buf,), layer=self.layer).id
         # NOTE: readers since the last write depend on it, so they alone imply it.
         preds = self._readers.pop(ref.buf) or [self._last(ref.buf)]
         for p in preds:
@@ -136,6 +138,7 @@ class TileBuilder:
             instr_cycles(self.target, instr),
             bufs,
             instr,
+            self.layer,
         ).id
         read_bufs = {r.buf for r in reads if isinstance(r, BufRef)}
         write_bufs = {w.buf for w in writes if isinstance(w, BufRef)}
@@ -189,7 +192,7 @@ class TileBuilder:
         if producers == [(self.core, producers[0][1])]:
             node = producers[0][1]
         else:
-            node = self.graph.add_node("BARRIER", None, 0, ()).id
+            node = self.graph.add_node("BARRIER", None, 0, (), layer=self.layer).id
             for core, barrier in producers:
                 if core == self.core:
                     self.graph.add_edge(barrier, node)
@@ -203,7 +206,7 @@ class TileBuilder:
         writers = self._ddr_writers.pop(key, [])
         if not writers:
             return
-        barrier = self.graph.add_node("BARRIER", None, 0, ()).id
+        barrier = self.graph.add_node("BARRIER", None, 0, (), layer=self.layer).id
         for w in writers:
             self.graph.add_edge(w, barrier)
         self.tracker.ready.setdefault(key, []).append((self.core, barrier))
@@ -230,6 +233,11 @@ class MeshBuilder:
     def target(self) -> Target:
         """The target of every core."""
         return self.builders[0].target
+
+    def set_layer(self, index: int) -> None:
+        """Stamp the nodes added from now on, on every core, with graph layer `index`."""
+        for builder in self.builders:
+            builder.layer = index
 
     def alloc(self, tier: str, elems: int, name: str = "") -> BufRef:
         """Allocate on the current core."""

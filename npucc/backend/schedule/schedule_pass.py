@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from npucc.backend.schedule.perf_table import layer_table, rows_as_dicts
 from npucc.backend.schedule.registry import schedule_graph
+from npucc.backend.schedule.roofline import scheduled_roofline
 from npucc.ir.isa_cost import TargetSpillModel
 from npucc.ir.program import TiledProgram
 from npucc.ir.schedule import capacities
@@ -34,4 +36,7 @@ class SchedulePass(Pass):
         ctx.stats["predicted_makespan"] = scheduled.makespan
         ctx.stats["spills"] = sum(r.spills for _, r in schedules)
         ctx.stats["peak_l1_ub"] = max((r.peak for _, r in schedules), default=0)
+        ctx.stats["extra_ddr"] = sum(r.extra_ddr for _, r in schedules)
+        ctx.stats["roofline"] = scheduled_roofline(scheduled).as_dict()
+        ctx.stats["layers"] = rows_as_dicts(layer_table(scheduled))
         return scheduled

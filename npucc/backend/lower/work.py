@@ -1,0 +1,113 @@
+"""The least work each graph layer asks of any program: MACs, vector elements, weights.
+
+These are the inputs of the roofline (`npucc.backend.schedule.roofline`): they describe the
+model's math, not how the lowering maps it, so a program that wastes work (zero blocks, padding)
+scores lower against them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from npucc.ir.graph import Graph, Layer
+from npucc.ir.graph_schema import VIEW_OPS
+from npucc.ir.program import LayerWork
+
+# ops that only move data: a DMA can do them, so they ask nothing of the vector unit
+MOVE_OPS = frozenset({"slice", "take", "expand", "copy", "pad", "concat", "transpose", *VIEW_OPS})
+# ops whose every input element must pass the vector unit (reductions over it)
+REDUCE_OPS = frozenset({"reduce", "softmax", "layernorm", "globalavgpool", "globalmaxpool"})
+CUBE_OPS = frozenset({"conv2d", "gemm", "matmul", "attention"})
+
+
+def layer_work(graph: Graph) -> list[LayerWork]:
+    """Every layer's least work, in layer order; each constant's elements count once, at the
+    first layer that reads it."""
+    seen: set[str] = set()
+    out = []
+    for layer in graph.layers:
+        weights = 0
+        for name in layer.inputs:
+            if name and graph.is_const(name) and name not in seen:
+                seen.add(name)
+                weights += _const_elems(graph, layer, name)
+        out.append(LayerWork(layer.name, layer.op, macs(graph, layer), _vector(graph, layer),
+                             weights))  # fmt: skip
+    return out
+
+
+def macs(graph: Graph, layer: Layer) -> int:
+    """Multiply-accumulates of a conv2d, gemm, matmul or attention layer (0 for the rest).
+
+    NOTE: a conv2d whose weights are the block-diagonal form of a depthwise conv (the frontend
+    makes one to feed the cube 16 channels at a time) counts as the depthwise conv it is: one
+    input channel per output channel. Zeros off the diagonal add nothing to the math.
+    """
+    t = graph.tensors
+    out = math.prod(t[layer.outputs[0]].shape)
+    if layer.op == "conv2d":
+        w = t[layer.inputs[1]]
+        per_output = math.prod(w.shape[1:])
+        if _depthwise_blocks(w.data):
+            per_output //= w.shape[1]
+        return out * per_output
+    if layer.op == "gemm":
+        a = t[layer.inputs[0]].shape
+        return out * (a[0] if layer.attrs.get("trans_a") else a[1])
+    if layer.op == "matmul":
+        return out * t[layer.inputs[0]].shape[-1]
+    if layer.op == "attention":
+        batch, sq, sk, d, dv = attention_dims(graph, layer)
+        return math.prod(batch) * sq * sk * (d + dv)
+    return 0
+
+
+def attention_dims(graph: Graph, layer: Layer) -> tuple[tuple[int, ...], int, int, int, int]:
+    """(batch dims, Sq, Sk, D, Dv) of an attention layer; K and V may be broadcast over batch
+    dims (stride 0), so only the dims they span count in their sizes."""
+    t = graph.tensors
+    out_shape = t[layer.outputs[0]].shape
+    batch, (sq, dv) = out_shape[:-2], out_shape[-2:]
+    v_rows = math.prod(n for n, st in zip(batch, layer.attrs["v_strides"], strict=False) if st)
+    d = math.prod(t[layer.inputs[0]].shape) // (math.prod(batch) * sq)
+    sk = math.prod(t[layer.inputs[2]].shape) // (v_rows * dv)
+    return batch, sq, sk, d, dv
+
+
+def _depthwise_blocks(data: np.ndarray | None) -> bool:
+    """Whether conv weights [co, B, kh, kw] (B > 1) are zero except w[o, o % B]."""
+    if data is None or data.ndim < 2 or data.shape[1] <= 1:
+        return False
+    co, block = data.shape[:2]
+    flat = np.asarray(data).reshape(co, block, -1)
+    if np.any(flat[0, 1:]):  # output channel 0 reads more than input channel 0: dense
+        return False
+    keep = np.zeros((co, block), dtype=bool)
+    keep[np.arange(co), np.arange(co) % block] = True
+    return not np.any(flat[~keep])
+
+
+def _vector(graph: Graph, layer: Layer) -> int:
+    """Elements the vector unit must process: every output element of a computing layer, every
+    input element of a reduction; none for the cube's layers and pure data movement."""
+    if layer.op in CUBE_OPS or layer.op in MOVE_OPS:
+        return 0
+    out = sum(math.prod(graph.tensors[t].shape) for t in layer.outputs)
+    if layer.op in REDUCE_OPS:
+        return max(out, math.prod(graph.tensors[layer.inputs[0]].shape))
+    return out
+
+
+def _const_elems(graph: Graph, layer: Layer, name: str) -> int:
+    """Elements of constant `name` a program must read at least: all of it, except a table
+    that a run-time gather reads (`take` with ids): only the rows it gathers, and the
+    block-diagonal weights of a depthwise conv: only the diagonal."""
+    tensor = graph.tensors[name]
+    elems = math.prod(tensor.shape)
+    if layer.op == "take" and len(layer.inputs) > 1 and name == layer.inputs[0]:
+        return min(elems, math.prod(graph.tensors[layer.outputs[0]].shape))
+    if layer.op == "conv2d" and name == layer.inputs[1] and _depthwise_blocks(tensor.data):
+        return elems // tensor.shape[1]
+    return elems

@@ -1,0 +1,138 @@
+"""The per-layer performance table of a compiled program (`--perf-csv`, Program.stats["layers"]).
+
+Each tile node names the graph layer it was lowered from (`TileNode.layer`; a spill node its
+buffer's). Per layer, over every core, as scheduled (docs/roofline.md):
+
+    macs            the layer's MACs (the model's math: `LayerWork.macs`)
+    cycles          its span: the latest finish minus the earliest start of its pipe nodes
+    start, finish   that span in the schedule (each core's own clock)
+    busiest_pipe    the pipe its nodes occupy longest, and those busy cycles (busiest_cycles)
+    cube_cycles     the cycles its nodes occupy the cube
+    cube_util       macs / (cycles x m0 n0 k0 x cores it ran on): the cube's share of its peak
+    ddr_read/write  DDR bytes its nodes move (its spills included)
+    onchip_peak     the most L1+UB bytes live (any layer's buffers) at any of its nodes
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from npucc.backend.schedule.roofline import node_layers, reads_ddr
+from npucc.ir.isa import PIPES
+from npucc.ir.replay import PEAK_TIERS
+from npucc.ir.scheduled_program import ScheduledProgram, node_ddr_bytes
+from npucc.ir.tiled import TileNode
+
+COLUMNS = (
+    "layer", "name", "op", "macs", "cycles", "start", "finish", "busiest_pipe", "busiest_cycles",
+    "cube_cycles", "cube_util", "ddr_read", "ddr_write", "onchip_peak",
+)  # fmt: skip
+
+
+@dataclass(slots=True)
+class LayerRow:
+    """One row of the table (see the module docstring for each column)."""
+
+    layer: int
+    name: str
+    op: str
+    macs: int
+    cycles: int = 0
+    start: int = 0
+    finish: int = 0
+    busiest_pipe: str = "-"
+    busiest_cycles: int = 0
+    cube_cycles: int = 0
+    cube_util: float = 0.0
+    ddr_read: int = 0
+    ddr_write: int = 0
+    onchip_peak: int = 0
+
+
+@dataclass(slots=True)
+class _Acc:
+    """A layer's running totals while the replays are walked."""
+
+    start: int = -1
+    finish: int = 0
+    busy: dict[str, int] | None = None
+    cores: int = 0
+    read: int = 0
+    write: int = 0
+    peak: int = 0
+
+
+def layer_table(scheduled: ScheduledProgram) -> list[LayerRow]:
+    """One row per non-view layer of the program (layers with no node have zero cycles)."""
+    program = scheduled.program
+    target = program.target
+    accs = [_Acc() for _ in program.layers]
+    for _, rep in scheduled.schedules:
+        layers = node_layers(rep)
+        seen: set[int] = set()
+        live = 0
+        buffers = rep.graph.buffers
+        for v in rep.order:
+            node = rep.nodes[v]
+            if node.op in ("ALLOC", "FREE") and buffers[node.bufs[0]].tier in PEAK_TIERS:
+                live += buffers[node.bufs[0]].size * (1 if node.op == "ALLOC" else -1)
+            index = layers[v]
+            if index < 0:
+                continue
+            acc = accs[index]
+            acc.peak = max(acc.peak, live)
+            if node.pipe is None:
+                continue
+            if index not in seen:
+                seen.add(index)
+                acc.cores += 1
+            _add_node(acc, node, rep.start[v], rep.finish[v])
+            nbytes = node_ddr_bytes(target, rep, node)
+            if reads_ddr(node):
+                acc.read += nbytes
+            else:
+                acc.write += nbytes
+    rows = []
+    peak_macs = target.cube.macs
+    for index, (work, acc) in enumerate(zip(program.layers, accs, strict=True)):
+        if work.op == "reshape" and acc.busy is None:
+            continue
+        row = LayerRow(index, work.name, work.op, work.macs)
+        if acc.busy is not None:
+            busy = {p: acc.busy[p] for p in PIPES if acc.busy.get(p)}
+            row.start, row.finish = acc.start, acc.finish
+            row.cycles = acc.finish - acc.start
+            row.busiest_pipe, row.busiest_cycles = max(busy.items(), key=lambda kv: kv[1])
+            row.cube_cycles = busy.get("CUBE", 0)
+            if row.cycles:
+                row.cube_util = round(work.macs / (row.cycles * peak_macs * acc.cores), 6)
+        row.ddr_read, row.ddr_write, row.onchip_peak = acc.read, acc.write, acc.peak
+        rows.append(row)
+    return rows
+
+
+def _add_node(acc: _Acc, node: TileNode, start: int, finish: int) -> None:
+    assert node.pipe is not None
+    if acc.busy is None:
+        acc.busy = {}
+        acc.start = start
+    acc.start = min(acc.start, start)
+    acc.finish = max(acc.finish, finish)
+    acc.busy[node.pipe] = acc.busy.get(node.pipe, 0) + node.cycles
+
+
+def rows_as_dicts(rows: list[LayerRow]) -> list[dict[str, Any]]:
+    """The table as JSON-ready dicts (Program.stats["layers"])."""
+    return [asdict(row) for row in rows]
+
+
+def to_csv(rows: list[dict[str, Any]]) -> str:
+    """The table as CSV text, one header line then one line per layer."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
