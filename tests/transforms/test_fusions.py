@@ -172,3 +172,19 @@ def test_tanh_gelu_fused(form):
 
 def test_tanh_gelu_unmatched_variant_compiles():
     assert "gelu" not in check(tanh_gelu_net("other"))
+
+
+def tf2onnx_depthwise_net(c=8, bias=False):
+    """tf2onnx's depthwise conv: Conv(group=C) -> Mul, Add by [C, 1, 1] (its BN) -> Clip(0, 6)."""
+    n = Net()
+    w = [n.c(RNG.standard_normal((c, 1, 3, 3)))] + ([n.c(RNG.standard_normal(c))] if bias else [])
+    y = n.n("Conv", "x", *w, group=c, pads=[1, 1, 1, 1], kernel_shape=[3, 3])
+    y = n.n("Mul", y, n.c(RNG.uniform(0.5, 1.5, (c, 1, 1))))
+    y = n.n("Add", n.c(RNG.standard_normal((1, c, 1, 1))), y)
+    n.n("Clip", y, n.c(0.0), n.c(6.0))
+    return n.model({"x": (1, c, 6, 5)}, "y")
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_conv_affine_folded_into_the_depthwise_conv(bias):
+    assert check(tf2onnx_depthwise_net(bias=bias)) == ["conv2d"]

@@ -130,6 +130,40 @@ graph "g" opset=13 {
 }
 """
 
+FOLD_CONV_AFFINE_IN = """
+graph "g" opset=13 {
+  input %"x" : f32[1,2,4,4]
+  const %"w" : f32[2,1,1,1] sha256=0
+  const %"s" : f32[2,1,1] sha256=0
+  const %"t" : f32[1,2,1,1] sha256=0
+  const %"u" : f32[4] sha256=0
+  %"c" = conv2d(%"x", %"w") {group = 2} : f32[1,2,4,4] loc("dw")
+  %"m" = mul(%"c", %"s") : f32[1,2,4,4] loc("bn_mul")
+  %"a" = add(%"t", %"m") : f32[1,2,4,4] loc("bn_add")
+  %"y" = clip(%"a") {max = 6.0, min = 0.0} : f32[1,2,4,4] loc("relu6")
+  %"c2" = conv2d(%"y", %"w") {group = 2} : f32[1,2,4,4] loc("dw2")
+  %"z" = mul(%"c2", %"u") : f32[1,2,4,4] loc("by_column")
+  output %"z"
+}
+"""
+FOLD_CONV_AFFINE_OUT = """
+graph "g" opset=13 {
+  input %"x" : f32[1,2,4,4]
+  const %"w" : f32[2,1,1,1] sha256=...
+  const %"s" : f32[2,1,1] sha256=...
+  const %"t" : f32[1,2,1,1] sha256=...
+  const %"u" : f32[4] sha256=...
+  const %"w.affine" : f32[2,1,1,1] sha256=...
+  const %"w.affine_bias" : f32[2] sha256=...
+  %"a" = conv2d(%"x", %"w.affine", %"w.affine_bias") {group = 2} : f32[1,2,4,4] loc("dw")
+  %"y" = clip(%"a") {max = 6.0, min = 0.0} : f32[1,2,4,4] loc("relu6")
+  %"c2" = conv2d(%"y", %"w") {group = 2} : f32[1,2,4,4] loc("dw2")
+  %"z" = mul(%"c2", %"u") : f32[1,2,4,4] loc("by_column")
+  output %"z"
+}
+"""
+FOLD_CONV_AFFINE_CONSTS = {"w": [1.0] * 2, "s": [2, 3], "t": [0.5, -1], "u": [1, 2, 3, 4]}
+
 FUSE_ATTENTION_IN = """
 graph "g" opset=13 {
   input %"q" : f32[1,4,8]
@@ -258,6 +292,7 @@ CASES = {
         {"w": [1, 0, 0, 1], "s": [1, 2], "b": [0, 1], "m": [0, 0], "v": [1, 1]},
         FOLD_BATCHNORM_OUT,
     ),
+    "fold-conv-affine": (FOLD_CONV_AFFINE_IN, FOLD_CONV_AFFINE_CONSTS, FOLD_CONV_AFFINE_OUT),
     "fuse-attention": (FUSE_ATTENTION_IN, {"scale": [0.125]}, FUSE_ATTENTION_OUT),
     "fuse-layernorm": (FUSE_LAYERNORM_IN, {"eps": [1e-05]}, FUSE_LAYERNORM_OUT),
     "fuse-gelu": (
@@ -293,3 +328,11 @@ def test_batchnorm_folds_into_the_conv_weights() -> None:
     w = np.array([1, 0, 0, 1]).reshape(2, 2, 1, 1) * scale.reshape(2, 1, 1, 1)
     np.testing.assert_allclose(g.tensors["w.bn"].data, w, rtol=1e-6)
     np.testing.assert_allclose(g.tensors["w.bn_bias"].data, [0, 1], atol=1e-6)
+
+
+def test_conv_affine_folds_scale_and_shift_per_channel() -> None:
+    """The depthwise conv's Mul by [2, 3] and Add of [0.5, -1] become its weights and bias;
+    the Mul by a per-column constant after the second conv does not fold."""
+    g = rewrite("fold-conv-affine", FOLD_CONV_AFFINE_IN, FOLD_CONV_AFFINE_CONSTS)
+    np.testing.assert_array_equal(g.tensors["w.affine"].data.reshape(2), [2, 3])
+    np.testing.assert_array_equal(g.tensors["w.affine_bias"].data, [0.5, -1])
