@@ -211,7 +211,7 @@ def _scaled_rest(
         if not recip_name:
             return None
     recip = _producer(g, recip_name, "recip")  # inv itself when there is no gamma
-    st = recip and _stats(g, recip.inputs[0])
+    st = _stats(g, recip.inputs[0]) if recip is not None else None
     if recip is None or st is None or st.x != x or _readers(g, st.d) != {st.square.name}:
         return None
     norm = g.tensors[x].shape[st.axes[0] :]
