@@ -119,10 +119,14 @@ def test_vbinary_mla_accumulates_into_dst():
         body.append(f"alloc UB[0x{addr:06x}+{n * 4}] b={i}")
         body.append(f"MTE2 copy dst=UB[0x{addr:06x}+{n * 4}] src=DDR[0x{src:06x}+{n * 4}] "
                     f"dims=[{n}] dst_strides=[1] src_strides=[1] | set mte2>vector#{i + 1}")  # fmt: skip
-    body.append(f"{line} | wait mte2>vector#1 wait mte2>vector#2 wait mte2>vector#3 set vector>mte3#9")
+    body.append(
+        f"{line} | wait mte2>vector#1 wait mte2>vector#2 wait mte2>vector#3 set vector>mte3#9"
+    )
     body.append("MTE3 copy dst=DDR[0x004000+128] src=UB[0x002000+128] dims=[32] dst_strides=[1] "
                 "src_strides=[1] | wait vector>mte3#9")  # fmt: skip
-    y = run_text(stream_text(tensors, "\n".join(body)), inputs={"a": a, "b": b, "d": d}).outputs["y"]
+    y = run_text(stream_text(tensors, "\n".join(body)), inputs={"a": a, "b": b, "d": d}).outputs[
+        "y"
+    ]
     np.testing.assert_allclose(y, d + a * b[None, :], rtol=1e-6)
 
 
