@@ -1,14 +1,13 @@
-"""MobileNet v2 (1.0, 224x224) as ONNX, built with onnx.helper and seeded random weights.
+"""MobileNet v2 (width 1.0, 224x224) in the node patterns tf2onnx emits for Keras' MobileNetV2.
 
-torch/torchvision are not installed on this machine (a wheel lies on disk, but torchvision
-needs a 5.5 GB CUDA build of torch here), so the network is written out from torchvision's
-`mobilenet_v2` layer table as its ONNX export (eval mode, BatchNorm folded into the convs)
-has it: Conv+Clip(0, 6) stem, 17 inverted-residual blocks (1x1 expand + Clip, 3x3 depthwise
-+ Clip, 1x1 project, Add when the shapes allow), 1x1 conv to 1280 + Clip, GlobalAveragePool,
-Flatten, Gemm to 1000 classes: 3,487,816 parameters (torchvision's 3,504,872 less one per
-BatchNorm channel, the folding's), 14.0 MB in f32.
+TensorFlow and tf2onnx are not installed here, so the graph is built with onnx.helper in the
+exported form: an NHWC input and a Transpose to NCHW; each regular Conv with its
+BatchNormalization folded into weights and bias; each depthwise Conv (group = channels, no
+bias) followed by the per-channel Mul and Add that tf2onnx leaves of its BatchNormalization
+(constants [C, 1, 1]); ReLU6 as Clip(0, 6); stride-2 convs with Keras' asymmetric (0, 1)
+padding; the head as ReduceMean over H and W, MatMul + Add and Softmax. Random weights.
 
-    python bench/mobilenet_v2.py OUT.onnx      # or import mobilenet_v2() from bench code
+Run: python bench/mobilenet_v2.py OUT.onnx
 """
 
 from __future__ import annotations
@@ -19,13 +18,13 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-# (expansion t, output channels c, repeats n, first stride s): torchvision's table
+# (expansion t, output channels c, repeats n, first stride s): Keras' inverted residual settings
 BLOCKS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
           (6, 160, 3, 2), (6, 320, 1, 1))  # fmt: skip
 
 
-class _Builder:
-    """Nodes and seeded He-initialised initializers of one graph."""
+class _Net:
+    """Accumulates the nodes and initializers of the graph."""
 
     def __init__(self, seed: int) -> None:
         self.rng = np.random.default_rng(seed)
@@ -33,68 +32,93 @@ class _Builder:
         self.inits: list[onnx.TensorProto] = []
         self.count = 0
 
-    def _init(self, name: str, data: np.ndarray) -> str:
-        self.inits.append(numpy_helper.from_array(data.astype(np.float32), name))
+    def const(self, name: str, data: np.ndarray) -> str:
+        self.inits.append(numpy_helper.from_array(np.asarray(data, np.float32), name))
         return name
 
-    def conv(
-        self, x: str, c_in: int, c_out: int, k: int, stride: int, group: int, relu6: bool
-    ) -> str:
-        """Conv (+ bias, BatchNorm folded) and optionally Clip(0, 6)."""
+    def node(self, op: str, inputs: list[str], stem: str, **attrs: object) -> str:
         self.count += 1
-        name = f"conv{self.count}"
-        fan_in = c_in // group * k * k
-        w = self.rng.standard_normal((c_out, c_in // group, k, k)) * np.sqrt(2.0 / fan_in)
-        b = self.rng.standard_normal(c_out) * 0.01
-        out = f"{name}.out"
-        self.nodes.append(helper.make_node(
-            "Conv", [x, self._init(f"{name}.w", w), self._init(f"{name}.b", b)], [out], name=name,
-            kernel_shape=[k, k], strides=[stride, stride], pads=[k // 2] * 4, group=group,
-        ))  # fmt: skip
-        if not relu6:
-            return out
-        lo, hi = self._init(f"{name}.min", np.array(0.0)), self._init(f"{name}.max", np.array(6.0))
-        self.nodes.append(helper.make_node("Clip", [out, lo, hi], [f"{name}.clip"]))
-        return f"{name}.clip"
-
-    def node(self, op: str, inputs: list[str], **attrs: object) -> str:
-        """Append one node; returns its output."""
-        self.count += 1
-        out = f"{op.lower()}{self.count}"
+        out = f"{stem}_{self.count}"
         self.nodes.append(helper.make_node(op, inputs, [out], name=out, **attrs))
         return out
 
+    def relu6(self, x: str) -> str:
+        return self.node("Clip", [x, "relu6_min", "relu6_max"], "Relu6")
 
-def mobilenet_v2(seed: int = 0, classes: int = 1000) -> onnx.ModelProto:
-    """The network with seeded random weights (opset 13)."""
-    b = _Builder(seed)
-    x = b.conv("input", 3, 32, 3, 2, 1, relu6=True)
-    c_in = 32
+    def conv(self, x: str, cin: int, cout: int, k: int, stride: int, act: bool) -> str:
+        """A Conv whose BatchNormalization tf2onnx folded (weights and bias), then ReLU6."""
+        w = self.rng.standard_normal((cout, cin, k, k)) * np.sqrt(2.0 / (cin * k * k))
+        b = self.rng.standard_normal(cout) * 0.1
+        name = f"conv{self.count}"
+        pads = (0, 0, 1, 1) if stride == 2 else (k // 2,) * 4
+        y = self.node(
+            "Conv",
+            [x, self.const(f"{name}/W", w), self.const(f"{name}/B", b)],
+            "Conv2D",
+            kernel_shape=[k, k],
+            strides=[stride, stride],
+            pads=list(pads),
+            dilations=[1, 1],
+            group=1,
+        )
+        return self.relu6(y) if act else y
+
+    def depthwise(self, x: str, c: int, stride: int) -> str:
+        """Depthwise 3x3 Conv (no bias), the BatchNormalization as Mul + Add, then ReLU6."""
+        w = self.rng.standard_normal((c, 1, 3, 3)) * np.sqrt(2.0 / 9)
+        name = f"dw{self.count}"
+        pads = (0, 0, 1, 1) if stride == 2 else (1, 1, 1, 1)
+        y = self.node(
+            "Conv",
+            [x, self.const(f"{name}/W", w)],
+            "depthwise",
+            kernel_shape=[3, 3],
+            strides=[stride, stride],
+            pads=list(pads),
+            dilations=[1, 1],
+            group=c,
+        )
+        scale = self.rng.uniform(0.5, 1.5, (c, 1, 1))
+        shift = self.rng.standard_normal((c, 1, 1)) * 0.1
+        y = self.node("Mul", [y, self.const(f"{name}/bn_mul", scale)], "BatchNorm_mul")
+        y = self.node("Add", [y, self.const(f"{name}/bn_add", shift)], "BatchNorm_add")
+        return self.relu6(y)
+
+
+def build(seed: int = 0, size: int = 224) -> onnx.ModelProto:
+    """The whole network, input `input_1` [1, size, size, 3] (NHWC) -> softmax [1, 1000]."""
+    net = _Net(seed)
+    net.const("relu6_min", np.float32(0.0))
+    net.const("relu6_max", np.float32(6.0))
+    x = net.node("Transpose", ["input_1"], "input_nchw", perm=[0, 3, 1, 2])
+    x = net.conv(x, 3, 32, 3, 2, act=True)
+    cin = 32
     for t, c, n, s in BLOCKS:
         for i in range(n):
             stride = s if i == 0 else 1
-            hidden = c_in * t
-            y = x if t == 1 else b.conv(x, c_in, hidden, 1, 1, 1, relu6=True)
-            y = b.conv(y, hidden, hidden, 3, stride, hidden, relu6=True)
-            y = b.conv(y, hidden, c, 1, 1, 1, relu6=False)
-            x = b.node("Add", [x, y]) if stride == 1 and c_in == c else y
-            c_in = c
-    x = b.conv(x, c_in, 1280, 1, 1, 1, relu6=True)
-    x = b.node("Flatten", [b.node("GlobalAveragePool", [x])], axis=1)
-    w = b.rng.standard_normal((classes, 1280)) * np.sqrt(1.0 / 1280)
-    fc = [x, b._init("fc.w", w), b._init("fc.b", np.zeros(classes))]
-    out = b.node("Gemm", fc, transB=1)
+            y = net.conv(x, cin, cin * t, 1, 1, act=True) if t != 1 else x
+            y = net.depthwise(y, cin * t, stride)
+            y = net.conv(y, cin * t, c, 1, 1, act=False)
+            x = net.node("Add", [x, y], "add") if stride == 1 and cin == c else y
+            cin = c
+    x = net.conv(x, cin, 1280, 1, 1, act=True)
+    x = net.node("ReduceMean", [x], "global_average_pooling2d", axes=[2, 3], keepdims=0)
+    w = net.rng.standard_normal((1280, 1000)) * np.sqrt(1.0 / 1280)
+    x = net.node("MatMul", [x, net.const("predictions/W", w)], "predictions_matmul")
+    x = net.node("Add", [x, net.const("predictions/B", np.zeros(1000))], "predictions_add")
+    y = net.node("Softmax", [x], "predictions", axis=-1)
     graph = helper.make_graph(
-        b.nodes,
-        "mobilenet_v2",
-        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 224, 224])],
-        [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, classes])],
-        b.inits,
+        net.nodes,
+        "mobilenetv2_1.00_224",
+        [helper.make_tensor_value_info("input_1", TensorProto.FLOAT, [1, size, size, 3])],
+        [helper.make_tensor_value_info(y, TensorProto.FLOAT, [1, 1000])],
+        net.inits,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
     onnx.checker.check_model(model)
     return model
 
 
 if __name__ == "__main__":
-    onnx.save(mobilenet_v2(), sys.argv[1] if len(sys.argv) > 1 else "mobilenet_v2.onnx")
+    onnx.save(build(), sys.argv[1] if len(sys.argv) > 1 else "mobilenet_v2.onnx")

@@ -38,9 +38,9 @@ def _light(name: str) -> Callable[[], onnx.ModelProto]:
 
 def _mobilenet() -> onnx.ModelProto:
     sys.path.insert(0, str(Path(__file__).parent))
-    from mobilenet_v2 import mobilenet_v2
+    from mobilenet_v2 import build
 
-    return mobilenet_v2(seed=0)
+    return build(seed=0)
 
 
 MODELS: dict[str, Callable[[], onnx.ModelProto]] = {

@@ -5,12 +5,10 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-import numpy as np
-
 from npucc.frontend.graph_edit import fresh_layer_name, node_error, onnx_op
 from npucc.frontend.onnx_seq import Seq, single
 from npucc.frontend.onnx_spatial import one_d
-from npucc.ir.graph import Graph, Layer, Tensor
+from npucc.ir.graph import Graph, Layer
 
 Pads = tuple[int, int, int, int]
 
@@ -61,7 +59,6 @@ def conv(g: Graph, layer: Layer) -> list[Layer]:
     kernel = g.tensors[w].shape[2:]
     a = layer.attrs
     group = int(a.get("group", 1))
-    w, group = _block_depthwise(g, w, group)
     return single(
         layer,
         "conv2d",
@@ -71,35 +68,6 @@ def conv(g: Graph, layer: Layer) -> list[Layer]:
         dilations=tuple(a.get("dilations", (1, 1))),
         group=group,
     )
-
-
-# NOTE: channels per group of a depthwise conv after _block_depthwise (the cube's 16 lanes)
-DEPTHWISE_BLOCK = 16
-
-
-def _block_depthwise(g: Graph, w: str, group: int) -> tuple[str, int]:
-    """A depthwise conv (one input and one output channel per group) as groups of B channels.
-
-    Each group of B channels gets block-diagonal weights [B, B, kh, kw] (zeros off the
-    diagonal), so the cube does B channels per tile instead of one: B times fewer tiles, at
-    B times the MACs (the zeros add nothing). B is the largest divisor of the channel count
-    up to DEPTHWISE_BLOCK; the weights and groups are returned unchanged otherwise.
-    """
-    weights = g.tensors[w]
-    co, cg = weights.shape[:2]
-    if group <= 1 or cg != 1 or co != group or weights.data is None:
-        return w, group
-    block = max(d for d in range(1, DEPTHWISE_BLOCK + 1) if group % d == 0)
-    if block == 1:
-        return w, group
-    data = np.asarray(weights.data, dtype=np.float32).reshape(co, *weights.shape[2:])
-    blocked = np.zeros((co, block, *weights.shape[2:]), np.float32)
-    blocked[np.arange(co), np.arange(co) % block] = data
-    name = f"{w}.block{block}"
-    while name in g.tensors:
-        name += "_"
-    g.add_tensor(Tensor(name, blocked.shape, weights.dtype, blocked))
-    return name, group // block
 
 
 class _PoolAxis(NamedTuple):

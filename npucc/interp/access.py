@@ -158,6 +158,8 @@ def accesses(ins: Instr) -> tuple[list[Access], list[Access]]:
     elif isinstance(ins, VBinary):
         reads.append(Access("a", ins.a, ins.dims, ins.a_strides))
         reads.append(Access("b", ins.b, ins.dims, ins.b_strides))
+        if ins.accumulates:
+            reads.append(Access("dst", ins.dst, ins.dims, ins.dst_strides))
         writes.append(Access("dst", ins.dst, ins.dims, ins.dst_strides))
     else:
         assert isinstance(ins, (Copy, VUnary, VFill))  # the other INSTRUCTIONS are handled above

@@ -197,12 +197,13 @@ def exec_vunary(view: View, ins: VUnary) -> None:
 
 
 def exec_vbinary(view: View, ins: VBinary) -> None:
-    """dst[i] = a[i] op b[i] (a zero stride broadcasts)."""
+    """dst[i] = a[i] op b[i], or dst[i] + a[i] * b[i] for mla (a zero stride broadcasts)."""
     a = view(ins.a, ins.dims, ins.a_strides)
     b = view(ins.b, ins.dims, ins.b_strides)
+    dst = view(ins.dst, ins.dims, ins.dst_strides)
     with np.errstate(all="ignore"):
-        result = BINARY[ins.op](a, b)
-    view(ins.dst, ins.dims, ins.dst_strides)[...] = result
+        result = dst + a * b if ins.accumulates else BINARY[ins.op](a, b)
+    dst[...] = result
 
 
 def exec_vreduce(view: View, ins: VReduce) -> None:

@@ -71,7 +71,9 @@ BINARY_OPS = (
     "maskn",  # a where b == 0, else +0.0
     "mod",  # a - b * floor(a / b), exactly: the sign of b (Python's %)
     "fmod",  # a - b * trunc(a / b), exactly: the sign of a (C's fmod)
+    "mla",  # dst + a * b: multiply-accumulate (dst is read too; see ACCUMULATING_OPS)
 )
+ACCUMULATING_OPS = ("mla",)  # vbinary ops that read their dst as well as a and b
 REDUCE_OPS = ("sum", "max", "min", "prod")
 # vector cost multiplier per element beyond the basic one
 VECTOR_OP_WEIGHT = {
@@ -289,7 +291,8 @@ class VUnary(Instr):
 
 @dataclass(frozen=True, slots=True)
 class VBinary(Instr):
-    """VECTOR element-wise dst[i] = a[i] op b[i]; a stride of 0 broadcasts."""
+    """VECTOR element-wise dst[i] = a[i] op b[i] (mla: dst[i] + a[i] * b[i]); stride 0
+    broadcasts."""
 
     opcode: ClassVar[str] = "vbinary"
     reads: ClassVar[tuple[str, ...]] = ("a", "b")
@@ -302,6 +305,11 @@ class VBinary(Instr):
     dst_strides: tuple[int, ...]
     a_strides: tuple[int, ...]
     b_strides: tuple[int, ...]
+
+    @property
+    def accumulates(self) -> bool:
+        """True when the op reads dst too (a multiply-accumulate)."""
+        return self.op in ACCUMULATING_OPS
 
     def extents(self) -> dict[str, int]:
         return {

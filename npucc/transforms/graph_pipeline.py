@@ -10,6 +10,7 @@ from npucc.target import load_target
 from npucc.transforms.drop_identity import DropIdentity
 from npucc.transforms.fold_batchnorm import FoldBatchnorm
 from npucc.transforms.fold_constants import FoldConstants
+from npucc.transforms.fold_conv_affine import FoldConvAffine
 from npucc.transforms.fuse_activations import FuseActivations
 from npucc.transforms.fuse_attention import FuseAttention
 from npucc.transforms.fuse_gelu import FuseGelu
@@ -29,6 +30,7 @@ def frontend_passes(input_shapes: InputShapes | None = None) -> list[Pass]:
         GatherIndexViews(),
         FoldBatchnorm(),
         LegalizeOnnx(),
+        FoldConvAffine(),
         FuseAttention(),
         FuseLayerNorm(),
         FuseGelu(),

@@ -95,7 +95,7 @@ def test_vunary_strided(op):
     np.testing.assert_allclose(y, expected, rtol=2e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("op", BINARY_OPS)
+@pytest.mark.parametrize("op", [op for op in BINARY_OPS if op != "mla"])
 def test_vbinary_broadcast(op):
     a = (np.abs(RNG.standard_normal((4, 8))) + 0.5).astype(np.float32)
     b = (RNG.standard_normal(8) * 0.5 + 1.0).astype(np.float32)
@@ -103,6 +103,40 @@ def test_vbinary_broadcast(op):
             "dims=[4,8] dst_strides=[8,1] a_strides=[8,1] b_strides=[0,1]")  # fmt: skip
     y = _vector_program({"a": a, "b": b}, line, (4, 8))["y"]
     np.testing.assert_allclose(y, BREF[op](a, b[None, :]), rtol=2e-6)
+
+
+def test_vbinary_mla_accumulates_into_dst():
+    """mla: dst += a * b, b broadcast; dst is a third input the instruction reads."""
+    a = RNG.standard_normal((4, 8)).astype(np.float32)
+    b = RNG.standard_normal(8).astype(np.float32)
+    d = RNG.standard_normal((4, 8)).astype(np.float32)
+    line = ("VECTOR vbinary op=mla dst=UB[0x002000+128] a=UB[0x000000+128] b=UB[0x001000+32] "
+            "dims=[4,8] dst_strides=[8,1] a_strides=[8,1] b_strides=[0,1]")  # fmt: skip
+    tensors = [("input", "a", 0, (4, 8)), ("input", "b", 128, (8,)), ("input", "d", 160, (4, 8)),
+               ("output", "y", 0x4000, (4, 8))]  # fmt: skip
+    body = []
+    for i, (addr, src, n) in enumerate(((0x0000, 0, 32), (0x1000, 128, 8), (0x2000, 160, 32))):
+        body.append(f"alloc UB[0x{addr:06x}+{n * 4}] b={i}")
+        body.append(f"MTE2 copy dst=UB[0x{addr:06x}+{n * 4}] src=DDR[0x{src:06x}+{n * 4}] "
+                    f"dims=[{n}] dst_strides=[1] src_strides=[1] | set mte2>vector#{i + 1}")  # fmt: skip
+    body.append(
+        f"{line} | wait mte2>vector#1 wait mte2>vector#2 wait mte2>vector#3 set vector>mte3#9"
+    )
+    body.append("MTE3 copy dst=DDR[0x004000+128] src=UB[0x002000+128] dims=[32] dst_strides=[1] "
+                "src_strides=[1] | wait vector>mte3#9")  # fmt: skip
+    y = run_text(stream_text(tensors, "\n".join(body)), inputs={"a": a, "b": b, "d": d}).outputs[
+        "y"
+    ]
+    np.testing.assert_allclose(y, d + a * b[None, :], rtol=1e-6)
+
+
+def test_vbinary_mla_reads_its_dst():
+    """An mla into a dst never written is a read of unwritten elements."""
+    line = ("VECTOR vbinary op=mla dst=UB[0x008000+128] a=UB[0x000000+128] b=UB[0x001000+32] "
+            "dims=[4,8] dst_strides=[8,1] a_strides=[8,1] b_strides=[0,1]")  # fmt: skip
+    inputs = {"a": np.ones((4, 8), np.float32), "b": np.ones(8, np.float32)}
+    with pytest.raises(Exception, match=r"vbinary: read of UB\[0x008000\].*not written"):
+        _vector_program(inputs, line, (4, 8))
 
 
 @pytest.mark.parametrize("op", ["lt", "gt", "le", "ge", "eq", "ne"])

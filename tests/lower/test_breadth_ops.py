@@ -253,40 +253,6 @@ def test_attention_op():
     run("Attention", {**q, **kv}, {"is_causal": 1}, opset=23)
 
 
-@pytest.mark.parametrize(
-    ("channels", "attrs"),
-    [
-        (48, {"pads": [1, 1, 1, 1]}),  # 3 groups of 16 channels
-        (36, {"strides": [2, 2], "pads": [1, 0, 1, 1]}),  # groups of 12
-        (7, {"dilations": [2, 1]}),  # prime: one channel per group, as before
-    ],
-)
-def test_depthwise_conv_blocked(channels, attrs):
-    rng = np.random.default_rng(3)
-    w = rng.standard_normal((channels, 1, 3, 3)).astype(np.float32)
-    b = rng.standard_normal(channels).astype(np.float32)
-    attrs = {"group": channels, **attrs}
-    run("Conv", {"x": (1, channels, 9, 8)}, attrs, consts={"w": w, "b": b})
-
-
-def test_depthwise_conv_tile_count():
-    """A depthwise conv is lowered 16 channels per group (block-diagonal weights)."""
-    w = np.ones((64, 1, 3, 3), np.float32)
-    node = helper.make_node("Conv", ["x", "w"], ["y"], group=64, pads=[1, 1, 1, 1])
-    graph = helper.make_graph(
-        [node],
-        "t",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 64, 7, 7))],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 64, 7, 7))],
-        [numpy_helper.from_array(w, "w")],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    lowered = npucc.compile_until(model, "legalize-onnx")
-    conv = next(layer for layer in lowered.layers if layer.op == "conv2d")
-    assert conv.attrs["group"] == 4
-    assert lowered.tensors[conv.inputs[1]].shape == (64, 16, 3, 3)
-
-
 def test_matmul_by_a_shared_weight_is_one_product():
     """[197, 1, K] @ W[K, N] (a transposed token layout) is as many tile ops as [1, 197, K] @ W:
     the batches of A become rows of one product instead of 197 one-row products."""

@@ -172,3 +172,105 @@ def test_tanh_gelu_fused(form):
 
 def test_tanh_gelu_unmatched_variant_compiles():
     assert "gelu" not in check(tanh_gelu_net("other"))
+
+
+def tf2onnx_depthwise_net(c=8, bias=False):
+    """tf2onnx's depthwise conv: Conv(group=C) -> Mul, Add by [C, 1, 1] (its BN) -> Clip(0, 6)."""
+    n = Net()
+    w = [n.c(RNG.standard_normal((c, 1, 3, 3)))] + ([n.c(RNG.standard_normal(c))] if bias else [])
+    y = n.n("Conv", "x", *w, group=c, pads=[1, 1, 1, 1], kernel_shape=[3, 3])
+    y = n.n("Mul", y, n.c(RNG.uniform(0.5, 1.5, (c, 1, 1))))
+    y = n.n("Add", n.c(RNG.standard_normal((1, c, 1, 1))), y)
+    n.n("Clip", y, n.c(0.0), n.c(6.0))
+    return n.model({"x": (1, c, 6, 5)}, "y")
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_conv_affine_folded_into_the_depthwise_conv(bias):
+    assert check(tf2onnx_depthwise_net(bias=bias)) == ["conv2d"]
+
+
+def tf2onnx_layernorm_net(form: str, gamma=True, beta=True):
+    """LayerNorm over the last axis as tf2onnx writes it: SquaredDifference as Sub + Mul(d, d),
+    Rsqrt as Sqrt + Reciprocal; `centred`: d * inv, then * gamma, + beta; `bn`:
+    tf.nn.batch_normalization's x * inv + (beta - mean * inv), inv = rsqrt * gamma; `keras3`:
+    x * inv + (-mean * inv + beta)."""
+    n = Net()
+    x = "x"
+    m = n.n("ReduceMean", x, axes=[-1], keepdims=1)
+    d = n.n("Sub", x, m)
+    var = n.n("ReduceMean", n.n("Mul", d, d), axes=[-1], keepdims=1)
+    r = n.n("Reciprocal", n.n("Sqrt", n.n("Add", var, n.c(1e-3))))
+    g_, b_ = n.c(RNG.uniform(0.5, 1.5, 16)), n.c(RNG.standard_normal(16))
+    if form == "centred":
+        y = n.n("Mul", d, r)
+        y = n.n("Mul", y, g_) if gamma else y
+        y = n.n("Add", y, b_) if beta else y
+    else:
+        inv = n.n("Mul", r, g_) if gamma else r
+        xs = n.n("Mul", x, inv)
+        if form == "bn":
+            res = n.n("Sub", b_, n.n("Mul", m, inv))
+        else:
+            res = n.n("Mul", n.n("Neg", m), inv)
+            res = n.n("Add", res, b_) if beta else res
+        y = n.n("Add", xs, res)
+    n.n("Identity", y)
+    return n.model({"x": [2, 5, 16]}, "y")
+
+
+@pytest.mark.parametrize(
+    ("form", "gamma", "beta"),
+    [("centred", True, True), ("centred", False, False), ("bn", True, True),
+     ("bn", False, True), ("keras3", True, True), ("keras3", True, False)],
+)  # fmt: skip
+def test_tf2onnx_layernorm_fused(form, gamma, beta):
+    assert check(tf2onnx_layernorm_net(form, gamma, beta)) == ["layernorm"]
+
+
+def test_global_average_pool_layernorm_fused():
+    """tf2onnx's spatial mean: GlobalAveragePool -> Sub -> Mul -> GlobalAveragePool -> Add ->
+    Sqrt -> Reciprocal -> Mul normalises each [h, w] plane."""
+    n = Net()
+    m = n.n("GlobalAveragePool", "x")
+    d = n.n("Sub", "x", m)
+    var = n.n("GlobalAveragePool", n.n("Mul", d, d))
+    n.n("Mul", d, n.n("Reciprocal", n.n("Sqrt", n.n("Add", var, n.c(1e-5)))))
+    assert check(n.model({"x": [1, 6, 4, 5]}, "y")) == ["layernorm"]
+
+
+def test_layernorm_whose_centred_input_has_another_reader_is_not_fused():
+    n = Net()
+    m = n.n("ReduceMean", "x", axes=[-1], keepdims=1)
+    d = n.n("Sub", "x", m)
+    var = n.n("ReduceMean", n.n("Mul", d, d), axes=[-1], keepdims=1)
+    r = n.n("Reciprocal", n.n("Sqrt", n.n("Add", var, n.c(1e-3))))
+    n.n("Add", n.n("Mul", "x", r), n.n("Mul", d, n.c(2.0)))  # d is read twice: not a layernorm
+    ops = check(n.model({"x": [2, 5, 16]}, "y"))
+    assert "layernorm" not in ops
+
+
+def keras_mha_net(seq=12, heads=2, dh=8, dm=16):
+    """Keras MultiHeadAttention as exported: EinsumDense projections (abc,cde->abde + bias),
+    the query scaled by 1/sqrt(dh), scores einsum aecd,abcd->acbe (key, query), softmax over
+    the keys, aecd combine acbe,aecd->abcd, output projection abcd,cde->abe + bias."""
+    n = Net()
+
+    def proj(src: str) -> str:
+        w = n.c(RNG.standard_normal((dm, heads, dh)) * 0.3)
+        y = n.n("Einsum", src, w, equation="abc,cde->abde")
+        return n.n("Add", y, n.c(RNG.standard_normal((heads, dh)) * 0.1))
+
+    q, k, v = proj("x"), proj("x"), proj("x")
+    s = n.n("Einsum", k, n.n("Mul", q, n.c(dh**-0.5)), equation="aecd,abcd->acbe")
+    o = n.n("Einsum", n.n("Softmax", s, axis=3), v, equation="acbe,aecd->abcd")
+    o = n.n("Einsum", o, n.c(RNG.standard_normal((heads, dh, dm)) * 0.3), equation="abcd,cde->abe")
+    n.n("Add", o, n.c(RNG.standard_normal(dm) * 0.1))
+    return n.model({"x": [2, seq, dm]}, "y")
+
+
+def test_keras_multi_head_attention_fused():
+    """The frontend lowers the einsums to matmuls, reshapes and transposes; the scores come
+    out transposed (K Qᵀ, then a transpose): still one attention, no softmax left."""
+    ops = check(keras_mha_net())
+    assert ops.count("attention") == 1 and "softmax" not in ops

@@ -130,6 +130,40 @@ graph "g" opset=13 {
 }
 """
 
+FOLD_CONV_AFFINE_IN = """
+graph "g" opset=13 {
+  input %"x" : f32[1,2,4,4]
+  const %"w" : f32[2,1,1,1] sha256=0
+  const %"s" : f32[2,1,1] sha256=0
+  const %"t" : f32[1,2,1,1] sha256=0
+  const %"u" : f32[4] sha256=0
+  %"c" = conv2d(%"x", %"w") {group = 2} : f32[1,2,4,4] loc("dw")
+  %"m" = mul(%"c", %"s") : f32[1,2,4,4] loc("bn_mul")
+  %"a" = add(%"t", %"m") : f32[1,2,4,4] loc("bn_add")
+  %"y" = clip(%"a") {max = 6.0, min = 0.0} : f32[1,2,4,4] loc("relu6")
+  %"c2" = conv2d(%"y", %"w") {group = 2} : f32[1,2,4,4] loc("dw2")
+  %"z" = mul(%"c2", %"u") : f32[1,2,4,4] loc("by_column")
+  output %"z"
+}
+"""
+FOLD_CONV_AFFINE_OUT = """
+graph "g" opset=13 {
+  input %"x" : f32[1,2,4,4]
+  const %"w" : f32[2,1,1,1] sha256=...
+  const %"s" : f32[2,1,1] sha256=...
+  const %"t" : f32[1,2,1,1] sha256=...
+  const %"u" : f32[4] sha256=...
+  const %"w.affine" : f32[2,1,1,1] sha256=...
+  const %"w.affine_bias" : f32[2] sha256=...
+  %"a" = conv2d(%"x", %"w.affine", %"w.affine_bias") {group = 2} : f32[1,2,4,4] loc("dw")
+  %"y" = clip(%"a") {max = 6.0, min = 0.0} : f32[1,2,4,4] loc("relu6")
+  %"c2" = conv2d(%"y", %"w") {group = 2} : f32[1,2,4,4] loc("dw2")
+  %"z" = mul(%"c2", %"u") : f32[1,2,4,4] loc("by_column")
+  output %"z"
+}
+"""
+FOLD_CONV_AFFINE_CONSTS = {"w": [1.0] * 2, "s": [2, 3], "t": [0.5, -1], "u": [1, 2, 3, 4]}
+
 FUSE_ATTENTION_IN = """
 graph "g" opset=13 {
   input %"q" : f32[1,4,8]
@@ -258,6 +292,7 @@ CASES = {
         {"w": [1, 0, 0, 1], "s": [1, 2], "b": [0, 1], "m": [0, 0], "v": [1, 1]},
         FOLD_BATCHNORM_OUT,
     ),
+    "fold-conv-affine": (FOLD_CONV_AFFINE_IN, FOLD_CONV_AFFINE_CONSTS, FOLD_CONV_AFFINE_OUT),
     "fuse-attention": (FUSE_ATTENTION_IN, {"scale": [0.125]}, FUSE_ATTENTION_OUT),
     "fuse-layernorm": (FUSE_LAYERNORM_IN, {"eps": [1e-05]}, FUSE_LAYERNORM_OUT),
     "fuse-gelu": (
@@ -293,3 +328,108 @@ def test_batchnorm_folds_into_the_conv_weights() -> None:
     w = np.array([1, 0, 0, 1]).reshape(2, 2, 1, 1) * scale.reshape(2, 1, 1, 1)
     np.testing.assert_allclose(g.tensors["w.bn"].data, w, rtol=1e-6)
     np.testing.assert_allclose(g.tensors["w.bn_bias"].data, [0, 1], atol=1e-6)
+
+
+def test_conv_affine_folds_scale_and_shift_per_channel() -> None:
+    """The depthwise conv's Mul by [2, 3] and Add of [0.5, -1] become its weights and bias;
+    the Mul by a per-column constant after the second conv does not fold."""
+    g = rewrite("fold-conv-affine", FOLD_CONV_AFFINE_IN, FOLD_CONV_AFFINE_CONSTS)
+    np.testing.assert_array_equal(g.tensors["w.affine"].data.reshape(2), [2, 3])
+    np.testing.assert_array_equal(g.tensors["w.affine_bias"].data, [0.5, -1])
+
+
+# Exporters' variants: Keras MultiHeadAttention's einsums as the frontend lowers them (the
+# scores computed transposed, K Qᵀ, with batch merges and a transpose of the last two dims),
+# and tf.keras' LayerNorm through tf2onnx (x * inv + (beta - mean * inv)).
+KERAS_ATTENTION_IN = """
+graph "m" opset=13 {
+  input %"q" : f32[1,4,2,2]
+  input %"k" : f32[1,4,2,2]
+  input %"v" : f32[1,4,2,2]
+  const %"c1" : f32[] sha256=0
+  %"t2" = mul(%"q", %"c1") : f32[1,4,2,2] loc("Mul_0")
+  %"t3.t" = transpose(%"k") {perm = [0, 2, 1, 3]} : f32[1,2,4,2] loc("Einsum_1.transpose")
+  %"t3.lhs" = reshape(%"t3.t") : f32[2,4,2] loc("Einsum_1.reshape")
+  %"t3.t_1" = transpose(%"t2") {perm = [0, 2, 3, 1]} : f32[1,2,2,4] loc("Einsum_1.transpose_")
+  %"t3.rhs" = reshape(%"t3.t_1") : f32[2,2,4] loc("Einsum_1.reshape_")
+  %"t3.mm" = matmul(%"t3.lhs", %"t3.rhs") : f32[2,4,4] loc("Einsum_1.matmul")
+  %"t3.prod" = reshape(%"t3.mm") : f32[1,2,4,4] loc("Einsum_1.reshape__")
+  %"t3.t_2" = transpose(%"t3.prod") {perm = [0, 1, 3, 2]} : f32[1,2,4,4] loc("Einsum_1.transpose__")
+  %"t3" = reshape(%"t3.t_2") : f32[1,2,4,4] loc("Einsum_1")
+  %"t4" = softmax(%"t3") {axis = 3} : f32[1,2,4,4] loc("Softmax_2")
+  %"y.lhs" = reshape(%"t4") : f32[2,4,4] loc("Einsum_3.reshape")
+  %"y.t" = transpose(%"v") {perm = [0, 2, 1, 3]} : f32[1,2,4,2] loc("Einsum_3.transpose")
+  %"y.rhs" = reshape(%"y.t") : f32[2,4,2] loc("Einsum_3.reshape_")
+  %"y.mm" = matmul(%"y.lhs", %"y.rhs") : f32[2,4,2] loc("Einsum_3.matmul")
+  %"y.prod" = reshape(%"y.mm") : f32[1,2,4,2] loc("Einsum_3.reshape__")
+  %"y.t_1" = transpose(%"y.prod") {perm = [0, 2, 1, 3]} : f32[1,4,2,2] loc("Einsum_3.transpose_")
+  %"y" = reshape(%"y.t_1") : f32[1,4,2,2] loc("Einsum_3")
+  output %"y"
+}
+"""
+KERAS_ATTENTION_OUT = """
+graph "m" opset=13 {
+  input %"q" : f32[1,4,2,2]
+  input %"k" : f32[1,4,2,2]
+  input %"v" : f32[1,4,2,2]
+  const %"c1" : f32[] sha256=...
+  %"t2" = mul(%"q", %"c1") : f32[1,4,2,2] loc("Mul_0")
+  %"y.prod" = attention(%"t2", %"k", %"v") {k_strides = [16, 2, 4, 1], q_strides = [16, 2, 4, 1], scale = 1.0, v_strides = [16, 2, 4, 1]} : f32[1,2,4,2] loc("Einsum_3.reshape__")
+  %"y.t_1" = transpose(%"y.prod") {perm = [0, 2, 1, 3]} : f32[1,4,2,2] loc("Einsum_3.transpose_")
+  %"y" = reshape(%"y.t_1") : f32[1,4,2,2] loc("Einsum_3")
+  output %"y"
+}
+"""  # noqa: E501
+TF2ONNX_LAYERNORM_IN = """
+graph "m" opset=13 {
+  input %"x" : f32[2,5,16]
+  const %"c5" : f32[] sha256=0
+  const %"c9" : f32[16] sha256=0
+  const %"c10" : f32[16] sha256=0
+  %"t1" = reduce(%"x") {axes = [2], op = "mean"} : f32[2,5,1] loc("ReduceMean_0")
+  %"t2" = sub(%"x", %"t1") : f32[2,5,16] loc("Sub_1")
+  %"t3" = mul(%"t2", %"t2") : f32[2,5,16] loc("Mul_2")
+  %"t4" = reduce(%"t3") {axes = [2], op = "mean"} : f32[2,5,1] loc("ReduceMean_3")
+  %"t6" = add(%"t4", %"c5") : f32[2,5,1] loc("Add_4")
+  %"t7" = sqrt(%"t6") : f32[2,5,1] loc("Sqrt_5")
+  %"t8" = recip(%"t7") : f32[2,5,1] loc("Reciprocal_6")
+  %"t11" = mul(%"t8", %"c9") : f32[2,5,16] loc("Mul_7")
+  %"t12" = mul(%"x", %"t11") : f32[2,5,16] loc("Mul_8")
+  %"t13" = mul(%"t1", %"t11") : f32[2,5,16] loc("Mul_9")
+  %"t14" = sub(%"c10", %"t13") : f32[2,5,16] loc("Sub_10")
+  %"y" = add(%"t12", %"t14") : f32[2,5,16] loc("Add_11")
+  output %"y"
+}
+"""
+TF2ONNX_LAYERNORM_OUT = """
+graph "m" opset=13 {
+  input %"x" : f32[2,5,16]
+  const %"c5" : f32[] sha256=...
+  const %"c9" : f32[16] sha256=...
+  const %"c10" : f32[16] sha256=...
+  const %"Add_11.gamma" : f32[16] sha256=...
+  const %"Add_11.beta" : f32[16] sha256=...
+  %"y" = layernorm(%"x", %"Add_11.gamma", %"Add_11.beta") {axis = 2, epsilon = 0.0010000000474974513} : f32[2,5,16] loc("Add_11")
+  output %"y"
+}
+"""  # noqa: E501
+EXPORTER_CASES = {
+    "keras-attention": (
+        "fuse-attention",
+        KERAS_ATTENTION_IN,
+        {"c1": [0.5**0.5]},
+        KERAS_ATTENTION_OUT,
+    ),
+    "tf2onnx-layernorm": (
+        "fuse-layernorm",
+        TF2ONNX_LAYERNORM_IN,
+        {"c5": [1e-3]},
+        TF2ONNX_LAYERNORM_OUT,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(EXPORTER_CASES))
+def test_exporter_variant_prints_the_expected_ir(case: str) -> None:
+    name, text, consts, expected = EXPORTER_CASES[case]
+    assert printed(rewrite(name, text, consts)) == expected.lstrip("\n")

@@ -21,6 +21,7 @@ from npucc.ir.isa import (
     Mmad,
     NocCopy,
     Spill,
+    VBinary,
     instr_pipe,
     pattern_extent,
 )
@@ -119,7 +120,9 @@ class TileBuilder:
         writes = [getattr(instr, n) for n in instr.writes]
         ddr_reads = [r.key for r in reads if isinstance(r, DdrRef)]
         ddr_writes = [w.key for w in writes if isinstance(w, DdrRef)]
-        if isinstance(instr, Mmad) and instr.acc:
+        if (isinstance(instr, Mmad) and instr.acc) or (
+            isinstance(instr, VBinary) and instr.accumulates
+        ):
             reads.append(instr.dst)
         for ref in (*reads, *writes):
             if isinstance(ref, BufRef):

@@ -11,6 +11,7 @@ from npucc.backend.lower.context import (
     split,
     window_extent,
 )
+from npucc.backend.lower.depthwise import lower_vector_conv, prefers_vector
 from npucc.backend.lower.matmul import choose_tiles
 from npucc.ir.graph import Layer
 from npucc.ir.isa import BufRef, Copy, DdrRef, Img2Col, Mmad, VBinary
@@ -106,7 +107,18 @@ class ConvTile:
 
 @lowering("conv2d")
 def lower_conv2d(ctx: LowerContext, layer: Layer) -> None:
-    """Tiled convolution: per output band and output-channel tile, accumulate over channel tiles."""
+    """Tiled convolution: per output band and output-channel tile, accumulate over channel tiles.
+
+    A low-reuse grouped conv (depthwise) goes to the vector pipe when that costs less.
+    """
+    if prefers_vector(ctx, layer, lower_cube_conv):
+        lower_vector_conv(ctx, layer)
+        return
+    lower_cube_conv(ctx, layer)
+
+
+def lower_cube_conv(ctx: LowerContext, layer: Layer) -> None:
+    """The cube lowering of conv2d (img2col + mmad), whatever the groups."""
     g = _geometry(ctx, layer)
     taps = g.kh * g.kw
 

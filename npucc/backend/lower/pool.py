@@ -174,7 +174,7 @@ def _pool_tile(
     pad = -math.inf if layer.op == "maxpool" else 0.0
     x = ctx.ddr(layer.inputs[0]).at(p0 * g.h * g.w)
     band = (oh0 * g.sh - g.pads[0], rows, ow0 * g.sw - g.pads[1], cols)
-    _fill_window(ctx, g, win, x, pl, band, pad)
+    fill_window(ctx, (g.h, g.w), win, x, pl, band, pad)
     out = bld.alloc("UB", pl * ohl * owl, f"{layer.name}.out")
     dims = (pl, ohl, owl, g.kh, g.kw)
     src_strides = (rows * cols, g.sh * cols, g.sw, g.dh * cols, g.dw)
@@ -191,30 +191,31 @@ def _pool_tile(
     bld.free(out)
 
 
-def _fill_window(
+def fill_window(
     ctx: LowerContext,
-    g: PoolGeom,
+    plane: tuple[int, int],
     win: BufRef,
     x: DdrRef,
     planes: int,
     band: tuple[int, int, int, int],
     pad: float,
 ) -> None:
-    """Fill `win` [planes, rows, cols] with the input planes starting at `x`, padded.
+    """Fill `win` [planes, rows, cols] with the [h, w] input planes starting at `x`, padded.
 
     `band` is (r0, rows, q0, cols) in input coordinates; positions outside the image get `pad`.
     """
     r0, rows, q0, cols = band
-    top, bottom = max(r0, 0), min(r0 + rows, g.h)
-    left, right = max(q0, 0), min(q0 + cols, g.w)
+    h, w = plane
+    top, bottom = max(r0, 0), min(r0 + rows, h)
+    left, right = max(q0, 0), min(q0 + cols, w)
     inside = top < bottom and left < right
     if not inside or (top, bottom, left, right) != (r0, r0 + rows, q0, q0 + cols):
         ctx.builder.emit(VFill(win, (planes * rows * cols,), (1,), pad))
     if inside:
         dst = win.at((top - r0) * cols + left - q0)
         dims = (planes, bottom - top, right - left)
-        src = x.at(top * g.w + left)
-        ctx.builder.emit(Copy(dst, src, dims, (rows * cols, cols, 1), (g.h * g.w, g.w, 1)))
+        src = x.at(top * w + left)
+        ctx.builder.emit(Copy(dst, src, dims, (rows * cols, cols, 1), (h * w, w, 1)))
 
 
 @lowering("globalavgpool", "globalmaxpool")

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from npucc.ir.graph import Graph, Layer
 from npucc.ir.graph_schema import VIEW_OPS
 from npucc.ir.program import LayerWork
@@ -39,20 +37,12 @@ def layer_work(graph: Graph) -> list[LayerWork]:
 
 
 def macs(graph: Graph, layer: Layer) -> int:
-    """Multiply-accumulates of a conv2d, gemm, matmul or attention layer (0 for the rest).
-
-    NOTE: a conv2d whose weights are the block-diagonal form of a depthwise conv (the frontend
-    makes one to feed the cube 16 channels at a time) counts as the depthwise conv it is: one
-    input channel per output channel. Zeros off the diagonal add nothing to the math.
-    """
+    """Multiply-accumulates of a conv2d, gemm, matmul or attention layer (0 for the rest)."""
     t = graph.tensors
     out = math.prod(t[layer.outputs[0]].shape)
     if layer.op == "conv2d":
         w = t[layer.inputs[1]]
-        per_output = math.prod(w.shape[1:])
-        if _depthwise_blocks(w.data):
-            per_output //= w.shape[1]
-        return out * per_output
+        return out * math.prod(w.shape[1:])
     if layer.op == "gemm":
         a = t[layer.inputs[0]].shape
         return out * (a[0] if layer.attrs.get("trans_a") else a[1])
@@ -76,19 +66,6 @@ def attention_dims(graph: Graph, layer: Layer) -> tuple[tuple[int, ...], int, in
     return batch, sq, sk, d, dv
 
 
-def _depthwise_blocks(data: np.ndarray | None) -> bool:
-    """Whether conv weights [co, B, kh, kw] (B > 1) are zero except w[o, o % B]."""
-    if data is None or data.ndim < 2 or data.shape[1] <= 1:
-        return False
-    co, block = data.shape[:2]
-    flat = np.asarray(data).reshape(co, block, -1)
-    if np.any(flat[0, 1:]):  # output channel 0 reads more than input channel 0: dense
-        return False
-    keep = np.zeros((co, block), dtype=bool)
-    keep[np.arange(co), np.arange(co) % block] = True
-    return not np.any(flat[~keep])
-
-
 def _vector(graph: Graph, layer: Layer) -> int:
     """Elements the vector unit must process: every output element of a computing layer, every
     input element of a reduction; none for the cube's layers and pure data movement."""
@@ -102,12 +79,9 @@ def _vector(graph: Graph, layer: Layer) -> int:
 
 def _const_elems(graph: Graph, layer: Layer, name: str) -> int:
     """Elements of constant `name` a program must read at least: all of it, except a table
-    that a run-time gather reads (`take` with ids): only the rows it gathers, and the
-    block-diagonal weights of a depthwise conv: only the diagonal."""
+    that a run-time gather reads (`take` with ids): only the rows it gathers."""
     tensor = graph.tensors[name]
     elems = math.prod(tensor.shape)
     if layer.op == "take" and len(layer.inputs) > 1 and name == layer.inputs[0]:
         return min(elems, math.prod(graph.tensors[layer.outputs[0]].shape))
-    if layer.op == "conv2d" and name == layer.inputs[1] and _depthwise_blocks(tensor.data):
-        return elems // tensor.shape[1]
     return elems

@@ -1,0 +1,231 @@
+"""Vector lowering of depthwise and other low-reuse grouped convolutions, chosen by cost.
+
+A group with few input channels (a depthwise conv has one) cannot fill the cube's fractals:
+on the cube it pays a whole n0 x k0 fractal per few MACs and a DMA round trip per group. The
+vector lowering instead takes a tile of whole groups: per image and block of groups its
+weights [block channels, cg*kh*kw] and bias go DDR -> UB once; per band of output rows x
+columns the padded input window goes DDR -> UB in one copy, and each tap (ci, ki, kj) adds
+window-view x weight into the accumulator with one `mla` (the window read at the conv's
+strides, the weight broadcast over pixels by stride 0, the input channel over a group's
+output channels by stride 0); then bias, the fused activation and one store. It executes the
+model's MACs exactly, on the model's weights.
+
+`prefers_vector` chooses between it and the cube lowering (conv.py) by one cost: the busiest
+pipe's cycles of the instructions each lowering emits for the layer (a trial lowering priced
+by `ir.isa_cost`, i.e. target/cost.py's formulas).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from npucc.backend.lower.builder import MeshBuilder, TileBuilder
+from npucc.backend.lower.context import (
+    LowerContext,
+    Lowering,
+    apply_activation,
+    split,
+    window_extent,
+)
+from npucc.backend.lower.layout import budget, coalesce
+from npucc.backend.lower.pool import fill_window
+from npucc.ir.graph import Layer
+from npucc.ir.isa import BufRef, Copy, VBinary
+from npucc.ir.program import TiledProgram
+from npucc.ir.tiled import TileGraph
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConv:
+    """Shapes and window parameters of a grouped conv2d layer."""
+
+    n: int
+    c: int
+    h: int
+    w: int
+    co: int
+    oh: int
+    ow: int
+    kh: int
+    kw: int
+    sh: int
+    sw: int
+    dh: int
+    dw: int
+    pad_t: int
+    pad_l: int
+    group: int
+
+    @property
+    def cg(self) -> int:
+        """Input channels per group."""
+        return self.c // self.group
+
+    @property
+    def cog(self) -> int:
+        """Output channels per group."""
+        return self.co // self.group
+
+    @property
+    def taps(self) -> int:
+        """Kernel positions."""
+        return self.kh * self.kw
+
+    def in_rows(self, out_rows: int) -> int:
+        """Input rows (padding included) a band of `out_rows` output rows reads."""
+        return window_extent(out_rows, self.sh, self.kh, self.dh)
+
+    def in_cols(self, out_cols: int) -> int:
+        """Input columns (padding included) a band of `out_cols` output columns reads."""
+        return window_extent(out_cols, self.sw, self.kw, self.dw)
+
+    def ub_elems(self, groups: int, rows: int, cols: int) -> int:
+        """UB elements a tile of `groups` groups and a rows x cols band holds at once."""
+        weights = groups * self.cog * (self.cg * self.taps + 1)
+        window = groups * self.cg * self.in_rows(rows) * self.in_cols(cols)
+        return weights + window + groups * self.cog * rows * cols
+
+
+def geometry(ctx: LowerContext, layer: Layer) -> GroupConv:
+    """The layer's GroupConv."""
+    n, c, h, w = ctx.shape(layer.inputs[0])
+    co, _, kh, kw = ctx.shape(layer.inputs[1])
+    _, _, oh, ow = ctx.shape(layer.outputs[0])
+    a = layer.attrs
+    sh, sw = a.get("strides", (1, 1))
+    dh, dw = a.get("dilations", (1, 1))
+    pads = a.get("pads", (0, 0, 0, 0))
+    group = a.get("group", 1)
+    return GroupConv(n, c, h, w, co, oh, ow, kh, kw, sh, sw, dh, dw, pads[0], pads[1], group)
+
+
+def _largest(fits: Callable[[int], bool], hi: int) -> int:
+    """The largest v in [1, hi] with fits(v) (monotone decreasing), or 0 if none."""
+    lo, best = 1, 0
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+def vector_tiles(ctx: LowerContext, g: GroupConv) -> tuple[int, int, int] | None:
+    """(groups, rows, cols) per tile: whole rows first, then whole planes, then more groups.
+
+    None when even one output pixel of one group does not fit the UB share.
+    """
+    cap = budget(ctx)
+    if g.ub_elems(1, 1, 1) > cap:
+        return None
+    cols = _largest(lambda v: g.ub_elems(1, 1, v) <= cap, g.ow)
+    rows = _largest(lambda v: g.ub_elems(1, v, cols) <= cap, g.oh) if cols == g.ow else 1
+    full = rows == g.oh and cols == g.ow
+    groups = _largest(lambda v: g.ub_elems(v, rows, cols) <= cap, g.group) if full else 1
+    return groups, rows, cols
+
+
+def low_reuse(ctx: LowerContext, g: GroupConv) -> bool:
+    """True for a grouped conv whose groups cannot fill a cube fractal (in K or in N)."""
+    cube = ctx.target.cube
+    return g.group > 1 and (g.cg < cube.k0 or g.cog < cube.n0)
+
+
+def prefers_vector(ctx: LowerContext, layer: Layer, cube: Lowering) -> bool:
+    """True when the vector lowering of a low-reuse grouped conv costs less than `cube`'s."""
+    g = geometry(ctx, layer)
+    if not low_reuse(ctx, g) or vector_tiles(ctx, g) is None:
+        return False
+    return pipe_bound(ctx, layer, lower_vector_conv) < pipe_bound(ctx, layer, cube)
+
+
+def pipe_bound(ctx: LowerContext, layer: Layer, lower: Lowering) -> int:
+    """The cost of a lowering: the busiest pipe's cycles of the instructions it emits.
+
+    NOTE: a trial on one scratch core (its own program, so nothing of it reaches the output);
+    every node's cycles are `ir.isa_cost.instr_cycles`, target/cost.py's formulas.
+    """
+    graph = TileGraph("trial")
+    program = TiledProgram(ctx.graph.name, ctx.target)
+    builder = MeshBuilder([TileBuilder(graph, ctx.target)])
+    trial = LowerContext(ctx.graph, program, builder, ctx.target)
+    trial.begin_layer((0,))
+    lower(trial, layer)
+    busy: dict[str, int] = {}
+    for node in graph.nodes:
+        if node.pipe is not None:
+            busy[node.pipe] = busy.get(node.pipe, 0) + node.cycles
+    return max(busy.values(), default=0)
+
+
+def lower_vector_conv(ctx: LowerContext, layer: Layer) -> None:
+    """Tiles of (image, block of groups), each over bands of output rows x columns."""
+    g = geometry(ctx, layer)
+    tiles = vector_tiles(ctx, g)
+    if tiles is None:
+        raise ctx.fit_error(layer, "UB", g.ub_elems(1, 1, 1))
+    groups_t, rows_t, cols_t = tiles
+    bld = ctx.builder
+    bias = layer.inputs[2] if len(layer.inputs) > 2 and layer.inputs[2] else ""
+    for n in range(g.n):
+        for g0, gl in split(g.group, groups_t):
+            ctx.next_tile()
+            co0, cb = g0 * g.cog, gl * g.cog
+            k = g.cg * g.taps
+            wts = bld.alloc("UB", cb * k, f"{layer.name}.w")
+            bld.emit(Copy(wts, ctx.ddr(layer.inputs[1]).at(co0 * k), (cb * k,), (1,), (1,)))
+            b = bld.alloc("UB", cb, f"{layer.name}.bias") if bias else None
+            if b is not None:
+                bld.emit(Copy(b, ctx.ddr(bias).at(co0), (cb,), (1,), (1,)))
+            for r0, rows in split(g.oh, rows_t):
+                for q0, cols in split(g.ow, cols_t):
+                    _band(ctx, layer, g, (n, g0, gl), (r0, rows, q0, cols), wts, b)
+            if b is not None:
+                bld.free(b)
+            bld.free(wts)
+
+
+def _band(
+    ctx: LowerContext,
+    layer: Layer,
+    g: GroupConv,
+    block: tuple[int, int, int],
+    band: tuple[int, int, int, int],
+    wts: BufRef,
+    bias: BufRef | None,
+) -> None:
+    """One band of output rows x columns of a block of groups: window, taps, epilogue, store."""
+    n, g0, gl = block
+    r0, rows, q0, cols = band
+    bld = ctx.builder
+    ci, cb = gl * g.cg, gl * g.cog
+    wr, wc = g.in_rows(rows), g.in_cols(cols)
+    win = bld.alloc("UB", ci * wr * wc, f"{layer.name}.win")
+    x = ctx.ddr(layer.inputs[0]).at((n * g.c + g0 * g.cg) * g.h * g.w)
+    box = (r0 * g.sh - g.pad_t, wr, q0 * g.sw - g.pad_l, wc)
+    fill_window(ctx, (g.h, g.w), win, x, ci, box, 0.0)
+    pixels = rows * cols
+    acc = bld.alloc("UB", cb * pixels, f"{layer.name}.acc")
+    dims = (gl, g.cog, rows, cols)
+    dense = (g.cog * pixels, pixels, cols, 1)
+    a_st = (g.cg * wr * wc, 0, g.sh * wc, g.sw)
+    k = g.cg * g.taps
+    b_st = (g.cog * k, k, 0, 0)
+    first = True
+    for c in range(g.cg):
+        for ki in range(g.kh):
+            for kj in range(g.kw):
+                a = win.at(c * wr * wc + ki * g.dh * wc + kj * g.dw)
+                w = wts.at(c * g.taps + ki * g.kw + kj)
+                cd, (ds, as_, bs) = coalesce(dims, dense, a_st, b_st)
+                bld.emit(VBinary("mul" if first else "mla", acc, a, w, cd, ds, as_, bs))
+                first = False
+    bld.free(win)
+    if bias is not None:
+        bld.emit(VBinary("add", acc, acc, bias, (cb, pixels), (pixels, 1), (pixels, 1), (1, 0)))
+    apply_activation(ctx, acc, cb * pixels, layer.attrs)
+    y = ctx.ddr(layer.outputs[0]).at(((n * g.co + g0 * g.cog) * g.oh + r0) * g.ow + q0)
+    bld.emit(Copy(y, acc, (cb, rows, cols), (g.oh * g.ow, g.ow, 1), (pixels, cols, 1)))
+    bld.free(acc)

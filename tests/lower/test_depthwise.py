@@ -1,0 +1,60 @@
+"""Depthwise and low-reuse grouped convs: the vector lowering, its cost choice, and the weights."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from test_breadth_ops import run
+
+import npucc
+
+
+@pytest.mark.parametrize(
+    ("channels", "cog", "group", "attrs"),
+    [
+        (48, 1, 48, {"pads": [1, 1, 1, 1]}),
+        (36, 1, 36, {"strides": [2, 2], "pads": [1, 0, 1, 1]}),
+        (7, 1, 7, {"dilations": [2, 1]}),
+        (8, 2, 4, {"pads": [1, 1, 1, 1]}),  # two input and two output channels per group
+        (6, 3, 2, {"strides": [1, 2]}),  # three input, three output channels per group
+    ],
+)
+def test_grouped_conv_matches_onnxruntime(channels, cog, group, attrs):
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((group * cog, channels // group, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(group * cog).astype(np.float32)
+    run("Conv", {"x": (2, channels, 9, 8)}, {"group": group, **attrs}, consts={"w": w, "b": b})
+
+
+def _conv_model(channels: int, group: int, cog: int, size: int = 14):
+    w = np.ones((group * cog, channels // group, 3, 3), np.float32)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], group=group, pads=[1, 1, 1, 1])
+    graph = helper.make_graph(
+        [node],
+        "t",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, channels, size, size))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, group * cog, size, size))],
+        [numpy_helper.from_array(w, "w")],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), w
+
+
+def test_depthwise_runs_the_models_macs_on_the_vector_pipe_with_the_models_weights():
+    """No block-diagonal expansion: the image holds the model's weights, the cube does nothing
+    and the vector pipe's `mla`s cover each output pixel's 9 taps once."""
+    model, w = _conv_model(64, 64, 1)
+    program = npucc.compile(model)
+    assert len(program.image) == w.nbytes
+    result = program.execute({"x": np.ones((1, 64, 14, 14), np.float32)})
+    assert result.counters["macs"] == 0
+    assert "mmad" not in result.counters["opcodes"]
+    assert " op=mla " in program.stream
+
+
+def test_a_grouped_conv_whose_groups_fill_the_cube_stays_on_the_cube():
+    model, _ = _conv_model(64, 2, 32)
+    program = npucc.compile(model)
+    result = program.execute({"x": np.ones((1, 64, 14, 14), np.float32)})
+    assert result.counters["macs"] == 14 * 14 * 64 * 32 * 9
+    assert " op=mla " not in program.stream
