@@ -64,13 +64,15 @@ def reference(model: onnx.ModelProto, seed: int) -> tuple[dict, dict]:
     return inputs, run_onnxruntime(model, inputs)
 
 
-def check_example(model: onnx.ModelProto, target: Target, seed: int = 0) -> Outcome:
-    """Run the property on one example (see the module docstring)."""
+def check_example(
+    model: onnx.ModelProto, target: Target, schedule: str = "dan", seed: int = 0
+) -> Outcome:
+    """Run the property on one example compiled with the `schedule` method (module docstring)."""
     start = time.perf_counter()
     out = Outcome()
     inputs, ref = reference(model, seed)
     try:
-        _check(model, target, inputs, ref, out)
+        _check(model, target, schedule, inputs, ref, out)
     except Exception as exc:  # anything but an NpuccError refusal is a bug
         where = traceback.extract_tb(exc.__traceback__)[-1]
         _fail(out, f"crash:{type(exc).__name__}", f"{exc} at {where.filename}:{where.lineno}")
@@ -78,11 +80,13 @@ def check_example(model: onnx.ModelProto, target: Target, seed: int = 0) -> Outc
     return out
 
 
-def _check(model: onnx.ModelProto, target: Target, inputs: dict, ref: dict, out: Outcome) -> None:
+def _check(
+    model: onnx.ModelProto, target: Target, schedule: str, inputs: dict, ref: dict, out: Outcome
+) -> None:
     current = target
     for attempt in range(MAX_ENLARGE + 1):
         try:
-            program = npucc.compile(model, current)
+            program = npucc.compile(model, current, schedule)
         except NpuccError as exc:
             text = str(exc)
             fit = FIT.search(text)
@@ -104,13 +108,14 @@ def _check(model: onnx.ModelProto, target: Target, inputs: dict, ref: dict, out:
             out.enlarged.append(tier)
             current = current.with_capacity(**{tier: need})
             continue
-        _check_program(model, current, program, inputs, ref, out)
+        _check_program(model, current, schedule, program, inputs, ref, out)
         return
 
 
 def _check_program(
     model: onnx.ModelProto,
     target: Target,
+    schedule: str,
     program: npucc.compiler.Program,
     inputs: dict,
     ref: dict,
@@ -136,6 +141,6 @@ def _check_program(
     if predicted != result.makespan:
         _fail(out, "makespan", f"predicted {predicted}, interpreted {result.makespan}")
         return
-    again = npucc.compile(model, target)
+    again = npucc.compile(model, target, schedule)
     if again.stream != program.stream or again.image != program.image:
         _fail(out, "nondeterministic", "a second compile gave different bytes")

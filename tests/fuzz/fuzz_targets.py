@@ -6,7 +6,8 @@ get small, buffers spill and tensors stop fitting on chip), the buffer alignment
 bandwidths and latencies, the cube's fractal and the vector width, the mesh shape (1x1 to
 4x4), the NoC and DDR figures and the on-chip buffer. Every field shrinks towards the
 preset's value, so a minimised failure differs from a preset only where it must.
-`to_toml` writes a target back as a TOML file that `npucc.target.load_target` reads.
+`to_toml` writes a target back as a TOML file that `npucc.target.load_target` reads;
+`schedules()` draws the per-core scheduler an example compiles with.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from npucc.backend.schedule.registry import SCHEDULERS
 from npucc.target import DMA_PATHS, TIERS, Target, load_target, target_from_dict
 
 PRESETS = ("davinci-core", "mesh8x8")
@@ -65,6 +67,16 @@ def targets(draw: Any, presets: tuple[str, ...] = PRESETS) -> Target:
         mesh["onchip_buffer"] = mesh["onchip_buffer"] >> shrink
         mesh["noc_dma_latency"] = draw(_or_preset(mesh["noc_dma_latency"], st.integers(0, 64)))
     return target_from_dict(data, "fuzz")
+
+
+def schedules() -> st.SearchStrategy[str]:
+    """A per-core scheduler: DAN (the default, what a failure shrinks to) or any other one.
+
+    NOTE: DAN keeps the lowering's tiles within their tiers, so it rarely spills; the baseline
+    schedulers (hmcos, mpas-critical, ...) overlap more tiles and spill, which puts the spill
+    paths of codegen and the interpreter under test.
+    """
+    return st.one_of(st.just("dan"), st.sampled_from(sorted(SCHEDULERS)))
 
 
 def _value(value: Any) -> str:

@@ -17,7 +17,7 @@ import pytest
 from fuzz_check import check_example
 from fuzz_models import models
 from fuzz_regress import load_regression, regressions, save_regression
-from fuzz_targets import targets
+from fuzz_targets import schedules, targets
 from hypothesis import HealthCheck, given, settings
 
 EXAMPLES = 200
@@ -30,9 +30,9 @@ EXAMPLES = 200
     deadline=None,
     suppress_health_check=list(HealthCheck),
 )
-@given(models(), targets())
-def test_random_models_on_random_targets(model, target):
-    out = check_example(model, target)
+@given(models(), targets(), schedules())
+def test_random_models_on_random_targets(model, target, schedule):
+    out = check_example(model, target, schedule)
     if not out.ok and os.environ.get("NPUCC_FUZZ_SAVE"):  # the last call is the shrunk example
         save_regression(
             model, target, out.failure.replace(":", "-"), Path(os.environ["NPUCC_FUZZ_SAVE"])
@@ -42,6 +42,6 @@ def test_random_models_on_random_targets(model, target):
 
 @pytest.mark.parametrize("stem", regressions())
 def test_saved_regression(stem):
-    model, target = load_regression(stem)
-    out = check_example(model, target)
+    model, target, schedule = load_regression(stem)
+    out = check_example(model, target, schedule)
     assert out.ok, f"{out.failure}: {out.detail}"
