@@ -7,8 +7,8 @@ fuzz_targets.targets), chunk i from seed (S, i), so a run's examples depend on N
 not on K. Each example is checked by fuzz_check.check_example in one of K worker processes
 (TIMEOUT seconds each). The run prints the examples run, examples per second, failures by
 class, timeouts (examples slower than TIMEOUT: reported, not failures, since the property
-was not violated), how many examples were refused (a true capacity refusal), spilled, crossed cores and
-used the NoC, and the slowest cases. With --shrink, the first failure of each class is
+was not violated), how many examples were refused (a true capacity refusal), spilled, crossed
+cores and used the NoC, and the slowest cases. With --shrink, the first failure of each class is
 reproduced and minimised by hypothesis and saved to DIR (default tests/fuzz/regressions) as
 <class>-<seed>-<chunk>.onnx + .toml. Exit status 1 when an example failed.
 """
