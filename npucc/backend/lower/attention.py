@@ -26,25 +26,31 @@ BLOCK = 128  # largest query and key block
 def _blocks(ctx: LowerContext, layer: Layer, dims: tuple[int, ...], mask: bool) -> tuple[int, int]:
     """(Br, Bc): the largest blocks (halving from BLOCK) whose buffers fit every tier's share."""
     sq, sk, d, dv = dims
-    half = {t: ctx.capacity(t) // 2 for t in ("L0A", "L0B", "L0C", "L1")}
-    ub = budget(ctx)
+
+    def cube(br: int, bc: int) -> dict[str, tuple[int, ...]]:
+        """The buffers of one block step in each cube-side tier (elements each)."""
+        return {
+            "L0A": (br * max(d, bc),),
+            "L0B": (bc * max(d, dv),),
+            "L0C": (br * max(bc, dv),),
+            "L1": (br * d, bc * max(d, dv)),
+        }
+
+    def vector(br: int, bc: int) -> int:
+        """UB elements of one block step: scores (and mask), output and its update, stats."""
+        return br * bc * (2 if mask else 1) + 2 * br * dv + 4 * br
+
+    ub = budget(ctx, layer, least=vector(1, 1))
+    for tier, buffers in cube(1, 1).items():
+        if not ctx.share_fits(tier, buffers):
+            raise ctx.share_error(layer, tier, buffers)
     br, bc = min(sq, BLOCK), min(sk, BLOCK)
-    while True:
-        fits = (
-            br * max(d, bc) <= half["L0A"]
-            and bc * max(d, dv) <= half["L0B"]
-            and br * max(bc, dv) <= half["L0C"]
-            and br * d + bc * max(d, dv) <= half["L1"]
-            and br * bc * (2 if mask else 1) + 2 * br * dv + 4 * br <= ub
-        )
-        if fits:
-            return br, bc
-        if br == 1 and bc == 1:
-            raise ctx.fit_error(layer, "L0A", d)
+    while not (all(ctx.share_fits(t, b) for t, b in cube(br, bc).items()) and vector(br, bc) <= ub):
         if bc >= br and bc > 1:
             bc = max(1, bc // 2)
         else:
             br = max(1, br // 2)
+    return br, bc
 
 
 class _Flash:

@@ -15,6 +15,11 @@ from npucc.ir.isa import BufRef, DdrRef, VUnary
 from npucc.ir.program import TiledProgram
 from npucc.target import Target
 
+# NOTE: every tile uses at most 1/TILE_SHARE of its tier so that the next tile's buffers can be
+# placed while the current one is still live (the headroom a scheduler needs to overlap DMA and
+# compute).
+TILE_SHARE = 2
+
 
 @dataclass(slots=True)
 class LowerContext:
@@ -62,12 +67,29 @@ class LowerContext:
         """Capacity of `tier` in elements."""
         return self.target.memory.capacity(tier) // self.target.elem_bytes
 
-    def fit_error(self, layer: Layer, tier: str, elems: int) -> NpuccError:
-        """The error for a tile that cannot fit the target even at its smallest."""
+    def tile_bytes(self, buffers: tuple[int, ...]) -> int:
+        """Bytes of a tile's buffers (`buffers`: elements of each), each padded to the alignment."""
+        align = self.target.memory.alignment
+        return sum(-(-n * self.target.elem_bytes // align) * align for n in buffers)
+
+    def share_fits(self, tier: str, buffers: tuple[int, ...]) -> bool:
+        """Whether a tile's `buffers` in `tier` fit its share (1/TILE_SHARE) of the tier."""
+        return TILE_SHARE * self.tile_bytes(buffers) <= self.target.memory.capacity(tier)
+
+    def share_error(self, layer: Layer, tier: str, buffers: tuple[int, ...]) -> NpuccError:
+        """The refusal of a layer whose smallest tile holds `buffers` in `tier`."""
+        return self.fit_error(layer, tier, TILE_SHARE * self.tile_bytes(buffers))
+
+    def fit_error(self, layer: Layer, tier: str, needed: int) -> NpuccError:
+        """The error for a tile that cannot fit the target even at its smallest.
+
+        NOTE: `needed` is the capacity in bytes that `tier` would need for the layer's smallest
+        tile to fit its share of the tier (TILE_SHARE, alignment padding included): a target
+        with `tier` that large gets past this refusal, so the message is a true claim.
+        """
         return NpuccError(
             f"{tier} too small for the smallest tile of layer '{layer.name}' ("
-            f"{elems * self.target.elem_bytes} bytes needed, "
-            f"{self.target.memory.capacity(tier)} available)"
+            f"{needed} bytes needed, {self.target.memory.capacity(tier)} available)"
         )
 
 

@@ -122,11 +122,11 @@ def lower_cube_conv(ctx: LowerContext, layer: Layer) -> None:
     g = _geometry(ctx, layer)
     taps = g.kh * g.kw
 
-    def l1_elems(mt: int, nt: int, kt: int) -> int:
+    def l1_buffers(mt: int, nt: int, kt: int) -> tuple[int, int]:
         rows, cols = _pixel_tile(g, mt)
-        return (kt // taps) * g.in_rows(rows) * g.in_cols(cols) + kt * nt
+        return (kt // taps) * g.in_rows(rows) * g.in_cols(cols), kt * nt
 
-    tiles = choose_tiles(ctx, layer, g.oh * g.ow, g.cog, g.cg * taps, l1_elems, k_quantum=taps)
+    tiles = choose_tiles(ctx, layer, g.oh * g.ow, g.cog, g.cg * taps, l1_buffers, k_quantum=taps)
     rows_t, cols_t = _pixel_tile(g, tiles.m)
     for n in range(g.n):
         for grp in range(g.group):

@@ -30,6 +30,7 @@ from npucc.backend.lower.context import (
 )
 from npucc.backend.lower.layout import budget, coalesce
 from npucc.backend.lower.pool import fill_window
+from npucc.errors import NpuccError
 from npucc.ir.graph import Layer
 from npucc.ir.isa import BufRef, Copy, VBinary
 from npucc.ir.program import TiledProgram
@@ -112,14 +113,12 @@ def _largest(fits: Callable[[int], bool], hi: int) -> int:
     return best
 
 
-def vector_tiles(ctx: LowerContext, g: GroupConv) -> tuple[int, int, int] | None:
+def vector_tiles(ctx: LowerContext, layer: Layer, g: GroupConv) -> tuple[int, int, int]:
     """(groups, rows, cols) per tile: whole rows first, then whole planes, then more groups.
 
-    None when even one output pixel of one group does not fit the UB share.
+    Refuses the layer (a true fit error) when one output pixel of one group does not fit.
     """
-    cap = budget(ctx)
-    if g.ub_elems(1, 1, 1) > cap:
-        return None
+    cap = budget(ctx, layer, "UB", least=g.ub_elems(1, 1, 1))
     cols = _largest(lambda v: g.ub_elems(1, 1, v) <= cap, g.ow)
     rows = _largest(lambda v: g.ub_elems(1, v, cols) <= cap, g.oh) if cols == g.ow else 1
     full = rows == g.oh and cols == g.ow
@@ -136,9 +135,17 @@ def low_reuse(ctx: LowerContext, g: GroupConv) -> bool:
 def prefers_vector(ctx: LowerContext, layer: Layer, cube: Lowering) -> bool:
     """True when the vector lowering of a low-reuse grouped conv costs less than `cube`'s."""
     g = geometry(ctx, layer)
-    if not low_reuse(ctx, g) or vector_tiles(ctx, g) is None:
+    if not low_reuse(ctx, g):
         return False
-    return pipe_bound(ctx, layer, lower_vector_conv) < pipe_bound(ctx, layer, cube)
+    try:
+        vector_tiles(ctx, layer, g)
+    except NpuccError:  # the vector lowering does not fit: the cube's may
+        return False
+    try:
+        cube_cycles = pipe_bound(ctx, layer, cube)
+    except NpuccError:  # the cube lowering does not fit: the vector's does
+        return True
+    return pipe_bound(ctx, layer, lower_vector_conv) < cube_cycles
 
 
 def pipe_bound(ctx: LowerContext, layer: Layer, lower: Lowering) -> int:
@@ -163,10 +170,7 @@ def pipe_bound(ctx: LowerContext, layer: Layer, lower: Lowering) -> int:
 def lower_vector_conv(ctx: LowerContext, layer: Layer) -> None:
     """Tiles of (image, block of groups), each over bands of output rows x columns."""
     g = geometry(ctx, layer)
-    tiles = vector_tiles(ctx, g)
-    if tiles is None:
-        raise ctx.fit_error(layer, "UB", g.ub_elems(1, 1, 1))
-    groups_t, rows_t, cols_t = tiles
+    groups_t, rows_t, cols_t = vector_tiles(ctx, layer, g)
     bld = ctx.builder
     bias = layer.inputs[2] if len(layer.inputs) > 2 and layer.inputs[2] else ""
     for n in range(g.n):

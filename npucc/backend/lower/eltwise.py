@@ -91,11 +91,11 @@ def _operands(ctx: LowerContext, layer: Layer) -> tuple[Dims, Dims, list[_Operan
         _Operand(ctx.ddr(name), st, f"{layer.name}.{tag}")
         for name, st, tag in zip(layer.inputs, strides, "abc", strict=False)
     ]
-    cap = budget(ctx)
+    share = cap = budget(ctx, layer)
     for o, name in zip(ops, layer.inputs, strict=True):
         elems = math.prod(ctx.shape(name))
         # NOTE: an operand loaded once serves every tile, so only when all run on one core
-        if len(ctx.cores) == 1 and not o.full() and elems <= budget(ctx) // 4:
+        if len(ctx.cores) == 1 and not o.full() and elems <= share // 4:
             o.whole = load(ctx, o.ref, (elems,), (1,), o.name)
             cap -= elems
     return dims, out_strides, ops, cap
@@ -191,7 +191,7 @@ def lower_unary(ctx: LowerContext, layer: Layer) -> None:
         scalars = (float(attrs["scalar"]),)
     total = math.prod(ctx.shape(layer.outputs[0]))
     src, dst = ctx.ddr(layer.inputs[0]), ctx.ddr(layer.outputs[0])
-    for start, n in split(total, budget(ctx)):
+    for start, n in split(total, budget(ctx, layer)):
         ctx.next_tile()
         buf = load(ctx, src.at(start), (n,), (1,), f"{layer.name}.x")
         ctx.builder.emit(VUnary(layer.op, buf, buf, (n,), (1,), (1,), scalars))
@@ -206,7 +206,7 @@ def lower_gelu(ctx: LowerContext, layer: Layer) -> None:
     total = math.prod(ctx.shape(layer.outputs[0]))
     src, dst = ctx.ddr(layer.inputs[0]), ctx.ddr(layer.outputs[0])
     bld = ctx.builder
-    for start, n in split(total, budget(ctx) // 2):
+    for start, n in split(total, budget(ctx, layer, least=2) // 2):
         ctx.next_tile()
         x = load(ctx, src.at(start), (n,), (1,), f"{layer.name}.x")
         t = bld.alloc("UB", n, f"{layer.name}.t")

@@ -9,12 +9,10 @@ from __future__ import annotations
 import itertools
 import math
 
-from npucc.backend.lower.context import LowerContext, lowering, split
+from npucc.backend.lower.context import TILE_SHARE, LowerContext, lowering, split
 from npucc.ir.graph import Layer, row_major_strides
 from npucc.ir.isa import BufRef, Copy, DdrRef
 
-# NOTE: a tile uses at most 1/TILE_SHARE of a tier, leaving room for the next tile's buffers.
-TILE_SHARE = 2
 MAX_TILE_BUFFERS = 4  # most buffers a vector tile keeps live at once (softmax: x, max, sum, part)
 STAGE_TIER = "L1"  # where layout ops stage their tiles (keeps UB free for vector work)
 
@@ -22,14 +20,19 @@ Dims = tuple[int, ...]
 Box = tuple[Dims, Dims]  # (starts, sizes) of a row-major tile
 
 
-def budget(ctx: LowerContext, tier: str = "UB") -> int:
-    """Elements one tile may hold in `tier` (all its live buffers together).
+def budget(ctx: LowerContext, layer: Layer, tier: str = "UB", least: int = 1) -> int:
+    """Elements one tile of `layer` may hold in `tier` (all its live buffers together).
 
-    The share is reduced by the alignment padding of MAX_TILE_BUFFERS buffers, so that rounded
-    buffer sizes still stay within it.
+    The share (1/TILE_SHARE of the tier) is reduced by the alignment padding of
+    MAX_TILE_BUFFERS buffers, so that rounded buffer sizes still stay within it. A share below
+    `least` elements (the layer's smallest tile) refuses the layer, naming the capacity that
+    would give `least`.
     """
     slack = MAX_TILE_BUFFERS * ctx.target.memory.alignment // ctx.target.elem_bytes
-    return max(1, ctx.capacity(tier) // TILE_SHARE - slack)
+    share = ctx.capacity(tier) // TILE_SHARE - slack
+    if share < least:
+        raise ctx.fit_error(layer, tier, TILE_SHARE * (least + slack) * ctx.target.elem_bytes)
+    return share
 
 
 def coalesce(dims: Dims, *strides: Dims) -> tuple[Dims, list[Dims]]:
@@ -95,7 +98,7 @@ def move(
     """Copy a strided DDR region to another through STAGE_TIER, tile by tile."""
     dims, (ss, ds) = coalesce(dims, src_strides, dst_strides)
     bld = ctx.builder
-    for starts, sizes in boxes(dims, budget(ctx, STAGE_TIER)):
+    for starts, sizes in boxes(dims, budget(ctx, layer, STAGE_TIER)):
         ctx.next_tile()
         buf = bld.alloc(STAGE_TIER, math.prod(sizes), f"{layer.name}.tile")
         dense = row_major_strides(sizes)

@@ -13,10 +13,6 @@ from npucc.backend.lower.context import LowerContext, apply_activation, lowering
 from npucc.ir.graph import Layer, row_major_strides
 from npucc.ir.isa import BufRef, Copy, DdrRef, Mmad, VBinary, VUnary
 
-# NOTE: every tile uses at most half of its tier so that the next tile's buffers can be placed
-# while the current one is still live (the headroom a scheduler needs to overlap DMA and compute).
-TILE_SHARE = 2
-
 
 @dataclass(frozen=True, slots=True)
 class MatTiles:
@@ -37,47 +33,57 @@ def _candidates(total: int, quantum: int = 1) -> list[int]:
     return sorted(out)
 
 
+L1Buffers = Callable[[int, int, int], tuple[int, ...]]
+
+
 def choose_tiles(
     ctx: LowerContext,
     layer: Layer,
     m: int,
     n: int,
     k: int,
-    l1_elems: Callable[[int, int, int], int],
+    l1_buffers: L1Buffers,
     ub_per_mn: int = 2,
     k_quantum: int = 1,
 ) -> MatTiles:
-    """The tile (m_t, n_t, k_t) with the most MACs that fits every tier's share.
+    """The tile (m_t, n_t, k_t) with the most MACs whose buffers fit every tier's share.
 
-    `l1_elems(m_t, n_t, k_t)` gives the L1 elements a tile needs (inputs staged in L1);
-    `ub_per_mn` is the number of m_t x n_t tiles the epilogue keeps in UB; K tiles are
-    multiples of `k_quantum` (a conv's taps per input channel).
+    `l1_buffers(m_t, n_t, k_t)` gives the elements of each L1 buffer of a tile (inputs staged
+    in L1); `ub_per_mn` is the number of m_t x n_t tiles the epilogue keeps in UB; K tiles
+    are multiples of `k_quantum` (a conv's taps per input channel). Tiles are multiples of
+    the cube's fractal (m0, n0, k0) where one fits, else any size down to 1 x 1 x k_quantum.
     """
-    cap = {t: ctx.capacity(t) // TILE_SHARE for t in ("L0A", "L0B", "L0C", "L1", "UB")}
     cube = ctx.target.cube
-    best: tuple[tuple[int, int], MatTiles] | None = None
-    if k_quantum > 1:
-        k_options = [c * k_quantum for c in _candidates(k // k_quantum)]
-    else:
-        k_options = _candidates(k, cube.k0)
-    for mt, nt, kt in itertools.product(
-        _candidates(m, cube.m0), _candidates(n, cube.n0), k_options
-    ):
-        if (
-            mt * kt > cap["L0A"]
-            or kt * nt > cap["L0B"]
-            or mt * nt > cap["L0C"]
-            or l1_elems(mt, nt, kt) > cap["L1"]
-            or ub_per_mn * mt * nt > cap["UB"]
-        ):
-            continue
-        tiles = math.ceil(m / mt) * math.ceil(n / nt) * math.ceil(k / kt)
-        score = (mt * nt * kt, -tiles)
-        if best is None or score > best[0]:
-            best = (score, MatTiles(mt, nt, kt))
-    if best is None:
-        raise ctx.fit_error(layer, "L0A", k_options[0])
-    return best[1]
+
+    def buffers(mt: int, nt: int, kt: int) -> dict[str, tuple[int, ...]]:
+        return {
+            "L0A": (mt * kt,),
+            "L0B": (kt * nt,),
+            "L0C": (mt * nt,),
+            "L1": l1_buffers(mt, nt, kt),
+            "UB": (mt * nt,) * ub_per_mn,
+        }
+
+    for m0, n0, k0 in ((cube.m0, cube.n0, cube.k0), (1, 1, 1)):
+        if k_quantum > 1:
+            k_options = [c * k_quantum for c in _candidates(k // k_quantum)]
+        else:
+            k_options = _candidates(k, k0)
+        best: tuple[tuple[int, int], MatTiles] | None = None
+        for mt, nt, kt in itertools.product(_candidates(m, m0), _candidates(n, n0), k_options):
+            if not all(ctx.share_fits(t, b) for t, b in buffers(mt, nt, kt).items()):
+                continue
+            tiles = math.ceil(m / mt) * math.ceil(n / nt) * math.ceil(k / kt)
+            score = (mt * nt * kt, -tiles)
+            if best is None or score > best[0]:
+                best = (score, MatTiles(mt, nt, kt))
+        if best is not None:
+            return best[1]
+    # NOTE: every tier's need grows with each tile dimension, so the smallest tile is the one
+    # that fits if any does: the first tier it overflows is the one to name
+    smallest = buffers(1, 1, k_options[0])
+    tier = next(t for t, b in smallest.items() if not ctx.share_fits(t, b))
+    raise ctx.share_error(layer, tier, smallest[tier])
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +114,7 @@ def emit_matmul(
     epilogue: Epilogue | None = None,
 ) -> None:
     """Emit out = A[m,k] @ B[k,n] tile by tile; `epilogue(ub, m0, n0, mt, nt)` edits UB tiles."""
-    tiles = choose_tiles(ctx, layer, m, n, k, lambda mt, nt, kt: mt * kt + kt * nt)
+    tiles = choose_tiles(ctx, layer, m, n, k, lambda mt, nt, kt: (mt * kt, kt * nt))
     bld = ctx.builder
     for m0, mt in split(m, tiles.m):
         for n0, nt in split(n, tiles.n):

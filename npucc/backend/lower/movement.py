@@ -64,9 +64,7 @@ def lower_take_indirect(ctx: LowerContext, layer: Layer) -> None:
     shape, axis = ctx.shape(x), layer.attrs["axis"]
     outer, rows, row = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :])
     n = math.prod(ctx.shape(ids))
-    per_tile = budget(ctx) // row
-    if per_tile == 0:
-        raise ctx.fit_error(layer, "UB", row)
+    per_tile = budget(ctx, layer, least=row) // row
     bld = ctx.builder
     table, idx, dst = ctx.ddr(x), ctx.ddr(ids), ctx.ddr(y)
     index = INDEX_DTYPE if ctx.graph.tensors[ids].dtype == INDEX_DTYPE else "f32"
@@ -109,7 +107,7 @@ def lower_pad(ctx: LowerContext, layer: Layer) -> None:
     value = float(layer.attrs["value"])
     in_strides, out_strides = row_major_strides(in_shape), row_major_strides(shape)
     bld = ctx.builder
-    for starts, sizes in boxes(shape, budget(ctx)):
+    for starts, sizes in boxes(shape, budget(ctx, layer)):
         ctx.next_tile()
         buf = bld.alloc("UB", math.prod(sizes), f"{layer.name}.tile")
         spans = [

@@ -146,13 +146,11 @@ def _pool_tiles(
     ctx: LowerContext, layer: Layer, g: PoolGeom, extra: Callable[[int, int], int]
 ) -> tuple[int, int, int]:
     """Planes (image x channel), output rows and columns per tile: whole rows, then planes."""
-    cap = budget(ctx)
 
     def need(tp: int, toh: int, tow: int) -> int:
         return tp * (g.rows(toh) * g.cols(tow) + toh * tow) + extra(toh, tow)
 
-    if need(1, 1, 1) > cap:
-        raise ctx.fit_error(layer, "UB", need(1, 1, 1))
+    cap = budget(ctx, layer, least=need(1, 1, 1))
     tow = _largest(lambda v: need(1, 1, v) <= cap, g.ow)
     toh = _largest(lambda v: need(1, v, tow) <= cap, g.oh) if tow == g.ow else 1
     tp = _largest(lambda v: need(v, toh, tow) <= cap, g.planes) if toh == g.oh else 1
@@ -223,9 +221,7 @@ def lower_global_pool(ctx: LowerContext, layer: Layer) -> None:
     """Reduce each (image, channel) plane: rows of the [n*c, spatial] view, chunked when long."""
     n, c, *spatial = ctx.shape(layer.inputs[0])
     planes, size = n * c, math.prod(spatial)
-    cap = budget(ctx)
-    if cap < 3:
-        raise ctx.fit_error(layer, "UB", 3)
+    cap = budget(ctx, layer, least=3)
     tr = max(1, min(planes, cap // (size + 2)))
     chunk = min(size, cap // tr - 2)
     op, combine = ("max", "max") if layer.op == "globalmaxpool" else ("sum", "add")

@@ -99,9 +99,7 @@ def lower_softmax(ctx: LowerContext, layer: Layer) -> None:
 def _softmax_tiles(ctx: LowerContext, layer: Layer, view: Dims) -> tuple[int, int, int]:
     """(outer, axis, inner) extents of a tile: the whole axis when it fits with 3 stat rows."""
     outer, axis, inner = view
-    cap = budget(ctx)
-    if cap < 4:
-        raise ctx.fit_error(layer, "UB", 4)
+    cap = budget(ctx, layer, least=4)
     if inner * (axis + 3) <= cap:
         return min(outer, cap // (inner * (axis + 3))), axis, inner
     if axis + 3 <= cap:
@@ -166,8 +164,8 @@ def lower_lrn(ctx: LowerContext, layer: Layer) -> None:
 
 def _lrn_tiles(ctx: LowerContext, layer: Layer, c: int, plane: int, size: int) -> tuple[int, int]:
     """Channels and spatial positions per tile: all channels when a column of them fits."""
-    cap = budget(ctx)
     halo = size - 1
+    cap = budget(ctx, layer, least=3 + 2 * halo)  # one channel at one position
 
     def per_position(tc: int) -> int:
         return 3 * tc + 2 * halo  # padded input, its squares, and the result
@@ -178,8 +176,6 @@ def _lrn_tiles(ctx: LowerContext, layer: Layer, c: int, plane: int, size: int) -
     tc = (cap // ts - 2 * halo) // 3
     if tc < 1:
         ts, tc = 1, (cap - 2 * halo) // 3
-    if tc < 1:
-        raise ctx.fit_error(layer, "UB", per_position(1))
     return tc, ts
 
 
@@ -248,7 +244,7 @@ def lower_reduce(ctx: LowerContext, layer: Layer) -> None:
     rdims, (rstr,) = coalesce(
         tuple(shape[k] for k in sorted(axes)), tuple(strides[k] for k in sorted(axes))
     )
-    cap = budget(ctx)
+    cap = budget(ctx, layer, least=3)  # one kept position: accumulator, chunk, partial
     red_boxes = boxes(rdims, max(1, cap // 4))
     chunk = max(math.prod(sizes) for _, sizes in red_boxes)
     bld = ctx.builder
@@ -286,7 +282,8 @@ def lower_layernorm(ctx: LowerContext, layer: Layer) -> None:
     eps = float(layer.attrs["epsilon"])
     outer, inner = math.prod(shape[:axis]), math.prod(shape[axis:])
     bld = ctx.builder
-    cap = budget(ctx)
+    n_params = sum(1 for name in (scale, bias) if name)
+    cap = budget(ctx, layer, least=inner * (2 + n_params) + 2)  # the parameters and one row
     params: list[BufRef | None] = []  # scale, bias (None: absent)
     for name in (scale, bias):
         if not name:
@@ -296,8 +293,6 @@ def lower_layernorm(ctx: LowerContext, layer: Layer) -> None:
         params.append(load(ctx, ctx.ddr(name), shape[axis:], st, f"{layer.name}.param"))
     room = cap - inner * sum(p is not None for p in params)
     rows = min(outer, room // (2 * inner + 2))
-    if rows < 1:
-        raise ctx.fit_error(layer, "UB", 2 * inner + 2)
     for r0, rl in split(outer, rows):
         n = rl * inner
         buf = load(ctx, ctx.ddr(x).at(r0 * inner), (n,), (1,), f"{layer.name}.x")

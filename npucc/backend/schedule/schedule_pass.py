@@ -8,9 +8,11 @@ from typing import ClassVar
 from npucc.backend.schedule.perf_table import layer_table, rows_as_dicts
 from npucc.backend.schedule.registry import schedule_graph
 from npucc.backend.schedule.roofline import scheduled_roofline
+from npucc.errors import NpuccError
 from npucc.ir.isa_cost import TargetSpillModel
 from npucc.ir.program import TiledProgram
-from npucc.ir.schedule import capacities
+from npucc.ir.replay import ScheduleError, validate
+from npucc.ir.schedule import UNBOUNDED, capacities
 from npucc.ir.scheduled_program import ScheduledProgram
 from npucc.passes import CompileContext, IRType, Pass
 
@@ -32,6 +34,17 @@ class SchedulePass(Pass):
             schedule_graph(core.graph, self.method, capacity, spill_model, target.memory.alignment)
             for core in ir.cores
         ]
+        if self.method in UNBOUNDED:
+            # NOTE: an ordering-only method lays buffers out in unbounded tiers; its program
+            # runs only where that layout happens to fit the target's tiers
+            for core, (schedule, _) in zip(ir.cores, schedules, strict=True):
+                try:
+                    validate(core.graph, schedule, capacity, target.memory.alignment)
+                except ScheduleError as exc:
+                    raise NpuccError(
+                        f"scheduler '{self.method}' ignores capacities (an ordering stage "
+                        f"alone) and its layout does not fit the target: {exc}; use dan"
+                    ) from None
         scheduled = ScheduledProgram(ir, schedules)
         ctx.stats["predicted_makespan"] = scheduled.makespan
         ctx.stats["spills"] = sum(r.spills for _, r in schedules)
