@@ -8,10 +8,14 @@ an error naming the nodes of one cycle. Subgraphs (If/Loop/Scan bodies) are sort
 
 from __future__ import annotations
 
-import networkx as nx
+from typing import TYPE_CHECKING
+
 import onnx
 
 from npucc.errors import NpuccError
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 def topologically_sorted(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -30,6 +34,8 @@ def _names(node: onnx.NodeProto, index: int) -> str:
 
 def _dependencies(graph: onnx.GraphProto) -> nx.DiGraph:
     """Node index -> node index for every tensor a node reads that another node makes."""
+    import networkx as nx  # NOTE: deferred: only an unsorted graph needs it (start-up time)
+
     producer = {out: i for i, node in enumerate(graph.node) for out in node.output if out}
     deps = nx.DiGraph()
     deps.add_nodes_from(range(len(graph.node)))
@@ -71,6 +77,8 @@ def _all_sorted(graph: onnx.GraphProto) -> bool:
 
 
 def _sort(graph: onnx.GraphProto) -> None:
+    import networkx as nx  # NOTE: deferred with _dependencies'
+
     deps = _dependencies(graph)
     try:
         order = list(nx.lexicographical_topological_sort(deps))
