@@ -6,9 +6,6 @@ import argparse
 from pathlib import Path
 
 from npucc.errors import NpuccError
-from npucc.explore.results import RESULTS, read_rows, summary
-from npucc.explore.runner import import_ray, run_sweep
-from npucc.explore.sweep import load_sweep
 from npucc.tools.cli_parsing import COMMANDS
 
 
@@ -35,6 +32,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def main(args: argparse.Namespace) -> int:
     """Run a sweep (or print the summary of its results); exit code 0."""
+    # NOTE: deferred: every npucc command builds this parser, and the results page pulls in
+    # matplotlib and Ray's runner kahypar (start-up time)
+    from npucc.explore.results import RESULTS, read_rows, summary
+    from npucc.explore.runner import import_ray, run_sweep
+    from npucc.explore.sweep import load_sweep
+
     if args.summary is not None:
         if args.sweep is not None or args.output is not None:
             raise NpuccError("--summary RESULTS_DIR takes no sweep file and no -o")
