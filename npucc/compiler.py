@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from collections.abc import Callable, Mapping
@@ -40,7 +41,7 @@ def backend_passes(options: CompileOptions) -> list[Pass]:
         HypercutPass(search=options.search, seed=options.seed, beam_width=options.beam_width),
         LowerTiles(),
         SchedulePass(method=options.schedule),
-        CodegenPass(),
+        CodegenPass(debug_map=options.debug_map is not None),
     ]
 
 
@@ -50,7 +51,7 @@ def pipeline(options: CompileOptions) -> list[Pass]:
     NOTE: `options.input_shapes` is taken as given; `batch` is applied to them before (see
     `batch_input_shapes`), since that needs the model.
     """
-    return [*frontend_passes(options.input_shapes), *backend_passes(options)]
+    return [*frontend_passes(options.input_shapes, options.fallback), *backend_passes(options)]
 
 
 @dataclass
@@ -93,6 +94,34 @@ def load(path: str | os.PathLike[str]) -> Program:
     image = load_image(path, stream)
     stats = {"stream_lines": text.count("\n"), "image_bytes": len(image)}
     return Program(text, image, stream.target, stream.specs("input"), stream.specs("output"), stats)
+
+
+def write_debug_map(path: Path, mapping: dict[str, Any], model: Any) -> None:
+    """Write the debug map (npucc.codegen.debug_map) with every ONNX node of the model: the
+    layers it became, or none (folded into constants, or dropped)."""
+    from npucc.frontend.graph_edit import node_names
+    from npucc.frontend.onnx_import import read_model
+
+    proto = read_model(model if isinstance(model, onnx.ModelProto) else Path(model), False)
+    names = node_names(proto.graph)
+    nodes = {}
+    for name, node in zip(names, proto.graph.node, strict=True):
+        layers = mapping["nodes"].get(name, [])
+        op = f"{node.domain}.{node.op_type}" if node.domain else node.op_type
+        nodes[name] = {"op": op, "layers": layers, "status": _status(mapping, layers)}
+    for name, layers in mapping["nodes"].items():  # nodes of expanded control flow
+        nodes.setdefault(name, {"op": "", "layers": layers, "status": _status(mapping, layers)})
+    data = {**mapping, "nodes": nodes}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_write(path, (json.dumps(data, indent=1) + "\n").encode())
+
+
+def _status(mapping: dict[str, Any], layers: list[str]) -> str:
+    """lowered (NPU), host (a host segment) or folded (no layer: constants, or dropped)."""
+    if not layers:
+        return "folded"
+    ops = {mapping["layers"][name]["op"] for name in layers}
+    return "host" if ops == {"host"} else "lowered"
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -205,6 +234,8 @@ def _compile(
     options: CompileOptions,
 ) -> tuple[Any, CompileContext]:
     """Run the pipeline (up to `stop_after`, or all of it); the IR and the context."""
+    if options.fallback not in ("error", "host"):
+        raise NpuccError(f"fallback must be 'error' or 'host', not {options.fallback!r}")
     shapes = batch_input_shapes(model, options.input_shapes, options.batch)
     target = options.target
     ctx = CompileContext(target if isinstance(target, Target) else load_target(os.fspath(target)))
@@ -217,6 +248,9 @@ def compile_program(
 ) -> Program:
     """Compile an ONNX model (path or ModelProto) as `options` say."""
     generated, ctx = _compile(model, None, options)
+    mapping = ctx.stats.pop("debug_map", None)
+    if options.debug_map is not None:
+        write_debug_map(Path(options.debug_map), mapping, model)
     return Program(
         generated.stream,
         generated.image,
@@ -249,13 +283,17 @@ def compile(
     beam_width: int = 256,
     batch: int | None = None,
     seed: int = 0,
+    fallback: str = "error",
+    debug_map: str | os.PathLike[str] | None = None,
 ) -> Program:
     """Compile an ONNX model (path or ModelProto) for `target` with the `schedule` method.
 
     On a mesh target, `search` (hypercut, sa, layer-sequential, layer-pipelined) plans which
     layers run when and on which cores; `beam_width` is HyperCut's beam and `seed` the
     search's seed. `batch` fixes the symbolic batch dimension of every input (the mesh plan
-    is made for that graph). The keywords are `CompileOptions`' fields.
+    is made for that graph). `fallback="host"` runs what npucc cannot lower on the host (host
+    segments, run by onnxruntime); `debug_map` writes the ONNX node -> layer -> tile
+    operation -> stream line map as JSON. The keywords are `CompileOptions`' fields.
     """
     return compile_program(model, _options(locals()))
 
@@ -283,6 +321,8 @@ def compile_until(
     beam_width: int = 256,
     batch: int | None = None,
     seed: int = 0,
+    fallback: str = "error",
+    debug_map: str | os.PathLike[str] | None = None,
 ) -> Any:
     """Run the pipeline up to and including pass `stop_after`; returns the IR it produced.
 

@@ -30,6 +30,8 @@ class CompileOptions:
     search: str = "hypercut"  # mesh plan search (hypercut pass)
     beam_width: int = 256  # HyperCut's beam (hypercut pass)
     seed: int = 0  # the plan search's seed (hypercut pass)
+    fallback: str = "error"  # what npucc cannot lower: "error" refuses it, "host" runs it there
+    debug_map: str | os.PathLike[str] | None = None  # write the ONNX node -> stream map here
     print_before: frozenset[str] = frozenset()  # pass names: print the IR before them
     print_after: frozenset[str] = frozenset()  # pass names: print the IR after them
     print_after_all: bool = False

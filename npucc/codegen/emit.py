@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from npucc.codegen.ddr_layout import DdrLayout, build_image, layout_ddr
+from npucc.codegen.debug_map import debug_map, host_segments
 from npucc.ir.dtypes import host_dtype
-from npucc.ir.instr_text import format_instr
+from npucc.ir.graph_schema import HOST_OP
 from npucc.ir.isa import DDR, NOC, PIPES, BufRef, DdrRef, Instr, MemRef, Spill
 from npucc.ir.program import TiledProgram
 from npucc.ir.replay import Replay
@@ -24,6 +25,7 @@ from npucc.ir.schedule import Schedule
 from npucc.ir.scheduled_program import ScheduledProgram
 from npucc.ir.stream import Generated, TensorSpec
 from npucc.ir.stream_text import (
+    format_body,
     format_event,
     format_flag,
     format_header,
@@ -154,7 +156,7 @@ def render_core(
         else:
             assert node.instr is not None, f"node {v} ({node.op}) has no instruction"
             instr = _resolve(node.instr, v, replay, layout, eb, tier_of)
-        lines.append(format_line(node.pipe, format_instr(instr, eb), sync))
+        lines.append(format_line(node.pipe, format_body(instr, eb), sync))
     return lines, flags.count
 
 
@@ -263,9 +265,14 @@ class CodegenPass(Pass):
     name: ClassVar[str] = "codegen"
     input_ir: ClassVar[IRType] = ScheduledProgram
     output_ir: ClassVar[IRType] = Generated
+    debug_map: bool = False  # leave the debug map in ctx.stats["debug_map"] (the driver's)
 
     def run(self, ir: ScheduledProgram, ctx: CompileContext) -> Generated:
         generated = generate(ir.program, ir.schedules)
         ctx.stats["stream_lines"] = generated.stream.count("\n")
         ctx.stats["image_bytes"] = len(generated.image)
+        if any(work.op == HOST_OP for work in ir.program.layers):
+            ctx.stats["host_segments"] = host_segments(ir, generated.stream)
+        if self.debug_map:
+            ctx.stats["debug_map"] = debug_map(ir, generated.stream)
         return generated

@@ -91,6 +91,11 @@ class Fusion:
     attrs: dict[str, Any]  # its attributes
 
 
+def merged_src(*layers: Layer) -> tuple[str, ...]:
+    """The provenance of a layer that computes all of `layers` (a fusion's or a fold's)."""
+    return tuple(dict.fromkeys(s for layer in layers for s in layer.src))
+
+
 def fuse_all(g: Graph, anchor_op: str, match: Callable[[Graph, Layer], Fusion | None]) -> int:
     """Rewrite every match found from a layer of `anchor_op`; returns how many were fused."""
     fused = 0
@@ -102,6 +107,7 @@ def fuse_all(g: Graph, anchor_op: str, match: Callable[[Graph, Layer], Fusion | 
             continue
         keep = found.keep
         keep.op, keep.attrs = found.op, found.attrs
+        keep.src = merged_src(keep, *found.drop)
         g.set_inputs(keep, found.inputs)
         for layer in found.drop:
             remove_layer_and_outputs(g, layer)
@@ -164,12 +170,25 @@ def foldable(op_type: str) -> bool:
 
 
 def infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
-    """The model with every value's type inferred afresh (declared shapes may name fixed dims)."""
+    """The model with every value's type inferred afresh (declared shapes may name fixed dims).
+
+    NOTE: the declared types of what nodes of an unknown schema (another domain's operators,
+    which the host may run) write are kept: ONNX cannot infer them.
+    """
+    opaque = {
+        out
+        for node in model.graph.node
+        if not onnx.defs.has(node.op_type, node.domain)
+        for out in node.output
+    }
+    kept = [v for v in model.graph.value_info if v.name in opaque]
     del model.graph.value_info[:]
+    model.graph.value_info.extend(kept)
     ranks = {}
     for v in model.graph.output:
         ranks[v.name] = len(v.type.tensor_type.shape.dim)
-        v.type.tensor_type.ClearField("shape")
+        if v.name not in opaque:
+            v.type.tensor_type.ClearField("shape")
     try:
         model = onnx.shape_inference.infer_shapes(
             model, check_type=True, strict_mode=True, data_prop=True

@@ -30,6 +30,7 @@ from npucc.frontend.graph_edit import (
     onnx_op,
     unsupported,
 )
+from npucc.frontend.host_fallback import host_of
 from npucc.frontend.onnx_seq import single
 from npucc.ir.dtypes import HOST_INTS, INDEX_DTYPE, IR_INTS
 from npucc.ir.graph import Graph, Layer, Tensor
@@ -316,6 +317,7 @@ class LegalizeOnnx(GraphPass):
     """Replace each `onnx.<Op>` layer by canonical layers; anything else is unsupported."""
 
     name = "legalize-onnx"
+    fallback: str = "error"  # "host": a layer npucc cannot lower becomes a host layer
 
     def run(self, ir: Graph, ctx: CompileContext) -> Graph:
         """Lower every layer in place, keeping topological order."""
@@ -323,13 +325,12 @@ class LegalizeOnnx(GraphPass):
             op = onnx_op(layer)
             if not op:
                 continue
-            lower = LOWERED.get(op)
-            if lower is None:
-                raise unsupported(op, layer.name, ir.opset)
-            ints.check_integers(ir, layer)
-            new = lower(ir, layer)
-            for canonical in new:
-                _check_f32(ir, canonical, layer)
+            try:
+                new = _legalize(ir, layer, op)
+            except NpuccError:
+                if self.fallback != "host":
+                    raise
+                new = [host_of(ir, layer)]
             ir.replace_layer(layer, new)
         _copy_outputs(ir)
         ints.hold_as_floats(ir)
@@ -339,6 +340,18 @@ class LegalizeOnnx(GraphPass):
             if ir.tensors[t].dtype not in ok:
                 raise NpuccError(f"graph tensor '{t}' is {ir.tensors[t].dtype}; npucc needs f32")
         return ir
+
+
+def _legalize(g: Graph, layer: Layer, op: str) -> list[Layer]:
+    """The canonical layers of ONNX layer `layer` (NpuccError: npucc cannot lower it)."""
+    lower = LOWERED.get(op)
+    if lower is None:
+        raise unsupported(op, layer.name, g.opset)
+    ints.check_integers(g, layer)
+    new = lower(g, layer)
+    for canonical in new:
+        _check_f32(g, canonical, layer)
+    return new
 
 
 def _copy_outputs(g: Graph) -> None:

@@ -23,6 +23,7 @@ from npucc.frontend.graph_edit import (
     unsupported,
     value_type,
 )
+from npucc.frontend.host_fallback import host_layer
 from npucc.frontend.legalize import LOWERED
 from npucc.frontend.onnx_control import CONTROL_OPS, expand_control_flow, live_nodes, tensors_read
 from npucc.frontend.onnx_order import topologically_sorted
@@ -210,13 +211,18 @@ def _fix_input_shapes(model: onnx.ModelProto, input_shapes: InputShapes) -> None
 
 
 def load_model(
-    path_or_model: ModelSource, input_shapes: InputShapes | None = None
+    path_or_model: ModelSource, input_shapes: InputShapes | None = None, fallback: str = "error"
 ) -> onnx.ModelProto:
-    """Read, check and shape-infer a model; `input_shapes` fixes the inputs' symbolic dims."""
+    """Read, check and shape-infer a model; `input_shapes` fixes the inputs' symbolic dims.
+
+    With `fallback` "host", operators npucc cannot run are left for `model_to_graph` to make
+    host segments of.
+    """
     model = read_model(path_or_model)
     if model.functions:
         model = onnx.inliner.inline_local_functions(model)
-    _check_ops(model)
+    if fallback != "host":
+        _check_ops(model)
     model = topologically_sorted(model)
     try:
         onnx.checker.check_model(model, full_check=True)
@@ -257,23 +263,28 @@ def _constant(attrs: dict[str, Any], node: str) -> np.ndarray:
     raise NpuccError(f"node '{node}' (Constant): unsupported value attribute {sorted(attrs)}")
 
 
+def _refused(node: onnx.NodeProto) -> bool:
+    """Whether npucc can neither run, fold nor expand `node` (another domain, an operator ONNX
+    does not define)."""
+    domain = node.domain or "ai.onnx"
+    return domain != "ai.onnx" or (node.op_type not in SUPPORTED_OPS and not foldable(node.op_type))
+
+
 def _check_ops(model: onnx.ModelProto) -> None:
-    """Raise the unsupported-operator error for the first node npucc can neither run, fold nor
-    expand (another domain, an operator ONNX does not define)."""
+    """Raise the unsupported-operator error for the first node `_refused` refuses."""
     opsets = {o.domain or "ai.onnx": o.version for o in model.opset_import}
     for name, node in zip(node_names(model.graph), model.graph.node, strict=True):
-        domain = node.domain or "ai.onnx"
-        if domain != "ai.onnx" or (
-            node.op_type not in SUPPORTED_OPS and not foldable(node.op_type)
-        ):
+        if _refused(node):
+            domain = node.domain or "ai.onnx"
             op = node.op_type if domain == "ai.onnx" else f"{domain}.{node.op_type}"
             raise unsupported(op, name, opsets.get(domain, 0))
 
 
-def model_to_graph(model: onnx.ModelProto) -> Graph:
+def model_to_graph(model: onnx.ModelProto, fallback: str = "error") -> Graph:
     """Translate a checked, shape-inferred model into a Graph of `onnx.<Op>` layers.
 
     Shapes the ONNX inference left open (they depend on values only folding computes) hold -1.
+    With `fallback` "host", a node `_refused` refuses becomes a host layer.
     """
     graph = model.graph
     opsets = {o.domain or "ai.onnx": o.version for o in model.opset_import}
@@ -294,7 +305,8 @@ def model_to_graph(model: onnx.ModelProto) -> Graph:
     graph_outputs = {v.name for v in graph.output}
     live = live_nodes(graph.node, graph_outputs)
     read = graph_outputs.union(t for t in tensors_read(live) if t)
-    _check_ops(model)
+    if fallback != "host":
+        _check_ops(model)
     for name, node in zip(node_names(graph), graph.node, strict=True):
         if not any(out in read for out in node.output):
             continue  # dead code: no live node and no graph output reads what it computes
@@ -311,7 +323,14 @@ def model_to_graph(model: onnx.ModelProto) -> Graph:
         for out in outputs:  # open dims are resolved by fold-constants
             shape, dtype = value_type(values.get(out))  # zero-size ones fold to constants
             g.add_tensor(Tensor(out, shape, dtype))
-        g.add_layer(Layer(name, ONNX_PREFIX + node.op_type, list(node.input), outputs, attrs))
+        if fallback == "host" and _refused(node):
+            version = opsets.get(node.domain or "ai.onnx", 0)
+            g.add_layer(host_layer(g, name, node.op_type, node.domain, version, attrs,
+                                   list(node.input), outputs))  # fmt: skip
+            continue
+        g.add_layer(
+            Layer(name, ONNX_PREFIX + node.op_type, list(node.input), outputs, attrs, (name,))
+        )
     g.outputs = [v.name for v in graph.output]
     return g
 
@@ -324,8 +343,9 @@ class ImportOnnx(Pass):
     input_ir: ClassVar[IRType] = (str, os.PathLike, bytes, onnx.ModelProto)  # a ModelSource
     output_ir: ClassVar[IRType] = Graph
     input_shapes: InputShapes | None = None  # fixes the shapes of these model inputs
+    fallback: str = "error"  # "host": refused nodes become host layers (host_fallback)
 
     def run(self, ir: ModelSource, ctx: CompileContext) -> Graph:
         """Load with `input_shapes`, expand control flow and translate to a Graph."""
-        model = load_model(ir, self.input_shapes)
-        return model_to_graph(expand_control_flow(model))
+        model = load_model(ir, self.input_shapes, self.fallback)
+        return model_to_graph(expand_control_flow(model), self.fallback)

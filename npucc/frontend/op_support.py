@@ -14,6 +14,7 @@ from npucc.frontend.legalize import LIMITATIONS
 from npucc.frontend.onnx_import import SUPPORTED_OPS
 
 LOWERS, FOLDS, REFUSES = "lowers", "folds", "refuses"  # what npucc does with an operator
+HOST = "host"  # a node's status under --fallback host when npucc would refuse it
 _LIMITS = {**LIMITATIONS, **onnx_control.LIMITATIONS}
 
 

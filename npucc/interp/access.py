@@ -16,6 +16,7 @@ from npucc.ir.instr_text import format_ref
 from npucc.ir.isa import (
     Copy,
     Gather,
+    HostOp,
     Img2Col,
     Instr,
     MemRef,
@@ -155,6 +156,10 @@ def accesses(ins: Instr) -> tuple[list[Access], list[Access]]:
         # the table rows read depend on the indices: the event loop adds them once idx is checked
         reads.append(Access("idx", ins.idx, (ins.extents()["idx"],), (1,)))
         writes.append(Access("dst", ins.dst, (ins.n * ins.row,), (1,)))
+    elif isinstance(ins, HostOp):  # whole DDR tensors
+        extents = ins.extents()
+        reads += [Access(n, getattr(ins, n), (extents[n],), (1,)) for n in ins.reads]
+        writes += [Access(n, getattr(ins, n), (extents[n],), (1,)) for n in ins.writes]
     elif isinstance(ins, VBinary):
         reads.append(Access("a", ins.a, ins.dims, ins.a_strides))
         reads.append(Access("b", ins.b, ins.dims, ins.b_strides))

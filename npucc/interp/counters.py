@@ -7,9 +7,11 @@ from typing import TypedDict
 
 from npucc.ir.isa import (
     DDR,
+    HOST,
     PIPES,
     Copy,
     Gather,
+    HostOp,
     Img2Col,
     Instr,
     Mmad,
@@ -43,7 +45,8 @@ class Tally:
 
     def __init__(self, target: Target) -> None:
         self.target = target
-        self.busy = dict.fromkeys(PIPES, 0)  # pipe -> cycles busy, summed over cores
+        # pipe -> cycles busy, summed over cores (HOST only once a host record ran)
+        self.busy = dict.fromkeys((p for p in PIPES if p != HOST), 0)
         self.energy = 0.0  # picojoules
         self.counters: Counters = {
             "bytes": {},
@@ -61,7 +64,7 @@ class Tally:
 
     def instr(self, ins: Instr, pipe: str, cycles: int, energy: float) -> None:
         """An instruction ran on `pipe` for `cycles`, spending `energy`."""
-        self.busy[pipe] += cycles
+        self.busy[pipe] = self.busy.get(pipe, 0) + cycles
         self.energy += energy
         c = self.counters
         c["instructions"] += 1
@@ -70,6 +73,11 @@ class Tally:
             c["macs"] += ins.m * ins.n * ins.k
         elif isinstance(ins, (VUnary, VBinary, VReduce, VFill)):
             c["vector_elements"] += math.prod(ins.dims)
+        elif isinstance(ins, HostOp):  # over the host link
+            extents = ins.extents()
+            for path, names in (("DDR->HOST", ins.reads), ("HOST->DDR", ins.writes)):
+                nbytes = sum(extents[n] for n in names) * 4
+                c["bytes"][path] = c["bytes"].get(path, 0) + nbytes
         else:
             if isinstance(ins, Img2Col):
                 nbytes = ins.extents()["dst"] * 4

@@ -237,6 +237,14 @@ def exec_gather(view: View, ins: Gather) -> None:
     view(ins.dst, (ins.n, ins.row), (ins.row, 1))[...] = table[rows]
 
 
+def exec_host(view: View, ins: Any) -> None:
+    """A host record: its ONNX node run by onnxruntime (npucc.interp.host_exec, imported on
+    first use: onnx and onnxruntime load only for streams that have host records)."""
+    from npucc.interp.host_exec import exec_host as run
+
+    run(view, ins)
+
+
 # opcode -> executor of that opcode's Instr class (Any: each entry takes its own subclass, which
 # the opcode key selects)
 EXEC: dict[str, Callable[[View, Any], None]] = {
@@ -250,4 +258,5 @@ EXEC: dict[str, Callable[[View, Any], None]] = {
     "vreduce": exec_vreduce,
     "vfill": exec_vfill,
     "gather": exec_gather,
+    "host": exec_host,
 }

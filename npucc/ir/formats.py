@@ -17,11 +17,11 @@ from npucc.errors import NpuccError
 from npucc.ir.dtypes import data_digest, dtype_name
 from npucc.ir.graph import Graph
 from npucc.ir.graph_text import graph_from_text
-from npucc.ir.instr_text import format_instr
 from npucc.ir.program import TiledProgram
 from npucc.ir.scheduled_program import ScheduledProgram
 from npucc.ir.stream import Generated, Stream
 from npucc.ir.stream_parse import parse_stream
+from npucc.ir.stream_text import format_body
 from npucc.ir.tiled_parse import scheduled_from_text, tiled_from_text
 
 LEVELS = ("graph", "tiled", "schedule", "cmd")
@@ -171,7 +171,7 @@ def _tiled_json(program: Any) -> dict[str, Any]:
                         "cycles": n.cycles,
                         "bufs": list(n.bufs),
                         "preds": list(g.preds[n.id]),
-                        "instr": format_instr(n.instr, symbolic=True) if n.instr else None,
+                        "instr": format_body(n.instr, symbolic=True) if n.instr else None,
                     }
                     for n in g.nodes
                 ],

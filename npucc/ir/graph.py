@@ -47,6 +47,9 @@ class Layer:
     inputs: list[str]  # tensor names; "" for an absent optional input
     outputs: list[str]  # tensor names
     attrs: dict[str, Any] = field(default_factory=dict)  # op attributes (graph_schema)
+    # provenance: the ONNX nodes (import's unique names) this layer computes, for the debug
+    # map; replace_layer hands it on, fusions and folds merge it (not in the text form)
+    src: tuple[str, ...] = ()
 
     @property
     def is_canonical(self) -> bool:
@@ -150,10 +153,12 @@ class Graph:
         self._order = None
 
     def replace_layer(self, old: Layer, new: list[Layer]) -> None:
-        """Put the layers `new` (in order) where `old` is, and remove `old`."""
+        """Put the layers `new` (in order) where `old` is, and remove `old`; a new layer without
+        provenance takes `old`'s."""
         prev = self._links[id(old)].prev
         self.remove_layer(old)
         for layer in new:
+            layer.src = layer.src or old.src
             prev = self._insert(layer, prev)
 
     def set_inputs(self, layer: Layer, inputs: list[str]) -> None:

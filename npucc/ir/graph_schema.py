@@ -53,6 +53,9 @@ or output of them has its host type (int64, ..., bool: npucc.ir.dtypes):
   transpose  in [x]          perm
   softmax    in [x]          axis (non-negative; normalised over that one axis)
   lrn        in [x]          size, alpha, beta, bias
+  host       in [x...]       host: the original ONNX node as canonical JSON (npucc.frontend.
+                             host_fallback); any number of inputs and outputs; the host runs it
+                             (--fallback host), the NPU does not
 Any layer may carry a fused activation: act="" | "relu" | "clip" with act_min/act_max.
 
 Layers of the other level, `onnx.<Op>` (ONNX_PREFIX), are ONNX nodes not yet legalised: the
@@ -72,6 +75,7 @@ ONNX_PREFIX = "onnx."  # op prefix of layers not yet legalised to the canonical 
 # NOTE: a view op only reinterprets a contiguous tensor: the lowering aliases its output to its
 # input's DDR tensor, so the planner, the on-chip plan and the estimate treat it as no work.
 VIEW_OPS = ("reshape",)
+HOST_OP = "host"  # a host segment: an ONNX node the host runs (--fallback host)
 
 Shape = tuple[int, ...]
 Attrs = Mapping[str, Any]
@@ -218,6 +222,7 @@ SCHEMAS: dict[str, OpSchema] = {
     "concat": OpSchema((1, 1 << 30), {"axis": "int"}, _concat),
     "reshape": OpSchema((1, 1), {}),
     "transpose": OpSchema((1, 1), {"perm": "ints"}, _transpose),
+    HOST_OP: OpSchema((0, 1 << 30), {"host": "str"}),
 }
 
 
@@ -242,7 +247,7 @@ def check_layer(
     low, high = schema.operands
     if not low <= len(inputs) <= high:
         return f"{op} takes {low}..{high} inputs, not {len(inputs)}"
-    if len(out) != 1:
+    if len(out) != 1 and not (op == HOST_OP and out):
         return f"{op} writes one output, not {len(out)}"
     kinds = {**schema.attrs, **ACT}
     for key, value in attrs.items():

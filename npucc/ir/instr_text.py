@@ -62,7 +62,7 @@ def format_instr(instr: Instr, elem_bytes: int = 4, symbolic: bool = False) -> s
         elif symbolic and isinstance(value, BufRef):
             text = f"b{value.buf}+{value.off}"
         elif symbolic and isinstance(value, DdrRef):
-            text = f"@{json.dumps(value.key, ensure_ascii=True)}+{value.off}"
+            text = symbolic_ref(value)
         elif isinstance(value, (BufRef, DdrRef)):
             raise ValueError(f"unresolved operand {name} of {instr.opcode}")
         elif isinstance(value, tuple):
@@ -74,6 +74,25 @@ def format_instr(instr: Instr, elem_bytes: int = 4, symbolic: bool = False) -> s
             text = str(value)
         parts.append(f"{name}={text}")
     return " ".join(parts)
+
+
+def symbolic_ref(ref: BufRef | DdrRef | MemRef) -> str:
+    """A DDR tensor operand in the tiled IR's form, `@"key"+OFF` (a buffer: `bID+OFF`)."""
+    if isinstance(ref, BufRef):
+        return f"b{ref.buf}+{ref.off}"
+    if isinstance(ref, DdrRef):
+        return f"@{json.dumps(ref.key, ensure_ascii=True)}+{ref.off}"
+    raise ValueError(f"not a symbolic operand: {ref}")
+
+
+def split_tokens(text: str) -> list[str]:
+    """The whitespace-separated tokens of an instruction body (a quoted string is one)."""
+    return _TOKEN_RE.findall(text)
+
+
+def parse_symbolic(raw: str, buffer_tiers: Sequence[str]) -> BufRef | DdrRef:
+    """A symbolic operand of the tiled IR (`bID+OFF`, `@"key"+OFF`); ParseError if not one."""
+    return _symbolic(raw, buffer_tiers, "host", "operand")
 
 
 class ParseError(ValueError):

@@ -11,12 +11,16 @@ is `npucc.ir.instr_text`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 from typing import ClassVar
 
 from npucc.target import TIERS
 
-PIPES = ("MTE1", "MTE2", "MTE3", "CUBE", "VECTOR", "FIXP")
+PIPES = ("MTE1", "MTE2", "MTE3", "CUBE", "VECTOR", "FIXP", "HOST")
+# NOTE: HOST is the host processor's one in-order queue (host segments, `HostOp`); only core
+# (0, 0)'s block holds it (docs/command-stream.md, "Host segments")
+HOST = "HOST"
 CTRL = "CTRL"  # pseudo-queue of pipe-less events (alloc, free, barrier): dataflow, not in order
 DDR = "DDR"
 NOC = "NOC"  # the mesh's distributed on-chip buffer: tensors kept on chip, reached over the NoC
@@ -388,6 +392,51 @@ class Gather(Instr):
         return {"dst": self.n * self.row, "table": self.rows * self.row, "idx": words}
 
 
+@dataclass(frozen=True, slots=True)
+class HostOp(Instr):
+    """A host segment: one ONNX node the host runs (with onnxruntime) on DDR operands.
+
+    `node` is the node as canonical JSON (op, domain, version, opset, typed attributes, and
+    `inputs`: the node's input list, "" for an absent optional input); `ins` are its present
+    inputs and `outs` its outputs, each a whole DDR tensor of `in_types`/`out_types` (the ONNX
+    element type, held as float32 in DDR like every integer, and the shape). Operand names are
+    `in0, in1, ...` and `out0, ...` (`reads`, `writes`).
+    """
+
+    opcode: ClassVar[str] = "host"
+    node: str
+    ins: tuple[Operand, ...]
+    outs: tuple[Operand, ...]
+    in_types: tuple[tuple[str, tuple[int, ...]], ...]
+    out_types: tuple[tuple[str, tuple[int, ...]], ...]
+
+    @property
+    def reads(self) -> tuple[str, ...]:  # type: ignore[override]
+        """The input operand names, in0 ... (a host node's arity varies)."""
+        return tuple(f"in{i}" for i in range(len(self.ins)))
+
+    @property
+    def writes(self) -> tuple[str, ...]:  # type: ignore[override]
+        """The output operand names, out0 ..."""
+        return tuple(f"out{i}" for i in range(len(self.outs)))
+
+    def __getattr__(self, name: str) -> Operand:
+        for prefix, refs in (("in", self.ins), ("out", self.outs)):
+            index = name[len(prefix) :]
+            if name.startswith(prefix) and index.isdigit() and int(index) < len(refs):
+                return refs[int(index)]
+        raise AttributeError(name)
+
+    def extents(self) -> dict[str, int]:
+        sizes = [math.prod(shape) for _, shape in (*self.in_types, *self.out_types)]
+        return dict(zip((*self.reads, *self.writes), sizes, strict=True))
+
+    def with_operands(self, **ops: Operand) -> Instr:
+        ins = tuple(ops.get(n, r) for n, r in zip(self.reads, self.ins, strict=True))
+        outs = tuple(ops.get(n, r) for n, r in zip(self.writes, self.outs, strict=True))
+        return HostOp(self.node, ins, outs, self.in_types, self.out_types)
+
+
 _FIELD_NAMES: dict[type[Instr], tuple[str, ...]] = {}
 
 
@@ -448,4 +497,6 @@ def instr_pipe(instr: Instr) -> str:
         return "MTE2"
     if isinstance(instr, Mmad):
         return "CUBE"
+    if isinstance(instr, HostOp):
+        return HOST
     return "VECTOR"

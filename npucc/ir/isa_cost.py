@@ -15,6 +15,7 @@ from npucc.ir.isa import (
     VECTOR_OP_WEIGHT,
     Copy,
     Gather,
+    HostOp,
     Img2Col,
     Instr,
     Mmad,
@@ -30,6 +31,7 @@ from npucc.target import Target
 from npucc.target.cost import (
     SpillModel,
     dma_cycles,
+    host_cycles,
     mac_energy,
     mmad_cycles,
     noc_cycles,
@@ -65,6 +67,8 @@ def instr_cycles(target: Target, instr: Instr) -> int:
         return vector_cycles(target, math.prod(instr.dims), VECTOR_OP_WEIGHT.get(instr.op, 1))
     if isinstance(instr, VFill):
         return vector_cycles(target, math.prod(instr.dims))
+    if isinstance(instr, HostOp):
+        return host_cycles(target, sum(instr.extents().values()) * eb)
     raise TypeError(f"no cycle formula for {type(instr).__name__}")
 
 
@@ -75,7 +79,8 @@ def gather_bytes(target: Target, instr: Gather) -> int:
 
 def ddr_bytes(target: Target, ins: Instr) -> int:
     """Bytes an instruction moves to or from DDR (0 for one that does not touch DDR; a `noc`
-    copy never does, although before codegen its on-chip side is still a DDR key)."""
+    copy never does, although before codegen its on-chip side is still a DDR key; a host
+    segment's bytes go over the host link, not the NPU's DDR channel)."""
     if isinstance(ins, NocCopy):
         return 0
     if isinstance(ins, Gather):
@@ -91,6 +96,8 @@ def instr_energy(target: Target, instr: Instr) -> float:
     """Picojoules one instruction spends: MACs, vector lanes, and bytes read/written per tier."""
     eb = target.elem_bytes
     pj = 0.0
+    if isinstance(instr, HostOp):  # NOTE: the host's energy is not modelled (nor its link's)
+        return 0.0
     if isinstance(instr, Mmad):
         pj += mac_energy(target, instr.m * instr.n * instr.k)
     elif isinstance(instr, (VUnary, VBinary, VReduce, VFill)):

@@ -66,6 +66,7 @@ class LayerWork:
     macs: int = 0  # multiply-accumulates the layer's math needs (depthwise: no zero blocks)
     vector: int = 0  # elements the vector unit must process at least
     weights: int = 0  # elements of the constants it is the first layer to read
+    sources: tuple[str, ...] = ()  # the ONNX nodes it computes (`Layer.src`, the debug map's)
 
 
 class TiledProgram:

@@ -13,10 +13,10 @@ import numpy as np
 
 from npucc.errors import NpuccError
 from npucc.ir.dtypes import host_dtype
-from npucc.ir.instr_text import format_instr
 from npucc.ir.isa import DDR, NOC, Instr
 from npucc.ir.onchip import OnChip
 from npucc.ir.stream_text import (
+    format_body,
     format_event,
     format_flag,
     format_header,
@@ -97,7 +97,7 @@ class Line:
     def body(self, elem_bytes: int) -> str:
         """The text between the queue name and the `|`."""
         ins = self.instr
-        return format_instr(ins, elem_bytes) if isinstance(ins, Instr) else ins.body()
+        return format_body(ins, elem_bytes) if isinstance(ins, Instr) else ins.body()
 
     def text(self, elem_bytes: int) -> str:
         """The line as codegen writes it."""

@@ -15,7 +15,7 @@ from pathlib import Path
 from npucc.errors import NpuccError
 from npucc.ir.dtypes import HOST_DTYPES, INDEX_BYTES, INDEX_DTYPE
 from npucc.ir.instr_text import ParseError, format_ref, match_ref, parse_instr
-from npucc.ir.isa import DDR, NOC, PIPES, Instr, NocCopy
+from npucc.ir.isa import DDR, HOST, NOC, PIPES, Instr, NocCopy
 from npucc.ir.onchip import parse_onchip
 from npucc.ir.stream import Event, Flag, FlagKey, Line, Stream, StreamCore, StreamTensor
 from npucc.ir.stream_text import (
@@ -28,6 +28,7 @@ from npucc.ir.stream_text import (
     is_sha256,
     match_event,
     match_flag,
+    match_host,
     match_shape,
     split_line,
     sync_pairs,
@@ -250,7 +251,14 @@ class _Parser(StreamChecks):
     def _line(self, content: str, core: tuple[int, int]) -> Line:
         queue, rest, bar, sync = split_line(content)
         instr: Instr | Event
-        if queue in PIPES:
+        if queue == HOST:
+            host = match_host(rest)
+            if isinstance(host, str):
+                raise self.fail(host)
+            instr = host[0]
+            self.check_host(host[0], host[1], core)
+            sync_queue = queue.lower()
+        elif queue in PIPES:
             try:
                 instr, declared = parse_instr(rest)
             except ParseError as exc:

@@ -7,6 +7,7 @@
     tensor KIND "NAME" DDR[0xADDR+BYTES] TYPE[DIMS]            (onchip: NOC[...] ... homes= chunk=)
     core ROW COL
       QUEUE BODY | wait SRC>DST#N set SRC>DST@ROW,COL#N ...
+      HOST host node={JSON} in0=DDR[0xADDR+BYTES] in0_type=TYPE[DIMS] ... out0=... out0_type=...
     end
 
 Every record has one printer here (codegen and `Stream.to_text` print with them) and one
@@ -16,11 +17,13 @@ matcher (`stream_parse` reads with them); a line's instruction body and its oper
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Sequence
+from typing import Any
 
-from npucc.ir.instr_text import format_ref, match_ref
-from npucc.ir.isa import PIPES
+from npucc.ir.instr_text import format_instr, format_ref, match_ref, split_tokens, symbolic_ref
+from npucc.ir.isa import PIPES, HostOp, Instr, MemRef, Operand
 from npucc.ir.onchip import OnChip
 
 MAGIC = "npucc-stream"
@@ -123,6 +126,89 @@ def match_event(tokens: Sequence[str]) -> tuple[str, int, int, int] | None:
     if ref is None or not tokens[1].startswith("b=") or not buf.isdigit():
         return None
     return (*ref, int(buf))
+
+
+def format_body(instr: Instr, elem_bytes: int = 4, symbolic: bool = False) -> str:
+    """The body of a pipe line: a host record (`format_host`) or an instruction (instr_text)."""
+    if isinstance(instr, HostOp):
+        return format_host(instr, elem_bytes, symbolic)
+    return format_instr(instr, elem_bytes, symbolic)
+
+
+# ---------------------------------------------------------------------------- host records
+
+
+def host_json(node: Any) -> str:
+    """A host node's canonical JSON (sorted keys, ASCII; `|` escaped so that it cannot end
+    the instruction part of its line)."""
+    text = json.dumps(node, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return text.replace("|", "\\u007c")
+
+
+def format_host(instr: HostOp, elem_bytes: int = 4, symbolic: bool = False) -> str:
+    """`host node={JSON} in0=REF in0_type=TYPE[DIMS] ... out0=REF out0_type=...`; with
+    `symbolic`, the operands in the tiled IR's form (`@"key"+OFF`)."""
+    parts = ["host", f"node={host_json(json.loads(instr.node))}"]
+    extents = instr.extents()
+    for side, refs, types in (("in", instr.ins, instr.in_types), ("out", instr.outs,
+                                                                  instr.out_types)):  # fmt: skip
+        for i, (ref, (dtype, shape)) in enumerate(zip(refs, types, strict=True)):
+            name = f"{side}{i}"
+            if isinstance(ref, MemRef):
+                text = format_ref(ref.tier, ref.addr, extents[name] * elem_bytes)
+            elif symbolic:
+                text = symbolic_ref(ref)
+            else:
+                raise ValueError(f"unresolved operand {name} of host")
+            parts += [f"{name}={text}", f"{name}_type={format_shape(dtype, shape)}"]
+    return " ".join(parts)
+
+
+def match_host(text: str, operand: Any = None) -> tuple[HostOp, dict[str, int]] | str:
+    """The host record of a line body and each operand's declared bytes, or what is wrong.
+
+    `operand(raw)` reads an operand that is not resolved (the tiled IR's symbolic form).
+    """
+    tokens = split_tokens(text)
+    if not tokens or tokens[0] != "host":
+        return "expected 'host node={...} in0=... ...'"
+    values: dict[str, str] = {}
+    for tok in tokens[1:]:
+        key, eq, val = tok.partition("=")
+        if not eq or not key or not val or key in values:
+            return f"bad or duplicate field '{tok[:40]}'"
+        values[key] = val
+    try:
+        node = json.loads(values.pop("node", ""))
+    except ValueError:
+        return "host: node must be a JSON object"
+    if not isinstance(node, dict) or not {"op", "domain", "version", "opset", "attrs",
+                                          "inputs"} <= node.keys():  # fmt: skip
+        return "host: node needs op, domain, version, opset, attrs and inputs"
+    refs: dict[str, list[Operand]] = {"in": [], "out": []}
+    types: dict[str, list[tuple[str, tuple[int, ...]]]] = {"in": [], "out": []}
+    declared: dict[str, int] = {}
+    for side in ("in", "out"):
+        while f"{side}{len(refs[side])}" in values:
+            name = f"{side}{len(refs[side])}"
+            raw, kind = values.pop(name), match_shape(values.pop(f"{name}_type", ""))
+            ref = match_ref(raw)
+            if kind is None or not all(d.isdigit() for d in kind[1].split(",") if kind[1]):
+                return f"host: {name}_type must be TYPE[DIMS]"
+            if ref is not None:
+                refs[side].append(MemRef(ref[0], ref[1]))
+                declared[name] = ref[2]
+            elif operand is not None:
+                refs[side].append(operand(raw))
+            else:
+                return f"host: bad operand {name}='{raw[:40]}'"
+            types[side].append((kind[0], tuple(int(d) for d in kind[1].split(",") if d)))
+    if values:
+        return f"host: unknown field '{next(iter(values))}'"
+    canonical = json.dumps(node, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    instr = HostOp(canonical, tuple(refs["in"]), tuple(refs["out"]), tuple(types["in"]),
+                   tuple(types["out"]))  # fmt: skip
+    return instr, declared
 
 
 # ---------------------------------------------------------------------------- flags

@@ -3,7 +3,8 @@
 Bounds (every operand inside its tier, DDR or the on-chip tensors, and within its declared
 bytes), pipes (each instruction on the pipe its tiers or kind imply), alloc/free regions,
 on-chip tensors (homes inside the mesh, within each core's on-chip buffer, no overlap) and
-NoC routes (`hops` is the distance to the farthest home a copy reaches).
+NoC routes (`hops` is the distance to the farthest home a copy reaches), host records (on
+core 0,0's HOST queue, whole DDR operands of their declared types).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import math
 from collections.abc import Iterator
 from typing import cast
 
+from npucc.ir.dtypes import IR_INTS
 from npucc.ir.instr_text import format_ref
 from npucc.ir.isa import (
     BINARY_OPS,
@@ -23,6 +25,7 @@ from npucc.ir.isa import (
     UNARY_OPS,
     Copy,
     Gather,
+    HostOp,
     Img2Col,
     Instr,
     MemRef,
@@ -180,6 +183,33 @@ class StreamChecks:
         pipe = self._pipe_and_kind(instr)
         if pipe != queue:
             raise self.fail(f"{op} must run on {pipe}, not {queue}")
+
+    def check_host(self, instr: HostOp, declared: dict[str, int], core: tuple[int, int]) -> None:
+        """A host record: on core 0,0 (the host queue's block), its operands whole DDR regions of
+        their declared types, as many inputs as its node's input list names."""
+        if core != (0, 0):
+            raise self.fail("host: the HOST queue is core 0 0's")
+        inputs = [i for i in json.loads(instr.node)["inputs"] if i]
+        if len(inputs) != len(instr.ins) or not instr.outs:
+            raise self.fail(f"host: {len(instr.ins)} inputs for a node of {len(inputs)}, "
+                            f"{len(instr.outs)} outputs")  # fmt: skip
+        extents = instr.extents()
+        for (name, ref), (dtype, _) in zip(
+            ((n, getattr(instr, n)) for n in (*instr.reads, *instr.writes)),
+            (*instr.in_types, *instr.out_types),
+            strict=True,
+        ):
+            nbytes = declared[name]
+            if dtype not in ("f32", *IR_INTS):
+                raise self.fail(f"host: {name}_type {clip(dtype)} is not f32 or an integer type")
+            if ref.tier != DDR or ref.addr % 4 or ref.addr + nbytes > self.ddr_size:
+                where = format_ref(ref.tier, ref.addr, nbytes)
+                raise self.fail(f"host: operand {name}={where} must be aligned and inside DDR "
+                                f"(size {self.ddr_size})")  # fmt: skip
+            if extents[name] * 4 != nbytes:
+                raise self.fail(f"host: operand {name} declares {nbytes} bytes, its type "
+                                f"{extents[name] * 4}")  # fmt: skip
+            self.reach(DDR, ref.addr + nbytes)
 
     def _pipe_and_kind(self, instr: Instr) -> str:
         op = instr.opcode

@@ -12,13 +12,15 @@ import re
 
 from npucc.errors import NpuccError
 from npucc.ir.dtypes import HOST_DTYPES, INDEX_DTYPE, zero_data
-from npucc.ir.instr_text import ParseError, parse_instr
+from npucc.ir.instr_text import ParseError, parse_instr, parse_symbolic
+from npucc.ir.isa import Instr
 from npucc.ir.isa_cost import TargetSpillModel
 from npucc.ir.onchip import parse_onchip
 from npucc.ir.program import Core, IoBinding, LayerWork, TiledProgram
 from npucc.ir.replay import replay, validate
 from npucc.ir.schedule import UNBOUNDED, Schedule, capacities
 from npucc.ir.scheduled_program import ScheduledProgram
+from npucc.ir.stream_text import match_host
 from npucc.ir.tiled import TileGraph
 from npucc.target import target_from_json
 
@@ -150,7 +152,7 @@ def _read_core(r: _Reader, g: TileGraph, nodes: int, buffers: int) -> None:
         instr = None
         if m.group(8):
             try:
-                instr = parse_instr(m.group(8), buffer_tiers=tiers)[0]
+                instr = _instr(m.group(8), tiers)
             except (ParseError, TypeError) as exc:
                 raise r.error(str(exc), -1) from None
         pipe = None if m.group(3) == "-" else m.group(3)
@@ -163,6 +165,16 @@ def _read_core(r: _Reader, g: TileGraph, nodes: int, buffers: int) -> None:
     if len(g.nodes) != nodes or len(g.buffers) != buffers:
         raise r.error(f"core declares {nodes} nodes and {buffers} buffers, lists "
                       f"{len(g.nodes)} and {len(g.buffers)}")  # fmt: skip
+
+
+def _instr(body: str, tiers: list[str]) -> Instr:
+    """A node's instruction in the symbolic form (a host record, or an instruction)."""
+    if body.startswith("host "):
+        host = match_host(body, lambda raw: parse_symbolic(raw, tiers))
+        if isinstance(host, str):
+            raise ParseError(host)
+        return host[0]
+    return parse_instr(body, buffer_tiers=tiers)[0]
 
 
 def _finish(r: _Reader) -> None:

@@ -29,7 +29,7 @@ import json
 from typing import TYPE_CHECKING
 
 from npucc.ir.dtypes import data_digest
-from npucc.ir.instr_text import format_instr
+from npucc.ir.stream_text import format_body
 
 if TYPE_CHECKING:
     from npucc.ir.program import TiledProgram
@@ -67,7 +67,7 @@ def _program_lines(program: TiledProgram, head: str) -> list[str]:
         lines += [f"  buffer b{b.id} {b.tier} {b.size} {_q(b.name)}" for b in g.buffers]
         for node in g.nodes:
             preds = ",".join(f"%{p}" for p in g.preds[node.id])
-            body = f" {format_instr(node.instr, symbolic=True)}" if node.instr else ""
+            body = f" {format_body(node.instr, symbolic=True)}" if node.instr else ""
             bufs = ",".join(f"b{b}" for b in node.bufs)
             layer = f" layer={node.layer}" if node.layer >= 0 else ""
             lines.append(

@@ -16,6 +16,12 @@ from npucc.target import Target
 TRACE_SPILL_FIXED = 150
 TRACE_SPILL_PER_BYTE = 2
 
+# A host segment (an ONNX node the host runs, docs/command-stream.md): a fixed round trip
+# (hand-off to the host, its dispatch and the operator's run) plus its operands' bytes over the
+# host link. Documented defaults, not target fields (a target file has no [host] section).
+HOST_LATENCY_US = 20.0  # microseconds per host segment
+HOST_LINK_GBPS = 16.0  # host link bandwidth, GB/s (PCIe 4.0 x8-class)
+
 
 def dma_cycles(target: Target, path: str, nbytes: int) -> int:
     """Cycles of one DMA on the [dma] `path` moving nbytes: fixed latency plus bytes over
@@ -32,6 +38,14 @@ def noc_cycles(target: Target, nbytes: int, hops: int) -> int:
     """
     m = target.mesh
     return m.noc_dma_cycles + hops * m.noc_hop_latency + math.ceil(nbytes / m.noc_bandwidth)
+
+
+def host_cycles(target: Target, nbytes: int) -> int:
+    """Cycles of one host segment moving nbytes (inputs read plus outputs written) over the
+    host link: HOST_LATENCY_US plus bytes over HOST_LINK_GBPS, at the target's clock."""
+    clock_hz = target.clock_ghz * 1e9
+    latency = math.ceil(HOST_LATENCY_US * 1e-6 * clock_hz)
+    return latency + math.ceil(nbytes * clock_hz / (HOST_LINK_GBPS * 1e9))
 
 
 def noc_energy(target: Target, nbytes: int, hops: int) -> float:

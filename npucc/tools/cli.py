@@ -84,6 +84,13 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
         metavar="NAME=DIMS",
         help="fix the shape of a model input, e.g. input=1x3x224x224 (repeatable)",
     )
+    p.add_argument(
+        "--fallback",
+        default="error",
+        choices=("error", "host"),
+        help="an operator npucc cannot lower: refuse the model (error, default) or run it on "
+        "the host with onnxruntime (host)",
+    )
 
 
 def compile_options(args: argparse.Namespace, **more: Any) -> CompileOptions:
@@ -95,6 +102,7 @@ def compile_options(args: argparse.Namespace, **more: Any) -> CompileOptions:
         batch=args.batch,
         search=args.search,
         beam_width=args.beam_width,
+        fallback=args.fallback,
         **more,
     )
 
@@ -136,6 +144,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--dump-dir", metavar="DIR", help="write the IR after each pass, DIR/NN-PASS.txt"
+    )
+    p.add_argument(
+        "--debug-map",
+        metavar="FILE.json",
+        help="write the map ONNX node -> graph-IR layers -> tile operations per core -> stream "
+        "lines (and line -> node)",
     )
     p.add_argument("--emit", choices=LEVELS, help="stop at this IR level and write it")
     p.add_argument("--format", choices=FORMATS, help="format of the --emit IR (default text)")
@@ -297,6 +311,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         print_after=_names(args.print_ir_after),
         print_after_all=args.print_ir_after_all,
         dump_dir=args.dump_dir,
+        debug_map=args.debug_map,
     )
     if args.emit_trace is not None:
         tiled = compile_to(model, "lower-tiles", options)
@@ -321,7 +336,16 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
         _write_text(to_csv(stats["layers"]), args.perf_csv)
         print(f"wrote {args.perf_csv} ({len(stats['layers'])} layers)")
+    _print_host_segments(stats)
+    if args.debug_map is not None:
+        print(f"wrote {args.debug_map}")
     return 0
+
+
+def _print_host_segments(stats: dict[str, Any]) -> None:
+    """One line per host segment a compile made (--fallback host)."""
+    for seg in stats.get("host_segments", ()):
+        print(f"host segment: node '{seg['node']}' ({seg['op']}) at stream line {seg['line']}")
 
 
 def _output_paths(args: argparse.Namespace) -> bool:
@@ -428,7 +452,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     options = compile_options(args)
     shapes = batch_input_shapes(args.model, options.input_shapes, options.batch)
     options = replace(options, input_shapes=shapes, batch=None)  # the shapes hold the batch
-    model = load_model(args.model, shapes)
+    model = load_model(args.model, shapes, options.fallback)
     if args.random_weights:
         model = randomize_weights(model, args.seed)
     if args.output is not None:
@@ -437,6 +461,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.output is not None:
         save_program(program, Path(args.output))
         print(f"wrote {args.output}")
+    _print_host_segments(program.stats)
     inputs = random_inputs(program.inputs, args.seed, model)
     result = program.execute(inputs)
     reference = run_onnxruntime(model, inputs)

@@ -26,6 +26,13 @@ def add_inspect_parsers(add: Adder, compile_options: OptionAdder, common: Option
     inspect.add_argument(
         "--batch", type=int, metavar="N", help="fix the symbolic batch dimension of the inputs"
     )
+    inspect.add_argument(
+        "--fallback",
+        default="error",
+        choices=("error", "host"),
+        help="what a compile does with an operator npucc cannot lower (host: lists the host "
+        "segments it would make)",
+    )
     common(inspect)
     ops = add("ops")
     ops.add_argument("--json", action="store_true", help="print JSON instead of text")
@@ -40,7 +47,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from npucc.tools.cli_parsing import parse_input_shapes
     from npucc.tools.model_info import inspect_model
 
-    info = inspect_model(args.model, parse_input_shapes(args.input_shape), args.batch)
+    info = inspect_model(
+        args.model, parse_input_shapes(args.input_shape), args.batch, args.fallback
+    )
     print(json.dumps(info, indent=1) if args.json else format_inspection(info))
     return 0
 
@@ -85,6 +94,11 @@ def format_inspection(info: dict[str, Any]) -> str:
             f"  {_op_name(row):<{width}} {row['count']:>5}  {status}"
             + (f": {reasons}" if reasons else limits)
         )
+    if info["host_segments"]:
+        lines.append(f"host segments ({len(info['host_segments'])}, run by onnxruntime):")
+        lines += [f"  node '{h['name']}' ({h['op']})" for h in info["host_segments"]]
+    elif info["fallback"] == "error" and any(REFUSES in row["status"] for row in info["operators"]):
+        lines.append("(--fallback host would run the refused nodes on the host)")
     if info["compile_error"]:
         lines.append(f"the frontend stops at: {info['compile_error']}")
     return "\n".join(lines)

@@ -13,7 +13,7 @@ import onnx
 from npucc.errors import NpuccError
 from npucc.frontend.graph_edit import foldable, node_names
 from npucc.frontend.onnx_import import read_model
-from npucc.frontend.op_support import FOLDS, LOWERS, REFUSES, op_support
+from npucc.frontend.op_support import FOLDS, HOST, LOWERS, REFUSES, op_support
 
 Info = dict[str, Any]
 _SHAPE_OPS = ("Shape", "Size")  # fold-constants folds these on any tensor of a static shape
@@ -109,6 +109,10 @@ def classify_nodes(model: onnx.ModelProto) -> list[Info]:
     return nodes
 
 
+def _op(node: Info) -> str:
+    return node["op"] if node["domain"] == "ai.onnx" else f"{node['domain']}.{node['op']}"
+
+
 def _per_op(nodes: list[Info]) -> list[Info]:
     """Nodes grouped by operator: count, nodes per status, and the reasons of refusals."""
     ops: dict[tuple[str, str], Info] = {}
@@ -127,13 +131,19 @@ def _per_op(nodes: list[Info]) -> list[Info]:
     return [ops[k] for k in sorted(ops)]
 
 
-def _macs(path: str, shapes: Mapping[str, tuple[int, ...]], nodes: list[Info]) -> Info:
-    """MACs of the canonical graph (the frontend run for real), or the error it stopped at."""
+def _macs(
+    path: str, shapes: Mapping[str, tuple[int, ...]], nodes: list[Info], fallback: str
+) -> Info:
+    """MACs of the canonical graph (the frontend run for real), or the error it stopped at.
+
+    With `fallback` "host", the nodes the frontend made host segments of get status HOST.
+    """
     from npucc.backend.hypercut.workload import workload_from_graph
+    from npucc.ir.graph_schema import HOST_OP
     from npucc.transforms.graph_pipeline import import_model
 
     try:
-        graph = import_model(path, shapes)
+        graph = import_model(path, shapes, fallback)
     except NpuccError as exc:
         message = str(exc)
         named = re.search(r"node '([^']*)'", message)
@@ -141,11 +151,19 @@ def _macs(path: str, shapes: Mapping[str, tuple[int, ...]], nodes: list[Info]) -
             if named and n["name"] == named.group(1):
                 n["status"], n["reason"] = REFUSES, message
         return {"macs": None, "error": message}
+    hosted = {s for layer in graph.layers if layer.op == HOST_OP for s in layer.src}
+    for n in nodes:
+        if n["name"] in hosted:
+            n["status"] = HOST
+            n["reason"] = n["reason"] or "npucc cannot lower it here"
     return {"macs": sum(layer.macs for layer in workload_from_graph(graph).layers), "error": None}
 
 
 def inspect_model(
-    path: str, input_shapes: Mapping[str, tuple[int, ...]], batch: int | None = None
+    path: str,
+    input_shapes: Mapping[str, tuple[int, ...]],
+    batch: int | None = None,
+    fallback: str = "error",
 ) -> Info:
     """Everything `npucc inspect` prints about the model at `path`, as JSON-ready data."""
     from npucc.compiler import batch_input_shapes
@@ -163,7 +181,7 @@ def inspect_model(
             shapes[v["name"]] = tuple(d if isinstance(d, int) else 1 for d in v["shape"])
     nodes = classify_nodes(model)
     count, elems, nbytes = _weights(graph)
-    macs = _macs(path, shapes, nodes)
+    macs = _macs(path, shapes, nodes, fallback)
     return {
         "model": path,
         "graph": graph.name,
@@ -177,4 +195,10 @@ def inspect_model(
         "compile_error": macs["error"],
         "operators": _per_op(nodes),
         "nodes": nodes,
+        "fallback": fallback,
+        "host_segments": [
+            {"name": n["name"], "op": _op(n), "reason": n["reason"]}
+            for n in nodes
+            if n["status"] == HOST
+        ],
     }

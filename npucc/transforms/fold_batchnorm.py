@@ -11,6 +11,7 @@ from npucc.frontend.graph_edit import (
     const,
     fresh_layer_name,
     fresh_name,
+    merged_src,
     node_error,
     onnx_op,
     single_user,
@@ -43,6 +44,7 @@ def _fold_into_conv(g: Graph, conv: Layer, bn: Layer, s: np.ndarray, t: np.ndarr
     new_b = add_const(g, f"{b or w}.bn_bias", bias.astype(np.float32))
     old = conv.outputs[0]
     g.remove_layer(bn)
+    conv.src = merged_src(conv, bn)
     g.set_inputs(conv, [conv.inputs[0], new_w, new_b])
     g.set_outputs(conv, [bn.outputs[0]])
     del g.tensors[old]

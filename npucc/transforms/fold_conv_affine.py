@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npucc.frontend.graph_edit import add_const, const, single_user
+from npucc.frontend.graph_edit import add_const, const, merged_src, single_user
 from npucc.ir.graph import Graph, Layer
 from npucc.passes import CompileContext, GraphPass
 
@@ -65,6 +65,7 @@ def _fold(g: Graph, conv: Layer, chain: list[Layer], scale: np.ndarray, shift: n
     old = conv.outputs[0]
     for layer in chain:
         g.remove_layer(layer)
+    conv.src = merged_src(conv, *chain)
     for layer in chain[:-1]:
         del g.tensors[layer.outputs[0]]
     g.set_inputs(conv, [conv.inputs[0], new_w, new_b])

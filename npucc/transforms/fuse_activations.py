@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from npucc.frontend.graph_edit import single_user
+from npucc.frontend.graph_edit import merged_src, single_user
 from npucc.ir.graph import Graph, Layer
 from npucc.passes import CompileContext, GraphPass
 
@@ -40,6 +40,7 @@ class FuseActivations(GraphPass):
                 producer.attrs["act_max"] = act.attrs["max"]
             # the producer writes the activation's output; its own output had no other reader
             ir.remove_layer(act)
+            producer.src = merged_src(producer, act)
             ir.set_outputs(producer, list(act.outputs))
             del ir.tensors[act.inputs[0]]
             fused += 1

@@ -21,15 +21,16 @@ from npucc.transforms.prune_unused import PruneUnused
 DEFAULT_TARGET = "davinci-core"
 
 
-def frontend_passes(input_shapes: InputShapes | None = None) -> list[Pass]:
-    """The graph-level pipeline: fresh instances of its passes, in order."""
+def frontend_passes(input_shapes: InputShapes | None = None, fallback: str = "error") -> list[Pass]:
+    """The graph-level pipeline: fresh instances of its passes, in order (`fallback` "host":
+    what npucc cannot lower becomes host layers, npucc.frontend.host_fallback)."""
     return [
-        ImportOnnx(input_shapes),
+        ImportOnnx(input_shapes, fallback),
         FoldConstants(),
         DropIdentity(),
         GatherIndexViews(),
         FoldBatchnorm(),
-        LegalizeOnnx(),
+        LegalizeOnnx(fallback),
         FoldConvAffine(),
         FuseAttention(),
         FuseLayerNorm(),
@@ -39,7 +40,9 @@ def frontend_passes(input_shapes: InputShapes | None = None) -> list[Pass]:
     ]
 
 
-def import_model(model_or_path: ModelSource, input_shapes: InputShapes | None = None) -> Graph:
+def import_model(
+    model_or_path: ModelSource, input_shapes: InputShapes | None = None, fallback: str = "error"
+) -> Graph:
     """Run the whole graph-level pipeline: load, check, import, canonicalise and rewrite."""
     ctx = CompileContext(load_target(DEFAULT_TARGET))
-    return PassManager(frontend_passes(input_shapes)).run(model_or_path, ctx)
+    return PassManager(frontend_passes(input_shapes, fallback)).run(model_or_path, ctx)

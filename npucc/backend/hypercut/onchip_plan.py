@@ -15,11 +15,12 @@ import math
 from collections.abc import Sequence
 
 from npucc.ir.graph import Graph
-from npucc.ir.graph_schema import VIEW_OPS
+from npucc.ir.graph_schema import HOST_OP, VIEW_OPS
 from npucc.ir.onchip import OnChip, chunk_bytes
 from npucc.target import Target
 
-NO_NOC_READERS = ("take",)  # ops that may read a tensor with `gather` (DDR only)
+# ops that read their inputs from DDR only: `gather`'s table, a host segment's operands
+NO_NOC_READERS = ("take", HOST_OP)
 LATER_STEPS = 1  # a consumer up to this many steps after its producer's still reads on chip
 
 
@@ -65,8 +66,8 @@ def plan_onchip(
     kept: dict[str, OnChip] = {}
     for i, layer in enumerate(graph.layers):
         cores = cores_of[i]
-        if layer.op in VIEW_OPS or cores is None:
-            continue
+        if layer.op in VIEW_OPS or layer.op == HOST_OP or cores is None:
+            continue  # NOTE: a host segment writes DDR only
         for t in layer.outputs:
             elems = math.prod(graph.tensors[t].shape)
             found = consumers(t) if t not in outputs and t not in offchip else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from npucc.ir.graph import Graph, Layer
-from npucc.ir.graph_schema import VIEW_OPS
+from npucc.ir.graph_schema import HOST_OP, VIEW_OPS
 from npucc.ir.plan import LayerLoad, Workload
 
 
@@ -26,8 +26,8 @@ def _macs(graph: Graph, layer: Layer) -> int:
 
 def _vops(graph: Graph, layer: Layer) -> int:
     """Element operations of one sample for non-MAC layers (window size for pooling)."""
-    if layer.op in ("conv2d", "gemm", "matmul") or layer.op in VIEW_OPS:
-        return 0
+    if layer.op in ("conv2d", "gemm", "matmul", HOST_OP) or layer.op in VIEW_OPS:
+        return 0  # NOTE: a host segment is no NPU work
     out = math.prod(graph.tensors[layer.outputs[0]].shape)
     if layer.op in ("maxpool", "avgpool"):
         return out * math.prod(layer.attrs.get("kernel", (1, 1)))

@@ -11,6 +11,7 @@ from npucc.backend.lower import (  # noqa: F401  (register)
     attention,
     conv,
     eltwise,
+    host,
     layout,
     matmul,
     movement,

@@ -16,6 +16,7 @@ from npucc.ir.isa import (
     Copy,
     DdrRef,
     Gather,
+    HostOp,
     Img2Col,
     Instr,
     Mmad,
@@ -45,6 +46,8 @@ def node_op_name(instr: Instr) -> str:
         return "MMAD"
     if isinstance(instr, Gather):
         return "GATHER"
+    if isinstance(instr, HostOp):
+        return "HOST"
     op = getattr(instr, "op", instr.opcode.removeprefix("v"))
     return f"VEC_{op.upper()}"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from npucc.ir.graph import Graph, Layer
-from npucc.ir.graph_schema import VIEW_OPS
+from npucc.ir.graph_schema import HOST_OP, VIEW_OPS
 from npucc.ir.program import LayerWork
 
 # ops that only move data: a DMA can do them, so they ask nothing of the vector unit
@@ -32,7 +32,7 @@ def layer_work(graph: Graph) -> list[LayerWork]:
                 seen.add(name)
                 weights += _const_elems(graph, layer, name)
         out.append(LayerWork(layer.name, layer.op, macs(graph, layer), _vector(graph, layer),
-                             weights))  # fmt: skip
+                             weights, layer.src))  # fmt: skip
     return out
 
 
@@ -69,8 +69,8 @@ def attention_dims(graph: Graph, layer: Layer) -> tuple[tuple[int, ...], int, in
 def _vector(graph: Graph, layer: Layer) -> int:
     """Elements the vector unit must process: every output element of a computing layer, every
     input element of a reduction; none for the cube's layers and pure data movement."""
-    if layer.op in CUBE_OPS or layer.op in MOVE_OPS:
-        return 0
+    if layer.op in CUBE_OPS or layer.op in MOVE_OPS or layer.op == HOST_OP:
+        return 0  # NOTE: a host segment asks nothing of the NPU
     out = sum(math.prod(graph.tensors[t].shape) for t in layer.outputs)
     if layer.op in REDUCE_OPS:
         return max(out, math.prod(graph.tensors[layer.inputs[0]].shape))
