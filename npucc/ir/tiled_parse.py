@@ -126,8 +126,8 @@ def _read_program(r: _Reader, head: str) -> TiledProgram:
     while m := r.match(_LAYER):
         if int(m.group(1)) != len(program.layers):
             raise r.error(f"expected layer {len(program.layers)}", -1)
-        work = (int(m.group(i)) for i in (4, 5, 6))
-        program.layers.append(LayerWork(json.loads(m.group(2)), m.group(3), *work))
+        macs, vector, weights = (int(m.group(i)) for i in (4, 5, 6))
+        program.layers.append(LayerWork(json.loads(m.group(2)), m.group(3), macs, vector, weights))
     while m := r.match(_CORE):
         graph = TileGraph(json.loads(m.group(3)))
         program.cores.append(Core(int(m.group(1)), int(m.group(2)), graph))

@@ -98,6 +98,6 @@ def test_a_bad_host_record_names_its_line(program, old, new, message):
 def test_the_tiled_text_prints_the_host_node_and_reads_it_back():
     tiled = npucc.compile_until(_reverse_model(), "lower-tiles", fallback="host")
     text = tiled.to_text()
-    assert ' HOST HOST 20065 [] <- [%5] host node={"attrs":{"batch_axis":["INT",1],' in text
+    assert ' HOST HOST 20065 [] <- [%5] layer=1 host node={"attrs":{"batch_axis":["INT",1],' in text
     assert 'in1=@"lens"+0 in1_type=i64[4]' in text
     assert tiled_from_text(text).to_text() == text
