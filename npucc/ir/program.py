@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -66,7 +66,9 @@ class LayerWork:
     macs: int = 0  # multiply-accumulates the layer's math needs (depthwise: no zero blocks)
     vector: int = 0  # elements the vector unit must process at least
     weights: int = 0  # elements of the constants it is the first layer to read
-    sources: tuple[str, ...] = ()  # the ONNX nodes it computes (`Layer.src`, the debug map's)
+    # the ONNX nodes it computes (`Layer.src`), for the debug map: provenance, not in the text
+    # form and not compared (a layer read back from text equals the one printed)
+    sources: tuple[str, ...] = field(default=(), compare=False)
 
 
 class TiledProgram:
