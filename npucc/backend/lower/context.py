@@ -132,3 +132,15 @@ def window_extent(outputs: int, stride: int, kernel: int, dilation: int) -> int:
 def split(total: int, tile: int) -> list[tuple[int, int]]:
     """(start, length) pieces of range(total) in tiles of at most `tile`."""
     return [(s, min(tile, total - s)) for s in range(0, total, tile)]
+
+
+def largest(fits: Callable[[int], bool], hi: int) -> int:
+    """The largest v in [1, hi] with fits(v) (fits is monotone decreasing), or 0 if none."""
+    lo, best = 1, 0
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return best

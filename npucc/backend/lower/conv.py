@@ -9,65 +9,12 @@ from npucc.backend.lower.context import (
     apply_activation,
     lowering,
     split,
-    window_extent,
 )
+from npucc.backend.lower.conv_geom import ConvGeom, conv_geometry
 from npucc.backend.lower.depthwise import lower_vector_conv, prefers_vector
 from npucc.backend.lower.matmul import choose_tiles
 from npucc.ir.graph import Layer
 from npucc.ir.isa import BufRef, Copy, DdrRef, Img2Col, Mmad, VBinary
-
-
-@dataclass(frozen=True, slots=True)
-class ConvGeom:
-    """Shapes and window parameters of one conv2d layer."""
-
-    n: int
-    c: int
-    h: int
-    w: int
-    co: int
-    oh: int
-    ow: int
-    kh: int
-    kw: int
-    sh: int
-    sw: int
-    dh: int
-    dw: int
-    pad_t: int
-    pad_l: int
-    group: int
-
-    @property
-    def cg(self) -> int:
-        """Input channels per group."""
-        return self.c // self.group
-
-    @property
-    def cog(self) -> int:
-        """Output channels per group."""
-        return self.co // self.group
-
-    def in_rows(self, out_rows: int) -> int:
-        """Input rows a band of `out_rows` output rows reads."""
-        return window_extent(out_rows, self.sh, self.kh, self.dh)
-
-    def in_cols(self, out_cols: int) -> int:
-        """Input columns a band of `out_cols` output columns reads."""
-        return window_extent(out_cols, self.sw, self.kw, self.dw)
-
-
-def _geometry(ctx: LowerContext, layer: Layer) -> ConvGeom:
-    n, c, h, w = ctx.shape(layer.inputs[0])
-    co, _, kh, kw = ctx.shape(layer.inputs[1])
-    _, _, oh, ow = ctx.shape(layer.outputs[0])
-    a = layer.attrs
-    sh, sw = a.get("strides", (1, 1))
-    dh, dw = a.get("dilations", (1, 1))
-    pads = a.get("pads", (0, 0, 0, 0))
-    return ConvGeom(
-        n, c, h, w, co, oh, ow, kh, kw, sh, sw, dh, dw, pads[0], pads[1], a.get("group", 1)
-    )
 
 
 def _pixel_tile(g: ConvGeom, m_t: int) -> tuple[int, int]:
@@ -119,7 +66,7 @@ def lower_conv2d(ctx: LowerContext, layer: Layer) -> None:
 
 def lower_cube_conv(ctx: LowerContext, layer: Layer) -> None:
     """The cube lowering of conv2d (img2col + mmad), whatever the groups."""
-    g = _geometry(ctx, layer)
+    g = conv_geometry(ctx, layer)
     taps = g.kh * g.kw
 
     def l1_buffers(mt: int, nt: int, kt: int) -> tuple[int, int]:

@@ -17,17 +17,15 @@ by `ir.isa_cost`, i.e. target/cost.py's formulas).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
 from npucc.backend.lower.builder import MeshBuilder, TileBuilder
 from npucc.backend.lower.context import (
     LowerContext,
     Lowering,
     apply_activation,
+    largest,
     split,
-    window_extent,
 )
+from npucc.backend.lower.conv_geom import ConvGeom, conv_geometry
 from npucc.backend.lower.layout import budget, coalesce
 from npucc.backend.lower.pool import fill_window
 from npucc.errors import NpuccError
@@ -37,96 +35,27 @@ from npucc.ir.program import TiledProgram
 from npucc.ir.tiled import TileGraph
 
 
-@dataclass(frozen=True, slots=True)
-class GroupConv:
-    """Shapes and window parameters of a grouped conv2d layer."""
-
-    n: int
-    c: int
-    h: int
-    w: int
-    co: int
-    oh: int
-    ow: int
-    kh: int
-    kw: int
-    sh: int
-    sw: int
-    dh: int
-    dw: int
-    pad_t: int
-    pad_l: int
-    group: int
-
-    @property
-    def cg(self) -> int:
-        """Input channels per group."""
-        return self.c // self.group
-
-    @property
-    def cog(self) -> int:
-        """Output channels per group."""
-        return self.co // self.group
-
-    @property
-    def taps(self) -> int:
-        """Kernel positions."""
-        return self.kh * self.kw
-
-    def in_rows(self, out_rows: int) -> int:
-        """Input rows (padding included) a band of `out_rows` output rows reads."""
-        return window_extent(out_rows, self.sh, self.kh, self.dh)
-
-    def in_cols(self, out_cols: int) -> int:
-        """Input columns (padding included) a band of `out_cols` output columns reads."""
-        return window_extent(out_cols, self.sw, self.kw, self.dw)
-
-    def ub_elems(self, groups: int, rows: int, cols: int) -> int:
-        """UB elements a tile of `groups` groups and a rows x cols band holds at once."""
-        weights = groups * self.cog * (self.cg * self.taps + 1)
-        window = groups * self.cg * self.in_rows(rows) * self.in_cols(cols)
-        return weights + window + groups * self.cog * rows * cols
+def _ub_elems(g: ConvGeom, groups: int, rows: int, cols: int) -> int:
+    """UB elements a tile of `groups` groups and a rows x cols band holds at once."""
+    weights = groups * g.cog * (g.cg * g.taps + 1)
+    window = groups * g.cg * g.in_rows(rows) * g.in_cols(cols)
+    return weights + window + groups * g.cog * rows * cols
 
 
-def geometry(ctx: LowerContext, layer: Layer) -> GroupConv:
-    """The layer's GroupConv."""
-    n, c, h, w = ctx.shape(layer.inputs[0])
-    co, _, kh, kw = ctx.shape(layer.inputs[1])
-    _, _, oh, ow = ctx.shape(layer.outputs[0])
-    a = layer.attrs
-    sh, sw = a.get("strides", (1, 1))
-    dh, dw = a.get("dilations", (1, 1))
-    pads = a.get("pads", (0, 0, 0, 0))
-    group = a.get("group", 1)
-    return GroupConv(n, c, h, w, co, oh, ow, kh, kw, sh, sw, dh, dw, pads[0], pads[1], group)
-
-
-def _largest(fits: Callable[[int], bool], hi: int) -> int:
-    """The largest v in [1, hi] with fits(v) (monotone decreasing), or 0 if none."""
-    lo, best = 1, 0
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        if fits(mid):
-            best, lo = mid, mid + 1
-        else:
-            hi = mid - 1
-    return best
-
-
-def vector_tiles(ctx: LowerContext, layer: Layer, g: GroupConv) -> tuple[int, int, int]:
+def vector_tiles(ctx: LowerContext, layer: Layer, g: ConvGeom) -> tuple[int, int, int]:
     """(groups, rows, cols) per tile: whole rows first, then whole planes, then more groups.
 
     Refuses the layer (a true fit error) when one output pixel of one group does not fit.
     """
-    cap = budget(ctx, layer, "UB", least=g.ub_elems(1, 1, 1))
-    cols = _largest(lambda v: g.ub_elems(1, 1, v) <= cap, g.ow)
-    rows = _largest(lambda v: g.ub_elems(1, v, cols) <= cap, g.oh) if cols == g.ow else 1
+    cap = budget(ctx, layer, "UB", least=_ub_elems(g, 1, 1, 1))
+    cols = largest(lambda v: _ub_elems(g, 1, 1, v) <= cap, g.ow)
+    rows = largest(lambda v: _ub_elems(g, 1, v, cols) <= cap, g.oh) if cols == g.ow else 1
     full = rows == g.oh and cols == g.ow
-    groups = _largest(lambda v: g.ub_elems(v, rows, cols) <= cap, g.group) if full else 1
+    groups = largest(lambda v: _ub_elems(g, v, rows, cols) <= cap, g.group) if full else 1
     return groups, rows, cols
 
 
-def low_reuse(ctx: LowerContext, g: GroupConv) -> bool:
+def low_reuse(ctx: LowerContext, g: ConvGeom) -> bool:
     """True for a grouped conv whose groups cannot fill a cube fractal (in K or in N)."""
     cube = ctx.target.cube
     return g.group > 1 and (g.cg < cube.k0 or g.cog < cube.n0)
@@ -134,7 +63,7 @@ def low_reuse(ctx: LowerContext, g: GroupConv) -> bool:
 
 def prefers_vector(ctx: LowerContext, layer: Layer, cube: Lowering) -> bool:
     """True when the vector lowering of a low-reuse grouped conv costs less than `cube`'s."""
-    g = geometry(ctx, layer)
+    g = conv_geometry(ctx, layer)
     if not low_reuse(ctx, g):
         return False
     try:
@@ -169,7 +98,7 @@ def pipe_bound(ctx: LowerContext, layer: Layer, lower: Lowering) -> int:
 
 def lower_vector_conv(ctx: LowerContext, layer: Layer) -> None:
     """Tiles of (image, block of groups), each over bands of output rows x columns."""
-    g = geometry(ctx, layer)
+    g = conv_geometry(ctx, layer)
     groups_t, rows_t, cols_t = vector_tiles(ctx, layer, g)
     bld = ctx.builder
     bias = layer.inputs[2] if len(layer.inputs) > 2 and layer.inputs[2] else ""
@@ -194,7 +123,7 @@ def lower_vector_conv(ctx: LowerContext, layer: Layer) -> None:
 def _band(
     ctx: LowerContext,
     layer: Layer,
-    g: GroupConv,
+    g: ConvGeom,
     block: tuple[int, int, int],
     band: tuple[int, int, int, int],
     wts: BufRef,

@@ -17,6 +17,7 @@ import numpy as np
 from npucc.backend.lower.context import (
     LowerContext,
     apply_activation,
+    largest,
     lowering,
     split,
     window_extent,
@@ -61,18 +62,6 @@ def _geometry(ctx: LowerContext, layer: Layer) -> PoolGeom:
     dh, dw = a.get("dilations", (1, 1))
     pads = tuple(a.get("pads", (0, 0, 0, 0)))
     return PoolGeom(n * c, h, w, oh, ow, kh, kw, sh, sw, dh, dw, pads)  # type: ignore[arg-type]
-
-
-def _largest(fits: Callable[[int], bool], hi: int) -> int:
-    """The largest v in [1, hi] with fits(v) (fits is monotone decreasing), or 0 if none."""
-    lo, best = 1, 0
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        if fits(mid):
-            best, lo = mid, mid + 1
-        else:
-            hi = mid - 1
-    return best
 
 
 def _taps(out: int, stride: int, pad: int, k: int, dil: int, lo: int, hi: int) -> np.ndarray:
@@ -151,9 +140,9 @@ def _pool_tiles(
         return tp * (g.rows(toh) * g.cols(tow) + toh * tow) + extra(toh, tow)
 
     cap = budget(ctx, layer, least=need(1, 1, 1))
-    tow = _largest(lambda v: need(1, 1, v) <= cap, g.ow)
-    toh = _largest(lambda v: need(1, v, tow) <= cap, g.oh) if tow == g.ow else 1
-    tp = _largest(lambda v: need(v, toh, tow) <= cap, g.planes) if toh == g.oh else 1
+    tow = largest(lambda v: need(1, 1, v) <= cap, g.ow)
+    toh = largest(lambda v: need(1, v, tow) <= cap, g.oh) if tow == g.ow else 1
+    tp = largest(lambda v: need(v, toh, tow) <= cap, g.planes) if toh == g.oh else 1
     return tp, toh, tow
 
 

@@ -1,0 +1,67 @@
+"""The shapes and window parameters of a conv2d layer (the cube's and the vector's lowering)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from npucc.backend.lower.context import LowerContext, window_extent
+from npucc.ir.graph import Layer
+
+
+@dataclass(frozen=True, slots=True)
+class ConvGeom:
+    """Shapes and window parameters of one conv2d layer."""
+
+    n: int
+    c: int
+    h: int
+    w: int
+    co: int
+    oh: int
+    ow: int
+    kh: int
+    kw: int
+    sh: int
+    sw: int
+    dh: int
+    dw: int
+    pad_t: int
+    pad_l: int
+    group: int
+
+    @property
+    def cg(self) -> int:
+        """Input channels per group."""
+        return self.c // self.group
+
+    @property
+    def cog(self) -> int:
+        """Output channels per group."""
+        return self.co // self.group
+
+    @property
+    def taps(self) -> int:
+        """Kernel positions."""
+        return self.kh * self.kw
+
+    def in_rows(self, out_rows: int) -> int:
+        """Input rows a band of `out_rows` output rows reads."""
+        return window_extent(out_rows, self.sh, self.kh, self.dh)
+
+    def in_cols(self, out_cols: int) -> int:
+        """Input columns a band of `out_cols` output columns reads."""
+        return window_extent(out_cols, self.sw, self.kw, self.dw)
+
+
+def conv_geometry(ctx: LowerContext, layer: Layer) -> ConvGeom:
+    """The ConvGeom of a conv2d layer."""
+    n, c, h, w = ctx.shape(layer.inputs[0])
+    co, _, kh, kw = ctx.shape(layer.inputs[1])
+    _, _, oh, ow = ctx.shape(layer.outputs[0])
+    a = layer.attrs
+    sh, sw = a.get("strides", (1, 1))
+    dh, dw = a.get("dilations", (1, 1))
+    pads = a.get("pads", (0, 0, 0, 0))
+    return ConvGeom(
+        n, c, h, w, co, oh, ow, kh, kw, sh, sw, dh, dw, pads[0], pads[1], a.get("group", 1)
+    )
