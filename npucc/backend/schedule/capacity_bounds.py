@@ -34,6 +34,7 @@ from npucc.ir.replay import clean_buffers
 from npucc.ir.tiled import TileGraph
 from npucc.target.cost import SpillModel
 
+RATE_LEVELS = 4  # distinct cost-per-byte rates priced separately (fewer: a weaker bound)
 COSTS = ("extra_ddr", "MTE2", "MTE3")  # what each spill costs: traffic, SPILL_IN, SPILL_OUT cycles
 
 
@@ -139,21 +140,32 @@ def capacity_bounds(
         for b in forced:
             starts.setdefault(first[b], []).append(b)
             ends.setdefault(last[b], []).append(b)
-        out_bytes = _cover(chain, capacity[tier], size, starts, ends, reach)
+        pinned = [[b for b in graph.nodes[c].bufs if graph.buffers[b].tier == tier] for c in chain]
+        covers: dict[frozenset[int], Fraction] = {}
         for name in COSTS:
-            rate = min((Fraction(cost_of[name](b), size[b]) for b in forced), default=Fraction(0))
-            totals[name] += rate * out_bytes
+            rate = {b: Fraction(cost_of[name](b), size[b]) for b in forced}
+            levels = sorted(set(rate.values()))[:RATE_LEVELS]
+            prev = Fraction(0)
+            for level in levels:  # cost >= sum over levels of (step) x bytes at rate >= level
+                free = frozenset(b for b in forced if rate[b] < level)
+                if free not in covers:
+                    covers[free] = _cover(
+                        chain, capacity[tier], size, starts, ends, reach, free, pinned
+                    )
+                totals[name] += (level - prev) * covers[free]
+                prev = level
     return {name: -(-totals[name].numerator // totals[name].denominator) for name in COSTS}
 
 
-def _cover(chain, cap, size, starts, ends, reach) -> Fraction:
+def _cover(chain, cap, size, starts, ends, reach, free, pinned) -> Fraction:
     """Least spilled-out bytes covering every checkpoint's excess over `cap` (interval greedy).
 
-    Each buffer's spill out at c_i covers c_i..reach(b, i). Covering points on a line by
-    intervals is totally unimodular, so the greedy that serves the leftmost short checkpoint
-    with the intervals reaching farthest is optimal for the byte relaxation.
+    Each buffer's spill out at c_i covers c_i..reach(b, i); buffers in `free` are out for
+    nothing wherever c_i does not use them. Covering points on a line by intervals is totally
+    unimodular, so the greedy that serves the leftmost short checkpoint with the intervals
+    reaching farthest is optimal for the byte relaxation.
     """
-    load = 0
+    load = free_bytes = 0
     active: set[int] = set()
     chosen: dict[int, Fraction] = {}  # buffer -> bytes of it out now (covering this checkpoint)
     expiry: list[tuple[int, int, Fraction]] = []  # (last covered index, buffer, bytes)
@@ -161,13 +173,17 @@ def _cover(chain, cap, size, starts, ends, reach) -> Fraction:
     total = Fraction(0)
     for i in range(len(chain)):
         for b in starts.get(i, ()):
-            active.add(b)
             load += size[b]
+            if b in free:
+                free_bytes += size[b]
+            else:
+                active.add(b)
         while expiry and expiry[0][0] < i:
             _, b, x = heapq.heappop(expiry)
             chosen[b] -= x
             covered -= x
-        short = load - cap - covered
+        out_free = free_bytes - sum(size[b] for b in pinned[i] if b in free)
+        short = load - cap - covered - out_free
         if short > 0:
             cands = sorted(
                 ((reach(b, i), b) for b in active if size[b] > chosen.get(b, 0)), reverse=True
@@ -182,8 +198,10 @@ def _cover(chain, cap, size, starts, ends, reach) -> Fraction:
                 short -= x
                 heapq.heappush(expiry, (r, b, x))
         for b in ends.get(i, ()):
-            active.discard(b)
             load -= size[b]
+            if b in free:
+                free_bytes -= size[b]
+            active.discard(b)
     return total
 
 

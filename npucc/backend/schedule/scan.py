@@ -72,6 +72,7 @@ class LinearScan:
         "out_at",
         "early",
         "max_spills",
+        "packed",
     )
 
     def __init__(
@@ -112,6 +113,7 @@ class LinearScan:
         self.out_at: dict[int, int] = {}  # spilled-out buffer -> index of its SPILL_OUT in result
         self.early: list[tuple[int, int]] = []  # (result index to precede, SPILL_IN node)
         self.max_spills = max_spills  # more spills than this abandon the scan (TooManySpills)
+        self.packed = False  # the current node's buffers were repacked from offset 0
 
     def next_use(self, b: int, k: int) -> int:
         """Position of the first use of `b` after position k (INF if none)."""
@@ -124,13 +126,15 @@ class LinearScan:
         graph = self.graph
         for k, v in enumerate(self.order):
             node = graph.nodes[v]
+            self.packed = False
             if node.op == "ALLOC":
                 b = node.bufs[0]
                 self.where[b] = self._place(b, node.bufs, k, victim)
             else:
-                for b in node.bufs:
-                    if b in self.out:
-                        self._reload(b, node.bufs, k, victim)
+                pending = [b for b in node.bufs if b in self.out]
+                while pending:  # a repack (see _place) may spill the node's other buffers
+                    self._reload(pending[0], node.bufs, k, victim)
+                    pending = [b for b in node.bufs if b in self.out]
                 if node.op == "FREE":
                     self._give(node.bufs[0])
             self.result.append(v)
@@ -153,7 +157,9 @@ class LinearScan:
         free = self.free[buf.tier]
         live = self.live[buf.tier]
         while True:
-            if self.placement == "cold":
+            if self.packed:
+                off = free.first_fit(buf.size)
+            elif self.placement == "cold":
                 off = free.coldest_fit(buf.size, self.released[buf.tier])
             elif self.placement == "best":
                 off = free.best_fit(buf.size)
@@ -164,6 +170,13 @@ class LinearScan:
                 live[b] = off
                 return off
             candidates = [x for x in live if x not in pinned]
+            if not candidates and not self.packed and live:
+                # NOTE: the node's own resident buffers fragment the tier: spill them too and
+                # place this node's buffers first-fit from offset 0 (they fit together)
+                self.packed = True
+                for x in sorted(live):
+                    self._evict(x)
+                continue
             if not candidates:
                 raise NpuccError(
                     f"buffer {b} ({buf.size} B) does not fit in {buf.tier} "
