@@ -73,6 +73,8 @@ class LinearScan:
         "early",
         "max_spills",
         "packed",
+        "ahead",
+        "wanted",
     )
 
     def __init__(
@@ -84,6 +86,7 @@ class LinearScan:
         placement: str = "first",
         prefetch: bool = False,
         max_spills: int | None = None,
+        ahead: int = 0,
     ) -> None:
         self.graph = graph
         self.order = order
@@ -114,6 +117,8 @@ class LinearScan:
         self.early: list[tuple[int, int]] = []  # (result index to precede, SPILL_IN node)
         self.max_spills = max_spills  # more spills than this abandon the scan (TooManySpills)
         self.packed = False  # the current node's buffers were repacked from offset 0
+        self.ahead = ahead  # reload a spilled buffer once its next use is this many nodes away
+        self.wanted: list[tuple[int, int]] = []  # (next use, buffer) heap of spilled buffers
 
     def next_use(self, b: int, k: int) -> int:
         """Position of the first use of `b` after position k (INF if none)."""
@@ -127,6 +132,8 @@ class LinearScan:
         for k, v in enumerate(self.order):
             node = graph.nodes[v]
             self.packed = False
+            if self.ahead:
+                self._reload_ahead(k, node.bufs, victim)
             if node.op == "ALLOC":
                 b = node.bufs[0]
                 self.where[b] = self._place(b, node.bufs, k, victim)
@@ -193,12 +200,35 @@ class LinearScan:
         self.result.append(len(self.graph.nodes) + 2 * len(self.spills))
         self.spills.append((x, -1))
         self._give(x)
+        if self.ahead:
+            heapq.heappush(self.wanted, (self.next_use(x, self.last_use[x]), x))
 
     def _give(self, b: int) -> None:
         buf = self.graph.buffers[b]
         off = self.live[buf.tier].pop(b)
         self.free[buf.tier].give(off, buf.size)
         self.released[buf.tier].assign(off, off + buf.size, len(self.result))
+
+    def _reload_ahead(self, k: int, pinned: tuple[int, ...], victim) -> None:
+        """Reload spilled buffers used within `ahead` positions, evicting only buffers used
+        later than they are (so no reload is traded for an earlier one)."""
+        wanted = self.wanted
+        while wanted and wanted[0][0] <= k + self.ahead:
+            use, b = heapq.heappop(wanted)
+            if b not in self.out or use <= k:
+                continue
+            buf = self.graph.buffers[b]
+            free, live = self.free[buf.tier], self.live[buf.tier]
+            keep = (*pinned, b)
+            while free.best_fit(buf.size) is None:
+                candidates = [x for x in live if x not in keep]
+                x = victim(self, candidates, k) if candidates else None
+                if x is None or self.next_use(x, k) <= use:
+                    heapq.heappush(wanted, (use, b))
+                    return
+                self._evict(x)
+            self._reload(b, keep, k, victim)
+            self.last_use[b] = k
 
     def _reload(self, b: int, pinned: tuple[int, ...], k: int, victim) -> None:
         off = self._place(b, pinned, k, victim)
