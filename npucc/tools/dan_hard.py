@@ -168,7 +168,7 @@ def small_instance(seed: int, chained: bool = False) -> tuple[TileGraph, dict[st
         g.add_node("ALLOC", None, 0, (b.id,))
     users: list[list[int]] = [[] for _ in bufs]
     pipes = ("MTE2", "CUBE", "VECTOR", "MTE1")
-    ops = []
+    ops: list[int] = []
     for k in range(rng.randint(5, 6)):
         if k < nbuf and rng.random() < 0.6:
             use: tuple[int, ...] = (k,)
@@ -177,11 +177,11 @@ def small_instance(seed: int, chained: bool = False) -> tuple[TileGraph, dict[st
             use = tuple(sorted(rng.sample(range(nbuf), rng.randint(1, 2))))
             op, pipe = "OP", rng.choice(pipes)
         v = g.add_node(op, pipe, rng.randint(10, 400), use).id
-        for b in use:
-            for u in (g.alloc_of[b], *users[b][-1:]):
+        for x in use:
+            for u in (g.alloc_of[x], *users[x][-1:]):
                 if u not in g.preds[v]:
                     g.add_edge(u, v)
-            users[b].append(v)
+            users[x].append(v)
         for u in ops:
             if rng.random() < 0.2 and u not in g.preds[v]:
                 g.add_edge(u, v)

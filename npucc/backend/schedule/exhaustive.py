@@ -144,143 +144,140 @@ def min_extra_ddr(
     return None
 
 
+@dataclass(slots=True)
+class _Clock:
+    """Timing state of a partial move sequence (rules 1 and 5, no reuse edges)."""
+
+    finish: list[int]  # per graph node
+    pipe: dict[str, int]  # when each pipe is free
+    touch: list[int]  # per buffer: latest finish of its ALLOC, users and spill nodes so far
+    reload: list[int]  # per buffer: finish of its latest SPILL_IN
+    spills: list[int]  # per buffer: spills so far
+    fresh: list[bool]  # per buffer: used since its last spill (another spill may follow)
+
+    def copy(self) -> _Clock:
+        """An independent copy."""
+        return _Clock(
+            list(self.finish),
+            dict(self.pipe),
+            list(self.touch),
+            list(self.reload),
+            list(self.spills),
+            list(self.fresh),
+        )
+
+    def key(self, done: int) -> tuple:
+        """Everything later moves' times depend on."""
+        return (
+            tuple(sorted(self.pipe.items())),
+            tuple(f for v, f in enumerate(self.finish) if done >> v & 1),
+            tuple(self.touch),
+            tuple(self.reload),
+            tuple(self.spills),
+            tuple(self.fresh),
+        )
+
+
 def min_makespan(
     graph: TileGraph, capacity: dict[str, int], spill_model: SpillModel, limit: int = 300_000
 ) -> int | None:
-    """Least makespan of any schedule (relaxed as above); None past `limit` search states."""
+    """Least makespan of any schedule (relaxed as above); None past `limit` search states.
+
+    Node ids must be topological (as `dan_hard.small_instance` makes them).
+    """
     m = _Moves.of(graph, capacity)
     nodes = graph.nodes
     n, nbuf = len(nodes), len(graph.buffers)
+    if any(w < v for v in range(n) for w in graph.succs[v]):
+        raise ValueError("min_makespan needs node ids in topological order")
     clean = clean_buffers(graph)
     out_c = [spill_model.out_cycles(b.tier, b.size, clean[b.id]) for b in graph.buffers]
     in_c = [spill_model.in_cycles(b.tier, b.size, clean[b.id]) for b in graph.buffers]
     nuses = [bin(u).count("1") for u in m.uses]
-    tail = [0] * n
-    for v in sorted(range(n), key=lambda v: -v):  # ids are topological in the test graphs
+    tail = [0] * n  # longest path from a node's start to the end
+    for v in reversed(range(n)):
         tail[v] = nodes[v].cycles + max((tail[w] for w in graph.succs[v]), default=0)
-    if any(w < v for v in range(n) for w in graph.succs[v]):
-        raise ValueError("min_makespan needs node ids in topological order")
-    remaining: dict[str, int] = {}
+    remaining: dict[str, int] = {}  # pipe cycles not yet scheduled
     for node in nodes:
         if node.pipe is not None:
             remaining[node.pipe] = remaining.get(node.pipe, 0) + node.cycles
-    state = {
-        "finish": [0] * n,
-        "pipe": dict.fromkeys([*remaining, "MTE2", "MTE3"], 0),
-        "touch": [0] * nbuf,  # latest finish of b's ALLOC, users and spill nodes so far
-        "reload": [0] * nbuf,  # finish of b's latest SPILL_IN
-        "spills": [0] * nbuf,
-        "fresh": [True] * nbuf,  # no spill since b's last use (a spill may follow)
-    }
+    pipes = dict.fromkeys([*remaining, "MTE2", "MTE3"], 0)
+    clock = _Clock([0] * n, pipes, [0] * nbuf, [0] * nbuf, [0] * nbuf, [True] * nbuf)
     best = [1 << 62]
-    seen: set = set()
+    seen: set[tuple] = set()
     visits = [0]
 
-    def run(v: int) -> int:
+    def run(c: _Clock, v: int) -> int:
         node = nodes[v]
-        f = state["finish"]
-        t = max((f[u] for u in graph.preds[v]), default=0)
+        t = max((c.finish[u] for u in graph.preds[v]), default=0)
         for b in node.bufs:
-            t = max(t, state["reload"][b])
+            t = max(t, c.reload[b])
         if node.pipe is not None:
-            t = max(t, state["pipe"][node.pipe])
-            state["pipe"][node.pipe] = t + node.cycles
-        f[v] = t + node.cycles
+            t = max(t, c.pipe[node.pipe])
+            c.pipe[node.pipe] = t + node.cycles
+        c.finish[v] = t + node.cycles
         for b in node.bufs:
-            state["touch"][b] = max(state["touch"][b], f[v])
+            c.touch[b] = max(c.touch[b], c.finish[v])
             if node.op not in ("ALLOC", "FREE"):
-                state["fresh"][b] = True
-        return f[v]
+                c.fresh[b] = True
+        return c.finish[v]
 
-    def lower(done: int, span: int) -> int:
+    def lower(c: _Clock, done: int, span: int) -> int:
         lb = span
         for p, left in remaining.items():
-            lb = max(lb, state["pipe"][p] + left)
-        f = state["finish"]
+            lb = max(lb, c.pipe[p] + left)
         for v in range(n):
             if not done >> v & 1:
-                est = max((f[u] for u in graph.preds[v] if done >> u & 1), default=0)
+                est = max((c.finish[u] for u in graph.preds[v] if done >> u & 1), default=0)
                 lb = max(lb, est + tail[v])
         return lb
 
-    def search(done: int, out: int, span: int) -> None:
+    def frees(c: _Clock, before: int, after: int, span: int) -> int:
+        for v in range(n):
+            if after >> v & 1 and not before >> v & 1:
+                span = max(span, run(c, v))
+        return span
+
+    def search(c: _Clock, done: int, out: int, span: int) -> None:
         visits[0] += 1
         if visits[0] > limit:
             return
         if done == (1 << n) - 1:
             best[0] = min(best[0], span)
             return
-        if lower(done, span) >= best[0]:
+        if lower(c, done, span) >= best[0]:
             return
-        f = state["finish"]
-        key = (
-            done,
-            out,
-            tuple(state["spills"]),
-            tuple(state["fresh"]),
-            tuple(sorted(state["pipe"].items())),
-            tuple(f[v] for v in range(n) if done >> v & 1),
-            tuple(state["touch"]),
-            tuple(state["reload"]),
-        )
+        key = (done, out, c.key(done))
         if key in seen:
             return
         seen.add(key)
-        snapshot = (
-            list(f),
-            dict(state["pipe"]),
-            list(state["touch"]),
-            list(state["reload"]),
-            list(state["spills"]),
-            list(state["fresh"]),
-        )
-
-        def restore() -> None:
-            state["finish"][:] = snapshot[0]
-            state["pipe"] = dict(snapshot[1])
-            state["touch"][:] = snapshot[2]
-            state["reload"][:] = snapshot[3]
-            state["spills"][:] = snapshot[4]
-            state["fresh"][:] = snapshot[5]
-
         for v, new in m.runnable(done, out):
-            nd, s = done, span
+            d, s, nc = done, span, c.copy()
             for a in (*new, v):
-                s = max(s, run(a))
-                nd |= 1 << a
-                if nodes[a].pipe is not None:
-                    remaining[nodes[a].pipe] -= nodes[a].cycles
-            full = m.free_ready(nd, out)
-            for fr in range(n):
-                if full >> fr & 1 and not nd >> fr & 1:
-                    s = max(s, run(fr))
-            search(full, out, s)
-            for a in (*new, v):
-                if nodes[a].pipe is not None:
-                    remaining[nodes[a].pipe] += nodes[a].cycles
-            restore()
+                s = max(s, run(nc, a))
+                d |= 1 << a
+            pipe = nodes[v].pipe  # the ALLOCs run on no pipe
+            if pipe is not None:
+                remaining[pipe] -= nodes[v].cycles
+            full = m.free_ready(d, out)
+            search(nc, full, out, frees(nc, d, full, s))
+            if pipe is not None:
+                remaining[pipe] += nodes[v].cycles
         for b in range(nbuf):
-            if m.resident(done, out, b) and state["fresh"][b] and state["spills"][b] <= nuses[b]:
-                t = max(state["pipe"]["MTE3"], state["touch"][b])
-                state["pipe"]["MTE3"] = t + out_c[b]
-                state["touch"][b] = t + out_c[b]
-                state["spills"][b] += 1
-                state["fresh"][b] = False
-                search(done, out | 1 << b, max(span, t + out_c[b]))
-                restore()
+            if m.resident(done, out, b) and c.fresh[b] and c.spills[b] <= nuses[b]:
+                nc = c.copy()
+                t = max(nc.pipe["MTE3"], nc.touch[b]) + out_c[b]
+                nc.pipe["MTE3"] = nc.touch[b] = t
+                nc.spills[b] += 1
+                nc.fresh[b] = False
+                search(nc, done, out | 1 << b, max(span, t))
         for b in m.spill_ins(done, out):
-            t = max(state["pipe"]["MTE2"], state["touch"][b])
-            state["pipe"]["MTE2"] = t + in_c[b]
-            state["touch"][b] = state["reload"][b] = t + in_c[b]
-            s = max(span, t + in_c[b])
+            nc = c.copy()
+            t = max(nc.pipe["MTE2"], nc.touch[b]) + in_c[b]
+            nc.pipe["MTE2"] = nc.touch[b] = nc.reload[b] = t
             no = out & ~(1 << b)
             full = m.free_ready(done, no)
-            for fr in range(n):
-                if full >> fr & 1 and not done >> fr & 1:
-                    s = max(s, run(fr))
-            search(full, no, s)
-            restore()
+            search(nc, full, no, frees(nc, done, full, max(span, t)))
 
-    start = m.free_ready(0, 0)
-    search(start, 0, 0)
+    search(clock, m.free_ready(0, 0), 0, 0)
     return None if visits[0] > limit or best[0] == 1 << 62 else best[0]
