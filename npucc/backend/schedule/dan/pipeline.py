@@ -52,14 +52,13 @@ def dan(
         schedule = unbounded_layout(graph, order, alignment)
     else:
         schedule, r, best = None, None, []
-        orders: list[list[int]] = []  # every Stage-1 order placed, for the reload variants
+        placed: list[tuple[tuple[int, int], list[int]]] = []  # (extra DDR, spills), order
         win = len(ORDERS)  # ORDERS index of the plan kept: the first of the best-ranked
         # The cheap lowering order goes first: once a plan has neither spills nor extra DDR
         # traffic, any plan that spills ranks worse, so the others stop at their first spill.
         for i in sorted(range(len(ORDERS)), key=lambda i: ORDERS[i] != "lowering"):
             t1 = time.perf_counter()
             order = stage1(graph, ORDERS[i])
-            orders.append(order)
             t2 = time.perf_counter()
             clean = r is not None and r.spills == 0 and r.extra_ddr == 0
             try:
@@ -73,17 +72,20 @@ def dan(
             rc = replay(graph, cand, capacity, spill_model, alignment)
             seconds["mpas"] += t2 - t1
             seconds["dlr"] += time.perf_counter() - t2
+            placed.append((_rank(rc)[:2], order))
             if r is None or (_rank(rc), i) < (_rank(r), win):
                 schedule, r, best, win = cand, rc, order, i
         assert schedule is not None and r is not None
         if schedule.spills:
-            # the winner with SPILL_INs prefetched; every order with reloads issued ahead of
-            # their use (spilled buffers come back while the pipes still work on others); the
-            # winner's and the lowering order packed best-fit and first-fit (coldest-fit can
-            # fragment a tight tier into spills that a packed placement avoids)
-            lowering = orders[0]  # placed first (see above)
+            # the winner with SPILL_INs prefetched; the orders whose plans tie the winner's
+            # traffic and spills with reloads issued ahead of their use (spilled buffers come
+            # back while the pipes still work on others); the winner's and the lowering order
+            # packed best-fit and first-fit (coldest fit can fragment a tight tier into spills
+            # that a packed placement avoids)
+            lowering = placed[0][1]  # placed first (see above), never abandoned
+            tied = [o for key, o in placed if key == _rank(r)[:2]]
             variants = [(best, "cold", True, 0)]
-            variants += [(o, "cold", False, a) for o in orders for a in AHEAD]
+            variants += [(o, "cold", False, a) for o in tied for a in AHEAD]
             for o in (best, lowering) if best is not lowering else (best,):
                 variants += [(o, placement, False, 0) for placement in ("best", "first")]
             for order, placement, prefetch, ahead in variants:
