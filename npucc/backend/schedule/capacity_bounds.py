@@ -3,21 +3,19 @@
 A red-blue-pebble style argument on checkpoints. Take a chain of pipe nodes c_0 < c_1 < ...
 (the longest path by pipe-node count, so every order runs them in chain order). Buffer b is
 *forced* at c_i when ALLOC_b is an ancestor of c_i and FREE_b a descendant: at c_i's position
-b is resident or spilled out, and the resident bytes of a tier are at most its capacity. So at
-c_i the forced bytes of tier t beyond capacity C_t must be out: a fractional min-cost knapsack
-over the forced buffers c_i does not use gives the least cost of spills covering c_i.
+b is resident or spilled out, and the resident bytes of a tier are at most its capacity, so
+the forced bytes beyond capacity must be out. One spill of b (its SPILL_OUT..SPILL_IN gap)
+holds no use of b, so a spill out at c_i covers at most c_i..reach(b, i): up to the first use
+u of b with c_i < u in the DAG (a use on the chain ends it before that checkpoint).
 
-One spill of b (its SPILL_OUT..SPILL_IN gap) holds no use of b. If some use u of b satisfies
-c_i < u < c_j in the DAG, no single spill of b covers both c_i and c_j. Walking the chain, a
-spill is charged at the first checkpoint it covers: once b took part in the knapsack at c_i, it
-is *carried* (counted as out, for free) at every later checkpoint before its next separating
-use, since the spill charged at c_i may still cover them; the knapsack at c_j then takes the
-deficit left after the carried bytes from the uncarried buffers only. So every spill is
-charged at most once and the sum of the knapsacks is a lower bound on the extra DDR bytes
-(cost: the spill's traffic), on the extra MTE2 cycles (SPILL_IN) and on the extra MTE3 cycles
-(SPILL_OUT) of any legal
-schedule (SPILL_IN runs on MTE2, SPILL_OUT on MTE3: `replay.spill_nodes`). Makespan >= the
-busiest pipe's cycles plus the spill cycles forced onto it.
+The least spilled bytes that cover every checkpoint's excess with such intervals is an interval
+multi-cover (consecutive ones: totally unimodular), solved exactly for the byte relaxation by
+the greedy that serves the leftmost short checkpoint with the intervals reaching farthest.
+Costs per byte differ (rule 2: a clean spill moves Size bytes, a dirty one 2*Size), so with
+rate levels r_1 < r_2 < ... cost >= sum_k (r_k - r_{k-1}) x (bytes from buffers of rate >= r_k),
+each term a cover in which the cheaper buffers are out for free. This bounds the extra DDR
+bytes, the SPILL_IN cycles on MTE2 and the SPILL_OUT cycles on MTE3 (`replay.spill_nodes`) of
+any legal schedule; makespan >= each pipe's cycles plus the spill cycles forced onto it.
 NOTE: tests/schedule/test_capacity_bounds.py checks both bounds against exhaustive optima.
 """
 
