@@ -72,6 +72,9 @@ class LinearScan:
         "out_at",
         "early",
         "max_spills",
+        "packed",
+        "ahead",
+        "wanted",
     )
 
     def __init__(
@@ -83,6 +86,7 @@ class LinearScan:
         placement: str = "first",
         prefetch: bool = False,
         max_spills: int | None = None,
+        ahead: int = 0,
     ) -> None:
         self.graph = graph
         self.order = order
@@ -112,6 +116,9 @@ class LinearScan:
         self.out_at: dict[int, int] = {}  # spilled-out buffer -> index of its SPILL_OUT in result
         self.early: list[tuple[int, int]] = []  # (result index to precede, SPILL_IN node)
         self.max_spills = max_spills  # more spills than this abandon the scan (TooManySpills)
+        self.packed = False  # the current node's buffers were repacked from offset 0
+        self.ahead = ahead  # reload a spilled buffer once its next use is this many nodes away
+        self.wanted: list[tuple[int, int]] = []  # (next use, buffer) heap of spilled buffers
 
     def next_use(self, b: int, k: int) -> int:
         """Position of the first use of `b` after position k (INF if none)."""
@@ -124,13 +131,17 @@ class LinearScan:
         graph = self.graph
         for k, v in enumerate(self.order):
             node = graph.nodes[v]
+            self.packed = False
+            if self.ahead:
+                self._reload_ahead(k, node.bufs, victim)
             if node.op == "ALLOC":
                 b = node.bufs[0]
                 self.where[b] = self._place(b, node.bufs, k, victim)
             else:
-                for b in node.bufs:
-                    if b in self.out:
-                        self._reload(b, node.bufs, k, victim)
+                pending = [b for b in node.bufs if b in self.out]
+                while pending:  # a repack (see _place) may spill the node's other buffers
+                    self._reload(pending[0], node.bufs, k, victim)
+                    pending = [b for b in node.bufs if b in self.out]
                 if node.op == "FREE":
                     self._give(node.bufs[0])
             self.result.append(v)
@@ -153,7 +164,9 @@ class LinearScan:
         free = self.free[buf.tier]
         live = self.live[buf.tier]
         while True:
-            if self.placement == "cold":
+            if self.packed:
+                off = free.first_fit(buf.size)
+            elif self.placement == "cold":
                 off = free.coldest_fit(buf.size, self.released[buf.tier])
             elif self.placement == "best":
                 off = free.best_fit(buf.size)
@@ -164,6 +177,13 @@ class LinearScan:
                 live[b] = off
                 return off
             candidates = [x for x in live if x not in pinned]
+            if not candidates and not self.packed and live:
+                # NOTE: the node's own resident buffers fragment the tier: spill them too and
+                # place this node's buffers first-fit from offset 0 (they fit together)
+                self.packed = True
+                for x in sorted(live):
+                    self._evict(x)
+                continue
             if not candidates:
                 raise NpuccError(
                     f"buffer {b} ({buf.size} B) does not fit in {buf.tier} "
@@ -180,12 +200,35 @@ class LinearScan:
         self.result.append(len(self.graph.nodes) + 2 * len(self.spills))
         self.spills.append((x, -1))
         self._give(x)
+        if self.ahead:
+            heapq.heappush(self.wanted, (self.next_use(x, self.last_use[x]), x))
 
     def _give(self, b: int) -> None:
         buf = self.graph.buffers[b]
         off = self.live[buf.tier].pop(b)
         self.free[buf.tier].give(off, buf.size)
         self.released[buf.tier].assign(off, off + buf.size, len(self.result))
+
+    def _reload_ahead(self, k: int, pinned: tuple[int, ...], victim) -> None:
+        """Reload spilled buffers used within `ahead` positions, evicting only buffers used
+        later than they are (so no reload is traded for an earlier one)."""
+        wanted = self.wanted
+        while wanted and wanted[0][0] <= k + self.ahead:
+            use, b = heapq.heappop(wanted)
+            if b not in self.out or use <= k:
+                continue
+            buf = self.graph.buffers[b]
+            free, live = self.free[buf.tier], self.live[buf.tier]
+            keep = (*pinned, b)
+            while free.best_fit(buf.size) is None:
+                candidates = [x for x in live if x not in keep]
+                x = victim(self, candidates, k) if candidates else None
+                if x is None or self.next_use(x, k) <= use:
+                    heapq.heappush(wanted, (use, b))
+                    return
+                self._evict(x)
+            self._reload(b, keep, k, victim)
+            self.last_use[b] = k
 
     def _reload(self, b: int, pinned: tuple[int, ...], k: int, victim) -> None:
         off = self._place(b, pinned, k, victim)

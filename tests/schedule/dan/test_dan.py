@@ -8,10 +8,12 @@ from npucc.backend.schedule.dan.dlr import dlr
 from npucc.backend.schedule.dan.mpas import mpas
 from npucc.backend.schedule.original import bounds
 from npucc.backend.schedule.registry import schedule_graph
+from npucc.backend.schedule.scan import topo_order
 from npucc.backend.schedule.trace_json import write_trace
 from npucc.ir.replay import replay, validate
 from npucc.target.cost import TraceSpillModel
 from npucc.tools import dan_command as command
+from npucc.tools.dan_hard import HARD_WORKLOADS, small_instance
 from npucc.tools.dan_synthetic import synthetic_graph
 
 CAPS = dict(command.DEFAULT_CAPACITY)
@@ -113,3 +115,30 @@ def test_dlr_prefetch_is_valid_and_keeps_the_memory_plan():
     assert moved
     re, rl = replay(g, early, CAPS, MODEL), replay(g, late, CAPS, MODEL)
     assert (re.peak, re.extra_ddr, re.spills) == (rl.peak, rl.extra_ddr, rl.spills)
+
+
+@pytest.mark.parametrize("ahead", [4, 16])
+def test_reloads_ahead_are_valid_and_keep_the_spill_structure(ahead):
+    g = HARD_WORKLOADS["HardMatmul_Case0"]()
+    order = mpas(g, single_l0=True, mode="memory", strict=True)
+    plain = dlr(g, order, CAPS, MODEL)
+    early = dlr(g, order, CAPS, MODEL, ahead=ahead)
+    validate(g, early, CAPS)
+    assert early.spills and early.order != plain.order
+    # a reload issued ahead comes before the node that needed it, at least as early as before
+    n = len(g.nodes)
+    pos_plain = {v: i for i, v in enumerate(plain.order)}
+    pos_early = {v: i for i, v in enumerate(early.order)}
+    first_in = [pos_early[n + 2 * k + 1] for k in range(len(early.spills))]
+    assert min(first_in) <= min(pos_plain[n + 2 * k + 1] for k in range(len(plain.spills)))
+
+
+def test_a_node_whose_own_buffers_fragment_the_tier_is_repacked():
+    # buffers 0 (64 B) and 2 (128 B) leave 1 (128 B) no contiguous room in 256 B: it used to
+    # be an error; the scan now spills the node's resident buffers and packs them from 0
+    g, caps = small_instance(62)
+    s = dlr(g, topo_order(g), caps, MODEL)  # coldest fit: the fragmenting placement
+    validate(g, s, caps)
+    assert len(s.spills) >= 1
+    packed, r = schedule_graph(g, "dan", caps, MODEL)  # DAN also tries best and first fit
+    assert r.spills == 0

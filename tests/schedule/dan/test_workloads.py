@@ -55,8 +55,23 @@ def test_bench_json_schema():
     assert {"original", "dan"} <= set(w["methods"])
     for m in w["methods"].values():
         assert {"peak", "extra_ddr", "spills", "makespan", "seconds"} <= set(m)
-    assert set(w["bounds"]) == {"peak", "makespan"}
+    assert set(w["bounds"]) == {"peak", "makespan", "makespan_capacity", "extra_ddr"}
+    assert set(w["dan_over_bounds"]) == {"makespan", "makespan_capacity", "extra_ddr"}
+    assert w["dan_over_bounds"]["extra_ddr"] == 1.0  # no spill forced, none made
     assert "Matmul_Case0" in bench.table(result)
+
+
+def test_bench_hard_workload_and_small_graphs():
+    result = bench.run(["HardFlashAttention_Case0"])
+    w = result["workloads"]["HardFlashAttention_Case0"]
+    b, dan = w["bounds"], w["methods"]["dan"]
+    assert 0 < b["extra_ddr"] <= dan["extra_ddr"] <= 2 * b["extra_ddr"]
+    assert b["makespan"] < b["makespan_capacity"] <= dan["makespan"]
+    assert w["dan_over_bounds"]["makespan_capacity"] <= 1.2
+    small = bench.tightness(40)
+    assert small["valid"] and small["solved"] == 40 and small["forced_spills"] > 0
+    result["small"] = small
+    assert "small graphs: valid True" in bench.table(result)
 
 
 def test_strict_rule7_keeps_the_memory_first_order():

@@ -60,10 +60,13 @@ def dlr(
     placement: str = "cold",
     prefetch: bool = False,
     max_spills: int | None = None,
+    ahead: int = 0,
 ) -> Schedule:
     """Offsets and spill plan for a Stage-1 order (the Stage-2 schedule).
 
     With `max_spills`, a plan that needs more spills raises `TooManySpills` as soon as it does.
+    With `ahead`, a spilled buffer is reloaded `ahead` positions before its next use where
+    that evicts only buffers used later (LinearScan).
     """
-    scan = LinearScan(graph, order, capacity, alignment, placement, prefetch, max_spills)
+    scan = LinearScan(graph, order, capacity, alignment, placement, prefetch, max_spills, ahead)
     return scan.run(DlrVictim(graph, spill_model))

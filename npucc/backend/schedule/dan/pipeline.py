@@ -18,6 +18,7 @@ from npucc.target.cost import SpillModel
 # Stage-1 orders placed by DLR: MPAS with the paper's key (lambda, Delta, -h, ord), MPAS with the
 # memory-first key (lambda, Delta, ord), and the lowering order (smallest ready id first)
 ORDERS = ("full", "memory", "lowering")
+AHEAD = (8, 16)  # reload distances tried (`dlr(..., ahead=)`) when the best plan spills
 
 
 def _rank(r: Replay) -> tuple[int, int, int, int]:
@@ -51,6 +52,7 @@ def dan(
         schedule = unbounded_layout(graph, order, alignment)
     else:
         schedule, r, best = None, None, []
+        placed: list[tuple[tuple[int, int], list[int]]] = []  # (extra DDR, spills), order
         win = len(ORDERS)  # ORDERS index of the plan kept: the first of the best-ranked
         # The cheap lowering order goes first: once a plan has neither spills nor extra DDR
         # traffic, any plan that spills ranks worse, so the others stop at their first spill.
@@ -70,16 +72,31 @@ def dan(
             rc = replay(graph, cand, capacity, spill_model, alignment)
             seconds["mpas"] += t2 - t1
             seconds["dlr"] += time.perf_counter() - t2
+            placed.append((_rank(rc)[:2], order))
             if r is None or (_rank(rc), i) < (_rank(r), win):
                 schedule, r, best, win = cand, rc, order, i
         assert schedule is not None and r is not None
-        if schedule.spills:  # the winner with SPILL_INs prefetched, if that is better
-            t2 = time.perf_counter()
-            cand = dlr(graph, best, capacity, spill_model, alignment, prefetch=True)
-            rc = replay(graph, cand, capacity, spill_model, alignment)
-            seconds["dlr"] += time.perf_counter() - t2
-            if _rank(rc) < _rank(r):
-                schedule, r = cand, rc
+        if schedule.spills:
+            # the winner with SPILL_INs prefetched; the orders whose plans tie the winner's
+            # traffic and spills with reloads issued ahead of their use (spilled buffers come
+            # back while the pipes still work on others); the winner's and the lowering order
+            # packed best-fit and first-fit (coldest fit can fragment a tight tier into spills
+            # that a packed placement avoids)
+            lowering = placed[0][1]  # placed first (see above), never abandoned
+            tied = [o for key, o in placed if key == _rank(r)[:2]]
+            variants = [(best, "cold", True, 0)]
+            variants += [(o, "cold", False, a) for o in tied for a in AHEAD]
+            for o in (best, lowering) if best is not lowering else (best,):
+                variants += [(o, placement, False, 0) for placement in ("best", "first")]
+            for order, placement, prefetch, ahead in variants:
+                t2 = time.perf_counter()
+                cand = dlr(
+                    graph, order, capacity, spill_model, alignment, placement, prefetch, ahead=ahead
+                )
+                rc = replay(graph, cand, capacity, spill_model, alignment)
+                seconds["dlr"] += time.perf_counter() - t2
+                if _rank(rc) < _rank(r):
+                    schedule, r = cand, rc
         if stage == "full":
             t3 = time.perf_counter()
             schedule = cpe(schedule, r)
