@@ -1,6 +1,8 @@
-"""Progress bars (rich) on stderr, shown only on a terminal and silenced by `--quiet`.
+"""Progress on stderr: bars (rich) on a terminal, one line per stage elsewhere, none with --quiet.
 
-The CLI opens `bars(show)` around a command; long loops anywhere below it ask for a bar with
+The CLI opens `reporting(mode(quiet))` around a command. A command's stages (each compile
+pass, the interpreter, ...) run inside `stage(name)`: outside a terminal each prints one line,
+`npucc: NAME 1.23 s`, when it ends. Long loops anywhere below ask for a bar with
 `task(description, total)`, which yields None when no bars are shown, and update it every
 `EVERY` steps, so the check costs one comparison per step:
 
@@ -14,6 +16,7 @@ The CLI opens `bars(show)` around a command; long loops anywhere below it ask fo
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,12 +35,53 @@ from rich.progress import (
 EVERY = 1024  # steps between updates of a loop's bar
 
 _active: list[Progress] = []  # the bars of the running command, if shown
+_lines: list[TextIO] = []  # where stage lines go, while a command reports them
+
+
+def mode(quiet: bool = False, stream: TextIO | None = None) -> str:
+    """How a command reports progress: "off" when `quiet`, else "bars" when `stream` (default
+    stderr) is a terminal and "lines" when it is not."""
+    stream = sys.stderr if stream is None else stream
+    if quiet:
+        return "off"
+    return "bars" if stream.isatty() else "lines"
 
 
 def should_show(quiet: bool = False, stream: TextIO | None = None) -> bool:
     """Bars show unless `quiet`, and only when `stream` (default stderr) is a terminal."""
-    stream = sys.stderr if stream is None else stream
-    return not quiet and stream.isatty()
+    return mode(quiet, stream) == "bars"
+
+
+@contextmanager
+def reporting(
+    how: str, console: Console | None = None, out: TextIO | None = None
+) -> Iterator[None]:
+    """Report the enclosed command's progress as `how` (a `mode`): bars on `console`, stage
+    lines on `out` (default stderr), or nothing."""
+    if how == "bars":
+        with bars(True, console):
+            yield
+    elif how == "lines" and not _lines:
+        _lines.append(sys.stderr if out is None else out)
+        try:
+            yield
+        finally:
+            _lines.pop()
+    else:
+        yield
+
+
+@contextmanager
+def stage(name: str) -> Iterator[None]:
+    """One stage of a command; while stage lines are reported, its line once it ends."""
+    if not _lines:
+        yield
+        return
+    start = time.perf_counter()
+    yield
+    out = _lines[-1]
+    out.write(f"npucc: {name} {time.perf_counter() - start:.2f} s\n")
+    out.flush()
 
 
 @contextmanager

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from npucc.interp.event_loop import RunResult
 from npucc.interp.exec_trace import Trace
 from npucc.ir.isa import PIPES
-from npucc.ir.replay import PEAK_TIERS
+from npucc.ir.residency import PEAK_TIERS
 from npucc.target import TIERS, Target
 
 Coord = tuple[int, int]  # mesh row, column
