@@ -114,11 +114,12 @@ class Bar:
     id: TaskID
 
     def update(self, completed: int, description: str | None = None) -> None:
-        """Set the number of finished steps (and optionally the description)."""
+        """Set the number of finished steps (and optionally the description, shown at once)."""
         if description is None:
             self.progress.update(self.id, completed=completed)
         else:
             self.progress.update(self.id, completed=completed, description=description)
+            self.progress.refresh()
 
 
 @contextmanager

@@ -69,33 +69,40 @@ def _bytes(n: int) -> str:
     return f"{n:,} B"
 
 
+def format_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """The summary as (figure, value) rows of text: the table's and the report page's."""
+    s = summary
+    cores = f"{s['cores']} core{'s' if s['cores'] != 1 else ''}"
+    rate = "-" if s["inferences_per_s"] is None else f"{s['inferences_per_s']:,.1f}"
+    rows = [
+        ("target", f"{s['target']} ({cores}, {s['clock_ghz']:g} GHz, {s['precision']})"),
+        ("predicted cycles", f"{s['cycles']:,}"),
+        ("latency", f"{s['latency_us']:,.3f} us ({rate} inferences/s)"),
+        (
+            "roofline efficiency",
+            f"{s['roofline_efficiency']:.3f} (bound by {s['bound_by']}; {s['roofline_work']} work)",
+        ),
+        ("MAC utilisation", f"{s['mac_utilisation']:.3f}"),
+    ]
+    for tier, row in s["onchip"].items():
+        if row["peak"] or tier in ("L1", "UB", COMBINED):
+            used = f"{_bytes(row['peak'])} of {_bytes(row['capacity'])} ({100 * row['used']:.1f} %)"
+            rows.append((f"on-chip peak {tier}", used))
+    rows.append(("DRAM read / written", f"{_bytes(s['dram_read'])} / {_bytes(s['dram_write'])}"))
+    rows.append(("energy", f"{s['energy_uj']:,.3f} uJ"))
+    for seg in s["host_segments"]:
+        node = f" (node {seg['node']})" if "node" in seg else ""
+        rows.append(("host segment", f"{seg['op']} at stream line {seg['line']}{node}"))
+    return rows
+
+
 def format_summary(summary: dict[str, Any], title: str = "") -> str:
     """The summary as a small text table (rich, no colour), one figure a row."""
-    s = summary
     table = Table(box=box.SIMPLE_HEAD, show_header=True, title=title or None, title_justify="left")
     table.add_column("figure", no_wrap=True)
     table.add_column("value", no_wrap=True)
-    cores = f"{s['cores']} core{'s' if s['cores'] != 1 else ''}"
-    table.add_row("target", f"{s['target']} ({cores}, {s['clock_ghz']:g} GHz, {s['precision']})")
-    table.add_row("predicted cycles", f"{s['cycles']:,}")
-    rate = "-" if s["inferences_per_s"] is None else f"{s['inferences_per_s']:,.1f}"
-    table.add_row("latency", f"{s['latency_us']:,.3f} us ({rate} inferences/s)")
-    table.add_row(
-        "roofline efficiency",
-        f"{s['roofline_efficiency']:.3f} (bound by {s['bound_by']}; {s['roofline_work']} work)",
-    )
-    table.add_row("MAC utilisation", f"{s['mac_utilisation']:.3f}")
-    for tier, row in s["onchip"].items():
-        if row["peak"] or tier in ("L1", "UB", COMBINED):
-            table.add_row(
-                f"on-chip peak {tier}",
-                f"{_bytes(row['peak'])} of {_bytes(row['capacity'])} ({100 * row['used']:.1f} %)",
-            )
-    table.add_row("DRAM read / written", f"{_bytes(s['dram_read'])} / {_bytes(s['dram_write'])}")
-    table.add_row("energy", f"{s['energy_uj']:,.3f} uJ")
-    for seg in s["host_segments"]:
-        node = f" (node {seg['node']})" if "node" in seg else ""
-        table.add_row("host segment", f"{seg['op']} at stream line {seg['line']}{node}")
+    for figure, value in format_rows(summary):
+        table.add_row(figure, value)
     out = io.StringIO()
     Console(file=out, width=100, color_system=None, highlight=False).print(table)
     return "\n".join(line.rstrip() for line in out.getvalue().splitlines()).strip("\n") + "\n"

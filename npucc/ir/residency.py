@@ -76,6 +76,22 @@ def core_residency(stream: Stream, index: int) -> Residency:
     return res
 
 
+def core_series(stream: Stream, index: int) -> dict[str, list[tuple[int, int]]]:
+    """Per tier (and L1+UB) of core `index`, the live bytes after each alloc or free, as
+    (stream line, bytes) steps starting at (core block line, 0): residency along the order."""
+    start = stream.cores[index].lineno
+    res = Residency()
+    series: dict[str, list[tuple[int, int]]] = {}
+    for lineno, ev in core_events(stream, index):
+        (res.alloc if ev.kind == "alloc" else res.free)(ev.tier, ev.size)
+        steps = [(ev.tier, res.live[ev.tier])]
+        if ev.tier in PEAK_TIERS:
+            steps.append((COMBINED, res.combined))
+        for tier, live in steps:
+            series.setdefault(tier, [(start, 0)]).append((lineno, live))
+    return series
+
+
 def stream_residency(stream: Stream) -> dict[str, int]:
     """The peak residency of a command stream per tier and of L1+UB (largest over cores)."""
     return merge_peaks(core_residency(stream, i).peaks for i in range(len(stream.cores)))
