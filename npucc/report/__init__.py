@@ -122,11 +122,12 @@ def render_report(
         if mesh:
             busy = {coord: max(cd.busy.values(), default=0) for coord, cd in data.cores.items()}
             legend = figures.mesh(target.mesh.rows, target.mesh.cols, busy, result.makespan,
-                                  out / "mesh.png", data.noc)  # fmt: skip
+                                  out / "mesh.png", data.links)  # fmt: skip
             mesh_ref = FigureRef("mesh.png", "Mesh",
                                  "Each core shaded by its busiest pipe's share of the makespan; "
-                                 "an arrow carries the NoC bytes from a tensor's home core to the "
-                                 "core that reads it (or back, for a write), its width by bytes."
+                                 "an arrow is a link between neighbouring cores, its width the NoC "
+                                 "bytes it carries (from a tensor's home core to the core that "
+                                 "reads it, or back for a write; drawn row first, then column)."
                                  if data.noc else "Each core shaded by its busiest pipe's share "
                                  "of the makespan; this run moves nothing over the NoC.",
                                  tuple(legend))  # fmt: skip

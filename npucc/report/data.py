@@ -53,6 +53,7 @@ class ReportData:
     spills: int  # spill-outs to DDR
     extra_ddr: int  # bytes moved by spill instructions (both directions)
     noc: dict[tuple[Coord, Coord], int] = field(default_factory=dict)  # (from, to) -> bytes
+    links: dict[tuple[Coord, Coord], int] = field(default_factory=dict)  # neighbour link -> bytes
 
     @property
     def peak(self) -> int:
@@ -127,6 +128,23 @@ def noc_traffic(stream: Stream, trace: Trace) -> dict[tuple[Coord, Coord], int]:
     return dict(sorted(links.items()))
 
 
+def link_loads(traffic: dict[tuple[Coord, Coord], int]) -> dict[tuple[Coord, Coord], int]:
+    """The bytes each directed link between neighbouring cores carries when every transfer
+    goes along its row first, then along its column (dimension-order, for the mesh figure:
+    the cost model counts hops, not routes)."""
+    loads: dict[tuple[Coord, Coord], int] = {}
+    for ((r0, c0), (r1, c1)), nbytes in traffic.items():
+        path = [(r0, c) for c in _steps(c0, c1)] + [(r, c1) for r in _steps(r0, r1)[1:]]
+        for a, b in zip(path, path[1:], strict=False):
+            loads[(a, b)] = loads.get((a, b), 0) + nbytes
+    return dict(sorted(loads.items()))
+
+
+def _steps(a: int, b: int) -> list[int]:
+    """a, a±1, ..., b."""
+    return list(range(a, b + 1)) if b >= a else list(range(a, b - 1, -1))
+
+
 def _noc_copy(
     ins: TraceInstr,
     tensors: list[tuple[int, int, StreamTensor]],
@@ -178,4 +196,4 @@ def collect(title: str, stream: Stream, result: RunResult) -> ReportData:
             if live > data.peak:
                 data.peak, data.peak_line = live, line
     noc = noc_traffic(stream, trace)
-    return ReportData(title, stream.target, result, cores, spills, extra, noc)
+    return ReportData(title, stream.target, result, cores, spills, extra, noc, link_loads(noc))
