@@ -125,7 +125,9 @@ def _entry(public: str, obj: griffe.Object) -> list[str]:
 
 def render() -> str:
     """The whole page."""
-    package = griffe.load("npucc", search_paths=[str(ROOT)], resolve_aliases=False)
+    package = griffe.load(
+        "npucc", search_paths=[str(ROOT)], try_relative_path=False, resolve_aliases=False
+    )
     lines = [
         "# API reference",
         "",

@@ -116,8 +116,8 @@ def render_report(
             href = f"core-{r}-{c}.html" if mesh else ""
             pages.append(CorePage(core, href, refs))
             if mesh:
-                page = render_template("core.html.j2", title=title, core=core, figures=refs)
-                (out / href).write_text(page, encoding="utf-8")
+                html = render_template("core.html.j2", title=title, core=core, figures=refs)
+                (out / href).write_text(html, encoding="utf-8")
         mesh_ref = None
         if mesh:
             busy = {coord: max(cd.busy.values(), default=0) for coord, cd in data.cores.items()}
