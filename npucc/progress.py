@@ -2,7 +2,8 @@
 
 The CLI opens `reporting(mode(quiet))` around a command. A command's stages (each compile
 pass, the interpreter, ...) run inside `stage(name)`: outside a terminal each prints one line,
-`npucc: NAME 1.23 s`, when it ends. Long loops anywhere below ask for a bar with
+`npucc: NAME 1.23 s`, when it ends (once the command has run two seconds: a short command,
+and so an error found early, prints none). Long loops anywhere below ask for a bar with
 `task(description, total)`, which yields None when no bars are shown, and update it every
 `EVERY` steps, so the check costs one comparison per step:
 
@@ -15,11 +16,12 @@ pass, the interpreter, ...) run inside `stage(name)`: outside a terminal each pr
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TextIO
 
 from rich.console import Console
@@ -35,7 +37,40 @@ from rich.progress import (
 EVERY = 1024  # steps between updates of a loop's bar
 
 _active: list[Progress] = []  # the bars of the running command, if shown
-_lines: list[TextIO] = []  # where stage lines go, while a command reports them
+_lines: list[_StageLines] = []  # where stage lines go, while a command reports them
+DELAY = 2.0  # seconds a command runs before its stage lines show (default of NPUCC_PROGRESS_DELAY)
+
+
+@dataclass(slots=True)
+class _StageLines:
+    """A command's stage lines: held until it has run `delay` seconds, then written as they come.
+
+    NOTE: like git's delayed progress, a short command prints none (so an error stays one
+    `npucc: error:` line); once the delay has passed the held lines go out first.
+    """
+
+    out: TextIO
+    delay: float
+    start: float = field(default_factory=time.perf_counter)
+    held: list[str] | None = field(default_factory=list)  # None once they are written
+
+    def add(self, line: str) -> None:
+        """A finished stage's line: held, or written with the ones held before it."""
+        if self.held is not None:
+            self.held.append(line)
+            if time.perf_counter() - self.start < self.delay:
+                return
+            line, self.held = "".join(self.held), None
+        self.out.write(line)
+        self.out.flush()
+
+
+def progress_delay() -> float:
+    """The delay before stage lines show: NPUCC_PROGRESS_DELAY seconds, default DELAY."""
+    try:
+        return max(0.0, float(os.environ.get("NPUCC_PROGRESS_DELAY", DELAY)))
+    except ValueError:
+        return DELAY
 
 
 def mode(quiet: bool = False, stream: TextIO | None = None) -> str:
@@ -57,12 +92,13 @@ def reporting(
     how: str, console: Console | None = None, out: TextIO | None = None
 ) -> Iterator[None]:
     """Report the enclosed command's progress as `how` (a `mode`): bars on `console`, stage
-    lines on `out` (default stderr), or nothing."""
+    lines on `out` (default stderr) once the command has run `progress_delay()` seconds, or
+    nothing."""
     if how == "bars":
         with bars(True, console):
             yield
     elif how == "lines" and not _lines:
-        _lines.append(sys.stderr if out is None else out)
+        _lines.append(_StageLines(sys.stderr if out is None else out, progress_delay()))
         try:
             yield
         finally:
@@ -79,9 +115,7 @@ def stage(name: str) -> Iterator[None]:
         return
     start = time.perf_counter()
     yield
-    out = _lines[-1]
-    out.write(f"npucc: {name} {time.perf_counter() - start:.2f} s\n")
-    out.flush()
+    _lines[-1].add(f"npucc: {name} {time.perf_counter() - start:.2f} s\n")
 
 
 @contextmanager

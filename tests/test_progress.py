@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from rich.console import Console
@@ -30,6 +32,7 @@ def test_outside_a_terminal_each_stage_prints_its_seconds(tmp_path, capsys):
     proc = subprocess.run(
         [sys.executable, "-m", "npucc", "check", str(SMALL_CNN), "-o", str(tmp_path / "o.cmd")],
         capture_output=True, text=True, check=False,
+        env={**os.environ, "NPUCC_PROGRESS_DELAY": "0"},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     stages = [line.split() for line in proc.stderr.splitlines() if line.startswith("npucc: ")]
@@ -40,7 +43,8 @@ def test_outside_a_terminal_each_stage_prints_its_seconds(tmp_path, capsys):
     assert capsys.readouterr().err == ""
 
 
-def test_stage_lines_go_only_where_reporting_sends_them():
+def test_stage_lines_go_only_where_reporting_sends_them(monkeypatch):
+    monkeypatch.setenv("NPUCC_PROGRESS_DELAY", "0")
     out = io.StringIO()
     with progress.reporting("lines", out=out):
         with progress.stage("one"):
@@ -51,6 +55,29 @@ def test_stage_lines_go_only_where_reporting_sends_them():
     with progress.stage("outside"):
         pass
     assert [line.split()[1] for line in out.getvalue().splitlines()] == ["one", "two"]
+
+
+def test_a_short_command_prints_no_stage_lines(monkeypatch):
+    """Held until the command has run the delay (git's way): an early error stays one line."""
+    monkeypatch.setenv("NPUCC_PROGRESS_DELAY", "0.3")
+    out = io.StringIO()
+    with progress.reporting("lines", out=out):
+        with progress.stage("quick"):
+            pass
+        assert out.getvalue() == ""
+        with progress.stage("slow"):
+            time.sleep(0.35)
+        assert [line.split()[1] for line in out.getvalue().splitlines()] == ["quick", "slow"]
+        with progress.stage("later"):
+            pass
+        assert out.getvalue().splitlines()[-1].split()[1] == "later"
+    held = io.StringIO()
+    with progress.reporting("lines", out=held):
+        with progress.stage("quick"):
+            pass
+    assert held.getvalue() == ""  # never written: the command ended within the delay
+    monkeypatch.setenv("NPUCC_PROGRESS_DELAY", "x")
+    assert progress.progress_delay() == progress.DELAY
 
 
 def test_inside_a_terminal_schedule_and_codegen_show_sub_progress():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -30,6 +31,7 @@ def compiled(tmp_path_factory):
         [sys.executable, "-m", "npucc", str(SMALL_CNN), "-o", str(tmp / "s.cmd"),
          "--summary-json", str(tmp / "s.json"), "--summary-csv", str(tmp / "csv" / "s.csv")],
         capture_output=True, text=True, check=False, cwd=tmp,
+        env={**os.environ, "NPUCC_PROGRESS_DELAY": "0"},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     program = npucc.compile(SMALL_CNN)

@@ -1,9 +1,13 @@
 """Reports: run a command stream with a trace and draw where its time and memory go.
 
-`write_report(cmd, out_dir)` writes `out_dir/index.html` (self-contained, images referenced
-relatively) and its PNGs: the mesh, and per core a Gantt chart of the pipes, the buffer offsets
-of each tier over time and the residency with its peak. The page shows the stream's roofline
-and, given the compile's per-layer table (`--perf-csv`), that table.
+`write_report(cmd, out_dir)` writes `out_dir/index.html`, the summary page (self-contained,
+images referenced relatively): the stream's compile summary (`npucc.summary`, the same figures
+as `Program.summary()`), its roofline, the DAN metrics, the per-layer table when given
+(`--perf-csv`) and the cores. Per core it draws a Gantt chart of the pipes, the buffer offsets
+of each tier over time and the residency of each tier along the schedule order against its
+capacity, each figure's legend also listed on the page. One core's figures are on the summary
+page; on a mesh the page shows the mesh (busiest pipe per core, NoC bytes per link) and a grid
+of the cores, each linking to its page `core-R-C.html` with its figures.
 """
 
 from __future__ import annotations
