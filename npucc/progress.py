@@ -2,8 +2,8 @@
 
 The CLI opens `reporting(mode(quiet))` around a command. A command's stages (each compile
 pass, the interpreter, ...) run inside `stage(name)`: outside a terminal each prints one line,
-`npucc: NAME 1.23 s`, when it ends (once the command has run two seconds: a short command,
-and so an error found early, prints none). Long loops anywhere below ask for a bar with
+`npucc: NAME 1.23 s`, when it ends (once the command has used two CPU seconds: a short
+command, and so an error found early, prints none). Long loops anywhere below ask for a bar with
 `task(description, total)`, which yields None when no bars are shown, and update it every
 `EVERY` steps, so the check costs one comparison per step:
 
@@ -38,27 +38,29 @@ EVERY = 1024  # steps between updates of a loop's bar
 
 _active: list[Progress] = []  # the bars of the running command, if shown
 _lines: list[_StageLines] = []  # where stage lines go, while a command reports them
-DELAY = 2.0  # seconds a command runs before its stage lines show (default of NPUCC_PROGRESS_DELAY)
+DELAY = 2.0  # CPU seconds a command runs before its stage lines show (NPUCC_PROGRESS_DELAY)
 
 
 @dataclass(slots=True)
 class _StageLines:
-    """A command's stage lines: held until it has run `delay` seconds, then written as they come.
+    """A command's stage lines: held until it has used `delay` CPU seconds, then written as
+    they come (each line gives its stage's wall-clock seconds).
 
-    NOTE: like git's delayed progress, a short command prints none (so an error stays one
-    `npucc: error:` line); once the delay has passed the held lines go out first.
+    NOTE: like git's delayed progress, a short command prints none, so an error found early
+    stays one `npucc: error:` line; CPU time, not wall time, so that a loaded machine does not
+    make a short command print them. Once the delay has passed the held lines go out first.
     """
 
     out: TextIO
     delay: float
-    start: float = field(default_factory=time.perf_counter)
+    start: float = field(default_factory=time.process_time)
     held: list[str] | None = field(default_factory=list)  # None once they are written
 
     def add(self, line: str) -> None:
         """A finished stage's line: held, or written with the ones held before it."""
         if self.held is not None:
             self.held.append(line)
-            if time.perf_counter() - self.start < self.delay:
+            if time.process_time() - self.start < self.delay:
                 return
             line, self.held = "".join(self.held), None
         self.out.write(line)
@@ -66,7 +68,7 @@ class _StageLines:
 
 
 def progress_delay() -> float:
-    """The delay before stage lines show: NPUCC_PROGRESS_DELAY seconds, default DELAY."""
+    """The delay before stage lines show: NPUCC_PROGRESS_DELAY CPU seconds, default DELAY."""
     try:
         return max(0.0, float(os.environ.get("NPUCC_PROGRESS_DELAY", DELAY)))
     except ValueError:

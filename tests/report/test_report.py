@@ -210,3 +210,12 @@ def test_mesh_report_is_a_summary_with_each_core_one_click_away(tmp_path):
         legends = dict(core_page["legends"])
         assert len(legends) == 3 and all(n >= 1 for n in legends.values()), core_page
     assert _console_errors(dom.stderr) == []
+
+
+def test_noc_bytes_per_link_go_row_first_then_column():
+    from npucc.report.data import link_loads
+
+    loads = link_loads({((0, 0), (1, 2)): 10, ((0, 1), (0, 0)): 4})
+    assert loads == {
+        ((0, 0), (0, 1)): 10, ((0, 1), (0, 2)): 10, ((0, 2), (1, 2)): 10, ((0, 1), (0, 0)): 4,
+    }  # fmt: skip
