@@ -16,14 +16,19 @@ import onnx
 from npucc import progress
 from npucc.backend.lower import LowerTiles
 from npucc.backend.planner import HypercutPass
+from npucc.backend.schedule.roofline import stream_roofline
 from npucc.backend.schedule.schedule_pass import SchedulePass
+from npucc.codegen.debug_map import host_op_name
 from npucc.codegen.emit import CodegenPass
 from npucc.errors import NpuccError
 from npucc.interp import load_image, run_stream
-from npucc.ir.stream import TensorSpec
+from npucc.interp.event_loop import RunResult
+from npucc.ir.isa import HostOp
+from npucc.ir.stream import Stream, TensorSpec
 from npucc.ir.stream_parse import parse_stream, read_stream_text
 from npucc.options import CompileOptions
 from npucc.passes import CompileContext, Pass, PassManager
+from npucc.summary import summarize
 from npucc.target import Target, load_target
 from npucc.transforms.graph_pipeline import frontend_passes
 
@@ -85,6 +90,20 @@ class Program:
         """Run the stream in the interpreter and return the model's outputs by name."""
         return dict(self.execute(inputs).outputs)
 
+    def summary(self) -> dict[str, Any]:
+        """The compile summary (npucc.summary): target, cycles, latency, roofline, on-chip
+        peaks against capacity, DRAM bytes, energy, host segments.
+
+        A program reloaded by `load` has no compile statistics: the first call takes them
+        from the stream and a timing-only run (its makespan is the predicted one), with the
+        roofline of the work the stream issues (`roofline_work` "stream").
+        """
+        if "predicted_makespan" not in self.stats:
+            stream = parse_stream(self.stream, "<program>")
+            result = run_stream(stream, self.image, {}, check=False, timing_only=True)
+            self.stats.update(stream_stats(stream, result))
+        return summarize(self.target, self.stats)
+
 
 def load(path: str | os.PathLike[str]) -> Program:
     """Reload a saved stream PATH and its image PATH.bin (size and sha256 checked against the
@@ -94,6 +113,25 @@ def load(path: str | os.PathLike[str]) -> Program:
     image = load_image(path, stream)
     stats = {"stream_lines": text.count("\n"), "image_bytes": len(image)}
     return Program(text, image, stream.target, stream.specs("input"), stream.specs("output"), stats)
+
+
+def stream_stats(stream: Stream, result: RunResult) -> dict[str, Any]:
+    """The statistics a summary needs, from a stream and its (timing-only) run: makespan,
+    energy, peak residency, the stream's roofline and its host records."""
+    hosts = [
+        {"op": host_op_name(line.instr.node), "line": line.lineno}
+        for core in stream.cores
+        for line in core.lines
+        if isinstance(line.instr, HostOp)
+    ]
+    return {
+        "predicted_makespan": result.makespan,
+        "energy_pj": result.energy,
+        "peak": result.peak,
+        "roofline": stream_roofline(stream, result.makespan).as_dict(),
+        "roofline_work": "stream",
+        "host_segments": hosts,
+    }
 
 
 def write_debug_map(path: Path, mapping: dict[str, Any], model: Any) -> None:

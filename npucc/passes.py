@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TextIO
 
+from npucc import progress
 from npucc.errors import InternalError, NpuccError
 from npucc.ir.graph import Graph
 from npucc.target import Target
@@ -102,11 +103,12 @@ class PassManager:
                 self._print(f"IR Dump Before {p.name}", ir)
             if self.on_pass is not None:
                 self.on_pass(p.name)
-            ir = p.run(ir, ctx)
-            check_ir(p, ir, p.output_ir, "should return")
-            verify = getattr(ir, "verify", None)
-            if verify is not None:
-                verify()
+            with progress.stage(p.name):
+                ir = p.run(ir, ctx)
+                check_ir(p, ir, p.output_ir, "should return")
+                verify = getattr(ir, "verify", None)
+                if verify is not None:
+                    verify()
             if self.print_after_all or p.name in self.print_after:
                 self._print(f"IR Dump After {p.name}", ir)
             if self.dump_dir is not None:

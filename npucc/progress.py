@@ -1,6 +1,9 @@
-"""Progress bars (rich) on stderr, shown only on a terminal and silenced by `--quiet`.
+"""Progress on stderr: bars (rich) on a terminal, one line per stage elsewhere, none with --quiet.
 
-The CLI opens `bars(show)` around a command; long loops anywhere below it ask for a bar with
+The CLI opens `reporting(mode(quiet))` around a command. A command's stages (each compile
+pass, the interpreter, ...) run inside `stage(name)`: outside a terminal each prints one line,
+`npucc: NAME 1.23 s`, when it ends (once the command has used two CPU seconds: a short
+command, and so an error found early, prints none). Long loops anywhere below ask for a bar with
 `task(description, total)`, which yields None when no bars are shown, and update it every
 `EVERY` steps, so the check costs one comparison per step:
 
@@ -13,10 +16,12 @@ The CLI opens `bars(show)` around a command; long loops anywhere below it ask fo
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TextIO
 
 from rich.console import Console
@@ -32,12 +37,87 @@ from rich.progress import (
 EVERY = 1024  # steps between updates of a loop's bar
 
 _active: list[Progress] = []  # the bars of the running command, if shown
+_lines: list[_StageLines] = []  # where stage lines go, while a command reports them
+DELAY = 2.0  # CPU seconds a command runs before its stage lines show (NPUCC_PROGRESS_DELAY)
+
+
+@dataclass(slots=True)
+class _StageLines:
+    """A command's stage lines: held until it has used `delay` CPU seconds, then written as
+    they come (each line gives its stage's wall-clock seconds).
+
+    NOTE: like git's delayed progress, a short command prints none, so an error found early
+    stays one `npucc: error:` line; CPU time, not wall time, so that a loaded machine does not
+    make a short command print them. Once the delay has passed the held lines go out first.
+    """
+
+    out: TextIO
+    delay: float
+    start: float = field(default_factory=time.process_time)
+    held: list[str] | None = field(default_factory=list)  # None once they are written
+
+    def add(self, line: str) -> None:
+        """A finished stage's line: held, or written with the ones held before it."""
+        if self.held is not None:
+            self.held.append(line)
+            if time.process_time() - self.start < self.delay:
+                return
+            line, self.held = "".join(self.held), None
+        self.out.write(line)
+        self.out.flush()
+
+
+def progress_delay() -> float:
+    """The delay before stage lines show: NPUCC_PROGRESS_DELAY CPU seconds, default DELAY."""
+    try:
+        return max(0.0, float(os.environ.get("NPUCC_PROGRESS_DELAY", DELAY)))
+    except ValueError:
+        return DELAY
+
+
+def mode(quiet: bool = False, stream: TextIO | None = None) -> str:
+    """How a command reports progress: "off" when `quiet`, else "bars" when `stream` (default
+    stderr) is a terminal and "lines" when it is not."""
+    stream = sys.stderr if stream is None else stream
+    if quiet:
+        return "off"
+    return "bars" if stream.isatty() else "lines"
 
 
 def should_show(quiet: bool = False, stream: TextIO | None = None) -> bool:
     """Bars show unless `quiet`, and only when `stream` (default stderr) is a terminal."""
-    stream = sys.stderr if stream is None else stream
-    return not quiet and stream.isatty()
+    return mode(quiet, stream) == "bars"
+
+
+@contextmanager
+def reporting(
+    how: str, console: Console | None = None, out: TextIO | None = None
+) -> Iterator[None]:
+    """Report the enclosed command's progress as `how` (a `mode`): bars on `console`, stage
+    lines on `out` (default stderr) once the command has run `progress_delay()` seconds, or
+    nothing."""
+    if how == "bars":
+        with bars(True, console):
+            yield
+    elif how == "lines" and not _lines:
+        _lines.append(_StageLines(sys.stderr if out is None else out, progress_delay()))
+        try:
+            yield
+        finally:
+            _lines.pop()
+    else:
+        yield
+
+
+@contextmanager
+def stage(name: str) -> Iterator[None]:
+    """One stage of a command; while stage lines are reported, its line once it ends."""
+    if not _lines:
+        yield
+        return
+    start = time.perf_counter()
+    yield
+    _lines[-1].add(f"npucc: {name} {time.perf_counter() - start:.2f} s\n")
 
 
 @contextmanager
@@ -70,11 +150,12 @@ class Bar:
     id: TaskID
 
     def update(self, completed: int, description: str | None = None) -> None:
-        """Set the number of finished steps (and optionally the description)."""
+        """Set the number of finished steps (and optionally the description, shown at once)."""
         if description is None:
             self.progress.update(self.id, completed=completed)
         else:
             self.progress.update(self.id, completed=completed, description=description)
+            self.progress.refresh()
 
 
 @contextmanager

@@ -53,13 +53,14 @@ def host_segments(scheduled: ScheduledProgram, stream: str) -> list[dict[str, An
             instr = replay.nodes[v].instr
             op = getattr(instr, "node", "")
             found.append(
-                {"layer": layer, "node": ", ".join(src) or layer, "op": _op_name(op),
+                {"layer": layer, "node": ", ".join(src) or layer, "op": host_op_name(op),
                  "line": starts[core] + 1 + pos}
             )  # fmt: skip
     return found
 
 
-def _op_name(node_json: str) -> str:
+def host_op_name(node_json: str) -> str:
+    """The operator of a host record's node JSON: `op`, or `domain.op`."""
     spec = json.loads(node_json) if node_json else {"op": "?", "domain": ""}
     return f"{spec['domain']}.{spec['op']}" if spec["domain"] else spec["op"]
 

@@ -14,11 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from npucc import progress
 from npucc.codegen.ddr_layout import DdrLayout, build_image, layout_ddr
 from npucc.codegen.debug_map import debug_map, host_segments
 from npucc.ir.dtypes import host_dtype
 from npucc.ir.graph_schema import HOST_OP
 from npucc.ir.isa import DDR, NOC, PIPES, BufRef, DdrRef, Instr, MemRef, Spill
+from npucc.ir.isa_cost import instr_energy
 from npucc.ir.program import TiledProgram
 from npucc.ir.replay import Replay
 from npucc.ir.schedule import Schedule
@@ -121,10 +123,14 @@ def render_core(
     layout: DdrLayout,
     flag_base: int = 0,
     remote: Flags | None = None,
-) -> tuple[list[str], int]:
-    """Lines of one core in schedule order; returns them and the last flag number used.
+    bar: progress.Bar | None = None,
+    done: int = 0,
+) -> tuple[list[str], int, float]:
+    """Lines of one core in schedule order; returns them, the last flag number used and the
+    picojoules its instructions spend.
 
-    `remote` holds this core's flags to and from other cores, by node.
+    `remote` holds this core's flags to and from other cores, by node; `bar` (with `done`
+    nodes of earlier cores) shows the nodes rendered.
     """
     core = program.cores[core_index]
     graph = core.graph
@@ -136,11 +142,15 @@ def render_core(
                 table.setdefault(v, []).extend(items)
     lines: list[str] = []
     n_orig = len(graph.nodes)
+    energy = 0.0
 
     def tier_of(buf: int) -> str:
         return graph.buffers[buf].tier
 
-    for v in replay.order:
+    every = progress.EVERY
+    for i, v in enumerate(replay.order, 1):
+        if bar is not None and i % every == 0:
+            bar.update(done + i)
         node = replay.nodes[v]
         sync = format_sync(flags.waits.get(v, ()), flags.sets.get(v, ()))
         if node.pipe is None:
@@ -156,8 +166,9 @@ def render_core(
         else:
             assert node.instr is not None, f"node {v} ({node.op}) has no instruction"
             instr = _resolve(node.instr, v, replay, layout, eb, tier_of)
+        energy += instr_energy(program.target, instr)
         lines.append(format_line(node.pipe, format_body(instr, eb), sync))
-    return lines, flags.count
+    return lines, flags.count, energy
 
 
 def spill_key(core_index: int, spill: int) -> str:
@@ -207,9 +218,16 @@ def generate(program: TiledProgram, schedules: list[tuple[Schedule, Replay]]) ->
             format_flag(qu, qv, flag, src_at=(src.row, src.col))
         )
     blocks = []
-    for index, (_, replay) in enumerate(schedules):
-        lines, flag = render_core(program, index, replay, layout, flag, remote[index])
-        blocks.append((program.cores[index].row, program.cores[index].col, lines))
+    energy = 0.0
+    done = 0
+    with progress.task("codegen", sum(len(r.order) for _, r in schedules)) as bar:
+        for index, (_, replay) in enumerate(schedules):
+            lines, flag, pj = render_core(
+                program, index, replay, layout, flag, remote[index], bar, done
+            )
+            done += len(replay.order)
+            energy += pj
+            blocks.append((program.cores[index].row, program.cores[index].col, lines))
     output_names = {io.name for io in program.io if io.kind == "output"}
     ddr = [
         (layout.addr[t.key], format_tensor(t.role, _quote(t.key), DDR, layout.addr[t.key],
@@ -243,6 +261,7 @@ def generate(program: TiledProgram, schedules: list[tuple[Schedule, Replay]]) ->
         image,
         _specs(program, "input"),
         _specs(program, "output"),
+        energy,
     )
 
 
@@ -271,6 +290,7 @@ class CodegenPass(Pass):
         generated = generate(ir.program, ir.schedules)
         ctx.stats["stream_lines"] = generated.stream.count("\n")
         ctx.stats["image_bytes"] = len(generated.image)
+        ctx.stats["energy_pj"] = generated.energy_pj
         if any(work.op == HOST_OP for work in ir.program.layers):
             ctx.stats["host_segments"] = host_segments(ir, generated.stream)
         if self.debug_map:

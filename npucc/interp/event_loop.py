@@ -29,6 +29,7 @@ from npucc.interp.races import RaceDetector
 from npucc.interp.steps import Step, Steps, fail
 from npucc.interp.stream_clock import StreamTiming
 from npucc.ir.isa import DDR, Gather, Instr, MemRef, Operand, Spill
+from npucc.ir.residency import stream_residency
 from npucc.ir.stream import Event, Stream, StreamError
 from npucc.ir.stream_parse import load_stream
 
@@ -41,7 +42,7 @@ class RunResult:
     pipe_cycles: dict[str, int]  # pipe -> cycles busy, summed over cores
     makespan: int  # latest finish, cycles
     energy: float  # picojoules
-    peak: dict[str, int]  # tier -> peak live bytes (maximum over cores)
+    peak: dict[str, int]  # tier (and L1+UB) -> peak residency (npucc.ir.residency)
     counters: Counters  # bytes per path, macs, vector elements, instruction counts
     core_makespan: dict[tuple[int, int], int]  # (row, col) -> latest finish on that core
     trace: Trace | None = None  # every instruction and alloc/free, when run with trace=True
@@ -97,9 +98,9 @@ def run_stream(
     the outputs are then meaningless).
     """
     _check_image(stream, image, "image")
-    return _Machine(stream, check and not timing_only, serial, trace, timing_only).run(
-        image, inputs
-    )
+    with progress.stage("interpret"):
+        machine = _Machine(stream, check and not timing_only, serial, trace, timing_only)
+        return machine.run(image, inputs)
 
 
 def load_image(cmd_path: str | os.PathLike[str], stream: Stream) -> bytes:
@@ -190,7 +191,7 @@ class _Machine:
             pipe_cycles=tally.busy,
             makespan=timing.now,
             energy=tally.energy,
-            peak=self.memories.peak,
+            peak=stream_residency(self.stream),
             counters=tally.counters,
             core_makespan={(c.row, c.col): t for c, t in zip(cores, timing.core_end, strict=True)},
             trace=self.tracer.trace if self.tracer is not None else None,

@@ -25,7 +25,7 @@ from npucc.ir.stream import Stream
 class Memory:
     """One memory (a tier of a core, or DDR): data, liveness and the written mask."""
 
-    __slots__ = ("data", "written", "live", "allocs", "live_bytes")
+    __slots__ = ("data", "written", "live", "allocs")
 
     def __init__(self, nbytes: int) -> None:
         n = nbytes // 4
@@ -33,20 +33,18 @@ class Memory:
         self.written = np.zeros(n, bool)
         self.live = np.zeros(n, bool)
         self.allocs: dict[int, int] = {}  # live regions: byte address -> bytes
-        self.live_bytes = 0
 
 
 class Memories:
-    """Every memory of a run, the peak live bytes per tier, and the releases still to come."""
+    """Every memory of a run and the releases still to come."""
 
-    __slots__ = ("stream", "tiers", "ddr", "noc", "peak", "releases")
+    __slots__ = ("stream", "tiers", "ddr", "noc", "releases")
 
     def __init__(self, stream: Stream) -> None:
         self.stream = stream
         self.tiers: list[dict[str, Memory]] = [{} for _ in stream.cores]
         self.ddr = self._new(DDR)
         self.noc = self._new(NOC) if NOC in stream.extent else None
-        self.peak: dict[str, int] = {}  # tier -> peak live bytes (maximum over cores)
         self.releases: list[tuple[int, int, str, int, int]] = []  # (time, core, tier, addr, bytes)
 
     def mem(self, core: int, tier: str) -> Memory:
@@ -138,8 +136,6 @@ class Memories:
         mem.live[lo:hi] = True
         mem.written[lo:hi] = False
         mem.allocs[addr] = size
-        mem.live_bytes += size
-        self.peak[tier] = max(self.peak.get(tier, 0), mem.live_bytes)
 
     def end_live(self, step: Step, tier: str, addr: int, size: int) -> None:
         """A free or spill out: the region must be a live alloc (it is released separately)."""
@@ -153,7 +149,6 @@ class Memories:
         """The region stops being live."""
         mem = self.mem(core, tier)
         mem.live[addr >> 2 : (addr + size) >> 2] = False
-        mem.live_bytes -= size
 
     def release_at(self, time: int, core: int, tier: str, addr: int, size: int) -> None:
         """Release the region once the clock reaches `time` (a spill out's finish)."""

@@ -13,12 +13,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from npucc.errors import NpuccError
+from npucc.ir.residency import Residency
 from npucc.ir.schedule import Schedule
 from npucc.ir.tiled import TileGraph, TileNode
 from npucc.target.cost import SpillModel
 from npucc.target.timing import in_order
 
-PEAK_TIERS = ("L1", "UB")  # tiers counted by the peak-residency metric (rule 6)
 L0_TIERS = ("L0A", "L0B", "L0C")
 CLEAN_OP = "COPY_IN"  # a buffer used by this op still has its data in DDR (rule 2)
 
@@ -39,7 +39,8 @@ class Replay:
     start: list[int]  # per augmented node id
     finish: list[int]
     makespan: int
-    peak: int  # max summed size of live L1+UB buffers (rule 6)
+    peak: int  # max summed size of live L1+UB buffers (rule 6, npucc.ir.residency)
+    residency: dict[str, int]  # tier (and L1+UB) -> its peak, the same rule per tier
     extra_ddr: int  # bytes (rule 2)
     spills: int
     homes: dict[int, list[tuple[int, int]]]  # spilled buffer -> [(position, offset)] residencies
@@ -161,7 +162,7 @@ def replay(
         release_after.update(zip(starts, ends, strict=True))
     maps: dict[str, LabelMap] = {}
     reuse_edges: list[tuple[int, int]] = []
-    live = peak = 0
+    res = Residency()
     buffers = graph.buffers
     for i, v in enumerate(order):
         node = nodes[v]
@@ -171,9 +172,7 @@ def replay(
             buf = buffers[b]
             if op == "ALLOC":
                 off = offsets[b]
-                if buf.tier in PEAK_TIERS:
-                    live += buf.size
-                    peak = max(peak, live)
+                res.alloc(buf.tier, buf.size)
             else:
                 off = spills[(v - n) // 2][1]
             if b in homes:
@@ -186,8 +185,7 @@ def replay(
                         reuse_edges.append((x, v))
         elif op == "FREE":
             buf = buffers[node.bufs[0]]
-            if buf.tier in PEAK_TIERS:
-                live -= buf.size
+            res.free(buf.tier, buf.size)
 
     # rule 5: timing (the one list timer)
     extra_preds: dict[int, list[int]] = {}
@@ -209,7 +207,8 @@ def replay(
         start=start,
         finish=finish,
         makespan=max(finish, default=0),
-        peak=peak,
+        peak=res.peak,
+        residency=res.peaks,
         extra_ddr=extra_ddr,
         spills=len(spills),
         homes=homes,

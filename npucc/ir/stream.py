@@ -207,6 +207,7 @@ class Generated:
     image: bytes
     inputs: dict[str, TensorSpec]  # model input name -> shape (and dtype)
     outputs: dict[str, TensorSpec]  # model output name -> shape (and dtype)
+    energy_pj: float = 0.0  # what its instructions spend (isa_cost.instr_energy), picojoules
 
     def to_text(self) -> str:
         """The stream itself."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import csv
 import importlib
+import json
 import os
 import sys
 import traceback
@@ -19,6 +20,7 @@ from npucc.options import SEARCHES, CompileOptions
 from npucc.tools.cli_parsing import (
     COMMANDS,
     OneLineErrorParser,
+    add_model_options,
     check_command,
     command_list,
     describe,
@@ -74,23 +76,7 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="HyperCut beam width (default 256; smaller plans faster)",
     )
-    p.add_argument(
-        "--batch", type=int, metavar="N", help="fix the symbolic batch dimension of the inputs"
-    )
-    p.add_argument(
-        "--input-shape",
-        action="append",
-        default=[],
-        metavar="NAME=DIMS",
-        help="fix the shape of a model input, e.g. input=1x3x224x224 (repeatable)",
-    )
-    p.add_argument(
-        "--fallback",
-        default="error",
-        choices=("error", "host"),
-        help="an operator npucc cannot lower: refuse the model (error, default) or run it on "
-        "the host with onnxruntime (host)",
-    )
+    add_model_options(p)
 
 
 def compile_options(args: argparse.Namespace, **more: Any) -> CompileOptions:
@@ -161,12 +147,24 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--perf-csv", metavar="FILE", help="write the per-layer performance table as CSV"
     )
+    p.add_argument(
+        "--summary-json",
+        metavar="FILE",
+        help="write the compile summary (the table printed on stderr) as JSON",
+    )
+    p.add_argument(
+        "--summary-csv", metavar="FILE", help="write the compile summary as CSV (header + 1 row)"
+    )
     _add_common_options(p)
     return p
 
 
 def _add_common_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress, stage times or summary on stderr (a compile keeps its 'wrote' lines)",
+    )
     p.add_argument("--debug", action="store_true", help="show the traceback of an error")
 
 
@@ -217,7 +215,7 @@ def _sub_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--per-core", action="store_true", help="also print each core's makespan")
     _add_common_options(run)
-    add_inspect_parsers(add, _add_compile_options, _add_common_options)
+    add_inspect_parsers(add, _add_common_options)
     ir = add("ir")
     ir.add_argument("file", help="a dump: graph, tiled, schedule or command stream")
     ir.add_argument("--format", choices=FORMATS, default="text", help="output format")
@@ -247,7 +245,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args_list
     try:
-        with progress.bars(progress.should_show("--quiet" in args_list)):
+        with progress.reporting(progress.mode("--quiet" in args_list)):
             return _dispatch(args_list)
     except NpuccError as exc:
         if debug:
@@ -302,8 +300,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from npucc.ir.formats import render
 
     stream = _output_paths(args)
-    if args.perf_csv is not None and not stream:
-        raise NpuccError("--perf-csv needs a full compile to a command stream (no --emit)")
+    for flag in ("perf_csv", "summary_json", "summary_csv"):
+        if getattr(args, flag) is not None and not stream:
+            option = "--" + flag.replace("_", "-")
+            raise NpuccError(f"{option} needs a full compile to a command stream (no --emit)")
     model, out = Path(args.model), Path(args.output or "-")
     options = compile_options(
         args,
@@ -336,10 +336,29 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
         _write_text(to_csv(stats["layers"]), args.perf_csv)
         print(f"wrote {args.perf_csv} ({len(stats['layers'])} layers)")
-    _print_host_segments(stats)
+    if not args.quiet:
+        _print_host_segments(stats)
     if args.debug_map is not None:
         print(f"wrote {args.debug_map}")
+    _write_summary(args, program)
     return 0
+
+
+def _write_summary(args: argparse.Namespace, program: Program) -> None:
+    """The compile summary: on stderr unless --quiet, and the --summary-json/-csv files."""
+    from npucc.summary import format_summary, summary_csv
+
+    summary = program.summary()
+    if args.summary_json is not None:
+        _write_text(json.dumps(summary, indent=1) + "\n", args.summary_json)
+        print(f"wrote {args.summary_json}")
+    if args.summary_csv is not None:
+        _write_text(summary_csv(summary), args.summary_csv)
+        print(f"wrote {args.summary_csv}")
+    if not args.quiet:
+        sys.stderr.flush()
+        sys.stdout.flush()
+        sys.stderr.write(format_summary(summary, f"npucc summary: {Path(args.model).name}"))
 
 
 def _print_host_segments(stats: dict[str, Any]) -> None:
@@ -464,7 +483,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     _print_host_segments(program.stats)
     inputs = random_inputs(program.inputs, args.seed, model)
     result = program.execute(inputs)
-    reference = run_onnxruntime(model, inputs)
+    with progress.stage("onnxruntime"):
+        reference = run_onnxruntime(model, inputs)
     ok = True
     for c in compare(result.outputs, reference):
         ok &= c.ok

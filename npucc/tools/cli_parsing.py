@@ -97,6 +97,28 @@ def describe(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentPar
     return parser
 
 
+def add_model_options(p: argparse.ArgumentParser, fallback_help: str = "") -> None:
+    """The options that say how a model is read: --batch, --input-shape and --fallback."""
+    p.add_argument(
+        "--batch", type=int, metavar="N", help="fix the symbolic batch dimension of the inputs"
+    )
+    p.add_argument(
+        "--input-shape",
+        action="append",
+        default=[],
+        metavar="NAME=DIMS",
+        help="fix the shape of a model input, e.g. input=1x3x224x224 (repeatable)",
+    )
+    p.add_argument(
+        "--fallback",
+        default="error",
+        choices=("error", "host"),
+        help=fallback_help
+        or "an operator npucc cannot lower: refuse the model (error, default) or run it on "
+        "the host with onnxruntime (host)",
+    )
+
+
 def parse_input_shapes(items: Sequence[str]) -> dict[str, tuple[int, ...]]:
     """Parse repeated `NAME=1x3x224x224` options."""
     shapes: dict[str, tuple[int, ...]] = {}

@@ -7,30 +7,20 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from npucc.tools.cli_parsing import add_model_options
+
 Adder = Callable[[str], argparse.ArgumentParser]
 OptionAdder = Callable[[argparse.ArgumentParser], None]
 
 
-def add_inspect_parsers(add: Adder, compile_options: OptionAdder, common: OptionAdder) -> None:
+def add_inspect_parsers(add: Adder, common: OptionAdder) -> None:
     """Register `inspect` and `ops` through the CLI's `add(name)`."""
     inspect = add("inspect")
     inspect.add_argument("model", help="ONNX model to inspect")
     inspect.add_argument("--json", action="store_true", help="print JSON instead of text")
-    inspect.add_argument(
-        "--input-shape",
-        action="append",
-        default=[],
-        metavar="NAME=DIMS",
-        help="fix the shape of a model input for the MACs, e.g. x=1x3x224x224",
-    )
-    inspect.add_argument(
-        "--batch", type=int, metavar="N", help="fix the symbolic batch dimension of the inputs"
-    )
-    inspect.add_argument(
-        "--fallback",
-        default="error",
-        choices=("error", "host"),
-        help="what a compile does with an operator npucc cannot lower (host: lists the host "
+    add_model_options(
+        inspect,
+        "what a compile does with an operator npucc cannot lower (host: lists the host "
         "segments it would make)",
     )
     common(inspect)

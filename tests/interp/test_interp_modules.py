@@ -90,7 +90,7 @@ def test_memories_track_liveness_and_release_spilled_regions_later():
     memories.load(b"", {"x": np.ones(64, np.float32)}, timing_only=False)
     alloc, load = steps.all[0], steps.all[1]
     memories.make_live(alloc, "UB", 0, 256)
-    assert memories.peak == {"UB": 256}
+    assert memories.mem(0, "UB").allocs == {0: 256}
     with pytest.raises(
         StreamError,
         match=rf"^{FILE}:{alloc.line.lineno}: alloc: UB\[0x000000\+256\] overlaps the live region UB\[0x000000\+256\]",
@@ -107,7 +107,7 @@ def test_memories_track_liveness_and_release_spilled_regions_later():
     memories.release_until(49)
     assert ub.live[:64].all()  # a spill out's source stays live until the copy finishes
     memories.release_until(50)
-    assert not ub.live.any() and ub.live_bytes == 0
+    assert not ub.live.any() and ub.allocs == {}
     with pytest.raises(StreamError, match="region not live"):
         memories.check(load, ub, dst, write=True, spill=False, who="MTE2")
 

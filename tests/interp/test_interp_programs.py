@@ -51,7 +51,8 @@ def test_tiny_program_matches_numpy():
     assert c["bytes"] == {"DDR->L1": 1024, "L1->L0A": 512, "L1->L0B": 512, "L0C->UB": 1024,
                           "UB->DDR": 1024}  # fmt: skip
     assert c["vector_elements"] == 256
-    assert res.peak == {"L1": 1024, "L0A": 512, "L0B": 512, "L0C": 1024, "UB": 1024}
+    # the peak residency along each core's lines (npucc.ir.residency), L1+UB their sum
+    assert res.peak == {"L1": 1024, "L0A": 512, "L0B": 512, "L0C": 1024, "UB": 1024, "L1+UB": 2048}
     stream = parse_stream(tiny(), FILE)
     instrs = [ln.instr for ln in stream.cores[0].lines if ln.queue.isupper()]
     assert res.energy == pytest.approx(sum(instr_energy(TARGET, i) for i in instrs))
@@ -169,7 +170,7 @@ def test_cores_have_private_tiers_and_share_ddr():
     assert res.outputs["a"].tolist() == [1.0] * 16 and res.outputs["b"].tolist() == [2.0] * 16
     assert set(res.core_makespan) == {(0, 0), (2, 3)}
     assert res.makespan == max(res.core_makespan.values())
-    assert res.peak == {"UB": 64}
+    assert res.peak == {"UB": 64, "L1+UB": 64}
     # core (2, 3) reading what core (0, 0) stored is not ordered by any flag (flags are per core)
     reader = """
     alloc UB[0x000000+64] b=0

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,8 @@ from npucc.backend.planner import METHODS
 from npucc.backend.schedule.registry import SCHEDULERS
 from npucc.tools.cli import _parser, _sub_parser, main
 from npucc.tools.cli_parsing import COMMANDS
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _parsers() -> Iterator[tuple[str, argparse.ArgumentParser]]:
@@ -109,3 +112,22 @@ def test_help_starts_fast():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert proc.stderr.strip() == "[]"
     assert time.perf_counter() - start < 20  # generous: the machine is shared
+
+
+def test_inspect_reads_a_model_with_the_compile_options():
+    """--batch, --input-shape and --fallback are one definition (cli_parsing.add_model_options)."""
+    sub = next(a for a in _sub_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    parsers = {
+        "compile": _parser(),
+        "check": sub.choices["check"],
+        "inspect": sub.choices["inspect"],
+    }
+    fields = ("option_strings", "default", "choices", "type", "metavar", "nargs")
+    seen = {}
+    for name, parser in parsers.items():
+        actions = {a.dest: a for a in parser._actions}
+        seen[name] = [tuple(getattr(actions[d], f) for f in fields)
+                      for d in ("batch", "input_shape", "fallback")]  # fmt: skip
+    assert seen["compile"] == seen["check"] == seen["inspect"]
+    ok = main(["inspect", str(ROOT / "models" / "mlp.onnx"), "--batch", "2", "--json", "--quiet"])
+    assert ok == 0

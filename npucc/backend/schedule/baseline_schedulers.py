@@ -24,7 +24,8 @@ from npucc.backend.schedule.dan.cpe import cpe
 from npucc.backend.schedule.dan.dlr import dlr
 from npucc.backend.schedule.dan.mpas import mpas
 from npucc.backend.schedule.scan import INF, LinearScan, lru_victim
-from npucc.ir.replay import L0_TIERS, PEAK_TIERS, replay
+from npucc.ir.replay import L0_TIERS, replay
+from npucc.ir.residency import PEAK_TIERS
 from npucc.ir.schedule import Schedule
 from npucc.ir.tiled import TileGraph
 

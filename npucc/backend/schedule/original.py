@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from npucc.backend.schedule.scan import LinearScan, lru_victim, topo_order
-from npucc.ir.replay import PEAK_TIERS
+from npucc.ir.residency import PEAK_TIERS
 from npucc.ir.schedule import Schedule
 from npucc.ir.tiled import TileGraph
 from npucc.target.cost import SpillModel

@@ -10,7 +10,8 @@ buffer's). Per layer, over every core, as scheduled (docs/roofline.md):
     cube_cycles     the cycles its nodes occupy the cube
     cube_util       macs / (cycles x m0 n0 k0 x cores it ran on): the cube's share of its peak
     ddr_read/write  DDR bytes its nodes move (its spills included)
-    onchip_peak     the most L1+UB bytes live (any layer's buffers) at any of its nodes
+    onchip_peak     the most L1+UB bytes live (any layer's buffers) at any of its nodes, in
+                    schedule order (npucc.ir.residency: the one definition of residency)
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 
 from npucc.backend.schedule.roofline import node_layers, reads_ddr
 from npucc.ir.isa import PIPES
-from npucc.ir.replay import PEAK_TIERS
+from npucc.ir.residency import Residency
 from npucc.ir.scheduled_program import ScheduledProgram, node_ddr_bytes
 from npucc.ir.tiled import TileNode
 
@@ -73,17 +74,19 @@ def layer_table(scheduled: ScheduledProgram) -> list[LayerRow]:
     for _, rep in scheduled.schedules:
         layers = node_layers(rep)
         seen: set[int] = set()
-        live = 0
+        res = Residency()
         buffers = rep.graph.buffers
         for v in rep.order:
             node = rep.nodes[v]
-            if node.op in ("ALLOC", "FREE") and buffers[node.bufs[0]].tier in PEAK_TIERS:
-                live += buffers[node.bufs[0]].size * (1 if node.op == "ALLOC" else -1)
+            if node.op == "ALLOC":
+                res.alloc(buffers[node.bufs[0]].tier, buffers[node.bufs[0]].size)
+            elif node.op == "FREE":
+                res.free(buffers[node.bufs[0]].tier, buffers[node.bufs[0]].size)
             index = layers[v]
             if index < 0:
                 continue
             acc = accs[index]
-            acc.peak = max(acc.peak, live)
+            acc.peak = max(acc.peak, res.combined)
             if node.pipe is None:
                 continue
             if index not in seen:

@@ -80,6 +80,8 @@ class Roofline:
     macs: int
     min_ddr_bytes: int
     ddr_bytes: int  # moved, reads and writes
+    ddr_read: int  # of which read
+    ddr_write: int  # of which written
     ddr_ratio: float | None  # ddr_bytes / min_ddr_bytes (None when the minimum is 0)
     busy: dict[str, int]  # pipe -> busy cycles of its busiest core
 
@@ -122,6 +124,8 @@ def roofline(target: Target, work: Work, usage: Usage) -> Roofline:
         macs=work.macs,
         min_ddr_bytes=least,
         ddr_bytes=moved,
+        ddr_read=usage.read,
+        ddr_write=usage.write,
         ddr_ratio=moved / least if least else None,
         busy={p: usage.busy[p] for p in PIPES if p in usage.busy},
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from npucc import progress
 from npucc.backend.schedule.perf_table import layer_table, rows_as_dicts
 from npucc.backend.schedule.registry import schedule_graph
 from npucc.backend.schedule.roofline import scheduled_roofline
@@ -12,6 +13,7 @@ from npucc.errors import NpuccError
 from npucc.ir.isa_cost import TargetSpillModel
 from npucc.ir.program import TiledProgram
 from npucc.ir.replay import ScheduleError, validate
+from npucc.ir.residency import COMBINED, merge_peaks
 from npucc.ir.schedule import UNBOUNDED, capacities
 from npucc.ir.scheduled_program import ScheduledProgram
 from npucc.passes import CompileContext, IRType, Pass
@@ -30,10 +32,15 @@ class SchedulePass(Pass):
         target = ctx.target
         capacity = capacities(target)
         spill_model = TargetSpillModel(target)
-        schedules = [
-            schedule_graph(core.graph, self.method, capacity, spill_model, target.memory.alignment)
-            for core in ir.cores
-        ]
+        schedules = []
+        with progress.task("schedule", len(ir.cores)) as bar:
+            for i, core in enumerate(ir.cores):
+                if bar is not None:
+                    bar.update(i, f"schedule: core {core.row},{core.col} ({len(core.graph)} nodes)")
+                align = target.memory.alignment
+                schedules.append(
+                    schedule_graph(core.graph, self.method, capacity, spill_model, align)
+                )
         if self.method in UNBOUNDED:
             # NOTE: an ordering-only method lays buffers out in unbounded tiers; its program
             # runs only where that layout happens to fit the target's tiers
@@ -48,7 +55,9 @@ class SchedulePass(Pass):
         scheduled = ScheduledProgram(ir, schedules)
         ctx.stats["predicted_makespan"] = scheduled.makespan
         ctx.stats["spills"] = sum(r.spills for _, r in schedules)
-        ctx.stats["peak_l1_ub"] = max((r.peak for _, r in schedules), default=0)
+        peaks = merge_peaks(r.residency for _, r in schedules)  # npucc.ir.residency
+        ctx.stats["peak"] = peaks
+        ctx.stats["peak_l1_ub"] = peaks.get(COMBINED, 0)
         ctx.stats["extra_ddr"] = sum(r.extra_ddr for _, r in schedules)
         ctx.stats["roofline"] = scheduled_roofline(scheduled).as_dict()
         ctx.stats["layers"] = rows_as_dicts(layer_table(scheduled))

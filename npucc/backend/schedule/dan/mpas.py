@@ -29,7 +29,8 @@ from collections.abc import Callable
 
 from npucc.backend.schedule.scan import topo_order
 from npucc.errors import NpuccError
-from npucc.ir.replay import L0_TIERS, PEAK_TIERS
+from npucc.ir.replay import L0_TIERS
+from npucc.ir.residency import PEAK_TIERS
 from npucc.ir.tiled import TileGraph
 
 CONE_LIMIT = 256  # unscheduled ancestors searched per L0 admission (rule 7 deadlock check)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from npucc import progress
 from npucc.backend.schedule.dan.cpe import cpe
 from npucc.backend.schedule.dan.dlr import dlr
 from npucc.backend.schedule.dan.mpas import mpas
@@ -51,60 +52,91 @@ def dan(
         seconds["mpas"] = time.perf_counter() - t0
         schedule = unbounded_layout(graph, order, alignment)
     else:
-        schedule, r, best = None, None, []
-        placed: list[tuple[tuple[int, int], list[int]]] = []  # (extra DDR, spills), order
-        win = len(ORDERS)  # ORDERS index of the plan kept: the first of the best-ranked
-        # The cheap lowering order goes first: once a plan has neither spills nor extra DDR
-        # traffic, any plan that spills ranks worse, so the others stop at their first spill.
-        for i in sorted(range(len(ORDERS)), key=lambda i: ORDERS[i] != "lowering"):
-            t1 = time.perf_counter()
-            order = stage1(graph, ORDERS[i])
-            t2 = time.perf_counter()
-            clean = r is not None and r.spills == 0 and r.extra_ddr == 0
-            try:
-                cand = dlr(
-                    graph, order, capacity, spill_model, alignment, max_spills=0 if clean else None
-                )
-            except TooManySpills:
+        with progress.task("dan", len(ORDERS) + 2) as bar:
+            schedule, r, best = None, None, []
+            placed: list[tuple[tuple[int, int], list[int]]] = []  # (extra DDR, spills), order
+            win = len(ORDERS)  # ORDERS index of the plan kept: the first of the best-ranked
+            # The cheap lowering order goes first: once a plan has neither spills nor extra DDR
+            # traffic, any plan that spills ranks worse, so the others stop at their first spill.
+            tried = sorted(range(len(ORDERS)), key=lambda i: ORDERS[i] != "lowering")
+            for k, i in enumerate(tried):
+                if bar is not None:
+                    bar.update(k, f"dan: {ORDERS[i]} order (MPAS), layout (DLR)")
+                t1 = time.perf_counter()
+                order = stage1(graph, ORDERS[i])
+                t2 = time.perf_counter()
+                clean = r is not None and r.spills == 0 and r.extra_ddr == 0
+                try:
+                    cand = dlr(
+                        graph,
+                        order,
+                        capacity,
+                        spill_model,
+                        alignment,
+                        max_spills=0 if clean else None,
+                    )
+                except TooManySpills:
+                    seconds["mpas"] += t2 - t1
+                    seconds["dlr"] += time.perf_counter() - t2
+                    continue
+                rc = replay(graph, cand, capacity, spill_model, alignment)
                 seconds["mpas"] += t2 - t1
                 seconds["dlr"] += time.perf_counter() - t2
-                continue
-            rc = replay(graph, cand, capacity, spill_model, alignment)
-            seconds["mpas"] += t2 - t1
-            seconds["dlr"] += time.perf_counter() - t2
-            placed.append((_rank(rc)[:2], order))
-            if r is None or (_rank(rc), i) < (_rank(r), win):
-                schedule, r, best, win = cand, rc, order, i
-        assert schedule is not None and r is not None
-        if schedule.spills:
-            # the winner with SPILL_INs prefetched; the orders whose plans tie the winner's
-            # traffic and spills with reloads issued ahead of their use (spilled buffers come
-            # back while the pipes still work on others); the winner's and the lowering order
-            # packed best-fit and first-fit (coldest fit can fragment a tight tier into spills
-            # that a packed placement avoids)
-            lowering = placed[0][1]  # placed first (see above), never abandoned
-            tied = [o for key, o in placed if key == _rank(r)[:2]]
-            variants = [(best, "cold", True, 0)]
-            variants += [(o, "cold", False, a) for o in tied for a in AHEAD]
-            for o in (best, lowering) if best is not lowering else (best,):
-                variants += [(o, placement, False, 0) for placement in ("best", "first")]
-            for order, placement, prefetch, ahead in variants:
-                t2 = time.perf_counter()
-                cand = dlr(
-                    graph, order, capacity, spill_model, alignment, placement, prefetch, ahead=ahead
-                )
-                rc = replay(graph, cand, capacity, spill_model, alignment)
-                seconds["dlr"] += time.perf_counter() - t2
-                if _rank(rc) < _rank(r):
-                    schedule, r = cand, rc
-        if stage == "full":
-            t3 = time.perf_counter()
-            schedule = cpe(schedule, r)
-            seconds["cpe"] = time.perf_counter() - t3
+                placed.append((_rank(rc)[:2], order))
+                if r is None or (_rank(rc), i) < (_rank(r), win):
+                    schedule, r, best, win = cand, rc, order, i
+            assert schedule is not None and r is not None
+            if schedule.spills:
+                if bar is not None:
+                    bar.update(len(ORDERS), "dan: spill variants (DLR)")
+                for order, placement, prefetch, ahead in _spill_variants(best, placed, r):
+                    t2 = time.perf_counter()
+                    cand = dlr(
+                        graph,
+                        order,
+                        capacity,
+                        spill_model,
+                        alignment,
+                        placement,
+                        prefetch,
+                        ahead=ahead,
+                    )
+                    rc = replay(graph, cand, capacity, spill_model, alignment)
+                    seconds["dlr"] += time.perf_counter() - t2
+                    if _rank(rc) < _rank(r):
+                        schedule, r = cand, rc
+            if stage == "full":
+                if bar is not None:
+                    bar.update(len(ORDERS) + 1, "dan: timing refinement (CPE)")
+                t3 = time.perf_counter()
+                schedule = cpe(schedule, r)
+                seconds["cpe"] = time.perf_counter() - t3
     assert schedule is not None  # every stage above produces one
     schedule.method = "dan" if stage == "full" else f"dan-{stage}"
     schedule.seconds = seconds
     return schedule
+
+
+Variant = tuple[list[int], str, bool, int]  # order, placement, prefetch, reload distance
+
+
+def _spill_variants(
+    best: list[int], placed: list[tuple[tuple[int, int], list[int]]], r: Replay
+) -> list[Variant]:
+    """The DLR re-placements tried when the best plan spills.
+
+    The winner with SPILL_INs prefetched; the orders whose plans tie the winner's traffic and
+    spills with reloads issued ahead of their use (spilled buffers come back while the pipes
+    still work on others); the winner's and the lowering order packed best-fit and first-fit
+    (coldest fit can fragment a tight tier into spills that a packed placement avoids).
+    """
+    lowering = placed[0][1]  # placed first (see dan), never abandoned
+    tied = [o for key, o in placed if key == _rank(r)[:2]]
+    variants: list[Variant] = [(best, "cold", True, 0)]
+    variants += [(o, "cold", False, a) for o in tied for a in AHEAD]
+    for o in (best, lowering) if best is not lowering else (best,):
+        variants += [(o, placement, False, 0) for placement in ("best", "first")]
+    return variants
 
 
 def unbounded_layout(graph: TileGraph, order: list[int], alignment: int = 1) -> Schedule:
