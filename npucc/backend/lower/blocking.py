@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from npucc.backend.lower.context import LowerContext, apply_activation, split
+from npucc.backend.lower.context import LowerContext, apply_activation, largest, split
 from npucc.ir.graph import Layer
 from npucc.ir.isa import BufRef, Copy, DdrRef, Mmad, VBinary
 from npucc.target.cost import ddr_bound, dma_cycles, mmad_cycles, vector_cycles
@@ -202,7 +202,7 @@ def block_cost(
         passes_w, passes_x, units = len(blocks), plan.chunks, len(blocks) * plan.chunks
     else:  # both once per output block
         passes_w, passes_x, units = len(blocks), n_blocks, len(blocks) * n_blocks
-    pipes = _tile_pipes(ctx, shape, plan.tiles, blocks)
+    pipes = _tile_pipes(ctx, shape, plan, blocks)
     pipes["MTE2"] += w_cyc * passes_w + x_cyc * passes_x
     dmas = w_dmas * passes_w + len(blocks) * k_blocks * passes_x + pipes.pop("dmas")
     eb, inst = ctx.target.elem_bytes, shape.instances
@@ -215,22 +215,29 @@ def block_cost(
 
 
 def _tile_pipes(
-    ctx: LowerContext, shape: CubeShape, t: MatTiles, blocks: list[MBlock]
+    ctx: LowerContext, shape: CubeShape, plan: Blocking, blocks: list[MBlock]
 ) -> dict[str, int]:
-    """Per-pipe cycles of the L0 tiles of one instance (they depend on the L0 tile only), and
-    the epilogue's DMAs and DDR bytes (keys dmas, res_bytes, out_bytes)."""
-    eb = ctx.target.elem_bytes
+    """Per-pipe cycles of the L0 tiles of one instance, and the epilogue's DMAs and DDR bytes
+    (keys dmas, res_bytes, out_bytes); an A tile is staged once per group of N tiles."""
+    eb, t = ctx.target.elem_bytes, plan.tiles
+    groups = 0
+    for nb, cn in _pieces(shape.n, plan.nb):
+        count = -(-nb // t.n)
+        group = count if plan.order == "os" else acc_group(ctx, t, count)
+        groups += cn * -(-count // group)
     p = dict.fromkeys(("MTE1", "MTE2", "CUBE", "VECTOR", "MTE3"), 0)
     dmas = res_bytes = out_bytes = 0
     m_count: dict[int, int] = {}
     for b in blocks:
         for tile in b.tiles:
             m_count[tile.m] = m_count.get(tile.m, 0) + 1
+    for (m, cm), (k, ck) in itertools.product(m_count.items(), _pieces(shape.k, t.k)):
+        p["MTE1"] += cm * ck * groups * _dma(ctx, "L1_L0", m * k)  # A: once per column group
     for (m, cm), (n, cn) in itertools.product(m_count.items(), _pieces(shape.n, t.n)):
         c = cm * cn
         for k, ck in _pieces(shape.k, t.k):
             p["CUBE"] += c * ck * mmad_cycles(ctx.target, m, n, k)
-            p["MTE1"] += c * ck * (_dma(ctx, "L1_L0", m * k) + _dma(ctx, "L1_L0", k * n))
+            p["MTE1"] += c * ck * _dma(ctx, "L1_L0", k * n)
         vec = _dma(ctx, "L0C_UB", m * n) + shape.vector_ops * vector_cycles(ctx.target, m * n)
         p["VECTOR"] += c * vec
         p["MTE3"] += c * _dma(ctx, "TIER_DDR", m * n)
@@ -242,6 +249,12 @@ def _tile_pipes(
             p["MTE2"] += c * _dma(ctx, "DDR_UB", m * n)
             res_bytes += c * m * n * eb
     return {**p, "dmas": dmas, "res_bytes": res_bytes, "out_bytes": out_bytes}
+
+
+def acc_group(ctx: LowerContext, t: MatTiles, count: int) -> int:
+    """How many of `count` L0 tiles' accumulators (m_t x n_t each) fit L0C's share together
+    (at least one: the tile fits alone)."""
+    return max(1, largest(lambda g: ctx.share_fits("L0C", (t.m * t.n,) * g), count))
 
 
 MBlocks = Callable[[MatTiles, int], list[MBlock]]  # the M blocks of (L0 tile, L0 tiles each)
@@ -454,40 +467,56 @@ class _Nest:
         bld.emit(Copy(b0, src, (kt, nt), (nt, 1), (w.cols, 1)))
         return b0
 
-    def mmads(self, acc: BufRef, tile: MTile, x: L1Block, w: L1Block, n0: int, nt: int) -> None:
-        """acc (+)= X[tile, K block] @ W[K block, n0:n0+nt], one mmad per L0 K tile."""
+    def products(
+        self, tile: MTile, x: L1Block, w: L1Block, cols: list[tuple[int, int]], accs: list[BufRef]
+    ) -> None:
+        """accs[j] (+)= X[tile, W's K block] @ W[K block, cols[j]]: per L0 K tile, the A tile
+        staged once for all the columns, one B tile and one mmad per column."""
         bld = self.ctx.builder
         for k0, kt in split(w.rows, self.plan.tiles.k):
-            a0 = self.ops.stage_a(x, tile, w.r0 + k0, kt)
-            b0 = self.stage_b(w, w.r0 + k0, kt, n0, nt)
-            bld.emit(Mmad(acc, a0, b0, tile.m, nt, kt, 0 if w.r0 + k0 == 0 else 1))
+            k_abs = w.r0 + k0
+            a0 = self.ops.stage_a(x, tile, k_abs, kt)
+            for acc, (n0, nt) in zip(accs, cols, strict=True):
+                b0 = self.stage_b(w, k_abs, kt, n0, nt)
+                bld.emit(Mmad(acc, a0, b0, tile.m, nt, kt, 0 if k_abs == 0 else 1))
+                bld.free(b0)
             bld.free(a0)
-            bld.free(b0)
+
+    def accs(self, tile: MTile, cols: list[tuple[int, int]]) -> list[BufRef]:
+        """One L0C accumulator per column range of `tile`."""
+        name = f"{self.layer.name}.acc"
+        return [self.ctx.builder.alloc("L0C", tile.m * nt, name) for _, nt in cols]
 
     def full_k(self, block: MBlock, x: L1Block, w: L1Block, bias: L1Block | None) -> None:
-        """Every output tile of (block, W block): all of K accumulated, then its epilogue."""
-        bld = self.ctx.builder
+        """Every output tile of (block, W block): all of K accumulated, then its epilogue; the
+        W block's L0 tiles in groups whose accumulators fit L0C together."""
+        t = self.plan.tiles
+        cols = [(w.c0 + n0, nt) for n0, nt in split(w.cols, t.n)]
+        group = acc_group(self.ctx, t, len(cols))
         for tile in block.tiles:
-            for n0, nt in split(w.cols, self.plan.tiles.n):
-                acc = bld.alloc("L0C", tile.m * nt, f"{self.layer.name}.acc")
-                self.mmads(acc, tile, x, w, w.c0 + n0, nt)
-                self.epilogue(acc, tile, w.c0 + n0, nt, bias)
+            for g0 in range(0, len(cols), group):
+                part = cols[g0 : g0 + group]
+                accs = self.accs(tile, part)
+                self.products(tile, x, w, part, accs)
+                for acc, (n0, nt) in zip(accs, part, strict=True):
+                    self.epilogue(acc, tile, n0, nt, bias)
 
     def output_block(self, block: MBlock, n0: int, nb: int) -> None:
         """An `os` block: per K block, X and W into L1 and every tile's mmads; epilogues."""
         bld, t = self.ctx.builder, self.plan.tiles
-        pieces = [(tile, c0, nt) for tile in block.tiles for c0, nt in split(nb, t.n)]
-        accs = [bld.alloc("L0C", tile.m * nt, f"{self.layer.name}.acc") for tile, _, nt in pieces]
+        cols = [(n0 + c0, nt) for c0, nt in split(nb, t.n)]
+        accs = [self.accs(tile, cols) for tile in block.tiles]
         bias = self.load_bias(n0, nb)
         for k0, kb in split(self.k, self.plan.kb):
             x = self.ops.load_x(block, k0, kb)
             w = self.load_w(n0, nb, k0, kb)
-            for acc, (tile, c0, nt) in zip(accs, pieces, strict=True):
-                self.mmads(acc, tile, x, w, n0 + c0, nt)
+            for tile, tile_accs in zip(block.tiles, accs, strict=True):
+                self.products(tile, x, w, cols, tile_accs)
             bld.free(x.ref)
             bld.free(w.ref)
-        for acc, (tile, c0, nt) in zip(accs, pieces, strict=True):
-            self.epilogue(acc, tile, n0 + c0, nt, bias)
+        for tile, tile_accs in zip(block.tiles, accs, strict=True):
+            for acc, (c0, nt) in zip(tile_accs, cols, strict=True):
+                self.epilogue(acc, tile, c0, nt, bias)
         if bias is not None:
             bld.free(bias.ref)
 

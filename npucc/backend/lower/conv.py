@@ -49,14 +49,34 @@ def _window(
     return lo, hi - lo, lo - first
 
 
+def _pointwise(g: ConvGeom) -> bool:
+    """True for an unpadded 1x1 conv: a band reads exactly its pixels at the conv's strides,
+    which one strided DMA loads densely (a strided 1x1 conv skips the pixels between), and
+    img2col reads them at stride 1."""
+    return g.taps == 1 and g.pad_t == g.pad_l == 0
+
+
+def _extent(g: ConvGeom, rows: int, cols: int) -> tuple[int, int]:
+    """Input rows x cols loaded for a band of rows x cols output pixels."""
+    return (rows, cols) if _pointwise(g) else (g.in_rows(rows), g.in_cols(cols))
+
+
 def _bands(g: ConvGeom, t: MatTiles) -> list[MBlock]:
-    """The output bands of L0 tile `t`, one per L1 block (img2col reads one window)."""
+    """The output bands of L0 tile `t`, one per L1 block (img2col reads one window); a
+    pointwise band's window starts (ih0, iw0) count pixels at the strides."""
     rows_t, cols_t = _pixel_tile(g, t.m)
+    point = _pointwise(g)
     out = []
     for r0, rows in split(g.oh, rows_t):
-        ih0, ih, pt = _window(r0, rows, g.sh, g.pad_t, g.in_rows(rows), g.h)
+        if point:
+            ih0, ih, pt = r0, rows, 0
+        else:
+            ih0, ih, pt = _window(r0, rows, g.sh, g.pad_t, g.in_rows(rows), g.h)
         for q0, cols in split(g.ow, cols_t):
-            iw0, iw, pl = _window(q0, cols, g.sw, g.pad_l, g.in_cols(cols), g.w)
+            if point:
+                iw0, iw, pl = q0, cols, 0
+            else:
+                iw0, iw, pl = _window(q0, cols, g.sw, g.pad_l, g.in_cols(cols), g.w)
             band = (r0, rows, q0, cols, ih0, ih, pt, iw0, iw, pl)
             out.append(MBlock((MTile(r0 * g.ow + q0, rows * cols, band),), ih * iw))
     return out
@@ -86,8 +106,8 @@ def lower_cube_conv(ctx: LowerContext, layer: Layer) -> None:
     bias, residual = _optional(layer, 2), _optional(layer, 3)
 
     def l1_buffers(mt: int, nt: int, kt: int) -> tuple[int, ...]:
-        rows, cols = _pixel_tile(g, mt)
-        x, w = (kt // taps) * g.in_rows(rows) * g.in_cols(cols), kt * nt
+        rows, cols = _extent(g, *_pixel_tile(g, mt))
+        x, w = (kt // taps) * rows * cols, kt * nt
         return (x, w, nt) if bias else (x, w)
 
     tiles = fitting_tiles(ctx, layer, (g.oh * g.ow, g.cog, k), l1_buffers, k_quantum=taps)
@@ -120,10 +140,10 @@ class _ConvOps:
         c0, cc = k0 // g.taps, kb // g.taps
         xin = bld.alloc("L1", cc * ih * iw, f"{self.layer.name}.x")
         c_abs = self.group * g.cg + c0
-        src = self.ctx.ddr(self.layer.inputs[0]).at(
-            ((self.n * g.c + c_abs) * g.h + ih0) * g.w + iw0
-        )
-        bld.emit(Copy(xin, src, (cc, ih, iw), (ih * iw, iw, 1), (g.h * g.w, g.w, 1)))
+        sh, sw = (g.sh, g.sw) if _pointwise(g) else (1, 1)
+        off = ((self.n * g.c + c_abs) * g.h + ih0 * sh) * g.w + iw0 * sw
+        src = self.ctx.ddr(self.layer.inputs[0]).at(off)
+        bld.emit(Copy(xin, src, (cc, ih, iw), (ih * iw, iw, 1), (g.h * g.w, sh * g.w, sw)))
         return L1Block(xin, 0, k0, 1, kb)
 
     def stage_a(self, x: L1Block, tile: MTile, k0: int, kt: int) -> BufRef:
@@ -132,7 +152,8 @@ class _ConvOps:
         _, rows, _, cols, _, ih, pt, _, iw, pl = tile.band
         a0 = bld.alloc("L0A", rows * cols * kt, f"{self.layer.name}.a0")
         src = x.ref.at((k0 - x.c0) // g.taps * ih * iw)
-        window = (g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, pt, pl)
+        strides = (1, 1) if _pointwise(g) else (g.sh, g.sw)
+        window = (g.kh, g.kw, *strides, g.dh, g.dw, pt, pl)
         bld.emit(Img2Col(a0, src, kt // g.taps, ih, iw, *window, rows, cols))
         return a0
 
