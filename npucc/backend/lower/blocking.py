@@ -116,7 +116,8 @@ def _contains(big: MatTiles, small: MatTiles) -> bool:
 @dataclass(frozen=True, slots=True)
 class MTile:
     """One L0 tile of M: `m` rows (pixels) at `m0`; `band`: where a conv's tile lies, (r0,
-    rows, q0, cols) of the output and (ih0, ih, pt, iw0, iw, pl) of its input window."""
+    rows, q0, cols) of the output, (ih0, ih, pt, iw0, iw, pl) of its block's input window and
+    the row of that window the tile starts at."""
 
     m0: int
     m: int
@@ -126,10 +127,15 @@ class MTile:
 @dataclass(frozen=True, slots=True)
 class MBlock:
     """One L1 block of M: its L0 tiles and the X elements it holds per K quantum (a conv: its
-    input window's pixels per channel; a matmul: its rows)."""
+    input window's pixels per channel; a matmul: its rows), plus `slack` elements."""
 
     tiles: tuple[MTile, ...]
     window: int
+    slack: int = 0
+
+    def x_elems(self, kb: int, k_quantum: int) -> int:
+        """Elements of the block's X for a K block of `kb`."""
+        return kb // k_quantum * self.window + self.slack
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,8 +199,8 @@ def block_cost(
     x_cyc = x_el = 0
     for b in blocks:
         for kb, ck in k_pieces:
-            x_cyc += ck * _dma(ctx, "DDR_L1", kb // shape.k_quantum * b.window)
-            x_el += ck * (kb // shape.k_quantum * b.window)
+            x_cyc += ck * _dma(ctx, "DDR_L1", b.x_elems(kb, shape.k_quantum) - b.slack)
+            x_el += ck * (b.x_elems(kb, shape.k_quantum) - b.slack)
     w_dmas = n_blocks * k_blocks * (1 + int(shape.bias))
     if plan.order == "ws":  # W once per chunk, X once per N block
         passes_w, passes_x, units = plan.chunks, n_blocks, n_blocks * plan.chunks
@@ -293,11 +299,11 @@ def _plans(
     ctx: LowerContext, shape: CubeShape, t: MatTiles, count: int, blocks: list[MBlock]
 ) -> Iterator[Blocking]:
     """Every blocking of L0 tile `t` and M blocks `blocks` whose buffers fit their shares."""
-    window = max(b.window for b in blocks)
+    largest_x = max(blocks, key=lambda b: (b.window, b.slack))
     cores = ctx.target.cores
 
     def l1_fits(nb: int, kb: int) -> bool:
-        bufs = (kb // shape.k_quantum * window, kb * nb) + ((nb,) if shape.bias else ())
+        bufs = (largest_x.x_elems(kb, shape.k_quantum), kb * nb) + ((nb,) if shape.bias else ())
         return ctx.share_fits("L1", bufs)
 
     n_options = _candidates(shape.n, t.n)

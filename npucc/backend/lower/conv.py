@@ -61,24 +61,43 @@ def _extent(g: ConvGeom, rows: int, cols: int) -> tuple[int, int]:
     return (rows, cols) if _pointwise(g) else (g.in_rows(rows), g.in_cols(cols))
 
 
-def _bands(g: ConvGeom, t: MatTiles) -> list[MBlock]:
-    """The output bands of L0 tile `t`, one per L1 block (img2col reads one window); a
-    pointwise band's window starts (ih0, iw0) count pixels at the strides."""
+def _bands(g: ConvGeom, t: MatTiles, count: int) -> list[MBlock]:
+    """The L1 blocks of L0 tile `t`: bands of up to `count` tiles of whole rows (one tile when a
+    tile is part of a row), each loading one input window that its tiles' img2cols read.
+
+    NOTE: a tile's img2col reads the window from the tile's first row on (its src offset) with
+    the window's height as its `h`, so the channel stride is the window's; the rows it reads
+    lie inside the window except the zero padding (its `pt` above the window; below it only
+    for a block's first tile: a tile that pads the image's bottom starts a block). The block's
+    buffer holds `slack` elements more, so that every img2col's src extent lies inside it.
+    """
     rows_t, cols_t = _pixel_tile(g, t.m)
     point = _pointwise(g)
-    out = []
+    groups: list[list[tuple[int, int]]] = []
     for r0, rows in split(g.oh, rows_t):
+        bottom = not point and (r0 * g.sh - g.pad_t + g.in_rows(rows) > g.h)
+        if not groups or len(groups[-1]) == count or cols_t < g.ow or bottom:
+            groups.append([])
+        groups[-1].append((r0, rows))
+    out = []
+    for group in groups:
+        b0, rows_b = group[0][0], sum(n for _, n in group)
         if point:
-            ih0, ih, pt = r0, rows, 0
+            ih0, ih = b0, rows_b
         else:
-            ih0, ih, pt = _window(r0, rows, g.sh, g.pad_t, g.in_rows(rows), g.h)
+            ih0, ih, _ = _window(b0, rows_b, g.sh, g.pad_t, g.in_rows(rows_b), g.h)
         for q0, cols in split(g.ow, cols_t):
             if point:
                 iw0, iw, pl = q0, cols, 0
             else:
                 iw0, iw, pl = _window(q0, cols, g.sw, g.pad_l, g.in_cols(cols), g.w)
-            band = (r0, rows, q0, cols, ih0, ih, pt, iw0, iw, pl)
-            out.append(MBlock((MTile(r0 * g.ow + q0, rows * cols, band),), ih * iw))
+            tiles = []
+            for r0, rows in group:
+                first = r0 if point else r0 * g.sh - g.pad_t  # in window rows, like ih0
+                off, top = max(first - ih0, 0), max(ih0 - first, 0)
+                band = (r0, rows, q0, cols, ih0, ih, top, iw0, iw, pl, off)
+                tiles.append(MTile(r0 * g.ow + q0, rows * cols, band))
+            out.append(MBlock(tuple(tiles), ih * iw, tiles[-1].band[-1] * iw))
     return out
 
 
@@ -113,7 +132,7 @@ def lower_cube_conv(ctx: LowerContext, layer: Layer) -> None:
     tiles = fitting_tiles(ctx, layer, (g.oh * g.ow, g.cog, k), l1_buffers, k_quantum=taps)
     ops = int(bool(bias)) + int(bool(residual)) + int(bool(layer.attrs.get("act")))
     shape = CubeShape(g.cog, k, taps, g.n * g.group, bool(bias), bool(residual), ops)
-    plan, blocks = choose_blocking(ctx, shape, tiles, lambda t, _: _bands(g, t), 1)
+    plan, blocks = choose_blocking(ctx, shape, tiles, lambda t, c: _bands(g, t, c), g.oh)
     for n in range(g.n):
         for grp in range(g.group):
             w = MatOperand(ctx.ddr(layer.inputs[1]).at(grp * g.cog * k), 1, k)
@@ -136,9 +155,9 @@ class _ConvOps:
     def load_x(self, block: MBlock, k0: int, kb: int) -> L1Block:
         """The band's input window of channels [k0/taps, (k0+kb)/taps) into L1."""
         g, bld = self.g, self.ctx.builder
-        _, _, _, _, ih0, ih, _, iw0, iw, _ = block.tiles[0].band
+        _, _, _, _, ih0, ih, _, iw0, iw, _, _ = block.tiles[0].band
         c0, cc = k0 // g.taps, kb // g.taps
-        xin = bld.alloc("L1", cc * ih * iw, f"{self.layer.name}.x")
+        xin = bld.alloc("L1", cc * ih * iw + block.slack, f"{self.layer.name}.x")
         c_abs = self.group * g.cg + c0
         sh, sw = (g.sh, g.sw) if _pointwise(g) else (1, 1)
         off = ((self.n * g.c + c_abs) * g.h + ih0 * sh) * g.w + iw0 * sw
@@ -149,9 +168,9 @@ class _ConvOps:
     def stage_a(self, x: L1Block, tile: MTile, k0: int, kt: int) -> BufRef:
         """img2col of channels [k0/taps, (k0+kt)/taps) of the window into L0A."""
         g, bld = self.g, self.ctx.builder
-        _, rows, _, cols, _, ih, pt, _, iw, pl = tile.band
+        _, rows, _, cols, _, ih, pt, _, iw, pl, off = tile.band
         a0 = bld.alloc("L0A", rows * cols * kt, f"{self.layer.name}.a0")
-        src = x.ref.at((k0 - x.c0) // g.taps * ih * iw)
+        src = x.ref.at(((k0 - x.c0) // g.taps * ih + off) * iw)
         strides = (1, 1) if _pointwise(g) else (g.sh, g.sw)
         window = (g.kh, g.kw, *strides, g.dh, g.dw, pt, pl)
         bld.emit(Img2Col(a0, src, kt // g.taps, ih, iw, *window, rows, cols))
