@@ -37,6 +37,7 @@ from npucc.ir.isa import BufRef, Copy, DdrRef, Mmad, VBinary
 from npucc.target.cost import ddr_bound, dma_cycles, mmad_cycles, vector_cycles
 
 ORDERS = ("ws", "is", "os")
+CYCLE_TOLERANCE = 32  # plans within 1/32 of the fewest estimated cycles compete on DDR bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +218,11 @@ def block_cost(
     units *= inst
     per_core = math.ceil(units / ctx.target.cores) * inst / units
     busiest = max(pipes.values()) * per_core
-    return max(math.ceil(busiest), ddr_bound(ctx.target, reads, writes)), reads + writes, dmas
+    # NOTE: the first X block waits for the layer's input and nothing of the layer overlaps
+    # its load (a W block depends on nothing: the scheduler may load it earlier)
+    fill = _dma(ctx, "DDR_L1", blocks[0].x_elems(k_pieces[0][0], shape.k_quantum))
+    cycles = max(math.ceil(busiest), ddr_bound(ctx.target, reads, writes)) + fill
+    return cycles, reads + writes, dmas
 
 
 def _tile_pipes(
@@ -280,19 +285,22 @@ def choose_blocking(
     1 for a conv, whose img2col reads one band per L1 block). NOTE: the `os` blocking of one
     L0 tile per block holds exactly the buffers `fitting_tiles` checked, so some plan fits.
     """
-    best: tuple[tuple[int, int, int], Blocking, list[MBlock]] | None = None
+    scored: list[tuple[tuple[int, int, int], Blocking, list[MBlock]]] = []
     for t in tiles:
         for count in _candidates(max_m_tiles):
             blocks = m_blocks(t, count)
             if count > 1 and len(blocks) == len(m_blocks(t, count // 2)):
                 continue  # no fewer blocks than half as many tiles each
             for plan in _plans(ctx, shape, t, count, blocks):
-                cost = block_cost(ctx, shape, plan, blocks)
-                if best is None or cost < best[0]:
-                    best = (cost, plan, blocks)
-    if best is None:
+                scored.append((block_cost(ctx, shape, plan, blocks), plan, blocks))
+    if not scored:
         raise AssertionError("no blocking fits although its one-tile blocking does")
-    return best[1], best[2]
+    # NOTE: cycles are an estimate: within its tolerance the fewest DDR bytes win (min keeps
+    # the first of equals: the enumeration order, deterministic)
+    least = min(cost[0] for cost, _, _ in scored)
+    near = [s for s in scored if s[0][0] * CYCLE_TOLERANCE <= least * (CYCLE_TOLERANCE + 1)]
+    _, plan, blocks = min(near, key=lambda s: (s[0][1], s[0][2], s[0][0]))
+    return plan, blocks
 
 
 def _plans(
