@@ -7,10 +7,13 @@ inputs and outputs, or between two Casts), held as float32 values, which only th
 Cast read or write. Integers and booleans are float32 values (booleans 1.0/0.0); a graph input
 or output of them has its host type (int64, ..., bool: npucc.ir.dtypes):
 
-  conv2d     in [x, w, b?]   strides=(sh,sw) pads=(top,left,bottom,right) dilations=(dh,dw)
+  conv2d     in [x, w, b?, r?]  strides=(sh,sw) pads=(top,left,bottom,right) dilations=(dh,dw)
                              group=int; w constant [Co, C/group, kh, kw]; b constant [Co]
-  gemm       in [a, b, c?]   trans_a, trans_b (0/1), alpha, beta: Y = alpha*A'@B' + beta*C,
-                             A' [M,K], B' [K,N], C broadcastable to [M,N]
+                             ("" when absent); r: a residual of the output's shape added
+                             before the activation (fuse-residual)
+  gemm       in [a, b, c?, r?]  trans_a, trans_b (0/1), alpha, beta: Y = alpha*A'@B' + beta*C
+                             (+ r), A' [M,K], B' [K,N], C broadcastable to [M,N] ("" when
+                             absent), r a residual [M,N] added before the activation
   matmul     in [a, b]       numpy matmul semantics (batch dims broadcast)
   add sub mul div max min pow mod fmod in [a, b] numpy broadcasting to the output shape
                              (mod: the sign of b, like Python's %; fmod: the sign of a)
@@ -185,12 +188,12 @@ _POOL = {"kernel": "ints", "strides": "ints?", "pads": "ints?", "dilations": "in
 
 SCHEMAS: dict[str, OpSchema] = {
     "conv2d": OpSchema(
-        (2, 3),
+        (2, 4),
         {"strides": "ints?", "pads": "ints?", "dilations": "ints?", "group": "int?"},
         _conv2d,
     ),
     "gemm": OpSchema(
-        (2, 3), {"trans_a": "int?", "trans_b": "int?", "alpha": "float?", "beta": "float?"}, _gemm
+        (2, 4), {"trans_a": "int?", "trans_b": "int?", "alpha": "float?", "beta": "float?"}, _gemm
     ),
     "matmul": OpSchema((2, 2), {}, _matmul),
     **{op: _BINARY for op in BINARY_OPS},

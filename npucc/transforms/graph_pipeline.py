@@ -15,6 +15,7 @@ from npucc.transforms.fuse_activations import FuseActivations
 from npucc.transforms.fuse_attention import FuseAttention
 from npucc.transforms.fuse_gelu import FuseGelu
 from npucc.transforms.fuse_layernorm import FuseLayerNorm
+from npucc.transforms.fuse_residual import FuseResidual
 from npucc.transforms.gather_index_views import GatherIndexViews
 from npucc.transforms.prune_unused import PruneUnused
 
@@ -36,6 +37,7 @@ def frontend_passes(input_shapes: InputShapes | None = None, fallback: str = "er
         FuseLayerNorm(),
         FuseGelu(),
         FuseActivations(),
+        FuseResidual(),
         PruneUnused(),
     ]
 

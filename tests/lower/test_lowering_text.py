@@ -59,14 +59,14 @@ CONV = (
 CONV_CHECKS = """
 CHECK: ddr const "w" f32[8,4,3,3]
 CHECK: buffer b{{[0-9]+}} L0C 2048 "c.acc"
-CHECK: COPY_IN MTE2 {{[0-9]+}} [b1] {{.*}} src=@"x"+0 dims=[4,8,8]
-CHECK-NEXT: ALLOC
-CHECK-NEXT: IMG2COL MTE1 {{.*}} c=4 h=8 w=8 kh=3 kw=3 sh=1 sw=1 dh=1 dw=1 pt=1 pl=1 oh=8 ow=8
 CHECK: COPY_IN MTE2 {{.*}} src=@"w"+0 dims=[36,8] dst_strides=[8,1] src_strides=[1,36]
-CHECK: MOVE MTE1 {{.*}} dims=[288]
+CHECK: COPY_IN MTE2 {{.*}} src=@"b"+0 dims=[8]
+CHECK: COPY_IN MTE2 {{.*}} src=@"x"+0 dims=[4,8,8]
+CHECK: IMG2COL MTE1 {{.*}} c=4 h=8 w=8 kh=3 kw=3 sh=1 sw=1 dh=1 dw=1 pt=1 pl=1 oh=8 ow=8
+CHECK: MOVE MTE1 {{.*}} dims=[36,8] dst_strides=[8,1] src_strides=[8,1]
 CHECK: MMAD CUBE {{.*}} m=64 n=8 k=36 acc=0
 CHECK: MOVE VECTOR {{.*}} dims=[512]
-CHECK: COPY_IN MTE2 {{.*}} src=@"b"+0 dims=[8]
+CHECK: MOVE MTE1 {{.*}} dims=[8]
 CHECK-NEXT: VEC_ADD VECTOR {{.*}} dims=[64,8] {{.*}} b_strides=[0,1]
 CHECK: VEC_RELU VECTOR
 CHECK-NEXT: COPY_OUT MTE3 {{.*}} dst=@"y"+0 {{.*}} dims=[8,8,8]
@@ -83,9 +83,10 @@ GEMM = (
     'output %"y"',
 )
 GEMM_CHECKS = """
-CHECK: COPY_IN MTE2 {{.*}} src=@"x"+0 dims=[4,32]
-CHECK: MOVE MTE1 {{.*}} dims=[128]
 CHECK: COPY_IN MTE2 {{.*}} src=@"w"+0 dims=[32,16] dst_strides=[16,1] src_strides=[1,32]
+CHECK: COPY_IN MTE2 {{.*}} src=@"x"+0 dims=[4,32]
+CHECK: MOVE MTE1 {{.*}} dims=[4,32]
+CHECK: MOVE MTE1 {{.*}} dims=[32,16]
 CHECK: MMAD CUBE {{.*}} m=4 n=16 k=32 acc=0
 CHECK: COPY_IN MTE2 {{.*}} src=@"b"+0 dims=[1,16] dst_strides=[16,1] src_strides=[0,1]
 CHECK-NEXT: VEC_ADD VECTOR {{.*}} dims=[4,16]
@@ -100,12 +101,12 @@ MATMUL = (
     'output %"y"',
 )
 MATMUL_CHECKS = """
-CHECK: COPY_IN MTE2 {{.*}} src=@"a"+0 dims=[8,16]
 CHECK: COPY_IN MTE2 {{.*}} src=@"b"+0 dims=[16,8]
+CHECK: COPY_IN MTE2 {{.*}} src=@"a"+0 dims=[8,16]
 CHECK: MMAD CUBE {{.*}} m=8 n=8 k=16 acc=0
 CHECK: COPY_OUT MTE3 {{.*}} dst=@"y"+0 {{.*}} dims=[8,8]
-CHECK: COPY_IN MTE2 {{.*}} src=@"a"+128 dims=[8,16]
 CHECK: COPY_IN MTE2 {{.*}} src=@"b"+128 dims=[16,8]
+CHECK: COPY_IN MTE2 {{.*}} src=@"a"+128 dims=[8,16]
 CHECK: MMAD CUBE {{.*}} m=8 n=8 k=16 acc=0
 CHECK: COPY_OUT MTE3 {{.*}} dst=@"y"+64 {{.*}} dims=[8,8]
 CHECK-NOT: MMAD

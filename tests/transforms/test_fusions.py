@@ -10,6 +10,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import npucc
+from npucc.backend.lower.work import layer_work
 from npucc.transforms.graph_pipeline import import_model
 
 RNG = np.random.default_rng(7)
@@ -274,3 +275,41 @@ def test_keras_multi_head_attention_fused():
     out transposed (K Qᵀ, then a transpose): still one attention, no softmax left."""
     ops = check(keras_mha_net())
     assert ops.count("attention") == 1 and "softmax" not in ops
+
+
+def residual_net(bias: bool, relu: bool, swap: bool):
+    """A ResNet-style block: conv 3x3 (16 -> 16) on x, + x (operands in either order), relu."""
+    n = Net()
+    w = [n.c(RNG.standard_normal((16, 16, 3, 3)) * 0.1)] + (
+        [n.c(RNG.standard_normal(16))] if bias else []
+    )
+    y = n.n("Conv", "x", *w, pads=[1, 1, 1, 1], kernel_shape=[3, 3])
+    y = n.n("Add", *(("x", y) if swap else (y, "x")))
+    if relu:
+        y = n.n("Relu", y)
+    n.n("Identity", y)
+    return n.model({"x": [1, 16, 20, 20]}, "y")
+
+
+@pytest.mark.parametrize(("bias", "relu", "swap"), [(True, True, False), (False, False, True)])
+def test_residual_add_fused_into_the_conv(bias, relu, swap):
+    assert check(residual_net(bias, relu, swap)) == ["conv2d"]
+
+
+def test_residual_add_fused_into_the_gemm_keeps_the_layer_work():
+    n = Net()
+    e = n.n("Gemm", "a", n.c(RNG.standard_normal((40, 24))), n.c(RNG.standard_normal(24)))
+    n.n("Relu", n.n("Add", "r", e))
+    model = n.model({"a": [8, 40], "r": [8, 24]}, "y")
+    assert check(model) == ["gemm"]
+    (work,) = layer_work(import_model(model))
+    assert work.macs == 8 * 40 * 24 and len(work.sources) == 3  # Gemm, Add and Relu
+    (row,) = npucc.compile(model, target="davinci-core").stats["layers"]
+    assert row["macs"] == work.macs and row["ddr_read"] > 0
+
+
+def test_residual_of_a_shared_conv_output_is_not_fused():
+    n = Net()
+    y = n.n("Conv", "x", n.c(RNG.standard_normal((4, 4, 1, 1))), kernel_shape=[1, 1])
+    n.n("Mul", n.n("Add", y, "x"), y)
+    assert check(n.model({"x": [1, 4, 5, 5]}, "y")) == ["conv2d", "add", "mul"]

@@ -264,6 +264,52 @@ graph "g" opset=13 {
 }
 """
 
+# the add of a conv (the later one, "join": the fused conv takes the add's place), with its
+# activation, and of a gemm; not after an activation, nor with broadcasting
+FUSE_RESIDUAL_IN = """
+graph "g" opset=13 {
+  input %"x" : f32[1,2,4,4]
+  input %"h" : f32[2,4]
+  input %"r" : f32[2,3]
+  const %"w" : f32[2,2,1,1] sha256=0
+  const %"b" : f32[2] sha256=0
+  const %"g" : f32[4,3] sha256=0
+  const %"k" : f32[3] sha256=0
+  %"c" = conv2d(%"x", %"w") {group = 1} : f32[1,2,4,4] loc("conv")
+  %"y" = add(%"x", %"c") {act = "relu"} : f32[1,2,4,4] loc("add")
+  %"c2" = conv2d(%"y", %"w", %"b") : f32[1,2,4,4] loc("conv2")
+  %"c3" = conv2d(%"y", %"w") : f32[1,2,4,4] loc("conv3")
+  %"z" = add(%"c2", %"c3") : f32[1,2,4,4] loc("join")
+  %"d" = conv2d(%"z", %"w") {act = "relu"} : f32[1,2,4,4] loc("conv_act")
+  %"u" = add(%"d", %"z") : f32[1,2,4,4] loc("after_act")
+  %"e" = gemm(%"h", %"g") : f32[2,3] loc("fc")
+  %"v" = add(%"e", %"r") : f32[2,3] loc("fc_add")
+  %"q" = add(%"v", %"k") : f32[2,3] loc("broadcast")
+  output %"u"
+  output %"q"
+}
+"""
+FUSE_RESIDUAL_OUT = """
+graph "g" opset=13 {
+  input %"x" : f32[1,2,4,4]
+  input %"h" : f32[2,4]
+  input %"r" : f32[2,3]
+  const %"w" : f32[2,2,1,1] sha256=...
+  const %"b" : f32[2] sha256=...
+  const %"g" : f32[4,3] sha256=...
+  const %"k" : f32[3] sha256=...
+  %"y" = conv2d(%"x", %"w", none, %"x") {act = "relu", group = 1} : f32[1,2,4,4] loc("conv")
+  %"c3" = conv2d(%"y", %"w") : f32[1,2,4,4] loc("conv3")
+  %"z" = conv2d(%"y", %"w", %"b", %"c3") : f32[1,2,4,4] loc("conv2")
+  %"d" = conv2d(%"z", %"w") {act = "relu"} : f32[1,2,4,4] loc("conv_act")
+  %"u" = add(%"d", %"z") : f32[1,2,4,4] loc("after_act")
+  %"v" = gemm(%"h", %"g", none, %"r") : f32[2,3] loc("fc")
+  %"q" = add(%"v", %"k") : f32[2,3] loc("broadcast")
+  output %"u"
+  output %"q"
+}
+"""
+
 PRUNE_UNUSED_IN = """
 graph "g" opset=13 {
   input %"x" : f32[4]
@@ -301,6 +347,7 @@ CASES = {
         FUSE_GELU_OUT,
     ),
     "fuse-activations": (FUSE_ACTIVATIONS_IN, {}, FUSE_ACTIVATIONS_OUT),
+    "fuse-residual": (FUSE_RESIDUAL_IN, {}, FUSE_RESIDUAL_OUT),
     "prune-unused": (PRUNE_UNUSED_IN, {}, PRUNE_UNUSED_OUT),
 }
 

@@ -1,20 +1,31 @@
-"""Cube lowering of conv2d: input tiles in L1, img2col into L0A, weights via L1 into L0B."""
+"""Cube lowering of conv2d: input bands in L1, img2col into L0A, weights via L1 into L0B.
+
+The loop order and the L1 blocks come from `blocking.py`; a residual operand (fuse-residual,
+inputs[3]) is added to each output tile before the activation.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from npucc.backend.lower.context import (
-    LowerContext,
-    apply_activation,
-    lowering,
-    split,
+from npucc.backend.lower.blocking import (
+    CubeIo,
+    CubeShape,
+    L1Block,
+    MatOperand,
+    MatTiles,
+    MBlock,
+    MTile,
+    OutView,
+    choose_blocking,
+    emit_blocked,
+    fitting_tiles,
 )
+from npucc.backend.lower.context import LowerContext, lowering, split
 from npucc.backend.lower.conv_geom import ConvGeom, conv_geometry
 from npucc.backend.lower.depthwise import lower_vector_conv, prefers_vector
-from npucc.backend.lower.matmul import choose_tiles
 from npucc.ir.graph import Layer
-from npucc.ir.isa import BufRef, Copy, DdrRef, Img2Col, Mmad, VBinary
+from npucc.ir.isa import BufRef, Copy, Img2Col
 
 
 def _pixel_tile(g: ConvGeom, m_t: int) -> tuple[int, int]:
@@ -38,23 +49,66 @@ def _window(
     return lo, hi - lo, lo - first
 
 
-@dataclass(frozen=True, slots=True)
-class ConvTile:
-    """One output tile: batch n, group, output band rows x cols at (r0, q0), channels co0.."""
+def _pointwise(g: ConvGeom) -> bool:
+    """True for an unpadded 1x1 conv: a band reads exactly its pixels at the conv's strides,
+    which one strided DMA loads densely (a strided 1x1 conv skips the pixels between), and
+    img2col reads them at stride 1."""
+    return g.taps == 1 and g.pad_t == g.pad_l == 0
 
-    n: int
-    group: int
-    r0: int
-    rows: int
-    q0: int
-    cols: int
-    co0: int
-    co_t: int
+
+def _extent(g: ConvGeom, rows: int, cols: int) -> tuple[int, int]:
+    """Input rows x cols loaded for a band of rows x cols output pixels."""
+    return (rows, cols) if _pointwise(g) else (g.in_rows(rows), g.in_cols(cols))
+
+
+def _bands(g: ConvGeom, t: MatTiles, count: int) -> list[MBlock]:
+    """The L1 blocks of L0 tile `t`: bands of up to `count` tiles of whole rows (one tile when a
+    tile is part of a row), each loading one input window that its tiles' img2cols read.
+
+    NOTE: a tile's img2col reads the window from the tile's first row on (its src offset) with
+    the window's height as its `h`, so the channel stride is the window's; the rows it reads
+    lie inside the window except the zero padding (its `pt` above the window; below it only
+    for a block's first tile: a tile that pads the image's bottom starts a block). The block's
+    buffer holds `slack` elements more, so that every img2col's src extent lies inside it.
+    """
+    rows_t, cols_t = _pixel_tile(g, t.m)
+    point = _pointwise(g)
+    groups: list[list[tuple[int, int]]] = []
+    for r0, rows in split(g.oh, rows_t):
+        bottom = not point and (r0 * g.sh - g.pad_t + g.in_rows(rows) > g.h)
+        if not groups or len(groups[-1]) == count or cols_t < g.ow or bottom:
+            groups.append([])
+        groups[-1].append((r0, rows))
+    out = []
+    for group in groups:
+        b0, rows_b = group[0][0], sum(n for _, n in group)
+        if point:
+            ih0, ih = b0, rows_b
+        else:
+            ih0, ih, _ = _window(b0, rows_b, g.sh, g.pad_t, g.in_rows(rows_b), g.h)
+        for q0, cols in split(g.ow, cols_t):
+            if point:
+                iw0, iw, pl = q0, cols, 0
+            else:
+                iw0, iw, pl = _window(q0, cols, g.sw, g.pad_l, g.in_cols(cols), g.w)
+            tiles = []
+            for r0, rows in group:
+                first = r0 if point else r0 * g.sh - g.pad_t  # in window rows, like ih0
+                off, top = max(first - ih0, 0), max(ih0 - first, 0)
+                band = (r0, rows, q0, cols, ih0, ih, top, iw0, iw, pl, off)
+                tiles.append(MTile(r0 * g.ow + q0, rows * cols, band))
+            out.append(MBlock(tuple(tiles), ih * iw, tiles[-1].band[-1] * iw))
+    return out
+
+
+def _optional(layer: Layer, index: int) -> str:
+    """The name of optional input `index` ("" when absent)."""
+    return layer.inputs[index] if len(layer.inputs) > index else ""
 
 
 @lowering("conv2d")
 def lower_conv2d(ctx: LowerContext, layer: Layer) -> None:
-    """Tiled convolution: per output band and output-channel tile, accumulate over channel tiles.
+    """Tiled convolution: L1 blocks of input bands and weights, L0 tiles inside them.
 
     A low-reuse grouped conv (depthwise) goes to the vector pipe when that costs less.
     """
@@ -67,85 +121,68 @@ def lower_conv2d(ctx: LowerContext, layer: Layer) -> None:
 def lower_cube_conv(ctx: LowerContext, layer: Layer) -> None:
     """The cube lowering of conv2d (img2col + mmad), whatever the groups."""
     g = conv_geometry(ctx, layer)
-    taps = g.kh * g.kw
+    taps, k = g.taps, g.cg * g.taps
+    bias, residual = _optional(layer, 2), _optional(layer, 3)
 
-    def l1_buffers(mt: int, nt: int, kt: int) -> tuple[int, int]:
-        rows, cols = _pixel_tile(g, mt)
-        return (kt // taps) * g.in_rows(rows) * g.in_cols(cols), kt * nt
+    def l1_buffers(mt: int, nt: int, kt: int) -> tuple[int, ...]:
+        rows, cols = _extent(g, *_pixel_tile(g, mt))
+        x, w = (kt // taps) * rows * cols, kt * nt
+        return (x, w, nt) if bias else (x, w)
 
-    tiles = choose_tiles(ctx, layer, g.oh * g.ow, g.cog, g.cg * taps, l1_buffers, k_quantum=taps)
-    rows_t, cols_t = _pixel_tile(g, tiles.m)
+    tiles = fitting_tiles(ctx, layer, (g.oh * g.ow, g.cog, k), l1_buffers, k_quantum=taps)
+    ops = int(bool(bias)) + int(bool(residual)) + int(bool(layer.attrs.get("act")))
+    shape = CubeShape(g.cog, k, taps, g.n * g.group, bool(bias), bool(residual), ops)
+    plan, blocks = choose_blocking(ctx, shape, tiles, lambda t, c: _bands(g, t, c), g.oh)
     for n in range(g.n):
         for grp in range(g.group):
-            for r0, rows in split(g.oh, rows_t):
-                for q0, cols in split(g.ow, cols_t):
-                    for co0, co_t in split(g.cog, tiles.n):
-                        ctx.next_tile()
-                        tile = ConvTile(n, grp, r0, rows, q0, cols, co0, co_t)
-                        _lower_tile(ctx, layer, g, tile, tiles.k // taps)
+            w = MatOperand(ctx.ddr(layer.inputs[1]).at(grp * g.cog * k), 1, k)
+            b = ctx.ddr(bias).at(grp * g.cog) if bias else None
+            out = ctx.ddr(layer.outputs[0])
+            io = CubeIo(w, b, out, ctx.ddr(residual) if residual else None)
+            emit_blocked(ctx, layer, plan, blocks, _ConvOps(ctx, layer, g, n, grp), io, k, g.cog)
 
 
-def _lower_tile(ctx: LowerContext, layer: Layer, g: ConvGeom, t: ConvTile, c_t: int) -> None:
-    """Accumulate one output tile over input-channel tiles in L0C, then bias, act, store."""
-    bld = ctx.builder
-    m = t.rows * t.cols
-    co_abs = t.group * g.cog + t.co0
-    acc = bld.alloc("L0C", m * t.co_t, f"{layer.name}.acc")
-    for index, (ci0, cc) in enumerate(split(g.cg, c_t)):
-        a0 = _load_patches(ctx, layer, g, t, t.group * g.cg + ci0, cc)
-        b0 = _load_weights(ctx, layer, g, co_abs, t.co_t, ci0, cc)
-        bld.emit(Mmad(acc, a0, b0, m, t.co_t, cc * g.kh * g.kw, 1 if index else 0))
-        bld.free(a0)
-        bld.free(b0)
-    ub = bld.alloc("UB", m * t.co_t, f"{layer.name}.out")
-    bld.emit(Copy(ub, acc, (m * t.co_t,), (1,), (1,)))
-    bld.free(acc)
-    if len(layer.inputs) > 2 and layer.inputs[2]:
-        _add_bias(ctx, ub, ctx.ddr(layer.inputs[2]).at(co_abs), m, t.co_t)
-    apply_activation(ctx, ub, m * t.co_t, layer.attrs)
-    dst = ctx.ddr(layer.outputs[0]).at(((t.n * g.co + co_abs) * g.oh + t.r0) * g.ow + t.q0)
-    pattern = (t.co_t, t.rows, t.cols)
-    bld.emit(Copy(dst, ub, pattern, (g.oh * g.ow, g.ow, 1), (1, t.cols * t.co_t, t.co_t)))
-    bld.free(ub)
+@dataclass(frozen=True, slots=True)
+class _ConvOps:
+    """The conv's side of the blocked loop nest: input windows, img2col, output tiles."""
 
+    ctx: LowerContext
+    layer: Layer
+    g: ConvGeom
+    n: int
+    group: int
 
-def _load_patches(
-    ctx: LowerContext, layer: Layer, g: ConvGeom, t: ConvTile, c_abs: int, cc: int
-) -> BufRef:
-    """Load the input window of a tile's channels [c_abs, c_abs+cc) to L1, img2col it to L0A."""
-    bld = ctx.builder
-    ih0, ih, pt = _window(t.r0, t.rows, g.sh, g.pad_t, g.in_rows(t.rows), g.h)
-    iw0, iw, pl = _window(t.q0, t.cols, g.sw, g.pad_l, g.in_cols(t.cols), g.w)
-    xin = bld.alloc("L1", cc * ih * iw, f"{layer.name}.x")
-    src = ctx.ddr(layer.inputs[0]).at(((t.n * g.c + c_abs) * g.h + ih0) * g.w + iw0)
-    bld.emit(Copy(xin, src, (cc, ih, iw), (ih * iw, iw, 1), (g.h * g.w, g.w, 1)))
-    a0 = bld.alloc("L0A", t.rows * t.cols * cc * g.kh * g.kw, f"{layer.name}.a0")
-    window = (g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, pt, pl)
-    bld.emit(Img2Col(a0, xin, cc, ih, iw, *window, t.rows, t.cols))
-    bld.free(xin)
-    return a0
+    def load_x(self, block: MBlock, k0: int, kb: int) -> L1Block:
+        """The band's input window of channels [k0/taps, (k0+kb)/taps) into L1."""
+        g, bld = self.g, self.ctx.builder
+        _, _, _, _, ih0, ih, _, iw0, iw, _, _ = block.tiles[0].band
+        c0, cc = k0 // g.taps, kb // g.taps
+        xin = bld.alloc("L1", cc * ih * iw + block.slack, f"{self.layer.name}.x")
+        c_abs = self.group * g.cg + c0
+        sh, sw = (g.sh, g.sw) if _pointwise(g) else (1, 1)
+        off = ((self.n * g.c + c_abs) * g.h + ih0 * sh) * g.w + iw0 * sw
+        src = self.ctx.ddr(self.layer.inputs[0]).at(off)
+        bld.emit(Copy(xin, src, (cc, ih, iw), (ih * iw, iw, 1), (g.h * g.w, sh * g.w, sw)))
+        return L1Block(xin, 0, k0, 1, kb)
 
+    def stage_a(self, x: L1Block, tile: MTile, k0: int, kt: int) -> BufRef:
+        """img2col of channels [k0/taps, (k0+kt)/taps) of the window into L0A."""
+        g, bld = self.g, self.ctx.builder
+        _, rows, _, cols, _, ih, pt, _, iw, pl, off = tile.band
+        a0 = bld.alloc("L0A", rows * cols * kt, f"{self.layer.name}.a0")
+        src = x.ref.at(((k0 - x.c0) // g.taps * ih + off) * iw)
+        strides = (1, 1) if _pointwise(g) else (g.sh, g.sw)
+        window = (g.kh, g.kw, *strides, g.dh, g.dw, pt, pl)
+        bld.emit(Img2Col(a0, src, kt // g.taps, ih, iw, *window, rows, cols))
+        return a0
 
-def _load_weights(
-    ctx: LowerContext, layer: Layer, g: ConvGeom, co_abs: int, co_t: int, ci0: int, cc: int
-) -> BufRef:
-    """Load W[co_abs.., ci0.., :, :] as a K x N matrix (K = cc*kh*kw) via L1 into L0B."""
-    bld = ctx.builder
-    taps = g.kh * g.kw
-    k_full, kt = g.cg * taps, cc * taps
-    wl1 = bld.alloc("L1", kt * co_t, f"{layer.name}.w")
-    src = ctx.ddr(layer.inputs[1]).at(co_abs * k_full + ci0 * taps)
-    bld.emit(Copy(wl1, src, (kt, co_t), (co_t, 1), (1, k_full)))
-    b0 = bld.alloc("L0B", kt * co_t, f"{layer.name}.b0")
-    bld.emit(Copy(b0, wl1, (kt * co_t,), (1,), (1,)))
-    bld.free(wl1)
-    return b0
+    def out_view(self, tile: MTile, n0: int, nt: int) -> OutView:
+        """Output channels [n0, n0+nt) of the band (NCHW; the UB tile is pixel-major)."""
+        g = self.g
+        r0, rows, q0, cols = tile.band[:4]
+        co_abs = self.group * g.cog + n0
+        off = ((self.n * g.co + co_abs) * g.oh + r0) * g.ow + q0
+        return OutView(off, (nt, rows, cols), (g.oh * g.ow, g.ow, 1), (1, cols * nt, nt))
 
-
-def _add_bias(ctx: LowerContext, ub: BufRef, bias: DdrRef, m: int, co_t: int) -> None:
-    """ub[m, co_t] += bias[co_t] (bias loaded once into UB and broadcast over pixels)."""
-    bld = ctx.builder
-    b = bld.alloc("UB", co_t, "bias")
-    bld.emit(Copy(b, bias, (co_t,), (1,), (1,)))
-    bld.emit(VBinary("add", ub, ub, b, (m, co_t), (co_t, 1), (co_t, 1), (0, 1)))
-    bld.free(b)
+    def extra(self, ub: BufRef, tile: MTile, n0: int, nt: int) -> None:
+        """Nothing beyond bias, residual and activation."""

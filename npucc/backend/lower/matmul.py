@@ -2,101 +2,52 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from npucc.backend.lower.context import LowerContext, apply_activation, lowering, split
+from npucc.backend.lower.blocking import (
+    Blocking,
+    CubeIo,
+    CubeShape,
+    L1Block,
+    MatOperand,
+    MatTiles,
+    MBlock,
+    MTile,
+    OutView,
+    choose_blocking,
+    emit_blocked,
+    fitting_tiles,
+)
+from npucc.backend.lower.context import LowerContext, lowering, split
 from npucc.ir.graph import Layer, row_major_strides
-from npucc.ir.isa import BufRef, Copy, DdrRef, Mmad, VBinary, VUnary
+from npucc.ir.isa import BufRef, Copy, DdrRef, VBinary, VUnary
 
 
-@dataclass(frozen=True, slots=True)
-class MatTiles:
-    """Tile sizes of a tiled matrix multiply."""
+def plan_matmul(
+    ctx: LowerContext, layer: Layer, dims: tuple[int, int, int], instances: int, vector_ops: int
+) -> tuple[Blocking, list[MBlock]]:
+    """The blocking of `instances` products A[m,k] @ B[k,n] (`vector_ops` per output tile)."""
+    m, n, k = dims
+    tiles = fitting_tiles(ctx, layer, dims, lambda mt, nt, kt: (mt * kt, kt * nt))
+    residual = bool(_residual(layer))
+    shape = CubeShape(n, k, 1, instances, False, residual, vector_ops + int(residual))
 
-    m: int
-    n: int
-    k: int
+    def blocks(t: MatTiles, count: int) -> list[MBlock]:
+        return [
+            MBlock(tuple(MTile(m0 + i, mt) for i, mt in split(mb, t.m)), mb)
+            for m0, mb in split(m, count * t.m)
+        ]
 
-
-def _candidates(total: int, quantum: int = 1) -> list[int]:
-    """Tile-size candidates: powers of two times `quantum`, capped by `total`, plus `total`."""
-    out = {total}
-    size = quantum
-    while size < total:
-        out.add(size)
-        size *= 2
-    return sorted(out)
-
-
-L1Buffers = Callable[[int, int, int], tuple[int, ...]]
+    return choose_blocking(ctx, shape, tiles, blocks, m)
 
 
-def choose_tiles(
-    ctx: LowerContext,
-    layer: Layer,
-    m: int,
-    n: int,
-    k: int,
-    l1_buffers: L1Buffers,
-    ub_per_mn: int = 2,
-    k_quantum: int = 1,
-) -> MatTiles:
-    """The tile (m_t, n_t, k_t) with the most MACs whose buffers fit every tier's share.
-
-    `l1_buffers(m_t, n_t, k_t)` gives the elements of each L1 buffer of a tile (inputs staged
-    in L1); `ub_per_mn` is the number of m_t x n_t tiles the epilogue keeps in UB; K tiles
-    are multiples of `k_quantum` (a conv's taps per input channel). Tiles are multiples of
-    the cube's fractal (m0, n0, k0) where one fits, else any size down to 1 x 1 x k_quantum.
-    """
-    cube = ctx.target.cube
-
-    def buffers(mt: int, nt: int, kt: int) -> dict[str, tuple[int, ...]]:
-        return {
-            "L0A": (mt * kt,),
-            "L0B": (kt * nt,),
-            "L0C": (mt * nt,),
-            "L1": l1_buffers(mt, nt, kt),
-            "UB": (mt * nt,) * ub_per_mn,
-        }
-
-    for m0, n0, k0 in ((cube.m0, cube.n0, cube.k0), (1, 1, 1)):
-        if k_quantum > 1:
-            k_options = [c * k_quantum for c in _candidates(k // k_quantum)]
-        else:
-            k_options = _candidates(k, k0)
-        best: tuple[tuple[int, int], MatTiles] | None = None
-        for mt, nt, kt in itertools.product(_candidates(m, m0), _candidates(n, n0), k_options):
-            if not all(ctx.share_fits(t, b) for t, b in buffers(mt, nt, kt).items()):
-                continue
-            tiles = math.ceil(m / mt) * math.ceil(n / nt) * math.ceil(k / kt)
-            score = (mt * nt * kt, -tiles)
-            if best is None or score > best[0]:
-                best = (score, MatTiles(mt, nt, kt))
-        if best is not None:
-            return best[1]
-    # NOTE: every tier's need grows with each tile dimension, so the smallest tile is the one
-    # that fits if any does: the first tier it overflows is the one to name
-    smallest = buffers(1, 1, k_options[0])
-    tier = next(t for t, b in smallest.items() if not ctx.share_fits(t, b))
-    raise ctx.share_error(layer, tier, smallest[tier])
-
-
-@dataclass(frozen=True, slots=True)
-class MatOperand:
-    """A DDR matrix as a strided view: element (i, j) at ref.off + i*rows + j*cols."""
-
-    ref: DdrRef
-    rows: int  # element stride between rows
-    cols: int  # element stride between columns
-
-    def tile(self, i: int, j: int) -> DdrRef:
-        """Reference to element (i, j)."""
-        return self.ref.at(i * self.rows + j * self.cols)
+def _residual(layer: Layer) -> str:
+    """The residual operand of a gemm (fuse-residual, inputs[3]; "" when absent)."""
+    return layer.inputs[3] if layer.op == "gemm" and len(layer.inputs) > 3 else ""
 
 
 Epilogue = Callable[[BufRef, int, int, int, int], None]
@@ -105,56 +56,57 @@ Epilogue = Callable[[BufRef, int, int, int, int], None]
 def emit_matmul(
     ctx: LowerContext,
     layer: Layer,
+    blocking: tuple[Blocking, list[MBlock]],
     a: MatOperand,
     b: MatOperand,
     out: MatOperand,
-    m: int,
-    n: int,
-    k: int,
+    kn: tuple[int, int],
     epilogue: Epilogue | None = None,
+    residual: DdrRef | None = None,
 ) -> None:
-    """Emit out = A[m,k] @ B[k,n] tile by tile; `epilogue(ub, m0, n0, mt, nt)` edits UB tiles."""
-    tiles = choose_tiles(ctx, layer, m, n, k, lambda mt, nt, kt: (mt * kt, kt * nt))
-    bld = ctx.builder
-    for m0, mt in split(m, tiles.m):
-        for n0, nt in split(n, tiles.n):
-            ctx.next_tile()
-            acc = bld.alloc("L0C", mt * nt, f"{layer.name}.acc")
-            for index, (k0, kt) in enumerate(split(k, tiles.k)):
-                a0 = _stage(ctx, layer, a, m0, k0, mt, kt, "L0A", "a")
-                b0 = _stage(ctx, layer, b, k0, n0, kt, nt, "L0B", "b")
-                bld.emit(Mmad(acc, a0, b0, mt, nt, kt, 1 if index else 0))
-                bld.free(a0)
-                bld.free(b0)
-            ub = bld.alloc("UB", mt * nt, f"{layer.name}.out")
-            bld.emit(Copy(ub, acc, (mt * nt,), (1,), (1,)))
-            bld.free(acc)
-            if epilogue is not None:
-                epilogue(ub, m0, n0, mt, nt)
-            apply_activation(ctx, ub, mt * nt, layer.attrs)
-            bld.emit(Copy(out.tile(m0, n0), ub, (mt, nt), (out.rows, out.cols), (nt, 1)))
-            bld.free(ub)
+    """Emit out = A[m,k] @ B[k,n] by `blocking` (`kn`: k, n); `epilogue(ub, m0, n0, mt, nt)`
+    edits UB tiles before the residual (its tile as the output's, from `residual`) and the
+    activation."""
+    plan, blocks = blocking
+    k, n = kn
+    io = CubeIo(b, None, out.ref, residual)
+    emit_blocked(ctx, layer, plan, blocks, _MatOps(ctx, layer, a, out, epilogue), io, k, n)
 
 
-def _stage(
-    ctx: LowerContext,
-    layer: Layer,
-    src: MatOperand,
-    r0: int,
-    c0: int,
-    rows: int,
-    cols: int,
-    tier: str,
-    tag: str,
-) -> BufRef:
-    """Load a rows x cols tile of `src` into L1 (row-major) and move it on to `tier`."""
-    bld = ctx.builder
-    l1 = bld.alloc("L1", rows * cols, f"{layer.name}.{tag}")
-    bld.emit(Copy(l1, src.tile(r0, c0), (rows, cols), (cols, 1), (src.rows, src.cols)))
-    l0 = bld.alloc(tier, rows * cols, f"{layer.name}.{tag}0")
-    bld.emit(Copy(l0, l1, (rows * cols,), (1,), (1,)))
-    bld.free(l1)
-    return l0
+@dataclass(frozen=True, slots=True)
+class _MatOps:
+    """The matmul's side of the blocked loop nest: row blocks of A, row-major output tiles."""
+
+    ctx: LowerContext
+    layer: Layer
+    a: MatOperand
+    out: MatOperand
+    epilogue: Epilogue | None
+
+    def load_x(self, block: MBlock, k0: int, kb: int) -> L1Block:
+        """A[block rows, k0:k0+kb] into L1 (row-major)."""
+        bld, m0, mb = self.ctx.builder, block.tiles[0].m0, block.window
+        x = bld.alloc("L1", mb * kb, f"{self.layer.name}.a")
+        bld.emit(Copy(x, self.a.tile(m0, k0), (mb, kb), (kb, 1), (self.a.rows, self.a.cols)))
+        return L1Block(x, m0, k0, mb, kb)
+
+    def stage_a(self, x: L1Block, tile: MTile, k0: int, kt: int) -> BufRef:
+        """A[tile rows, k0:k0+kt] from its L1 block into L0A."""
+        bld = self.ctx.builder
+        a0 = bld.alloc("L0A", tile.m * kt, f"{self.layer.name}.a0")
+        src = x.ref.at((tile.m0 - x.r0) * x.cols + k0 - x.c0)
+        bld.emit(Copy(a0, src, (tile.m, kt), (kt, 1), (x.cols, 1)))
+        return a0
+
+    def out_view(self, tile: MTile, n0: int, nt: int) -> OutView:
+        """Output tile (tile rows, n0:n0+nt)."""
+        o = self.out
+        return OutView(tile.m0 * o.rows + n0 * o.cols, (tile.m, nt), (o.rows, o.cols), (nt, 1))
+
+    def extra(self, ub: BufRef, tile: MTile, n0: int, nt: int) -> None:
+        """The gemm's scale and C term."""
+        if self.epilogue is not None:
+            self.epilogue(ub, tile.m0, n0, tile.m, nt)
 
 
 def _broadcast_strides(shape: tuple[int, ...], to: tuple[int, ...]) -> tuple[int, ...]:
@@ -183,7 +135,11 @@ def lower_gemm(ctx: LowerContext, layer: Layer) -> None:
     if c_name and beta != 0.0:
         c_strides = _broadcast_strides(ctx.shape(c_name), (m, n))
         bias = MatOperand(ctx.ddr(c_name), *c_strides)
-    emit_matmul(ctx, layer, a, b, out, m, n, k, _scale_bias_epilogue(ctx, alpha, bias, beta))
+    epilogue = _scale_bias_epilogue(ctx, alpha, bias, beta)
+    ops = (alpha != 1.0) + 2 * (bias is not None) + bool(layer.attrs.get("act"))
+    blocking = plan_matmul(ctx, layer, (m, n, k), 1, ops)
+    res = ctx.ddr(_residual(layer)) if _residual(layer) else None
+    emit_matmul(ctx, layer, blocking, a, b, out, (k, n), epilogue, res)
 
 
 def _scale_bias_epilogue(
@@ -228,6 +184,7 @@ def lower_matmul(ctx: LowerContext, layer: Layer) -> None:
     if batch and not any(b_bstr) and tuple(a2[:-2]) == batch:
         # one B for every batch (a weight): the batches of A are more rows of one product
         m, batch, a_bstr, b_bstr = m * math.prod(batch), (), (), ()
+    blocking = plan_matmul(ctx, layer, (m, n, k), math.prod(batch), bool(layer.attrs.get("act")))
     for index in np.ndindex(*batch):
         a_off = sum(i * s for i, s in zip(index, a_bstr, strict=True)) * m * k
         b_off = sum(i * s for i, s in zip(index, b_bstr, strict=True)) * k * n
@@ -235,10 +192,9 @@ def lower_matmul(ctx: LowerContext, layer: Layer) -> None:
         emit_matmul(
             ctx,
             layer,
+            blocking,
             MatOperand(a_ref.at(a_off), k, 1),
             MatOperand(b_ref.at(b_off), n, 1),
             MatOperand(o_ref.at(o_off), n, 1),
-            m,
-            n,
-            k,
+            (k, n),
         )

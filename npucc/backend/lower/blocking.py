@@ -1,0 +1,560 @@
+"""Two-level tiling of the cube's layers: L1 blocks fetched from DDR once, L0 tiles inside them.
+
+A cube layer is a blocked matrix multiply out[M, N] = X[M, K] @ W[K, N] (a conv: M output
+pixels, K input channels x taps, N output channels). Its L0 tile (m_t, n_t, k_t: L1 -> L0A by
+img2col or a copy, L1 -> L0B, mmad into L0C) is one of the tiles whose buffers fit each tier's
+share (`fitting_tiles`); around it an L1 *block* of X (a band of pixels x a K block) and of W
+(a K block x an N block) is loaded from DDR once and reused by every L0 tile inside it. Loop
+orders (`Blocking.order`):
+
+- ``ws`` weight-stationary: a W block of all K stays in L1 while the X bands stream past it
+  (with the whole N in one block the weights are fetched exactly once);
+- ``is`` input-stationary: an X band of all K stays in L1 while the W blocks stream past it
+  (with the whole M in one band the input is fetched exactly once);
+- ``os`` K outermost inside an output block: X and W blocks of one K block at a time, every
+  L0 tile's accumulator of the output block kept in L0C across the K blocks (with blocks of one
+  L0 tile, the one-level tiling; it is what fits when all of K does not).
+
+`block_cost` prices each candidate with target/cost.py's formulas (dma_cycles per DMA,
+mmad_cycles per mmad, ...): the busiest pipe's cycles (per core, the layer's units spread
+over its cores) against the DDR channel's bound, then the DDR bytes, then the DMAs; the least
+cost wins. NOTE: every L1 block (with the block after it) fits the tier's share
+(TILE_SHARE): the next block's loads are fresh buffers that depend on nothing of the current
+block, so the scheduler can place them while the current block computes (ping-pong).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+from npucc.backend.lower.context import LowerContext, apply_activation, largest, split
+from npucc.ir.graph import Layer
+from npucc.ir.isa import BufRef, Copy, DdrRef, Mmad, VBinary
+from npucc.target.cost import ddr_bound, dma_cycles, mmad_cycles, vector_cycles
+
+ORDERS = ("ws", "is", "os")
+CYCLE_TOLERANCE = 32  # plans within 1/32 of the fewest estimated cycles compete on DDR bytes
+
+
+@dataclass(frozen=True, slots=True)
+class MatTiles:
+    """Tile sizes of a tiled matrix multiply."""
+
+    m: int
+    n: int
+    k: int
+
+
+def _candidates(total: int, quantum: int = 1) -> list[int]:
+    """Tile-size candidates: powers of two times `quantum`, capped by `total`, plus `total`."""
+    out = {total}
+    size = quantum
+    while size < total:
+        out.add(size)
+        size *= 2
+    return sorted(out)
+
+
+L1Buffers = Callable[[int, int, int], tuple[int, ...]]
+
+
+def fitting_tiles(
+    ctx: LowerContext,
+    layer: Layer,
+    dims: tuple[int, int, int],
+    l1_buffers: L1Buffers,
+    ub_per_mn: int = 2,
+    k_quantum: int = 1,
+) -> list[MatTiles]:
+    """The L0 tiles (m_t, n_t, k_t) of an M x N x K product whose buffers fit every tier's share,
+    none of which another fitting tile contains.
+
+    `l1_buffers(m_t, n_t, k_t)` gives the elements of each L1 buffer of a one-tile block;
+    `ub_per_mn` is the number of m_t x n_t tiles the epilogue keeps in UB; K tiles are
+    multiples of `k_quantum` (a conv's taps per input channel). Tiles are multiples of the
+    cube's fractal (m0, n0, k0) where one fits, else any size down to 1 x 1 x k_quantum.
+    """
+    m, n, k = dims
+    cube = ctx.target.cube
+
+    def buffers(mt: int, nt: int, kt: int) -> dict[str, tuple[int, ...]]:
+        return {
+            "L0A": (mt * kt,),
+            "L0B": (kt * nt,),
+            "L0C": (mt * nt,),
+            "L1": l1_buffers(mt, nt, kt),
+            "UB": (mt * nt,) * ub_per_mn,
+        }
+
+    for m0, n0, k0 in ((cube.m0, cube.n0, cube.k0), (1, 1, 1)):
+        if k_quantum > 1:
+            k_options = [c * k_quantum for c in _candidates(k // k_quantum)]
+        else:
+            k_options = _candidates(k, k0)
+        fits = [
+            MatTiles(mt, nt, kt)
+            for mt, nt, kt in itertools.product(_candidates(m, m0), _candidates(n, n0), k_options)
+            if all(ctx.share_fits(t, b) for t, b in buffers(mt, nt, kt).items())
+        ]
+        if fits:
+            return [t for t in fits if not any(_contains(o, t) for o in fits)]
+    # NOTE: every tier's need grows with each tile dimension, so the smallest tile is the one
+    # that fits if any does: the first tier it overflows is the one to name
+    smallest = buffers(1, 1, k_options[0])
+    tier = next(t for t, b in smallest.items() if not ctx.share_fits(t, b))
+    raise ctx.share_error(layer, tier, smallest[tier])
+
+
+def _contains(big: MatTiles, small: MatTiles) -> bool:
+    """True when `big` is another tile at least as large as `small` in every dimension."""
+    return big != small and big.m >= small.m and big.n >= small.n and big.k >= small.k
+
+
+@dataclass(frozen=True, slots=True)
+class MTile:
+    """One L0 tile of M: `m` rows (pixels) at `m0`; `band`: where a conv's tile lies, (r0,
+    rows, q0, cols) of the output, (ih0, ih, pt, iw0, iw, pl) of its block's input window and
+    the row of that window the tile starts at."""
+
+    m0: int
+    m: int
+    band: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class MBlock:
+    """One L1 block of M: its L0 tiles and the X elements it holds per K quantum (a conv: its
+    input window's pixels per channel; a matmul: its rows), plus `slack` elements."""
+
+    tiles: tuple[MTile, ...]
+    window: int
+    slack: int = 0
+
+    def x_elems(self, kb: int, k_quantum: int) -> int:
+        """Elements of the block's X for a K block of `kb`."""
+        return kb // k_quantum * self.window + self.slack
+
+
+@dataclass(frozen=True, slots=True)
+class Blocking:
+    """A layer's loop order, L0 tile and L1 block sizes (N and K blocks in elements, M blocks
+    in L0 tiles); `chunks`: units each stationary block's stream is split into (mesh)."""
+
+    order: str
+    tiles: MatTiles
+    mb: int
+    nb: int
+    kb: int
+    chunks: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class CubeShape:
+    """What the cost function knows of one cube layer: its sizes and its epilogue."""
+
+    n: int
+    k: int
+    k_quantum: int  # K elements per X channel (a conv's taps)
+    instances: int  # independent products (images x groups, matmul batches)
+    bias: bool  # a per-N bias staged in L1 with each W block
+    residual: bool  # a residual tile loaded into UB per output tile (fuse-residual)
+    vector_ops: int  # vector instructions per output tile (bias, residual, activation, ...)
+
+
+def _pieces(total: int, tile: int) -> list[tuple[int, int]]:
+    """(size, count) of the pieces `split(total, tile)` gives."""
+    full, rest = divmod(total, tile)
+    return [(tile, full)] * bool(full) + [(rest, 1)] * bool(rest)
+
+
+def _dma(ctx: LowerContext, path: str, elems: int) -> int:
+    """Cycles of one DMA of `elems` elements on `path`."""
+    return dma_cycles(ctx.target, path, elems * ctx.target.elem_bytes)
+
+
+def block_cost(
+    ctx: LowerContext, shape: CubeShape, plan: Blocking, blocks: list[MBlock]
+) -> tuple[int, int, int]:
+    """(cycles, DDR bytes, DMAs) of a layer lowered by `plan` over the M blocks `blocks`.
+
+    Cycles: the busiest pipe's on the busiest core (the layer's units, stationary blocks with
+    their streams, spread round-robin over its cores), or the DDR bound of its bytes if more;
+    each DMA priced by dma_cycles, each mmad by mmad_cycles, each vector op by vector_cycles.
+    """
+    n_pieces = _pieces(shape.n, plan.nb)
+    n_blocks = sum(c for _, c in n_pieces)
+    k_pieces = _pieces(shape.k, plan.kb) if plan.order == "os" else [(shape.k, 1)]
+    k_blocks = sum(c for _, c in k_pieces)
+    # one pass over every W block (with its bias) and over every X block
+    w_cyc = sum(
+        ck * cn * _dma(ctx, "DDR_L1", kb * nb) for kb, ck in k_pieces for nb, cn in n_pieces
+    )
+    w_el = shape.n * shape.k
+    if shape.bias:
+        w_cyc += sum(cn * _dma(ctx, "DDR_L1", nb) for nb, cn in n_pieces)
+        w_el += shape.n
+    x_cyc = x_el = 0
+    for b in blocks:
+        for kb, ck in k_pieces:
+            x_cyc += ck * _dma(ctx, "DDR_L1", b.x_elems(kb, shape.k_quantum) - b.slack)
+            x_el += ck * (b.x_elems(kb, shape.k_quantum) - b.slack)
+    w_dmas = n_blocks * k_blocks * (1 + int(shape.bias))
+    if plan.order == "ws":  # W once per chunk, X once per N block
+        passes_w, passes_x, units = plan.chunks, n_blocks, n_blocks * plan.chunks
+    elif plan.order == "is":  # X once per chunk, W once per M block
+        passes_w, passes_x, units = len(blocks), plan.chunks, len(blocks) * plan.chunks
+    else:  # both once per output block
+        passes_w, passes_x, units = len(blocks), n_blocks, len(blocks) * n_blocks
+    pipes = _tile_pipes(ctx, shape, plan, blocks)
+    pipes["MTE2"] += w_cyc * passes_w + x_cyc * passes_x
+    dmas = w_dmas * passes_w + len(blocks) * k_blocks * passes_x + pipes.pop("dmas")
+    eb, inst = ctx.target.elem_bytes, shape.instances
+    reads = ((w_el * passes_w + x_el * passes_x) * eb + pipes.pop("res_bytes")) * inst
+    writes = pipes.pop("out_bytes") * inst
+    units *= inst
+    per_core = math.ceil(units / ctx.target.cores) * inst / units
+    busiest = max(pipes.values()) * per_core
+    # NOTE: the first X block waits for the layer's input and nothing of the layer overlaps
+    # its load (a W block depends on nothing: the scheduler may load it earlier)
+    fill = _dma(ctx, "DDR_L1", blocks[0].x_elems(k_pieces[0][0], shape.k_quantum))
+    cycles = max(math.ceil(busiest), ddr_bound(ctx.target, reads, writes)) + fill
+    return cycles, reads + writes, dmas
+
+
+def _tile_pipes(
+    ctx: LowerContext, shape: CubeShape, plan: Blocking, blocks: list[MBlock]
+) -> dict[str, int]:
+    """Per-pipe cycles of the L0 tiles of one instance, and the epilogue's DMAs and DDR bytes
+    (keys dmas, res_bytes, out_bytes); an A tile is staged once per group of N tiles."""
+    eb, t = ctx.target.elem_bytes, plan.tiles
+    groups = 0
+    for nb, cn in _pieces(shape.n, plan.nb):
+        count = -(-nb // t.n)
+        group = count if plan.order == "os" else acc_group(ctx, t, count)
+        groups += cn * -(-count // group)
+    p = dict.fromkeys(("MTE1", "MTE2", "CUBE", "VECTOR", "MTE3"), 0)
+    dmas = res_bytes = out_bytes = 0
+    m_count: dict[int, int] = {}
+    for b in blocks:
+        for tile in b.tiles:
+            m_count[tile.m] = m_count.get(tile.m, 0) + 1
+    for (m, cm), (k, ck) in itertools.product(m_count.items(), _pieces(shape.k, t.k)):
+        p["MTE1"] += cm * ck * groups * _dma(ctx, "L1_L0", m * k)  # A: once per column group
+    for (m, cm), (n, cn) in itertools.product(m_count.items(), _pieces(shape.n, t.n)):
+        c = cm * cn
+        for k, ck in _pieces(shape.k, t.k):
+            p["CUBE"] += c * ck * mmad_cycles(ctx.target, m, n, k)
+            p["MTE1"] += c * ck * _dma(ctx, "L1_L0", k * n)
+        vec = _dma(ctx, "L0C_UB", m * n) + shape.vector_ops * vector_cycles(ctx.target, m * n)
+        p["VECTOR"] += c * vec
+        p["MTE3"] += c * _dma(ctx, "TIER_DDR", m * n)
+        out_bytes += c * m * n * eb
+        dmas += c * (1 + int(shape.residual))
+        if shape.bias:
+            p["MTE1"] += c * _dma(ctx, "L1_UB", n)
+        if shape.residual:
+            p["MTE2"] += c * _dma(ctx, "DDR_UB", m * n)
+            res_bytes += c * m * n * eb
+    return {**p, "dmas": dmas, "res_bytes": res_bytes, "out_bytes": out_bytes}
+
+
+def acc_group(ctx: LowerContext, t: MatTiles, count: int) -> int:
+    """How many of `count` L0 tiles' accumulators (m_t x n_t each) fit L0C's share together
+    (at least one: the tile fits alone)."""
+    return max(1, largest(lambda g: ctx.share_fits("L0C", (t.m * t.n,) * g), count))
+
+
+MBlocks = Callable[[MatTiles, int], list[MBlock]]  # the M blocks of (L0 tile, L0 tiles each)
+
+
+def choose_blocking(
+    ctx: LowerContext,
+    shape: CubeShape,
+    tiles: list[MatTiles],
+    m_blocks: MBlocks,
+    max_m_tiles: int,
+) -> tuple[Blocking, list[MBlock]]:
+    """The least-`block_cost` blocking whose L1 blocks fit the tier's share (with L0C holding
+    an `os` output block's accumulators), and its M blocks.
+
+    `m_blocks(tile, count)` splits M into blocks of `count` L0 tiles (at most `max_m_tiles`;
+    1 for a conv, whose img2col reads one band per L1 block). NOTE: the `os` blocking of one
+    L0 tile per block holds exactly the buffers `fitting_tiles` checked, so some plan fits.
+    """
+    scored: list[tuple[tuple[int, int, int], Blocking, list[MBlock]]] = []
+    for t in tiles:
+        for count in _candidates(max_m_tiles):
+            blocks = m_blocks(t, count)
+            if count > 1 and len(blocks) == len(m_blocks(t, count // 2)):
+                continue  # no fewer blocks than half as many tiles each
+            for plan in _plans(ctx, shape, t, count, blocks):
+                scored.append((block_cost(ctx, shape, plan, blocks), plan, blocks))
+    if not scored:
+        raise AssertionError("no blocking fits although its one-tile blocking does")
+    # NOTE: cycles are an estimate: within its tolerance the fewest DDR bytes win (min keeps
+    # the first of equals: the enumeration order, deterministic)
+    least = min(cost[0] for cost, _, _ in scored)
+    near = [s for s in scored if s[0][0] * CYCLE_TOLERANCE <= least * (CYCLE_TOLERANCE + 1)]
+    _, plan, blocks = min(near, key=lambda s: (s[0][1], s[0][2], s[0][0]))
+    return plan, blocks
+
+
+def _plans(
+    ctx: LowerContext, shape: CubeShape, t: MatTiles, count: int, blocks: list[MBlock]
+) -> Iterator[Blocking]:
+    """Every blocking of L0 tile `t` and M blocks `blocks` whose buffers fit their shares."""
+    largest_x = max(blocks, key=lambda b: (b.window, b.slack))
+    cores = ctx.target.cores
+
+    def l1_fits(nb: int, kb: int) -> bool:
+        bufs = (largest_x.x_elems(kb, shape.k_quantum), kb * nb) + ((nb,) if shape.bias else ())
+        return ctx.share_fits("L1", bufs)
+
+    n_options = _candidates(shape.n, t.n)
+    for nb in n_options:
+        if not l1_fits(nb, shape.k):
+            continue
+        for order, inner in (("ws", len(blocks)), ("is", -(-shape.n // nb))):
+            for chunks in _candidates(inner) if cores > 1 else [1]:
+                yield Blocking(order, t, count, nb, shape.k, chunks)
+    for nb in n_options:
+        accs = count * -(-nb // t.n)
+        if not ctx.share_fits("L0C", (t.m * t.n,) * accs):
+            break
+        for kb in _candidates(shape.k, t.k):
+            if kb < shape.k and l1_fits(nb, kb):
+                yield Blocking("os", t, count, nb, kb)
+
+
+@dataclass(frozen=True, slots=True)
+class MatOperand:
+    """A DDR matrix as a strided view: element (i, j) at ref.off + i*rows + j*cols."""
+
+    ref: DdrRef
+    rows: int  # element stride between rows
+    cols: int  # element stride between columns
+
+    def tile(self, i: int, j: int) -> DdrRef:
+        """Reference to element (i, j)."""
+        return self.ref.at(i * self.rows + j * self.cols)
+
+
+@dataclass(frozen=True, slots=True)
+class L1Block:
+    """A block staged in L1 at `ref`: `rows` x `cols` from (r0, c0), row-major (an X block of
+    a conv: K from r0, `meta` its window's (ih, iw, pt, pl))."""
+
+    ref: BufRef
+    r0: int
+    c0: int
+    rows: int
+    cols: int
+    meta: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class OutView:
+    """Where an output tile goes: DDR offset, pattern, DDR strides and UB strides."""
+
+    off: int
+    dims: tuple[int, ...]
+    ddr_strides: tuple[int, ...]
+    ub_strides: tuple[int, ...]
+
+
+class CubeOps(Protocol):
+    """What a cube lowering supplies to the blocked loop nest (`emit_blocked`)."""
+
+    def load_x(self, block: MBlock, k0: int, kb: int) -> L1Block:
+        """Load X[block, k0:k0+kb] from DDR into an L1 block."""
+
+    def stage_a(self, x: L1Block, tile: MTile, k0: int, kt: int) -> BufRef:
+        """Move X[tile, k0:k0+kt] from its L1 block into L0A (row-major m x kt)."""
+
+    def out_view(self, tile: MTile, n0: int, nt: int) -> OutView:
+        """Where output tile (tile, n0:n0+nt) goes in the output tensor."""
+
+    def extra(self, ub: BufRef, tile: MTile, n0: int, nt: int) -> None:
+        """The lowering's own epilogue step on a UB tile before residual and activation."""
+
+
+@dataclass(frozen=True, slots=True)
+class CubeIo:
+    """The generic operands of a blocked product: W as a K x N view, the per-N bias, the
+    output and the residual tensor (fuse-residual; its tile's view is the output's)."""
+
+    w: MatOperand
+    bias: DdrRef | None
+    out: DdrRef
+    residual: DdrRef | None
+
+
+def emit_blocked(
+    ctx: LowerContext,
+    layer: Layer,
+    plan: Blocking,
+    blocks: list[MBlock],
+    ops: CubeOps,
+    io: CubeIo,
+    k: int,
+    n: int,
+) -> None:
+    """Emit one product by `plan`: each unit (a stationary block and its chunk of the stream,
+    or an `os` output block) is an independent tile of the layer (`ctx.next_tile`)."""
+    nest = _Nest(ctx, layer, plan, ops, io, k)
+    n_blocks = split(n, plan.nb)
+    if plan.order == "ws":
+        for n0, nb in n_blocks:
+            for chunk in _chunks(blocks, plan.chunks):
+                ctx.next_tile()
+                w, bias = nest.load_w(n0, nb, 0, k), nest.load_bias(n0, nb)
+                for block in chunk:
+                    x = ops.load_x(block, 0, k)
+                    nest.full_k(block, x, w, bias)
+                    ctx.builder.free(x.ref)
+                nest.free(w, bias)
+    elif plan.order == "is":
+        for block in blocks:
+            for chunk in _chunks(n_blocks, plan.chunks):
+                ctx.next_tile()
+                x = ops.load_x(block, 0, k)
+                for n0, nb in chunk:
+                    w, bias = nest.load_w(n0, nb, 0, k), nest.load_bias(n0, nb)
+                    nest.full_k(block, x, w, bias)
+                    nest.free(w, bias)
+                ctx.builder.free(x.ref)
+    else:
+        for block in blocks:
+            for n0, nb in n_blocks:
+                ctx.next_tile()
+                nest.output_block(block, n0, nb)
+
+
+def _chunks(items: list, count: int) -> list[list]:
+    """`items` in `count` contiguous chunks of near-equal length (none empty)."""
+    size = -(-len(items) // min(count, len(items)))
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+@dataclass(slots=True)
+class _Nest:
+    """The inner loops of `emit_blocked`: L0 tiles inside L1 blocks, and the epilogue."""
+
+    ctx: LowerContext
+    layer: Layer
+    plan: Blocking
+    ops: CubeOps
+    io: CubeIo
+    k: int
+
+    def load_w(self, n0: int, nb: int, k0: int, kb: int) -> L1Block:
+        """W[k0:k0+kb, n0:n0+nb] into an L1 block (row-major)."""
+        bld, w = self.ctx.builder, self.io.w
+        ref = bld.alloc("L1", kb * nb, f"{self.layer.name}.w")
+        bld.emit(Copy(ref, w.tile(k0, n0), (kb, nb), (nb, 1), (w.rows, w.cols)))
+        return L1Block(ref, k0, n0, kb, nb)
+
+    def load_bias(self, n0: int, nb: int) -> L1Block | None:
+        """The bias of columns n0:n0+nb into L1 (None without a bias)."""
+        if self.io.bias is None:
+            return None
+        bld = self.ctx.builder
+        b = bld.alloc("L1", nb, f"{self.layer.name}.bias")
+        bld.emit(Copy(b, self.io.bias.at(n0), (nb,), (1,), (1,)))
+        return L1Block(b, 0, n0, 1, nb)
+
+    def free(self, w: L1Block, bias: L1Block | None) -> None:
+        """Free a W block and its bias."""
+        self.ctx.builder.free(w.ref)
+        if bias is not None:
+            self.ctx.builder.free(bias.ref)
+
+    def stage_b(self, w: L1Block, k0: int, kt: int, n0: int, nt: int) -> BufRef:
+        """Move W[k0:k0+kt, n0:n0+nt] from its L1 block into L0B (row-major kt x nt)."""
+        bld = self.ctx.builder
+        b0 = bld.alloc("L0B", kt * nt, f"{self.layer.name}.b0")
+        src = w.ref.at((k0 - w.r0) * w.cols + n0 - w.c0)
+        bld.emit(Copy(b0, src, (kt, nt), (nt, 1), (w.cols, 1)))
+        return b0
+
+    def products(
+        self, tile: MTile, x: L1Block, w: L1Block, cols: list[tuple[int, int]], accs: list[BufRef]
+    ) -> None:
+        """accs[j] (+)= X[tile, W's K block] @ W[K block, cols[j]]: per L0 K tile, the A tile
+        staged once for all the columns, one B tile and one mmad per column."""
+        bld = self.ctx.builder
+        for k0, kt in split(w.rows, self.plan.tiles.k):
+            k_abs = w.r0 + k0
+            a0 = self.ops.stage_a(x, tile, k_abs, kt)
+            for acc, (n0, nt) in zip(accs, cols, strict=True):
+                b0 = self.stage_b(w, k_abs, kt, n0, nt)
+                bld.emit(Mmad(acc, a0, b0, tile.m, nt, kt, 0 if k_abs == 0 else 1))
+                bld.free(b0)
+            bld.free(a0)
+
+    def accs(self, tile: MTile, cols: list[tuple[int, int]]) -> list[BufRef]:
+        """One L0C accumulator per column range of `tile`."""
+        name = f"{self.layer.name}.acc"
+        return [self.ctx.builder.alloc("L0C", tile.m * nt, name) for _, nt in cols]
+
+    def full_k(self, block: MBlock, x: L1Block, w: L1Block, bias: L1Block | None) -> None:
+        """Every output tile of (block, W block): all of K accumulated, then its epilogue; the
+        W block's L0 tiles in groups whose accumulators fit L0C together."""
+        t = self.plan.tiles
+        cols = [(w.c0 + n0, nt) for n0, nt in split(w.cols, t.n)]
+        group = acc_group(self.ctx, t, len(cols))
+        for tile in block.tiles:
+            for g0 in range(0, len(cols), group):
+                part = cols[g0 : g0 + group]
+                accs = self.accs(tile, part)
+                self.products(tile, x, w, part, accs)
+                for acc, (n0, nt) in zip(accs, part, strict=True):
+                    self.epilogue(acc, tile, n0, nt, bias)
+
+    def output_block(self, block: MBlock, n0: int, nb: int) -> None:
+        """An `os` block: per K block, X and W into L1 and every tile's mmads; epilogues."""
+        bld, t = self.ctx.builder, self.plan.tiles
+        cols = [(n0 + c0, nt) for c0, nt in split(nb, t.n)]
+        accs = [self.accs(tile, cols) for tile in block.tiles]
+        bias = self.load_bias(n0, nb)
+        for k0, kb in split(self.k, self.plan.kb):
+            x = self.ops.load_x(block, k0, kb)
+            w = self.load_w(n0, nb, k0, kb)
+            for tile, tile_accs in zip(block.tiles, accs, strict=True):
+                self.products(tile, x, w, cols, tile_accs)
+            bld.free(x.ref)
+            bld.free(w.ref)
+        for tile, tile_accs in zip(block.tiles, accs, strict=True):
+            for acc, (c0, nt) in zip(tile_accs, cols, strict=True):
+                self.epilogue(acc, tile, c0, nt, bias)
+        if bias is not None:
+            bld.free(bias.ref)
+
+    def epilogue(self, acc: BufRef, tile: MTile, n0: int, nt: int, bias: L1Block | None) -> None:
+        """L0C -> UB, + bias, the lowering's extra step, + residual, activation, store."""
+        bld, layer = self.ctx.builder, self.layer
+        m = tile.m
+        ub = bld.alloc("UB", m * nt, f"{layer.name}.out")
+        bld.emit(Copy(ub, acc, (m * nt,), (1,), (1,)))
+        bld.free(acc)
+        if bias is not None:
+            b = bld.alloc("UB", nt, "bias")
+            bld.emit(Copy(b, bias.ref.at(n0 - bias.c0), (nt,), (1,), (1,)))
+            bld.emit(VBinary("add", ub, ub, b, (m, nt), (nt, 1), (nt, 1), (0, 1)))
+            bld.free(b)
+        self.ops.extra(ub, tile, n0, nt)
+        view = self.ops.out_view(tile, n0, nt)
+        if self.io.residual is not None:
+            r = bld.alloc("UB", m * nt, f"{layer.name}.res")
+            src = self.io.residual.at(view.off)
+            bld.emit(Copy(r, src, view.dims, view.ub_strides, view.ddr_strides))
+            bld.emit(VBinary("add", ub, ub, r, (m * nt,), (1,), (1,), (1,)))
+            bld.free(r)
+        apply_activation(self.ctx, ub, m * nt, layer.attrs)
+        dst = self.io.out.at(view.off)
+        bld.emit(Copy(dst, ub, view.dims, view.ddr_strides, view.ub_strides))
+        bld.free(ub)

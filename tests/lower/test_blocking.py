@@ -1,0 +1,121 @@
+"""Two-level tiling (blocking.py): weights or inputs fetched once, ping-pong loads, every loop
+order executed against onnxruntime, and the cost function's choices."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import npucc
+from npucc.backend.lower import LowerTiles
+from npucc.backend.lower.blocking import Blocking, CubeShape, MBlock, MTile, block_cost
+from npucc.backend.lower.context import LowerContext
+from npucc.backend.planner import single_core_plan
+from npucc.checking import compare, random_inputs, run_onnxruntime
+from npucc.ir.graph_text import graph_from_text
+from npucc.ir.plan import PlannedGraph
+from npucc.passes import CompileContext
+from npucc.target import load_target
+
+Z = "0" * 64
+TARGET = load_target("davinci-core")
+
+
+def lowered(x: tuple[int, ...], w: tuple[int, ...], y: tuple[int, ...], attrs: str):
+    """The tiled program of one conv2d layer (zero constants) for davinci-core."""
+    text = (
+        'graph "t" opset=13 {\n'
+        f'  input %"x" : f32[{",".join(map(str, x))}]\n'
+        f'  const %"w" : f32[{",".join(map(str, w))}] sha256={Z}\n'
+        f'  %"y" = conv2d(%"x", %"w") {{{attrs}}} : f32[{",".join(map(str, y))}] loc("c")\n'
+        '  output %"y"\n}\n'
+    )
+    graph = graph_from_text(text)
+    planned = PlannedGraph(graph, single_core_plan(graph))
+    return LowerTiles().run(planned, CompileContext(TARGET))
+
+
+def loads(program, key: str) -> list:
+    """The COPY_IN nodes reading DDR tensor `key`, and their elements."""
+    graph = program.cores[0].graph
+    return [n for n in graph.nodes if n.op == "COPY_IN" and getattr(n.instr.src, "key", "") == key]
+
+
+def test_weights_that_fit_are_fetched_once_for_every_band():
+    # 64 x 64 pixels in many bands; 32 x 32 x 3 x 3 weights (37 KB) fit L1 with a band
+    p = lowered((1, 32, 64, 64), (32, 32, 3, 3), (1, 32, 64, 64), "pads = [1, 1, 1, 1]")
+    w = loads(p, "w")
+    assert len(w) == 1 and np.prod(w[0].instr.dims) == 32 * 32 * 9
+    assert len(loads(p, "x")) > 1
+
+
+def test_a_small_input_and_large_weights_are_each_fetched_once():
+    # 7 x 7 pixels of 512 channels (100 KB) against 9.4 MB of weights
+    p = lowered((1, 512, 7, 7), (512, 512, 3, 3), (1, 512, 7, 7), "pads = [1, 1, 1, 1]")
+    assert sum(np.prod(n.instr.dims) for n in loads(p, "x")) == 512 * 7 * 7
+    assert sum(np.prod(n.instr.dims) for n in loads(p, "w")) == 512 * 512 * 9
+
+
+def test_a_strided_pointwise_conv_loads_only_the_pixels_it_uses():
+    p = lowered((1, 64, 28, 28), (128, 64, 1, 1), (1, 128, 14, 14), "strides = [2, 2]")
+    assert sum(np.prod(n.instr.dims) for n in loads(p, "x")) == 64 * 14 * 14
+
+
+def test_the_next_blocks_loads_wait_for_nothing_of_the_current_block():
+    # ping-pong: every block's DMA depends only on its buffer's ALLOC
+    p = lowered((1, 32, 64, 64), (32, 32, 3, 3), (1, 32, 64, 64), "pads = [1, 1, 1, 1]")
+    graph = p.cores[0].graph
+    for node in loads(p, "x"):
+        assert [graph.nodes[q].op for q in graph.preds[node.id]] == ["ALLOC"]
+
+
+def test_fetching_the_weights_once_costs_less_than_once_per_band():
+    ctx = LowerContext(None, None, None, TARGET)  # type: ignore[arg-type]
+    shape = CubeShape(64, 576, 9, 1, False, False, 0)
+    blocks = [MBlock((MTile(i * 128, 128),), 64 * 10) for i in range(16)]
+    tile = npucc.backend.lower.blocking.MatTiles(128, 64, 72)
+    once = block_cost(ctx, shape, Blocking("ws", tile, 1, 64, 576), blocks)
+    per_band = block_cost(ctx, shape, Blocking("os", tile, 1, 64, 72), blocks)
+    assert once[1] < per_band[1] and once[2] < per_band[2] and once <= per_band
+
+
+def _conv_model(c: int, co: int, hw: int, k: int, stride: int) -> onnx.ModelProto:
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((co, c, k, k)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal(co).astype(np.float32), "b")
+    pad = k // 2
+    oh = (hw + 2 * pad - k) // stride + 1
+    node = helper.make_node(
+        "Conv", ["x", "w", "b"], ["y"], pads=[pad] * 4, strides=[stride] * 2, kernel_shape=[k, k]
+    )
+    graph = helper.make_graph(
+        [node],
+        "conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, hw, hw])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, co, oh, oh])],
+        [w, b],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize(
+    ("l1", "model"),
+    [
+        (1 << 20, (32, 48, 20, 3, 1)),  # fits: weight- or input-stationary
+        (1 << 15, (64, 48, 12, 3, 1)),  # L1 too small for all of K: K blocks (os)
+        (1 << 20, (48, 40, 15, 1, 2)),  # strided pointwise
+        (1 << 20, (3, 16, 40, 7, 2)),  # bands of several tiles, each padded above and below
+        (1 << 20, (8, 16, 24, 7, 1)),
+    ],
+)
+@pytest.mark.parametrize("target", ["davinci-core", "mesh8x8"])
+def test_every_blocking_agrees_with_onnxruntime(l1, model, target):
+    base = load_target(target)
+    onnx_model = _conv_model(*model)
+    program = npucc.compile(onnx_model, base.with_capacity(L1=min(l1, base.memory.capacity("L1"))))
+    inputs = random_inputs(program.inputs, 0, onnx_model)
+    result = program.execute(inputs)
+    assert all(c.ok for c in compare(result.outputs, run_onnxruntime(onnx_model, inputs)))
+    assert result.makespan == program.stats["predicted_makespan"]
