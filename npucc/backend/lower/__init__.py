@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -20,6 +21,7 @@ from npucc.backend.lower import (  # noqa: F401  (register)
 )
 from npucc.backend.lower.builder import DdrTracker, MeshBuilder, TileBuilder
 from npucc.backend.lower.context import LOWERINGS, LowerContext
+from npucc.backend.lower.subbatch import slice_plan
 from npucc.backend.lower.work import layer_work
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph, Layer
@@ -39,12 +41,14 @@ def lower_graph(
     ctx: CompileContext,
     placement: Placement | None = None,
     onchip: dict[str, OnChip] | None = None,
+    slices: dict[str, tuple[str, int]] | None = None,
 ) -> TiledProgram:
     """Lower every layer of `graph`, layer after layer through DDR, onto the target's cores.
 
     Each layer's independent tiles go round-robin over its cores (`placement`; by default every
     layer uses every core of the mesh in turn, i.e. layer-sequential execution). The tensors in
-    `onchip` are kept on chip and moved over the NoC instead of DDR.
+    `onchip` are kept on chip and moved over the NoC instead of DDR. A tensor in `slices` is
+    the part of another from an element offset (a sub-batch slice: npucc.backend.lower.subbatch).
     """
     target = ctx.target
     program = TiledProgram(graph.name, target)
@@ -58,6 +62,7 @@ def lower_graph(
         builders.append(TileBuilder(core.graph, target, index, tracker))
     builder = MeshBuilder(builders)
     lctx = LowerContext(graph, program, builder, target)
+    parts = slices or {}
     program.layers = layer_work(graph)
     every_core = tuple(range(rows * cols))
     for name in graph.inputs:
@@ -69,7 +74,7 @@ def lower_graph(
             if bar is not None and index % 8 == 0:
                 bar.update(index)
             builder.set_layer(index)
-            _lower_layer(lctx, layer, (placement or {}).get(layer.name, every_core))
+            _lower_layer(lctx, layer, (placement or {}).get(layer.name, every_core), parts)
     for name in graph.outputs:
         lctx.ddr(name)
         t = graph.tensors[name]
@@ -123,9 +128,19 @@ def plan_tensors(plan: MeshPlan, graph: Graph, target: Target) -> dict[str, OnCh
     return plan_onchip(graph, cores, steps, target, plan.offchip)
 
 
-def _lower_layer(lctx: LowerContext, layer: Layer, cores: tuple[int, ...]) -> None:
-    """Lower one layer onto `cores` (a view op only aliases its input's DDR tensor)."""
+def _lower_layer(
+    lctx: LowerContext, layer: Layer, cores: tuple[int, ...], slices: dict[str, tuple[str, int]]
+) -> None:
+    """Lower one layer onto `cores` (a view op only aliases its input's DDR tensor; a slice
+    among its tensors is a part of its whole one)."""
     program = lctx.program
+    for name in (*layer.inputs, *layer.outputs):
+        if name in slices and name not in program.slices:
+            whole, offset = slices[name]
+            if program.key(whole) not in program.tensors:  # the first slice written
+                role = "onchip" if whole in program.onchip else "temp"
+                program.add_tensor(whole, role, lctx.shape(whole))
+            program.add_slice(name, whole, offset)
     if layer.op in VIEW_OPS:
         src = layer.inputs[0]
         lctx.ddr(src)
@@ -135,12 +150,14 @@ def _lower_layer(lctx: LowerContext, layer: Layer, cores: tuple[int, ...]) -> No
     if lower is None:
         raise NpuccError(f"no lowering for operator {layer.op} (node '{layer.name}')")
     for out in layer.outputs:
-        role = "onchip" if out in program.onchip else "temp"
-        program.add_tensor(out, role, lctx.shape(out))
+        if out not in slices:
+            role = "onchip" if out in program.onchip else "temp"
+            program.add_tensor(out, role, lctx.shape(out))
     lctx.begin_layer(cores)
     lower(lctx, layer)
     for out in layer.outputs:
-        lctx.builder.close_ddr(out)
+        lo = program.offset(out)
+        lctx.builder.close_ddr(program.key(out), lo, lo + math.prod(lctx.shape(out)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +172,13 @@ class LowerTiles(Pass):
         """Lower the planned graph: each layer on its group's rectangle, planned tensors on chip."""
         placement = plan_placement(ir.plan, ctx.target)
         onchip = plan_tensors(ir.plan, ir.graph, ctx.target)
-        program = lower_graph(ir.graph, ctx, placement, onchip)
+        sliced = slice_plan(ir.graph, ir.plan)
+        names = [layer.name for layer in ir.graph.layers]
+        parts = {
+            layer.name: placement[names[part.layer]]
+            for layer, part in zip(sliced.graph.layers, sliced.parts, strict=True)
+            if names[part.layer] in placement
+        }
+        program = lower_graph(sliced.graph, ctx, parts, onchip, sliced.slices)
         ctx.stats["tile_ops"] = sum(len(c.graph) for c in program.cores)
         return program
