@@ -132,10 +132,12 @@ def loop_parts(
     """
     can = split or (lambda i, n: separable(graph, graph.layers[i], n))
     loop_of = [0] * len(graph.layers)
-    loops: list[int] = []  # the sub-batch count of each loop
+    loops: list[tuple[int, int]] = []  # (sub-batch count, steps) of each loop
     for step in steps:
-        if not (step.loop and loops):
-            loops.append(step.nsub)
+        if step.loop and loops:
+            loops[-1] = (loops[-1][0], loops[-1][1] + 1)
+        else:
+            loops.append((step.nsub, 1))
         for group in step.groups:
             for i in group.layers:
                 loop_of[i] = len(loops) - 1
@@ -143,13 +145,22 @@ def loop_parts(
     for i in range(len(graph.layers)):
         members[loop_of[i]].append(i)
     order: list[Part] = []
-    for n, layers in zip(loops, members, strict=True):
+    for (n, nsteps), layers in zip(loops, members, strict=True):
         work = [i for i in layers if graph.layers[i].op not in VIEW_OPS]
         if n == 1 or not all(can(i, n) for i in work):
             order += [Part(i) for i in layers]
             continue
-        order += [Part(i, 0, n) if i in work else Part(i) for i in layers]  # a view: once
-        order += [Part(i, j, n) for j in range(1, n) for i in work]
+        order += [Part(i) for i in layers if i not in work]  # a view aliases, once
+        if nsteps == 1:  # a pipeline: sub-batch j of the k-th layer with j − 1 of the next
+            k = len(work)
+            order += [
+                Part(work[s], t - s, n)
+                for t in range(n + k - 1)
+                for s in range(k)
+                if 0 <= t - s < n
+            ]
+        else:  # a loop: its steps share cores, one sub-batch through them all, then the next
+            order += [Part(i, j, n) for j in range(n) for i in work]
     if all(p.parts == 1 for p in order):
         return [Part(i) for i in range(len(graph.layers))]
     return order
