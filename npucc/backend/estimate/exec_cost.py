@@ -24,7 +24,14 @@ from functools import lru_cache
 from npucc.backend.hypercut.onchip_plan import plan_onchip
 from npucc.backend.lower.builder import MeshBuilder, TileBuilder
 from npucc.backend.lower.context import LOWERINGS, LowerContext
-from npucc.backend.lower.subbatch import Part, loop_parts, part_layer, separable, slice_offset
+from npucc.backend.lower.subbatch import (
+    Part,
+    loop_parts,
+    part_layer,
+    part_loops,
+    separable,
+    slice_offset,
+)
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.ir.graph_schema import VIEW_OPS
@@ -372,10 +379,13 @@ class ExecCostModel:
         return graph, layer
 
     def onchip(
-        self, steps: tuple[Step, ...], offchip: frozenset[str] = frozenset()
+        self,
+        steps: tuple[Step, ...],
+        offchip: frozenset[str] = frozenset(),
+        parts: list[Part] | None = None,
     ) -> dict[str, OnChip]:
         """The tensors the lowering keeps on chip under `steps` (as `plan_tensors` decides),
-        none of `offchip`."""
+        none of `offchip`; `parts`: the plan's `loop_parts`, if known."""
         cols = self.target.mesh.cols
         cores_of: list[tuple[int, ...] | None] = [None] * len(self.graph.layers)
         step_of = [0] * len(self.graph.layers)
@@ -386,7 +396,10 @@ class ExecCostModel:
                     step_of[index] = s
                     if self.graph.layers[index].op not in VIEW_OPS:
                         cores_of[index] = cores
-        return plan_onchip(self.graph, cores_of, step_of, self.target, offchip)
+        if parts is None:
+            parts = loop_parts(self.graph, steps, self.splits)
+        loops = part_loops(parts, len(self.graph.layers))
+        return plan_onchip(self.graph, cores_of, step_of, self.target, offchip, loops)
 
     @property
     def every_tensor(self) -> frozenset[str]:
@@ -445,7 +458,10 @@ class ExecCostModel:
         over: list[dict[int, int]] = [{} for _ in used]
         energy = prof.energy_pj
         ddr = prof.ddr_bytes
-        offsets = {o: slice_offset(self.graph, names[o], j, n) if n > 1 else 0 for o in homes}
+        offsets = {
+            o: slice_offset(self.graph, names[o], j, n, where) if n > 1 else 0
+            for o, where in homes.items()
+        }
         cores = len(used)
         for c in prof.copies:
             where = homes.get(c.operand)
@@ -527,11 +543,12 @@ class ExecCostModel:
             for group in step.groups:
                 for index in group.layers:
                     rect_of[index] = group.rect
-        onchip = self.onchip(steps, offchip)
+        parts = loop_parts(self.graph, steps, self.splits)
+        onchip = self.onchip(steps, offchip, parts)
         cols = self.target.mesh.cols
         runs: list[_LayerRun] = []
         runs_of: dict[int, list[int]] = {}  # layer -> its runs, part by part
-        for p in loop_parts(self.graph, steps, self.splits):
+        for p in parts:
             index, n = p.layer, p.parts
             if self.graph.layers[index].op in VIEW_OPS:
                 continue

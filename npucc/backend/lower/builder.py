@@ -92,6 +92,7 @@ class TileBuilder:
         "_readers",
         "_imports",
         "_ddr_writers",
+        "_gates",
     )
 
     def __init__(
@@ -107,6 +108,7 @@ class TileBuilder:
         # (DDR tensor key, the closes it waits for) -> node its readers here wait for
         self._imports: dict[tuple[str, tuple[int, ...]], int] = {}
         self._ddr_writers: dict[str, list[int]] = {}  # DDR tensor key -> nodes writing it
+        self._gates: dict[str, int] = {}  # key -> BARRIER its writes wait for (until closed)
 
     def alloc(self, tier: str, elems: int, name: str = "") -> BufRef:
         """Allocate a buffer of `elems` elements in `tier` (size rounded up to the alignment)."""
@@ -178,6 +180,9 @@ class TileBuilder:
                 self._readers[b].append(node)
         for key in ddr_writes:
             self._ddr_writers.setdefault(key, []).append(node)
+            gate = self._gates.get(key)
+            if gate is not None and gate not in preds:
+                self.graph.add_edge(gate, node)
         return node
 
     def _over_noc(self, instr: Copy) -> Copy:
@@ -225,16 +230,29 @@ class TileBuilder:
         self._imports[memo] = node
         return node
 
-    def close_ddr(self, key: str, lo: int = 0, hi: int = EVERYTHING) -> None:
+    def gate(self, key: str, closes: list[tuple[int, int]]) -> None:
+        """Make this core's writes of `key`, until closed, wait for the BARRIERs `closes`
+        (core, node): the reads of the slot they overwrite are done."""
+        node = self.graph.add_node("BARRIER", None, 0, (), layer=self.layer).id
+        for core, barrier in closes:
+            if core == self.core:
+                self.graph.add_edge(barrier, node)
+            else:
+                self.tracker.cross_edges.append((core, barrier, self.core, node))
+        self._gates[key] = node
+
+    def close_ddr(self, key: str, lo: int = 0, hi: int = EVERYTHING) -> tuple[int, int] | None:
         """Mark this core's writes of elements [lo, hi) of DDR tensor `key` complete: readers
-        of them wait for a BARRIER."""
+        of them wait for a BARRIER; (core, that BARRIER), None without writes."""
+        self._gates.pop(key, None)
         writers = self._ddr_writers.pop(key, [])
         if not writers:
-            return
+            return None
         barrier = self.graph.add_node("BARRIER", None, 0, (), layer=self.layer).id
         for w in writers:
             self.graph.add_edge(w, barrier)
         self.tracker.ready.setdefault(key, []).append((self.core, barrier, lo, hi))
+        return self.core, barrier
 
     def open_buffers(self) -> list[int]:
         """Buffers allocated and not yet freed (must be empty when lowering ends)."""
@@ -276,10 +294,16 @@ class MeshBuilder:
         """Append an instruction to the current core."""
         return self.builders[self.current].emit(instr)
 
-    def close_ddr(self, key: str, lo: int = 0, hi: int = EVERYTHING) -> None:
-        """Close the writes of elements [lo, hi) of `key` on every core that wrote them."""
-        for builder in self.builders:
-            builder.close_ddr(key, lo, hi)
+    def gate(self, key: str, closes: list[tuple[int, int]], cores: tuple[int, ...]) -> None:
+        """Make the writes of `key` on `cores`, until closed, wait for the BARRIERs `closes`."""
+        for core in cores:
+            self.builders[core].gate(key, closes)
+
+    def close_ddr(self, key: str, lo: int = 0, hi: int = EVERYTHING) -> list[tuple[int, int]]:
+        """Close the writes of elements [lo, hi) of `key` on every core that wrote them; the
+        (core, BARRIER) closes."""
+        closes = (builder.close_ddr(key, lo, hi) for builder in self.builders)
+        return [c for c in closes if c is not None]
 
     def open_buffers(self) -> list[int]:
         """Buffers left open on any core."""

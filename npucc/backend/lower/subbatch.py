@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.ir.graph_schema import BINARY_OPS, UNARY_OPS, VIEW_OPS
+from npucc.ir.onchip import OnChip
 from npucc.ir.plan import MeshPlan, Step
 
 # ops that compute output row r of axis 0 from row r of their inputs (equal leading dims)
@@ -41,6 +42,16 @@ class Part:
     layer: int  # index in the planned graph's layers
     part: int = 0
     parts: int = 1
+    loop: int = 0  # the sub-batch loop it runs in (plan steps joined by `loop`)
+    stage: int = -1  # in a split lone step (a pipeline): its place among the step's layers
+
+
+def part_loops(parts: Sequence[Part], layers: int) -> list[tuple[int, int, int]]:
+    """(loop, sub-batch count, stage) of each layer, by layer index (`plan_onchip`'s loops)."""
+    first: dict[int, Part] = {}
+    for p in parts:
+        first.setdefault(p.layer, p)
+    return [(p.loop, p.parts, p.stage) for p in (first[i] for i in range(layers))]
 
 
 @dataclass(slots=True)
@@ -49,7 +60,7 @@ class Slicing:
 
     graph: Graph
     parts: list[Part]  # what each of graph.layers is
-    slices: dict[str, tuple[str, int]] = field(default_factory=dict)  # name -> (of, offset)
+    slices: dict[str, tuple[str, int, int]] = field(default_factory=dict)  # name -> (of, j, n)
 
 
 def separable(graph: Graph, layer: Layer, n: int) -> bool:
@@ -145,24 +156,24 @@ def loop_parts(
     for i in range(len(graph.layers)):
         members[loop_of[i]].append(i)
     order: list[Part] = []
-    for (n, nsteps), layers in zip(loops, members, strict=True):
+    for loop, ((n, nsteps), layers) in enumerate(zip(loops, members, strict=True)):
         work = [i for i in layers if graph.layers[i].op not in VIEW_OPS]
         if n == 1 or not all(can(i, n) for i in work):
-            order += [Part(i) for i in layers]
+            order += [Part(i, loop=loop) for i in layers]
             continue
-        order += [Part(i) for i in layers if i not in work]  # a view aliases, once
+        order += [Part(i, loop=loop) for i in layers if i not in work]  # a view aliases, once
         if nsteps == 1:  # a pipeline: sub-batch j of the k-th layer with j − 1 of the next
             k = len(work)
             order += [
-                Part(work[s], t - s, n)
+                Part(work[s], t - s, n, loop, s)
                 for t in range(n + k - 1)
                 for s in range(k)
                 if 0 <= t - s < n
             ]
         else:  # a loop: its steps share cores, one sub-batch through them all, then the next
-            order += [Part(i, j, n) for j in range(n) for i in work]
+            order += [Part(i, j, n, loop) for j in range(n) for i in work]
     if all(p.parts == 1 for p in order):
-        return [Part(i) for i in range(len(graph.layers))]
+        return [Part(i, loop=loop_of[i]) for i in range(len(graph.layers))]
     return order
 
 
@@ -189,8 +200,11 @@ def part_layer(graph: Graph, layer: Layer, j: int, n: int, tensors: dict[str, Te
     )
 
 
-def slice_offset(graph: Graph, name: str, j: int, n: int) -> int:
-    """The element offset of slice j of n of tensor `name`."""
+def slice_offset(graph: Graph, name: str, j: int, n: int, home: OnChip | None = None) -> int:
+    """The element offset of slice j of n of tensor `name` in the tensor holding it (`home`:
+    where it stays on chip; a handoff of a few sub-batches holds slice j in slot j mod slots)."""
+    if home is not None and home.slot:
+        return j % home.slots * home.slot
     return j * (math.prod(graph.tensors[name].shape) // n)
 
 
@@ -218,5 +232,5 @@ def slice_plan(graph: Graph, plan: MeshPlan) -> Slicing:
     for name in tensors:
         whole, _, part = name.rpartition("@")
         j, n = map(int, part.split("/"))
-        slices[name] = (whole, slice_offset(graph, whole, j, n))
+        slices[name] = (whole, j, n)
     return Slicing(out, order, slices)
