@@ -221,25 +221,24 @@ class TileBuilder:
         if producers == [(self.core, producers[0][1])]:
             node = producers[0][1]
         else:
-            node = self.graph.add_node("BARRIER", None, 0, (), layer=self.layer).id
-            for core, barrier in producers:
-                if core == self.core:
-                    self.graph.add_edge(barrier, node)
-                else:
-                    self.tracker.cross_edges.append((core, barrier, self.core, node))
+            node = self._after(producers)
         self._imports[memo] = node
         return node
 
-    def gate(self, key: str, closes: list[tuple[int, int]]) -> None:
-        """Make this core's writes of `key`, until closed, wait for the BARRIERs `closes`
-        (core, node): the reads of the slot they overwrite are done."""
+    def _after(self, closes: list[tuple[int, int]]) -> int:
+        """A BARRIER here after the BARRIERs `closes` (core, node) of this or other cores."""
         node = self.graph.add_node("BARRIER", None, 0, (), layer=self.layer).id
         for core, barrier in closes:
             if core == self.core:
                 self.graph.add_edge(barrier, node)
             else:
                 self.tracker.cross_edges.append((core, barrier, self.core, node))
-        self._gates[key] = node
+        return node
+
+    def gate(self, key: str, closes: list[tuple[int, int]]) -> None:
+        """Make this core's writes of `key`, until closed, wait for the BARRIERs `closes`
+        (core, node): the reads of the slot they overwrite are done."""
+        self._gates[key] = self._after(closes)
 
     def close_ddr(self, key: str, lo: int = 0, hi: int = EVERYTHING) -> tuple[int, int] | None:
         """Mark this core's writes of elements [lo, hi) of DDR tensor `key` complete: readers
