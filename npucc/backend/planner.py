@@ -21,7 +21,7 @@ from npucc.backend.hypercut.baselines import (
 )
 from npucc.backend.hypercut.beam import BeamOptions, BeamSearch
 from npucc.backend.hypercut.set_model import MeshParams, evaluate
-from npucc.backend.hypercut.workload import workload_from_graph
+from npucc.backend.hypercut.workload import graph_batch, workload_from_graph
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph
 from npucc.ir.plan import Cost, Group, MeshPlan, PlannedGraph, Rect, Step
@@ -37,13 +37,16 @@ ESTIMATES = ("exec", "set")  # what the lowering will execute | the SET-aligned 
 class PlanOptions:
     """What the planner may be told: method, batch, seed, the search budgets and the estimate.
 
+    The plan's workload is `batch` samples, a sample being 1/`graph_batch` of the graph's
+    work (a model imported at batch 1 and planned for 64 is the SET comparison's analytic case).
+
     `estimate="exec"` (what compiling uses) prices plans as the lowering will execute them
     (exec_cost): every search compares plans by it. "set" is the SET-aligned analytic model,
     the comparison with SET's results (`npucc bench hypercut --model set`).
     """
 
     method: str = "hypercut"
-    batch: int = 1
+    batch: int | None = None  # None: the batch the graph carries (graph_batch)
     seed: int = 0
     beam: BeamOptions = field(default_factory=BeamOptions)
     sa_iterations: int = 20_000
@@ -59,7 +62,7 @@ def plan_graph(graph: Graph, target: Target, options: PlanOptions, **params: Any
     if target.cores < 2:
         raise NpuccError(f"target '{target.name}' is not a mesh")
     for name, value in (
-        ("batch", options.batch),
+        ("batch", 1 if options.batch is None else options.batch),
         ("beam width", options.beam.width),
         ("beam iterations", options.beam.max_iterations),
         ("SA iterations", options.sa_iterations),
@@ -133,11 +136,12 @@ class HypercutPass(Pass):
             k_max=self.k_max,
             epsilon=self.epsilon,
         )
-        # NOTE: batch 1: the graph carries its batch (CompileOptions.batch fixes the inputs'
-        # leading dimension on import), so the plan's workload is one sample of that graph.
+        # NOTE: the graph carries its batch (CompileOptions.batch fixes the inputs' leading
+        # dimension on import): the plan's workload is that batch, so its sub-batch splits are
+        # splits of what the lowering executes.
         options = PlanOptions(
             self.search,
-            1,
+            graph_batch(ir),
             self.seed,
             beam,
             self.sa_iterations,

@@ -92,6 +92,14 @@ def ddr_bytes(target: Target, ins: Instr) -> int:
     return 0
 
 
+def noc_bytes(target: Target, ins: Instr) -> tuple[int, int]:
+    """Bytes a `noc` copy moves over the NoC: (read from a home, written to one)."""
+    if not isinstance(ins, NocCopy):
+        return 0, 0
+    nbytes = math.prod(ins.dims) * target.elem_bytes
+    return (0, nbytes) if ins.dst.tier in (DDR, NOC) else (nbytes, 0)
+
+
 def instr_energy(target: Target, instr: Instr) -> float:
     """Picojoules one instruction spends: MACs, vector lanes, and bytes read/written per tier."""
     eb = target.elem_bytes

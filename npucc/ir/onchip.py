@@ -14,6 +14,10 @@ class OnChip:
 
     homes: tuple[tuple[int, int], ...]  # (row, col) of the core holding chunk i
     chunk: int  # elements per home (the last home may hold fewer)
+    # NOTE: lowering only (the stream sees addresses): a handoff inside a sub-batch loop holds
+    # `slots` sub-batches of `slot` elements each, slice j in slot j mod slots (0: it all)
+    slot: int = 0
+    slots: int = 1
 
     def hops(self, core: tuple[int, int], lo: int, hi: int) -> int:
         """Mesh hops from `core` to the farthest home of elements [lo, hi)."""

@@ -78,7 +78,8 @@ class TiledProgram:
     """
 
     __slots__ = (
-        "name", "target", "tensors", "aliases", "io", "cores", "cross_edges", "onchip", "layers",
+        "name", "target", "tensors", "aliases", "slices", "io", "cores", "cross_edges", "onchip",
+        "layers",
     )  # fmt: skip
 
     def __init__(self, name: str, target: Target) -> None:
@@ -86,6 +87,9 @@ class TiledProgram:
         self.target = target
         self.tensors: dict[str, DdrTensor] = {}
         self.aliases: dict[str, str] = {}  # view tensor name -> key of the tensor it views
+        # NOTE: lowering only (DdrRefs carry key and offset; not in the text form): a sub-batch
+        # slice's name -> (key of the tensor it is part of, element offset in it)
+        self.slices: dict[str, tuple[str, int]] = {}
         self.io: list[IoBinding] = []
         self.cores: list[Core] = []
         # (src core, src node, dst core, dst node): orders nodes of different cores
@@ -125,9 +129,19 @@ class TiledProgram:
         """Make tensor `name` a view of the DDR tensor holding `of` (reshape, identity)."""
         self.aliases[name] = self.key(of)
 
+    def add_slice(self, name: str, of: str, offset: int) -> None:
+        """Make tensor `name` the part of the DDR tensor holding `of` from element `offset`."""
+        self.slices[name] = (self.key(of), self.offset(of) + offset)
+
     def key(self, name: str) -> str:
         """The DDR tensor key that holds graph tensor `name`."""
-        return self.aliases.get(name, name)
+        part = self.slices.get(name)
+        return self.aliases.get(name, name) if part is None else part[0]
+
+    def offset(self, name: str) -> int:
+        """The element offset of graph tensor `name` in its DDR tensor (a slice's; else 0)."""
+        part = self.slices.get(name)
+        return 0 if part is None else part[1]
 
     def tensor(self, name: str) -> DdrTensor:
         """The DDR tensor holding graph tensor `name`."""

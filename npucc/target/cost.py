@@ -94,6 +94,16 @@ def ddr_bound(target: Target, read: int, write: int) -> int:
     return cycles if shared is None else max(cycles, math.ceil((read + write) / shared))
 
 
+def noc_bound(target: Target, read: int, write: int) -> int:
+    """The fewest cycles in which the cores can read `read` bytes from on-chip homes over the
+    NoC and write `write` bytes to them: each core reads on one DMA pipe and writes on another,
+    each transfer at a link's bandwidth (`noc_cycles` without its latencies); 0 on one core."""
+    if target.cores <= 1:
+        return 0
+    rate = target.mesh.noc_bandwidth * target.cores
+    return max(math.ceil(read / rate), math.ceil(write / rate))
+
+
 def shared_ddr_bandwidth(target: Target) -> int | None:
     """Bytes per cycle DDR serves to all cores together on a mesh (None on one core, whose DMA
     paths have their own bandwidths)."""

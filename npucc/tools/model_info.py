@@ -156,7 +156,8 @@ def _macs(
         if n["name"] in hosted:
             n["status"] = HOST
             n["reason"] = n["reason"] or "npucc cannot lower it here"
-    return {"macs": sum(layer.macs for layer in workload_from_graph(graph).layers), "error": None}
+    wl = workload_from_graph(graph)  # per-sample loads of its batch
+    return {"macs": sum(layer.macs for layer in wl.layers) * wl.batch, "error": None}
 
 
 def inspect_model(

@@ -17,7 +17,7 @@ from npucc.checking import random_inputs
 from npucc.frontend.onnx_import import load_model
 from npucc.ir.tiled_parse import tiled_from_text
 from npucc.target import load_target
-from npucc.target.cost import cube_bound, ddr_bound, vector_bound
+from npucc.target.cost import cube_bound, ddr_bound, noc_bound, vector_bound
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ("small_cnn", "residual_block", "lrn_concat", "decoder_block", "transformer_encoder")
@@ -155,6 +155,10 @@ def test_bounds_use_every_core_and_the_shared_ddr_channel():
     # one core reads and writes on two pipes at once; a mesh shares one DDR channel
     assert ddr_bound(one, 640, 640) == 10
     assert ddr_bound(mesh, 640, 640) == 1280 // mesh.mesh.ddr_bandwidth
+    # every core's NoC links, reads and writes on two pipes; nothing on one core
+    rate = mesh.mesh.noc_bandwidth * mesh.cores
+    assert noc_bound(mesh, 3 * rate, rate + 1) == 3
+    assert noc_bound(one, 10**6, 10**6) == 0
 
 
 def test_mesh_program_stays_above_its_bound():
@@ -164,3 +168,8 @@ def test_mesh_program_stays_above_its_bound():
     assert line["makespan"] == result.makespan
     assert 0 < line["bound"] <= result.makespan
     assert line["compute"] == max(line["cube"], line["vector"])
+    # its NoC floor is its own on-chip handoffs' bytes over every core's links
+    assert line["noc_bytes"] > 0
+    assert 0 < line["noc"] <= math.ceil(line["noc_bytes"] / (8 * 8 * 24))
+    assert line["bound"] == max(line["compute"], line["memory"], line["noc"])
+    assert f"at makespan {result.makespan}" in at_makespan(line, result.makespan).summary()

@@ -9,9 +9,10 @@ rectangle gets (round-robin, as `LowerContext.next_tile`) is its duration there.
 latency is a list schedule of the layers in lowering order, as the lowering chains them (a
 BARRIER chain per core, every tensor through DDR): a layer's reads of an input wait for its
 producers' closing barriers plus the flag's hops and for its cores' previous barrier; its
-const loads wait only for its cores' DMA. Sub-batch splits are not executed (the lowering runs
-each layer once on the graph's whole batch), so they cost nothing here. docs/cost-model.md
-("Interpreter vs cost model") states the rules and the measured errors.
+const loads wait only for its cores' DMA. Sub-batch splits are priced as the lowering executes
+them (npucc.backend.lower.subbatch): a split loop's layers run once per sub-batch, each part
+profiled on its slices, and a part waits for the parts of its producers that cover its slice.
+docs/cost-model.md ("Interpreter vs cost model") states the rules and the measured errors.
 """
 
 from __future__ import annotations
@@ -23,8 +24,16 @@ from functools import lru_cache
 from npucc.backend.hypercut.onchip_plan import plan_onchip
 from npucc.backend.lower.builder import MeshBuilder, TileBuilder
 from npucc.backend.lower.context import LOWERINGS, LowerContext
+from npucc.backend.lower.subbatch import (
+    Part,
+    loop_parts,
+    part_layer,
+    part_loops,
+    separable,
+    slice_offset,
+)
 from npucc.errors import NpuccError
-from npucc.ir.graph import Graph, Layer
+from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.ir.graph_schema import VIEW_OPS
 from npucc.ir.isa import PIPES, Copy, DdrRef, NocCopy, pattern_extent
 from npucc.ir.isa_cost import ddr_bytes, instr_cycles, instr_energy
@@ -312,9 +321,12 @@ class ExecCostModel:
     graph: Graph
     target: Target
     _srcs: list[tuple[int | None, ...]] = field(default_factory=list)  # producer per input
+    _origin: list[tuple[int | None, ...]] = field(default_factory=list)  # the same, past views
     _data: list[tuple[int, ...]] = field(default_factory=list)  # non-const input classes
     _profiles: dict[tuple, LayerProfile] = field(default_factory=dict)
-    _keys: dict[tuple[int, bool], tuple] = field(default_factory=dict)
+    _keys: dict[tuple[int, int, bool], tuple] = field(default_factory=dict)  # (layer, n, single)
+    _parts: dict[int, tuple[Graph, dict[int, Layer]]] = field(default_factory=dict)  # by n
+    _split: dict[tuple[int, int], bool] = field(default_factory=dict)  # (layer, n) separable
     _timings: dict[tuple[tuple, int], tuple[LayerTiming, ...]] = field(default_factory=dict)
     _key: dict[str, str] = field(default_factory=dict)  # view tensor -> the tensor it views
     _noc: dict[tuple, tuple[tuple[LayerTiming, ...], float, int]] = field(default_factory=dict)
@@ -324,6 +336,7 @@ class ExecCostModel:
         producer: dict[str, int] = {}
         for index, layer in enumerate(self.graph.layers):
             self._srcs.append(tuple(producer.get(t) for t in layer.inputs))
+            self._origin.append(tuple(self._past_views(p) for p in self._srcs[-1]))
             is_const = self.graph.is_const
             self._data.append(
                 tuple(c for c, t in enumerate(layer.inputs, 1) if t and not is_const(t))
@@ -333,11 +346,46 @@ class ExecCostModel:
             if layer.op in VIEW_OPS:
                 self._key[layer.outputs[0]] = self._key.get(layer.inputs[0], layer.inputs[0])
 
+    def _past_views(self, producer: int | None) -> int | None:
+        """The layer that wrote the data `producer` writes (a view's: its input's writer)."""
+        while producer is not None and self.graph.layers[producer].op in VIEW_OPS:
+            producer = self._srcs[producer][0]
+        return producer
+
+    def splits(self, index: int, n: int) -> bool:
+        """Whether layer `index` runs on n sub-batches (`separable`, memoised)."""
+        value = self._split.get((index, n))
+        if value is None:
+            value = self._split[(index, n)] = separable(self.graph, self.graph.layers[index], n)
+        return value
+
+    def part(self, index: int, n: int) -> tuple[Graph, Layer]:
+        """Layer `index` as it runs on one of n sub-batches, and a graph holding its tensors."""
+        if n == 1:
+            return self.graph, self.graph.layers[index]
+        if n not in self._parts:
+            graph = Graph(self.graph.name, self.graph.opset)
+            for t in self.graph.tensors.values():
+                graph.add_tensor(t)
+            self._parts[n] = (graph, {})
+        graph, layers = self._parts[n]
+        layer = layers.get(index)
+        if layer is None:
+            new: dict[str, Tensor] = {}
+            layer = layers[index] = part_layer(self.graph, self.graph.layers[index], 0, n, new)
+            for t in new.values():
+                if t.name not in graph.tensors:
+                    graph.add_tensor(t)
+        return graph, layer
+
     def onchip(
-        self, steps: tuple[Step, ...], offchip: frozenset[str] = frozenset()
+        self,
+        steps: tuple[Step, ...],
+        offchip: frozenset[str] = frozenset(),
+        parts: list[Part] | None = None,
     ) -> dict[str, OnChip]:
         """The tensors the lowering keeps on chip under `steps` (as `plan_tensors` decides),
-        none of `offchip`."""
+        none of `offchip`; `parts`: the plan's `loop_parts`, if known."""
         cols = self.target.mesh.cols
         cores_of: list[tuple[int, ...] | None] = [None] * len(self.graph.layers)
         step_of = [0] * len(self.graph.layers)
@@ -348,7 +396,10 @@ class ExecCostModel:
                     step_of[index] = s
                     if self.graph.layers[index].op not in VIEW_OPS:
                         cores_of[index] = cores
-        return plan_onchip(self.graph, cores_of, step_of, self.target, offchip)
+        if parts is None:
+            parts = loop_parts(self.graph, steps, self.splits)
+        loops = part_loops(parts, len(self.graph.layers))
+        return plan_onchip(self.graph, cores_of, step_of, self.target, offchip, loops)
 
     @property
     def every_tensor(self) -> frozenset[str]:
@@ -379,12 +430,13 @@ class ExecCostModel:
         return offchip
 
     def noc_layer(
-        self, index: int, r: Rect, onchip: dict[str, OnChip]
+        self, index: int, r: Rect, onchip: dict[str, OnChip], part: Part | None = None
     ) -> tuple[tuple[LayerTiming, ...], float, int] | None:
-        """Timings (every used core), energy and DDR bytes of layer `index` on `r` when some of
-        its tensors stay on chip (None when none does). Copies of those become NoC transfers,
-        priced by cost.py from each tile's core to the homes it reaches."""
-        prof = self.profile(index, r.cores)
+        """Timings (every used core), energy and DDR bytes of layer `index` (or of its `part`)
+        on `r` when some of its tensors stay on chip (None when none does). Copies of those
+        become NoC transfers, priced by cost.py from each tile's core to the homes it reaches."""
+        j, n = (0, 1) if part is None else (part.part, part.parts)
+        prof = self.profile(index, r.cores, n)
         layer = self.graph.layers[index]
         names = (*layer.inputs, *layer.outputs)  # a shared profile's operands, by position
         homes: dict[int, OnChip] = {}
@@ -394,33 +446,38 @@ class ExecCostModel:
                 homes[operand] = where
         if not homes:
             return None
-        memo = (index, r, tuple(sorted(homes.items(), key=lambda kv: kv[0])))
+        memo = (index, j, n, r, tuple(sorted(homes.items(), key=lambda kv: kv[0])))
         value = self._noc.get(memo)
         if value is not None:
             return value
         used = _used_cores(r, prof.ntiles)
-        n = len(used)
         tile_of = {}
         for t in range(prof.ntiles):
             for i in prof.span(t):
                 tile_of[i] = t
-        over: list[dict[int, int]] = [{} for _ in range(n)]
+        over: list[dict[int, int]] = [{} for _ in used]
         energy = prof.energy_pj
         ddr = prof.ddr_bytes
+        offsets = {
+            o: slice_offset(self.graph, names[o], j, n, where) if n > 1 else 0
+            for o, where in homes.items()
+        }
+        cores = len(used)
         for c in prof.copies:
             where = homes.get(c.operand)
             if where is None:
                 continue
-            k = tile_of[c.node] % n
+            k = tile_of[c.node] % cores
             ins = c.instr
+            at = offsets[c.operand]
             noc = NocCopy(
                 ins.dst, ins.src, ins.dims, ins.dst_strides, ins.src_strides,
-                where.hops(used[k], c.lo, c.hi),
+                where.hops(used[k], c.lo + at, c.hi + at),
             )  # fmt: skip
             over[k][c.node] = instr_cycles(self.target, noc)
             energy += instr_energy(self.target, noc) - instr_energy(self.target, ins)
             ddr -= ddr_bytes(self.target, ins)
-        timings = tuple(self._core_timing(prof, n, k, over[k]) for k in range(n))
+        timings = tuple(self._core_timing(prof, cores, k, over[k]) for k in range(cores))
         value = self._noc[memo] = (timings, energy, ddr)
         return value
 
@@ -435,25 +492,26 @@ class ExecCostModel:
             value = self._core[key] = prof.core_timing(cores, core, cycles)
         return value
 
-    def profile(self, index: int, cores: int) -> LayerProfile:
-        """The profile of layer `index` on a rectangle of `cores` cores (memoised)."""
+    def profile(self, index: int, cores: int, n: int = 1) -> LayerProfile:
+        """The profile of layer `index` (on one of n sub-batches) on a rectangle of `cores`
+        cores (memoised)."""
         single = cores == 1
-        key = self._keys.get((index, single))
+        key = self._keys.get((index, n, single))
         if key is None:
-            layer = self.graph.layers[index]
-            key = self._keys[(index, single)] = layer_signature(self.graph, layer, single)
+            graph, layer = self.part(index, n)
+            key = self._keys[(index, n, single)] = layer_signature(graph, layer, single)
         prof = self._profiles.get(key)
         if prof is None:
-            prof = self._profiles[key] = profile_layer(
-                self.graph, self.graph.layers[index], self.target, single
-            )
+            graph, layer = self.part(index, n)
+            prof = self._profiles[key] = profile_layer(graph, layer, self.target, single)
         return prof
 
-    def timing(self, index: int, cores: int) -> tuple[LayerTiming, ...]:
-        """Timings of layer `index` on a rectangle of `cores` cores (memoised)."""
-        prof = self.profile(index, cores)
+    def timing(self, index: int, cores: int, n: int = 1) -> tuple[LayerTiming, ...]:
+        """Timings of layer `index` (on one of n sub-batches) on a rectangle of `cores` cores
+        (memoised)."""
+        prof = self.profile(index, cores, n)
         used = min(cores, prof.ntiles)
-        key = (self._keys[(index, cores == 1)], used)
+        key = (self._keys[(index, n, cores == 1)], used)
         value = self._timings.get(key)
         if value is None:
             value = self._timings[key] = prof.timing(used)
@@ -472,36 +530,47 @@ class ExecCostModel:
         its slowest core runs after its last load.
         """
         runs = self._runs(steps, offchip)
-        energy = sum(run.energy for run in runs if isinstance(run, _LayerRun))
-        ddr = sum(run.ddr for run in runs if isinstance(run, _LayerRun))
+        energy = sum(run.energy for run in runs)
+        ddr = sum(run.ddr for run in runs)
         latency = self._schedule(runs)
         return Cost(energy_pj=energy, latency_cycles=float(latency), dram_bytes=float(ddr))
 
-    def _runs(self, steps: tuple[Step, ...], offchip: frozenset[str]) -> list[_LayerRun | int]:
-        """How each layer runs under the plan (a view: the layer it aliases, -1 for none)."""
+    def _runs(self, steps: tuple[Step, ...], offchip: frozenset[str]) -> list[_LayerRun]:
+        """How each layer (each part of a split one) runs under the plan, in lowering order;
+        views are none (a reader waits for the layer that wrote the data)."""
         rect_of: dict[int, Rect] = {}
         for step in steps:
             for group in step.groups:
                 for index in group.layers:
                     rect_of[index] = group.rect
-        onchip = self.onchip(steps, offchip)
+        parts = loop_parts(self.graph, steps, self.splits)
+        onchip = self.onchip(steps, offchip, parts)
         cols = self.target.mesh.cols
-        runs: list[_LayerRun | int] = []
-        for index, layer in enumerate(self.graph.layers):
-            srcs = self._srcs[index]
-            if layer.op in VIEW_OPS:  # an alias: ready when (and where) its input is
-                runs.append(-1 if srcs[0] is None else srcs[0])
+        runs: list[_LayerRun] = []
+        runs_of: dict[int, list[int]] = {}  # layer -> its runs, part by part
+        for p in parts:
+            index, n = p.layer, p.parts
+            if self.graph.layers[index].op in VIEW_OPS:
                 continue
             r = rect_of[index]
-            prof = self.profile(index, r.cores)
-            noc = self.noc_layer(index, r, onchip) if onchip else None
+            prof = self.profile(index, r.cores, n)
+            noc = self.noc_layer(index, r, onchip, p) if onchip else None
             if noc is None:
-                timings, energy, ddr = self.timing(index, r.cores), prof.energy_pj, prof.ddr_bytes
+                timings, energy, ddr = (
+                    self.timing(index, r.cores, n),
+                    prof.energy_pj,
+                    prof.ddr_bytes,
+                )
             else:
                 timings, energy, ddr = noc
             used = _used_cores(r, prof.ntiles)
             ys = [c[0] for c in used]
             xs = [c[1] for c in used]
+            srcs = tuple(
+                () if src is None else _covering(runs_of[src], p.part, n)
+                for src in self._origin[index]
+            )
+            runs_of.setdefault(index, []).append(len(runs))
             runs.append(
                 _LayerRun(
                     timings,
@@ -513,11 +582,12 @@ class ExecCostModel:
                     used[0],
                     (min(ys), min(xs), max(ys), max(xs)),
                     self._data[index],
+                    srcs,
                 )
             )
         return runs
 
-    def _schedule(self, runs: list[_LayerRun | int]) -> int:
+    def _schedule(self, runs: list[_LayerRun]) -> int:
         """The latency of one list schedule of the layers in lowering order."""
         target = self.target
         done: list[_Placed] = []
@@ -525,17 +595,16 @@ class ExecCostModel:
         mte2_free = [0] * target.cores  # after its last DDR load
         channel = DdrChannel(target)
         shared = channel.shared
-        for index, run in enumerate(runs):
-            if isinstance(run, int):  # a view
-                done.append(READY if run < 0 else done[run])
-                continue
+        for run in runs:
             barrier = max(map(core_free.__getitem__, run.cores))
             first = run.first
             releases = [max(map(mte2_free.__getitem__, run.cores))]  # by release class
-            for src in self._srcs[index]:
-                where = READY if src is None else done[src]
-                flag = sync_cycles(target, where.farthest(first), first)
-                releases.append(max(barrier, where.finish + flag))
+            for srcs in run.srcs:
+                release = barrier
+                for where in [done[k] for k in srcs] or [READY]:
+                    flag = sync_cycles(target, where.farthest(first), first)
+                    release = max(release, where.finish + flag)
+                releases.append(release)
             end, tail = -1, 0
             for timing in run.timings:
                 begin = -1  # the earliest release of its classes (barrier if it has none)
@@ -577,6 +646,17 @@ class _LayerRun:
     first: tuple[int, int]  # (row, col) of its first core
     box: tuple[int, int, int, int]  # bounding box of its cores: y0, x0, y1, x1
     data: tuple[int, ...]  # release classes of its non-const inputs
+    srcs: tuple[tuple[int, ...], ...]  # per input, the runs that wrote the part it reads
+
+
+def _covering(parts: list[int], j: int, n: int) -> tuple[int, ...]:
+    """Of a producer's runs `parts` (its sub-batches in order), those writing slice j of n."""
+    m = len(parts)
+    if m == 1:
+        return (parts[0],)
+    if n == 1:
+        return tuple(parts)
+    return tuple(parts[j * m // n : ((j + 1) * m - 1) // n + 1])
 
 
 @lru_cache(maxsize=65536)

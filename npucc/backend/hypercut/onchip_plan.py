@@ -7,6 +7,13 @@ on chip: split into equal chunks, chunk i on the i-th core of the producer's rec
 (row-major). Producer tiles write it and consumer tiles read it over the NoC. Buffers are
 reserved first come first served and never reused. Both the lowering and the
 execution-faithful estimate call `plan_onchip`, so they agree.
+
+Inside a split sub-batch loop (npucc.backend.lower.subbatch), a tensor that only the loop's
+own layers read is a handoff per sub-batch: it holds `slots` sub-batches, slice j in slot
+j mod slots, whatever the steps between producer and readers — two (double buffers), or in a
+pipelined step one more than the most stages a reader lies behind its producer (the slices
+it still waits to read), at most the sub-batch count; the lowering makes the producer's
+slice j wait until the readers of slice j − slots are done.
 """
 
 from __future__ import annotations
@@ -30,10 +37,12 @@ def plan_onchip(
     step_of: Sequence[int],
     target: Target,
     offchip: frozenset[str] = frozenset(),
+    loops: Sequence[tuple[int, int, int]] | None = None,
 ) -> dict[str, OnChip]:
     """The tensors kept on chip (layer i runs in step `step_of[i]` on the row-major core
-    indices `cores_of[i]`; None for a view op), none of `offchip`. Empty on one core or
-    without a buffer."""
+    indices `cores_of[i]`; None for a view op), none of `offchip`. `loops[i]`: layer i's
+    sub-batch loop, its sub-batch count (1: not split) and its stage in a pipelined step (-1:
+    none). Empty on one core or without a buffer."""
     budget = target.mesh.onchip_budget
     if budget <= 0 or target.cores <= 1:
         return {}
@@ -71,20 +80,32 @@ def plan_onchip(
         for t in layer.outputs:
             elems = math.prod(graph.tensors[t].shape)
             found = consumers(t) if t not in outputs and t not in offchip else None
-            if not found or elems == 0:
+            if not found or elems == 0 or any(graph.layers[j].op in NO_NOC_READERS for j in found):
                 continue
-            if any(
-                not 0 <= step_of[j] - step_of[i] <= LATER_STEPS
-                or graph.layers[j].op in NO_NOC_READERS
-                for j in found
-            ):
+            slot, slots = _handoff(i, found, elems, loops)
+            if not slot and any(not 0 <= step_of[j] - step_of[i] <= LATER_STEPS for j in found):
                 continue
-            chunk = -(-elems // len(cores))
-            homes = cores[: -(-elems // chunk)]
+            held = slot * slots if slot else elems
+            chunk = -(-held // len(cores))
+            homes = cores[: -(-held // chunk)]
             need = chunk_bytes(chunk, eb)
             if any(free.get(c, budget) < need for c in homes):
                 continue
             for c in homes:
                 free[c] = free.get(c, budget) - need
-            kept[t] = OnChip(tuple((c // cols, c % cols) for c in homes), chunk)
+            kept[t] = OnChip(tuple((c // cols, c % cols) for c in homes), chunk, slot, slots)
     return kept
+
+
+def _handoff(
+    producer: int, readers: list[int], elems: int, loops: Sequence[tuple[int, int, int]] | None
+) -> tuple[int, int]:
+    """(elements per sub-batch, sub-batches held) of a handoff inside a split loop, or (0, 1)
+    for a tensor held whole."""
+    if loops is None:
+        return 0, 1
+    loop, n, stage = loops[producer]
+    if n == 1 or any(loops[j][0] != loop for j in readers):
+        return 0, 1
+    behind = max((loops[j][2] - stage for j in readers), default=1) if stage >= 0 else 1
+    return elems // n, min(n, max(2, behind + 1))

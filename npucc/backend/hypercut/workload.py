@@ -10,7 +10,7 @@ from npucc.ir.plan import LayerLoad, Workload
 
 
 def _macs(graph: Graph, layer: Layer) -> int:
-    """Multiply-accumulates of one sample (batch dimension 1 of the imported graph)."""
+    """Multiply-accumulates of the layer over the graph's whole batch."""
     out = graph.tensors[layer.outputs[0]].shape
     if layer.op == "conv2d":
         w = graph.tensors[layer.inputs[1]].shape
@@ -25,7 +25,8 @@ def _macs(graph: Graph, layer: Layer) -> int:
 
 
 def _vops(graph: Graph, layer: Layer) -> int:
-    """Element operations of one sample for non-MAC layers (window size for pooling)."""
+    """Element operations of non-MAC layers over the graph's whole batch (window size for
+    pooling)."""
     if layer.op in ("conv2d", "gemm", "matmul", HOST_OP) or layer.op in VIEW_OPS:
         return 0  # NOTE: a host segment is no NPU work
     out = math.prod(graph.tensors[layer.outputs[0]].shape)
@@ -38,8 +39,25 @@ def _vops(graph: Graph, layer: Layer) -> int:
     return out
 
 
-def workload_from_graph(graph: Graph, batch: int = 1) -> Workload:
-    """Per-sample loads of every layer (the graph's own batch dimension is one sample)."""
+def graph_batch(graph: Graph) -> int:
+    """The batch the graph carries: its inputs' common leading dimension (after `--batch N`),
+    when every non-const tensor's elements divide by it (so a sample is 1/N of each); else 1.
+    """
+    leading = {graph.tensors[t].shape[0] for t in graph.inputs if graph.tensors[t].shape}
+    if len(leading) != 1:
+        return 1
+    batch = leading.pop()
+    if batch < 1 or any(
+        math.prod(t.shape) % batch for name, t in graph.tensors.items() if not graph.is_const(name)
+    ):
+        return 1
+    return batch
+
+
+def workload_from_graph(graph: Graph, batch: int | None = None) -> Workload:
+    """Per-sample loads of every layer (a sample is 1/`graph_batch` of each tensor) for a
+    batch of `batch` samples (by default the graph's own)."""
+    samples = graph_batch(graph)
     index: dict[str, int] = {}
     layers: list[LayerLoad] = []
     for i, layer in enumerate(graph.layers):
@@ -51,18 +69,20 @@ def workload_from_graph(graph: Graph, batch: int = 1) -> Workload:
             size = math.prod(graph.tensors[t].shape)
             if graph.is_const(t):
                 weights += size
-            elif t in index:
+                continue
+            size //= samples
+            if t in index:
                 inputs[index[t]] = inputs.get(index[t], 0) + size
             else:
                 ext += size
         for t in layer.outputs:
             index[t] = i
-        out = sum(math.prod(graph.tensors[t].shape) for t in layer.outputs)
+        out = sum(math.prod(graph.tensors[t].shape) for t in layer.outputs) // samples
         layers.append(
             LayerLoad(
                 name=layer.name,
-                macs=_macs(graph, layer),
-                vops=_vops(graph, layer),
+                macs=_macs(graph, layer) // samples,
+                vops=_vops(graph, layer) // samples,
                 weights=weights,
                 out=out,
                 inputs=tuple(sorted(inputs.items())),
@@ -70,4 +90,4 @@ def workload_from_graph(graph: Graph, batch: int = 1) -> Workload:
                 is_output=any(t in graph.outputs for t in layer.outputs),
             )
         )
-    return Workload(graph.name, tuple(layers), batch)
+    return Workload(graph.name, tuple(layers), samples if batch is None else batch)

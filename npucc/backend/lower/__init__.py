@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from npucc import progress
@@ -20,6 +22,7 @@ from npucc.backend.lower import (  # noqa: F401  (register)
 )
 from npucc.backend.lower.builder import DdrTracker, MeshBuilder, TileBuilder
 from npucc.backend.lower.context import LOWERINGS, LowerContext
+from npucc.backend.lower.subbatch import Part, part_loops, slice_offset, slice_plan
 from npucc.backend.lower.work import layer_work
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph, Layer
@@ -39,12 +42,14 @@ def lower_graph(
     ctx: CompileContext,
     placement: Placement | None = None,
     onchip: dict[str, OnChip] | None = None,
+    slices: dict[str, tuple[str, int, int]] | None = None,
 ) -> TiledProgram:
     """Lower every layer of `graph`, layer after layer through DDR, onto the target's cores.
 
     Each layer's independent tiles go round-robin over its cores (`placement`; by default every
     layer uses every core of the mesh in turn, i.e. layer-sequential execution). The tensors in
-    `onchip` are kept on chip and moved over the NoC instead of DDR.
+    `onchip` are kept on chip and moved over the NoC instead of DDR. A tensor in `slices` is
+    slice j of n of another (a sub-batch: npucc.backend.lower.subbatch).
     """
     target = ctx.target
     program = TiledProgram(graph.name, target)
@@ -58,6 +63,7 @@ def lower_graph(
         builders.append(TileBuilder(core.graph, target, index, tracker))
     builder = MeshBuilder(builders)
     lctx = LowerContext(graph, program, builder, target)
+    parts = _Parts(slices or {})
     program.layers = layer_work(graph)
     every_core = tuple(range(rows * cols))
     for name in graph.inputs:
@@ -69,7 +75,7 @@ def lower_graph(
             if bar is not None and index % 8 == 0:
                 bar.update(index)
             builder.set_layer(index)
-            _lower_layer(lctx, layer, (placement or {}).get(layer.name, every_core))
+            _lower_layer(lctx, layer, (placement or {}).get(layer.name, every_core), parts)
     for name in graph.outputs:
         lctx.ddr(name)
         t = graph.tensors[name]
@@ -110,8 +116,11 @@ def plan_placement(plan: MeshPlan, target: Target) -> Placement:
     return placement
 
 
-def plan_tensors(plan: MeshPlan, graph: Graph, target: Target) -> dict[str, OnChip]:
-    """The tensors `plan` keeps on chip (npucc.backend.hypercut.onchip_plan)."""
+def plan_tensors(
+    plan: MeshPlan, graph: Graph, target: Target, parts: Sequence[Part] | None = None
+) -> dict[str, OnChip]:
+    """The tensors `plan` keeps on chip (npucc.backend.hypercut.onchip_plan), lowered as
+    `parts` (`loop_parts`) say."""
     placement = plan_placement(plan, target)
     step: dict[str, int] = {}
     for s, st in enumerate(plan.steps):
@@ -120,12 +129,51 @@ def plan_tensors(plan: MeshPlan, graph: Graph, target: Target) -> dict[str, OnCh
                 step[plan.workload.layers[index].name] = s
     cores = [None if layer.op in VIEW_OPS else placement[layer.name] for layer in graph.layers]
     steps = [step[layer.name] for layer in graph.layers]
-    return plan_onchip(graph, cores, steps, target, plan.offchip)
+    loops = None if parts is None else part_loops(parts, len(graph.layers))
+    return plan_onchip(graph, cores, steps, target, plan.offchip, loops)
 
 
-def _lower_layer(lctx: LowerContext, layer: Layer, cores: tuple[int, ...]) -> None:
-    """Lower one layer onto `cores` (a view op only aliases its input's DDR tensor)."""
+@dataclass(slots=True)
+class _Parts:
+    """The sub-batch slices being lowered, and who read the slices of each on-chip handoff."""
+
+    slices: dict[str, tuple[str, int, int]]  # slice name -> (whole tensor, j, n)
+    # (key of a handoff, sub-batch) -> the closes (core, BARRIER) of the layers that read it
+    read: dict[tuple[str, int], list[tuple[int, int]]] = field(default_factory=dict)
+
+    def register(self, lctx: LowerContext, name: str) -> None:
+        """Make slice `name` a part of its whole tensor (created with its first slice)."""
+        program = lctx.program
+        whole, j, n = self.slices[name]
+        home = program.onchip.get(program.key(whole))
+        if program.key(whole) not in program.tensors:  # the first slice written
+            shape = lctx.shape(whole)
+            if home is None:
+                program.add_tensor(whole, "temp", shape)
+            else:  # a handoff holds `slots` sub-batches of it
+                rows = shape[0] // n * (home.slots if home.slot else n)
+                program.add_tensor(whole, "onchip", (rows, *shape[1:]))
+        program.add_slice(name, whole, slice_offset(lctx.graph, whole, j, n, home))
+
+    def reuses(self, lctx: LowerContext, name: str) -> tuple[str, list[tuple[int, int]]] | None:
+        """For a slice a handoff holds in a slot used before: the tensor's key and the closes
+        of the layers that read the slot's previous slice (its writes wait for them)."""
+        whole, j, n = self.slices[name]
+        key = lctx.program.key(whole)
+        home = lctx.program.onchip.get(key)
+        if home is None or not home.slot or j < home.slots:
+            return None
+        return key, self.read.get((key, j - home.slots), [])
+
+
+def _lower_layer(lctx: LowerContext, layer: Layer, cores: tuple[int, ...], parts: _Parts) -> None:
+    """Lower one layer onto `cores` (a view op only aliases its input's DDR tensor; a slice
+    among its tensors is a part of its whole one)."""
     program = lctx.program
+    slices = parts.slices
+    for name in (*layer.inputs, *layer.outputs):
+        if name in slices and name not in program.slices:
+            parts.register(lctx, name)
     if layer.op in VIEW_OPS:
         src = layer.inputs[0]
         lctx.ddr(src)
@@ -135,12 +183,22 @@ def _lower_layer(lctx: LowerContext, layer: Layer, cores: tuple[int, ...]) -> No
     if lower is None:
         raise NpuccError(f"no lowering for operator {layer.op} (node '{layer.name}')")
     for out in layer.outputs:
-        role = "onchip" if out in program.onchip else "temp"
-        program.add_tensor(out, role, lctx.shape(out))
+        if out not in slices:
+            role = "onchip" if out in program.onchip else "temp"
+            program.add_tensor(out, role, lctx.shape(out))
     lctx.begin_layer(cores)
-    lower(lctx, layer)
     for out in layer.outputs:
-        lctx.builder.close_ddr(out)
+        reuse = parts.reuses(lctx, out) if out in slices else None
+        if reuse is not None:
+            lctx.builder.gate(reuse[0], reuse[1], cores)
+    lower(lctx, layer)
+    closes = []
+    for out in layer.outputs:
+        lo = program.offset(out)
+        closes += lctx.builder.close_ddr(program.key(out), lo, lo + math.prod(lctx.shape(out)))
+    for name in layer.inputs:
+        if name in slices and program.key(name) in program.onchip:
+            parts.read.setdefault((program.key(name), slices[name][1]), []).extend(closes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +212,14 @@ class LowerTiles(Pass):
     def run(self, ir: PlannedGraph, ctx: CompileContext) -> TiledProgram:
         """Lower the planned graph: each layer on its group's rectangle, planned tensors on chip."""
         placement = plan_placement(ir.plan, ctx.target)
-        onchip = plan_tensors(ir.plan, ir.graph, ctx.target)
-        program = lower_graph(ir.graph, ctx, placement, onchip)
+        sliced = slice_plan(ir.graph, ir.plan)
+        onchip = plan_tensors(ir.plan, ir.graph, ctx.target, sliced.parts)
+        names = [layer.name for layer in ir.graph.layers]
+        parts = {
+            layer.name: placement[names[part.layer]]
+            for layer, part in zip(sliced.graph.layers, sliced.parts, strict=True)
+            if names[part.layer] in placement
+        }
+        program = lower_graph(sliced.graph, ctx, parts, onchip, sliced.slices)
         ctx.stats["tile_ops"] = sum(len(c.graph) for c in program.cores)
         return program

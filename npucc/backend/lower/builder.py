@@ -52,15 +52,29 @@ def node_op_name(instr: Instr) -> str:
     return f"VEC_{op.upper()}"
 
 
+EVERYTHING = 1 << 62  # one past the last element of any tensor
+
+
+def _read_span(instr: Instr, ref: DdrRef) -> tuple[str, int, int]:
+    """The DDR tensor and element range an instruction reads through `ref` (a copy: its
+    pattern; anything else, e.g. a gather's table: the whole tensor)."""
+    if isinstance(instr, Copy) and instr.src is ref:
+        return ref.key, ref.off, ref.off + pattern_extent(instr.dims, instr.src_strides)
+    return ref.key, 0, EVERYTHING
+
+
 @dataclass(slots=True)
 class DdrTracker:
     """Program-wide record of which cores closed the writes of each DDR tensor.
 
     NOTE: a cross-core edge (src core, src node, dst core, dst node) orders a BARRIER that closed
-    one core's writes before the import BARRIER of a core that reads the tensor.
+    one core's writes before the import BARRIER of a core that reads the tensor. Writes are
+    closed per element range (a layer's output, or a sub-batch slice of it): a read waits for
+    the closes whose range it overlaps.
     """
 
-    ready: dict[str, list[tuple[int, int]]] = field(default_factory=dict)  # key -> (core, node)
+    # key -> (core, node, first element, one past the last) of each close
+    ready: dict[str, list[tuple[int, int, int, int]]] = field(default_factory=dict)
     cross_edges: list[tuple[int, int, int, int]] = field(default_factory=list)
     onchip: dict[str, OnChip] = field(default_factory=dict)  # keys kept on chip (NoC handoff)
 
@@ -78,6 +92,7 @@ class TileBuilder:
         "_readers",
         "_imports",
         "_ddr_writers",
+        "_gates",
     )
 
     def __init__(
@@ -90,8 +105,10 @@ class TileBuilder:
         self.layer = -1  # graph layer index stamped on every node added (TileNode.layer)
         self._last_write: dict[int, int] = {}  # buffer -> last node that wrote it
         self._readers: dict[int, list[int]] = {}  # buffer -> readers since the last write
-        self._imports: dict[str, int] = {}  # DDR tensor key -> node its readers here wait for
+        # (DDR tensor key, the closes it waits for) -> node its readers here wait for
+        self._imports: dict[tuple[str, tuple[int, ...]], int] = {}
         self._ddr_writers: dict[str, list[int]] = {}  # DDR tensor key -> nodes writing it
+        self._gates: dict[str, int] = {}  # key -> BARRIER its writes wait for (until closed)
 
     def alloc(self, tier: str, elems: int, name: str = "") -> BufRef:
         """Allocate a buffer of `elems` elements in `tier` (size rounded up to the alignment)."""
@@ -121,7 +138,7 @@ class TileBuilder:
             instr = self._over_noc(instr)
         reads = [getattr(instr, n) for n in instr.reads]
         writes = [getattr(instr, n) for n in instr.writes]
-        ddr_reads = [r.key for r in reads if isinstance(r, DdrRef)]
+        ddr_reads = [_read_span(instr, r) for r in reads if isinstance(r, DdrRef)]
         ddr_writes = [w.key for w in writes if isinstance(w, DdrRef)]
         if (isinstance(instr, Mmad) and instr.acc) or (
             isinstance(instr, VBinary) and instr.accumulates
@@ -132,10 +149,10 @@ class TileBuilder:
                 self._own(ref)
         bufs = tuple(dict.fromkeys(r.buf for r in (*writes, *reads) if isinstance(r, BufRef)))
         preds: list[int] = []
-        for key in ddr_reads:
+        for key, lo, hi in ddr_reads:
             if key in self._ddr_writers:
                 raise ValueError(f"DDR tensor {key!r} read before its writes were closed")
-            ready = self._import(key)
+            ready = self._import(key, lo, hi)
             if ready is not None:
                 preds.append(ready)
         node = self.graph.add_node(
@@ -163,6 +180,9 @@ class TileBuilder:
                 self._readers[b].append(node)
         for key in ddr_writes:
             self._ddr_writers.setdefault(key, []).append(node)
+            gate = self._gates.get(key)
+            if gate is not None and gate not in preds:
+                self.graph.add_edge(gate, node)
         return node
 
     def _over_noc(self, instr: Copy) -> Copy:
@@ -188,34 +208,50 @@ class TileBuilder:
         """The node that last wrote `buf`, or its ALLOC."""
         return self._last_write.get(buf, self.graph.alloc_of[buf])
 
-    def _import(self, key: str) -> int | None:
-        """The node after which this core may read DDR tensor `key` (None: ready at start)."""
-        producers = self.tracker.ready.get(key)
+    def _import(self, key: str, lo: int, hi: int) -> int | None:
+        """The node after which this core may read elements [lo, hi) of DDR tensor `key`
+        (None: ready at start)."""
+        closes = self.tracker.ready.get(key, ())
+        producers = [(core, node) for core, node, a, b in closes if a < hi and lo < b]
         if not producers:
             return None
-        if key in self._imports:
-            return self._imports[key]
+        memo = (key, tuple(node for _, node in producers))
+        if memo in self._imports:
+            return self._imports[memo]
         if producers == [(self.core, producers[0][1])]:
             node = producers[0][1]
         else:
-            node = self.graph.add_node("BARRIER", None, 0, (), layer=self.layer).id
-            for core, barrier in producers:
-                if core == self.core:
-                    self.graph.add_edge(barrier, node)
-                else:
-                    self.tracker.cross_edges.append((core, barrier, self.core, node))
-        self._imports[key] = node
+            node = self._after(producers)
+        self._imports[memo] = node
         return node
 
-    def close_ddr(self, key: str) -> None:
-        """Mark this core's writes of DDR tensor `key` complete: readers wait for a BARRIER."""
+    def _after(self, closes: list[tuple[int, int]]) -> int:
+        """A BARRIER here after the BARRIERs `closes` (core, node) of this or other cores."""
+        node = self.graph.add_node("BARRIER", None, 0, (), layer=self.layer).id
+        for core, barrier in closes:
+            if core == self.core:
+                self.graph.add_edge(barrier, node)
+            else:
+                self.tracker.cross_edges.append((core, barrier, self.core, node))
+        return node
+
+    def gate(self, key: str, closes: list[tuple[int, int]]) -> None:
+        """Make this core's writes of `key`, until closed, wait for the BARRIERs `closes`
+        (core, node): the reads of the slot they overwrite are done."""
+        self._gates[key] = self._after(closes)
+
+    def close_ddr(self, key: str, lo: int = 0, hi: int = EVERYTHING) -> tuple[int, int] | None:
+        """Mark this core's writes of elements [lo, hi) of DDR tensor `key` complete: readers
+        of them wait for a BARRIER; (core, that BARRIER), None without writes."""
+        self._gates.pop(key, None)
         writers = self._ddr_writers.pop(key, [])
         if not writers:
-            return
+            return None
         barrier = self.graph.add_node("BARRIER", None, 0, (), layer=self.layer).id
         for w in writers:
             self.graph.add_edge(w, barrier)
-        self.tracker.ready.setdefault(key, []).append((self.core, barrier))
+        self.tracker.ready.setdefault(key, []).append((self.core, barrier, lo, hi))
+        return self.core, barrier
 
     def open_buffers(self) -> list[int]:
         """Buffers allocated and not yet freed (must be empty when lowering ends)."""
@@ -257,10 +293,16 @@ class MeshBuilder:
         """Append an instruction to the current core."""
         return self.builders[self.current].emit(instr)
 
-    def close_ddr(self, key: str) -> None:
-        """Close the writes of `key` on every core that wrote it."""
-        for builder in self.builders:
-            builder.close_ddr(key)
+    def gate(self, key: str, closes: list[tuple[int, int]], cores: tuple[int, ...]) -> None:
+        """Make the writes of `key` on `cores`, until closed, wait for the BARRIERs `closes`."""
+        for core in cores:
+            self.builders[core].gate(key, closes)
+
+    def close_ddr(self, key: str, lo: int = 0, hi: int = EVERYTHING) -> list[tuple[int, int]]:
+        """Close the writes of elements [lo, hi) of `key` on every core that wrote them; the
+        (core, BARRIER) closes."""
+        closes = (builder.close_ddr(key, lo, hi) for builder in self.builders)
+        return [c for c in closes if c is not None]
 
     def open_buffers(self) -> list[int]:
         """Buffers left open on any core."""

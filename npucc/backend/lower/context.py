@@ -55,7 +55,7 @@ class LowerContext:
         if self.graph.is_const(name) and self.program.key(name) not in self.program.tensors:
             t = self.graph.tensors[name]
             self.program.add_tensor(name, "const", t.shape, t.data)
-        return DdrRef(self.program.key(name))
+        return DdrRef(self.program.key(name), self.program.offset(name))
 
     def new_const(self, key: str, data: np.ndarray) -> DdrRef:
         """A constant the lowering generates (e.g. a divisor map), stored in the image."""

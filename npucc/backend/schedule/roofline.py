@@ -8,8 +8,10 @@ graph inputs and outputs) and the usage is its schedule's; for a bare command st
 issued, its constants, inputs and outputs. See docs/roofline.md.
 
     compute    = max(cube MACs / (m0 n0 k0 x cores), vector elements / (lanes x cores))
-    memory     = least DDR bytes over the DDR bandwidth (cost.ddr_bound)
-    bound      = max(compute, memory)            efficiency = bound / makespan
+    memory     = least DDR bytes over the DDR bandwidth (cost.ddr_bound: on a mesh, the
+                 one DDR channel the cores share)
+    noc        = the program's NoC bytes over every core's links (cost.noc_bound; 0 on one core)
+    bound      = max(compute, memory, noc)       efficiency = bound / makespan
     pipe       = the busiest pipe of any core, as scheduled (this program's own floor)
     DRAM ratio = DDR bytes moved (reads + writes, spills included) / least DDR bytes
 """
@@ -33,14 +35,14 @@ from npucc.ir.isa import (
     VReduce,
     VUnary,
 )
-from npucc.ir.isa_cost import ddr_bytes, instr_cycles
+from npucc.ir.isa_cost import ddr_bytes, instr_cycles, noc_bytes
 from npucc.ir.program import TiledProgram
 from npucc.ir.replay import Replay
 from npucc.ir.scheduled_program import ScheduledProgram, node_ddr_bytes
 from npucc.ir.stream import Stream
 from npucc.ir.tiled import TileNode
 from npucc.target import Target
-from npucc.target.cost import cube_bound, ddr_bound, vector_bound
+from npucc.target.cost import cube_bound, ddr_bound, noc_bound, vector_bound
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +63,19 @@ class Usage:
     busy: dict[str, int] = field(default_factory=dict)  # pipe -> the busiest core's cycles
     read: int = 0  # DDR bytes read
     write: int = 0  # DDR bytes written
+    noc_read: int = 0  # bytes read from on-chip homes over the NoC
+    noc_write: int = 0  # bytes written to them
+
+    def count(self, target: Target, ins: Instr | None, nbytes: int, reads: bool) -> None:
+        """Add a node's DDR bytes (`nbytes`, a read or not) and its instruction's NoC bytes."""
+        if reads:
+            self.read += nbytes
+        else:
+            self.write += nbytes
+        if ins is not None:
+            noc_read, noc_write = noc_bytes(target, ins)
+            self.noc_read += noc_read
+            self.noc_write += noc_write
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,13 +83,14 @@ class Roofline:
     """A program's bounds, efficiency and DRAM traffic against its model's least work."""
 
     makespan: int
-    bound: int  # max(compute, memory)
-    bound_by: str  # compute | memory
+    bound: int  # max(compute, memory, noc)
+    bound_by: str  # compute | memory | noc
     efficiency: float  # bound / makespan (1.0 for an empty program)
     compute: int  # max(cube, vector)
     cube: int
     vector: int
     memory: int
+    noc: int  # the program's NoC floor (its NoC bytes over every core's links)
     pipe: int  # busy cycles of the busiest pipe of any core, as scheduled
     pipe_name: str
     macs: int
@@ -83,6 +99,7 @@ class Roofline:
     ddr_read: int  # of which read
     ddr_write: int  # of which written
     ddr_ratio: float | None  # ddr_bytes / min_ddr_bytes (None when the minimum is 0)
+    noc_bytes: int  # moved over the NoC, reads and writes
     busy: dict[str, int]  # pipe -> busy cycles of its busiest core
 
     def as_dict(self) -> dict[str, Any]:
@@ -92,11 +109,12 @@ class Roofline:
     def summary(self) -> str:
         """One line: efficiency, bound and DRAM traffic against the minimum."""
         ratio = "n/a" if self.ddr_ratio is None else f"{self.ddr_ratio:.2f}x"
+        noc = f", noc {self.noc}" if self.noc_bytes else ""
         return (
-            f"roofline efficiency {self.efficiency:.3f} (bound {self.bound} cycles by"
-            f" {self.bound_by}: compute {self.compute}, memory {self.memory}; busiest pipe"
-            f" {self.pipe_name} {self.pipe}), DRAM bytes {self.ddr_bytes} = {ratio} the minimum"
-            f" {self.min_ddr_bytes}"
+            f"roofline efficiency {self.efficiency:.3f} at makespan {self.makespan} (bound"
+            f" {self.bound} cycles by {self.bound_by}: compute {self.compute}, memory"
+            f" {self.memory}{noc}; busiest pipe {self.pipe_name} {self.pipe}), DRAM bytes"
+            f" {self.ddr_bytes} = {ratio} the minimum {self.min_ddr_bytes}"
         )
 
 
@@ -106,19 +124,21 @@ def roofline(target: Target, work: Work, usage: Usage) -> Roofline:
     vector = vector_bound(target, work.vector)
     compute = max(cube, vector)
     memory = ddr_bound(target, work.read, work.write)
-    bound = max(compute, memory)
+    noc = noc_bound(target, usage.noc_read, usage.noc_write)
+    bound = max(compute, memory, noc)
     pipe_name, pipe = max(usage.busy.items(), key=lambda kv: kv[1], default=("-", 0))
     least = work.read + work.write
     moved = usage.read + usage.write
     return Roofline(
         makespan=usage.makespan,
         bound=bound,
-        bound_by="compute" if compute >= memory else "memory",
+        bound_by="compute" if compute >= max(memory, noc) else "memory" if memory >= noc else "noc",
         efficiency=bound / usage.makespan if usage.makespan else 1.0,
         compute=compute,
         cube=cube,
         vector=vector,
         memory=memory,
+        noc=noc,
         pipe=pipe,
         pipe_name=pipe_name,
         macs=work.macs,
@@ -127,6 +147,7 @@ def roofline(target: Target, work: Work, usage: Usage) -> Roofline:
         ddr_read=usage.read,
         ddr_write=usage.write,
         ddr_ratio=moved / least if least else None,
+        noc_bytes=usage.noc_read + usage.noc_write,
         busy={p: usage.busy[p] for p in PIPES if p in usage.busy},
     )
 
@@ -163,11 +184,7 @@ def scheduled_usage(scheduled: ScheduledProgram) -> Usage:
         for node in rep.nodes:
             if node.pipe is not None:
                 busy[node.pipe] += node.cycles
-            nbytes = node_ddr_bytes(target, rep, node)
-            if reads_ddr(node):
-                usage.read += nbytes
-            else:
-                usage.write += nbytes
+            usage.count(target, node.instr, node_ddr_bytes(target, rep, node), reads_ddr(node))
         _keep_max(usage.busy, busy)
     return usage
 
@@ -196,11 +213,7 @@ def stream_roofline(stream: Stream, makespan: int) -> Roofline:
                 macs += ins.m * ins.n * ins.k
             elif isinstance(ins, (VUnary, VBinary, VReduce, VFill)):
                 vector += math.prod(ins.dims)
-            nbytes = ddr_bytes(target, ins)
-            if _instr_reads_ddr(ins):
-                usage.read += nbytes
-            else:
-                usage.write += nbytes
+            usage.count(target, ins, ddr_bytes(target, ins), _instr_reads_ddr(ins))
         _keep_max(usage.busy, busy)
     tensors = stream.tensors.values()
     read = sum(t.nbytes for t in tensors if t.kind in ("const", "input") and t.onchip is None)
