@@ -49,11 +49,18 @@ def one_line(text: str) -> str:
 
 def _add_compile_options(p: argparse.ArgumentParser) -> None:
     from npucc.backend.schedule.registry import SCHEDULERS
+    from npucc.options import PRECISION_CHOICES
 
     p.add_argument(
         "--target",
         default="davinci-core",
         help="preset (davinci-core, mesh8x8, mesh16x16) or a target TOML file",
+    )
+    p.add_argument(
+        "--precision",
+        choices=PRECISION_CHOICES,
+        help="element type of weights and activations (default: the target's, fp32 for the "
+        "presets); auto: int8 for a quantized (QDQ/QOperator) model, else the target's",
     )
     p.add_argument(
         "--schedule",
@@ -103,6 +110,7 @@ def compile_options(args: argparse.Namespace, **more: Any) -> CompileOptions:
         search=args.search,
         beam_width=args.beam_width,
         fallback=args.fallback,
+        precision=args.precision,
         **more,
     )
 
