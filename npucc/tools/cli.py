@@ -448,10 +448,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     from npucc.backend.schedule.roofline import at_makespan
     from npucc.checking import (
         ATOL,
+        RTOL,
         VACUOUS_SCALE,
         compare,
+        fp16_reference,
+        fp16_rtol,
         random_inputs,
         randomize_weights,
+        reduction_length,
         run_onnxruntime,
     )
     from npucc.compiler import batch_input_shapes, compile_program
@@ -473,13 +477,24 @@ def cmd_check(args: argparse.Namespace) -> int:
     inputs = random_inputs(program.inputs, args.seed, model)
     result = program.execute(inputs)
     reference = run_onnxruntime(model, inputs)
+    half = program.target.dtype == "f16"
+    rtol = fp16_rtol(reduction_length(model)) if half else RTOL
+    second = fp16_reference(model, inputs) if half else {}
+    if isinstance(second, str):
+        print(f"npucc: note: no fp16 onnxruntime reference: {second}", file=sys.stderr)
+    second_errors = compare(result.outputs, second) if isinstance(second, dict) else []
     ok = True
-    for c in compare(result.outputs, reference):
+    for c in compare(result.outputs, reference, rtol):
         ok &= c.ok
+        against = " vs float32 onnxruntime" if half else ""
+        bound = f", tolerance {c.rtol:.3e}" if half else ""
         print(
-            f"{c.name}: max abs error {c.max_abs:.3e}, max |ref| {c.max_ref:.3e},"
-            f" relative {c.rel:.3e} {'PASS' if c.ok else 'FAIL'}"
+            f"{c.name}:{against} max abs error {c.max_abs:.3e}, max |ref| {c.max_ref:.3e},"
+            f" relative {c.rel:.3e}{bound} {'PASS' if c.ok else 'FAIL'}"
         )
+        for d in (d for d in second_errors if d.name == c.name):
+            print(f"{d.name}: vs fp16 onnxruntime (onnxconverter-common) max abs error "
+                  f"{d.max_abs:.3e}, relative {d.rel:.3e}")  # fmt: skip
         if c.vacuous:
             print(
                 f"npucc: warning: output '{c.name}' is within {VACUOUS_SCALE * ATOL:g} of zero,"
