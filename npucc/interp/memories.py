@@ -113,7 +113,8 @@ class Memories:
                                          f"({INDEX_DTYPE})")  # fmt: skip
                     self._tensor(tensor, np.dtype("<i8"))[...] = value.astype(np.int64).ravel()
                 elif tensor.dtype in HOST_DTYPES:
-                    device = to_device(tensor.name, value, tensor.dtype).ravel()
+                    storage = self.stream.target.dtype
+                    device = to_device(tensor.name, value, tensor.dtype, storage).ravel()
                     self._tensor(tensor)[...] = device.astype(self.storage)
                 else:
                     wide = value.astype(np.float32).ravel()
@@ -131,7 +132,8 @@ class Memories:
                 raise fail(self.stream, tensor.lineno, f"output {json.dumps(tensor.name)} is not "
                                                        "fully written at the end")  # fmt: skip
             data = self._tensor(tensor).astype(np.float32).reshape(tensor.shape)
-            outputs[tensor.name] = to_host(tensor.name, data, tensor.dtype)  # a copy
+            storage = self.stream.target.dtype
+            outputs[tensor.name] = to_host(tensor.name, data, tensor.dtype, storage)  # a copy
         return outputs
 
     def _tensor(self, tensor: StreamTensor, dtype: np.dtype | None = None) -> np.ndarray:

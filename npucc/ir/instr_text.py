@@ -102,7 +102,7 @@ class ParseError(ValueError):
 
 
 def parse_instr(
-    text: str, elem_bytes: int = 4, buffer_tiers: Sequence[str] | None = None
+    text: str, buffer_tiers: Sequence[str] | None = None
 ) -> tuple[Instr, dict[str, int]]:
     """Parse `opcode key=value ...`; returns the instruction and each operand's declared bytes.
 

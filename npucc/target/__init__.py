@@ -435,7 +435,6 @@ def target_from_dict(data: dict[str, Any], source: str = "") -> Target:
     if "accumulator" in head and head["accumulator"] not in DTYPE_BYTES:
         raise NpuccError(f"key 'target.accumulator' must be one of {sorted(DTYPE_BYTES)}, "
                          f"got {head['accumulator']!r} ({source})")  # fmt: skip
-    precisions = _precisions(data.get("precision", {}), source)
     mem = data["memory"]
     for tier in (*TIERS, "DDR"):
         if mem[tier] == 0:
@@ -449,6 +448,7 @@ def target_from_dict(data: dict[str, Any], source: str = "") -> Target:
     for path, spec in data["dma"].items():
         if spec["bandwidth"] == 0:
             raise NpuccError(f"key 'dma.{path}.bandwidth' must be positive ({source})")
+    precisions = _precisions(data.get("precision", {}), source)
     mesh = dict(data["mesh"])
     set_model = SetModelParams(**{k: mesh.pop(k) for k in _keys(SetModelParams)})
     return Target(
