@@ -23,7 +23,7 @@ VACUOUS_SCALE = 10  # a reference below VACUOUS_SCALE * ATOL makes a comparison 
 # reduction (`reduction_length`): each rounding to fp16 (weights, inputs, every stored result)
 # adds a relative error of at most FP16_U, and a sum of L such errors grows like sqrt(L).
 FP16_U = 2.0**-11  # unit roundoff of float16 (half an ulp at 1.0)
-FP16_ULPS = 8.0  # rounding steps of headroom: a deep network compounds its layers' errors
+FP16_ULPS = 2.0  # rounding steps of headroom: a deep network compounds its layers' errors
 # ops whose output element sums over some input axes, and the inputs/axes that sum (see
 # `reduction_length`)
 _REDUCING = ("Conv", "ConvTranspose", "MatMul", "Gemm", "Softmax", "LogSoftmax",

@@ -118,7 +118,8 @@ class Memories:
                     self._tensor(tensor)[...] = device.astype(self.storage)
                 else:
                     wide = value.astype(np.float32).ravel()
-                    self._tensor(tensor)[...] = wide.astype(self.storage)
+                    with np.errstate(over="ignore"):  # beyond float16's range: +-inf
+                        self._tensor(tensor)[...] = wide.astype(self.storage)
                 ddr.written[lo:hi] = True
 
     def outputs(self, check: bool) -> dict[str, np.ndarray]:
