@@ -251,15 +251,25 @@ def fp16_reference(
     converter or onnxruntime refused the converted model)."""
     from onnxconverter_common import float16
 
+    plain = onnx.ModelProto()
+    plain.CopyFrom(model)
+    # NOTE: before IR 4 initializers are graph inputs too; the converter makes the initializers
+    # fp16 but not those inputs, which onnxruntime then refuses: drop them (IR 4 allows it)
+    inits = {i.name for i in plain.graph.initializer}
+    kept = [v for v in plain.graph.input if v.name not in inits]
+    del plain.graph.input[:]
+    plain.graph.input.extend(kept)
+    plain.ir_version = max(plain.ir_version, 4)
     try:
         with warnings.catch_warnings():  # it warns of every constant it clamps to fp16's range
             warnings.simplefilter("ignore")
             half = float16.convert_float_to_float16(
-                model, keep_io_types=True, disable_shape_infer=True, check_fp16_ready=False
+                plain, keep_io_types=True, disable_shape_infer=True, check_fp16_ready=False
             )
         return run_onnxruntime(half, inputs)
     except Exception as exc:  # noqa: BLE001 - the converter's and onnxruntime's own errors
-        return " ".join(str(exc).split())[:200]
+        text = " ".join(str(exc).split())
+        return text if len(text) <= 240 else f"...{text[-240:]}"  # the reason ends the message
 
 
 @dataclass(slots=True)

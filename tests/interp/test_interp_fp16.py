@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import npucc
+from npucc.interp import run_stream
 from npucc.ir.instr_text import match_ref
+from npucc.ir.stream import StreamError
 from npucc.ir.stream_parse import parse_stream
 
 F16, F32 = np.float16, np.float32
@@ -86,3 +91,22 @@ def test_the_stream_declares_element_types_and_per_tier_bytes():
         m, n, k = int(fields["m"]), int(fields["n"]), int(fields["k"])
         assert [match_ref(fields[o])[2] for o in ("dst", "a", "b")] == [m * n * 4, m * k * 2,
                                                                          k * n * 2]  # fmt: skip
+
+
+def test_liveness_checks_the_byte_addresses_of_four_byte_accumulators():
+    """An L0C alloc halved: the mmad writing its fp32 accumulators runs past it, and the check
+    names the first byte address outside (a 2-byte checking unit: the fp16 stream's)."""
+    w = np.ones((48, 40), F32)
+    model = _model("MatMul", [8, 48], [8, 40], [numpy_helper.from_array(w, "w")])
+    program = npucc.compile(model, precision="fp16")
+    text = program.stream
+    found = re.search(r"alloc L0C\[0x([0-9a-f]+)\+(\d+)\] b=(\d+)", text)
+    assert found is not None
+    addr, size, buf = int(found.group(1), 16), int(found.group(2)), found.group(3)
+    old = f"L0C[0x{addr:06x}+{size}] b={buf}"
+    assert text.count(old) == 2  # its alloc and its free
+    bad = text.replace(old, f"L0C[0x{addr:06x}+{size // 2}] b={buf}")
+    stream = parse_stream(bad, "t.cmd")
+    outside = rf"L0C\[0x{addr + size // 2:06x}\] by CUBE: region not live"
+    with pytest.raises(StreamError, match=outside):
+        run_stream(stream, program.image, {"x": np.ones((8, 48), F32)})
