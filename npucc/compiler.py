@@ -260,7 +260,7 @@ def choose_precision(
         quantized = any(n.op_type in QUANTIZED_OPS for n in proto.graph.node)
         precision = "int8" if quantized else None
     if precision is None:
-        return target.precision
+        precision = target.precision
     target.at_precision(precision)  # an unsupported precision is refused here, by the target
     if precision == "int8":
         raise NpuccError("precision int8 is not yet implemented (issue 16: fp32 and fp16 are)")

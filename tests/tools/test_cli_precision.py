@@ -86,3 +86,11 @@ def test_check_at_fp16_prints_both_errors_and_the_tolerance(capsys):
     second = next(ln for ln in lines if "vs fp16 onnxruntime (onnxconverter-common)" in ln)
     assert float(second.split("relative ")[1]) < 1e-2
     assert lines[-1] == "PASS"
+
+
+def test_a_target_whose_own_dtype_is_int8_is_refused_too(tmp_path, capsys):
+    text = (ROOT / "npucc" / "target" / "presets" / "davinci-core.toml").read_text()
+    target = tmp_path / "t.toml"
+    target.write_text(text.replace('dtype = "f32"', 'dtype = "i8"'))
+    argv = [str(SMALL_CNN), "-o", str(tmp_path / "o.cmd"), "--target", str(target)]
+    assert "precision int8 is not yet implemented" in _error(argv, capsys)
