@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -17,6 +18,17 @@ from npucc.ir.dtypes import HOST_INTS
 RTOL = 1e-4
 ATOL = 1e-6
 VACUOUS_SCALE = 10  # a reference below VACUOUS_SCALE * ATOL makes a comparison that tests little
+# NOTE: at fp16 (docs/precision.md) the tolerance against onnxruntime's float32 run is
+# max |error| <= FP16_ULPS * FP16_U * sqrt(L) * max |reference| + ATOL, L the model's longest
+# reduction (`reduction_length`): each rounding to fp16 (weights, inputs, every stored result)
+# adds a relative error of at most FP16_U, and a sum of L such errors grows like sqrt(L).
+FP16_U = 2.0**-11  # unit roundoff of float16 (half an ulp at 1.0)
+FP16_ULPS = 2.0  # rounding steps of headroom: a deep network compounds its layers' errors
+# ops whose output element sums over some input axes, and the inputs/axes that sum (see
+# `reduction_length`)
+_REDUCING = ("Conv", "ConvTranspose", "MatMul", "Gemm", "Softmax", "LogSoftmax",
+             "LayerNormalization", "GlobalAveragePool", "AveragePool", "ReduceMean",
+             "ReduceSum", "ReduceL2", "LRN", "InstanceNormalization", "Einsum")  # fmt: skip
 
 
 def random_inputs(
@@ -181,6 +193,85 @@ def run_onnxruntime(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> di
     return dict(zip(names, session.run(names, inputs), strict=True))
 
 
+def fp16_rtol(reduction: int) -> float:
+    """The relative tolerance at fp16 for a model whose longest reduction sums `reduction`
+    terms (the NOTE at FP16_U)."""
+    return FP16_ULPS * FP16_U * math.sqrt(max(1, reduction))
+
+
+def reduction_length(model: onnx.ModelProto) -> int:
+    """The most terms any one output element of the model sums (1 for none): a Conv's
+    C/group*kh*kw, a MatMul's or Gemm's K, a pool's window, a normalisation's or reduction's
+    reduced axes."""
+    graph = onnx.shape_inference.infer_shapes(model).graph
+    dims: dict[str, tuple[int, ...]] = {i.name: tuple(i.dims) for i in graph.initializer}
+    for v in (*graph.input, *graph.value_info, *graph.output):
+        if v.type.tensor_type.HasField("shape"):
+            dims.setdefault(v.name, tuple(d.dim_value for d in v.type.tensor_type.shape.dim))
+    longest = 1
+    for node in graph.node:
+        x = dims.get(node.input[0], ()) if node.input else ()
+        if node.op_type in _REDUCING and x:
+            attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+            longest = max(longest, _terms(node, x, dims, attrs))
+    return longest
+
+
+def _terms(
+    node: onnx.NodeProto, x: tuple[int, ...], dims: dict[str, tuple[int, ...]], attrs: dict
+) -> int:
+    """Terms one output element of a `_REDUCING` node sums (`x`: its first input's shape)."""
+    op = node.op_type
+    w = dims.get(node.input[1], ()) if len(node.input) > 1 else ()
+    if op in ("Conv", "ConvTranspose"):
+        return math.prod(w[1:]) * (w[0] // attrs.get("group", 1) if op == "ConvTranspose" else 1)
+    if op == "Gemm":
+        return x[-2] if attrs.get("transA", 0) else x[-1]
+    if op in ("MatMul", "Einsum"):
+        return x[-1]
+    if op in ("GlobalAveragePool", "InstanceNormalization"):
+        return math.prod(x[2:])
+    if op == "AveragePool":
+        return math.prod(attrs.get("kernel_shape", (1,)))
+    if op == "LRN":
+        return int(attrs.get("size", 1))
+    if op == "LayerNormalization":
+        return math.prod(x[attrs.get("axis", -1) :])
+    if op in ("Softmax", "LogSoftmax"):
+        return x[attrs.get("axis", -1)]
+    axes = attrs.get("axes")  # Reduce*: the attribute (older opsets), else every axis (a bound)
+    return math.prod(x[a] for a in axes) if axes else math.prod(x)
+
+
+def fp16_reference(
+    model: onnx.ModelProto, inputs: dict[str, np.ndarray]
+) -> dict[str, np.ndarray] | str:
+    """Onnxruntime's outputs for the model converted to float16 by onnxconverter-common (float32
+    inputs and outputs kept, as an fp16 deployment runs it), or why there are none (the
+    converter or onnxruntime refused the converted model)."""
+    from onnxconverter_common import float16
+
+    plain = onnx.ModelProto()
+    plain.CopyFrom(model)
+    # NOTE: before IR 4 initializers are graph inputs too; the converter makes the initializers
+    # fp16 but not those inputs, which onnxruntime then refuses: drop them (IR 4 allows it)
+    inits = {i.name for i in plain.graph.initializer}
+    kept = [v for v in plain.graph.input if v.name not in inits]
+    del plain.graph.input[:]
+    plain.graph.input.extend(kept)
+    plain.ir_version = max(plain.ir_version, 4)
+    try:
+        with warnings.catch_warnings():  # it warns of every constant it clamps to fp16's range
+            warnings.simplefilter("ignore")
+            half = float16.convert_float_to_float16(
+                plain, keep_io_types=True, disable_shape_infer=True, check_fp16_ready=False
+            )
+        return run_onnxruntime(half, inputs)
+    except Exception as exc:  # noqa: BLE001 - the converter's and onnxruntime's own errors
+        text = " ".join(str(exc).split())
+        return text if len(text) <= 240 else f"...{text[-240:]}"  # the reason ends the message
+
+
 @dataclass(slots=True)
 class Comparison:
     """Error figures of one output."""
@@ -188,6 +279,7 @@ class Comparison:
     name: str
     max_abs: float  # max |npucc - reference|
     max_ref: float  # max |reference|
+    rtol: float = RTOL  # the relative tolerance (RTOL, or `fp16_rtol` at fp16)
 
     @property
     def rel(self) -> float:
@@ -197,7 +289,7 @@ class Comparison:
     @property
     def ok(self) -> bool:
         """Within the documented tolerance."""
-        return self.max_abs <= RTOL * self.max_ref + ATOL
+        return self.max_abs <= self.rtol * self.max_ref + ATOL
 
     @property
     def vacuous(self) -> bool:
@@ -206,16 +298,20 @@ class Comparison:
         return self.max_ref < VACUOUS_SCALE * ATOL
 
 
-def compare(got: dict[str, np.ndarray], ref: dict[str, np.ndarray]) -> list[Comparison]:
+def compare(
+    got: dict[str, np.ndarray], ref: dict[str, np.ndarray], rtol: float = RTOL
+) -> list[Comparison]:
     """One Comparison per reference output (a missing or misshapen output fails with inf)."""
     result = []
     for name, expected in ref.items():
         expected = np.asarray(expected, dtype=np.float64)
         actual = got.get(name)
         if actual is None or np.shape(actual) != expected.shape:
-            result.append(Comparison(name, math.inf, float(np.max(np.abs(expected), initial=0))))
+            result.append(
+                Comparison(name, math.inf, float(np.max(np.abs(expected), initial=0)), rtol)
+            )
             continue
         diff = np.abs(np.asarray(actual, dtype=np.float64) - expected)
         max_abs = float(np.max(diff, initial=0.0)) if np.all(np.isfinite(diff)) else math.inf
-        result.append(Comparison(name, max_abs, float(np.max(np.abs(expected), initial=0.0))))
+        result.append(Comparison(name, max_abs, float(np.max(np.abs(expected), initial=0.0)), rtol))
     return result

@@ -21,6 +21,7 @@ from npucc.backend.schedule.schedule_pass import SchedulePass
 from npucc.codegen.debug_map import host_op_name
 from npucc.codegen.emit import CodegenPass
 from npucc.errors import NpuccError
+from npucc.frontend.onnx_import import read_model
 from npucc.interp import load_image, run_stream
 from npucc.interp.event_loop import RunResult
 from npucc.ir.isa import HostOp
@@ -276,9 +277,32 @@ def _compile(
         raise NpuccError(f"fallback must be 'error' or 'host', not {options.fallback!r}")
     shapes = batch_input_shapes(model, options.input_shapes, options.batch)
     target = options.target
-    ctx = CompileContext(target if isinstance(target, Target) else load_target(os.fspath(target)))
+    loaded = target if isinstance(target, Target) else load_target(os.fspath(target))
+    ctx = CompileContext(loaded.at_precision(choose_precision(model, loaded, options.precision)))
     manager = _manager(replace(options, input_shapes=shapes), stop_after)
     return _run(manager, model, ctx), ctx
+
+
+QUANTIZED_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul",
+                           "QLinearAdd", "QLinearMul", "ConvInteger", "MatMulInteger"})  # fmt: skip
+
+
+def choose_precision(
+    model: str | os.PathLike[str] | onnx.ModelProto, target: Target, precision: str | None
+) -> str:
+    """The precision a compile runs at: `precision`, or the target's own (None, or auto for a
+    float model); auto is int8 for a quantized (QDQ or QOperator) model."""
+    if precision == "auto":
+        source = model if isinstance(model, onnx.ModelProto) else Path(os.fspath(model))
+        proto = read_model(source, external_data=False)
+        quantized = any(n.op_type in QUANTIZED_OPS for n in proto.graph.node)
+        precision = "int8" if quantized else None
+    if precision is None:
+        precision = target.precision
+    target.at_precision(precision)  # an unsupported precision is refused here, by the target
+    if precision == "int8":
+        raise NpuccError("precision int8 is not yet implemented (issue 16: fp32 and fp16 are)")
+    return precision
 
 
 def compile_program(
@@ -323,6 +347,7 @@ def compile(
     seed: int = 0,
     fallback: str = "error",
     debug_map: str | os.PathLike[str] | None = None,
+    precision: str | None = None,
 ) -> Program:
     """Compile an ONNX model (path or ModelProto) for `target` with the `schedule` method.
 
@@ -331,7 +356,9 @@ def compile(
     search's seed. `batch` fixes the symbolic batch dimension of every input (the mesh plan
     is made for that graph). `fallback="host"` runs what npucc cannot lower on the host (host
     segments, run by onnxruntime); `debug_map` writes the ONNX node -> layer -> tile
-    operation -> stream line map as JSON. The keywords are `CompileOptions`' fields.
+    operation -> stream line map as JSON. `precision` (fp32, fp16, int8, auto) is the element
+    type of weights and activations (default: the target's). The keywords are
+    `CompileOptions`' fields.
     """
     return compile_program(model, _options(locals()))
 
@@ -361,6 +388,7 @@ def compile_until(
     seed: int = 0,
     fallback: str = "error",
     debug_map: str | os.PathLike[str] | None = None,
+    precision: str | None = None,
 ) -> Any:
     """Run the pipeline up to and including pass `stop_after`; returns the IR it produced.
 

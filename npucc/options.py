@@ -12,6 +12,9 @@ if TYPE_CHECKING:
 
 # the mesh plan searches (the hypercut pass's methods; here so the CLI lists them cheaply)
 SEARCHES = ("hypercut", "sa", "layer-sequential", "layer-pipelined")
+# --precision: a target precision (npucc.target.PRECISIONS) or auto (int8 for a quantized
+# model, the target's own precision otherwise)
+PRECISION_CHOICES = ("fp32", "fp16", "int8", "auto")
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +34,7 @@ class CompileOptions:
     beam_width: int = 256  # HyperCut's beam (hypercut pass)
     seed: int = 0  # the plan search's seed (hypercut pass)
     fallback: str = "error"  # what npucc cannot lower: "error" refuses it, "host" runs it there
+    precision: str | None = None  # PRECISION_CHOICES; None: the target's own precision
     debug_map: str | os.PathLike[str] | None = None  # write the ONNX node -> stream map here
     print_before: frozenset[str] = frozenset()  # pass names: print the IR before them
     print_after: frozenset[str] = frozenset()  # pass names: print the IR after them

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from npucc.errors import NpuccError
+from npucc.ir.dtypes import NUMPY_DTYPES
 from npucc.ir.program import TiledProgram
 
 
@@ -50,12 +53,15 @@ def layout_ddr(program: TiledProgram, extra: dict[str, int] | None = None) -> Dd
 
 
 def build_image(program: TiledProgram, layout: DdrLayout) -> bytes:
-    """The const image: every const tensor's float32 bytes at its address, zero padding between."""
+    """The const image: every const tensor's bytes (of the target's storage type, rounded to
+    nearest even from float32) at its address, zero padding between."""
     image = bytearray(layout.image_size)
+    storage = np.dtype(NUMPY_DTYPES[program.target.dtype]).newbyteorder("<")
     for t in program.tensors.values():
         if t.role == "const":
             assert t.data is not None
-            raw = t.data.astype("<f4", copy=False).tobytes()
+            with np.errstate(over="ignore"):  # beyond float16's range: +-inf (IEEE rounding)
+                raw = t.data.astype(storage, copy=False).tobytes()
             image[layout.addr[t.key] : layout.addr[t.key] + len(raw)] = raw
     return bytes(image)
 

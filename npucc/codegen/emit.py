@@ -20,7 +20,7 @@ from npucc.codegen.debug_map import debug_map, host_segments
 from npucc.ir.dtypes import host_dtype
 from npucc.ir.graph_schema import HOST_OP
 from npucc.ir.isa import DDR, NOC, PIPES, BufRef, DdrRef, Instr, MemRef, Spill
-from npucc.ir.isa_cost import instr_energy
+from npucc.ir.isa_cost import instr_energy, operand_bytes
 from npucc.ir.program import TiledProgram
 from npucc.ir.replay import Replay
 from npucc.ir.schedule import Schedule
@@ -38,6 +38,7 @@ from npucc.ir.stream_text import (
 )
 from npucc.ir.tiled import TileGraph
 from npucc.passes import CompileContext, IRType, Pass
+from npucc.target import DTYPE_BYTES, Target
 
 _QUEUE_INDEX = {p: i for i, p in enumerate(PIPES)}
 
@@ -100,12 +101,13 @@ def _resolve(
     node: int,
     replay: Replay,
     layout: DdrLayout,
-    elem_bytes: int,
+    target: Target,
     tier_of: Callable[[int], str],
 ) -> Instr:
     """Replace BufRef/DdrRef operands by MemRefs at this node's point of the schedule."""
     resolved: dict[str, MemRef] = {}
     for name, ref in instr.operands().items():
+        elem_bytes = operand_bytes(target, instr, name)
         if isinstance(ref, BufRef):
             base = replay.offset_at(node, ref.buf)
             resolved[name] = MemRef(tier_of(ref.buf), base + ref.off * elem_bytes)
@@ -134,7 +136,7 @@ def render_core(
     """
     core = program.cores[core_index]
     graph = core.graph
-    eb = program.target.elem_bytes
+    target = program.target
     flags = plan_flags(replay, flag_base)
     if remote is not None:
         for table, extra in ((flags.waits, remote.waits), (flags.sets, remote.sets)):
@@ -162,12 +164,13 @@ def render_core(
             lines.append(format_line(node.op.lower(), body, sync))
             continue
         if v >= n_orig:
-            instr = _spill_instr(v - n_orig, node.bufs[0], v, replay, layout, graph, core_index, eb)
+            instr = _spill_instr(v - n_orig, node.bufs[0], v, replay, layout, graph, core_index,
+                                 target)  # fmt: skip
         else:
             assert node.instr is not None, f"node {v} ({node.op}) has no instruction"
-            instr = _resolve(node.instr, v, replay, layout, eb, tier_of)
+            instr = _resolve(node.instr, v, replay, layout, target, tier_of)
         energy += instr_energy(program.target, instr)
-        lines.append(format_line(node.pipe, format_body(instr, eb), sync))
+        lines.append(format_line(node.pipe, format_body(instr, target), sync))
     return lines, flags.count, energy
 
 
@@ -184,13 +187,13 @@ def _spill_instr(
     layout: DdrLayout,
     graph: TileGraph,
     core_index: int,
-    eb: int,
+    target: Target,
 ) -> Instr:
     """The copy of a SPILL_OUT (even k2) or SPILL_IN (odd k2) node."""
     buf = graph.buffers[buf_id]
     slot = MemRef(DDR, layout.addr[spill_key(core_index, k2 // 2)])
     here = MemRef(buf.tier, replay.offset_at(node, buf_id))
-    elems = buf.size // eb
+    elems = buf.size // target.tier_bytes(buf.tier)
     return Spill(slot, here, elems) if k2 % 2 == 0 else Spill(here, slot, elems)
 
 
@@ -198,10 +201,12 @@ def generate(program: TiledProgram, schedules: list[tuple[Schedule, Replay]]) ->
     """Render every core of `program`, scheduled by `schedules` (one per core, same order)."""
     eb = program.target.elem_bytes
     extra: dict[str, int] = {}
+    slot_types: dict[str, str] = {}  # spill slot -> element type (its buffer's tier's)
     for index, (schedule, _) in enumerate(schedules):
         graph = program.cores[index].graph
         for k, (buf, _offset) in enumerate(schedule.spills):
             extra[spill_key(index, k)] = graph.buffers[buf].size
+            slot_types[spill_key(index, k)] = program.target.tier_dtype(graph.buffers[buf].tier)
     layout = layout_ddr(program, extra)
     image = build_image(program, layout)
     remote = [Flags() for _ in program.cores]
@@ -231,20 +236,20 @@ def generate(program: TiledProgram, schedules: list[tuple[Schedule, Replay]]) ->
     output_names = {io.name for io in program.io if io.kind == "output"}
     ddr = [
         (layout.addr[t.key], format_tensor(t.role, _quote(t.key), DDR, layout.addr[t.key],
-                                           t.nbytes(eb), t.dtype, t.shape))
+                                           t.nbytes(eb), t.stream_dtype(program.target), t.shape))
         for t in program.tensors.values()
         if not (t.role in ("temp", "onchip") and t.key in output_names) and t.key in layout.addr
     ]  # fmt: skip
     ddr += [
-        (layout.addr[key], format_tensor("temp", _quote(key), DDR, layout.addr[key], n, "f32",
-                                         (n // eb,)))
+        (layout.addr[key], format_tensor("temp", _quote(key), DDR, layout.addr[key], n,
+                                         slot_types[key], (n // DTYPE_BYTES[slot_types[key]],)))
         for key, n in extra.items()
     ]  # fmt: skip
     ddr.sort(key=lambda t: t[0])
     tensors = [text for _, text in ddr]
     tensors += [
-        format_tensor(t.role, _quote(t.key), NOC, layout.noc[t.key], t.nbytes(eb), t.dtype,
-                      t.shape, program.onchip[t.key])
+        format_tensor(t.role, _quote(t.key), NOC, layout.noc[t.key], t.nbytes(eb),
+                      t.stream_dtype(program.target), t.shape, program.onchip[t.key])
         for t in program.tensors.values()
         if t.key in layout.noc
     ]  # fmt: skip

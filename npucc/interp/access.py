@@ -1,7 +1,9 @@
-"""The elements each operand of an instruction touches, as views of per-element arrays.
+"""The elements each operand of an instruction touches, as views of per-unit arrays.
 
-Memories are float32 arrays of 4-byte elements; so are their checking states (written mask,
-liveness, last writer). An `Access` selects the elements of one operand in any of them.
+Memories are byte arrays, viewed as each operand's element type (`typed_view`). Their checking
+states (written mask, liveness, last writer) keep one entry per unit of `unit` bytes (the
+smallest element of the stream: 4 bytes at fp32, 2 at fp16, where an L0C accumulator spans two
+units). An `Access` selects the units of one operand in any of them.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from npucc.ir.isa import (
     VReduce,
     VUnary,
 )
+from npucc.ir.isa_cost import operand_bytes
+from npucc.target import Target
 
 
 @lru_cache(maxsize=4096)
@@ -51,6 +55,22 @@ def strided(
         return arr[base : base + math.prod(dims)].reshape(dims)
     size = arr.itemsize
     return np.ndarray(dims, arr.dtype, arr, base * size, tuple(s * size for s in strides))
+
+
+def check_unit(target: Target) -> int:
+    """Bytes of one checking unit of a stream for `target`: its smallest element."""
+    return min(target.elem_bytes, target.tier_bytes("L0C"))
+
+
+def typed_view(
+    data: np.ndarray, addr: int, dims: tuple[int, ...], strides: tuple[int, ...], dtype: np.dtype
+) -> np.ndarray:
+    """Writable view, as `dtype`, of the byte array `data`'s elements at byte `addr` +
+    sum(i*s) elements of `dtype` for i in dims."""
+    size = dtype.itemsize
+    if _is_dense(dims, strides):
+        return data[addr : addr + math.prod(dims) * size].view(dtype).reshape(dims)
+    return np.ndarray(dims, dtype, data, addr, tuple(s * size for s in strides))
 
 
 @lru_cache(maxsize=4096)
@@ -79,7 +99,7 @@ def resolved(ref: Operand) -> MemRef:
 class Access:
     """The set of elements one operand of one instruction touches, for checks and bookkeeping."""
 
-    __slots__ = ("name", "tier", "base", "dims", "strides", "index", "lo", "hi")
+    __slots__ = ("name", "tier", "base", "dims", "strides", "index", "lo", "hi", "unit")
 
     def __init__(
         self,
@@ -88,11 +108,19 @@ class Access:
         dims: tuple[int, ...],
         strides: tuple[int, ...],
         index: np.ndarray | None = None,
+        units: tuple[int, int] = (4, 4),
     ) -> None:
+        """`units`: (bytes of the operand's element, bytes of a checking unit)."""
         ref = resolved(operand)
+        elem, self.unit = units
+        per = elem // self.unit  # units per element (NOTE: every element size is a multiple)
+        if per > 1:
+            dims, strides = (*dims, per), (*(s * per for s in strides), 1)
+            if index is not None:
+                index = (index[:, None] * per + np.arange(per)).ravel()
         self.name = name
         self.tier = ref.tier
-        self.base = ref.addr >> 2
+        self.base = ref.addr // self.unit
         self.dims, self.strides = _canonical(dims, strides)
         self.index = index  # explicit element offsets (img2col source), else a strided pattern
         dense = index is None and len(self.dims) <= 1 and self.strides in ((), (1,))
@@ -117,11 +145,12 @@ class Access:
             strided(arr, self.base, self.dims, self.strides)[...] = value
 
     def address(self, pos: int) -> int:
-        """Byte address of the pos-th touched element."""
+        """Byte address of the pos-th touched unit."""
         if self.index is not None:
-            return (self.base + int(self.index[pos])) * 4
+            return (self.base + int(self.index[pos])) * self.unit
         coords = np.unravel_index(pos, self.dims) if self.dims else ()
-        return (self.base + sum(int(c) * s for c, s in zip(coords, self.strides, strict=True))) * 4
+        offset = sum(int(c) * s for c, s in zip(coords, self.strides, strict=True))
+        return (self.base + offset) * self.unit
 
 
 def locate(acc: Access, bad: np.ndarray, op: str, write: bool, who: str) -> tuple[int, str]:
@@ -131,44 +160,52 @@ def locate(acc: Access, bad: np.ndarray, op: str, write: bool, who: str) -> tupl
     return pos, f"{op}: {what} of {format_ref(acc.tier, acc.address(pos))} by {who}"
 
 
-def accesses(ins: Instr) -> tuple[list[Access], list[Access]]:
-    """The read and write element sets of an instruction."""
+def accesses(ins: Instr, target: Target, unit: int) -> tuple[list[Access], list[Access]]:
+    """The read and write unit sets of an instruction (`unit`: bytes of a checking unit)."""
     reads: list[Access] = []
     writes: list[Access] = []
+
+    def make(
+        name: str, operand: Operand, dims: tuple[int, ...], strides: tuple[int, ...],
+        index: np.ndarray | None = None,
+    ) -> Access:  # fmt: skip
+        """The Access of one operand, at its element size."""
+        return Access(name, operand, dims, strides, index, (operand_bytes(target, ins, name), unit))
+
     if isinstance(ins, Spill):
-        reads.append(Access("src", ins.src, (ins.size,), (1,)))
-        writes.append(Access("dst", ins.dst, (ins.size,), (1,)))
+        reads.append(make("src", ins.src, (ins.size,), (1,)))
+        writes.append(make("dst", ins.dst, (ins.size,), (1,)))
     elif isinstance(ins, Img2Col):
         args = img2col_args(ins)
-        reads.append(Access("src", ins.src, (), (), img2col_reads(*args)))
-        writes.append(Access("dst", ins.dst, (img2col_index(*args)[0].size,), (1,)))
+        reads.append(make("src", ins.src, (), (), img2col_reads(*args)))
+        writes.append(make("dst", ins.dst, (img2col_index(*args)[0].size,), (1,)))
     elif isinstance(ins, Mmad):
-        reads.append(Access("a", ins.a, (ins.m * ins.k,), (1,)))
-        reads.append(Access("b", ins.b, (ins.k * ins.n,), (1,)))
+        reads.append(make("a", ins.a, (ins.m * ins.k,), (1,)))
+        reads.append(make("b", ins.b, (ins.k * ins.n,), (1,)))
         if ins.acc:
-            reads.append(Access("dst", ins.dst, (ins.m * ins.n,), (1,)))
-        writes.append(Access("dst", ins.dst, (ins.m * ins.n,), (1,)))
+            reads.append(make("dst", ins.dst, (ins.m * ins.n,), (1,)))
+        writes.append(make("dst", ins.dst, (ins.m * ins.n,), (1,)))
     elif isinstance(ins, VReduce):
         outer = len(ins.dims) - ins.nred
-        reads.append(Access("src", ins.src, ins.dims, ins.src_strides))
-        writes.append(Access("dst", ins.dst, ins.dims[:outer], ins.dst_strides))
+        reads.append(make("src", ins.src, ins.dims, ins.src_strides))
+        writes.append(make("dst", ins.dst, ins.dims[:outer], ins.dst_strides))
     elif isinstance(ins, Gather):
         # the table rows read depend on the indices: the event loop adds them once idx is checked
-        reads.append(Access("idx", ins.idx, (ins.extents()["idx"],), (1,)))
-        writes.append(Access("dst", ins.dst, (ins.n * ins.row,), (1,)))
+        reads.append(make("idx", ins.idx, (ins.extents()["idx"],), (1,)))
+        writes.append(make("dst", ins.dst, (ins.n * ins.row,), (1,)))
     elif isinstance(ins, HostOp):  # whole DDR tensors
         extents = ins.extents()
-        reads += [Access(n, getattr(ins, n), (extents[n],), (1,)) for n in ins.reads]
-        writes += [Access(n, getattr(ins, n), (extents[n],), (1,)) for n in ins.writes]
+        reads += [make(n, getattr(ins, n), (extents[n],), (1,)) for n in ins.reads]
+        writes += [make(n, getattr(ins, n), (extents[n],), (1,)) for n in ins.writes]
     elif isinstance(ins, VBinary):
-        reads.append(Access("a", ins.a, ins.dims, ins.a_strides))
-        reads.append(Access("b", ins.b, ins.dims, ins.b_strides))
+        reads.append(make("a", ins.a, ins.dims, ins.a_strides))
+        reads.append(make("b", ins.b, ins.dims, ins.b_strides))
         if ins.accumulates:
-            reads.append(Access("dst", ins.dst, ins.dims, ins.dst_strides))
-        writes.append(Access("dst", ins.dst, ins.dims, ins.dst_strides))
+            reads.append(make("dst", ins.dst, ins.dims, ins.dst_strides))
+        writes.append(make("dst", ins.dst, ins.dims, ins.dst_strides))
     else:
         assert isinstance(ins, (Copy, VUnary, VFill))  # the other INSTRUCTIONS are handled above
         if not isinstance(ins, VFill):
-            reads.append(Access("src", ins.src, ins.dims, ins.src_strides))
-        writes.append(Access("dst", ins.dst, ins.dims, ins.dst_strides))
+            reads.append(make("src", ins.src, ins.dims, ins.src_strides))
+        writes.append(make("dst", ins.dst, ins.dims, ins.dst_strides))
     return reads, writes

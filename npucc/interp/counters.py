@@ -22,7 +22,7 @@ from npucc.ir.isa import (
     VReduce,
     VUnary,
 )
-from npucc.ir.isa_cost import gather_bytes
+from npucc.ir.isa_cost import copy_bytes, gather_bytes, operand_nbytes
 from npucc.target import Target
 
 
@@ -74,20 +74,16 @@ class Tally:
         elif isinstance(ins, (VUnary, VBinary, VReduce, VFill)):
             c["vector_elements"] += math.prod(ins.dims)
         elif isinstance(ins, HostOp):  # over the host link
-            extents = ins.extents()
+            spans = operand_nbytes(self.target, ins)
             for path, names in (("DDR->HOST", ins.reads), ("HOST->DDR", ins.writes)):
-                nbytes = sum(extents[n] for n in names) * 4
+                nbytes = sum(spans[n] for n in names)
                 c["bytes"][path] = c["bytes"].get(path, 0) + nbytes
         else:
-            if isinstance(ins, Img2Col):
-                nbytes = ins.extents()["dst"] * 4
-            elif isinstance(ins, Gather):
+            if isinstance(ins, Gather):
                 nbytes = gather_bytes(self.target, ins)
-            elif isinstance(ins, Spill):
-                nbytes = ins.size * 4
             else:
-                assert isinstance(ins, Copy)  # the other INSTRUCTIONS are handled above
-                nbytes = math.prod(ins.dims) * 4
+                assert isinstance(ins, (Copy, Spill, Img2Col))  # the other INSTRUCTIONS above
+                nbytes = copy_bytes(self.target, ins)
             src_tier = DDR if isinstance(ins, Gather) else ins.src.tier
             path = f"{src_tier}->{ins.dst.tier}"
             if isinstance(ins, NocCopy):

@@ -20,7 +20,7 @@ import numpy as np
 
 from npucc import progress
 from npucc.errors import NpuccError
-from npucc.interp.access import Access, resolved, strided
+from npucc.interp.access import Access, resolved, typed_view
 from npucc.interp.counters import Counters, Tally
 from npucc.interp.exec_trace import Trace, Tracer
 from npucc.interp.memories import Memories
@@ -28,10 +28,37 @@ from npucc.interp.ops import EXEC, View, gather_indices, gather_rows
 from npucc.interp.races import RaceDetector
 from npucc.interp.steps import Step, Steps, fail
 from npucc.interp.stream_clock import StreamTiming
+from npucc.ir.dtypes import NUMPY_DTYPES
 from npucc.ir.isa import DDR, Gather, Instr, MemRef, Operand, Spill
+from npucc.ir.isa_cost import operand_bytes
 from npucc.ir.residency import stream_residency
 from npucc.ir.stream import Event, Stream, StreamError
 from npucc.ir.stream_parse import load_stream
+
+
+class MemView:
+    """The data of one core's memories, as ops.py reads and writes them (a `View`)."""
+
+    __slots__ = ("memories", "core", "target")
+
+    def __init__(self, memories: Memories, core: int) -> None:
+        self.memories = memories
+        self.core = core
+        self.target = memories.stream.target
+
+    def __call__(
+        self, ref: Operand, dims: tuple[int, ...], strides: tuple[int, ...],
+        dtype: np.dtype | None = None,
+    ) -> np.ndarray:  # fmt: skip
+        """The elements of a pattern at `ref`, as `dtype` (default: its tier's element type)."""
+        mref = cast(MemRef, ref)  # the parser accepts only resolved (MemRef) operands
+        kind = self.dtype(mref.tier) if dtype is None else dtype
+        return typed_view(self.memories.mem(self.core, mref.tier).data, mref.addr, dims, strides,
+                          kind)  # fmt: skip
+
+    def dtype(self, tier: str) -> np.dtype:
+        """The numpy type of one tier's elements (L0C: the accumulator's)."""
+        return np.dtype(NUMPY_DTYPES[self.target.tier_dtype(tier)])
 
 
 @dataclass(slots=True)
@@ -146,17 +173,11 @@ class _Machine:
         # NOTE: vector clocks only serve the checks: an unchecked run keeps none
         self.races = RaceDetector(stream, self.steps) if check else None
         self.tally = Tally(stream.target)
-        self.tracer = Tracer() if trace else None
+        self.tracer = Tracer(stream.target) if trace else None
 
     def view(self, core: int) -> View:
         """The data of core index `core`'s memories, as ops.py reads and writes them."""
-        memories = self.memories
-
-        def view(ref: Operand, dims: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
-            mref = cast(MemRef, ref)  # the parser accepts only resolved (MemRef) operands
-            return strided(memories.mem(core, mref.tier).data, mref.addr >> 2, dims, strides)
-
-        return view
+        return MemView(self.memories, core)
 
     def run(self, image: bytes, inputs: dict[str, np.ndarray]) -> RunResult:
         """Load, run every step, and collect the result."""
@@ -288,16 +309,18 @@ class _Machine:
         if vc is not None:
             first = gather_rows(idx.astype(np.int64), ins.rows)[:, None] * ins.row
             rows = (first + np.arange(ins.row)).ravel()
-            step.reads = (*step.reads, Access("table", ins.table, (), (), rows))
+            units = (self.memories.storage.itemsize, self.memories.unit)
+            step.reads = (*step.reads, Access("table", ins.table, (), (), rows, units))
 
     def _spill_residency(self, step: Step, ins: Spill, finish: int) -> None:
         dst = resolved(ins.dst)
+        nbytes = ins.size * operand_bytes(self.stream.target, ins, "src")
         if dst.tier != DDR:
-            self.memories.make_live(step, dst.tier, dst.addr, ins.size * 4)
+            self.memories.make_live(step, dst.tier, dst.addr, nbytes)
             return
         src = resolved(ins.src)
-        self.memories.end_live(step, src.tier, src.addr, ins.size * 4)
-        self.memories.release_at(finish, step.core, src.tier, src.addr, ins.size * 4)
+        self.memories.end_live(step, src.tier, src.addr, nbytes)
+        self.memories.release_at(finish, step.core, src.tier, src.addr, nbytes)
 
     def _deadlock(self) -> StreamError:
         steps = self.steps

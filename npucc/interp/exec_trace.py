@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 from npucc.interp.access import resolved
 from npucc.ir.isa import DDR, Instr, MemRef, Spill
+from npucc.ir.isa_cost import operand_nbytes
+from npucc.target import Target
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,10 +58,11 @@ class Trace:
 class Tracer:
     """Records a traced run into a `Trace`."""
 
-    __slots__ = ("trace",)
+    __slots__ = ("trace", "target")
 
-    def __init__(self) -> None:
+    def __init__(self, target: Target) -> None:
         self.trace = Trace()
+        self.target = target  # its element sizes give each operand's bytes
 
     def mem(self, core: tuple[int, int], time: int, kind: str, tier: str, addr: int, size: int,
             lineno: int) -> None:  # fmt: skip
@@ -69,9 +72,9 @@ class Tracer:
     def instr(self, core: tuple[int, int], queue: str, start: int, finish: int, ins: Instr,
               lineno: int) -> None:  # fmt: skip
         """An instruction ran (a spill also moves a region on or off chip)."""
-        extents = ins.extents()
+        nbytes = operand_nbytes(self.target, ins)
         operands = tuple(
-            TraceOperand(name, ref.tier, ref.addr, extents[name] * 4, name in ins.writes)
+            TraceOperand(name, ref.tier, ref.addr, nbytes[name], name in ins.writes)
             for name, ref in ins.operands().items()
             if isinstance(ref, MemRef)
         )
@@ -80,7 +83,8 @@ class Tracer:
         )
         if isinstance(ins, Spill):
             dst, src = resolved(ins.dst), resolved(ins.src)
+            size = nbytes["src"]
             if dst.tier != DDR:
-                self.mem(core, start, "alloc", dst.tier, dst.addr, ins.size * 4, lineno)
+                self.mem(core, start, "alloc", dst.tier, dst.addr, size, lineno)
             else:
-                self.mem(core, finish, "free", src.tier, src.addr, ins.size * 4, lineno)
+                self.mem(core, finish, "free", src.tier, src.addr, size, lineno)

@@ -1,8 +1,13 @@
 """The memories of a run (each core's tiers, DDR, the on-chip NOC space) and their liveness.
 
-Per element (4 bytes) each memory keeps its data, whether it is live (inside an alloc, a spilled
-in region, or a DDR or onchip tensor) and whether it has been written since it became live. A
-region freed by a spill out stays live until the copy finishes.
+Each memory keeps its data (bytes) and, per unit (`Memories.unit` bytes: the stream's
+smallest element), whether it is live (inside an alloc, a spilled in region, or a DDR or onchip
+tensor) and whether it has been written since it became live. A region freed by a spill out
+stays live until the copy finishes.
+
+NOTE: the graph's inputs and outputs keep their model types: the host converts an input to
+the storage type when it loads DDR (float32 -> float16 rounds to nearest even; beyond the
+float16 range it is +-inf) and an output back when it reads it (exactly).
 """
 
 from __future__ import annotations
@@ -14,12 +19,12 @@ from typing import cast
 import numpy as np
 
 from npucc.errors import NpuccError
-from npucc.interp.access import Access, locate
+from npucc.interp.access import Access, check_unit, locate, typed_view
 from npucc.interp.steps import Step, fail
-from npucc.ir.dtypes import HOST_DTYPES, INDEX_DTYPE, to_device, to_host
+from npucc.ir.dtypes import HOST_DTYPES, INDEX_DTYPE, NUMPY_DTYPES, to_device, to_host
 from npucc.ir.instr_text import format_ref
 from npucc.ir.isa import DDR, NOC, Instr
-from npucc.ir.stream import Stream
+from npucc.ir.stream import Stream, StreamTensor
 
 
 class Memory:
@@ -27,9 +32,9 @@ class Memory:
 
     __slots__ = ("data", "written", "live", "allocs")
 
-    def __init__(self, nbytes: int) -> None:
-        n = nbytes // 4
-        self.data = np.zeros(n, np.float32)
+    def __init__(self, nbytes: int, unit: int) -> None:
+        n = nbytes // unit
+        self.data = np.zeros(n * unit, np.uint8)
         self.written = np.zeros(n, bool)
         self.live = np.zeros(n, bool)
         self.allocs: dict[int, int] = {}  # live regions: byte address -> bytes
@@ -38,10 +43,13 @@ class Memory:
 class Memories:
     """Every memory of a run and the releases still to come."""
 
-    __slots__ = ("stream", "tiers", "ddr", "noc", "releases")
+    __slots__ = ("stream", "unit", "storage", "tiers", "ddr", "noc", "releases")
 
     def __init__(self, stream: Stream) -> None:
         self.stream = stream
+        target = stream.target
+        self.unit = check_unit(target)  # bytes of a checking unit
+        self.storage = np.dtype(NUMPY_DTYPES[target.dtype])  # DDR's, L1's, UB's, L0A/B's
         self.tiers: list[dict[str, Memory]] = [{} for _ in stream.cores]
         self.ddr = self._new(DDR)
         self.noc = self._new(NOC) if NOC in stream.extent else None
@@ -63,7 +71,7 @@ class Memories:
         """A memory of the bytes the stream addresses in `tier` (at most its capacity)."""
         nbytes, lineno = self.stream.extent[tier]
         try:
-            return Memory(nbytes)
+            return Memory(nbytes, self.unit)
         except (MemoryError, ValueError):  # a huge target: numpy cannot allocate it
             raise fail(self.stream, lineno, f"cannot simulate {nbytes} bytes of {tier}") from None
 
@@ -71,15 +79,15 @@ class Memories:
 
     def load(self, image: bytes, inputs: dict[str, np.ndarray], timing_only: bool) -> None:
         """Load the image at DDR address 0 and the inputs; mark every tensor live."""
-        ddr = self.ddr
-        ddr.data.view(np.uint8)[: len(image)] = np.frombuffer(image, np.uint8)
+        ddr, unit = self.ddr, self.unit
+        ddr.data[: len(image)] = np.frombuffer(image, np.uint8)
         declared = {t.name: t for t in self.stream.tensors.values() if t.kind == "input"}
         for name in inputs:
             if name not in declared:
                 raise NpuccError(f"unknown input {json.dumps(name)} (inputs: "
                                  f"{', '.join(json.dumps(n) for n in declared)})")  # fmt: skip
         for tensor in self.stream.tensors.values():
-            lo, hi = tensor.addr >> 2, (tensor.addr + tensor.nbytes) >> 2
+            lo, hi = tensor.addr // unit, (tensor.addr + tensor.nbytes) // unit
             if tensor.kind == "onchip":  # live and unwritten in the on-chip buffer
                 assert self.noc is not None
                 self.noc.live[lo:hi] = True
@@ -101,11 +109,15 @@ class Memories:
                         raise NpuccError(f"input {json.dumps(tensor.name)} has dtype "
                                          f"{value.dtype}, expected integer indices "
                                          f"({INDEX_DTYPE})")  # fmt: skip
-                    ddr.data[lo:hi].view("<i8")[...] = value.astype(np.int64).ravel()
+                    self._tensor(tensor, np.dtype("<i8"))[...] = value.astype(np.int64).ravel()
                 elif tensor.dtype in HOST_DTYPES:
-                    ddr.data[lo:hi] = to_device(tensor.name, value, tensor.dtype).ravel()
+                    storage = self.stream.target.dtype
+                    device = to_device(tensor.name, value, tensor.dtype, storage).ravel()
+                    self._tensor(tensor)[...] = device.astype(self.storage)
                 else:
-                    ddr.data[lo:hi] = value.astype(np.float32).ravel()
+                    wide = value.astype(np.float32).ravel()
+                    with np.errstate(over="ignore"):  # beyond float16's range: +-inf
+                        self._tensor(tensor)[...] = wide.astype(self.storage)
                 ddr.written[lo:hi] = True
 
     def outputs(self, check: bool) -> dict[str, np.ndarray]:
@@ -114,20 +126,27 @@ class Memories:
         for tensor in self.stream.tensors.values():
             if tensor.kind != "output":
                 continue
-            lo, hi = tensor.addr >> 2, (tensor.addr + tensor.nbytes) >> 2
+            lo, hi = tensor.addr // self.unit, (tensor.addr + tensor.nbytes) // self.unit
             if check and not self.ddr.written[lo:hi].all():
                 raise fail(self.stream, tensor.lineno, f"output {json.dumps(tensor.name)} is not "
                                                        "fully written at the end")  # fmt: skip
-            data = self.ddr.data[lo:hi].reshape(tensor.shape)
-            outputs[tensor.name] = to_host(tensor.name, data, tensor.dtype)  # a copy
+            data = self._tensor(tensor).astype(np.float32).reshape(tensor.shape)
+            storage = self.stream.target.dtype
+            outputs[tensor.name] = to_host(tensor.name, data, tensor.dtype, storage)  # a copy
         return outputs
+
+    def _tensor(self, tensor: StreamTensor, dtype: np.dtype | None = None) -> np.ndarray:
+        """A DDR tensor's elements, as `dtype` (default: the storage type)."""
+        kind = self.storage if dtype is None else dtype
+        return typed_view(self.ddr.data, tensor.addr, (tensor.nbytes // kind.itemsize,), (1,),
+                          kind)  # fmt: skip
 
     # ------------------------------------------------------------------------ liveness
 
     def make_live(self, step: Step, tier: str, addr: int, size: int) -> None:
         """An alloc or spill in: the region becomes live and unwritten."""
         mem = self.mem(step.core, tier)
-        lo, hi = addr >> 2, (addr + size) >> 2
+        lo, hi = addr // self.unit, (addr + size) // self.unit
         if mem.live[lo:hi].any():
             other = [format_ref(tier, a, b) for a, b in mem.allocs.items() if a < addr + size
                      and addr < a + b] or ["being spilled out"]  # fmt: skip
@@ -148,7 +167,7 @@ class Memories:
     def release(self, core: int, tier: str, addr: int, size: int) -> None:
         """The region stops being live."""
         mem = self.mem(core, tier)
-        mem.live[addr >> 2 : (addr + size) >> 2] = False
+        mem.live[addr // self.unit : (addr + size) // self.unit] = False
 
     def release_at(self, time: int, core: int, tier: str, addr: int, size: int) -> None:
         """Release the region once the clock reaches `time` (a spill out's finish)."""

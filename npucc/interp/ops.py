@@ -1,18 +1,27 @@
-"""Execution of each opcode on numpy views of the memories, in float32 (one function per opcode).
+"""Execution of each opcode on numpy views of the memories (one function per opcode).
 
-Every function takes `view(operand, dims, strides)`, which returns a writable float32 view of the
-elements an access pattern touches, and the instruction; the machine has checked the accesses.
+Every function takes `view(operand, dims, strides)`, which returns a writable view of the
+elements an access pattern touches (as its tier's element type: float32, or float16 at fp16,
+where L0C stays float32), and the instruction; the machine has checked the accesses.
+
+NOTE: the rounding rules (docs/command-stream.md, "Element types"): every compute instruction
+widens its operands to float32, computes in float32 and rounds its result once to the
+destination's type (round to nearest, ties to even); the cube multiplies fp16 operands exactly
+and accumulates in float32 in L0C; a reduction accumulates in float32 and rounds once; a copy
+between types converts (L0C -> UB: float32 -> float16, rounding).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
+from npucc.ir.dtypes import INDEX_DTYPE
 from npucc.ir.isa import (
+    DDR,
     Copy,
     Gather,
     Img2Col,
@@ -25,10 +34,31 @@ from npucc.ir.isa import (
     VUnary,
 )
 
+
 # operands are MemRefs in a parsed stream (the parser rejects symbolic ones); typed as Operand
 # because that is the instruction fields' type
-View = Callable[[Operand, tuple[int, ...], tuple[int, ...]], np.ndarray]
+class View(Protocol):
+    """The memories' data as numpy views (the interpreter's `MemView`)."""
+
+    def __call__(
+        self, ref: Operand, dims: tuple[int, ...], strides: tuple[int, ...],
+        dtype: np.dtype | None = None,
+    ) -> np.ndarray:  # fmt: skip
+        """Elements of a pattern at `ref`, as `dtype` (default: its tier's element type)."""
+        ...
+
+    def dtype(self, tier: str) -> np.dtype:
+        """The element type of `tier`."""
+        ...
+
+
 F32 = np.float32
+
+
+def _wide(x: np.ndarray) -> np.ndarray:
+    """The values of a view as float32 (the vector and cube compute type; a float32 view as is)."""
+    return x.astype(F32, copy=False)
+
 
 # Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7, below float32 resolution of erf's range)
 _ERF_P = 0.3275911
@@ -131,8 +161,9 @@ def exec_copy(view: View, ins: Copy) -> None:
 
 
 def exec_spill(view: View, ins: Spill) -> None:
-    """Contiguous copy of `size` elements."""
-    view(ins.dst, (ins.size,), (1,))[...] = view(ins.src, (ins.size,), (1,))
+    """Contiguous copy of `size` elements of the on-chip side's type (unconverted in DDR)."""
+    kind = view.dtype(ins.src.tier if ins.dst.tier == DDR else ins.dst.tier)
+    view(ins.dst, (ins.size,), (1,), kind)[...] = view(ins.src, (ins.size,), (1,), kind)
 
 
 @lru_cache(maxsize=256)
@@ -178,10 +209,11 @@ def exec_img2col(view: View, ins: Img2Col) -> None:
 
 def exec_mmad(view: View, ins: Mmad) -> None:
     """dst = a @ b (acc=0) or dst += a @ b (acc=1), in float32."""
-    a = view(ins.a, (ins.m, ins.k), (ins.k, 1))
-    b = view(ins.b, (ins.k, ins.n), (ins.n, 1))
+    a = _wide(view(ins.a, (ins.m, ins.k), (ins.k, 1)))
+    b = _wide(view(ins.b, (ins.k, ins.n), (ins.n, 1)))
     dst = view(ins.dst, (ins.m, ins.n), (ins.n, 1))
-    product = np.matmul(a, b)  # float32 views: BLAS sgemm (a dtype= argument bypasses BLAS)
+    # float32 operands (fp16 ones widened exactly): BLAS sgemm (a dtype= argument bypasses BLAS)
+    product = np.matmul(a, b)
     if ins.acc:
         dst += product
     else:
@@ -190,7 +222,7 @@ def exec_mmad(view: View, ins: Mmad) -> None:
 
 def exec_vunary(view: View, ins: VUnary) -> None:
     """dst[i] = op(src[i], *scalars)."""
-    src = view(ins.src, ins.dims, ins.src_strides)
+    src = _wide(view(ins.src, ins.dims, ins.src_strides))
     with np.errstate(all="ignore"):
         result = UNARY[ins.op](src, *ins.scalars)
     view(ins.dst, ins.dims, ins.dst_strides)[...] = result
@@ -198,17 +230,17 @@ def exec_vunary(view: View, ins: VUnary) -> None:
 
 def exec_vbinary(view: View, ins: VBinary) -> None:
     """dst[i] = a[i] op b[i], or dst[i] + a[i] * b[i] for mla (a zero stride broadcasts)."""
-    a = view(ins.a, ins.dims, ins.a_strides)
-    b = view(ins.b, ins.dims, ins.b_strides)
+    a = _wide(view(ins.a, ins.dims, ins.a_strides))
+    b = _wide(view(ins.b, ins.dims, ins.b_strides))
     dst = view(ins.dst, ins.dims, ins.dst_strides)
     with np.errstate(all="ignore"):
-        result = dst + a * b if ins.accumulates else BINARY[ins.op](a, b)
+        result = _wide(dst) + a * b if ins.accumulates else BINARY[ins.op](a, b)
     dst[...] = result
 
 
 def exec_vreduce(view: View, ins: VReduce) -> None:
     """dst[outer] = reduce(src[outer, reduced]) over the trailing `nred` dims."""
-    src = view(ins.src, ins.dims, ins.src_strides)
+    src = _wide(view(ins.src, ins.dims, ins.src_strides))
     outer = len(ins.dims) - ins.nred
     result = REDUCE[ins.op](src, axis=tuple(range(outer, len(ins.dims))))
     view(ins.dst, ins.dims[:outer], ins.dst_strides)[...] = result
@@ -220,9 +252,10 @@ def exec_vfill(view: View, ins: VFill) -> None:
 
 
 def gather_indices(view: View, ins: Gather) -> np.ndarray:
-    """The n indices of a gather: int64 (two 4-byte words each, little-endian) or float32."""
-    words = view(ins.idx, (ins.extents()["idx"],), (1,))
-    return words if ins.index == "f32" else words.view("<i8")
+    """The n indices of a gather: int64 (little-endian) or values of the storage type."""
+    if ins.index == INDEX_DTYPE:
+        return view(ins.idx, (ins.n,), (1,), np.dtype("<i8"))
+    return view(ins.idx, (ins.n,), (1,))
 
 
 def gather_rows(indices: np.ndarray, rows: int) -> np.ndarray:

@@ -70,7 +70,7 @@ class RaceDetector:
     def _of(self, mem: Memory) -> _Writers:
         writers = self.writers.get(mem)
         if writers is None:
-            writers = self.writers[mem] = _Writers(len(mem.data), len(self.steps.qnames))
+            writers = self.writers[mem] = _Writers(len(mem.live), len(self.steps.qnames))
         return writers
 
     def check(self, step: Step, mem: Memory, acc: Access, vc: np.ndarray, write: bool) -> None:
@@ -107,7 +107,7 @@ class RaceDetector:
             state = self._of(mem)
             seqs = state.readers.get(step.qid)
             if seqs is None:
-                seqs = state.readers[step.qid] = np.zeros(len(mem.data), np.int32)
+                seqs = state.readers[step.qid] = np.zeros(len(mem.live), np.int32)
             acc.put(seqs, step.seq)
         for acc in step.writes:
             state = self._of(memories.mem(step.core, acc.tier))

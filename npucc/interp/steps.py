@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from npucc.interp.access import Access, accesses
+from npucc.interp.access import Access, accesses, check_unit
 from npucc.ir.isa import PIPES
 from npucc.ir.isa_cost import ddr_bytes, instr_cycles, instr_energy
 from npucc.ir.stream import Event, FlagKey, Line, Stream, StreamError
@@ -46,6 +46,7 @@ class Steps:
 
     def __init__(self, stream: Stream, serial: bool, timing_only: bool) -> None:
         target = stream.target
+        unit = check_unit(target)
         multi = len(stream.cores) > 1
         self.qnames = [""] + [
             f"{p}@{c.row},{c.col}" if multi else p for c in stream.cores for p in PIPES
@@ -64,7 +65,9 @@ class Steps:
                     step.cycles = instr_cycles(target, line.instr)
                     step.energy = instr_energy(target, line.instr)
                     step.ddr_bytes = ddr_bytes(target, line.instr)
-                    step.reads, step.writes = ((), ()) if timing_only else accesses(line.instr)
+                    step.reads, step.writes = ((), ())
+                    if not timing_only:
+                        step.reads, step.writes = accesses(line.instr, target, unit)
                     queue.append(step)
                 if serial:
                     step.rank = line.lineno

@@ -19,6 +19,8 @@ import numpy as np
 from npucc.errors import NpuccError
 
 EXACT_INT = 1 << 24  # float32 holds every integer of magnitude up to 2**24
+# storage type -> the largest magnitude up to which it holds every integer (fp16: 2**11)
+EXACT_INTS = {"f32": EXACT_INT, "f16": 1 << 11}
 INDEX_DTYPE = "i64"  # raw int64 index inputs (8 bytes an element), read only by `gather`
 INDEX_BYTES = 8
 # float types converted at the boundary (float16 and bfloat16 exactly; a double rounds)
@@ -32,17 +34,19 @@ HOST_INTS: dict[str, np.dtype] = {
     name: np.dtype(name) for name in ("int64", "int32", "int16", "int8", "uint16", "uint8", "bool")
 }
 HOST_DTYPES = {**HOST_FLOATS, **HOST_INTS}
+_FLOAT_NAMES = {"f32": "float32", "f16": "float16"}
 # graph IR dtype of an integer or boolean tensor -> its host type
 IR_INTS = {"i64": "int64", "i32": "int32", "i16": "int16", "i8": "int8", "u16": "uint16",
            "u8": "uint8", "bool": "bool"}  # fmt: skip
 
 
-def int_range(host: str) -> tuple[int, int]:
-    """The values a HOST_INTS type holds exactly as float32: its range within +-2**24."""
+def int_range(host: str, storage: str = "f32") -> tuple[int, int]:
+    """The values a HOST_INTS type holds exactly as `storage` values: its range within
+    +-2**24 (float32) or +-2**11 (float16)."""
     if host == "bool":
         return 0, 1
-    info = np.iinfo(HOST_INTS[host])
-    return max(int(info.min), -EXACT_INT), min(int(info.max), EXACT_INT)
+    info, exact = np.iinfo(HOST_INTS[host]), EXACT_INTS[storage]
+    return max(int(info.min), -exact), min(int(info.max), exact)
 
 
 def _first(bad: np.ndarray) -> tuple[int, ...]:
@@ -56,8 +60,9 @@ def host_dtype(dtype: str) -> np.dtype:
     return HOST_DTYPES.get(dtype, np.dtype(np.float32))
 
 
-def to_device(name: str, value: np.ndarray, dtype: str) -> np.ndarray:
-    """The float32 values of input `name` of host type `dtype`; NpuccError if not exact."""
+def to_device(name: str, value: np.ndarray, dtype: str, storage: str = "f32") -> np.ndarray:
+    """The float32 values of input `name` of host type `dtype`; NpuccError if not exact (as
+    `storage` values)."""
     label = f"input {json.dumps(name)}"
     want = HOST_DTYPES[dtype]
     if dtype in HOST_FLOATS and value.dtype != want:
@@ -65,30 +70,31 @@ def to_device(name: str, value: np.ndarray, dtype: str) -> np.ndarray:
     if dtype in HOST_INTS:
         if value.dtype.kind not in "biu":
             raise NpuccError(f"{label} has dtype {value.dtype}, expected {dtype}")
-        lo, hi = int_range(dtype)
+        lo, hi = int_range(dtype, storage)
         bad = (value < lo) | (value > hi)
         if bad.any():
             at = _first(bad)
             raise NpuccError(
                 f"{label}: value {value[at]} at {at} is not an exact {dtype} for npucc "
-                f"(integers are held as float32: [{lo}, {hi}])"
+                f"(integers are held as {_FLOAT_NAMES[storage]}: [{lo}, {hi}])"
             )
     return value.astype(np.float32)
 
 
-def to_host(name: str, data: np.ndarray, dtype: str) -> np.ndarray:
+def to_host(name: str, data: np.ndarray, dtype: str, storage: str = "f32") -> np.ndarray:
     """Output `name`'s float32 `data` as host type `dtype` (a copy); NpuccError when an
-    integer output holds a value that is not an integer of its type (an integer overflow)."""
+    integer output holds a value that is not an integer of its type (an integer overflow) or
+    beyond the integers `storage` holds exactly."""
     if dtype in HOST_INTS:
-        lo, hi = int_range(dtype)
+        lo, hi = int_range(dtype, storage)
         with np.errstate(invalid="ignore"):
             bad = ~((data >= lo) & (data <= hi) & (data == np.trunc(data)))
         if bad.any():
             at = _first(bad)
             raise NpuccError(
                 f"output {json.dumps(name)}: value {data[at]} at {at} is not an exact {dtype} "
-                f"(integer overflow: npucc computes integers as float32, exact within "
-                f"[{lo}, {hi}])"
+                f"(integer overflow: npucc computes integers as {_FLOAT_NAMES[storage]}, exact "
+                f"within [{lo}, {hi}])"
             )
     return data.astype(HOST_DTYPES.get(dtype, np.dtype(np.float32)))
 

@@ -221,7 +221,6 @@ def _schedule_json(scheduled: Any) -> dict[str, Any]:
 
 
 def _stream_json(stream: Stream) -> dict[str, Any]:
-    eb = stream.target.elem_bytes
     return {
         "level": "cmd",
         "target": stream.target.to_dict(),
@@ -250,7 +249,7 @@ def _stream_json(stream: Stream) -> dict[str, Any]:
                     {
                         "line": line.lineno,
                         "queue": line.queue,
-                        "body": line.body(eb),
+                        "body": line.body(stream.target),
                         "waits": [str(f) for f in line.waits],
                         "sets": [str(f) for f in line.sets],
                     }

@@ -19,7 +19,8 @@ from functools import lru_cache
 from typing import Any
 
 from npucc.ir.isa import DDR, INSTRUCTIONS, NOC, BufRef, DdrRef, Instr, MemRef, field_names
-from npucc.target import TIERS
+from npucc.ir.isa_cost import operand_nbytes
+from npucc.target import TIERS, Target
 
 _OPERAND_RE = re.compile(rf"^({'|'.join((*TIERS, DDR, NOC))})\[0x([0-9a-f]+)\+(\d+)\]$")
 _BUF_RE = re.compile(r"^b(\d+)\+(-?\d+)$")
@@ -47,18 +48,19 @@ def format_float(value: float) -> str:
     return repr(float(value))
 
 
-def format_instr(instr: Instr, elem_bytes: int = 4, symbolic: bool = False) -> str:
+def format_instr(instr: Instr, target: Target | None = None, symbolic: bool = False) -> str:
     """Text of an instruction: `opcode key=value ...`.
 
-    Resolved operands print as `TIER[0xADDR+BYTES]`; with `symbolic`, buffer operands print as
+    Resolved operands print as `TIER[0xADDR+BYTES]` (bytes of `target`'s element types,
+    `operand_bytes`); with `symbolic`, buffer operands print as
     `bID+OFF` and DDR tensors as `@"key"+OFF` (the tiled IR's form).
     """
-    extents = instr.extents()
+    nbytes = operand_nbytes(target, instr)
     parts = [instr.opcode]
     for name in field_names(type(instr)):
         value = getattr(instr, name)
         if isinstance(value, MemRef):
-            text = format_ref(value.tier, value.addr, extents[name] * elem_bytes)
+            text = format_ref(value.tier, value.addr, nbytes[name])
         elif symbolic and isinstance(value, BufRef):
             text = f"b{value.buf}+{value.off}"
         elif symbolic and isinstance(value, DdrRef):
@@ -100,7 +102,7 @@ class ParseError(ValueError):
 
 
 def parse_instr(
-    text: str, elem_bytes: int = 4, buffer_tiers: Sequence[str] | None = None
+    text: str, buffer_tiers: Sequence[str] | None = None
 ) -> tuple[Instr, dict[str, int]]:
     """Parse `opcode key=value ...`; returns the instruction and each operand's declared bytes.
 

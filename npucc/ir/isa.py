@@ -362,7 +362,9 @@ class VFill(Instr):
         return {"dst": pattern_extent(self.dims, self.dst_strides)}
 
 
-GATHER_INDEX = {"i64": 2, "f32": 1}  # index element types of a gather: 4-byte words each
+# index element types of a gather -> idx elements per index: i64 two 4-byte words, a float
+# (computed indices, the target's storage type) one value
+GATHER_INDEX = {"i64": 2, "f32": 1, "f16": 1}
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,9 +373,10 @@ class Gather(Instr):
 
     `table` is a DDR f32 matrix of `rows` rows of `row` elements; `idx` holds n indices in DDR
     of type `index`: i64, little-endian, each two 4-byte words (idx offsets and its extent count
-    words: the operand declares 8*n bytes), or f32, integral values (computed indices, 4*n
-    bytes). dst is dense [n, row] in an on-chip tier. Every index must lie in [-rows, rows); a
-    negative one counts from the end (ONNX Gather). The table operand declares the whole table.
+    words: the operand declares 8*n bytes), or the target's storage type (f32 or f16), integral
+    values (computed indices). dst is dense [n, row] in an on-chip tier. Every index must lie
+    in [-rows, rows); a negative one counts from the end (ONNX Gather). The table operand
+    declares the whole table.
     """
 
     opcode: ClassVar[str] = "gather"

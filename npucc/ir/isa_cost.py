@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from npucc.ir.dtypes import INDEX_DTYPE
 from npucc.ir.isa import (
     DDR,
     NOC,
@@ -27,7 +28,7 @@ from npucc.ir.isa import (
     VUnary,
     dma_path,
 )
-from npucc.target import Target
+from npucc.target import DTYPE_BYTES, Target
 from npucc.target.cost import (
     SpillModel,
     dma_cycles,
@@ -42,6 +43,37 @@ from npucc.target.cost import (
 )
 
 
+def operand_bytes(target: Target | None, instr: Instr, name: str) -> int:
+    """Bytes of one element of operand `name` (its offsets and extents count these).
+
+    NOTE: the one home of an operand's element size: its tier's (`Target.tier_bytes`: L0C holds
+    the accumulator type) except a spill (both sides the buffer's tier's, a spill slot in DDR
+    holds L0C's accumulators unconverted) and a gather's i64 indices (4-byte words). Without a
+    target every element is 4 bytes (the fp32 form that symbolic text prints).
+    """
+    if target is None:
+        return 4
+    if isinstance(instr, Gather) and name == "idx":
+        return 4 if instr.index == INDEX_DTYPE else DTYPE_BYTES[instr.index]
+    if isinstance(instr, Spill):
+        return target.tier_bytes(instr.dst.tier if instr.src.tier == DDR else instr.src.tier)
+    return target.tier_bytes(getattr(instr, name).tier)
+
+
+def operand_nbytes(target: Target | None, instr: Instr) -> dict[str, int]:
+    """Bytes each operand's access pattern spans (its extent in elements times their size)."""
+    return {n: e * operand_bytes(target, instr, n) for n, e in instr.extents().items()}
+
+
+def copy_bytes(target: Target, instr: Copy | Spill | Img2Col) -> int:
+    """Bytes one DMA moves: its elements at the larger element size of its two sides (a
+    conversion L0C -> UB reads 4-byte accumulators and writes 2-byte fp16 values)."""
+    if isinstance(instr, Spill):
+        return instr.size * operand_bytes(target, instr, "src")
+    elems = instr.extents()["dst"] if isinstance(instr, Img2Col) else math.prod(instr.dims)
+    return elems * max(operand_bytes(target, instr, "src"), operand_bytes(target, instr, "dst"))
+
+
 def copy_cycles(target: Target, src_tier: str, dst_tier: str, nbytes: int) -> int:
     """Cycles of one DMA moving nbytes from src_tier to dst_tier (on the path between them)."""
     return dma_cycles(target, dma_path(src_tier, dst_tier), nbytes)
@@ -49,16 +81,12 @@ def copy_cycles(target: Target, src_tier: str, dst_tier: str, nbytes: int) -> in
 
 def instr_cycles(target: Target, instr: Instr) -> int:
     """Cycles one instruction occupies its pipe."""
-    eb = target.elem_bytes
     if isinstance(instr, NocCopy):
-        return noc_cycles(target, math.prod(instr.dims) * eb, instr.hops)
-    if isinstance(instr, Copy):
-        src, dst = instr.src.tier, instr.dst.tier
-        return copy_cycles(target, src, dst, math.prod(instr.dims) * eb)
-    if isinstance(instr, Spill):
-        return copy_cycles(target, instr.src.tier, instr.dst.tier, instr.size * eb)
+        return noc_cycles(target, copy_bytes(target, instr), instr.hops)
+    if isinstance(instr, (Copy, Spill)):
+        return copy_cycles(target, instr.src.tier, instr.dst.tier, copy_bytes(target, instr))
     if isinstance(instr, Img2Col):
-        return copy_cycles(target, "L1", "L0A", instr.extents()["dst"] * eb)
+        return copy_cycles(target, "L1", "L0A", copy_bytes(target, instr))
     if isinstance(instr, Gather):
         return copy_cycles(target, DDR, instr.dst.tier, gather_bytes(target, instr))
     if isinstance(instr, Mmad):
@@ -68,13 +96,14 @@ def instr_cycles(target: Target, instr: Instr) -> int:
     if isinstance(instr, VFill):
         return vector_cycles(target, math.prod(instr.dims))
     if isinstance(instr, HostOp):
-        return host_cycles(target, sum(instr.extents().values()) * eb)
+        return host_cycles(target, sum(operand_nbytes(target, instr).values()))
     raise TypeError(f"no cycle formula for {type(instr).__name__}")
 
 
 def gather_bytes(target: Target, instr: Gather) -> int:
     """Bytes a gather moves: one DMA of its n rows plus the n indices it reads first."""
-    return instr.n * instr.row * target.elem_bytes + 4 * instr.extents()["idx"]
+    idx = instr.extents()["idx"] * operand_bytes(target, instr, "idx")
+    return instr.n * instr.row * operand_bytes(target, instr, "dst") + idx
 
 
 def ddr_bytes(target: Target, ins: Instr) -> int:
@@ -85,10 +114,8 @@ def ddr_bytes(target: Target, ins: Instr) -> int:
         return 0
     if isinstance(ins, Gather):
         return gather_bytes(target, ins)
-    if isinstance(ins, Spill) and DDR in (ins.src.tier, ins.dst.tier):
-        return ins.size * target.elem_bytes
-    if isinstance(ins, Copy) and DDR in (ins.src.tier, ins.dst.tier):
-        return math.prod(ins.dims) * target.elem_bytes
+    if isinstance(ins, (Spill, Copy)) and DDR in (ins.src.tier, ins.dst.tier):
+        return copy_bytes(target, ins)
     return 0
 
 
@@ -102,7 +129,6 @@ def noc_bytes(target: Target, ins: Instr) -> tuple[int, int]:
 
 def instr_energy(target: Target, instr: Instr) -> float:
     """Picojoules one instruction spends: MACs, vector lanes, and bytes read/written per tier."""
-    eb = target.elem_bytes
     pj = 0.0
     if isinstance(instr, HostOp):  # NOTE: the host's energy is not modelled (nor its link's)
         return 0.0
@@ -111,20 +137,19 @@ def instr_energy(target: Target, instr: Instr) -> float:
     elif isinstance(instr, (VUnary, VBinary, VReduce, VFill)):
         pj += vector_energy(target, math.prod(instr.dims))
     if isinstance(instr, NocCopy):  # the core side's tier, and the NoC (no DDR)
-        nbytes = math.prod(instr.dims) * eb
+        nbytes = copy_bytes(target, instr)
         near = instr.src.tier if instr.dst.tier in (DDR, NOC) else instr.dst.tier
         return tier_energy(target, near, nbytes) + noc_energy(target, nbytes, instr.hops)
     if isinstance(instr, Gather):  # the rows read (not the whole table) and the indices
-        rows = instr.n * instr.row * eb
+        rows = instr.n * instr.row * operand_bytes(target, instr, "dst")
         return tier_energy(target, DDR, gather_bytes(target, instr)) + tier_energy(
             target, instr.dst.tier, rows
         )
     for name, elems in instr.extents().items():
         tier = getattr(instr, name).tier
-        nbytes = elems * eb
         if isinstance(instr, (Copy, VUnary, VBinary)):
-            nbytes = math.prod(instr.dims) * eb
-        pj += tier_energy(target, tier, nbytes)
+            elems = math.prod(instr.dims)
+        pj += tier_energy(target, tier, elems * operand_bytes(target, instr, name))
     return pj
 
 

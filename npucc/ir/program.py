@@ -35,6 +35,11 @@ class DdrTensor:
         """Bytes the tensor occupies (`elem_bytes`: the target dtype's)."""
         return self.elems * (INDEX_BYTES if self.dtype == INDEX_DTYPE else elem_bytes)
 
+    def stream_dtype(self, target: Target) -> str:
+        """The type its stream `tensor` line declares: an input's model type (the host converts
+        it to the storage type on load), else the target's storage type."""
+        return self.dtype if self.role == "input" else target.dtype
+
 
 @dataclass(slots=True)
 class Core:

@@ -87,6 +87,7 @@ def node_ddr_bytes(target: Target, replay: Replay, node: TileNode) -> int:
     if node.instr is not None:
         return ddr_bytes(target, node.instr)
     if node.op in ("SPILL_OUT", "SPILL_IN"):
-        eb = target.elem_bytes
-        return replay.graph.buffers[node.bufs[0]].size // eb * eb
+        buf = replay.graph.buffers[node.bufs[0]]
+        eb = target.tier_bytes(buf.tier)
+        return buf.size // eb * eb
     return 0

@@ -94,15 +94,15 @@ class Line:
     sets: tuple[Flag, ...]
     lineno: int
 
-    def body(self, elem_bytes: int) -> str:
-        """The text between the queue name and the `|`."""
+    def body(self, target: Target) -> str:
+        """The text between the queue name and the `|` (operand bytes: `target`'s)."""
         ins = self.instr
-        return format_body(ins, elem_bytes) if isinstance(ins, Instr) else ins.body()
+        return format_body(ins, target) if isinstance(ins, Instr) else ins.body()
 
-    def text(self, elem_bytes: int) -> str:
+    def text(self, target: Target) -> str:
         """The line as codegen writes it."""
         sync = format_sync([f.wait_text() for f in self.waits], [f.set_text() for f in self.sets])
-        return format_line(self.queue, self.body(elem_bytes), sync)
+        return format_line(self.queue, self.body(target), sync)
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,11 +166,10 @@ class Stream:
 
     def to_text(self) -> str:
         """The stream in codegen's canonical form (it round-trips codegen's output)."""
-        eb = self.target.elem_bytes
         header = format_header(self.target.to_json(), self.image_size, self.image_sha256,
                                self.ddr_size)  # fmt: skip
         tensors = [t.text() for t in sorted(self.tensors.values(), key=lambda t: t.lineno)]
-        cores = [(c.row, c.col, [line.text(eb) for line in c.lines]) for c in self.cores]
+        cores = [(c.row, c.col, [line.text(self.target) for line in c.lines]) for c in self.cores]
         return format_stream(header, tensors, cores)
 
 

@@ -34,7 +34,7 @@ from npucc.ir.stream_text import (
     sync_pairs,
 )
 from npucc.ir.stream_verify import StreamChecks, clip
-from npucc.target import Target, target_from_json
+from npucc.target import DTYPE_BYTES, Target, target_from_json
 
 _JSON = json.JSONDecoder()
 
@@ -139,8 +139,10 @@ class _Parser(StreamChecks):
                 target = target_from_json(body)
             except (ValueError, NpuccError) as exc:
                 raise self.fail(f"bad target: {exc}") from None
-            if target.elem_bytes != 4:
-                raise self.fail(f"unsupported dtype {target.dtype}")
+            if target.dtype not in ("f32", "f16") or target.acc_dtype != "f32":
+                raise self.fail(f"unsupported dtype {target.dtype} (accumulator "
+                                f"{target.acc_dtype}): streams are f32, or f16 into "
+                                "f32")  # fmt: skip
             return target
         raise self.fail("unexpected end of file, expected target")
 
@@ -191,20 +193,28 @@ class _Parser(StreamChecks):
         _, addr, nbytes = ref
         s = match_shape(tokens[1])
         dtype = s[0] if s else ""
-        if dtype != self.target.dtype and not (
+        storage = self.target.dtype
+        if dtype != storage and not (
             (dtype == INDEX_DTYPE and kind == "input")
-            or (dtype in HOST_DTYPES and kind in ("input", "output"))
+            or (dtype in (*HOST_DTYPES, "f32") and kind in ("input", "output"))
+            or (dtype == self.target.acc_dtype and kind == "temp")
         ):
             raise self.fail(
-                f"bad tensor type '{clip(tokens[1])}' (target dtype is {self.target.dtype}; "
-                f"{INDEX_DTYPE} only for inputs, {', '.join(HOST_DTYPES)} for inputs and outputs)"
+                f"bad tensor type '{clip(tokens[1])}' (target dtype is {storage}; "
+                f"{INDEX_DTYPE} only for inputs, {', '.join(HOST_DTYPES)} and f32 for inputs and "
+                f"outputs, {self.target.acc_dtype} for temps (spilled accumulators))"
             )
         assert s is not None
         try:
             shape = tuple(int(d) for d in s[1].split(",")) if s[1] else ()
         except ValueError:
             raise self.fail(f"bad tensor shape '{clip(tokens[1])}'") from None
-        if math.prod(shape) * (INDEX_BYTES if dtype == INDEX_DTYPE else 4) != nbytes:
+        # NOTE: an input's or output's model type is held as the storage type (the host converts
+        # it); a temp of the accumulator type (an L0C spill slot) holds accumulators
+        eb = INDEX_BYTES if dtype == INDEX_DTYPE else self.target.elem_bytes
+        if kind == "temp":
+            eb = DTYPE_BYTES[dtype]
+        if math.prod(shape) * eb != nbytes:
             raise self.fail(f"tensor {json.dumps(name)}: {nbytes} bytes do not hold shape {shape}")
         if addr % 4 or addr + nbytes > self.ddr_size:
             raise self.fail(

@@ -24,7 +24,9 @@ from typing import Any
 
 from npucc.ir.instr_text import format_instr, format_ref, match_ref, split_tokens, symbolic_ref
 from npucc.ir.isa import PIPES, HostOp, Instr, MemRef, Operand
+from npucc.ir.isa_cost import operand_nbytes
 from npucc.ir.onchip import OnChip
+from npucc.target import Target
 
 MAGIC = "npucc-stream"
 VERSION = 1
@@ -128,11 +130,12 @@ def match_event(tokens: Sequence[str]) -> tuple[str, int, int, int] | None:
     return (*ref, int(buf))
 
 
-def format_body(instr: Instr, elem_bytes: int = 4, symbolic: bool = False) -> str:
-    """The body of a pipe line: a host record (`format_host`) or an instruction (instr_text)."""
+def format_body(instr: Instr, target: Target | None = None, symbolic: bool = False) -> str:
+    """The body of a pipe line: a host record (`format_host`) or an instruction (instr_text);
+    operand bytes are `target`'s (4 an element without one)."""
     if isinstance(instr, HostOp):
-        return format_host(instr, elem_bytes, symbolic)
-    return format_instr(instr, elem_bytes, symbolic)
+        return format_host(instr, target, symbolic)
+    return format_instr(instr, target, symbolic)
 
 
 # ---------------------------------------------------------------------------- host records
@@ -145,17 +148,17 @@ def host_json(node: Any) -> str:
     return text.replace("|", "\\u007c")
 
 
-def format_host(instr: HostOp, elem_bytes: int = 4, symbolic: bool = False) -> str:
+def format_host(instr: HostOp, target: Target | None = None, symbolic: bool = False) -> str:
     """`host node={JSON} in0=REF in0_type=TYPE[DIMS] ... out0=REF out0_type=...`; with
     `symbolic`, the operands in the tiled IR's form (`@"key"+OFF`)."""
     parts = ["host", f"node={host_json(json.loads(instr.node))}"]
-    extents = instr.extents()
+    nbytes = operand_nbytes(target, instr)
     for side, refs, types in (("in", instr.ins, instr.in_types), ("out", instr.outs,
                                                                   instr.out_types)):  # fmt: skip
         for i, (ref, (dtype, shape)) in enumerate(zip(refs, types, strict=True)):
             name = f"{side}{i}"
             if isinstance(ref, MemRef):
-                text = format_ref(ref.tier, ref.addr, extents[name] * elem_bytes)
+                text = format_ref(ref.tier, ref.addr, nbytes[name])
             elif symbolic:
                 text = symbolic_ref(ref)
             else:

@@ -14,12 +14,11 @@ import math
 from collections.abc import Iterator
 from typing import cast
 
-from npucc.ir.dtypes import IR_INTS
+from npucc.ir.dtypes import INDEX_DTYPE, IR_INTS
 from npucc.ir.instr_text import format_ref
 from npucc.ir.isa import (
     BINARY_OPS,
     DDR,
-    GATHER_INDEX,
     NOC,
     REDUCE_OPS,
     UNARY_OPS,
@@ -38,6 +37,7 @@ from npucc.ir.isa import (
     copy_pipe,
     field_names,
 )
+from npucc.ir.isa_cost import operand_bytes, operand_nbytes
 from npucc.ir.onchip import OnChip, chunk_bytes
 from npucc.ir.stream import Event, StreamError, StreamTensor
 from npucc.target import TIERS, Target
@@ -79,8 +79,8 @@ class StreamChecks:
     def check_onchip(self, name: str, addr: int, nbytes: int, shape: tuple[int, ...],
                      where: OnChip) -> None:  # fmt: skip
         """An onchip tensor: its bytes hold its shape in its homes' on-chip buffers."""
-        elems = math.prod(shape)
-        if elems * 4 != nbytes or addr % 4:
+        elems, eb = math.prod(shape), self.target.elem_bytes
+        if elems * eb != nbytes or addr % 4:
             raise self.fail(f"tensor {json.dumps(name)}: {nbytes} bytes at 0x{addr:x} do not "
                             f"hold shape {shape}")  # fmt: skip
         if len(where.homes) != -(-elems // where.chunk):
@@ -88,7 +88,7 @@ class StreamChecks:
                             f"hold {elems} elements in chunks of {where.chunk}")  # fmt: skip
         rows, cols = self.target.mesh.rows, self.target.mesh.cols
         budget = self.target.mesh.onchip_budget
-        need = chunk_bytes(where.chunk, 4)
+        need = chunk_bytes(where.chunk, eb)
         for r, c in where.homes:
             if r >= rows or c >= cols:
                 raise self.fail(f"onchip tensor {json.dumps(name)}: home {r},{c} outside the mesh")
@@ -96,7 +96,7 @@ class StreamChecks:
         for t in (*self.onchip, StreamTensor("onchip", name, addr, nbytes, shape, 0, onchip=where)):
             assert t.onchip is not None
             for home in t.onchip.homes:
-                used[home] = used.get(home, 0) + chunk_bytes(t.onchip.chunk, 4)
+                used[home] = used.get(home, 0) + chunk_bytes(t.onchip.chunk, eb)
         over = [h for h, n in used.items() if n > budget]
         if over or need > budget:
             home = over[0] if over else where.homes[0]
@@ -111,8 +111,9 @@ class StreamChecks:
         for t in self.onchip:
             if t.addr <= ref.addr and ref.addr + nbytes <= t.addr + t.nbytes:
                 assert t.onchip is not None
-                lo = (ref.addr - t.addr) // 4
-                return t.onchip.hops(core, lo, lo + nbytes // 4)
+                eb = self.target.elem_bytes
+                lo = (ref.addr - t.addr) // eb
+                return t.onchip.hops(core, lo, lo + nbytes // eb)
         raise self.fail(f"noc: {format_ref(NOC, ref.addr, nbytes)} is not inside one onchip tensor")
 
     def check_noc(self, instr: NocCopy, declared: dict[str, int], core: tuple[int, int]) -> None:
@@ -151,10 +152,11 @@ class StreamChecks:
     def check_instr(self, queue: str, instr: Instr, declared: dict[str, int]) -> None:
         """Fields in range, operands inside their memories and declared bytes, the right pipe."""
         op = instr.opcode
-        if isinstance(instr, Gather) and instr.index not in GATHER_INDEX:
-            raise self.fail(f"gather: bad index={clip(instr.index)} ({' or '.join(GATHER_INDEX)})")
+        if isinstance(instr, Gather) and instr.index not in (INDEX_DTYPE, self.target.dtype):
+            raise self.fail(f"gather: bad index={clip(instr.index)} ({INDEX_DTYPE} or "
+                            f"{self.target.dtype})")  # fmt: skip
         try:
-            extents = instr.extents()
+            spans = operand_nbytes(self.target, instr)
         except ValueError:
             raise self.fail(f"{op}: dims and strides differ in length") from None
         for name, value in _ints(instr):
@@ -162,22 +164,23 @@ class StreamChecks:
                 raise self.fail(f"{op}: bad {name}={clip(str(value))}")
         for name, ref in instr.operands().items():
             assert isinstance(ref, MemRef)
-            nbytes = declared[name]
+            nbytes, eb = declared[name], operand_bytes(self.target, instr, name)
             if ref.tier == NOC:
                 cap = self.extent.get(NOC, (0, 0))[0]
             else:
                 cap = self.ddr_size if ref.tier == DDR else self.target.memory.capacity(ref.tier)
-            if ref.addr % 4:
-                raise self.fail(f"{op}: operand {name} address 0x{ref.addr:x} not aligned to 4")
+            if ref.addr % eb:
+                raise self.fail(f"{op}: operand {name} address 0x{ref.addr:x} not aligned to "
+                                f"{eb}")  # fmt: skip
             if ref.addr + nbytes > cap:
                 raise self.fail(
                     f"{op}: operand {name}={format_ref(ref.tier, ref.addr, nbytes)} "
                     f"exceeds {ref.tier} size {cap}"
                 )
             self.reach(ref.tier, ref.addr + nbytes)
-            if extents[name] * 4 > nbytes:
+            if spans[name] > nbytes:
                 raise self.fail(
-                    f"{op}: operand {name} pattern spans {extents[name] * 4} bytes, "
+                    f"{op}: operand {name} pattern spans {spans[name]} bytes, "
                     f"more than its declared {nbytes}"
                 )
         pipe = self._pipe_and_kind(instr)
@@ -193,7 +196,7 @@ class StreamChecks:
         if len(inputs) != len(instr.ins) or not instr.outs:
             raise self.fail(f"host: {len(instr.ins)} inputs for a node of {len(inputs)}, "
                             f"{len(instr.outs)} outputs")  # fmt: skip
-        extents = instr.extents()
+        spans = operand_nbytes(self.target, instr)
         for (name, ref), (dtype, _) in zip(
             ((n, getattr(instr, n)) for n in (*instr.reads, *instr.writes)),
             (*instr.in_types, *instr.out_types),
@@ -206,9 +209,9 @@ class StreamChecks:
                 where = format_ref(ref.tier, ref.addr, nbytes)
                 raise self.fail(f"host: operand {name}={where} must be aligned and inside DDR "
                                 f"(size {self.ddr_size})")  # fmt: skip
-            if extents[name] * 4 != nbytes:
+            if spans[name] != nbytes:
                 raise self.fail(f"host: operand {name} declares {nbytes} bytes, its type "
-                                f"{extents[name] * 4}")  # fmt: skip
+                                f"{spans[name]}")  # fmt: skip
             self.reach(DDR, ref.addr + nbytes)
 
     def _pipe_and_kind(self, instr: Instr) -> str:

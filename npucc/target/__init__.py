@@ -36,7 +36,10 @@ DMA_PATHS = (
     "TIER_DDR",
 )
 NOC_DMA_LATENCY = 20  # cycles to start a NoC DMA when the target's [mesh] does not say
-_DTYPE_BYTES = {"f32": 4}
+DTYPE_BYTES = {"f32": 4, "f16": 2, "i8": 1, "i32": 4}  # storage and accumulator element types
+STORAGE_DTYPES = ("f32", "f16", "i8")  # what `[target] dtype` may say
+# NOTE: the one table from a `--precision` name to its storage and default accumulator types
+PRECISIONS = {"fp32": ("f32", "f32"), "fp16": ("f16", "f32"), "int8": ("i8", "i32")}
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +176,17 @@ class Energy:
         return float(getattr(self, f"byte_{tier}"))
 
 
+@dataclass(frozen=True, slots=True)
+class Precision:
+    """One `[precision.NAME]` table: the cube fractal, vector lanes and accumulator at NAME."""
+
+    m0: int
+    n0: int
+    k0: int
+    vector_width: int
+    accumulator: str  # element type of L0C (the cube's accumulator)
+
+
 # NOTE: the TOML form of each section is its dataclass's fields in order, except [mesh], whose
 # `set_model` fields sit flat in the table; to_dict lists keys in this order.
 _MESH_OPTIONAL = ("onchip_buffer", "noc_dma_latency")
@@ -195,6 +209,7 @@ def _keys(cls: type) -> dict[str, Any]:
 # section -> key -> type, every key required; a nested table is described by a dict
 _SCHEMA: dict[str, dict[str, Any]] = {
     "target": {"name": str, "dtype": str, "clock_ghz": float},
+    "precision": {},  # NAME -> a Precision table (checked by _precisions); optional
     "memory": _keys(Memory),
     "cube": _keys(Cube),
     "vector": _keys(Vector),
@@ -203,7 +218,12 @@ _SCHEMA: dict[str, dict[str, Any]] = {
     "energy": _keys(Energy),
 }
 # section -> optional key -> type; absent keys stay absent (readers use Mesh's defaults)
-_OPTIONAL: dict[str, dict[str, Any]] = {"mesh": dict.fromkeys(_MESH_OPTIONAL, int)}
+_OPTIONAL: dict[str, dict[str, Any]] = {
+    "mesh": dict.fromkeys(_MESH_OPTIONAL, int),
+    "target": {"accumulator": str},
+}
+_OPTIONAL_SECTIONS = ("precision",)
+_PRECISION_KEYS = {f.name: _KINDS[str(f.type)] for f in fields(Precision)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,7 +231,7 @@ class Target:
     """A validated hardware description; every field comes from the TOML file."""
 
     name: str
-    dtype: str  # storage element type of every tensor
+    dtype: str  # storage element type of every tensor (L0C: `acc_dtype`)
     clock_ghz: float
     memory: Memory
     cube: Cube
@@ -220,11 +240,58 @@ class Target:
     mesh: Mesh
     energy: Energy
     source: str = field(default="", compare=False)  # file the target came from
+    accumulator: str | None = None  # L0C's element type; None: absent from the file (= dtype)
+    precisions: tuple[tuple[str, Precision], ...] = ()  # the [precision.NAME] tables, in order
 
     @property
     def elem_bytes(self) -> int:
-        """Bytes per stored element."""
-        return _DTYPE_BYTES[self.dtype]
+        """Bytes per stored element (DDR, L1, UB, L0A, L0B)."""
+        return DTYPE_BYTES[self.dtype]
+
+    @property
+    def acc_dtype(self) -> str:
+        """Element type of L0C, where the cube accumulates."""
+        return self.dtype if self.accumulator is None else self.accumulator
+
+    def tier_dtype(self, tier: str) -> str:
+        """Element type of the data one tier (or DDR, NOC) holds: L0C the accumulator's."""
+        return self.acc_dtype if tier == "L0C" else self.dtype
+
+    def tier_bytes(self, tier: str) -> int:
+        """Bytes of one element in `tier` (NOTE: the one home of the per-tier element size)."""
+        return DTYPE_BYTES[self.tier_dtype(tier)]
+
+    @property
+    def precision(self) -> str:
+        """The `--precision` name of the storage dtype (fp32, fp16, int8)."""
+        return next(p for p, (dtype, _) in PRECISIONS.items() if dtype == self.dtype)
+
+    def supported_precisions(self) -> list[str]:
+        """The precisions this target compiles: its own and each [precision.NAME] table's."""
+        return [self.precision, *(n for n, _ in self.precisions if n != self.precision)]
+
+    def at_precision(self, precision: str) -> Target:
+        """The target at one precision: its [precision.NAME] figures, no precision tables.
+
+        NOTE: this is what a compiled stream embeds; at the file's own precision it is the file
+        without its [precision] tables (so an fp32 stream's target is unchanged by them).
+        """
+        tables = dict(self.precisions)
+        if precision not in PRECISIONS:
+            raise NpuccError(f"unknown precision '{precision}' (one of "
+                             f"{', '.join(PRECISIONS)}, auto)")  # fmt: skip
+        if precision != self.precision and precision not in tables:
+            raise NpuccError(f"target '{self.name}' does not support precision {precision} "
+                             f"(supports: {', '.join(self.supported_precisions())})")  # fmt: skip
+        data = self.to_dict()
+        data.pop("precision", None)
+        if precision in tables and precision != self.precision:
+            p = tables[precision]
+            data["target"]["dtype"] = PRECISIONS[precision][0]
+            data["target"]["accumulator"] = p.accumulator
+            data["cube"].update(m0=p.m0, n0=p.n0, k0=p.k0)
+            data["vector"]["width"] = p.vector_width
+        return target_from_dict(data, self.source)
 
     @property
     def cores(self) -> int:
@@ -233,8 +300,12 @@ class Target:
 
     def to_dict(self) -> dict[str, Any]:
         """The target as the nested dict of its TOML form."""
-        return {
-            "target": {"name": self.name, "dtype": self.dtype, "clock_ghz": self.clock_ghz},
+        head: dict[str, Any] = {"name": self.name, "dtype": self.dtype,
+                                "clock_ghz": self.clock_ghz}  # fmt: skip
+        if self.accumulator is not None:
+            head["accumulator"] = self.accumulator
+        data = {
+            "target": head,
             "memory": _table(self.memory),
             "cube": _table(self.cube),
             "vector": _table(self.vector),
@@ -242,6 +313,9 @@ class Target:
             "mesh": _mesh_table(self.mesh),
             "energy": _table(self.energy),
         }
+        if self.precisions:
+            data["precision"] = {n: _table(p) for n, p in self.precisions}
+        return data
 
     def to_json(self) -> str:
         """Canonical one-line JSON (sorted keys): embedded in command streams."""
@@ -347,14 +421,20 @@ def target_from_dict(data: dict[str, Any], source: str = "") -> Target:
         if section not in _SCHEMA:
             raise NpuccError(f"unknown section '[{section}]' in target ({source})")
     for section, schema in _SCHEMA.items():
+        if section in _OPTIONAL_SECTIONS:
+            continue
         if section not in data:
             raise NpuccError(f"missing section '[{section}]' in target ({source})")
         _check_table(data[section], schema, f"{section}.", source, _OPTIONAL.get(section))
-    if data["target"]["dtype"] not in _DTYPE_BYTES:
+    head = data["target"]
+    if head["dtype"] not in STORAGE_DTYPES:
         raise NpuccError(
-            f"key 'target.dtype' must be one of {sorted(_DTYPE_BYTES)}, "
-            f"got {data['target']['dtype']!r} ({source})"
+            f"key 'target.dtype' must be one of {sorted(STORAGE_DTYPES)}, "
+            f"got {head['dtype']!r} ({source})"
         )
+    if "accumulator" in head and head["accumulator"] not in DTYPE_BYTES:
+        raise NpuccError(f"key 'target.accumulator' must be one of {sorted(DTYPE_BYTES)}, "
+                         f"got {head['accumulator']!r} ({source})")  # fmt: skip
     mem = data["memory"]
     for tier in (*TIERS, "DDR"):
         if mem[tier] == 0:
@@ -368,6 +448,7 @@ def target_from_dict(data: dict[str, Any], source: str = "") -> Target:
     for path, spec in data["dma"].items():
         if spec["bandwidth"] == 0:
             raise NpuccError(f"key 'dma.{path}.bandwidth' must be positive ({source})")
+    precisions = _precisions(data.get("precision", {}), source)
     mesh = dict(data["mesh"])
     set_model = SetModelParams(**{k: mesh.pop(k) for k in _keys(SetModelParams)})
     return Target(
@@ -381,4 +462,27 @@ def target_from_dict(data: dict[str, Any], source: str = "") -> Target:
         mesh=Mesh(**mesh, set_model=set_model),
         energy=Energy(**data["energy"]),
         source=source,
+        accumulator=head.get("accumulator"),
+        precisions=precisions,
     )
+
+
+def _precisions(tables: Any, source: str) -> tuple[tuple[str, Precision], ...]:
+    """The [precision.NAME] tables, validated (NAME one of PRECISIONS)."""
+    if not isinstance(tables, dict):
+        raise NpuccError(f"key 'precision' must be a table in target ({source})")
+    out = []
+    for name, table in tables.items():
+        if name not in PRECISIONS:
+            raise NpuccError(f"unknown precision '[precision.{name}]' in target ({source})")
+        if not isinstance(table, dict):
+            raise NpuccError(f"key 'precision.{name}' must be a table in target ({source})")
+        _check_table(table, _PRECISION_KEYS, f"precision.{name}.", source)
+        for key in ("m0", "n0", "k0", "vector_width"):
+            if table[key] == 0:
+                raise NpuccError(f"key 'precision.{name}.{key}' must be positive ({source})")
+        if table["accumulator"] not in DTYPE_BYTES:
+            raise NpuccError(f"key 'precision.{name}.accumulator' must be one of "
+                             f"{sorted(DTYPE_BYTES)} ({source})")  # fmt: skip
+        out.append((name, Precision(**table)))
+    return tuple(out)

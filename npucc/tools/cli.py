@@ -51,11 +51,18 @@ def one_line(text: str) -> str:
 
 def _add_compile_options(p: argparse.ArgumentParser) -> None:
     from npucc.backend.schedule.registry import SCHEDULERS
+    from npucc.options import PRECISION_CHOICES
 
     p.add_argument(
         "--target",
         default="davinci-core",
         help="preset (davinci-core, mesh8x8, mesh16x16) or a target TOML file",
+    )
+    p.add_argument(
+        "--precision",
+        choices=PRECISION_CHOICES,
+        help="element type of weights and activations (default: the target's, fp32 for the "
+        "presets); auto: int8 for a quantized (QDQ/QOperator) model, else the target's",
     )
     p.add_argument(
         "--schedule",
@@ -89,6 +96,7 @@ def compile_options(args: argparse.Namespace, **more: Any) -> CompileOptions:
         search=args.search,
         beam_width=args.beam_width,
         fallback=args.fallback,
+        precision=args.precision,
         **more,
     )
 
@@ -459,10 +467,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     from npucc.backend.schedule.roofline import at_makespan
     from npucc.checking import (
         ATOL,
+        RTOL,
         VACUOUS_SCALE,
         compare,
+        fp16_reference,
+        fp16_rtol,
         random_inputs,
         randomize_weights,
+        reduction_length,
         run_onnxruntime,
     )
     from npucc.compiler import batch_input_shapes, compile_program
@@ -485,13 +497,24 @@ def cmd_check(args: argparse.Namespace) -> int:
     result = program.execute(inputs)
     with progress.stage("onnxruntime"):
         reference = run_onnxruntime(model, inputs)
+    half = program.target.dtype == "f16"
+    rtol = fp16_rtol(reduction_length(model)) if half else RTOL
+    second = fp16_reference(model, inputs) if half else {}
+    if isinstance(second, str):
+        print(f"npucc: note: no fp16 onnxruntime reference: {second}", file=sys.stderr)
+    second_errors = compare(result.outputs, second) if isinstance(second, dict) else []
     ok = True
-    for c in compare(result.outputs, reference):
+    for c in compare(result.outputs, reference, rtol):
         ok &= c.ok
+        against = " vs float32 onnxruntime" if half else ""
+        bound = f", tolerance {c.rtol:.3e}" if half else ""
         print(
-            f"{c.name}: max abs error {c.max_abs:.3e}, max |ref| {c.max_ref:.3e},"
-            f" relative {c.rel:.3e} {'PASS' if c.ok else 'FAIL'}"
+            f"{c.name}:{against} max abs error {c.max_abs:.3e}, max |ref| {c.max_ref:.3e},"
+            f" relative {c.rel:.3e}{bound} {'PASS' if c.ok else 'FAIL'}"
         )
+        for d in (d for d in second_errors if d.name == c.name):
+            print(f"{d.name}: vs fp16 onnxruntime (onnxconverter-common) max abs error "
+                  f"{d.max_abs:.3e}, relative {d.rel:.3e}")  # fmt: skip
         if c.vacuous:
             print(
                 f"npucc: warning: output '{c.name}' is within {VACUOUS_SCALE * ATOL:g} of zero,"

@@ -97,7 +97,7 @@ def test_each_instruction_kind_prints_back(opcode):
     ]
     assert lines, f"the fixture has no {opcode} line"
     for line, original in lines:
-        assert line.text(4) == original
+        assert line.text(stream.target) == original
 
 
 @pytest.mark.parametrize("kind", ["alloc", "free", "barrier"])
@@ -105,7 +105,7 @@ def test_each_event_prints_back(kind):
     stream = parse_stream(TEXT, "t.cmd")
     original = TEXT.splitlines()
     for line in (x for c in stream.cores for x in c.lines if x.queue == kind):
-        assert line.text(4) == original[line.lineno - 1]
+        assert line.text(stream.target) == original[line.lineno - 1]
 
 
 def test_flag_forms():

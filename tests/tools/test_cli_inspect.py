@@ -118,7 +118,7 @@ def test_failed_check_exits_1_without_traceback(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-c",
          "import sys, npucc.tools.cli as c, npucc.checking as k;"
-         "k.compare = lambda got, ref: [k.Comparison('y', max_abs=1.0, max_ref=1.0)];"
+         "k.compare = lambda got, ref, *rtol: [k.Comparison('y', max_abs=1.0, max_ref=1.0)];"
          f"sys.exit(c.main(['check', {SMALL_CNN!r}]))"],
         capture_output=True, text=True, check=False,
     )  # fmt: skip

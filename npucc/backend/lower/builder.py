@@ -112,7 +112,7 @@ class TileBuilder:
 
     def alloc(self, tier: str, elems: int, name: str = "") -> BufRef:
         """Allocate a buffer of `elems` elements in `tier` (size rounded up to the alignment)."""
-        nbytes = elems * self.target.elem_bytes
+        nbytes = elems * self.target.tier_bytes(tier)
         align = self.target.memory.alignment
         size = max(align, math.ceil(nbytes / align) * align)
         buf = self.graph.add_buffer(size, tier, name)

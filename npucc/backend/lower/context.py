@@ -64,21 +64,22 @@ class LowerContext:
         return DdrRef(key)
 
     def capacity(self, tier: str) -> int:
-        """Capacity of `tier` in elements."""
-        return self.target.memory.capacity(tier) // self.target.elem_bytes
+        """Capacity of `tier` in elements (of the tier's element type: L0C's accumulator)."""
+        return self.target.memory.capacity(tier) // self.target.tier_bytes(tier)
 
-    def tile_bytes(self, buffers: tuple[int, ...]) -> int:
-        """Bytes of a tile's buffers (`buffers`: elements of each), each padded to the alignment."""
-        align = self.target.memory.alignment
-        return sum(-(-n * self.target.elem_bytes // align) * align for n in buffers)
+    def tile_bytes(self, buffers: tuple[int, ...], tier: str) -> int:
+        """Bytes of a tile's buffers in `tier` (`buffers`: elements of each), each padded to the
+        alignment."""
+        align, eb = self.target.memory.alignment, self.target.tier_bytes(tier)
+        return sum(-(-n * eb // align) * align for n in buffers)
 
     def share_fits(self, tier: str, buffers: tuple[int, ...]) -> bool:
         """Whether a tile's `buffers` in `tier` fit its share (1/TILE_SHARE) of the tier."""
-        return TILE_SHARE * self.tile_bytes(buffers) <= self.target.memory.capacity(tier)
+        return TILE_SHARE * self.tile_bytes(buffers, tier) <= self.target.memory.capacity(tier)
 
     def share_error(self, layer: Layer, tier: str, buffers: tuple[int, ...]) -> NpuccError:
         """The refusal of a layer whose smallest tile holds `buffers` in `tier`."""
-        return self.fit_error(layer, tier, TILE_SHARE * self.tile_bytes(buffers))
+        return self.fit_error(layer, tier, TILE_SHARE * self.tile_bytes(buffers, tier))
 
     def fit_error(self, layer: Layer, tier: str, needed: int) -> NpuccError:
         """The error for a tile that cannot fit the target even at its smallest.

@@ -23,6 +23,9 @@ HOST_CORE = 0  # index of the core whose block holds the host queue
 def lower_host(ctx: LowerContext, layer: Layer) -> None:
     """One HostOp reading the layer's inputs and writing its outputs, all whole DDR tensors."""
     spec = json.loads(layer.attrs["host"])
+    if ctx.target.dtype != "f32":  # NOTE: host segments hold integers exactly only in float32
+        raise NpuccError(f"host segment '{layer.name}' ({spec['op']}): host fallback runs at "
+                         f"precision fp32 only, not {ctx.target.precision}")  # fmt: skip
     shapes = [ctx.shape(t) for t in (*layer.inputs, *layer.outputs)]
     for t, shape in zip((*layer.inputs, *layer.outputs), shapes, strict=True):
         if any(d < 0 for d in shape):

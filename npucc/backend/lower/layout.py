@@ -28,10 +28,11 @@ def budget(ctx: LowerContext, layer: Layer, tier: str = "UB", least: int = 1) ->
     `least` elements (the layer's smallest tile) refuses the layer, naming the capacity that
     would give `least`.
     """
-    slack = MAX_TILE_BUFFERS * ctx.target.memory.alignment // ctx.target.elem_bytes
+    eb = ctx.target.tier_bytes(tier)
+    slack = MAX_TILE_BUFFERS * ctx.target.memory.alignment // eb
     share = ctx.capacity(tier) // TILE_SHARE - slack
     if share < least:
-        raise ctx.fit_error(layer, tier, TILE_SHARE * (least + slack) * ctx.target.elem_bytes)
+        raise ctx.fit_error(layer, tier, TILE_SHARE * (least + slack) * eb)
     return share
 
 

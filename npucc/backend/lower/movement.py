@@ -67,7 +67,7 @@ def lower_take_indirect(ctx: LowerContext, layer: Layer) -> None:
     per_tile = budget(ctx, layer, least=row) // row
     bld = ctx.builder
     table, idx, dst = ctx.ddr(x), ctx.ddr(ids), ctx.ddr(y)
-    index = INDEX_DTYPE if ctx.graph.tensors[ids].dtype == INDEX_DTYPE else "f32"
+    index = INDEX_DTYPE if ctx.graph.tensors[ids].dtype == INDEX_DTYPE else ctx.target.dtype
     words = GATHER_INDEX[index]
     for o in range(outer):
         for start in range(0, n, per_tile):
