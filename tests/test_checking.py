@@ -1,0 +1,89 @@
+"""checking.py's conditioning test: an ill-conditioned reference is named, not a bare FAIL."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+from npucc.checking import (
+    ATOL,
+    Comparison,
+    compare,
+    ill_conditioned,
+    reference_spread,
+    run_onnxruntime,
+    within_spread,
+)
+from npucc.tools.cli import main
+
+
+def _cancelling_sum(n: int = 64, scale: float = 1e8) -> onnx.ModelProto:
+    """y = sum(concat(scale*x, x, -scale*x)): float32 rounding of the large terms swamps sum(x)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, n])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1])
+    consts = [
+        helper.make_tensor("big", TensorProto.FLOAT, [], [scale]),
+        helper.make_tensor("neg", TensorProto.FLOAT, [], [-scale]),
+        helper.make_tensor("axes", TensorProto.INT64, [1], [1]),
+    ]
+    nodes = [
+        helper.make_node("Mul", ["x", "big"], ["a"]),
+        helper.make_node("Mul", ["x", "neg"], ["b"]),
+        helper.make_node("Concat", ["a", "x", "b"], ["c"], axis=1),
+        helper.make_node("ReduceSum", ["c", "axes"], ["y"], keepdims=1),
+    ]
+    graph = helper.make_graph(nodes, "cancel", [x], [y], consts)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _affine() -> onnx.ModelProto:
+    """y = 2x + 1: a well-conditioned reference."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])
+    consts = [
+        helper.make_tensor("two", TensorProto.FLOAT, [], [2.0]),
+        helper.make_tensor("one", TensorProto.FLOAT, [], [1.0]),
+    ]
+    nodes = [
+        helper.make_node("Mul", ["x", "two"], ["t"]),
+        helper.make_node("Add", ["t", "one"], ["y"]),
+    ]
+    graph = helper.make_graph(nodes, "affine", [x], [y], consts)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_cancelling_sum_is_ill_conditioned_and_a_stable_result_is_not():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 64)).astype(np.float32)
+    model = _cancelling_sum()
+    ref = run_onnxruntime(model, {"x": x})
+    spread = reference_spread(model, {"x": x}, ref)
+    (c,) = compare({"y": ref["y"] + 1.0}, ref)
+    assert ill_conditioned(c, spread["y"])  # rounding alone moves the reference by > tolerance
+    stable = _affine()
+    x2 = rng.standard_normal((4, 8)).astype(np.float32)
+    ref2 = run_onnxruntime(stable, {"x": x2})
+    spread2 = reference_spread(stable, {"x": x2}, ref2)
+    (c2,) = compare({"y": ref2["y"] + 1e-2}, ref2)
+    assert not c2.ok and not ill_conditioned(c2, spread2["y"])
+
+
+def test_within_spread_is_elementwise():
+    expected = np.array([1.0, 100.0])
+    spread = np.array([0.0, 50.0])  # the second element is rounding-sensitive, the first is not
+    c = Comparison("y", 60.0, 100.0)
+    assert within_spread(c, np.array([1.0, 160.0]), expected, spread)  # 60 <= 2 * 50 + tol
+    assert not within_spread(c, np.array([1.5, 100.0]), expected, spread)  # stable element off
+    assert not within_spread(c, np.array([1.0]), expected, spread)  # misshapen
+    assert ATOL < 1e-3
+
+
+def test_check_names_an_ill_conditioned_output(tmp_path, capsys):
+    path = tmp_path / "cancel.onnx"
+    onnx.save(_cancelling_sum(), path)
+    code = main(["check", str(path)])
+    out, err = capsys.readouterr()
+    assert "ILL-CONDITIONED" in out and "FAIL" not in out, out
+    assert "npucc: warning: output 'y' is ill-conditioned" in err
+    assert code == 0 and out.rstrip().endswith("PASS")
