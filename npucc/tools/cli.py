@@ -357,12 +357,14 @@ def _write_summary(args: argparse.Namespace, program: Program) -> None:
     from npucc.summary import format_summary, summary_csv
 
     summary = program.summary()
-    if args.summary_json is not None:
-        _write_text(json.dumps(summary, indent=1) + "\n", args.summary_json)
-        print(f"wrote {args.summary_json}")
-    if args.summary_csv is not None:
-        _write_text(summary_csv(summary), args.summary_csv)
-        print(f"wrote {args.summary_csv}")
+    json_path = getattr(args, "summary_json", None)  # check has no summary files
+    csv_path = getattr(args, "summary_csv", None)
+    if json_path is not None:
+        _write_text(json.dumps(summary, indent=1) + "\n", json_path)
+        print(f"wrote {json_path}")
+    if csv_path is not None:
+        _write_text(summary_csv(summary), csv_path)
+        print(f"wrote {csv_path}")
     if not args.quiet:
         sys.stderr.flush()
         sys.stdout.flush()
@@ -496,6 +498,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         save_program(program, Path(args.output))
         print(f"wrote {args.output}")
     _print_host_segments(program.stats)
+    _write_summary(args, program)
     inputs = random_inputs(program.inputs, args.seed, model)
     result = program.execute(inputs)
     with progress.stage("onnxruntime"):

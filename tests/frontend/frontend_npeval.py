@@ -23,7 +23,9 @@ def _windows(x: Array, attrs: dict[str, Any], kernel: tuple[int, int], fill: flo
     return sliding_window_view(xp, span, axis=(2, 3))[:, :, ::sh, ::sw, ::dh, ::dw]
 
 
-def _conv2d(x: Array, w: Array, b: Array | None = None, **a: Any) -> Array:
+def _conv2d(
+    x: Array, w: Array, b: Array | None = None, r: Array | None = None, **a: Any
+) -> Array:
     co, cg, kh, kw = w.shape
     g = a["group"]
     win = _windows(x, a, (kh, kw), 0.0)
@@ -31,7 +33,8 @@ def _conv2d(x: Array, w: Array, b: Array | None = None, **a: Any) -> Array:
     win = win.reshape(n, g, cg, oh, ow, kh, kw)
     y = np.einsum("ngcxyij,gocij->ngoxy", win, w.reshape(g, co // g, cg, kh, kw), optimize=True)
     y = y.reshape(n, co, oh, ow)
-    return y if b is None else y + b.reshape(1, co, 1, 1)
+    y = y if b is None else y + b.reshape(1, co, 1, 1)
+    return y if r is None else y + r  # a fused residual (fuse-residual)
 
 
 def _pool(x: Array, op: str, **a: Any) -> Array:
@@ -48,11 +51,14 @@ def _pool(x: Array, op: str, **a: Any) -> Array:
     return total / _windows(ones, a, kernel, 0.0).sum(axis=(4, 5))
 
 
-def _gemm(a: Array, b: Array, c: Array | None = None, **at: Any) -> Array:
+def _gemm(
+    a: Array, b: Array, c: Array | None = None, r: Array | None = None, **at: Any
+) -> Array:
     a = a.T if at["trans_a"] else a
     b = b.T if at["trans_b"] else b
     y = at["alpha"] * (a @ b)
-    return y if c is None else y + at["beta"] * c
+    y = y if c is None else y + at["beta"] * c
+    return y if r is None else y + r  # a fused residual (fuse-residual)
 
 
 def _softmax(x: Array, axis: int) -> Array:

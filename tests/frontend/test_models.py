@@ -94,5 +94,7 @@ def test_residual_block_bn_without_conv_and_groups():
     convs = [layer for layer in g.layers if layer.op == "conv2d"]
     assert [c.attrs["group"] for c in convs] == [1, 1, 4, 1]
     assert convs[-1].attrs["dilations"] == (2, 2)
-    residual = next(layer for layer in g.layers if layer.name == "residual")
-    assert residual.attrs["act"] == "relu"
+    # fuse-residual: the residual Add and its Relu became conv2's epilogue (a 4th input)
+    residual = next(layer for layer in g.layers if "residual" in layer.src)
+    assert residual.op == "conv2d" and len(residual.inputs) == 4
+    assert residual.attrs["act"] == "relu" and "r2" in residual.src

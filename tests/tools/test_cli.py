@@ -208,3 +208,10 @@ def test_check_warns_when_the_reference_is_zero(tmp_path, capsys):
     assert "output 'y' is within 1e-05 of zero" in capsys.readouterr().err
     assert main(["check", str(path), "--quiet", "--random-weights"]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+def test_check_ends_its_compile_with_the_summary_unless_quiet(capsys):
+    assert main(["check", str(SMALL_CNN)]) == 0
+    assert "npucc summary: small_cnn.onnx" in capsys.readouterr().err
+    assert main(["check", str(SMALL_CNN), "--quiet"]) == 0
+    assert "npucc summary" not in capsys.readouterr().err
