@@ -517,7 +517,12 @@ def cmd_check(args: argparse.Namespace) -> int:
             spread = reference_spread(model, inputs, reference, args.seed)
     for c in comparisons:
         verdict = "PASS" if c.ok else "FAIL"
-        if not c.ok and spread is not None and ill_conditioned(c, spread[c.name]):
+        if (
+            not c.ok
+            and spread is not None
+            and c.name in spread
+            and ill_conditioned(c, spread[c.name])
+        ):
             moved = float(spread[c.name].max(initial=0.0))
             explained = within_spread(c, result.outputs.get(c.name), reference[c.name],
                                       spread[c.name])  # fmt: skip
