@@ -180,7 +180,9 @@ class BeamSearch:
         """The temporal and the spatial children of one split of pair g of step s; a step that
         still runs the whole batch at once tries every sub-batch count."""
         step, group = plan[s], plan[s].groups[g]
-        fresh = step.nsub == 1 and not step.loop
+        # NOTE: a step the next one loops with is not fresh: its sub-batch count is the loop's
+        follows = s + 1 < len(plan) and plan[s + 1].loop
+        fresh = step.nsub == 1 and not step.loop and not follows
         nsubs = self.splits if fresh else [step.nsub]
         children: list[Plan] = []
         if len(step.groups) == 1:  # a pair alone in its step may run its parts in turn
