@@ -40,7 +40,14 @@ def test_random_models_on_random_targets(model, target, schedule):
     assert out.ok, f"{out.failure}: {out.detail}"
 
 
-@pytest.mark.parametrize("stem", regressions())
+# NOTE: a stem starting "open-" is a failure found and not yet fixed: it must still fail
+# (strict xfail), so the fix that makes it pass also renames it to a regression
+OPEN = pytest.mark.xfail(strict=True, reason="an open fuzz failure, not yet fixed")
+
+
+@pytest.mark.parametrize(
+    "stem", [pytest.param(s, marks=OPEN) if s.startswith("open-") else s for s in regressions()]
+)
 def test_saved_regression(stem):
     model, target, schedule = load_regression(stem)
     out = check_example(model, target, schedule)
