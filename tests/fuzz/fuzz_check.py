@@ -4,7 +4,8 @@
 - a refusal must be one `NpuccError` line naming a tier and a true need ("T too small ...
   (N bytes needed, M available)" with N > M), and the target with T enlarged to N must get
   past T (it compiles, or is refused for another tier, which is checked the same way); an
-  ordering-only scheduler (dan-mpas) may instead be refused because its layout overflows;
+  ordering-only scheduler (dan-mpas) may instead be refused because its layout overflows or
+  no order keeps one live buffer per L0 tier (its rule 7);
 - a compiled program must run in the strict interpreter without a check failure, match
   onnxruntime within `npucc check`'s tolerance, have predicted == interpreted makespan, and
   compile to the same bytes twice.
@@ -102,8 +103,10 @@ def _check(
             program = npucc.compile(model, current, schedule)
         except NpuccError as exc:
             text = str(exc)
-            if schedule in UNBOUNDED and text.startswith(f"scheduler '{schedule}' ignores"):
-                out.refused = "unbounded"  # an ordering-only method's layout overflowed a tier
+            if schedule in UNBOUNDED and text.startswith(f"scheduler '{schedule}' "):
+                # an ordering-only method's layout overflowed a tier, or it found no order
+                # keeping one live buffer per L0 tier (rule 7)
+                out.refused = "unbounded"
                 return
             fit = FIT.search(text)
             if "\n" in text or fit is None:

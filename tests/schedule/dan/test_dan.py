@@ -10,7 +10,9 @@ from npucc.backend.schedule.original import bounds
 from npucc.backend.schedule.registry import schedule_graph
 from npucc.backend.schedule.scan import topo_order
 from npucc.backend.schedule.trace_json import write_trace
+from npucc.errors import NpuccError
 from npucc.ir.replay import replay, validate
+from npucc.ir.tiled import TileGraph
 from npucc.target.cost import TraceSpillModel
 from npucc.tools import dan_command as command
 from npucc.tools.dan_hard import HARD_WORKLOADS, small_instance
@@ -142,3 +144,42 @@ def test_a_node_whose_own_buffers_fragment_the_tier_is_repacked():
     assert len(s.spills) >= 1
     packed, r = schedule_graph(g, "dan", caps, MODEL)  # DAN also tries best and first fit
     assert r.spills == 0
+
+
+def _k_outer_two_accumulators():
+    """Two L0C accumulators live across a K loop whose two steps alternate L0A tiles: no
+    order keeps one live buffer per L0 tier (the second accumulator must start before the
+    first L0A tile is freed, and the first accumulator ends after the second tile)."""
+    g = TileGraph("k-outer")
+    acc = [g.add_buffer(64, "L0C", f"acc{j}").id for j in range(2)]
+    a = [g.add_buffer(32, "L0A", f"a{k}").id for k in range(2)]
+    alloc_acc = [g.add_node("ALLOC", None, 0, (b,)).id for b in acc]
+    last = list(alloc_acc)
+    prev_free = None
+    for k in range(2):
+        alloc_a = g.add_node("ALLOC", None, 0, (a[k],)).id
+        if prev_free is not None:
+            g.add_edge(prev_free, alloc_a)
+        mmads = []
+        for j in range(2):
+            m = g.add_node("MMAD", "CUBE", 10, (acc[j], a[k])).id
+            g.add_edge(alloc_a, m)
+            g.add_edge(last[j], m)
+            last[j] = m
+            mmads.append(m)
+        prev_free = g.add_node("FREE", None, 0, (a[k],)).id
+        for m in mmads:
+            g.add_edge(m, prev_free)
+    for j in range(2):
+        g.add_edge(last[j], g.add_node("FREE", None, 0, (acc[j],)).id)
+    return g
+
+
+def test_dan_mpas_refuses_a_dag_without_a_rule7_order_and_dan_schedules_it():
+    g = _k_outer_two_accumulators()
+    with pytest.raises(NpuccError) as err:
+        schedule_graph(g, "dan-mpas", CAPS, MODEL)
+    text = str(err.value)
+    assert "\n" not in text and "rule 7" in text and "(ALLOC of L0C buffer" in text
+    s, _ = schedule_graph(g, "dan", CAPS, MODEL)  # rule 7 relaxed, capacities kept
+    validate(g, s, CAPS)

@@ -339,7 +339,11 @@ def mpas(
             k = fallback()
             if k is None:
                 stuck = min(v for v in range(n) if not done[v])
-                raise NpuccError(f"no schedule: node {stuck} waits forever ({graph.name})")
+                what = nodes[stuck].op
+                if nodes[stuck].bufs:
+                    buf = buffers[nodes[stuck].bufs[0]]
+                    what += f" of {buf.tier} buffer b{buf.id} '{buf.name}'"
+                raise NpuccError(f"no schedule: node {stuck} ({what}) waits forever ({graph.name})")
             unpark(k[3])
             for u in preds[k[3]]:
                 if is_alloc[u] and not done[u]:

@@ -48,7 +48,13 @@ def dan(
     seconds = {"mpas": 0.0, "dlr": 0.0, "cpe": 0.0}
     t0 = time.perf_counter()
     if stage == "mpas":
-        order = mpas(graph, single_l0=True, strict=True)
+        try:
+            order = mpas(graph, single_l0=True, strict=True)
+        except NpuccError as exc:  # NOTE: Stage 2 relaxes rule 7 here (stage1); alone it cannot
+            raise NpuccError(
+                f"scheduler 'dan-mpas' keeps at most one live buffer per L0 tier (rule 7) and "
+                f"found no such order: {exc}; use dan, which relaxes rule 7 where it must"
+            ) from None
         seconds["mpas"] = time.perf_counter() - t0
         schedule = unbounded_layout(graph, order, alignment)
     else:
