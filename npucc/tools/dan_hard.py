@@ -18,9 +18,9 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from npucc.ir.isa import Copy, DdrRef, Mmad
+from npucc.ir.isa import Mmad
 from npucc.ir.tiled import TileGraph
-from npucc.tools.dan_workloads import TILE, T, _builder, _drain, _load, _move, _vbin, _vec
+from npucc.tools.dan_workloads import TILE, T, _builder, _drain, _load, _move, attention_query
 
 
 def chain_pipes(graph: TileGraph) -> TileGraph:
@@ -101,43 +101,7 @@ def hard_attention(name: str, qb: int, kvb: int) -> TileGraph:
     vals = [_load(bld, "L1", "V", j * TILE, "v") for j in range(kvb)]
     for q in range(qb):
         ql1 = _load(bld, "L1", "Q", q * TILE, "q")
-        out = bld.alloc("UB", TILE, "o")
-        stats = bld.alloc("UB", TILE, "m_l")
-        last = q == qb - 1
-        for j in range(kvb):
-            a0 = _move(bld, ql1, "L0A", "q0")
-            b0 = _move(bld, keys[j], "L0B", "k0")
-            acc = bld.alloc("L0C", TILE, "s")
-            bld.emit(Mmad(acc, a0, b0, T, T, T, 0))
-            for buf in (a0, b0, *((keys[j],) if last else ())):
-                bld.free(buf)
-            s = _move(bld, acc, "UB", "s")
-            bld.free(acc)
-            _vbin(bld, "max", stats, stats, s)
-            _vbin(bld, "sub", s, s, stats)
-            _vec(bld, "exp", s, s)
-            _vbin(bld, "add", stats, stats, s)
-            _vbin(bld, "mul", out, out, stats)
-            p1 = _move(bld, s, "L1", "p")
-            bld.free(s)
-            pa = _move(bld, p1, "L0A", "p0")
-            bld.free(p1)
-            vb = _move(bld, vals[j], "L0B", "v0")
-            if last:
-                bld.free(vals[j])
-            pv = bld.alloc("L0C", TILE, "pv")
-            bld.emit(Mmad(pv, pa, vb, T, T, T, 0))
-            bld.free(pa)
-            bld.free(vb)
-            pvu = _move(bld, pv, "UB", "pv")
-            bld.free(pv)
-            _vbin(bld, "add", out, out, pvu)
-            bld.free(pvu)
-        bld.free(ql1)
-        _vbin(bld, "div", out, out, stats)
-        bld.free(stats)
-        bld.emit(Copy(DdrRef("O", q * TILE), out, (TILE,), (1,), (1,)))
-        bld.free(out)
+        attention_query(bld, q, ql1, keys, vals, release=q == qb - 1)
     return chain_pipes(bld.graph)
 
 

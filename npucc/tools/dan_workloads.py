@@ -103,42 +103,53 @@ def attention_graph(name: str, qb: int, kvb: int) -> TileGraph:
         ql1 = _load(bld, "L1", "Q", q * TILE, "q")
         keys = [_load(bld, "L1", "K", j * TILE, "k") for j in range(kvb)]
         vals = [_load(bld, "L1", "V", j * TILE, "v") for j in range(kvb)]
-        out = bld.alloc("UB", TILE, "o")
-        stats = bld.alloc("UB", TILE, "m_l")
-        for j in range(kvb):
-            a0 = _move(bld, ql1, "L0A", "q0")
-            b0 = _move(bld, keys[j], "L0B", "k0")
-            acc = bld.alloc("L0C", TILE, "s")
-            bld.emit(Mmad(acc, a0, b0, T, T, T, 0))
-            for buf in (a0, b0, keys[j]):
-                bld.free(buf)
-            s = _move(bld, acc, "UB", "s")
-            bld.free(acc)
-            _vbin(bld, "max", stats, stats, s)  # running row max
-            _vbin(bld, "sub", s, s, stats)
-            _vec(bld, "exp", s, s)
-            _vbin(bld, "add", stats, stats, s)  # running row sum
-            _vbin(bld, "mul", out, out, stats)  # rescale O
-            p1 = _move(bld, s, "L1", "p")
-            bld.free(s)
-            pa = _move(bld, p1, "L0A", "p0")
-            bld.free(p1)
-            vb = _move(bld, vals[j], "L0B", "v0")
-            bld.free(vals[j])
-            pv = bld.alloc("L0C", TILE, "pv")
-            bld.emit(Mmad(pv, pa, vb, T, T, T, 0))
-            bld.free(pa)
-            bld.free(vb)
-            pvu = _move(bld, pv, "UB", "pv")
-            bld.free(pv)
-            _vbin(bld, "add", out, out, pvu)
-            bld.free(pvu)
-        bld.free(ql1)
-        _vbin(bld, "div", out, out, stats)
-        bld.free(stats)
-        bld.emit(Copy(DdrRef("O", q * TILE), out, (TILE,), (1,), (1,)))
-        bld.free(out)
+        attention_query(bld, q, ql1, keys, vals, release=True)
     return bld.graph
+
+
+def attention_query(
+    bld: TileBuilder, q: int, ql1: BufRef, keys: list[BufRef], vals: list[BufRef], release: bool
+) -> None:
+    """Query block q (loaded in `ql1`) over every key/value block: O_q = softmax(Q K^T) V.
+
+    `release`: the key and value tiles are freed after their last use here (the caller loads
+    them per query block; else it frees them itself)."""
+    out = bld.alloc("UB", TILE, "o")
+    stats = bld.alloc("UB", TILE, "m_l")
+    for j in range(len(keys)):
+        a0 = _move(bld, ql1, "L0A", "q0")
+        b0 = _move(bld, keys[j], "L0B", "k0")
+        acc = bld.alloc("L0C", TILE, "s")
+        bld.emit(Mmad(acc, a0, b0, T, T, T, 0))
+        for buf in (a0, b0, *((keys[j],) if release else ())):
+            bld.free(buf)
+        s = _move(bld, acc, "UB", "s")
+        bld.free(acc)
+        _vbin(bld, "max", stats, stats, s)  # running row max
+        _vbin(bld, "sub", s, s, stats)
+        _vec(bld, "exp", s, s)
+        _vbin(bld, "add", stats, stats, s)  # running row sum
+        _vbin(bld, "mul", out, out, stats)  # rescale O
+        p1 = _move(bld, s, "L1", "p")
+        bld.free(s)
+        pa = _move(bld, p1, "L0A", "p0")
+        bld.free(p1)
+        vb = _move(bld, vals[j], "L0B", "v0")
+        if release:
+            bld.free(vals[j])
+        pv = bld.alloc("L0C", TILE, "pv")
+        bld.emit(Mmad(pv, pa, vb, T, T, T, 0))
+        bld.free(pa)
+        bld.free(vb)
+        pvu = _move(bld, pv, "UB", "pv")
+        bld.free(pv)
+        _vbin(bld, "add", out, out, pvu)
+        bld.free(pvu)
+    bld.free(ql1)
+    _vbin(bld, "div", out, out, stats)
+    bld.free(stats)
+    bld.emit(Copy(DdrRef("O", q * TILE), out, (TILE,), (1,), (1,)))
+    bld.free(out)
 
 
 WORKLOADS: dict[str, Callable[[], TileGraph]] = {
