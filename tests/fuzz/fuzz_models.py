@@ -249,9 +249,9 @@ def _matmul(net: _Net, x: str) -> None:
         assert other is not None
         perm = [*range(len(shape) - 2), len(shape) - 1, len(shape) - 2]
         swapped = (*shape[:-2], shape[-1], shape[-2])
-        (yt,) = net.node("Transpose", [other], [swapped], perm=perm)
         out = (*shape[:-1], shape[-2])
-        if _small(out):
+        if _small(out):  # NOTE: before the Transpose, which a skipped step must not leave behind
+            (yt,) = net.node("Transpose", [other], [swapped], perm=perm)
             net.keep(*net.node("MatMul", [x, yt], [out]))
         return
     n = net.draw(st.integers(1, 16))
