@@ -36,10 +36,15 @@ UNFILLED = "#bbbbbb"  # a buffer no instruction writes while it is live
 DPI = 100
 
 
-def _save(fig: Figure, path: Path) -> Path:
+def _finish(fig: Figure, path: Path, title: str = "") -> list[str]:
+    """Title (a suptitle, then a tight layout) and save `fig`; the entries of its legends."""
+    if title:
+        fig.suptitle(title)
+        fig.tight_layout()
+    labels = legend_labels(fig)
     fig.savefig(path, dpi=DPI, bbox_inches="tight")
     plt.close(fig)
-    return path
+    return labels
 
 
 def gantt(trace: Trace, core: Coord, path: Path) -> list[str]:
@@ -64,9 +69,7 @@ def gantt(trace: Trace, core: Coord, path: Path) -> list[str]:
     ax.set_title(f"Pipes of core {core[0]},{core[1]}")
     if shown:
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
-    labels = legend_labels(fig)
-    _save(fig, path)
-    return labels
+    return _finish(fig, path)
 
 
 def legend_labels(fig: Figure) -> list[str]:
@@ -111,11 +114,7 @@ def memory_map(data: CoreData, path: Path, capacity: dict[str, int]) -> list[str
             handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small"
         )
     axes[-1, 0].set_xlabel("cycle (as interpreted)")
-    fig.suptitle(f"Buffer offsets over time, core {data.coord[0]},{data.coord[1]}")
-    fig.tight_layout()
-    labels = legend_labels(fig)
-    _save(fig, path)
-    return labels
+    return _finish(fig, path, f"Buffer offsets over time, core {data.coord[0]},{data.coord[1]}")
 
 
 def residency(data: CoreData, path: Path, capacity: dict[str, int]) -> list[str]:
@@ -149,11 +148,7 @@ def residency(data: CoreData, path: Path, capacity: dict[str, int]) -> list[str]
     if tiers:
         axes[0, 0].legend(loc="upper right", fontsize="small")
     axes[-1, 0].set_xlabel("stream line (schedule order)")
-    fig.suptitle(f"Residency against capacity, core {data.coord[0]},{data.coord[1]}")
-    fig.tight_layout()
-    labels = legend_labels(fig)
-    _save(fig, path)
-    return labels
+    return _finish(fig, path, f"Residency against capacity, core {data.coord[0]},{data.coord[1]}")
 
 
 def mesh(
@@ -198,6 +193,4 @@ def mesh(
     ax.set_yticks(range(rows))
     ax.set_title("Mesh: busiest pipe / makespan")
     fig.colorbar(image, ax=ax, fraction=0.046)
-    labels = legend_labels(fig)
-    _save(fig, path)
-    return labels
+    return _finish(fig, path)
