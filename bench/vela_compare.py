@@ -29,7 +29,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 NETS = ("resnet50", "mobilenet_v2")
@@ -76,17 +75,19 @@ def build(net: str, out: Path) -> tuple[Path, Path]:
 
 def measure(cmd: list[str]) -> dict[str, float]:
     """Run one compiler command; its wall seconds, CPU seconds (user+sys) and peak RSS (MiB)."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    err = proc.stderr.read().decode() if proc.stderr else ""
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"vela_compare: {' '.join(cmd)} failed:\n{err[-2000:]}")
+    # NOTE: /usr/bin/time measures the child, so the RSS is the compiler's own peak.
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as f:
+        proc = subprocess.run(
+            ["/usr/bin/time", "-o", f.name, "-f", "%e %U %S %M", *cmd],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False,
+        )  # fmt: skip
+        if proc.returncode != 0:
+            sys.exit(f"vela_compare: {' '.join(cmd)} failed:\n{proc.stderr[-2000:]}")
+        wall, user, system, kib = f.read().split()[-4:]
     return {
-        "wall_s": wall,
-        "cpu_s": usage.ru_utime + usage.ru_stime,
-        "peak_mib": usage.ru_maxrss / 1024,
+        "wall_s": float(wall),
+        "cpu_s": float(user) + float(system),
+        "peak_mib": int(kib) / 1024,
     }
 
 
@@ -119,6 +120,7 @@ def main() -> None:
     p.add_argument("--models", nargs="*", choices=NETS, default=list(NETS))
     p.add_argument("--models-dir", type=Path, default=Path(tempfile.gettempdir()) / "vela_compare")
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--build", choices=NETS, help="only build this network's model files")
     p.add_argument("--target", default="davinci-core")
     p.add_argument("--accelerator", default="ethos-u55-256", help="Vela's --accelerator-config")
     p.add_argument("--vela", default=shutil.which("vela") or "vela")
@@ -126,7 +128,13 @@ def main() -> None:
     args = p.parse_args()
     args.npucc = [args.npucc_python, "-m", "npucc"]
     args.models_dir.mkdir(parents=True, exist_ok=True)
+    if args.build:
+        build(args.build, args.models_dir)
+        return
     for net in args.models:
+        # NOTE: TensorFlow builds in its own process (several GB), never beside the timed runs.
+        subprocess.run([sys.executable, __file__, "--build", net, "--models-dir",
+                        str(args.models_dir)], check=True)  # fmt: skip
         onnx_path, tflite_path = build(net, args.models_dir)
         print(json.dumps(compare(net, onnx_path, tflite_path, args)), flush=True)
 
