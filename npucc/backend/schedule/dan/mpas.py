@@ -220,8 +220,8 @@ def mpas(
             heapq.heappop(heap)
         return heap[0] if heap else None
 
-    def companions(c: int) -> list[tuple[int, int, int, int]]:
-        """Keys of class-c nodes sharing a consumer with a live L0 buffer, best first."""
+    def near_live() -> dict[int, None]:
+        """The nodes sharing a consumer with the first live L0 buffer (ordered, no repeats)."""
         # while an L0 tier is live only these can pass (any other would start a tile that
         # cannot finish), so waking costs the local fan-out, not a scan of every waiter
         a = next(x for x in live_l0 if x >= 0)
@@ -233,6 +233,13 @@ def mpas(
                     found[x] = None
                     for y in preds[x]:
                         found[y] = None
+        return found
+
+    def companions(c: int, found: dict[int, None] | None = None) -> list[tuple[int, int, int, int]]:
+        """Keys of class-c nodes sharing a consumer with a live L0 buffer, best first
+        (`found`: near_live() of the current state, if the caller has it)."""
+        if found is None:
+            found = near_live()
         # NOTE: a node parked in a class always has its park key
         return sorted(k for x in found if parked[x] == c and (k := park_key[x]) is not None)
 
@@ -244,12 +251,13 @@ def mpas(
         waiting[c] = live
         return next((k for k in live if test(k[3])), None)
 
-    def eligible(c: int) -> tuple[int, int, int, int] | None:
-        """The best node of class c that can run now."""
+    def eligible(c: int, found: dict[int, None] | None) -> tuple[int, int, int, int] | None:
+        """The best node of class c that can run now (`found`: near_live(), None if no L0
+        tier is live)."""
         if c < 3 and live_count[c]:
             return None
-        if any(x >= 0 for x in live_l0):
-            return next((k for k in companions(c) if passes(k[3])), None)
+        if found is not None:
+            return next((k for k in companions(c, found) if passes(k[3])), None)
         k = head(c)  # no tier live: only strict's ancestor check or futility can hold it back
         return k if k is not None and passes(k[3]) else None
 
@@ -257,9 +265,14 @@ def mpas(
         """Make ready the best node of each class that can run, if any."""
         # a class with none idles until the next L0 change (without `strict`, nothing else
         # changes what can run)
+        # NOTE: waking makes nodes ready and schedules none, so what is done (and near_live)
+        # stays the same for the four classes
+        found: dict[int, None] | None = None
         for c in range(4):
             if n_parked[c] and idle[c] != epoch[0]:
-                k = eligible(c)
+                if found is None and any(x >= 0 for x in live_l0):
+                    found = near_live()
+                k = eligible(c, found)
                 if k is not None:
                     unpark(k[3])
                     woken_at[k[3]] = epoch[0]
