@@ -340,6 +340,10 @@ def models(draw: Draw, ops: tuple[str, ...] = tuple(STEPS)) -> onnx.ModelProto:
     if not net.nodes:  # every step was skipped: one Relu keeps the model non-empty
         net.keep(*net.node("Relu", ["x"], [shape]))
     outputs = [t for t in net.made if t not in net.read and t != "x"]
+    # NOTE: a step that skips itself leaves no node, so every node output is read or kept
+    # (and the newest kept tensor is unread: a model always has an output)
+    dangling = {o for n in net.nodes for o in n.output} - net.read - set(outputs)
+    assert outputs and not dangling, f"the generator left {sorted(dangling)} unread"
     graph = helper.make_graph(
         net.nodes,
         "fuzz",
