@@ -112,8 +112,8 @@ def attention_query(
 ) -> None:
     """Query block q (loaded in `ql1`) over every key/value block: O_q = softmax(Q K^T) V.
 
-    `release`: the key and value tiles are freed after their last use here (the caller loads
-    them per query block; else it frees them itself)."""
+    `release`: free the key and value tiles after their use here (true when this is the last
+    query block that reads them: every block when the caller loads them per query block)."""
     out = bld.alloc("UB", TILE, "o")
     stats = bld.alloc("UB", TILE, "m_l")
     for j in range(len(keys)):
