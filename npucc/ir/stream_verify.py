@@ -47,6 +47,9 @@ VECTOR_TIERS = ("UB", "L0C")
 _MAX_FIELD = 1 << 32  # no count, stride or padding reaches this many elements (int64-safe)
 _POSITIVE = frozenset(("dims", "size", "c", "h", "w", "kh", "kw", "sh", "sw", "dh", "dw", "oh",
                        "ow", "m", "n", "k", "row", "rows"))  # fmt: skip
+# img2col's pads may be negative: an output band whose window starts inside the image (a conv
+# reading a resident whole image from the band's first input row)
+_SIGNED = frozenset(("pt", "pl"))
 
 
 class StreamChecks:
@@ -160,7 +163,8 @@ class StreamChecks:
         except ValueError:
             raise self.fail(f"{op}: dims and strides differ in length") from None
         for name, value in _ints(instr):
-            if value < 0 or value > _MAX_FIELD or (value == 0 and name in _POSITIVE):
+            low = -_MAX_FIELD if name in _SIGNED else 0
+            if value < low or value > _MAX_FIELD or (value == 0 and name in _POSITIVE):
                 raise self.fail(f"{op}: bad {name}={clip(str(value))}")
         for name, ref in instr.operands().items():
             assert isinstance(ref, MemRef)

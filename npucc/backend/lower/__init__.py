@@ -21,7 +21,9 @@ from npucc.backend.lower import (  # noqa: F401  (register)
     reduce,
 )
 from npucc.backend.lower.builder import DdrTracker, MeshBuilder, TileBuilder
-from npucc.backend.lower.context import LOWERINGS, LowerContext
+from npucc.backend.lower.context import LOWERINGS, LowerContext, ReservedFitError
+from npucc.backend.lower.resident import NONE as NO_RESIDENT
+from npucc.backend.lower.resident import Residency, choose_resident
 from npucc.backend.lower.subbatch import Part, part_loops, slice_offset, slice_plan
 from npucc.backend.lower.work import layer_work
 from npucc.errors import NpuccError
@@ -43,14 +45,34 @@ def lower_graph(
     placement: Placement | None = None,
     onchip: dict[str, OnChip] | None = None,
     slices: dict[str, tuple[str, int, int]] | None = None,
+    resident: bool = True,
 ) -> TiledProgram:
-    """Lower every layer of `graph`, layer after layer through DDR, onto the target's cores.
+    """Lower every layer of `graph`, layer after layer, onto the target's cores.
 
     Each layer's independent tiles go round-robin over its cores (`placement`; by default every
     layer uses every core of the mesh in turn, i.e. layer-sequential execution). The tensors in
     `onchip` are kept on chip and moved over the NoC instead of DDR. A tensor in `slices` is
-    slice j of n of another (a sub-batch: npucc.backend.lower.subbatch).
+    slice j of n of another (a sub-batch: npucc.backend.lower.subbatch). With `resident`, the
+    layer outputs `choose_resident` picks stay in L1 (one core); the rest go through DDR.
+    NOTE: if a layer's smallest tile does not fit beside the resident tensors, the graph is
+    lowered again without them (the result is what it was before residency).
     """
+    residency = choose_resident(graph, ctx.target) if resident else NO_RESIDENT
+    try:
+        return _lower_all(graph, ctx, placement, onchip, slices, residency)
+    except ReservedFitError:
+        return _lower_all(graph, ctx, placement, onchip, slices, NO_RESIDENT)
+
+
+def _lower_all(
+    graph: Graph,
+    ctx: CompileContext,
+    placement: Placement | None,
+    onchip: dict[str, OnChip] | None,
+    slices: dict[str, tuple[str, int, int]] | None,
+    residency: Residency,
+) -> TiledProgram:
+    """`lower_graph` with the resident tensors `residency`."""
     target = ctx.target
     program = TiledProgram(graph.name, target)
     rows, cols = target.mesh.rows, target.mesh.cols
@@ -75,7 +97,12 @@ def lower_graph(
             if bar is not None and index % 8 == 0:
                 bar.update(index)
             builder.set_layer(index)
+            lctx.reserved = residency.live_bytes(index)
+            for name in residency.born(index):
+                builder.hold(program.key(name), math.prod(lctx.shape(name)))
             _lower_layer(lctx, layer, (placement or {}).get(layer.name, every_core), parts)
+            for name in residency.dead(index):
+                builder.release(program.key(name))
     for name in graph.outputs:
         lctx.ddr(name)
         t = graph.tensors[name]

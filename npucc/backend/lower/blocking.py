@@ -163,6 +163,11 @@ class CubeShape:
     bias: bool  # a per-N bias staged in L1 with each W block
     residual: bool  # a residual tile loaded into UB per output tile (fuse-residual)
     vector_ops: int  # vector instructions per output tile (bias, residual, activation, ...)
+    # resident L1 tensors (npucc.backend.lower.resident): X read in place, no DMA from DDR;
+    # output tiles stored UB -> L1 on VECTOR; residual tiles loaded L1 -> UB on MTE1
+    x_onchip: bool = False
+    out_onchip: bool = False
+    res_onchip: bool = False
 
 
 def _pieces(total: int, tile: int) -> list[tuple[int, int]]:
@@ -198,7 +203,7 @@ def block_cost(
         w_cyc += sum(cn * _dma(ctx, "DDR_L1", nb) for nb, cn in n_pieces)
         w_el += shape.n
     x_cyc = x_el = 0
-    for b in blocks:
+    for b in blocks if not shape.x_onchip else ():
         for kb, ck in k_pieces:
             x_cyc += ck * _dma(ctx, "DDR_L1", b.x_elems(kb, shape.k_quantum) - b.slack)
             x_el += ck * (b.x_elems(kb, shape.k_quantum) - b.slack)
@@ -211,7 +216,8 @@ def block_cost(
         passes_w, passes_x, units = len(blocks), n_blocks, len(blocks) * n_blocks
     pipes = _tile_pipes(ctx, shape, plan, blocks)
     pipes["MTE2"] += w_cyc * passes_w + x_cyc * passes_x
-    dmas = w_dmas * passes_w + len(blocks) * k_blocks * passes_x + pipes.pop("dmas")
+    x_dmas = 0 if shape.x_onchip else len(blocks) * k_blocks * passes_x
+    dmas = w_dmas * passes_w + x_dmas + pipes.pop("dmas")
     eb, inst = ctx.target.elem_bytes, shape.instances
     reads = ((w_el * passes_w + x_el * passes_x) * eb + pipes.pop("res_bytes")) * inst
     writes = pipes.pop("out_bytes") * inst
@@ -220,7 +226,8 @@ def block_cost(
     busiest = max(pipes.values()) * per_core
     # NOTE: the first X block waits for the layer's input and nothing of the layer overlaps
     # its load (a W block depends on nothing: the scheduler may load it earlier)
-    fill = _dma(ctx, "DDR_L1", blocks[0].x_elems(k_pieces[0][0], shape.k_quantum))
+    x0 = blocks[0].x_elems(k_pieces[0][0], shape.k_quantum)
+    fill = 0 if shape.x_onchip else _dma(ctx, "DDR_L1", x0)
     cycles = max(math.ceil(busiest), ddr_bound(ctx.target, reads, writes)) + fill
     return cycles, reads + writes, dmas
 
@@ -251,12 +258,17 @@ def _tile_pipes(
             p["MTE1"] += c * ck * _dma(ctx, "L1_L0", k * n)
         vec = _dma(ctx, "L0C_UB", m * n) + shape.vector_ops * vector_cycles(ctx.target, m * n)
         p["VECTOR"] += c * vec
-        p["MTE3"] += c * _dma(ctx, "TIER_DDR", m * n)
-        out_bytes += c * m * n * eb
+        if shape.out_onchip:
+            p["VECTOR"] += c * _dma(ctx, "UB_L1", m * n)
+        else:
+            p["MTE3"] += c * _dma(ctx, "TIER_DDR", m * n)
+            out_bytes += c * m * n * eb
         dmas += c * (1 + int(shape.residual))
         if shape.bias:
             p["MTE1"] += c * _dma(ctx, "L1_UB", n)
-        if shape.residual:
+        if shape.residual and shape.res_onchip:
+            p["MTE1"] += c * _dma(ctx, "L1_UB", m * n)
+        elif shape.residual:
             p["MTE2"] += c * _dma(ctx, "DDR_UB", m * n)
             res_bytes += c * m * n * eb
     return {**p, "dmas": dmas, "res_bytes": res_bytes, "out_bytes": out_bytes}
@@ -311,8 +323,8 @@ def _plans(
     cores = ctx.target.cores
 
     def l1_fits(nb: int, kb: int) -> bool:
-        bufs = (largest_x.x_elems(kb, shape.k_quantum), kb * nb) + ((nb,) if shape.bias else ())
-        return ctx.share_fits("L1", bufs)
+        x = () if shape.x_onchip else (largest_x.x_elems(kb, shape.k_quantum),)
+        return ctx.share_fits("L1", (*x, kb * nb) + ((nb,) if shape.bias else ()))
 
     n_options = _candidates(shape.n, t.n)
     for nb in n_options:
@@ -354,6 +366,21 @@ class L1Block:
     rows: int
     cols: int
     meta: tuple[int, ...] = ()
+    # NOTE: a view of a resident tensor (not owned) is read in place and never freed with the
+    # block; `strides` are its (row, column) element strides (empty: row-major, cols wide)
+    owned: bool = True
+    strides: tuple[int, int] | tuple[()] = ()
+
+    def at(self, r: int, c: int) -> BufRef:
+        """Element (r, c) of the block (absolute row and column)."""
+        rs, cs = self.strides or (self.cols, 1)
+        return self.ref.at((r - self.r0) * rs + (c - self.c0) * cs)
+
+
+def release(ctx: LowerContext, block: L1Block) -> None:
+    """Free an L1 block the lowering loaded (a resident tensor's view stays)."""
+    if block.owned:
+        ctx.builder.free(block.ref)
 
 
 @dataclass(frozen=True, slots=True)
@@ -415,7 +442,7 @@ def emit_blocked(
                 for block in chunk:
                     x = ops.load_x(block, 0, k)
                     nest.full_k(block, x, w, bias)
-                    ctx.builder.free(x.ref)
+                    release(ctx, x)
                 nest.free(w, bias)
     elif plan.order == "is":
         for block in blocks:
@@ -426,7 +453,7 @@ def emit_blocked(
                     w, bias = nest.load_w(n0, nb, 0, k), nest.load_bias(n0, nb)
                     nest.full_k(block, x, w, bias)
                     nest.free(w, bias)
-                ctx.builder.free(x.ref)
+                release(ctx, x)
     else:
         for block in blocks:
             for n0, nb in n_blocks:
@@ -526,7 +553,7 @@ class _Nest:
             w = self.load_w(n0, nb, k0, kb)
             for tile, tile_accs in zip(block.tiles, accs, strict=True):
                 self.products(tile, x, w, cols, tile_accs)
-            bld.free(x.ref)
+            release(self.ctx, x)
             bld.free(w.ref)
         for tile, tile_accs in zip(block.tiles, accs, strict=True):
             for acc, (c0, nt) in zip(tile_accs, cols, strict=True):

@@ -93,6 +93,7 @@ class TileBuilder:
         "_imports",
         "_ddr_writers",
         "_gates",
+        "_resident",
     )
 
     def __init__(
@@ -109,6 +110,20 @@ class TileBuilder:
         self._imports: dict[tuple[str, tuple[int, ...]], int] = {}
         self._ddr_writers: dict[str, list[int]] = {}  # DDR tensor key -> nodes writing it
         self._gates: dict[str, int] = {}  # key -> BARRIER its writes wait for (until closed)
+        self._resident: dict[str, BufRef] = {}  # DDR tensor key -> L1 buffer holding it
+
+    def hold(self, key: str, elems: int) -> None:
+        """Keep DDR tensor `key` (`elems` elements) in a new L1 buffer until `release`: its
+        copies to and from DDR become copies to and from the buffer."""
+        self._resident[key] = self.alloc("L1", elems, f"{key}.resident")
+
+    def release(self, key: str) -> None:
+        """Free the L1 buffer of resident tensor `key` after its last use."""
+        self.free(self._resident.pop(key))
+
+    def resident(self, key: str) -> BufRef | None:
+        """The L1 buffer holding DDR tensor `key`, if it is resident."""
+        return self._resident.get(key)
 
     def alloc(self, tier: str, elems: int, name: str = "") -> BufRef:
         """Allocate a buffer of `elems` elements in `tier` (size rounded up to the alignment)."""
@@ -136,8 +151,14 @@ class TileBuilder:
         """
         if self.tracker.onchip and type(instr) is Copy:
             instr = self._over_noc(instr)
+        if self._resident and type(instr) is Copy:
+            instr = self._in_l1(instr)
         reads = [getattr(instr, n) for n in instr.reads]
         writes = [getattr(instr, n) for n in instr.writes]
+        if self._resident and any(
+            isinstance(r, DdrRef) and r.key in self._resident for r in (*reads, *writes)
+        ):
+            raise AssertionError(f"{instr.opcode} reaches a resident tensor in DDR")
         ddr_reads = [_read_span(instr, r) for r in reads if isinstance(r, DdrRef)]
         ddr_writes = [w.key for w in writes if isinstance(w, DdrRef)]
         if (isinstance(instr, Mmad) and instr.acc) or (
@@ -197,6 +218,22 @@ class TileBuilder:
         here = (self.core // cols, self.core % cols)
         hops = self.tracker.onchip[side.key].hops(here, lo, hi)
         return NocCopy(instr.dst, instr.src, instr.dims, instr.dst_strides, instr.src_strides, hops)
+
+    def _in_l1(self, instr: Copy) -> Copy:
+        """The copy with its resident DDR side replaced by that tensor's L1 buffer.
+
+        NOTE: L1 -> L1 has no data path: a lowering that stages a resident tensor in L1 reads
+        it in place instead (and does not list that input in `lowering(onchip=...)`)."""
+        src, dst = instr.src, instr.dst
+        if isinstance(src, DdrRef) and src.key in self._resident:
+            src = self._resident[src.key].at(src.off)
+        if isinstance(dst, DdrRef) and dst.key in self._resident:
+            dst = self._resident[dst.key].at(dst.off)
+        if src is instr.src and dst is instr.dst:
+            return instr
+        if src.tier == dst.tier == "L1":
+            raise AssertionError("a copy of a resident tensor from or into L1")
+        return Copy(dst, src, instr.dims, instr.dst_strides, instr.src_strides)
 
     def _own(self, ref: BufRef) -> None:
         if ref.core != self.core or ref.buf not in self._readers:
@@ -292,6 +329,18 @@ class MeshBuilder:
     def emit(self, instr: Instr) -> int:
         """Append an instruction to the current core."""
         return self.builders[self.current].emit(instr)
+
+    def hold(self, key: str, elems: int) -> None:
+        """Keep DDR tensor `key` in an L1 buffer of the current core (TileBuilder.hold)."""
+        self.builders[self.current].hold(key, elems)
+
+    def release(self, key: str) -> None:
+        """Free the current core's L1 buffer of resident tensor `key`."""
+        self.builders[self.current].release(key)
+
+    def resident(self, key: str) -> BufRef | None:
+        """The current core's L1 buffer holding `key`, if resident."""
+        return self.builders[self.current].resident(key)
 
     def gate(self, key: str, closes: list[tuple[int, int]], cores: tuple[int, ...]) -> None:
         """Make the writes of `key` on `cores`, until closed, wait for the BARRIERs `closes`."""

@@ -31,6 +31,7 @@ class LowerContext:
     target: Target
     cores: tuple[int, ...] = (0,)  # cores of the layer being lowered
     tiles: int = 0  # independent tiles started in this layer
+    reserved: int = 0  # L1 bytes resident tensors hold while this layer is lowered
 
     def begin_layer(self, cores: tuple[int, ...]) -> None:
         """Lower the next layer on `cores` (its first core until a tile is started)."""
@@ -63,9 +64,18 @@ class LowerContext:
             self.program.add_tensor(key, "const", tuple(data.shape), data)
         return DdrRef(key)
 
+    def onchip(self, name: str) -> BufRef | None:
+        """The resident L1 buffer holding graph tensor `name` (None: it is in DDR)."""
+        return self.builder.resident(self.program.key(name))
+
+    def room(self, tier: str) -> int:
+        """Bytes of `tier` this layer's tiles may use: its capacity less the resident bytes."""
+        held = self.reserved if tier == "L1" else 0
+        return self.target.memory.capacity(tier) - held
+
     def capacity(self, tier: str) -> int:
-        """Capacity of `tier` in elements (of the tier's element type: L0C's accumulator)."""
-        return self.target.memory.capacity(tier) // self.target.tier_bytes(tier)
+        """Room of `tier` in elements (of the tier's element type: L0C's accumulator)."""
+        return self.room(tier) // self.target.tier_bytes(tier)
 
     def tile_bytes(self, buffers: tuple[int, ...], tier: str) -> int:
         """Bytes of a tile's buffers in `tier` (`buffers`: elements of each), each padded to the
@@ -75,7 +85,7 @@ class LowerContext:
 
     def share_fits(self, tier: str, buffers: tuple[int, ...]) -> bool:
         """Whether a tile's `buffers` in `tier` fit its share (1/TILE_SHARE) of the tier."""
-        return TILE_SHARE * self.tile_bytes(buffers, tier) <= self.target.memory.capacity(tier)
+        return TILE_SHARE * self.tile_bytes(buffers, tier) <= self.room(tier)
 
     def share_error(self, layer: Layer, tier: str, buffers: tuple[int, ...]) -> NpuccError:
         """The refusal of a layer whose smallest tile holds `buffers` in `tier`."""
@@ -86,26 +96,42 @@ class LowerContext:
 
         NOTE: `needed` is the capacity in bytes that `tier` would need for the layer's smallest
         tile to fit its share of the tier (TILE_SHARE, alignment padding included): a target
-        with `tier` that large gets past this refusal, so the message is a true claim.
+        with `tier` that large gets past this refusal, so the message is a true claim. With
+        resident tensors holding part of the tier it is a ReservedFitError: the lowering
+        retries without them (the claim is about the tier without them).
         """
+        if tier == "L1" and self.reserved:
+            return ReservedFitError(f"{tier} holds resident tensors: {needed} bytes do not fit")
         return NpuccError(
             f"{tier} too small for the smallest tile of layer '{layer.name}' ("
             f"{needed} bytes needed, {self.target.memory.capacity(tier)} available)"
         )
 
 
+class ReservedFitError(NpuccError):
+    """A tile that does not fit only because resident tensors hold part of L1."""
+
+
 Lowering = Callable[[LowerContext, Layer], None]
 LOWERINGS: dict[str, Lowering] = {}
+# op -> the inputs its lowering can read from a resident L1 buffer (None: every input)
+ONCHIP_READS: dict[str, tuple[int, ...] | None] = {}
 
 
-def lowering(*ops: str) -> Callable[[Lowering], Lowering]:
-    """Decorator registering the lowering of one or more canonical ops."""
+def lowering(*ops: str, onchip: tuple[int, ...] | None = ()) -> Callable[[Lowering], Lowering]:
+    """Decorator registering the lowering of one or more canonical ops.
+
+    `onchip`: the inputs the lowering reads only through copies into UB or L0 (which the
+    builder redirects to a resident L1 buffer) or in place from L1 (None: all of them).
+    NOTE: a copy of a resident tensor into L1 has no data path; such an input is not listed.
+    """
 
     def wrap(fn: Lowering) -> Lowering:
         for op in ops:
             if op in LOWERINGS:
                 raise ValueError(f"lowering for {op!r} registered twice")
             LOWERINGS[op] = fn
+            ONCHIP_READS[op] = onchip
         return fn
 
     return wrap

@@ -106,7 +106,7 @@ def _optional(layer: Layer, index: int) -> str:
     return layer.inputs[index] if len(layer.inputs) > index else ""
 
 
-@lowering("conv2d")
+@lowering("conv2d", onchip=(0, 3))
 def lower_conv2d(ctx: LowerContext, layer: Layer) -> None:
     """Tiled convolution: L1 blocks of input bands and weights, L0 tiles inside them.
 
@@ -124,14 +124,21 @@ def lower_cube_conv(ctx: LowerContext, layer: Layer) -> None:
     taps, k = g.taps, g.cg * g.taps
     bias, residual = _optional(layer, 2), _optional(layer, 3)
 
+    x_onchip = ctx.onchip(layer.inputs[0]) is not None
+
     def l1_buffers(mt: int, nt: int, kt: int) -> tuple[int, ...]:
         rows, cols = _extent(g, *_pixel_tile(g, mt))
-        x, w = (kt // taps) * rows * cols, kt * nt
-        return (x, w, nt) if bias else (x, w)
+        x = () if x_onchip else ((kt // taps) * rows * cols,)
+        return (*x, kt * nt, nt) if bias else (*x, kt * nt)
 
     tiles = fitting_tiles(ctx, layer, (g.oh * g.ow, g.cog, k), l1_buffers, k_quantum=taps)
     ops = int(bool(bias)) + int(bool(residual)) + int(bool(layer.attrs.get("act")))
-    shape = CubeShape(g.cog, k, taps, g.n * g.group, bool(bias), bool(residual), ops)
+    onchip = (
+        x_onchip,
+        ctx.onchip(layer.outputs[0]) is not None,
+        bool(residual) and ctx.onchip(residual) is not None,
+    )
+    shape = CubeShape(g.cog, k, taps, g.n * g.group, bool(bias), bool(residual), ops, *onchip)
     plan, blocks = choose_blocking(ctx, shape, tiles, lambda t, c: _bands(g, t, c), g.oh)
     for n in range(g.n):
         for grp in range(g.group):
@@ -153,23 +160,34 @@ class _ConvOps:
     group: int
 
     def load_x(self, block: MBlock, k0: int, kb: int) -> L1Block:
-        """The band's input window of channels [k0/taps, (k0+kb)/taps) into L1."""
+        """The band's input window of channels [k0/taps, (k0+kb)/taps) into L1 (a resident
+        input: a view of its whole image from channel k0/taps, read in place)."""
         g, bld = self.g, self.ctx.builder
         _, _, _, _, ih0, ih, _, iw0, iw, _, _ = block.tiles[0].band
         c0, cc = k0 // g.taps, kb // g.taps
-        xin = bld.alloc("L1", cc * ih * iw + block.slack, f"{self.layer.name}.x")
         c_abs = self.group * g.cg + c0
+        src = self.ctx.ddr(self.layer.inputs[0])
+        whole = bld.resident(src.key)
+        if whole is not None:
+            view = whole.at(src.off + (self.n * g.c + c_abs) * g.h * g.w)
+            return L1Block(view, 0, k0, 1, kb, owned=False)
+        xin = bld.alloc("L1", cc * ih * iw + block.slack, f"{self.layer.name}.x")
         sh, sw = (g.sh, g.sw) if _pointwise(g) else (1, 1)
         off = ((self.n * g.c + c_abs) * g.h + ih0 * sh) * g.w + iw0 * sw
-        src = self.ctx.ddr(self.layer.inputs[0]).at(off)
-        bld.emit(Copy(xin, src, (cc, ih, iw), (ih * iw, iw, 1), (g.h * g.w, sh * g.w, sw)))
+        bld.emit(Copy(xin, src.at(off), (cc, ih, iw), (ih * iw, iw, 1), (g.h * g.w, sh * g.w, sw)))
         return L1Block(xin, 0, k0, 1, kb)
 
     def stage_a(self, x: L1Block, tile: MTile, k0: int, kt: int) -> BufRef:
         """img2col of channels [k0/taps, (k0+kt)/taps) of the window into L0A."""
         g, bld = self.g, self.ctx.builder
-        _, rows, _, cols, _, ih, pt, _, iw, pl, off = tile.band
+        r0, rows, q0, cols, _, ih, pt, _, iw, pl, off = tile.band
         a0 = bld.alloc("L0A", rows * cols * kt, f"{self.layer.name}.a0")
+        if not x.owned:  # the whole image: the band's pads are its origin's, maybe negative
+            src = x.ref.at((k0 - x.c0) // g.taps * g.h * g.w)
+            pads = (g.pad_t - r0 * g.sh, g.pad_l - q0 * g.sw)
+            window = (g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, *pads)
+            bld.emit(Img2Col(a0, src, kt // g.taps, g.h, g.w, *window, rows, cols))
+            return a0
         src = x.ref.at(((k0 - x.c0) // g.taps * ih + off) * iw)
         strides = (1, 1) if _pointwise(g) else (g.sh, g.sw)
         window = (g.kh, g.kw, *strides, g.dh, g.dw, pt, pl)

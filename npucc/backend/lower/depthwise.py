@@ -86,7 +86,7 @@ def pipe_bound(ctx: LowerContext, layer: Layer, lower: Lowering) -> int:
     graph = TileGraph("trial")
     program = TiledProgram(ctx.graph.name, ctx.target)
     builder = MeshBuilder([TileBuilder(graph, ctx.target)])
-    trial = LowerContext(ctx.graph, program, builder, ctx.target)
+    trial = LowerContext(ctx.graph, program, builder, ctx.target, reserved=ctx.reserved)
     trial.begin_layer((0,))
     lower(trial, layer)
     busy: dict[str, int] = {}

@@ -21,7 +21,7 @@ from npucc.backend.lower.layout import (
     store,
 )
 from npucc.ir.graph import Layer, row_major_strides
-from npucc.ir.isa import COMPARE_OPS, BufRef, DdrRef, VBinary, VUnary
+from npucc.ir.isa import BINARY_OPS, BufRef, DdrRef, VBinary, VUnary
 
 # unary ops lowered one-to-one onto a VUnary without scalars: relu is canonical; the others
 # (isa.UNARY_OPS names) are ready for the frontend to map Exp, Sigmoid, Tanh, ... onto
@@ -106,9 +106,8 @@ def _free_wholes(ctx: LowerContext, ops: list[_Operand]) -> None:
         ctx.builder.free(buf)
 
 
-@lowering(
-    "add", "sub", "mul", "div", "max", "min", "pow", *COMPARE_OPS, "mask", "maskn", "mod", "fmod"
-)
+# every binary vector op but `mla` (a conv's multiply-accumulate, not a graph op)
+@lowering(*(op for op in BINARY_OPS if op != "mla"), onchip=None)
 def lower_binary(ctx: LowerContext, layer: Layer) -> None:
     """out = a op b with numpy broadcasting, then the fused activation.
 
@@ -149,7 +148,7 @@ def _binary_tile(
         ctx.builder.free(buf)
 
 
-@lowering("where")
+@lowering("where", onchip=None)
 def lower_where(ctx: LowerContext, layer: Layer) -> None:
     """out = x where c != 0, else y (numpy broadcasting): mask(x, c) + maskn(y, c) per tile.
 
@@ -180,7 +179,7 @@ def lower_where(ctx: LowerContext, layer: Layer) -> None:
     _free_wholes(ctx, ops)
 
 
-@lowering("clip", *PLAIN_UNARY, *SCALAR_UNARY)
+@lowering("clip", *PLAIN_UNARY, *SCALAR_UNARY, onchip=None)
 def lower_unary(ctx: LowerContext, layer: Layer) -> None:
     """out = op(x) over the flattened tensor, in place in UB, then the fused activation."""
     attrs = layer.attrs
@@ -200,7 +199,7 @@ def lower_unary(ctx: LowerContext, layer: Layer) -> None:
         ctx.builder.free(buf)
 
 
-@lowering("gelu")
+@lowering("gelu", onchip=None)
 def lower_gelu(ctx: LowerContext, layer: Layer) -> None:
     """x * 0.5 * (1 + erf(x / sqrt 2)), or the tanh approximation, on flat UB tiles."""
     total = math.prod(ctx.shape(layer.outputs[0]))

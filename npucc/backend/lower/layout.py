@@ -96,12 +96,15 @@ def move(
     src_strides: Dims,
     dst_strides: Dims,
 ) -> None:
-    """Copy a strided DDR region to another through STAGE_TIER, tile by tile."""
+    """Copy a strided DDR region to another through STAGE_TIER (UB when either side is a
+    resident L1 buffer: L1 -> L1 has no data path), tile by tile."""
     dims, (ss, ds) = coalesce(dims, src_strides, dst_strides)
     bld = ctx.builder
-    for starts, sizes in boxes(dims, budget(ctx, layer, STAGE_TIER)):
+    onchip = bld.resident(src.key) is not None or bld.resident(dst.key) is not None
+    tier = "UB" if onchip else STAGE_TIER
+    for starts, sizes in boxes(dims, budget(ctx, layer, tier)):
         ctx.next_tile()
-        buf = bld.alloc(STAGE_TIER, math.prod(sizes), f"{layer.name}.tile")
+        buf = bld.alloc(tier, math.prod(sizes), f"{layer.name}.tile")
         dense = row_major_strides(sizes)
         bld.emit(Copy(buf, src.at(offset(starts, ss)), sizes, dense, ss))
         bld.emit(Copy(dst.at(offset(starts, ds)), buf, sizes, ds, dense))
@@ -120,7 +123,7 @@ def store(ctx: LowerContext, dst: DdrRef, buf: BufRef, dims: Dims, strides: Dims
     ctx.builder.emit(Copy(dst, buf, dims, strides, row_major_strides(dims)))
 
 
-@lowering("concat")
+@lowering("concat", onchip=None)
 def lower_concat(ctx: LowerContext, layer: Layer) -> None:
     """Copy each input's block to its offset along `axis` of the output."""
     out = layer.outputs[0]
@@ -137,7 +140,7 @@ def lower_concat(ctx: LowerContext, layer: Layer) -> None:
         at += width
 
 
-@lowering("transpose")
+@lowering("transpose", onchip=None)
 def lower_transpose(ctx: LowerContext, layer: Layer) -> None:
     """Gather the input through permuted strides into the row-major output."""
     src = layer.inputs[0]

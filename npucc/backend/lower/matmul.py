@@ -32,9 +32,17 @@ def plan_matmul(
 ) -> tuple[Blocking, list[MBlock]]:
     """The blocking of `instances` products A[m,k] @ B[k,n] (`vector_ops` per output tile)."""
     m, n, k = dims
-    tiles = fitting_tiles(ctx, layer, dims, lambda mt, nt, kt: (mt * kt, kt * nt))
-    residual = bool(_residual(layer))
-    shape = CubeShape(n, k, 1, instances, False, residual, vector_ops + int(residual))
+    x_onchip = ctx.onchip(layer.inputs[0]) is not None
+    l1: Callable[[int, int, int], tuple[int, ...]] = (
+        (lambda mt, nt, kt: (kt * nt,)) if x_onchip else (lambda mt, nt, kt: (mt * kt, kt * nt))
+    )
+    tiles = fitting_tiles(ctx, layer, dims, l1)
+    residual = _residual(layer)
+    res_onchip = bool(residual) and ctx.onchip(residual) is not None
+    out_onchip = ctx.onchip(layer.outputs[0]) is not None
+    ops = vector_ops + int(bool(residual))
+    onchip = (x_onchip, out_onchip, res_onchip)
+    shape = CubeShape(n, k, 1, instances, False, bool(residual), ops, *onchip)
 
     def blocks(t: MatTiles, count: int) -> list[MBlock]:
         return [
@@ -84,8 +92,13 @@ class _MatOps:
     epilogue: Epilogue | None
 
     def load_x(self, block: MBlock, k0: int, kb: int) -> L1Block:
-        """A[block rows, k0:k0+kb] into L1 (row-major)."""
+        """A[block rows, k0:k0+kb] into L1 (row-major), or a view of A when it is resident."""
         bld, m0, mb = self.ctx.builder, block.tiles[0].m0, block.window
+        a = self.a
+        whole = bld.resident(a.ref.key)
+        if whole is not None:
+            view = whole.at(a.tile(m0, k0).off)
+            return L1Block(view, m0, k0, mb, kb, owned=False, strides=(a.rows, a.cols))
         x = bld.alloc("L1", mb * kb, f"{self.layer.name}.a")
         bld.emit(Copy(x, self.a.tile(m0, k0), (mb, kb), (kb, 1), (self.a.rows, self.a.cols)))
         return L1Block(x, m0, k0, mb, kb)
@@ -94,8 +107,7 @@ class _MatOps:
         """A[tile rows, k0:k0+kt] from its L1 block into L0A."""
         bld = self.ctx.builder
         a0 = bld.alloc("L0A", tile.m * kt, f"{self.layer.name}.a0")
-        src = x.ref.at((tile.m0 - x.r0) * x.cols + k0 - x.c0)
-        bld.emit(Copy(a0, src, (tile.m, kt), (kt, 1), (x.cols, 1)))
+        bld.emit(Copy(a0, x.at(tile.m0, k0), (tile.m, kt), (kt, 1), x.strides or (x.cols, 1)))
         return a0
 
     def out_view(self, tile: MTile, n0: int, nt: int) -> OutView:
@@ -116,7 +128,7 @@ def _broadcast_strides(shape: tuple[int, ...], to: tuple[int, ...]) -> tuple[int
     return tuple(0 if d == 1 and t != 1 else s for d, s, t in zip(padded, strides, to, strict=True))
 
 
-@lowering("gemm")
+@lowering("gemm", onchip=(0, 2, 3))
 def lower_gemm(ctx: LowerContext, layer: Layer) -> None:
     """Y = alpha * A' @ B' + beta * C with A' [M,K], B' [K,N] (transposes read by stride)."""
     a_name, b_name = layer.inputs[0], layer.inputs[1]
@@ -168,7 +180,7 @@ def _scale_bias_epilogue(
     return epilogue
 
 
-@lowering("matmul")
+@lowering("matmul", onchip=(0,))
 def lower_matmul(ctx: LowerContext, layer: Layer) -> None:
     """numpy matmul: batch dims broadcast, 1-D operands promoted then squeezed."""
     a_name, b_name = layer.inputs

@@ -16,7 +16,7 @@ from npucc.ir.graph import Layer, row_major_strides, runs
 from npucc.ir.isa import GATHER_INDEX, Copy, Gather, VFill
 
 
-@lowering("slice")
+@lowering("slice", onchip=None)
 def lower_slice(ctx: LowerContext, layer: Layer) -> None:
     """out[i] = x[starts + i * steps] (all steps positive)."""
     x, y = layer.inputs[0], layer.outputs[0]
@@ -80,7 +80,7 @@ def lower_take_indirect(ctx: LowerContext, layer: Layer) -> None:
             bld.free(buf)
 
 
-@lowering("expand", "copy")
+@lowering("expand", "copy", onchip=None)
 def lower_expand(ctx: LowerContext, layer: Layer) -> None:
     """Broadcast x to the output shape (numpy rules) with stride-0 reads; copy: same shape."""
     x, y = layer.inputs[0], layer.outputs[0]
@@ -96,7 +96,7 @@ def _inside(o0: int, ol: int, begin: int, step: int, n: int) -> tuple[int, int]:
     return lo, max(0, hi - lo + 1)
 
 
-@lowering("pad")
+@lowering("pad", onchip=None)
 def lower_pad(ctx: LowerContext, layer: Layer) -> None:
     """out = value everywhere, with x[i] at begin + i * strides (per dim)."""
     x, y = layer.inputs[0], layer.outputs[0]

@@ -117,7 +117,7 @@ class _Scale:
         ctx.builder.free(recip)
 
 
-@lowering("maxpool", "avgpool")
+@lowering("maxpool", "avgpool", onchip=(0,))
 def lower_pool(ctx: LowerContext, layer: Layer) -> None:
     """Windowed max or average pool over NCHW, tiled over images, channels, rows and columns."""
     g = _geometry(ctx, layer)
@@ -205,7 +205,7 @@ def fill_window(
         ctx.builder.emit(Copy(dst, src, dims, (rows * cols, cols, 1), (h * w, w, 1)))
 
 
-@lowering("globalavgpool", "globalmaxpool")
+@lowering("globalavgpool", "globalmaxpool", onchip=(0,))
 def lower_global_pool(ctx: LowerContext, layer: Layer) -> None:
     """Reduce each (image, channel) plane: rows of the [n*c, spatial] view, chunked when long."""
     n, c, *spatial = ctx.shape(layer.inputs[0])

@@ -82,7 +82,7 @@ class _SoftmaxTile:
         self.ctx.builder.free(buf)
 
 
-@lowering("softmax")
+@lowering("softmax", onchip=None)
 def lower_softmax(ctx: LowerContext, layer: Layer) -> None:
     """Softmax over one axis, tiled over the outer and inner extents (and the axis if long)."""
     shape = ctx.shape(layer.inputs[0])
@@ -148,7 +148,7 @@ def _softmax_streamed(tile: _SoftmaxTile, ta: int) -> None:
     bld.free(s)
 
 
-@lowering("lrn")
+@lowering("lrn", onchip=None)
 def lower_lrn(ctx: LowerContext, layer: Layer) -> None:
     """ONNX LRN across channels: y = x * (bias + alpha/size * window_sum(x^2)) ** -beta."""
     shape = ctx.shape(layer.inputs[0])
@@ -227,7 +227,7 @@ def _load_halo(
 REDUCE_COMBINE = {"max": "max", "min": "min", "sum": "add", "mean": "add", "prod": "mul"}
 
 
-@lowering("reduce")
+@lowering("reduce", onchip=None)
 def lower_reduce(ctx: LowerContext, layer: Layer) -> None:
     """Reduce (sum, mean, max, min, prod) over `axes`: tiles of kept positions x reduced chunks."""
     x, y = layer.inputs[0], layer.outputs[0]
@@ -272,7 +272,7 @@ def lower_reduce(ctx: LowerContext, layer: Layer) -> None:
         bld.free(acc)
 
 
-@lowering("layernorm")
+@lowering("layernorm", onchip=None)
 def lower_layernorm(ctx: LowerContext, layer: Layer) -> None:
     """y = (x - mean) / sqrt(var + eps) * scale + bias over the dims from `axis`, row tiles."""
     x, scale, bias = (layer.inputs + ["", ""])[:3]

@@ -25,6 +25,14 @@ class FreeList:
                 return offset
         return None
 
+    def last_fit(self, size: int) -> int | None:
+        """Highest aligned offset where `size` bytes fit, or None."""
+        for start, end in zip(reversed(self.starts), reversed(self.ends), strict=True):
+            offset = (end - size) // self.alignment * self.alignment
+            if offset >= start:
+                return offset
+        return None
+
     def best_fit(self, size: int) -> int | None:
         """Aligned start of the segment with the least slack for `size` (lowest on ties)."""
         best: int | None = None

@@ -75,6 +75,7 @@ class LinearScan:
         "packed",
         "ahead",
         "wanted",
+        "outliving",
     )
 
     def __init__(
@@ -119,6 +120,15 @@ class LinearScan:
         self.packed = False  # the current node's buffers were repacked from offset 0
         self.ahead = ahead  # reload a spilled buffer once its next use is this many nodes away
         self.wanted: list[tuple[int, int]] = []  # (next use, buffer) heap of spilled buffers
+        # NOTE: a buffer that outlives the layer that allocates it (a resident layer output) is
+        # placed from the top of its tier, the layers' tiles where the placement says, so the
+        # tiles' churn does not split the free space around it into pieces too small to use
+        nodes = graph.nodes
+        self.outliving = {
+            b
+            for b, a in graph.alloc_of.items()
+            if b in graph.free_of and nodes[a].layer != nodes[graph.free_of[b]].layer
+        }
 
     def next_use(self, b: int, k: int) -> int:
         """Position of the first use of `b` after position k (INF if none)."""
@@ -166,6 +176,8 @@ class LinearScan:
         while True:
             if self.packed:
                 off = free.first_fit(buf.size)
+            elif b in self.outliving:
+                off = free.last_fit(buf.size)
             elif self.placement == "cold":
                 off = free.coldest_fit(buf.size, self.released[buf.tier])
             elif self.placement == "best":
