@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from frontend_testutil import LIGHT, MODELS, assert_matches_onnxruntime, imported
 
+from npucc.checking import randomize_weights
+from npucc.frontend.onnx_import import load_model
 from npucc.transforms.graph_pipeline import import_model
 
 CANONICAL = {
@@ -40,9 +42,12 @@ def test_reference_model_imports_and_matches_onnxruntime(path):
 
 @pytest.mark.parametrize("path", LIGHT, ids=lambda p: p.stem)
 def test_light_model_imports_and_matches_onnxruntime(path):
-    g = imported(path)
+    # NOTE: seeded random weights: the zoo's own make light SqueezeNet's logits about 6.7e9,
+    # where a one-ulp difference of summation order (512) decides a softmax of 0 or 1/968
+    model = randomize_weights(load_model(path), seed=0)
+    g = import_model(model)
     _canonical(g)
-    assert_matches_onnxruntime(g, path)
+    assert_matches_onnxruntime(g, model)
 
 
 def test_light_models_present():
@@ -65,9 +70,10 @@ def test_small_cnn_canonicalisation():
 def test_mlp_old_clip_and_dropout():
     g = import_model(MODELS[[p.name for p in MODELS].index("mlp.onnx")], {"x": (3, 64)})
     assert g.opset == 10
-    assert [layer.op for layer in g.layers] == ["gemm", "matmul", "add", "matmul", "add", "softmax"]
-    add = g.layers[2]
-    assert (add.attrs["act"], add.attrs["act_min"], add.attrs["act_max"]) == ("clip", 0.0, 6.0)
+    # MatMul + bias Add pairs are gemms (fold-matmul-bias), the Clip fused into the first
+    assert [layer.op for layer in g.layers] == ["gemm", "gemm", "gemm", "softmax"]
+    dense = g.layers[1]
+    assert (dense.attrs["act"], dense.attrs["act_min"], dense.attrs["act_max"]) == ("clip", 0.0, 6.0)
     assert g.tensors[g.outputs[0]].shape == (3, 10)
 
 
