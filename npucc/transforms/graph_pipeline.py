@@ -11,6 +11,7 @@ from npucc.transforms.drop_identity import DropIdentity
 from npucc.transforms.fold_batchnorm import FoldBatchnorm
 from npucc.transforms.fold_constants import FoldConstants
 from npucc.transforms.fold_conv_affine import FoldConvAffine
+from npucc.transforms.fold_matmul_bias import FoldMatmulBias
 from npucc.transforms.fuse_activations import FuseActivations
 from npucc.transforms.fuse_attention import FuseAttention
 from npucc.transforms.fuse_gelu import FuseGelu
@@ -34,6 +35,7 @@ def frontend_passes(input_shapes: InputShapes | None = None, fallback: str = "er
         LegalizeOnnx(fallback),
         FoldConvAffine(),
         FuseAttention(),
+        FoldMatmulBias(),
         FuseLayerNorm(),
         FuseGelu(),
         FuseActivations(),

@@ -329,6 +329,37 @@ graph "g" opset=13 {
 }
 """
 
+FOLD_MATMUL_BIAS_IN = """
+graph "g" opset=13 {
+  input %"x" : f32[1,4,3]
+  const %"w" : f32[3,2] sha256=0
+  const %"b" : f32[1,2] sha256=0
+  const %"c" : f32[4,1] sha256=0
+  %"m" = matmul(%"x", %"w") : f32[1,4,2] loc("mm")
+  %"y" = add(%"b", %"m") : f32[1,4,2] loc("bias")
+  %"n" = matmul(%"x", %"w") : f32[1,4,2] loc("mm2")
+  %"z" = add(%"n", %"c") : f32[1,4,2] loc("rows")
+  output %"y"
+  output %"z"
+}
+"""
+FOLD_MATMUL_BIAS_OUT = """
+graph "g" opset=13 {
+  input %"x" : f32[1,4,3]
+  const %"w" : f32[3,2] sha256=...
+  const %"b" : f32[1,2] sha256=...
+  const %"c" : f32[4,1] sha256=...
+  const %"b.row" : f32[2] sha256=...
+  %"x.rows" = reshape(%"x") : f32[4,3] loc("mm.rows")
+  %"y.rows" = gemm(%"x.rows", %"w", %"b.row") {alpha = 1.0, beta = 1.0, trans_a = 0, trans_b = 0} : f32[4,2] loc("mm")
+  %"y" = reshape(%"y.rows") : f32[1,4,2] loc("bias.view")
+  %"n" = matmul(%"x", %"w") : f32[1,4,2] loc("mm2")
+  %"z" = add(%"n", %"c") : f32[1,4,2] loc("rows")
+  output %"y"
+  output %"z"
+}
+"""
+
 CASES = {
     "fold-constants": (FOLD_CONSTANTS_IN, {"a": [1, 2], "b": [3, 4]}, FOLD_CONSTANTS_OUT),
     "drop-identity": (DROP_IDENTITY_IN, {}, DROP_IDENTITY_OUT),
@@ -340,6 +371,11 @@ CASES = {
     ),
     "fold-conv-affine": (FOLD_CONV_AFFINE_IN, FOLD_CONV_AFFINE_CONSTS, FOLD_CONV_AFFINE_OUT),
     "fuse-attention": (FUSE_ATTENTION_IN, {"scale": [0.125]}, FUSE_ATTENTION_OUT),
+    "fold-matmul-bias": (
+        FOLD_MATMUL_BIAS_IN,
+        {"w": [1, 2, 3, 4, 5, 6], "b": [1, 2], "c": [1, 2, 3, 4]},
+        FOLD_MATMUL_BIAS_OUT,
+    ),
     "fuse-layernorm": (FUSE_LAYERNORM_IN, {"eps": [1e-05]}, FUSE_LAYERNORM_OUT),
     "fuse-gelu": (
         FUSE_GELU_IN,
