@@ -300,8 +300,6 @@ def choose_precision(
     if precision is None:
         precision = target.precision
     target.at_precision(precision)  # an unsupported precision is refused here, by the target
-    if precision == "int8":
-        raise NpuccError("precision int8 is not yet implemented (issue 16: fp32 and fp16 are)")
     return precision
 
 

@@ -16,6 +16,7 @@ import numpy as np
 from npucc.interp.ops import img2col_args, img2col_index, img2col_reads
 from npucc.ir.instr_text import format_ref
 from npucc.ir.isa import (
+    REQUANT_BYTES,
     Copy,
     Gather,
     HostOp,
@@ -24,6 +25,7 @@ from npucc.ir.isa import (
     MemRef,
     Mmad,
     Operand,
+    Requant,
     Spill,
     VBinary,
     VFill,
@@ -184,6 +186,10 @@ def accesses(ins: Instr, target: Target, unit: int) -> tuple[list[Access], list[
         reads.append(make("b", ins.b, (ins.k * ins.n,), (1,)))
         if ins.acc:
             reads.append(make("dst", ins.dst, (ins.m * ins.n,), (1,)))
+        writes.append(make("dst", ins.dst, (ins.m * ins.n,), (1,)))
+    elif isinstance(ins, Requant):
+        reads.append(make("src", ins.src, (ins.m * ins.n,), (1,)))
+        reads.append(make("params", ins.params, (REQUANT_BYTES * ins.n,), (1,)))
         writes.append(make("dst", ins.dst, (ins.m * ins.n,), (1,)))
     elif isinstance(ins, VReduce):
         outer = len(ins.dims) - ins.nred

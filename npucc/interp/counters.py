@@ -16,6 +16,7 @@ from npucc.ir.isa import (
     Instr,
     Mmad,
     NocCopy,
+    Requant,
     Spill,
     VBinary,
     VFill,
@@ -73,6 +74,8 @@ class Tally:
             c["macs"] += ins.m * ins.n * ins.k
         elif isinstance(ins, (VUnary, VBinary, VReduce, VFill)):
             c["vector_elements"] += math.prod(ins.dims)
+        elif isinstance(ins, Requant):
+            c["vector_elements"] += ins.m * ins.n
         elif isinstance(ins, HostOp):  # over the host link
             spans = operand_nbytes(self.target, ins)
             for path, names in (("DDR->HOST", ins.reads), ("HOST->DDR", ins.writes)):

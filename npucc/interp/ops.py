@@ -9,6 +9,12 @@ widens its operands to float32, computes in float32 and rounds its result once t
 destination's type (round to nearest, ties to even); the cube multiplies fp16 operands exactly
 and accumulates in float32 in L0C; a reduction accumulates in float32 and rounds once; a copy
 between types converts (L0C -> UB: float32 -> float16, rounding).
+
+NOTE: int8 (docs/precision.md): the cube multiplies int8 operands exactly and accumulates in
+int32 in L0C, wrapping modulo 2**32 (acc=1 too); `requant` is the one way out of an int32
+accumulator: the int32 sum with the bias (wrapping), converted to float32 (nearest even), times
+the float32 scale (one float32 rounding), rounded half to even to an integer, plus the zero
+point, clamped to [lo, hi] (saturation). An img2col pads with its `pad` value.
 """
 
 from __future__ import annotations
@@ -22,11 +28,13 @@ import numpy as np
 from npucc.ir.dtypes import INDEX_DTYPE
 from npucc.ir.isa import (
     DDR,
+    REQUANT_BYTES,
     Copy,
     Gather,
     Img2Col,
     Mmad,
     Operand,
+    Requant,
     Spill,
     VBinary,
     VFill,
@@ -204,20 +212,63 @@ def exec_img2col(view: View, ins: Img2Col) -> None:
     index, valid = img2col_index(*img2col_args(ins))
     src = view(ins.src, (ins.c * ins.h * ins.w,), (1,))
     dst = view(ins.dst, index.shape, (index.shape[1], 1))
-    dst[...] = np.where(valid, src[index], F32(0))
+    dst[...] = np.where(valid, src[index], dst.dtype.type(ins.pad))
+
+
+I32 = np.dtype(np.int32)
+
+
+def _wrap32(x: np.ndarray) -> np.ndarray:
+    """int64 values modulo 2**32 as int32 (two's complement wrap-around)."""
+    return x.astype(np.int64).astype(np.uint32).view(np.int32)
 
 
 def exec_mmad(view: View, ins: Mmad) -> None:
-    """dst = a @ b (acc=0) or dst += a @ b (acc=1), in float32."""
+    """dst = a @ b (acc=0) or dst += a @ b (acc=1), in float32 (int8 operands: in int32)."""
+    dst = view(ins.dst, (ins.m, ins.n), (ins.n, 1))
+    if dst.dtype == I32:
+        a8 = view(ins.a, (ins.m, ins.k), (ins.k, 1)).astype(np.float64)
+        b8 = view(ins.b, (ins.k, ins.n), (ins.n, 1)).astype(np.float64)
+        # int8 products summed in float64 are exact (|sum| < 2**53): BLAS dgemm, then int64
+        product = np.matmul(a8, b8).astype(np.int64)
+        dst[...] = _wrap32(product + dst.astype(np.int64)) if ins.acc else _wrap32(product)
+        return
     a = _wide(view(ins.a, (ins.m, ins.k), (ins.k, 1)))
     b = _wide(view(ins.b, (ins.k, ins.n), (ins.n, 1)))
-    dst = view(ins.dst, (ins.m, ins.n), (ins.n, 1))
     # float32 operands (fp16 ones widened exactly): BLAS sgemm (a dtype= argument bypasses BLAS)
     product = np.matmul(a, b)
     if ins.acc:
         dst += product
     else:
         dst[...] = product
+
+
+def requant_records(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(int32 bias, float32 scale) per column from the bytes of requant parameter records."""
+    records = np.ascontiguousarray(raw, np.uint8).reshape(-1, REQUANT_BYTES)
+    bias = np.ascontiguousarray(records[:, :4]).view("<i4")[:, 0]
+    scale = np.ascontiguousarray(records[:, 4:]).view("<f4")[:, 0]
+    return bias, scale
+
+
+def requantize(
+    acc: np.ndarray, bias: np.ndarray, scale: np.ndarray, zp: int, lo: int, hi: int
+) -> np.ndarray:
+    """The rounding rule of `requant` on int32 accumulators [m, n] (see the module NOTE)."""
+    total = _wrap32(acc.astype(np.int64) + bias.astype(np.int64))
+    scaled = total.astype(F32) * scale.astype(F32)  # float32 product, nearest even
+    with np.errstate(invalid="ignore"):
+        rounded = np.rint(scaled).astype(np.float64) + zp  # rint: half to even
+    return np.clip(rounded, lo, hi)
+
+
+def exec_requant(view: View, ins: Requant) -> None:
+    """dst[m, n] = requantized int32 src (bias and scale per column j from `params`)."""
+    acc = view(ins.src, (ins.m, ins.n), (ins.n, 1))
+    raw = view(ins.params, (REQUANT_BYTES * ins.n,), (1,), np.dtype(np.uint8))
+    bias, scale = requant_records(raw)
+    dst = view(ins.dst, (ins.m, ins.n), (ins.n, 1))
+    dst[...] = requantize(acc, bias, scale, ins.zp, ins.lo, ins.hi).astype(dst.dtype)
 
 
 def exec_vunary(view: View, ins: VUnary) -> None:
@@ -286,6 +337,7 @@ EXEC: dict[str, Callable[[View, Any], None]] = {
     "spill": exec_spill,
     "img2col": exec_img2col,
     "mmad": exec_mmad,
+    "requant": exec_requant,
     "vunary": exec_vunary,
     "vbinary": exec_vbinary,
     "vreduce": exec_vreduce,

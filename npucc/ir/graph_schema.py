@@ -179,6 +179,9 @@ UNARY_OPS = (
     "f16", "bf16", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh",
     "acosh", "atanh", "floor", "ceil", "round", "sign", "copy",
 )  # fmt: skip
+# an int8 layer's requantization (npucc.frontend.onnx_qdq): input zero point, output zero point
+# and saturation bounds; its input 2 holds the per-channel requant records
+QUANT = {"qin": "int?", "qzp": "int?", "qlo": "int?", "qhi": "int?"}
 ACT = {"act": "str?", "act_min": "float?", "act_max": "float?"}  # any layer's fused activation
 _UNARY = OpSchema((1, 1), {}, _same)
 _BINARY = OpSchema((2, 2), {}, _broadcast)
@@ -189,11 +192,13 @@ _POOL = {"kernel": "ints", "strides": "ints?", "pads": "ints?", "dilations": "in
 SCHEMAS: dict[str, OpSchema] = {
     "conv2d": OpSchema(
         (2, 4),
-        {"strides": "ints?", "pads": "ints?", "dilations": "ints?", "group": "int?"},
+        {"strides": "ints?", "pads": "ints?", "dilations": "ints?", "group": "int?", **QUANT},
         _conv2d,
     ),
     "gemm": OpSchema(
-        (2, 4), {"trans_a": "int?", "trans_b": "int?", "alpha": "float?", "beta": "float?"}, _gemm
+        (2, 4),
+        {"trans_a": "int?", "trans_b": "int?", "alpha": "float?", "beta": "float?", **QUANT},
+        _gemm,
     ),
     "matmul": OpSchema((2, 2), {}, _matmul),
     **{op: _BINARY for op in BINARY_OPS},

@@ -220,10 +220,11 @@ class Spill(Instr):
 
 @dataclass(frozen=True, slots=True)
 class Img2Col(Instr):
-    """MTE1 load3d: dst[M=oh*ow, K=c*kh*kw] from an input tile src[c, h, w]; out of range -> 0.
+    """MTE1 load3d: dst[M=oh*ow, K=c*kh*kw] from an input tile src[c, h, w]; out of range -> pad.
 
     Output pixel (i, j), tap (ki, kj) of channel ch reads src[ch, i*sh + ki*dh - pt,
-    j*sw + kj*dw - pl]; rows/cols outside [0,h) x [0,w) read as zero.
+    j*sw + kj*dw - pl]; rows/cols outside [0,h) x [0,w) read as `pad` (0; an int8 conv pads
+    with its input's zero point, the quantized 0.0).
     """
 
     opcode: ClassVar[str] = "img2col"
@@ -244,6 +245,7 @@ class Img2Col(Instr):
     pl: int
     oh: int
     ow: int
+    pad: int = 0  # NOTE: an optional field (OPTIONAL_FIELDS): the text omits it when 0
 
     def extents(self) -> dict[str, int]:
         return {
@@ -269,6 +271,34 @@ class Mmad(Instr):
 
     def extents(self) -> dict[str, int]:
         return {"dst": self.m * self.n, "a": self.m * self.k, "b": self.k * self.n}
+
+
+REQUANT_BYTES = 8  # bytes of a requant parameter record: int32 bias, float32 scale (per column)
+
+
+@dataclass(frozen=True, slots=True)
+class Requant(Instr):
+    """VECTOR fix-pipe step out of L0C: int32 accumulators to int8 (docs/precision.md, int8).
+
+    dst[i, j] = clamp(rne(f32(src[i, j] + bias[j]) * scale[j]) + zp, lo, hi), with (bias,
+    scale) the little-endian int32 and float32 of record j (REQUANT_BYTES) of `params`; src and
+    dst are row-major m x n and contiguous, the int32 sum wraps and rne rounds half to even.
+    """
+
+    opcode: ClassVar[str] = "requant"
+    reads: ClassVar[tuple[str, ...]] = ("src", "params")
+    writes: ClassVar[tuple[str, ...]] = ("dst",)
+    dst: Operand
+    src: Operand
+    params: Operand
+    m: int
+    n: int
+    zp: int
+    lo: int
+    hi: int
+
+    def extents(self) -> dict[str, int]:
+        return {"dst": self.m * self.n, "src": self.m * self.n, "params": REQUANT_BYTES * self.n}
 
 
 @dataclass(frozen=True, slots=True)
@@ -458,8 +488,12 @@ def field_names(cls: type[Instr]) -> tuple[str, ...]:
 
 INSTRUCTIONS: dict[str, type[Instr]] = {
     cls.opcode: cls
-    for cls in (Copy, NocCopy, Spill, Img2Col, Mmad, VUnary, VBinary, VReduce, VFill, Gather)
-}
+    for cls in (
+        Copy, NocCopy, Spill, Img2Col, Mmad, Requant, VUnary, VBinary, VReduce, VFill, Gather
+    )
+}  # fmt: skip
+# fields the text omits at their default (so that streams without them read as before)
+OPTIONAL_FIELDS: dict[str, object] = {"pad": 0}
 
 
 def copy_pipe(src_tier: str, dst_tier: str) -> str:

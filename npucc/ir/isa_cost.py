@@ -21,6 +21,7 @@ from npucc.ir.isa import (
     Instr,
     Mmad,
     NocCopy,
+    Requant,
     Spill,
     VBinary,
     VFill,
@@ -91,6 +92,8 @@ def instr_cycles(target: Target, instr: Instr) -> int:
         return copy_cycles(target, DDR, instr.dst.tier, gather_bytes(target, instr))
     if isinstance(instr, Mmad):
         return mmad_cycles(target, instr.m, instr.n, instr.k)
+    if isinstance(instr, Requant):  # the fix-pipe converts in flight: timed as the L0C -> UB copy
+        return copy_cycles(target, "L0C", "UB", instr.m * instr.n * target.tier_bytes("L0C"))
     if isinstance(instr, (VUnary, VBinary, VReduce)):
         return vector_cycles(target, math.prod(instr.dims), VECTOR_OP_WEIGHT.get(instr.op, 1))
     if isinstance(instr, VFill):
@@ -136,6 +139,8 @@ def instr_energy(target: Target, instr: Instr) -> float:
         pj += mac_energy(target, instr.m * instr.n * instr.k)
     elif isinstance(instr, (VUnary, VBinary, VReduce, VFill)):
         pj += vector_energy(target, math.prod(instr.dims))
+    elif isinstance(instr, Requant):
+        pj += vector_energy(target, instr.m * instr.n)
     if isinstance(instr, NocCopy):  # the core side's tier, and the NoC (no DDR)
         nbytes = copy_bytes(target, instr)
         near = instr.src.tier if instr.dst.tier in (DDR, NOC) else instr.dst.tier

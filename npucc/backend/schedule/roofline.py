@@ -29,6 +29,7 @@ from npucc.ir.isa import (
     Gather,
     Instr,
     Mmad,
+    Requant,
     Spill,
     VBinary,
     VFill,
@@ -213,6 +214,8 @@ def stream_roofline(stream: Stream, makespan: int) -> Roofline:
                 macs += ins.m * ins.n * ins.k
             elif isinstance(ins, (VUnary, VBinary, VReduce, VFill)):
                 vector += math.prod(ins.dims)
+            elif isinstance(ins, Requant):
+                vector += ins.m * ins.n
             usage.count(target, ins, ddr_bytes(target, ins), _instr_reads_ddr(ins))
         _keep_max(usage.busy, busy)
     tensors = stream.tensors.values()
