@@ -317,6 +317,92 @@ def compare(
     return result
 
 
+# NOTE: at int8 (docs/precision.md) npucc's outputs are compared with onnxruntime running the
+# same quantized model (its QDQ nodes as written, ORT_DISABLE_ALL) in quantization steps of each
+# output's scale: the verdict asks at least INT8_EXACT of the elements equal and none more
+# than INT8_STEPS steps apart.
+INT8_EXACT = 0.999
+INT8_STEPS = 1
+
+
+@dataclass(slots=True)
+class StepComparison:
+    """Agreement of one int8 program's output, in quantization steps of its scale."""
+
+    name: str
+    equal: int  # elements equal to the reference
+    elements: int
+    max_steps: float  # the largest difference, in steps (inf: missing, misshapen or NaN)
+    scale: float
+
+    @property
+    def exact(self) -> float:
+        """The fraction of elements equal to the reference."""
+        return self.equal / self.elements if self.elements else 1.0
+
+    @property
+    def ok(self) -> bool:
+        """Within the documented int8 verdict."""
+        return self.exact >= INT8_EXACT and self.max_steps <= INT8_STEPS
+
+
+def compare_steps(
+    got: dict[str, np.ndarray], ref: dict[str, np.ndarray], scales: Mapping[str, float]
+) -> list[StepComparison]:
+    """One StepComparison per reference output, `scales` its quantization step."""
+    result = []
+    for name, expected in ref.items():
+        expected = np.asarray(expected, dtype=np.float64)
+        actual = got.get(name)
+        scale = float(scales[name])
+        if actual is None or np.shape(actual) != expected.shape:
+            result.append(StepComparison(name, 0, expected.size, math.inf, scale))
+            continue
+        steps = np.rint(np.abs(np.asarray(actual, np.float64) - expected) / scale)
+        worst = float(steps.max(initial=0.0)) if np.all(np.isfinite(steps)) else math.inf
+        result.append(StepComparison(name, int(np.sum(steps == 0)), expected.size, worst, scale))
+    return result
+
+
+CALIBRATION_SAMPLES = 8  # random inputs `quantize` calibrates with
+
+
+def quantize(model: onnx.ModelProto, seed: int = 0, qoperator: bool = False) -> onnx.ModelProto:
+    """The model quantized by onnxruntime's `quantize_static` (docs/precision.md, int8): after
+    its `quant_pre_process` (which folds BatchNormalization and affine Mul/Add into convs), int8
+    activations and per-channel int8 weights, calibrated on CALIBRATION_SAMPLES inputs of
+    `random_inputs` (seeds `seed`, `seed` + 1, ...); QDQ form, or QOperator with `qoperator`."""
+    import tempfile
+    from pathlib import Path
+
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    shapes = {
+        v.name: tuple(d.dim_value for d in v.type.tensor_type.shape.dim)
+        for v in model.graph.input
+        if v.name not in {i.name for i in model.graph.initializer}
+    }
+    feeds = iter([random_inputs(shapes, seed + i, model) for i in range(CALIBRATION_SAMPLES)])
+
+    class _Reader(CalibrationDataReader):
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return next(feeds, None)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        pre, out = Path(tmp) / "pre.onnx", Path(tmp) / "q.onnx"
+        quant_pre_process(model, str(pre))
+        fmt = QuantFormat.QOperator if qoperator else QuantFormat.QDQ
+        quantize_static(str(pre), str(out), _Reader(), quant_format=fmt, per_channel=True,
+                        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)  # fmt: skip
+        return onnx.load(str(out))
+
+
 PERTURBATIONS = 8  # onnxruntime runs on rounding-perturbed inputs, when a comparison fails
 SPREAD_MARGIN = 2.0  # how many times the reference's own spread a difference may reach
 

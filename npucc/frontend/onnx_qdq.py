@@ -10,6 +10,10 @@ onnxruntime's `quantize_static` writes it) becomes an integer program before leg
   scale x_scale * w_scale / y_scale, as onnxruntime's QLinearConv computes them);
 - DequantizeLinear -> MaxPool / a view -> QuantizeLinear of the same scale and zero point runs on
   the int8 values (a selection or a move commutes with the quantization);
+- DequantizeLinear(s) -> Add / Sum, AveragePool, GlobalAveragePool, ReduceMean (H, W) or
+  Softmax -> QuantizeLinear becomes that canonical vector layer with attr `q` (the scale and
+  zero point of each input, then the output's): its instructions compute in float32 on the
+  dequantized values and quantize their result, as the QDQ model does;
 - a graph input read only by a QuantizeLinear and a graph output written by a DequantizeLinear
   keep their float types: the host quantizes and dequantizes them (`Tensor.quant`).
 uint8 activations are held as int8 (value - 128, zero point - 128), which is exact. Any other
@@ -25,7 +29,7 @@ import numpy as np
 
 from npucc.errors import NpuccError
 from npucc.frontend.graph_edit import add_const, node_error, onnx_op
-from npucc.frontend.onnx_conv_pool import conv
+from npucc.frontend.onnx_conv_pool import conv, pool
 from npucc.ir.graph import Graph, Layer
 from npucc.ir.isa import REQUANT_BYTES
 from npucc.passes import CompileContext, GraphPass
@@ -34,6 +38,9 @@ from npucc.passes import CompileContext, GraphPass
 SELECT_OPS = frozenset({"MaxPool", "Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze",
                         "Identity"})  # fmt: skip
 CUBE_OPS = frozenset({"Conv", "Gemm", "MatMul"})
+# ops on the vector pipe, computing in float32 on dequantized values -> the rewriting method
+VECTOR_OPS = {"AveragePool": "_pool", "GlobalAveragePool": "_pool", "ReduceMean": "_pool",
+              "Add": "_add", "Sum": "_add", "Softmax": "_softmax"}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +98,8 @@ class Int8Import:
                 self._quantize(layer)
             elif op in CUBE_OPS:
                 self._cube(layer, op)
+            elif op in VECTOR_OPS:
+                getattr(self, VECTOR_OPS[op])(layer, op)
             elif op in SELECT_OPS:
                 self._select(layer, op)
             else:
@@ -104,13 +113,16 @@ class Int8Import:
 
     # ------------------------------------------------------------------------ Q and DQ
 
-    def _params(self, layer: Layer, name: str) -> QParams:
-        """The scale, zero point and axis of a Q/DQ layer over tensor `name`."""
+    def _params(self, layer: Layer, name: str, constant: bool = False) -> QParams:
+        """The scale, zero point and axis of a Q/DQ layer over tensor `name` (`constant`: a
+        DequantizeLinear of a constant, whose quantized type may also be int32: a bias)."""
         scale = _const(self.g, layer, 1).astype(np.float32)
         zp_raw = _const(self.g, layer, 2, 0.0)
         if not zp_raw.shape and zp_raw.dtype.kind == "f":
             zp_raw = np.zeros((), np.int8) if self._is_int8_of(layer) else np.zeros((), np.uint8)
-        shift = _shift(layer, zp_raw)
+        # NOTE: a constant's data is shifted by the _dequantize of its own type; only its zero
+        # point's type is checked here (an int32 bias has zero point 0, no shift)
+        shift = 0 if constant and zp_raw.dtype == np.int32 else _shift(layer, zp_raw)
         axis = int(layer.attrs.get("axis", 1))
         if scale.ndim > 1 or zp_raw.shape != scale.shape or "block_size" in layer.attrs:
             raise node_error(layer, "int8 needs per-tensor or per-axis scales")
@@ -125,7 +137,7 @@ class Int8Import:
 
     def _dequantize(self, layer: Layer) -> None:
         g, (out,) = self.g, layer.outputs
-        q = self._params(layer, layer.inputs[0])
+        q = self._params(layer, layer.inputs[0], g.is_const(layer.inputs[0]))
         if g.is_const(q.name):
             data = g.tensors[q.name].data
             assert data is not None
@@ -186,6 +198,10 @@ class Int8Import:
         x = self.act.get(layer.inputs[0])
         if x is None:
             raise node_error(layer, f"{op} of a float tensor has no int8 form")
+        if op == "Identity":  # the same dequantized values under another name
+            self.act[layer.outputs[0]] = x
+            g.remove_layer(layer)
+            return
         y, dropped, act = self._consumer_q(layer)
         if act or not _same(x, y):
             raise node_error(layer, f"{op} between two quantizations has no int8 form")
@@ -207,7 +223,6 @@ class Int8Import:
         b = self.const.get(b_name) if b_name else None
         if b_name and b is None:
             raise node_error(layer, "int8 needs a quantized (int32) bias")
-        y, dropped, act = self._consumer_q(layer)
         w_data = g.tensors[w.name].data
         assert w_data is not None
         trans_b = int(layer.attrs.get("transB", 0)) if op == "Gemm" else 0
@@ -219,36 +234,119 @@ class Int8Import:
         # output channels on axis 0 of a conv weight and of Gemm's B^T, axis 1 of B [K, N]
         n_axis = 0 if op == "Conv" or trans_b else 1
         n = w_data.shape[n_axis]
-        w_scale = np.broadcast_to(w.scale, (n,)).astype(np.float32)
         if w.scale.ndim and w.axis % w_data.ndim != n_axis:
             raise node_error(layer, "int8 needs weight scales per output channel")
         if np.any(w.zp != 0) or np.abs(w_data).max(initial=0) > 127:
             raise node_error(layer, "int8 needs int8 weights with zero point 0")
-        moved = np.moveaxis(w_data, n_axis, 0).reshape(n, -1)
         bias = np.zeros(n, np.int64)
         if b is not None:
             b_data = g.tensors[b.name].data
             assert b_data is not None
             bias = np.broadcast_to(b_data.reshape(-1), (n,)).astype(np.int64)
+        weights = Int8Weights(w_data, n_axis, np.broadcast_to(w.scale, (n,)), bias, w.name)
+        if op == "Conv":
+            self._requantizing(layer, x, weights, "conv2d", layer.attrs)
+        else:
+            self._requantizing(layer, x, weights, "gemm", {"trans_b": trans_b})
+
+    def _vector(self, layer: Layer, new: Layer, ins: list[QParams]) -> None:
+        """Replace `layer` (and the QuantizeLinear it feeds) by the int8 vector layer `new`
+        on the int8 tensors of `ins`: its instructions dequantize what they read and quantize
+        what they write (attr `q`, isa.QUANT_ARITY), a fused Relu or Clip a clip of the int8
+        result."""
+        g = self.g
+        y, dropped, act = self._consumer_q(layer)
+        lo, hi = _bounds(g, dropped, act, y)
+        out = dropped[-1].outputs[0]
+        pairs = [v for q in (*ins, y) for v in (float(q.scale), float(q.zp))]
+        new.outputs = [out]
+        new.attrs["q"] = tuple(pairs)
+        if (lo, hi) != (-128, 127):  # NOTE: Q(relu(v)) = max(Q(v), zp): Q is monotone
+            new.attrs.update(act="clip", act_min=float(lo), act_max=float(hi))
+        new.src = (*layer.src, *(s for d in dropped for s in d.src))
+        for d in dropped:
+            g.remove_layer(d)
+        g.replace_layer(layer, [new])
+        g.tensors[out].dtype = "i8"
+
+    def _input(self, layer: Layer, index: int) -> QParams:
+        """The int8 activation input `index` of `layer` dequantizes (refused if none)."""
+        x = self.act.get(layer.inputs[index]) if len(layer.inputs) > index else None
+        if x is None:
+            raise node_error(layer, f"{onnx_op(layer)} of a float tensor has no int8 form")
+        return x
+
+    def _pool(self, layer: Layer, op: str) -> None:
+        """An average over windows of an int8 tensor: one float32 mean per window of the
+        dequantized values, quantized (the vector pipe's `vreduce mean` with `q`)."""
+        g, x = self.g, self._input(layer, 0)
+        shape = g.tensors[x.name].shape
+        a = layer.attrs
+        if len(shape) != 4:
+            raise node_error(layer, f"int8 {op} needs a 4-D input")
+        if op == "AveragePool":
+            onnx_pool = Layer(layer.name, layer.op, [x.name], layer.outputs, a)
+            (new,) = pool(g, onnx_pool)
+            pads = any(new.attrs.get("pads", ())) or any(new.attrs.get("ceil_pads", ()))
+            if pads and not new.attrs.get("count_include_pad", 0):
+                raise node_error(layer, "int8 AveragePool needs windows of one size (no pads, "
+                                        "or pads counted, no ceil_mode)")  # fmt: skip
+        else:
+            axes = sorted(int(v) % 4 for v in a.get("axes", (2, 3)))
+            if op == "ReduceMean" and (axes != [2, 3] or not int(a.get("keepdims", 1))):
+                raise node_error(layer, "int8 ReduceMean needs axes 2, 3 and keepdims")
+            new = Layer(layer.name, "globalavgpool", [x.name], layer.outputs, {})
+        self._vector(layer, new, [x])
+
+    def _add(self, layer: Layer, op: str) -> None:
+        """The sum of two int8 tensors of the same shape: dequantized, added in float32,
+        quantized (one `vbinary add` with `q`)."""
+        g = self.g
+        if len(layer.inputs) != 2:
+            raise node_error(layer, f"int8 {op} needs two inputs")
+        a, b = self._input(layer, 0), self._input(layer, 1)
+        if g.tensors[a.name].shape != g.tensors[b.name].shape:
+            raise node_error(layer, f"int8 {op} needs inputs of one shape")
+        self._vector(layer, Layer(layer.name, "add", [a.name, b.name], layer.outputs, {}), [a, b])
+
+    def _softmax(self, layer: Layer, op: str) -> None:
+        """Softmax over the last axis of an int8 tensor: in float32 on the dequantized values,
+        quantized (`vsoftmax` with `q`)."""
+        g, x = self.g, self._input(layer, 0)
+        rank = len(g.tensors[x.name].shape)
+        if int(layer.attrs.get("axis", -1)) % rank != rank - 1:
+            raise node_error(layer, "int8 Softmax needs the last axis")
+        new = Layer(layer.name, "softmax", [x.name], layer.outputs, {"axis": rank - 1})
+        self._vector(layer, new, [x])
+
+    def _requantizing(
+        self, layer: Layer, x: QParams, w: Int8Weights, kind: str, attrs: dict
+    ) -> None:
+        """Replace `layer` (and the QuantizeLinear it feeds) by one requantizing conv2d or gemm
+        of the int8 tensor `x` (see the module doc)."""
+        g = self.g
+        y, dropped, act = self._consumer_q(layer)
+        n = w.data.shape[w.n_axis]
+        moved = np.moveaxis(w.data, w.n_axis, 0).reshape(n, -1)
         zx = int(x.zp)
-        folded = bias - zx * moved.sum(axis=1)
+        folded = w.bias - zx * moved.sum(axis=1)
         if np.abs(folded).max(initial=0) >= 1 << 31:
             raise node_error(layer, "int8 bias beyond int32")
         # NOTE: as onnxruntime's QLinearConv: (x_scale * w_scale) / y_scale in float32
-        scale = (np.float32(x.scale) * w_scale) / np.float32(y.scale)
+        scale = (np.float32(x.scale) * w.scale.astype(np.float32)) / np.float32(y.scale)
         records = np.zeros((n, REQUANT_BYTES), np.uint8)
         records[:, :4] = folded.astype("<i4").view(np.uint8).reshape(n, 4)
         records[:, 4:] = scale.astype("<f4").view(np.uint8).reshape(n, 4)
-        w_key = add_const(g, f"{w.name}.i8", w_data.astype(np.int8))
+        w_key = add_const(g, f"{w.name}.i8", w.data.astype(np.int8))
         p_key = add_const(g, f"{layer.name}.requant", records.view(np.int8).reshape(-1))
         lo, hi = _bounds(g, dropped, act, y)
         out = dropped[-1].outputs[0]
         q_attrs = {"qin": zx, "qzp": int(y.zp), "qlo": lo, "qhi": hi}
-        if op == "Conv":
-            onnx_conv = Layer(layer.name, layer.op, [x.name, w_key, p_key], [out], layer.attrs)
+        if kind == "conv2d":
+            onnx_conv = Layer(layer.name, "onnx.Conv", [x.name, w_key, p_key], [out], attrs)
             new = conv(g, onnx_conv)[0]
         else:
-            new = Layer(layer.name, "gemm", [x.name, w_key, p_key], [out], {"trans_b": trans_b})
+            new = Layer(layer.name, "gemm", [x.name, w_key, p_key], [out], attrs)
         new.attrs.update(q_attrs)
         new.src = (*layer.src, *(s for d in dropped for s in d.src))
         for d in dropped:
@@ -271,6 +369,17 @@ class Int8Import:
         for other, params in list(self.act.items()):
             if params.name == q.name:
                 self.act[other] = QParams(name, params.scale, params.zp, params.axis)
+
+
+@dataclass(frozen=True, slots=True)
+class Int8Weights:
+    """The constant operand of a requantizing layer: int weights and per-channel figures."""
+
+    data: np.ndarray  # integer weights (a conv's [N, C/group, kh, kw], a gemm's B or B^T)
+    n_axis: int  # the output-channel axis of `data`
+    scale: np.ndarray  # float32 [N]: each output channel's weight scale
+    bias: np.ndarray  # int64 [N]: the int32 bias (in units of x_scale * w_scale)
+    name: str  # a stem for the int8 constant's name
 
 
 def _same(a: QParams, b: QParams) -> bool:

@@ -16,7 +16,6 @@ import numpy as np
 from npucc.interp.ops import img2col_args, img2col_index, img2col_reads
 from npucc.ir.instr_text import format_ref
 from npucc.ir.isa import (
-    REQUANT_BYTES,
     Copy,
     Gather,
     HostOp,
@@ -30,6 +29,7 @@ from npucc.ir.isa import (
     VBinary,
     VFill,
     VReduce,
+    VSoftmax,
     VUnary,
 )
 from npucc.ir.isa_cost import operand_bytes
@@ -187,10 +187,9 @@ def accesses(ins: Instr, target: Target, unit: int) -> tuple[list[Access], list[
         if ins.acc:
             reads.append(make("dst", ins.dst, (ins.m * ins.n,), (1,)))
         writes.append(make("dst", ins.dst, (ins.m * ins.n,), (1,)))
-    elif isinstance(ins, Requant):
-        reads.append(make("src", ins.src, (ins.m * ins.n,), (1,)))
-        reads.append(make("params", ins.params, (REQUANT_BYTES * ins.n,), (1,)))
-        writes.append(make("dst", ins.dst, (ins.m * ins.n,), (1,)))
+    elif isinstance(ins, (Requant, VSoftmax)):  # dense rows: extents() are the elements
+        reads += [make(n, getattr(ins, n), (ins.extents()[n],), (1,)) for n in ins.reads]
+        writes.append(make("dst", ins.dst, (ins.extents()["dst"],), (1,)))
     elif isinstance(ins, VReduce):
         outer = len(ins.dims) - ins.nred
         reads.append(make("src", ins.src, ins.dims, ins.src_strides))

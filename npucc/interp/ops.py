@@ -19,13 +19,14 @@ point, clamped to [lo, hi] (saturation). An img2col pads with its `pad` value.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, Protocol
 
 import numpy as np
 
-from npucc.ir.dtypes import INDEX_DTYPE
+from npucc.ir.dtypes import INDEX_DTYPE, quantize_host
 from npucc.ir.isa import (
     DDR,
     REQUANT_BYTES,
@@ -39,6 +40,7 @@ from npucc.ir.isa import (
     VBinary,
     VFill,
     VReduce,
+    VSoftmax,
     VUnary,
 )
 
@@ -66,6 +68,40 @@ F32 = np.float32
 def _wide(x: np.ndarray) -> np.ndarray:
     """The values of a view as float32 (the vector and cube compute type; a float32 view as is)."""
     return x.astype(F32, copy=False)
+
+
+I8 = np.dtype(np.int8)
+
+
+def _read(x: np.ndarray, q: tuple[float, ...], index: int) -> np.ndarray:
+    """Read operand `index` of a vector instruction as float32: dequantized by its `q` pair."""
+    if not q:
+        return _wide(x)
+    scale, zp = q[2 * index : 2 * index + 2]
+    return (x.astype(np.int32) - np.int32(zp)).astype(F32) * F32(scale)
+
+
+def _store(dst: np.ndarray, result: np.ndarray | np.float32, q: tuple[float, ...]) -> None:
+    """Write a float32 result: into int8, quantized by the last `q` pair (none: scale 1, zero
+    point 0), rounding half to even and saturating; into a float type, rounded to it."""
+    if dst.dtype == I8:
+        scale, zp = q[-2:] if q else (1.0, 0)
+        dst[...] = quantize_host(np.asarray(result, F32), scale, int(zp))
+    else:
+        dst[...] = result
+
+
+def _mean(x: np.ndarray, axis: tuple[int, ...]) -> np.ndarray:
+    """The float32 mean over the trailing `axis`, divided by the count after a sum in
+    onnxruntime's order: along the first reduced axis in order, then the next (a window's
+    columns of rows first: (a + c) + (b + d) for the 2x2 window [[a, b], [c, d]])."""
+    total = x
+    for _ in axis:
+        acc = total[(slice(None),) * axis[0] + (0,)].copy()
+        for k in range(1, total.shape[axis[0]]):
+            acc += total[(slice(None),) * axis[0] + (k,)]
+        total = acc
+    return total / F32(math.prod(x.shape[axis[0] :]))
 
 
 # Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7, below float32 resolution of erf's range)
@@ -160,6 +196,7 @@ REDUCE: dict[str, Callable[..., np.ndarray]] = {
     "max": np.max,
     "min": np.min,
     "prod": np.prod,
+    "mean": _mean,
 }
 
 
@@ -273,33 +310,43 @@ def exec_requant(view: View, ins: Requant) -> None:
 
 def exec_vunary(view: View, ins: VUnary) -> None:
     """dst[i] = op(src[i], *scalars)."""
-    src = _wide(view(ins.src, ins.dims, ins.src_strides))
+    src = _read(view(ins.src, ins.dims, ins.src_strides), ins.q, 0)
     with np.errstate(all="ignore"):
         result = UNARY[ins.op](src, *ins.scalars)
-    view(ins.dst, ins.dims, ins.dst_strides)[...] = result
+    _store(view(ins.dst, ins.dims, ins.dst_strides), result, ins.q)
 
 
 def exec_vbinary(view: View, ins: VBinary) -> None:
     """dst[i] = a[i] op b[i], or dst[i] + a[i] * b[i] for mla (a zero stride broadcasts)."""
-    a = _wide(view(ins.a, ins.dims, ins.a_strides))
-    b = _wide(view(ins.b, ins.dims, ins.b_strides))
+    a = _read(view(ins.a, ins.dims, ins.a_strides), ins.q, 0)
+    b = _read(view(ins.b, ins.dims, ins.b_strides), ins.q, 1)
     dst = view(ins.dst, ins.dims, ins.dst_strides)
     with np.errstate(all="ignore"):
         result = _wide(dst) + a * b if ins.accumulates else BINARY[ins.op](a, b)
-    dst[...] = result
+    _store(dst, result, ins.q)
 
 
 def exec_vreduce(view: View, ins: VReduce) -> None:
     """dst[outer] = reduce(src[outer, reduced]) over the trailing `nred` dims."""
-    src = _wide(view(ins.src, ins.dims, ins.src_strides))
+    src = _read(view(ins.src, ins.dims, ins.src_strides), ins.q, 0)
     outer = len(ins.dims) - ins.nred
     result = REDUCE[ins.op](src, axis=tuple(range(outer, len(ins.dims))))
-    view(ins.dst, ins.dims[:outer], ins.dst_strides)[...] = result
+    _store(view(ins.dst, ins.dims[:outer], ins.dst_strides), result, ins.q)
+
+
+def exec_vsoftmax(view: View, ins: VSoftmax) -> None:
+    """dst[r, :] = softmax(src[r, :]) in float32: exp(x - max) times 1 / their sum (as
+    onnxruntime's kernel)."""
+    x = _read(view(ins.src, (ins.rows, ins.cols), (ins.cols, 1)), ins.q, 0)
+    with np.errstate(all="ignore"):
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        result = e * (F32(1) / e.sum(axis=1, keepdims=True, dtype=F32))
+    _store(view(ins.dst, (ins.rows, ins.cols), (ins.cols, 1)), result, ins.q)
 
 
 def exec_vfill(view: View, ins: VFill) -> None:
     """dst[i] = value."""
-    view(ins.dst, ins.dims, ins.dst_strides)[...] = F32(ins.value)
+    _store(view(ins.dst, ins.dims, ins.dst_strides), F32(ins.value), ())
 
 
 def gather_indices(view: View, ins: Gather) -> np.ndarray:
@@ -341,6 +388,7 @@ EXEC: dict[str, Callable[[View, Any], None]] = {
     "vunary": exec_vunary,
     "vbinary": exec_vbinary,
     "vreduce": exec_vreduce,
+    "vsoftmax": exec_vsoftmax,
     "vfill": exec_vfill,
     "gather": exec_gather,
     "host": exec_host,

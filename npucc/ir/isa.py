@@ -78,7 +78,7 @@ BINARY_OPS = (
     "mla",  # dst + a * b: multiply-accumulate (dst is read too; see ACCUMULATING_OPS)
 )
 ACCUMULATING_OPS = ("mla",)  # vbinary ops that read their dst as well as a and b
-REDUCE_OPS = ("sum", "max", "min", "prod")
+REDUCE_OPS = ("sum", "max", "min", "prod", "mean")  # mean: the float32 sum / the count
 # vector cost multiplier per element beyond the basic one
 VECTOR_OP_WEIGHT = {
     "exp": 4,
@@ -97,6 +97,7 @@ VECTOR_OP_WEIGHT = {
         ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh"), 8
     ),
 }
+SOFTMAX_WEIGHT = 10  # a vsoftmax element: max (1), exp (4), sum (1), divide (4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,6 +316,7 @@ class VUnary(Instr):
     dst_strides: tuple[int, ...]
     src_strides: tuple[int, ...]
     scalars: tuple[float, ...] = ()
+    q: tuple[float, ...] = ()  # int8: quantization (QUANT_ARITY; an OPTIONAL_FIELDS field)
 
     def extents(self) -> dict[str, int]:
         return {
@@ -339,6 +341,7 @@ class VBinary(Instr):
     dst_strides: tuple[int, ...]
     a_strides: tuple[int, ...]
     b_strides: tuple[int, ...]
+    q: tuple[float, ...] = ()  # int8: quantization (QUANT_ARITY; an OPTIONAL_FIELDS field)
 
     @property
     def accumulates(self) -> bool:
@@ -367,6 +370,7 @@ class VReduce(Instr):
     dst_strides: tuple[int, ...]  # one per outer dim
     src_strides: tuple[int, ...]  # one per dim
     nred: int
+    q: tuple[float, ...] = ()  # int8: quantization (QUANT_ARITY; an OPTIONAL_FIELDS field)
 
     def extents(self) -> dict[str, int]:
         outer = self.dims[: len(self.dims) - self.nred]
@@ -374,6 +378,24 @@ class VReduce(Instr):
             "dst": pattern_extent(outer, self.dst_strides),
             "src": pattern_extent(self.dims, self.src_strides),
         }
+
+
+@dataclass(frozen=True, slots=True)
+class VSoftmax(Instr):
+    """VECTOR softmax of each row of a dense [rows, cols] src into dst: in float32, the row's
+    max, exp(x - max), their sum and each exp divided by it (int8: `q` as a vunary's)."""
+
+    opcode: ClassVar[str] = "vsoftmax"
+    reads: ClassVar[tuple[str, ...]] = ("src",)
+    writes: ClassVar[tuple[str, ...]] = ("dst",)
+    dst: Operand
+    src: Operand
+    rows: int
+    cols: int
+    q: tuple[float, ...] = ()
+
+    def extents(self) -> dict[str, int]:
+        return {"dst": self.rows * self.cols, "src": self.rows * self.cols}
 
 
 @dataclass(frozen=True, slots=True)
@@ -489,11 +511,32 @@ def field_names(cls: type[Instr]) -> tuple[str, ...]:
 INSTRUCTIONS: dict[str, type[Instr]] = {
     cls.opcode: cls
     for cls in (
-        Copy, NocCopy, Spill, Img2Col, Mmad, Requant, VUnary, VBinary, VReduce, VFill, Gather
+        Copy, NocCopy, Spill, Img2Col, Mmad, Requant, VUnary, VBinary, VReduce, VSoftmax,
+        VFill, Gather,
     )
 }  # fmt: skip
 # fields the text omits at their default (so that streams without them read as before)
-OPTIONAL_FIELDS: dict[str, object] = {"pad": 0}
+OPTIONAL_FIELDS: dict[str, object] = {"pad": 0, "q": ()}
+# NOTE: a vector instruction's `q` (int8, docs/precision.md): each operand read is dequantized,
+# (x - zero point) * scale in float32, the op computes in float32 and its result is quantized,
+# rne(r / scale) + zero point saturated to [-128, 127]: (scale, zero point) of each read operand
+# in field order, then of dst. Without `q` an int8 value widens as itself and a result rounds
+# half to even and saturates.
+QUANT_ARITY = {"vunary": 4, "vbinary": 6, "vreduce": 4, "vsoftmax": 4}
+# NOTE: int fields holding an int8 value (a zero point, a saturation bound, a pad value): the
+# one signed fields, in [-128, 127]; every other int field is a count, stride or offset >= 0
+INT8_FIELDS = frozenset(("pad", "zp", "lo", "hi"))
+
+
+def vector_elements(instr: Instr) -> int:
+    """Elements a vector-pipe instruction computes (0 for any other instruction)."""
+    if isinstance(instr, (VUnary, VBinary, VReduce, VFill)):
+        return math.prod(instr.dims)
+    if isinstance(instr, Requant):
+        return instr.m * instr.n
+    if isinstance(instr, VSoftmax):
+        return instr.rows * instr.cols
+    return 0
 
 
 def copy_pipe(src_tier: str, dst_tier: str) -> str:
