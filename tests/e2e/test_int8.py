@@ -22,7 +22,7 @@ def small_cnn_int8(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.mark.parametrize("target", ["davinci-core"])
+@pytest.mark.parametrize("target", ["davinci-core", "mesh8x8"])
 def test_quantized_small_cnn_checks_equal_to_onnxruntime(small_cnn_int8, target, capsys):
     argv = ["check", str(small_cnn_int8), "--precision", "int8", "--target", target]
     assert main(argv) == 0

@@ -53,7 +53,7 @@ def _error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
         (["--precision", "int8"],
          "node 'conv1' (Conv): int8 Conv needs a quantized input and constant quantized weights"),
         (["--precision", "fp16", "--target", "mesh8x8"],
-         "target 'mesh8x8' does not support precision fp16 (supports: fp32)"),
+         "target 'mesh8x8' does not support precision fp16 (supports: fp32, int8)"),
         (["--precision", "fp8"], "invalid choice: 'fp8'"),
     ],
 )  # fmt: skip
