@@ -364,6 +364,12 @@ def compare_steps(
     return result
 
 
+def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    return out
+
+
 CALIBRATION_SAMPLES = 8  # random inputs `quantize` calibrates with
 
 
@@ -371,7 +377,10 @@ def quantize(model: onnx.ModelProto, seed: int = 0, qoperator: bool = False) -> 
     """The model quantized by onnxruntime's `quantize_static` (docs/precision.md, int8): after
     its `quant_pre_process` (which folds BatchNormalization and affine Mul/Add into convs), int8
     activations and per-channel int8 weights, calibrated on CALIBRATION_SAMPLES inputs of
-    `random_inputs` (seeds `seed`, `seed` + 1, ...); QDQ form, or QOperator with `qoperator`."""
+    `random_inputs` (seeds `seed`, `seed` + 1, ...); QDQ form, or QOperator with `qoperator`.
+    A model below opset 13 (per-axis DequantizeLinear's) is converted to 13 (IR 7) first, and
+    a Sum of two inputs becomes the Add it is (the quantizer knows Add, not Sum: it would leave
+    a Sum's result in float). The caller's model is not changed."""
     import tempfile
     from pathlib import Path
 
@@ -394,6 +403,18 @@ def quantize(model: onnx.ModelProto, seed: int = 0, qoperator: bool = False) -> 
         def get_next(self) -> dict[str, np.ndarray] | None:
             return next(feeds, None)
 
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
+    model = onnx.version_converter.convert_version(model, 13) if opset < 13 else _copy(model)
+    model.ir_version = max(model.ir_version, 7 if opset < 13 else 4)
+    # NOTE: initializers listed as graph inputs too (before IR 4) are not constants to
+    # onnxruntime's optimizer, which then folds no BatchNormalization: drop those inputs
+    for node in model.graph.node:
+        if node.op_type == "Sum" and len(node.input) == 2:
+            node.op_type = "Add"
+    inits = {i.name for i in model.graph.initializer}
+    kept = [v for v in model.graph.input if v.name not in inits]
+    del model.graph.input[:]
+    model.graph.input.extend(kept)
     with tempfile.TemporaryDirectory() as tmp:
         pre, out = Path(tmp) / "pre.onnx", Path(tmp) / "q.onnx"
         quant_pre_process(model, str(pre))

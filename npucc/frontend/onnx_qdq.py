@@ -28,9 +28,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from npucc.errors import NpuccError
-from npucc.frontend.graph_edit import add_const, node_error, onnx_op
+from npucc.frontend.graph_edit import add_const, fresh_name, node_error, onnx_op
 from npucc.frontend.onnx_conv_pool import conv, pool
-from npucc.ir.graph import Graph, Layer
+from npucc.frontend.onnx_qop import qoperator_to_qdq
+from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.ir.isa import REQUANT_BYTES
 from npucc.passes import CompileContext, GraphPass
 
@@ -80,14 +81,18 @@ def _shift(layer: Layer, zp_data: np.ndarray) -> int:
 class Int8Import:
     """The rewrite of one graph (see the module doc)."""
 
-    def __init__(self, g: Graph) -> None:
+    def __init__(self, g: Graph, block: int = 1) -> None:
+        """`block`: the channels of a depthwise conv's dense blocks (the cube's n0)."""
         self.g = g
+        self.block = block
         self.act: dict[str, QParams] = {}  # float tensor -> the int8 activation it dequantizes
         self.const: dict[str, QParams] = {}  # float tensor -> the int constant it dequantizes
 
     def run(self) -> None:
-        """Rewrite every layer in order; refuse what has no int8 form."""
+        """Rewrite every layer in order (a QOperator model's first in QDQ form); refuse what
+        has no int8 form."""
         g = self.g
+        qoperator_to_qdq(g, SELECT_OPS)
         for layer in list(g.layers):
             if not g.has_layer(layer):
                 continue  # removed with the layer before it
@@ -193,9 +198,13 @@ class Int8Import:
     # ------------------------------------------------------------------------ layers
 
     def _select(self, layer: Layer, op: str) -> None:
-        """A selection or view of an int8 tensor, quantized again with the same parameters."""
+        """A selection or view of an int8 tensor, quantized again with the same parameters (or
+        of a graph input, quantized after it: the host quantizes the input instead)."""
         g = self.g
         x = self.act.get(layer.inputs[0])
+        if x is None and layer.inputs[0] in g.inputs and op != "Identity":
+            self._select_input(layer, op)
+            return
         if x is None:
             raise node_error(layer, f"{op} of a float tensor has no int8 form")
         if op == "Identity":  # the same dequantized values under another name
@@ -208,6 +217,20 @@ class Int8Import:
         for d in dropped:
             g.remove_layer(d)
         g.set_inputs(layer, [x.name, *layer.inputs[1:]])
+        g.replace_uses(dropped[-1].outputs[0], layer.outputs[0])
+        g.tensors[layer.outputs[0]].dtype = "i8"
+
+    def _select_input(self, layer: Layer, op: str) -> None:
+        """A selection or view of a float graph input that one QuantizeLinear quantizes: the
+        quantization moves onto the input (it commutes with a selection)."""
+        g, name = self.g, layer.inputs[0]
+        y, dropped, act = self._consumer_q(layer)
+        if act or len(g.users(name)) != 1:
+            raise node_error(layer, f"{op} of graph input '{name}' has no int8 form (another "
+                                    "reader, or an activation before quantizing)")  # fmt: skip
+        g.tensors[name].quant = (float(y.scale), int(y.zp))
+        for d in dropped:
+            g.remove_layer(d)
         g.replace_uses(dropped[-1].outputs[0], layer.outputs[0])
         g.tensors[layer.outputs[0]].dtype = "i8"
 
@@ -245,20 +268,31 @@ class Int8Import:
             bias = np.broadcast_to(b_data.reshape(-1), (n,)).astype(np.int64)
         weights = Int8Weights(w_data, n_axis, np.broadcast_to(w.scale, (n,)), bias, w.name)
         if op == "Conv":
-            self._requantizing(layer, x, weights, "conv2d", layer.attrs)
+            attrs = dict(layer.attrs)
+            group = int(attrs.get("group", 1))
+            if group > 1 and w_data.shape[1] == 1 and group == n and n % self.block == 0:
+                weights, attrs["group"] = _blocked(weights, self.block), n // self.block
+            self._requantizing(layer, x, weights, "conv2d", attrs)
         else:
             self._requantizing(layer, x, weights, "gemm", {"trans_b": trans_b})
 
-    def _vector(self, layer: Layer, new: Layer, ins: list[QParams]) -> None:
+    def _vector(
+        self, layer: Layer, new: Layer, ins: list[QParams], shape: tuple[int, ...] | None = None
+    ) -> None:
         """Replace `layer` (and the QuantizeLinear it feeds) by the int8 vector layer `new`
         on the int8 tensors of `ins`: its instructions dequantize what they read and quantize
         what they write (attr `q`, isa.QUANT_ARITY), a fused Relu or Clip a clip of the int8
-        result."""
+        result; with `shape`, `new` writes that shape and a reshape the layer's output."""
         g = self.g
         y, dropped, act = self._consumer_q(layer)
         lo, hi = _bounds(g, dropped, act, y)
         out = dropped[-1].outputs[0]
         pairs = [v for q in (*ins, y) for v in (float(q.scale), float(q.zp))]
+        tail = []
+        if shape is not None:
+            direct = add_tensor(g, f"{out}.{new.op}", shape, "i8")
+            tail = [Layer(f"{layer.name}.view", "reshape", [direct], [out], {})]
+            out = direct
         new.outputs = [out]
         new.attrs["q"] = tuple(pairs)
         if (lo, hi) != (-128, 127):  # NOTE: Q(relu(v)) = max(Q(v), zp): Q is monotone
@@ -266,8 +300,8 @@ class Int8Import:
         new.src = (*layer.src, *(s for d in dropped for s in d.src))
         for d in dropped:
             g.remove_layer(d)
-        g.replace_layer(layer, [new])
-        g.tensors[out].dtype = "i8"
+        g.replace_layer(layer, [new, *tail])
+        g.tensors[out].dtype = g.tensors[new.outputs[0]].dtype = "i8"
 
     def _input(self, layer: Layer, index: int) -> QParams:
         """The int8 activation input `index` of `layer` dequantizes (refused if none)."""
@@ -293,9 +327,12 @@ class Int8Import:
                                         "or pads counted, no ceil_mode)")  # fmt: skip
         else:
             axes = sorted(int(v) % 4 for v in a.get("axes", (2, 3)))
-            if op == "ReduceMean" and (axes != [2, 3] or not int(a.get("keepdims", 1))):
-                raise node_error(layer, "int8 ReduceMean needs axes 2, 3 and keepdims")
+            if op == "ReduceMean" and axes != [2, 3]:
+                raise node_error(layer, "int8 ReduceMean needs axes 2, 3")
             new = Layer(layer.name, "globalavgpool", [x.name], layer.outputs, {})
+            if not int(a.get("keepdims", 1)):
+                self._vector(layer, new, [x], (*shape[:2], 1, 1))
+                return
         self._vector(layer, new, [x])
 
     def _add(self, layer: Layer, op: str) -> None:
@@ -371,6 +408,13 @@ class Int8Import:
                 self.act[other] = QParams(name, params.scale, params.zp, params.axis)
 
 
+def add_tensor(g: Graph, base: str, shape: tuple[int, ...], dtype: str) -> str:
+    """Register a new activation tensor; returns its name."""
+    name = fresh_name(g, base)
+    g.add_tensor(Tensor(name, shape, dtype))
+    return name
+
+
 @dataclass(frozen=True, slots=True)
 class Int8Weights:
     """The constant operand of a requantizing layer: int weights and per-channel figures."""
@@ -380,6 +424,16 @@ class Int8Weights:
     scale: np.ndarray  # float32 [N]: each output channel's weight scale
     bias: np.ndarray  # int64 [N]: the int32 bias (in units of x_scale * w_scale)
     name: str  # a stem for the int8 constant's name
+
+
+def _blocked(w: Int8Weights, block: int) -> Int8Weights:
+    """A depthwise conv's weights [C, 1, kh, kw] as C / `block` dense groups of `block`
+    channels, zero off the diagonal: the same sums in `block` times fewer cube instructions
+    (each of `block` output columns, as the cube computes anyway)."""
+    c = w.data.shape[0]
+    dense = np.zeros((c, block, *w.data.shape[2:]), w.data.dtype)
+    dense[np.arange(c), np.arange(c) % block] = w.data[:, 0]
+    return Int8Weights(dense, 0, w.scale, w.bias, w.name)
 
 
 def _same(a: QParams, b: QParams) -> bool:
@@ -411,5 +465,5 @@ class ImportInt8(GraphPass):
     def run(self, ir: Graph, ctx: CompileContext) -> Graph:
         """Rewrite the graph at int8 precision; leave it unchanged at any other."""
         if ctx.target.dtype == "i8":
-            Int8Import(ir).run()
+            Int8Import(ir, ctx.target.cube.n0).run()
         return ir

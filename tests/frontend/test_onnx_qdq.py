@@ -112,3 +112,19 @@ def test_a_float_op_between_quantizations_has_no_int8_form():
     y = m.requant(m.node("Sigmoid", [m.x]), 1 / 256, -128)
     with pytest.raises(NpuccError, match=r"\(Sigmoid\): Sigmoid has no int8 form \(docs/"):
         npucc.compile(m.model(y, [1, 16]), precision="int8")
+
+
+def test_a_strided_depthwise_conv_in_dense_blocks_equals_onnxruntime():
+    """A 32-channel depthwise conv (stride 2, pads 0,1 as Keras') runs as two dense groups of
+    16 channels, zero off the diagonal: the same int32 sums."""
+    rng = np.random.default_rng(3)
+    m = _Qdq([1, 32, 9, 9], 0.05, -10)
+    w = rng.integers(-127, 128, (32, 1, 3, 3)).astype(np.int8)
+    w_scale = rng.uniform(0.01, 0.05, 32).astype(np.float32)
+    wq = m.dq(m.const("wd", w), w_scale, np.zeros(32, np.int8), axis=0)
+    y = m.node("Conv", [m.x, wq], kernel_shape=[3, 3], strides=[2, 2], pads=[0, 0, 1, 1], group=32)
+    out = m.requant(y, 0.1, 4)
+    model = m.model(out, [1, 32, 4, 4])
+    _check(model, [1, 32, 9, 9])
+    stream = npucc.compile(model, precision="int8").stream
+    assert stream.count("CUBE mmad") == 2  # one per block of 16 channels
