@@ -179,12 +179,17 @@ def _materialize_constant_of_shape(model: onnx.ModelProto) -> None:
     model.graph.node.extend(keep)
 
 
-def run_onnxruntime(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Outputs of the model under onnxruntime's CPU provider, by output name."""
+def run_onnxruntime(
+    model: onnx.ModelProto, inputs: dict[str, np.ndarray], optimized: bool = False
+) -> dict[str, np.ndarray]:
+    """Outputs of the model under onnxruntime's CPU provider, by output name: its nodes as
+    written (ORT_DISABLE_ALL), or with every graph optimization (`optimized`: a QDQ model's
+    nodes fused into onnxruntime's integer kernels)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    level = ort.GraphOptimizationLevel
+    options.graph_optimization_level = level.ORT_ENABLE_ALL if optimized else level.ORT_DISABLE_ALL
     options.log_severity_level = 3
     session = ort.InferenceSession(
         model.SerializeToString(), options, providers=["CPUExecutionProvider"]

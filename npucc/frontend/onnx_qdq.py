@@ -1,7 +1,8 @@
 """int8 import of a quantized model (docs/precision.md, "The int8 datapath").
 
 At `--precision int8` every tensor the program stores is int8, so a QDQ model (as
-onnxruntime's `quantize_static` writes it) becomes an integer program before legalize-onnx:
+onnxruntime's `quantize_static` writes it; a QOperator one is first put in QDQ form,
+npucc.frontend.onnx_qop) becomes an integer program before legalize-onnx:
 - DequantizeLinear -> Conv / Gemm / MatMul (constant int8 weights, optional int32 bias) ->
   [Relu | Clip] -> QuantizeLinear becomes one canonical conv2d or gemm on the int8 tensors:
   int8 x int8 products summed in int32 with the bias, requantized to the output's scale and zero

@@ -473,19 +473,31 @@ def _print_timing(program: Any, result: Any) -> None:
     print(at_makespan(program.stats["roofline"], result.makespan).summary())
 
 
-def _check_int8(args: argparse.Namespace, program: Any, result: Any, reference: dict) -> int:
+def _check_int8(
+    args: argparse.Namespace, program: Any, result: Any, run: tuple[Any, dict, dict]
+) -> int:
     """`npucc check` of an int8 program: each output against onnxruntime's run of the same
-    quantized model, in quantization steps (npucc.checking.compare_steps)."""
-    from npucc.checking import compare_steps
+    quantized model (`run`: the model, the inputs, its outputs), in quantization steps
+    (npucc.checking.compare_steps); for comparison, against onnxruntime's optimized run too."""
+    from npucc.checking import compare_steps, run_onnxruntime
     from npucc.ir.stream_parse import parse_stream
 
     tensors = parse_stream(program.stream, "<program>").tensors.values()
     scales = {t.name: t.quant[0] for t in tensors if t.kind == "output" and t.quant is not None}
+    model, inputs, reference = run
     comparisons = compare_steps(result.outputs, reference, scales)
+    with progress.stage("onnxruntime (optimized)"):
+        fused = run_onnxruntime(model, inputs, optimized=True)
+    kernels = {c.name: c for c in compare_steps(result.outputs, fused, scales)}
+    itself = {c.name: c for c in compare_steps(reference, fused, scales)}
     for c in comparisons:
         print(f"{c.name}: vs onnxruntime (the same quantized model) {c.equal}/{c.elements} "
               f"equal ({c.exact:.6f}), max {c.max_steps:g} steps of {c.scale:.6g} "
               f"{'PASS' if c.ok else 'FAIL'}")  # fmt: skip
+        k, o = kernels[c.name], itself[c.name]
+        print(f"{c.name}: vs onnxruntime optimized (its integer kernels) {k.equal}/{k.elements} "
+              f"equal, max {k.max_steps:g} steps; onnxruntime optimized vs as written "
+              f"{o.equal}/{o.elements} equal, max {o.max_steps:g} steps")  # fmt: skip
     _print_timing(program, result)
     if not all(c.ok for c in comparisons):
         raise CheckFailed(f"outputs differ from onnxruntime ({args.model})")
@@ -532,7 +544,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     with progress.stage("onnxruntime"):
         reference = run_onnxruntime(model, inputs)
     if program.target.dtype == "i8":
-        return _check_int8(args, program, result, reference)
+        return _check_int8(args, program, result, (model, inputs, reference))
     half = program.target.dtype == "f16"
     rtol = fp16_rtol(reduction_length(model)) if half else RTOL
     second = fp16_reference(model, inputs) if half else {}
