@@ -179,12 +179,17 @@ def _materialize_constant_of_shape(model: onnx.ModelProto) -> None:
     model.graph.node.extend(keep)
 
 
-def run_onnxruntime(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Outputs of the model under onnxruntime's CPU provider, by output name."""
+def run_onnxruntime(
+    model: onnx.ModelProto, inputs: dict[str, np.ndarray], optimized: bool = False
+) -> dict[str, np.ndarray]:
+    """Outputs of the model under onnxruntime's CPU provider, by output name: its nodes as
+    written (ORT_DISABLE_ALL), or with every graph optimization (`optimized`: a QDQ model's
+    nodes fused into onnxruntime's integer kernels)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    level = ort.GraphOptimizationLevel
+    options.graph_optimization_level = level.ORT_ENABLE_ALL if optimized else level.ORT_DISABLE_ALL
     options.log_severity_level = 3
     session = ort.InferenceSession(
         model.SerializeToString(), options, providers=["CPUExecutionProvider"]
@@ -315,6 +320,113 @@ def compare(
         max_abs = float(np.max(diff, initial=0.0)) if np.all(np.isfinite(diff)) else math.inf
         result.append(Comparison(name, max_abs, float(np.max(np.abs(expected), initial=0.0)), rtol))
     return result
+
+
+# NOTE: at int8 (docs/precision.md) npucc's outputs are compared with onnxruntime running the
+# same quantized model (its QDQ nodes as written, ORT_DISABLE_ALL) in quantization steps of each
+# output's scale: the verdict asks at least INT8_EXACT of the elements equal and none more
+# than INT8_STEPS steps apart.
+INT8_EXACT = 0.999
+INT8_STEPS = 1
+
+
+@dataclass(slots=True)
+class StepComparison:
+    """Agreement of one int8 program's output, in quantization steps of its scale."""
+
+    name: str
+    equal: int  # elements equal to the reference
+    elements: int
+    max_steps: float  # the largest difference, in steps (inf: missing, misshapen or NaN)
+    scale: float
+
+    @property
+    def exact(self) -> float:
+        """The fraction of elements equal to the reference."""
+        return self.equal / self.elements if self.elements else 1.0
+
+    @property
+    def ok(self) -> bool:
+        """Within the documented int8 verdict."""
+        return self.exact >= INT8_EXACT and self.max_steps <= INT8_STEPS
+
+
+def compare_steps(
+    got: dict[str, np.ndarray], ref: dict[str, np.ndarray], scales: Mapping[str, float]
+) -> list[StepComparison]:
+    """One StepComparison per reference output, `scales` its quantization step."""
+    result = []
+    for name, expected in ref.items():
+        expected = np.asarray(expected, dtype=np.float64)
+        actual = got.get(name)
+        scale = float(scales[name])
+        if actual is None or np.shape(actual) != expected.shape:
+            result.append(StepComparison(name, 0, expected.size, math.inf, scale))
+            continue
+        steps = np.rint(np.abs(np.asarray(actual, np.float64) - expected) / scale)
+        worst = float(steps.max(initial=0.0)) if np.all(np.isfinite(steps)) else math.inf
+        result.append(StepComparison(name, int(np.sum(steps == 0)), expected.size, worst, scale))
+    return result
+
+
+def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    return out
+
+
+CALIBRATION_SAMPLES = 8  # random inputs `quantize` calibrates with
+
+
+def quantize(model: onnx.ModelProto, seed: int = 0, qoperator: bool = False) -> onnx.ModelProto:
+    """The model quantized by onnxruntime's `quantize_static` (docs/precision.md, int8): after
+    its `quant_pre_process` (which folds BatchNormalization and affine Mul/Add into convs), int8
+    activations and per-channel int8 weights, calibrated on CALIBRATION_SAMPLES inputs of
+    `random_inputs` (seeds `seed`, `seed` + 1, ...); QDQ form, or QOperator with `qoperator`.
+    A model below opset 13 (per-axis DequantizeLinear's) is converted to 13 (IR 7) first, and
+    a Sum of two inputs becomes the Add it is (the quantizer knows Add, not Sum: it would leave
+    a Sum's result in float). The caller's model is not changed."""
+    import tempfile
+    from pathlib import Path
+
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    shapes = {
+        v.name: tuple(d.dim_value for d in v.type.tensor_type.shape.dim)
+        for v in model.graph.input
+        if v.name not in {i.name for i in model.graph.initializer}
+    }
+    feeds = iter([random_inputs(shapes, seed + i, model) for i in range(CALIBRATION_SAMPLES)])
+
+    class _Reader(CalibrationDataReader):
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return next(feeds, None)
+
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
+    model = onnx.version_converter.convert_version(model, 13) if opset < 13 else _copy(model)
+    model.ir_version = max(model.ir_version, 7 if opset < 13 else 4)
+    # NOTE: initializers listed as graph inputs too (before IR 4) are not constants to
+    # onnxruntime's optimizer, which then folds no BatchNormalization: drop those inputs
+    for node in model.graph.node:
+        if node.op_type == "Sum" and len(node.input) == 2:
+            node.op_type = "Add"
+    inits = {i.name for i in model.graph.initializer}
+    kept = [v for v in model.graph.input if v.name not in inits]
+    del model.graph.input[:]
+    model.graph.input.extend(kept)
+    with tempfile.TemporaryDirectory() as tmp:
+        pre, out = Path(tmp) / "pre.onnx", Path(tmp) / "q.onnx"
+        quant_pre_process(model, str(pre))
+        fmt = QuantFormat.QOperator if qoperator else QuantFormat.QDQ
+        quantize_static(str(pre), str(out), _Reader(), quant_format=fmt, per_channel=True,
+                        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)  # fmt: skip
+        return onnx.load(str(out))
 
 
 PERTURBATIONS = 8  # onnxruntime runs on rounding-perturbed inputs, when a comparison fails

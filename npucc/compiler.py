@@ -26,7 +26,7 @@ from npucc.interp import load_image, run_stream
 from npucc.interp.event_loop import RunResult
 from npucc.ir.isa import HostOp
 from npucc.ir.stream import Stream, TensorSpec
-from npucc.ir.stream_parse import parse_stream, read_stream_text
+from npucc.ir.stream_parse import STREAM_TYPES, parse_stream, read_stream_text
 from npucc.options import CompileOptions
 from npucc.passes import CompileContext, Pass, PassManager
 from npucc.summary import summarize
@@ -299,9 +299,11 @@ def choose_precision(
         precision = "int8" if quantized else None
     if precision is None:
         precision = target.precision
-    target.at_precision(precision)  # an unsupported precision is refused here, by the target
-    if precision == "int8":
-        raise NpuccError("precision int8 is not yet implemented (issue 16: fp32 and fp16 are)")
+    chosen = target.at_precision(precision)  # an unsupported precision is refused by the target
+    if (chosen.dtype, chosen.acc_dtype) not in STREAM_TYPES:
+        raise NpuccError(f"target '{target.name}': {chosen.dtype} data into a "
+                         f"{chosen.acc_dtype} accumulator is not compiled (f32, f16 into f32, "
+                         "or i8 into i32)")  # fmt: skip
     return precision
 
 

@@ -236,7 +236,8 @@ def generate(program: TiledProgram, schedules: list[tuple[Schedule, Replay]]) ->
     output_names = {io.name for io in program.io if io.kind == "output"}
     ddr = [
         (layout.addr[t.key], format_tensor(t.role, _quote(t.key), DDR, layout.addr[t.key],
-                                           t.nbytes(eb), t.stream_dtype(program.target), t.shape))
+                                           t.nbytes(eb), t.stream_dtype(program.target), t.shape,
+                                           quant=t.quant))
         for t in program.tensors.values()
         if not (t.role in ("temp", "onchip") and t.key in output_names) and t.key in layout.addr
     ]  # fmt: skip
@@ -255,7 +256,7 @@ def generate(program: TiledProgram, schedules: list[tuple[Schedule, Replay]]) ->
     ]  # fmt: skip
     tensors += [
         format_tensor("output", _quote(io.name), DDR, layout.addr[io.key],
-                      program.tensors[io.key].elems * eb, io.dtype, io.shape)
+                      program.tensors[io.key].elems * eb, io.dtype, io.shape, quant=io.quant)
         for io in program.io
         if io.kind == "output"
     ]  # fmt: skip

@@ -333,7 +333,8 @@ class LegalizeOnnx(GraphPass):
                 new = [host_of(ir, layer)]
             ir.replace_layer(layer, new)
         _copy_outputs(ir)
-        ints.hold_as_floats(ir)
+        if ctx.target.dtype != "i8":  # int8 programs store integers as int8 (onnx_qdq)
+            ints.hold_as_floats(ir)
         for t in ir.inputs + ir.outputs:
             # the host converts the other types from/to float32 at the boundary (onnx_math.cast)
             ok = (*onnx_math.CAST_TYPES, *HOST_INTS, *((INDEX_DTYPE,) if t in ir.inputs else ()))

@@ -24,10 +24,12 @@ from npucc.ir.isa import (
     MemRef,
     Mmad,
     Operand,
+    Requant,
     Spill,
     VBinary,
     VFill,
     VReduce,
+    VSoftmax,
     VUnary,
 )
 from npucc.ir.isa_cost import operand_bytes
@@ -185,6 +187,9 @@ def accesses(ins: Instr, target: Target, unit: int) -> tuple[list[Access], list[
         if ins.acc:
             reads.append(make("dst", ins.dst, (ins.m * ins.n,), (1,)))
         writes.append(make("dst", ins.dst, (ins.m * ins.n,), (1,)))
+    elif isinstance(ins, (Requant, VSoftmax)):  # dense rows: extents() are the elements
+        reads += [make(n, getattr(ins, n), (ins.extents()[n],), (1,)) for n in ins.reads]
+        writes.append(make("dst", ins.dst, (ins.extents()["dst"],), (1,)))
     elif isinstance(ins, VReduce):
         outer = len(ins.dims) - ins.nred
         reads.append(make("src", ins.src, ins.dims, ins.src_strides))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import TypedDict
 
 from npucc.ir.isa import (
@@ -17,10 +16,7 @@ from npucc.ir.isa import (
     Mmad,
     NocCopy,
     Spill,
-    VBinary,
-    VFill,
-    VReduce,
-    VUnary,
+    vector_elements,
 )
 from npucc.ir.isa_cost import copy_bytes, gather_bytes, operand_nbytes
 from npucc.target import Target
@@ -71,8 +67,8 @@ class Tally:
         c["opcodes"][ins.opcode] = c["opcodes"].get(ins.opcode, 0) + 1
         if isinstance(ins, Mmad):
             c["macs"] += ins.m * ins.n * ins.k
-        elif isinstance(ins, (VUnary, VBinary, VReduce, VFill)):
-            c["vector_elements"] += math.prod(ins.dims)
+        elif vector_elements(ins):
+            c["vector_elements"] += vector_elements(ins)
         elif isinstance(ins, HostOp):  # over the host link
             spans = operand_nbytes(self.target, ins)
             for path, names in (("DDR->HOST", ins.reads), ("HOST->DDR", ins.writes)):

@@ -21,7 +21,15 @@ import numpy as np
 from npucc.errors import NpuccError
 from npucc.interp.access import Access, check_unit, locate, typed_view
 from npucc.interp.steps import Step, fail
-from npucc.ir.dtypes import HOST_DTYPES, INDEX_DTYPE, NUMPY_DTYPES, to_device, to_host
+from npucc.ir.dtypes import (
+    HOST_DTYPES,
+    INDEX_DTYPE,
+    NUMPY_DTYPES,
+    dequantize_host,
+    quantize_host,
+    to_device,
+    to_host,
+)
 from npucc.ir.instr_text import format_ref
 from npucc.ir.isa import DDR, NOC, Instr
 from npucc.ir.stream import Stream, StreamTensor
@@ -110,6 +118,8 @@ class Memories:
                                          f"{value.dtype}, expected integer indices "
                                          f"({INDEX_DTYPE})")  # fmt: skip
                     self._tensor(tensor, np.dtype("<i8"))[...] = value.astype(np.int64).ravel()
+                elif tensor.quant is not None:  # an int8 program's float input
+                    self._tensor(tensor)[...] = quantize_host(value, *tensor.quant).ravel()
                 elif tensor.dtype in HOST_DTYPES:
                     storage = self.stream.target.dtype
                     device = to_device(tensor.name, value, tensor.dtype, storage).ravel()
@@ -130,6 +140,10 @@ class Memories:
             if check and not self.ddr.written[lo:hi].all():
                 raise fail(self.stream, tensor.lineno, f"output {json.dumps(tensor.name)} is not "
                                                        "fully written at the end")  # fmt: skip
+            if tensor.quant is not None:  # an int8 program's float output
+                q = self._tensor(tensor).reshape(tensor.shape)
+                outputs[tensor.name] = dequantize_host(q, *tensor.quant)
+                continue
             data = self._tensor(tensor).astype(np.float32).reshape(tensor.shape)
             storage = self.stream.target.dtype
             outputs[tensor.name] = to_host(tensor.name, data, tensor.dtype, storage)  # a copy

@@ -9,28 +9,38 @@ widens its operands to float32, computes in float32 and rounds its result once t
 destination's type (round to nearest, ties to even); the cube multiplies fp16 operands exactly
 and accumulates in float32 in L0C; a reduction accumulates in float32 and rounds once; a copy
 between types converts (L0C -> UB: float32 -> float16, rounding).
+
+NOTE: int8 (docs/precision.md): the cube multiplies int8 operands exactly and accumulates in
+int32 in L0C, wrapping modulo 2**32 (acc=1 too); `requant` is the one way out of an int32
+accumulator: the int32 sum with the bias (wrapping), converted to float32 (nearest even), times
+the float32 scale (one float32 rounding), rounded half to even to an integer, plus the zero
+point, clamped to [lo, hi] (saturation). An img2col pads with its `pad` value.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, Protocol
 
 import numpy as np
 
-from npucc.ir.dtypes import INDEX_DTYPE
+from npucc.ir.dtypes import INDEX_DTYPE, quantize_host
 from npucc.ir.isa import (
     DDR,
+    REQUANT_BYTES,
     Copy,
     Gather,
     Img2Col,
     Mmad,
     Operand,
+    Requant,
     Spill,
     VBinary,
     VFill,
     VReduce,
+    VSoftmax,
     VUnary,
 )
 
@@ -58,6 +68,40 @@ F32 = np.float32
 def _wide(x: np.ndarray) -> np.ndarray:
     """The values of a view as float32 (the vector and cube compute type; a float32 view as is)."""
     return x.astype(F32, copy=False)
+
+
+I8 = np.dtype(np.int8)
+
+
+def _read(x: np.ndarray, q: tuple[float, ...], index: int) -> np.ndarray:
+    """Read operand `index` of a vector instruction as float32: dequantized by its `q` pair."""
+    if not q:
+        return _wide(x)
+    scale, zp = q[2 * index : 2 * index + 2]
+    return (x.astype(np.int32) - np.int32(zp)).astype(F32) * F32(scale)
+
+
+def _store(dst: np.ndarray, result: np.ndarray | np.float32, q: tuple[float, ...]) -> None:
+    """Write a float32 result: into int8, quantized by the last `q` pair (none: scale 1, zero
+    point 0), rounding half to even and saturating; into a float type, rounded to it."""
+    if dst.dtype == I8:
+        scale, zp = q[-2:] if q else (1.0, 0)
+        dst[...] = quantize_host(np.asarray(result, F32), scale, int(zp))
+    else:
+        dst[...] = result
+
+
+def _mean(x: np.ndarray, axis: tuple[int, ...]) -> np.ndarray:
+    """The float32 mean over the trailing `axis`, divided by the count after a sum in
+    onnxruntime's order: along the first reduced axis in order, then the next (a window's
+    columns of rows first: (a + c) + (b + d) for the 2x2 window [[a, b], [c, d]])."""
+    total = x
+    for _ in axis:
+        acc = total[(slice(None),) * axis[0] + (0,)].copy()
+        for k in range(1, total.shape[axis[0]]):
+            acc += total[(slice(None),) * axis[0] + (k,)]
+        total = acc
+    return total / F32(math.prod(x.shape[axis[0] :]))
 
 
 # Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7, below float32 resolution of erf's range)
@@ -152,6 +196,7 @@ REDUCE: dict[str, Callable[..., np.ndarray]] = {
     "max": np.max,
     "min": np.min,
     "prod": np.prod,
+    "mean": _mean,
 }
 
 
@@ -204,14 +249,29 @@ def exec_img2col(view: View, ins: Img2Col) -> None:
     index, valid = img2col_index(*img2col_args(ins))
     src = view(ins.src, (ins.c * ins.h * ins.w,), (1,))
     dst = view(ins.dst, index.shape, (index.shape[1], 1))
-    dst[...] = np.where(valid, src[index], F32(0))
+    dst[...] = np.where(valid, src[index], dst.dtype.type(ins.pad))
+
+
+I32 = np.dtype(np.int32)
+
+
+def _wrap32(x: np.ndarray) -> np.ndarray:
+    """int64 values modulo 2**32 as int32 (two's complement wrap-around)."""
+    return x.astype(np.int64).astype(np.uint32).view(np.int32)
 
 
 def exec_mmad(view: View, ins: Mmad) -> None:
-    """dst = a @ b (acc=0) or dst += a @ b (acc=1), in float32."""
+    """dst = a @ b (acc=0) or dst += a @ b (acc=1), in float32 (int8 operands: in int32)."""
+    dst = view(ins.dst, (ins.m, ins.n), (ins.n, 1))
+    if dst.dtype == I32:
+        a8 = view(ins.a, (ins.m, ins.k), (ins.k, 1)).astype(np.float64)
+        b8 = view(ins.b, (ins.k, ins.n), (ins.n, 1)).astype(np.float64)
+        # int8 products summed in float64 are exact (|sum| < 2**53): BLAS dgemm, then int64
+        product = np.matmul(a8, b8).astype(np.int64)
+        dst[...] = _wrap32(product + dst.astype(np.int64)) if ins.acc else _wrap32(product)
+        return
     a = _wide(view(ins.a, (ins.m, ins.k), (ins.k, 1)))
     b = _wide(view(ins.b, (ins.k, ins.n), (ins.n, 1)))
-    dst = view(ins.dst, (ins.m, ins.n), (ins.n, 1))
     # float32 operands (fp16 ones widened exactly): BLAS sgemm (a dtype= argument bypasses BLAS)
     product = np.matmul(a, b)
     if ins.acc:
@@ -220,35 +280,73 @@ def exec_mmad(view: View, ins: Mmad) -> None:
         dst[...] = product
 
 
+def requant_records(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(int32 bias, float32 scale) per column from the bytes of requant parameter records."""
+    records = np.ascontiguousarray(raw, np.uint8).reshape(-1, REQUANT_BYTES)
+    bias = np.ascontiguousarray(records[:, :4]).view("<i4")[:, 0]
+    scale = np.ascontiguousarray(records[:, 4:]).view("<f4")[:, 0]
+    return bias, scale
+
+
+def requantize(
+    acc: np.ndarray, bias: np.ndarray, scale: np.ndarray, zp: int, lo: int, hi: int
+) -> np.ndarray:
+    """The rounding rule of `requant` on int32 accumulators [m, n] (see the module NOTE)."""
+    total = _wrap32(acc.astype(np.int64) + bias.astype(np.int64))
+    scaled = total.astype(F32) * scale.astype(F32)  # float32 product, nearest even
+    with np.errstate(invalid="ignore"):
+        rounded = np.rint(scaled).astype(np.float64) + zp  # rint: half to even
+    return np.clip(rounded, lo, hi)
+
+
+def exec_requant(view: View, ins: Requant) -> None:
+    """dst[m, n] = requantized int32 src (bias and scale per column j from `params`)."""
+    acc = view(ins.src, (ins.m, ins.n), (ins.n, 1))
+    raw = view(ins.params, (REQUANT_BYTES * ins.n,), (1,), np.dtype(np.uint8))
+    bias, scale = requant_records(raw)
+    dst = view(ins.dst, (ins.m, ins.n), (ins.n, 1))
+    dst[...] = requantize(acc, bias, scale, ins.zp, ins.lo, ins.hi).astype(dst.dtype)
+
+
 def exec_vunary(view: View, ins: VUnary) -> None:
     """dst[i] = op(src[i], *scalars)."""
-    src = _wide(view(ins.src, ins.dims, ins.src_strides))
+    src = _read(view(ins.src, ins.dims, ins.src_strides), ins.q, 0)
     with np.errstate(all="ignore"):
         result = UNARY[ins.op](src, *ins.scalars)
-    view(ins.dst, ins.dims, ins.dst_strides)[...] = result
+    _store(view(ins.dst, ins.dims, ins.dst_strides), result, ins.q)
 
 
 def exec_vbinary(view: View, ins: VBinary) -> None:
     """dst[i] = a[i] op b[i], or dst[i] + a[i] * b[i] for mla (a zero stride broadcasts)."""
-    a = _wide(view(ins.a, ins.dims, ins.a_strides))
-    b = _wide(view(ins.b, ins.dims, ins.b_strides))
+    a = _read(view(ins.a, ins.dims, ins.a_strides), ins.q, 0)
+    b = _read(view(ins.b, ins.dims, ins.b_strides), ins.q, 1)
     dst = view(ins.dst, ins.dims, ins.dst_strides)
     with np.errstate(all="ignore"):
         result = _wide(dst) + a * b if ins.accumulates else BINARY[ins.op](a, b)
-    dst[...] = result
+    _store(dst, result, ins.q)
 
 
 def exec_vreduce(view: View, ins: VReduce) -> None:
     """dst[outer] = reduce(src[outer, reduced]) over the trailing `nred` dims."""
-    src = _wide(view(ins.src, ins.dims, ins.src_strides))
+    src = _read(view(ins.src, ins.dims, ins.src_strides), ins.q, 0)
     outer = len(ins.dims) - ins.nred
     result = REDUCE[ins.op](src, axis=tuple(range(outer, len(ins.dims))))
-    view(ins.dst, ins.dims[:outer], ins.dst_strides)[...] = result
+    _store(view(ins.dst, ins.dims[:outer], ins.dst_strides), result, ins.q)
+
+
+def exec_vsoftmax(view: View, ins: VSoftmax) -> None:
+    """dst[r, :] = softmax(src[r, :]) in float32: exp(x - max) times 1 / their sum (as
+    onnxruntime's kernel)."""
+    x = _read(view(ins.src, (ins.rows, ins.cols), (ins.cols, 1)), ins.q, 0)
+    with np.errstate(all="ignore"):
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        result = e * (F32(1) / e.sum(axis=1, keepdims=True, dtype=F32))
+    _store(view(ins.dst, (ins.rows, ins.cols), (ins.cols, 1)), result, ins.q)
 
 
 def exec_vfill(view: View, ins: VFill) -> None:
     """dst[i] = value."""
-    view(ins.dst, ins.dims, ins.dst_strides)[...] = F32(ins.value)
+    _store(view(ins.dst, ins.dims, ins.dst_strides), F32(ins.value), ())
 
 
 def gather_indices(view: View, ins: Gather) -> np.ndarray:
@@ -286,9 +384,11 @@ EXEC: dict[str, Callable[[View, Any], None]] = {
     "spill": exec_spill,
     "img2col": exec_img2col,
     "mmad": exec_mmad,
+    "requant": exec_requant,
     "vunary": exec_vunary,
     "vbinary": exec_vbinary,
     "vreduce": exec_vreduce,
+    "vsoftmax": exec_vsoftmax,
     "vfill": exec_vfill,
     "gather": exec_gather,
     "host": exec_host,

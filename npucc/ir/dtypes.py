@@ -53,6 +53,19 @@ def _first(bad: np.ndarray) -> tuple[int, ...]:
     return tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), bad.shape))
 
 
+def quantize_host(value: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
+    """ONNX QuantizeLinear to int8 as onnxruntime computes it: x / scale in float32, rounded
+    half to even, plus the zero point, saturated to [-128, 127] (a NaN gives -128)."""
+    with np.errstate(all="ignore"):
+        q = np.rint(value.astype(np.float32) / np.float32(scale)).astype(np.float64) + zero_point
+    return np.clip(np.nan_to_num(q, nan=-128.0), -128, 127).astype(np.int8)
+
+
+def dequantize_host(q: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
+    """ONNX DequantizeLinear of int8 values: (q - zero point) * scale, one float32 rounding."""
+    return (q.astype(np.int32) - zero_point).astype(np.float32) * np.float32(scale)
+
+
 def host_dtype(dtype: str) -> np.dtype:
     """The numpy type a user gives (and gets) for a stream input or output of `dtype`."""
     if dtype == INDEX_DTYPE:

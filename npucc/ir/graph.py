@@ -31,6 +31,9 @@ class Tensor:
     shape: tuple[int, ...]  # static shape
     dtype: str = "f32"  # element type
     data: np.ndarray | None = None  # constant contents; None for activations
+    # an int8 program's graph input or output: (scale, zero point) of the int8 values its
+    # float model tensor is quantized to (and read back from) by the host (docs/precision.md)
+    quant: tuple[float, int] | None = None
 
 
 @dataclass(slots=True)

@@ -179,6 +179,11 @@ UNARY_OPS = (
     "f16", "bf16", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh",
     "acosh", "atanh", "floor", "ceil", "round", "sign", "copy",
 )  # fmt: skip
+# an int8 layer's requantization (npucc.frontend.onnx_qdq): input zero point, output zero point
+# and saturation bounds; its input 2 holds the per-channel requant records
+QUANT = {"qin": "int?", "qzp": "int?", "qlo": "int?", "qhi": "int?"}
+# an int8 vector layer (add, softmax, average pools): its instructions' `q` (isa.QUANT_ARITY)
+VQUANT = {"q": "floats?"}
 ACT = {"act": "str?", "act_min": "float?", "act_max": "float?"}  # any layer's fused activation
 _UNARY = OpSchema((1, 1), {}, _same)
 _BINARY = OpSchema((2, 2), {}, _broadcast)
@@ -189,17 +194,20 @@ _POOL = {"kernel": "ints", "strides": "ints?", "pads": "ints?", "dilations": "in
 SCHEMAS: dict[str, OpSchema] = {
     "conv2d": OpSchema(
         (2, 4),
-        {"strides": "ints?", "pads": "ints?", "dilations": "ints?", "group": "int?"},
+        {"strides": "ints?", "pads": "ints?", "dilations": "ints?", "group": "int?", **QUANT},
         _conv2d,
     ),
     "gemm": OpSchema(
-        (2, 4), {"trans_a": "int?", "trans_b": "int?", "alpha": "float?", "beta": "float?"}, _gemm
+        (2, 4),
+        {"trans_a": "int?", "trans_b": "int?", "alpha": "float?", "beta": "float?", **QUANT},
+        _gemm,
     ),
     "matmul": OpSchema((2, 2), {}, _matmul),
     **{op: _BINARY for op in BINARY_OPS},
+    "add": OpSchema((2, 2), VQUANT, _broadcast),
     "where": OpSchema((3, 3), {}, _broadcast),
     **{op: _UNARY for op in UNARY_OPS},
-    "softmax": OpSchema((1, 1), {"axis": "int"}, _same),
+    "softmax": OpSchema((1, 1), {"axis": "int", **VQUANT}, _same),
     "lrn": OpSchema(
         (1, 1), {"size": "int", "alpha": "float", "beta": "float", "bias": "float?"}, _same
     ),
@@ -219,8 +227,8 @@ SCHEMAS: dict[str, OpSchema] = {
     "expand": OpSchema((1, 1), {}),
     "pad": OpSchema((1, 1), {"pads": "ints", "value": "float", "strides": "ints"}, _pad),
     "maxpool": OpSchema((1, 1), _POOL, _pool),
-    "avgpool": OpSchema((1, 1), {**_POOL, "ceil_pads": "ints?"}, _pool),
-    "globalavgpool": OpSchema((1, 1), {}, _global_pool),
+    "avgpool": OpSchema((1, 1), {**_POOL, "ceil_pads": "ints?", **VQUANT}, _pool),
+    "globalavgpool": OpSchema((1, 1), VQUANT, _global_pool),
     "globalmaxpool": OpSchema((1, 1), {}, _global_pool),
     "concat": OpSchema((1, 1 << 30), {"axis": "int"}, _concat),
     "reshape": OpSchema((1, 1), {}),
@@ -236,6 +244,8 @@ def _kind_ok(kind: str, value: Any) -> bool:
         return isinstance(value, int | float | np.integer | np.floating)
     if kind == "str":
         return isinstance(value, str)
+    if kind == "floats":
+        return isinstance(value, tuple | list) and all(_kind_ok("float", v) for v in value)
     return isinstance(value, tuple | list) and all(isinstance(v, int | np.integer) for v in value)
 
 

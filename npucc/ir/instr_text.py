@@ -18,7 +18,17 @@ from dataclasses import fields
 from functools import lru_cache
 from typing import Any
 
-from npucc.ir.isa import DDR, INSTRUCTIONS, NOC, BufRef, DdrRef, Instr, MemRef, field_names
+from npucc.ir.isa import (
+    DDR,
+    INSTRUCTIONS,
+    NOC,
+    OPTIONAL_FIELDS,
+    BufRef,
+    DdrRef,
+    Instr,
+    MemRef,
+    field_names,
+)
 from npucc.ir.isa_cost import operand_nbytes
 from npucc.target import TIERS, Target
 
@@ -59,6 +69,8 @@ def format_instr(instr: Instr, target: Target | None = None, symbolic: bool = Fa
     parts = [instr.opcode]
     for name in field_names(type(instr)):
         value = getattr(instr, name)
+        if name in OPTIONAL_FIELDS and value == OPTIONAL_FIELDS[name]:
+            continue
         if isinstance(value, MemRef):
             text = format_ref(value.tier, value.addr, nbytes[name])
         elif symbolic and isinstance(value, BufRef):
@@ -127,7 +139,7 @@ def parse_instr(
     declared: dict[str, int] = {}
     for name, kind in _field_kinds(cls):
         if name not in values:
-            if name in ("scalars", "index"):
+            if name in ("scalars", "index", *OPTIONAL_FIELDS):
                 continue  # optional: the field's default
             raise ParseError(f"{cls.opcode}: missing field '{name}'")
         raw = values.pop(name)

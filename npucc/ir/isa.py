@@ -78,7 +78,7 @@ BINARY_OPS = (
     "mla",  # dst + a * b: multiply-accumulate (dst is read too; see ACCUMULATING_OPS)
 )
 ACCUMULATING_OPS = ("mla",)  # vbinary ops that read their dst as well as a and b
-REDUCE_OPS = ("sum", "max", "min", "prod")
+REDUCE_OPS = ("sum", "max", "min", "prod", "mean")  # mean: the float32 sum / the count
 # vector cost multiplier per element beyond the basic one
 VECTOR_OP_WEIGHT = {
     "exp": 4,
@@ -97,6 +97,7 @@ VECTOR_OP_WEIGHT = {
         ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh"), 8
     ),
 }
+SOFTMAX_WEIGHT = 10  # a vsoftmax element: max (1), exp (4), sum (1), divide (4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,10 +221,11 @@ class Spill(Instr):
 
 @dataclass(frozen=True, slots=True)
 class Img2Col(Instr):
-    """MTE1 load3d: dst[M=oh*ow, K=c*kh*kw] from an input tile src[c, h, w]; out of range -> 0.
+    """MTE1 load3d: dst[M=oh*ow, K=c*kh*kw] from an input tile src[c, h, w]; out of range -> pad.
 
     Output pixel (i, j), tap (ki, kj) of channel ch reads src[ch, i*sh + ki*dh - pt,
-    j*sw + kj*dw - pl]; rows/cols outside [0,h) x [0,w) read as zero.
+    j*sw + kj*dw - pl]; rows/cols outside [0,h) x [0,w) read as `pad` (0; an int8 conv pads
+    with its input's zero point, the quantized 0.0).
     """
 
     opcode: ClassVar[str] = "img2col"
@@ -244,6 +246,7 @@ class Img2Col(Instr):
     pl: int
     oh: int
     ow: int
+    pad: int = 0  # NOTE: an optional field (OPTIONAL_FIELDS): the text omits it when 0
 
     def extents(self) -> dict[str, int]:
         return {
@@ -271,6 +274,34 @@ class Mmad(Instr):
         return {"dst": self.m * self.n, "a": self.m * self.k, "b": self.k * self.n}
 
 
+REQUANT_BYTES = 8  # bytes of a requant parameter record: int32 bias, float32 scale (per column)
+
+
+@dataclass(frozen=True, slots=True)
+class Requant(Instr):
+    """VECTOR fix-pipe step out of L0C: int32 accumulators to int8 (docs/precision.md, int8).
+
+    dst[i, j] = clamp(rne(f32(src[i, j] + bias[j]) * scale[j]) + zp, lo, hi), with (bias,
+    scale) the little-endian int32 and float32 of record j (REQUANT_BYTES) of `params`; src and
+    dst are row-major m x n and contiguous, the int32 sum wraps and rne rounds half to even.
+    """
+
+    opcode: ClassVar[str] = "requant"
+    reads: ClassVar[tuple[str, ...]] = ("src", "params")
+    writes: ClassVar[tuple[str, ...]] = ("dst",)
+    dst: Operand
+    src: Operand
+    params: Operand
+    m: int
+    n: int
+    zp: int
+    lo: int
+    hi: int
+
+    def extents(self) -> dict[str, int]:
+        return {"dst": self.m * self.n, "src": self.m * self.n, "params": REQUANT_BYTES * self.n}
+
+
 @dataclass(frozen=True, slots=True)
 class VUnary(Instr):
     """VECTOR element-wise dst[i] = op(src[i], *scalars) over a strided pattern."""
@@ -285,6 +316,7 @@ class VUnary(Instr):
     dst_strides: tuple[int, ...]
     src_strides: tuple[int, ...]
     scalars: tuple[float, ...] = ()
+    q: tuple[float, ...] = ()  # int8: quantization (QUANT_ARITY; an OPTIONAL_FIELDS field)
 
     def extents(self) -> dict[str, int]:
         return {
@@ -309,6 +341,7 @@ class VBinary(Instr):
     dst_strides: tuple[int, ...]
     a_strides: tuple[int, ...]
     b_strides: tuple[int, ...]
+    q: tuple[float, ...] = ()  # int8: quantization (QUANT_ARITY; an OPTIONAL_FIELDS field)
 
     @property
     def accumulates(self) -> bool:
@@ -337,6 +370,7 @@ class VReduce(Instr):
     dst_strides: tuple[int, ...]  # one per outer dim
     src_strides: tuple[int, ...]  # one per dim
     nred: int
+    q: tuple[float, ...] = ()  # int8: quantization (QUANT_ARITY; an OPTIONAL_FIELDS field)
 
     def extents(self) -> dict[str, int]:
         outer = self.dims[: len(self.dims) - self.nred]
@@ -344,6 +378,24 @@ class VReduce(Instr):
             "dst": pattern_extent(outer, self.dst_strides),
             "src": pattern_extent(self.dims, self.src_strides),
         }
+
+
+@dataclass(frozen=True, slots=True)
+class VSoftmax(Instr):
+    """VECTOR softmax of each row of a dense [rows, cols] src into dst: in float32, the row's
+    max, exp(x - max), their sum and each exp divided by it (int8: `q` as a vunary's)."""
+
+    opcode: ClassVar[str] = "vsoftmax"
+    reads: ClassVar[tuple[str, ...]] = ("src",)
+    writes: ClassVar[tuple[str, ...]] = ("dst",)
+    dst: Operand
+    src: Operand
+    rows: int
+    cols: int
+    q: tuple[float, ...] = ()
+
+    def extents(self) -> dict[str, int]:
+        return {"dst": self.rows * self.cols, "src": self.rows * self.cols}
 
 
 @dataclass(frozen=True, slots=True)
@@ -458,8 +510,33 @@ def field_names(cls: type[Instr]) -> tuple[str, ...]:
 
 INSTRUCTIONS: dict[str, type[Instr]] = {
     cls.opcode: cls
-    for cls in (Copy, NocCopy, Spill, Img2Col, Mmad, VUnary, VBinary, VReduce, VFill, Gather)
-}
+    for cls in (
+        Copy, NocCopy, Spill, Img2Col, Mmad, Requant, VUnary, VBinary, VReduce, VSoftmax,
+        VFill, Gather,
+    )
+}  # fmt: skip
+# fields the text omits at their default (so that streams without them read as before)
+OPTIONAL_FIELDS: dict[str, object] = {"pad": 0, "q": ()}
+# NOTE: a vector instruction's `q` (int8, docs/precision.md): each operand read is dequantized,
+# (x - zero point) * scale in float32, the op computes in float32 and its result is quantized,
+# rne(r / scale) + zero point saturated to [-128, 127]: (scale, zero point) of each read operand
+# in field order, then of dst. Without `q` an int8 value widens as itself and a result rounds
+# half to even and saturates.
+QUANT_ARITY = {"vunary": 4, "vbinary": 6, "vreduce": 4, "vsoftmax": 4}
+# NOTE: int fields holding an int8 value (a zero point, a saturation bound, a pad value): the
+# one signed fields, in [-128, 127]; every other int field is a count, stride or offset >= 0
+INT8_FIELDS = frozenset(("pad", "zp", "lo", "hi"))
+
+
+def vector_elements(instr: Instr) -> int:
+    """Elements a vector-pipe instruction computes (0 for any other instruction)."""
+    if isinstance(instr, (VUnary, VBinary, VReduce, VFill)):
+        return math.prod(instr.dims)
+    if isinstance(instr, Requant):
+        return instr.m * instr.n
+    if isinstance(instr, VSoftmax):
+        return instr.rows * instr.cols
+    return 0
 
 
 def copy_pipe(src_tier: str, dst_tier: str) -> str:

@@ -13,6 +13,7 @@ from npucc.ir.dtypes import INDEX_DTYPE
 from npucc.ir.isa import (
     DDR,
     NOC,
+    SOFTMAX_WEIGHT,
     VECTOR_OP_WEIGHT,
     Copy,
     Gather,
@@ -21,12 +22,15 @@ from npucc.ir.isa import (
     Instr,
     Mmad,
     NocCopy,
+    Requant,
     Spill,
     VBinary,
     VFill,
     VReduce,
+    VSoftmax,
     VUnary,
     dma_path,
+    vector_elements,
 )
 from npucc.target import DTYPE_BYTES, Target
 from npucc.target.cost import (
@@ -91,10 +95,14 @@ def instr_cycles(target: Target, instr: Instr) -> int:
         return copy_cycles(target, DDR, instr.dst.tier, gather_bytes(target, instr))
     if isinstance(instr, Mmad):
         return mmad_cycles(target, instr.m, instr.n, instr.k)
-    if isinstance(instr, (VUnary, VBinary, VReduce)):
+    if isinstance(instr, Requant):  # the fix-pipe converts in flight: timed as the L0C -> UB copy
+        return copy_cycles(target, "L0C", "UB", instr.m * instr.n * target.tier_bytes("L0C"))
+    if isinstance(instr, (VUnary, VBinary, VReduce)):  # NOTE: `q` (int8) converts in flight
         return vector_cycles(target, math.prod(instr.dims), VECTOR_OP_WEIGHT.get(instr.op, 1))
     if isinstance(instr, VFill):
         return vector_cycles(target, math.prod(instr.dims))
+    if isinstance(instr, VSoftmax):  # max, exp, sum, divide: the weights of exp and div, + 2
+        return vector_cycles(target, instr.rows * instr.cols, SOFTMAX_WEIGHT)
     if isinstance(instr, HostOp):
         return host_cycles(target, sum(operand_nbytes(target, instr).values()))
     raise TypeError(f"no cycle formula for {type(instr).__name__}")
@@ -134,8 +142,8 @@ def instr_energy(target: Target, instr: Instr) -> float:
         return 0.0
     if isinstance(instr, Mmad):
         pj += mac_energy(target, instr.m * instr.n * instr.k)
-    elif isinstance(instr, (VUnary, VBinary, VReduce, VFill)):
-        pj += vector_energy(target, math.prod(instr.dims))
+    else:
+        pj += vector_energy(target, vector_elements(instr))
     if isinstance(instr, NocCopy):  # the core side's tier, and the NoC (no DDR)
         nbytes = copy_bytes(target, instr)
         near = instr.src.tier if instr.dst.tier in (DDR, NOC) else instr.dst.tier

@@ -25,6 +25,7 @@ class DdrTensor:
     shape: tuple[int, ...]  # logical shape (f32 elements)
     data: np.ndarray | None = None  # contents of a const
     dtype: str = "f32"  # the target dtype; i64 (an input of indices) or a HOST_DTYPES input
+    quant: tuple[float, int] | None = None  # an int8 input's host quantization (scale, zp)
 
     @property
     def elems(self) -> int:
@@ -59,6 +60,7 @@ class IoBinding:
     key: str  # DdrTensor key
     shape: tuple[int, ...]  # shape the model declares
     dtype: str = "f32"  # the model's element type: f32, i64 (inputs) or HOST_DTYPES
+    quant: tuple[float, int] | None = None  # int8 program: the host's (scale, zp) conversion
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +111,7 @@ class TiledProgram:
         shape: tuple[int, ...],
         data: np.ndarray | None = None,
         dtype: str = "f32",
+        quant: tuple[float, int] | None = None,
     ) -> DdrTensor:
         """Create a DDR tensor (a const needs `data` of that shape; only inputs may be i64 or
         HOST_DTYPES)."""
@@ -126,7 +129,7 @@ class TiledProgram:
             )
         if data is not None:
             data = np.ascontiguousarray(data, dtype=np.float32).reshape(shape)
-        tensor = DdrTensor(key, role, tuple(shape), data, dtype)
+        tensor = DdrTensor(key, role, tuple(shape), data, dtype, quant)
         self.tensors[key] = tensor
         return tensor
 

@@ -118,13 +118,14 @@ class StreamTensor:
     dtype: str = "f32"  # the target dtype, i64 (an input of indices, 8 bytes an element), or a
     # HOST_DTYPES type of an input or output (npucc.ir.dtypes; held as the target dtype)
     onchip: OnChip | None = None  # an onchip tensor's homes (it lies in NOC, not DDR)
+    quant: tuple[float, int] | None = None  # an int8 program's input or output: (scale, zp)
 
     def text(self) -> str:
         """The `tensor` line."""
         tier = DDR if self.onchip is None else NOC
         name = json.dumps(self.name, ensure_ascii=True)
         return format_tensor(self.kind, name, tier, self.addr, self.nbytes, self.dtype, self.shape,
-                             self.onchip)  # fmt: skip
+                             self.onchip, self.quant)  # fmt: skip
 
 
 @dataclass(slots=True)

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from npucc.errors import NpuccError
-from npucc.ir.dtypes import HOST_DTYPES, INDEX_BYTES, INDEX_DTYPE
+from npucc.ir.dtypes import HOST_DTYPES, HOST_INTS, INDEX_BYTES, INDEX_DTYPE
 from npucc.ir.instr_text import ParseError, format_ref, match_ref, parse_instr
 from npucc.ir.isa import DDR, HOST, NOC, PIPES, Instr, NocCopy
 from npucc.ir.onchip import parse_onchip
@@ -30,6 +30,7 @@ from npucc.ir.stream_text import (
     match_flag,
     match_host,
     match_shape,
+    parse_quant,
     split_line,
     sync_pairs,
 )
@@ -37,6 +38,8 @@ from npucc.ir.stream_verify import StreamChecks, clip
 from npucc.target import DTYPE_BYTES, Target, target_from_json
 
 _JSON = json.JSONDecoder()
+# (storage, accumulator) element types a stream may declare (docs/precision.md)
+STREAM_TYPES = (("f32", "f32"), ("f16", "f32"), ("i8", "i32"))
 
 
 def read_stream_text(path: str | os.PathLike[str]) -> str:
@@ -139,10 +142,10 @@ class _Parser(StreamChecks):
                 target = target_from_json(body)
             except (ValueError, NpuccError) as exc:
                 raise self.fail(f"bad target: {exc}") from None
-            if target.dtype not in ("f32", "f16") or target.acc_dtype != "f32":
+            if (target.dtype, target.acc_dtype) not in STREAM_TYPES:
                 raise self.fail(f"unsupported dtype {target.dtype} (accumulator "
-                                f"{target.acc_dtype}): streams are f32, or f16 into "
-                                "f32")  # fmt: skip
+                                f"{target.acc_dtype}): streams are f32, f16 into f32, or i8 "
+                                "into i32")  # fmt: skip
             return target
         raise self.fail("unexpected end of file, expected target")
 
@@ -185,6 +188,11 @@ class _Parser(StreamChecks):
         tokens = rest[end:].split()
         if kind == "onchip":
             return self._onchip(name, tokens)
+        quant = None
+        if len(tokens) == 3 and kind in ("input", "output") and self.target.dtype == "i8":
+            quant = parse_quant(tokens.pop())
+            if quant is None:
+                raise self.fail("expected quant=SCALE,ZP (a positive scale, an int8 zero point)")
         if len(tokens) != 2 or not rest[end : end + 1].isspace():
             raise self.fail("expected 'tensor KIND \"NAME\" DDR[0xADDR+BYTES] TYPE[DIMS]'")
         ref = match_ref(tokens[0])
@@ -223,7 +231,15 @@ class _Parser(StreamChecks):
             )
         if kind == "const" and addr + nbytes > image_size:
             raise self.fail(f"const tensor {json.dumps(name)} lies outside the image")
-        return StreamTensor(kind, name, addr, nbytes, shape, self.lineno, dtype)
+        if (
+            quant is None
+            and kind in ("input", "output")
+            and self.target.dtype == "i8"
+            and (dtype not in HOST_INTS)
+        ):
+            raise self.fail(f"tensor {json.dumps(name)}: an int8 stream's float {kind} needs "
+                            "quant=SCALE,ZP")  # fmt: skip
+        return StreamTensor(kind, name, addr, nbytes, shape, self.lineno, dtype, quant=quant)
 
     def _onchip(self, name: str, tokens: list[str]) -> StreamTensor:
         """`tensor onchip "NAME" NOC[0xADDR+BYTES] f32[DIMS] homes=[R,C;...] chunk=N`."""

@@ -22,7 +22,14 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from npucc.ir.instr_text import format_instr, format_ref, match_ref, split_tokens, symbolic_ref
+from npucc.ir.instr_text import (
+    format_float,
+    format_instr,
+    format_ref,
+    match_ref,
+    split_tokens,
+    symbolic_ref,
+)
 from npucc.ir.isa import PIPES, HostOp, Instr, MemRef, Operand
 from npucc.ir.isa_cost import operand_nbytes
 from npucc.ir.onchip import OnChip
@@ -84,14 +91,36 @@ def format_tensor(
     dtype: str,
     shape: Iterable[int],
     onchip: OnChip | None = None,
+    quant: tuple[float, int] | None = None,
 ) -> str:
-    """`tensor KIND "NAME" TIER[0xADDR+BYTES] TYPE[DIMS]`, plus an onchip tensor's homes.
+    """`tensor KIND "NAME" TIER[0xADDR+BYTES] TYPE[DIMS]`, plus an onchip tensor's homes or an
+    int8 program's input or output quantization `quant=SCALE,ZP`.
 
     `name_literal` is the name as a JSON string (`json.dumps(name, ensure_ascii=True)`).
     """
     text = f"tensor {kind} {name_literal} {format_ref(tier, addr, nbytes)}"
     text = f"{text} {format_shape(dtype, shape)}"
+    if quant is not None:
+        text = f"{text} {format_quant(quant)}"
     return text if onchip is None else f"{text} {onchip.text()}"
+
+
+def format_quant(quant: tuple[float, int]) -> str:
+    """`quant=SCALE,ZP`: the host converts the float tensor to int8 values of that scale and
+    zero point (an input) or from them (an output)."""
+    return f"quant={format_float(quant[0])},{quant[1]}"
+
+
+def parse_quant(token: str) -> tuple[float, int] | None:
+    """(scale, zero point) of a `quant=SCALE,ZP` token, or None if it is not one."""
+    body = token.removeprefix("quant=")
+    scale, comma, zp = body.partition(",")
+    try:
+        value = (float(scale), int(zp))
+    except ValueError:
+        return None
+    ok = token.startswith("quant=") and comma and value[0] > 0 and -128 <= value[1] <= 127
+    return value if ok else None
 
 
 # ---------------------------------------------------------------------------- cores, lines

@@ -19,7 +19,9 @@ from npucc.ir.instr_text import format_ref
 from npucc.ir.isa import (
     BINARY_OPS,
     DDR,
+    INT8_FIELDS,
     NOC,
+    QUANT_ARITY,
     REDUCE_OPS,
     UNARY_OPS,
     Copy,
@@ -30,6 +32,7 @@ from npucc.ir.isa import (
     MemRef,
     Mmad,
     NocCopy,
+    Requant,
     Spill,
     VBinary,
     VReduce,
@@ -164,7 +167,10 @@ class StreamChecks:
             raise self.fail(f"{op}: dims and strides differ in length") from None
         for name, value in _ints(instr):
             low = -_MAX_FIELD if name in _SIGNED else 0
-            if value < low or value > _MAX_FIELD or (value == 0 and name in _POSITIVE):
+            if name in INT8_FIELDS:
+                if not -128 <= value <= 127:
+                    raise self.fail(f"{op}: bad {name}={value} (an int8 value)")
+            elif value < low or value > _MAX_FIELD or (value == 0 and name in _POSITIVE):
                 raise self.fail(f"{op}: bad {name}={clip(str(value))}")
         for name, ref in instr.operands().items():
             assert isinstance(ref, MemRef)
@@ -245,6 +251,11 @@ class StreamChecks:
             if instr.acc not in (0, 1):
                 raise self.fail(f"mmad: acc must be 0 or 1, got {instr.acc}")
             return "CUBE"
+        if isinstance(instr, Requant):
+            tiers = (instr.src.tier, instr.params.tier, instr.dst.tier)
+            if self.target.dtype != "i8" or tiers != ("L0C", "UB", "UB") or instr.lo > instr.hi:
+                raise self.fail("requant: an int8 stream's src in L0C, params and dst in UB, "
+                                "lo <= hi")  # fmt: skip
         for name, ref in instr.operands().items():
             if ref.tier not in VECTOR_TIERS:
                 raise self.fail(f"{op}: operand {name} must be in UB or L0C, not {ref.tier}")
@@ -263,6 +274,12 @@ class StreamChecks:
                 raise self.fail(f"vreduce: unknown op '{instr.op}'")
             if instr.nred > len(instr.dims) or len(instr.src_strides) != len(instr.dims):
                 raise self.fail("vreduce: nred, dims and strides are inconsistent")
+        q = getattr(instr, "q", ())
+        if q and (self.target.dtype != "i8" or len(q) != QUANT_ARITY[op] or not all(
+            s > 0 for s in q[::2]
+        )):  # fmt: skip
+            raise self.fail(f"{op}: q needs an int8 stream and {QUANT_ARITY[op]} values "
+                            "(positive scales)")  # fmt: skip
         return "VECTOR"
 
 
@@ -271,7 +288,7 @@ def _ints(instr: Instr) -> Iterator[tuple[str, int]]:
         value = getattr(instr, name)
         if isinstance(value, int):
             yield name, value
-        elif isinstance(value, tuple) and name != "scalars":
+        elif isinstance(value, tuple) and name not in ("scalars", "q"):
             for v in value:
                 yield name, v
 

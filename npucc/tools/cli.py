@@ -464,9 +464,49 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_timing(program: Any, result: Any) -> None:
+    """`npucc check`'s makespan and roofline lines."""
+    from npucc.backend.schedule.roofline import at_makespan
+
+    predicted = program.stats.get("predicted_makespan")
+    print(f"makespan: interpreted {result.makespan} cycles, predicted {predicted} cycles")
+    print(at_makespan(program.stats["roofline"], result.makespan).summary())
+
+
+def _check_int8(
+    args: argparse.Namespace, program: Any, result: Any, run: tuple[Any, dict, dict]
+) -> int:
+    """`npucc check` of an int8 program: each output against onnxruntime's run of the same
+    quantized model (`run`: the model, the inputs, its outputs), in quantization steps
+    (npucc.checking.compare_steps); for comparison, against onnxruntime's optimized run too."""
+    from npucc.checking import compare_steps, run_onnxruntime
+    from npucc.ir.stream_parse import parse_stream
+
+    tensors = parse_stream(program.stream, "<program>").tensors.values()
+    scales = {t.name: t.quant[0] for t in tensors if t.kind == "output" and t.quant is not None}
+    model, inputs, reference = run
+    comparisons = compare_steps(result.outputs, reference, scales)
+    with progress.stage("onnxruntime (optimized)"):
+        fused = run_onnxruntime(model, inputs, optimized=True)
+    kernels = {c.name: c for c in compare_steps(result.outputs, fused, scales)}
+    itself = {c.name: c for c in compare_steps(reference, fused, scales)}
+    for c in comparisons:
+        print(f"{c.name}: vs onnxruntime (the same quantized model) {c.equal}/{c.elements} "
+              f"equal ({c.exact:.6f}), max {c.max_steps:g} steps of {c.scale:.6g} "
+              f"{'PASS' if c.ok else 'FAIL'}")  # fmt: skip
+        k, o = kernels[c.name], itself[c.name]
+        print(f"{c.name}: vs onnxruntime optimized (its integer kernels) {k.equal}/{k.elements} "
+              f"equal, max {k.max_steps:g} steps; onnxruntime optimized vs as written "
+              f"{o.equal}/{o.elements} equal, max {o.max_steps:g} steps")  # fmt: skip
+    _print_timing(program, result)
+    if not all(c.ok for c in comparisons):
+        raise CheckFailed(f"outputs differ from onnxruntime ({args.model})")
+    print("PASS")
+    return 0
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     """`npucc check MODEL`: compile, interpret, compare with onnxruntime."""
-    from npucc.backend.schedule.roofline import at_makespan
     from npucc.checking import (
         ATOL,
         RTOL,
@@ -503,6 +543,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     result = program.execute(inputs)
     with progress.stage("onnxruntime"):
         reference = run_onnxruntime(model, inputs)
+    if program.target.dtype == "i8":
+        return _check_int8(args, program, result, (model, inputs, reference))
     half = program.target.dtype == "f16"
     rtol = fp16_rtol(reduction_length(model)) if half else RTOL
     second = fp16_reference(model, inputs) if half else {}
@@ -554,9 +596,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                 " so this comparison tests little; try --random-weights",
                 file=sys.stderr,
             )
-    predicted = program.stats.get("predicted_makespan")
-    print(f"makespan: interpreted {result.makespan} cycles, predicted {predicted} cycles")
-    print(at_makespan(program.stats["roofline"], result.makespan).summary())
+    _print_timing(program, result)
     if not ok:
         raise CheckFailed(f"outputs differ from onnxruntime ({args.model})")
     print("PASS")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from npucc.frontend.legalize import LegalizeOnnx
 from npucc.frontend.onnx_import import ImportOnnx, InputShapes, ModelSource
+from npucc.frontend.onnx_qdq import ImportInt8
 from npucc.ir.graph import Graph
 from npucc.passes import CompileContext, Pass, PassManager
 from npucc.target import load_target
@@ -28,6 +29,7 @@ def frontend_passes(input_shapes: InputShapes | None = None, fallback: str = "er
     what npucc cannot lower becomes host layers, npucc.frontend.host_fallback)."""
     return [
         ImportOnnx(input_shapes, fallback),
+        ImportInt8(),
         FoldConstants(),
         DropIdentity(),
         GatherIndexViews(),

@@ -73,7 +73,8 @@ def test_mlp_old_clip_and_dropout():
     # MatMul + bias Add pairs are gemms (fold-matmul-bias), the Clip fused into the first
     assert [layer.op for layer in g.layers] == ["gemm", "gemm", "gemm", "softmax"]
     dense = g.layers[1]
-    assert (dense.attrs["act"], dense.attrs["act_min"], dense.attrs["act_max"]) == ("clip", 0.0, 6.0)
+    act = (dense.attrs["act"], dense.attrs["act_min"], dense.attrs["act_max"])
+    assert act == ("clip", 0.0, 6.0)
     assert g.tensors[g.outputs[0]].shape == (3, 10)
 
 

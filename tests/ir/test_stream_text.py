@@ -43,6 +43,7 @@ CORE_0_0 = """\
   VECTOR vunary op=clip dst=UB[0x000000+1024] src=L0C[0x000000+1024] dims=[256] dst_strides=[1] src_strides=[1] scalars=[-1.5,2.0] | wait cube>vector#4
   VECTOR vbinary op=add dst=UB[0x000000+1024] a=UB[0x000000+1024] b=UB[0x000000+64] dims=[16,16] dst_strides=[16,1] a_strides=[16,1] b_strides=[0,1]
   VECTOR vreduce op=max dst=UB[0x000400+64] src=UB[0x000000+1024] dims=[16,16] dst_strides=[1] src_strides=[16,1] nred=1
+  VECTOR vsoftmax dst=UB[0x000000+64] src=UB[0x000000+64] rows=4 cols=4
   VECTOR vfill dst=UB[0x000440+64] dims=[16] dst_strides=[1] value=-inf | set vector>mte3#5
   MTE3 spill dst=DDR[0x000500+1024] src=UB[0x000000+1024] size=256 | wait vector>mte3#5 set mte3>mte2#6
   MTE2 spill dst=UB[0x000000+1024] src=DDR[0x000500+1024] size=256 | wait mte3>mte2#6
@@ -86,8 +87,8 @@ def test_the_whole_stream_prints_back_byte_for_byte():
     assert again.tensors == stream.tensors
 
 
-@pytest.mark.parametrize("opcode", sorted(INSTRUCTIONS))
-def test_each_instruction_kind_prints_back(opcode):
+@pytest.mark.parametrize("opcode", sorted(set(INSTRUCTIONS) - {"requant"}))  # int8 only:
+def test_each_instruction_kind_prints_back(opcode):  # tests/ir/test_stream_text_int8.py
     stream = parse_stream(TEXT, "t.cmd")
     lines = [
         (line, TEXT.splitlines()[line.lineno - 1])

@@ -34,7 +34,11 @@ def test_fp16_is_the_16x16x16_fractal_into_fp32_with_128_lanes():
 @pytest.mark.parametrize(
     ("target", "precision", "message"),
     [
-        ("mesh8x8", "fp16", "target 'mesh8x8' does not support precision fp16 (supports: fp32)"),
+        (
+            "mesh8x8",
+            "fp16",
+            "target 'mesh8x8' does not support precision fp16 (supports: fp32, int8)",
+        ),
         ("davinci-core", "bf16", "unknown precision 'bf16'"),
     ],
 )

@@ -1,4 +1,5 @@
-"""`--precision`: fp32, fp16, int8 (refused: not yet implemented), auto; `check` at fp16."""
+"""`--precision`: fp32, fp16, int8 (a quantized model; a float one is refused), auto; `check`
+at fp16."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from npucc.checking import quantize
 from npucc.tools.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,9 +50,10 @@ def _error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--precision", "int8"], "precision int8 is not yet implemented"),
+        (["--precision", "int8"],
+         "node 'conv1' (Conv): int8 Conv needs a quantized input and constant quantized weights"),
         (["--precision", "fp16", "--target", "mesh8x8"],
-         "target 'mesh8x8' does not support precision fp16 (supports: fp32)"),
+         "target 'mesh8x8' does not support precision fp16 (supports: fp32, int8)"),
         (["--precision", "fp8"], "invalid choice: 'fp8'"),
     ],
 )  # fmt: skip
@@ -62,9 +65,15 @@ def test_an_unsupported_precision_is_one_line_exit_2(tmp_path, capsys, extra, me
 def test_auto_is_int8_for_a_qdq_model_and_the_targets_own_otherwise(tmp_path, capsys):
     qdq = _qdq_model(tmp_path / "qdq.onnx")
     out = tmp_path / "q.cmd"
-    assert "int8 is not yet implemented" in _error([str(qdq), "-o", str(out),
-                                                    "--precision", "auto"], capsys)  # fmt: skip
+    # auto is int8 here; a float Relu whose result no QuantizeLinear quantizes has no int8 form
+    assert "(Relu): Relu has no int8 form" in _error(
+        [str(qdq), "-o", str(out), "--precision", "auto"], capsys
+    )
     assert main([str(qdq), "-o", str(out)]) == 0  # default: the target's fp32
+    quantized = tmp_path / "small_cnn_q.onnx"
+    onnx.save(quantize(onnx.load(str(SMALL_CNN))), str(quantized))
+    assert main([str(quantized), "-o", str(out), "--precision", "auto"]) == 0
+    assert '"dtype":"i8"' in out.read_text() and '"accumulator":"i32"' in out.read_text()
     texts = []
     for extra in ([], ["--precision", "auto"], ["--precision", "fp32"]):
         out = tmp_path / f"s{len(texts)}.cmd"
@@ -88,9 +97,15 @@ def test_check_at_fp16_prints_both_errors_and_the_tolerance(capsys):
     assert lines[-1] == "PASS"
 
 
-def test_a_target_whose_own_dtype_is_int8_is_refused_too(tmp_path, capsys):
+def test_a_target_whose_own_dtype_is_int8_compiles_int8_by_default(tmp_path, capsys):
     text = (ROOT / "npucc" / "target" / "presets" / "davinci-core.toml").read_text()
     target = tmp_path / "t.toml"
     target.write_text(text.replace('dtype = "f32"', 'dtype = "i8"'))
     argv = [str(SMALL_CNN), "-o", str(tmp_path / "o.cmd"), "--target", str(target)]
-    assert "precision int8 is not yet implemented" in _error(argv, capsys)
+    assert "i8 data into a i8 accumulator is not compiled" in _error(argv, capsys)
+    target.write_text(text.replace('dtype = "f32"', 'dtype = "i8"\naccumulator = "i32"'))
+    assert "int8 Conv needs a quantized input" in _error(argv, capsys)
+    quantized = tmp_path / "small_cnn_q.onnx"
+    onnx.save(quantize(onnx.load(str(SMALL_CNN))), str(quantized))
+    assert main(["check", str(quantized), "--target", str(target)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "PASS"

@@ -11,6 +11,7 @@ import re
 import numpy as np
 import pytest
 
+from npucc.ir.dtypes import NUMPY_DTYPES
 from npucc.ir.graph import Graph
 from npucc.ir.graph_text import graph_from_text
 from npucc.passes import CompileContext
@@ -21,12 +22,20 @@ PIPELINE = [p.name for p in frontend_passes()]
 PASS_CLASS = {p.name: type(p) for p in frontend_passes()}
 
 
+# the precision a pass's case runs at (the others: the target's own, fp32)
+PRECISIONS = {"import-int8": "int8"}
+
+
 def rewrite(name: str, text: str, consts: dict[str, list[float]] | None = None) -> Graph:
-    """Parse `text`, fill the constants `consts`, run pass `name` on it and verify."""
+    """Parse `text`, fill the constants `consts` (of their declared types), run pass `name` on
+    it and verify."""
     g = graph_from_text(text)
     for t, values in (consts or {}).items():
-        g.tensors[t].data = np.asarray(values, np.float32).reshape(g.tensors[t].shape)
-    g = PASS_CLASS[name]().run(g, CompileContext(load_target("davinci-core")))
+        kind = NUMPY_DTYPES[g.tensors[t].dtype]
+        g.tensors[t].data = np.asarray(values).astype(kind).reshape(g.tensors[t].shape)
+    target = load_target("davinci-core")
+    target = target.at_precision(PRECISIONS.get(name, target.precision))
+    g = PASS_CLASS[name]().run(g, CompileContext(target))
     g.verify()
     return g
 
@@ -35,6 +44,53 @@ def printed(g: Graph) -> str:
     """The text form with digests elided."""
     return re.sub(r"sha256=[0-9a-f]+", "sha256=...", g.to_text())
 
+
+IMPORT_INT8_IN = """
+graph "g" opset=13 {
+  input %"x" : f32[1,2]
+  const %"s" : f32[] sha256=0
+  const %"z" : i8[] sha256=0
+  const %"w" : i8[3,2] sha256=0
+  const %"ws" : f32[3] sha256=0
+  const %"wz" : i8[3] sha256=0
+  const %"b" : i32[3] sha256=0
+  const %"bs" : f32[3] sha256=0
+  const %"bz" : i32[3] sha256=0
+  const %"ys" : f32[] sha256=0
+  const %"yz" : i8[] sha256=0
+  %"q" = onnx.QuantizeLinear(%"x", %"s", %"z") : i8[1,2] loc("q")
+  %"d" = onnx.DequantizeLinear(%"q", %"s", %"z") : f32[1,2] loc("dq")
+  %"wd" = onnx.DequantizeLinear(%"w", %"ws", %"wz") {axis=0} : f32[3,2] loc("dqw")
+  %"bd" = onnx.DequantizeLinear(%"b", %"bs", %"bz") {axis=0} : f32[3] loc("dqb")
+  %"g" = onnx.Gemm(%"d", %"wd", %"bd") {transB=1} : f32[1,3] loc("fc")
+  %"r" = onnx.Relu(%"g") : f32[1,3] loc("relu")
+  %"yq" = onnx.QuantizeLinear(%"r", %"ys", %"yz") : i8[1,3] loc("qy")
+  %"y" = onnx.DequantizeLinear(%"yq", %"ys", %"yz") : f32[1,3] loc("dqy")
+  output %"y"
+}
+"""
+IMPORT_INT8_CONSTS = {"s": 0.5, "z": 2, "w": [1, 2, 3, 4, 5, 6], "ws": [0.1, 0.2, 0.4],
+                      "wz": [0, 0, 0], "b": [10, -20, 30], "bs": [0.05, 0.1, 0.2],
+                      "bz": [0, 0, 0], "ys": 0.25, "yz": -5}  # fmt: skip
+IMPORT_INT8_OUT = """
+graph "g" opset=13 {
+  input %"x" : f32[1,2]
+  const %"s" : f32[] sha256=...
+  const %"z" : i8[] sha256=...
+  const %"w" : i8[3,2] sha256=...
+  const %"ws" : f32[3] sha256=...
+  const %"wz" : i8[3] sha256=...
+  const %"b" : i32[3] sha256=...
+  const %"bs" : f32[3] sha256=...
+  const %"bz" : i32[3] sha256=...
+  const %"ys" : f32[] sha256=...
+  const %"yz" : i8[] sha256=...
+  const %"w.i8" : i8[3,2] sha256=...
+  const %"fc.requant" : i8[24] sha256=...
+  %"y" = gemm(%"x", %"w.i8", %"fc.requant") {qhi = 127, qin = 2, qlo = -5, qzp = -5, trans_b = 1} : f32[1,3] loc("fc")
+  output %"y"
+}
+"""  # noqa: E501 (the gemm line)
 
 FOLD_CONSTANTS_IN = """
 graph "g" opset=13 {
@@ -351,16 +407,17 @@ graph "g" opset=13 {
   const %"c" : f32[4,1] sha256=...
   const %"b.row" : f32[2] sha256=...
   %"x.rows" = reshape(%"x") : f32[4,3] loc("mm.rows")
-  %"y.rows" = gemm(%"x.rows", %"w", %"b.row") {alpha = 1.0, beta = 1.0, trans_a = 0, trans_b = 0} : f32[4,2] loc("mm")
+  %"y.rows" = gemm(%"x.rows", %"w", %"b.row") ATTRS : f32[4,2] loc("mm")
   %"y" = reshape(%"y.rows") : f32[1,4,2] loc("bias.view")
   %"n" = matmul(%"x", %"w") : f32[1,4,2] loc("mm2")
   %"z" = add(%"n", %"c") : f32[1,4,2] loc("rows")
   output %"y"
   output %"z"
 }
-"""
+""".replace("ATTRS", "{alpha = 1.0, beta = 1.0, trans_a = 0, trans_b = 0}")
 
 CASES = {
+    "import-int8": (IMPORT_INT8_IN, IMPORT_INT8_CONSTS, IMPORT_INT8_OUT),
     "fold-constants": (FOLD_CONSTANTS_IN, {"a": [1, 2], "b": [3, 4]}, FOLD_CONSTANTS_OUT),
     "drop-identity": (DROP_IDENTITY_IN, {}, DROP_IDENTITY_OUT),
     "gather-index-views": (GATHER_INDEX_VIEWS_IN, {}, GATHER_INDEX_VIEWS_OUT),
@@ -397,6 +454,15 @@ def test_rewrite_prints_the_expected_ir(name: str) -> None:
 def test_every_rewrite_has_a_case() -> None:
     between = PIPELINE[1:]
     assert set(CASES) == {p for p in between if p != "legalize-onnx"}
+
+
+def test_import_int8_folds_the_zero_point_into_the_int32_bias_and_the_scales() -> None:
+    """bias' = bias - x_zp * sum(w) per output channel, scale = x_scale * w_scale / y_scale."""
+    g = rewrite("import-int8", IMPORT_INT8_IN, IMPORT_INT8_CONSTS)
+    raw = g.tensors["fc.requant"].data.astype(np.int8).view(np.uint8).reshape(3, 8)
+    assert np.ascontiguousarray(raw[:, :4]).view("<i4").ravel().tolist() == [4, -34, 8]
+    scale = np.ascontiguousarray(raw[:, 4:]).view("<f4").ravel()
+    np.testing.assert_array_equal(scale, np.float32([0.2, 0.4, 0.8]))
 
 
 def test_folded_constants_hold_the_values() -> None:

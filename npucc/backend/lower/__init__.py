@@ -90,8 +90,8 @@ def _lower_all(
     every_core = tuple(range(rows * cols))
     for name in graph.inputs:
         t = graph.tensors[name]
-        program.add_tensor(name, "input", t.shape, dtype=t.dtype)
-        program.io.append(IoBinding("input", name, name, t.shape, t.dtype))
+        program.add_tensor(name, "input", t.shape, dtype=t.dtype, quant=t.quant)
+        program.io.append(IoBinding("input", name, name, t.shape, t.dtype, t.quant))
     with progress.task("lower-tiles", len(graph.layers)) as bar:
         for index, layer in enumerate(graph.layers):
             if bar is not None and index % 8 == 0:
@@ -106,7 +106,7 @@ def _lower_all(
     for name in graph.outputs:
         lctx.ddr(name)
         t = graph.tensors[name]
-        program.io.append(IoBinding("output", name, program.key(name), t.shape, t.dtype))
+        program.io.append(IoBinding("output", name, program.key(name), t.shape, t.dtype, t.quant))
     if builder.open_buffers():
         raise AssertionError(f"lowering left buffers open: {builder.open_buffers()[:5]}")
     program.cross_edges = tracker.cross_edges

@@ -33,7 +33,7 @@ from typing import Protocol
 
 from npucc.backend.lower.context import LowerContext, apply_activation, largest, split
 from npucc.ir.graph import Layer
-from npucc.ir.isa import BufRef, Copy, DdrRef, Mmad, VBinary
+from npucc.ir.isa import REQUANT_BYTES, BufRef, Copy, DdrRef, Mmad, Requant, VBinary
 from npucc.target.cost import ddr_bound, dma_cycles, mmad_cycles, vector_cycles
 
 ORDERS = ("ws", "is", "os")
@@ -163,6 +163,7 @@ class CubeShape:
     bias: bool  # a per-N bias staged in L1 with each W block
     residual: bool  # a residual tile loaded into UB per output tile (fuse-residual)
     vector_ops: int  # vector instructions per output tile (bias, residual, activation, ...)
+    bias_elems: int = 1  # elements of the bias per N column (int8: a requant record's bytes)
     # resident L1 tensors (npucc.backend.lower.resident): X read in place, no DMA from DDR;
     # output tiles stored UB -> L1 on VECTOR; residual tiles loaded L1 -> UB on MTE1
     x_onchip: bool = False
@@ -200,8 +201,8 @@ def block_cost(
     )
     w_el = shape.n * shape.k
     if shape.bias:
-        w_cyc += sum(cn * _dma(ctx, "DDR_L1", nb) for nb, cn in n_pieces)
-        w_el += shape.n
+        w_cyc += sum(cn * _dma(ctx, "DDR_L1", nb * shape.bias_elems) for nb, cn in n_pieces)
+        w_el += shape.n * shape.bias_elems
     x_cyc = x_el = 0
     for b in blocks if not shape.x_onchip else ():
         for kb, ck in k_pieces:
@@ -265,7 +266,7 @@ def _tile_pipes(
             out_bytes += c * m * n * eb
         dmas += c * (1 + int(shape.residual))
         if shape.bias:
-            p["MTE1"] += c * _dma(ctx, "L1_UB", n)
+            p["MTE1"] += c * _dma(ctx, "L1_UB", n * shape.bias_elems)
         if shape.residual and shape.res_onchip:
             p["MTE1"] += c * _dma(ctx, "L1_UB", m * n)
         elif shape.residual:
@@ -324,7 +325,8 @@ def _plans(
 
     def l1_fits(nb: int, kb: int) -> bool:
         x = () if shape.x_onchip else (largest_x.x_elems(kb, shape.k_quantum),)
-        return ctx.share_fits("L1", (*x, kb * nb) + ((nb,) if shape.bias else ()))
+        bias = (nb * shape.bias_elems,) if shape.bias else ()
+        return ctx.share_fits("L1", (*x, kb * nb, *bias))
 
     n_options = _candidates(shape.n, t.n)
     for nb in n_options:
@@ -418,6 +420,14 @@ class CubeIo:
     bias: DdrRef | None
     out: DdrRef
     residual: DdrRef | None
+    # int8: (zero point, lo, hi) of the `requant` out of L0C; `bias` is then the requant
+    # records (REQUANT_BYTES per column)
+    requant: tuple[int, int, int] | None = None
+
+    @property
+    def bias_elems(self) -> int:
+        """Elements of `bias` per column."""
+        return 1 if self.requant is None else REQUANT_BYTES
 
 
 def emit_blocked(
@@ -490,8 +500,9 @@ class _Nest:
         if self.io.bias is None:
             return None
         bld = self.ctx.builder
-        b = bld.alloc("L1", nb, f"{self.layer.name}.bias")
-        bld.emit(Copy(b, self.io.bias.at(n0), (nb,), (1,), (1,)))
+        per = self.io.bias_elems
+        b = bld.alloc("L1", nb * per, f"{self.layer.name}.bias")
+        bld.emit(Copy(b, self.io.bias.at(n0 * per), (nb * per,), (1,), (1,)))
         return L1Block(b, 0, n0, 1, nb)
 
     def free(self, w: L1Block, bias: L1Block | None) -> None:
@@ -561,14 +572,29 @@ class _Nest:
         if bias is not None:
             bld.free(bias.ref)
 
+    def requant(
+        self, ub: BufRef, acc: BufRef, tile: MTile, n0: int, nt: int, bias: L1Block | None
+    ) -> None:
+        """int8: the accumulators requantized into UB by their columns' records."""
+        assert bias is not None and self.io.requant is not None  # int8 layers have records
+        bld, per = self.ctx.builder, REQUANT_BYTES
+        rec = bld.alloc("UB", nt * per, "requant")
+        bld.emit(Copy(rec, bias.ref.at((n0 - bias.c0) * per), (nt * per,), (1,), (1,)))
+        bld.emit(Requant(ub, acc, rec, tile.m, nt, *self.io.requant))
+        bld.free(rec)
+        bld.free(acc)
+
     def epilogue(self, acc: BufRef, tile: MTile, n0: int, nt: int, bias: L1Block | None) -> None:
         """L0C -> UB, + bias, the lowering's extra step, + residual, activation, store."""
         bld, layer = self.ctx.builder, self.layer
         m = tile.m
         ub = bld.alloc("UB", m * nt, f"{layer.name}.out")
-        bld.emit(Copy(ub, acc, (m * nt,), (1,), (1,)))
-        bld.free(acc)
-        if bias is not None:
+        if self.io.requant is not None:
+            self.requant(ub, acc, tile, n0, nt, bias)
+        else:
+            bld.emit(Copy(ub, acc, (m * nt,), (1,), (1,)))
+            bld.free(acc)
+        if bias is not None and self.io.requant is None:
             b = bld.alloc("UB", nt, "bias")
             bld.emit(Copy(b, bias.ref.at(n0 - bias.c0), (nt,), (1,), (1,)))
             bld.emit(VBinary("add", ub, ub, b, (m, nt), (nt, 1), (nt, 1), (0, 1)))

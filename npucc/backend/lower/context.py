@@ -151,6 +151,12 @@ def apply_activation(ctx: LowerContext, ref: BufRef, elems: int, attrs: dict) ->
     ctx.builder.emit(VUnary(act, ref, ref, (elems,), (1,), (1,), scalars))
 
 
+def quant_epilogue(layer: Layer) -> tuple[int, int, int] | None:
+    """An int8 layer's requantization (zero point, lo, hi), or None for a float layer."""
+    a = layer.attrs
+    return (int(a["qzp"]), int(a["qlo"]), int(a["qhi"])) if "qzp" in a else None
+
+
 def window_extent(outputs: int, stride: int, kernel: int, dilation: int) -> int:
     """Input extent a band of `outputs` window positions reads along one axis."""
     return (outputs - 1) * stride + (kernel - 1) * dilation + 1

@@ -21,11 +21,11 @@ from npucc.backend.lower.blocking import (
     emit_blocked,
     fitting_tiles,
 )
-from npucc.backend.lower.context import LowerContext, lowering, split
+from npucc.backend.lower.context import LowerContext, lowering, quant_epilogue, split
 from npucc.backend.lower.conv_geom import ConvGeom, conv_geometry
 from npucc.backend.lower.depthwise import lower_vector_conv, prefers_vector
 from npucc.ir.graph import Layer
-from npucc.ir.isa import BufRef, Copy, Img2Col
+from npucc.ir.isa import REQUANT_BYTES, BufRef, Copy, Img2Col
 
 
 def _pixel_tile(g: ConvGeom, m_t: int) -> tuple[int, int]:
@@ -112,7 +112,7 @@ def lower_conv2d(ctx: LowerContext, layer: Layer) -> None:
 
     A low-reuse grouped conv (depthwise) goes to the vector pipe when that costs less.
     """
-    if prefers_vector(ctx, layer, lower_cube_conv):
+    if "qzp" not in layer.attrs and prefers_vector(ctx, layer, lower_cube_conv):
         lower_vector_conv(ctx, layer)
         return
     lower_cube_conv(ctx, layer)
@@ -123,29 +123,31 @@ def lower_cube_conv(ctx: LowerContext, layer: Layer) -> None:
     g = conv_geometry(ctx, layer)
     taps, k = g.taps, g.cg * g.taps
     bias, residual = _optional(layer, 2), _optional(layer, 3)
+    requant = quant_epilogue(layer)
+    per = REQUANT_BYTES if requant else 1  # elements of the bias per output channel
 
     x_onchip = ctx.onchip(layer.inputs[0]) is not None
 
     def l1_buffers(mt: int, nt: int, kt: int) -> tuple[int, ...]:
         rows, cols = _extent(g, *_pixel_tile(g, mt))
         x = () if x_onchip else ((kt // taps) * rows * cols,)
-        return (*x, kt * nt, nt) if bias else (*x, kt * nt)
+        return (*x, kt * nt, nt * per) if bias else (*x, kt * nt)
 
     tiles = fitting_tiles(ctx, layer, (g.oh * g.ow, g.cog, k), l1_buffers, k_quantum=taps)
-    ops = int(bool(bias)) + int(bool(residual)) + int(bool(layer.attrs.get("act")))
+    ops = int(bool(bias) and not requant) + int(bool(residual)) + int(bool(layer.attrs.get("act")))
     onchip = (
         x_onchip,
         ctx.onchip(layer.outputs[0]) is not None,
         bool(residual) and ctx.onchip(residual) is not None,
     )
-    shape = CubeShape(g.cog, k, taps, g.n * g.group, bool(bias), bool(residual), ops, *onchip)
+    shape = CubeShape(g.cog, k, taps, g.n * g.group, bool(bias), bool(residual), ops, per, *onchip)
     plan, blocks = choose_blocking(ctx, shape, tiles, lambda t, c: _bands(g, t, c), g.oh)
     for n in range(g.n):
         for grp in range(g.group):
             w = MatOperand(ctx.ddr(layer.inputs[1]).at(grp * g.cog * k), 1, k)
-            b = ctx.ddr(bias).at(grp * g.cog) if bias else None
+            b = ctx.ddr(bias).at(grp * g.cog * per) if bias else None
             out = ctx.ddr(layer.outputs[0])
-            io = CubeIo(w, b, out, ctx.ddr(residual) if residual else None)
+            io = CubeIo(w, b, out, ctx.ddr(residual) if residual else None, requant)
             emit_blocked(ctx, layer, plan, blocks, _ConvOps(ctx, layer, g, n, grp), io, k, g.cog)
 
 
@@ -191,7 +193,8 @@ class _ConvOps:
         src = x.ref.at(((k0 - x.c0) // g.taps * ih + off) * iw)
         strides = (1, 1) if _pointwise(g) else (g.sh, g.sw)
         window = (g.kh, g.kw, *strides, g.dh, g.dw, pt, pl)
-        bld.emit(Img2Col(a0, src, kt // g.taps, ih, iw, *window, rows, cols))
+        pad = int(self.layer.attrs.get("qin", 0))  # int8: the input's zero point (0.0)
+        bld.emit(Img2Col(a0, src, kt // g.taps, ih, iw, *window, rows, cols, pad))
         return a0
 
     def out_view(self, tile: MTile, n0: int, nt: int) -> OutView:

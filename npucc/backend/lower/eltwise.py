@@ -141,7 +141,8 @@ def _binary_tile(
     full = [buf for o, buf in zip(ops, (a, b), strict=True) if o.full()]
     res = full[0] if full else ctx.builder.alloc("UB", elems, f"{layer.name}.out")
     dense = row_major_strides(sizes)
-    ctx.builder.emit(VBinary(layer.op, res, a, b, sizes, dense, a_st, b_st))
+    q = layer.attrs.get("q", ())  # int8: dequantize a and b, quantize the sum
+    ctx.builder.emit(VBinary(layer.op, res, a, b, sizes, dense, a_st, b_st, q))
     apply_activation(ctx, res, elems, layer.attrs)
     store(ctx, dst.at(offset(box[0], out_strides)), res, sizes, out_strides)
     for buf in dict.fromkeys((res, *loaded)):

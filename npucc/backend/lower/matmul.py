@@ -22,15 +22,16 @@ from npucc.backend.lower.blocking import (
     emit_blocked,
     fitting_tiles,
 )
-from npucc.backend.lower.context import LowerContext, lowering, split
+from npucc.backend.lower.context import LowerContext, lowering, quant_epilogue, split
 from npucc.ir.graph import Layer, row_major_strides
-from npucc.ir.isa import BufRef, Copy, DdrRef, VBinary, VUnary
+from npucc.ir.isa import REQUANT_BYTES, BufRef, Copy, DdrRef, VBinary, VUnary
 
 
 def plan_matmul(
     ctx: LowerContext, layer: Layer, dims: tuple[int, int, int], instances: int, vector_ops: int
 ) -> tuple[Blocking, list[MBlock]]:
-    """The blocking of `instances` products A[m,k] @ B[k,n] (`vector_ops` per output tile)."""
+    """The blocking of `instances` products A[m,k] @ B[k,n] (`vector_ops` per output tile; an
+    int8 layer's requant records staged like a bias)."""
     m, n, k = dims
     x_onchip = ctx.onchip(layer.inputs[0]) is not None
     l1: Callable[[int, int, int], tuple[int, ...]] = (
@@ -41,8 +42,10 @@ def plan_matmul(
     res_onchip = bool(residual) and ctx.onchip(residual) is not None
     out_onchip = ctx.onchip(layer.outputs[0]) is not None
     ops = vector_ops + int(bool(residual))
+    quant = quant_epilogue(layer) is not None
+    per = REQUANT_BYTES if quant else 1
     onchip = (x_onchip, out_onchip, res_onchip)
-    shape = CubeShape(n, k, 1, instances, False, bool(residual), ops, *onchip)
+    shape = CubeShape(n, k, 1, instances, quant, bool(residual), ops, per, *onchip)
 
     def blocks(t: MatTiles, count: int) -> list[MBlock]:
         return [
@@ -71,13 +74,14 @@ def emit_matmul(
     kn: tuple[int, int],
     epilogue: Epilogue | None = None,
     residual: DdrRef | None = None,
+    records: DdrRef | None = None,
 ) -> None:
     """Emit out = A[m,k] @ B[k,n] by `blocking` (`kn`: k, n); `epilogue(ub, m0, n0, mt, nt)`
     edits UB tiles before the residual (its tile as the output's, from `residual`) and the
-    activation."""
+    activation; an int8 layer requantizes its accumulators by the `records`."""
     plan, blocks = blocking
     k, n = kn
-    io = CubeIo(b, None, out.ref, residual)
+    io = CubeIo(b, records, out.ref, residual, quant_epilogue(layer))
     emit_blocked(ctx, layer, plan, blocks, _MatOps(ctx, layer, a, out, epilogue), io, k, n)
 
 
@@ -143,6 +147,10 @@ def lower_gemm(ctx: LowerContext, layer: Layer) -> None:
     a = MatOperand(ctx.ddr(a_name), *((1, m) if trans_a else (k, 1)))
     b = MatOperand(ctx.ddr(b_name), *((1, k) if trans_b else (n, 1)))
     out = MatOperand(ctx.ddr(layer.outputs[0]), n, 1)
+    if quant_epilogue(layer) is not None:  # int8: C is the requant records
+        blocking = plan_matmul(ctx, layer, (m, n, k), 1, 0)
+        emit_matmul(ctx, layer, blocking, a, b, out, (k, n), records=ctx.ddr(c_name))
+        return
     bias = None
     if c_name and beta != 0.0:
         c_strides = _broadcast_strides(ctx.shape(c_name), (m, n))

@@ -23,6 +23,7 @@ from npucc.backend.lower.context import (
     window_extent,
 )
 from npucc.backend.lower.layout import budget, load
+from npucc.errors import NpuccError
 from npucc.ir.graph import Layer
 from npucc.ir.isa import BufRef, Copy, DdrRef, VBinary, VFill, VReduce, VUnary
 
@@ -122,6 +123,9 @@ def lower_pool(ctx: LowerContext, layer: Layer) -> None:
     """Windowed max or average pool over NCHW, tiled over images, channels, rows and columns."""
     g = _geometry(ctx, layer)
     scale = _Scale(ctx, layer, g) if layer.op == "avgpool" else None
+    if "q" in layer.attrs:  # int8: one vreduce mean per window (the frontend's whole windows)
+        assert scale is not None and scale.table is None and scale.factor == 1 / (g.kh * g.kw)
+        scale = None
     extra = scale.elems if scale is not None else (lambda toh, tow: 0)
     tp, toh, tow = _pool_tiles(ctx, layer, g, extra)
     for p0, pl in split(g.planes, tp):
@@ -158,7 +162,9 @@ def _pool_tile(
     bld = ctx.builder
     rows, cols = g.rows(ohl), g.cols(owl)
     win = bld.alloc("UB", pl * rows * cols, f"{layer.name}.win")
-    pad = -math.inf if layer.op == "maxpool" else 0.0
+    q = layer.attrs.get("q", ())
+    # NOTE: at int8 an average's pad is the input's zero point (0.0) and a max's -inf -128
+    pad = -math.inf if layer.op == "maxpool" else (q[1] if q else 0.0)
     x = ctx.ddr(layer.inputs[0]).at(p0 * g.h * g.w)
     band = (oh0 * g.sh - g.pads[0], rows, ow0 * g.sw - g.pads[1], cols)
     fill_window(ctx, (g.h, g.w), win, x, pl, band, pad)
@@ -166,9 +172,8 @@ def _pool_tile(
     dims = (pl, ohl, owl, g.kh, g.kw)
     src_strides = (rows * cols, g.sh * cols, g.sw, g.dh * cols, g.dw)
     dense = (ohl * owl, owl, 1)
-    bld.emit(
-        VReduce("max" if layer.op == "maxpool" else "sum", out, win, dims, dense, src_strides, 2)
-    )
+    op = "max" if layer.op == "maxpool" else "mean" if q else "sum"
+    bld.emit(VReduce(op, out, win, dims, dense, src_strides, 2, q))
     bld.free(win)
     if scale is not None:
         scale.emit(ctx, layer.name, out, (pl, oh0, ohl, ow0, owl))
@@ -214,6 +219,12 @@ def lower_global_pool(ctx: LowerContext, layer: Layer) -> None:
     tr = max(1, min(planes, cap // (size + 2)))
     chunk = min(size, cap // tr - 2)
     op, combine = ("max", "max") if layer.op == "globalmaxpool" else ("sum", "add")
+    q = layer.attrs.get("q", ())
+    if q:  # int8: one vreduce mean over each whole plane
+        if chunk < size:
+            raise NpuccError(f"layer '{layer.name}': an int8 global average of {size} elements "
+                             "does not fit UB whole")  # fmt: skip
+        op = "mean"
     x, y = ctx.ddr(layer.inputs[0]), ctx.ddr(layer.outputs[0])
     bld = ctx.builder
     for p0, pl in split(planes, tr):
@@ -222,12 +233,12 @@ def lower_global_pool(ctx: LowerContext, layer: Layer) -> None:
         for k0, kl in split(size, chunk):
             part = acc if k0 == 0 else bld.alloc("UB", pl, f"{layer.name}.part")
             xs = load(ctx, x.at(p0 * size + k0), (pl, kl), (size, 1), f"{layer.name}.x")
-            bld.emit(VReduce(op, part, xs, (pl, kl), (1,), (kl, 1), 1))
+            bld.emit(VReduce(op, part, xs, (pl, kl), (1,), (kl, 1), 1, q))
             bld.free(xs)
             if part != acc:
                 bld.emit(VBinary(combine, acc, acc, part, (pl,), (1,), (1,), (1,)))
                 bld.free(part)
-        if op == "sum":
+        if op == "sum":  # NOTE: not at int8 ("mean")
             bld.emit(VUnary("muls", acc, acc, (pl,), (1,), (1,), (1.0 / size,)))
         apply_activation(ctx, acc, pl, layer.attrs)
         bld.emit(Copy(y.at(p0), acc, (pl,), (1,), (1,)))

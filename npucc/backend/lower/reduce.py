@@ -23,7 +23,7 @@ from npucc.backend.lower.layout import (
     store,
 )
 from npucc.ir.graph import Layer, row_major_strides
-from npucc.ir.isa import BufRef, Copy, DdrRef, VBinary, VFill, VReduce, VUnary
+from npucc.ir.isa import BufRef, Copy, DdrRef, VBinary, VFill, VReduce, VSoftmax, VUnary
 
 COMBINE = {"max": "max", "sum": "add"}  # binary op that merges two partial reductions
 
@@ -88,12 +88,29 @@ def lower_softmax(ctx: LowerContext, layer: Layer) -> None:
     shape = ctx.shape(layer.inputs[0])
     axis = layer.attrs["axis"]
     view = (math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :]))
+    if "q" in layer.attrs:
+        _softmax_int8(ctx, layer, view)
+        return
     to, ta, ti = _softmax_tiles(ctx, layer, view)
     for o0, ol in split(view[0], to):
         for i0, il in split(view[2], ti):
             ctx.next_tile()
             tile = _SoftmaxTile(ctx, layer, view, (o0, ol, i0, il))
             (_softmax_resident if ta == view[1] else _softmax_streamed)(tile, ta)
+
+
+def _softmax_int8(ctx: LowerContext, layer: Layer, view: Dims) -> None:
+    """int8 softmax over the last axis: rows of the axis in UB, one vsoftmax per tile."""
+    rows, axis, inner = view
+    assert inner == 1  # NOTE: the frontend's int8 softmax is over the last axis
+    cap = budget(ctx, layer, least=axis)
+    x, y = ctx.ddr(layer.inputs[0]), ctx.ddr(layer.outputs[0])
+    for r0, rl in split(rows, cap // axis):
+        ctx.next_tile()
+        buf = load(ctx, x.at(r0 * axis), (rl, axis), (axis, 1), f"{layer.name}.x")
+        ctx.builder.emit(VSoftmax(buf, buf, rl, axis, layer.attrs["q"]))
+        store(ctx, y.at(r0 * axis), buf, (rl, axis), (axis, 1))
+        ctx.builder.free(buf)
 
 
 def _softmax_tiles(ctx: LowerContext, layer: Layer, view: Dims) -> tuple[int, int, int]:

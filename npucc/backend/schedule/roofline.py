@@ -18,7 +18,6 @@ issued, its constants, inputs and outputs. See docs/roofline.md.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -30,10 +29,7 @@ from npucc.ir.isa import (
     Instr,
     Mmad,
     Spill,
-    VBinary,
-    VFill,
-    VReduce,
-    VUnary,
+    vector_elements,
 )
 from npucc.ir.isa_cost import ddr_bytes, instr_cycles, noc_bytes
 from npucc.ir.program import TiledProgram
@@ -211,8 +207,8 @@ def stream_roofline(stream: Stream, makespan: int) -> Roofline:
             busy[line.queue] += instr_cycles(target, ins)
             if isinstance(ins, Mmad):
                 macs += ins.m * ins.n * ins.k
-            elif isinstance(ins, (VUnary, VBinary, VReduce, VFill)):
-                vector += math.prod(ins.dims)
+            else:
+                vector += vector_elements(ins)
             usage.count(target, ins, ddr_bytes(target, ins), _instr_reads_ddr(ins))
         _keep_max(usage.busy, busy)
     tensors = stream.tensors.values()

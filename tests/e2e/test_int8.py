@@ -1,0 +1,90 @@
+"""int8 end to end: small_cnn quantized by onnxruntime (`npucc.checking.quantize`, QDQ form) and
+a small CNN in QOperator form compile to integer programs that equal onnxruntime's run of the
+quantized model."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from npucc.checking import quantize
+from npucc.tools.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def small_cnn_int8(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("int8") / "small_cnn_qdq.onnx"
+    onnx.save(quantize(onnx.load(str(ROOT / "models" / "small_cnn.onnx")), seed=0), str(path))
+    return path
+
+
+@pytest.mark.parametrize("target", ["davinci-core", "mesh8x8"])
+def test_quantized_small_cnn_checks_equal_to_onnxruntime(small_cnn_int8, target, capsys):
+    argv = ["check", str(small_cnn_int8), "--precision", "int8", "--target", target]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    verdict = next(ln for ln in lines if "vs onnxruntime (the same quantized model)" in ln)
+    assert verdict.startswith("probs: ") and " 10/10 equal (1.000000), max 0 steps of " in verdict
+    assert verdict.endswith(" PASS") and lines[-1] == "PASS"
+
+
+def test_the_stream_declares_int8_tensors_and_int8_cube_work(small_cnn_int8, tmp_path):
+    out = tmp_path / "q.cmd"
+    assert main([str(small_cnn_int8), "-o", str(out), "--precision", "int8"]) == 0
+    text = out.read_text()
+    assert '"dtype":"i8"' in text and '"accumulator":"i32"' in text
+    tensors = [ln for ln in text.splitlines() if ln.startswith("tensor ")]
+    assert re.search(r'^tensor input "input" DDR\[\S+\+3072\] f32\[1,3,32,32\] quant=\S+,\S+$',
+                     "\n".join(tensors), re.M)  # fmt: skip
+    inner = [ln for ln in tensors if " input " not in ln and " output " not in ln]
+    assert inner and all(" i8[" in ln for ln in inner)
+    assert "CUBE mmad" in text and "VECTOR requant" in text and "VECTOR vsoftmax" in text
+    mmad = r"CUBE mmad dst=L0C\[\S+\+(\d+)\] a=L0A\[\S+\+(\d+)\] \S+ m=(\d+) n=(\d+) k=(\d+)"
+    l0c = re.search(mmad, text)
+    assert l0c is not None
+    c_bytes, a_bytes, m, n, k = map(int, l0c.groups())
+    assert (c_bytes, a_bytes) == (4 * m * n, m * k)  # int32 accumulators of int8 products
+
+
+def _cnn() -> onnx.ModelProto:
+    """Conv -> Relu -> MaxPool -> Conv (stride 2) -> Relu, random weights: a model whose
+    QOperator form is standard ONNX (QLinearConv, MaxPool on int8)."""
+    rng = np.random.default_rng(0)
+
+    def const(name: str, shape: tuple[int, ...], std: float) -> onnx.TensorProto:
+        return numpy_helper.from_array((rng.standard_normal(shape) * std).astype(np.float32), name)
+
+    inits = [const("w1", (8, 3, 3, 3), 0.3), const("b1", (8,), 0.1),
+             const("w2", (16, 8, 3, 3), 0.15), const("b2", (16,), 0.1)]  # fmt: skip
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["p1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("Relu", ["c2"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "cnn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 32, 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 8, 8])],
+        initializer=inits,
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_a_qoperator_model_checks_equal_to_onnxruntime(tmp_path, capsys):
+    model = quantize(_cnn(), seed=0, qoperator=True)
+    ops = {n.op_type for n in model.graph.node}
+    assert ops == {"QuantizeLinear", "QLinearConv", "MaxPool", "DequantizeLinear"}
+    path = tmp_path / "cnn_qop.onnx"
+    onnx.save(model, str(path))
+    assert main(["check", str(path), "--precision", "int8"]) == 0
+    verdict = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("y: "))
+    assert " 1024/1024 equal (1.000000), max 0 steps of " in verdict and verdict.endswith("PASS")
