@@ -58,8 +58,16 @@ def _retime(
     finish: list[int],
     q: int,
     pipes: int,
+    moved: tuple[list[int], dict[int, int], list[list[int]], int] | None = None,
 ) -> list[int]:
-    """Finish times under rule 5 when only order[q:] changed (`finish` holds order[:q]'s)."""
+    """Finish times under rule 5 when only order[q:] changed (`finish` holds order[:q]'s).
+
+    `moved` = (old order, its positions, successors, p): `order` differs from the old order
+    only at positions q..p and `finish` is the old order's timing.
+    NOTE: past p, once every pipe is free when it was in the old timing and no node whose
+    finish moved has a successor still to come, every later finish is the old one.
+    """
+    old_finish = finish
     finish = finish[:]
     pipe_free: dict[str | None, int] = {}
     for i in range(q - 1, -1, -1):  # each pipe is free at its last finish before q
@@ -68,29 +76,57 @@ def _retime(
             pipe_free[pipe] = finish[order[i]]
             if len(pipe_free) == pipes:
                 break
+    old_free = dict(pipe_free)  # the old timing's pipes, from position end + 1 on
+    horizon = -1  # the last position of a successor of a node whose finish moved
+    differ = 0  # pipes free at another time than in the old timing
+    old, pos, succs, end = moved if moved is not None else ([], {}, [], len(order))
+    track = moved is not None
+    for i in range(q, end + 1 if track else q):
+        pipe = nodes[old[i]].pipe
+        if pipe is not None:
+            old_free[pipe] = old_finish[old[i]]
     for i in range(q, len(order)):
         v = order[i]
+        if i > end:
+            if i == end + 1:
+                differ = sum(pipe_free.get(x, 0) != t for x, t in old_free.items())
+            if not differ and horizon < i:
+                break
         t = 0
         for u in preds[v]:
             if finish[u] > t:
                 t = finish[u]
         pipe = nodes[v].pipe
-        if pipe is None:
-            finish[v] = t
-            continue
-        t = max(t, pipe_free.get(pipe, 0))
-        finish[v] = pipe_free[pipe] = t + nodes[v].cycles
+        if pipe is not None:
+            t = max(t, pipe_free.get(pipe, 0)) + nodes[v].cycles
+            if i > end:
+                was = old_free.get(pipe, 0)
+                differ += (t != old_finish[v]) - (pipe_free.get(pipe, 0) != was)
+                old_free[pipe] = old_finish[v]
+            pipe_free[pipe] = t
+        if track and t != old_finish[v]:
+            for w in succs[v]:
+                if pos[w] > horizon:
+                    horizon = pos[w]
+        finish[v] = t
     return finish
 
 
-def list_order(r: Replay, preds: list[list[int]], group: list[int]) -> list[int]:
+def _succs(preds: list[list[int]]) -> list[list[int]]:
+    """The successor lists of `preds`."""
+    succs: list[list[int]] = [[] for _ in preds]
+    for v, ps in enumerate(preds):
+        for u in ps:
+            succs[u].append(v)
+    return succs
+
+
+def list_order(
+    r: Replay, preds: list[list[int]], succs: list[list[int]], group: list[int]
+) -> list[int]:
     """Refinement 1: earliest-start list scheduling over G2, memory order per group kept."""
     nodes = r.nodes
     total = len(nodes)
-    succs: list[list[int]] = [[] for _ in range(total)]
-    for v in range(total):
-        for u in preds[v]:
-            succs[u].append(v)
     last: dict[int, int] = {}
     chain_next = [-1] * total
     indeg = [len(p) for p in preds]
@@ -195,11 +231,17 @@ def critical_chain(
 
 
 def local_moves(
-    r: Replay, preds: list[list[int]], group: list[int], order: list[int], window: int = WINDOW
+    r: Replay,
+    preds: list[list[int]],
+    succs: list[list[int]],
+    group: list[int],
+    order: list[int],
+    finish: list[int],
+    window: int = WINDOW,
 ) -> list[int]:
-    """Refinement 2 (Alg. 3): move critical-chain nodes earlier within the window."""
+    """Refinement 2 (Alg. 3): move critical-chain nodes earlier within the window (`finish`:
+    the order's timing)."""
     nodes = r.nodes
-    finish = _timing(nodes, preds, order)
     best = max(finish, default=0)
     budget = MOVE_BUDGET
     pipes = len({node.pipe for node in nodes if node.pipe is not None})
@@ -222,7 +264,7 @@ def local_moves(
                     return order
                 budget -= len(order) - q
                 trial = order[:q] + [v] + order[q:p] + order[p + 1 :]
-                tfinish = _retime(nodes, preds, trial, finish, q, pipes)
+                tfinish = _retime(nodes, preds, trial, finish, q, pipes, (order, pos, succs, p))
                 span = max(tfinish, default=0)
                 if span < best:
                     order, finish, best, improved = trial, tfinish, span, True
@@ -235,10 +277,14 @@ def local_moves(
 def cpe(schedule: Schedule, r: Replay, window: int = WINDOW) -> Schedule:
     """A refined Stage-2 schedule (same offsets and spills); the input order if none is faster."""
     preds = _preds(r)
+    succs = _succs(preds)
     group = _groups(r)
     order = list(schedule.order)
-    candidate = list_order(r, preds, group)
-    if max(_timing(r.nodes, preds, candidate), default=0) < r.makespan:
+    candidate = list_order(r, preds, succs, group)
+    timed = _timing(r.nodes, preds, candidate)
+    if max(timed, default=0) < r.makespan:
         order = candidate
-    order = local_moves(r, preds, group, order, window)
+    else:
+        timed = _timing(r.nodes, preds, order)
+    order = local_moves(r, preds, succs, group, order, timed, window)
     return Schedule(order, dict(schedule.offsets), list(schedule.spills))
