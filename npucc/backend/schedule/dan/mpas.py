@@ -145,9 +145,14 @@ def mpas(
     idle = [-1] * 4  # per class: the epoch in which it had no node able to run
 
     witness: dict[tuple[int, int], int] = {}  # (u, v) -> the ancestor needs_tier last found
+    # NOTE: done only grows, so the unscheduled ancestors needs_tier searches only shrink: once
+    # a search covered them all (not cut at CONE_LIMIT) without a match, the answer stays no
+    cleared: set[tuple[int, int]] = set()  # (u, v) pairs answered so
 
     def needs_tier(u: int, v: int, t: int) -> bool:
         """Does an unscheduled ancestor of a consumer of u's buffer (not v) allocate tier t?"""
+        if (u, v) in cleared:
+            return False
         w = witness.get((u, v), -1)
         if w >= 0 and not done[w]:  # still unscheduled: the answer stands
             return True
@@ -162,6 +167,8 @@ def mpas(
                         return True
                     seen.add(y)
                     stack.append(y)
+        if not stack:
+            cleared.add((u, v))
         return False
 
     def blocker(v: int) -> int:
@@ -220,19 +227,32 @@ def mpas(
             heapq.heappop(heap)
         return heap[0] if heap else None
 
+    # near_live() of the current state, and the unscheduled producers it went through: valid
+    # while no L0 tier changes (epoch) and none of those producers is scheduled (emit drops it)
+    near_epoch = [-1]
+    near_found: list[dict[int, None]] = [{}]
+    near_producers: set[int] = set()
+
     def near_live() -> dict[int, None]:
         """The nodes sharing a consumer with the first live L0 buffer (ordered, no repeats)."""
         # while an L0 tier is live only these can pass (any other would start a tile that
         # cannot finish), so waking costs the local fan-out, not a scan of every waiter
+        if near_epoch[0] == epoch[0]:
+            return near_found[0]
         a = next(x for x in live_l0 if x >= 0)
         found: dict[int, None] = {}
+        producers = near_producers
+        producers.clear()
         for w in users_l0[a]:  # its consumers, their producers and those producers' loads
             found[w] = None
             for x in preds[w]:
                 if not done[x]:
                     found[x] = None
+                    producers.add(x)
                     for y in preds[x]:
                         found[y] = None
+        near_epoch[0] = epoch[0]
+        near_found[0] = found
         return found
 
     def companions(c: int, found: dict[int, None] | None = None) -> list[tuple[int, int, int, int]]:
@@ -251,13 +271,15 @@ def mpas(
         waiting[c] = live
         return next((k for k in live if test(k[3])), None)
 
-    def eligible(c: int, found: dict[int, None] | None) -> tuple[int, int, int, int] | None:
-        """The best node of class c that can run now (`found`: near_live(), None if no L0
-        tier is live)."""
+    def eligible(
+        c: int, near: list[list[tuple[int, int, int, int]]] | None
+    ) -> tuple[int, int, int, int] | None:
+        """The best node of class c that can run now (`near`: per class the keys of the nodes
+        near_live() finds, None if no L0 tier is live)."""
         if c < 3 and live_count[c]:
             return None
-        if found is not None:
-            return next((k for k in companions(c, found) if passes(k[3])), None)
+        if near is not None:
+            return next((k for k in sorted(near[c]) if passes(k[3])), None)
         k = head(c)  # no tier live: only strict's ancestor check or futility can hold it back
         return k if k is not None and passes(k[3]) else None
 
@@ -267,12 +289,16 @@ def mpas(
         # changes what can run)
         # NOTE: waking makes nodes ready and schedules none, so what is done (and near_live)
         # stays the same for the four classes
-        found: dict[int, None] | None = None
+        near: list[list[tuple[int, int, int, int]]] | None = None  # companions, per class
         for c in range(4):
             if n_parked[c] and idle[c] != epoch[0]:
-                if found is None and any(x >= 0 for x in live_l0):
-                    found = near_live()
-                k = eligible(c, found)
+                if near is None and max(live_l0) >= 0:
+                    near = [[], [], [], []]
+                    for x in near_live():
+                        pk = park_key[x]
+                        if pk is not None:  # NOTE: exactly the parked nodes have a park key
+                            near[parked[x]].append(pk)
+                k = eligible(c, near)
                 if k is not None:
                     unpark(k[3])
                     woken_at[k[3]] = epoch[0]
@@ -312,6 +338,8 @@ def mpas(
 
     def emit(v: int) -> None:
         done[v] = True
+        if v in near_producers:
+            near_epoch[0] = -1
         order.append(v)
         if is_alloc[v]:
             t = l0_tier[v]
