@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from npucc.backend.schedule.scan import topo_order
 from npucc.errors import NpuccError
@@ -50,21 +51,28 @@ def criticality(graph: TileGraph) -> list[int]:
     return h
 
 
-def mpas(
-    graph: TileGraph, single_l0: bool = False, mode: str = "full", strict: bool = True
-) -> list[int]:
-    """The Stage-1 order (mode "memory"/"critical": the Fig. 7 ablations).
+@dataclass(slots=True)
+class Prep:
+    """What MPAS derives from the graph alone, shared by the runs on one graph."""
 
-    With `single_l0` and not `strict`, rule 7 is kept where it can be and broken (rather than
-    raising) when L0 tiers would wait for each other, as before Stage 2 on compiled programs.
-    """
+    h: list[int]  # criticality
+    is_alloc: list[bool]
+    is_free: list[bool]
+    size_pk: list[int]  # L1+UB bytes of an ALLOC/FREE node
+    l0_tier: list[int]  # L0 tier index of an ALLOC node, or -1
+    pending: list[int]  # non-ALLOC predecessors
+    jit: list[int]  # L1+UB bytes of ALLOC predecessors
+    jit_count: list[int]  # ALLOC predecessors
+    users_l0: dict[int, set[int]] | None  # L0 ALLOC node -> consumers of its buffer (rule 7)
+
+
+def prepare(graph: TileGraph, single_l0: bool = True) -> Prep:
+    """The graph-only part of `mpas` (`single_l0`: with the rule 7 consumer sets)."""
     nodes = graph.nodes
     buffers = graph.buffers
     n = len(nodes)
-    preds, succs = graph.preds, graph.succs
+    preds = graph.preds
     h = criticality(graph)
-    use_delta = mode != "critical"
-    use_h = mode != "memory"
     is_alloc = [node.op == "ALLOC" for node in nodes]
     is_free = [node.op == "FREE" for node in nodes]
     size_pk = [0] * n  # L1+UB bytes of an ALLOC/FREE node
@@ -76,9 +84,8 @@ def mpas(
                 size_pk[node.id] = buf.size
             elif node.op == "ALLOC" and buf.tier in L0_TIERS:
                 l0_tier[node.id] = L0_TIERS.index(buf.tier)
-    done = [False] * n
-    pending = [0] * n  # unfinished non-ALLOC predecessors
-    jit = [0] * n  # L1+UB bytes of not-yet-done ALLOC predecessors
+    pending = [0] * n
+    jit = [0] * n
     jit_count = [0] * n
     for v in range(n):
         for u in preds[v]:
@@ -87,6 +94,51 @@ def mpas(
                 jit_count[v] += 1
             else:
                 pending[v] += 1
+    users_l0: dict[int, set[int]] | None = {} if single_l0 else None
+    if users_l0 is not None:
+        for v in range(n):
+            if l0_tier[v] >= 0:
+                users_l0[v] = set()
+        for node in nodes:
+            if not is_alloc[node.id] and not is_free[node.id]:
+                for b in node.bufs:
+                    a = graph.alloc_of[b]
+                    if l0_tier[a] >= 0:
+                        users_l0[a].add(node.id)
+    return Prep(h, is_alloc, is_free, size_pk, l0_tier, pending, jit, jit_count, users_l0)
+
+
+def mpas(
+    graph: TileGraph,
+    single_l0: bool = False,
+    mode: str = "full",
+    strict: bool = True,
+    prep: Prep | None = None,
+) -> list[int]:
+    """The Stage-1 order (mode "memory"/"critical": the Fig. 7 ablations; `prep`: prepare(graph)).
+
+    With `single_l0` and not `strict`, rule 7 is kept where it can be and broken (rather than
+    raising) when L0 tiers would wait for each other, as before Stage 2 on compiled programs.
+    """
+    nodes = graph.nodes
+    buffers = graph.buffers
+    n = len(nodes)
+    preds, succs = graph.preds, graph.succs
+    if prep is None or (single_l0 and prep.users_l0 is None):
+        prep = prepare(graph, single_l0)
+    h, is_alloc, is_free, size_pk, l0_tier = (
+        prep.h,
+        prep.is_alloc,
+        prep.is_free,
+        prep.size_pk,
+        prep.l0_tier,
+    )
+    use_delta = mode != "critical"
+    use_h = mode != "memory"
+    done = [False] * n
+    pending = prep.pending[:]  # unfinished non-ALLOC predecessors
+    jit = prep.jit[:]  # L1+UB bytes of not-yet-done ALLOC predecessors
+    jit_count = prep.jit_count[:]
     enabled = [0] * n  # L1+UB bytes of FREEs whose last pending predecessor is v
     last_pred = [-1] * n  # for a FREE with one pending predecessor: which one
     key = [(0, 0, 0, 0)] * n
@@ -122,17 +174,7 @@ def mpas(
         elif pending[f] == 0:
             make_ready(f)
 
-    users_l0: dict[int, set[int]] = {}  # L0 ALLOC node -> consumers of its buffer (rule 7)
-    if single_l0:
-        for v in range(n):
-            if l0_tier[v] >= 0:
-                users_l0[v] = set()
-        for node in nodes:
-            if not is_alloc[node.id] and not is_free[node.id]:
-                for b in node.bufs:
-                    a = graph.alloc_of[b]
-                    if l0_tier[a] >= 0:
-                        users_l0[a].add(node.id)
+    users_l0 = prep.users_l0 or {}  # L0 ALLOC node -> consumers of its buffer (rule 7)
     live_l0: list[int] = [-1, -1, -1]  # per L0 tier: its live ALLOC node, or -1
     live_count = [0, 0, 0]
     # parked nodes by what they wait for: class t < 3 = their own L0 tier t, class 3 = futile

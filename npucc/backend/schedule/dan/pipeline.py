@@ -7,7 +7,7 @@ import time
 from npucc import progress
 from npucc.backend.schedule.dan.cpe import cpe
 from npucc.backend.schedule.dan.dlr import DlrVictim
-from npucc.backend.schedule.dan.mpas import mpas
+from npucc.backend.schedule.dan.mpas import Prep, mpas, prepare
 from npucc.backend.schedule.freelist import FreeList
 from npucc.backend.schedule.scan import (
     LinearScan,
@@ -67,9 +67,11 @@ class _Plans:
         placement: str = "cold",
         prefetch: bool = False,
         ahead: int = 0,
+        stop: str = "worse",
     ) -> tuple[int, int] | None:
         """Place `order` and keep the plan if it ranks better; its (extra DDR, spills), None
-        if DLR abandoned it (it ranks worse)."""
+        if DLR abandoned it: once it ranks worse (`stop` "worse"), at its first spill
+        ("spill"; a later offer of the order resumes there) or never ("never")."""
         known = next((x for x in self.known if x[0] is order), None)
         if known is None:
             known = (order, buffer_uses(self.graph, order), {})
@@ -82,7 +84,7 @@ class _Plans:
             self.alignment,
             placement,
             prefetch,
-            self.key,
+            {"worse": self.key, "spill": (-1, -1), "never": None}[stop],
             ahead,
             self.victim.traffic,
             uses,
@@ -116,14 +118,15 @@ class _Plans:
         return self.timed
 
 
-def stage1(graph: TileGraph, mode: str) -> list[int]:
-    """The Stage-1 order of one ORDERS entry (MPAS keeps rule 7 strictly where it can)."""
+def stage1(graph: TileGraph, mode: str, prep: Prep | None = None) -> list[int]:
+    """The Stage-1 order of one ORDERS entry (MPAS keeps rule 7 strictly where it can;
+    `prep`: mpas.prepare(graph))."""
     if mode == "lowering":
         return topo_order(graph)
     try:
-        return mpas(graph, single_l0=True, mode=mode, strict=True)
+        return mpas(graph, single_l0=True, mode=mode, strict=True, prep=prep)
     except NpuccError:  # L0 tiers would wait for each other: rule 7 as a preference
-        return mpas(graph, single_l0=True, mode=mode, strict=False)
+        return mpas(graph, single_l0=True, mode=mode, strict=False, prep=prep)
 
 
 def dan(
@@ -149,22 +152,46 @@ def dan(
     else:
         with progress.task("dan", len(ORDERS) + 2) as bar:
             plans = _Plans(graph, capacity, spill_model, alignment)
-            placed: list[tuple[tuple[int, int], list[int]]] = []  # (extra DDR, spills), order
             # The cheap lowering order goes first: once a plan has neither spills nor extra DDR
             # traffic, any plan that spills ranks worse, so the others stop at their first spill
-            # (generally: at the first spill that ranks them worse than the best so far).
+            # (generally: at the first spill that ranks them worse than the best so far). A
+            # lowering plan that spills waits at its first spill and resumes after the MPAS
+            # orders, to stop as soon as it ranks worse than theirs (plans rank the same in
+            # any order of trial).
             tried = sorted(range(len(ORDERS)), key=lambda i: ORDERS[i] != "lowering")
+            prep: Prep | None = None  # what the MPAS runs share
+            orders: dict[int, list[int]] = {}
+            keys: dict[int, tuple[int, int]] = {}  # ORDERS index -> (extra DDR, spills)
+            waits = -1  # the ORDERS index of the lowering order while its plan waits
             for k, i in enumerate(tried):
                 if bar is not None:
                     bar.update(k, f"dan: {ORDERS[i]} order (MPAS), layout (DLR)")
                 t1 = time.perf_counter()
-                order = stage1(graph, ORDERS[i])
+                if ORDERS[i] != "lowering" and prep is None:
+                    prep = prepare(graph)
+                order = orders[i] = stage1(graph, ORDERS[i], prep)
                 t2 = time.perf_counter()
                 seconds["mpas"] += t2 - t1
-                key = plans.offer(order, i)
+                try:
+                    key = plans.offer(
+                        order, i, stop="spill" if ORDERS[i] == "lowering" else "worse"
+                    )
+                except NpuccError:  # the waiting plan's error comes first, as it did
+                    if waits >= 0:
+                        plans.offer(orders[waits], waits, stop="never")
+                    raise
                 seconds["dlr"] += time.perf_counter() - t2
                 if key is not None:
-                    placed.append((key, order))
+                    keys[i] = key
+                elif ORDERS[i] == "lowering":
+                    waits = i
+            if waits >= 0:
+                t2 = time.perf_counter()
+                key = plans.offer(orders[waits], waits)
+                seconds["dlr"] += time.perf_counter() - t2
+                if key is not None:
+                    keys[waits] = key
+            placed = [(keys[i], orders[i]) for i in tried if i in keys]
             assert plans.schedule is not None and plans.key is not None
             if plans.schedule.spills:
                 if bar is not None:
