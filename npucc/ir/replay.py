@@ -391,9 +391,21 @@ class LabelMap:
             i += 1
         j = bisect_left(self.starts, hi)
         last = hi - size  # the highest offset that fits
-        if al == 1:  # the same offsets: starts <= lo, ends >= hi and unfitting ones dropped
-            both = {*self.starts[i:j], *self.ends[i:j], lo, last}
-            return self._window_min(i, j, sorted(x for x in both if lo <= x <= last), size)
+        if al == 1:  # the same offsets: ranges are disjoint and sorted, so are their bounds
+            if last < lo:
+                return None
+            starts, ends = self.starts, self.ends
+            offsets = [lo]
+            for k in range(i, j):
+                x = starts[k]
+                if lo < x < last and x != offsets[-1]:
+                    offsets.append(x)
+                x = ends[k]
+                if lo < x < last and x != offsets[-1]:
+                    offsets.append(x)
+            if last > offsets[-1]:
+                offsets.append(last)
+            return self._window_min(i, j, offsets, size)
         inner = [x for x in self.starts[i:j] if x > lo] + [x for x in self.ends[i:j] if x < hi]
         cands = {off for x in inner if (off := -(-x // al) * al) <= last}  # align_up, inlined
         cands.update(off for off in (align_up(lo, al), last // al * al) if lo <= off <= last)

@@ -166,20 +166,19 @@ def dan(
             for k, i in enumerate(tried):
                 if bar is not None:
                     bar.update(k, f"dan: {ORDERS[i]} order (MPAS), layout (DLR)")
-                t1 = time.perf_counter()
-                if ORDERS[i] != "lowering" and prep is None:
-                    prep = prepare(graph)
-                order = orders[i] = stage1(graph, ORDERS[i], prep)
-                t2 = time.perf_counter()
-                seconds["mpas"] += t2 - t1
+                t1 = t2 = time.perf_counter()
                 try:
-                    key = plans.offer(
-                        order, i, stop="spill" if ORDERS[i] == "lowering" else "worse"
-                    )
+                    if ORDERS[i] != "lowering" and prep is None:
+                        prep = prepare(graph)
+                    order = orders[i] = stage1(graph, ORDERS[i], prep)
+                    t2 = time.perf_counter()
+                    stop = "spill" if ORDERS[i] == "lowering" else "worse"
+                    key = plans.offer(order, i, stop=stop)
                 except NpuccError:  # the waiting plan's error comes first, as it did
                     if waits >= 0:
                         plans.offer(orders[waits], waits, stop="never")
                     raise
+                seconds["mpas"] += t2 - t1
                 seconds["dlr"] += time.perf_counter() - t2
                 if key is not None:
                     keys[i] = key
