@@ -21,6 +21,7 @@ from npucc.target.timing import in_order
 
 L0_TIERS = ("L0A", "L0B", "L0C")
 CLEAN_OP = "COPY_IN"  # a buffer used by this op still has its data in DDR (rule 2)
+SMALL_WINDOW = 16  # LabelMap.coldest over at most this many ranges: slices, not a deque
 
 
 class ScheduleError(NpuccError):
@@ -86,11 +87,16 @@ def clean_buffers(graph: TileGraph) -> list[bool]:
 
 
 def spill_nodes(
-    graph: TileGraph, spills: list[tuple[int, int]], model: SpillModel
+    graph: TileGraph,
+    spills: list[tuple[int, int]],
+    model: SpillModel,
+    clean: list[bool] | None = None,
 ) -> list[TileNode]:
-    """The SPILL_OUT/SPILL_IN node pair of every spill, with ids N+2k and N+2k+1."""
+    """The SPILL_OUT/SPILL_IN node pair of every spill, with ids N+2k and N+2k+1 (`clean`:
+    clean_buffers(graph), if the caller has it)."""
     n = len(graph.nodes)
-    clean = clean_buffers(graph) if spills else []
+    if clean is None:
+        clean = clean_buffers(graph) if spills else []
     out: list[TileNode] = []
     for k, (b, _) in enumerate(spills):
         buf = graph.buffers[b]
@@ -129,7 +135,8 @@ def replay(
     del capacity, alignment  # legality is validate's job; kept for a uniform signature
     n = len(graph.nodes)
     spills = schedule.spills
-    nodes = graph.nodes + spill_nodes(graph, spills, spill_model)
+    clean = clean_buffers(graph) if spills else []
+    nodes = graph.nodes + spill_nodes(graph, spills, spill_model, clean)
     total = len(nodes)
     order = schedule.order
     if len(order) != total:
@@ -164,6 +171,7 @@ def replay(
     reuse_edges: list[tuple[int, int]] = []
     res = Residency()
     buffers = graph.buffers
+    free_of = graph.free_of
     for i, v in enumerate(order):
         node = nodes[v]
         op = node.op
@@ -177,9 +185,11 @@ def replay(
                 off = spills[(v - n) // 2][1]
             if b in homes:
                 homes[b].append((i, off))
-            release = release_after.get(v, graph.free_of[b])
             if buf.size:
-                reuse = maps.setdefault(buf.tier, LabelMap())
+                release = release_after.get(v, free_of[b]) if release_after else free_of[b]
+                reuse = maps.get(buf.tier)
+                if reuse is None:
+                    reuse = maps[buf.tier] = LabelMap()
                 for x in reuse.assign(off, off + buf.size, release):
                     if x != v - 1 or op != "SPILL_IN":  # own SPILL_OUT -> SPILL_IN is rule 1
                         reuse_edges.append((x, v))
@@ -188,15 +198,20 @@ def replay(
             res.free(buf.tier, buf.size)
 
     # rule 5: timing (the one list timer)
-    extra_preds: dict[int, list[int]] = {}
-    for src, dst in (*spill_edges, *reuse_edges):
-        extra_preds.setdefault(dst, []).append(src)
+    extra_preds: list[list[int] | None] = [None] * total
+    for edges in (spill_edges, reuse_edges):
+        for src, dst in edges:
+            srcs = extra_preds[dst]
+            if srcs is None:
+                extra_preds[dst] = [src]
+            else:
+                srcs.append(src)
     preds: list[Sequence[int]] = [*graph.preds, *([()] * (total - n))]
-    for dst, srcs in extra_preds.items():
-        preds[dst] = (*preds[dst], *srcs)
+    for dst, srcs in enumerate(extra_preds):
+        if srcs is not None:
+            preds[dst] = (*preds[dst], *srcs)
     start, finish = in_order(order, [v.cycles for v in nodes], [v.pipe for v in nodes], preds)
 
-    clean = clean_buffers(graph) if spills else []
     extra_ddr = sum(spill_model.traffic(buffers[b].size, clean[b]) for b, _ in spills)
     return Replay(
         graph=graph,
@@ -376,6 +391,21 @@ class LabelMap:
             i += 1
         j = bisect_left(self.starts, hi)
         last = hi - size  # the highest offset that fits
+        if al == 1:  # the same offsets: ranges are disjoint and sorted, so are their bounds
+            if last < lo:
+                return None
+            starts, ends = self.starts, self.ends
+            offsets = [lo]
+            for k in range(i, j):
+                x = starts[k]
+                if lo < x < last and x != offsets[-1]:
+                    offsets.append(x)
+                x = ends[k]
+                if lo < x < last and x != offsets[-1]:
+                    offsets.append(x)
+            if last > offsets[-1]:
+                offsets.append(last)
+            return self._window_min(i, j, offsets, size)
         inner = [x for x in self.starts[i:j] if x > lo] + [x for x in self.ends[i:j] if x < hi]
         cands = {off for x in inner if (off := -(-x // al) * al) <= last}  # align_up, inlined
         cands.update(off for off in (align_up(lo, al), last // al * al) if lo <= off <= last)
@@ -384,24 +414,37 @@ class LabelMap:
     def _window_min(self, i: int, j: int, offsets: list[int], size: int) -> tuple[int, int] | None:
         """The least (latest over [off, off+size), off) for ascending offsets, ranges i..j-1."""
         # both ends of the window only move right, so a deque of range indices with decreasing
-        # labels (a sliding-window maximum) gives every window's latest in O(R + C) overall
+        # labels (a sliding-window maximum) gives every window's latest in O(R + C) overall;
+        # with few ranges a max over the window's slice is cheaper
+        # NOTE: labels are >= 0, so an offset meeting no labelled range (-1) cannot be beaten
         starts, ends, label = self.starts, self.ends, self.label
         best: tuple[int, int] | None = None
+        small = j - i <= SMALL_WINDOW
         window: deque[int] = deque()
         a = b = i  # the window meets ranges a..b-1
         for off in offsets:
-            while b < j and starts[b] < off + size:
-                while window and label[window[-1]] <= label[b]:
-                    window.pop()
-                window.append(b)
-                b += 1
-            while a < b and ends[a] <= off:
-                a += 1
-            while window and window[0] < a:
-                window.popleft()
-            latest = label[window[0]] if window else -1
+            end = off + size
+            if small:
+                while b < j and starts[b] < end:
+                    b += 1
+                while a < b and ends[a] <= off:
+                    a += 1
+                latest = max(label[a:b]) if a < b else -1
+            else:
+                while b < j and starts[b] < end:
+                    while window and label[window[-1]] <= label[b]:
+                        window.pop()
+                    window.append(b)
+                    b += 1
+                while a < b and ends[a] <= off:
+                    a += 1
+                while window and window[0] < a:
+                    window.popleft()
+                latest = label[window[0]] if window else -1
             if best is None or latest < best[0]:
                 best = (latest, off)
+                if latest < 0:
+                    break
         return best
 
     def latest(self, lo: int, hi: int) -> int:
@@ -420,6 +463,10 @@ class LabelMap:
         if i < 0 or self.ends[i] <= lo:
             i += 1
         j = bisect_left(self.starts, hi)
+        if j == i + 1 and self.starts[i] == lo and self.ends[i] == hi:  # the same range again
+            prev = [self.label[i]]
+            self.label[i] = label
+            return prev
         prev = list(dict.fromkeys(self.label[i:j]))
         starts, ends, labels = [lo], [hi], [label]
         if i < j and self.starts[i] < lo:

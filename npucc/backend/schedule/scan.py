@@ -14,6 +14,7 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_right
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from npucc.backend.schedule.freelist import FreeList
 from npucc.errors import NpuccError
@@ -47,8 +48,33 @@ def topo_order(graph: TileGraph) -> list[int]:
     return order
 
 
+def buffer_uses(graph: TileGraph, order: list[int]) -> list[list[int]]:
+    """Per buffer: the positions in `order` of the nodes using it, its ALLOC excluded."""
+    uses: list[list[int]] = [[] for _ in graph.buffers]
+    nodes = graph.nodes
+    for k, v in enumerate(order):
+        node = nodes[v]
+        if node.op != "ALLOC":
+            for b in node.bufs:
+                uses[b].append(k)
+    return uses
+
+
+@dataclass(slots=True)
+class ScanState:
+    """What a LinearScan built up to a position: free lists, release labels, residents,
+    offsets, last uses and the order so far (one node per position: no spill yet)."""
+
+    free: dict[str, tuple[list[int], list[int]]]  # tier -> FreeList starts, ends
+    released: dict[str, tuple[list[int], list[int], list[int]]]  # tier -> LabelMap lists
+    live: dict[str, dict[int, int]]
+    where: dict[int, int]
+    last_use: list[int]
+    result: list[int]
+
+
 class TooManySpills(Exception):
-    """A scan given `max_spills` needed more spills than that (it was abandoned)."""
+    """A scan given `limit` needed more extra DDR or spills than that (it was abandoned)."""
 
 
 class LinearScan:
@@ -71,11 +97,14 @@ class LinearScan:
         "prefetch",
         "out_at",
         "early",
-        "max_spills",
+        "limit",
+        "traffic",
+        "extra",
         "packed",
         "ahead",
         "wanted",
         "outliving",
+        "first",
     )
 
     def __init__(
@@ -86,8 +115,10 @@ class LinearScan:
         alignment: int = 1,
         placement: str = "first",
         prefetch: bool = False,
-        max_spills: int | None = None,
+        limit: tuple[int, int] | None = None,
         ahead: int = 0,
+        traffic: list[int] | None = None,
+        uses: list[list[int]] | None = None,
     ) -> None:
         self.graph = graph
         self.order = order
@@ -104,19 +135,18 @@ class LinearScan:
         self.live: dict[str, dict[int, int]] = {t: {} for t in self.free}  # resident -> offset
         self.where: dict[int, int] = {}  # buffer -> offset at ALLOC
         self.out: dict[int, int] = {}  # spilled-out buffer -> its spill index
-        self.uses: list[list[int]] = [[] for _ in graph.buffers]  # positions, ALLOC excluded
-        for k, v in enumerate(order):
-            node = graph.nodes[v]
-            if node.op != "ALLOC":
-                for b in node.bufs:
-                    self.uses[b].append(k)
+        # positions of each buffer's uses, ALLOC excluded (`uses`: buffer_uses of the order)
+        self.uses = buffer_uses(graph, order) if uses is None else uses
         self.last_use = [-1] * len(graph.buffers)
         self.spills: list[tuple[int, int]] = []
         self.result: list[int] = []
         self.prefetch = prefetch
         self.out_at: dict[int, int] = {}  # spilled-out buffer -> index of its SPILL_OUT in result
         self.early: list[tuple[int, int]] = []  # (result index to precede, SPILL_IN node)
-        self.max_spills = max_spills  # more spills than this abandon the scan (TooManySpills)
+        # NOTE: a spill's traffic is >= 0, so (extra DDR, spills) only grows during a scan
+        self.limit = limit  # (extra DDR, spills) beyond which the scan is abandoned
+        self.traffic = traffic  # per buffer: extra DDR bytes of one spill (needed with `limit`)
+        self.extra = 0  # extra DDR bytes of the spills so far (with `limit`)
         self.packed = False  # the current node's buffers were repacked from offset 0
         self.ahead = ahead  # reload a spilled buffer once its next use is this many nodes away
         self.wanted: list[tuple[int, int]] = []  # (next use, buffer) heap of spilled buffers
@@ -129,6 +159,7 @@ class LinearScan:
             for b, a in graph.alloc_of.items()
             if b in graph.free_of and nodes[a].layer != nodes[graph.free_of[b]].layer
         }
+        self.first: ScanState | None = None  # the state at the first spill, once there is one
 
     def next_use(self, b: int, k: int) -> int:
         """Position of the first use of `b` after position k (INF if none)."""
@@ -136,11 +167,24 @@ class LinearScan:
         i = bisect_right(uses, k)
         return uses[i] if i < len(uses) else INF
 
-    def run(self, victim: Callable[[LinearScan, list[int], int], int]) -> Schedule:
-        """Scan the order; `victim(scan, candidates, k)` picks the buffer to evict."""
+    def run(
+        self, victim: Callable[[LinearScan, list[int], int], int], start: ScanState | None = None
+    ) -> Schedule:
+        """Scan the order; `victim(scan, candidates, k)` picks the buffer to evict.
+
+        `start`: the `first` state of a scan of the same graph, order, capacities, alignment
+        and placement; this scan resumes there (until its first spill a scan does not depend
+        on prefetch, ahead or limit).
+        """
         graph = self.graph
-        for k, v in enumerate(self.order):
-            node = graph.nodes[v]
+        nodes = graph.nodes
+        order = self.order
+        last_use = self.last_use
+        out = self.out
+        k0 = 0 if start is None else self._restore(start)
+        for k in range(k0, len(order)):
+            v = order[k]
+            node = nodes[v]
             self.packed = False
             if self.ahead:
                 self._reload_ahead(k, node.bufs, victim)
@@ -148,15 +192,16 @@ class LinearScan:
                 b = node.bufs[0]
                 self.where[b] = self._place(b, node.bufs, k, victim)
             else:
-                pending = [b for b in node.bufs if b in self.out]
-                while pending:  # a repack (see _place) may spill the node's other buffers
-                    self._reload(pending[0], node.bufs, k, victim)
-                    pending = [b for b in node.bufs if b in self.out]
+                if out:
+                    pending = [b for b in node.bufs if b in out]
+                    while pending:  # a repack (see _place) may spill the node's other buffers
+                        self._reload(pending[0], node.bufs, k, victim)
+                        pending = [b for b in node.bufs if b in out]
                 if node.op == "FREE":
                     self._give(node.bufs[0])
             self.result.append(v)
             for b in node.bufs:
-                self.last_use[b] = k
+                last_use[b] = k
         order = self.result
         if self.early:
             order = []
@@ -204,9 +249,40 @@ class LinearScan:
                 )
             self._evict(victim(self, candidates, k))
 
+    def _state(self) -> ScanState:
+        """A copy of what the scan built so far (its position: len(result))."""
+        return ScanState(
+            {t: (fl.starts[:], fl.ends[:]) for t, fl in self.free.items()},
+            {t: (m.starts[:], m.ends[:], m.label[:]) for t, m in self.released.items()},
+            {t: dict(live) for t, live in self.live.items()},
+            dict(self.where),
+            self.last_use[:],
+            self.result[:],
+        )
+
+    def _restore(self, state: ScanState) -> int:
+        """Take over a copy of `state`; the position to resume at."""
+        for t, (starts, ends) in state.free.items():
+            self.free[t].starts, self.free[t].ends = starts[:], ends[:]
+        for t, (starts, ends, label) in state.released.items():
+            m = self.released[t]
+            m.starts, m.ends, m.label = starts[:], ends[:], label[:]
+        for t, live in state.live.items():
+            self.live[t] = dict(live)
+        self.where = dict(state.where)
+        self.last_use[:] = state.last_use
+        self.result = state.result[:]
+        return len(self.result)
+
     def _evict(self, x: int) -> None:
-        if self.max_spills is not None and len(self.spills) >= self.max_spills:
-            raise TooManySpills(len(self.spills) + 1)
+        if self.first is None and not self.spills:
+            self.first = self._state()
+        if self.limit is not None:
+            assert self.traffic is not None  # NOTE: given with `limit`
+            extra = self.extra + self.traffic[x]
+            if (extra, len(self.spills) + 1) > self.limit:
+                raise TooManySpills(len(self.spills) + 1)
+            self.extra = extra
         self.out[x] = len(self.spills)
         self.out_at[x] = len(self.result)
         self.result.append(len(self.graph.nodes) + 2 * len(self.spills))

@@ -20,6 +20,7 @@ import heapq
 from npucc.ir.replay import L0_TIERS, Replay
 from npucc.ir.schedule import Schedule
 from npucc.ir.tiled import TileNode
+from npucc.target.timing import in_order
 
 MEMORY_OPS = ("ALLOC", "FREE", "SPILL_OUT", "SPILL_IN")
 WINDOW = 8
@@ -48,18 +49,27 @@ def _preds(r: Replay) -> list[list[int]]:
 
 def _timing(nodes: list[TileNode], preds: list[list[int]], order: list[int]) -> list[int]:
     """Finish times under rule 5."""
-    return _retime(nodes, preds, order, [0] * len(nodes), 0, 0)
+    return in_order(order, [v.cycles for v in nodes], [v.pipe for v in nodes], preds)[1]
 
 
 def _retime(
     nodes: list[TileNode],
     preds: list[list[int]],
+    succs: list[list[int]],
     order: list[int],
+    pos: dict[int, int],
     finish: list[int],
-    q: int,
-    pipes: int,
-) -> list[int]:
-    """Finish times under rule 5 when only order[q:] changed (`finish` holds order[:q]'s)."""
+    move: tuple[int, int, int],
+) -> tuple[list[int], int]:
+    """Finish times under rule 5 of `order` (timed `finish`, positions `pos`) with the node at
+    position p moved to position q, `move` = (q, p, pipes), and the latest finish re-timed.
+
+    NOTE: past p the order is the old one, so once every pipe is free when it was in the old
+    timing and no node whose finish moved has a successor still to come, every later finish
+    is the old one: re-timing stops there.
+    """
+    q, p, pipes = move
+    old_finish = finish
     finish = finish[:]
     pipe_free: dict[str | None, int] = {}
     for i in range(q - 1, -1, -1):  # each pipe is free at its last finish before q
@@ -68,29 +78,60 @@ def _retime(
             pipe_free[pipe] = finish[order[i]]
             if len(pipe_free) == pipes:
                 break
+    old_free = dict(pipe_free)  # the old timing's pipes, from position p + 1 on
+    for i in range(q, p + 1):
+        pipe = nodes[order[i]].pipe
+        if pipe is not None:
+            old_free[pipe] = old_finish[order[i]]
+    horizon = -1  # the last position of a successor of a node whose finish moved
+    differ = 0  # pipes free at another time than in the old timing
+    top = 0
     for i in range(q, len(order)):
-        v = order[i]
+        if i > p:
+            v = order[i]
+            if i == p + 1:
+                differ = sum(pipe_free.get(x, 0) != t for x, t in old_free.items())
+            if not differ and horizon < i:
+                break
+        else:
+            v = order[p] if i == q else order[i - 1]
         t = 0
         for u in preds[v]:
             if finish[u] > t:
                 t = finish[u]
         pipe = nodes[v].pipe
-        if pipe is None:
-            finish[v] = t
-            continue
-        t = max(t, pipe_free.get(pipe, 0))
-        finish[v] = pipe_free[pipe] = t + nodes[v].cycles
-    return finish
+        if pipe is not None:
+            t = max(t, pipe_free.get(pipe, 0)) + nodes[v].cycles
+            if i > p:
+                was = old_free.get(pipe, 0)
+                differ += (t != old_finish[v]) - (pipe_free.get(pipe, 0) != was)
+                old_free[pipe] = old_finish[v]
+            pipe_free[pipe] = t
+        if t != old_finish[v]:
+            for w in succs[v]:
+                if pos[w] > horizon:
+                    horizon = pos[w]
+        if t > top:
+            top = t
+        finish[v] = t
+    return finish, top
 
 
-def list_order(r: Replay, preds: list[list[int]], group: list[int]) -> list[int]:
+def _succs(r: Replay) -> list[list[int]]:
+    """The successor lists of `_preds(r)` (the same edges; order within a list is free)."""
+    succs = [list(s) for s in r.graph.succs] + [[] for _ in range(len(r.nodes) - len(r.graph))]
+    for edges in (r.spill_edges, r.reuse_edges):
+        for src, dst in edges:
+            succs[src].append(dst)
+    return succs
+
+
+def list_order(
+    r: Replay, preds: list[list[int]], succs: list[list[int]], group: list[int]
+) -> list[int]:
     """Refinement 1: earliest-start list scheduling over G2, memory order per group kept."""
     nodes = r.nodes
     total = len(nodes)
-    succs: list[list[int]] = [[] for _ in range(total)]
-    for v in range(total):
-        for u in preds[v]:
-            succs[u].append(v)
     last: dict[int, int] = {}
     chain_next = [-1] * total
     indeg = [len(p) for p in preds]
@@ -126,30 +167,33 @@ def list_order(r: Replay, preds: list[list[int]], group: list[int]) -> list[int]
         pipe = nodes[v].pipe
         p = pipe_index[pipe] if pipe is not None else 0
         heapq.heappush(pending[p], (t, -h[v], pos[v], v))
+        dirty.add(p)
 
+    # NOTE: a pipe's candidate depends on its own queues and pipe_free alone, so it is
+    # recomputed only for the pipes pushed to or run since (`dirty`)
+    cands: list[tuple[int, int, int, int] | None] = [None] * len(pending)
+    dirty: set[int] = set()
     for v in range(total):
         if not indeg[v]:
             push(v)
     order: list[int] = []
     while len(order) < total:
-        best: tuple[int, int, int, int] | None = None
-        for p in range(len(pending)):
+        for p in dirty:
             free = pipe_free[p] if p else 1 << 62
             while pending[p] and pending[p][0][0] <= free:
                 _, nh, ps, v = heapq.heappop(pending[p])
                 heapq.heappush(avail[p], (nh, ps, v))
             if avail[p]:
                 nh, ps, _ = avail[p][0]
-                cand = (pipe_free[p], nh, ps, p)
+                cands[p] = (pipe_free[p], nh, ps, p)
             elif pending[p]:
                 t, nh, ps, _ = pending[p][0]
-                cand = (max(t, pipe_free[p]) if p else t, nh, ps, p)
+                cands[p] = (max(t, pipe_free[p]) if p else t, nh, ps, p)
             else:
-                continue
-            if best is None or cand < best:
-                best = cand
-        assert best is not None
-        p = best[3]
+                cands[p] = None
+        dirty.clear()
+        p = min(c for c in cands if c is not None)[3]
+        dirty.add(p)
         v = heapq.heappop(avail[p])[2] if avail[p] else heapq.heappop(pending[p])[3]
         start = max(ready_at[v], pipe_free[p]) if p else ready_at[v]
         finish[v] = start + (nodes[v].cycles if p else 0)
@@ -195,11 +239,17 @@ def critical_chain(
 
 
 def local_moves(
-    r: Replay, preds: list[list[int]], group: list[int], order: list[int], window: int = WINDOW
+    r: Replay,
+    preds: list[list[int]],
+    succs: list[list[int]],
+    group: list[int],
+    order: list[int],
+    finish: list[int],
+    window: int = WINDOW,
 ) -> list[int]:
-    """Refinement 2 (Alg. 3): move critical-chain nodes earlier within the window."""
+    """Refinement 2 (Alg. 3): move critical-chain nodes earlier within the window (`finish`:
+    the order's timing)."""
     nodes = r.nodes
-    finish = _timing(nodes, preds, order)
     best = max(finish, default=0)
     budget = MOVE_BUDGET
     pipes = len({node.pipe for node in nodes if node.pipe is not None})
@@ -207,6 +257,7 @@ def local_moves(
     while improved and budget > 0:
         improved = False
         pos = {v: i for i, v in enumerate(order)}
+        tops = [x for x, f in enumerate(finish) if f == best]  # a faster trial moves them all
         chain = critical_chain(nodes, preds, order, finish)
         on_chain = set(chain)
         for v in chain:
@@ -221,11 +272,10 @@ def local_moves(
                 if budget <= 0:
                     return order
                 budget -= len(order) - q
-                trial = order[:q] + [v] + order[q:p] + order[p + 1 :]
-                tfinish = _retime(nodes, preds, trial, finish, q, pipes)
-                span = max(tfinish, default=0)
-                if span < best:
-                    order, finish, best, improved = trial, tfinish, span, True
+                tfinish, top = _retime(nodes, preds, succs, order, pos, finish, (q, p, pipes))
+                if top < best and all(tfinish[x] < best for x in tops):
+                    order = order[:q] + [v] + order[q:p] + order[p + 1 :]
+                    finish, best, improved = tfinish, max(tfinish), True
                     break
             if improved:
                 break
@@ -235,10 +285,14 @@ def local_moves(
 def cpe(schedule: Schedule, r: Replay, window: int = WINDOW) -> Schedule:
     """A refined Stage-2 schedule (same offsets and spills); the input order if none is faster."""
     preds = _preds(r)
+    succs = _succs(r)
     group = _groups(r)
     order = list(schedule.order)
-    candidate = list_order(r, preds, group)
-    if max(_timing(r.nodes, preds, candidate), default=0) < r.makespan:
+    candidate = list_order(r, preds, succs, group)
+    timed = _timing(r.nodes, preds, candidate)
+    if max(timed, default=0) < r.makespan:
         order = candidate
-    order = local_moves(r, preds, group, order, window)
+    else:
+        timed = _timing(r.nodes, preds, order)
+    order = local_moves(r, preds, succs, group, order, timed, window)
     return Schedule(order, dict(schedule.offsets), list(schedule.spills))

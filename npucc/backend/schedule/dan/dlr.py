@@ -24,14 +24,16 @@ EPS = 1.0
 class DlrVictim:
     """The DLR eviction rule (eqs. 25-31) as a LinearScan victim policy."""
 
-    __slots__ = ("cost",)
+    __slots__ = ("cost", "traffic")
 
     def __init__(self, graph: TileGraph, spill_model: SpillModel) -> None:
         clean = clean_buffers(graph)
         self.cost: list[float] = []  # lambda_byte * T + lambda_cyc * S + eps, per buffer
+        self.traffic: list[int] = []  # T: extra DDR bytes of one spill, per buffer
         for buf in graph.buffers:
             c = clean[buf.id]
             traffic = spill_model.traffic(buf.size, c)
+            self.traffic.append(traffic)
             cycles = spill_model.out_cycles(buf.tier, buf.size, c) + spill_model.in_cycles(
                 buf.tier, buf.size, c
             )
@@ -59,14 +61,17 @@ def dlr(
     alignment: int = 1,
     placement: str = "cold",
     prefetch: bool = False,
-    max_spills: int | None = None,
+    limit: tuple[int, int] | None = None,
     ahead: int = 0,
 ) -> Schedule:
     """Offsets and spill plan for a Stage-1 order (the Stage-2 schedule).
 
-    With `max_spills`, a plan that needs more spills raises `TooManySpills` as soon as it does.
-    With `ahead`, a spilled buffer is reloaded `ahead` positions before its next use where
-    that evicts only buffers used later (LinearScan).
+    With `limit` = (extra DDR, spills), a plan that needs more (compared in that order) raises
+    `TooManySpills` as soon as it does. With `ahead`, a spilled buffer is reloaded `ahead`
+    positions before its next use where that evicts only buffers used later (LinearScan).
     """
-    scan = LinearScan(graph, order, capacity, alignment, placement, prefetch, max_spills, ahead)
-    return scan.run(DlrVictim(graph, spill_model))
+    victim = DlrVictim(graph, spill_model)
+    scan = LinearScan(
+        graph, order, capacity, alignment, placement, prefetch, limit, ahead, victim.traffic
+    )
+    return scan.run(victim)

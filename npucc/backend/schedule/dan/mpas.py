@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from npucc.backend.schedule.scan import topo_order
 from npucc.errors import NpuccError
@@ -50,21 +51,28 @@ def criticality(graph: TileGraph) -> list[int]:
     return h
 
 
-def mpas(
-    graph: TileGraph, single_l0: bool = False, mode: str = "full", strict: bool = True
-) -> list[int]:
-    """The Stage-1 order (mode "memory"/"critical": the Fig. 7 ablations).
+@dataclass(slots=True)
+class Prep:
+    """What MPAS derives from the graph alone, shared by the runs on one graph."""
 
-    With `single_l0` and not `strict`, rule 7 is kept where it can be and broken (rather than
-    raising) when L0 tiers would wait for each other, as before Stage 2 on compiled programs.
-    """
+    h: list[int]  # criticality
+    is_alloc: list[bool]
+    is_free: list[bool]
+    size_pk: list[int]  # L1+UB bytes of an ALLOC/FREE node
+    l0_tier: list[int]  # L0 tier index of an ALLOC node, or -1
+    pending: list[int]  # non-ALLOC predecessors
+    jit: list[int]  # L1+UB bytes of ALLOC predecessors
+    jit_count: list[int]  # ALLOC predecessors
+    users_l0: dict[int, set[int]] | None  # L0 ALLOC node -> consumers of its buffer (rule 7)
+
+
+def prepare(graph: TileGraph, single_l0: bool = True) -> Prep:
+    """The graph-only part of `mpas` (`single_l0`: with the rule 7 consumer sets)."""
     nodes = graph.nodes
     buffers = graph.buffers
     n = len(nodes)
-    preds, succs = graph.preds, graph.succs
+    preds = graph.preds
     h = criticality(graph)
-    use_delta = mode != "critical"
-    use_h = mode != "memory"
     is_alloc = [node.op == "ALLOC" for node in nodes]
     is_free = [node.op == "FREE" for node in nodes]
     size_pk = [0] * n  # L1+UB bytes of an ALLOC/FREE node
@@ -76,9 +84,8 @@ def mpas(
                 size_pk[node.id] = buf.size
             elif node.op == "ALLOC" and buf.tier in L0_TIERS:
                 l0_tier[node.id] = L0_TIERS.index(buf.tier)
-    done = [False] * n
-    pending = [0] * n  # unfinished non-ALLOC predecessors
-    jit = [0] * n  # L1+UB bytes of not-yet-done ALLOC predecessors
+    pending = [0] * n
+    jit = [0] * n
     jit_count = [0] * n
     for v in range(n):
         for u in preds[v]:
@@ -87,6 +94,51 @@ def mpas(
                 jit_count[v] += 1
             else:
                 pending[v] += 1
+    users_l0: dict[int, set[int]] | None = {} if single_l0 else None
+    if users_l0 is not None:
+        for v in range(n):
+            if l0_tier[v] >= 0:
+                users_l0[v] = set()
+        for node in nodes:
+            if not is_alloc[node.id] and not is_free[node.id]:
+                for b in node.bufs:
+                    a = graph.alloc_of[b]
+                    if l0_tier[a] >= 0:
+                        users_l0[a].add(node.id)
+    return Prep(h, is_alloc, is_free, size_pk, l0_tier, pending, jit, jit_count, users_l0)
+
+
+def mpas(
+    graph: TileGraph,
+    single_l0: bool = False,
+    mode: str = "full",
+    strict: bool = True,
+    prep: Prep | None = None,
+) -> list[int]:
+    """The Stage-1 order (mode "memory"/"critical": the Fig. 7 ablations; `prep`: prepare(graph)).
+
+    With `single_l0` and not `strict`, rule 7 is kept where it can be and broken (rather than
+    raising) when L0 tiers would wait for each other, as before Stage 2 on compiled programs.
+    """
+    nodes = graph.nodes
+    buffers = graph.buffers
+    n = len(nodes)
+    preds, succs = graph.preds, graph.succs
+    if prep is None or (single_l0 and prep.users_l0 is None):
+        prep = prepare(graph, single_l0)
+    h, is_alloc, is_free, size_pk, l0_tier = (
+        prep.h,
+        prep.is_alloc,
+        prep.is_free,
+        prep.size_pk,
+        prep.l0_tier,
+    )
+    use_delta = mode != "critical"
+    use_h = mode != "memory"
+    done = [False] * n
+    pending = prep.pending[:]  # unfinished non-ALLOC predecessors
+    jit = prep.jit[:]  # L1+UB bytes of not-yet-done ALLOC predecessors
+    jit_count = prep.jit_count[:]
     enabled = [0] * n  # L1+UB bytes of FREEs whose last pending predecessor is v
     last_pred = [-1] * n  # for a FREE with one pending predecessor: which one
     key = [(0, 0, 0, 0)] * n
@@ -122,17 +174,7 @@ def mpas(
         elif pending[f] == 0:
             make_ready(f)
 
-    users_l0: dict[int, set[int]] = {}  # L0 ALLOC node -> consumers of its buffer (rule 7)
-    if single_l0:
-        for v in range(n):
-            if l0_tier[v] >= 0:
-                users_l0[v] = set()
-        for node in nodes:
-            if not is_alloc[node.id] and not is_free[node.id]:
-                for b in node.bufs:
-                    a = graph.alloc_of[b]
-                    if l0_tier[a] >= 0:
-                        users_l0[a].add(node.id)
+    users_l0 = prep.users_l0 or {}  # L0 ALLOC node -> consumers of its buffer (rule 7)
     live_l0: list[int] = [-1, -1, -1]  # per L0 tier: its live ALLOC node, or -1
     live_count = [0, 0, 0]
     # parked nodes by what they wait for: class t < 3 = their own L0 tier t, class 3 = futile
@@ -145,9 +187,14 @@ def mpas(
     idle = [-1] * 4  # per class: the epoch in which it had no node able to run
 
     witness: dict[tuple[int, int], int] = {}  # (u, v) -> the ancestor needs_tier last found
+    # NOTE: done only grows, so the unscheduled ancestors needs_tier searches only shrink: once
+    # a search covered them all (not cut at CONE_LIMIT) without a match, the answer stays no
+    cleared: set[tuple[int, int]] = set()  # (u, v) pairs answered so
 
     def needs_tier(u: int, v: int, t: int) -> bool:
         """Does an unscheduled ancestor of a consumer of u's buffer (not v) allocate tier t?"""
+        if (u, v) in cleared:
+            return False
         w = witness.get((u, v), -1)
         if w >= 0 and not done[w]:  # still unscheduled: the answer stands
             return True
@@ -162,6 +209,8 @@ def mpas(
                         return True
                     seen.add(y)
                     stack.append(y)
+        if not stack:
+            cleared.add((u, v))
         return False
 
     def blocker(v: int) -> int:
@@ -220,19 +269,32 @@ def mpas(
             heapq.heappop(heap)
         return heap[0] if heap else None
 
+    # near_live() of the current state, and the unscheduled producers it went through: valid
+    # while no L0 tier changes (epoch) and none of those producers is scheduled (emit drops it)
+    near_epoch = [-1]
+    near_found: list[dict[int, None]] = [{}]
+    near_producers: set[int] = set()
+
     def near_live() -> dict[int, None]:
         """The nodes sharing a consumer with the first live L0 buffer (ordered, no repeats)."""
         # while an L0 tier is live only these can pass (any other would start a tile that
         # cannot finish), so waking costs the local fan-out, not a scan of every waiter
+        if near_epoch[0] == epoch[0]:
+            return near_found[0]
         a = next(x for x in live_l0 if x >= 0)
         found: dict[int, None] = {}
+        producers = near_producers
+        producers.clear()
         for w in users_l0[a]:  # its consumers, their producers and those producers' loads
             found[w] = None
             for x in preds[w]:
                 if not done[x]:
                     found[x] = None
+                    producers.add(x)
                     for y in preds[x]:
                         found[y] = None
+        near_epoch[0] = epoch[0]
+        near_found[0] = found
         return found
 
     def companions(c: int, found: dict[int, None] | None = None) -> list[tuple[int, int, int, int]]:
@@ -251,13 +313,15 @@ def mpas(
         waiting[c] = live
         return next((k for k in live if test(k[3])), None)
 
-    def eligible(c: int, found: dict[int, None] | None) -> tuple[int, int, int, int] | None:
-        """The best node of class c that can run now (`found`: near_live(), None if no L0
-        tier is live)."""
+    def eligible(
+        c: int, near: list[list[tuple[int, int, int, int]]] | None
+    ) -> tuple[int, int, int, int] | None:
+        """The best node of class c that can run now (`near`: per class the keys of the nodes
+        near_live() finds, None if no L0 tier is live)."""
         if c < 3 and live_count[c]:
             return None
-        if found is not None:
-            return next((k for k in companions(c, found) if passes(k[3])), None)
+        if near is not None:
+            return next((k for k in sorted(near[c]) if passes(k[3])), None)
         k = head(c)  # no tier live: only strict's ancestor check or futility can hold it back
         return k if k is not None and passes(k[3]) else None
 
@@ -267,12 +331,16 @@ def mpas(
         # changes what can run)
         # NOTE: waking makes nodes ready and schedules none, so what is done (and near_live)
         # stays the same for the four classes
-        found: dict[int, None] | None = None
+        near: list[list[tuple[int, int, int, int]]] | None = None  # companions, per class
         for c in range(4):
             if n_parked[c] and idle[c] != epoch[0]:
-                if found is None and any(x >= 0 for x in live_l0):
-                    found = near_live()
-                k = eligible(c, found)
+                if near is None and max(live_l0) >= 0:
+                    near = [[], [], [], []]
+                    for x in near_live():
+                        pk = park_key[x]
+                        if pk is not None:  # NOTE: exactly the parked nodes have a park key
+                            near[parked[x]].append(pk)
+                k = eligible(c, near)
                 if k is not None:
                     unpark(k[3])
                     woken_at[k[3]] = epoch[0]
@@ -312,6 +380,8 @@ def mpas(
 
     def emit(v: int) -> None:
         done[v] = True
+        if v in near_producers:
+            near_epoch[0] = -1
         order.append(v)
         if is_alloc[v]:
             t = l0_tier[v]

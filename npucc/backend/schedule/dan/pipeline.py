@@ -6,10 +6,16 @@ import time
 
 from npucc import progress
 from npucc.backend.schedule.dan.cpe import cpe
-from npucc.backend.schedule.dan.dlr import dlr
-from npucc.backend.schedule.dan.mpas import mpas
+from npucc.backend.schedule.dan.dlr import DlrVictim
+from npucc.backend.schedule.dan.mpas import Prep, mpas, prepare
 from npucc.backend.schedule.freelist import FreeList
-from npucc.backend.schedule.scan import TooManySpills, topo_order
+from npucc.backend.schedule.scan import (
+    LinearScan,
+    ScanState,
+    TooManySpills,
+    buffer_uses,
+    topo_order,
+)
 from npucc.errors import NpuccError
 from npucc.ir.replay import Replay, replay
 from npucc.ir.schedule import Schedule
@@ -22,19 +28,105 @@ ORDERS = ("full", "memory", "lowering")
 AHEAD = (8, 16)  # reload distances tried (`dlr(..., ahead=)`) when the best plan spills
 
 
-def _rank(r: Replay) -> tuple[int, int, int, int]:
-    """Stage-2 plans compare by extra DDR traffic, spills, makespan, then peak residency."""
-    return (r.extra_ddr, r.spills, r.makespan, r.peak)
+class _Plans:
+    """The best Stage-2 plan so far. Plans compare by extra DDR traffic, spills, makespan, then
+    peak residency (then the ORDERS index); a plan is replayed only to break a tie on the first
+    two, and DLR abandons a plan as soon as those rank it worse than the best."""
+
+    __slots__ = (
+        "graph",
+        "capacity",
+        "model",
+        "alignment",
+        "victim",
+        "known",
+        "schedule",
+        "key",
+        "order",
+        "win",
+        "timed",
+    )
+
+    def __init__(
+        self, graph: TileGraph, capacity: dict[str, int], model: SpillModel, alignment: int
+    ) -> None:
+        self.graph, self.capacity, self.model, self.alignment = graph, capacity, model, alignment
+        self.victim = DlrVictim(graph, model)
+        # per order placed: (order, buffer_uses, placement -> LinearScan.first of its scan)
+        self.known: list[tuple[list[int], list[list[int]], dict[str, ScanState]]] = []
+        self.schedule: Schedule | None = None
+        self.key: tuple[int, int] | None = None  # the best plan's (extra DDR, spills)
+        self.order: list[int] = []  # its Stage-1 order
+        self.win = len(ORDERS)  # its ORDERS index (len(ORDERS): a spill variant)
+        self.timed: Replay | None = None  # its replay, once needed
+
+    def offer(
+        self,
+        order: list[int],
+        index: int,
+        placement: str = "cold",
+        prefetch: bool = False,
+        ahead: int = 0,
+        stop: str = "worse",
+    ) -> tuple[int, int] | None:
+        """Place `order` and keep the plan if it ranks better; its (extra DDR, spills), None
+        if DLR abandoned it: once it ranks worse (`stop` "worse"), at its first spill
+        ("spill"; a later offer of the order resumes there) or never ("never")."""
+        known = next((x for x in self.known if x[0] is order), None)
+        if known is None:
+            known = (order, buffer_uses(self.graph, order), {})
+            self.known.append(known)
+        _, uses, first = known
+        scan = LinearScan(
+            self.graph,
+            order,
+            self.capacity,
+            self.alignment,
+            placement,
+            prefetch,
+            {"worse": self.key, "spill": (-1, -1), "never": None}[stop],
+            ahead,
+            self.victim.traffic,
+            uses,
+        )
+        try:
+            cand = scan.run(self.victim, first.get(placement))
+        except TooManySpills:
+            return None
+        finally:
+            if placement not in first and scan.first is not None:
+                first[placement] = scan.first
+        key = (sum(self.victim.traffic[b] for b, _ in cand.spills), len(cand.spills))
+        timed = None
+        if self.key == key:  # a tie: makespan, peak, then the ORDERS index decide
+            timed = replay(self.graph, cand, self.capacity, self.model, self.alignment)
+            best = self.replay()
+            if (timed.makespan, timed.peak, index) >= (best.makespan, best.peak, self.win):
+                return key
+        elif self.key is not None and key > self.key:
+            return key
+        self.schedule, self.key, self.order, self.win, self.timed = cand, key, order, index, timed
+        return key
+
+    def replay(self) -> Replay:
+        """The best plan's replay."""
+        assert self.schedule is not None
+        if self.timed is None:
+            self.timed = replay(
+                self.graph, self.schedule, self.capacity, self.model, self.alignment
+            )
+        return self.timed
 
 
-def stage1(graph: TileGraph, mode: str) -> list[int]:
-    """The Stage-1 order of one ORDERS entry (MPAS keeps rule 7 strictly where it can)."""
+def stage1(graph: TileGraph, mode: str, prep: Prep | None = None) -> list[int]:
+    """The Stage-1 order of one ORDERS entry (MPAS keeps rule 7 strictly where it can;
+    `prep`: mpas.prepare(graph))."""
     if mode == "lowering":
         return topo_order(graph)
     try:
-        return mpas(graph, single_l0=True, mode=mode, strict=True)
+        return mpas(graph, single_l0=True, mode=mode, strict=True, prep=prep)
     except NpuccError:  # L0 tiers would wait for each other: rule 7 as a preference
-        return mpas(graph, single_l0=True, mode=mode, strict=False)
+        return mpas(graph, single_l0=True, mode=mode, strict=False, prep=prep)
 
 
 def dan(
@@ -59,63 +151,62 @@ def dan(
         schedule = unbounded_layout(graph, order, alignment)
     else:
         with progress.task("dan", len(ORDERS) + 2) as bar:
-            schedule, r, best = None, None, []
-            placed: list[tuple[tuple[int, int], list[int]]] = []  # (extra DDR, spills), order
-            win = len(ORDERS)  # ORDERS index of the plan kept: the first of the best-ranked
+            plans = _Plans(graph, capacity, spill_model, alignment)
             # The cheap lowering order goes first: once a plan has neither spills nor extra DDR
-            # traffic, any plan that spills ranks worse, so the others stop at their first spill.
+            # traffic, any plan that spills ranks worse, so the others stop at their first spill
+            # (generally: at the first spill that ranks them worse than the best so far). A
+            # lowering plan that spills waits at its first spill and resumes after the MPAS
+            # orders, to stop as soon as it ranks worse than theirs (plans rank the same in
+            # any order of trial).
             tried = sorted(range(len(ORDERS)), key=lambda i: ORDERS[i] != "lowering")
+            prep: Prep | None = None  # what the MPAS runs share
+            orders: dict[int, list[int]] = {}
+            keys: dict[int, tuple[int, int]] = {}  # ORDERS index -> (extra DDR, spills)
+            waits = -1  # the ORDERS index of the lowering order while its plan waits
             for k, i in enumerate(tried):
                 if bar is not None:
                     bar.update(k, f"dan: {ORDERS[i]} order (MPAS), layout (DLR)")
-                t1 = time.perf_counter()
-                order = stage1(graph, ORDERS[i])
-                t2 = time.perf_counter()
-                clean = r is not None and r.spills == 0 and r.extra_ddr == 0
+                t1 = t2 = time.perf_counter()
                 try:
-                    cand = dlr(
-                        graph,
-                        order,
-                        capacity,
-                        spill_model,
-                        alignment,
-                        max_spills=0 if clean else None,
-                    )
-                except TooManySpills:
-                    seconds["mpas"] += t2 - t1
-                    seconds["dlr"] += time.perf_counter() - t2
-                    continue
-                rc = replay(graph, cand, capacity, spill_model, alignment)
+                    if ORDERS[i] != "lowering" and prep is None:
+                        prep = prepare(graph)
+                    order = orders[i] = stage1(graph, ORDERS[i], prep)
+                    t2 = time.perf_counter()
+                    stop = "spill" if ORDERS[i] == "lowering" else "worse"
+                    key = plans.offer(order, i, stop=stop)
+                except NpuccError:  # the waiting plan's error comes first, as it did
+                    if waits >= 0:
+                        plans.offer(orders[waits], waits, stop="never")
+                    raise
                 seconds["mpas"] += t2 - t1
                 seconds["dlr"] += time.perf_counter() - t2
-                placed.append((_rank(rc)[:2], order))
-                if r is None or (_rank(rc), i) < (_rank(r), win):
-                    schedule, r, best, win = cand, rc, order, i
-            assert schedule is not None and r is not None
-            if schedule.spills:
+                if key is not None:
+                    keys[i] = key
+                elif ORDERS[i] == "lowering":
+                    waits = i
+            if waits >= 0:
+                t2 = time.perf_counter()
+                key = plans.offer(orders[waits], waits)
+                seconds["dlr"] += time.perf_counter() - t2
+                if key is not None:
+                    keys[waits] = key
+            placed = [(keys[i], orders[i]) for i in tried if i in keys]
+            assert plans.schedule is not None and plans.key is not None
+            if plans.schedule.spills:
                 if bar is not None:
                     bar.update(len(ORDERS), "dan: spill variants (DLR)")
-                for order, placement, prefetch, ahead in _spill_variants(best, placed, r):
+                for order, placement, prefetch, ahead in _spill_variants(
+                    plans.order, placed, plans.key
+                ):
                     t2 = time.perf_counter()
-                    cand = dlr(
-                        graph,
-                        order,
-                        capacity,
-                        spill_model,
-                        alignment,
-                        placement,
-                        prefetch,
-                        ahead=ahead,
-                    )
-                    rc = replay(graph, cand, capacity, spill_model, alignment)
+                    plans.offer(order, len(ORDERS), placement, prefetch, ahead)
                     seconds["dlr"] += time.perf_counter() - t2
-                    if _rank(rc) < _rank(r):
-                        schedule, r = cand, rc
+            schedule = plans.schedule
             if stage == "full":
                 if bar is not None:
                     bar.update(len(ORDERS) + 1, "dan: timing refinement (CPE)")
                 t3 = time.perf_counter()
-                schedule = cpe(schedule, r)
+                schedule = cpe(schedule, plans.replay())
                 seconds["cpe"] = time.perf_counter() - t3
     assert schedule is not None  # every stage above produces one
     schedule.method = "dan" if stage == "full" else f"dan-{stage}"
@@ -127,7 +218,7 @@ Variant = tuple[list[int], str, bool, int]  # order, placement, prefetch, reload
 
 
 def _spill_variants(
-    best: list[int], placed: list[tuple[tuple[int, int], list[int]]], r: Replay
+    best: list[int], placed: list[tuple[tuple[int, int], list[int]]], key: tuple[int, int]
 ) -> list[Variant]:
     """The DLR re-placements tried when the best plan spills.
 
@@ -137,7 +228,7 @@ def _spill_variants(
     (coldest fit can fragment a tight tier into spills that a packed placement avoids).
     """
     lowering = placed[0][1]  # placed first (see dan), never abandoned
-    tied = [o for key, o in placed if key == _rank(r)[:2]]
+    tied = [o for k, o in placed if k == key]
     variants: list[Variant] = [(best, "cold", True, 0)]
     variants += [(o, "cold", False, a) for o in tied for a in AHEAD]
     for o in (best, lowering) if best is not lowering else (best,):

@@ -1,0 +1,99 @@
+"""DAN's shortcuts (scans that stop or resume, lazy replays, early-stopping re-timing) give
+exactly what the full computations give."""
+
+import random
+
+import pytest
+
+from npucc.backend.schedule.dan import cpe
+from npucc.backend.schedule.dan.dlr import DlrVictim, dlr
+from npucc.backend.schedule.dan.pipeline import AHEAD, ORDERS, dan, stage1
+from npucc.backend.schedule.scan import LinearScan
+from npucc.ir.replay import replay
+from npucc.target.cost import TraceSpillModel
+from npucc.tools import dan_command as command
+from npucc.tools.dan_hard import HARD_WORKLOADS
+
+CAPS = dict(command.DEFAULT_CAPACITY)
+MODEL = TraceSpillModel()
+
+
+def _rank(r):
+    return (r.extra_ddr, r.spills, r.makespan, r.peak)
+
+
+def _every_plan(graph):
+    """Stage 2 as a sequence of complete scans, each plan replayed (no limits, no resumes)."""
+    best = None  # (rank, ORDERS index, schedule, order)
+    placed = []
+    for i in sorted(range(len(ORDERS)), key=lambda i: ORDERS[i] != "lowering"):
+        order = stage1(graph, ORDERS[i])
+        s = dlr(graph, order, CAPS, MODEL)
+        r = replay(graph, s, CAPS, MODEL)
+        placed.append((_rank(r)[:2], order))
+        if best is None or (_rank(r), i) < best[:2]:
+            best = (_rank(r), i, s, order)
+    assert best is not None
+    if best[2].spills:
+        lowering = placed[0][1]
+        variants = [(best[3], "cold", True, 0)]
+        variants += [(o, "cold", False, a) for k, o in placed if k == best[0][:2] for a in AHEAD]
+        for o in (best[3], lowering) if best[3] is not lowering else (best[3],):
+            variants += [(o, p, False, 0) for p in ("best", "first")]
+        for order, placement, prefetch, ahead in variants:
+            s = dlr(graph, order, CAPS, MODEL, 1, placement, prefetch, ahead=ahead)
+            r = replay(graph, s, CAPS, MODEL)
+            if _rank(r) < best[0]:
+                best = (_rank(r), best[1], s, order)
+    return best[2]
+
+
+@pytest.mark.parametrize("name", ["HardMatmul_Case0", "HardFlashAttention_Case0", "HardConv_Case0"])
+def test_stage2_picks_the_plan_every_complete_scan_and_replay_picks(name):
+    graph = HARD_WORKLOADS[name]()
+    want = _every_plan(graph)
+    got = dan(graph, CAPS, MODEL, stage="dlr")
+    assert want.spills  # the variants ran
+    assert (got.order, got.offsets, got.spills) == (want.order, want.offsets, want.spills)
+
+
+@pytest.mark.parametrize("prefetch,ahead", [(True, 0), (False, 8), (False, 16)])
+def test_a_scan_resumed_at_the_first_spill_equals_a_fresh_one(prefetch, ahead):
+    g = HARD_WORKLOADS["HardConv_Case0"]()
+    order = stage1(g, "memory")
+    victim = DlrVictim(g, MODEL)
+    base = LinearScan(g, order, CAPS, 1, "cold", traffic=victim.traffic)
+    base.run(victim)
+    assert base.first is not None and 0 < len(base.first.result) < len(order)
+    fresh = LinearScan(g, order, CAPS, 1, "cold", prefetch, ahead=ahead).run(victim)
+    resumed = LinearScan(g, order, CAPS, 1, "cold", prefetch, ahead=ahead).run(victim, base.first)
+    assert (resumed.order, resumed.offsets, resumed.spills) == (
+        fresh.order,
+        fresh.offsets,
+        fresh.spills,
+    )
+
+
+def test_retiming_a_move_matches_timing_the_moved_order():
+    g = HARD_WORKLOADS["HardConv_Case0"]()  # spills: spill and reuse edges reach far
+    s = dlr(g, stage1(g, "memory"), CAPS, MODEL)
+    r = replay(g, s, CAPS, MODEL)
+    preds, succs = cpe._preds(r), cpe._succs(r)
+    order = list(s.order)
+    finish = cpe._timing(r.nodes, preds, order)
+    pos = {v: i for i, v in enumerate(order)}
+    pipes = len({node.pipe for node in r.nodes if node.pipe is not None})
+    rng = random.Random(0)
+    moves = 0
+    for _ in range(1000):
+        p = rng.randrange(1, len(order))
+        q = max(0, p - rng.randrange(1, cpe.WINDOW + 1))
+        if any(order[x] in preds[order[p]] for x in range(q, p)):
+            continue  # not a legal move
+        trial = order[:q] + [order[p]] + order[q:p] + order[p + 1 :]
+        got, top = cpe._retime(r.nodes, preds, succs, order, pos, finish, (q, p, pipes))
+        want = cpe._timing(r.nodes, preds, trial)
+        assert got == want
+        assert top <= max(want)
+        moves += 1
+    assert moves > 150
