@@ -181,7 +181,8 @@ class Int8Import:
     def _consumer_q(self, layer: Layer) -> tuple[QParams, list[Layer], str]:
         """The QuantizeLinear that a layer's float output feeds (through a Relu or Clip): its
         params, the layers to drop and the fused activation."""
-        g, tensor, dropped, act = self.g, layer.outputs[0], [], ""
+        g, tensor, act = self.g, layer.outputs[0], ""
+        dropped: list[Layer] = []
         while True:
             users = g.users(tensor)
             if len(users) != 1 or tensor in g.outputs:
@@ -458,6 +459,7 @@ def _bounds(g: Graph, dropped: list[Layer], act: str, y: QParams) -> tuple[int, 
     return lo, hi
 
 
+@dataclass(frozen=True, slots=True)
 class ImportInt8(GraphPass):
     """At int8: a quantized model's layers as integer layers (npucc.frontend.onnx_qdq)."""
 

@@ -26,7 +26,9 @@ def _no_buffer(tmp_path: Path) -> Path:
         lines.append(f"[{section}]")
         for key, value in table.items():
             if isinstance(value, dict):
-                inner = ", ".join(f"{k} = {v}" for k, v in value.items())
+                inner = ", ".join(
+                    f'{k} = "{v}"' if isinstance(v, str) else f"{k} = {v}" for k, v in value.items()
+                )
                 lines.append(f"{key} = {{ {inner} }}")
             elif isinstance(value, str):
                 lines.append(f'{key} = "{value}"')
