@@ -1,14 +1,18 @@
 """Benchmark: each model's distance to the roofline on one core, and DAN against the original.
 
-Usage: python bench/roofline.py [--models resnet50,squeezenet,...] [--out FILE.json]
+Usage: python bench/roofline.py [--models resnet50,squeezenet,...] [--precision P] [--out FILE.json]
 
 For ResNet-50, SqueezeNet 1.0 and Inception v1 (onnx's light zoo, weights randomized with
 seed 0), MobileNet v2 (bench/mobilenet_v2.py) and the BERT-base encoder of models/
 (transformer_encoder.onnx), compiled for davinci-core: the interpreted makespan (timing only),
 the bounds, the efficiency and the DRAM bytes against the minimum (npucc's roofline,
 Program.stats["roofline"], docs/roofline.md), and the four DAN metrics (peak L1+UB, extra DDR
-bytes, spills, makespan) of the dan and the original schedules. Prints a table; writes JSON
-(default bench/roofline_results.json). Deterministic: the same code gives the same file.
+bytes, spills, makespan) of the dan and the original schedules. `--precision fp16` compiles
+the float models at fp16; `--precision int8` first quantizes each (`npucc.checking.quantize`,
+seed 0: onnxruntime's quantize_static, per-channel weights) and compiles the QDQ model at
+int8; the bound is computed at that precision. Prints a table; writes JSON (default
+bench/roofline_results.json, or roofline_results_PRECISION.json for fp16 and int8).
+Deterministic: the same code gives the same file.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import onnx
 
 import npucc
 from npucc.backend.schedule.roofline import at_makespan
-from npucc.checking import random_inputs, randomize_weights
+from npucc.checking import quantize, random_inputs, randomize_weights
 from npucc.frontend.onnx_import import load_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,14 +56,16 @@ MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
 }
 
 
-def measure(model: onnx.ModelProto) -> dict[str, object]:
+def measure(model: onnx.ModelProto, precision: str = "fp32") -> dict[str, object]:
     """Compile with dan and original, interpret dan's (timing only); the figures."""
-    dan = npucc.compile(model, TARGET, "dan")
+    if precision == "int8":
+        model = quantize(model, seed=0)
+    dan = npucc.compile(model, TARGET, "dan", precision=precision)
     result = dan.execute(random_inputs(dan.inputs, 0), timing_only=True)
     if result.makespan != dan.stats["predicted_makespan"]:
         raise AssertionError(f"interpreted {result.makespan} != predicted")
     line = at_makespan(dan.stats["roofline"], result.makespan)
-    original = npucc.compile(model, TARGET, "original")
+    original = npucc.compile(model, TARGET, "original", precision=precision)
     return {
         "roofline": line.as_dict(),
         "dan": {k: dan.stats[k] for k in METRICS},
@@ -92,14 +98,17 @@ def main() -> int:
     """Measure the models, print the table, write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--out", default=str(Path(__file__).with_name("roofline_results.json")))
+    parser.add_argument("--precision", choices=("fp32", "fp16", "int8"), default="fp32")
+    parser.add_argument("--out")
     args = parser.parse_args()
+    suffix = "" if args.precision == "fp32" else f"_{args.precision}"
+    out = Path(args.out or Path(__file__).with_name(f"roofline_results{suffix}.json"))
     results = {}
     for name in args.models.split(","):
         print(f"{name} ...", file=sys.stderr, flush=True)
-        results[name] = measure(MODELS[name]())
+        results[name] = measure(MODELS[name](), args.precision)
     print(table(results))
-    Path(args.out).write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    out.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
     return 0
 
 

@@ -180,8 +180,9 @@ UNARY_OPS = (
     "acosh", "atanh", "floor", "ceil", "round", "sign", "copy",
 )  # fmt: skip
 # an int8 layer's requantization (npucc.frontend.onnx_qdq): input zero point, output zero point
-# and saturation bounds; its input 2 holds the per-channel requant records
-QUANT = {"qin": "int?", "qzp": "int?", "qlo": "int?", "qhi": "int?"}
+# and saturation bounds, and a fused residual add's `q` (fuse-residual); its input 2 holds the
+# per-channel requant records
+QUANT = {"qin": "int?", "qzp": "int?", "qlo": "int?", "qhi": "int?", "res_q": "floats?"}
 # an int8 vector layer (add, softmax, average pools): its instructions' `q` (isa.QUANT_ARITY)
 VQUANT = {"q": "floats?"}
 ACT = {"act": "str?", "act_min": "float?", "act_max": "float?"}  # any layer's fused activation

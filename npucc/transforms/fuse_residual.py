@@ -1,5 +1,11 @@
 """fuse-residual: a residual Add (and its activation) into the conv or gemm producing one of
-its operands, which then adds the other operand's tile to each output tile before storing it."""
+its operands, which then adds the other operand's tile to each output tile before storing it.
+
+At int8 the add requantizes its sum (`q`: scale and zero point of each operand and of the
+sum); an int8 producer keeps its own requantization out of L0C (the add's operand is an int8
+tensor in ONNX's QDQ semantics) and takes the add's `q`, its operands ordered (producer's
+output, residual), as `res_q`: the same two roundings as the separate add, on the UB tile.
+"""
 
 from __future__ import annotations
 
@@ -25,6 +31,8 @@ def _fusible(g: Graph, add: Layer) -> tuple[Layer, str, str] | None:
         producer = g.producer(x)
         if producer is None or producer.attrs.get("act") or len(producer.inputs) > 3:
             continue
+        if ("q" in add.attrs) != ("qzp" in producer.attrs):  # int8 add of an int8 product
+            continue
         cube = producer.op == "gemm" or (
             producer.op == "conv2d" and producer.attrs.get("group", 1) == 1
         )
@@ -44,7 +52,7 @@ class FuseResidual(GraphPass):
         """Fuse every residual add whose conv or gemm operand has no other reader."""
         fused = 0
         for add in list(ir.layers):
-            if add.op != "add" or "q" in add.attrs:  # NOTE: an int8 add requantizes its sum
+            if add.op != "add":
                 continue
             found = _fusible(ir, add)
             if found is None:
@@ -56,6 +64,9 @@ class FuseResidual(GraphPass):
             producer.inputs = [*producer.inputs[:2], bias, residual]
             producer.outputs = list(add.outputs)
             producer.attrs.update({a: add.attrs[a] for a in ACT_ATTRS if a in add.attrs})
+            if "q" in add.attrs:
+                q = tuple(add.attrs["q"])
+                producer.attrs["res_q"] = q if x == add.inputs[0] else (*q[2:4], *q[:2], *q[4:])
             producer.src = merged_src(producer, add)
             ir.replace_layer(add, [producer])
             del ir.tensors[x]

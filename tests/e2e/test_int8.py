@@ -88,3 +88,37 @@ def test_a_qoperator_model_checks_equal_to_onnxruntime(tmp_path, capsys):
     assert main(["check", str(path), "--precision", "int8"]) == 0
     verdict = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("y: "))
     assert " 1024/1024 equal (1.000000), max 0 steps of " in verdict and verdict.endswith("PASS")
+
+
+def _residual_cnn() -> onnx.ModelProto:
+    """Conv -> Relu -> Conv -> Add(input) -> Relu, random weights: the int8 residual add fuses
+    into the second conv's epilogue (fuse-residual's res_q)."""
+    rng = np.random.default_rng(1)
+    inits = [numpy_helper.from_array((rng.standard_normal(s) * 0.3).astype(np.float32), n)
+             for n, s in (("w1", (8, 8, 3, 3)), ("b1", (8,)), ("w2", (8, 8, 1, 1)), ("b2", (8,)))]  # fmt: skip
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"]),
+        helper.make_node("Add", ["x", "c2"], ["s"]),
+        helper.make_node("Relu", ["s"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "res",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 16, 16])],
+        initializer=inits,
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+@pytest.mark.parametrize("target", ["davinci-core", "mesh8x8"])
+def test_a_fused_int8_residual_add_checks_equal_to_onnxruntime(tmp_path, capsys, target):
+    path = tmp_path / "res_qdq.onnx"
+    onnx.save(quantize(_residual_cnn(), seed=0), str(path))
+    assert main([str(path), "--precision", "int8", "--emit", "graph"]) == 0
+    graph = capsys.readouterr().out
+    assert "res_q = " in graph and " add(" not in graph
+    assert main(["check", str(path), "--precision", "int8", "--target", target]) == 0
+    verdict = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("y: "))
+    assert " 2048/2048 equal (1.000000), max 0 steps of " in verdict and verdict.endswith("PASS")

@@ -582,3 +582,29 @@ EXPORTER_CASES = {
 def test_exporter_variant_prints_the_expected_ir(case: str) -> None:
     name, text, consts, expected = EXPORTER_CASES[case]
     assert printed(rewrite(name, text, consts)) == expected.lstrip("\n")
+
+
+FUSE_RESIDUAL_INT8_IN = """
+graph "g" opset=13 {
+  input %"x" : i8[1,2,4,4]
+  const %"w" : i8[2,2,1,1] sha256=0
+  const %"rq" : i8[16] sha256=0
+  %"c" = conv2d(%"x", %"w", %"rq") {qhi = 127, qin = 0, qlo = -128, qzp = 3} : i8[1,2,4,4] loc("conv")
+  %"y" = add(%"x", %"c") {q = [0.5, 1.0, 0.25, 3.0, 0.125, -128.0]} : i8[1,2,4,4] loc("add")
+  output %"y"
+}
+"""
+FUSE_RESIDUAL_INT8_OUT = """
+graph "g" opset=13 {
+  input %"x" : i8[1,2,4,4]
+  const %"w" : i8[2,2,1,1] sha256=...
+  const %"rq" : i8[16] sha256=...
+  %"y" = conv2d(%"x", %"w", %"rq", %"x") {qhi = 127, qin = 0, qlo = -128, qzp = 3, res_q = [0.25, 3.0, 0.5, 1.0, 0.125, -128.0]} : i8[1,2,4,4] loc("conv")
+  output %"y"
+}
+"""
+
+
+def test_int8_residual_add_fused_with_its_operands_ordered_conv_first() -> None:
+    """The add's (scale, zero point) pairs follow its inputs; res_q puts the conv's first."""
+    assert printed(rewrite("fuse-residual", FUSE_RESIDUAL_INT8_IN)) == FUSE_RESIDUAL_INT8_OUT.lstrip("\n")

@@ -605,7 +605,8 @@ class _Nest:
             r = bld.alloc("UB", m * nt, f"{layer.name}.res")
             src = self.io.residual.at(view.off)
             bld.emit(Copy(r, src, view.dims, view.ub_strides, view.ddr_strides))
-            bld.emit(VBinary("add", ub, ub, r, (m * nt,), (1,), (1,), (1,)))
+            q = tuple(layer.attrs.get("res_q", ()))  # int8: the fused add's requantization
+            bld.emit(VBinary("add", ub, ub, r, (m * nt,), (1,), (1,), (1,), q))
             bld.free(r)
         apply_activation(self.ctx, ub, m * nt, layer.attrs)
         dst = self.io.out.at(view.off)

@@ -184,16 +184,16 @@ class _ConvOps:
         g, bld = self.g, self.ctx.builder
         r0, rows, q0, cols, _, ih, pt, _, iw, pl, off = tile.band
         a0 = bld.alloc("L0A", rows * cols * kt, f"{self.layer.name}.a0")
+        pad = int(self.layer.attrs.get("qin", 0))  # int8: the input's zero point (0.0)
         if not x.owned:  # the whole image: the band's pads are its origin's, maybe negative
             src = x.ref.at((k0 - x.c0) // g.taps * g.h * g.w)
             pads = (g.pad_t - r0 * g.sh, g.pad_l - q0 * g.sw)
             window = (g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, *pads)
-            bld.emit(Img2Col(a0, src, kt // g.taps, g.h, g.w, *window, rows, cols))
+            bld.emit(Img2Col(a0, src, kt // g.taps, g.h, g.w, *window, rows, cols, pad))
             return a0
         src = x.ref.at(((k0 - x.c0) // g.taps * ih + off) * iw)
         strides = (1, 1) if _pointwise(g) else (g.sh, g.sw)
         window = (g.kh, g.kw, *strides, g.dh, g.dw, pt, pl)
-        pad = int(self.layer.attrs.get("qin", 0))  # int8: the input's zero point (0.0)
         bld.emit(Img2Col(a0, src, kt // g.taps, ih, iw, *window, rows, cols, pad))
         return a0
 

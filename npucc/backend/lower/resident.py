@@ -63,9 +63,8 @@ def _readable(op: str, index: int) -> bool:
 
 
 def choose_resident(graph: Graph, target: Target) -> Residency:
-    """The layer outputs kept in L1 between layers (none on a mesh, whose handoff is the
-    NoC's; none at int8 yet: quantized small_cnn computes wrong outputs with them)."""
-    if target.cores != 1 or target.dtype == "i8":
+    """The layer outputs kept in L1 between layers (none on a mesh, whose handoff is the NoC's)."""
+    if target.cores != 1:
         return NONE
     base: dict[str, str] = {}  # view output -> the tensor it aliases
     producer: dict[str, int] = {}
