@@ -94,8 +94,11 @@ def _residual_cnn() -> onnx.ModelProto:
     """Conv -> Relu -> Conv -> Add(input) -> Relu, random weights: the int8 residual add fuses
     into the second conv's epilogue (fuse-residual's res_q)."""
     rng = np.random.default_rng(1)
-    inits = [numpy_helper.from_array((rng.standard_normal(s) * 0.3).astype(np.float32), n)
-             for n, s in (("w1", (8, 8, 3, 3)), ("b1", (8,)), ("w2", (8, 8, 1, 1)), ("b2", (8,)))]  # fmt: skip
+    shapes = (("w1", (8, 8, 3, 3)), ("b1", (8,)), ("w2", (8, 8, 1, 1)), ("b2", (8,)))
+    inits = [
+        numpy_helper.from_array((rng.standard_normal(s) * 0.3).astype(np.float32), n)
+        for n, s in shapes
+    ]
     nodes = [
         helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
         helper.make_node("Relu", ["c1"], ["r1"]),

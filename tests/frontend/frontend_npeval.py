@@ -23,9 +23,7 @@ def _windows(x: Array, attrs: dict[str, Any], kernel: tuple[int, int], fill: flo
     return sliding_window_view(xp, span, axis=(2, 3))[:, :, ::sh, ::sw, ::dh, ::dw]
 
 
-def _conv2d(
-    x: Array, w: Array, b: Array | None = None, r: Array | None = None, **a: Any
-) -> Array:
+def _conv2d(x: Array, w: Array, b: Array | None = None, r: Array | None = None, **a: Any) -> Array:
     co, cg, kh, kw = w.shape
     g = a["group"]
     win = _windows(x, a, (kh, kw), 0.0)
@@ -51,9 +49,7 @@ def _pool(x: Array, op: str, **a: Any) -> Array:
     return total / _windows(ones, a, kernel, 0.0).sum(axis=(4, 5))
 
 
-def _gemm(
-    a: Array, b: Array, c: Array | None = None, r: Array | None = None, **at: Any
-) -> Array:
+def _gemm(a: Array, b: Array, c: Array | None = None, r: Array | None = None, **at: Any) -> Array:
     a = a.T if at["trans_a"] else a
     b = b.T if at["trans_b"] else b
     y = at["alpha"] * (a @ b)

@@ -593,7 +593,7 @@ graph "g" opset=13 {
   %"y" = add(%"x", %"c") {q = [0.5, 1.0, 0.25, 3.0, 0.125, -128.0]} : i8[1,2,4,4] loc("add")
   output %"y"
 }
-"""
+"""  # noqa: E501
 FUSE_RESIDUAL_INT8_OUT = """
 graph "g" opset=13 {
   input %"x" : i8[1,2,4,4]
@@ -602,9 +602,11 @@ graph "g" opset=13 {
   %"y" = conv2d(%"x", %"w", %"rq", %"x") {qhi = 127, qin = 0, qlo = -128, qzp = 3, res_q = [0.25, 3.0, 0.5, 1.0, 0.125, -128.0]} : i8[1,2,4,4] loc("conv")
   output %"y"
 }
-"""
+"""  # noqa: E501
 
 
 def test_int8_residual_add_fused_with_its_operands_ordered_conv_first() -> None:
     """The add's (scale, zero point) pairs follow its inputs; res_q puts the conv's first."""
-    assert printed(rewrite("fuse-residual", FUSE_RESIDUAL_INT8_IN)) == FUSE_RESIDUAL_INT8_OUT.lstrip("\n")
+    assert printed(
+        rewrite("fuse-residual", FUSE_RESIDUAL_INT8_IN)
+    ) == FUSE_RESIDUAL_INT8_OUT.lstrip("\n")

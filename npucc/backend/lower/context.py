@@ -47,6 +47,16 @@ class LowerContext:
         self.builder.current = self.cores[self.tiles % len(self.cores)]
         self.tiles += 1
 
+    def claim_tiles(self, count: int) -> list[int]:
+        """The cores of the next `count` independent tiles (round-robin, as `next_tile`).
+
+        NOTE: for a lowering that emits one core's tiles together (software pipelining across
+        tiles): it sets `builder.current` to a tile's core before emitting that tile.
+        """
+        cores = [self.cores[(self.tiles + j) % len(self.cores)] for j in range(count)]
+        self.tiles += count
+        return cores
+
     def shape(self, name: str) -> tuple[int, ...]:
         """Static shape of graph tensor `name`."""
         return self.graph.tensors[name].shape

@@ -34,6 +34,13 @@ from npucc.ir.isa import BufRef, Copy, VBinary
 from npucc.ir.program import TiledProgram
 from npucc.ir.tiled import TileGraph
 
+# a tile holds at most 2/3 of the UB share (TILE_SHARE): the pipelined lowering keeps two
+# windows and two accumulators live (the next band's load, the store of the last), and coldest
+# fit needs room beside them. NOTE: measured on MobileNet v2 (bench/roofline.py): with the whole
+# share, DLR's coldest fit spilled 18 times (201,600 B) and DAN fell back to first fit, 1.746 M
+# cycles; at 2/3, no spills and 1.314 M (the unpipelined lowering: 1.479 M)
+PIPELINE_SHARE = (2, 3)
+
 
 def _ub_elems(g: ConvGeom, groups: int, rows: int, cols: int) -> int:
     """UB elements a tile of `groups` groups and a rows x cols band holds at once."""
@@ -43,16 +50,25 @@ def _ub_elems(g: ConvGeom, groups: int, rows: int, cols: int) -> int:
 
 
 def vector_tiles(ctx: LowerContext, layer: Layer, g: ConvGeom) -> tuple[int, int, int]:
-    """(groups, rows, cols) per tile: whole rows first, then whole planes, then more groups.
+    """(groups, rows, cols) per tile: whole rows first, then whole planes, then more groups;
+    bands of rows (or columns) balanced. A tile holds at most PIPELINE_SHARE of the UB share.
 
     Refuses the layer (a true fit error) when one output pixel of one group does not fit.
     """
-    cap = budget(ctx, layer, "UB", least=_ub_elems(g, 1, 1, 1))
-    cols = largest(lambda v: _ub_elems(g, 1, 1, v) <= cap, g.ow)
+    least = _ub_elems(g, 1, 1, 1)
+    cap = max(least, budget(ctx, layer, "UB", least=least) * PIPELINE_SHARE[0] // PIPELINE_SHARE[1])
+    cols = _balanced(largest(lambda v: _ub_elems(g, 1, 1, v) <= cap, g.ow), g.ow)
     rows = largest(lambda v: _ub_elems(g, 1, v, cols) <= cap, g.oh) if cols == g.ow else 1
+    rows = _balanced(rows, g.oh)
     full = rows == g.oh and cols == g.ow
     groups = largest(lambda v: _ub_elems(g, v, rows, cols) <= cap, g.group) if full else 1
     return groups, rows, cols
+
+
+def _balanced(tile: int, total: int) -> int:
+    """The smallest tile that covers `total` in as few pieces as tiles of `tile` do."""
+    pieces = -(-total // tile)
+    return -(-total // pieces)
 
 
 def low_reuse(ctx: LowerContext, g: ConvGeom) -> bool:
@@ -97,48 +113,91 @@ def pipe_bound(ctx: LowerContext, layer: Layer, lower: Lowering) -> int:
 
 
 def lower_vector_conv(ctx: LowerContext, layer: Layer) -> None:
-    """Tiles of (image, block of groups), each over bands of output rows x columns."""
+    """Tiles of (image, block of groups), each over bands of output rows x columns.
+
+    NOTE: software-pipelined: the next band's window (and, at a new block, its weights) is
+    loaded before the current band's taps, so that in the pipes' in-order queues its fill and
+    DMA overlap the taps instead of waiting behind them (a tile is at most half of UB).
+    """
     g = conv_geometry(ctx, layer)
     groups_t, rows_t, cols_t = vector_tiles(ctx, layer, g)
-    bld = ctx.builder
     bias = layer.inputs[2] if len(layer.inputs) > 2 and layer.inputs[2] else ""
-    for n in range(g.n):
-        for g0, gl in split(g.group, groups_t):
-            ctx.next_tile()
-            co0, cb = g0 * g.cog, gl * g.cog
-            k = g.cg * g.taps
-            wts = bld.alloc("UB", cb * k, f"{layer.name}.w")
-            bld.emit(Copy(wts, ctx.ddr(layer.inputs[1]).at(co0 * k), (cb * k,), (1,), (1,)))
-            b = bld.alloc("UB", cb, f"{layer.name}.bias") if bias else None
-            if b is not None:
-                bld.emit(Copy(b, ctx.ddr(bias).at(co0), (cb,), (1,), (1,)))
-            for r0, rows in split(g.oh, rows_t):
-                for q0, cols in split(g.ow, cols_t):
-                    _band(ctx, layer, g, (n, g0, gl), (r0, rows, q0, cols), wts, b)
-            if b is not None:
-                bld.free(b)
-            bld.free(wts)
+    blocks = [(n, g0, gl) for n in range(g.n) for g0, gl in split(g.group, groups_t)]
+    rows, cols = split(g.oh, rows_t), split(g.ow, cols_t)
+    bands = [(r0, nr, q0, nc) for r0, nr in rows for q0, nc in cols]
+    on_core: dict[int, list[tuple[int, int, int]]] = {}
+    for block, core in zip(blocks, ctx.claim_tiles(len(blocks)), strict=True):
+        on_core.setdefault(core, []).append(block)
+    for core, mine in on_core.items():
+        ctx.builder.current = core
+        _pipeline(ctx, layer, g, [(block, band) for block in mine for band in bands], bias)
 
 
-def _band(
+Item = tuple[tuple[int, int, int], tuple[int, int, int, int]]  # (image, g0, groups), band
+
+
+def _pipeline(ctx: LowerContext, layer: Layer, g: ConvGeom, items: list[Item], bias: str) -> None:
+    """One core's bands in order, each band's window loaded before the previous band's taps."""
+    consts: dict[tuple[int, int, int], tuple[BufRef, BufRef | None]] = {}
+    ready = _load(ctx, layer, g, items[0], bias, consts)
+    for i, (block, band) in enumerate(items):
+        win = ready
+        if i + 1 < len(items):
+            ready = _load(ctx, layer, g, items[i + 1], bias, consts)
+        _taps(ctx, layer, g, block, band, win, consts[block])
+        if i + 1 == len(items) or items[i + 1][0] != block:
+            wts, b = consts.pop(block)
+            if b is not None:
+                ctx.builder.free(b)
+            ctx.builder.free(wts)
+
+
+def _load(
     ctx: LowerContext,
     layer: Layer,
     g: ConvGeom,
-    block: tuple[int, int, int],
-    band: tuple[int, int, int, int],
-    wts: BufRef,
-    bias: BufRef | None,
-) -> None:
-    """One band of output rows x columns of a block of groups: window, taps, epilogue, store."""
-    n, g0, gl = block
-    r0, rows, q0, cols = band
+    item: Item,
+    bias: str,
+    consts: dict[tuple[int, int, int], tuple[BufRef, BufRef | None]],
+) -> BufRef:
+    """Load one band's padded input window into UB (first, at a new block, its weights and
+    bias into `consts`); the window."""
+    (n, g0, gl), (r0, rows, q0, cols) = item
     bld = ctx.builder
-    ci, cb = gl * g.cg, gl * g.cog
+    if (n, g0, gl) not in consts:
+        co0, cb = g0 * g.cog, gl * g.cog
+        k = g.cg * g.taps
+        wts = bld.alloc("UB", cb * k, f"{layer.name}.w")
+        bld.emit(Copy(wts, ctx.ddr(layer.inputs[1]).at(co0 * k), (cb * k,), (1,), (1,)))
+        b = bld.alloc("UB", cb, f"{layer.name}.bias") if bias else None
+        if b is not None:
+            bld.emit(Copy(b, ctx.ddr(bias).at(co0), (cb,), (1,), (1,)))
+        consts[(n, g0, gl)] = (wts, b)
+    ci = gl * g.cg
     wr, wc = g.in_rows(rows), g.in_cols(cols)
     win = bld.alloc("UB", ci * wr * wc, f"{layer.name}.win")
     x = ctx.ddr(layer.inputs[0]).at((n * g.c + g0 * g.cg) * g.h * g.w)
     box = (r0 * g.sh - g.pad_t, wr, q0 * g.sw - g.pad_l, wc)
     fill_window(ctx, (g.h, g.w), win, x, ci, box, 0.0)
+    return win
+
+
+def _taps(
+    ctx: LowerContext,
+    layer: Layer,
+    g: ConvGeom,
+    block: tuple[int, int, int],
+    band: tuple[int, int, int, int],
+    win: BufRef,
+    consts: tuple[BufRef, BufRef | None],
+) -> None:
+    """One band of output rows x columns of a block of groups: taps, epilogue, store."""
+    n, g0, gl = block
+    r0, rows, q0, cols = band
+    wts, bias = consts
+    bld = ctx.builder
+    cb = gl * g.cog
+    wr, wc = g.in_rows(rows), g.in_cols(cols)
     pixels = rows * cols
     acc = bld.alloc("UB", cb * pixels, f"{layer.name}.acc")
     dims = (gl, g.cog, rows, cols)

@@ -22,7 +22,7 @@ from npucc.backend.lower.context import (
     split,
     window_extent,
 )
-from npucc.backend.lower.layout import budget, load
+from npucc.backend.lower.layout import budget, coalesce, load
 from npucc.errors import NpuccError
 from npucc.ir.graph import Layer
 from npucc.ir.isa import BufRef, Copy, DdrRef, VBinary, VFill, VReduce, VUnary
@@ -201,8 +201,21 @@ def fill_window(
     top, bottom = max(r0, 0), min(r0 + rows, h)
     left, right = max(q0, 0), min(q0 + cols, w)
     inside = top < bottom and left < right
-    if not inside or (top, bottom, left, right) != (r0, r0 + rows, q0, q0 + cols):
+    if not inside:
         ctx.builder.emit(VFill(win, (planes * rows * cols,), (1,), pad))
+    else:  # only the border the copy leaves: rows above and below, columns left and right
+        t, b, lft, rgt = top - r0, r0 + rows - bottom, left - q0, q0 + cols - right
+        mid = bottom - top
+        strips = (
+            (0, t, 0, cols),
+            (rows - b, b, 0, cols),
+            (t, mid, 0, lft),
+            (t, mid, cols - rgt, rgt),
+        )
+        for row, nrows, col, ncols in strips:
+            if nrows and ncols:
+                dims, (st,) = coalesce((planes, nrows, ncols), (rows * cols, cols, 1))
+                ctx.builder.emit(VFill(win.at(row * cols + col), dims, st, pad))
     if inside:
         dst = win.at((top - r0) * cols + left - q0)
         dims = (planes, bottom - top, right - left)
