@@ -55,15 +55,16 @@ def layout_ddr(program: TiledProgram, extra: dict[str, int] | None = None) -> Dd
 def build_image(program: TiledProgram, layout: DdrLayout) -> bytes:
     """The const image: every const tensor's bytes (of the target's storage type, rounded to
     nearest even from float32) at its address, zero padding between."""
-    image = bytearray(layout.image_size)
+    image = np.zeros(layout.image_size, np.uint8)
     storage = np.dtype(NUMPY_DTYPES[program.target.dtype]).newbyteorder("<")
     for t in program.tensors.values():
         if t.role == "const":
             assert t.data is not None
+            start = layout.addr[t.key]
+            end = start + t.data.size * storage.itemsize
             with np.errstate(over="ignore"):  # beyond float16's range: +-inf (IEEE rounding)
-                raw = t.data.astype(storage, copy=False).tobytes()
-            image[layout.addr[t.key] : layout.addr[t.key] + len(raw)] = raw
-    return bytes(image)
+                image[start:end].view(storage)[...] = t.data.reshape(-1)  # converted in place
+    return image.tobytes()
 
 
 def _round_up(n: int, align: int) -> int:

@@ -63,36 +63,45 @@ def plan_flags(replay: Replay, first_flag: int = 0) -> Flags:
     before it; an edge from pipe q's k-th node is implied when that entry is already >= k.
     """
     nodes = replay.nodes
-    preds: dict[int, list[int]] = {}
-    for u, v in replay.edges():
-        preds.setdefault(v, []).append(u)
+    total = len(nodes)
+    preds: list[list[int]] = [[] for _ in range(total)]
+    for u, outs in enumerate(replay.graph.succs):
+        for v in outs:
+            preds[v].append(u)
+    for u, v in (*replay.spill_edges, *replay.reuse_edges):
+        preds[v].append(u)
     width = len(PIPES)
-    known: dict[int, tuple[int, ...]] = {}
-    seq: dict[int, int] = {}
-    last_on_pipe: dict[str, int] = {}
+    queue = [-1 if node.pipe is None else _QUEUE_INDEX[node.pipe] for node in nodes]
+    names = [_queue(p) for p in PIPES] + [_queue(None)]  # by queue index (-1: ctrl)
+    known: list[list[int]] = [[]] * total
+    seq = [0] * total
+    last_on_pipe = [-1] * width
     flags = Flags(count=first_flag)
     pos = replay.position
     for v in replay.order:
-        pipe = nodes[v].pipe
-        base = [0] * width
-        if pipe is not None:
-            prev = last_on_pipe.get(pipe)
-            if prev is not None:
-                base = list(known[prev])
-            seq[v] = base[_QUEUE_INDEX[pipe]] + 1
-        for u in sorted(dict.fromkeys(preds.get(v, ())), key=lambda n: -pos[n]):
-            upipe = nodes[u].pipe
-            if upipe is not None and base[_QUEUE_INDEX[upipe]] >= seq[u]:
+        q = queue[v]
+        if q >= 0:
+            prev = last_on_pipe[q]
+            base = known[prev][:] if prev >= 0 else [0] * width
+            seq[v] = base[q] + 1
+        else:
+            base = [0] * width
+        near = preds[v]
+        if len(near) > 1:  # NOTE: positions are distinct: latest first, whatever the edge order
+            near = sorted(set(near), key=pos.__getitem__, reverse=True)
+        for u in near:
+            uq = queue[u]
+            if uq >= 0 and base[uq] >= seq[u]:
                 continue
             flags.count += 1
-            item = format_flag(_queue(upipe), _queue(pipe), flags.count)
+            item = format_flag(names[uq], names[q], flags.count)
             flags.sets.setdefault(u, []).append(item)
             flags.waits.setdefault(v, []).append(item)
-            base = [max(a, b) for a, b in zip(base, known[u], strict=True)]
-        if pipe is not None:
-            base[_QUEUE_INDEX[pipe]] = seq[v]
-            last_on_pipe[pipe] = v
-        known[v] = tuple(base)
+            base = [a if a >= b else b for a, b in zip(base, known[u], strict=True)]
+        if q >= 0:
+            base[q] = seq[v]
+            last_on_pipe[q] = v
+        known[v] = base
     return flags
 
 

@@ -112,14 +112,20 @@ def lower_conv2d(ctx: LowerContext, layer: Layer) -> None:
 
     A low-reuse grouped conv (depthwise) goes to the vector pipe when that costs less.
     """
-    if "qzp" not in layer.attrs and prefers_vector(ctx, layer, lower_cube_conv):
+    if "qzp" not in layer.attrs and prefers_vector(ctx, layer, lower_cube_unit):
         lower_vector_conv(ctx, layer)
         return
     lower_cube_conv(ctx, layer)
 
 
-def lower_cube_conv(ctx: LowerContext, layer: Layer) -> None:
-    """The cube lowering of conv2d (img2col + mmad), whatever the groups."""
+def lower_cube_unit(ctx: LowerContext, layer: Layer) -> None:
+    """The cube lowering of the conv's first (image, group) alone (a cost trial's)."""
+    lower_cube_conv(ctx, layer, one_unit=True)
+
+
+def lower_cube_conv(ctx: LowerContext, layer: Layer, one_unit: bool = False) -> None:
+    """The cube lowering of conv2d (img2col + mmad), whatever the groups (`one_unit`: only
+    the first image's first group)."""
     g = conv_geometry(ctx, layer)
     taps, k = g.taps, g.cg * g.taps
     bias, residual = _optional(layer, 2), _optional(layer, 3)
@@ -142,8 +148,8 @@ def lower_cube_conv(ctx: LowerContext, layer: Layer) -> None:
     )
     shape = CubeShape(g.cog, k, taps, g.n * g.group, bool(bias), bool(residual), ops, per, *onchip)
     plan, blocks = choose_blocking(ctx, shape, tiles, lambda t, c: _bands(g, t, c), g.oh)
-    for n in range(g.n):
-        for grp in range(g.group):
+    for n in range(1 if one_unit else g.n):
+        for grp in range(1 if one_unit else g.group):
             w = MatOperand(ctx.ddr(layer.inputs[1]).at(grp * g.cog * k), 1, k)
             b = ctx.ddr(bias).at(grp * g.cog * per) if bias else None
             out = ctx.ddr(layer.outputs[0])

@@ -12,7 +12,9 @@ model's MACs exactly, on the model's weights.
 
 `prefers_vector` chooses between it and the cube lowering (conv.py) by one cost: the busiest
 pipe's cycles of the instructions each lowering emits for the layer (a trial lowering priced
-by `ir.isa_cost`, i.e. target/cost.py's formulas).
+by `ir.isa_cost`, i.e. target/cost.py's formulas). The cube lowering emits the same
+instructions for every (image, group) up to their addresses, which no cost reads, so its
+trial lowers one such unit and counts it once per unit.
 """
 
 from __future__ import annotations
@@ -77,8 +79,9 @@ def low_reuse(ctx: LowerContext, g: ConvGeom) -> bool:
     return g.group > 1 and (g.cg < cube.k0 or g.cog < cube.n0)
 
 
-def prefers_vector(ctx: LowerContext, layer: Layer, cube: Lowering) -> bool:
-    """True when the vector lowering of a low-reuse grouped conv costs less than `cube`'s."""
+def prefers_vector(ctx: LowerContext, layer: Layer, cube_unit: Lowering) -> bool:
+    """True when the vector lowering of a low-reuse grouped conv costs less than the cube's
+    (`cube_unit`: the cube lowering of the layer's first (image, group) alone)."""
     g = conv_geometry(ctx, layer)
     if not low_reuse(ctx, g):
         return False
@@ -87,7 +90,7 @@ def prefers_vector(ctx: LowerContext, layer: Layer, cube: Lowering) -> bool:
     except NpuccError:  # the vector lowering does not fit: the cube's may
         return False
     try:
-        cube_cycles = pipe_bound(ctx, layer, cube)
+        cube_cycles = pipe_bound(ctx, layer, cube_unit) * g.n * g.group
     except NpuccError:  # the cube lowering does not fit: the vector's does
         return True
     return pipe_bound(ctx, layer, lower_vector_conv) < cube_cycles
