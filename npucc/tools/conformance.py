@@ -596,7 +596,8 @@ shapes){others}.
 _MD_PRECISION = {
     "fp16": "`fp16 pass`: the cases passing at `--precision fp16`, within `npucc check`'s fp16"
     " tolerance (docs/precision.md: 2 · 2⁻¹¹ · sqrt(L) · max |expected|, L the case's longest"
-    " reduction); the others are refused cleanly",
+    " reduction); the others are unsupported: refused cleanly, or with data fp16 cannot"
+    " represent (beyond its range, or ill-conditioned: docs/precision.md)",
     "int8": "`int8 pass`: the quantized cases (QuantizeLinear, DequantizeLinear, QLinear*,"
     " ConvInteger, MatMulInteger, DynamicQuantizeLinear) passing at `--precision int8`, every"
     " output equal to the expected one; n/a: a float operator, which has no int8 form (npucc"
