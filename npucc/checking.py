@@ -28,7 +28,12 @@ FP16_ULPS = 2.0  # rounding steps of headroom: a deep network compounds its laye
 # `reduction_length`)
 _REDUCING = ("Conv", "ConvTranspose", "MatMul", "Gemm", "Softmax", "LogSoftmax",
              "LayerNormalization", "GlobalAveragePool", "AveragePool", "ReduceMean",
-             "ReduceSum", "ReduceL2", "LRN", "InstanceNormalization", "Einsum")  # fmt: skip
+             "ReduceSum", "ReduceL2", "LRN", "InstanceNormalization", "Einsum",
+             "ReduceL1", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "ReduceProd",
+             "GroupNormalization", "RMSNormalization", "MeanVarianceNormalization",
+             "LpNormalization", "LpPool", "GlobalLpPool", "Attention", "RNN", "GRU", "LSTM",
+             "SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss", "CumSum", "CumProd",
+             "Resize")  # fmt: skip
 
 
 def random_inputs(
@@ -207,18 +212,35 @@ def fp16_rtol(reduction: int) -> float:
 def reduction_length(model: onnx.ModelProto) -> int:
     """The most terms any one output element of the model sums (1 for none): a Conv's
     C/group*kh*kw, a MatMul's or Gemm's K, a pool's window, a normalisation's or reduction's
-    reduced axes."""
+    reduced axes, an attention's or recurrence's inner products, a loss's classes and mean, an
+    interpolation's taps; the nodes of subgraphs (If, Loop, Scan bodies) count too. 0 from
+    `_terms` is an unknown dimension."""
     graph = onnx.shape_inference.infer_shapes(model).graph
-    dims: dict[str, tuple[int, ...]] = {i.name: tuple(i.dims) for i in graph.initializer}
+    return _longest(graph, {})
+
+
+def _longest(graph: onnx.GraphProto, outer: dict[str, tuple[int, ...]]) -> int:
+    """`reduction_length` of the nodes of `graph`, whose enclosing graphs' shapes are `outer`."""
+    dims = dict(outer)
+    dims.update((i.name, tuple(i.dims)) for i in graph.initializer)
     for v in (*graph.input, *graph.value_info, *graph.output):
         if v.type.tensor_type.HasField("shape"):
             dims.setdefault(v.name, tuple(d.dim_value for d in v.type.tensor_type.shape.dim))
+    # NOTE: shape inference leaves some shapes unknown (a subgraph's tensors) or some dimensions
+    # (0: a Reshape to a computed shape); a reduction over such a tensor is bounded by the
+    # largest tensor of known shape
+    bound = max((math.prod(d) for d in dims.values()), default=1)
     longest = 1
     for node in graph.node:
-        x = dims.get(node.input[0], ()) if node.input else ()
-        if node.op_type in _REDUCING and x:
-            attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-            longest = max(longest, _terms(node, x, dims, attrs))
+        x = dims.get(node.input[0]) if node.input else ()
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        if node.op_type in _REDUCING and x != ():
+            terms = _terms(node, x, dims, attrs) if x else 0
+            longest = max(longest, terms if terms else bound)
+        for value in attrs.values():
+            for sub in value if isinstance(value, list) else [value]:
+                if isinstance(sub, onnx.GraphProto):
+                    longest = max(longest, _longest(sub, dims))
     return longest
 
 
@@ -232,18 +254,42 @@ def _terms(
         return math.prod(w[1:]) * (w[0] // attrs.get("group", 1) if op == "ConvTranspose" else 1)
     if op == "Gemm":
         return x[-2] if attrs.get("transA", 0) else x[-1]
-    if op in ("MatMul", "Einsum"):
+    if op == "MatMul":
+        return x[-1] or (w[-2] if len(w) >= 2 else 0)
+    if op == "Einsum":
         return x[-1]
-    if op in ("GlobalAveragePool", "InstanceNormalization"):
+    if op in ("GlobalAveragePool", "InstanceNormalization", "GlobalLpPool"):
         return math.prod(x[2:])
-    if op == "AveragePool":
+    if op in ("AveragePool", "LpPool"):
         return math.prod(attrs.get("kernel_shape", (1,)))
     if op == "LRN":
         return int(attrs.get("size", 1))
-    if op == "LayerNormalization":
+    if op in ("LayerNormalization", "RMSNormalization"):
         return math.prod(x[attrs.get("axis", -1) :])
-    if op in ("Softmax", "LogSoftmax"):
+    if op == "GroupNormalization":
+        return math.prod(x[1:]) // max(1, int(attrs.get("num_groups", 1)))
+    if op == "MeanVarianceNormalization":
+        return math.prod(x[a] for a in attrs.get("axes", (0, 2, 3)) if a < len(x))
+    if op in ("Softmax", "LogSoftmax", "LpNormalization"):
         return x[attrs.get("axis", -1)]
+    if op in ("CumSum", "CumProd"):  # the axis is an input: the longest axis bounds it
+        return max(x)
+    if op == "Attention":  # Q's head size (3-D: hidden size) and the key sequence length
+        k = dims.get(node.input[1], ())
+        return max(x[-1], k[-2] if len(k) >= 3 else 1)
+    if op in ("RNN", "GRU", "LSTM"):  # each of the T steps sums X W^T and H R^T (I + H terms)
+        steps = x[1] if attrs.get("layout", 0) else x[0]
+        return steps * (x[-1] + int(attrs.get("hidden_size", 1)))
+    if op in ("SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss"):
+        classes = x[1] if op == "SoftmaxCrossEntropyLoss" and len(x) > 1 else 1
+        mean = attrs.get("reduction", b"mean") not in (b"none", "none")
+        return max(classes, math.prod(x) // max(1, x[1] if len(x) > 1 else 1) if mean else 1)
+    if op == "Resize":
+        y = dims.get(node.output[0], ())
+        mode = attrs.get("mode", b"nearest")
+        taps = {b"linear": 2, b"cubic": 4, "linear": 2, "cubic": 4}.get(mode, 1)
+        resized = sum(a != b for a, b in zip(x, y, strict=False)) if len(y) == len(x) else len(x)
+        return taps**resized
     axes = attrs.get("axes")  # Reduce*: the attribute (older opsets), else every axis (a bound)
     return math.prod(x[a] for a in axes) if axes else math.prod(x)
 

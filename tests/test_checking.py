@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from npucc.checking import (
     ATOL,
@@ -87,3 +87,33 @@ def test_check_names_an_ill_conditioned_output(tmp_path, capsys):
     assert "ILL-CONDITIONED" in out and "FAIL" not in out, out
     assert "npucc: warning: output 'y' is ill-conditioned" in err
     assert code == 0 and out.rstrip().endswith("PASS")
+
+
+def _one(op: str, shape: list[int], **attrs) -> onnx.ModelProto:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    graph = helper.make_graph([helper.make_node(op, ["x"], ["y"], **attrs)], "g", [x], [y])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def test_reduction_length_counts_normalisations_and_subgraph_nodes():
+    from npucc.checking import reduction_length
+
+    assert reduction_length(_one("Relu", [4, 8])) == 1
+    assert reduction_length(_one("GroupNormalization", [2, 6, 4, 4], num_groups=3,
+                                 epsilon=1e-5)) == 32  # fmt: skip
+    assert reduction_length(_one("LpNormalization", [3, 5], axis=1)) == 5
+    body = helper.make_graph(
+        [helper.make_node("MatMul", ["a", "w"], ["b"])],
+        "body",
+        [],
+        [helper.make_tensor_value_info("b", TensorProto.FLOAT, [2, 3])],
+        [numpy_helper.from_array(np.ones((2, 7), np.float32), "a"),
+         numpy_helper.from_array(np.ones((7, 3), np.float32), "w")],
+    )  # fmt: skip
+    cond = helper.make_tensor_value_info("c", TensorProto.BOOL, [])
+    node = helper.make_node("If", ["c"], ["y"], then_branch=body, else_branch=body)
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    model = helper.make_model(helper.make_graph([node], "g", [cond], [y]),
+                              opset_imports=[helper.make_opsetid("", 18)])  # fmt: skip
+    assert reduction_length(model) == 7

@@ -281,9 +281,10 @@ LIMITATIONS = {
     "NegativeLogLikelihoodLoss": "target and weight must be constant",
     "SoftmaxCrossEntropyLoss": "labels and weights must be constant",
     "QuantizeLinear": "float32 to uint8, int8, uint16 and int16; a blocked scale constant; a NaN "
-    "gives NaN (onnxruntime: the type's minimum)",
+    "gives NaN (onnxruntime: the type's minimum); not at fp16",
     "DequantizeLinear": "8-, 16- and 32-bit integers to float32; a blocked scale constant",
-    "DynamicQuantizeLinear": "as onnxruntime: scale 1 (not 1/255) for an all-zero input",
+    "DynamicQuantizeLinear": "as onnxruntime: scale 1 (not 1/255) for an all-zero input; not at "
+    "fp16",
     **rnn.LIMITATIONS,
 }
 
@@ -312,6 +313,16 @@ def _check_f32(g: Graph, layer: Layer, source: Layer) -> None:
             raise node_error(layer, f"inputs {shapes} do not broadcast (numpy rules) to the output")
 
 
+# NOTE: ops refused at fp16 (docs/precision.md): their integer results round a quotient x / scale
+# that an fp16 program stores (and a scale it computes) in fp16, one step off near every tie
+FP32_ONLY = {
+    "QuantizeLinear": "QuantizeLinear at fp16: x / scale is rounded to fp16 before rounding to "
+    "an integer (one step off near ties); compile at fp32, or the quantized model at int8",
+    "DynamicQuantizeLinear": "DynamicQuantizeLinear at fp16: its scale and x / scale are rounded "
+    "to fp16 before rounding to integers (one step off near ties); compile at fp32",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class LegalizeOnnx(GraphPass):
     """Replace each `onnx.<Op>` layer by canonical layers; anything else is unsupported."""
@@ -326,6 +337,8 @@ class LegalizeOnnx(GraphPass):
             if not op:
                 continue
             try:
+                if ctx.target.dtype == "f16" and op in FP32_ONLY:
+                    raise node_error(layer, FP32_ONLY[op])
                 new = _legalize(ir, layer, op)
             except NpuccError:
                 if self.fallback != "host":
@@ -334,7 +347,7 @@ class LegalizeOnnx(GraphPass):
             ir.replace_layer(layer, new)
         _copy_outputs(ir)
         if ctx.target.dtype != "i8":  # int8 programs store integers as int8 (onnx_qdq)
-            ints.hold_as_floats(ir)
+            ints.hold_as_floats(ir, ctx.target.dtype)
         for t in ir.inputs + ir.outputs:
             # the host converts the other types from/to float32 at the boundary (onnx_math.cast)
             ok = (*onnx_math.CAST_TYPES, *HOST_INTS, *((INDEX_DTYPE,) if t in ir.inputs else ()))

@@ -16,7 +16,7 @@ from npucc.errors import NpuccError
 from npucc.frontend.graph_edit import node_error, onnx_op
 from npucc.frontend.onnx_math import INTEGER_TYPES
 from npucc.frontend.onnx_seq import Seq, attr, need_const
-from npucc.ir.dtypes import EXACT_INT, INDEX_DTYPE, IR_INTS, int_range
+from npucc.ir.dtypes import EXACT_INTS, INDEX_DTYPE, IR_INTS, int_range
 from npucc.ir.graph import Graph, Layer
 
 # ops that move, select or order values: they never leave their integer type's range
@@ -199,8 +199,9 @@ def _blocked(
     return np.repeat(data, block, axis).take(range(shape[axis]), axis)
 
 
-def hold_as_floats(g: Graph) -> None:
-    """Hold every integer and boolean tensor as float32 after legalize-onnx (see module doc).
+def hold_as_floats(g: Graph, storage: str = "f32") -> None:
+    """Hold every integer and boolean tensor as float32 after legalize-onnx (see module doc);
+    an integer constant must be exact as a `storage` (f32 or f16) value.
 
     A graph input read only as the indices of indirect takes stays a raw int64 input (i64).
     """
@@ -221,13 +222,15 @@ def hold_as_floats(g: Graph) -> None:
         if name in g.inputs or name in g.outputs or tensor.dtype not in IR_INTS:
             continue
         if tensor.data is not None:
-            _check_exact(name, tensor.data)
+            _check_exact(name, tensor.data, storage)
             tensor.data = tensor.data.astype(np.float32)
         tensor.dtype = "f32"
 
 
-def _check_exact(name: str, data: np.ndarray) -> None:
-    """Refuse an integer constant float32 cannot hold exactly."""
-    if data.size and int(np.abs(data.astype(np.int64)).max()) > EXACT_INT:
+def _check_exact(name: str, data: np.ndarray, storage: str) -> None:
+    """Refuse an integer constant the `storage` type cannot hold exactly."""
+    exact = EXACT_INTS[storage]
+    if data.size and int(np.abs(data.astype(np.int64)).max()) > exact:
+        kind = {"f32": "float32", "f16": "float16 (at fp16)"}[storage]
         raise NpuccError(f"constant '{name}' holds {int(np.abs(data).max())}: npucc computes "
-                         f"integers as float32, exact within +-{EXACT_INT}")  # fmt: skip
+                         f"integers as {kind}, exact within +-{exact}")  # fmt: skip

@@ -78,9 +78,12 @@ def lp_normalization(g: Graph, layer: Layer) -> list[Layer]:
     norm = s.add("reduce", [mag], s.tmp(stat, "norm"), op="sum", axes=(axis,))
     if p == 2:
         norm = s.add("sqrt", [norm], s.tmp(stat, "l2"))
-    # raised to the smallest subnormal: 0 / tiny = 0, and no other norm changes
-    tiny = float(np.finfo(np.float32).smallest_subnormal)
-    norm = s.add("clip", [norm], s.tmp(stat, "nonzero"), min=tiny, max=INF)
+    # a zero norm divides by 1 instead: 0 / 1 = 0, and no other norm changes (a clip to a tiny
+    # float32 would be 0 again in an fp16 program)
+    zero = s.const(np.zeros((), np.float32), "zero")
+    empty = s.add("eq", [norm, zero], s.tmp(stat, "empty"))
+    norm = s.add("where", [empty, s.const(np.ones((), np.float32), "one"), norm],
+                 s.tmp(stat, "nonzero"))  # fmt: skip
     s.add("div", [x, norm], s.y)
     return s.done()
 

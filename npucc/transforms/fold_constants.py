@@ -119,6 +119,13 @@ def _evaluate(g: Graph, layer: Layer) -> list[np.ndarray]:
     return fold_with_reference(model, feeds, where)
 
 
+def _same_type_cast(g: Graph, layer: Layer) -> bool:
+    """A CastLike of a constant to the type it has (its second input only gives the type)."""
+    if onnx_op(layer) != "CastLike" or not g.is_const(layer.inputs[0]):
+        return False
+    return g.tensors[layer.inputs[0]].dtype == g.tensors[layer.inputs[1]].dtype
+
+
 def _open(g: Graph, tensor: str) -> bool:
     return any(d < 0 for d in g.tensors[tensor].shape)
 
@@ -220,6 +227,8 @@ class FoldConstants(GraphPass):
             op = onnx_op(layer)
             if op in ("Shape", "Size"):
                 values = [_shape_of(ir, layer)]
+            elif _same_type_cast(ir, layer):  # a CastLike of a constant to its own type
+                values = [ir.tensors[layer.inputs[0]].data]
             elif op and all(not t or ir.is_const(t) for t in layer.inputs):
                 values = _evaluate(ir, layer)
             else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 
@@ -49,3 +50,24 @@ def test_shipped_model_at_fp16(path: Path) -> None:
 
 def test_light_squeezenet_at_fp16_with_random_weights() -> None:
     check_fp16(randomize_weights(load_model(LIGHT / "light_squeezenet.onnx"), seed=0))
+
+
+def _unary(op: str, shape: tuple[int, ...], **attrs) -> onnx.ModelProto:
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, list(shape))
+    graph = helper.make_graph([helper.make_node(op, ["x"], ["y"], **attrs)], "g", [x], [y])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+
+
+def test_a_zero_norm_and_a_tanh_gelu_at_fp16() -> None:
+    x = np.array([[1, 2, 0], [3, 4, 0]], np.float32)
+    y = npucc.compile(_unary("LpNormalization", (2, 3), axis=0), precision="fp16").run({"x": x})
+    np.testing.assert_allclose(y["y"], [[0.3162, 0.4472, 0], [0.9487, 0.8944, 0]], atol=1e-3)
+    assert not np.isnan(y["y"]).any()  # 0 / 0 is 0, not a clip to a float32-only tiny
+    gelu = _unary("Gelu", (64,), approximate="tanh")
+    x = np.linspace(-4, 4, 64, dtype=np.float32)
+    got = npucc.compile(gelu, precision="fp16").run({"x": x})["y"]
+    ref = run_onnxruntime(gelu, {"x": x})["y"]
+    assert np.abs(got - ref).max() <= fp16_rtol(1) * np.abs(ref).max()

@@ -149,3 +149,24 @@ def test_a_float16_scale_is_refused_on_the_cli(tmp_path, capsys):
     err = capsys.readouterr().err
     want = "npucc: error: node 'DequantizeLinear_0' (DequantizeLinear): npucc dequantizes "
     assert err == want + "8-, 16- and 32-bit integers to float32\n"
+
+
+def test_quantize_and_integer_constants_beyond_2048_are_refused_at_fp16():
+    quant = _model(
+        [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"])],
+        {"x": (FLOAT, [8])}, {"y": (UINT8, [8])},
+        {"s": np.float32(0.1), "z": np.uint8(3)},
+    )  # fmt: skip
+    npucc.compile(quant)  # fp32: runs as float32 arithmetic
+    with pytest.raises(npucc.NpuccError, match="QuantizeLinear at fp16: x / scale is rounded"):
+        npucc.compile(quant, precision="fp16")
+    int16 = TensorProto.INT16
+    wide = _model(
+        [helper.make_node("Add", ["x", "c"], ["out"])],
+        {"x": (int16, [4])}, {"out": (int16, [4])},
+        {"c": np.array([1, 2, 3, 3001], np.int16)},
+    )  # fmt: skip
+    got = npucc.compile(wide).run({"x": np.zeros(4, np.int16)})["out"]
+    assert got.tolist() == [1, 2, 3, 3001]
+    with pytest.raises(npucc.NpuccError, match=r"holds 3001: .* float16 \(at fp16\), exact"):
+        npucc.compile(wide, precision="fp16")

@@ -202,7 +202,8 @@ def lower_unary(ctx: LowerContext, layer: Layer) -> None:
 
 @lowering("gelu", onchip=None)
 def lower_gelu(ctx: LowerContext, layer: Layer) -> None:
-    """x * 0.5 * (1 + erf(x / sqrt 2)), or the tanh approximation, on flat UB tiles."""
+    """x * 0.5 * (1 + erf(x / sqrt 2)), or the tanh approximation x * sigmoid(2 z) (z =
+    sqrt(2 / pi) (x + 0.044715 x^3)), on flat UB tiles."""
     total = math.prod(ctx.shape(layer.outputs[0]))
     src, dst = ctx.ddr(layer.inputs[0]), ctx.ddr(layer.outputs[0])
     bld = ctx.builder
@@ -215,17 +216,19 @@ def lower_gelu(ctx: LowerContext, layer: Layer) -> None:
             bld.emit(VUnary(op, dst, a, (n,), (1,), (1,), scalars))
 
         if layer.attrs.get("approximate", "none") == "tanh":
+            # 0.5 (1 + tanh z) is sigmoid(2 z): one rounding of the factor, not three
             un("pows", t, x, 3.0)
             un("muls", t, t, 0.044715)
             bld.emit(VBinary("add", t, t, x, (n,), (1,), (1,), (1,)))
-            un("muls", t, t, SQRT_2_PI)
-            un("tanh", t, t)
+            un("muls", t, t, 2 * SQRT_2_PI)
+            un("sigmoid", t, t)
+            bld.emit(VBinary("mul", t, t, x, (n,), (1,), (1,), (1,)))
         else:
             un("muls", t, x, SQRT1_2)
             un("erf", t, t)
-        un("adds", t, t, 1.0)
-        bld.emit(VBinary("mul", t, t, x, (n,), (1,), (1,), (1,)))
-        un("muls", t, t, 0.5)
+            un("adds", t, t, 1.0)
+            bld.emit(VBinary("mul", t, t, x, (n,), (1,), (1,), (1,)))
+            un("muls", t, t, 0.5)
         apply_activation(ctx, t, n, layer.attrs)
         store(ctx, dst.at(start), t, (n,), (1,))
         bld.free(x)
