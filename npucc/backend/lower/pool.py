@@ -195,32 +195,32 @@ def fill_window(
     """Fill `win` [planes, rows, cols] with the [h, w] input planes starting at `x`, padded.
 
     `band` is (r0, rows, q0, cols) in input coordinates; positions outside the image get `pad`.
+    NOTE: the copy comes first and the border fills after it (they write disjoint parts of
+    `win`): the DMA then waits for no vector instruction, only the fills and the window's
+    readers, which are on the vector pipe anyway, wait for the DMA.
     """
     r0, rows, q0, cols = band
     h, w = plane
     top, bottom = max(r0, 0), min(r0 + rows, h)
     left, right = max(q0, 0), min(q0 + cols, w)
-    inside = top < bottom and left < right
-    if not inside:
+    if not (top < bottom and left < right):
         ctx.builder.emit(VFill(win, (planes * rows * cols,), (1,), pad))
-    else:  # only the border the copy leaves: rows above and below, columns left and right
-        t, b, lft, rgt = top - r0, r0 + rows - bottom, left - q0, q0 + cols - right
-        mid = bottom - top
-        strips = (
-            (0, t, 0, cols),
-            (rows - b, b, 0, cols),
-            (t, mid, 0, lft),
-            (t, mid, cols - rgt, rgt),
-        )
-        for row, nrows, col, ncols in strips:
-            if nrows and ncols:
-                dims, (st,) = coalesce((planes, nrows, ncols), (rows * cols, cols, 1))
-                ctx.builder.emit(VFill(win.at(row * cols + col), dims, st, pad))
-    if inside:
-        dst = win.at((top - r0) * cols + left - q0)
-        dims = (planes, bottom - top, right - left)
-        src = x.at(top * w + left)
-        ctx.builder.emit(Copy(dst, src, dims, (rows * cols, cols, 1), (h * w, w, 1)))
+        return
+    dst = win.at((top - r0) * cols + left - q0)
+    dims = (planes, bottom - top, right - left)
+    ctx.builder.emit(Copy(dst, x.at(top * w + left), dims, (rows * cols, cols, 1), (h * w, w, 1)))
+    # only the border the copy leaves: rows above and below, columns left and right
+    t, b, lft, rgt = top - r0, r0 + rows - bottom, left - q0, q0 + cols - right
+    mid = bottom - top
+    for row, nrows, col, ncols in (
+        (0, t, 0, cols),
+        (rows - b, b, 0, cols),
+        (t, mid, 0, lft),
+        (t, mid, cols - rgt, rgt),
+    ):
+        if nrows and ncols:
+            dims, (st,) = coalesce((planes, nrows, ncols), (rows * cols, cols, 1))
+            ctx.builder.emit(VFill(win.at(row * cols + col), dims, st, pad))
 
 
 @lowering("globalavgpool", "globalmaxpool", onchip=(0,))
