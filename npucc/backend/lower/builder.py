@@ -3,7 +3,8 @@
 Lowering code only says what to compute (alloc, emit, free); the builder adds the edges a
 correct schedule needs: ALLOC before first use, read-after-write, write-after-read and
 write-after-write on every buffer, every use before FREE, and for DDR tensors a BARRIER after
-all tiles of a tensor are written, which every later reader waits for.
+all tiles of a tensor are written, which every later reader waits for; on a one-core target a
+copy from DDR waits instead for exactly the writes it overlaps (npucc.backend.lower.ddr_deps).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from npucc.backend.lower.ddr_deps import Runs, Written, pattern_runs
 from npucc.ir.isa import (
     BufRef,
     Copy,
@@ -55,12 +57,13 @@ def node_op_name(instr: Instr) -> str:
 EVERYTHING = 1 << 62  # one past the last element of any tensor
 
 
-def _read_span(instr: Instr, ref: DdrRef) -> tuple[str, int, int]:
-    """The DDR tensor and element range an instruction reads through `ref` (a copy: its
-    pattern; anything else, e.g. a gather's table: the whole tensor)."""
+def _read_span(instr: Instr, ref: DdrRef) -> tuple[str, int, int, Runs | None]:
+    """The DDR tensor, element range and runs an instruction reads through `ref` (a copy: its
+    pattern; anything else, e.g. a gather's table: the whole tensor, runs unknown)."""
     if isinstance(instr, Copy) and instr.src is ref:
-        return ref.key, ref.off, ref.off + pattern_extent(instr.dims, instr.src_strides)
-    return ref.key, 0, EVERYTHING
+        hi = ref.off + pattern_extent(instr.dims, instr.src_strides)
+        return ref.key, ref.off, hi, pattern_runs(ref.off, instr.dims, instr.src_strides)
+    return ref.key, 0, EVERYTHING, None
 
 
 @dataclass(slots=True)
@@ -75,6 +78,8 @@ class DdrTracker:
 
     # key -> (core, node, first element, one past the last) of each close
     ready: dict[str, list[tuple[int, int, int, int]]] = field(default_factory=dict)
+    # (core, close node) -> the runs its writes cover, when every one is known (one core)
+    written: dict[tuple[int, int], Written] = field(default_factory=dict)
     cross_edges: list[tuple[int, int, int, int]] = field(default_factory=list)
     onchip: dict[str, OnChip] = field(default_factory=dict)  # keys kept on chip (NoC handoff)
 
@@ -92,6 +97,7 @@ class TileBuilder:
         "_readers",
         "_imports",
         "_ddr_writers",
+        "_ddr_runs",
         "_gates",
         "_resident",
     )
@@ -109,6 +115,9 @@ class TileBuilder:
         # (DDR tensor key, the closes it waits for) -> node its readers here wait for
         self._imports: dict[tuple[str, tuple[int, ...]], int] = {}
         self._ddr_writers: dict[str, list[int]] = {}  # DDR tensor key -> nodes writing it
+        # key -> (writer, its runs) of each write, None once a write's runs are unknown;
+        # NOTE: only on a one-core target (exact read deps: npucc.backend.lower.ddr_deps)
+        self._ddr_runs: dict[str, list[tuple[int, Runs]] | None] = {}
         self._gates: dict[str, int] = {}  # key -> BARRIER its writes wait for (until closed)
         self._resident: dict[str, BufRef] = {}  # DDR tensor key -> L1 buffer holding it
 
@@ -160,7 +169,7 @@ class TileBuilder:
         ):
             raise AssertionError(f"{instr.opcode} reaches a resident tensor in DDR")
         ddr_reads = [_read_span(instr, r) for r in reads if isinstance(r, DdrRef)]
-        ddr_writes = [w.key for w in writes if isinstance(w, DdrRef)]
+        ddr_writes = [w for w in writes if isinstance(w, DdrRef)]
         if (isinstance(instr, Mmad) and instr.acc) or (
             isinstance(instr, VBinary) and instr.accumulates
         ):
@@ -170,10 +179,10 @@ class TileBuilder:
                 self._own(ref)
         bufs = tuple(dict.fromkeys(r.buf for r in (*writes, *reads) if isinstance(r, BufRef)))
         preds: list[int] = []
-        for key, lo, hi in ddr_reads:
+        for key, lo, hi, runs in ddr_reads:
             if key in self._ddr_writers:
                 raise ValueError(f"DDR tensor {key!r} read before its writes were closed")
-            ready = self._import(key, lo, hi)
+            ready = self._import(key, lo, hi, runs)
             if ready is not None:
                 preds.append(ready)
         node = self.graph.add_node(
@@ -199,8 +208,11 @@ class TileBuilder:
                 self._readers[b] = []
             if b in read_bufs and b not in write_bufs:
                 self._readers[b].append(node)
-        for key in ddr_writes:
+        for ref in ddr_writes:
+            key = ref.key
             self._ddr_writers.setdefault(key, []).append(node)
+            if self.target.cores == 1:
+                self._record_runs(key, node, instr, ref)
             gate = self._gates.get(key)
             if gate is not None and gate not in preds:
                 self.graph.add_edge(gate, node)
@@ -245,13 +257,28 @@ class TileBuilder:
         """The node that last wrote `buf`, or its ALLOC."""
         return self._last_write.get(buf, self.graph.alloc_of[buf])
 
-    def _import(self, key: str, lo: int, hi: int) -> int | None:
-        """The node after which this core may read elements [lo, hi) of DDR tensor `key`
-        (None: ready at start)."""
+    def _record_runs(self, key: str, node: int, instr: Instr, ref: DdrRef) -> None:
+        """Keep the runs write `node` covers of `key` (unknown for anything but a copy)."""
+        if key not in self._ddr_runs:
+            self._ddr_runs[key] = []
+        writes = self._ddr_runs[key]
+        if writes is None:
+            return
+        if isinstance(instr, Copy) and instr.dst is ref:
+            writes.append((node, pattern_runs(ref.off, instr.dims, instr.dst_strides)))
+        else:
+            self._ddr_runs[key] = None
+
+    def _import(self, key: str, lo: int, hi: int, runs: Runs | None = None) -> int | None:
+        """The node after which this core may read elements [lo, hi) (`runs`, if known) of
+        DDR tensor `key` (None: ready at start)."""
         closes = self.tracker.ready.get(key, ())
         producers = [(core, node) for core, node, a, b in closes if a < hi and lo < b]
         if not producers:
             return None
+        written = self.tracker.written
+        if runs is not None and all((c, n) in written for c, n in producers):
+            return self._after_writers(key, runs, [written[p] for p in producers])
         memo = (key, tuple(node for _, node in producers))
         if memo in self._imports:
             return self._imports[memo]
@@ -261,6 +288,20 @@ class TileBuilder:
             node = self._after(producers)
         self._imports[memo] = node
         return node
+
+    def _after_writers(self, key: str, runs: Runs, closes: list[Written]) -> int | None:
+        """The node after the writes (of this core) that a read of `runs` of `key` overlaps:
+        the one writer, or a BARRIER after several (one per distinct set); None: no write."""
+        nodes = sorted({n for w in closes for n in w.writers(runs)})
+        if len(nodes) <= 1:
+            return nodes[0] if nodes else None
+        memo = (key, tuple(nodes))
+        if memo not in self._imports:
+            barrier = self.graph.add_node("BARRIER", None, 0, (), layer=self.layer).id
+            for n in nodes:
+                self.graph.add_edge(n, barrier)
+            self._imports[memo] = barrier
+        return self._imports[memo]
 
     def _after(self, closes: list[tuple[int, int]]) -> int:
         """A BARRIER here after the BARRIERs `closes` (core, node) of this or other cores."""
@@ -282,12 +323,15 @@ class TileBuilder:
         of them wait for a BARRIER; (core, that BARRIER), None without writes."""
         self._gates.pop(key, None)
         writers = self._ddr_writers.pop(key, [])
+        runs = self._ddr_runs.pop(key, None)
         if not writers:
             return None
         barrier = self.graph.add_node("BARRIER", None, 0, (), layer=self.layer).id
         for w in writers:
             self.graph.add_edge(w, barrier)
         self.tracker.ready.setdefault(key, []).append((self.core, barrier, lo, hi))
+        if runs:
+            self.tracker.written[self.core, barrier] = Written.of(runs)
         return self.core, barrier
 
     def open_buffers(self) -> list[int]:

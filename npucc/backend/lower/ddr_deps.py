@@ -1,0 +1,67 @@
+"""Exact DDR read-after-write dependencies on one core: which writes a read overlaps.
+
+A copy's DDR side touches a set of contiguous runs of elements (its pattern with the innermost
+contiguous dims merged). The writes of a tensor that one layer closes are kept as sorted runs,
+each with the node that wrote it (`Written`); a later read of the tensor on the same core then
+waits for exactly the writers whose runs it overlaps (`writers`), not for the close BARRIER
+after all of them, so a consumer's first tiles can run while its producer still writes its
+last ones (the read of rows 0-9 of a conv's output waits for the stores of rows 0-9).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+Runs = tuple[np.ndarray, int]  # sorted start offsets of equal-length runs, and that length
+
+
+def pattern_runs(off: int, dims: tuple[int, ...], strides: tuple[int, ...]) -> Runs:
+    """The contiguous runs the pattern (`off`, `dims`, `strides`) touches (start offsets
+    sorted and unique)."""
+    pairs = [(d, s) for d, s in zip(dims, strides, strict=True) if d != 1]
+    if any(d == 0 for d, _ in pairs):
+        return np.empty(0, dtype=np.int64), 1
+    length = 1
+    while pairs and pairs[-1][1] == length:  # the innermost dims that continue the run
+        length *= pairs.pop()[0]
+    starts = np.array([off], dtype=np.int64)
+    for d, s in pairs:
+        starts = (starts[:, None] + np.arange(d, dtype=np.int64) * s).ravel()
+    return np.unique(starts), length
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """The runs one close covers: start, end and writer node of each, sorted by start."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+    nodes: np.ndarray
+    longest: int  # the longest run's length (bounds the search for overlaps)
+
+    @staticmethod
+    def of(writes: list[tuple[int, Runs]]) -> Written:
+        """The runs of `writes` (writer node, its runs)."""
+        starts = np.concatenate([r[0] for _, r in writes])
+        lengths = np.concatenate([np.full(len(r[0]), r[1], np.int64) for _, r in writes])
+        nodes = np.concatenate([np.full(len(r[0]), n, np.int64) for n, r in writes])
+        order = np.argsort(starts, kind="stable")
+        longest = int(lengths.max()) if len(lengths) else 1
+        return Written(starts[order], starts[order] + lengths[order], nodes[order], longest)
+
+    def writers(self, runs: Runs) -> list[int]:
+        """The writer nodes, ascending, of the runs that overlap any of `runs`."""
+        starts, length = runs
+        lo = np.searchsorted(self.starts, starts - self.longest, side="right")
+        hi = np.searchsorted(self.starts, starts + length, side="left")
+        counts = hi - lo
+        total = int(counts.sum())
+        if not total:
+            return []
+        # NOTE: every candidate run starts before the read's end; it overlaps if it ends after
+        # the read's start
+        idx = np.arange(total) + np.repeat(lo - (np.cumsum(counts) - counts), counts)
+        hit = self.ends[idx] > np.repeat(starts, counts)
+        return np.unique(self.nodes[idx[hit]]).tolist()
