@@ -57,12 +57,12 @@ def node_op_name(instr: Instr) -> str:
 EVERYTHING = 1 << 62  # one past the last element of any tensor
 
 
-def _read_span(instr: Instr, ref: DdrRef) -> tuple[str, int, int, Runs | None]:
-    """The DDR tensor, element range and runs an instruction reads through `ref` (a copy: its
-    pattern; anything else, e.g. a gather's table: the whole tensor, runs unknown)."""
+def _read_span(instr: Instr, ref: DdrRef) -> tuple[str, int, int, Copy | None]:
+    """The DDR tensor and element range an instruction reads through `ref`, and the copy
+    whose pattern it is (a copy: its pattern; anything else, e.g. a gather's table: the
+    whole tensor, no copy)."""
     if isinstance(instr, Copy) and instr.src is ref:
-        hi = ref.off + pattern_extent(instr.dims, instr.src_strides)
-        return ref.key, ref.off, hi, pattern_runs(ref.off, instr.dims, instr.src_strides)
+        return ref.key, ref.off, ref.off + pattern_extent(instr.dims, instr.src_strides), instr
     return ref.key, 0, EVERYTHING, None
 
 
@@ -179,10 +179,10 @@ class TileBuilder:
                 self._own(ref)
         bufs = tuple(dict.fromkeys(r.buf for r in (*writes, *reads) if isinstance(r, BufRef)))
         preds: list[int] = []
-        for key, lo, hi, runs in ddr_reads:
+        for key, lo, hi, copy in ddr_reads:
             if key in self._ddr_writers:
                 raise ValueError(f"DDR tensor {key!r} read before its writes were closed")
-            ready = self._import(key, lo, hi, runs)
+            ready = self._import(key, lo, hi, copy)
             if ready is not None:
                 preds.append(ready)
         node = self.graph.add_node(
@@ -269,15 +269,16 @@ class TileBuilder:
         else:
             self._ddr_runs[key] = None
 
-    def _import(self, key: str, lo: int, hi: int, runs: Runs | None = None) -> int | None:
-        """The node after which this core may read elements [lo, hi) (`runs`, if known) of
-        DDR tensor `key` (None: ready at start)."""
+    def _import(self, key: str, lo: int, hi: int, copy: Copy | None = None) -> int | None:
+        """The node after which this core may read elements [lo, hi) of DDR tensor `key`
+        (through `copy`'s source pattern, if a copy; None: ready at start)."""
         closes = self.tracker.ready.get(key, ())
         producers = [(core, node) for core, node, a, b in closes if a < hi and lo < b]
         if not producers:
             return None
         written = self.tracker.written
-        if runs is not None and all((c, n) in written for c, n in producers):
+        if copy is not None and all((c, n) in written for c, n in producers):
+            runs = pattern_runs(lo, copy.dims, copy.src_strides)
             return self._after_writers(key, runs, [written[p] for p in producers])
         memo = (key, tuple(node for _, node in producers))
         if memo in self._imports:

@@ -10,6 +10,7 @@ last ones (the read of rows 0-9 of a conv's output waits for the stores of rows 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,19 +18,32 @@ import numpy as np
 Runs = tuple[np.ndarray, int]  # sorted start offsets of equal-length runs, and that length
 
 
+MAX_RUNS = 1024  # a pattern of more runs counts as its whole extent (more writers: still safe)
+
+
 def pattern_runs(off: int, dims: tuple[int, ...], strides: tuple[int, ...]) -> Runs:
-    """The contiguous runs the pattern (`off`, `dims`, `strides`) touches (start offsets
-    sorted and unique)."""
+    """The contiguous runs the pattern (`off`, `dims`, `strides`) touches, start offsets sorted
+    and unique; one run over its whole extent when it has more than MAX_RUNS (or a negative
+    stride). NOTE: a superset of a write's or a read's elements only adds dependencies."""
     pairs = [(d, s) for d, s in zip(dims, strides, strict=True) if d != 1]
     if any(d == 0 for d, _ in pairs):
         return np.empty(0, dtype=np.int64), 1
     length = 1
     while pairs and pairs[-1][1] == length:  # the innermost dims that continue the run
         length *= pairs.pop()[0]
+    if math.prod(d for d, _ in pairs) > MAX_RUNS or any(s < 0 for _, s in pairs):
+        lo = off + sum((d - 1) * s for d, s in pairs if s < 0)
+        hi = off + sum((d - 1) * s for d, s in pairs if s > 0) + length
+        return np.array([lo], dtype=np.int64), hi - lo
     starts = np.array([off], dtype=np.int64)
+    nested = True  # each dim's stride spans everything inside it: the starts come out sorted
+    inner = length
+    for d, s in reversed(pairs):
+        nested = nested and s >= inner
+        inner = (d - 1) * s + inner
     for d, s in pairs:
         starts = (starts[:, None] + np.arange(d, dtype=np.int64) * s).ravel()
-    return np.unique(starts), length
+    return (starts if nested else np.unique(starts)), length
 
 
 @dataclass(frozen=True, slots=True)
