@@ -274,6 +274,7 @@ class Int8Import:
             group = int(attrs.get("group", 1))
             if group > 1 and w_data.shape[1] == 1 and group == n and n % self.block == 0:
                 weights, attrs["group"] = _blocked(weights, self.block), n // self.block
+                attrs["dense"] = self.block
             self._requantizing(layer, x, weights, "conv2d", attrs)
         else:
             self._requantizing(layer, x, weights, "gemm", {"trans_b": trans_b})
@@ -381,6 +382,9 @@ class Int8Import:
         lo, hi = _bounds(g, dropped, act, y)
         out = dropped[-1].outputs[0]
         q_attrs = {"qin": zx, "qzp": int(y.zp), "qlo": lo, "qhi": hi}
+        if "dense" in attrs:  # a depthwise conv's dense groups (_blocked)
+            attrs = dict(attrs)
+            q_attrs["dense"] = attrs.pop("dense")
         if kind == "conv2d":
             onnx_conv = Layer(layer.name, "onnx.Conv", [x.name, w_key, p_key], [out], attrs)
             new = conv(g, onnx_conv)[0]

@@ -10,7 +10,9 @@ or output of them has its host type (int64, ..., bool: npucc.ir.dtypes):
   conv2d     in [x, w, b?, r?]  strides=(sh,sw) pads=(top,left,bottom,right) dilations=(dh,dw)
                              group=int; w constant [Co, C/group, kh, kw]; b constant [Co]
                              ("" when absent); r: a residual of the output's shape added
-                             before the activation (fuse-residual)
+                             before the activation (fuse-residual); dense=int: an int8
+                             depthwise conv as dense groups of `dense` channels, w zero off
+                             the diagonal (its MACs and weights: the model's times dense)
   gemm       in [a, b, c?, r?]  trans_a, trans_b (0/1), alpha, beta: Y = alpha*A'@B' + beta*C
                              (+ r), A' [M,K], B' [K,N], C broadcastable to [M,N] ("" when
                              absent), r a residual [M,N] added before the activation
@@ -195,7 +197,14 @@ _POOL = {"kernel": "ints", "strides": "ints?", "pads": "ints?", "dilations": "in
 SCHEMAS: dict[str, OpSchema] = {
     "conv2d": OpSchema(
         (2, 4),
-        {"strides": "ints?", "pads": "ints?", "dilations": "ints?", "group": "int?", **QUANT},
+        {
+            "strides": "ints?",
+            "pads": "ints?",
+            "dilations": "ints?",
+            "group": "int?",
+            **QUANT,
+            "dense": "int?",
+        },
         _conv2d,
     ),
     "gemm": OpSchema(

@@ -125,3 +125,44 @@ def test_a_fused_int8_residual_add_checks_equal_to_onnxruntime(tmp_path, capsys,
     assert main(["check", str(path), "--precision", "int8", "--target", target]) == 0
     verdict = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("y: "))
     assert " 2048/2048 equal (1.000000), max 0 steps of " in verdict and verdict.endswith("PASS")
+
+
+def _depthwise_cnn() -> onnx.ModelProto:
+    """Conv 1x1 (8 -> 64) -> Relu -> depthwise 3x3 (64 groups) -> Relu, random weights: the
+    int8 depthwise conv runs on the cube as 4 dense groups of 16 channels."""
+    rng = np.random.default_rng(2)
+    shapes = (("w1", (64, 8, 1, 1)), ("b1", (64,)), ("w2", (64, 1, 3, 3)), ("b2", (64,)))
+    inits = [
+        numpy_helper.from_array((rng.standard_normal(s) * 0.3).astype(np.float32), n)
+        for n, s in shapes
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], group=64),
+        helper.make_node("Relu", ["c2"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "dw",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, 8, 8])],
+        initializer=inits,
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_an_int8_depthwise_conv_stages_its_groups_with_few_dmas(tmp_path, capsys):
+    """The dense groups load their weights and requant records in one DMA each per run of
+    groups (conv._lower_grouped: 2 runs of 2 groups; the input is resident in L1), not per
+    group (8 loads), and the program still equals onnxruntime element for element."""
+    import npucc
+
+    path = tmp_path / "dw_qdq.onnx"
+    onnx.save(quantize(_depthwise_cnn(), seed=0), str(path))
+    tiled = npucc.compile_until(path, "lower-tiles", precision="int8")
+    (index,) = [i for i, w in enumerate(tiled.layers) if w.macs == 64 * 64 * 9]  # the model's
+    loads = [n for n in tiled.cores[0].graph.nodes if n.layer == index and n.op == "COPY_IN"]
+    assert len(loads) == 4
+    assert main(["check", str(path), "--precision", "int8"]) == 0
+    verdict = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("y: "))
+    assert " 4096/4096 equal (1.000000), max 0 steps of " in verdict and verdict.endswith("PASS")

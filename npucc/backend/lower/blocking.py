@@ -471,6 +471,21 @@ def emit_blocked(
                 nest.output_block(block, n0, nb)
 
 
+def emit_staged(
+    ctx: LowerContext,
+    layer: Layer,
+    plan: Blocking,
+    block: MBlock,
+    ops: CubeOps,
+    io: CubeIo,
+    k: int,
+    staged: tuple[L1Block, L1Block, L1Block | None],
+) -> None:
+    """The `ws` product of one M block whose X, W (all of K and N) and bias blocks the caller
+    has staged in L1 (`staged`: views of buffers it frees itself)."""
+    _Nest(ctx, layer, plan, ops, io, k).full_k(block, *staged)
+
+
 def _chunks(items: list, count: int) -> list[list]:
     """`items` in `count` contiguous chunks of near-equal length (none empty)."""
     size = -(-len(items) // min(count, len(items)))
@@ -519,19 +534,41 @@ class _Nest:
         bld.emit(Copy(b0, src, (kt, nt), (nt, 1), (w.cols, 1)))
         return b0
 
+    def hold_b(self, w: L1Block, tiles: int) -> dict[tuple[int, int], BufRef]:
+        """Every L0B tile of W block `w`, staged once for the `tiles` M tiles that use it when
+        they all fit the L0B share (else none: `products` stages each per M tile)."""
+        t = self.plan.tiles
+        pieces = [
+            (k0, kt, n0, nt) for k0, kt in split(w.rows, t.k) for n0, nt in split(w.cols, t.n)
+        ]
+        if tiles < 2 or not self.ctx.share_fits("L0B", tuple(kt * nt for _, kt, _, nt in pieces)):
+            return {}
+        return {
+            (w.r0 + k0, w.c0 + n0): self.stage_b(w, w.r0 + k0, kt, w.c0 + n0, nt)
+            for k0, kt, n0, nt in pieces
+        }
+
     def products(
-        self, tile: MTile, x: L1Block, w: L1Block, cols: list[tuple[int, int]], accs: list[BufRef]
+        self,
+        tile: MTile,
+        x: L1Block,
+        w: L1Block,
+        cols: list[tuple[int, int]],
+        accs: list[BufRef],
+        held: dict[tuple[int, int], BufRef],
     ) -> None:
         """accs[j] (+)= X[tile, W's K block] @ W[K block, cols[j]]: per L0 K tile, the A tile
-        staged once for all the columns, one B tile and one mmad per column."""
+        staged once for all the columns, one B tile (`held`'s, or staged here) and one mmad
+        per column."""
         bld = self.ctx.builder
         for k0, kt in split(w.rows, self.plan.tiles.k):
             k_abs = w.r0 + k0
             a0 = self.ops.stage_a(x, tile, k_abs, kt)
             for acc, (n0, nt) in zip(accs, cols, strict=True):
-                b0 = self.stage_b(w, k_abs, kt, n0, nt)
+                b0 = held.get((k_abs, n0)) or self.stage_b(w, k_abs, kt, n0, nt)
                 bld.emit(Mmad(acc, a0, b0, tile.m, nt, kt, 0 if k_abs == 0 else 1))
-                bld.free(b0)
+                if (k_abs, n0) not in held:
+                    bld.free(b0)
             bld.free(a0)
 
     def accs(self, tile: MTile, cols: list[tuple[int, int]]) -> list[BufRef]:
@@ -545,13 +582,16 @@ class _Nest:
         t = self.plan.tiles
         cols = [(w.c0 + n0, nt) for n0, nt in split(w.cols, t.n)]
         group = acc_group(self.ctx, t, len(cols))
+        held = self.hold_b(w, len(block.tiles))
         for tile in block.tiles:
             for g0 in range(0, len(cols), group):
                 part = cols[g0 : g0 + group]
                 accs = self.accs(tile, part)
-                self.products(tile, x, w, part, accs)
+                self.products(tile, x, w, part, accs, held)
                 for acc, (n0, nt) in zip(accs, part, strict=True):
                     self.epilogue(acc, tile, n0, nt, bias)
+        for b0 in held.values():
+            self.ctx.builder.free(b0)
 
     def output_block(self, block: MBlock, n0: int, nb: int) -> None:
         """An `os` block: per K block, X and W into L1 and every tile's mmads; epilogues."""
@@ -562,8 +602,11 @@ class _Nest:
         for k0, kb in split(self.k, self.plan.kb):
             x = self.ops.load_x(block, k0, kb)
             w = self.load_w(n0, nb, k0, kb)
+            held = self.hold_b(w, len(block.tiles))
             for tile, tile_accs in zip(block.tiles, accs, strict=True):
-                self.products(tile, x, w, cols, tile_accs)
+                self.products(tile, x, w, cols, tile_accs, held)
+            for b0 in held.values():
+                bld.free(b0)
             release(self.ctx, x)
             bld.free(w.ref)
         for tile, tile_accs in zip(block.tiles, accs, strict=True):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from npucc.backend.lower.blocking import (
+    Blocking,
     CubeIo,
     CubeShape,
     L1Block,
@@ -19,6 +20,7 @@ from npucc.backend.lower.blocking import (
     OutView,
     choose_blocking,
     emit_blocked,
+    emit_staged,
     fitting_tiles,
 )
 from npucc.backend.lower.context import LowerContext, lowering, quant_epilogue, split
@@ -148,6 +150,10 @@ def lower_cube_conv(ctx: LowerContext, layer: Layer, one_unit: bool = False) -> 
     )
     shape = CubeShape(g.cog, k, taps, g.n * g.group, bool(bias), bool(residual), ops, per, *onchip)
     plan, blocks = choose_blocking(ctx, shape, tiles, lambda t, c: _bands(g, t, c), g.oh)
+    per_unit = _stageable(ctx, g, plan, blocks, per, bool(bias), x_onchip)
+    if per_unit > 1 and not one_unit:
+        _lower_grouped(ctx, layer, g, plan, blocks[0], per_unit, requant)
+        return
     for n in range(1 if one_unit else g.n):
         for grp in range(1 if one_unit else g.group):
             w = MatOperand(ctx.ddr(layer.inputs[1]).at(grp * g.cog * k), 1, k)
@@ -155,6 +161,98 @@ def lower_cube_conv(ctx: LowerContext, layer: Layer, one_unit: bool = False) -> 
             out = ctx.ddr(layer.outputs[0])
             io = CubeIo(w, b, out, ctx.ddr(residual) if residual else None, requant)
             emit_blocked(ctx, layer, plan, blocks, _ConvOps(ctx, layer, g, n, grp), io, k, g.cog)
+
+
+def _stageable(
+    ctx: LowerContext,
+    g: ConvGeom,
+    plan: Blocking,
+    blocks: list[MBlock],
+    per: int,
+    bias: bool,
+    x_onchip: bool,
+) -> int:
+    """Groups per staged unit: how many consecutive groups load their input, weights and bias
+    with one DMA each, when every group's product is one weight-stationary block over the
+    whole image (1: no staging). NOTE: a unit, with the next one, fits the L1 share (as the
+    blocking's blocks do), and a layer has at least two units (the next one's DMAs overlap
+    the current one's compute)."""
+    if g.group < 2 or plan.order != "ws" or len(blocks) != 1 or plan.nb < g.cog:
+        return 1
+    k = g.cg * g.taps
+    x = 0 if x_onchip else blocks[0].window * g.cg
+
+    def buffers(u: int) -> tuple[int, ...]:
+        return (u * x + blocks[0].slack, u * k * g.cog, u * g.cog * per if bias else 0) * 2
+
+    most = max(1, -(-g.group // 2))
+    units = 1
+    while units < most and ctx.share_fits("L1", buffers(units + 1)):
+        units += 1
+    return -(-g.group // -(-g.group // units))  # balanced
+
+
+def _lower_grouped(
+    ctx: LowerContext,
+    layer: Layer,
+    g: ConvGeom,
+    plan: Blocking,
+    block: MBlock,
+    units: int,
+    requant: tuple[int, int, int] | None,
+) -> None:
+    """A grouped conv `units` groups at a time: per image and run of groups one DMA each for
+    their input channels, weights (each group's [K, cog] block row-major) and bias, then
+    each group's product from views of them."""
+    bld, k = ctx.builder, g.cg * g.taps
+    bias, residual = _optional(layer, 2), _optional(layer, 3)
+    per = REQUANT_BYTES if requant else 1
+    x_ddr, w_ddr = ctx.ddr(layer.inputs[0]), ctx.ddr(layer.inputs[1])
+    _, _, _, _, ih0, ih, _, iw0, iw, _, _ = block.tiles[0].band
+    sh, sw = (g.sh, g.sw) if _pointwise(g) else (1, 1)
+    x_onchip = bld.resident(x_ddr.key) is not None
+    for n in range(g.n):
+        for u0, uc in split(g.group, units):
+            ctx.next_tile()
+            xs = None
+            if not x_onchip:
+                cc = uc * g.cg
+                xs = bld.alloc("L1", cc * ih * iw + block.slack, f"{layer.name}.x")
+                off = ((n * g.c + u0 * g.cg) * g.h + ih0 * sh) * g.w + iw0 * sw
+                dims, st = (cc, ih, iw), (g.h * g.w, sh * g.w, sw)
+                bld.emit(Copy(xs, x_ddr.at(off), dims, (ih * iw, iw, 1), st))
+            ws = bld.alloc("L1", uc * k * g.cog, f"{layer.name}.w")
+            src = w_ddr.at(u0 * g.cog * k)
+            dims, st = (uc, k, g.cog), (g.cog * k, 1, k)
+            bld.emit(Copy(ws, src, dims, (k * g.cog, g.cog, 1), st))
+            bs = None
+            if bias:
+                bs = bld.alloc("L1", uc * g.cog * per, f"{layer.name}.bias")
+                bld.emit(
+                    Copy(bs, ctx.ddr(bias).at(u0 * g.cog * per), (uc * g.cog * per,), (1,), (1,))
+                )
+            for j in range(uc):
+                grp = u0 + j
+                ops = _ConvOps(ctx, layer, g, n, grp)
+                # NOTE: a staged window is an owned block (stage_a reads it as a band's window,
+                # a resident image's view is not); only the unit's buffers are freed
+                if xs is None:
+                    x = ops.load_x(block, 0, k)
+                else:
+                    x = L1Block(xs.at(j * g.cg * ih * iw), 0, 0, 1, k)
+                w = L1Block(ws.at(j * k * g.cog), 0, 0, k, g.cog)
+                b = None if bs is None else L1Block(bs.at(j * g.cog * per), 0, 0, 1, g.cog)
+                io = CubeIo(
+                    MatOperand(w_ddr.at(grp * g.cog * k), 1, k),
+                    ctx.ddr(bias).at(grp * g.cog * per) if bias else None,
+                    ctx.ddr(layer.outputs[0]),
+                    ctx.ddr(residual) if residual else None,
+                    requant,
+                )
+                emit_staged(ctx, layer, plan, block, ops, io, k, (x, w, b))
+            for buf in (xs, ws, bs):
+                if buf is not None:
+                    bld.free(buf)
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,7 +42,7 @@ def macs(graph: Graph, layer: Layer) -> int:
     out = math.prod(t[layer.outputs[0]].shape)
     if layer.op == "conv2d":
         w = t[layer.inputs[1]]
-        return out * math.prod(w.shape[1:])
+        return out * math.prod(w.shape[1:]) // layer.attrs.get("dense", 1)
     if layer.op == "gemm":
         a = t[layer.inputs[0]].shape
         return out * (a[0] if layer.attrs.get("trans_a") else a[1])
@@ -84,4 +84,6 @@ def _const_elems(graph: Graph, layer: Layer, name: str) -> int:
     elems = math.prod(tensor.shape)
     if layer.op == "take" and len(layer.inputs) > 1 and name == layer.inputs[0]:
         return min(elems, math.prod(graph.tensors[layer.outputs[0]].shape))
+    if layer.op == "conv2d" and name == layer.inputs[1]:
+        return elems // layer.attrs.get("dense", 1)
     return elems
