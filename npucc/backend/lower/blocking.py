@@ -587,9 +587,10 @@ class _Nest:
             for g0 in range(0, len(cols), group):
                 part = cols[g0 : g0 + group]
                 accs = self.accs(tile, part)
+                res = [self.residual(tile, n0, nt) for n0, nt in part]
                 self.products(tile, x, w, part, accs, held)
-                for acc, (n0, nt) in zip(accs, part, strict=True):
-                    self.epilogue(acc, tile, n0, nt, bias)
+                for acc, (n0, nt), r in zip(accs, part, res, strict=True):
+                    self.epilogue(acc, tile, n0, nt, bias, r)
         for b0 in held.values():
             self.ctx.builder.free(b0)
 
@@ -627,8 +628,29 @@ class _Nest:
         bld.free(rec)
         bld.free(acc)
 
-    def epilogue(self, acc: BufRef, tile: MTile, n0: int, nt: int, bias: L1Block | None) -> None:
-        """L0C -> UB, + bias, the lowering's extra step, + residual, activation, store."""
+    def residual(self, tile: MTile, n0: int, nt: int) -> BufRef | None:
+        """The residual tile of (tile, n0:n0+nt) loaded into UB (None without a residual).
+        NOTE: loaded before the tile's products, so its DMA overlaps them (the epilogue only
+        adds it)."""
+        if self.io.residual is None:
+            return None
+        view = self.ops.out_view(tile, n0, nt)
+        r = self.ctx.builder.alloc("UB", tile.m * nt, f"{self.layer.name}.res")
+        src = self.io.residual.at(view.off)
+        self.ctx.builder.emit(Copy(r, src, view.dims, view.ub_strides, view.ddr_strides))
+        return r
+
+    def epilogue(
+        self,
+        acc: BufRef,
+        tile: MTile,
+        n0: int,
+        nt: int,
+        bias: L1Block | None,
+        res: BufRef | None = None,
+    ) -> None:
+        """L0C -> UB, + bias, the lowering's extra step, + residual (`res`, preloaded, or
+        loaded here), activation, store."""
         bld, layer = self.ctx.builder, self.layer
         m = tile.m
         ub = bld.alloc("UB", m * nt, f"{layer.name}.out")
@@ -645,9 +667,8 @@ class _Nest:
         self.ops.extra(ub, tile, n0, nt)
         view = self.ops.out_view(tile, n0, nt)
         if self.io.residual is not None:
-            r = bld.alloc("UB", m * nt, f"{layer.name}.res")
-            src = self.io.residual.at(view.off)
-            bld.emit(Copy(r, src, view.dims, view.ub_strides, view.ddr_strides))
+            r = res if res is not None else self.residual(tile, n0, nt)
+            assert r is not None
             q = tuple(layer.attrs.get("res_q", ()))  # int8: the fused add's requantization
             bld.emit(VBinary("add", ub, ub, r, (m * nt,), (1,), (1,), (1,), q))
             bld.free(r)
