@@ -228,7 +228,9 @@ class FoldConstants(GraphPass):
             if op in ("Shape", "Size"):
                 values = [_shape_of(ir, layer)]
             elif _same_type_cast(ir, layer):  # a CastLike of a constant to its own type
-                values = [ir.tensors[layer.inputs[0]].data]
+                data = ir.tensors[layer.inputs[0]].data
+                assert data is not None  # NOTE: a constant holds its data
+                values = [data]
             elif op and all(not t or ir.is_const(t) for t in layer.inputs):
                 values = _evaluate(ir, layer)
             else:

@@ -207,8 +207,8 @@ def fill_window(
         ctx.builder.emit(VFill(win, (planes * rows * cols,), (1,), pad))
         return
     dst = win.at((top - r0) * cols + left - q0)
-    dims = (planes, bottom - top, right - left)
-    ctx.builder.emit(Copy(dst, x.at(top * w + left), dims, (rows * cols, cols, 1), (h * w, w, 1)))
+    inner = (planes, bottom - top, right - left)
+    ctx.builder.emit(Copy(dst, x.at(top * w + left), inner, (rows * cols, cols, 1), (h * w, w, 1)))
     # only the border the copy leaves: rows above and below, columns left and right
     t, b, lft, rgt = top - r0, r0 + rows - bottom, left - q0, q0 + cols - right
     mid = bottom - top
