@@ -565,9 +565,10 @@ class _Nest:
             k_abs = w.r0 + k0
             a0 = self.ops.stage_a(x, tile, k_abs, kt)
             for acc, (n0, nt) in zip(accs, cols, strict=True):
-                b0 = held.get((k_abs, n0)) or self.stage_b(w, k_abs, kt, n0, nt)
+                kept = held.get((k_abs, n0))
+                b0 = kept if kept is not None else self.stage_b(w, k_abs, kt, n0, nt)
                 bld.emit(Mmad(acc, a0, b0, tile.m, nt, kt, 0 if k_abs == 0 else 1))
-                if (k_abs, n0) not in held:
+                if kept is None:
                     bld.free(b0)
             bld.free(a0)
 

@@ -22,6 +22,7 @@ from npucc.backend.lower.blocking import (
     emit_blocked,
     emit_staged,
     fitting_tiles,
+    release,
 )
 from npucc.backend.lower.context import LowerContext, lowering, quant_epilogue, split
 from npucc.backend.lower.conv_geom import ConvGeom, conv_geometry
@@ -156,11 +157,24 @@ def lower_cube_conv(ctx: LowerContext, layer: Layer, one_unit: bool = False) -> 
         return
     for n in range(1 if one_unit else g.n):
         for grp in range(1 if one_unit else g.group):
-            w = MatOperand(ctx.ddr(layer.inputs[1]).at(grp * g.cog * k), 1, k)
-            b = ctx.ddr(bias).at(grp * g.cog * per) if bias else None
-            out = ctx.ddr(layer.outputs[0])
-            io = CubeIo(w, b, out, ctx.ddr(residual) if residual else None, requant)
+            io = _group_io(ctx, layer, g, grp, requant)
             emit_blocked(ctx, layer, plan, blocks, _ConvOps(ctx, layer, g, n, grp), io, k, g.cog)
+
+
+def _group_io(
+    ctx: LowerContext, layer: Layer, g: ConvGeom, grp: int, requant: tuple[int, int, int] | None
+) -> CubeIo:
+    """The blocked product's operands for group `grp`: its weights as a K x N view, its bias
+    (or requant records), the output and the residual."""
+    k, per = g.cg * g.taps, REQUANT_BYTES if requant else 1
+    bias, residual = _optional(layer, 2), _optional(layer, 3)
+    return CubeIo(
+        MatOperand(ctx.ddr(layer.inputs[1]).at(grp * g.cog * k), 1, k),
+        ctx.ddr(bias).at(grp * g.cog * per) if bias else None,
+        ctx.ddr(layer.outputs[0]),
+        ctx.ddr(residual) if residual else None,
+        requant,
+    )
 
 
 def _stageable(
@@ -202,25 +216,17 @@ def _lower_grouped(
     requant: tuple[int, int, int] | None,
 ) -> None:
     """A grouped conv `units` groups at a time: per image and run of groups one DMA each for
-    their input channels, weights (each group's [K, cog] block row-major) and bias, then
-    each group's product from views of them."""
+    their input channels (`_ConvOps.load_x` of the run's channels), weights (each group's
+    [K, cog] block row-major) and bias, then each group's product from views of them."""
     bld, k = ctx.builder, g.cg * g.taps
-    bias, residual = _optional(layer, 2), _optional(layer, 3)
+    bias = _optional(layer, 2)
     per = REQUANT_BYTES if requant else 1
-    x_ddr, w_ddr = ctx.ddr(layer.inputs[0]), ctx.ddr(layer.inputs[1])
-    _, _, _, _, ih0, ih, _, iw0, iw, _, _ = block.tiles[0].band
-    sh, sw = (g.sh, g.sw) if _pointwise(g) else (1, 1)
-    x_onchip = bld.resident(x_ddr.key) is not None
+    w_ddr = ctx.ddr(layer.inputs[1])
     for n in range(g.n):
         for u0, uc in split(g.group, units):
             ctx.next_tile()
-            xs = None
-            if not x_onchip:
-                cc = uc * g.cg
-                xs = bld.alloc("L1", cc * ih * iw + block.slack, f"{layer.name}.x")
-                off = ((n * g.c + u0 * g.cg) * g.h + ih0 * sh) * g.w + iw0 * sw
-                dims, st = (cc, ih, iw), (g.h * g.w, sh * g.w, sw)
-                bld.emit(Copy(xs, x_ddr.at(off), dims, (ih * iw, iw, 1), st))
+            xs = _ConvOps(ctx, layer, g, n, u0).load_x(block, 0, uc * k)
+            plane = block.window if xs.owned else g.h * g.w  # a channel's elements in xs
             ws = bld.alloc("L1", uc * k * g.cog, f"{layer.name}.w")
             src = w_ddr.at(u0 * g.cog * k)
             dims, st = (uc, k, g.cog), (g.cog * k, 1, k)
@@ -228,29 +234,21 @@ def _lower_grouped(
             bs = None
             if bias:
                 bs = bld.alloc("L1", uc * g.cog * per, f"{layer.name}.bias")
-                bld.emit(
-                    Copy(bs, ctx.ddr(bias).at(u0 * g.cog * per), (uc * g.cog * per,), (1,), (1,))
-                )
+                src = ctx.ddr(bias).at(u0 * g.cog * per)
+                bld.emit(Copy(bs, src, (uc * g.cog * per,), (1,), (1,)))
             for j in range(uc):
                 grp = u0 + j
-                ops = _ConvOps(ctx, layer, g, n, grp)
-                # NOTE: a staged window is an owned block (stage_a reads it as a band's window,
-                # a resident image's view is not); only the unit's buffers are freed
-                if xs is None:
-                    x = ops.load_x(block, 0, k)
-                else:
-                    x = L1Block(xs.at(j * g.cg * ih * iw), 0, 0, 1, k)
+                # NOTE: a staged window stays an owned block (stage_a reads it as a band's
+                # window; a resident image's view is not one): only the run's buffers are freed
+                x = L1Block(xs.ref.at(j * g.cg * plane), 0, 0, 1, k, owned=xs.owned)
                 w = L1Block(ws.at(j * k * g.cog), 0, 0, k, g.cog)
                 b = None if bs is None else L1Block(bs.at(j * g.cog * per), 0, 0, 1, g.cog)
-                io = CubeIo(
-                    MatOperand(w_ddr.at(grp * g.cog * k), 1, k),
-                    ctx.ddr(bias).at(grp * g.cog * per) if bias else None,
-                    ctx.ddr(layer.outputs[0]),
-                    ctx.ddr(residual) if residual else None,
-                    requant,
+                io = _group_io(ctx, layer, g, grp, requant)
+                emit_staged(
+                    ctx, layer, plan, block, _ConvOps(ctx, layer, g, n, grp), io, k, (x, w, b)
                 )
-                emit_staged(ctx, layer, plan, block, ops, io, k, (x, w, b))
-            for buf in (xs, ws, bs):
+            release(ctx, xs)
+            for buf in (ws, bs):
                 if buf is not None:
                     bld.free(buf)
 
