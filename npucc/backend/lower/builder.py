@@ -97,7 +97,6 @@ class TileBuilder:
         "_readers",
         "_imports",
         "_ddr_writers",
-        "_ddr_runs",
         "_gates",
         "_resident",
     )
@@ -114,10 +113,10 @@ class TileBuilder:
         self._readers: dict[int, list[int]] = {}  # buffer -> readers since the last write
         # (DDR tensor key, the closes it waits for) -> node its readers here wait for
         self._imports: dict[tuple[str, tuple[int, ...]], int] = {}
-        self._ddr_writers: dict[str, list[int]] = {}  # DDR tensor key -> nodes writing it
-        # key -> (writer, its runs) of each write, None once a write's runs are unknown;
-        # NOTE: only on a one-core target (exact read deps: npucc.backend.lower.ddr_deps)
-        self._ddr_runs: dict[str, list[tuple[int, Runs]] | None] = {}
+        # DDR tensor key -> (node, the runs it writes) of each write until closed; the runs
+        # only on a one-core target (exact read deps: npucc.backend.lower.ddr_deps), None
+        # elsewhere and for a write that is not a copy
+        self._ddr_writers: dict[str, list[tuple[int, Runs | None]]] = {}
         self._gates: dict[str, int] = {}  # key -> BARRIER its writes wait for (until closed)
         self._resident: dict[str, BufRef] = {}  # DDR tensor key -> L1 buffer holding it
 
@@ -210,9 +209,7 @@ class TileBuilder:
                 self._readers[b].append(node)
         for ref in ddr_writes:
             key = ref.key
-            self._ddr_writers.setdefault(key, []).append(node)
-            if self.target.cores == 1:
-                self._record_runs(key, node, instr, ref)
+            self._ddr_writers.setdefault(key, []).append((node, self._write_runs(instr, ref)))
             gate = self._gates.get(key)
             if gate is not None and gate not in preds:
                 self.graph.add_edge(gate, node)
@@ -257,17 +254,12 @@ class TileBuilder:
         """The node that last wrote `buf`, or its ALLOC."""
         return self._last_write.get(buf, self.graph.alloc_of[buf])
 
-    def _record_runs(self, key: str, node: int, instr: Instr, ref: DdrRef) -> None:
-        """Keep the runs write `node` covers of `key` (unknown for anything but a copy)."""
-        if key not in self._ddr_runs:
-            self._ddr_runs[key] = []
-        writes = self._ddr_runs[key]
-        if writes is None:
-            return
-        if isinstance(instr, Copy) and instr.dst is ref:
-            writes.append((node, pattern_runs(ref.off, instr.dims, instr.dst_strides)))
-        else:
-            self._ddr_runs[key] = None
+    def _write_runs(self, instr: Instr, ref: DdrRef) -> Runs | None:
+        """The runs `instr` writes through `ref` on a one-core target (None: on a mesh, or
+        not a copy)."""
+        if self.target.cores == 1 and isinstance(instr, Copy) and instr.dst is ref:
+            return pattern_runs(ref.off, instr.dims, instr.dst_strides)
+        return None
 
     def _import(self, key: str, lo: int, hi: int, copy: Copy | None = None) -> int | None:
         """The node after which this core may read elements [lo, hi) of DDR tensor `key`
@@ -324,14 +316,14 @@ class TileBuilder:
         of them wait for a BARRIER; (core, that BARRIER), None without writes."""
         self._gates.pop(key, None)
         writers = self._ddr_writers.pop(key, [])
-        runs = self._ddr_runs.pop(key, None)
         if not writers:
             return None
         barrier = self.graph.add_node("BARRIER", None, 0, (), layer=self.layer).id
-        for w in writers:
+        for w, _ in writers:
             self.graph.add_edge(w, barrier)
         self.tracker.ready.setdefault(key, []).append((self.core, barrier, lo, hi))
-        if runs:
+        runs = [(w, r) for w, r in writers if r is not None]
+        if len(runs) == len(writers):
             self.tracker.written[self.core, barrier] = Written.of(runs)
         return self.core, barrier
 
