@@ -272,10 +272,11 @@ class Int8Import:
         if op == "Conv":
             attrs = dict(layer.attrs)
             group = int(attrs.get("group", 1))
+            extra = {}
             if group > 1 and w_data.shape[1] == 1 and group == n and n % self.block == 0:
                 weights, attrs["group"] = _blocked(weights, self.block), n // self.block
-                attrs["dense"] = self.block
-            self._requantizing(layer, x, weights, "conv2d", attrs)
+                extra["dense"] = self.block
+            self._requantizing(layer, x, weights, "conv2d", attrs, extra)
         else:
             self._requantizing(layer, x, weights, "gemm", {"trans_b": trans_b})
 
@@ -360,10 +361,17 @@ class Int8Import:
         self._vector(layer, new, [x])
 
     def _requantizing(
-        self, layer: Layer, x: QParams, w: Int8Weights, kind: str, attrs: dict
+        self,
+        layer: Layer,
+        x: QParams,
+        w: Int8Weights,
+        kind: str,
+        attrs: dict,
+        extra: dict | None = None,
     ) -> None:
         """Replace `layer` (and the QuantizeLinear it feeds) by one requantizing conv2d or gemm
-        of the int8 tensor `x` (see the module doc)."""
+        of the int8 tensor `x` (see the module doc); `attrs` are the ONNX node's, `extra`
+        canonical attributes the new layer carries too (a depthwise conv's `dense`)."""
         g = self.g
         y, dropped, act = self._consumer_q(layer)
         n = w.data.shape[w.n_axis]
@@ -382,15 +390,12 @@ class Int8Import:
         lo, hi = _bounds(g, dropped, act, y)
         out = dropped[-1].outputs[0]
         q_attrs = {"qin": zx, "qzp": int(y.zp), "qlo": lo, "qhi": hi}
-        if "dense" in attrs:  # a depthwise conv's dense groups (_blocked)
-            attrs = dict(attrs)
-            q_attrs["dense"] = attrs.pop("dense")
         if kind == "conv2d":
             onnx_conv = Layer(layer.name, "onnx.Conv", [x.name, w_key, p_key], [out], attrs)
             new = conv(g, onnx_conv)[0]
         else:
             new = Layer(layer.name, "gemm", [x.name, w_key, p_key], [out], attrs)
-        new.attrs.update(q_attrs)
+        new.attrs.update(q_attrs, **(extra or {}))
         new.src = (*layer.src, *(s for d in dropped for s in d.src))
         for d in dropped:
             g.remove_layer(d)
