@@ -53,16 +53,35 @@ def test_the_stream_declares_int8_tensors_and_int8_cube_work(small_cnn_int8, tmp
     assert (c_bytes, a_bytes) == (4 * m * n, m * k)  # int32 accumulators of int8 products
 
 
+def _model(
+    name: str,
+    seed: int,
+    consts: list[tuple[str, tuple[int, ...], float]],
+    nodes: list[onnx.NodeProto],
+    x: list[int],
+    y: list[int],
+) -> onnx.ModelProto:
+    """An opset-13 model of `nodes` from input "x" to output "y", its `consts` (name, shape,
+    std) drawn in order from a normal distribution seeded by `seed`."""
+    rng = np.random.default_rng(seed)
+    inits = [
+        numpy_helper.from_array((rng.standard_normal(shape) * std).astype(np.float32), c)
+        for c, shape, std in consts
+    ]
+    graph = helper.make_graph(
+        nodes, name,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, x)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, y)],
+        initializer=inits,
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
 def _cnn() -> onnx.ModelProto:
     """Conv -> Relu -> MaxPool -> Conv (stride 2) -> Relu, random weights: a model whose
     QOperator form is standard ONNX (QLinearConv, MaxPool on int8)."""
-    rng = np.random.default_rng(0)
-
-    def const(name: str, shape: tuple[int, ...], std: float) -> onnx.TensorProto:
-        return numpy_helper.from_array((rng.standard_normal(shape) * std).astype(np.float32), name)
-
-    inits = [const("w1", (8, 3, 3, 3), 0.3), const("b1", (8,), 0.1),
-             const("w2", (16, 8, 3, 3), 0.15), const("b2", (16,), 0.1)]  # fmt: skip
+    consts = [("w1", (8, 3, 3, 3), 0.3), ("b1", (8,), 0.1),
+              ("w2", (16, 8, 3, 3), 0.15), ("b2", (16,), 0.1)]  # fmt: skip
     nodes = [
         helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
         helper.make_node("Relu", ["c1"], ["r1"]),
@@ -70,13 +89,7 @@ def _cnn() -> onnx.ModelProto:
         helper.make_node("Conv", ["p1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], strides=[2, 2]),
         helper.make_node("Relu", ["c2"], ["y"]),
     ]
-    graph = helper.make_graph(
-        nodes, "cnn",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 32, 32])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 8, 8])],
-        initializer=inits,
-    )  # fmt: skip
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    return _model("cnn", 0, consts, nodes, [1, 3, 32, 32], [1, 16, 8, 8])
 
 
 def test_a_qoperator_model_checks_equal_to_onnxruntime(tmp_path, capsys):
@@ -93,12 +106,7 @@ def test_a_qoperator_model_checks_equal_to_onnxruntime(tmp_path, capsys):
 def _residual_cnn() -> onnx.ModelProto:
     """Conv -> Relu -> Conv -> Add(input) -> Relu, random weights: the int8 residual add fuses
     into the second conv's epilogue (fuse-residual's res_q)."""
-    rng = np.random.default_rng(1)
     shapes = (("w1", (8, 8, 3, 3)), ("b1", (8,)), ("w2", (8, 8, 1, 1)), ("b2", (8,)))
-    inits = [
-        numpy_helper.from_array((rng.standard_normal(s) * 0.3).astype(np.float32), n)
-        for n, s in shapes
-    ]
     nodes = [
         helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
         helper.make_node("Relu", ["c1"], ["r1"]),
@@ -106,13 +114,8 @@ def _residual_cnn() -> onnx.ModelProto:
         helper.make_node("Add", ["x", "c2"], ["s"]),
         helper.make_node("Relu", ["s"], ["y"]),
     ]
-    graph = helper.make_graph(
-        nodes, "res",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16, 16])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 16, 16])],
-        initializer=inits,
-    )  # fmt: skip
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    consts = [(n, s, 0.3) for n, s in shapes]
+    return _model("res", 1, consts, nodes, [1, 8, 16, 16], [1, 8, 16, 16])
 
 
 @pytest.mark.parametrize("target", ["davinci-core", "mesh8x8"])
@@ -130,25 +133,15 @@ def test_a_fused_int8_residual_add_checks_equal_to_onnxruntime(tmp_path, capsys,
 def _depthwise_cnn() -> onnx.ModelProto:
     """Conv 1x1 (8 -> 64) -> Relu -> depthwise 3x3 (64 groups) -> Relu, random weights: the
     int8 depthwise conv runs on the cube as 4 dense groups of 16 channels."""
-    rng = np.random.default_rng(2)
     shapes = (("w1", (64, 8, 1, 1)), ("b1", (64,)), ("w2", (64, 1, 3, 3)), ("b2", (64,)))
-    inits = [
-        numpy_helper.from_array((rng.standard_normal(s) * 0.3).astype(np.float32), n)
-        for n, s in shapes
-    ]
     nodes = [
         helper.make_node("Conv", ["x", "w1", "b1"], ["c1"]),
         helper.make_node("Relu", ["c1"], ["r1"]),
         helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], group=64),
         helper.make_node("Relu", ["c2"], ["y"]),
     ]
-    graph = helper.make_graph(
-        nodes, "dw",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 8, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, 8, 8])],
-        initializer=inits,
-    )  # fmt: skip
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    consts = [(n, s, 0.3) for n, s in shapes]
+    return _model("dw", 2, consts, nodes, [1, 8, 8, 8], [1, 64, 8, 8])
 
 
 def test_an_int8_depthwise_conv_stages_its_groups_with_few_dmas(tmp_path, capsys):
