@@ -2,7 +2,7 @@
 
 The CLI opens `reporting(mode(quiet))` around a command. A command's stages (each compile
 pass, the interpreter, ...) run inside `stage(name)`: outside a terminal each prints one line,
-`npucc: NAME 1.23 s`, when it ends (once the command has used two CPU seconds: a short
+`npucc: NAME 1.23 s`, when it ends (once its stages have used two CPU seconds: a short
 command, and so an error found early, prints none). Long loops anywhere below ask for a bar with
 `task(description, total)`, which yields None when no bars are shown, and update it every
 `EVERY` steps, so the check costs one comparison per step:
@@ -43,24 +43,33 @@ DELAY = 2.0  # CPU seconds a command runs before its stage lines show (NPUCC_PRO
 
 @dataclass(slots=True)
 class _StageLines:
-    """A command's stage lines: held until it has used `delay` CPU seconds, then written as
-    they come (each line gives its stage's wall-clock seconds).
+    """A command's stage lines: held until its stages have used `delay` CPU seconds, then
+    written as they come (each line gives its stage's wall-clock seconds).
 
     NOTE: like git's delayed progress, a short command prints none, so an error found early
-    stays one `npucc: error:` line; CPU time, not wall time, so that a loaded machine does not
-    make a short command print them. Once the delay has passed the held lines go out first.
+    stays one `npucc: error:` line. The clock is the command thread's CPU time from its first
+    stage on: not wall time, so that a loaded machine does not make a short command print them;
+    not the process's, so that other threads (a library's thread pool) do not; not from the
+    command's start, so that importing the compiler (slow on a fresh install, while Python
+    writes its bytecode caches) does not. Once the delay has passed the held lines go out first.
     """
 
     out: TextIO
     delay: float
-    start: float = field(default_factory=time.process_time)
+    start: float | None = None  # the thread's CPU clock when the first stage began
     held: list[str] | None = field(default_factory=list)  # None once they are written
+
+    def begin(self) -> None:
+        """A stage begins: the first one starts the delay's clock."""
+        if self.start is None:
+            self.start = time.thread_time()
 
     def add(self, line: str) -> None:
         """A finished stage's line: held, or written with the ones held before it."""
         if self.held is not None:
             self.held.append(line)
-            if time.process_time() - self.start < self.delay:
+            assert self.start is not None  # NOTE: every added line's stage began
+            if time.thread_time() - self.start < self.delay:
                 return
             line, self.held = "".join(self.held), None
         self.out.write(line)
@@ -115,6 +124,7 @@ def stage(name: str) -> Iterator[None]:
     if not _lines:
         yield
         return
+    _lines[-1].begin()
     start = time.perf_counter()
     yield
     _lines[-1].add(f"npucc: {name} {time.perf_counter() - start:.2f} s\n")
