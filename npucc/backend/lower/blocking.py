@@ -142,7 +142,12 @@ class MBlock:
 @dataclass(frozen=True, slots=True)
 class Blocking:
     """A layer's loop order, L0 tile and L1 block sizes (N and K blocks in elements, M blocks
-    in L0 tiles); `chunks`: units each stationary block's stream is split into (mesh)."""
+    in L0 tiles); `chunks`: units each stationary block's stream is split into (mesh).
+
+    NOTE: `os` always blocks K (kb < k); `ws` never does; `is` may: its X block holds all of K
+    in L1 either way, and with kb < k each N block's W streams in K blocks into accumulators
+    that stay in L0C across them (the `os` inner loop under a stationary X).
+    """
 
     order: str
     tiles: MatTiles
@@ -193,8 +198,9 @@ def block_cost(
     """
     n_pieces = _pieces(shape.n, plan.nb)
     n_blocks = sum(c for _, c in n_pieces)
-    k_pieces = _pieces(shape.k, plan.kb) if plan.order == "os" else [(shape.k, 1)]
+    k_pieces = _pieces(shape.k, plan.kb)
     k_blocks = sum(c for _, c in k_pieces)
+    x_pieces = k_pieces if plan.order == "os" else [(shape.k, 1)]  # X's K blocks
     # one pass over every W block (with its bias) and over every X block
     w_cyc = sum(
         ck * cn * _dma(ctx, "DDR_L1", kb * nb) for kb, ck in k_pieces for nb, cn in n_pieces
@@ -205,7 +211,7 @@ def block_cost(
         w_el += shape.n * shape.bias_elems
     x_cyc = x_el = 0
     for b in blocks if not shape.x_onchip else ():
-        for kb, ck in k_pieces:
+        for kb, ck in x_pieces:
             x_cyc += ck * _dma(ctx, "DDR_L1", b.x_elems(kb, shape.k_quantum) - b.slack)
             x_el += ck * (b.x_elems(kb, shape.k_quantum) - b.slack)
     w_dmas = n_blocks * k_blocks * (1 + int(shape.bias))
@@ -217,7 +223,7 @@ def block_cost(
         passes_w, passes_x, units = len(blocks), n_blocks, len(blocks) * n_blocks
     pipes = _tile_pipes(ctx, shape, plan, blocks)
     pipes["MTE2"] += w_cyc * passes_w + x_cyc * passes_x
-    x_dmas = 0 if shape.x_onchip else len(blocks) * k_blocks * passes_x
+    x_dmas = 0 if shape.x_onchip else len(blocks) * len(x_pieces) * passes_x
     dmas = w_dmas * passes_w + x_dmas + pipes.pop("dmas")
     eb, inst = ctx.target.elem_bytes, shape.instances
     reads = ((w_el * passes_w + x_el * passes_x) * eb + pipes.pop("res_bytes")) * inst
@@ -227,7 +233,7 @@ def block_cost(
     busiest = max(pipes.values()) * per_core
     # NOTE: the first X block waits for the layer's input and nothing of the layer overlaps
     # its load (a W block depends on nothing: the scheduler may load it earlier)
-    x0 = blocks[0].x_elems(k_pieces[0][0], shape.k_quantum)
+    x0 = blocks[0].x_elems(x_pieces[0][0], shape.k_quantum)
     fill = 0 if shape.x_onchip else _dma(ctx, "DDR_L1", x0)
     cycles = max(math.ceil(busiest), ddr_bound(ctx.target, reads, writes)) + fill
     return cycles, reads + writes, dmas
@@ -242,7 +248,7 @@ def _tile_pipes(
     groups = 0
     for nb, cn in _pieces(shape.n, plan.nb):
         count = -(-nb // t.n)
-        group = count if plan.order == "os" else acc_group(ctx, t, count)
+        group = count if plan.kb < shape.k else acc_group(ctx, t, count)
         groups += cn * -(-count // group)
     p = dict.fromkeys(("MTE1", "MTE2", "CUBE", "VECTOR", "MTE3"), 0)
     dmas = res_bytes = out_bytes = 0
@@ -323,8 +329,9 @@ def _plans(
     largest_x = max(blocks, key=lambda b: (b.window, b.slack))
     cores = ctx.target.cores
 
-    def l1_fits(nb: int, kb: int) -> bool:
-        x = () if shape.x_onchip else (largest_x.x_elems(kb, shape.k_quantum),)
+    def l1_fits(nb: int, kb: int, x_kb: int | None = None) -> bool:
+        x_k = kb if x_kb is None else x_kb
+        x = () if shape.x_onchip else (largest_x.x_elems(x_k, shape.k_quantum),)
         bias = (nb * shape.bias_elems,) if shape.bias else ()
         return ctx.share_fits("L1", (*x, kb * nb, *bias))
 
@@ -342,6 +349,9 @@ def _plans(
         for kb in _candidates(shape.k, t.k):
             if kb < shape.k and l1_fits(nb, kb):
                 yield Blocking("os", t, count, nb, kb)
+            if kb < shape.k and l1_fits(nb, kb, shape.k):  # X stationary, W in K blocks
+                for chunks in _candidates(-(-shape.n // nb)) if cores > 1 else [1]:
+                    yield Blocking("is", t, count, nb, kb, chunks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -460,6 +470,9 @@ def emit_blocked(
                 ctx.next_tile()
                 x = ops.load_x(block, 0, k)
                 for n0, nb in chunk:
+                    if plan.kb < k:
+                        nest.output_block(block, n0, nb, x)
+                        continue
                     w, bias = nest.load_w(n0, nb, 0, k), nest.load_bias(n0, nb)
                     nest.full_k(block, x, w, bias)
                     nest.free(w, bias)
@@ -595,21 +608,23 @@ class _Nest:
         for b0 in held.values():
             self.ctx.builder.free(b0)
 
-    def output_block(self, block: MBlock, n0: int, nb: int) -> None:
-        """An `os` block: per K block, X and W into L1 and every tile's mmads; epilogues."""
+    def output_block(self, block: MBlock, n0: int, nb: int, held_x: L1Block | None = None) -> None:
+        """An output block accumulated over K blocks: per K block, W (and X, unless `held_x`
+        holds all of K) into L1 and every tile's mmads; then the epilogues."""
         bld, t = self.ctx.builder, self.plan.tiles
         cols = [(n0 + c0, nt) for c0, nt in split(nb, t.n)]
         accs = [self.accs(tile, cols) for tile in block.tiles]
         bias = self.load_bias(n0, nb)
         for k0, kb in split(self.k, self.plan.kb):
-            x = self.ops.load_x(block, k0, kb)
+            x = self.ops.load_x(block, k0, kb) if held_x is None else held_x
             w = self.load_w(n0, nb, k0, kb)
             held = self.hold_b(w, len(block.tiles))
             for tile, tile_accs in zip(block.tiles, accs, strict=True):
                 self.products(tile, x, w, cols, tile_accs, held)
             for b0 in held.values():
                 bld.free(b0)
-            release(self.ctx, x)
+            if held_x is None:
+                release(self.ctx, x)
             bld.free(w.ref)
         for tile, tile_accs in zip(block.tiles, accs, strict=True):
             for acc, (c0, nt) in zip(tile_accs, cols, strict=True):
