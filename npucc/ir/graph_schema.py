@@ -61,7 +61,8 @@ or output of them has its host type (int64, ..., bool: npucc.ir.dtypes):
   host       in [x...]       host: the original ONNX node as canonical JSON (npucc.frontend.
                              host_fallback); any number of inputs and outputs; the host runs it
                              (--fallback host), the NPU does not
-Any layer may carry a fused activation: act="" | "relu" | "clip" with act_min/act_max.
+Any layer may carry a fused activation: act="" | "relu" | "clip" with act_min/act_max; a float
+gemm, matmul or group-1 conv2d also act="gelu" | "gelu_tanh" (erf form, tanh approximation).
 
 Layers of the other level, `onnx.<Op>` (ONNX_PREFIX), are ONNX nodes not yet legalised: the
 frontend's import writes them and legalize-onnx replaces them; they have no schema here.

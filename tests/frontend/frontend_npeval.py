@@ -195,6 +195,10 @@ def _run(g: Graph, layer: Layer, args: list[Array]) -> Array:
         y = np.maximum(y, 0)
     elif act == "clip":
         y = np.clip(y, layer.attrs["act_min"], layer.attrs["act_max"])
+    elif act in ("gelu", "gelu_tanh"):
+        y = _gelu(y, "tanh" if act == "gelu_tanh" else "none")
+    else:
+        assert not act, f"{layer.name}: unknown fused activation {act!r}"
     assert y.shape == g.tensors[layer.outputs[0]].shape, layer.name
     return y.astype(np.float32)
 

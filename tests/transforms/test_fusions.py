@@ -313,3 +313,26 @@ def test_residual_of_a_shared_conv_output_is_not_fused():
     y = n.n("Conv", "x", n.c(RNG.standard_normal((4, 4, 1, 1))), kernel_shape=[1, 1])
     n.n("Mul", n.n("Add", y, "x"), y)
     assert check(n.model({"x": [1, 4, 5, 5]}, "y")) == ["conv2d", "add", "mul"]
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_and_residual_fuse_into_dense_layers_through_their_views(approximate):
+    """A transformer MLP on [1, S, D] activations: each dense layer is a gemm viewed back as
+    [1, S, N]; its gelu and its residual add still fuse into it (sink-views)."""
+    n = Net()
+    h = n.n(
+        "Add", n.n("MatMul", "x", n.c(RNG.standard_normal((40, 64)))), n.c(RNG.standard_normal(64))
+    )
+    g = n.n("Gelu", h, approximate=approximate)
+    out = n.n(
+        "Add",
+        n.n("MatMul", g, n.c(RNG.standard_normal((64, 40)) / 8)),
+        n.c(RNG.standard_normal(40)),
+    )
+    n.n("Add", out, "x")
+    model = n.model({"x": [1, 24, 40]}, "y", opset=20)
+    ops = check(model)
+    assert [op for op in ops if op != "reshape"] == ["gemm", "gemm"]
+    first, second = (layer for layer in import_model(model).layers if layer.op == "gemm")
+    assert first.attrs["act"] == ("gelu_tanh" if approximate == "tanh" else "gelu")
+    assert len(second.inputs) == 4  # the residual

@@ -296,27 +296,92 @@ FUSE_ACTIVATIONS_IN = """
 graph "g" opset=13 {
   input %"a" : f32[4]
   input %"b" : f32[4]
+  input %"h" : f32[2,4]
+  const %"w" : f32[4,3] sha256=0
   %"s" = add(%"a", %"b") : f32[4] loc("add")
   %"y" = relu(%"s") : f32[4] loc("relu")
   %"t" = mul(%"a", %"b") : f32[4] loc("mul")
   %"z" = clip(%"t") {max = 6.0, min = 0.0} : f32[4] loc("clip")
   %"u" = relu(%"t") : f32[4] loc("shared")
-  output %"y"
+  %"p" = gemm(%"h", %"w") : f32[2,3] loc("fc")
+  %"q" = gelu(%"p") {approximate = "tanh"} : f32[2,3] loc("gelu")
+  %"v" = gelu(%"y") : f32[4] loc("gelu_of_an_add")
   output %"z"
   output %"u"
+  output %"q"
+  output %"v"
 }
 """
 FUSE_ACTIVATIONS_OUT = """
 graph "g" opset=13 {
   input %"a" : f32[4]
   input %"b" : f32[4]
+  input %"h" : f32[2,4]
+  const %"w" : f32[4,3] sha256=...
   %"y" = add(%"a", %"b") {act = "relu"} : f32[4] loc("add")
   %"t" = mul(%"a", %"b") : f32[4] loc("mul")
   %"z" = clip(%"t") {max = 6.0, min = 0.0} : f32[4] loc("clip")
   %"u" = relu(%"t") : f32[4] loc("shared")
+  %"q" = gemm(%"h", %"w") {act = "gelu_tanh"} : f32[2,3] loc("fc")
+  %"v" = gelu(%"y") : f32[4] loc("gelu_of_an_add")
+  output %"z"
+  output %"u"
+  output %"q"
+  output %"v"
+}
+"""
+
+# a reshape of a gemm's output sinks past its gelu and its residual add (the other operand
+# viewed as the gemm's shape), not past a broadcasting add nor a view something else reads
+SINK_VIEWS_IN = """
+graph "g" opset=13 {
+  input %"h" : f32[2,4]
+  input %"r" : f32[1,2,3]
+  input %"s" : f32[3]
+  const %"w" : f32[4,3] sha256=0
+  %"p" = gemm(%"h", %"w") : f32[2,3] loc("fc1")
+  %"pv" = reshape(%"p") : f32[1,2,3] loc("fc1.view")
+  %"g" = gelu(%"pv") : f32[1,2,3] loc("gelu")
+  %"q" = gemm(%"h", %"w") : f32[2,3] loc("fc2")
+  %"qv" = reshape(%"q") : f32[1,2,3] loc("fc2.view")
+  %"y" = add(%"r", %"qv") : f32[1,2,3] loc("res")
+  %"o" = gemm(%"h", %"w") : f32[2,3] loc("fc3")
+  %"ov" = reshape(%"o") : f32[1,2,3] loc("fc3.view")
+  %"z" = add(%"ov", %"s") : f32[1,2,3] loc("bias")
+  %"k" = gemm(%"h", %"w") : f32[2,3] loc("fc4")
+  %"kv" = reshape(%"k") : f32[1,2,3] loc("fc4.view")
+  %"u" = relu(%"kv") : f32[1,2,3] loc("relu")
+  output %"g"
   output %"y"
   output %"z"
   output %"u"
+  output %"kv"
+}
+"""
+SINK_VIEWS_OUT = """
+graph "g" opset=13 {
+  input %"h" : f32[2,4]
+  input %"r" : f32[1,2,3]
+  input %"s" : f32[3]
+  const %"w" : f32[4,3] sha256=...
+  %"p" = gemm(%"h", %"w") : f32[2,3] loc("fc1")
+  %"g.gelu" = gelu(%"p") : f32[2,3] loc("gelu")
+  %"g" = reshape(%"g.gelu") : f32[1,2,3] loc("fc1.view")
+  %"q" = gemm(%"h", %"w") : f32[2,3] loc("fc2")
+  %"r.view" = reshape(%"r") : f32[2,3] loc("res.view")
+  %"y.add" = add(%"r.view", %"q") : f32[2,3] loc("res")
+  %"y" = reshape(%"y.add") : f32[1,2,3] loc("fc2.view")
+  %"o" = gemm(%"h", %"w") : f32[2,3] loc("fc3")
+  %"ov" = reshape(%"o") : f32[1,2,3] loc("fc3.view")
+  %"z" = add(%"ov", %"s") : f32[1,2,3] loc("bias")
+  %"k" = gemm(%"h", %"w") : f32[2,3] loc("fc4")
+  %"kv" = reshape(%"k") : f32[1,2,3] loc("fc4.view")
+  %"u" = relu(%"kv") : f32[1,2,3] loc("relu")
+  output %"g"
+  output %"y"
+  output %"z"
+  output %"u"
+  output %"kv"
 }
 """
 
@@ -439,6 +504,7 @@ CASES = {
         {"sqrt2": [1.4142135623730951], "one": [1.0], "half": [0.5]},
         FUSE_GELU_OUT,
     ),
+    "sink-views": (SINK_VIEWS_IN, {}, SINK_VIEWS_OUT),
     "fuse-activations": (FUSE_ACTIVATIONS_IN, {}, FUSE_ACTIVATIONS_OUT),
     "fuse-residual": (FUSE_RESIDUAL_IN, {}, FUSE_RESIDUAL_OUT),
     "prune-unused": (PRUNE_UNUSED_IN, {}, PRUNE_UNUSED_OUT),

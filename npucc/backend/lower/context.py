@@ -11,7 +11,7 @@ import numpy as np
 from npucc.backend.lower.builder import MeshBuilder
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph, Layer
-from npucc.ir.isa import BufRef, DdrRef, VUnary
+from npucc.ir.isa import BufRef, DdrRef, VBinary, VUnary
 from npucc.ir.program import TiledProgram
 from npucc.target import Target
 
@@ -147,10 +147,61 @@ def lowering(*ops: str, onchip: tuple[int, ...] | None = ()) -> Callable[[Loweri
     return wrap
 
 
+SQRT1_2 = 0.7071067811865476
+SQRT_2_PI = 0.7978845608028654
+GELU_ACTS = {"gelu": "none", "gelu_tanh": "tanh"}  # a fused gelu's act: its approximation
+
+
+def activation_ops(attrs: dict) -> int:
+    """Vector instructions the layer's fused activation (act) adds per output tile."""
+    act = attrs.get("act", "")
+    if act in GELU_ACTS:
+        return 6 if act == "gelu_tanh" else 5
+    return int(bool(act))
+
+
+def activation_temps(attrs: dict) -> int:
+    """UB tiles, beside the output tile, the layer's fused activation needs (a gelu's one)."""
+    return int(attrs.get("act", "") in GELU_ACTS)
+
+
+def emit_gelu(
+    ctx: LowerContext, out: BufRef, x: BufRef, t: BufRef, n: int, approximate: str
+) -> None:
+    """out = gelu(x) over `n` UB elements with temporary `t` (`out` may be `x`): the erf form
+    x * 0.5 * (1 + erf(x / sqrt 2)), or the tanh approximation x * sigmoid(2 z) (z =
+    sqrt(2 / pi) (x + 0.044715 x^3))."""
+    bld = ctx.builder
+
+    def un(op: str, dst: BufRef, a: BufRef, *scalars: float) -> None:
+        bld.emit(VUnary(op, dst, a, (n,), (1,), (1,), scalars))
+
+    if approximate == "tanh":
+        # 0.5 (1 + tanh z) is sigmoid(2 z): one rounding of the factor, not three
+        un("pows", t, x, 3.0)
+        un("muls", t, t, 0.044715)
+        bld.emit(VBinary("add", t, t, x, (n,), (1,), (1,), (1,)))
+        un("muls", t, t, 2 * SQRT_2_PI)
+        un("sigmoid", t, t)
+        bld.emit(VBinary("mul", out, t, x, (n,), (1,), (1,), (1,)))
+    else:
+        un("muls", t, x, SQRT1_2)
+        un("erf", t, t)
+        un("adds", t, t, 1.0)
+        bld.emit(VBinary("mul", out, t, x, (n,), (1,), (1,), (1,)))
+        un("muls", out, out, 0.5)
+
+
 def apply_activation(ctx: LowerContext, ref: BufRef, elems: int, attrs: dict) -> None:
-    """Emit the layer's fused activation (relu or clip) in place over `elems` elements of UB."""
+    """Emit the layer's fused activation (relu, clip or gelu) in place over `elems` elements
+    of UB (a gelu's temporary allocated and freed here: `activation_temps`)."""
     act = attrs.get("act", "")
     if not act:
+        return
+    if act in GELU_ACTS:
+        t = ctx.builder.alloc("UB", elems, "gelu.t")
+        emit_gelu(ctx, ref, ref, t, elems, GELU_ACTS[act])
+        ctx.builder.free(t)
         return
     if act == "relu":
         scalars: tuple[float, ...] = ()

@@ -24,7 +24,14 @@ from npucc.backend.lower.blocking import (
     fitting_tiles,
     release,
 )
-from npucc.backend.lower.context import LowerContext, lowering, quant_epilogue, split
+from npucc.backend.lower.context import (
+    LowerContext,
+    activation_ops,
+    activation_temps,
+    lowering,
+    quant_epilogue,
+    split,
+)
 from npucc.backend.lower.conv_geom import ConvGeom, conv_geometry
 from npucc.backend.lower.depthwise import lower_vector_conv, prefers_vector
 from npucc.ir.graph import Layer
@@ -142,8 +149,9 @@ def lower_cube_conv(ctx: LowerContext, layer: Layer, one_unit: bool = False) -> 
         x = () if x_onchip else ((kt // taps) * rows * cols,)
         return (*x, kt * nt, nt * per) if bias else (*x, kt * nt)
 
-    tiles = fitting_tiles(ctx, layer, (g.oh * g.ow, g.cog, k), l1_buffers, k_quantum=taps)
-    ops = int(bool(bias) and not requant) + int(bool(residual)) + int(bool(layer.attrs.get("act")))
+    ub = 2 + activation_temps(layer.attrs)
+    tiles = fitting_tiles(ctx, layer, (g.oh * g.ow, g.cog, k), l1_buffers, ub, taps)
+    ops = int(bool(bias) and not requant) + int(bool(residual)) + activation_ops(layer.attrs)
     onchip = (
         x_onchip,
         ctx.onchip(layer.outputs[0]) is not None,

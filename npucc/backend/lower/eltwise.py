@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from npucc.backend.lower.context import LowerContext, apply_activation, lowering, split
+from npucc.backend.lower.context import LowerContext, apply_activation, emit_gelu, lowering, split
 from npucc.backend.lower.layout import (
     Dims,
     boxes,
@@ -31,8 +31,6 @@ PLAIN_UNARY = (
     "floor", "ceil", "round", "sign",
 )  # fmt: skip
 SCALAR_UNARY = ("muls", "adds", "pows")  # one scalar operand: attrs["scalar"]
-SQRT1_2 = 0.7071067811865476
-SQRT_2_PI = 0.7978845608028654
 
 
 def _distinct(starts: Dims, sizes: Dims, strides: Dims) -> tuple[int, Dims, Dims]:
@@ -202,8 +200,7 @@ def lower_unary(ctx: LowerContext, layer: Layer) -> None:
 
 @lowering("gelu", onchip=None)
 def lower_gelu(ctx: LowerContext, layer: Layer) -> None:
-    """x * 0.5 * (1 + erf(x / sqrt 2)), or the tanh approximation x * sigmoid(2 z) (z =
-    sqrt(2 / pi) (x + 0.044715 x^3)), on flat UB tiles."""
+    """gelu (context.emit_gelu: the erf form or the tanh approximation) on flat UB tiles."""
     total = math.prod(ctx.shape(layer.outputs[0]))
     src, dst = ctx.ddr(layer.inputs[0]), ctx.ddr(layer.outputs[0])
     bld = ctx.builder
@@ -211,24 +208,7 @@ def lower_gelu(ctx: LowerContext, layer: Layer) -> None:
         ctx.next_tile()
         x = load(ctx, src.at(start), (n,), (1,), f"{layer.name}.x")
         t = bld.alloc("UB", n, f"{layer.name}.t")
-
-        def un(op: str, dst: BufRef, a: BufRef, *scalars: float, n: int = n) -> None:
-            bld.emit(VUnary(op, dst, a, (n,), (1,), (1,), scalars))
-
-        if layer.attrs.get("approximate", "none") == "tanh":
-            # 0.5 (1 + tanh z) is sigmoid(2 z): one rounding of the factor, not three
-            un("pows", t, x, 3.0)
-            un("muls", t, t, 0.044715)
-            bld.emit(VBinary("add", t, t, x, (n,), (1,), (1,), (1,)))
-            un("muls", t, t, 2 * SQRT_2_PI)
-            un("sigmoid", t, t)
-            bld.emit(VBinary("mul", t, t, x, (n,), (1,), (1,), (1,)))
-        else:
-            un("muls", t, x, SQRT1_2)
-            un("erf", t, t)
-            un("adds", t, t, 1.0)
-            bld.emit(VBinary("mul", t, t, x, (n,), (1,), (1,), (1,)))
-            un("muls", t, t, 0.5)
+        emit_gelu(ctx, t, x, t, n, layer.attrs.get("approximate", "none"))
         apply_activation(ctx, t, n, layer.attrs)
         store(ctx, dst.at(start), t, (n,), (1,))
         bld.free(x)

@@ -22,7 +22,14 @@ from npucc.backend.lower.blocking import (
     emit_blocked,
     fitting_tiles,
 )
-from npucc.backend.lower.context import LowerContext, lowering, quant_epilogue, split
+from npucc.backend.lower.context import (
+    LowerContext,
+    activation_ops,
+    activation_temps,
+    lowering,
+    quant_epilogue,
+    split,
+)
 from npucc.ir.graph import Layer, row_major_strides
 from npucc.ir.isa import REQUANT_BYTES, BufRef, Copy, DdrRef, VBinary, VUnary
 
@@ -37,7 +44,7 @@ def plan_matmul(
     l1: Callable[[int, int, int], tuple[int, ...]] = (
         (lambda mt, nt, kt: (kt * nt,)) if x_onchip else (lambda mt, nt, kt: (mt * kt, kt * nt))
     )
-    tiles = fitting_tiles(ctx, layer, dims, l1)
+    tiles = fitting_tiles(ctx, layer, dims, l1, 2 + activation_temps(layer.attrs))
     residual = _residual(layer)
     res_onchip = bool(residual) and ctx.onchip(residual) is not None
     out_onchip = ctx.onchip(layer.outputs[0]) is not None
@@ -156,7 +163,7 @@ def lower_gemm(ctx: LowerContext, layer: Layer) -> None:
         c_strides = _broadcast_strides(ctx.shape(c_name), (m, n))
         bias = MatOperand(ctx.ddr(c_name), *c_strides)
     epilogue = _scale_bias_epilogue(ctx, alpha, bias, beta)
-    ops = (alpha != 1.0) + 2 * (bias is not None) + bool(layer.attrs.get("act"))
+    ops = (alpha != 1.0) + 2 * (bias is not None) + activation_ops(layer.attrs)
     blocking = plan_matmul(ctx, layer, (m, n, k), 1, ops)
     res = ctx.ddr(_residual(layer)) if _residual(layer) else None
     emit_matmul(ctx, layer, blocking, a, b, out, (k, n), epilogue, res)
@@ -204,7 +211,7 @@ def lower_matmul(ctx: LowerContext, layer: Layer) -> None:
     if batch and not any(b_bstr) and tuple(a2[:-2]) == batch:
         # one B for every batch (a weight): the batches of A are more rows of one product
         m, batch, a_bstr, b_bstr = m * math.prod(batch), (), (), ()
-    blocking = plan_matmul(ctx, layer, (m, n, k), math.prod(batch), bool(layer.attrs.get("act")))
+    blocking = plan_matmul(ctx, layer, (m, n, k), math.prod(batch), activation_ops(layer.attrs))
     for index in np.ndindex(*batch):
         a_off = sum(i * s for i, s in zip(index, a_bstr, strict=True)) * m * k
         b_off = sum(i * s for i, s in zip(index, b_bstr, strict=True)) * k * n
