@@ -21,6 +21,7 @@ from npucc.backend.lower import (  # noqa: F401  (register)
     reduce,
 )
 from npucc.backend.lower.builder import DdrTracker, MeshBuilder, TileBuilder
+from npucc.backend.lower.concat_fold import NO_FOLDS, ConcatFolds, fold_concats
 from npucc.backend.lower.context import LOWERINGS, LowerContext, ReservedFitError
 from npucc.backend.lower.resident import NONE as NO_RESIDENT
 from npucc.backend.lower.resident import Residency, choose_resident
@@ -53,15 +54,21 @@ def lower_graph(
     layer uses every core of the mesh in turn, i.e. layer-sequential execution). The tensors in
     `onchip` are kept on chip and moved over the NoC instead of DDR. A tensor in `slices` is
     slice j of n of another (a sub-batch: npucc.backend.lower.subbatch). With `resident`, the
-    layer outputs `choose_resident` picks stay in L1 (one core); the rest go through DDR.
+    layer outputs `choose_resident` picks stay in L1 (one core); the rest go through DDR, where
+    (one core) a concat's producers write its inputs in place when they can (`fold_concats`).
     NOTE: if a layer's smallest tile does not fit beside the resident tensors, the graph is
     lowered again without them (the result is what it was before residency).
     """
-    residency = choose_resident(graph, ctx.target) if resident else NO_RESIDENT
+    target = ctx.target
+    residency = choose_resident(graph, target) if resident else NO_RESIDENT
+    one_core = target.cores == 1 and not slices and not onchip
+    folds = fold_concats(graph, residency) if one_core else NO_FOLDS
+    if folds.layers and resident:
+        residency = choose_resident(graph, target, exclude=folds.tensors())
     try:
-        return _lower_all(graph, ctx, placement, onchip, slices, residency)
+        return _lower_all(graph, ctx, placement, onchip, slices, residency, folds)
     except ReservedFitError:
-        return _lower_all(graph, ctx, placement, onchip, slices, NO_RESIDENT)
+        return _lower_all(graph, ctx, placement, onchip, slices, NO_RESIDENT, folds)
 
 
 def _lower_all(
@@ -71,8 +78,9 @@ def _lower_all(
     onchip: dict[str, OnChip] | None,
     slices: dict[str, tuple[str, int, int]] | None,
     residency: Residency,
+    folds: ConcatFolds,
 ) -> TiledProgram:
-    """`lower_graph` with the resident tensors `residency`."""
+    """`lower_graph` with the resident tensors `residency` and the folded concats `folds`."""
     target = ctx.target
     program = TiledProgram(graph.name, target)
     rows, cols = target.mesh.rows, target.mesh.cols
@@ -100,7 +108,9 @@ def _lower_all(
             lctx.reserved = residency.live_bytes(index)
             for name in residency.born(index):
                 builder.hold(program.key(name), math.prod(lctx.shape(name)))
-            _lower_layer(lctx, layer, (placement or {}).get(layer.name, every_core), parts)
+            if index not in folds.layers:
+                cores = (placement or {}).get(layer.name, every_core)
+                _lower_layer(lctx, layer, cores, parts, folds)
             for name in residency.dead(index):
                 builder.release(program.key(name))
     for name in graph.outputs:
@@ -193,9 +203,12 @@ class _Parts:
         return key, self.read.get((key, j - home.slots), [])
 
 
-def _lower_layer(lctx: LowerContext, layer: Layer, cores: tuple[int, ...], parts: _Parts) -> None:
+def _lower_layer(
+    lctx: LowerContext, layer: Layer, cores: tuple[int, ...], parts: _Parts, folds: ConcatFolds
+) -> None:
     """Lower one layer onto `cores` (a view op only aliases its input's DDR tensor; a slice
-    among its tensors is a part of its whole one)."""
+    among its tensors is a part of its whole one; an output `folds` places in a concat's
+    output is a slice of that, created with its first part)."""
     program = lctx.program
     slices = parts.slices
     for name in (*layer.inputs, *layer.outputs):
@@ -210,7 +223,12 @@ def _lower_layer(lctx: LowerContext, layer: Layer, cores: tuple[int, ...], parts
     if lower is None:
         raise NpuccError(f"no lowering for operator {layer.op} (node '{layer.name}')")
     for out in layer.outputs:
-        if out not in slices:
+        if out in folds.parts:
+            whole, at = folds.parts[out]
+            if whole not in program.tensors:
+                program.add_tensor(whole, "temp", lctx.shape(whole))
+            program.add_slice(out, whole, at)
+        elif out not in slices:
             role = "onchip" if out in program.onchip else "temp"
             program.add_tensor(out, role, lctx.shape(out))
     lctx.begin_layer(cores)

@@ -62,8 +62,11 @@ def _readable(op: str, index: int) -> bool:
     return inputs is None or index in inputs
 
 
-def choose_resident(graph: Graph, target: Target) -> Residency:
-    """The layer outputs kept in L1 between layers (none on a mesh, whose handoff is the NoC's)."""
+def choose_resident(
+    graph: Graph, target: Target, exclude: frozenset[str] = frozenset()
+) -> Residency:
+    """The layer outputs kept in L1 between layers (none on a mesh, whose handoff is the NoC's),
+    none of `exclude` (tensors that stay in DDR)."""
     if target.cores != 1:
         return NONE
     base: dict[str, str] = {}  # view output -> the tensor it aliases
@@ -79,7 +82,7 @@ def choose_resident(graph: Graph, target: Target) -> Residency:
         if layer.op != HOST_OP:
             for name in layer.outputs:
                 producer[name] = i
-    excluded = set(graph.inputs) | {base.get(t, t) for t in graph.outputs}
+    excluded = set(graph.inputs) | {base.get(t, t) for t in graph.outputs} | exclude
     align = target.memory.alignment
     eb = target.tier_bytes("L1")
     budget = target.memory.capacity("L1") // RESIDENT_SHARE
