@@ -28,8 +28,7 @@ from npucc.backend.lower.context import (
     split,
 )
 from npucc.backend.lower.conv_geom import ConvGeom, conv_geometry
-from npucc.backend.lower.layout import budget, coalesce
-from npucc.backend.lower.pool import fill_window
+from npucc.backend.lower.layout import budget, coalesce, fill_window
 from npucc.errors import NpuccError
 from npucc.ir.graph import Layer
 from npucc.ir.isa import BufRef, Copy, VBinary

@@ -11,7 +11,7 @@ import math
 
 from npucc.backend.lower.context import TILE_SHARE, LowerContext, lowering, split
 from npucc.ir.graph import Layer, row_major_strides
-from npucc.ir.isa import BufRef, Copy, DdrRef
+from npucc.ir.isa import BufRef, Copy, DdrRef, VFill
 
 MAX_TILE_BUFFERS = 4  # most buffers a vector tile keeps live at once (softmax: x, max, sum, part)
 STAGE_TIER = "L1"  # where layout ops stage their tiles (keeps UB free for vector work)
@@ -121,6 +121,46 @@ def load(ctx: LowerContext, src: DdrRef, dims: Dims, strides: Dims, name: str) -
 def store(ctx: LowerContext, dst: DdrRef, buf: BufRef, dims: Dims, strides: Dims) -> None:
     """Write a dense row-major UB tile to the DDR pattern (dims, strides)."""
     ctx.builder.emit(Copy(dst, buf, dims, strides, row_major_strides(dims)))
+
+
+def fill_window(
+    ctx: LowerContext,
+    plane: tuple[int, int],
+    win: BufRef,
+    x: DdrRef,
+    planes: int,
+    band: tuple[int, int, int, int],
+    pad: float,
+) -> None:
+    """Fill `win` [planes, rows, cols] with the [h, w] input planes starting at `x`, padded.
+
+    `band` is (r0, rows, q0, cols) in input coordinates; positions outside the image get `pad`.
+    NOTE: the copy comes first and the border fills after it (they write disjoint parts of
+    `win`): the DMA then waits for no vector instruction, only the fills and the window's
+    readers, which are on the vector pipe anyway, wait for the DMA.
+    """
+    r0, rows, q0, cols = band
+    h, w = plane
+    top, bottom = max(r0, 0), min(r0 + rows, h)
+    left, right = max(q0, 0), min(q0 + cols, w)
+    if not (top < bottom and left < right):
+        ctx.builder.emit(VFill(win, (planes * rows * cols,), (1,), pad))
+        return
+    dst = win.at((top - r0) * cols + left - q0)
+    inner = (planes, bottom - top, right - left)
+    ctx.builder.emit(Copy(dst, x.at(top * w + left), inner, (rows * cols, cols, 1), (h * w, w, 1)))
+    # only the border the copy leaves: rows above and below, columns left and right
+    t, b, lft, rgt = top - r0, r0 + rows - bottom, left - q0, q0 + cols - right
+    mid = bottom - top
+    for row, nrows, col, ncols in (
+        (0, t, 0, cols),
+        (rows - b, b, 0, cols),
+        (t, mid, 0, lft),
+        (t, mid, cols - rgt, rgt),
+    ):
+        if nrows and ncols:
+            dims, (st,) = coalesce((planes, nrows, ncols), (rows * cols, cols, 1))
+            ctx.builder.emit(VFill(win.at(row * cols + col), dims, st, pad))
 
 
 @lowering("concat", onchip=None)

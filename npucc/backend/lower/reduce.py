@@ -18,12 +18,13 @@ from npucc.backend.lower.layout import (
     broadcast_strides,
     budget,
     coalesce,
+    fill_window,
     load,
     offset,
     store,
 )
 from npucc.ir.graph import Layer, row_major_strides
-from npucc.ir.isa import BufRef, Copy, DdrRef, VBinary, VFill, VReduce, VSoftmax, VUnary
+from npucc.ir.isa import BufRef, VBinary, VReduce, VSoftmax, VUnary
 
 COMBINE = {"max": "max", "sum": "add"}  # binary op that merges two partial reductions
 
@@ -228,17 +229,12 @@ def _lrn_tile(
 def _load_halo(
     ctx: LowerContext, layer: Layer, xpad: BufRef, view: Dims, b: int, tile: tuple[int, ...]
 ) -> None:
-    """Load channels c0-before .. c0+cl+after of the tile into xpad, zeros outside [0, c)."""
+    """Load channels c0-before .. c0+cl+after of the tile into xpad, zeros outside [0, c)
+    (`fill_window` over image b's [c, plane] view: only the halo rows are filled)."""
     c, plane, size = view
     c0, cl, s0, sl = tile
-    first = c0 - (size - 1) // 2
-    rows = cl + size - 1
-    lo, hi = max(first, 0), min(first + rows, c)
-    if (lo, hi) != (first, first + rows):
-        ctx.builder.emit(VFill(xpad, (rows * sl,), (1,), 0.0))
-    x: DdrRef = ctx.ddr(layer.inputs[0]).at((b * c + lo) * plane + s0)
-    dims, dense = (hi - lo, sl), (sl, 1)
-    ctx.builder.emit(Copy(xpad.at((lo - first) * sl), x, dims, dense, (plane, 1)))
+    x = ctx.ddr(layer.inputs[0]).at(b * c * plane)
+    fill_window(ctx, (c, plane), xpad, x, 1, (c0 - (size - 1) // 2, cl + size - 1, s0, sl), 0.0)
 
 
 REDUCE_COMBINE = {"max": "max", "min": "min", "sum": "add", "mean": "add", "prod": "mul"}
