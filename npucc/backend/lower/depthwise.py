@@ -120,6 +120,11 @@ def lower_vector_conv(ctx: LowerContext, layer: Layer) -> None:
     NOTE: software-pipelined: the next band's window (and, at a new block, its weights) is
     loaded before the current band's taps, so that in the pipes' in-order queues its fill and
     DMA overlap the taps instead of waiting behind them (a tile is at most half of UB).
+    On one core, when every group's weights and bias fit an eighth of the UB share together,
+    they are loaded once (one DMA each, not two per block: each DMA pays the fixed latency) and
+    each image's tiles go band by band, every block of groups in each band: the layer then
+    reads its input, and writes its output, in row order, so it starts on the first rows its
+    producer writes and its consumer on the first rows it writes.
     """
     g = conv_geometry(ctx, layer)
     groups_t, rows_t, cols_t = vector_tiles(ctx, layer, g)
@@ -130,6 +135,13 @@ def lower_vector_conv(ctx: LowerContext, layer: Layer) -> None:
     on_core: dict[int, list[tuple[int, int, int]]] = {}
     for block, core in zip(blocks, ctx.claim_tiles(len(blocks)), strict=True):
         on_core.setdefault(core, []).append(block)
+    whole = g.group * g.cog * (g.cg * g.taps + 1)
+    if len(on_core) == 1 and len(blocks) > g.n and whole <= budget(ctx, layer, "UB") // 8:
+        (core,) = on_core
+        ctx.builder.current = core
+        items = [(b, band) for n in range(g.n) for band in bands for b in blocks if b[0] == n]
+        _pipeline(ctx, layer, g, items, bias, _all_consts(ctx, layer, g, bias, blocks))
+        return
     for core, mine in on_core.items():
         ctx.builder.current = core
         _pipeline(ctx, layer, g, [(block, band) for block in mine for band in bands], bias)
@@ -138,20 +150,52 @@ def lower_vector_conv(ctx: LowerContext, layer: Layer) -> None:
 Item = tuple[tuple[int, int, int], tuple[int, int, int, int]]  # (image, g0, groups), band
 
 
-def _pipeline(ctx: LowerContext, layer: Layer, g: ConvGeom, items: list[Item], bias: str) -> None:
-    """One core's bands in order, each band's window loaded before the previous band's taps."""
-    consts: dict[tuple[int, int, int], tuple[BufRef, BufRef | None]] = {}
+Consts = dict[tuple[int, int, int], tuple[BufRef, BufRef | None]]  # block -> weights, bias
+
+
+def _all_consts(
+    ctx: LowerContext, layer: Layer, g: ConvGeom, bias: str, blocks: list[tuple[int, int, int]]
+) -> tuple[Consts, list[BufRef]]:
+    """Every group's weights and bias in UB (one DMA each): each block's views, the buffers."""
+    bld = ctx.builder
+    k = g.cg * g.taps
+    wts = bld.alloc("UB", g.co * k, f"{layer.name}.w")
+    bld.emit(Copy(wts, ctx.ddr(layer.inputs[1]), (g.co * k,), (1,), (1,)))
+    b = bld.alloc("UB", g.co, f"{layer.name}.bias") if bias else None
+    if b is not None:
+        bld.emit(Copy(b, ctx.ddr(bias), (g.co,), (1,), (1,)))
+    views: Consts = {}
+    for block in blocks:
+        co0 = block[1] * g.cog
+        views[block] = (wts.at(co0 * k), None if b is None else b.at(co0))
+    return views, [wts] if b is None else [wts, b]
+
+
+def _pipeline(
+    ctx: LowerContext,
+    layer: Layer,
+    g: ConvGeom,
+    items: list[Item],
+    bias: str,
+    held: tuple[Consts, list[BufRef]] | None = None,
+) -> None:
+    """One core's bands in order, each band's window loaded before the previous band's taps;
+    a block's weights loaded with its first band and freed after its last (unless `held`:
+    every block's, loaded before and freed after all)."""
+    consts: Consts = {} if held is None else dict(held[0])
     ready = _load(ctx, layer, g, items[0], bias, consts)
     for i, (block, band) in enumerate(items):
         win = ready
         if i + 1 < len(items):
             ready = _load(ctx, layer, g, items[i + 1], bias, consts)
         _taps(ctx, layer, g, block, band, win, consts[block])
-        if i + 1 == len(items) or items[i + 1][0] != block:
+        if held is None and (i + 1 == len(items) or items[i + 1][0] != block):
             wts, b = consts.pop(block)
             if b is not None:
                 ctx.builder.free(b)
             ctx.builder.free(wts)
+    for buf in held[1] if held is not None else ():
+        ctx.builder.free(buf)
 
 
 def _load(
@@ -160,7 +204,7 @@ def _load(
     g: ConvGeom,
     item: Item,
     bias: str,
-    consts: dict[tuple[int, int, int], tuple[BufRef, BufRef | None]],
+    consts: Consts,
 ) -> BufRef:
     """Load one band's padded input window into UB (first, at a new block, its weights and
     bias into `consts`); the window."""
