@@ -20,7 +20,9 @@ from npucc.backend.lower import (  # noqa: F401  (register)
     pool,
     reduce,
 )
+from npucc.backend.lower.band_view import BandView
 from npucc.backend.lower.builder import DdrTracker, MeshBuilder, TileBuilder
+from npucc.backend.lower.cascade import Cascades, band_graph, paying, plan_chains
 from npucc.backend.lower.concat_fold import NO_FOLDS, ConcatFolds, fold_concats
 from npucc.backend.lower.context import LOWERINGS, LowerContext, ReservedFitError
 from npucc.backend.lower.resident import NONE as NO_RESIDENT
@@ -32,7 +34,7 @@ from npucc.ir.graph import Graph, Layer
 from npucc.ir.graph_schema import VIEW_OPS
 from npucc.ir.onchip import OnChip
 from npucc.ir.plan import MeshPlan, PlannedGraph
-from npucc.ir.program import Core, IoBinding, TiledProgram
+from npucc.ir.program import Core, IoBinding, LayerWork, TiledProgram
 from npucc.ir.tiled import TileGraph
 from npucc.passes import CompileContext, IRType, Pass
 from npucc.target import Target
@@ -55,20 +57,60 @@ def lower_graph(
     `onchip` are kept on chip and moved over the NoC instead of DDR. A tensor in `slices` is
     slice j of n of another (a sub-batch: npucc.backend.lower.subbatch). With `resident`, the
     layer outputs `choose_resident` picks stay in L1 (one core); the rest go through DDR, where
-    (one core) a concat's producers write its inputs in place when they can (`fold_concats`).
+    (one core) a concat's producers write its inputs in place when they can (`fold_concats`)
+    and chains of convs whose intermediates do not fit L1 run cascaded in bands of rows
+    (`plan_chains`), those that lower the busiest pipe (`paying`, measured on both lowerings).
     NOTE: if a layer's smallest tile does not fit beside the resident tensors, the graph is
-    lowered again without them (the result is what it was before residency).
+    lowered again without them (the result is what it was before residency); if one does not
+    fit beside a cascade's bands, without the cascades.
     """
     target = ctx.target
-    residency = choose_resident(graph, target) if resident else NO_RESIDENT
     one_core = target.cores == 1 and not slices and not onchip
-    folds = fold_concats(graph, residency) if one_core else NO_FOLDS
-    if folds.layers and resident:
-        residency = choose_resident(graph, target, exclude=folds.tensors())
+    work = layer_work(graph)
+    residency, folds = _residency(graph, target, one_core) if resident else (NO_RESIDENT, NO_FOLDS)
+    if not resident and one_core:
+        folds = fold_concats(graph, residency)
     try:
-        return _lower_all(graph, ctx, placement, onchip, slices, residency, folds)
+        base = _lower_all(graph, ctx, placement, onchip, slices, residency, folds, work)
     except ReservedFitError:
-        return _lower_all(graph, ctx, placement, onchip, slices, NO_RESIDENT, folds)
+        return _lower_all(graph, ctx, placement, onchip, slices, NO_RESIDENT, folds, work)
+    chains = plan_chains(graph, target) if one_core and resident else {}
+    while chains:
+        cascades = band_graph(graph, chains)
+        try:
+            banded = _lower_cascaded(ctx, placement, cascades, work)
+        except ReservedFitError:
+            return base
+        kept = paying(chains, base, banded)
+        if kept == chains:
+            return banded
+        chains = kept
+    return base
+
+
+def _lower_cascaded(
+    ctx: CompileContext, placement: Placement | None, cascades: Cascades, work: list[LayerWork]
+) -> TiledProgram:
+    """The one-core lowering of `cascades`' banded graph (ReservedFitError: a tile does not
+    fit beside the band intermediates and the resident tensors)."""
+    graph = cascades.graph
+    residency, folds = _residency(graph, ctx.target, True, cascades.wholes(), cascades.bands)
+    return _lower_all(graph, ctx, placement, None, None, residency, folds, work, cascades)
+
+
+def _residency(
+    graph: Graph,
+    target: Target,
+    one_core: bool,
+    exclude: frozenset[str] = frozenset(),
+    pinned: frozenset[str] = frozenset(),
+) -> tuple[Residency, ConcatFolds]:
+    """The resident tensors (none of `exclude`, all of `pinned`) and the folded concats."""
+    residency = choose_resident(graph, target, exclude, pinned)
+    folds = fold_concats(graph, residency) if one_core else NO_FOLDS
+    if folds.layers:
+        residency = choose_resident(graph, target, exclude | folds.tensors(), pinned)
+    return residency, folds
 
 
 def _lower_all(
@@ -79,8 +121,11 @@ def _lower_all(
     slices: dict[str, tuple[str, int, int]] | None,
     residency: Residency,
     folds: ConcatFolds,
+    work: list[LayerWork],
+    cascades: Cascades | None = None,
 ) -> TiledProgram:
-    """`lower_graph` with the resident tensors `residency` and the folded concats `folds`."""
+    """`lower_graph` with the resident tensors `residency`, the folded concats `folds` and the
+    cascaded chains `cascades` (`graph` is their banded graph; `work`: the source graph's)."""
     target = ctx.target
     program = TiledProgram(graph.name, target)
     rows, cols = target.mesh.rows, target.mesh.cols
@@ -93,8 +138,8 @@ def _lower_all(
         builders.append(TileBuilder(core.graph, target, index, tracker))
     builder = MeshBuilder(builders)
     lctx = LowerContext(graph, program, builder, target)
-    parts = _Parts(slices or {})
-    program.layers = layer_work(graph)
+    parts = _Parts(slices or {}, {} if cascades is None else cascades.views)
+    program.layers = work
     every_core = tuple(range(rows * cols))
     for name in graph.inputs:
         t = graph.tensors[name]
@@ -104,7 +149,7 @@ def _lower_all(
         for index, layer in enumerate(graph.layers):
             if bar is not None and index % 8 == 0:
                 bar.update(index)
-            builder.set_layer(index)
+            builder.set_layer(index if cascades is None else cascades.origin[index])
             lctx.reserved = residency.live_bytes(index)
             for name in residency.born(index):
                 builder.hold(program.key(name), math.prod(lctx.shape(name)))
@@ -175,6 +220,7 @@ class _Parts:
     """The sub-batch slices being lowered, and who read the slices of each on-chip handoff."""
 
     slices: dict[str, tuple[str, int, int]]  # slice name -> (whole tensor, j, n)
+    views: dict[str, tuple[str, int]]  # band tensor -> (whole tensor, first row): cascades
     # (key of a handoff, sub-batch) -> the closes (core, BARRIER) of the layers that read it
     read: dict[tuple[str, int], list[tuple[int, int]]] = field(default_factory=dict)
 
@@ -214,6 +260,10 @@ def _lower_layer(
     for name in (*layer.inputs, *layer.outputs):
         if name in slices and name not in program.slices:
             parts.register(lctx, name)
+    lctx.begin_layer(cores)
+    for name in (*layer.inputs, *layer.outputs):
+        if name in parts.views:
+            _view(lctx, name, parts.views[name])
     if layer.op in VIEW_OPS:
         src = layer.inputs[0]
         lctx.ddr(src)
@@ -228,10 +278,9 @@ def _lower_layer(
             if whole not in program.tensors:
                 program.add_tensor(whole, "temp", lctx.shape(whole))
             program.add_slice(out, whole, at)
-        elif out not in slices:
+        elif out not in slices and out not in parts.views:
             role = "onchip" if out in program.onchip else "temp"
             program.add_tensor(out, role, lctx.shape(out))
-    lctx.begin_layer(cores)
     for out in layer.outputs:
         reuse = parts.reuses(lctx, out) if out in slices else None
         if reuse is not None:
@@ -239,11 +288,30 @@ def _lower_layer(
     lower(lctx, layer)
     closes = []
     for out in layer.outputs:
+        if out in parts.views:
+            whole = parts.views[out][0]
+            band = _view(lctx, out, parts.views[out])
+            lctx.builder.close_ddr(program.key(whole), *band.span(math.prod(lctx.shape(out))))
+            continue
         lo = program.offset(out)
         closes += lctx.builder.close_ddr(program.key(out), lo, lo + math.prod(lctx.shape(out)))
     for name in layer.inputs:
         if name in slices and program.key(name) in program.onchip:
             parts.read.setdefault((program.key(name), slices[name][1]), []).extend(closes)
+
+
+def _view(lctx: LowerContext, name: str, view: tuple[str, int]) -> BandView:
+    """Make band tensor `name` rows [row0, ...) of its whole DDR tensor on the layer's core
+    (the whole, a cascade's output, created with its first band); the view."""
+    program = lctx.program
+    whole, row0 = view
+    if program.key(whole) not in program.tensors:
+        program.add_tensor(whole, "temp", lctx.shape(whole))
+    h, w = lctx.shape(whole)[2:]
+    rows = lctx.shape(name)[2]
+    band = BandView(program.key(whole), program.offset(whole), rows * w, h * w, row0 * w)
+    lctx.builder.view(name, band)
+    return band
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from npucc.backend.lower.band_view import BandView
 from npucc.backend.lower.ddr_deps import Runs, Written, pattern_runs
 from npucc.ir.isa import (
     BufRef,
@@ -21,6 +22,7 @@ from npucc.ir.isa import (
     HostOp,
     Img2Col,
     Instr,
+    MemRef,
     Mmad,
     NocCopy,
     Spill,
@@ -99,6 +101,7 @@ class TileBuilder:
         "_ddr_writers",
         "_gates",
         "_resident",
+        "_views",
     )
 
     def __init__(
@@ -119,6 +122,11 @@ class TileBuilder:
         self._ddr_writers: dict[str, list[tuple[int, Runs | None]]] = {}
         self._gates: dict[str, int] = {}  # key -> BARRIER its writes wait for (until closed)
         self._resident: dict[str, BufRef] = {}  # DDR tensor key -> L1 buffer holding it
+        self._views: dict[str, BandView] = {}  # band key -> the rows of a DDR tensor it is
+
+    def view(self, key: str, band: BandView) -> None:
+        """Make copies through DDR key `key` reach the rows `band` of another DDR tensor."""
+        self._views[key] = band
 
     def hold(self, key: str, elems: int) -> None:
         """Keep DDR tensor `key` (`elems` elements) in a new L1 buffer until `release`: its
@@ -155,8 +163,13 @@ class TileBuilder:
     def emit(self, instr: Instr) -> int:
         """Append an instruction (symbolic operands) and its dependency edges; returns its id.
 
-        A read of a DDR tensor waits for the BARRIER that closed the tensor's writes.
+        A read of a DDR tensor waits for the BARRIER that closed the tensor's writes. A copy
+        through a band view is remapped to its tensor (one or more copies; the last one's id).
         """
+        if self._views and type(instr) is Copy:
+            pieces = self._in_band(instr)
+            if pieces is not None:
+                return [self.emit(piece) for piece in pieces][-1]
         if self.tracker.onchip and type(instr) is Copy:
             instr = self._over_noc(instr)
         if self._resident and type(instr) is Copy:
@@ -214,6 +227,24 @@ class TileBuilder:
             if gate is not None and gate not in preds:
                 self.graph.add_edge(gate, node)
         return node
+
+    def _in_band(self, instr: Copy) -> list[Copy] | None:
+        """The copies of `instr` on whole tensors when a side is a band view (None: neither)."""
+        src, dst = instr.src, instr.dst
+        src_view = self._views.get(src.key) if isinstance(src, DdrRef) else None
+        dst_view = self._views.get(dst.key) if isinstance(dst, DdrRef) else None
+        if src_view is None and dst_view is None:
+            return None
+        if isinstance(src, MemRef) or isinstance(dst, MemRef) or (src_view and dst_view):
+            raise AssertionError("a band view copied from or into another band view or memory")
+        if src_view is not None:
+            pieces = src_view.remap(src.off, instr.dims, instr.src_strides, 0, instr.dst_strides)
+            return [Copy(dst.at(o), DdrRef(src_view.key, w), dims, ost, st)
+                    for w, dims, st, o, ost in pieces]  # fmt: skip
+        assert dst_view is not None
+        pieces = dst_view.remap(dst.off, instr.dims, instr.dst_strides, 0, instr.src_strides)
+        return [Copy(DdrRef(dst_view.key, w), src.at(o), dims, st, ost)
+                for w, dims, st, o, ost in pieces]  # fmt: skip
 
     def _over_noc(self, instr: Copy) -> Copy:
         """The copy as a NoC transfer when its DDR side is a tensor kept on chip."""
@@ -378,6 +409,10 @@ class MeshBuilder:
     def resident(self, key: str) -> BufRef | None:
         """The current core's L1 buffer holding `key`, if resident."""
         return self.builders[self.current].resident(key)
+
+    def view(self, key: str, band: BandView) -> None:
+        """Make the current core's copies through `key` reach `band` (TileBuilder.view)."""
+        self.builders[self.current].view(key, band)
 
     def gate(self, key: str, closes: list[tuple[int, int]], cores: tuple[int, ...]) -> None:
         """Make the writes of `key` on `cores`, until closed, wait for the BARRIERs `closes`."""

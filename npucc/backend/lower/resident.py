@@ -63,10 +63,14 @@ def _readable(op: str, index: int) -> bool:
 
 
 def choose_resident(
-    graph: Graph, target: Target, exclude: frozenset[str] = frozenset()
+    graph: Graph,
+    target: Target,
+    exclude: frozenset[str] = frozenset(),
+    pinned: frozenset[str] = frozenset(),
 ) -> Residency:
     """The layer outputs kept in L1 between layers (none on a mesh, whose handoff is the NoC's),
-    none of `exclude` (tensors that stay in DDR)."""
+    none of `exclude` (tensors that stay in DDR), every one of `pinned` (a cascade's band
+    intermediates, within its own budget) first."""
     if target.cores != 1:
         return NONE
     base: dict[str, str] = {}  # view output -> the tensor it aliases
@@ -95,15 +99,18 @@ def choose_resident(
             continue
         nbytes = -(-math.prod(graph.tensors[name].shape) * eb // align) * align
         last = max(i for i, _ in uses)
-        if nbytes > budget:
+        if nbytes > budget and name not in pinned:
             continue
         saved = nbytes * (1 + len(uses))
-        # NOTE: most saved bytes per byte-layer first; ties by production order (deterministic)
-        scored.append((-saved / (nbytes * (last - p + 1)), p, name, last, nbytes))
+        # NOTE: pinned first, then most saved bytes per byte-layer; ties by production order
+        # (deterministic)
+        rank = (name not in pinned, -saved / (nbytes * (last - p + 1)))
+        scored.append((rank, p, name, last, nbytes))
     live = [0] * len(graph.layers)
     first, last_of, sizes = {}, {}, {}
     for _, p, name, last, nbytes in sorted(scored):
-        if any(live[i] + nbytes > budget for i in range(p, last + 1)):
+        over = any(live[i] + nbytes > budget for i in range(p, last + 1))
+        if over and name not in pinned:
             continue
         for i in range(p, last + 1):
             live[i] += nbytes

@@ -1,0 +1,305 @@
+"""Cascading on one core: chains of convs computed band of rows by band, their intermediates in L1.
+
+When a conv's output is too large to stay in L1 (resident.py) and only the next conv reads it,
+the two, and the convs that follow in the same way, can run as a chain of bands (Vela's
+cascading): band b of the chain's last output needs a band of rows of each earlier layer's
+output (a conv's receptive field, its padding clipped at the image's edges), and each band of
+the chain is a sub-chain of ordinary conv layers on tensors of a few rows. Their intermediates
+are small and stay in L1 (resident tensors the residency keeps first: `Cascades.bands`); the
+chain's inputs (its first layer's image, a fused residual) are read as row bands of their DDR
+tensors and its output written as row bands of its DDR tensor in place (`Cascades.views`,
+npucc.backend.lower.band_view), so the intermediates never touch DDR.
+
+NOTE: the halo rows a 3x3 window needs from its producer's band are recomputed by that band,
+not kept from the previous one. Keeping them would need a buffer whose rows rotate across
+bands, which no lowering reads; recomputing costs the overlap's MACs, which `_gain` prices
+(with a band of r rows a 3x3 stride-1 producer computes r + 2 rows: at the bands chosen,
+8-16 rows, 12-25 % of that layer), against the DDR bytes the chain saves.
+
+Which chains run cascaded and with how many rows a band is a cost choice (`_gain`): per chain
+and band height, the DDR cycles saved (the intermediates' writes and reads) less those added
+(each layer's weights and bias fetched again per band, the input's halo rows read again), the
+recomputed MACs on the cube (or, for a depthwise conv, the vector unit) and each band's DMA
+latencies (target/cost.py's formulas); the band intermediates a layer holds (its input's and
+its output's bands) must fit 1/CASCADE_SHARE of L1. A run of linked convs is split into the
+chains of most total gain.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from npucc.backend.lower.resident import RESIDENT_SHARE
+from npucc.ir.graph import Graph, Layer, Tensor
+from npucc.ir.program import TiledProgram
+from npucc.target import Target
+from npucc.target.cost import cube_bound, ddr_bound, dma_cycles, vector_bound
+
+# band intermediates hold at most 1/CASCADE_SHARE of L1 at any layer of a chain
+CASCADE_SHARE = 2
+# DMAs a cascaded layer issues per band beyond its computation (input, weights, output)
+BAND_DMAS = 3
+
+Rows = tuple[int, int]  # [first, one past the last) row
+
+
+@dataclass(frozen=True, slots=True)
+class Cascades:
+    """A graph with its cascaded chains replaced by their bands' layers."""
+
+    graph: Graph
+    views: dict[str, tuple[str, int]]  # band tensor -> (DDR tensor, first row) it is rows of
+    bands: frozenset[str]  # the band intermediates (kept in L1)
+    origin: tuple[int, ...]  # per layer of `graph`: the index of its layer in the source graph
+
+    def wholes(self) -> frozenset[str]:
+        """The tensors read or written through band views (they stay in DDR)."""
+        return frozenset(whole for whole, _ in self.views.values())
+
+
+def _elem_bytes(target: Target) -> int:
+    return target.tier_bytes("L1")
+
+
+def _linked(graph: Graph, a: Layer, b: Layer, target: Target) -> bool:
+    """Whether conv `b` reads conv `a`'s output as its image, alone, and that output is too
+    large to stay resident (a link of a chain)."""
+    if a.op != "conv2d" or b.op != "conv2d" or len(a.outputs) != 1:
+        return False
+    out = a.outputs[0]
+    if out in graph.outputs or graph.users(out) != [b] or b.inputs.index(out) != 0:
+        return False
+    if b.inputs.count(out) != 1 or len(graph.tensors[out].shape) != 4:
+        return False
+    nbytes = math.prod(graph.tensors[out].shape) * _elem_bytes(target)
+    return nbytes > target.memory.capacity("L1") // RESIDENT_SHARE
+
+
+def _in_rows(graph: Graph, layer: Layer, rows: Rows) -> tuple[Rows, int, int]:
+    """The input rows a conv's output `rows` read, and the band's top and bottom padding."""
+    a = layer.attrs
+    sh, dh = a.get("strides", (1, 1))[0], a.get("dilations", (1, 1))[0]
+    kh = graph.tensors[layer.inputs[1]].shape[2]
+    pt = a.get("pads", (0, 0, 0, 0))[0]
+    h = graph.tensors[layer.inputs[0]].shape[2]
+    first = rows[0] * sh - pt
+    last = (rows[1] - 1) * sh - pt + (kh - 1) * dh + 1
+    lo, hi = max(first, 0), min(last, h)
+    return (lo, hi), lo - first, last - hi
+
+
+def _band_rows(graph: Graph, chain: list[Layer], rows: Rows) -> list[tuple[Rows, int, int]]:
+    """Per layer of `chain`, the output rows band `rows` of its last output needs, and that
+    layer's top and bottom padding (its input rows: the previous entry's, or the chain's
+    input's in the last element of the result)."""
+    out: list[tuple[Rows, int, int]] = [(rows, 0, 0)] * len(chain)
+    need = rows
+    for k in range(len(chain) - 1, -1, -1):
+        window, top, bottom = _in_rows(graph, chain[k], need)
+        out[k] = (need, top, bottom)
+        need = window
+    return [*out, (need, 0, 0)]
+
+
+def _row_elems(graph: Graph, name: str) -> int:
+    """Elements of one row of every plane of 4-D tensor `name`."""
+    n, c, _, w = graph.tensors[name].shape
+    return n * c * w
+
+
+def _gain(graph: Graph, chain: list[Layer], r: int, target: Target) -> int | None:
+    """Cycles saved by cascading `chain` with bands of `r` rows of its last output (None: the
+    bands' intermediates do not fit 1/CASCADE_SHARE of L1, or a band reads no input row)."""
+    eb, align = _elem_bytes(target), target.memory.alignment
+    oh = graph.tensors[chain[-1].outputs[0]].shape[2]
+    budget = target.memory.capacity("L1") // CASCADE_SHARE
+    bands = [_band_rows(graph, chain, (y0, min(y0 + r, oh))) for y0 in range(0, oh, r)]
+    computed = [0] * len(chain)
+    x_rows = 0
+    for band in bands:
+        for k in range(len(chain)):
+            (lo, hi), _, _ = band[k]
+            computed[k] += hi - lo
+            held = 0
+            ends = (
+                (k > 0, k - 1, chain[k].inputs[0]),
+                (k < len(chain) - 1, k, chain[k].outputs[0]),
+            )
+            for inside, at, name in ends:
+                if inside:
+                    lo, hi = band[at][0]
+                    held += -(-(hi - lo) * _row_elems(graph, name) * eb // align) * align
+            if held > budget:
+                return None
+        lo, hi = band[-1][0]
+        if hi <= lo:
+            return None
+        x_rows += hi - lo
+    saved = sum(2 * math.prod(graph.tensors[a.outputs[0]].shape) for a in chain[:-1]) * eb
+    x = chain[0].inputs[0]
+    extra = (x_rows - graph.tensors[x].shape[2]) * _row_elems(graph, x) * eb
+    macs = vec = 0
+    for k, layer in enumerate(chain):
+        weights = sum(math.prod(graph.tensors[n].shape) for n in layer.inputs[1:3] if n)
+        extra += weights * eb * (len(bands) - 1)
+        out = graph.tensors[layer.outputs[0]].shape
+        cin = graph.tensors[layer.inputs[0]].shape[1] // layer.attrs.get("group", 1)
+        kh, kw = graph.tensors[layer.inputs[1]].shape[2:]
+        row_macs = _row_elems(graph, layer.outputs[0]) * cin * kh * kw
+        over = (computed[k] - out[2]) * row_macs
+        if layer.attrs.get("group", 1) > 1:
+            vec += over
+        else:
+            macs += over
+    latency = dma_cycles(target, "DDR_L1", 0) * BAND_DMAS * len(chain) * (len(bands) - 1)
+    cost = ddr_bound(target, extra, 0) + cube_bound(target, macs) + vector_bound(target, vec)
+    return ddr_bound(target, saved, 0) - cost - latency
+
+
+def _best(graph: Graph, chain: list[Layer], target: Target) -> tuple[int, int]:
+    """The band height of most gain for `chain` and that gain (0, 0: none gains)."""
+    oh = graph.tensors[chain[-1].outputs[0]].shape[2]
+    best = (0, 0)
+    for r in range(1, oh):
+        gain = _gain(graph, chain, r, target)
+        if gain is not None and gain > best[1]:
+            best = (r, gain)
+    return best
+
+
+def _split(graph: Graph, run: list[Layer], target: Target) -> list[tuple[int, int, int]]:
+    """The chains (first, one past the last, band rows) of `run` (linked convs) of most total
+    gain."""
+    m = len(run)
+    score = [0] * (m + 1)
+    choice: list[tuple[int, int] | None] = [None] * (m + 1)  # (chain start, rows) ending here
+    for t in range(1, m + 1):
+        score[t], choice[t] = score[t - 1], None
+        for s in range(t - 1):
+            rows, gain = _best(graph, run[s:t], target)
+            if rows and score[s] + gain > score[t]:
+                score[t], choice[t] = score[s] + gain, (s, rows)
+    chains = []
+    t = m
+    while t > 0:
+        c = choice[t]
+        if c is None:
+            t -= 1
+            continue
+        chains.append((c[0], t, c[1]))
+        t = c[0]
+    return chains[::-1]
+
+
+Chains = dict[int, tuple[int, int]]  # first layer -> (one past the last layer, band rows)
+
+
+def plan_chains(graph: Graph, target: Target) -> Chains:
+    """The chains of `graph` worth cascading on one core, by `_gain`."""
+    layers = graph.layers
+    chains: Chains = {}
+    i = 0
+    while i < len(layers) - 1:
+        j = i
+        while j + 1 < len(layers) and _linked(graph, layers[j], layers[j + 1], target):
+            j += 1
+        for s, t, rows in _split(graph, list(layers[i : j + 1]), target):
+            chains[i + s] = (i + t, rows)
+        i = j + 1
+    return chains
+
+
+def band_graph(graph: Graph, chains: Chains) -> Cascades:
+    """`graph` with each chain of `chains` replaced by its bands' layers."""
+    layers = graph.layers
+    out = Graph(graph.name, graph.opset)
+    for tensor in graph.tensors.values():
+        out.add_tensor(tensor)
+    out.inputs, out.outputs = list(graph.inputs), list(graph.outputs)
+    views: dict[str, tuple[str, int]] = {}
+    bands: set[str] = set()
+    origin: list[int] = []
+    i = 0
+    while i < len(layers):
+        if i not in chains:
+            out.add_layer(dataclasses.replace(layers[i]))
+            origin.append(i)
+            i += 1
+            continue
+        end, r = chains[i]
+        chain = list(layers[i:end])
+        oh = graph.tensors[chain[-1].outputs[0]].shape[2]
+        for b, y0 in enumerate(range(0, oh, r)):
+            rows = _band_rows(graph, chain, (y0, min(y0 + r, oh)))
+            image = _band(out, graph, chain[0].inputs[0], rows[-1][0])
+            views[image] = (chain[0].inputs[0], rows[-1][0][0])
+            for k, layer in enumerate(chain):
+                (o0, o1), top, bottom = rows[k]
+                tag = f"rows{o0}-{o1}" if k == len(chain) - 1 else f"band{b}"
+                name = _band(out, graph, layer.outputs[0], (o0, o1), tag)
+                if k == len(chain) - 1:
+                    views[name] = (layer.outputs[0], o0)
+                else:
+                    bands.add(name)
+                inputs = [image, *layer.inputs[1:]]
+                if len(inputs) > 3 and inputs[3]:  # a fused residual: rows of the output's
+                    inputs[3] = _band(out, graph, layer.inputs[3], (o0, o1))
+                    views[inputs[3]] = (layer.inputs[3], o0)
+                pads = list(layer.attrs.get("pads", (0, 0, 0, 0)))
+                pads[0], pads[2] = top, bottom
+                attrs = {**layer.attrs, "pads": pads}
+                band = Layer(f"{layer.name}.band{b}", layer.op, inputs, [name], attrs, layer.src)
+                out.add_layer(band)
+                origin.append(i + k)
+                image = name
+        i = end
+    return Cascades(out, views, frozenset(bands), tuple(origin))
+
+
+def _band(out: Graph, graph: Graph, name: str, rows: Rows, tag: str = "") -> str:
+    """Add the tensor `name`.`tag` (default: rows{first}-{last}) of rows `rows` of 4-D tensor
+    `name` to `out` (once); its name."""
+    t = graph.tensors[name]
+    n, c, _, w = t.shape
+    band = f"{name}.{tag or f'rows{rows[0]}-{rows[1]}'}"
+    if band not in out.tensors:
+        shape = (n, c, rows[1] - rows[0], w)
+        out.add_tensor(Tensor(band, shape, t.dtype, None, t.quant))
+    return band
+
+
+def _spans(program: TiledProgram) -> list[tuple[int, int]]:
+    """Per run of consecutive nodes of one source layer, in lowering order (a layer, or a
+    band of it): that layer and the busiest pipe's cycles of the run."""
+    runs: list[tuple[int, dict[str, int]]] = []
+    for node in program.cores[0].graph.nodes:
+        if not runs or runs[-1][0] != node.layer:
+            runs.append((node.layer, {}))
+        if node.pipe is not None:
+            busy = runs[-1][1]
+            busy[node.pipe] = busy.get(node.pipe, 0) + node.cycles
+    return [(layer, max(busy.values(), default=0)) for layer, busy in runs]
+
+
+def paying(chains: Chains, base: TiledProgram, banded: TiledProgram) -> Chains:
+    """The chains whose bands, as lowered in `banded`, take fewer cycles than their layers in
+    `base` (the program without cascades), each layer or band timed by its busiest pipe.
+
+    NOTE: the lowering goes layer after layer (band after band), and a layer's first DMAs
+    wait for the previous one's last writes: the sum over layers of each one's busiest pipe
+    is within 2 % of the makespan on MobileNet v2 (1,161,537 against 1,178,791 cycles). A
+    chain moves work between pipes (DDR reads and writes off MTE2 and MTE3; the band
+    intermediates' stores into L1 onto VECTOR, their reads onto MTE1; the halo's MACs onto
+    the cube or, for a depthwise conv, the vector unit) and adds the bands' latencies, so
+    whether it pays is measured on both lowerings, not guessed.
+    """
+    before, after = _spans(base), _spans(banded)
+    kept: Chains = {}
+    for first, (end, rows) in chains.items():
+        old = sum(c for layer, c in before if first <= layer < end)
+        new = sum(c for layer, c in after if first <= layer < end)
+        if new < old:
+            kept[first] = (end, rows)
+    return kept
