@@ -22,7 +22,7 @@ from npucc.backend.lower import (  # noqa: F401  (register)
 )
 from npucc.backend.lower.band_view import BandView
 from npucc.backend.lower.builder import DdrTracker, MeshBuilder, TileBuilder
-from npucc.backend.lower.cascade import Cascades, band_graph, paying, plan_chains
+from npucc.backend.lower.cascade import Cascades, band_graph, paying, plan_chains, span_cycles
 from npucc.backend.lower.concat_fold import NO_FOLDS, ConcatFolds, fold_concats
 from npucc.backend.lower.context import LOWERINGS, LowerContext, ReservedFitError
 from npucc.backend.lower.resident import NONE as NO_RESIDENT
@@ -59,7 +59,9 @@ def lower_graph(
     layer outputs `choose_resident` picks stay in L1 (one core); the rest go through DDR, where
     (one core) a concat's producers write its inputs in place when they can (`fold_concats`)
     and chains of convs whose intermediates do not fit L1 run cascaded in bands of rows
-    (`plan_chains`), those that lower the busiest pipe (`paying`, measured on both lowerings).
+    (`plan_chains`): those whose bands take fewer cycles than their layers (`paying`, measured
+    on both lowerings), if the whole program then does too (`span_cycles`: a chain's image and
+    output stay in DDR, which may cost other layers their resident inputs).
     NOTE: if a layer's smallest tile does not fit beside the resident tensors, the graph is
     lowered again without them (the result is what it was before residency); if one does not
     fit beside a cascade's bands, without the cascades.
@@ -83,7 +85,7 @@ def lower_graph(
             return base
         kept = paying(chains, base, banded)
         if kept == chains:
-            return banded
+            return banded if span_cycles(banded) < span_cycles(base) else base
         chains = kept
     return base
 

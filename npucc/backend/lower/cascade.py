@@ -283,6 +283,11 @@ def _spans(program: TiledProgram) -> list[tuple[int, int]]:
     return [(layer, max(busy.values(), default=0)) for layer, busy in runs]
 
 
+def span_cycles(program: TiledProgram) -> int:
+    """The program's cycles as `paying` times them: each layer's (or band's) busiest pipe."""
+    return sum(cycles for _, cycles in _spans(program))
+
+
 def paying(chains: Chains, base: TiledProgram, banded: TiledProgram) -> Chains:
     """The chains whose bands, as lowered in `banded`, take fewer cycles than their layers in
     `base` (the program without cascades), each layer or band timed by its busiest pipe.
