@@ -73,6 +73,20 @@ def _bottleneck(h: int = 49, w: int = 47) -> onnx.ModelProto:
     return _model(nodes, consts, [1, 64, h, w], [1, 64, h, w])
 
 
+def _stem(pool: str, h: int = 97, w: int = 101) -> onnx.ModelProto:
+    """ResNet's stem: conv 7x7 stride 2 (3 -> 32, relu), then a 3x3 stride-2 pool, padded (an
+    average pool not counting its padding)."""
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["a"], pads=[3, 3, 3, 3], strides=[2, 2]),
+        helper.make_node("Relu", ["a"], ["ar"]),
+        helper.make_node(
+            pool, ["ar"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]
+        ),
+    ]
+    oh, ow = (h + 1) // 2, (w + 1) // 2
+    return _model(nodes, {"w": (32, 3, 7, 7)}, [1, 3, h, w], [1, 32, (oh + 1) // 2, (ow + 1) // 2])
+
+
 def test_a_stride_2_chain_bands_clip_their_padding_at_the_image_edges():
     graph = compile_until(_inverted_residual(2), "prune-unused", TARGET)
     chains = plan_chains(graph, TARGET)
@@ -95,7 +109,15 @@ def test_a_stride_2_chain_bands_clip_their_padding_at_the_image_edges():
 
 
 @pytest.mark.parametrize(
-    "model", [_inverted_residual(1), _inverted_residual(2), _bottleneck()], ids=["ir1", "ir2", "bn"]
+    "model",
+    [
+        _inverted_residual(1),
+        _inverted_residual(2),
+        _bottleneck(),
+        _stem("MaxPool"),
+        _stem("AveragePool"),
+    ],  # fmt: skip
+    ids=["ir1", "ir2", "bn", "stem_max", "stem_avg"],
 )
 def test_a_cascaded_block_matches_onnxruntime_and_its_intermediates_stay_on_chip(
     model, monkeypatch

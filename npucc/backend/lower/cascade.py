@@ -39,6 +39,7 @@ from npucc.target.cost import cube_bound, ddr_bound, dma_cycles, vector_bound
 
 # band intermediates hold at most 1/CASCADE_SHARE of L1 at any layer of a chain
 CASCADE_SHARE = 2
+POOLS = ("maxpool", "avgpool")
 # DMAs a cascaded layer issues per band beyond its computation (input, weights, output)
 BAND_DMAS = 3
 
@@ -63,10 +64,27 @@ def _elem_bytes(target: Target) -> int:
     return target.tier_bytes("L1")
 
 
+def _windowed(layer: Layer) -> bool:
+    """Whether `layer` is a conv or a windowed pool whose bands are layers of its own kind
+    (not a pool whose ceil_mode adds rows its divisor treats apart)."""
+    if layer.op == "conv2d":
+        return True
+    return layer.op in POOLS and not any(layer.attrs.get("ceil_pads", ()))
+
+
+def _kernel(graph: Graph, layer: Layer) -> tuple[int, int]:
+    """A conv's or a pool's window: (rows, columns)."""
+    if layer.op == "conv2d":
+        kh, kw = graph.tensors[layer.inputs[1]].shape[2:]
+        return kh, kw
+    kh, kw = layer.attrs["kernel"]
+    return kh, kw
+
+
 def _linked(graph: Graph, a: Layer, b: Layer, target: Target) -> bool:
-    """Whether conv `b` reads conv `a`'s output as its image, alone, and that output is too
-    large to stay resident (a link of a chain)."""
-    if a.op != "conv2d" or b.op != "conv2d" or len(a.outputs) != 1:
+    """Whether `b` reads `a`'s output as its image, alone, and that output is too large to stay
+    resident (a link of a chain; both convs or windowed pools)."""
+    if not (_windowed(a) and _windowed(b)) or len(a.outputs) != 1:
         return False
     out = a.outputs[0]
     if out in graph.outputs or graph.users(out) != [b] or b.inputs.index(out) != 0:
@@ -78,10 +96,11 @@ def _linked(graph: Graph, a: Layer, b: Layer, target: Target) -> bool:
 
 
 def _in_rows(graph: Graph, layer: Layer, rows: Rows) -> tuple[Rows, int, int]:
-    """The input rows a conv's output `rows` read, and the band's top and bottom padding."""
+    """The input rows a conv's or pool's output `rows` read, and the band's top and bottom
+    padding."""
     a = layer.attrs
     sh, dh = a.get("strides", (1, 1))[0], a.get("dilations", (1, 1))[0]
-    kh = graph.tensors[layer.inputs[1]].shape[2]
+    kh = _kernel(graph, layer)[0]
     pt = a.get("pads", (0, 0, 0, 0))[0]
     h = graph.tensors[layer.inputs[0]].shape[2]
     first = rows[0] * sh - pt
@@ -145,11 +164,13 @@ def _gain(graph: Graph, chain: list[Layer], r: int, target: Target) -> int | Non
         weights = sum(math.prod(graph.tensors[n].shape) for n in layer.inputs[1:3] if n)
         extra += weights * eb * (len(bands) - 1)
         out = graph.tensors[layer.outputs[0]].shape
-        cin = graph.tensors[layer.inputs[0]].shape[1] // layer.attrs.get("group", 1)
-        kh, kw = graph.tensors[layer.inputs[1]].shape[2:]
+        kh, kw = _kernel(graph, layer)
+        cin = 1  # a pool: one input element a tap
+        if layer.op == "conv2d":
+            cin = graph.tensors[layer.inputs[0]].shape[1] // layer.attrs.get("group", 1)
         row_macs = _row_elems(graph, layer.outputs[0]) * cin * kh * kw
         over = (computed[k] - out[2]) * row_macs
-        if layer.attrs.get("group", 1) > 1:
+        if layer.op != "conv2d" or layer.attrs.get("group", 1) > 1:  # on the vector unit
             vec += over
         else:
             macs += over
