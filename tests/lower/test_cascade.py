@@ -87,6 +87,21 @@ def _stem(pool: str, h: int = 97, w: int = 101) -> onnx.ModelProto:
     return _model(nodes, {"w": (32, 3, 7, 7)}, [1, 3, h, w], [1, 32, (oh + 1) // 2, (ow + 1) // 2])
 
 
+def _lrn_branch(h: int = 41, w: int = 43) -> onnx.ModelProto:
+    """Inception's stem and join: conv 3x3 (8 -> 64), LRN, max pool 3x3 (stride 1, pad 1),
+    conv 1x1 (64 -> 16), concatenated with a 1x1 branch of x (a concat folded in place)."""
+    nodes = [
+        helper.make_node("Conv", ["x", "e"], ["a"], pads=[1, 1, 1, 1]),
+        helper.make_node("LRN", ["a"], ["n"], size=5, alpha=1e-3, beta=0.75, bias=1.0),
+        helper.make_node("MaxPool", ["n"], ["m"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["m", "p"], ["b"]),
+        helper.make_node("Conv", ["x", "q"], ["c"]),
+        helper.make_node("Concat", ["b", "c"], ["y"], axis=1),
+    ]
+    consts = {"e": (64, 8, 3, 3), "p": (16, 64, 1, 1), "q": (16, 8, 1, 1)}
+    return _model(nodes, consts, [1, 8, h, w], [1, 32, h, w])
+
+
 def test_a_stride_2_chain_bands_clip_their_padding_at_the_image_edges():
     graph = compile_until(_inverted_residual(2), "prune-unused", TARGET)
     chains = plan_chains(graph, TARGET)
@@ -116,8 +131,9 @@ def test_a_stride_2_chain_bands_clip_their_padding_at_the_image_edges():
         _bottleneck(),
         _stem("MaxPool"),
         _stem("AveragePool"),
-    ],  # fmt: skip
-    ids=["ir1", "ir2", "bn", "stem_max", "stem_avg"],
+        _lrn_branch(),
+    ],
+    ids=["ir1", "ir2", "bn", "stem_max", "stem_avg", "lrn_concat"],
 )
 def test_a_cascaded_block_matches_onnxruntime_and_its_intermediates_stay_on_chip(
     model, monkeypatch

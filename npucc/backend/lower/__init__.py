@@ -22,7 +22,7 @@ from npucc.backend.lower import (  # noqa: F401  (register)
 )
 from npucc.backend.lower.band_view import BandView
 from npucc.backend.lower.builder import DdrTracker, MeshBuilder, TileBuilder
-from npucc.backend.lower.cascade import Cascades, band_graph, paying, plan_chains, span_cycles
+from npucc.backend.lower.cascade import Cascades, band_graph, paying, plan_chains
 from npucc.backend.lower.concat_fold import NO_FOLDS, ConcatFolds, fold_concats
 from npucc.backend.lower.context import LOWERINGS, LowerContext, ReservedFitError
 from npucc.backend.lower.resident import NONE as NO_RESIDENT
@@ -59,9 +59,8 @@ def lower_graph(
     layer outputs `choose_resident` picks stay in L1 (one core); the rest go through DDR, where
     (one core) a concat's producers write its inputs in place when they can (`fold_concats`)
     and chains of convs whose intermediates do not fit L1 run cascaded in bands of rows
-    (`plan_chains`): those whose bands take fewer cycles than their layers (`paying`, measured
-    on both lowerings), if the whole program then does too (`span_cycles`: a chain's image and
-    output stay in DDR, which may cost other layers their resident inputs).
+    (`plan_chains`): those whose bands take fewer cycles than their layers, if the whole
+    program then does too (`paying`, measured on both lowerings).
     NOTE: if a layer's smallest tile does not fit beside the resident tensors, the graph is
     lowered again without them (the result is what it was before residency); if one does not
     fit beside a cascade's bands, without the cascades.
@@ -85,7 +84,7 @@ def lower_graph(
             return base
         kept = paying(chains, base, banded)
         if kept == chains:
-            return banded if span_cycles(banded) < span_cycles(base) else base
+            return banded
         chains = kept
     return base
 
@@ -96,7 +95,8 @@ def _lower_cascaded(
     """The one-core lowering of `cascades`' banded graph (ReservedFitError: a tile does not
     fit beside the band intermediates and the resident tensors)."""
     graph = cascades.graph
-    residency, folds = _residency(graph, ctx.target, True, cascades.wholes(), cascades.bands)
+    made = cascades.outputs()
+    residency, folds = _residency(graph, ctx.target, True, cascades.wholes(), cascades.bands, made)
     return _lower_all(graph, ctx, placement, None, None, residency, folds, work, cascades)
 
 
@@ -106,10 +106,12 @@ def _residency(
     one_core: bool,
     exclude: frozenset[str] = frozenset(),
     pinned: frozenset[str] = frozenset(),
+    made: frozenset[str] = frozenset(),
 ) -> tuple[Residency, ConcatFolds]:
-    """The resident tensors (none of `exclude`, all of `pinned`) and the folded concats."""
+    """The resident tensors (none of `exclude`, all of `pinned`) and the folded concats (whose
+    inputs may be `made` in bands by cascaded chains)."""
     residency = choose_resident(graph, target, exclude, pinned)
-    folds = fold_concats(graph, residency) if one_core else NO_FOLDS
+    folds = fold_concats(graph, residency, made) if one_core else NO_FOLDS
     if folds.layers:
         residency = choose_resident(graph, target, exclude | folds.tensors(), pinned)
     return residency, folds
@@ -265,7 +267,7 @@ def _lower_layer(
     lctx.begin_layer(cores)
     for name in (*layer.inputs, *layer.outputs):
         if name in parts.views:
-            _view(lctx, name, parts.views[name])
+            _view(lctx, name, parts.views[name], folds)
     if layer.op in VIEW_OPS:
         src = layer.inputs[0]
         lctx.ddr(src)
@@ -292,7 +294,7 @@ def _lower_layer(
     for out in layer.outputs:
         if out in parts.views:
             whole = parts.views[out][0]
-            band = _view(lctx, out, parts.views[out])
+            band = _view(lctx, out, parts.views[out], folds)
             lctx.builder.close_ddr(program.key(whole), *band.span(math.prod(lctx.shape(out))))
             continue
         lo = program.offset(out)
@@ -302,12 +304,18 @@ def _lower_layer(
             parts.read.setdefault((program.key(name), slices[name][1]), []).extend(closes)
 
 
-def _view(lctx: LowerContext, name: str, view: tuple[str, int]) -> BandView:
+def _view(lctx: LowerContext, name: str, view: tuple[str, int], folds: ConcatFolds) -> BandView:
     """Make band tensor `name` rows [row0, ...) of its whole DDR tensor on the layer's core
-    (the whole, a cascade's output, created with its first band); the view."""
+    (the whole, a cascade's output, created with its first band: a slice of a folded concat's
+    output, if `folds` places it there); the view."""
     program = lctx.program
     whole, row0 = view
-    if program.key(whole) not in program.tensors:
+    if whole in folds.parts and whole not in program.slices:
+        cat, at = folds.parts[whole]
+        if cat not in program.tensors:
+            program.add_tensor(cat, "temp", lctx.shape(cat))
+        program.add_slice(whole, cat, at)
+    elif program.key(whole) not in program.tensors:
         program.add_tensor(whole, "temp", lctx.shape(whole))
     h, w = lctx.shape(whole)[2:]
     rows = lctx.shape(name)[2]

@@ -40,6 +40,8 @@ from npucc.target.cost import cube_bound, ddr_bound, dma_cycles, vector_bound
 # band intermediates hold at most 1/CASCADE_SHARE of L1 at any layer of a chain
 CASCADE_SHARE = 2
 POOLS = ("maxpool", "avgpool")
+# layers whose output rows read the same input rows (a band of them is a layer of its kind)
+ROWWISE = ("lrn",)
 # DMAs a cascaded layer issues per band beyond its computation (input, weights, output)
 BAND_DMAS = 3
 
@@ -59,21 +61,29 @@ class Cascades:
         """The tensors read or written through band views (they stay in DDR)."""
         return frozenset(whole for whole, _ in self.views.values())
 
+    def outputs(self) -> frozenset[str]:
+        """The chains' outputs (written band by band; no layer of `graph` produces them)."""
+        return frozenset(w for w in self.wholes() if self.graph.producer(w) is None) - {
+            *self.graph.inputs
+        }
+
 
 def _elem_bytes(target: Target) -> int:
     return target.tier_bytes("L1")
 
 
 def _windowed(layer: Layer) -> bool:
-    """Whether `layer` is a conv or a windowed pool whose bands are layers of its own kind
-    (not a pool whose ceil_mode adds rows its divisor treats apart)."""
-    if layer.op == "conv2d":
+    """Whether `layer` is a conv, a windowed pool or a row-wise layer whose bands are layers of
+    its own kind (not a pool whose ceil_mode adds rows its divisor treats apart)."""
+    if layer.op in ("conv2d", *ROWWISE):
         return True
     return layer.op in POOLS and not any(layer.attrs.get("ceil_pads", ()))
 
 
 def _kernel(graph: Graph, layer: Layer) -> tuple[int, int]:
-    """A conv's or a pool's window: (rows, columns)."""
+    """A conv's or a pool's window: (rows, columns); a row-wise layer's (1, 1)."""
+    if layer.op in ROWWISE:
+        return 1, 1
     if layer.op == "conv2d":
         kh, kw = graph.tensors[layer.inputs[1]].shape[2:]
         return kh, kw
@@ -96,8 +106,10 @@ def _linked(graph: Graph, a: Layer, b: Layer, target: Target) -> bool:
 
 
 def _in_rows(graph: Graph, layer: Layer, rows: Rows) -> tuple[Rows, int, int]:
-    """The input rows a conv's or pool's output `rows` read, and the band's top and bottom
-    padding."""
+    """The input rows a conv's or pool's output `rows` read (a row-wise layer's: the same),
+    and the band's top and bottom padding."""
+    if layer.op in ROWWISE:
+        return rows, 0, 0
     a = layer.attrs
     sh, dh = a.get("strides", (1, 1))[0], a.get("dilations", (1, 1))[0]
     kh = _kernel(graph, layer)[0]
@@ -268,9 +280,11 @@ def band_graph(graph: Graph, chains: Chains) -> Cascades:
                 if len(inputs) > 3 and inputs[3]:  # a fused residual: rows of the output's
                     inputs[3] = _band(out, graph, layer.inputs[3], (o0, o1))
                     views[inputs[3]] = (layer.inputs[3], o0)
-                pads = list(layer.attrs.get("pads", (0, 0, 0, 0)))
-                pads[0], pads[2] = top, bottom
-                attrs = {**layer.attrs, "pads": pads}
+                attrs = dict(layer.attrs)
+                if layer.op not in ROWWISE:
+                    pads = list(layer.attrs.get("pads", (0, 0, 0, 0)))
+                    pads[0], pads[2] = top, bottom
+                    attrs["pads"] = pads
                 band = Layer(f"{layer.name}.band{b}", layer.op, inputs, [name], attrs, layer.src)
                 out.add_layer(band)
                 origin.append(i + k)
@@ -293,29 +307,34 @@ def _band(out: Graph, graph: Graph, name: str, rows: Rows, tag: str = "") -> str
 
 def _spans(program: TiledProgram) -> list[tuple[int, int]]:
     """Per run of consecutive nodes of one source layer, in lowering order (a layer, or a
-    band of it): that layer and the busiest pipe's cycles of the run."""
-    runs: list[tuple[int, dict[str, int]]] = []
-    for node in program.cores[0].graph.nodes:
+    band of it): that layer and the run's cycles, the larger of its busiest pipe's and its
+    longest chain of dependent nodes (the DMA latencies a short band cannot hide)."""
+    graph = program.cores[0].graph
+    runs: list[tuple[int, dict[str, int], dict[int, int]]] = []
+    for node in graph.nodes:
         if not runs or runs[-1][0] != node.layer:
-            runs.append((node.layer, {}))
+            runs.append((node.layer, {}, {}))
+        _, busy, finish = runs[-1]
         if node.pipe is not None:
-            busy = runs[-1][1]
             busy[node.pipe] = busy.get(node.pipe, 0) + node.cycles
-    return [(layer, max(busy.values(), default=0)) for layer, busy in runs]
-
-
-def span_cycles(program: TiledProgram) -> int:
-    """The program's cycles as `paying` times them: each layer's (or band's) busiest pipe."""
-    return sum(cycles for _, cycles in _spans(program))
+        start = max((finish[p] for p in graph.preds[node.id] if p in finish), default=0)
+        finish[node.id] = start + node.cycles
+    return [(layer, max(*busy.values(), *finish.values(), 0)) for layer, busy, finish in runs]
 
 
 def paying(chains: Chains, base: TiledProgram, banded: TiledProgram) -> Chains:
     """The chains whose bands, as lowered in `banded`, take fewer cycles than their layers in
-    `base` (the program without cascades), each layer or band timed by its busiest pipe.
+    `base` (the program without cascades), each layer or band timed by its busiest pipe or
+    its longest dependent chain; none if they all do but the whole program does not (a
+    chain's image and output stay in DDR, which may cost other layers resident inputs or a
+    concat folded in place).
 
     NOTE: the lowering goes layer after layer (band after band), and a layer's first DMAs
     wait for the previous one's last writes: the sum over layers of each one's busiest pipe
-    is within 2 % of the makespan on MobileNet v2 (1,161,537 against 1,178,791 cycles). A
+    is within 2 % of the makespan on MobileNet v2 (1,161,537 against 1,178,791 cycles); the
+    longest dependent chain counts too where it is longer (short bands: Inception v1's stem
+    cascaded sums 1,646,396 by busiest pipes against 1,663,823 without, but 1,712,020
+    against 1,692,609 with the chains, as its makespans, 1,768,291 against 1,732,356). A
     chain moves work between pipes (DDR reads and writes off MTE2 and MTE3; the band
     intermediates' stores into L1 onto VECTOR, their reads onto MTE1; the halo's MACs onto
     the cube or, for a depthwise conv, the vector unit) and adds the bands' latencies, so
@@ -328,4 +347,6 @@ def paying(chains: Chains, base: TiledProgram, banded: TiledProgram) -> Chains:
         new = sum(c for layer, c in after if first <= layer < end)
         if new < old:
             kept[first] = (end, rows)
+    if kept == chains and sum(c for _, c in after) >= sum(c for _, c in before):
+        return {}
     return kept

@@ -39,18 +39,24 @@ class ConcatFolds:
 NO_FOLDS = ConcatFolds({}, frozenset())
 
 
-def _qualifies(graph: Graph, name: str, concat: Layer) -> bool:
-    """Whether input `name` of `concat` can be written in place (see the module docstring)."""
+def _qualifies(graph: Graph, name: str, concat: Layer, made: frozenset[str]) -> bool:
+    """Whether input `name` of `concat` can be written in place (see the module docstring;
+    `made`: tensors compute layers write in bands, without a producer in `graph`)."""
     producer = graph.producer(name)
-    if producer is None or producer.op in (*VIEW_OPS, HOST_OP, "concat"):
+    if producer is None and name not in made:
+        return False
+    if producer is not None and producer.op in (*VIEW_OPS, HOST_OP, "concat"):
         return False
     users = graph.users(name)
     return users == [concat] and concat.inputs.count(name) == 1 and name not in graph.outputs
 
 
-def fold_concats(graph: Graph, residency: Residency) -> ConcatFolds:
+def fold_concats(
+    graph: Graph, residency: Residency, made: frozenset[str] = frozenset()
+) -> ConcatFolds:
     """The concats of `graph` whose inputs their producers can write in place, given the
-    resident tensors chosen without folds (`residency`)."""
+    resident tensors chosen without folds (`residency`); `made`: the outputs of cascaded
+    chains (npucc.backend.lower.cascade), written band by band by layers of other names."""
     parts: dict[str, tuple[str, int]] = {}
     layers = []
     for index, layer in enumerate(graph.layers):
@@ -60,7 +66,7 @@ def fold_concats(graph: Graph, residency: Residency) -> ConcatFolds:
         shape = graph.tensors[out].shape
         if math.prod(shape[: layer.attrs["axis"]]) != 1 or out in residency.first:
             continue
-        if not all(_qualifies(graph, name, layer) for name in layer.inputs):
+        if not all(_qualifies(graph, name, layer, made) for name in layer.inputs):
             continue
         at = 0
         for name in layer.inputs:
