@@ -12,7 +12,7 @@ import npucc.backend.lower as lower
 from npucc.backend.lower.cascade import band_graph, plan_chains
 from npucc.checking import compare, random_inputs, run_onnxruntime
 from npucc.compiler import compile_until
-from npucc.ir.isa import DdrRef
+from npucc.ir.isa import Copy, DdrRef
 from npucc.target import load_target
 
 TARGET = load_target("davinci-core")
@@ -105,9 +105,9 @@ def _lrn_branch(h: int = 41, w: int = 43) -> onnx.ModelProto:
 def test_a_stride_2_chain_bands_clip_their_padding_at_the_image_edges():
     graph = compile_until(_inverted_residual(2), "prune-unused", TARGET)
     chains = plan_chains(graph, TARGET)
-    ((first, (end, _)),) = chains.items()
+    ((first, (end, *_)),) = chains.items()
     assert end - first == 3  # expand -> depthwise -> project
-    cascades = band_graph(graph, {first: (end, 4)})
+    cascades = band_graph(graph, {first: (end, 4, False)}, TARGET)
     bands = [layer for layer in cascades.graph.layers if layer.op == "conv2d"]
     assert len(bands) == 3 * 8  # 31 output rows in bands of 4
     depthwise = [layer for layer in bands if layer.attrs["group"] == 96]
@@ -157,3 +157,24 @@ def test_a_cascaded_block_matches_onnxruntime_and_its_intermediates_stay_on_chip
         if isinstance(getattr(node.instr, name), DdrRef)
     }
     assert {k for k in touched if tiled.tensors[k].role == "temp"} == {"y"}
+
+
+def test_weights_held_across_bands_are_loaded_once_and_read_in_place(monkeypatch):
+    model = _bottleneck()
+    graph = compile_until(model, "prune-unused", TARGET)
+    ((first, (end, rows, _)),) = plan_chains(graph, TARGET).items()
+    monkeypatch.setattr(lower, "plan_chains", lambda g, t: {first: (end, rows, True)})
+    monkeypatch.setattr(lower, "paying", lambda chains, base, banded: chains)
+    program = npucc.compile(model, TARGET)
+    inputs = random_inputs(program.inputs, 0, model)
+    result = program.execute(inputs)
+    assert all(c.ok for c in compare(result.outputs, run_onnxruntime(model, inputs)))
+    assert result.makespan == program.stats["predicted_makespan"]
+    tiled = compile_until(model, "lower-tiles", TARGET)
+    loads = [
+        node.instr.src.key
+        for node in tiled.cores[0].graph.nodes
+        if isinstance(node.instr, Copy) and isinstance(node.instr.src, DdrRef)
+    ]
+    bands = -(-49 // rows)
+    assert bands > 1 and all(loads.count(w) == 1 for w in ("w1", "w2", "w3"))

@@ -32,6 +32,7 @@ from npucc.backend.lower.work import layer_work
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph, Layer
 from npucc.ir.graph_schema import VIEW_OPS
+from npucc.ir.isa import Copy
 from npucc.ir.onchip import OnChip
 from npucc.ir.plan import MeshPlan, PlannedGraph
 from npucc.ir.program import Core, IoBinding, LayerWork, TiledProgram
@@ -77,7 +78,7 @@ def lower_graph(
         return _lower_all(graph, ctx, placement, onchip, slices, NO_RESIDENT, folds, work)
     chains = plan_chains(graph, target) if one_core and resident else {}
     while chains:
-        cascades = band_graph(graph, chains)
+        cascades = band_graph(graph, chains, target)
         try:
             banded = _lower_cascaded(ctx, placement, cascades, work)
         except ReservedFitError:
@@ -149,12 +150,14 @@ def _lower_all(
         t = graph.tensors[name]
         program.add_tensor(name, "input", t.shape, dtype=t.dtype, quant=t.quant)
         program.io.append(IoBinding("input", name, name, t.shape, t.dtype, t.quant))
+    held = _HeldWeights(graph, cascades.weights if cascades is not None else frozenset())
     with progress.task("lower-tiles", len(graph.layers)) as bar:
         for index, layer in enumerate(graph.layers):
             if bar is not None and index % 8 == 0:
                 bar.update(index)
             builder.set_layer(index if cascades is None else cascades.origin[index])
-            lctx.reserved = residency.live_bytes(index)
+            held.load(lctx, index)
+            lctx.reserved = residency.live_bytes(index) + held.live_bytes(lctx, index)
             for name in residency.born(index):
                 builder.hold(program.key(name), math.prod(lctx.shape(name)))
             if index not in folds.layers:
@@ -162,6 +165,7 @@ def _lower_all(
                 _lower_layer(lctx, layer, cores, parts, folds)
             for name in residency.dead(index):
                 builder.release(program.key(name))
+            held.free(lctx, index)
     for name in graph.outputs:
         lctx.ddr(name)
         t = graph.tensors[name]
@@ -172,6 +176,48 @@ def _lower_all(
     if program.cross_edges:
         _order_sync_points(program)
     return program
+
+
+class _HeldWeights:
+    """Constants a cascade holds in L1 from their first band layer to their last: each loaded
+    with one DMA, read in place by every band (npucc.backend.lower.cascade)."""
+
+    __slots__ = ("first", "last")
+
+    def __init__(self, graph: Graph, names: frozenset[str]) -> None:
+        self.first: dict[str, int] = {}
+        self.last: dict[str, int] = {}
+        for index, layer in enumerate(graph.layers):
+            for name in layer.inputs:
+                if name in names:
+                    self.first.setdefault(name, index)
+                    self.last[name] = index
+
+    def load(self, lctx: LowerContext, index: int) -> None:
+        """Load the constants layer `index` is the first to read into L1."""
+        for name, first in self.first.items():
+            if first == index:
+                elems = math.prod(lctx.shape(name))
+                ref = lctx.builder.alloc("L1", elems, f"{name}.held")
+                lctx.builder.emit(Copy(ref, lctx.ddr(name), (elems,), (1,), (1,)))
+                lctx.builder.keep(lctx.program.key(name), ref)
+
+    def live_bytes(self, lctx: LowerContext, index: int) -> int:
+        """L1 bytes of the constants held while layer `index` is lowered."""
+        return lctx.tile_bytes(
+            tuple(
+                math.prod(lctx.shape(name))
+                for name, first in self.first.items()
+                if first <= index <= self.last[name]
+            ),
+            "L1",
+        )
+
+    def free(self, lctx: LowerContext, index: int) -> None:
+        """Free the constants layer `index` is the last to read."""
+        for name, last in self.last.items():
+            if last == index:
+                lctx.builder.release(lctx.program.key(name))
 
 
 def _order_sync_points(program: TiledProgram) -> None:

@@ -517,8 +517,13 @@ class _Nest:
     k: int
 
     def load_w(self, n0: int, nb: int, k0: int, kb: int) -> L1Block:
-        """W[k0:k0+kb, n0:n0+nb] into an L1 block (row-major)."""
+        """W[k0:k0+kb, n0:n0+nb] into an L1 block (row-major); of W held in L1 (a cascaded
+        layer's, a copy of its DDR tensor: npucc.backend.lower.cascade), a view of it."""
         bld, w = self.ctx.builder, self.io.w
+        held = bld.resident(w.ref.key)
+        if held is not None:
+            view = held.at(w.tile(k0, n0).off)
+            return L1Block(view, k0, n0, kb, nb, owned=False, strides=(w.rows, w.cols))
         ref = bld.alloc("L1", kb * nb, f"{self.layer.name}.w")
         bld.emit(Copy(ref, w.tile(k0, n0), (kb, nb), (nb, 1), (w.rows, w.cols)))
         return L1Block(ref, k0, n0, kb, nb)
@@ -529,22 +534,24 @@ class _Nest:
             return None
         bld = self.ctx.builder
         per = self.io.bias_elems
+        held = bld.resident(self.io.bias.key)
+        if held is not None:
+            return L1Block(held.at(self.io.bias.off + n0 * per), 0, n0, 1, nb, owned=False)
         b = bld.alloc("L1", nb * per, f"{self.layer.name}.bias")
         bld.emit(Copy(b, self.io.bias.at(n0 * per), (nb * per,), (1,), (1,)))
         return L1Block(b, 0, n0, 1, nb)
 
     def free(self, w: L1Block, bias: L1Block | None) -> None:
-        """Free a W block and its bias."""
-        self.ctx.builder.free(w.ref)
+        """Free a W block and its bias (views of held ones stay)."""
+        release(self.ctx, w)
         if bias is not None:
-            self.ctx.builder.free(bias.ref)
+            release(self.ctx, bias)
 
     def stage_b(self, w: L1Block, k0: int, kt: int, n0: int, nt: int) -> BufRef:
         """Move W[k0:k0+kt, n0:n0+nt] from its L1 block into L0B (row-major kt x nt)."""
         bld = self.ctx.builder
         b0 = bld.alloc("L0B", kt * nt, f"{self.layer.name}.b0")
-        src = w.ref.at((k0 - w.r0) * w.cols + n0 - w.c0)
-        bld.emit(Copy(b0, src, (kt, nt), (nt, 1), (w.cols, 1)))
+        bld.emit(Copy(b0, w.at(k0, n0), (kt, nt), (nt, 1), w.strides or (w.cols, 1)))
         return b0
 
     def hold_b(self, w: L1Block, tiles: int) -> dict[tuple[int, int], BufRef]:
@@ -625,12 +632,12 @@ class _Nest:
                 bld.free(b0)
             if held_x is None:
                 release(self.ctx, x)
-            bld.free(w.ref)
+            release(self.ctx, w)
         for tile, tile_accs in zip(block.tiles, accs, strict=True):
             for acc, (c0, nt) in zip(tile_accs, cols, strict=True):
                 self.epilogue(acc, tile, c0, nt, bias)
         if bias is not None:
-            bld.free(bias.ref)
+            release(self.ctx, bias)
 
     def requant(
         self, ub: BufRef, acc: BufRef, tile: MTile, n0: int, nt: int, bias: L1Block | None

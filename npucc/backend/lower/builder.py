@@ -133,6 +133,10 @@ class TileBuilder:
         copies to and from DDR become copies to and from the buffer."""
         self._resident[key] = self.alloc("L1", elems, f"{key}.resident")
 
+    def keep(self, key: str, ref: BufRef) -> None:
+        """Hold DDR tensor `key` in L1 buffer `ref` (filled by the caller) until `release`."""
+        self._resident[key] = ref
+
     def release(self, key: str) -> None:
         """Free the L1 buffer of resident tensor `key` after its last use."""
         self.free(self._resident.pop(key))
@@ -401,6 +405,10 @@ class MeshBuilder:
     def hold(self, key: str, elems: int) -> None:
         """Keep DDR tensor `key` in an L1 buffer of the current core (TileBuilder.hold)."""
         self.builders[self.current].hold(key, elems)
+
+    def keep(self, key: str, ref: BufRef) -> None:
+        """Hold `key` in L1 buffer `ref` of the current core (TileBuilder.keep)."""
+        self.builders[self.current].keep(key, ref)
 
     def release(self, key: str) -> None:
         """Free the current core's L1 buffer of resident tensor `key`."""

@@ -56,6 +56,7 @@ class Cascades:
     views: dict[str, tuple[str, int]]  # band tensor -> (DDR tensor, first row) it is rows of
     bands: frozenset[str]  # the band intermediates (kept in L1)
     origin: tuple[int, ...]  # per layer of `graph`: the index of its layer in the source graph
+    weights: frozenset[str]  # weights and biases held in L1 across their layer's bands
 
     def wholes(self) -> frozenset[str]:
         """The tensors read or written through band views (they stay in DDR)."""
@@ -140,12 +141,30 @@ def _row_elems(graph: Graph, name: str) -> int:
     return n * c * w
 
 
-def _gain(graph: Graph, chain: list[Layer], r: int, target: Target) -> int | None:
+def _held(graph: Graph, chain: list[Layer], target: Target) -> tuple[frozenset[str], int]:
+    """The weights and biases of `chain` a cascade can hold in L1 across its bands (a float
+    dense conv's, whose blocked product reads them in place), and their L1 bytes."""
+    eb, align = _elem_bytes(target), target.memory.alignment
+    names = {
+        name
+        for layer in chain
+        if layer.op == "conv2d" and layer.attrs.get("group", 1) == 1 and "qzp" not in layer.attrs
+        for name in layer.inputs[1:3]
+        if name
+    }
+    nbytes = sum(-(-math.prod(graph.tensors[n].shape) * eb // align) * align for n in names)
+    return frozenset(names), nbytes
+
+
+def _gain(graph: Graph, chain: list[Layer], r: int, target: Target, hold: bool) -> int | None:
     """Cycles saved by cascading `chain` with bands of `r` rows of its last output (None: the
-    bands' intermediates do not fit 1/CASCADE_SHARE of L1, or a band reads no input row)."""
+    bands' intermediates, with the weights if `hold` holds them (`_held`; else they are
+    fetched again per band), do not fit 1/CASCADE_SHARE of L1, or a band reads no input
+    row)."""
     eb, align = _elem_bytes(target), target.memory.alignment
     oh = graph.tensors[chain[-1].outputs[0]].shape[2]
-    budget = target.memory.capacity("L1") // CASCADE_SHARE
+    held, held_bytes = _held(graph, chain, target) if hold else (frozenset(), 0)
+    budget = target.memory.capacity("L1") // CASCADE_SHARE - held_bytes
     bands = [_band_rows(graph, chain, (y0, min(y0 + r, oh))) for y0 in range(0, oh, r)]
     computed = [0] * len(chain)
     x_rows = 0
@@ -153,7 +172,7 @@ def _gain(graph: Graph, chain: list[Layer], r: int, target: Target) -> int | Non
         for k in range(len(chain)):
             (lo, hi), _, _ = band[k]
             computed[k] += hi - lo
-            held = 0
+            live = 0
             ends = (
                 (k > 0, k - 1, chain[k].inputs[0]),
                 (k < len(chain) - 1, k, chain[k].outputs[0]),
@@ -161,8 +180,8 @@ def _gain(graph: Graph, chain: list[Layer], r: int, target: Target) -> int | Non
             for inside, at, name in ends:
                 if inside:
                     lo, hi = band[at][0]
-                    held += -(-(hi - lo) * _row_elems(graph, name) * eb // align) * align
-            if held > budget:
+                    live += -(-(hi - lo) * _row_elems(graph, name) * eb // align) * align
+            if live > budget:
                 return None
         lo, hi = band[-1][0]
         if hi <= lo:
@@ -173,7 +192,9 @@ def _gain(graph: Graph, chain: list[Layer], r: int, target: Target) -> int | Non
     extra = (x_rows - graph.tensors[x].shape[2]) * _row_elems(graph, x) * eb
     macs = vec = 0
     for k, layer in enumerate(chain):
-        weights = sum(math.prod(graph.tensors[n].shape) for n in layer.inputs[1:3] if n)
+        weights = sum(
+            math.prod(graph.tensors[n].shape) for n in layer.inputs[1:3] if n and n not in held
+        )
         extra += weights * eb * (len(bands) - 1)
         out = graph.tensors[layer.outputs[0]].shape
         kh, kw = _kernel(graph, layer)
@@ -191,29 +212,32 @@ def _gain(graph: Graph, chain: list[Layer], r: int, target: Target) -> int | Non
     return ddr_bound(target, saved, 0) - cost - latency
 
 
-def _best(graph: Graph, chain: list[Layer], target: Target) -> tuple[int, int]:
-    """The band height of most gain for `chain` and that gain (0, 0: none gains)."""
+def _best(graph: Graph, chain: list[Layer], target: Target) -> tuple[int, bool, int]:
+    """The band height and weight holding of most gain for `chain`, and that gain (0, False,
+    0: none gains)."""
     oh = graph.tensors[chain[-1].outputs[0]].shape[2]
-    best = (0, 0)
-    for r in range(1, oh):
-        gain = _gain(graph, chain, r, target)
-        if gain is not None and gain > best[1]:
-            best = (r, gain)
+    best = (0, False, 0)
+    for hold in (False, True) if _held(graph, chain, target)[0] else (False,):
+        for r in range(1, oh):
+            gain = _gain(graph, chain, r, target, hold)
+            if gain is not None and gain > best[2]:
+                best = (r, hold, gain)
     return best
 
 
-def _split(graph: Graph, run: list[Layer], target: Target) -> list[tuple[int, int, int]]:
-    """The chains (first, one past the last, band rows) of `run` (linked convs) of most total
-    gain."""
+def _split(graph: Graph, run: list[Layer], target: Target) -> list[tuple[int, int, int, bool]]:
+    """The chains (first, one past the last, band rows, weights held) of `run` (linked
+    layers) of most total gain."""
     m = len(run)
     score = [0] * (m + 1)
-    choice: list[tuple[int, int] | None] = [None] * (m + 1)  # (chain start, rows) ending here
+    # (chain start, rows, weights held) of the chain ending here
+    choice: list[tuple[int, int, bool] | None] = [None] * (m + 1)
     for t in range(1, m + 1):
         score[t], choice[t] = score[t - 1], None
         for s in range(t - 1):
-            rows, gain = _best(graph, run[s:t], target)
+            rows, hold, gain = _best(graph, run[s:t], target)
             if rows and score[s] + gain > score[t]:
-                score[t], choice[t] = score[s] + gain, (s, rows)
+                score[t], choice[t] = score[s] + gain, (s, rows, hold)
     chains = []
     t = m
     while t > 0:
@@ -221,12 +245,13 @@ def _split(graph: Graph, run: list[Layer], target: Target) -> list[tuple[int, in
         if c is None:
             t -= 1
             continue
-        chains.append((c[0], t, c[1]))
+        chains.append((c[0], t, c[1], c[2]))
         t = c[0]
     return chains[::-1]
 
 
-Chains = dict[int, tuple[int, int]]  # first layer -> (one past the last layer, band rows)
+# first layer -> (one past the last layer, band rows, weights held in L1 across the bands)
+Chains = dict[int, tuple[int, int, bool]]
 
 
 def plan_chains(graph: Graph, target: Target) -> Chains:
@@ -238,13 +263,13 @@ def plan_chains(graph: Graph, target: Target) -> Chains:
         j = i
         while j + 1 < len(layers) and _linked(graph, layers[j], layers[j + 1], target):
             j += 1
-        for s, t, rows in _split(graph, list(layers[i : j + 1]), target):
-            chains[i + s] = (i + t, rows)
+        for s, t, rows, hold in _split(graph, list(layers[i : j + 1]), target):
+            chains[i + s] = (i + t, rows, hold)
         i = j + 1
     return chains
 
 
-def band_graph(graph: Graph, chains: Chains) -> Cascades:
+def band_graph(graph: Graph, chains: Chains, target: Target) -> Cascades:
     """`graph` with each chain of `chains` replaced by its bands' layers."""
     layers = graph.layers
     out = Graph(graph.name, graph.opset)
@@ -254,6 +279,7 @@ def band_graph(graph: Graph, chains: Chains) -> Cascades:
     views: dict[str, tuple[str, int]] = {}
     bands: set[str] = set()
     origin: list[int] = []
+    weights: frozenset[str] = frozenset()
     i = 0
     while i < len(layers):
         if i not in chains:
@@ -261,8 +287,10 @@ def band_graph(graph: Graph, chains: Chains) -> Cascades:
             origin.append(i)
             i += 1
             continue
-        end, r = chains[i]
+        end, r, hold = chains[i]
         chain = list(layers[i:end])
+        if hold:
+            weights |= _held(graph, chain, target)[0]
         oh = graph.tensors[chain[-1].outputs[0]].shape[2]
         for b, y0 in enumerate(range(0, oh, r)):
             rows = _band_rows(graph, chain, (y0, min(y0 + r, oh)))
@@ -290,7 +318,7 @@ def band_graph(graph: Graph, chains: Chains) -> Cascades:
                 origin.append(i + k)
                 image = name
         i = end
-    return Cascades(out, views, frozenset(bands), tuple(origin))
+    return Cascades(out, views, frozenset(bands), tuple(origin), weights)
 
 
 def _band(out: Graph, graph: Graph, name: str, rows: Rows, tag: str = "") -> str:
@@ -342,11 +370,11 @@ def paying(chains: Chains, base: TiledProgram, banded: TiledProgram) -> Chains:
     """
     before, after = _spans(base), _spans(banded)
     kept: Chains = {}
-    for first, (end, rows) in chains.items():
+    for first, (end, *_) in chains.items():
         old = sum(c for layer, c in before if first <= layer < end)
         new = sum(c for layer, c in after if first <= layer < end)
         if new < old:
-            kept[first] = (end, rows)
+            kept[first] = chains[first]
     if kept == chains and sum(c for _, c in after) >= sum(c for _, c in before):
         return {}
     return kept
