@@ -187,7 +187,8 @@ def _gain(graph: Graph, chain: list[Layer], r: int, target: Target, hold: bool) 
         if hi <= lo:
             return None
         x_rows += hi - lo
-    saved = sum(2 * math.prod(graph.tensors[a.outputs[0]].shape) for a in chain[:-1]) * eb
+    # each intermediate written once and read once, on two pipes that overlap (ddr_bound)
+    saved = sum(math.prod(graph.tensors[a.outputs[0]].shape) for a in chain[:-1]) * eb
     x = chain[0].inputs[0]
     extra = (x_rows - graph.tensors[x].shape[2]) * _row_elems(graph, x) * eb
     macs = vec = 0
@@ -209,7 +210,7 @@ def _gain(graph: Graph, chain: list[Layer], r: int, target: Target, hold: bool) 
             macs += over
     latency = dma_cycles(target, "DDR_L1", 0) * BAND_DMAS * len(chain) * (len(bands) - 1)
     cost = ddr_bound(target, extra, 0) + cube_bound(target, macs) + vector_bound(target, vec)
-    return ddr_bound(target, saved, 0) - cost - latency
+    return ddr_bound(target, saved, saved) - cost - latency
 
 
 def _best(graph: Graph, chain: list[Layer], target: Target) -> tuple[int, bool, int]:
