@@ -1,28 +1,33 @@
-"""Cascading on one core: chains of convs computed band of rows by band, their intermediates in L1.
+"""Cascading on one core: chains of layers computed band of rows by band, intermediates in L1.
 
-When a conv's output is too large to stay in L1 (resident.py) and only the next conv reads it,
-the two, and the convs that follow in the same way, can run as a chain of bands (Vela's
-cascading): band b of the chain's last output needs a band of rows of each earlier layer's
-output (a conv's receptive field, its padding clipped at the image's edges), and each band of
-the chain is a sub-chain of ordinary conv layers on tensors of a few rows. Their intermediates
-are small and stay in L1 (resident tensors the residency keeps first: `Cascades.bands`); the
-chain's inputs (its first layer's image, a fused residual) are read as row bands of their DDR
-tensors and its output written as row bands of its DDR tensor in place (`Cascades.views`,
-npucc.backend.lower.band_view), so the intermediates never touch DDR.
+When the output of a conv, a windowed pool or an LRN is too large to stay in L1 (resident.py)
+and only the next such layer reads it (as its image), the layers so linked can run as a
+chain of bands (Vela's cascading): band b of the chain's last output needs a band of rows of
+each earlier layer's output (a receptive field, its padding clipped at the image's edges; a
+row-wise layer's own rows), and each band of the chain is a sub-chain of ordinary layers on
+tensors of a few rows. Their intermediates are small and stay in L1 (resident tensors the
+residency keeps first: `Cascades.bands`); the chain's inputs (its first layer's image, a
+fused residual) are read as row bands of their DDR tensors and its output written as row
+bands of its DDR tensor in place (`Cascades.views`, npucc.backend.lower.band_view), so the
+intermediates never touch DDR. A chain's float dense convs may hold their weights and biases
+in L1 across its bands (`Cascades.weights`: one DMA each, read in place by the blocked
+product); otherwise every band fetches them again.
 
 NOTE: the halo rows a 3x3 window needs from its producer's band are recomputed by that band,
 not kept from the previous one. Keeping them would need a buffer whose rows rotate across
 bands, which no lowering reads; recomputing costs the overlap's MACs, which `_gain` prices
-(with a band of r rows a 3x3 stride-1 producer computes r + 2 rows: at the bands chosen,
-8-16 rows, 12-25 % of that layer), against the DDR bytes the chain saves.
+(with a band of r rows a 3x3 stride-1 producer computes r + 2 rows), against the DDR bytes
+the chain saves.
 
-Which chains run cascaded and with how many rows a band is a cost choice (`_gain`): per chain
-and band height, the DDR cycles saved (the intermediates' writes and reads) less those added
-(each layer's weights and bias fetched again per band, the input's halo rows read again), the
-recomputed MACs on the cube (or, for a depthwise conv, the vector unit) and each band's DMA
-latencies (target/cost.py's formulas); the band intermediates a layer holds (its input's and
-its output's bands) must fit 1/CASCADE_SHARE of L1. A run of linked convs is split into the
-chains of most total gain.
+Which chains run cascaded, with how many rows a band and whether their weights are held is a
+cost choice (`_gain`): per chain, band height and holding, the DDR cycles saved (the
+intermediates' writes and reads, on two pipes that overlap) less those added (weights and
+biases fetched again per band when not held, the input's halo rows read again), the
+recomputed MACs on the cube (or, for a depthwise conv and a pool, the vector unit) and each
+band's DMA latencies (target/cost.py's formulas); the band intermediates a layer holds (its
+input's and its output's bands), with the held weights, must fit 1/CASCADE_SHARE of L1. A
+run of linked layers is split into the chains of most total gain; `paying` then keeps those
+that, as lowered, take fewer cycles than without cascading.
 """
 
 from __future__ import annotations
