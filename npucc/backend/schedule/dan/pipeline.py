@@ -14,6 +14,7 @@ from npucc.backend.schedule.scan import (
     ScanState,
     TooManySpills,
     buffer_uses,
+    outliving_buffers,
     topo_order,
 )
 from npucc.errors import NpuccError
@@ -45,6 +46,7 @@ class _Plans:
         "order",
         "win",
         "timed",
+        "outliving",
     )
 
     def __init__(
@@ -59,6 +61,7 @@ class _Plans:
         self.order: list[int] = []  # its Stage-1 order
         self.win = len(ORDERS)  # its ORDERS index (len(ORDERS): a spill variant)
         self.timed: Replay | None = None  # its replay, once needed
+        self.outliving = outliving_buffers(graph)  # what every scan of the graph needs
 
     def offer(
         self,
@@ -88,6 +91,7 @@ class _Plans:
             ahead,
             self.victim.traffic,
             uses,
+            self.outliving,
         )
         try:
             cand = scan.run(self.victim, first.get(placement))
