@@ -313,40 +313,44 @@ def mpas(
         waiting[c] = live
         return next((k for k in live if test(k[3])), None)
 
-    def eligible(
-        c: int, near: list[list[tuple[int, int, int, int]]] | None
-    ) -> tuple[int, int, int, int] | None:
-        """The best node of class c that can run now (`near`: per class the keys of the nodes
-        near_live() finds, None if no L0 tier is live)."""
-        if c < 3 and live_count[c]:
-            return None
-        if near is not None:
-            return next((k for k in sorted(near[c]) if passes(k[3])), None)
-        k = head(c)  # no tier live: only strict's ancestor check or futility can hold it back
-        return k if k is not None and passes(k[3]) else None
-
     def wake() -> None:
         """Make ready the best node of each class that can run, if any."""
         # a class with none idles until the next L0 change (without `strict`, nothing else
         # changes what can run)
-        # NOTE: waking makes nodes ready and schedules none, so what is done (and near_live)
-        # stays the same for the four classes
+        # NOTE: waking makes nodes ready and schedules none, so what is done, which L0 tiers
+        # are live and near_live stay the same for the four classes, and waking a node of one
+        # class changes no other class's parked nodes
         near: list[list[tuple[int, int, int, int]]] | None = None  # companions, per class
+        e = epoch[0]
+        any_live = max(live_l0) >= 0
         for c in range(4):
-            if n_parked[c] and idle[c] != epoch[0]:
-                if near is None and max(live_l0) >= 0:
+            if not n_parked[c] or idle[c] == e:
+                continue
+            k: tuple[int, int, int, int] | None = None
+            if c < 3 and live_count[c]:
+                pass  # its own tier is held: nothing in it can run
+            elif any_live:  # only the nodes near the live buffer can pass
+                if near is None:
                     near = [[], [], [], []]
                     for x in near_live():
                         pk = park_key[x]
                         if pk is not None:  # NOTE: exactly the parked nodes have a park key
                             near[parked[x]].append(pk)
-                k = eligible(c, near)
-                if k is not None:
-                    unpark(k[3])
-                    woken_at[k[3]] = epoch[0]
-                    make_ready(k[3])
-                elif not strict:
-                    idle[c] = epoch[0]
+                cands = near[c]
+                if cands:
+                    if len(cands) > 1:
+                        cands.sort()
+                    k = next((x for x in cands if passes(x[3])), None)
+            else:  # no tier live: only strict's ancestor check or futility can hold it back
+                k = head(c)
+                if k is not None and not passes(k[3]):
+                    k = None
+            if k is not None:
+                unpark(k[3])
+                woken_at[k[3]] = e
+                make_ready(k[3])
+            elif not strict:
+                idle[c] = e
 
     def unblocked(v: int) -> bool:
         """Does no L0 tier hold v back?"""
