@@ -26,6 +26,11 @@ from npucc.target.cost import SpillModel
 # Stage-1 orders placed by DLR: MPAS with the paper's key (lambda, Delta, -h, ord), MPAS with the
 # memory-first key (lambda, Delta, ord), and the lowering order (smallest ready id first)
 ORDERS = ("full", "memory", "lowering")
+# The order in which they are placed (the winner does not depend on it, see dan): the cheap
+# lowering order first, then the memory-first key, whose plan is usually the better MPAS plan
+# where plans spill (docs/dan.md), so the paper key's scan stops at its first spill that ranks
+# it worse instead of running to the end
+TRIAL = ("lowering", "memory", "full")
 AHEAD = (8, 16)  # reload distances tried (`dlr(..., ahead=)`) when the best plan spills
 
 
@@ -162,7 +167,7 @@ def dan(
             # lowering plan that spills waits at its first spill and resumes after the MPAS
             # orders, to stop as soon as it ranks worse than theirs (plans rank the same in
             # any order of trial).
-            tried = sorted(range(len(ORDERS)), key=lambda i: ORDERS[i] != "lowering")
+            tried = [ORDERS.index(mode) for mode in TRIAL]
             prep: Prep | None = None  # what the MPAS runs share
             orders: dict[int, list[int]] = {}
             keys: dict[int, tuple[int, int]] = {}  # ORDERS index -> (extra DDR, spills)
@@ -194,7 +199,10 @@ def dan(
                 seconds["dlr"] += time.perf_counter() - t2
                 if key is not None:
                     keys[waits] = key
-            placed = [(keys[i], orders[i]) for i in tried if i in keys]
+            # NOTE: the variants below go in this order (lowering, then ORDERS'), which
+            # decides between variants tied on every criterion
+            ranked = sorted(range(len(ORDERS)), key=lambda i: ORDERS[i] != "lowering")
+            placed = [(keys[i], orders[i]) for i in ranked if i in keys]
             assert plans.schedule is not None and plans.key is not None
             if plans.schedule.spills:
                 if bar is not None:
