@@ -64,6 +64,7 @@ class Prep:
     jit: list[int]  # L1+UB bytes of ALLOC predecessors
     jit_count: list[int]  # ALLOC predecessors
     users_l0: dict[int, set[int]] | None  # L0 ALLOC node -> consumers of its buffer (rule 7)
+    l0_preds: list[tuple[int, ...]]  # per node: its L0 ALLOC predecessors, in preds order
 
 
 def prepare(graph: TileGraph, single_l0: bool = True) -> Prep:
@@ -105,7 +106,16 @@ def prepare(graph: TileGraph, single_l0: bool = True) -> Prep:
                     a = graph.alloc_of[b]
                     if l0_tier[a] >= 0:
                         users_l0[a].add(node.id)
-    return Prep(h, is_alloc, is_free, size_pk, l0_tier, pending, jit, jit_count, users_l0)
+    none: tuple[int, ...] = ()
+    l0_preds = [none] * n
+    for v in range(n):
+        if l0_tier[v] >= 0:
+            for w in graph.succs[v]:
+                l0_preds[w] = (*l0_preds[w], v)
+    for v in range(n):  # NOTE: in preds order, as blocker and need walk them
+        if len(l0_preds[v]) > 1:
+            l0_preds[v] = tuple(u for u in preds[v] if l0_tier[u] >= 0)
+    return Prep(h, is_alloc, is_free, size_pk, l0_tier, pending, jit, jit_count, users_l0, l0_preds)
 
 
 def mpas(
@@ -213,12 +223,14 @@ def mpas(
             cleared.add((u, v))
         return False
 
+    l0_preds = prep.l0_preds
+
     def blocker(v: int) -> int:
         """The L0 tier v must wait for (rule 7), or -1."""
-        for u in preds[v]:
-            t = l0_tier[u]
-            if t < 0 or done[u]:
+        for u in l0_preds[v]:
+            if done[u]:
                 continue
+            t = l0_tier[u]
             if live_count[t] or (strict and needs_tier(u, v, t)):
                 return t
             for s in range(3):
@@ -246,7 +258,7 @@ def mpas(
 
     def need(v: int) -> int:
         """The L0 tier of v's first unscheduled L0 allocation."""
-        return next(l0_tier[u] for u in preds[v] if l0_tier[u] >= 0 and not done[u])
+        return next(l0_tier[u] for u in l0_preds[v] if not done[u])
 
     def park(k: tuple[int, int, int, int], c: int) -> None:
         """Park the node of key k in class c."""
@@ -454,9 +466,10 @@ def mpas(
                     idle[c] = epoch[0]
                 wake()
                 continue
-        for u in preds[v]:
-            if is_alloc[u] and not done[u]:
-                emit(u)
+        if jit_count[v]:  # NOTE: its ALLOC predecessors not yet done, if any
+            for u in preds[v]:
+                if is_alloc[u] and not done[u]:
+                    emit(u)
         emit(v)
         if single_l0:
             wake()
