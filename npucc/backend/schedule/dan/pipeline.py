@@ -203,12 +203,16 @@ def dan(
             # decides between variants tied on every criterion
             ranked = sorted(range(len(ORDERS)), key=lambda i: ORDERS[i] != "lowering")
             placed = [(keys[i], orders[i]) for i in ranked if i in keys]
+            # NOTE: the order packed besides the winner is the lowering order, or, where its
+            # plan was abandoned, the paper key's: placed right after it (before TRIAL), that
+            # order's plan was never abandoned and came first among the placed
+            packed = orders[ranked[0]] if ranked[0] in keys else orders[ranked[1]]
             assert plans.schedule is not None and plans.key is not None
             if plans.schedule.spills:
                 if bar is not None:
                     bar.update(len(ORDERS), "dan: spill variants (DLR)")
                 for order, placement, prefetch, ahead in _spill_variants(
-                    plans.order, placed, plans.key
+                    plans.order, placed, plans.key, packed
                 ):
                     t2 = time.perf_counter()
                     plans.offer(order, len(ORDERS), placement, prefetch, ahead)
@@ -230,16 +234,19 @@ Variant = tuple[list[int], str, bool, int]  # order, placement, prefetch, reload
 
 
 def _spill_variants(
-    best: list[int], placed: list[tuple[tuple[int, int], list[int]]], key: tuple[int, int]
+    best: list[int],
+    placed: list[tuple[tuple[int, int], list[int]]],
+    key: tuple[int, int],
+    lowering: list[int],
 ) -> list[Variant]:
     """The DLR re-placements tried when the best plan spills.
 
     The winner with SPILL_INs prefetched; the orders whose plans tie the winner's traffic and
     spills with reloads issued ahead of their use (spilled buffers come back while the pipes
     still work on others); the winner's and the lowering order packed best-fit and first-fit
-    (coldest fit can fragment a tight tier into spills that a packed placement avoids).
+    (coldest fit can fragment a tight tier into spills that a packed placement avoids;
+    `lowering`: the order dan packs besides the winner).
     """
-    lowering = placed[0][1]  # placed first (see dan), never abandoned
     tied = [o for k, o in placed if k == key]
     variants: list[Variant] = [(best, "cold", True, 0)]
     variants += [(o, "cold", False, a) for o in tied for a in AHEAD]
