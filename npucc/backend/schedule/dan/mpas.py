@@ -309,13 +309,17 @@ def mpas(
         near_found[0] = found
         return found
 
-    def companions(c: int, found: dict[int, None] | None = None) -> list[tuple[int, int, int, int]]:
-        """Keys of class-c nodes sharing a consumer with a live L0 buffer, best first
-        (`found`: near_live() of the current state, if the caller has it)."""
-        if found is None:
-            found = near_live()
-        # NOTE: a node parked in a class always has its park key
-        return sorted(k for x in found if parked[x] == c and (k := park_key[x]) is not None)
+    def companions() -> list[list[tuple[int, int, int, int]]]:
+        """Per class, the keys of its nodes sharing a consumer with a live L0 buffer, best
+        first (one pass over near_live())."""
+        near: list[list[tuple[int, int, int, int]]] = [[], [], [], []]
+        for x in near_live():
+            k = park_key[x]
+            if k is not None:  # NOTE: exactly the parked nodes have a park key
+                near[parked[x]].append(k)
+        for keys in near:
+            keys.sort()
+        return near
 
     def first(c: int, test: Callable[[int], bool]) -> tuple[int, int, int, int] | None:
         """The best node of class c that passes `test` (heap order; the head unless strict)."""
@@ -374,13 +378,18 @@ def mpas(
 
     def fallback() -> tuple[int, int, int, int] | None:
         """When nothing is ready: the best parked node no tier holds back, futile ones last."""
+        # NOTE: testing changes nothing parked nor near_live, so the companions are found once
+        live = max(live_l0) >= 0
+        near: list[list[tuple[int, int, int, int]]] | None = None
         for test in (useful, unblocked):
             cands = []
             for c in range(4):
                 if not n_parked[c] or (c < 3 and live_count[c]):
                     continue
-                if any(x >= 0 for x in live_l0):
-                    cands += [k for k in companions(c) if test(k[3])]
+                if live:
+                    if near is None:
+                        near = companions()
+                    cands += [k for k in near[c] if test(k[3])]
                 else:
                     k = first(c, test)
                     if k is not None:
