@@ -148,9 +148,12 @@ Operand = BufRef | DdrRef | MemRef
 
 def pattern_extent(dims: tuple[int, ...], strides: tuple[int, ...]) -> int:
     """Number of elements from the first to one past the last element a pattern touches."""
-    if any(d == 0 for d in dims):
+    if 0 in dims:
         return 0
-    return 1 + sum((d - 1) * s for d, s in zip(dims, strides, strict=True))
+    extent = 1  # NOTE: a loop, not sum() over a generator: codegen and the interpreter call
+    for d, s in zip(dims, strides, strict=True):  # this for every operand of every instruction
+        extent += (d - 1) * s
+    return extent
 
 
 class Instr:

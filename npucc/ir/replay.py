@@ -261,12 +261,14 @@ def validate(
         if pos[v] >= 0:
             raise ScheduleError(f"node {v} appears twice in the order ({name})")
         pos[v] = i
-    for src, dst in graph.edges():
-        if pos[src] > pos[dst]:
-            raise ScheduleError(
-                f"edge {src}->{dst} violated: node {dst} at position {pos[dst]} runs before "
-                f"node {src} at position {pos[src]} ({name})"
-            )
+    for src, outs in enumerate(graph.succs):  # graph.edges(), without a generator
+        p = pos[src]
+        for dst in outs:
+            if p > pos[dst]:
+                raise ScheduleError(
+                    f"edge {src}->{dst} violated: node {dst} at position {pos[dst]} runs before "
+                    f"node {src} at position {p} ({name})"
+                )
 
     nbuf = len(graph.buffers)
     allocs = [0] * nbuf
@@ -299,7 +301,7 @@ def validate(
     for b in range(nbuf):
         s = spans[b]
         s.append(pos[graph.free_of[b]])
-        if any(s[j] >= s[j + 1] for j in range(len(s) - 1)):
+        if s[0] >= s[1] if len(s) == 2 else any(s[j] >= s[j + 1] for j in range(len(s) - 1)):
             raise ScheduleError(
                 f"buffer {b}: ALLOC, SPILL_OUT/SPILL_IN pairs and FREE are out of order "
                 f"(positions {s}) ({name})"
@@ -309,8 +311,11 @@ def validate(
             continue
         p = pos[node.id]
         for b in node.bufs:
-            j = bisect_left(spans[b], p)
-            if j % 2 == 0 or j >= len(spans[b]):
+            s = spans[b]
+            if len(s) == 2 and s[0] < p < s[1]:  # never spilled, used inside its lifetime
+                continue
+            j = bisect_left(s, p)
+            if j % 2 == 0 or j >= len(s):
                 raise ScheduleError(
                     f"node {node.id} ({node.op}) at position {p} uses buffer {b} while it is "
                     f"not resident (ALLOC/SPILL/FREE positions {spans[b]}) ({name})"
@@ -386,15 +391,17 @@ class LabelMap:
         The offsets tried are lo and hi - size (aligned inwards) and the aligned starts and
         ends of the labelled ranges strictly inside (lo, hi), as in FreeList.coldest_fit.
         """
-        i = bisect_right(self.starts, lo) - 1
-        if i < 0 or self.ends[i] <= lo:
+        starts, ends = self.starts, self.ends
+        i = bisect_right(starts, lo) - 1
+        if i < 0 or ends[i] <= lo:
             i += 1
-        j = bisect_left(self.starts, hi)
+        j = bisect_left(starts, hi)
         last = hi - size  # the highest offset that fits
         if al == 1:  # the same offsets: ranges are disjoint and sorted, so are their bounds
             if last < lo:
                 return None
-            starts, ends = self.starts, self.ends
+            if i == j or starts[i] >= lo + size:  # the first offset meets no labelled range
+                return (-1, lo)
             offsets = [lo]
             for k in range(i, j):
                 x = starts[k]
@@ -419,28 +426,33 @@ class LabelMap:
         # NOTE: labels are >= 0, so an offset meeting no labelled range (-1) cannot be beaten
         starts, ends, label = self.starts, self.ends, self.label
         best: tuple[int, int] | None = None
-        small = j - i <= SMALL_WINDOW
-        window: deque[int] = deque()
         a = b = i  # the window meets ranges a..b-1
-        for off in offsets:
-            end = off + size
-            if small:
+        if j - i <= SMALL_WINDOW:
+            for off in offsets:
+                end = off + size
                 while b < j and starts[b] < end:
                     b += 1
                 while a < b and ends[a] <= off:
                     a += 1
                 latest = max(label[a:b]) if a < b else -1
-            else:
-                while b < j and starts[b] < end:
-                    while window and label[window[-1]] <= label[b]:
-                        window.pop()
-                    window.append(b)
-                    b += 1
-                while a < b and ends[a] <= off:
-                    a += 1
-                while window and window[0] < a:
-                    window.popleft()
-                latest = label[window[0]] if window else -1
+                if best is None or latest < best[0]:
+                    best = (latest, off)
+                    if latest < 0:
+                        break
+            return best
+        window: deque[int] = deque()
+        for off in offsets:
+            end = off + size
+            while b < j and starts[b] < end:
+                while window and label[window[-1]] <= label[b]:
+                    window.pop()
+                window.append(b)
+                b += 1
+            while a < b and ends[a] <= off:
+                a += 1
+            while window and window[0] < a:
+                window.popleft()
+            latest = label[window[0]] if window else -1
             if best is None or latest < best[0]:
                 best = (latest, off)
                 if latest < 0:

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from npucc.errors import NpuccError
+from npucc.gcpause import gc_paused
 from npucc.ir.dtypes import HOST_DTYPES, HOST_INTS, INDEX_BYTES, INDEX_DTYPE
 from npucc.ir.instr_text import ParseError, format_ref, match_ref, parse_instr
 from npucc.ir.isa import DDR, HOST, NOC, PIPES, Instr, NocCopy
@@ -63,7 +64,8 @@ def load_stream(path: str | os.PathLike[str]) -> Stream:
 
 def parse_stream(text: str, path: str = "<stream>") -> Stream:
     """Parse stream text; `path` names the file in error messages."""
-    return _Parser(path).parse(text)
+    with gc_paused():  # NOTE: a line's objects are long-lived and make no cycles
+        return _Parser(path).parse(text)
 
 
 class _Parser(StreamChecks):

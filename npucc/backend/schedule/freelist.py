@@ -72,9 +72,16 @@ class FreeList:
         if i < 0 or self.ends[i] < offset + size:
             raise ValueError(f"[{offset}, {offset + size}) is not free")
         start, end = self.starts[i], self.ends[i]
-        pieces = [(s, e) for s, e in ((start, offset), (offset + size, end)) if e > s]
-        self.starts[i : i + 1] = [s for s, _ in pieces]
-        self.ends[i : i + 1] = [e for _, e in pieces]
+        top = offset + size
+        if offset > start:  # a piece stays below
+            self.ends[i] = offset
+            if end > top:  # and one above
+                self.starts.insert(i + 1, top)
+                self.ends.insert(i + 1, end)
+        elif end > top:  # only the piece above stays
+            self.starts[i] = top
+        else:  # the whole segment is taken
+            del self.starts[i], self.ends[i]
 
     def give(self, offset: int, size: int) -> None:
         """Return [offset, offset+size) and merge it with adjacent free segments."""

@@ -8,6 +8,7 @@ from npucc.backend.schedule.baseline_schedulers import BASELINES
 from npucc.backend.schedule.dan.pipeline import dan, dan_dlr, dan_mpas
 from npucc.backend.schedule.original import original
 from npucc.errors import NpuccError
+from npucc.gcpause import gc_paused
 from npucc.ir.replay import Replay, replay, validate
 from npucc.ir.schedule import UNBOUNDED, Schedule
 from npucc.ir.tiled import TileGraph
@@ -35,10 +36,11 @@ def schedule_graph(
     """Schedule `graph` with the named method, validate it (unless check=False) and replay it."""
     if method not in SCHEDULERS:
         raise NpuccError(f"unknown scheduler '{method}' (known: {', '.join(sorted(SCHEDULERS))})")
-    schedule = SCHEDULERS[method](graph, capacity, spill_model, alignment)
-    if check:
-        if method in UNBOUNDED:
-            validate(graph, schedule, None, alignment, single_l0=True)
-        else:
-            validate(graph, schedule, capacity, alignment)
-    return schedule, replay(graph, schedule, capacity, spill_model, alignment)
+    with gc_paused():  # NOTE: see gc_paused; a 1e6-node graph is millions of objects
+        schedule = SCHEDULERS[method](graph, capacity, spill_model, alignment)
+        if check:
+            if method in UNBOUNDED:
+                validate(graph, schedule, None, alignment, single_l0=True)
+            else:
+                validate(graph, schedule, capacity, alignment)
+        return schedule, replay(graph, schedule, capacity, spill_model, alignment)

@@ -60,6 +60,20 @@ def buffer_uses(graph: TileGraph, order: list[int]) -> list[list[int]]:
     return uses
 
 
+def outliving_buffers(graph: TileGraph) -> set[int]:
+    """The buffers that outlive the layer allocating them (resident layer outputs)."""
+    # NOTE: LinearScan places them from the top of their tier, the layers' tiles where the
+    # placement says, so the tiles' churn does not split the free space around them into
+    # pieces too small to use
+    nodes = graph.nodes
+    free_of = graph.free_of
+    return {
+        b
+        for b, a in graph.alloc_of.items()
+        if b in free_of and nodes[a].layer != nodes[free_of[b]].layer
+    }
+
+
 @dataclass(slots=True)
 class ScanState:
     """What a LinearScan built up to a position: free lists, release labels, residents,
@@ -119,6 +133,7 @@ class LinearScan:
         ahead: int = 0,
         traffic: list[int] | None = None,
         uses: list[list[int]] | None = None,
+        outliving: set[int] | None = None,
     ) -> None:
         self.graph = graph
         self.order = order
@@ -150,15 +165,8 @@ class LinearScan:
         self.packed = False  # the current node's buffers were repacked from offset 0
         self.ahead = ahead  # reload a spilled buffer once its next use is this many nodes away
         self.wanted: list[tuple[int, int]] = []  # (next use, buffer) heap of spilled buffers
-        # NOTE: a buffer that outlives the layer that allocates it (a resident layer output) is
-        # placed from the top of its tier, the layers' tiles where the placement says, so the
-        # tiles' churn does not split the free space around it into pieces too small to use
-        nodes = graph.nodes
-        self.outliving = {
-            b
-            for b, a in graph.alloc_of.items()
-            if b in graph.free_of and nodes[a].layer != nodes[graph.free_of[b]].layer
-        }
+        # `outliving`: outliving_buffers(graph), if the caller has it
+        self.outliving = outliving_buffers(graph) if outliving is None else outliving
         self.first: ScanState | None = None  # the state at the first spill, once there is one
 
     def next_use(self, b: int, k: int) -> int:
@@ -182,25 +190,30 @@ class LinearScan:
         last_use = self.last_use
         out = self.out
         k0 = 0 if start is None else self._restore(start)
+        ahead = self.ahead
+        result = self.result  # NOTE: only _restore rebinds it, above
+        where = self.where
         for k in range(k0, len(order)):
             v = order[k]
             node = nodes[v]
+            bufs = node.bufs
             self.packed = False
-            if self.ahead:
-                self._reload_ahead(k, node.bufs, victim)
-            if node.op == "ALLOC":
-                b = node.bufs[0]
-                self.where[b] = self._place(b, node.bufs, k, victim)
+            if ahead:
+                self._reload_ahead(k, bufs, victim)
+            op = node.op
+            if op == "ALLOC":
+                b = bufs[0]
+                where[b] = self._place(b, bufs, k, victim)
             else:
                 if out:
-                    pending = [b for b in node.bufs if b in out]
+                    pending = [b for b in bufs if b in out]
                     while pending:  # a repack (see _place) may spill the node's other buffers
-                        self._reload(pending[0], node.bufs, k, victim)
-                        pending = [b for b in node.bufs if b in out]
-                if node.op == "FREE":
-                    self._give(node.bufs[0])
-            self.result.append(v)
-            for b in node.bufs:
+                        self._reload(pending[0], bufs, k, victim)
+                        pending = [b for b in bufs if b in out]
+                if op == "FREE":
+                    self._give(bufs[0])
+            result.append(v)
+            for b in bufs:
                 last_use[b] = k
         order = self.result
         if self.early:

@@ -183,3 +183,30 @@ def test_dan_mpas_refuses_a_dag_without_a_rule7_order_and_dan_schedules_it():
     assert "\n" not in text and "rule 7" in text and "(ALLOC of L0C buffer" in text
     s, _ = schedule_graph(g, "dan", CAPS, MODEL)  # rule 7 relaxed, capacities kept
     validate(g, s, CAPS)
+
+
+@pytest.mark.parametrize("name", ["HardMatmul_Case0", "HardConv_Case0"])
+def test_the_plan_does_not_depend_on_the_order_of_trial(name, monkeypatch):
+    """Placing the paper key's order before the memory-first one (as before TRIAL) tries the
+    same spill variants and picks the same plan (abandoned scans rank worse, ties go by ORDERS)."""
+    from npucc.backend.schedule.dan import pipeline
+
+    tried: list[list] = []
+    variants = pipeline._spill_variants
+
+    def recorded(*args):
+        out = variants(*args)
+        tried.append(
+            [(list(o), placement, prefetch, ahead) for o, placement, prefetch, ahead in out]
+        )
+        return out
+
+    monkeypatch.setattr(pipeline, "_spill_variants", recorded)
+    g = HARD_WORKLOADS[name]()
+    s1, r1 = schedule_graph(g, "dan", CAPS, MODEL)
+    monkeypatch.setattr(pipeline, "TRIAL", ("lowering", "full", "memory"))
+    s2, r2 = schedule_graph(g, "dan", CAPS, MODEL)
+    assert len(tried) == 2 and len(tried[0]) >= 4  # the plans spill: the variants ran
+    assert tried[0] == tried[1]
+    assert (s1.order, s1.offsets, s1.spills) == (s2.order, s2.offsets, s2.spills)
+    assert r1.metrics() == r2.metrics()

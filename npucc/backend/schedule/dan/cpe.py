@@ -25,6 +25,7 @@ from npucc.target.timing import in_order
 MEMORY_OPS = ("ALLOC", "FREE", "SPILL_OUT", "SPILL_IN")
 WINDOW = 8
 MOVE_BUDGET = 4_000_000  # node-visits of re-timing spent on local moves (deterministic)
+NONE = (1 << 62, 0, 0, -1)  # list_order's candidate of a pipe with nothing queued
 
 
 def _groups(r: Replay) -> list[int]:
@@ -154,6 +155,8 @@ def list_order(
     ready_at = [0] * total
     pipes = sorted({node.pipe for node in nodes if node.pipe is not None})
     pipe_index = {p: i + 1 for i, p in enumerate(pipes)}  # 0: pipe-less
+    queue = [0 if node.pipe is None else pipe_index[node.pipe] for node in nodes]
+    cycles = [node.cycles for node in nodes]
     pending: list[list[tuple[int, int, int, int]]] = [[] for _ in range(len(pipes) + 1)]
     avail: list[list[tuple[int, int, int]]] = [[] for _ in range(len(pipes) + 1)]
     pipe_free = [0] * (len(pipes) + 1)
@@ -164,14 +167,15 @@ def list_order(
             if finish[u] > t:
                 t = finish[u]
         ready_at[v] = t
-        pipe = nodes[v].pipe
-        p = pipe_index[pipe] if pipe is not None else 0
+        p = queue[v]
         heapq.heappush(pending[p], (t, -h[v], pos[v], v))
         dirty.add(p)
 
     # NOTE: a pipe's candidate depends on its own queues and pipe_free alone, so it is
     # recomputed only for the pipes pushed to or run since (`dirty`)
-    cands: list[tuple[int, int, int, int] | None] = [None] * len(pending)
+    # NOTE: a pipe with nothing queued holds NONE, which every real candidate beats (times
+    # stay far below it), so the pick is a plain min over the list
+    cands: list[tuple[int, int, int, int]] = [NONE] * len(pending)
     dirty: set[int] = set()
     for v in range(total):
         if not indeg[v]:
@@ -190,13 +194,13 @@ def list_order(
                 t, nh, ps, _ = pending[p][0]
                 cands[p] = (max(t, pipe_free[p]) if p else t, nh, ps, p)
             else:
-                cands[p] = None
+                cands[p] = NONE
         dirty.clear()
-        p = min(c for c in cands if c is not None)[3]
+        p = min(cands)[3]
         dirty.add(p)
         v = heapq.heappop(avail[p])[2] if avail[p] else heapq.heappop(pending[p])[3]
         start = max(ready_at[v], pipe_free[p]) if p else ready_at[v]
-        finish[v] = start + (nodes[v].cycles if p else 0)
+        finish[v] = start + (cycles[v] if p else 0)
         if p:
             pipe_free[p] = finish[v]
         order.append(v)

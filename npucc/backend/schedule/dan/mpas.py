@@ -64,6 +64,7 @@ class Prep:
     jit: list[int]  # L1+UB bytes of ALLOC predecessors
     jit_count: list[int]  # ALLOC predecessors
     users_l0: dict[int, set[int]] | None  # L0 ALLOC node -> consumers of its buffer (rule 7)
+    l0_preds: list[tuple[int, ...]]  # per node: its L0 ALLOC predecessors, in preds order
 
 
 def prepare(graph: TileGraph, single_l0: bool = True) -> Prep:
@@ -105,7 +106,16 @@ def prepare(graph: TileGraph, single_l0: bool = True) -> Prep:
                     a = graph.alloc_of[b]
                     if l0_tier[a] >= 0:
                         users_l0[a].add(node.id)
-    return Prep(h, is_alloc, is_free, size_pk, l0_tier, pending, jit, jit_count, users_l0)
+    none: tuple[int, ...] = ()
+    l0_preds = [none] * n
+    for v in range(n):
+        if l0_tier[v] >= 0:
+            for w in graph.succs[v]:
+                l0_preds[w] = (*l0_preds[w], v)
+    for v in range(n):  # NOTE: in preds order, as blocker and need walk them
+        if len(l0_preds[v]) > 1:
+            l0_preds[v] = tuple(u for u in preds[v] if l0_tier[u] >= 0)
+    return Prep(h, is_alloc, is_free, size_pk, l0_tier, pending, jit, jit_count, users_l0, l0_preds)
 
 
 def mpas(
@@ -213,12 +223,14 @@ def mpas(
             cleared.add((u, v))
         return False
 
+    l0_preds = prep.l0_preds
+
     def blocker(v: int) -> int:
         """The L0 tier v must wait for (rule 7), or -1."""
-        for u in preds[v]:
-            t = l0_tier[u]
-            if t < 0 or done[u]:
+        for u in l0_preds[v]:
+            if done[u]:
                 continue
+            t = l0_tier[u]
             if live_count[t] or (strict and needs_tier(u, v, t)):
                 return t
             for s in range(3):
@@ -246,7 +258,7 @@ def mpas(
 
     def need(v: int) -> int:
         """The L0 tier of v's first unscheduled L0 allocation."""
-        return next(l0_tier[u] for u in preds[v] if l0_tier[u] >= 0 and not done[u])
+        return next(l0_tier[u] for u in l0_preds[v] if not done[u])
 
     def park(k: tuple[int, int, int, int], c: int) -> None:
         """Park the node of key k in class c."""
@@ -297,13 +309,17 @@ def mpas(
         near_found[0] = found
         return found
 
-    def companions(c: int, found: dict[int, None] | None = None) -> list[tuple[int, int, int, int]]:
-        """Keys of class-c nodes sharing a consumer with a live L0 buffer, best first
-        (`found`: near_live() of the current state, if the caller has it)."""
-        if found is None:
-            found = near_live()
-        # NOTE: a node parked in a class always has its park key
-        return sorted(k for x in found if parked[x] == c and (k := park_key[x]) is not None)
+    def companions() -> list[list[tuple[int, int, int, int]]]:
+        """Per class, the keys of its nodes sharing a consumer with a live L0 buffer, best
+        first (one pass over near_live())."""
+        near: list[list[tuple[int, int, int, int]]] = [[], [], [], []]
+        for x in near_live():
+            k = park_key[x]
+            if k is not None:  # NOTE: exactly the parked nodes have a park key
+                near[parked[x]].append(k)
+        for keys in near:
+            keys.sort()
+        return near
 
     def first(c: int, test: Callable[[int], bool]) -> tuple[int, int, int, int] | None:
         """The best node of class c that passes `test` (heap order; the head unless strict)."""
@@ -313,40 +329,44 @@ def mpas(
         waiting[c] = live
         return next((k for k in live if test(k[3])), None)
 
-    def eligible(
-        c: int, near: list[list[tuple[int, int, int, int]]] | None
-    ) -> tuple[int, int, int, int] | None:
-        """The best node of class c that can run now (`near`: per class the keys of the nodes
-        near_live() finds, None if no L0 tier is live)."""
-        if c < 3 and live_count[c]:
-            return None
-        if near is not None:
-            return next((k for k in sorted(near[c]) if passes(k[3])), None)
-        k = head(c)  # no tier live: only strict's ancestor check or futility can hold it back
-        return k if k is not None and passes(k[3]) else None
-
     def wake() -> None:
         """Make ready the best node of each class that can run, if any."""
         # a class with none idles until the next L0 change (without `strict`, nothing else
         # changes what can run)
-        # NOTE: waking makes nodes ready and schedules none, so what is done (and near_live)
-        # stays the same for the four classes
+        # NOTE: waking makes nodes ready and schedules none, so what is done, which L0 tiers
+        # are live and near_live stay the same for the four classes, and waking a node of one
+        # class changes no other class's parked nodes
         near: list[list[tuple[int, int, int, int]]] | None = None  # companions, per class
+        e = epoch[0]
+        any_live = max(live_l0) >= 0
         for c in range(4):
-            if n_parked[c] and idle[c] != epoch[0]:
-                if near is None and max(live_l0) >= 0:
+            if not n_parked[c] or idle[c] == e:
+                continue
+            k: tuple[int, int, int, int] | None = None
+            if c < 3 and live_count[c]:
+                pass  # its own tier is held: nothing in it can run
+            elif any_live:  # only the nodes near the live buffer can pass
+                if near is None:
                     near = [[], [], [], []]
                     for x in near_live():
                         pk = park_key[x]
                         if pk is not None:  # NOTE: exactly the parked nodes have a park key
                             near[parked[x]].append(pk)
-                k = eligible(c, near)
-                if k is not None:
-                    unpark(k[3])
-                    woken_at[k[3]] = epoch[0]
-                    make_ready(k[3])
-                elif not strict:
-                    idle[c] = epoch[0]
+                cands = near[c]
+                if cands:
+                    if len(cands) > 1:
+                        cands.sort()
+                    k = next((x for x in cands if passes(x[3])), None)
+            else:  # no tier live: only strict's ancestor check or futility can hold it back
+                k = head(c)
+                if k is not None and not passes(k[3]):
+                    k = None
+            if k is not None:
+                unpark(k[3])
+                woken_at[k[3]] = e
+                make_ready(k[3])
+            elif not strict:
+                idle[c] = e
 
     def unblocked(v: int) -> bool:
         """Does no L0 tier hold v back?"""
@@ -358,13 +378,18 @@ def mpas(
 
     def fallback() -> tuple[int, int, int, int] | None:
         """When nothing is ready: the best parked node no tier holds back, futile ones last."""
+        # NOTE: testing changes nothing parked nor near_live, so the companions are found once
+        live = max(live_l0) >= 0
+        near: list[list[tuple[int, int, int, int]]] | None = None
         for test in (useful, unblocked):
             cands = []
             for c in range(4):
                 if not n_parked[c] or (c < 3 and live_count[c]):
                     continue
-                if any(x >= 0 for x in live_l0):
-                    cands += [k for k in companions(c) if test(k[3])]
+                if live:
+                    if near is None:
+                        near = companions()
+                    cands += [k for k in near[c] if test(k[3])]
                 else:
                     k = first(c, test)
                     if k is not None:
@@ -450,9 +475,10 @@ def mpas(
                     idle[c] = epoch[0]
                 wake()
                 continue
-        for u in preds[v]:
-            if is_alloc[u] and not done[u]:
-                emit(u)
+        if jit_count[v]:  # NOTE: its ALLOC predecessors not yet done, if any
+            for u in preds[v]:
+                if is_alloc[u] and not done[u]:
+                    emit(u)
         emit(v)
         if single_l0:
             wake()

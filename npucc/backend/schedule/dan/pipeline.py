@@ -14,6 +14,7 @@ from npucc.backend.schedule.scan import (
     ScanState,
     TooManySpills,
     buffer_uses,
+    outliving_buffers,
     topo_order,
 )
 from npucc.errors import NpuccError
@@ -25,6 +26,11 @@ from npucc.target.cost import SpillModel
 # Stage-1 orders placed by DLR: MPAS with the paper's key (lambda, Delta, -h, ord), MPAS with the
 # memory-first key (lambda, Delta, ord), and the lowering order (smallest ready id first)
 ORDERS = ("full", "memory", "lowering")
+# The order in which they are placed (the winner does not depend on it, see dan): the cheap
+# lowering order first, then the memory-first key, whose plan is usually the better MPAS plan
+# where plans spill (docs/dan.md), so the paper key's scan stops at its first spill that ranks
+# it worse instead of running to the end
+TRIAL = ("lowering", "memory", "full")
 AHEAD = (8, 16)  # reload distances tried (`dlr(..., ahead=)`) when the best plan spills
 
 
@@ -45,6 +51,7 @@ class _Plans:
         "order",
         "win",
         "timed",
+        "outliving",
     )
 
     def __init__(
@@ -59,6 +66,7 @@ class _Plans:
         self.order: list[int] = []  # its Stage-1 order
         self.win = len(ORDERS)  # its ORDERS index (len(ORDERS): a spill variant)
         self.timed: Replay | None = None  # its replay, once needed
+        self.outliving = outliving_buffers(graph)  # what every scan of the graph needs
 
     def offer(
         self,
@@ -88,6 +96,7 @@ class _Plans:
             ahead,
             self.victim.traffic,
             uses,
+            self.outliving,
         )
         try:
             cand = scan.run(self.victim, first.get(placement))
@@ -158,7 +167,7 @@ def dan(
             # lowering plan that spills waits at its first spill and resumes after the MPAS
             # orders, to stop as soon as it ranks worse than theirs (plans rank the same in
             # any order of trial).
-            tried = sorted(range(len(ORDERS)), key=lambda i: ORDERS[i] != "lowering")
+            tried = [ORDERS.index(mode) for mode in TRIAL]
             prep: Prep | None = None  # what the MPAS runs share
             orders: dict[int, list[int]] = {}
             keys: dict[int, tuple[int, int]] = {}  # ORDERS index -> (extra DDR, spills)
@@ -190,13 +199,20 @@ def dan(
                 seconds["dlr"] += time.perf_counter() - t2
                 if key is not None:
                     keys[waits] = key
-            placed = [(keys[i], orders[i]) for i in tried if i in keys]
+            # NOTE: the variants below go in this order (lowering, then ORDERS'), which
+            # decides between variants tied on every criterion
+            ranked = sorted(range(len(ORDERS)), key=lambda i: ORDERS[i] != "lowering")
+            placed = [(keys[i], orders[i]) for i in ranked if i in keys]
+            # NOTE: the order packed besides the winner is the lowering order, or, where its
+            # plan was abandoned, the paper key's: placed right after it (before TRIAL), that
+            # order's plan was never abandoned and came first among the placed
+            packed = orders[ranked[0]] if ranked[0] in keys else orders[ranked[1]]
             assert plans.schedule is not None and plans.key is not None
             if plans.schedule.spills:
                 if bar is not None:
                     bar.update(len(ORDERS), "dan: spill variants (DLR)")
                 for order, placement, prefetch, ahead in _spill_variants(
-                    plans.order, placed, plans.key
+                    plans.order, placed, plans.key, packed
                 ):
                     t2 = time.perf_counter()
                     plans.offer(order, len(ORDERS), placement, prefetch, ahead)
@@ -218,16 +234,19 @@ Variant = tuple[list[int], str, bool, int]  # order, placement, prefetch, reload
 
 
 def _spill_variants(
-    best: list[int], placed: list[tuple[tuple[int, int], list[int]]], key: tuple[int, int]
+    best: list[int],
+    placed: list[tuple[tuple[int, int], list[int]]],
+    key: tuple[int, int],
+    lowering: list[int],
 ) -> list[Variant]:
     """The DLR re-placements tried when the best plan spills.
 
     The winner with SPILL_INs prefetched; the orders whose plans tie the winner's traffic and
     spills with reloads issued ahead of their use (spilled buffers come back while the pipes
     still work on others); the winner's and the lowering order packed best-fit and first-fit
-    (coldest fit can fragment a tight tier into spills that a packed placement avoids).
+    (coldest fit can fragment a tight tier into spills that a packed placement avoids;
+    `lowering`: the order dan packs besides the winner).
     """
-    lowering = placed[0][1]  # placed first (see dan), never abandoned
     tied = [o for k, o in placed if k == key]
     variants: list[Variant] = [(best, "cold", True, 0)]
     variants += [(o, "cold", False, a) for o in tied for a in AHEAD]
