@@ -11,9 +11,12 @@ import math
 
 import numpy as np
 import pytest
+from onnx import TensorProto, helper
 
+import npucc
 from npucc.backend.lower import lower_graph
 from npucc.backend.lower.layout import boxes, coalesce
+from npucc.checking import compare, random_inputs, run_onnxruntime
 from npucc.compiler import backend_passes
 from npucc.errors import NpuccError
 from npucc.interp import run_stream
@@ -223,6 +226,37 @@ def test_pool_wide_rows_tile_columns():
     shape, attrs = (1, 1, 4, 200), dict(kernel=(3, 3), strides=(1, 1), pads=(1, 1, 1, 1))
     got, (x,), _ = run_layer("maxpool", [shape], shape, attrs, target=target)
     close(got, ref_pool(x, "maxpool", (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 0, (4, 200)))
+
+
+def test_a_stride_one_pool_is_pooled_by_columns_then_rows():
+    # 3 x 3 windows at stride 1: 2 vbinary max over the window rows, then 2 over the output
+    # rows (about 4 lanes of work per output pixel instead of one vreduce's 9)
+    shape, attrs = (1, 64, 28, 28), dict(kernel=(3, 3), strides=(1, 1), pads=(1, 1, 1, 1))
+    got, (x,), program = run_layer("maxpool", [shape], shape, attrs)
+    close(got, ref_pool(x, "maxpool", (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 0, (28, 28)))
+    nodes = program.cores[0].graph.nodes
+    opcodes = [n.instr.opcode for n in nodes if n.pipe == "VECTOR" and n.instr is not None]
+    assert "vreduce" not in opcodes and opcodes.count("vbinary") >= 4
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+def test_separable_pools_agree_with_onnxruntime(op):
+    extra = {"count_include_pad": 0} if op == "AveragePool" else {}
+    node = helper.make_node(
+        op, ["x"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[1, 1], **extra
+    )
+    graph = helper.make_graph(
+        [node],
+        "pool",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 48, 17, 17])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 48, 17, 17])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    program = npucc.compile(model, TARGET)
+    inputs = random_inputs(program.inputs, 0, model)
+    result = program.execute(inputs)
+    assert all(c.ok for c in compare(result.outputs, run_onnxruntime(model, inputs)))
+    assert result.makespan == program.stats["predicted_makespan"]
 
 
 def test_pool_kernel_too_big_raises():
