@@ -309,12 +309,37 @@ def ref_lrn(x, size, alpha, beta, bias):
     return x / (bias + alpha / size * s) ** beta
 
 
-@pytest.mark.parametrize("size", [3, 4, 5])
+@pytest.mark.parametrize("size", [1, 3, 4, 5, 7, 8])
 @pytest.mark.parametrize("shape,target", [((2, 7, 5, 6), TARGET), ((1, 300, 4, 4), TINY)])
 def test_lrn(size, shape, target):
     attrs = dict(size=size, alpha=1e-2, beta=0.75, bias=2.0)
     got, (x,), _ = run_layer("lrn", [shape], shape, attrs, target=target)
     close(got, ref_lrn(x, size, 1e-2, 0.75, 2.0))
+
+
+@pytest.mark.parametrize("size,adds", [(5, 3), (7, 4), (8, 3)])
+def test_an_lrn_window_is_summed_by_doubling(size, adds):
+    # windows of 2, 4 (, 8) channels, then the narrower terms: 5 = 4 + 1, 7 = 4 + 2 + 1
+    shape, attrs = (1, 64, 14, 14), dict(size=size, alpha=1e-2, beta=0.75, bias=2.0)
+    got, (x,), program = run_layer("lrn", [shape], shape, attrs)
+    close(got, ref_lrn(x, size, 1e-2, 0.75, 2.0))
+    nodes = program.cores[0].graph.nodes
+    vector = [n.instr for n in nodes if n.pipe == "VECTOR" and n.instr is not None]
+    assert not any(i.opcode == "vreduce" for i in vector)
+    tiles = sum(1 for i in vector if i.opcode == "vunary" and i.op == "square")
+    assert sum(1 for i in vector if i.opcode == "vbinary" and i.op == "add") == adds * tiles
+
+
+def test_an_lrn_agrees_with_onnxruntime():
+    node = helper.make_node("LRN", ["x"], ["y"], size=5, alpha=1e-3, beta=0.75, bias=1.0)
+    info = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 40, 9, 9]) for n in "xy"]
+    graph = helper.make_graph([node], "lrn", info[:1], info[1:])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    program = npucc.compile(model, TARGET)
+    inputs = random_inputs(program.inputs, 0, model)
+    result = program.execute(inputs)
+    assert all(c.ok for c in compare(result.outputs, run_onnxruntime(model, inputs)))
+    assert result.makespan == program.stats["predicted_makespan"]
 
 
 # ------------------------------------------------------------------------- layout
