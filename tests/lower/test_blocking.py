@@ -79,6 +79,13 @@ def test_a_conv_tile_is_sized_by_the_pixels_of_its_rows():
     assert {(m.m, m.k) for m in mmads} == {(112, 72)}
 
 
+def test_a_conv_splits_its_rows_into_balanced_bands():
+    # the largest band of whole rows that fits is 28 of 32 rows; balanced: 2 bands of 16
+    p = lowered((1, 3, 32, 32), (8, 3, 3, 3), (1, 8, 32, 32), "pads = [1, 1, 1, 1]")
+    mmads = [n.instr for n in p.cores[0].graph.nodes if n.op == "MMAD"]
+    assert {m.m for m in mmads} == {16 * 32}
+
+
 def test_fetching_the_weights_once_costs_less_than_once_per_band():
     ctx = LowerContext(None, None, None, TARGET)  # type: ignore[arg-type]
     shape = CubeShape(64, 576, 9, 1, False, False, 0)

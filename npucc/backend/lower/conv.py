@@ -47,8 +47,9 @@ def _pixel_tile(g: ConvGeom, m_t: int) -> tuple[int, int]:
 
 def _pixel_counts(ctx: LowerContext, g: ConvGeom) -> list[int] | None:
     """The M tile sizes a conv with taps emits (`_pixel_tile`'s bands): parts of a row (powers
-    of two times the cube's m0), then every whole number of rows; None for a pointwise conv
-    (the power-of-two candidates).
+    of two times the cube's m0), then bands of whole rows that split the image evenly (the
+    rows of ceil(oh / b) for b bands: the largest tile that fits is a balanced one); None for
+    a pointwise conv (the power-of-two candidates).
 
     NOTE: sized by its pixels, a tap conv's L0A tile holds the K tile its fractal wants (8
     channels x 9 taps beside 2 rows of 55 pixels, not 4); the pointwise convs keep the
@@ -59,7 +60,7 @@ def _pixel_counts(ctx: LowerContext, g: ConvGeom) -> list[int] | None:
         return None
     m0 = ctx.target.cube.m0
     part = [m0 << i for i in range(max(g.ow // m0, 1).bit_length()) if m0 << i < g.ow]
-    return part + [r * g.ow for r in range(1, g.oh + 1)]
+    return part + sorted({-(-g.oh // b) * g.ow for b in range(1, g.oh + 1)})
 
 
 def _window(
