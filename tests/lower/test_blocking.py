@@ -71,6 +71,21 @@ def test_the_next_blocks_loads_wait_for_nothing_of_the_current_block():
         assert [graph.nodes[q].op for q in graph.preds[node.id]] == ["ALLOC"]
 
 
+def test_a_conv_tile_is_sized_by_the_pixels_of_its_rows():
+    # 2 rows of 56 pixels x 8 channels x 9 taps fit half of L0A (a 128-pixel tile would not):
+    # K tiles of 72, whole cube fractals, instead of 36 (4.5 fractals, padded to 5)
+    p = lowered((1, 64, 56, 56), (192, 64, 3, 3), (1, 192, 56, 56), "pads = [1, 1, 1, 1]")
+    mmads = [n.instr for n in p.cores[0].graph.nodes if n.op == "MMAD"]
+    assert {(m.m, m.k) for m in mmads} == {(112, 72)}
+
+
+def test_a_conv_splits_its_rows_into_balanced_bands():
+    # the largest band of whole rows that fits is 28 of 32 rows; balanced: 2 bands of 16
+    p = lowered((1, 3, 32, 32), (8, 3, 3, 3), (1, 8, 32, 32), "pads = [1, 1, 1, 1]")
+    mmads = [n.instr for n in p.cores[0].graph.nodes if n.op == "MMAD"]
+    assert {m.m for m in mmads} == {16 * 32}
+
+
 def test_fetching_the_weights_once_costs_less_than_once_per_band():
     ctx = LowerContext(None, None, None, TARGET)  # type: ignore[arg-type]
     shape = CubeShape(64, 576, 9, 1, False, False, 0)
@@ -108,6 +123,7 @@ def _conv_model(c: int, co: int, hw: int, k: int, stride: int) -> onnx.ModelProt
         (1 << 20, (48, 40, 15, 1, 2)),  # strided pointwise
         (1 << 20, (3, 16, 40, 7, 2)),  # bands of several tiles, each padded above and below
         (1 << 20, (8, 16, 24, 7, 1)),
+        (1 << 20, (24, 40, 29, 3, 1)),  # tiles of whole rows of 29 pixels
     ],
 )
 @pytest.mark.parametrize("target", ["davinci-core", "mesh8x8"])

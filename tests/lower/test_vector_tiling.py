@@ -11,9 +11,12 @@ import math
 
 import numpy as np
 import pytest
+from onnx import TensorProto, helper
 
+import npucc
 from npucc.backend.lower import lower_graph
 from npucc.backend.lower.layout import boxes, coalesce
+from npucc.checking import compare, random_inputs, run_onnxruntime
 from npucc.compiler import backend_passes
 from npucc.errors import NpuccError
 from npucc.interp import run_stream
@@ -225,6 +228,39 @@ def test_pool_wide_rows_tile_columns():
     close(got, ref_pool(x, "maxpool", (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 0, (4, 200)))
 
 
+def test_a_stride_one_pool_is_pooled_by_columns_then_rows():
+    # 3 x 3 windows at stride 1: 2 vbinary max over the window rows, then 2 over the output
+    # rows (about 4 lanes of work per output pixel instead of one vreduce's 9)
+    shape, attrs = (1, 64, 28, 28), dict(kernel=(3, 3), strides=(1, 1), pads=(1, 1, 1, 1))
+    got, (x,), program = run_layer("maxpool", [shape], shape, attrs)
+    close(got, ref_pool(x, "maxpool", (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 0, (28, 28)))
+    nodes = program.cores[0].graph.nodes
+    opcodes = [n.instr.opcode for n in nodes if n.pipe == "VECTOR" and n.instr is not None]
+    assert "vreduce" not in opcodes and opcodes.count("vbinary") >= 4
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+def test_separable_pools_agree_with_onnxruntime(op):
+    extra = {"count_include_pad": 0} if op == "AveragePool" else {}
+    node = helper.make_node(
+        op, ["x"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[1, 1], **extra
+    )
+    agrees_with_onnxruntime(node, (1, 48, 17, 17))
+
+
+def agrees_with_onnxruntime(node, shape):
+    """Compile a one-node ONNX model (x -> y, both `shape`), run it and compare with
+    onnxruntime; the interpreted makespan is the predicted one."""
+    info = [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(shape)) for n in "xy"]
+    graph = helper.make_graph([node], "one", info[:1], info[1:])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    program = npucc.compile(model, TARGET)
+    inputs = random_inputs(program.inputs, 0, model)
+    result = program.execute(inputs)
+    assert all(c.ok for c in compare(result.outputs, run_onnxruntime(model, inputs)))
+    assert result.makespan == program.stats["predicted_makespan"]
+
+
 def test_pool_kernel_too_big_raises():
     target = TARGET.with_capacity(UB=256)  # 32 elements per tile
     attrs = dict(kernel=(7, 7), strides=(1, 1), pads=(0, 0, 0, 0))
@@ -275,12 +311,30 @@ def ref_lrn(x, size, alpha, beta, bias):
     return x / (bias + alpha / size * s) ** beta
 
 
-@pytest.mark.parametrize("size", [3, 4, 5])
+@pytest.mark.parametrize("size", [1, 3, 4, 5, 7, 8])
 @pytest.mark.parametrize("shape,target", [((2, 7, 5, 6), TARGET), ((1, 300, 4, 4), TINY)])
 def test_lrn(size, shape, target):
     attrs = dict(size=size, alpha=1e-2, beta=0.75, bias=2.0)
     got, (x,), _ = run_layer("lrn", [shape], shape, attrs, target=target)
     close(got, ref_lrn(x, size, 1e-2, 0.75, 2.0))
+
+
+@pytest.mark.parametrize("size,adds", [(5, 3), (7, 4), (8, 3)])
+def test_an_lrn_window_is_summed_by_doubling(size, adds):
+    # windows of 2, 4 (, 8) channels, then the narrower terms: 5 = 4 + 1, 7 = 4 + 2 + 1
+    shape, attrs = (1, 64, 14, 14), dict(size=size, alpha=1e-2, beta=0.75, bias=2.0)
+    got, (x,), program = run_layer("lrn", [shape], shape, attrs)
+    close(got, ref_lrn(x, size, 1e-2, 0.75, 2.0))
+    nodes = program.cores[0].graph.nodes
+    vector = [n.instr for n in nodes if n.pipe == "VECTOR" and n.instr is not None]
+    assert not any(i.opcode == "vreduce" for i in vector)
+    tiles = sum(1 for i in vector if i.opcode == "vunary" and i.op == "square")
+    assert sum(1 for i in vector if i.opcode == "vbinary" and i.op == "add") == adds * tiles
+
+
+def test_an_lrn_agrees_with_onnxruntime():
+    node = helper.make_node("LRN", ["x"], ["y"], size=5, alpha=1e-3, beta=0.75, bias=1.0)
+    agrees_with_onnxruntime(node, (1, 40, 9, 9))
 
 
 # ------------------------------------------------------------------------- layout

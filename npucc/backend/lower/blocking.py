@@ -69,6 +69,7 @@ def fitting_tiles(
     l1_buffers: L1Buffers,
     ub_per_mn: int = 2,
     k_quantum: int = 1,
+    m_options: list[int] | None = None,
 ) -> list[MatTiles]:
     """The L0 tiles (m_t, n_t, k_t) of an M x N x K product whose buffers fit every tier's share,
     none of which another fitting tile contains.
@@ -76,7 +77,9 @@ def fitting_tiles(
     `l1_buffers(m_t, n_t, k_t)` gives the elements of each L1 buffer of a one-tile block;
     `ub_per_mn` is the number of m_t x n_t tiles the epilogue keeps in UB; K tiles are
     multiples of `k_quantum` (a conv's taps per input channel). Tiles are multiples of the
-    cube's fractal (m0, n0, k0) where one fits, else any size down to 1 x 1 x k_quantum.
+    cube's fractal (m0, n0, k0) where one fits, else any size down to 1 x 1 x k_quantum;
+    `m_options`, when given, are the M tile sizes a lowering emits (a conv's whole-row bands),
+    tried before the fractal fallback.
     """
     m, n, k = dims
     cube = ctx.target.cube
@@ -95,9 +98,10 @@ def fitting_tiles(
             k_options = [c * k_quantum for c in _candidates(k // k_quantum)]
         else:
             k_options = _candidates(k, k0)
+        ms = m_options if m_options and m0 > 1 else _candidates(m, m0)
         fits = [
             MatTiles(mt, nt, kt)
-            for mt, nt, kt in itertools.product(_candidates(m, m0), _candidates(n, n0), k_options)
+            for mt, nt, kt in itertools.product(ms, _candidates(n, n0), k_options)
             if all(ctx.share_fits(t, b) for t, b in buffers(mt, nt, kt).items())
         ]
         if fits:

@@ -4,10 +4,14 @@ A windowed pool tile covers channels x output rows x output columns of one image
 window it reads is copied into a UB buffer pre-filled with the pad value (-inf for max, 0 for
 avg), one VReduce over the pattern [c, oh, ow, kh, kw] (overlapping reads) pools it, and an
 average is scaled by 1/taps, from a generated per-pixel map where the tap count varies.
+A float pool may instead, where that costs less (`_pool_cost`: its busiest pipe's cycles by
+target/cost.py's formulas), pool the columns first: kw - 1 vbinary ops over every window row
+at the output columns into a UB temporary, then kh - 1 over the output rows.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +30,9 @@ from npucc.backend.lower.layout import budget, fill_window, load
 from npucc.errors import NpuccError
 from npucc.ir.graph import Layer
 from npucc.ir.isa import BufRef, Copy, DdrRef, VBinary, VReduce, VUnary
+from npucc.target.cost import dma_cycles, vector_cycles
+
+COMBINE = {"maxpool": "max", "avgpool": "add"}  # the vbinary op of a separable pool
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,23 +134,57 @@ def lower_pool(ctx: LowerContext, layer: Layer) -> None:
         assert scale is not None and scale.table is None and scale.factor == 1 / (g.kh * g.kw)
         scale = None
     extra = scale.elems if scale is not None else (lambda toh, tow: 0)
-    tp, toh, tow = _pool_tiles(ctx, layer, g, extra)
+    plans: list[tuple[bool, tuple[int, int, int]]] = []
+    for sep in (False, True) if "q" not in layer.attrs and g.kh > 1 and g.kw > 1 else (False,):
+        tiles = _pool_tiles(ctx, layer, g, extra, sep)
+        if tiles is not None:
+            plans.append((sep, tiles))
+    sep, (tp, toh, tow) = min(plans, key=lambda p: _pool_cost(ctx, g, *p))
     for p0, pl in split(g.planes, tp):
         for oh0, ohl in split(g.oh, toh):
             for ow0, owl in split(g.ow, tow):
                 ctx.next_tile()
-                _pool_tile(ctx, layer, g, scale, (p0, pl, oh0, ohl, ow0, owl))
+                _pool_tile(ctx, layer, g, (scale, sep), (p0, pl, oh0, ohl, ow0, owl))
+
+
+def _pool_cost(ctx: LowerContext, g: PoolGeom, sep: bool, tiles: tuple[int, int, int]) -> int:
+    """Cycles of the busiest pipe of a pool in tiles of (planes, rows, cols), its window pooled
+    separably or not: its loads, vector ops and stores, tile by tile."""
+    t, (tp, toh, tow) = ctx.target, tiles
+    pipes = [0, 0, 0]
+    for (_, pl), (_, ohl), (_, owl) in itertools.product(
+        split(g.planes, tp), split(g.oh, toh), split(g.ow, tow)
+    ):
+        rows, out = g.rows(ohl), pl * ohl * owl
+        if sep:
+            vec = (g.kw - 1) * vector_cycles(t, pl * rows * owl)
+            vec += (g.kh - 1) * vector_cycles(t, out)
+        else:
+            vec = vector_cycles(t, out * g.kh * g.kw)
+        pipes[0] += dma_cycles(t, "DDR_UB", pl * rows * g.cols(owl) * t.elem_bytes)
+        pipes[1] += vec
+        pipes[2] += dma_cycles(t, "TIER_DDR", out * t.elem_bytes)
+    return max(pipes)
 
 
 def _pool_tiles(
-    ctx: LowerContext, layer: Layer, g: PoolGeom, extra: Callable[[int, int], int]
-) -> tuple[int, int, int]:
-    """Planes (image x channel), output rows and columns per tile: whole rows, then planes."""
+    ctx: LowerContext,
+    layer: Layer,
+    g: PoolGeom,
+    extra: Callable[[int, int], int],
+    sep: bool,
+) -> tuple[int, int, int] | None:
+    """Planes (image x channel), output rows and columns per tile: whole rows, then planes
+    (`sep`: with the separable pool's temporary of window rows x output columns, None when
+    even its smallest tile does not fit)."""
 
     def need(tp: int, toh: int, tow: int) -> int:
-        return tp * (g.rows(toh) * g.cols(tow) + toh * tow) + extra(toh, tow)
+        temp = g.rows(toh) * tow if sep else 0
+        return tp * (g.rows(toh) * g.cols(tow) + toh * tow + temp) + extra(toh, tow)
 
-    cap = budget(ctx, layer, least=need(1, 1, 1))
+    cap = budget(ctx, layer, least=need(1, 1, 1) if not sep else 1)
+    if need(1, 1, 1) > cap:
+        return None
     tow = largest(lambda v: need(1, 1, v) <= cap, g.ow)
     toh = largest(lambda v: need(1, v, tow) <= cap, g.oh) if tow == g.ow else 1
     tp = largest(lambda v: need(v, toh, tow) <= cap, g.planes) if toh == g.oh else 1
@@ -154,10 +195,12 @@ def _pool_tile(
     ctx: LowerContext,
     layer: Layer,
     g: PoolGeom,
-    scale: _Scale | None,
+    how: tuple[_Scale | None, bool],
     tile: tuple[int, int, int, int, int, int],
 ) -> None:
-    """Pool output planes p0.., rows oh0.., columns ow0.."""
+    """Pool output planes p0.., rows oh0.., columns ow0.. (`how`: the average's scale, and
+    whether the window is pooled separably)."""
+    scale, sep = how
     p0, pl, oh0, ohl, ow0, owl = tile
     bld = ctx.builder
     rows, cols = g.rows(ohl), g.cols(owl)
@@ -169,11 +212,14 @@ def _pool_tile(
     band = (oh0 * g.sh - g.pads[0], rows, ow0 * g.sw - g.pads[1], cols)
     fill_window(ctx, (g.h, g.w), win, x, pl, band, pad)
     out = bld.alloc("UB", pl * ohl * owl, f"{layer.name}.out")
-    dims = (pl, ohl, owl, g.kh, g.kw)
-    src_strides = (rows * cols, g.sh * cols, g.sw, g.dh * cols, g.dw)
     dense = (ohl * owl, owl, 1)
-    op = "max" if layer.op == "maxpool" else "mean" if q else "sum"
-    bld.emit(VReduce(op, out, win, dims, dense, src_strides, 2, q))
+    if sep:
+        _pool_separable(ctx, layer, g, (win, rows, cols), (out, pl, ohl, owl))
+    else:
+        dims = (pl, ohl, owl, g.kh, g.kw)
+        src_strides = (rows * cols, g.sh * cols, g.sw, g.dh * cols, g.dw)
+        op = "max" if layer.op == "maxpool" else "mean" if q else "sum"
+        bld.emit(VReduce(op, out, win, dims, dense, src_strides, 2, q))
     bld.free(win)
     if scale is not None:
         scale.emit(ctx, layer.name, out, (pl, oh0, ohl, ow0, owl))
@@ -181,6 +227,32 @@ def _pool_tile(
     y = ctx.ddr(layer.outputs[0]).at((p0 * g.oh + oh0) * g.ow + ow0)
     bld.emit(Copy(y, out, (pl, ohl, owl), (g.oh * g.ow, g.ow, 1), dense))
     bld.free(out)
+
+
+def _pool_separable(
+    ctx: LowerContext,
+    layer: Layer,
+    g: PoolGeom,
+    window: tuple[BufRef, int, int],
+    out: tuple[BufRef, int, int, int],
+) -> None:
+    """Pool a tile's window (rows x cols per plane) into `out` (planes x ohl x owl): each
+    window row's kw taps at the output columns into a temporary, then its kh rows."""
+    win, rows, cols = window
+    dst, pl, ohl, owl = out
+    bld, op = ctx.builder, COMBINE[layer.op]
+    temp = bld.alloc("UB", pl * rows * owl, f"{layer.name}.cols")
+    dims, tstr = (pl, rows, owl), (rows * owl, owl, 1)
+    wstr = (rows * cols, cols, g.sw)
+    bld.emit(VBinary(op, temp, win, win.at(g.dw), dims, tstr, wstr, wstr))
+    for j in range(2, g.kw):
+        bld.emit(VBinary(op, temp, temp, win.at(j * g.dw), dims, tstr, tstr, wstr))
+    dims, dense = (pl, ohl, owl), (ohl * owl, owl, 1)
+    vstr = (rows * owl, g.sh * owl, 1)
+    bld.emit(VBinary(op, dst, temp, temp.at(g.dh * owl), dims, dense, vstr, vstr))
+    for i in range(2, g.kh):
+        bld.emit(VBinary(op, dst, dst, temp.at(i * g.dh * owl), dims, dense, dense, vstr))
+    bld.free(temp)
 
 
 @lowering("globalavgpool", "globalmaxpool", onchip=(0,))

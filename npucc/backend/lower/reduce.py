@@ -4,11 +4,14 @@ Softmax views its input as [outer, axis, inner] and tiles outer x inner; a tile 
 axis in UB when it fits (max, subtract, exp, sum, scale), and otherwise streams the axis in
 chunks three times (running max, running sum of exp, then the normalised output). LRN views its
 input as [n, c, spatial]; a tile holds its channels plus a zero-padded halo so that the window
-sum of squares is one overlapping VReduce.
+sum of squares is one overlapping VReduce, or, where `_lrn_cost` says it costs less, a doubling
+sum (windows of 2, 4, ... channels, each two of the previous added: 3 adds for a window of 5
+instead of 5 lanes of work per output).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from npucc.backend.lower.context import LowerContext, apply_activation, lowering, split
@@ -24,7 +27,8 @@ from npucc.backend.lower.layout import (
     store,
 )
 from npucc.ir.graph import Layer, row_major_strides
-from npucc.ir.isa import BufRef, VBinary, VReduce, VSoftmax, VUnary
+from npucc.ir.isa import VECTOR_OP_WEIGHT, BufRef, VBinary, VReduce, VSoftmax, VUnary
+from npucc.target.cost import dma_cycles, vector_cycles
 
 COMBINE = {"max": "max", "sum": "add"}  # binary op that merges two partial reductions
 
@@ -172,35 +176,125 @@ def lower_lrn(ctx: LowerContext, layer: Layer) -> None:
     shape = ctx.shape(layer.inputs[0])
     n, c, plane = shape[0], shape[1], math.prod(shape[2:])
     size = int(layer.attrs["size"])
-    tc, ts = _lrn_tiles(ctx, layer, c, plane, size)
+    plans: list[tuple[bool, tuple[int, int]]] = []
+    for doubling in (False, True) if size > 1 else (False,):
+        # the window summed by doubling keeps its intermediate windows in UB
+        tiles = _lrn_tiles(
+            ctx, layer, (c, plane, size), len(_doublings(size)) - 2 if doubling else 0
+        )
+        if tiles is not None:
+            plans.append((doubling, tiles))
+    doubling, (tc, ts) = min(plans, key=lambda p: _lrn_cost(ctx, (c, plane, size), *p))
     for b in range(n):
         for c0, cl in split(c, tc):
             for s0, sl in split(plane, ts):
                 ctx.next_tile()
-                _lrn_tile(ctx, layer, (c, plane, size), b, (c0, cl, s0, sl))
+                _lrn_tile(ctx, layer, (c, plane, size), b, (c0, cl, s0, sl), doubling)
 
 
-def _lrn_tiles(ctx: LowerContext, layer: Layer, c: int, plane: int, size: int) -> tuple[int, int]:
-    """Channels and spatial positions per tile: all channels when a column of them fits."""
+def _lrn_tiles(ctx: LowerContext, layer: Layer, view: Dims, temps: int) -> tuple[int, int] | None:
+    """Channels and spatial positions per tile: all channels when a column of them fits
+    (`temps`: intermediate windows of the doubling sum, each at most a padded column; None
+    when one channel at one position does not fit with them)."""
+    c, plane, size = view
     halo = size - 1
     cap = budget(ctx, layer, least=3 + 2 * halo)  # one channel at one position
 
     def per_position(tc: int) -> int:
-        return 3 * tc + 2 * halo  # padded input, its squares, and the result
+        return 3 * tc + 2 * halo + temps * (tc + halo)  # padded input, squares, result, temps
 
     if per_position(c) <= cap:
         return c, min(plane, cap // per_position(c))
     ts = min(plane, 64)
-    tc = (cap // ts - 2 * halo) // 3
+    tc = (cap // ts - (2 + temps) * halo) // (3 + temps)
     if tc < 1:
-        ts, tc = 1, (cap - 2 * halo) // 3
-    return tc, ts
+        ts, tc = 1, (cap - (2 + temps) * halo) // (3 + temps)
+    return (tc, ts) if tc >= 1 else None
+
+
+def _lrn_cost(ctx: LowerContext, view: Dims, doubling: bool, tiles: tuple[int, int]) -> int:
+    """Cycles of the busiest pipe (loads, vector ops, stores) of an LRN in tiles of (channels,
+    positions), its window summed by doubling or by one vreduce (target/cost.py's formulas)."""
+    c, plane, size = view
+    t, (tc, ts) = ctx.target, tiles
+    pipes = [0, 0, 0]
+    for (_, cl), (_, sl) in itertools.product(split(c, tc), split(plane, ts)):
+        rows = cl + size - 1
+        vec = vector_cycles(t, rows * sl) + 3 * vector_cycles(t, cl * sl)
+        vec += vector_cycles(t, cl * sl, VECTOR_OP_WEIGHT["pows"])
+        if doubling:
+            lengths = _window_lengths(size, cl)
+            vec += sum(vector_cycles(t, lengths[p] * sl) for p in _doublings(size)[1:])
+            vec += sum(vector_cycles(t, cl * sl) for _ in _window_terms(size)[1:])
+        else:
+            vec += vector_cycles(t, cl * sl * size)
+        pipes[0] += dma_cycles(t, "DDR_UB", rows * sl * t.elem_bytes)
+        pipes[1] += vec
+        pipes[2] += dma_cycles(t, "TIER_DDR", cl * sl * t.elem_bytes)
+    return max(pipes)
+
+
+def _doublings(size: int) -> list[int]:
+    """The window widths a doubling sum builds: 1, 2, 4, ... up to the largest <= size."""
+    return [1 << i for i in range(size.bit_length())]
+
+
+def _window_terms(size: int) -> list[tuple[int, int]]:
+    """(width, channel offset) of the power-of-two windows that add up to one of `size`,
+    widest first."""
+    terms, off = [], 0
+    for width in reversed(_doublings(size)):
+        if size & width:
+            terms.append((width, off))
+            off += width
+    return terms
+
+
+def _window_lengths(size: int, cl: int) -> dict[int, int]:
+    """Channels of each doubling window a tile of `cl` output channels needs: what its terms
+    read and what the next width reads (width w at c and c + w)."""
+    offsets = dict(_window_terms(size))
+    widths = _doublings(size)
+    lengths = {widths[-1]: cl + offsets.get(widths[-1], 0)}
+    for width in reversed(widths[:-1]):
+        need = lengths[2 * width] + width
+        lengths[width] = max(need, cl + offsets[width]) if width in offsets else need
+    return lengths
+
+
+def _window_sum(ctx: LowerContext, layer: Layer, sq: BufRef, acc: BufRef, tile: Dims) -> None:
+    """acc[c] = sum of sq[c .. c + size) over the tile's channels by doubling: windows of 2, 4,
+    ... channels, each the sum of two of the previous at `width` apart, the widest written to
+    acc, then the narrower terms of size added to it."""
+    cl, sl, size = tile
+    bld = ctx.builder
+    lengths = _window_lengths(size, cl)
+    widths = _doublings(size)
+    built = {1: sq}
+    for width in widths[:-1]:
+        wide = 2 * width
+        dst = acc if wide == widths[-1] else bld.alloc("UB", lengths[wide] * sl, f"{layer.name}.w")
+        src = built[width]
+        n = (lengths[wide] * sl,)
+        bld.emit(VBinary("add", dst, src, src.at(width * sl), n, (1,), (1,), (1,)))
+        built[wide] = dst
+    for width, off in _window_terms(size)[1:]:
+        n = (cl * sl,)
+        bld.emit(VBinary("add", acc, acc, built[width].at(off * sl), n, (1,), (1,), (1,)))
+    for width in widths[1:-1]:
+        bld.free(built[width])
 
 
 def _lrn_tile(
-    ctx: LowerContext, layer: Layer, view: Dims, b: int, tile: tuple[int, int, int, int]
+    ctx: LowerContext,
+    layer: Layer,
+    view: Dims,
+    b: int,
+    tile: tuple[int, int, int, int],
+    doubling: bool,
 ) -> None:
-    """LRN of channels c0..c0+cl at spatial positions s0..s0+sl of image b."""
+    """LRN of channels c0..c0+cl at spatial positions s0..s0+sl of image b (`doubling`: the
+    window sum by `_window_sum`, else one vreduce)."""
     c, plane, size = view
     c0, cl, s0, sl = tile
     a = layer.attrs
@@ -212,7 +306,10 @@ def _lrn_tile(
     sq = bld.alloc("UB", rows * sl, f"{layer.name}.sq")
     bld.emit(VUnary("square", sq, xpad, (rows * sl,), (1,), (1,)))
     acc = bld.alloc("UB", cl * sl, f"{layer.name}.y")
-    bld.emit(VReduce("sum", acc, sq, (cl, sl, size), (sl, 1), (sl, 1, sl), 1))
+    if doubling:
+        _window_sum(ctx, layer, sq, acc, (cl, sl, size))
+    else:
+        bld.emit(VReduce("sum", acc, sq, (cl, sl, size), (sl, 1), (sl, 1, sl), 1))
     bld.free(sq)
     n = (cl * sl,)
     bld.emit(VUnary("muls", acc, acc, n, (1,), (1,), (float(a["alpha"]) / size,)))
