@@ -1,12 +1,13 @@
 """Which tensors a plan keeps on chip: the rules, the homes, and the EDP refinement."""
 
+import math
 from pathlib import Path
 
 import pytest
 
 from npucc.backend.estimate.exec_cost import ExecCostModel
 from npucc.backend.hypercut.beam import BeamOptions
-from npucc.backend.hypercut.onchip_plan import plan_onchip
+from npucc.backend.hypercut.onchip_plan import STAGED_OPS, plan_onchip, stage_piece, staged_key
 from npucc.backend.lower import plan_tensors
 from npucc.backend.planner import PlanOptions, plan_graph
 from npucc.ir.onchip import OnChip, chunk_bytes, parse_onchip
@@ -64,3 +65,25 @@ def test_the_plan_sends_through_ddr_what_the_refinement_chose():
     lowered = plan_tensors(plan, graph, MESH)
     assert lowered == model.onchip(plan.steps, plan.offchip)
     assert not set(lowered) & plan.offchip
+
+
+def test_a_split_loop_stages_its_cube_weights_on_its_rectangle():
+    graph = import_model(MODELS / "small_cnn.onnx")
+    n = len(graph.layers)
+    cores = [(8, 9, 10, 11)] * n
+    cube = [(i, t) for i, layer in enumerate(graph.layers) if layer.op in STAGED_OPS
+            for t in layer.inputs if t and graph.is_const(t)]  # fmt: skip
+    assert cube
+    piece = stage_piece(MESH)
+    split = plan_onchip(graph, cores, [0] * n, MESH, loops=[(0, 2, -1)] * n)
+    for _, t in cube:
+        where = split[staged_key(t, 0)]
+        elems = math.prod(graph.tensors[t].shape)
+        assert where.chunk == min(elems, max(-(-elems // 4), piece))  # a piece per home at least
+        assert where.homes == tuple((1, c) for c in range(len(where.homes)))
+    whole = plan_onchip(graph, cores, [0] * n, MESH, loops=[(0, 1, -1)] * n)
+    assert not any("@chip" in key for key in whole)  # one sub-batch: read once anyway
+    first = staged_key(cube[0][1], 0)
+    assert first not in plan_onchip(
+        graph, cores, [0] * n, MESH, frozenset({first}), loops=[(0, 2, -1)] * n
+    )

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from npucc import progress
-from npucc.backend.hypercut.onchip_plan import plan_onchip
+from npucc.backend.hypercut.onchip_plan import plan_onchip, staged_key
 from npucc.backend.lower import (  # noqa: F401  (register)
     attention,
     conv,
@@ -25,6 +25,7 @@ from npucc.backend.lower.concat_fold import NO_FOLDS, ConcatFolds, fold_concats
 from npucc.backend.lower.context import LOWERINGS, LowerContext, ReservedFitError
 from npucc.backend.lower.resident import NONE as NO_RESIDENT
 from npucc.backend.lower.resident import Residency, choose_resident
+from npucc.backend.lower.stage import stage_const
 from npucc.backend.lower.subbatch import Part, part_loops, slice_offset, slice_plan
 from npucc.backend.lower.work import layer_work
 from npucc.errors import NpuccError
@@ -38,6 +39,7 @@ from npucc.passes import CompileContext, IRType, Pass
 from npucc.target import Target
 
 Placement = dict[str, tuple[int, ...]]  # layer name -> indices of the cores that run it
+Staged = dict[str, dict[str, str]]  # layer name -> {constant: key of the on-chip copy it reads}
 
 
 def lower_graph(
@@ -47,13 +49,16 @@ def lower_graph(
     onchip: dict[str, OnChip] | None = None,
     slices: dict[str, tuple[str, int, int]] | None = None,
     resident: bool = True,
+    staged: Staged | None = None,
 ) -> TiledProgram:
     """Lower every layer of `graph`, layer after layer, onto the target's cores.
 
     Each layer's independent tiles go round-robin over its cores (`placement`; by default every
     layer uses every core of the mesh in turn, i.e. layer-sequential execution). The tensors in
     `onchip` are kept on chip and moved over the NoC instead of DDR. A tensor in `slices` is
-    slice j of n of another (a sub-batch: npucc.backend.lower.subbatch). With `resident`, the
+    slice j of n of another (a sub-batch: npucc.backend.lower.subbatch); a layer in `staged`
+    reads those constants from their on-chip copies (staged before their first reader). With
+    `resident`, the
     layer outputs `choose_resident` picks stay in L1 (one core); the rest go through DDR, where
     (one core) a concat's producers write its inputs in place when they can (`fold_concats`).
     NOTE: if a layer's smallest tile does not fit beside the resident tensors, the graph is
@@ -65,10 +70,11 @@ def lower_graph(
     folds = fold_concats(graph, residency) if one_core else NO_FOLDS
     if folds.layers and resident:
         residency = choose_resident(graph, target, exclude=folds.tensors())
+    args = (graph, ctx, placement, onchip, slices, staged or {})
     try:
-        return _lower_all(graph, ctx, placement, onchip, slices, residency, folds)
+        return _lower_all(*args, residency, folds)
     except ReservedFitError:
-        return _lower_all(graph, ctx, placement, onchip, slices, NO_RESIDENT, folds)
+        return _lower_all(*args, NO_RESIDENT, folds)
 
 
 def _lower_all(
@@ -77,6 +83,7 @@ def _lower_all(
     placement: Placement | None,
     onchip: dict[str, OnChip] | None,
     slices: dict[str, tuple[str, int, int]] | None,
+    staged: Staged,
     residency: Residency,
     folds: ConcatFolds,
 ) -> TiledProgram:
@@ -110,7 +117,13 @@ def _lower_all(
                 builder.hold(program.key(name), math.prod(lctx.shape(name)))
             if index not in folds.layers:
                 cores = (placement or {}).get(layer.name, every_core)
+                consts = staged.get(layer.name, {})
+                _stage(lctx, consts)
+                for name, key in consts.items():  # read through the on-chip copy
+                    program.aliases[name] = key
                 _lower_layer(lctx, layer, cores, parts, folds)
+                for name in consts:
+                    del program.aliases[name]
             for name in residency.dead(index):
                 builder.release(program.key(name))
     for name in graph.outputs:
@@ -123,6 +136,20 @@ def _lower_all(
     if program.cross_edges:
         _order_sync_points(program)
     return program
+
+
+def _stage(lctx: LowerContext, consts: dict[str, str]) -> None:
+    """Copy each constant of `consts` (name -> key of its on-chip copy) into its homes, unless
+    an earlier sub-batch's layer did."""
+    program = lctx.program
+    for name, key in consts.items():
+        if key in program.tensors:
+            continue
+        src = lctx.ddr(name)
+        shape = lctx.shape(name)
+        program.add_tensor(key, "onchip", shape)
+        cols = lctx.target.mesh.cols
+        stage_const(lctx.builder, src, key, math.prod(shape), program.onchip[key], cols)
 
 
 def _order_sync_points(program: TiledProgram) -> None:
@@ -265,6 +292,12 @@ class LowerTiles(Pass):
             for layer, part in zip(sliced.graph.layers, sliced.parts, strict=True)
             if names[part.layer] in placement
         }
-        program = lower_graph(sliced.graph, ctx, parts, onchip, sliced.slices)
+        staged: Staged = {}
+        for layer, part in zip(sliced.graph.layers, sliced.parts, strict=True):
+            for name in layer.inputs:
+                key = staged_key(name, part.loop) if name else ""
+                if part.parts > 1 and key in onchip:
+                    staged.setdefault(layer.name, {})[name] = key
+        program = lower_graph(sliced.graph, ctx, parts, onchip, sliced.slices, staged=staged)
         ctx.stats["tile_ops"] = sum(len(c.graph) for c in program.cores)
         return program
