@@ -17,14 +17,16 @@ slice j wait until the readers of slice j − slots are done.
 
 The weights of a split loop's cube layers (the constants of `STAGED_OPS`) are kept on chip
 for its sub-batches when they fit: the lowering stages each once from DDR into chunks on the
-layer's rectangle (`staged_key`: one on-chip copy per loop) and every sub-batch reads it over
-the NoC instead of fetching it from DDR again.
+layer's rectangle, or on the nearest cores as well when the rectangle has no room
+(`staged_key`: one on-chip copy per loop), and every sub-batch reads it over the NoC instead
+of fetching it from DDR again.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import lru_cache
 
 from npucc.ir.graph import Graph
 from npucc.ir.graph_schema import HOST_OP, VIEW_OPS
@@ -95,19 +97,28 @@ def plan_onchip(
 
     def keep(
         key: str, held: int, cores: tuple[int, ...], slot: int = 0, slots: int = 1, least: int = 1
-    ) -> None:
+    ) -> bool:
         """Keep `held` elements of `key` in chunks (of at least `least`) on `cores` if their
-        buffers have room."""
+        buffers have room; whether it is kept."""
         if held == 0:
-            return
+            return False
         chunk = min(held, max(-(-held // len(cores)), least))
         homes = cores[: -(-held // chunk)]
         need = chunk_bytes(chunk, eb)
         if any(free.get(c, budget) < need for c in homes):
-            return
+            return False
         for c in homes:
             free[c] = free.get(c, budget) - need
         kept[key] = OnChip(tuple((c // cols, c % cols) for c in homes), chunk, slot, slots)
+        return True
+
+    def stage(key: str, held: int, cores: tuple[int, ...]) -> None:
+        """Keep a constant on the layer's cores, else on twice, four times ... as many of the
+        nearest cores (`_nearby`), in chunks of at least a staging piece."""
+        near = _nearby(cores, target.mesh.rows, cols)
+        count = len(cores)
+        while not keep(key, held, near[:count], least=piece) and count < len(near):
+            count = min(2 * count, len(near))
 
     for i, layer in enumerate(graph.layers):
         cores = cores_of[i]
@@ -117,7 +128,7 @@ def plan_onchip(
             for t in layer.inputs:
                 key = staged_key(t, loops[i][0]) if t and graph.is_const(t) else ""
                 if key and key not in kept and key not in offchip:
-                    keep(key, math.prod(graph.tensors[t].shape), cores, least=piece)
+                    stage(key, math.prod(graph.tensors[t].shape), cores)
         for t in layer.outputs:
             elems = math.prod(graph.tensors[t].shape)
             found = consumers(t) if t not in outputs and t not in offchip else None
@@ -128,6 +139,18 @@ def plan_onchip(
                 continue
             keep(t, slot * slots if slot else elems, cores, slot, slots)
     return kept
+
+
+@lru_cache(maxsize=4096)
+def _nearby(cores: tuple[int, ...], rows: int, cols: int) -> tuple[int, ...]:
+    """`cores`, then every other core of the mesh by its hops to the nearest of them."""
+    inside = set(cores)
+
+    def hops(c: int) -> int:
+        return min(abs(c // cols - d // cols) + abs(c % cols - d % cols) for d in cores)
+
+    others = sorted((c for c in range(rows * cols) if c not in inside), key=lambda c: (hops(c), c))
+    return (*cores, *others)
 
 
 def _handoff(
