@@ -93,9 +93,22 @@ def test_a_staged_weight_too_large_for_its_rectangle_spreads_to_the_nearest_core
     graph = import_model(MODELS / "transformer_encoder.onnx")
     n = len(graph.layers)
     rect = (0, 1, 8, 9)  # a 2x2 corner of the 8x8 mesh
-    kept = plan_onchip(graph, [rect] * n, [0] * n, MESH, loops=[(0, 2, -1)] * n)
+    tensors = frozenset(graph.tensors)  # no handoff: the weights have the buffers to themselves
+    kept = plan_onchip(graph, [rect] * n, [0] * n, MESH, tensors, loops=[(0, 2, -1)] * n)
     big = [t for t in graph.tensors if graph.is_const(t) and graph.tensors[t].shape == (768, 768)]
     where = kept[staged_key(big[0], 0)]  # 2.36 MB: more than four 512 KiB buffers hold
     assert len(where.homes) > 4 and where.homes[:4] == ((0, 0), (0, 1), (1, 0), (1, 1))
     assert chunk_bytes(where.chunk, 4) <= MESH.mesh.onchip_budget
     assert set(where.homes[4:]) == {(0, 2), (1, 2), (2, 0), (2, 1)}  # one hop away
+
+
+def test_staged_weights_take_only_the_room_the_handoffs_left():
+    graph = import_model(MODELS / "transformer_encoder.onnx")
+    n = len(graph.layers)
+    loops = [(0, 2, -1)] * n
+    kept = plan_onchip(graph, [(0, 1, 8, 9)] * n, [0] * n, MESH, loops=loops)
+    handoffs = {k: w for k, w in kept.items() if k in graph.tensors}
+    staged = frozenset(kept) - set(handoffs)
+    assert handoffs and staged  # the handoffs, then the weights that still fit
+    alone = plan_onchip(graph, [(0, 1, 8, 9)] * n, [0] * n, MESH, staged, loops=loops)
+    assert {k: w for k, w in alone.items() if k in graph.tensors} == handoffs  # unchanged

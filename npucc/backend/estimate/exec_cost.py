@@ -422,8 +422,11 @@ class ExecCostModel:
         return frozenset(self.graph.tensors)
 
     def best_edp(self, steps: tuple[Step, ...]) -> float:
-        """EDP of a complete plan: the lower of keeping on chip all it can and keeping nothing."""
-        return min(self.evaluate(steps).edp, self.evaluate(steps, self.every_tensor).edp)
+        """EDP of a complete plan: the lowest of keeping on chip all it can, all but the staged
+        weights, and nothing."""
+        staged = frozenset(key for key in self.onchip(steps) if key not in self.graph.tensors)
+        variants = [frozenset(), self.every_tensor | staged] + ([staged] if staged else [])
+        return min(self.evaluate(steps, v).edp for v in variants)
 
     def refine_offchip(self, steps: tuple[Step, ...]) -> frozenset[str]:
         """Tensors to send through DDR although they could stay on chip (NoC copies save

@@ -16,10 +16,10 @@ it still waits to read), at most the sub-batch count; the lowering makes the pro
 slice j wait until the readers of slice j − slots are done.
 
 The weights of a split loop's cube layers (the constants of `STAGED_OPS`) are kept on chip
-for its sub-batches when they fit: the lowering stages each once from DDR into chunks on the
-layer's rectangle, or on the nearest cores as well when the rectangle has no room
-(`staged_key`: one on-chip copy per loop), and every sub-batch reads it over the NoC instead
-of fetching it from DDR again.
+for its sub-batches when they fit the room the tensors above left: the lowering stages each
+once from DDR into chunks on the layer's rectangle, or on the nearest cores as well when the
+rectangle has no room (`staged_key`: one on-chip copy per loop), and every sub-batch reads it
+over the NoC instead of fetching it from DDR again.
 """
 
 from __future__ import annotations
@@ -124,11 +124,6 @@ def plan_onchip(
         cores = cores_of[i]
         if layer.op in VIEW_OPS or layer.op == HOST_OP or cores is None:
             continue  # NOTE: a host segment writes DDR only
-        if loops is not None and loops[i][1] > 1 and layer.op in STAGED_OPS:
-            for t in layer.inputs:
-                key = staged_key(t, loops[i][0]) if t and graph.is_const(t) else ""
-                if key and key not in kept and key not in offchip:
-                    stage(key, math.prod(graph.tensors[t].shape), cores)
         for t in layer.outputs:
             elems = math.prod(graph.tensors[t].shape)
             found = consumers(t) if t not in outputs and t not in offchip else None
@@ -138,6 +133,14 @@ def plan_onchip(
             if not slot and any(not 0 <= step_of[j] - step_of[i] <= LATER_STEPS for j in found):
                 continue
             keep(t, slot * slots if slot else elems, cores, slot, slots)
+    for i, layer in enumerate(graph.layers):  # then the weights, in the room the tensors left
+        cores = cores_of[i]
+        if loops is None or cores is None or loops[i][1] == 1 or layer.op not in STAGED_OPS:
+            continue
+        for t in layer.inputs:
+            key = staged_key(t, loops[i][0]) if t and graph.is_const(t) else ""
+            if key and key not in kept and key not in offchip:
+                stage(key, math.prod(graph.tensors[t].shape), cores)
     return kept
 
 
