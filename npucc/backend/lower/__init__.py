@@ -58,9 +58,9 @@ def lower_graph(
     `onchip` are kept on chip and moved over the NoC instead of DDR. A tensor in `slices` is
     slice j of n of another (a sub-batch: npucc.backend.lower.subbatch); a layer in `staged`
     reads those constants from their on-chip copies (staged before their first reader). With
-    `resident`, the
-    layer outputs `choose_resident` picks stay in L1 (one core); the rest go through DDR, where
-    (one core) a concat's producers write its inputs in place when they can (`fold_concats`).
+    `resident`, the layer outputs `choose_resident` picks stay in L1 (one core); the rest go
+    through DDR, where (one core) a concat's producers write its inputs in place when they can
+    (`fold_concats`).
     NOTE: if a layer's smallest tile does not fit beside the resident tensors, the graph is
     lowered again without them (the result is what it was before residency).
     """
@@ -117,13 +117,7 @@ def _lower_all(
                 builder.hold(program.key(name), math.prod(lctx.shape(name)))
             if index not in folds.layers:
                 cores = (placement or {}).get(layer.name, every_core)
-                consts = staged.get(layer.name, {})
-                _stage(lctx, consts)
-                for name, key in consts.items():  # read through the on-chip copy
-                    program.aliases[name] = key
-                _lower_layer(lctx, layer, cores, parts, folds)
-                for name in consts:
-                    del program.aliases[name]
+                _lower_staged(lctx, layer, cores, parts, folds, staged.get(layer.name, {}))
             for name in residency.dead(index):
                 builder.release(program.key(name))
     for name in graph.outputs:
@@ -136,6 +130,28 @@ def _lower_all(
     if program.cross_edges:
         _order_sync_points(program)
     return program
+
+
+def _lower_staged(
+    lctx: LowerContext,
+    layer: Layer,
+    cores: tuple[int, ...],
+    parts: _Parts,
+    folds: ConcatFolds,
+    consts: dict[str, str],
+) -> None:
+    """`_lower_layer`, reading the constants `consts` (name -> key) from their on-chip copies
+    (staged first if they are not yet)."""
+    program = lctx.program
+    _stage(lctx, consts)
+    before = {name: program.aliases.get(name) for name in consts}
+    program.aliases.update(consts)
+    _lower_layer(lctx, layer, cores, parts, folds)
+    for name, alias in before.items():
+        if alias is None:
+            del program.aliases[name]
+        else:
+            program.aliases[name] = alias
 
 
 def _stage(lctx: LowerContext, consts: dict[str, str]) -> None:
