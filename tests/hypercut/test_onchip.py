@@ -1,12 +1,13 @@
 """Which tensors a plan keeps on chip: the rules, the homes, and the EDP refinement."""
 
+import math
 from pathlib import Path
 
 import pytest
 
 from npucc.backend.estimate.exec_cost import ExecCostModel
 from npucc.backend.hypercut.beam import BeamOptions
-from npucc.backend.hypercut.onchip_plan import plan_onchip
+from npucc.backend.hypercut.onchip_plan import STAGED_OPS, plan_onchip, stage_piece, staged_key
 from npucc.backend.lower import plan_tensors
 from npucc.backend.planner import PlanOptions, plan_graph
 from npucc.ir.onchip import OnChip, chunk_bytes, parse_onchip
@@ -64,3 +65,50 @@ def test_the_plan_sends_through_ddr_what_the_refinement_chose():
     lowered = plan_tensors(plan, graph, MESH)
     assert lowered == model.onchip(plan.steps, plan.offchip)
     assert not set(lowered) & plan.offchip
+
+
+def test_a_split_loop_stages_its_cube_weights_on_its_rectangle():
+    graph = import_model(MODELS / "small_cnn.onnx")
+    n = len(graph.layers)
+    cores = [(8, 9, 10, 11)] * n
+    cube = [(i, t) for i, layer in enumerate(graph.layers) if layer.op in STAGED_OPS
+            for t in layer.inputs if t and graph.is_const(t)]  # fmt: skip
+    assert cube
+    piece = stage_piece(MESH)
+    split = plan_onchip(graph, cores, [0] * n, MESH, loops=[(0, 2, -1)] * n)
+    for _, t in cube:
+        where = split[staged_key(t, 0)]
+        elems = math.prod(graph.tensors[t].shape)
+        assert where.chunk == min(elems, max(-(-elems // 4), piece))  # a piece per home at least
+        assert where.homes == tuple((1, c) for c in range(len(where.homes)))
+    whole = plan_onchip(graph, cores, [0] * n, MESH, loops=[(0, 1, -1)] * n)
+    assert not any("@chip" in key for key in whole)  # one sub-batch: read once anyway
+    first = staged_key(cube[0][1], 0)
+    assert first not in plan_onchip(
+        graph, cores, [0] * n, MESH, frozenset({first}), loops=[(0, 2, -1)] * n
+    )
+
+
+def test_a_staged_weight_too_large_for_its_rectangle_spreads_to_the_nearest_cores():
+    graph = import_model(MODELS / "transformer_encoder.onnx")
+    n = len(graph.layers)
+    rect = (0, 1, 8, 9)  # a 2x2 corner of the 8x8 mesh
+    tensors = frozenset(graph.tensors)  # no handoff: the weights have the buffers to themselves
+    kept = plan_onchip(graph, [rect] * n, [0] * n, MESH, tensors, loops=[(0, 2, -1)] * n)
+    big = [t for t in graph.tensors if graph.is_const(t) and graph.tensors[t].shape == (768, 768)]
+    where = kept[staged_key(big[0], 0)]  # 2.36 MB: more than four 512 KiB buffers hold
+    assert len(where.homes) > 4 and where.homes[:4] == ((0, 0), (0, 1), (1, 0), (1, 1))
+    assert chunk_bytes(where.chunk, 4) <= MESH.mesh.onchip_budget
+    assert set(where.homes[4:]) == {(0, 2), (1, 2), (2, 0), (2, 1)}  # one hop away
+
+
+def test_staged_weights_take_only_the_room_the_handoffs_left():
+    graph = import_model(MODELS / "transformer_encoder.onnx")
+    n = len(graph.layers)
+    loops = [(0, 2, -1)] * n
+    kept = plan_onchip(graph, [(0, 1, 8, 9)] * n, [0] * n, MESH, loops=loops)
+    handoffs = {k: w for k, w in kept.items() if k in graph.tensors}
+    staged = frozenset(kept) - set(handoffs)
+    assert handoffs and staged  # the handoffs, then the weights that still fit
+    alone = plan_onchip(graph, [(0, 1, 8, 9)] * n, [0] * n, MESH, staged, loops=loops)
+    assert {k: w for k, w in alone.items() if k in graph.tensors} == handoffs  # unchanged

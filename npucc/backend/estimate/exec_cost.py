@@ -17,13 +17,15 @@ docs/cost-model.md ("Interpreter vs cost model") states the rules and the measur
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from npucc.backend.hypercut.onchip_plan import plan_onchip
-from npucc.backend.lower.builder import MeshBuilder, TileBuilder
+from npucc.backend.hypercut.onchip_plan import plan_onchip, staged_key
+from npucc.backend.lower.builder import DdrTracker, MeshBuilder, TileBuilder
 from npucc.backend.lower.context import LOWERINGS, LowerContext
+from npucc.backend.lower.stage import stage_chunk
 from npucc.backend.lower.subbatch import (
     Part,
     loop_parts,
@@ -61,13 +63,15 @@ class LayerTiming:
 
 @dataclass(frozen=True, slots=True)
 class DdrCopy:
-    """A copy between a core tier and a non-const DDR tensor: a NoC transfer if it is on chip."""
+    """A copy between a core tier and a DDR tensor of the layer: a NoC transfer if it is on
+    chip (a constant: its staged copy)."""
 
     node: int  # index in the profile
     operand: int  # the tensor: index into the layer's (*inputs, *outputs)
     lo: int  # first element of the tensor the copy touches
     hi: int  # one past the last
     instr: Copy
+    lead: bool = False  # among the const loads ahead of the first input-dependent DDR copy
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,9 +205,19 @@ def profile_layer(graph: Graph, layer: Layer, target: Target, single: bool) -> L
             bit.setdefault(name, 1 if graph.is_const(name) else 1 << (1 + i))
     movable: dict[str, int] = {}
     for i, t in enumerate((*layer.inputs, *layer.outputs)):
-        if t and not graph.is_const(t):
+        if t:
             movable.setdefault(t, i)
     return _summarise(tile_graph, lctx.starts or [0], target, bit, movable)
+
+
+@lru_cache(maxsize=4096)
+def stage_profile(target: Target, elems: int) -> LayerProfile:
+    """One home core staging `elems` elements of a constant on chip (`stage_chunk`)."""
+    home = OnChip(((0, 0),), max(elems, 1))
+    tracker = DdrTracker(onchip={"staged": home})
+    builder = TileBuilder(TileGraph("stage"), target, 0, tracker)
+    stage_chunk(builder, DdrRef("const"), DdrRef("staged"), elems)
+    return _summarise(builder.graph, [0], target, {})
 
 
 def _summarise(
@@ -252,7 +266,8 @@ def _summarise(
                 if isinstance(side, DdrRef) and side.key in (movable or {}):
                     hi = side.off + pattern_extent(ins.dims, strides)
                     operand = (movable or {})[side.key]
-                    copies.append(DdrCopy(len(pipe), operand, side.off, hi, ins))
+                    lead = leading and mask == 1
+                    copies.append(DdrCopy(len(pipe), operand, side.off, hi, ins, lead))
         pipe.append(p)
         cycles.append(node.cycles)
         preds.append(tuple(g.preds[node.id]))
@@ -329,7 +344,7 @@ class ExecCostModel:
     _split: dict[tuple[int, int], bool] = field(default_factory=dict)  # (layer, n) separable
     _timings: dict[tuple[tuple, int], tuple[LayerTiming, ...]] = field(default_factory=dict)
     _key: dict[str, str] = field(default_factory=dict)  # view tensor -> the tensor it views
-    _noc: dict[tuple, tuple[tuple[LayerTiming, ...], float, int]] = field(default_factory=dict)
+    _noc: dict[tuple, tuple[tuple[LayerTiming, ...], float, int, int]] = field(default_factory=dict)
     _core: dict[tuple, LayerTiming] = field(default_factory=dict)  # by profile, core, cycles
 
     def __post_init__(self) -> None:
@@ -407,8 +422,11 @@ class ExecCostModel:
         return frozenset(self.graph.tensors)
 
     def best_edp(self, steps: tuple[Step, ...]) -> float:
-        """EDP of a complete plan: the lower of keeping on chip all it can and keeping nothing."""
-        return min(self.evaluate(steps).edp, self.evaluate(steps, self.every_tensor).edp)
+        """EDP of a complete plan: the lowest of keeping on chip all it can, all but the staged
+        weights, and nothing."""
+        staged = frozenset(key for key in self.onchip(steps) if key not in self.graph.tensors)
+        variants = [frozenset(), self.every_tensor | staged] + ([staged] if staged else [])
+        return min(self.evaluate(steps, v).edp for v in variants)
 
     def refine_offchip(self, steps: tuple[Step, ...]) -> frozenset[str]:
         """Tensors to send through DDR although they could stay on chip (NoC copies save
@@ -431,17 +449,24 @@ class ExecCostModel:
 
     def noc_layer(
         self, index: int, r: Rect, onchip: dict[str, OnChip], part: Part | None = None
-    ) -> tuple[tuple[LayerTiming, ...], float, int] | None:
-        """Timings (every used core), energy and DDR bytes of layer `index` (or of its `part`)
-        on `r` when some of its tensors stay on chip (None when none does). Copies of those
-        become NoC transfers, priced by cost.py from each tile's core to the homes it reaches."""
+    ) -> tuple[tuple[LayerTiming, ...], float, int, int] | None:
+        """Timings (every used core), energy, DDR bytes and leading const DDR bytes of layer
+        `index` (or of its `part`) on `r` when some of its tensors stay on chip (None when none
+        does; a constant of a split part: its staged copy). Copies of those become NoC
+        transfers, priced by cost.py from each tile's core to the homes it reaches."""
         j, n = (0, 1) if part is None else (part.part, part.parts)
         prof = self.profile(index, r.cores, n)
         layer = self.graph.layers[index]
         names = (*layer.inputs, *layer.outputs)  # a shared profile's operands, by position
         homes: dict[int, OnChip] = {}
         for operand in prof.copied:
-            where = onchip.get(self._key.get(names[operand], names[operand]))
+            name = names[operand]
+            if not self.graph.is_const(name):
+                where = onchip.get(self._key.get(name, name))
+            elif part is not None and n > 1:
+                where = onchip.get(staged_key(name, part.loop))
+            else:
+                continue
             if where is not None:
                 homes[operand] = where
         if not homes:
@@ -457,9 +482,11 @@ class ExecCostModel:
                 tile_of[i] = t
         over: list[dict[int, int]] = [{} for _ in used]
         energy = prof.energy_pj
-        ddr = prof.ddr_bytes
+        ddr, lead = prof.ddr_bytes, prof.lead_ddr_bytes
         offsets = {
-            o: slice_offset(self.graph, names[o], j, n, where) if n > 1 else 0
+            o: slice_offset(self.graph, names[o], j, n, where)
+            if n > 1 and not self.graph.is_const(names[o])
+            else 0
             for o, where in homes.items()
         }
         cores = len(used)
@@ -477,8 +504,9 @@ class ExecCostModel:
             over[k][c.node] = instr_cycles(self.target, noc)
             energy += instr_energy(self.target, noc) - instr_energy(self.target, ins)
             ddr -= ddr_bytes(self.target, ins)
+            lead -= ddr_bytes(self.target, ins) if c.lead else 0
         timings = tuple(self._core_timing(prof, cores, k, over[k]) for k in range(cores))
-        value = self._noc[memo] = (timings, energy, ddr)
+        value = self._noc[memo] = (timings, energy, ddr, lead)
         return value
 
     def _core_timing(
@@ -553,16 +581,19 @@ class ExecCostModel:
             if self.graph.layers[index].op in VIEW_OPS:
                 continue
             r = rect_of[index]
+            if n > 1 and p.part == 0:
+                runs += self._stages(index, p.loop, onchip)
             prof = self.profile(index, r.cores, n)
             noc = self.noc_layer(index, r, onchip, p) if onchip else None
             if noc is None:
-                timings, energy, ddr = (
+                timings, energy, ddr, lead = (
                     self.timing(index, r.cores, n),
                     prof.energy_pj,
                     prof.ddr_bytes,
+                    prof.lead_ddr_bytes,
                 )
             else:
-                timings, energy, ddr = noc
+                timings, energy, ddr, lead = noc
             used = _used_cores(r, prof.ntiles)
             ys = [c[0] for c in used]
             xs = [c[1] for c in used]
@@ -576,13 +607,44 @@ class ExecCostModel:
                     timings,
                     energy,
                     ddr,
-                    prof.lead_ddr_bytes,
+                    lead,
                     max(t.mte2_tail for t in timings),
                     tuple(y * cols + x for y, x in used),
                     used[0],
                     (min(ys), min(xs), max(ys), max(xs)),
                     self._data[index],
                     srcs,
+                )
+            )
+        return runs
+
+    def _stages(self, index: int, loop: int, onchip: dict[str, OnChip]) -> list[_LayerRun]:
+        """The stagings of layer `index`'s constants that sub-batch loop `loop` keeps on chip
+        (the lowering's `stage_const`, before the layer's first sub-batch): each home core
+        copies its chunk from DDR into its on-chip buffer."""
+        runs = []
+        cols, eb = self.target.mesh.cols, self.target.elem_bytes
+        for name in self.graph.layers[index].inputs:
+            home = onchip.get(staged_key(name, loop)) if name else None
+            if home is None:
+                continue
+            elems = math.prod(self.graph.tensors[name].shape)
+            sizes = [min(home.chunk, elems - i * home.chunk) for i in range(len(home.homes))]
+            timing = stage_profile(self.target, sizes[0]).timing(1)
+            ys = [y for y, _ in home.homes]
+            xs = [x for _, x in home.homes]
+            runs.append(
+                _LayerRun(
+                    timing,
+                    sum(stage_profile(self.target, size).energy_pj for size in sizes),
+                    elems * eb,
+                    elems * eb,
+                    timing[0].mte2_tail,
+                    tuple(y * cols + x for y, x in home.homes),
+                    home.homes[0],
+                    (min(ys), min(xs), max(ys), max(xs)),
+                    (),
+                    (),
                 )
             )
         return runs

@@ -14,12 +14,19 @@ j mod slots, whatever the steps between producer and readers — two (double buf
 pipelined step one more than the most stages a reader lies behind its producer (the slices
 it still waits to read), at most the sub-batch count; the lowering makes the producer's
 slice j wait until the readers of slice j − slots are done.
+
+The weights of a split loop's cube layers (the constants of `STAGED_OPS`) are kept on chip
+for its sub-batches when they fit the room the tensors above left: the lowering stages each
+once from DDR into chunks on the layer's rectangle, or on the nearest cores as well when the
+rectangle has no room (`staged_key`: one on-chip copy per loop), and every sub-batch reads it
+over the NoC instead of fetching it from DDR again.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import lru_cache
 
 from npucc.ir.graph import Graph
 from npucc.ir.graph_schema import HOST_OP, VIEW_OPS
@@ -29,6 +36,19 @@ from npucc.target import Target
 # ops that read their inputs from DDR only: `gather`'s table, a host segment's operands
 NO_NOC_READERS = ("take", HOST_OP)
 LATER_STEPS = 1  # a consumer up to this many steps after its producer's still reads on chip
+# ops whose lowerings read their constants only by copies into a core tier (weights, bias)
+STAGED_OPS = frozenset({"conv2d", "gemm", "matmul"})
+
+
+def staged_key(name: str, loop: int) -> str:
+    """The key of the on-chip copy of constant `name` that sub-batch loop `loop` reads."""
+    return f"{name}@chip{loop}"
+
+
+def stage_piece(target: Target) -> int:
+    """Elements per staging copy (DDR -> UB -> on chip): a quarter of UB, so two pieces in
+    flight fill its tile share."""
+    return target.memory.capacity("UB") // target.tier_bytes("UB") // 4
 
 
 def plan_onchip(
@@ -73,6 +93,33 @@ def plan_onchip(
 
     free: dict[int, int] = {}
     kept: dict[str, OnChip] = {}
+    piece = stage_piece(target)  # a staged constant: at least one staging copy per home
+
+    def keep(
+        key: str, held: int, cores: tuple[int, ...], slot: int = 0, slots: int = 1, least: int = 1
+    ) -> bool:
+        """Keep `held` elements of `key` in chunks (of at least `least`) on `cores` if their
+        buffers have room; whether it is kept."""
+        if held == 0:
+            return False
+        chunk = min(held, max(-(-held // len(cores)), least))
+        homes = cores[: -(-held // chunk)]
+        need = chunk_bytes(chunk, eb)
+        if any(free.get(c, budget) < need for c in homes):
+            return False
+        for c in homes:
+            free[c] = free.get(c, budget) - need
+        kept[key] = OnChip(tuple((c // cols, c % cols) for c in homes), chunk, slot, slots)
+        return True
+
+    def stage(key: str, held: int, cores: tuple[int, ...]) -> None:
+        """Keep a constant on the layer's cores, else on twice, four times ... as many of the
+        nearest cores (`_nearby`), in chunks of at least a staging piece."""
+        near = _nearby(cores, target.mesh.rows, cols)
+        count = len(cores)
+        while not keep(key, held, near[:count], least=piece) and count < len(near):
+            count = min(2 * count, len(near))
+
     for i, layer in enumerate(graph.layers):
         cores = cores_of[i]
         if layer.op in VIEW_OPS or layer.op == HOST_OP or cores is None:
@@ -80,21 +127,33 @@ def plan_onchip(
         for t in layer.outputs:
             elems = math.prod(graph.tensors[t].shape)
             found = consumers(t) if t not in outputs and t not in offchip else None
-            if not found or elems == 0 or any(graph.layers[j].op in NO_NOC_READERS for j in found):
+            if not found or any(graph.layers[j].op in NO_NOC_READERS for j in found):
                 continue
             slot, slots = _handoff(i, found, elems, loops)
             if not slot and any(not 0 <= step_of[j] - step_of[i] <= LATER_STEPS for j in found):
                 continue
-            held = slot * slots if slot else elems
-            chunk = -(-held // len(cores))
-            homes = cores[: -(-held // chunk)]
-            need = chunk_bytes(chunk, eb)
-            if any(free.get(c, budget) < need for c in homes):
-                continue
-            for c in homes:
-                free[c] = free.get(c, budget) - need
-            kept[t] = OnChip(tuple((c // cols, c % cols) for c in homes), chunk, slot, slots)
+            keep(t, slot * slots if slot else elems, cores, slot, slots)
+    for i, layer in enumerate(graph.layers):  # then the weights, in the room the tensors left
+        cores = cores_of[i]
+        if loops is None or cores is None or loops[i][1] == 1 or layer.op not in STAGED_OPS:
+            continue
+        for t in layer.inputs:
+            key = staged_key(t, loops[i][0]) if t and graph.is_const(t) else ""
+            if key and key not in kept and key not in offchip:
+                stage(key, math.prod(graph.tensors[t].shape), cores)
     return kept
+
+
+@lru_cache(maxsize=4096)
+def _nearby(cores: tuple[int, ...], rows: int, cols: int) -> tuple[int, ...]:
+    """`cores`, then every other core of the mesh by its hops to the nearest of them."""
+    inside = set(cores)
+
+    def hops(c: int) -> int:
+        return min(abs(c // cols - d // cols) + abs(c % cols - d % cols) for d in cores)
+
+    others = sorted((c for c in range(rows * cols) if c not in inside), key=lambda c: (hops(c), c))
+    return (*cores, *others)
 
 
 def _handoff(

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from npucc import progress
-from npucc.backend.hypercut.onchip_plan import plan_onchip
+from npucc.backend.hypercut.onchip_plan import plan_onchip, staged_key
 from npucc.backend.lower import (  # noqa: F401  (register)
     attention,
     conv,
@@ -27,6 +27,7 @@ from npucc.backend.lower.concat_fold import NO_FOLDS, ConcatFolds, fold_concats
 from npucc.backend.lower.context import LOWERINGS, LowerContext, ReservedFitError
 from npucc.backend.lower.resident import NONE as NO_RESIDENT
 from npucc.backend.lower.resident import Residency, choose_resident
+from npucc.backend.lower.stage import stage_const
 from npucc.backend.lower.subbatch import Part, part_loops, slice_offset, slice_plan
 from npucc.backend.lower.work import layer_work
 from npucc.errors import NpuccError
@@ -41,6 +42,7 @@ from npucc.passes import CompileContext, IRType, Pass
 from npucc.target import Target
 
 Placement = dict[str, tuple[int, ...]]  # layer name -> indices of the cores that run it
+Staged = dict[str, dict[str, str]]  # layer name -> {constant: key of the on-chip copy it reads}
 
 
 def lower_graph(
@@ -50,18 +52,20 @@ def lower_graph(
     onchip: dict[str, OnChip] | None = None,
     slices: dict[str, tuple[str, int, int]] | None = None,
     resident: bool = True,
+    staged: Staged | None = None,
 ) -> TiledProgram:
     """Lower every layer of `graph`, layer after layer, onto the target's cores.
 
     Each layer's independent tiles go round-robin over its cores (`placement`; by default every
     layer uses every core of the mesh in turn, i.e. layer-sequential execution). The tensors in
     `onchip` are kept on chip and moved over the NoC instead of DDR. A tensor in `slices` is
-    slice j of n of another (a sub-batch: npucc.backend.lower.subbatch). With `resident`, the
-    layer outputs `choose_resident` picks stay in L1 (one core); the rest go through DDR, where
-    (one core) a concat's producers write its inputs in place when they can (`fold_concats`)
-    and chains of convs whose intermediates do not fit L1 run cascaded in bands of rows
-    (`plan_chains`): those whose bands take fewer cycles than their layers, if the whole
-    program then does too (`paying`, measured on both lowerings).
+    slice j of n of another (a sub-batch: npucc.backend.lower.subbatch); a layer in `staged`
+    reads those constants from their on-chip copies (staged before their first reader). With
+    `resident`, the layer outputs `choose_resident` picks stay in L1 (one core); the rest go
+    through DDR, where (one core) a concat's producers write its inputs in place when they can
+    (`fold_concats`) and chains of convs whose intermediates do not fit L1 run cascaded in
+    bands of rows (`plan_chains`): those whose bands take fewer cycles than their layers, if
+    the whole program then does too (`paying`, measured on both lowerings).
     NOTE: if a layer's smallest tile does not fit beside the resident tensors, the graph is
     lowered again without them (the result is what it was before residency); if one does not
     fit beside a cascade's bands, without the cascades.
@@ -72,10 +76,11 @@ def lower_graph(
     residency, folds = _residency(graph, target, one_core) if resident else (NO_RESIDENT, NO_FOLDS)
     if not resident and one_core:
         folds = fold_concats(graph, residency)
+    args = (graph, ctx, placement, onchip, slices, staged or {})
     try:
-        base = _lower_all(graph, ctx, placement, onchip, slices, residency, folds, work)
+        base = _lower_all(*args, residency, folds, work)
     except ReservedFitError:
-        return _lower_all(graph, ctx, placement, onchip, slices, NO_RESIDENT, folds, work)
+        return _lower_all(*args, NO_RESIDENT, folds, work)
     chains = plan_chains(graph, target) if one_core and resident else {}
     while chains:
         cascades = band_graph(graph, chains, target)
@@ -98,7 +103,7 @@ def _lower_cascaded(
     graph = cascades.graph
     made = cascades.outputs()
     residency, folds = _residency(graph, ctx.target, True, cascades.wholes(), cascades.bands, made)
-    return _lower_all(graph, ctx, placement, None, None, residency, folds, work, cascades)
+    return _lower_all(graph, ctx, placement, None, None, {}, residency, folds, work, cascades)
 
 
 def _residency(
@@ -124,6 +129,7 @@ def _lower_all(
     placement: Placement | None,
     onchip: dict[str, OnChip] | None,
     slices: dict[str, tuple[str, int, int]] | None,
+    staged: Staged,
     residency: Residency,
     folds: ConcatFolds,
     work: list[LayerWork],
@@ -162,7 +168,7 @@ def _lower_all(
                 builder.hold(program.key(name), math.prod(lctx.shape(name)))
             if index not in folds.layers:
                 cores = (placement or {}).get(layer.name, every_core)
-                _lower_layer(lctx, layer, cores, parts, folds)
+                _lower_staged(lctx, layer, cores, parts, folds, staged.get(layer.name, {}))
             for name in residency.dead(index):
                 builder.release(program.key(name))
             held.free(lctx, index)
@@ -218,6 +224,42 @@ class _HeldWeights:
         for name, last in self.last.items():
             if last == index:
                 lctx.builder.release(lctx.program.key(name))
+
+
+def _lower_staged(
+    lctx: LowerContext,
+    layer: Layer,
+    cores: tuple[int, ...],
+    parts: _Parts,
+    folds: ConcatFolds,
+    consts: dict[str, str],
+) -> None:
+    """`_lower_layer`, reading the constants `consts` (name -> key) from their on-chip copies
+    (staged first if they are not yet)."""
+    program = lctx.program
+    _stage(lctx, consts)
+    before = {name: program.aliases.get(name) for name in consts}
+    program.aliases.update(consts)
+    _lower_layer(lctx, layer, cores, parts, folds)
+    for name, alias in before.items():
+        if alias is None:
+            del program.aliases[name]
+        else:
+            program.aliases[name] = alias
+
+
+def _stage(lctx: LowerContext, consts: dict[str, str]) -> None:
+    """Copy each constant of `consts` (name -> key of its on-chip copy) into its homes, unless
+    an earlier sub-batch's layer did."""
+    program = lctx.program
+    for name, key in consts.items():
+        if key in program.tensors:
+            continue
+        src = lctx.ddr(name)
+        shape = lctx.shape(name)
+        program.add_tensor(key, "onchip", shape)
+        cols = lctx.target.mesh.cols
+        stage_const(lctx.builder, src, key, math.prod(shape), program.onchip[key], cols)
 
 
 def _order_sync_points(program: TiledProgram) -> None:
@@ -389,6 +431,12 @@ class LowerTiles(Pass):
             for layer, part in zip(sliced.graph.layers, sliced.parts, strict=True)
             if names[part.layer] in placement
         }
-        program = lower_graph(sliced.graph, ctx, parts, onchip, sliced.slices)
+        staged: Staged = {}
+        for layer, part in zip(sliced.graph.layers, sliced.parts, strict=True):
+            for name in layer.inputs:
+                key = staged_key(name, part.loop) if name else ""
+                if part.parts > 1 and key in onchip:
+                    staged.setdefault(layer.name, {})[name] = key
+        program = lower_graph(sliced.graph, ctx, parts, onchip, sliced.slices, staged=staged)
         ctx.stats["tile_ops"] = sum(len(c.graph) for c in program.cores)
         return program

@@ -176,16 +176,41 @@ def lower_cube_conv(ctx: LowerContext, layer: Layer, one_unit: bool = False) -> 
         ctx.onchip(layer.outputs[0]) is not None,
         bool(residual) and ctx.onchip(residual) is not None,
     )
-    shape = CubeShape(g.cog, k, taps, g.n * g.group, bool(bias), bool(residual), ops, per, *onchip)
-    plan, blocks = choose_blocking(ctx, shape, tiles, lambda t, c: _bands(g, t, c), g.oh)
+    fold = _folds_images(ctx, g) and not one_unit
+    images = 1 if fold else g.n
+    units = images * g.group
+    shape = CubeShape(g.cog, k, taps, units, bool(bias), bool(residual), ops, per, *onchip)
+
+    def bands(t: MatTiles, count: int) -> list[MBlock]:
+        return _every_image(g, _bands(g, t, count)) if fold else _bands(g, t, count)
+
+    plan, blocks = choose_blocking(ctx, shape, tiles, bands, g.oh)
     per_unit = _stageable(ctx, g, plan, blocks, per, bool(bias), x_onchip)
     if per_unit > 1 and not one_unit:
         _lower_grouped(ctx, layer, g, plan, blocks[0], per_unit, requant)
         return
-    for n in range(1 if one_unit else g.n):
+    for n in range(1 if one_unit else images):
         for grp in range(1 if one_unit else g.group):
             io = _group_io(ctx, layer, g, grp, requant)
             emit_blocked(ctx, layer, plan, blocks, _ConvOps(ctx, layer, g, n, grp), io, k, g.cog)
+
+
+def _folds_images(ctx: LowerContext, g: ConvGeom) -> bool:
+    """Whether the images of a batch are bands of one product (M = images x pixels), so that a
+    stationary weight block serves every image's bands: on a mesh, for an ungrouped conv of
+    several images (the DDR channel all cores share is what a mesh runs short of)."""
+    return ctx.target.cores > 1 and g.n > 1 and g.group == 1
+
+
+def _every_image(g: ConvGeom, blocks: list[MBlock]) -> list[MBlock]:
+    """The M blocks of image 0 repeated for every image, each tile's `m0` offset by its
+    image's pixels (`_ConvOps` reads a tile's image from it)."""
+    pixels = g.oh * g.ow
+    return [
+        MBlock(tuple(MTile(t.m0 + n * pixels, t.m, t.band) for t in b.tiles), b.window, b.slack)
+        for n in range(g.n)
+        for b in blocks
+    ]
 
 
 def _group_io(
@@ -282,13 +307,18 @@ def _lower_grouped(
 
 @dataclass(frozen=True, slots=True)
 class _ConvOps:
-    """The conv's side of the blocked loop nest: input windows, img2col, output tiles."""
+    """The conv's side of the blocked loop nest: input windows, img2col, output tiles (of
+    image `n`, or of the image a folded batch's tile lies in: `_every_image`)."""
 
     ctx: LowerContext
     layer: Layer
     g: ConvGeom
     n: int
     group: int
+
+    def image(self, tile: MTile) -> int:
+        """The image `tile` computes."""
+        return self.n + tile.m0 // (self.g.oh * self.g.ow)
 
     def load_x(self, block: MBlock, k0: int, kb: int) -> L1Block:
         """The band's input window of channels [k0/taps, (k0+kb)/taps) into L1 (a resident
@@ -297,14 +327,15 @@ class _ConvOps:
         _, _, _, _, ih0, ih, _, iw0, iw, _, _ = block.tiles[0].band
         c0, cc = k0 // g.taps, kb // g.taps
         c_abs = self.group * g.cg + c0
+        n = self.image(block.tiles[0])
         src = self.ctx.ddr(self.layer.inputs[0])
         whole = bld.resident(src.key)
         if whole is not None:
-            view = whole.at(src.off + (self.n * g.c + c_abs) * g.h * g.w)
+            view = whole.at(src.off + (n * g.c + c_abs) * g.h * g.w)
             return L1Block(view, 0, k0, 1, kb, owned=False)
         xin = bld.alloc("L1", cc * ih * iw + block.slack, f"{self.layer.name}.x")
         sh, sw = (g.sh, g.sw) if _pointwise(g) else (1, 1)
-        off = ((self.n * g.c + c_abs) * g.h + ih0 * sh) * g.w + iw0 * sw
+        off = ((n * g.c + c_abs) * g.h + ih0 * sh) * g.w + iw0 * sw
         bld.emit(Copy(xin, src.at(off), (cc, ih, iw), (ih * iw, iw, 1), (g.h * g.w, sh * g.w, sw)))
         return L1Block(xin, 0, k0, 1, kb)
 
@@ -331,7 +362,7 @@ class _ConvOps:
         g = self.g
         r0, rows, q0, cols = tile.band[:4]
         co_abs = self.group * g.cog + n0
-        off = ((self.n * g.co + co_abs) * g.oh + r0) * g.ow + q0
+        off = ((self.image(tile) * g.co + co_abs) * g.oh + r0) * g.ow + q0
         return OutView(off, (nt, rows, cols), (g.oh * g.ow, g.ow, 1), (1, cols * nt, nt))
 
     def extra(self, ub: BufRef, tile: MTile, n0: int, nt: int) -> None:
