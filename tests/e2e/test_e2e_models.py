@@ -40,6 +40,7 @@ def test_shipped_model(path: Path) -> None:
 
 
 # DenseNet-121, ShuffleNet and ZFNet-512 (the slowest to interpret) run in `npucc conformance`
+@pytest.mark.xdist_group("whole-model")  # one whole network at a time (tests/conftest.py)
 @pytest.mark.parametrize(
     "name", ["squeezenet", "bvlc_alexnet", "resnet50", "vgg19", "inception_v1", "inception_v2"]
 )
@@ -54,6 +55,7 @@ def test_shipped_model_on_a_mesh(path: Path) -> None:
     check_model(load_model(path, INPUT_SHAPES.get(path.name)), target="mesh8x8", beam_width=8)
 
 
+@pytest.mark.xdist_group("whole-model")  # one whole network at a time (tests/conftest.py)
 def test_resnet50_on_a_mesh_with_random_weights() -> None:
     """Issue 4's acceptance model: HyperCut plan (narrow beam), 64 cores, numerics checked."""
     model = randomize_weights(load_model(LIGHT / "light_resnet50.onnx"), seed=0)
