@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import onnx
@@ -17,6 +18,7 @@ from npucc.ir.dtypes import HOST_INTS
 # NOTE: the documented tolerance of `npucc check`: max |error| <= RTOL * max |reference| + ATOL.
 RTOL = 1e-4
 ATOL = 1e-6
+_DRAW_BLOCK = 1 << 20  # random weights are drawn this many values at a time
 VACUOUS_SCALE = 10  # a reference below VACUOUS_SCALE * ATOL makes a comparison that tests little
 # NOTE: at fp16 (docs/precision.md) the tolerance against onnxruntime's float32 run is
 # max |error| <= FP16_ULPS * FP16_U * sqrt(L) * max |reference| + ATOL, L the model's longest
@@ -146,18 +148,29 @@ def randomize_weights(model: onnx.ModelProto, seed: int = 0) -> onnx.ModelProto:
     for init in out.graph.initializer:
         if init.data_type != onnx.TensorProto.FLOAT:
             continue
-        shape = tuple(init.dims)
-        kind = role.get(init.name, "weight")
+        name, shape = init.name, tuple(init.dims)
+        kind = role.get(name, "weight")
         if kind == "scale":
-            data = rng.uniform(0.2, 0.6, shape)
+            draw = partial(rng.uniform, 0.2, 0.6)
         elif kind == "var":
-            data = rng.uniform(0.5, 1.5, shape)
+            draw = partial(rng.uniform, 0.5, 1.5)
         elif kind == "shift" or len(shape) <= 1:
-            data = rng.normal(0.0, 0.1, shape)
+            draw = partial(rng.normal, 0.0, 0.1)
         else:
-            fan_in = max(1, math.prod(shape[1:]))
-            data = rng.normal(0.0, math.sqrt(2.0 / fan_in), shape)
-        init.CopyFrom(numpy_helper.from_array(data.astype(np.float32), init.name))
+            draw = partial(rng.normal, 0.0, math.sqrt(2.0 / max(1, math.prod(shape[1:]))))
+        init.Clear()  # the old values go before the new are drawn
+        init.name, init.data_type = name, onnx.TensorProto.FLOAT
+        init.dims.extend(shape)
+        init.raw_data = _drawn(draw, math.prod(shape)).astype("<f4", copy=False).tobytes()
+    return out
+
+
+def _drawn(draw: Callable[[int], np.ndarray | float], size: int) -> np.ndarray:
+    """`size` float32 values of `draw`, drawn in blocks: the same values as one draw of
+    `size`, without its float64 copy of a big weight."""
+    out = np.empty(size, np.float32)
+    for start in range(0, size, _DRAW_BLOCK):
+        out[start : start + _DRAW_BLOCK] = draw(min(_DRAW_BLOCK, size - start))
     return out
 
 
@@ -172,10 +185,12 @@ def _materialize_constant_of_shape(model: onnx.ModelProto) -> None:
             for attr in node.attribute:
                 if attr.name == "value":
                     value = numpy_helper.to_array(attr.t)
-            data = np.full(shape, value.reshape(-1)[0], dtype=value.dtype)
-            model.graph.initializer.append(numpy_helper.from_array(data, node.output[0]))
+            filled = np.full(shape, value.reshape(-1)[0], dtype=value.dtype)
+            made = numpy_helper.from_array(filled, node.output[0])
+            del filled  # freed before the tensor is copied into the graph
+            model.graph.initializer.append(made)
             if model.ir_version < 4:  # initializers must also be graph inputs before IR 4
-                elem = onnx.helper.np_dtype_to_tensor_dtype(data.dtype)
+                elem = onnx.helper.np_dtype_to_tensor_dtype(value.dtype)
                 info = onnx.helper.make_tensor_value_info(node.output[0], elem, shape)
                 model.graph.input.append(info)
         else:

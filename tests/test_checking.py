@@ -1,4 +1,4 @@
-"""checking.py's conditioning test: an ill-conditioned reference is named, not a bare FAIL."""
+"""checking.py: an ill-conditioned reference is named, not a bare FAIL; seeded random weights."""
 
 from __future__ import annotations
 
@@ -6,11 +6,13 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from npucc import checking
 from npucc.checking import (
     ATOL,
     Comparison,
     compare,
     ill_conditioned,
+    randomize_weights,
     reference_spread,
     run_onnxruntime,
     within_spread,
@@ -117,3 +119,32 @@ def test_reduction_length_counts_normalisations_and_subgraph_nodes():
     model = helper.make_model(helper.make_graph([node], "g", [cond], [y]),
                               opset_imports=[helper.make_opsetid("", 18)])  # fmt: skip
     assert reduction_length(model) == 7
+
+
+def _conv_bn(channels: int = 8) -> onnx.ModelProto:
+    """A conv (weight from ConstantOfShape, as the zoo's light models make them) and a BN."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, channels, 8, 8])
+    bn = [numpy_helper.from_array(np.ones(channels, np.float32), n) for n in "sbmv"]
+    shape = numpy_helper.from_array(np.array([channels, 3, 3, 3], np.int64), "wshape")
+    nodes = [
+        helper.make_node("ConstantOfShape", ["wshape"], ["w"]),
+        helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c", "s", "b", "m", "v"], ["y"]),
+    ]
+    graph = helper.make_graph(nodes, "conv_bn", [x], [y], [shape, *bn])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_random_weights_are_seeded_he_scaled_and_the_same_drawn_in_blocks(monkeypatch):
+    model = _conv_bn()
+    once = randomize_weights(model, seed=3)
+    weights = {i.name: numpy_helper.to_array(i) for i in once.graph.initializer}
+    assert weights["w"].shape == (8, 3, 3, 3) and weights["w"].dtype == np.float32
+    assert 0.5 * np.sqrt(2 / 27) < weights["w"].std() < 1.5 * np.sqrt(2 / 27)
+    assert 0.5 <= weights["v"].min() and weights["v"].max() <= 1.5  # BN variances
+    assert 0.2 <= weights["s"].min() and weights["s"].max() <= 0.6  # BN scales
+    assert randomize_weights(model, seed=3).SerializeToString() == once.SerializeToString()
+    assert randomize_weights(model, seed=4).SerializeToString() != once.SerializeToString()
+    monkeypatch.setattr(checking, "_DRAW_BLOCK", 5)  # 216 weights in 44 draws
+    assert randomize_weights(model, seed=3).SerializeToString() == once.SerializeToString()

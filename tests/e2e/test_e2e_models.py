@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import onnx
@@ -19,42 +20,55 @@ INPUT_SHAPES = {"mlp.onnx": {"x": (2, 64)}}
 
 
 def check_model(
-    model: onnx.ModelProto,
+    make: Callable[[], onnx.ModelProto],
     schedule: str = "original",
     seed: int = 0,
     target: str = "davinci-core",
     beam_width: int = 256,
 ) -> None:
-    """Compile `model`, run it on seeded inputs, and compare with onnxruntime."""
+    """Compile the model `make()` returns, run it on seeded inputs, compare with onnxruntime.
+
+    The model is dropped once onnxruntime has run it, before the interpreter runs: VGG-19's
+    weights (548 MB) are then not held while it runs.
+    """
+    model = make()
     program = npucc.compile(model, target, schedule, beam_width=beam_width)
     inputs = random_inputs(program.inputs, seed)
+    reference = run_onnxruntime(model, inputs)
+    del model
     result = program.execute(inputs)
-    for c in compare(result.outputs, run_onnxruntime(model, inputs)):
+    for c in compare(result.outputs, reference):
         assert c.ok, f"{c.name}: max abs error {c.max_abs} vs max |ref| {c.max_ref}"
     assert result.makespan == program.stats["predicted_makespan"]
 
 
 @pytest.mark.parametrize("path", MODELS, ids=lambda p: p.name)
 def test_shipped_model(path: Path) -> None:
-    check_model(load_model(path, INPUT_SHAPES.get(path.name)))
+    check_model(lambda: load_model(path, INPUT_SHAPES.get(path.name)))
 
 
 # DenseNet-121, ShuffleNet and ZFNet-512 (the slowest to interpret) run in `npucc conformance`
+@pytest.mark.xdist_group("whole-model")  # one whole network at a time (tests/conftest.py)
 @pytest.mark.parametrize(
     "name", ["squeezenet", "bvlc_alexnet", "resnet50", "vgg19", "inception_v1", "inception_v2"]
 )
 def test_light_zoo_model_with_random_weights(name: str) -> None:
-    model = randomize_weights(load_model(LIGHT / f"light_{name}.onnx"), seed=0)
-    check_model(model)
+    check_model(lambda: randomize_weights(load_model(LIGHT / f"light_{name}.onnx"), seed=0))
 
 
 @pytest.mark.parametrize("path", MODELS, ids=lambda p: p.name)
 def test_shipped_model_on_a_mesh(path: Path) -> None:
     """Layer-sequential over 64 cores: tiles spread round-robin, DDR handoffs synchronised."""
-    check_model(load_model(path, INPUT_SHAPES.get(path.name)), target="mesh8x8", beam_width=8)
+    check_model(
+        lambda: load_model(path, INPUT_SHAPES.get(path.name)), target="mesh8x8", beam_width=8
+    )
 
 
+@pytest.mark.xdist_group("whole-model")  # one whole network at a time (tests/conftest.py)
 def test_resnet50_on_a_mesh_with_random_weights() -> None:
     """Issue 4's acceptance model: HyperCut plan (narrow beam), 64 cores, numerics checked."""
-    model = randomize_weights(load_model(LIGHT / "light_resnet50.onnx"), seed=0)
-    check_model(model, target="mesh8x8", beam_width=8)
+    check_model(
+        lambda: randomize_weights(load_model(LIGHT / "light_resnet50.onnx"), seed=0),
+        target="mesh8x8",
+        beam_width=8,
+    )

@@ -13,6 +13,7 @@ from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.ir.graph_text import graph_from_text
 
 
+@pytest.mark.xdist_group("whole-model")  # one whole network at a time (tests/conftest.py)
 @pytest.mark.parametrize("path", MODELS + LIGHT, ids=lambda p: p.stem)
 def test_round_trip_every_model(path):
     g = imported(path)

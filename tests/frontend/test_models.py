@@ -40,6 +40,7 @@ def test_reference_model_imports_and_matches_onnxruntime(path):
     assert_matches_onnxruntime(g, path)
 
 
+@pytest.mark.xdist_group("whole-model")  # one whole network at a time (tests/conftest.py)
 @pytest.mark.parametrize("path", LIGHT, ids=lambda p: p.stem)
 def test_light_model_imports_and_matches_onnxruntime(path):
     # NOTE: seeded random weights: the zoo's own make light SqueezeNet's logits about 6.7e9,

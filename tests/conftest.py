@@ -1,0 +1,20 @@
+"""Suite-wide test configuration: how the tests share the two workers of the README's command.
+
+The README runs the suite on two pytest-xdist workers with `--dist loadgroup`. Every test runs
+in the group of its module (a module's tests on one worker, so its module-scoped fixtures are
+made once), except the tests marked `xdist_group("whole-model")`: the compiles and
+interpretations of whole networks that take hundreds of MB to GB each, which run one at a time
+on one worker so that two of them never add up.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Put every test without an xdist group into its module's group."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
