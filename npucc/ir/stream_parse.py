@@ -330,23 +330,28 @@ class _Parser(StreamChecks):
             if verb not in ("wait", "set") or m is None:
                 raise self.fail(f"bad synchronisation '{clip(verb)} {clip(spec)}'")
             src, src_at, dst, dst_at, num = m
-            if (dst_at if verb == "wait" else src_at) != core:
+            waiting = verb == "wait"
+            if (dst_at if waiting else src_at) != core:
                 raise self.fail(f"{verb} '{clip(spec)}' names another core for this core's queue")
-            flag = Flag(src, dst, num, src_at, dst_at)
-            if flag.src not in QUEUE_NAMES or flag.dst not in QUEUE_NAMES:
+            if src not in QUEUE_NAMES or dst not in QUEUE_NAMES:
+                flag = Flag(src, dst, num, src_at, dst_at)
                 raise self.fail(f"flag {flag}: unknown queue (one of {', '.join(QUEUE_NAMES)})")
             mine, other = (self.flag_sets, self.flag_waits)
-            if verb == "wait":
+            if waiting:
                 mine, other = other, mine
-            if (flag.dst if verb == "wait" else flag.src) != queue:
-                raise self.fail(f"{verb} {flag} on queue {queue}")
-            key = flag.key
+            if (dst if waiting else src) != queue:
+                raise self.fail(f"{verb} {Flag(src, dst, num, src_at, dst_at)} on queue {queue}")
+            key = (src_at, dst_at, num)
             if key in mine:
-                raise self.fail(f"flag #{flag.num} {verb} twice (first at line {mine[key][1]})")
-            if key in other and other[key][0] != flag:
-                raise self.fail(
-                    f"flag {flag} does not match {other[key][0]} at line {other[key][1]}"
-                )
+                raise self.fail(f"flag #{num} {verb} twice (first at line {mine[key][1]})")
+            # NOTE: a flag's two lines share one Flag (its key holds the ends' cores and number)
+            known = other.get(key)
+            if known is not None and known[0].src == src and known[0].dst == dst:
+                flag = known[0]
+            else:
+                flag = Flag(src, dst, num, src_at, dst_at)
+                if known is not None:
+                    raise self.fail(f"flag {flag} does not match {known[0]} at line {known[1]}")
             mine[key] = (flag, self.lineno)
-            (waits if verb == "wait" else sets).append(flag)
+            (waits if waiting else sets).append(flag)
         return tuple(waits), tuple(sets)
