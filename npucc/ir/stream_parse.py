@@ -69,12 +69,16 @@ def parse_stream(text: str, path: str = "<stream>") -> Stream:
 
 
 class _Parser(StreamChecks):
-    __slots__ = ("flag_sets", "flag_waits")
+    __slots__ = ("flag_sets", "flag_waits", "checked")
 
     def __init__(self, path: str) -> None:
         super().__init__(path)
         self.flag_sets: dict[FlagKey, tuple[Flag, int]] = {}
         self.flag_waits: dict[FlagKey, tuple[Flag, int]] = {}
+        # the instruction of each pipe line's (queue, body) that passed the checks: a repeated
+        # one passes them again (the memories' extents only grow; what it reaches is reached)
+        # but a noc copy's, whose route depends on its core
+        self.checked: dict[tuple[str, str], Instr] = {}
 
     def parse(self, text: str) -> Stream:
         records = self._records(text)
@@ -287,13 +291,8 @@ class _Parser(StreamChecks):
             self.check_host(host[0], host[1], core)
             sync_queue = queue.lower()
         elif queue in PIPES:
-            try:
-                instr, declared = parse_instr(rest)
-            except ParseError as exc:
-                raise self.fail(str(exc)) from None
-            self.check_instr(queue, instr, declared)
-            if isinstance(instr, NocCopy):
-                self.check_noc(instr, declared, core)
+            known = self.checked.get((queue, rest))
+            instr = known if known is not None else self._instr(queue, rest, core)
             sync_queue = queue.lower()
         elif queue in EVENTS:
             instr = self._event(queue, rest.split())
@@ -304,6 +303,18 @@ class _Parser(StreamChecks):
             raise self.fail("empty synchronisation after '|'")
         waits, sets = self._sync(sync, sync_queue, core)
         return Line(queue, instr, waits, sets, self.lineno)
+
+    def _instr(self, queue: str, body: str, core: tuple[int, int]) -> Instr:
+        try:
+            instr, declared = parse_instr(body)
+        except ParseError as exc:
+            raise self.fail(str(exc)) from None
+        self.check_instr(queue, instr, declared)
+        if isinstance(instr, NocCopy):
+            self.check_noc(instr, declared, core)
+        else:
+            self.checked[queue, body] = instr
+        return instr
 
     def _event(self, kind: str, tokens: list[str]) -> Event:
         if kind == "barrier":
