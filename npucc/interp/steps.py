@@ -54,6 +54,8 @@ class Steps:
         self.queues: list[list[Step]] = [[] for _ in self.qnames]
         self.all: list[Step] = []
         self.waiter: dict[FlagKey, Step] = {}
+        # (cycles, energy, DDR bytes) by instruction: a parsed stream's repeated lines share one
+        costs: dict[int, tuple[int, float, int]] = {}
         for ci, core in enumerate(stream.cores):
             for line in core.lines:
                 if isinstance(line.instr, Event):
@@ -62,9 +64,13 @@ class Steps:
                     qid = 1 + ci * len(PIPES) + PIPES.index(line.queue)
                     queue = self.queues[qid]
                     step = Step(line, ci, qid, len(queue) + 1, _PIPE_RANK + qid)
-                    step.cycles = instr_cycles(target, line.instr)
-                    step.energy = instr_energy(target, line.instr)
-                    step.ddr_bytes = ddr_bytes(target, line.instr)
+                    ins = line.instr
+                    cost = costs.get(id(ins))
+                    if cost is None:
+                        cost = (instr_cycles(target, ins), instr_energy(target, ins),
+                                ddr_bytes(target, ins))  # fmt: skip
+                        costs[id(ins)] = cost
+                    step.cycles, step.energy, step.ddr_bytes = cost
                     step.reads, step.writes = ((), ())
                     if not timing_only:
                         step.reads, step.writes = accesses(line.instr, target, unit)

@@ -121,7 +121,8 @@ def parse_instr(
     With `buffer_tiers` (tier per buffer id) the symbolic operands of the tiled IR, `bID+OFF`
     and `@"key"+OFF`, are accepted too; they declare no bytes.
     """
-    tokens = _TOKEN_RE.findall(text)
+    # NOTE: without a quote the tokens are the whitespace-separated words (the common case)
+    tokens = text.split() if '"' not in text else _TOKEN_RE.findall(text)
     if not tokens:
         raise ParseError("empty instruction")
     cls = INSTRUCTIONS.get(tokens[0])
@@ -137,12 +138,12 @@ def parse_instr(
         values[key] = val
     kwargs: dict[str, Any] = {}
     declared: dict[str, int] = {}
-    for name, kind in _field_kinds(cls):
-        if name not in values:
-            if name in ("scalars", "index", *OPTIONAL_FIELDS):
-                continue  # optional: the field's default
+    for name, kind, optional in _field_kinds(cls):
+        raw = values.pop(name, None)
+        if raw is None:
+            if optional:
+                continue  # the field's default
             raise ParseError(f"{cls.opcode}: missing field '{name}'")
-        raw = values.pop(name)
         try:
             if kind == "Operand":
                 ref = match_ref(raw)
@@ -153,14 +154,14 @@ def parse_instr(
                     kwargs[name] = _symbolic(raw, buffer_tiers, cls.opcode, name)
                 else:
                     raise ParseError(f"{cls.opcode}: bad operand {name}='{raw}'")
-            elif kind.startswith("tuple[int"):
-                kwargs[name] = _parse_list(raw, int)
-            elif kind.startswith("tuple[float"):
-                kwargs[name] = _parse_list(raw, float)
             elif kind == "int":
                 kwargs[name] = int(raw)
+            elif kind == "ints":
+                kwargs[name] = _parse_list(raw, int)
             elif kind == "float":
                 kwargs[name] = float(raw)
+            elif kind == "floats":
+                kwargs[name] = _parse_list(raw, float)
             else:
                 kwargs[name] = raw
         except ValueError as exc:
@@ -172,17 +173,28 @@ def parse_instr(
     return cls(**kwargs), declared
 
 
-_FIELD_KINDS: dict[type[Instr], tuple[tuple[str, str], ...]] = {}
+_FIELD_KINDS: dict[type[Instr], tuple[tuple[str, str, bool], ...]] = {}
 
 
-def _field_kinds(cls: type[Instr]) -> tuple[tuple[str, str], ...]:
-    """(name, annotation text) of each field of an instruction class (computed once)."""
+def _field_kinds(cls: type[Instr]) -> tuple[tuple[str, str, bool], ...]:
+    """(name, kind, whether optional) of each field of an instruction class (computed once);
+    a kind is Operand, int, ints (a list of them), float, floats or text."""
     kinds = _FIELD_KINDS.get(cls)
     if kinds is None:
         # every INSTRUCTIONS class is a dataclass (only the abstract Instr base is not)
-        kinds = tuple((f.name, str(f.type)) for f in fields(cls))  # type: ignore[arg-type]
+        kinds = tuple(
+            (f.name, _kind(str(f.type)), f.name in ("scalars", "index", *OPTIONAL_FIELDS))
+            for f in fields(cls)  # type: ignore[arg-type]
+        )
         _FIELD_KINDS[cls] = kinds
     return kinds
+
+
+def _kind(annotation: str) -> str:
+    for prefix, kind in (("tuple[int", "ints"), ("tuple[float", "floats")):
+        if annotation.startswith(prefix):
+            return kind
+    return annotation if annotation in ("Operand", "int", "float") else "text"
 
 
 def _symbolic(raw: str, buffer_tiers: Sequence[str], opcode: str, name: str) -> BufRef | DdrRef:

@@ -69,12 +69,16 @@ def parse_stream(text: str, path: str = "<stream>") -> Stream:
 
 
 class _Parser(StreamChecks):
-    __slots__ = ("flag_sets", "flag_waits")
+    __slots__ = ("flag_sets", "flag_waits", "checked")
 
     def __init__(self, path: str) -> None:
         super().__init__(path)
         self.flag_sets: dict[FlagKey, tuple[Flag, int]] = {}
         self.flag_waits: dict[FlagKey, tuple[Flag, int]] = {}
+        # the instruction of each pipe line's (queue, body) that passed the checks: a repeated
+        # one passes them again (the memories' extents only grow; what it reaches is reached)
+        # but a noc copy's, whose route depends on its core
+        self.checked: dict[tuple[str, str], Instr] = {}
 
     def parse(self, text: str) -> Stream:
         records = self._records(text)
@@ -287,13 +291,8 @@ class _Parser(StreamChecks):
             self.check_host(host[0], host[1], core)
             sync_queue = queue.lower()
         elif queue in PIPES:
-            try:
-                instr, declared = parse_instr(rest)
-            except ParseError as exc:
-                raise self.fail(str(exc)) from None
-            self.check_instr(queue, instr, declared)
-            if isinstance(instr, NocCopy):
-                self.check_noc(instr, declared, core)
+            known = self.checked.get((queue, rest))
+            instr = known if known is not None else self._instr(queue, rest, core)
             sync_queue = queue.lower()
         elif queue in EVENTS:
             instr = self._event(queue, rest.split())
@@ -304,6 +303,18 @@ class _Parser(StreamChecks):
             raise self.fail("empty synchronisation after '|'")
         waits, sets = self._sync(sync, sync_queue, core)
         return Line(queue, instr, waits, sets, self.lineno)
+
+    def _instr(self, queue: str, body: str, core: tuple[int, int]) -> Instr:
+        try:
+            instr, declared = parse_instr(body)
+        except ParseError as exc:
+            raise self.fail(str(exc)) from None
+        self.check_instr(queue, instr, declared)
+        if isinstance(instr, NocCopy):
+            self.check_noc(instr, declared, core)
+        else:
+            self.checked[queue, body] = instr
+        return instr
 
     def _event(self, kind: str, tokens: list[str]) -> Event:
         if kind == "barrier":
@@ -330,23 +341,28 @@ class _Parser(StreamChecks):
             if verb not in ("wait", "set") or m is None:
                 raise self.fail(f"bad synchronisation '{clip(verb)} {clip(spec)}'")
             src, src_at, dst, dst_at, num = m
-            if (dst_at if verb == "wait" else src_at) != core:
+            waiting = verb == "wait"
+            if (dst_at if waiting else src_at) != core:
                 raise self.fail(f"{verb} '{clip(spec)}' names another core for this core's queue")
-            flag = Flag(src, dst, num, src_at, dst_at)
-            if flag.src not in QUEUE_NAMES or flag.dst not in QUEUE_NAMES:
+            if src not in QUEUE_NAMES or dst not in QUEUE_NAMES:
+                flag = Flag(src, dst, num, src_at, dst_at)
                 raise self.fail(f"flag {flag}: unknown queue (one of {', '.join(QUEUE_NAMES)})")
             mine, other = (self.flag_sets, self.flag_waits)
-            if verb == "wait":
+            if waiting:
                 mine, other = other, mine
-            if (flag.dst if verb == "wait" else flag.src) != queue:
-                raise self.fail(f"{verb} {flag} on queue {queue}")
-            key = flag.key
+            if (dst if waiting else src) != queue:
+                raise self.fail(f"{verb} {Flag(src, dst, num, src_at, dst_at)} on queue {queue}")
+            key = (src_at, dst_at, num)
             if key in mine:
-                raise self.fail(f"flag #{flag.num} {verb} twice (first at line {mine[key][1]})")
-            if key in other and other[key][0] != flag:
-                raise self.fail(
-                    f"flag {flag} does not match {other[key][0]} at line {other[key][1]}"
-                )
+                raise self.fail(f"flag #{num} {verb} twice (first at line {mine[key][1]})")
+            # NOTE: a flag's two lines share one Flag (its key holds the ends' cores and number)
+            known = other.get(key)
+            if known is not None and known[0].src == src and known[0].dst == dst:
+                flag = known[0]
+            else:
+                flag = Flag(src, dst, num, src_at, dst_at)
+                if known is not None:
+                    raise self.fail(f"flag {flag} does not match {known[0]} at line {known[1]}")
             mine[key] = (flag, self.lineno)
-            (waits if verb == "wait" else sets).append(flag)
+            (waits if waiting else sets).append(flag)
         return tuple(waits), tuple(sets)

@@ -270,10 +270,10 @@ def match_flag(spec: str, core: At) -> tuple[str, At, str, At, int] | None:
     m = _FLAG_RE.match(spec)
     if not m:
         return None
-    src_at = (int(m.group(2)), int(m.group(3))) if m.group(2) else core
-    dst_at = (int(m.group(5)), int(m.group(6))) if m.group(5) else core
-    src, dst = m.group(1), m.group(4)
-    return _NAMES.get(src, src), src_at, _NAMES.get(dst, dst), dst_at, int(m.group(7))
+    src, src_row, src_col, dst, dst_row, dst_col, num = m.groups()
+    src_at = (int(src_row), int(src_col)) if src_row else core
+    dst_at = (int(dst_row), int(dst_col)) if dst_row else core
+    return _NAMES.get(src, src), src_at, _NAMES.get(dst, dst), dst_at, int(num)
 
 
 def format_sync(waits: Iterable[str], sets: Iterable[str]) -> str:

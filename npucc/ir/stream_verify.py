@@ -162,36 +162,43 @@ class StreamChecks:
             raise self.fail(f"gather: bad index={clip(instr.index)} ({INDEX_DTYPE} or "
                             f"{self.target.dtype})")  # fmt: skip
         try:
-            spans = operand_nbytes(self.target, instr)
+            extents = instr.extents()
         except ValueError:
             raise self.fail(f"{op}: dims and strides differ in length") from None
-        for name, value in _ints(instr):
+        for name, values in _ints(instr):
             low = -_MAX_FIELD if name in _SIGNED else 0
             if name in INT8_FIELDS:
-                if not -128 <= value <= 127:
+                low, high, zero = -128, 127, False
+            else:
+                high, zero = _MAX_FIELD, name in _POSITIVE
+            # NOTE: a field's values are checked at once; the first bad one is sought only then
+            if values and (min(values) < low or max(values) > high or (zero and 0 in values)):
+                value = next(v for v in values if v < low or v > high or (zero and v == 0))
+                if name in INT8_FIELDS:
                     raise self.fail(f"{op}: bad {name}={value} (an int8 value)")
-            elif value < low or value > _MAX_FIELD or (value == 0 and name in _POSITIVE):
                 raise self.fail(f"{op}: bad {name}={clip(str(value))}")
         for name, ref in instr.operands().items():
             assert isinstance(ref, MemRef)
             nbytes, eb = declared[name], operand_bytes(self.target, instr, name)
-            if ref.tier == NOC:
+            tier, addr = ref.tier, ref.addr
+            if tier == NOC:
                 cap = self.extent.get(NOC, (0, 0))[0]
             else:
-                cap = self.ddr_size if ref.tier == DDR else self.target.memory.capacity(ref.tier)
-            if ref.addr % eb:
-                raise self.fail(f"{op}: operand {name} address 0x{ref.addr:x} not aligned to "
-                                f"{eb}")  # fmt: skip
-            if ref.addr + nbytes > cap:
+                cap = self.ddr_size if tier == DDR else self.target.memory.capacity(tier)
+            if addr % eb:
+                raise self.fail(f"{op}: operand {name} address 0x{addr:x} not aligned to {eb}")
+            end = addr + nbytes
+            if end > cap:
                 raise self.fail(
-                    f"{op}: operand {name}={format_ref(ref.tier, ref.addr, nbytes)} "
-                    f"exceeds {ref.tier} size {cap}"
+                    f"{op}: operand {name}={format_ref(tier, addr, nbytes)} "
+                    f"exceeds {tier} size {cap}"
                 )
-            self.reach(ref.tier, ref.addr + nbytes)
-            if spans[name] > nbytes:
+            self.reach(tier, end)
+            span = extents[name] * eb
+            if span > nbytes:
                 raise self.fail(
-                    f"{op}: operand {name} pattern spans {spans[name]} bytes, "
-                    f"more than its declared {nbytes}"
+                    f"{op}: operand {name} pattern spans {span} bytes, more than its declared "
+                    f"{nbytes}"
                 )
         pipe = self._pipe_and_kind(instr)
         if pipe != queue:
@@ -283,14 +290,14 @@ class StreamChecks:
         return "VECTOR"
 
 
-def _ints(instr: Instr) -> Iterator[tuple[str, int]]:
+def _ints(instr: Instr) -> Iterator[tuple[str, tuple[int, ...]]]:
+    """Each integer field's values (one for an int, a list's for a list but scalars and q)."""
     for name in field_names(type(instr)):
         value = getattr(instr, name)
         if isinstance(value, int):
-            yield name, value
+            yield name, (value,)
         elif isinstance(value, tuple) and name not in ("scalars", "q"):
-            for v in value:
-                yield name, v
+            yield name, value
 
 
 def clip(text: str, limit: int = 40) -> str:

@@ -168,3 +168,24 @@ def test_a_malformed_record_names_file_and_line(old, new, message):
     lineno = next(i for i, line in enumerate(text.splitlines(), 1) if new.strip() in line)
     with pytest.raises(StreamError, match=rf"^t\.cmd:{lineno}: .*{message}"):
         parse_stream(text, "t.cmd")
+
+
+def test_a_repeated_pipe_line_shares_its_instruction_but_is_checked_on_its_queue():
+    line = "  MTE3 copy dst=DDR[0x000a00+64] src=UB[0x000000+64] dims=[16] dst_strides=[1] src_strides=[1]"
+    text = TEXT.replace("  free UB[0x000000+64] b=0\n", f"{line}\n  free UB[0x000000+64] b=0\n")
+    lines = parse_stream(text, "t.cmd").cores[1].lines
+    assert lines[3].instr is lines[2].instr and lines[3].lineno == lines[2].lineno + 1
+    wrong = text.replace(f"{line}\n", f"{line.replace('MTE3', 'MTE2', 1)}\n")
+    lineno = wrong.splitlines().index(line.replace("MTE3", "MTE2", 1)) + 1
+    with pytest.raises(StreamError, match=rf"^t\.cmd:{lineno}: copy must run on MTE3, not MTE2"):
+        parse_stream(wrong, "t.cmd")
+
+
+def test_a_repeated_noc_line_is_routed_from_its_own_core():
+    noc = "MTE3 noc dst=NOC[0x000000+64] src=UB[0x000440+64] dims=[16] dst_strides=[1] src_strides=[1] hops=0"
+    assert noc in CORE_0_0
+    line = f"  {noc}\n"
+    text = TEXT.replace("  free UB[0x000000+64] b=0\n", f"{line}  free UB[0x000000+64] b=0\n")
+    lineno = text.splitlines().index(line.rstrip("\n")) + 1
+    with pytest.raises(StreamError, match=rf"^t\.cmd:{lineno}: noc: hops=0, but core 1,2 is"):
+        parse_stream(text, "t.cmd")
