@@ -123,6 +123,15 @@ def test_a_stride_2_chain_bands_clip_their_padding_at_the_image_edges():
     assert cascades.views[bands[5].outputs[0]] == ("y", 4)
 
 
+def _agrees_with_onnxruntime(model: onnx.ModelProto) -> None:
+    """Compile `model` for TARGET, run it, compare with onnxruntime; interpreted == predicted."""
+    program = npucc.compile(model, TARGET)
+    inputs = random_inputs(program.inputs, 0, model)
+    result = program.execute(inputs)
+    assert all(c.ok for c in compare(result.outputs, run_onnxruntime(model, inputs)))
+    assert result.makespan == program.stats["predicted_makespan"]
+
+
 @pytest.mark.parametrize(
     "model",
     [
@@ -142,11 +151,7 @@ def test_a_cascaded_block_matches_onnxruntime_and_its_intermediates_stay_on_chip
     assert plan_chains(graph, TARGET)
     # every chain cascaded, whether it pays or not
     monkeypatch.setattr(lower, "paying", lambda chains, base, banded: chains)
-    program = npucc.compile(model, TARGET)
-    inputs = random_inputs(program.inputs, 0, model)
-    result = program.execute(inputs)
-    assert all(c.ok for c in compare(result.outputs, run_onnxruntime(model, inputs)))
-    assert result.makespan == program.stats["predicted_makespan"]
+    _agrees_with_onnxruntime(model)
     # no instruction reaches an intermediate in DDR: of the layer outputs, only y is moved
     tiled = compile_until(model, "lower-tiles", TARGET)
     touched = {
@@ -165,11 +170,7 @@ def test_weights_held_across_bands_are_loaded_once_and_read_in_place(monkeypatch
     ((first, (end, rows, _)),) = plan_chains(graph, TARGET).items()
     monkeypatch.setattr(lower, "plan_chains", lambda g, t: {first: (end, rows, True)})
     monkeypatch.setattr(lower, "paying", lambda chains, base, banded: chains)
-    program = npucc.compile(model, TARGET)
-    inputs = random_inputs(program.inputs, 0, model)
-    result = program.execute(inputs)
-    assert all(c.ok for c in compare(result.outputs, run_onnxruntime(model, inputs)))
-    assert result.makespan == program.stats["predicted_makespan"]
+    _agrees_with_onnxruntime(model)
     tiled = compile_until(model, "lower-tiles", TARGET)
     loads = [
         node.instr.src.key
