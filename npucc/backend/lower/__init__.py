@@ -22,7 +22,15 @@ from npucc.backend.lower import (  # noqa: F401  (register)
 )
 from npucc.backend.lower.band_view import BandView
 from npucc.backend.lower.builder import DdrTracker, MeshBuilder, TileBuilder
-from npucc.backend.lower.cascade import Cascades, band_graph, paying, plan_chains
+from npucc.backend.lower.cascade import (
+    Cascades,
+    Chains,
+    band_graph,
+    flow,
+    paying,
+    plan_chains,
+    trials,
+)
 from npucc.backend.lower.concat_fold import NO_FOLDS, ConcatFolds, fold_concats
 from npucc.backend.lower.context import LOWERINGS, LowerContext, ReservedFitError
 from npucc.backend.lower.resident import NONE as NO_RESIDENT
@@ -81,7 +89,10 @@ def lower_graph(
         base = _lower_all(*args, residency, folds, work)
     except ReservedFitError:
         return _lower_all(*args, NO_RESIDENT, folds, work)
-    chains = plan_chains(graph, target) if one_core and resident else {}
+    if not (one_core and resident):
+        return base
+    chains = plan_chains(graph, target)
+    program = base
     while chains:
         cascades = band_graph(graph, chains, target)
         try:
@@ -90,9 +101,37 @@ def lower_graph(
             return base
         kept = paying(chains, base, banded)
         if kept == chains:
-            return banded
+            program = banded
+            break
         chains = kept
-    return base
+    return _overlapped(ctx, placement, graph, work, chains, program)
+
+
+def _overlapped(
+    ctx: CompileContext,
+    placement: Placement | None,
+    graph: Graph,
+    work: list[LayerWork],
+    chains: Chains,
+    program: TiledProgram,
+) -> TiledProgram:
+    """`program` (`graph` lowered with `chains`) or, trial after trial (`trials`), that with a
+    link of layers on different units cascaded too, at the band height of shortest `flow`,
+    if it is shorter."""
+    best = flow(program)
+    for first, heights in trials(graph, chains, ctx.target):
+        pick = chains
+        for rows in heights:
+            tried = {**chains, first: (first + 2, rows, False)}
+            try:
+                banded = _lower_cascaded(ctx, placement, band_graph(graph, tried, ctx.target), work)
+            except ReservedFitError:
+                continue
+            span = flow(banded)
+            if span < best:
+                best, program, pick = span, banded, tried
+        chains = pick
+    return program
 
 
 def _lower_cascaded(

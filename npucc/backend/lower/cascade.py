@@ -49,6 +49,8 @@ POOLS = ("maxpool", "avgpool")
 ROWWISE = ("lrn",)
 # DMAs a cascaded layer issues per band beyond its computation (input, weights, output)
 BAND_DMAS = 3
+# band heights tried for a link between layers on different units (`trials`, judged by `flow`)
+TRIAL_ROWS = (2, 3, 4)
 
 Rows = tuple[int, int]  # [first, one past the last) row
 
@@ -275,6 +277,35 @@ def plan_chains(graph: Graph, target: Target) -> Chains:
     return chains
 
 
+def _unit(layer: Layer) -> str:
+    """The unit that computes `layer`: the cube (a dense conv) or the vector unit."""
+    dense = layer.op == "conv2d" and layer.attrs.get("group", 1) == 1
+    return "CUBE" if dense else "VECTOR"
+
+
+def trials(graph: Graph, chains: Chains, target: Target) -> list[tuple[int, list[int]]]:
+    """Per link of a dense conv to a layer of the vector unit, neither in `chains`: its first
+    layer and the band heights of TRIAL_ROWS that make two bands or more and fit (weights fetched again per band;
+    while one band's second layer runs, the next band's conv can, which `_gain` does not
+    credit)."""
+    layers = graph.layers
+    taken = {k for first, (end, _, _) in chains.items() for k in range(first, end)}
+    out = []
+    for i in range(len(layers) - 1):
+        a, b = layers[i], layers[i + 1]
+        if i in taken or i + 1 in taken or (_unit(a), _unit(b)) != ("CUBE", "VECTOR"):
+            continue
+        if not _linked(graph, a, b, target):
+            continue
+        oh = graph.tensors[b.outputs[0]].shape[2]
+        rows = [
+            r for r in TRIAL_ROWS if r < oh and _gain(graph, [a, b], r, target, False) is not None
+        ]
+        if rows:
+            out.append((i, rows))
+    return out
+
+
 def band_graph(graph: Graph, chains: Chains, target: Target) -> Cascades:
     """`graph` with each chain of `chains` replaced by its bands' layers."""
     layers = graph.layers
@@ -354,6 +385,22 @@ def _spans(program: TiledProgram) -> list[tuple[int, int]]:
         start = max((finish[p] for p in graph.preds[node.id] if p in finish), default=0)
         finish[node.id] = start + node.cycles
     return [(layer, max(*busy.values(), *finish.values(), 0)) for layer, busy, finish in runs]
+
+
+def flow(program: TiledProgram) -> int:
+    """The makespan of core 0's nodes run in lowering order on each pipe, each as soon as its
+    pipe and its predecessors allow (unlike `_spans`, a band's layer on one pipe overlaps the
+    next band's on another)."""
+    graph = program.cores[0].graph
+    free: dict[str, int] = {}
+    finish = [0] * len(graph.nodes)
+    for node in graph.nodes:
+        start = max((finish[p] for p in graph.preds[node.id]), default=0)
+        if node.pipe is not None:
+            start = max(start, free.get(node.pipe, 0))
+            free[node.pipe] = start + node.cycles
+        finish[node.id] = start + node.cycles
+    return max(finish, default=0)
 
 
 def paying(chains: Chains, base: TiledProgram, banded: TiledProgram) -> Chains:
