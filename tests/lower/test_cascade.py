@@ -9,7 +9,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import npucc
 import npucc.backend.lower as lower
-from npucc.backend.lower.cascade import band_graph, plan_chains
+from npucc.backend.lower.cascade import TRIAL_ROWS, band_graph, plan_chains, trials
 from npucc.checking import compare, random_inputs, run_onnxruntime
 from npucc.compiler import compile_until
 from npucc.ir.isa import Copy, DdrRef
@@ -100,6 +100,37 @@ def _lrn_branch(h: int = 41, w: int = 43) -> onnx.ModelProto:
     ]
     consts = {"e": (64, 8, 3, 3), "p": (16, 64, 1, 1), "q": (16, 8, 1, 1)}
     return _model(nodes, consts, [1, 8, h, w], [1, 32, h, w])
+
+
+def _conv_lrn(h: int = 61, w: int = 59) -> onnx.ModelProto:
+    """Inception's second stem conv: conv 3x3 (32 -> 64, pad 1), then LRN."""
+    nodes = [
+        helper.make_node("Conv", ["x", "e"], ["a"], pads=[1, 1, 1, 1]),
+        helper.make_node("LRN", ["a"], ["y"], size=5, alpha=1e-3, beta=0.75, bias=1.0),
+    ]
+    return _model(nodes, {"e": (64, 32, 3, 3)}, [1, 32, h, w], [1, 64, h, w])
+
+
+def test_trials_offer_a_conv_into_a_vector_layer_not_already_chained():
+    graph = compile_until(_conv_lrn(), "prune-unused", TARGET)
+    assert trials(graph, {}, TARGET) == [(0, list(TRIAL_ROWS))]
+    assert trials(graph, {0: (2, 5, False)}, TARGET) == []
+    # a conv into a conv runs on one unit: no trial
+    bottleneck = compile_until(_bottleneck(), "prune-unused", TARGET)
+    assert trials(bottleneck, {}, TARGET) == []
+
+
+def test_a_trial_cascade_kept_for_its_overlap_runs_faster_and_matches_onnxruntime(monkeypatch):
+    model = _conv_lrn()
+    monkeypatch.setattr(lower, "plan_chains", lambda g, t: {})
+    monkeypatch.setattr(lower, "trials", lambda g, c, t: [])
+    plain = npucc.compile(model, TARGET).stats["predicted_makespan"]
+    monkeypatch.undo()
+    monkeypatch.setattr(lower, "plan_chains", lambda g, t: {})
+    tiled = compile_until(model, "lower-tiles", TARGET)
+    assert "a.band1" in tiled.tensors  # a computed band by band
+    _agrees_with_onnxruntime(model)
+    assert npucc.compile(model, TARGET).stats["predicted_makespan"] < plain
 
 
 def test_a_stride_2_chain_bands_clip_their_padding_at_the_image_edges():

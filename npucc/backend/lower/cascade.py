@@ -285,9 +285,9 @@ def _unit(layer: Layer) -> str:
 
 def trials(graph: Graph, chains: Chains, target: Target) -> list[tuple[int, list[int]]]:
     """Per link of a dense conv to a layer of the vector unit, neither in `chains`: its first
-    layer and the band heights of TRIAL_ROWS that make two bands or more and fit (weights fetched again per band;
-    while one band's second layer runs, the next band's conv can, which `_gain` does not
-    credit)."""
+    layer and the band heights of TRIAL_ROWS that make two bands or more and fit (weights
+    fetched again per band; while one band's second layer runs, the next band's conv can,
+    which `_gain` does not credit)."""
     layers = graph.layers
     taken = {k for first, (end, _, _) in chains.items() for k in range(first, end)}
     out = []
