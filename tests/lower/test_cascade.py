@@ -102,28 +102,37 @@ def _lrn_branch(h: int = 41, w: int = 43) -> onnx.ModelProto:
     return _model(nodes, consts, [1, 8, h, w], [1, 32, h, w])
 
 
-def _conv_lrn(h: int = 61, w: int = 59) -> onnx.ModelProto:
-    """Inception's second stem conv: conv 3x3 (32 -> 64, pad 1), then LRN."""
+def _conv_lrn(h: int = 61, w: int = 59, k: int = 3) -> onnx.ModelProto:
+    """Inception's second stem conv: conv kxk (32 -> 64, padded), then LRN."""
     nodes = [
-        helper.make_node("Conv", ["x", "e"], ["a"], pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["x", "e"], ["a"], pads=[k // 2] * 4),
         helper.make_node("LRN", ["a"], ["y"], size=5, alpha=1e-3, beta=0.75, bias=1.0),
     ]
-    return _model(nodes, {"e": (64, 32, 3, 3)}, [1, 32, h, w], [1, 64, h, w])
+    return _model(nodes, {"e": (64, 32, k, k)}, [1, 32, h, w], [1, 64, h, w])
 
 
-def test_trials_offer_a_conv_into_a_vector_layer_not_already_chained():
-    graph = compile_until(_conv_lrn(), "prune-unused", TARGET)
-    assert trials(graph, {}, TARGET) == [(0, list(TRIAL_ROWS))]
-    assert trials(graph, {0: (2, 5, False)}, TARGET) == []
+def _trials(model: onnx.ModelProto, chains, monkeypatch) -> list[tuple[int, list[int]]]:
+    """`trials` of `model` beside `chains`, its base lowered without cascades."""
+    with monkeypatch.context() as m:
+        m.setattr(lower, "plan_chains", lambda g, t: {})
+        m.setattr(lower, "trials", lambda g, c, t, b: [])
+        base = compile_until(model, "lower-tiles", TARGET)
+    return trials(compile_until(model, "prune-unused", TARGET), chains, TARGET, base)
+
+
+def test_trials_offer_a_cube_bound_conv_into_a_vector_layer_not_already_chained(monkeypatch):
+    assert _trials(_conv_lrn(), {}, monkeypatch) == [(0, list(TRIAL_ROWS))]
+    assert _trials(_conv_lrn(), {0: (2, 5, False)}, monkeypatch) == []
+    # a 1x1 conv of 32 channels is bound on DDR, not the cube: nothing hides its re-fetches
+    assert _trials(_conv_lrn(k=1), {}, monkeypatch) == []
     # a conv into a conv runs on one unit: no trial
-    bottleneck = compile_until(_bottleneck(), "prune-unused", TARGET)
-    assert trials(bottleneck, {}, TARGET) == []
+    assert _trials(_bottleneck(), {}, monkeypatch) == []
 
 
 def test_a_trial_cascade_kept_for_its_overlap_runs_faster_and_matches_onnxruntime(monkeypatch):
     model = _conv_lrn()
     monkeypatch.setattr(lower, "plan_chains", lambda g, t: {})
-    monkeypatch.setattr(lower, "trials", lambda g, c, t: [])
+    monkeypatch.setattr(lower, "trials", lambda g, c, t, b: [])
     plain = npucc.compile(model, TARGET).stats["predicted_makespan"]
     monkeypatch.undo()
     monkeypatch.setattr(lower, "plan_chains", lambda g, t: {})

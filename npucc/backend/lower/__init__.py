@@ -104,7 +104,7 @@ def lower_graph(
             program = banded
             break
         chains = kept
-    return _overlapped(ctx, placement, graph, work, chains, program)
+    return _overlapped(ctx, placement, graph, work, chains, (base, program))
 
 
 def _overlapped(
@@ -113,13 +113,14 @@ def _overlapped(
     graph: Graph,
     work: list[LayerWork],
     chains: Chains,
-    program: TiledProgram,
+    lowered: tuple[TiledProgram, TiledProgram],
 ) -> TiledProgram:
-    """`program` (`graph` lowered with `chains`) or, trial after trial (`trials`), that with a
-    link of layers on different units cascaded too, at the band height of shortest `flow`,
-    if it is shorter."""
+    """Of `lowered` (`graph` without cascades, and with `chains`), the latter or, trial after
+    trial (`trials`), that with a conv into a vector layer cascaded too, at the band height of
+    shortest `flow`, if it is shorter."""
+    base, program = lowered
     best = flow(program)
-    for first, heights in trials(graph, chains, ctx.target):
+    for first, heights in trials(graph, chains, ctx.target, base):
         pick = chains
         for rows in heights:
             tried = {**chains, first: (first + 2, rows, False)}

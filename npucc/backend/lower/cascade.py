@@ -283,19 +283,33 @@ def _unit(layer: Layer) -> str:
     return "CUBE" if dense else "VECTOR"
 
 
-def trials(graph: Graph, chains: Chains, target: Target) -> list[tuple[int, list[int]]]:
-    """Per link of a dense conv to a layer of the vector unit, neither in `chains`: its first
-    layer and the band heights of TRIAL_ROWS that make two bands or more and fit (weights
-    fetched again per band; while one band's second layer runs, the next band's conv can,
-    which `_gain` does not credit)."""
+def _bound(program: TiledProgram) -> dict[int, str]:
+    """Per layer lowered in `program`, the pipe its core 0 nodes occupy longest."""
+    busy: dict[int, dict[str, int]] = {}
+    for node in program.cores[0].graph.nodes:
+        if node.pipe is not None:
+            pipes = busy.setdefault(node.layer, {})
+            pipes[node.pipe] = pipes.get(node.pipe, 0) + node.cycles
+    return {layer: max(sorted(pipes), key=pipes.__getitem__) for layer, pipes in busy.items()}
+
+
+def trials(
+    graph: Graph, chains: Chains, target: Target, base: TiledProgram
+) -> list[tuple[int, list[int]]]:
+    """Per link of a dense conv to a layer of the vector unit, neither in `chains`, the conv
+    bound on the cube in `base` (`graph` lowered without cascades) and the other layer not:
+    its first layer and the band heights of TRIAL_ROWS that make two bands or more and fit
+    (weights fetched again per band; while one band's second layer runs, the next band's conv
+    can, which `_gain` does not credit)."""
     layers = graph.layers
     taken = {k for first, (end, _, _) in chains.items() for k in range(first, end)}
+    bound = _bound(base)
     out = []
     for i in range(len(layers) - 1):
         a, b = layers[i], layers[i + 1]
         if i in taken or i + 1 in taken or (_unit(a), _unit(b)) != ("CUBE", "VECTOR"):
             continue
-        if not _linked(graph, a, b, target):
+        if bound.get(i) != "CUBE" or bound.get(i + 1) == "CUBE" or not _linked(graph, a, b, target):
             continue
         oh = graph.tensors[b.outputs[0]].shape[2]
         rows = [
