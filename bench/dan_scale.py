@@ -1,12 +1,15 @@
 """Time DAN's three stages on synthetic traces of 10^5 and 10^6 nodes (issue 3's scale goal).
 
 The total includes validation and replay; stages: MPAS (both keys and the lowering order), DLR
-(each order's placement and replay), CPE.
+(each order's placement and replay), CPE. `schedule_sha` hashes the schedule (order, offsets,
+spills) and `replay_sha` its replayed start and finish times: a change that must keep every
+decision keeps both.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import time
 
@@ -25,6 +28,7 @@ def measure(nodes: int) -> dict:
     schedule, r = schedule_graph(graph, "dan", DEFAULT_CAPACITY, TraceSpillModel())
     total, cpu = time.perf_counter() - t0, time.process_time() - c0
     b = bounds(graph)
+    plan = [schedule.order, sorted(schedule.offsets.items()), schedule.spills]
     return {
         "nodes": len(graph.nodes),
         "seconds": round(total, 2),
@@ -33,7 +37,14 @@ def measure(nodes: int) -> dict:
         "metrics": r.metrics(),
         "bounds": b,
         "makespan_over_bound": round(r.makespan / b["makespan"], 3),
+        "schedule_sha": _sha(plan),
+        "replay_sha": _sha([r.start, r.finish]),
     }
+
+
+def _sha(value: object) -> str:
+    """Short sha256 of a JSON-able value."""
+    return hashlib.sha256(json.dumps(value).encode()).hexdigest()[:16]
 
 
 def main() -> None:
