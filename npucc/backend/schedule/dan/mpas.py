@@ -202,9 +202,8 @@ def mpas(
     cleared: set[tuple[int, int]] = set()  # (u, v) pairs answered so
 
     def needs_tier(u: int, v: int, t: int) -> bool:
-        """Does an unscheduled ancestor of a consumer of u's buffer (not v) allocate tier t?"""
-        if (u, v) in cleared:
-            return False
+        """Does an unscheduled ancestor of a consumer of u's buffer (not v) allocate tier t?
+        (The caller has checked that (u, v) is not cleared.)"""
         w = witness.get((u, v), -1)
         if w >= 0 and not done[w]:  # still unscheduled: the answer stands
             return True
@@ -231,7 +230,7 @@ def mpas(
             if done[u]:
                 continue
             t = l0_tier[u]
-            if live_count[t] or (strict and needs_tier(u, v, t)):
+            if live_count[t] or (strict and (u, v) not in cleared and needs_tier(u, v, t)):
                 return t
             for s in range(3):
                 a = live_l0[s]
@@ -262,8 +261,11 @@ def mpas(
 
     def park(k: tuple[int, int, int, int], c: int) -> None:
         """Park the node of key k in class c."""
-        parked[k[3]] = c
-        park_key[k[3]] = k
+        v = k[3]
+        parked[v] = c
+        park_key[v] = k
+        if near_epoch[0] == epoch[0] and v in near_found[0]:
+            near_parked.add(v)
         n_parked[c] += 1
         idle[c] = -1
         heapq.heappush(waiting[c], k)
@@ -273,6 +275,7 @@ def mpas(
         n_parked[parked[v]] -= 1
         parked[v] = -1
         park_key[v] = None
+        near_parked.discard(v)
 
     def head(c: int) -> tuple[int, int, int, int] | None:
         """The best node parked in class c (stale heap entries dropped)."""
@@ -286,6 +289,7 @@ def mpas(
     near_epoch = [-1]
     near_found: list[dict[int, None]] = [{}]
     near_producers: set[int] = set()
+    near_parked: set[int] = set()  # the parked nodes of near_found (kept by park and unpark)
 
     def near_live() -> dict[int, None]:
         """The nodes sharing a consumer with the first live L0 buffer (ordered, no repeats)."""
@@ -307,16 +311,17 @@ def mpas(
                         found[y] = None
         near_epoch[0] = epoch[0]
         near_found[0] = found
+        near_parked.clear()
+        near_parked.update(x for x in found if park_key[x] is not None)
         return found
 
     def companions() -> list[list[tuple[int, int, int, int]]]:
         """Per class, the keys of its nodes sharing a consumer with a live L0 buffer, best
         first (one pass over near_live())."""
         near: list[list[tuple[int, int, int, int]]] = [[], [], [], []]
-        for x in near_live():
-            k = park_key[x]
-            if k is not None:  # NOTE: exactly the parked nodes have a park key
-                near[parked[x]].append(k)
+        near_live()
+        for x in near_parked:
+            near[parked[x]].append(park_key[x])  # type: ignore[arg-type]
         for keys in near:
             keys.sort()
         return near
@@ -339,6 +344,11 @@ def mpas(
         near: list[list[tuple[int, int, int, int]]] | None = None  # companions, per class
         e = epoch[0]
         any_live = max(live_l0) >= 0
+        if any_live and strict:
+            if near_epoch[0] != e:
+                near_live()
+            if not near_parked:  # no parked node can pass
+                return
         for c in range(4):
             if not n_parked[c] or idle[c] == e:
                 continue
@@ -348,10 +358,9 @@ def mpas(
             elif any_live:  # only the nodes near the live buffer can pass
                 if near is None:
                     near = [[], [], [], []]
-                    for x in near_live():
-                        pk = park_key[x]
-                        if pk is not None:  # NOTE: exactly the parked nodes have a park key
-                            near[parked[x]].append(pk)
+                    near_live()
+                    for x in near_parked:
+                        near[parked[x]].append(park_key[x])  # type: ignore[arg-type]
                 cands = near[c]
                 if cands:
                     if len(cands) > 1:
