@@ -151,16 +151,26 @@ def mpas(
     jit_count = prep.jit_count[:]
     enabled = [0] * n  # L1+UB bytes of FREEs whose last pending predecessor is v
     last_pred = [-1] * n  # for a FREE with one pending predecessor: which one
-    key = [(0, 0, 0, 0)] * n
+    key = [-1] * n
     in_ready = [False] * n
-    ready: list[tuple[int, int, int, int]] = []
+    ready: list[int] = []
+    # NOTE: a key is one int that orders as the tuple (lambda, Delta, -h, id) of eq. 21 (the
+    # heaps spend their time comparing keys): each field made non-negative in its own bits,
+    # Delta + span (|Delta| <= span), hmax - h and the id
+    span = sum(size_pk)
+    hmax = max(h, default=0) if use_h else 0
+    vbits = max(n - 1, 1).bit_length()
+    vmask = (1 << vbits) - 1
+    dbits = (2 * span).bit_length()
+    shift = hmax.bit_length() + vbits
 
-    def make_key(v: int) -> tuple[int, int, int, int]:
+    def make_key(v: int) -> int:
+        low = ((hmax - h[v] if use_h else 0) << vbits) | v
         if is_free[v]:
-            return (0, -size_pk[v] if use_delta else 0, -h[v] if use_h else 0, v)
+            return ((span - size_pk[v] if use_delta else span) << shift) | low
         level = 2 if jit_count[v] else 1
         delta = jit[v] - enabled[v] if use_delta else 0
-        return (level, delta, -h[v] if use_h else 0, v)
+        return (((level << dbits) | (delta + span)) << shift) | low
 
     def refresh(v: int) -> None:
         if in_ready[v]:
@@ -188,9 +198,9 @@ def mpas(
     live_l0: list[int] = [-1, -1, -1]  # per L0 tier: its live ALLOC node, or -1
     live_count = [0, 0, 0]
     # parked nodes by what they wait for: class t < 3 = their own L0 tier t, class 3 = futile
-    waiting: list[list[tuple[int, int, int, int]]] = [[], [], [], []]  # lazy heaps of keys
+    waiting: list[list[int]] = [[], [], [], []]  # lazy heaps of keys
     parked = [-1] * n  # the class of a parked node, or -1
-    park_key: list[tuple[int, int, int, int] | None] = [None] * n
+    park_key: list[int | None] = [None] * n
     n_parked = [0, 0, 0, 0]
     epoch = [0]  # L0 allocations and releases so far
     woken_at = [-1] * n  # the epoch a node was woken in, or -1
@@ -259,9 +269,9 @@ def mpas(
         """The L0 tier of v's first unscheduled L0 allocation."""
         return next(l0_tier[u] for u in l0_preds[v] if not done[u])
 
-    def park(k: tuple[int, int, int, int], c: int) -> None:
+    def park(k: int, c: int) -> None:
         """Park the node of key k in class c."""
-        v = k[3]
+        v = k & vmask
         parked[v] = c
         park_key[v] = k
         if near_epoch[0] == epoch[0] and v in near_found[0]:
@@ -277,10 +287,10 @@ def mpas(
         park_key[v] = None
         near_parked.discard(v)
 
-    def head(c: int) -> tuple[int, int, int, int] | None:
+    def head(c: int) -> int | None:
         """The best node parked in class c (stale heap entries dropped)."""
         heap = waiting[c]
-        while heap and (parked[heap[0][3]] != c or park_key[heap[0][3]] != heap[0]):
+        while heap and (parked[heap[0] & vmask] != c or park_key[heap[0] & vmask] != heap[0]):
             heapq.heappop(heap)
         return heap[0] if heap else None
 
@@ -315,10 +325,10 @@ def mpas(
         near_parked.update(x for x in found if park_key[x] is not None)
         return found
 
-    def companions() -> list[list[tuple[int, int, int, int]]]:
+    def companions() -> list[list[int]]:
         """Per class, the keys of its nodes sharing a consumer with a live L0 buffer, best
         first (one pass over near_live())."""
-        near: list[list[tuple[int, int, int, int]]] = [[], [], [], []]
+        near: list[list[int]] = [[], [], [], []]
         near_live()
         for x in near_parked:
             near[parked[x]].append(park_key[x])  # type: ignore[arg-type]
@@ -326,13 +336,13 @@ def mpas(
             keys.sort()
         return near
 
-    def first(c: int, test: Callable[[int], bool]) -> tuple[int, int, int, int] | None:
+    def first(c: int, test: Callable[[int], bool]) -> int | None:
         """The best node of class c that passes `test` (heap order; the head unless strict)."""
         # NOTE: a sorted list is a valid heap, so the class keeps its live keys, stale ones
         # dropped, and is scanned in key order without popping and re-pushing each
-        live = sorted(k for k in waiting[c] if parked[k[3]] == c and park_key[k[3]] == k)
+        live = sorted(k for k in waiting[c] if parked[k & vmask] == c and park_key[k & vmask] == k)
         waiting[c] = live
-        return next((k for k in live if test(k[3])), None)
+        return next((k for k in live if test(k & vmask)), None)
 
     def wake() -> None:
         """Make ready the best node of each class that can run, if any."""
@@ -341,7 +351,7 @@ def mpas(
         # NOTE: waking makes nodes ready and schedules none, so what is done, which L0 tiers
         # are live and near_live stay the same for the four classes, and waking a node of one
         # class changes no other class's parked nodes
-        near: list[list[tuple[int, int, int, int]]] | None = None  # companions, per class
+        near: list[list[int]] | None = None  # companions, per class
         e = epoch[0]
         any_live = max(live_l0) >= 0
         if any_live and strict:
@@ -352,7 +362,7 @@ def mpas(
         for c in range(4):
             if not n_parked[c] or idle[c] == e:
                 continue
-            k: tuple[int, int, int, int] | None = None
+            k: int | None = None
             if c < 3 and live_count[c]:
                 pass  # its own tier is held: nothing in it can run
             elif any_live:  # only the nodes near the live buffer can pass
@@ -365,15 +375,15 @@ def mpas(
                 if cands:
                     if len(cands) > 1:
                         cands.sort()
-                    k = next((x for x in cands if passes(x[3])), None)
+                    k = next((x for x in cands if passes(x & vmask)), None)
             else:  # no tier live: only strict's ancestor check or futility can hold it back
                 k = head(c)
-                if k is not None and not passes(k[3]):
+                if k is not None and not passes(k & vmask):
                     k = None
             if k is not None:
-                unpark(k[3])
-                woken_at[k[3]] = e
-                make_ready(k[3])
+                unpark(k & vmask)
+                woken_at[k & vmask] = e
+                make_ready(k & vmask)
             elif not strict:
                 idle[c] = e
 
@@ -385,11 +395,11 @@ def mpas(
         """Unblocked, and not allocating for nothing?"""
         return blocker(v) < 0 and futile(v) < 0
 
-    def fallback() -> tuple[int, int, int, int] | None:
+    def fallback() -> int | None:
         """When nothing is ready: the best parked node no tier holds back, futile ones last."""
         # NOTE: testing changes nothing parked nor near_live, so the companions are found once
         live = max(live_l0) >= 0
-        near: list[list[tuple[int, int, int, int]]] | None = None
+        near: list[list[int]] | None = None
         for test in (useful, unblocked):
             cands = []
             for c in range(4):
@@ -398,7 +408,7 @@ def mpas(
                 if live:
                     if near is None:
                         near = companions()
-                    cands += [k for k in near[c] if test(k[3])]
+                    cands += [k for k in near[c] if test(k & vmask)]
                 else:
                     k = first(c, test)
                     if k is not None:
@@ -461,15 +471,15 @@ def mpas(
                     buf = buffers[nodes[stuck].bufs[0]]
                     what += f" of {buf.tier} buffer b{buf.id} '{buf.name}'"
                 raise NpuccError(f"no schedule: node {stuck} ({what}) waits forever ({graph.name})")
-            unpark(k[3])
-            for u in preds[k[3]]:
+            unpark(k & vmask)
+            for u in preds[k & vmask]:
                 if is_alloc[u] and not done[u]:
                     emit(u)
-            emit(k[3])
+            emit(k & vmask)
             wake()
             continue
         k = heapq.heappop(ready)
-        v = k[3]
+        v = k & vmask
         if done[v] or not in_ready[v] or k != key[v]:
             continue  # a stale entry
         in_ready[v] = False
