@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
 
 from npucc.errors import NpuccError
@@ -22,6 +22,8 @@ from npucc.target.timing import in_order
 L0_TIERS = ("L0A", "L0B", "L0C")
 CLEAN_OP = "COPY_IN"  # a buffer used by this op still has its data in DDR (rule 2)
 SMALL_WINDOW = 16  # LabelMap.coldest over at most this many ranges: slices, not a deque
+CHUNKS = 32  # replay_within times the order in this many pieces
+MIN_CHUNK = 4096  # ... of at least this many nodes
 
 
 class ScheduleError(NpuccError):
@@ -133,6 +135,22 @@ def replay(
 ) -> Replay:
     """Apply replay rules 1-6 to a (legal) schedule; see `validate` for the legality check."""
     del capacity, alignment  # legality is validate's job; kept for a uniform signature
+    r = _replay(graph, schedule, spill_model, None)
+    assert r is not None  # NOTE: only a makespan bound stops a replay
+    return r
+
+
+def replay_within(
+    graph: TileGraph, schedule: Schedule, spill_model: SpillModel, makespan: int
+) -> Replay | None:
+    """`replay`, or None as soon as a node finishes after `makespan` (the order is timed in
+    CHUNKS pieces, each after its memory events)."""
+    return _replay(graph, schedule, spill_model, makespan)
+
+
+def _replay(
+    graph: TileGraph, schedule: Schedule, spill_model: SpillModel, makespan: int | None
+) -> Replay | None:
     n = len(graph.nodes)
     spills = schedule.spills
     clean = clean_buffers(graph) if spills else []
@@ -172,45 +190,59 @@ def replay(
     res = Residency()
     buffers = graph.buffers
     free_of = graph.free_of
-    for i, v in enumerate(order):
-        node = nodes[v]
-        op = node.op
-        if op == "ALLOC" or op == "SPILL_IN":
-            b = node.bufs[0]
-            buf = buffers[b]
-            if op == "ALLOC":
-                off = offsets[b]
-                res.alloc(buf.tier, buf.size)
-            else:
-                off = spills[(v - n) // 2][1]
-            if b in homes:
-                homes[b].append((i, off))
-            if buf.size:
-                release = release_after.get(v, free_of[b]) if release_after else free_of[b]
-                reuse = maps.get(buf.tier)
-                if reuse is None:
-                    reuse = maps[buf.tier] = LabelMap()
-                for x in reuse.assign(off, off + buf.size, release):
-                    if x != v - 1 or op != "SPILL_IN":  # own SPILL_OUT -> SPILL_IN is rule 1
-                        reuse_edges.append((x, v))
-        elif op == "FREE":
-            buf = buffers[node.bufs[0]]
-            res.free(buf.tier, buf.size)
-
-    # rule 5: timing (the one list timer)
+    # rule 5 (the one list timer) times the order piece by piece, each piece after its memory
+    # events (every edge into a node comes from an earlier one); without a bound, in one piece
     extra_preds: list[list[int] | None] = [None] * total
-    for edges in (spill_edges, reuse_edges):
-        for src, dst in edges:
-            srcs = extra_preds[dst]
-            if srcs is None:
-                extra_preds[dst] = [src]
-            else:
-                srcs.append(src)
+    for src, dst in spill_edges:
+        srcs = extra_preds[dst]
+        if srcs is None:
+            extra_preds[dst] = [src]
+        else:
+            srcs.append(src)
     preds: list[Sequence[int]] = [*graph.preds, *([()] * (total - n))]
-    for dst, srcs in enumerate(extra_preds):
-        if srcs is not None:
-            preds[dst] = (*preds[dst], *srcs)
-    start, finish = in_order(order, [v.cycles for v in nodes], [v.pipe for v in nodes], preds)
+    cycles = [v.cycles for v in nodes]
+    pipes = [v.pipe for v in nodes]
+    timed: tuple[list[int], list[int], dict[Hashable, int]] = ([0] * total, [0] * total, {})
+    step = total if makespan is None else max(MIN_CHUNK, -(-total // CHUNKS))
+    for lo in range(0, total, step):
+        piece = order[lo : lo + step]
+        for i, v in enumerate(piece, lo):
+            node = nodes[v]
+            op = node.op
+            if op == "ALLOC" or op == "SPILL_IN":
+                b = node.bufs[0]
+                buf = buffers[b]
+                if op == "ALLOC":
+                    off = offsets[b]
+                    res.alloc(buf.tier, buf.size)
+                else:
+                    off = spills[(v - n) // 2][1]
+                if b in homes:
+                    homes[b].append((i, off))
+                if buf.size:
+                    release = release_after.get(v, free_of[b]) if release_after else free_of[b]
+                    reuse = maps.get(buf.tier)
+                    if reuse is None:
+                        reuse = maps[buf.tier] = LabelMap()
+                    for x in reuse.assign(off, off + buf.size, release):
+                        if x != v - 1 or op != "SPILL_IN":  # own SPILL_OUT -> SPILL_IN: rule 1
+                            reuse_edges.append((x, v))
+                            srcs = extra_preds[v]
+                            if srcs is None:
+                                extra_preds[v] = [x]
+                            else:
+                                srcs.append(x)
+            elif op == "FREE":
+                buf = buffers[node.bufs[0]]
+                res.free(buf.tier, buf.size)
+        for v in piece:
+            srcs = extra_preds[v]
+            if srcs is not None:
+                preds[v] = (*preds[v], *srcs)
+        in_order(piece, cycles, pipes, preds, timed=timed)
+        if makespan is not None and max(timed[2].values(), default=0) > makespan:
+            return None
+    start, finish, _ = timed
 
     extra_ddr = sum(spill_model.traffic(buffers[b].size, clean[b]) for b, _ in spills)
     return Replay(

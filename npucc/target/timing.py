@@ -45,16 +45,19 @@ def in_order(
     pipes: Sequence[Hashable | None],
     preds: Sequence[Iterable[int]],
     release: Sequence[int] | None = None,
+    timed: tuple[list[int], list[int], dict[Hashable, int]] | None = None,
 ) -> tuple[list[int], list[int]]:
     """Start and finish of each node run in `order` (predecessors first) on in-order pipes.
 
     A node starts at the latest finish among `preds[v]`, no earlier than `release[v]` and, on a
     pipe (`pipes[v]` not None), no earlier than the pipe's previous node finished; a pipe-less
     node takes no time. Nodes outside `order` keep 0. No DDR channel: one core's view.
+    `timed`: (start, finish, each pipe's free time) of the nodes run before `order`, continued
+    in place (the order in pieces).
     """
-    start = [0] * len(cycles)
-    finish = [0] * len(cycles)
-    pipe_free: dict[Hashable, int] = {}
+    if timed is None:
+        timed = ([0] * len(cycles), [0] * len(cycles), {})
+    start, finish, pipe_free = timed
     for v in order:
         t = 0 if release is None else release[v]
         for u in preds[v]:

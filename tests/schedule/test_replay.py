@@ -3,7 +3,7 @@ from tgraphs import CAPS, build, chain, two_loads
 
 from npucc.backend.schedule.original import bounds, original
 from npucc.backend.schedule.registry import SCHEDULERS, schedule_graph
-from npucc.ir.replay import ScheduleError, replay, validate
+from npucc.ir.replay import ScheduleError, replay, replay_within, validate
 from npucc.ir.schedule import Schedule
 from npucc.target.cost import TraceSpillModel
 
@@ -82,6 +82,23 @@ def test_forced_spills_costs_and_offsets():
     for v in range(len(r.nodes)):
         assert all(0 <= o < 100 for o in r.buffer_offsets(v))
     assert r.peak == 200  # rule 6 counts ALLOC/FREE only
+
+
+@pytest.mark.parametrize("nodes", [300, 20_000])
+def test_replay_within_stops_once_slower(nodes):
+    from npucc.tools.dan_synthetic import synthetic_graph
+
+    g = synthetic_graph(nodes, seed=1)
+    s, r = schedule_graph(g, "original", CAPS, MODEL)
+    same = replay_within(g, s, MODEL, r.makespan)  # not slower: the whole replay
+    assert same is not None
+    assert (same.start, same.finish, same.reuse_edges, same.peak) == (
+        r.start,
+        r.finish,
+        r.reuse_edges,
+        r.peak,
+    )
+    assert replay_within(g, s, MODEL, r.makespan - 1) is None
 
 
 def test_dirty_spill_costs_both_ways():

@@ -29,6 +29,17 @@ def test_in_order_release_floor_and_nodes_outside_the_order() -> None:
     assert (start, finish) == ([0, 3, 8], [0, 8, 15])  # node 0 is not run: finish 0
 
 
+def test_in_order_continues_a_timing_given_in_pieces() -> None:
+    cycles = [30, 40, 50, 99]
+    pipes = ["MTE2", "MTE2", "VECTOR", None]
+    preds = [(), (), (0,), (1, 2)]
+    timed: tuple[list[int], list[int], dict] = ([0] * 4, [0] * 4, {})
+    in_order([0, 2], cycles, pipes, preds, timed=timed)
+    start, finish = in_order([1, 3], cycles, pipes, preds, timed=timed)
+    assert (start, finish) == in_order([0, 2, 1, 3], cycles, pipes, preds)
+    assert timed[2] == {"MTE2": 70, "VECTOR": 80}  # each pipe's last finish
+
+
 def test_dag_latency_edges() -> None:
     dag = TimingDag()
     a = dag.node(10, (0, 1))

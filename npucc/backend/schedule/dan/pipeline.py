@@ -18,7 +18,7 @@ from npucc.backend.schedule.scan import (
     topo_order,
 )
 from npucc.errors import NpuccError
-from npucc.ir.replay import Replay, replay
+from npucc.ir.replay import Replay, replay, replay_within
 from npucc.ir.schedule import Schedule
 from npucc.ir.tiled import TileGraph
 from npucc.target.cost import SpillModel
@@ -108,9 +108,14 @@ class _Plans:
         key = (sum(self.victim.traffic[b] for b, _ in cand.spills), len(cand.spills))
         timed = None
         if self.key == key:  # a tie: makespan, peak, then the ORDERS index decide
-            timed = replay(self.graph, cand, self.capacity, self.model, self.alignment)
             best = self.replay()
-            if (timed.makespan, timed.peak, index) >= (best.makespan, best.peak, self.win):
+            # NOTE: a plan slower than the best loses, so its replay stops once it is
+            timed = replay_within(self.graph, cand, self.model, best.makespan)
+            if timed is None or (timed.makespan, timed.peak, index) >= (
+                best.makespan,
+                best.peak,
+                self.win,
+            ):
                 return key
         elif self.key is not None and key > self.key:
             return key
