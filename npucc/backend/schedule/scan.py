@@ -193,12 +193,13 @@ class LinearScan:
         ahead = self.ahead
         result = self.result  # NOTE: only _restore rebinds it, above
         where = self.where
+        wanted = self.wanted
         for k in range(k0, len(order)):
             v = order[k]
             node = nodes[v]
             bufs = node.bufs
             self.packed = False
-            if ahead:
+            if ahead and wanted and wanted[0][0] <= k + ahead:
                 self._reload_ahead(k, bufs, victim)
             op = node.op
             if op == "ALLOC":
@@ -206,10 +207,13 @@ class LinearScan:
                 where[b] = self._place(b, bufs, k, victim)
             else:
                 if out:
-                    pending = [b for b in bufs if b in out]
-                    while pending:  # a repack (see _place) may spill the node's other buffers
-                        self._reload(pending[0], bufs, k, victim)
-                        pending = [b for b in bufs if b in out]
+                    for b in bufs:
+                        if b in out:
+                            pending = [x for x in bufs if x in out]
+                            while pending:  # a repack (_place) may spill the node's other buffers
+                                self._reload(pending[0], bufs, k, victim)
+                                pending = [x for x in bufs if x in out]
+                            break
                 if op == "FREE":
                     self._give(bufs[0])
             result.append(v)
