@@ -60,6 +60,7 @@ class Prep:
     is_free: list[bool]
     size_pk: list[int]  # L1+UB bytes of an ALLOC/FREE node
     l0_tier: list[int]  # L0 tier index of an ALLOC node, or -1
+    free_l0: list[int]  # L0 tier index of a FREE node's buffer, or -1
     pending: list[int]  # non-ALLOC predecessors
     jit: list[int]  # L1+UB bytes of ALLOC predecessors
     jit_count: list[int]  # ALLOC predecessors
@@ -85,6 +86,10 @@ def prepare(graph: TileGraph, single_l0: bool = True) -> Prep:
                 size_pk[node.id] = buf.size
             elif node.op == "ALLOC" and buf.tier in L0_TIERS:
                 l0_tier[node.id] = L0_TIERS.index(buf.tier)
+    free_l0 = [-1] * n
+    for node in nodes:
+        if is_free[node.id]:
+            free_l0[node.id] = l0_tier[graph.alloc_of[node.bufs[0]]]
     pending = [0] * n
     jit = [0] * n
     jit_count = [0] * n
@@ -115,7 +120,9 @@ def prepare(graph: TileGraph, single_l0: bool = True) -> Prep:
     for v in range(n):  # NOTE: in preds order, as blocker and need walk them
         if len(l0_preds[v]) > 1:
             l0_preds[v] = tuple(u for u in preds[v] if l0_tier[u] >= 0)
-    return Prep(h, is_alloc, is_free, size_pk, l0_tier, pending, jit, jit_count, users_l0, l0_preds)
+    return Prep(
+        h, is_alloc, is_free, size_pk, l0_tier, free_l0, pending, jit, jit_count, users_l0, l0_preds
+    )
 
 
 def mpas(
@@ -136,12 +143,13 @@ def mpas(
     preds, succs = graph.preds, graph.succs
     if prep is None or (single_l0 and prep.users_l0 is None):
         prep = prepare(graph, single_l0)
-    h, is_alloc, is_free, size_pk, l0_tier = (
+    h, is_alloc, is_free, size_pk, l0_tier, free_l0 = (
         prep.h,
         prep.is_alloc,
         prep.is_free,
         prep.size_pk,
         prep.l0_tier,
+        prep.free_l0,
     )
     use_delta = mode != "critical"
     use_h = mode != "memory"
@@ -181,8 +189,8 @@ def mpas(
 
     def make_ready(v: int) -> None:
         in_ready[v] = True
-        key[v] = make_key(v)
-        heapq.heappush(ready, key[v])
+        k = key[v] = make_key(v)
+        heapq.heappush(ready, k)
 
     def free_progress(f: int) -> None:
         # FREE f lost a pending predecessor: credit its last one, or make f ready
@@ -438,14 +446,13 @@ def mpas(
                 jit_count[w] -= 1
                 refresh(w)
             return
-        if is_free[v] and single_l0:
-            t = l0_tier[graph.alloc_of[nodes[v].bufs[0]]]
-            if t >= 0:
-                live_count[t] -= 1
-                if not live_count[t]:
-                    live_l0[t] = -1
-                epoch[0] += 1
-                wake()
+        t = free_l0[v]
+        if t >= 0 and single_l0:
+            live_count[t] -= 1
+            if not live_count[t]:
+                live_l0[t] = -1
+            epoch[0] += 1
+            wake()
         for w in succs[v]:
             pending[w] -= 1
             if is_free[w]:
