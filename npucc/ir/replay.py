@@ -503,25 +503,57 @@ class LabelMap:
         """Label [lo, hi) with `label`; return the distinct labels it overwrote, in order."""
         if hi <= lo:
             return []
-        i = bisect_right(self.starts, lo) - 1
+        starts, labels = self.starts, self.label
+        i = bisect_right(starts, lo) - 1
         if i < 0 or self.ends[i] <= lo:
             i += 1
-        j = bisect_left(self.starts, hi)
-        if j == i + 1 and self.starts[i] == lo and self.ends[i] == hi:  # the same range again
-            prev = [self.label[i]]
-            self.label[i] = label
+        j = bisect_left(starts, hi)
+        if j == i + 1 and starts[i] == lo and self.ends[i] == hi:  # the same range again
+            prev = [labels[i]]
+            labels[i] = label
             return prev
-        prev = list(dict.fromkeys(self.label[i:j]))
-        starts, ends, labels = [lo], [hi], [label]
-        if i < j and self.starts[i] < lo:
-            starts.insert(0, self.starts[i])
-            ends.insert(0, lo)
-            labels.insert(0, self.label[i])
-        if i < j and self.ends[j - 1] > hi:
-            starts.append(hi)
-            ends.append(self.ends[j - 1])
-            labels.append(self.label[j - 1])
-        self.starts[i:j] = starts
-        self.ends[i:j] = ends
-        self.label[i:j] = labels
+        prev = list(dict.fromkeys(labels[i:j])) if j > i + 1 else labels[i:j]
+        self._splice(i, j, lo, hi, label)
         return prev
+
+    def put(self, lo: int, hi: int, label: int) -> None:
+        """`assign` without the overwritten labels."""
+        if hi <= lo:
+            return
+        starts = self.starts
+        i = bisect_right(starts, lo) - 1
+        if i < 0 or self.ends[i] <= lo:
+            i += 1
+        j = bisect_left(starts, hi)
+        if j == i + 1 and starts[i] == lo and self.ends[i] == hi:  # the same range again
+            self.label[i] = label
+        else:
+            self._splice(i, j, lo, hi, label)
+
+    def _splice(self, i: int, j: int, lo: int, hi: int, label: int) -> None:
+        """Replace ranges i..j-1 (those meeting [lo, hi)) by [lo, hi) and what they keep
+        outside it."""
+        starts, ends, labels = self.starts, self.ends, self.label
+        if i == j:
+            starts.insert(i, lo)
+            ends.insert(i, hi)
+            labels.insert(i, label)
+            return
+        below = starts[i] < lo  # the first range keeps a piece below lo
+        above = ends[j - 1] > hi  # the last range keeps a piece above hi
+        if below and above:
+            starts[i:j] = [starts[i], lo, hi]
+            ends[i:j] = [lo, hi, ends[j - 1]]
+            labels[i:j] = [labels[i], label, labels[j - 1]]
+        elif below:
+            starts[i:j] = [starts[i], lo]
+            ends[i:j] = [lo, hi]
+            labels[i:j] = [labels[i], label]
+        elif above:
+            starts[i:j] = [lo, hi]
+            ends[i:j] = [hi, ends[j - 1]]
+            labels[i:j] = [label, labels[j - 1]]
+        else:
+            starts[i:j] = [lo]
+            ends[i:j] = [hi]
+            labels[i:j] = [label]

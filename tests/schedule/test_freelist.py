@@ -34,3 +34,24 @@ def test_coldest_prefers_old_release_then_low_offset():
     m.assign(32, 48, 2)
     assert m.coldest(0, 64, 16, 16) == (-1, 48)  # never released beats any release
     assert m.coldest(0, 48, 16, 16) == (2, 16)  # equal releases: the lower offset
+
+
+def test_assign_and_put_match_a_per_address_map():
+    rng = random.Random(1)
+    for _ in range(100):
+        cap = rng.choice([16, 64, 300])
+        m, p = LabelMap(), LabelMap()
+        at: list[int | None] = [None] * cap  # the label of each address
+        for step in range(rng.randint(1, 80)):
+            lo = rng.randrange(cap)
+            hi = min(cap, lo + rng.randint(0, cap // 3 + 1))
+            want = list(dict.fromkeys(x for x in at[lo:hi] if x is not None))
+            assert m.assign(lo, hi, step) == want
+            p.put(lo, hi, step)
+            at[lo:hi] = [step] * (hi - lo)
+            assert (m.starts, m.ends, m.label) == (p.starts, p.ends, p.label)
+            cover = [None] * cap
+            for s, e, x in zip(m.starts, m.ends, m.label, strict=True):
+                cover[s:e] = [x] * (e - s)
+            assert cover == at
+            assert all(e <= s for e, s in zip(m.ends[:-1], m.starts[1:], strict=True))

@@ -312,7 +312,7 @@ class LinearScan:
         buf = self.graph.buffers[b]
         off = self.live[buf.tier].pop(b)
         self.free[buf.tier].give(off, buf.size)
-        self.released[buf.tier].assign(off, off + buf.size, len(self.result))
+        self.released[buf.tier].put(off, off + buf.size, len(self.result))
 
     def _reload_ahead(self, k: int, pinned: tuple[int, ...], victim) -> None:
         """Reload spilled buffers used within `ahead` positions, evicting only buffers used
