@@ -214,15 +214,16 @@ def mpas(
     woken_at = [-1] * n  # the epoch a node was woken in, or -1
     idle = [-1] * 4  # per class: the epoch in which it had no node able to run
 
-    witness: dict[tuple[int, int], int] = {}  # (u, v) -> the ancestor needs_tier last found
+    # (u, v) pairs are keyed u * n + v
+    witness: dict[int, int] = {}  # (u, v) -> the ancestor needs_tier last found
     # NOTE: done only grows, so the unscheduled ancestors needs_tier searches only shrink: once
     # a search covered them all (not cut at CONE_LIMIT) without a match, the answer stays no
-    cleared: set[tuple[int, int]] = set()  # (u, v) pairs answered so
+    cleared: set[int] = set()  # (u, v) pairs answered so
 
     def needs_tier(u: int, v: int, t: int) -> bool:
         """Does an unscheduled ancestor of a consumer of u's buffer (not v) allocate tier t?
         (The caller has checked that (u, v) is not cleared.)"""
-        w = witness.get((u, v), -1)
+        w = witness.get(u * n + v, -1)
         if w >= 0 and not done[w]:  # still unscheduled: the answer stands
             return True
         seen = {u, v}
@@ -232,12 +233,12 @@ def mpas(
             for y in preds[x]:
                 if y not in seen and not done[y]:
                     if l0_tier[y] == t:
-                        witness[(u, v)] = y
+                        witness[u * n + v] = y
                         return True
                     seen.add(y)
                     stack.append(y)
         if not stack:
-            cleared.add((u, v))
+            cleared.add(u * n + v)
         return False
 
     l0_preds = prep.l0_preds
@@ -248,12 +249,11 @@ def mpas(
             if done[u]:
                 continue
             t = l0_tier[u]
-            if live_count[t] or (strict and (u, v) not in cleared and needs_tier(u, v, t)):
+            if live_count[t] or (strict and u * n + v not in cleared and needs_tier(u, v, t)):
                 return t
-            for s in range(3):
-                a = live_l0[s]
-                if s != t and a >= 0 and users_l0[a].isdisjoint(users_l0[u]):
-                    return s
+            for a in live_l0:  # NOTE: tier t holds none (live_count[t] == 0)
+                if a >= 0 and users_l0[a].isdisjoint(users_l0[u]):
+                    return l0_tier[a]
         return -1
 
     def futile(v: int) -> int:
