@@ -138,7 +138,7 @@ def randomize_weights(model: onnx.ModelProto, seed: int = 0) -> onnx.ModelProto:
     """
     out = onnx.ModelProto()
     out.CopyFrom(model)
-    _materialize_constant_of_shape(out)
+    _materialize_constant_of_shape(out, unfilled=True)  # their values are drawn below
     rng = np.random.default_rng(seed)
     role: dict[str, str] = {}
     for node in out.graph.node:
@@ -174,8 +174,12 @@ def _drawn(draw: Callable[[int], np.ndarray | float], size: int) -> np.ndarray:
     return out
 
 
-def _materialize_constant_of_shape(model: onnx.ModelProto) -> None:
-    """Replace ConstantOfShape nodes fed by an initializer shape with the initializer they make."""
+def _materialize_constant_of_shape(model: onnx.ModelProto, unfilled: bool = False) -> None:
+    """Replace ConstantOfShape nodes fed by an initializer shape with the initializer they make.
+
+    `unfilled`: a FLOAT one gets its dims but no values (the caller sets them): a protobuf's
+    arena keeps what it held until the model dies, so filling it twice would hold it twice.
+    """
     inits = {i.name: i for i in model.graph.initializer}
     keep = []
     for node in model.graph.node:
@@ -185,10 +189,14 @@ def _materialize_constant_of_shape(model: onnx.ModelProto) -> None:
             for attr in node.attribute:
                 if attr.name == "value":
                     value = numpy_helper.to_array(attr.t)
-            filled = np.full(shape, value.reshape(-1)[0], dtype=value.dtype)
-            made = numpy_helper.from_array(filled, node.output[0])
-            del filled  # freed before the tensor is copied into the graph
-            model.graph.initializer.append(made)
+            if unfilled and value.dtype == np.float32:
+                made = model.graph.initializer.add(name=node.output[0], dims=shape)
+                made.data_type = onnx.TensorProto.FLOAT
+            else:
+                filled = np.full(shape, value.reshape(-1)[0], dtype=value.dtype)
+                made = numpy_helper.from_array(filled, node.output[0])
+                del filled  # freed before the tensor is copied into the graph
+                model.graph.initializer.append(made)
             if model.ir_version < 4:  # initializers must also be graph inputs before IR 4
                 elem = onnx.helper.np_dtype_to_tensor_dtype(value.dtype)
                 info = onnx.helper.make_tensor_value_info(node.output[0], elem, shape)
