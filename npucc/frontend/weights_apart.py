@@ -1,0 +1,93 @@
+"""A model's big initializers held apart while it is checked and shape-inferred.
+
+The ONNX checker and shape inference serialize the whole model and parse it again (in C++,
+then back into Python): for VGG-19's 548 MB of weights that held four copies at once. They
+need a weight's type and shape, not its values, so they run on a copy in which each big
+initializer is a graph input of its type instead; the values stay in the source model's own
+messages (no copy), and the result keeps a placeholder (name, type, dims, no data) in each
+one's place, so the initializers keep their order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import onnx
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
+
+# elements from which an initializer is held apart: shapes, pads, indices and the other values
+# shape inference reads are far smaller
+BIG = 4096
+
+Weights = Mapping[str, onnx.TensorProto]
+
+
+def split_weights(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, onnx.TensorProto]]:
+    """A copy of `model` whose big initializers are graph inputs of their type and shape, and
+    those initializers by name (`model`'s own messages)."""
+    weights = {
+        i.name: i
+        for i in model.graph.initializer
+        if math.prod(i.dims) >= BIG and i.data_location != onnx.TensorProto.EXTERNAL
+    }
+    skeleton = onnx.ModelProto()
+    for fd, value in model.ListFields():
+        if fd.name != "graph":
+            _copy_field(skeleton, fd, value)
+    for fd, value in model.graph.ListFields():
+        if fd.name != "initializer":
+            _copy_field(skeleton.graph, fd, value)
+    skeleton.graph.initializer.extend(i for i in model.graph.initializer if i.name not in weights)
+    inputs = {v.name for v in model.graph.input}
+    skeleton.graph.input.extend(
+        onnx.helper.make_tensor_value_info(name, t.data_type, tuple(t.dims))
+        for name, t in weights.items()
+        if name not in inputs
+    )
+    return skeleton, weights
+
+
+def _copy_field(dst: Message, fd: FieldDescriptor, value: object) -> None:
+    """Copy one set field `fd` of a message into `dst`."""
+    if fd.is_repeated:
+        getattr(dst, fd.name).extend(value)
+    elif fd.type == FieldDescriptor.TYPE_MESSAGE:
+        getattr(dst, fd.name).CopyFrom(value)
+    else:
+        setattr(dst, fd.name, value)
+
+
+def restore_places(
+    model: onnx.ModelProto, source: onnx.ModelProto, weights: Weights, inputs: int
+) -> onnx.ModelProto:
+    """`model` (made from `split_weights(source)`) with its first `inputs` graph inputs and
+    its initializers in `source`'s order, a placeholder in place of each held-apart one."""
+    del model.graph.input[inputs:]
+    own = {i.name: i for i in model.graph.initializer}
+    ordered = []
+    for init in source.graph.initializer:
+        copy = onnx.TensorProto()
+        if init.name in weights:
+            copy.name, copy.data_type = init.name, init.data_type
+            copy.dims.extend(init.dims)
+        else:
+            copy.CopyFrom(own.pop(init.name))
+        ordered.append(copy)
+    for init in own.values():  # any the loading added come after the source's
+        copy = onnx.TensorProto()
+        copy.CopyFrom(init)
+        ordered.append(copy)
+    del model.graph.initializer[:]
+    model.graph.initializer.extend(ordered)
+    return model
+
+
+def with_weights(model: onnx.ModelProto, weights: Weights) -> onnx.ModelProto:
+    """`model` with the values of its held-apart initializers copied into their placeholders."""
+    if weights:
+        for init in model.graph.initializer:
+            if init.name in weights:
+                init.CopyFrom(weights[init.name])
+    return model
