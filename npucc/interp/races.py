@@ -15,9 +15,10 @@ import numpy as np
 from npucc.interp.access import Access, locate
 from npucc.interp.memories import Memories, Memory
 from npucc.interp.steps import Step, Steps, fail
-from npucc.ir.isa import Instr
+from npucc.ir.isa import DDR, NOC, Instr
 from npucc.ir.stream import FlagKey, Stream
 
+SHARED = (DDR, NOC)  # memories every core addresses
 _NEVER = np.iinfo(np.int64).max  # clock entry of the initial writer: ordered before everything
 
 
@@ -34,9 +35,15 @@ class _Writers:
 
 
 class RaceDetector:
-    """The clocks of every queue and flag, and the accesses of every memory."""
+    """The clocks of every queue and flag, and the accesses of every memory.
 
-    __slots__ = ("stream", "steps", "qvc", "flag_vc", "writers")
+    NOTE: a read is recorded only where some step of the stream writes (`written`, per
+    memory the units from the first to the last any step writes): elsewhere no write is ever
+    checked against it. VGG-19's weights (548 MB) are read, never written, and each reading
+    queue kept an int32 per unit of them.
+    """
+
+    __slots__ = ("stream", "steps", "qvc", "flag_vc", "writers", "written")
 
     def __init__(self, stream: Stream, steps: Steps) -> None:
         self.stream = stream
@@ -44,6 +51,18 @@ class RaceDetector:
         self.qvc = [self.clock() for _ in steps.qnames]
         self.flag_vc: dict[FlagKey, np.ndarray] = {}
         self.writers: dict[Memory, _Writers] = {}
+        self.written: dict[tuple[int, str], tuple[int, int]] = {}  # (core, tier) -> [lo, hi)
+        for step in steps.all:
+            for acc in step.writes if step.qid else ():  # events access nothing
+                key = self._key(step.core, acc.tier)
+                lo, hi = acc.span()
+                was = self.written.get(key, (lo, hi))
+                self.written[key] = (min(lo, was[0]), max(hi, was[1]))
+
+    @staticmethod
+    def _key(core: int, tier: str) -> tuple[int, str]:
+        """(core, tier) of a core's memory; (-1, tier) of a shared one (DDR, NOC)."""
+        return (-1 if tier in SHARED else core, tier)
 
     def clock(self) -> np.ndarray:
         """A clock that has seen nothing but the initial state."""
@@ -103,6 +122,10 @@ class RaceDetector:
     def record(self, step: Step, memories: Memories) -> None:
         """Make a step the last reader of what it read and the last writer of what it wrote."""
         for acc in step.reads:
+            lo, hi = self.written.get(self._key(step.core, acc.tier), (0, 0))
+            first, last = acc.span()
+            if last <= lo or first >= hi:
+                continue  # no step writes there
             mem = memories.mem(step.core, acc.tier)
             state = self._of(mem)
             seqs = state.readers.get(step.qid)
