@@ -27,18 +27,8 @@ Weights = Mapping[str, onnx.TensorProto]
 def split_weights(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, onnx.TensorProto]]:
     """A copy of `model` whose big initializers are graph inputs of their type and shape, and
     those initializers by name (`model`'s own messages)."""
-    weights = {
-        i.name: i
-        for i in model.graph.initializer
-        if math.prod(i.dims) >= BIG and i.data_location != onnx.TensorProto.EXTERNAL
-    }
-    skeleton = onnx.ModelProto()
-    for fd, value in model.ListFields():
-        if fd.name != "graph":
-            _copy_field(skeleton, fd, value)
-    for fd, value in model.graph.ListFields():
-        if fd.name != "initializer":
-            _copy_field(skeleton.graph, fd, value)
+    weights = big_initializers(model)
+    skeleton = _without_initializers(model)
     skeleton.graph.initializer.extend(i for i in model.graph.initializer if i.name not in weights)
     inputs = {v.name for v in model.graph.input}
     skeleton.graph.input.extend(
@@ -47,6 +37,45 @@ def split_weights(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, on
         if name not in inputs
     )
     return skeleton, weights
+
+
+def external_weights(
+    model: onnx.ModelProto,
+) -> tuple[onnx.ModelProto, dict[str, onnx.TensorProto]]:
+    """A copy of `model` whose big initializers refer to external data named after themselves
+    (for onnxruntime's in-memory external initializers), and those initializers by name."""
+    weights = big_initializers(model)
+    copy = _without_initializers(model)
+    for init in model.graph.initializer:
+        if init.name in weights:
+            ref = copy.graph.initializer.add(name=init.name, dims=init.dims)
+            ref.data_type = init.data_type
+            ref.data_location = onnx.TensorProto.EXTERNAL
+            ref.external_data.add(key="location", value=init.name)
+        else:
+            copy.graph.initializer.append(init)
+    return copy, weights
+
+
+def big_initializers(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
+    """The initializers of `model` held apart (at least BIG elements, data in the model)."""
+    return {
+        i.name: i
+        for i in model.graph.initializer
+        if math.prod(i.dims) >= BIG and i.data_location != onnx.TensorProto.EXTERNAL
+    }
+
+
+def _without_initializers(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of `model` without its graph's initializers."""
+    copy = onnx.ModelProto()
+    for fd, value in model.ListFields():
+        if fd.name != "graph":
+            _copy_field(copy, fd, value)
+    for fd, value in model.graph.ListFields():
+        if fd.name != "initializer":
+            _copy_field(copy.graph, fd, value)
+    return copy
 
 
 def _copy_field(dst: Message, fd: FieldDescriptor, value: object) -> None:

@@ -9,7 +9,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from npucc.frontend.graph_edit import infer_shapes
 from npucc.frontend.onnx_import import load_model, load_model_apart, model_to_graph
-from npucc.frontend.weights_apart import BIG, split_weights
+from npucc.frontend.weights_apart import BIG, external_weights, split_weights
 
 
 def conv_model(ir_version: int) -> onnx.ModelProto:
@@ -77,3 +77,13 @@ def test_the_graph_reads_the_held_apart_values() -> None:
     graph = model_to_graph(placeheld, weights=weights)
     expected = numpy_helper.to_array(model.graph.initializer[0])
     np.testing.assert_array_equal(graph.tensors["w"].data, expected)
+
+
+def test_onnxruntime_gets_the_big_weights_as_external_references() -> None:
+    model = conv_model(8)
+    copy, weights = external_weights(model)
+    assert sorted(weights) == ["w"]
+    w, shape, bias = copy.graph.initializer
+    assert w.data_location == TensorProto.EXTERNAL and not w.raw_data
+    assert [(e.key, e.value) for e in w.external_data] == [("location", "w")]
+    assert shape == model.graph.initializer[1] and bias == model.graph.initializer[2]
