@@ -74,7 +74,8 @@ class RaceDetector:
         """The clock of a step: its queue's, joined with every flag it waits for, then itself."""
         vc = self.qvc[step.qid] if step.qid else self.clock()
         for flag in step.line.waits:
-            np.maximum(vc, self.flag_vc[flag.key], out=vc)
+            # a flag is waited once (the parser checks): its clock goes with the wait
+            np.maximum(vc, self.flag_vc.pop(flag.key), out=vc)
         if step.qid:
             vc[step.qid] = step.seq
         return vc

@@ -148,6 +148,19 @@ def test_reads_are_recorded_only_where_some_step_writes():
     assert list(races.writers[memories.mem(0, "UB")].readers) == [store.qid]
 
 
+def test_a_flags_clock_is_dropped_once_its_wait_has_joined_it():
+    stream = _stream()
+    steps = Steps(stream, serial=False, timing_only=False)
+    races = RaceDetector(stream, steps)
+    alloc, load, store = steps.all
+    races.publish(alloc, races.begin(alloc))
+    assert len(races.flag_vc) == 1
+    races.publish(load, races.begin(load))
+    assert len(races.flag_vc) == 1  # the alloc's went with the load's wait; the load's is held
+    assert races.begin(store)[load.qid] == load.seq
+    assert races.flag_vc == {}
+
+
 def test_tally_counts_bytes_cycles_and_energy():
     stream = _stream()
     steps = Steps(stream, serial=False, timing_only=True)
