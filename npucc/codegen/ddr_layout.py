@@ -69,7 +69,7 @@ def build_image(program: TiledProgram, layout: DdrLayout) -> bytes:
             pieces.append(bytes(start - end))
             with np.errstate(over="ignore"):  # beyond float16's range: +-inf (IEEE rounding)
                 data = np.ascontiguousarray(t.data.reshape(-1), storage)
-            pieces.append(memoryview(data).cast("B"))
+            pieces.append(data.data.cast("B"))
             end = start + data.nbytes
     pieces.append(bytes(layout.image_size - end))
     return b"".join(pieces)

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import Any
 
 import onnx
-from google.protobuf.descriptor import FieldDescriptor
-from google.protobuf.message import Message
 
 # elements from which an initializer is held apart: shapes, pads, indices and the other values
 # shape inference reads are far smaller
@@ -78,11 +77,11 @@ def _without_initializers(model: onnx.ModelProto) -> onnx.ModelProto:
     return copy
 
 
-def _copy_field(dst: Message, fd: FieldDescriptor, value: object) -> None:
-    """Copy one set field `fd` of a message into `dst`."""
+def _copy_field(dst: Any, fd: Any, value: Any) -> None:
+    """Copy one set field `fd` (a protobuf FieldDescriptor) of a message into `dst`."""
     if fd.is_repeated:
         getattr(dst, fd.name).extend(value)
-    elif fd.type == FieldDescriptor.TYPE_MESSAGE:
+    elif fd.message_type is not None:
         getattr(dst, fd.name).CopyFrom(value)
     else:
         setattr(dst, fd.name, value)
