@@ -22,15 +22,20 @@ SHARED = (DDR, NOC)  # memories every core addresses
 _NEVER = np.iinfo(np.int64).max  # clock entry of the initial writer: ordered before everything
 
 
+def _seq_type(steps: int) -> type[np.integer]:
+    """The smallest integer type holding the sequence numbers 0..steps."""
+    return np.uint16 if steps < 1 << 16 else np.int32
+
+
 class _Writers:
     """The last writer and the readers of each element of one memory."""
 
     __slots__ = ("wq", "wseq", "readers")
 
-    def __init__(self, n: int, queues: int) -> None:
+    def __init__(self, n: int, queues: int, seqs: type[np.integer]) -> None:
         # last writer's queue id (0: written before the start), in 2 bytes when ids fit
         self.wq = np.zeros(n, np.int16 if queues <= 1 << 15 else np.int32)
-        self.wseq = np.zeros(n, np.int32)  # last writer's sequence number in its queue
+        self.wseq = np.zeros(n, seqs)  # last writer's sequence number in its queue
         self.readers: dict[int, np.ndarray] = {}  # queue id -> last read's sequence number
 
 
@@ -43,7 +48,7 @@ class RaceDetector:
     queue kept an int32 per unit of them.
     """
 
-    __slots__ = ("stream", "steps", "qvc", "flag_vc", "writers", "written")
+    __slots__ = ("stream", "steps", "qvc", "flag_vc", "writers", "written", "seqs", "wseqs")
 
     def __init__(self, stream: Stream, steps: Steps) -> None:
         self.stream = stream
@@ -52,6 +57,9 @@ class RaceDetector:
         self.flag_vc: dict[FlagKey, np.ndarray] = {}
         self.writers: dict[Memory, _Writers] = {}
         self.written: dict[tuple[int, str], tuple[int, int]] = {}  # (core, tier) -> [lo, hi)
+        # sequence numbers in 2 bytes where a queue is short enough (a mesh's queues are)
+        self.seqs = [_seq_type(len(q)) for q in steps.queues]  # of each queue's reads
+        self.wseqs = _seq_type(max(map(len, steps.queues)))  # of any queue's writes
         for step in steps.all:
             for acc in step.writes if step.qid else ():  # events access nothing
                 key = self._key(step.core, acc.tier)
@@ -90,7 +98,8 @@ class RaceDetector:
     def _of(self, mem: Memory) -> _Writers:
         writers = self.writers.get(mem)
         if writers is None:
-            writers = self.writers[mem] = _Writers(len(mem.live), len(self.steps.qnames))
+            writers = self.writers[mem] = _Writers(len(mem.live), len(self.steps.qnames),
+                                                   self.wseqs)  # fmt: skip
         return writers
 
     def check(self, step: Step, mem: Memory, acc: Access, vc: np.ndarray, write: bool) -> None:
@@ -131,7 +140,7 @@ class RaceDetector:
             state = self._of(mem)
             seqs = state.readers.get(step.qid)
             if seqs is None:
-                seqs = state.readers[step.qid] = np.zeros(len(mem.live), np.int32)
+                seqs = state.readers[step.qid] = np.zeros(len(mem.live), self.seqs[step.qid])
             acc.put(seqs, step.seq)
         for acc in step.writes:
             state = self._of(memories.mem(step.core, acc.tier))

@@ -145,7 +145,10 @@ def test_reads_are_recorded_only_where_some_step_writes():
     assert races.writers[memories.mem(0, "UB")].readers == {}  # the load reads nothing back
     assert memories.ddr not in races.writers  # x is never written: its reads go unrecorded
     races.record(store, memories)  # the store reads UB, which the load writes
-    assert list(races.writers[memories.mem(0, "UB")].readers) == [store.qid]
+    ub = races.writers[memories.mem(0, "UB")]
+    assert list(ub.readers) == [store.qid]
+    assert ub.readers[store.qid].dtype == ub.wseq.dtype == np.uint16  # short queues: 2 bytes
+    assert ub.readers[store.qid][0] == store.seq and ub.wseq[0] == load.seq
 
 
 def test_a_flags_clock_is_dropped_once_its_wait_has_joined_it():
