@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 from npucc import checking
@@ -148,3 +149,21 @@ def test_random_weights_are_seeded_he_scaled_and_the_same_drawn_in_blocks(monkey
     assert randomize_weights(model, seed=4).SerializeToString() != once.SerializeToString()
     monkeypatch.setattr(checking, "_DRAW_BLOCK", 5)  # 216 weights in 44 draws
     assert randomize_weights(model, seed=3).SerializeToString() == once.SerializeToString()
+
+
+def test_onnxruntime_reads_big_weights_from_arrays_with_the_same_results():
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((64, 8, 3, 3)).astype(np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, 6, 6])], [w],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    x = {"x": rng.standard_normal((1, 8, 8, 8)).astype(np.float32)}
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(model.SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])  # fmt: skip
+    expected = session.run(["y"], x)[0]
+    np.testing.assert_array_equal(run_onnxruntime(model, x)["y"], expected)

@@ -54,17 +54,25 @@ def layout_ddr(program: TiledProgram, extra: dict[str, int] | None = None) -> Dd
 
 def build_image(program: TiledProgram, layout: DdrLayout) -> bytes:
     """The const image: every const tensor's bytes (of the target's storage type, rounded to
-    nearest even from float32) at its address, zero padding between."""
-    image = np.zeros(layout.image_size, np.uint8)
+    nearest even from float32) at its address, zero padding between.
+
+    NOTE: joined from views of the tensors' data where they already hold the storage type:
+    the image is then the only copy made (VGG-19: 548 MB, no longer twice).
+    """
     storage = np.dtype(NUMPY_DTYPES[program.target.dtype]).newbyteorder("<")
+    pieces: list[bytes | memoryview] = []
+    end = 0
     for t in program.tensors.values():
         if t.role == "const":
             assert t.data is not None
             start = layout.addr[t.key]
-            end = start + t.data.size * storage.itemsize
+            pieces.append(bytes(start - end))
             with np.errstate(over="ignore"):  # beyond float16's range: +-inf (IEEE rounding)
-                image[start:end].view(storage)[...] = t.data.reshape(-1)  # converted in place
-    return image.tobytes()
+                data = np.ascontiguousarray(t.data.reshape(-1), storage)
+            pieces.append(data.data.cast("B"))
+            end = start + data.nbytes
+    pieces.append(bytes(layout.image_size - end))
+    return b"".join(pieces)
 
 
 def _round_up(n: int, align: int) -> int:

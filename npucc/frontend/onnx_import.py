@@ -27,6 +27,7 @@ from npucc.frontend.host_fallback import host_layer
 from npucc.frontend.legalize import LOWERED
 from npucc.frontend.onnx_control import CONTROL_OPS, expand_control_flow, live_nodes, tensors_read
 from npucc.frontend.onnx_order import topologically_sorted
+from npucc.frontend.weights_apart import Weights, restore_places, split_weights, with_weights
 from npucc.ir.dtypes import dtype_name
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.ir.graph_schema import ONNX_PREFIX
@@ -42,9 +43,16 @@ _HANDLED = ("BatchNormalization", "Constant", "Dropout", "Identity")
 SUPPORTED_OPS = frozenset(LOWERED) | frozenset(_HANDLED) | frozenset(CONTROL_OPS)
 
 
-def read_model(source: ModelSource, external_data: bool = True) -> onnx.ModelProto:
-    """The model at `source` (a copy of a ModelProto), its external data loaded if asked."""
+def read_model(
+    source: ModelSource, external_data: bool = True, copy: bool = True
+) -> onnx.ModelProto:
+    """The model at `source` (a copy of a ModelProto), its external data loaded if asked.
+
+    `copy=False`: a ModelProto without external data is returned itself, not copied.
+    """
     if isinstance(source, onnx.ModelProto):
+        if not copy and not (external_data and _external_tensors(source)):
+            return source
         model = onnx.ModelProto()
         model.CopyFrom(source)
         if external_data:
@@ -98,9 +106,9 @@ def _sparse_parts(sparse: Iterable[onnx.SparseTensorProto]) -> Iterator[onnx.Ten
         yield from (s.values, s.indices)
 
 
-def _load_external_data(model: onnx.ModelProto, folder: Path | None) -> None:
-    """Load every tensor's external data; refuse a location outside the model's folder."""
-    tensors = [
+def _external_tensors(model: onnx.ModelProto) -> list[onnx.TensorProto]:
+    """Every tensor of `model` whose data is external."""
+    return [
         t
         for t in (
             *_graph_tensors(model.graph),
@@ -108,6 +116,11 @@ def _load_external_data(model: onnx.ModelProto, folder: Path | None) -> None:
         )
         if t.data_location == onnx.TensorProto.EXTERNAL
     ]
+
+
+def _load_external_data(model: onnx.ModelProto, folder: Path | None) -> None:
+    """Load every tensor's external data; refuse a location outside the model's folder."""
+    tensors = _external_tensors(model)
     if not tensors:
         return
     if folder is None:
@@ -159,9 +172,12 @@ def view_sources(graph: onnx.GraphProto) -> dict[str, str]:
     return sources
 
 
-def _fix_input_shapes(model: onnx.ModelProto, input_shapes: InputShapes) -> None:
+def _fix_input_shapes(
+    model: onnx.ModelProto, input_shapes: InputShapes, held: Weights | None = None
+) -> None:
+    """Fix the shapes of the graph inputs (not the initializers, nor those `held` apart)."""
     graph = model.graph
-    inits = {i.name for i in graph.initializer}
+    inits = {i.name for i in graph.initializer} | set(held or ())
     inputs = [v for v in graph.input if v.name not in inits]
     known = [v.name for v in inputs]
     for name in input_shapes:
@@ -218,7 +234,17 @@ def load_model(
     With `fallback` "host", operators npucc cannot run are left for `model_to_graph` to make
     host segments of.
     """
-    model = read_model(path_or_model)
+    return with_weights(*load_model_apart(path_or_model, input_shapes, fallback))
+
+
+def load_model_apart(
+    path_or_model: ModelSource, input_shapes: InputShapes | None = None, fallback: str = "error"
+) -> tuple[onnx.ModelProto, dict[str, onnx.TensorProto]]:
+    """`load_model`, its big initializers held apart (npucc.frontend.weights_apart): the model
+    with their placeholders, and them by name (the source's own messages)."""
+    source = read_model(path_or_model, copy=False)
+    model, weights = split_weights(source)
+    inputs = len(source.graph.input)
     if model.functions:
         model = onnx.inliner.inline_local_functions(model)
     if fallback != "host":
@@ -228,9 +254,9 @@ def load_model(
         onnx.checker.check_model(model, full_check=True)
     except Exception as exc:  # ValidationError or InferenceError
         raise NpuccError(f"invalid ONNX model: {one_line(exc)}") from None
-    _fix_input_shapes(model, input_shapes or {})
+    _fix_input_shapes(model, input_shapes or {}, weights)
     # declared intermediate and output shapes may name the dims just fixed: infer them afresh
-    return infer_shapes(model)
+    return restore_places(infer_shapes(model), source, weights, inputs), weights
 
 
 def _attr_value(attr: onnx.AttributeProto) -> Any:
@@ -280,19 +306,23 @@ def _check_ops(model: onnx.ModelProto) -> None:
             raise unsupported(op, name, opsets.get(domain, 0))
 
 
-def model_to_graph(model: onnx.ModelProto, fallback: str = "error") -> Graph:
+def model_to_graph(
+    model: onnx.ModelProto, fallback: str = "error", weights: Weights | None = None
+) -> Graph:
     """Translate a checked, shape-inferred model into a Graph of `onnx.<Op>` layers.
 
     Shapes the ONNX inference left open (they depend on values only folding computes) hold -1.
-    With `fallback` "host", a node `_refused` refuses becomes a host layer.
+    With `fallback` "host", a node `_refused` refuses becomes a host layer. `weights` are the
+    initializers held apart (their placeholders' values).
     """
     graph = model.graph
     opsets = {o.domain or "ai.onnx": o.version for o in model.opset_import}
     g = Graph(graph.name or "main", opsets.get("ai.onnx", 0))
     if graph.sparse_initializer:
         raise NpuccError("sparse initializers are not supported")
+    held = weights or {}
     for init in graph.initializer:
-        data = numpy_helper.to_array(init)
+        data = numpy_helper.to_array(held.get(init.name, init))
         try:
             g.add_tensor(Tensor(init.name, tuple(data.shape), dtype_name(data.dtype), data))
         except NpuccError as exc:
@@ -347,5 +377,7 @@ class ImportOnnx(Pass):
 
     def run(self, ir: ModelSource, ctx: CompileContext) -> Graph:
         """Load with `input_shapes`, expand control flow and translate to a Graph."""
-        model = load_model(ir, self.input_shapes, self.fallback)
-        return model_to_graph(expand_control_flow(model), self.fallback)
+        model, weights = load_model_apart(ir, self.input_shapes, self.fallback)
+        if any(n.op_type in CONTROL_OPS for n in model.graph.node):  # expanded on a whole model
+            return model_to_graph(expand_control_flow(with_weights(model, weights)), self.fallback)
+        return model_to_graph(model, self.fallback, weights)

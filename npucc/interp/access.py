@@ -101,7 +101,7 @@ def resolved(ref: Operand) -> MemRef:
 class Access:
     """The set of elements one operand of one instruction touches, for checks and bookkeeping."""
 
-    __slots__ = ("name", "tier", "base", "dims", "strides", "index", "lo", "hi", "unit")
+    __slots__ = ("name", "tier", "base", "dims", "strides", "index", "lo", "hi", "unit", "_span")
 
     def __init__(
         self,
@@ -128,6 +128,24 @@ class Access:
         dense = index is None and len(self.dims) <= 1 and self.strides in ((), (1,))
         self.lo = self.base if dense else -1  # a dense pattern is the slice [lo, hi)
         self.hi = self.base + math.prod(self.dims)
+        self._span: tuple[int, int] | None = None
+
+    def span(self) -> tuple[int, int]:
+        """The units [first, last + 1) between which every touched unit lies."""
+        if self._span is None:
+            if self.lo >= 0:
+                self._span = (self.lo, self.hi)
+            elif self.index is not None:
+                idx = self.index
+                first, last = (int(idx.min()), int(idx.max())) if idx.size else (0, -1)
+                self._span = (self.base + first, self.base + last + 1)
+            else:
+                low = sum((d - 1) * s for d, s in zip(self.dims, self.strides, strict=True)
+                          if s < 0)  # fmt: skip
+                high = sum((d - 1) * s for d, s in zip(self.dims, self.strides, strict=True)
+                           if s > 0)  # fmt: skip
+                self._span = (self.base + low, self.base + high + 1)
+        return self._span
 
     def get(self, arr: np.ndarray) -> np.ndarray:
         """The touched elements of a per-element array."""

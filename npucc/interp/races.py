@@ -15,10 +15,16 @@ import numpy as np
 from npucc.interp.access import Access, locate
 from npucc.interp.memories import Memories, Memory
 from npucc.interp.steps import Step, Steps, fail
-from npucc.ir.isa import Instr
+from npucc.ir.isa import DDR, NOC, Instr
 from npucc.ir.stream import FlagKey, Stream
 
+SHARED = (DDR, NOC)  # memories every core addresses
 _NEVER = np.iinfo(np.int64).max  # clock entry of the initial writer: ordered before everything
+
+
+def _seq_type(steps: int) -> type[np.integer]:
+    """The smallest integer type holding the sequence numbers 0..steps."""
+    return np.uint16 if steps < 1 << 16 else np.int32
 
 
 class _Writers:
@@ -26,17 +32,23 @@ class _Writers:
 
     __slots__ = ("wq", "wseq", "readers")
 
-    def __init__(self, n: int, queues: int) -> None:
+    def __init__(self, n: int, queues: int, seqs: type[np.integer]) -> None:
         # last writer's queue id (0: written before the start), in 2 bytes when ids fit
         self.wq = np.zeros(n, np.int16 if queues <= 1 << 15 else np.int32)
-        self.wseq = np.zeros(n, np.int32)  # last writer's sequence number in its queue
+        self.wseq = np.zeros(n, seqs)  # last writer's sequence number in its queue
         self.readers: dict[int, np.ndarray] = {}  # queue id -> last read's sequence number
 
 
 class RaceDetector:
-    """The clocks of every queue and flag, and the accesses of every memory."""
+    """The clocks of every queue and flag, and the accesses of every memory.
 
-    __slots__ = ("stream", "steps", "qvc", "flag_vc", "writers")
+    NOTE: a read is recorded only where some step of the stream writes (`written`, per
+    memory the units from the first to the last any step writes): elsewhere no write is ever
+    checked against it. VGG-19's weights (548 MB) are read, never written, and each reading
+    queue kept an int32 per unit of them.
+    """
+
+    __slots__ = ("stream", "steps", "qvc", "flag_vc", "writers", "written", "seqs", "wseqs")
 
     def __init__(self, stream: Stream, steps: Steps) -> None:
         self.stream = stream
@@ -44,6 +56,21 @@ class RaceDetector:
         self.qvc = [self.clock() for _ in steps.qnames]
         self.flag_vc: dict[FlagKey, np.ndarray] = {}
         self.writers: dict[Memory, _Writers] = {}
+        self.written: dict[tuple[int, str], tuple[int, int]] = {}  # (core, tier) -> [lo, hi)
+        # sequence numbers in 2 bytes where a queue is short enough (a mesh's queues are)
+        self.seqs = [_seq_type(len(q)) for q in steps.queues]  # of each queue's reads
+        self.wseqs = _seq_type(max(map(len, steps.queues)))  # of any queue's writes
+        for step in steps.all:
+            for acc in step.writes if step.qid else ():  # events access nothing
+                key = self._key(step.core, acc.tier)
+                lo, hi = acc.span()
+                was = self.written.get(key, (lo, hi))
+                self.written[key] = (min(lo, was[0]), max(hi, was[1]))
+
+    @staticmethod
+    def _key(core: int, tier: str) -> tuple[int, str]:
+        """(core, tier) of a core's memory; (-1, tier) of a shared one (DDR, NOC)."""
+        return (-1 if tier in SHARED else core, tier)
 
     def clock(self) -> np.ndarray:
         """A clock that has seen nothing but the initial state."""
@@ -55,7 +82,8 @@ class RaceDetector:
         """The clock of a step: its queue's, joined with every flag it waits for, then itself."""
         vc = self.qvc[step.qid] if step.qid else self.clock()
         for flag in step.line.waits:
-            np.maximum(vc, self.flag_vc[flag.key], out=vc)
+            # a flag is waited once (the parser checks): its clock goes with the wait
+            np.maximum(vc, self.flag_vc.pop(flag.key), out=vc)
         if step.qid:
             vc[step.qid] = step.seq
         return vc
@@ -70,7 +98,8 @@ class RaceDetector:
     def _of(self, mem: Memory) -> _Writers:
         writers = self.writers.get(mem)
         if writers is None:
-            writers = self.writers[mem] = _Writers(len(mem.live), len(self.steps.qnames))
+            writers = self.writers[mem] = _Writers(len(mem.live), len(self.steps.qnames),
+                                                   self.wseqs)  # fmt: skip
         return writers
 
     def check(self, step: Step, mem: Memory, acc: Access, vc: np.ndarray, write: bool) -> None:
@@ -103,11 +132,15 @@ class RaceDetector:
     def record(self, step: Step, memories: Memories) -> None:
         """Make a step the last reader of what it read and the last writer of what it wrote."""
         for acc in step.reads:
+            lo, hi = self.written.get(self._key(step.core, acc.tier), (0, 0))
+            first, last = acc.span()
+            if last <= lo or first >= hi:
+                continue  # no step writes there
             mem = memories.mem(step.core, acc.tier)
             state = self._of(mem)
             seqs = state.readers.get(step.qid)
             if seqs is None:
-                seqs = state.readers[step.qid] = np.zeros(len(mem.live), np.int32)
+                seqs = state.readers[step.qid] = np.zeros(len(mem.live), self.seqs[step.qid])
             acc.put(seqs, step.seq)
         for acc in step.writes:
             state = self._of(memories.mem(step.core, acc.tier))

@@ -133,6 +133,37 @@ def test_races_need_a_flag_between_a_write_and_a_read():
     races.check(store, ub, store.reads[0], races.begin(store), write=False)
 
 
+def test_reads_are_recorded_only_where_some_step_writes():
+    stream = _stream()
+    steps = Steps(stream, serial=False, timing_only=False)
+    memories = Memories(stream)
+    races = RaceDetector(stream, steps)
+    _, load, store = steps.all
+    assert races.written[(-1, "DDR")] == (64, 128)  # the store's units; the load reads 0..64
+    assert races.written[(0, "UB")] == (0, 64)
+    races.record(load, memories)
+    assert races.writers[memories.mem(0, "UB")].readers == {}  # the load reads nothing back
+    assert memories.ddr not in races.writers  # x is never written: its reads go unrecorded
+    races.record(store, memories)  # the store reads UB, which the load writes
+    ub = races.writers[memories.mem(0, "UB")]
+    assert list(ub.readers) == [store.qid]
+    assert ub.readers[store.qid].dtype == ub.wseq.dtype == np.uint16  # short queues: 2 bytes
+    assert ub.readers[store.qid][0] == store.seq and ub.wseq[0] == load.seq
+
+
+def test_a_flags_clock_is_dropped_once_its_wait_has_joined_it():
+    stream = _stream()
+    steps = Steps(stream, serial=False, timing_only=False)
+    races = RaceDetector(stream, steps)
+    alloc, load, store = steps.all
+    races.publish(alloc, races.begin(alloc))
+    assert len(races.flag_vc) == 1
+    races.publish(load, races.begin(load))
+    assert len(races.flag_vc) == 1  # the alloc's went with the load's wait; the load's is held
+    assert races.begin(store)[load.qid] == load.seq
+    assert races.flag_vc == {}
+
+
 def test_tally_counts_bytes_cycles_and_energy():
     stream = _stream()
     steps = Steps(stream, serial=False, timing_only=True)

@@ -1,0 +1,121 @@
+"""A model's big initializers held apart while it is checked and shape-inferred.
+
+The ONNX checker and shape inference serialize the whole model and parse it again (in C++,
+then back into Python): for VGG-19's 548 MB of weights that held four copies at once. They
+need a weight's type and shape, not its values, so they run on a copy in which each big
+initializer is a graph input of its type instead; the values stay in the source model's own
+messages (no copy), and the result keeps a placeholder (name, type, dims, no data) in each
+one's place, so the initializers keep their order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import onnx
+
+# elements from which an initializer is held apart: shapes, pads, indices and the other values
+# shape inference reads are far smaller
+BIG = 4096
+
+Weights = Mapping[str, onnx.TensorProto]
+
+
+def split_weights(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, onnx.TensorProto]]:
+    """A copy of `model` whose big initializers are graph inputs of their type and shape, and
+    those initializers by name (`model`'s own messages)."""
+    weights = big_initializers(model)
+    skeleton = _without_initializers(model)
+    skeleton.graph.initializer.extend(i for i in model.graph.initializer if i.name not in weights)
+    inputs = {v.name for v in model.graph.input}
+    skeleton.graph.input.extend(
+        onnx.helper.make_tensor_value_info(name, t.data_type, tuple(t.dims))
+        for name, t in weights.items()
+        if name not in inputs
+    )
+    return skeleton, weights
+
+
+def external_weights(
+    model: onnx.ModelProto,
+) -> tuple[onnx.ModelProto, dict[str, onnx.TensorProto]]:
+    """A copy of `model` whose big initializers refer to external data named after themselves
+    (for onnxruntime's in-memory external initializers), and those initializers by name."""
+    weights = big_initializers(model)
+    copy = _without_initializers(model)
+    for init in model.graph.initializer:
+        if init.name in weights:
+            ref = copy.graph.initializer.add(name=init.name, dims=init.dims)
+            ref.data_type = init.data_type
+            ref.data_location = onnx.TensorProto.EXTERNAL
+            ref.external_data.add(key="location", value=init.name)
+        else:
+            copy.graph.initializer.append(init)
+    return copy, weights
+
+
+def big_initializers(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
+    """The initializers of `model` held apart (at least BIG elements, data in the model)."""
+    return {
+        i.name: i
+        for i in model.graph.initializer
+        if math.prod(i.dims) >= BIG and i.data_location != onnx.TensorProto.EXTERNAL
+    }
+
+
+def _without_initializers(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of `model` without its graph's initializers."""
+    copy = onnx.ModelProto()
+    for fd, value in model.ListFields():
+        if fd.name != "graph":
+            _copy_field(copy, fd, value)
+    for fd, value in model.graph.ListFields():
+        if fd.name != "initializer":
+            _copy_field(copy.graph, fd, value)
+    return copy
+
+
+def _copy_field(dst: Any, fd: Any, value: Any) -> None:
+    """Copy one set field `fd` (a protobuf FieldDescriptor) of a message into `dst`."""
+    if fd.is_repeated:
+        getattr(dst, fd.name).extend(value)
+    elif fd.message_type is not None:
+        getattr(dst, fd.name).CopyFrom(value)
+    else:
+        setattr(dst, fd.name, value)
+
+
+def restore_places(
+    model: onnx.ModelProto, source: onnx.ModelProto, weights: Weights, inputs: int
+) -> onnx.ModelProto:
+    """`model` (made from `split_weights(source)`) with its first `inputs` graph inputs and
+    its initializers in `source`'s order, a placeholder in place of each held-apart one."""
+    del model.graph.input[inputs:]
+    own = {i.name: i for i in model.graph.initializer}
+    ordered = []
+    for init in source.graph.initializer:
+        copy = onnx.TensorProto()
+        if init.name in weights:
+            copy.name, copy.data_type = init.name, init.data_type
+            copy.dims.extend(init.dims)
+        else:
+            copy.CopyFrom(own.pop(init.name))
+        ordered.append(copy)
+    for init in own.values():  # any the loading added come after the source's
+        copy = onnx.TensorProto()
+        copy.CopyFrom(init)
+        ordered.append(copy)
+    del model.graph.initializer[:]
+    model.graph.initializer.extend(ordered)
+    return model
+
+
+def with_weights(model: onnx.ModelProto, weights: Weights) -> onnx.ModelProto:
+    """`model` with the values of its held-apart initializers copied into their placeholders."""
+    if weights:
+        for init in model.graph.initializer:
+            if init.name in weights:
+                init.CopyFrom(weights[init.name])
+    return model

@@ -1,0 +1,37 @@
+"""The DDR layout and the const image: every const's bytes at its address, zeros between."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from npucc.codegen.ddr_layout import build_image, layout_ddr
+from npucc.compiler import compile_to
+from npucc.ir.dtypes import NUMPY_DTYPES
+from npucc.ir.program import TiledProgram
+from npucc.options import CompileOptions
+
+MODEL = Path(__file__).resolve().parents[2] / "models" / "small_cnn.onnx"
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_the_image_holds_each_const_at_its_address_and_zeros_between(precision: str) -> None:
+    program = compile_to(MODEL, "lower-tiles", CompileOptions(precision=precision))
+    assert isinstance(program, TiledProgram)
+    layout = layout_ddr(program)
+    image = np.frombuffer(build_image(program, layout), np.uint8)
+    assert image.size == layout.image_size
+    storage = np.dtype(NUMPY_DTYPES[program.target.dtype])
+    covered = np.zeros(image.size, bool)
+    consts = [t for t in program.tensors.values() if t.role == "const"]
+    assert consts
+    for t in consts:
+        assert t.data is not None
+        start = layout.addr[t.key]
+        expected = t.data.reshape(-1).astype(storage)
+        got = image[start : start + expected.nbytes].view(storage)
+        np.testing.assert_array_equal(got, expected)
+        covered[start : start + expected.nbytes] = True
+    assert not image[~covered].any()
