@@ -575,7 +575,8 @@ class ExecCostModel:
         onchip = self.onchip(steps, offchip, parts)
         cols = self.target.mesh.cols
         runs: list[_LayerRun] = []
-        runs_of: dict[int, list[int]] = {}  # layer -> its runs, part by part
+        runs_of: dict[int, list[int]] = {}  # layer -> its runs so far, part by part
+        parts_of: dict[int, int] = {}  # layer -> how many parts it runs in
         for p in parts:
             index, n = p.layer, p.parts
             if self.graph.layers[index].op in VIEW_OPS:
@@ -598,10 +599,11 @@ class ExecCostModel:
             ys = [c[0] for c in used]
             xs = [c[1] for c in used]
             srcs = tuple(
-                () if src is None else _covering(runs_of[src], p.part, n)
+                () if src is None else _covering(runs_of[src], parts_of[src], p.part, n)
                 for src in self._origin[index]
             )
             runs_of.setdefault(index, []).append(len(runs))
+            parts_of[index] = n
             runs.append(
                 _LayerRun(
                     timings,
@@ -711,9 +713,9 @@ class _LayerRun:
     srcs: tuple[tuple[int, ...], ...]  # per input, the runs that wrote the part it reads
 
 
-def _covering(parts: list[int], j: int, n: int) -> tuple[int, ...]:
-    """Of a producer's runs `parts` (its sub-batches in order), those writing slice j of n."""
-    m = len(parts)
+def _covering(parts: list[int], m: int, j: int, n: int) -> tuple[int, ...]:
+    """Of the runs `parts` of a producer split in m sub-batches (those lowered so far, in
+    order), the ones writing slice j of n."""
     if m == 1:
         return (parts[0],)
     if n == 1:
