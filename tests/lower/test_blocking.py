@@ -58,6 +58,27 @@ def test_a_small_input_and_large_weights_are_each_fetched_once():
     assert sum(np.prod(n.instr.dims) for n in loads(p, "w")) == 512 * 512 * 9
 
 
+def test_an_output_block_may_hold_all_of_l0c_to_read_its_input_once():
+    # 196 x 256 accumulators (200 KB) exceed half of L0C; neither the input (802 KB) nor the
+    # weights (1 MB) fit L1 whole: one output block over K blocks reads each once
+    p = lowered((1, 1024, 14, 14), (256, 1024, 1, 1), (1, 256, 14, 14), "")
+    assert sum(np.prod(n.instr.dims) for n in loads(p, "x")) == 1024 * 14 * 14
+    assert sum(np.prod(n.instr.dims) for n in loads(p, "w")) == 1024 * 256
+
+
+def test_accumulators_past_l0c_share_pay_for_their_drain():
+    # one output block of 196 x 256 accumulators: past half of L0C its epilogue no longer
+    # overlaps the next block's products; within half of a larger L0C it does
+    shape = CubeShape(256, 1024, 1, 1, False, False, 1)
+    blocks = [MBlock((MTile(0, 196),), 196)]
+    plan = Blocking("os", npucc.backend.lower.blocking.MatTiles(196, 64, 32), 1, 256, 128)
+    costs = []
+    for l0c in (1 << 18, 1 << 19):
+        ctx = LowerContext(None, None, None, TARGET.with_capacity(L0C=l0c))  # type: ignore[arg-type]
+        costs.append(block_cost(ctx, shape, plan, blocks))
+    assert costs[0][1:] == costs[1][1:] and costs[0][0] > costs[1][0]
+
+
 def test_a_strided_pointwise_conv_loads_only_the_pixels_it_uses():
     p = lowered((1, 64, 28, 28), (128, 64, 1, 1), (1, 128, 14, 14), "strides = [2, 2]")
     assert sum(np.prod(n.instr.dims) for n in loads(p, "x")) == 64 * 14 * 14
@@ -124,6 +145,7 @@ def _conv_model(c: int, co: int, hw: int, k: int, stride: int) -> onnx.ModelProt
         (1 << 20, (3, 16, 40, 7, 2)),  # bands of several tiles, each padded above and below
         (1 << 20, (8, 16, 24, 7, 1)),
         (1 << 20, (24, 40, 29, 3, 1)),  # tiles of whole rows of 29 pixels
+        (1 << 20, (1024, 256, 14, 1, 1)),  # one output block holding all of L0C
     ],
 )
 @pytest.mark.parametrize("target", ["davinci-core", "mesh8x8"])
