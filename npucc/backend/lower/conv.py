@@ -369,15 +369,15 @@ class _ConvOps:
         """The images the conv's input channels come from: (first channel, one past the last,
         the image): x, then a second image's (fuse-shortcut) channels."""
         g, layer = self.g, self.layer
-        point = _pointwise(g)
-        x = self.ctx.shape(layer.inputs[0])
-        first = _Image(layer.inputs[0], *x[1:], *((g.sh, g.sw) if point else (1, 1)))
+        sh, sw = (g.sh, g.sw) if _pointwise(g) else (1, 1)
+        _, c, h, w = self.ctx.shape(layer.inputs[0])
+        first = _Image(layer.inputs[0], c, h, w, sh, sw)
         s = second_image(layer)
         if not s:
             return [(0, g.c, first)]
-        sh, sw = layer.attrs.get("s_strides", (1, 1))
-        second = _Image(s, *self.ctx.shape(s)[1:], sh, sw)
-        return [(0, x[1], first), (x[1], g.c, second)]
+        _, cs, hs, ws = self.ctx.shape(s)
+        second = _Image(s, cs, hs, ws, *layer.attrs.get("s_strides", (1, 1)))
+        return [(0, c, first), (c, g.c, second)]
 
     def stage_a(self, x: L1Block, tile: MTile, k0: int, kt: int) -> BufRef:
         """img2col of channels [k0/taps, (k0+kt)/taps) of the window into L0A."""
