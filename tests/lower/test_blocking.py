@@ -23,13 +23,18 @@ Z = "0" * 64
 TARGET = load_target("davinci-core")
 
 
-def lowered(x: tuple[int, ...], w: tuple[int, ...], y: tuple[int, ...], attrs: str):
+def lowered(
+    x: tuple[int, ...], w: tuple[int, ...], y: tuple[int, ...], attrs: str, bias: bool = False
+):
     """The tiled program of one conv2d layer (zero constants) for davinci-core."""
+    b = f'  const %"b" : f32[{w[0]}] sha256={Z}\n' if bias else ""
+    operands = '%"x", %"w", %"b"' if bias else '%"x", %"w"'
     text = (
         'graph "t" opset=13 {\n'
         f'  input %"x" : f32[{",".join(map(str, x))}]\n'
-        f'  const %"w" : f32[{",".join(map(str, w))}] sha256={Z}\n'
-        f'  %"y" = conv2d(%"x", %"w") {{{attrs}}} : f32[{",".join(map(str, y))}] loc("c")\n'
+        f'  const %"w" : f32[{",".join(map(str, w))}] sha256={Z}\n{b}'
+        f'  %"y" = conv2d({operands}) {{{attrs}}} : '
+        f'f32[{",".join(map(str, y))}] loc("c")\n'
         '  output %"y"\n}\n'
     )
     graph = graph_from_text(text)
@@ -77,6 +82,18 @@ def test_accumulators_past_l0c_share_pay_for_their_drain():
         ctx = LowerContext(None, None, None, TARGET.with_capacity(L0C=l0c))  # type: ignore[arg-type]
         costs.append(block_cost(ctx, shape, plan, blocks))
     assert costs[0][1:] == costs[1][1:] and costs[0][0] > costs[1][0]
+
+
+def test_a_bias_beside_large_weight_blocks_is_loaded_with_the_last_one():
+    # 7 x 7 x 512 -> 512 with 3 x 3 taps: two 295 KB W blocks exceed half of L1, a bias
+    # loaded before them could split L1 between them; it comes with the last K block
+    p = lowered((1, 512, 7, 7), (512, 512, 3, 3), (1, 512, 7, 7), "pads = [1, 1, 1, 1]", True)
+    order = [n.id for n in loads(p, "w")], [n.id for n in loads(p, "b")]
+    assert len(order[0]) > 2 and order[1] and min(order[1]) > order[0][-1]
+    # K blocks of 131 KB (a pair within the share): the bias first
+    p = lowered((1, 1024, 14, 14), (256, 1024, 1, 1), (1, 256, 14, 14), "", True)
+    assert len(loads(p, "w")) > 2
+    assert min(n.id for n in loads(p, "b")) < min(n.id for n in loads(p, "w"))
 
 
 def test_a_strided_pointwise_conv_loads_only_the_pixels_it_uses():
