@@ -7,12 +7,15 @@ inputs and outputs, or between two Casts), held as float32 values, which only th
 Cast read or write. Integers and booleans are float32 values (booleans 1.0/0.0); a graph input
 or output of them has its host type (int64, ..., bool: npucc.ir.dtypes):
 
-  conv2d     in [x, w, b?, r?]  strides=(sh,sw) pads=(top,left,bottom,right) dilations=(dh,dw)
-                             group=int; w constant [Co, C/group, kh, kw]; b constant [Co]
-                             ("" when absent); r: a residual of the output's shape added
-                             before the activation (fuse-residual); dense=int: an int8
-                             depthwise conv as dense groups of `dense` channels, w zero off
-                             the diagonal (its MACs and weights: the model's times dense)
+  conv2d     in [x, w, b?, r?, s?]  strides=(sh,sw) pads=(top,left,bottom,right)
+                             dilations=(dh,dw) group=int; w constant [Co, C/group, kh, kw];
+                             b constant [Co] ("" when absent); r: a residual of the output's
+                             shape added before the activation (fuse-residual); s: a second
+                             image of a 1x1 conv (fuse-shortcut), its channels K after x's
+                             (w [Co, Cx + Cs, 1, 1]), read at s_strides=(sh,sw); dense=int:
+                             an int8 depthwise conv as dense groups of `dense` channels, w
+                             zero off the diagonal (its MACs and weights: the model's times
+                             dense)
   gemm       in [a, b, c?, r?]  trans_a, trans_b (0/1), alpha, beta: Y = alpha*A'@B' + beta*C
                              (+ r), A' [M,K], B' [K,N], C broadcastable to [M,N] ("" when
                              absent), r a residual [M,N] added before the activation
@@ -197,9 +200,10 @@ _POOL = {"kernel": "ints", "strides": "ints?", "pads": "ints?", "dilations": "in
 
 SCHEMAS: dict[str, OpSchema] = {
     "conv2d": OpSchema(
-        (2, 4),
+        (2, 5),
         {
             "strides": "ints?",
+            "s_strides": "ints?",
             "pads": "ints?",
             "dilations": "ints?",
             "group": "int?",

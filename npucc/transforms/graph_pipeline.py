@@ -18,6 +18,7 @@ from npucc.transforms.fuse_attention import FuseAttention
 from npucc.transforms.fuse_gelu import FuseGelu
 from npucc.transforms.fuse_layernorm import FuseLayerNorm
 from npucc.transforms.fuse_residual import FuseResidual
+from npucc.transforms.fuse_shortcut import FuseShortcut
 from npucc.transforms.gather_index_views import GatherIndexViews
 from npucc.transforms.prune_unused import PruneUnused
 from npucc.transforms.sink_views import SinkViews
@@ -44,6 +45,7 @@ def frontend_passes(input_shapes: InputShapes | None = None, fallback: str = "er
         SinkViews(),
         FuseActivations(),
         FuseResidual(),
+        FuseShortcut(),
         PruneUnused(),
     ]
 

@@ -23,7 +23,12 @@ def _windows(x: Array, attrs: dict[str, Any], kernel: tuple[int, int], fill: flo
     return sliding_window_view(xp, span, axis=(2, 3))[:, :, ::sh, ::sw, ::dh, ::dw]
 
 
-def _conv2d(x: Array, w: Array, b: Array | None = None, r: Array | None = None, **a: Any) -> Array:
+def _conv2d(
+    x: Array, w: Array, b: Array | None = None, r: Array | None = None, s: Array | None = None, **a
+) -> Array:
+    if s is not None:  # a second image (fuse-shortcut): more channels, read at its strides
+        sh, sw = a.pop("s_strides")
+        x = np.concatenate([x, s[:, :, ::sh, ::sw]], axis=1)
     co, cg, kh, kw = w.shape
     g = a["group"]
     win = _windows(x, a, (kh, kw), 0.0)

@@ -23,13 +23,18 @@ Z = "0" * 64
 TARGET = load_target("davinci-core")
 
 
-def lowered(x: tuple[int, ...], w: tuple[int, ...], y: tuple[int, ...], attrs: str):
+def lowered(
+    x: tuple[int, ...], w: tuple[int, ...], y: tuple[int, ...], attrs: str, bias: bool = False
+):
     """The tiled program of one conv2d layer (zero constants) for davinci-core."""
+    b = f'  const %"b" : f32[{w[0]}] sha256={Z}\n' if bias else ""
+    operands = '%"x", %"w", %"b"' if bias else '%"x", %"w"'
     text = (
         'graph "t" opset=13 {\n'
         f'  input %"x" : f32[{",".join(map(str, x))}]\n'
-        f'  const %"w" : f32[{",".join(map(str, w))}] sha256={Z}\n'
-        f'  %"y" = conv2d(%"x", %"w") {{{attrs}}} : f32[{",".join(map(str, y))}] loc("c")\n'
+        f'  const %"w" : f32[{",".join(map(str, w))}] sha256={Z}\n{b}'
+        f'  %"y" = conv2d({operands}) {{{attrs}}} : '
+        f'f32[{",".join(map(str, y))}] loc("c")\n'
         '  output %"y"\n}\n'
     )
     graph = graph_from_text(text)
@@ -56,6 +61,39 @@ def test_a_small_input_and_large_weights_are_each_fetched_once():
     p = lowered((1, 512, 7, 7), (512, 512, 3, 3), (1, 512, 7, 7), "pads = [1, 1, 1, 1]")
     assert sum(np.prod(n.instr.dims) for n in loads(p, "x")) == 512 * 7 * 7
     assert sum(np.prod(n.instr.dims) for n in loads(p, "w")) == 512 * 512 * 9
+
+
+def test_an_output_block_may_hold_all_of_l0c_to_read_its_input_once():
+    # 196 x 256 accumulators (200 KB) exceed half of L0C; neither the input (802 KB) nor the
+    # weights (1 MB) fit L1 whole: one output block over K blocks reads each once
+    p = lowered((1, 1024, 14, 14), (256, 1024, 1, 1), (1, 256, 14, 14), "")
+    assert sum(np.prod(n.instr.dims) for n in loads(p, "x")) == 1024 * 14 * 14
+    assert sum(np.prod(n.instr.dims) for n in loads(p, "w")) == 1024 * 256
+
+
+def test_accumulators_past_l0c_share_pay_for_their_drain():
+    # one output block of 196 x 256 accumulators: past half of L0C its epilogue no longer
+    # overlaps the next block's products; within half of a larger L0C it does
+    shape = CubeShape(256, 1024, 1, 1, False, False, 1)
+    blocks = [MBlock((MTile(0, 196),), 196)]
+    plan = Blocking("os", npucc.backend.lower.blocking.MatTiles(196, 64, 32), 1, 256, 128)
+    costs = []
+    for l0c in (1 << 18, 1 << 19):
+        ctx = LowerContext(None, None, None, TARGET.with_capacity(L0C=l0c))  # type: ignore[arg-type]
+        costs.append(block_cost(ctx, shape, plan, blocks))
+    assert costs[0][1:] == costs[1][1:] and costs[0][0] > costs[1][0]
+
+
+def test_a_bias_beside_large_weight_blocks_is_loaded_with_the_last_one():
+    # 7 x 7 x 512 -> 512 with 3 x 3 taps: two 295 KB W blocks exceed half of L1, a bias
+    # loaded before them could split L1 between them; it comes with the last K block
+    p = lowered((1, 512, 7, 7), (512, 512, 3, 3), (1, 512, 7, 7), "pads = [1, 1, 1, 1]", True)
+    order = [n.id for n in loads(p, "w")], [n.id for n in loads(p, "b")]
+    assert len(order[0]) > 2 and order[1] and min(order[1]) > order[0][-1]
+    # K blocks of 131 KB (a pair within the share): the bias first
+    p = lowered((1, 1024, 14, 14), (256, 1024, 1, 1), (1, 256, 14, 14), "", True)
+    assert len(loads(p, "w")) > 2
+    assert min(n.id for n in loads(p, "b")) < min(n.id for n in loads(p, "w"))
 
 
 def test_a_strided_pointwise_conv_loads_only_the_pixels_it_uses():
@@ -124,6 +162,7 @@ def _conv_model(c: int, co: int, hw: int, k: int, stride: int) -> onnx.ModelProt
         (1 << 20, (3, 16, 40, 7, 2)),  # bands of several tiles, each padded above and below
         (1 << 20, (8, 16, 24, 7, 1)),
         (1 << 20, (24, 40, 29, 3, 1)),  # tiles of whole rows of 29 pixels
+        (1 << 20, (1024, 256, 14, 1, 1)),  # one output block holding all of L0C
     ],
 )
 @pytest.mark.parametrize("target", ["davinci-core", "mesh8x8"])

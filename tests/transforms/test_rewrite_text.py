@@ -387,6 +387,46 @@ graph "g" opset=13 {
 
 # the add of a conv (the later one, "join": the fused conv takes the add's place), with its
 # activation, and of a gemm; not after an activation, nor with broadcasting
+FUSE_SHORTCUT_IN = """
+graph "g" opset=13 {
+  input %"x" : f32[1,2,64,64]
+  input %"s" : f32[1,3,128,128]
+  const %"wx" : f32[32,2,1,1] sha256=0
+  const %"bx" : f32[32] sha256=0
+  const %"ws" : f32[32,3,1,1] sha256=0
+  const %"w3" : f32[32,2,3,3] sha256=0
+  %"p" = conv2d(%"s", %"ws") {strides = [2, 2]} : f32[1,32,64,64] loc("proj")
+  %"y" = conv2d(%"x", %"wx", %"bx", %"p") {act = "relu"} : f32[1,32,64,64] loc("conv")
+  %"q" = conv2d(%"s", %"ws") {act = "relu", strides = [2, 2]} : f32[1,32,64,64] loc("proj_act")
+  %"z" = conv2d(%"x", %"wx", none, %"q") : f32[1,32,64,64] loc("kept")
+  %"p3" = conv2d(%"s", %"ws") {strides = [2, 2]} : f32[1,32,64,64] loc("proj3")
+  %"u" = conv2d(%"x", %"w3", none, %"p3") {pads = [1, 1, 1, 1]} : f32[1,32,64,64] loc("taps")
+  output %"y"
+  output %"z"
+  output %"u"
+}
+"""
+FUSE_SHORTCUT_OUT = """
+graph "g" opset=13 {
+  input %"x" : f32[1,2,64,64]
+  input %"s" : f32[1,3,128,128]
+  const %"wx" : f32[32,2,1,1] sha256=...
+  const %"bx" : f32[32] sha256=...
+  const %"ws" : f32[32,3,1,1] sha256=...
+  const %"w3" : f32[32,2,3,3] sha256=...
+  const %"wx.shortcut" : f32[32,5,1,1] sha256=...
+  const %"wx.shortcut_bias" : f32[32] sha256=...
+  %"y" = conv2d(%"x", %"wx.shortcut", %"wx.shortcut_bias", none, %"s") {act = "relu", s_strides = [2, 2]} : f32[1,32,64,64] loc("conv")
+  %"q" = conv2d(%"s", %"ws") {act = "relu", strides = [2, 2]} : f32[1,32,64,64] loc("proj_act")
+  %"z" = conv2d(%"x", %"wx", none, %"q") : f32[1,32,64,64] loc("kept")
+  %"p3" = conv2d(%"s", %"ws") {strides = [2, 2]} : f32[1,32,64,64] loc("proj3")
+  %"u" = conv2d(%"x", %"w3", none, %"p3") {pads = [1, 1, 1, 1]} : f32[1,32,64,64] loc("taps")
+  output %"y"
+  output %"z"
+  output %"u"
+}
+"""  # noqa: E501 (the fused conv line)
+
 FUSE_RESIDUAL_IN = """
 graph "g" opset=13 {
   input %"x" : f32[1,2,4,4]
@@ -507,6 +547,7 @@ CASES = {
     "sink-views": (SINK_VIEWS_IN, {}, SINK_VIEWS_OUT),
     "fuse-activations": (FUSE_ACTIVATIONS_IN, {}, FUSE_ACTIVATIONS_OUT),
     "fuse-residual": (FUSE_RESIDUAL_IN, {}, FUSE_RESIDUAL_OUT),
+    "fuse-shortcut": (FUSE_SHORTCUT_IN, {}, FUSE_SHORTCUT_OUT),
     "prune-unused": (PRUNE_UNUSED_IN, {}, PRUNE_UNUSED_OUT),
 }
 

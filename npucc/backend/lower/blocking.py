@@ -235,6 +235,8 @@ def block_cost(
     units *= inst
     per_core = math.ceil(units / ctx.target.cores) * inst / units
     busiest = max(pipes.values()) * per_core
+    if _single_l0c(ctx, plan, shape.k):
+        busiest += (pipes["VECTOR"] + pipes["MTE3"]) * per_core
     # NOTE: the first X block waits for the layer's input and nothing of the layer overlaps
     # its load (a W block depends on nothing: the scheduler may load it earlier)
     x0 = blocks[0].x_elems(x_pieces[0][0], shape.k_quantum)
@@ -285,6 +287,18 @@ def _tile_pipes(
     return {**p, "dmas": dmas, "res_bytes": res_bytes, "out_bytes": out_bytes}
 
 
+def _single_l0c(ctx: LowerContext, plan: Blocking, k: int) -> bool:
+    """Whether an output block's accumulators (kept in L0C across K blocks) exceed L0C's
+    share: the next block's cannot be placed until they drain (block_cost then adds the
+    epilogue's VECTOR and MTE3 cycles to the busiest pipe's). NOTE: measured on ResNet-50,
+    without that price its stem's bands take one output block each and it is 80 K cycles
+    slower; with it, 3,615,481 -> 3,533,955 cycles."""
+    if plan.kb >= k:
+        return False
+    t = plan.tiles
+    return not ctx.share_fits("L0C", (t.m * t.n,) * (plan.mb * -(-plan.nb // t.n)))
+
+
 def acc_group(ctx: LowerContext, t: MatTiles, count: int) -> int:
     """How many of `count` L0 tiles' accumulators (m_t x n_t each) fit L0C's share together
     (at least one: the tile fits alone)."""
@@ -302,7 +316,7 @@ def choose_blocking(
     max_m_tiles: int,
 ) -> tuple[Blocking, list[MBlock]]:
     """The least-`block_cost` blocking whose L1 blocks fit the tier's share (with L0C holding
-    an `os` output block's accumulators), and its M blocks.
+    an output block's accumulators: all of it, priced by `_single_l0c`), and its M blocks.
 
     `m_blocks(tile, count)` splits M into blocks of `count` L0 tiles (at most `max_m_tiles`;
     1 for a conv, whose img2col reads one band per L1 block). NOTE: the `os` blocking of one
@@ -348,7 +362,7 @@ def _plans(
                 yield Blocking(order, t, count, nb, shape.k, chunks)
     for nb in n_options:
         accs = count * -(-nb // t.n)
-        if not ctx.share_fits("L0C", (t.m * t.n,) * accs):
+        if ctx.tile_bytes((t.m * t.n,) * accs, "L0C") > ctx.room("L0C"):
             break
         for kb in _candidates(shape.k, t.k):
             if kb < shape.k and l1_fits(nb, kb):
@@ -625,10 +639,19 @@ class _Nest:
         bld, t = self.ctx.builder, self.plan.tiles
         cols = [(n0 + c0, nt) for c0, nt in split(nb, t.n)]
         accs = [self.accs(tile, cols) for tile in block.tiles]
-        bias = self.load_bias(n0, nb)
-        for k0, kb in split(self.k, self.plan.kb):
+        # NOTE: only the epilogues read the bias. Where two W blocks take more than the L1
+        # share, it is loaded with the last K block: loaded first, DLR may place it between
+        # them and split L1 so that the W blocks lose their ping-pong (ResNet-50's stage 4
+        # 3x3 convs, 295 KB W blocks beside a 2 KB bias: 89 K cycles); elsewhere it is loaded
+        # first (late, its DMA waited in MobileNet v2's epilogues: 5.5 K cycles)
+        late = not self.ctx.share_fits("L1", (self.plan.kb * nb,) * 2)
+        bias = None if late else self.load_bias(n0, nb)
+        pieces = split(self.k, self.plan.kb)
+        for k0, kb in pieces:
             x = self.ops.load_x(block, k0, kb) if held_x is None else held_x
             w = self.load_w(n0, nb, k0, kb)
+            if late and k0 == pieces[-1][0]:
+                bias = self.load_bias(n0, nb)
             held = self.hold_b(w, len(block.tiles))
             for tile, tile_accs in zip(block.tiles, accs, strict=True):
                 self.products(tile, x, w, cols, tile_accs, held)

@@ -36,6 +36,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from npucc.backend.lower.conv_geom import second_image
 from npucc.backend.lower.resident import RESIDENT_SHARE
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.ir.program import TiledProgram
@@ -104,6 +105,8 @@ def _linked(graph: Graph, a: Layer, b: Layer, target: Target) -> bool:
     """Whether `b` reads `a`'s output as its image, alone, and that output is too large to stay
     resident (a link of a chain; both convs or windowed pools)."""
     if not (_windowed(a) and _windowed(b)) or len(a.outputs) != 1:
+        return False
+    if second_image(a) or second_image(b):  # its bands would need the second image's too
         return False
     out = a.outputs[0]
     if out in graph.outputs or graph.users(out) != [b] or b.inputs.index(out) != 0:

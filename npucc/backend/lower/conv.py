@@ -32,7 +32,7 @@ from npucc.backend.lower.context import (
     quant_epilogue,
     split,
 )
-from npucc.backend.lower.conv_geom import ConvGeom, conv_geometry
+from npucc.backend.lower.conv_geom import ConvGeom, conv_geometry, second_image
 from npucc.backend.lower.depthwise import lower_vector_conv, prefers_vector
 from npucc.ir.graph import Layer
 from npucc.ir.isa import REQUANT_BYTES, BufRef, Copy, Img2Col
@@ -306,6 +306,30 @@ def _lower_grouped(
 
 
 @dataclass(frozen=True, slots=True)
+class _Image:
+    """An input image of a conv: its DDR tensor's name, channels, rows, columns, and the
+    strides at which a band's window reads it (a pointwise conv's own, else 1)."""
+
+    name: str
+    c: int
+    h: int
+    w: int
+    sh: int
+    sw: int
+
+    def load(
+        self, ctx: LowerContext, dst: BufRef, n: int, c0: int, cc: int, window: tuple[int, ...]
+    ) -> None:
+        """Channels [c0, c0+cc) of image `n`'s window (ih0, ih, iw0, iw) into `dst` (channel
+        after channel, row-major): one DMA."""
+        ih0, ih, iw0, iw = window
+        src = ctx.ddr(self.name)
+        off = ((n * self.c + c0) * self.h + ih0 * self.sh) * self.w + iw0 * self.sw
+        dims, st = (cc, ih, iw), (self.h * self.w, self.sh * self.w, self.sw)
+        ctx.builder.emit(Copy(dst, src.at(off), dims, (ih * iw, iw, 1), st))
+
+
+@dataclass(frozen=True, slots=True)
 class _ConvOps:
     """The conv's side of the blocked loop nest: input windows, img2col, output tiles (of
     image `n`, or of the image a folded batch's tile lies in: `_every_image`)."""
@@ -334,10 +358,26 @@ class _ConvOps:
             view = whole.at(src.off + (n * g.c + c_abs) * g.h * g.w)
             return L1Block(view, 0, k0, 1, kb, owned=False)
         xin = bld.alloc("L1", cc * ih * iw + block.slack, f"{self.layer.name}.x")
-        sh, sw = (g.sh, g.sw) if _pointwise(g) else (1, 1)
-        off = ((n * g.c + c_abs) * g.h + ih0 * sh) * g.w + iw0 * sw
-        bld.emit(Copy(xin, src.at(off), (cc, ih, iw), (ih * iw, iw, 1), (g.h * g.w, sh * g.w, sw)))
+        for c_lo, c_hi, image in self.images():
+            lo, hi = max(c_abs, c_lo), min(c_abs + cc, c_hi)
+            if lo < hi:
+                dst = xin.at((lo - c_abs) * ih * iw)
+                image.load(self.ctx, dst, n, lo - c_lo, hi - lo, (ih0, ih, iw0, iw))
         return L1Block(xin, 0, k0, 1, kb)
+
+    def images(self) -> list[tuple[int, int, _Image]]:
+        """The images the conv's input channels come from: (first channel, one past the last,
+        the image): x, then a second image's (fuse-shortcut) channels."""
+        g, layer = self.g, self.layer
+        sh, sw = (g.sh, g.sw) if _pointwise(g) else (1, 1)
+        _, c, h, w = self.ctx.shape(layer.inputs[0])
+        first = _Image(layer.inputs[0], c, h, w, sh, sw)
+        s = second_image(layer)
+        if not s:
+            return [(0, g.c, first)]
+        _, cs, hs, ws = self.ctx.shape(s)
+        second = _Image(s, cs, hs, ws, *layer.attrs.get("s_strides", (1, 1)))
+        return [(0, c, first), (c, g.c, second)]
 
     def stage_a(self, x: L1Block, tile: MTile, k0: int, kt: int) -> BufRef:
         """img2col of channels [k0/taps, (k0+kt)/taps) of the window into L0A."""

@@ -53,10 +53,17 @@ class ConvGeom:
         return window_extent(out_cols, self.sw, self.kw, self.dw)
 
 
+def second_image(layer: Layer) -> str:
+    """A conv's second image (input 4, fuse-shortcut), "" when it has none."""
+    return layer.inputs[4] if len(layer.inputs) > 4 else ""
+
+
 def conv_geometry(ctx: LowerContext, layer: Layer) -> ConvGeom:
-    """The ConvGeom of a conv2d layer."""
+    """The ConvGeom of a conv2d layer (`c`: its input channels, a second image's included)."""
     n, c, h, w = ctx.shape(layer.inputs[0])
     co, _, kh, kw = ctx.shape(layer.inputs[1])
+    if second_image(layer):  # fuse-shortcut: K is x's channels, then s's
+        c += ctx.shape(layer.inputs[4])[1]
     _, _, oh, ow = ctx.shape(layer.outputs[0])
     a = layer.attrs
     sh, sw = a.get("strides", (1, 1))

@@ -19,7 +19,8 @@ import math
 from dataclasses import dataclass
 
 from npucc.backend.lower.context import LOWERINGS, ONCHIP_READS
-from npucc.ir.graph import Graph
+from npucc.backend.lower.conv_geom import second_image
+from npucc.ir.graph import Graph, Layer
 from npucc.ir.graph_schema import HOST_OP, VIEW_OPS
 from npucc.target import Target
 
@@ -54,11 +55,13 @@ class Residency:
 NONE = Residency({}, {}, {})
 
 
-def _readable(op: str, index: int) -> bool:
-    """Whether the lowering of `op` reads its input `index` from an L1 buffer."""
-    if op not in LOWERINGS:
+def _readable(layer: Layer, index: int) -> bool:
+    """Whether the lowering of `layer` reads its input `index` from an L1 buffer. NOTE: a
+    conv with a second image (fuse-shortcut) loads both into each of its X blocks from DDR:
+    neither is read in place."""
+    if layer.op not in LOWERINGS or second_image(layer):
         return False
-    inputs = ONCHIP_READS.get(op, ())
+    inputs = ONCHIP_READS.get(layer.op, ())
     return inputs is None or index in inputs
 
 
@@ -95,7 +98,7 @@ def choose_resident(
         uses = readers.get(name, [])
         if name in excluded or not uses or graph.is_const(name):
             continue
-        if not all(_readable(graph.layers[i].op, j) for i, j in uses):
+        if not all(_readable(graph.layers[i], j) for i, j in uses):
             continue
         nbytes = -(-math.prod(graph.tensors[name].shape) * eb // align) * align
         last = max(i for i, _ in uses)
