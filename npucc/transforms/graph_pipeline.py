@@ -20,6 +20,7 @@ from npucc.transforms.fuse_layernorm import FuseLayerNorm
 from npucc.transforms.fuse_residual import FuseResidual
 from npucc.transforms.gather_index_views import GatherIndexViews
 from npucc.transforms.prune_unused import PruneUnused
+from npucc.transforms.sink_pools import SinkPools
 from npucc.transforms.sink_views import SinkViews
 
 DEFAULT_TARGET = "davinci-core"
@@ -44,6 +45,7 @@ def frontend_passes(input_shapes: InputShapes | None = None, fallback: str = "er
         SinkViews(),
         FuseActivations(),
         FuseResidual(),
+        SinkPools(),
         PruneUnused(),
     ]
 
