@@ -140,7 +140,7 @@ def lower_pool(ctx: LowerContext, layer: Layer) -> None:
         if tiles is not None:
             plans.append((sep, tiles))
     onchip = (ctx.onchip(layer.inputs[0]) is not None, ctx.onchip(layer.outputs[0]) is not None)
-    sep, (tp, toh, tow) = min(plans, key=lambda p: _pool_cost(ctx, g, *p, onchip))
+    sep, (tp, toh, tow) = min(plans, key=lambda p: _pool_cost(ctx, g, p[0], p[1], onchip))
     for p0, pl in split(g.planes, tp):
         for oh0, ohl in split(g.oh, toh):
             for ow0, owl in split(g.ow, tow):
