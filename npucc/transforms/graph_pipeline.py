@@ -21,7 +21,9 @@ from npucc.transforms.fuse_residual import FuseResidual
 from npucc.transforms.fuse_shortcut import FuseShortcut
 from npucc.transforms.gather_index_views import GatherIndexViews
 from npucc.transforms.prune_unused import PruneUnused
+from npucc.transforms.sink_pools import SinkPools
 from npucc.transforms.sink_views import SinkViews
+from npucc.transforms.split_concat_conv import SplitConcatConv
 
 DEFAULT_TARGET = "davinci-core"
 
@@ -46,6 +48,8 @@ def frontend_passes(input_shapes: InputShapes | None = None, fallback: str = "er
         FuseActivations(),
         FuseResidual(),
         FuseShortcut(),
+        SinkPools(),
+        SplitConcatConv(),
         PruneUnused(),
     ]
 

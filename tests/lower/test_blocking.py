@@ -3,6 +3,8 @@ order executed against onnxruntime, and the cost function's choices."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import onnx
 import pytest
@@ -173,4 +175,61 @@ def test_every_blocking_agrees_with_onnxruntime(l1, model, target):
     inputs = random_inputs(program.inputs, 0, onnx_model)
     result = program.execute(inputs)
     assert all(c.ok for c in compare(result.outputs, run_onnxruntime(onnx_model, inputs)))
+    assert result.makespan == program.stats["predicted_makespan"]
+
+
+def test_the_cube_adds_a_bias_where_the_vector_unit_binds_and_not_where_the_cube_does():
+    ctx = LowerContext(None, None, None, TARGET)  # type: ignore[arg-type]
+    tile = npucc.backend.lower.blocking.MatTiles(128, 64, 32)
+    blocks = [MBlock((MTile(i * 128, 128),), 64 * 10) for i in range(16)]
+
+    def costs(k: int) -> tuple[int, int]:
+        # a float bias and a relu; the output stays in L1 (stored on the vector unit)
+        shape = CubeShape(64, k, 1, 1, True, False, 1, x_onchip=True, out_onchip=True)
+        plan = Blocking("ws", tile, 1, 64, k)
+        vector = block_cost(ctx, shape, plan, blocks)[0]
+        cube = block_cost(ctx, shape, replace(plan, cube_bias=True), blocks)[0]
+        return vector, cube
+
+    vector, cube = costs(32)  # few MACs an output: the epilogue's vector passes bind
+    assert cube < vector
+    vector, cube = costs(1024)  # the cube binds: its bias mmads only add to it
+    assert cube > vector
+
+
+def _stem_model(hw: int) -> onnx.ModelProto:
+    """conv 3x3 stride 2 (3 -> 64, bias, relu) -> max pool 3x3 stride 2 -> conv 1x1 (64 -> 16)."""
+    rng = np.random.default_rng(0)
+    shapes = {"w1": (64, 3, 3, 3), "b1": (64,), "w2": (16, 64, 1, 1), "b2": (16,)}
+    inits = [
+        numpy_helper.from_array(rng.standard_normal(s).astype(np.float32), n)
+        for n, s in shapes.items()
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], strides=[2, 2]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("MaxPool", ["r1"], ["p"], kernel_shape=[3, 3], strides=[2, 2]),
+        helper.make_node("Conv", ["p", "w2", "b2"], ["y"]),
+    ]
+    o = ((hw - 3) // 2 + 1 - 3) // 2 + 1
+    graph = helper.make_graph(
+        nodes,
+        "stem",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, hw, hw])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, o, o])],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_bias_added_by_the_cube_agrees_with_onnxruntime():
+    # the first conv's output (774 KB) is cascaded into the pool: its epilogue binds on VECTOR
+    model = _stem_model(112)
+    tiled = npucc.compile_until(model, "lower-tiles", "davinci-core")
+    mmads = [n.instr for n in tiled.cores[0].graph.nodes if n.op == "MMAD"]
+    assert any(m.k == 1 and m.acc == 1 for m in mmads)
+    program = npucc.compile(model, "davinci-core")
+    inputs = random_inputs(program.inputs, 0, model)
+    result = program.execute(inputs)
+    assert all(c.ok for c in compare(result.outputs, run_onnxruntime(model, inputs)))
     assert result.makespan == program.stats["predicted_makespan"]

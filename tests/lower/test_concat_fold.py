@@ -18,15 +18,16 @@ TARGET = load_target("davinci-core")
 
 
 def _fire(batch: int = 1, shared: bool = False, size: int = 40) -> onnx.ModelProto:
-    """A fire module: squeeze 1x1 -> (expand 1x1, expand 3x3) -> channel concat -> conv;
-    `shared`: the 1x1 expand's output is also a graph output (then the concat cannot fold)."""
+    """A fire module: squeeze 1x1 -> (expand 1x1, expand 3x3) -> channel concat -> conv (of as
+    many channels as the concat: not split per branch, split-concat-conv); `shared`: the 1x1
+    expand's output is also a graph output (then the concat cannot fold)."""
     rng = np.random.default_rng(0)
 
     def const(name: str, *shape: int) -> onnx.TensorProto:
         return numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
 
     inits = [const("s", 16, 8, 1, 1), const("e1", 32, 16, 1, 1), const("e3", 32, 16, 3, 3)]
-    inits.append(const("w", 8, 64, 1, 1))
+    inits.append(const("w", 64, 64, 1, 1))
     nodes = [
         helper.make_node("Conv", ["x", "s"], ["q"]),
         helper.make_node("Relu", ["q"], ["r"]),
@@ -35,7 +36,7 @@ def _fire(batch: int = 1, shared: bool = False, size: int = 40) -> onnx.ModelPro
         helper.make_node("Concat", ["a", "b"], ["c"], axis=1),
         helper.make_node("Conv", ["c", "w"], ["y"]),
     ]
-    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 8, size, size])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 64, size, size])]
     if shared:
         outputs.append(
             helper.make_tensor_value_info("a", TensorProto.FLOAT, [batch, 32, size, size])

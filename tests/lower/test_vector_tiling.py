@@ -15,7 +15,9 @@ from onnx import TensorProto, helper
 
 import npucc
 from npucc.backend.lower import lower_graph
+from npucc.backend.lower.context import LowerContext
 from npucc.backend.lower.layout import boxes, coalesce
+from npucc.backend.lower.pool import PoolGeom, _pool_cost
 from npucc.checking import compare, random_inputs, run_onnxruntime
 from npucc.compiler import backend_passes
 from npucc.errors import NpuccError
@@ -237,6 +239,17 @@ def test_a_stride_one_pool_is_pooled_by_columns_then_rows():
     nodes = program.cores[0].graph.nodes
     opcodes = [n.instr.opcode for n in nodes if n.pipe == "VECTOR" and n.instr is not None]
     assert "vreduce" not in opcodes and opcodes.count("vbinary") >= 4
+
+
+def test_a_pool_of_an_onchip_tensor_is_priced_by_its_l1_copies():
+    # a stem's 3x3 stride-2 max pool in bands of 2 output rows over 64 planes: from DDR its
+    # loads bind either way; read from L1 (MTE1) and stored to L1 (on VECTOR), the vector
+    # unit binds and the separable pool's fewer lanes pay
+    ctx = LowerContext(None, None, None, TARGET)  # type: ignore[arg-type]
+    g = PoolGeom(64, 111, 111, 55, 55, 3, 3, 2, 2, 1, 1, (0, 0, 0, 0))
+    ddr = [_pool_cost(ctx, g, sep, (64, 2, 55)) for sep in (False, True)]
+    onchip = [_pool_cost(ctx, g, sep, (64, 2, 55), (True, True)) for sep in (False, True)]
+    assert ddr[0] == ddr[1] and onchip[1] < onchip[0] < ddr[0]
 
 
 @pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])

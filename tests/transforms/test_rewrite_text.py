@@ -521,6 +521,64 @@ graph "g" opset=13 {
 }
 """.replace("ATTRS", "{alpha = 1.0, beta = 1.0, trans_a = 0, trans_b = 0}")
 
+SINK_POOLS_IN = """
+graph "g" opset=13 {
+  input %"x" : f32[1,2,6,6]
+  const %"w" : f32[2,2,1,1] sha256=0
+  %"a" = conv2d(%"x", %"w") {act = "relu"} : f32[1,2,6,6] loc("ca")
+  %"b" = conv2d(%"x", %"w") {act = "relu"} : f32[1,2,6,6] loc("cb")
+  %"c" = concat(%"a", %"b") {axis = 1} : f32[1,4,6,6] loc("cat")
+  %"p" = maxpool(%"c") {kernel = [2, 2], strides = [2, 2]} : f32[1,4,3,3] loc("pool")
+  %"d" = conv2d(%"x", %"w") {act = "relu"} : f32[1,2,6,6] loc("cd")
+  %"q" = avgpool(%"d") {kernel = [2, 2], strides = [2, 2]} : f32[1,2,3,3] loc("avg")
+  output %"p"
+  output %"q"
+}
+"""
+SINK_POOLS_OUT = """
+graph "g" opset=13 {
+  input %"x" : f32[1,2,6,6]
+  const %"w" : f32[2,2,1,1] sha256=...
+  %"a" = conv2d(%"x", %"w") : f32[1,2,6,6] loc("ca")
+  %"a.maxpool" = maxpool(%"a") {act = "relu", kernel = [2, 2], strides = [2, 2]} : f32[1,2,3,3] loc("pool.0")
+  %"b" = conv2d(%"x", %"w") : f32[1,2,6,6] loc("cb")
+  %"b.maxpool" = maxpool(%"b") {act = "relu", kernel = [2, 2], strides = [2, 2]} : f32[1,2,3,3] loc("pool.1")
+  %"p" = concat(%"a.maxpool", %"b.maxpool") {axis = 1} : f32[1,4,3,3] loc("cat")
+  %"d" = conv2d(%"x", %"w") {act = "relu"} : f32[1,2,6,6] loc("cd")
+  %"q" = avgpool(%"d") {kernel = [2, 2], strides = [2, 2]} : f32[1,2,3,3] loc("avg")
+  output %"p"
+  output %"q"
+}
+"""  # noqa: E501
+SPLIT_CONCAT_CONV_IN = """
+graph "g" opset=13 {
+  input %"x" : f32[1,2,4,4]
+  const %"w" : f32[2,2,1,1] sha256=0
+  const %"s" : f32[1,4,1,1] sha256=0
+  const %"b" : f32[1] sha256=0
+  %"a" = conv2d(%"x", %"w") {act = "relu"} : f32[1,2,4,4] loc("e1")
+  %"c" = conv2d(%"x", %"w") {act = "relu"} : f32[1,2,4,4] loc("e3")
+  %"k" = concat(%"a", %"c") {axis = 1} : f32[1,4,4,4] loc("cat")
+  %"y" = conv2d(%"k", %"s", %"b") {act = "relu"} : f32[1,1,4,4] loc("squeeze")
+  output %"y"
+}
+"""
+SPLIT_CONCAT_CONV_OUT = """
+graph "g" opset=13 {
+  input %"x" : f32[1,2,4,4]
+  const %"w" : f32[2,2,1,1] sha256=...
+  const %"s" : f32[1,4,1,1] sha256=...
+  const %"b" : f32[1] sha256=...
+  const %"s.c0" : f32[1,2,1,1] sha256=...
+  const %"s.c2" : f32[1,2,1,1] sha256=...
+  %"a" = conv2d(%"x", %"w") {act = "relu"} : f32[1,2,4,4] loc("e1")
+  %"y.part0" = conv2d(%"a", %"s.c0") : f32[1,1,4,4] loc("squeeze.part0")
+  %"c" = conv2d(%"x", %"w") {act = "relu"} : f32[1,2,4,4] loc("e3")
+  %"y" = conv2d(%"c", %"s.c2", %"b", %"y.part0") {act = "relu"} : f32[1,1,4,4] loc("squeeze.part1")
+  output %"y"
+}
+"""  # noqa: E501
+
 CASES = {
     "import-int8": (IMPORT_INT8_IN, IMPORT_INT8_CONSTS, IMPORT_INT8_OUT),
     "fold-constants": (FOLD_CONSTANTS_IN, {"a": [1, 2], "b": [3, 4]}, FOLD_CONSTANTS_OUT),
@@ -548,6 +606,8 @@ CASES = {
     "fuse-activations": (FUSE_ACTIVATIONS_IN, {}, FUSE_ACTIVATIONS_OUT),
     "fuse-residual": (FUSE_RESIDUAL_IN, {}, FUSE_RESIDUAL_OUT),
     "fuse-shortcut": (FUSE_SHORTCUT_IN, {}, FUSE_SHORTCUT_OUT),
+    "sink-pools": (SINK_POOLS_IN, {}, SINK_POOLS_OUT),
+    "split-concat-conv": (SPLIT_CONCAT_CONV_IN, {"s": [1, 2, 3, 4]}, SPLIT_CONCAT_CONV_OUT),
     "prune-unused": (PRUNE_UNUSED_IN, {}, PRUNE_UNUSED_OUT),
 }
 
@@ -570,6 +630,13 @@ def test_import_int8_folds_the_zero_point_into_the_int32_bias_and_the_scales() -
     assert np.ascontiguousarray(raw[:, :4]).view("<i4").ravel().tolist() == [4, -34, 8]
     scale = np.ascontiguousarray(raw[:, 4:]).view("<f4").ravel()
     np.testing.assert_array_equal(scale, np.float32([0.2, 0.4, 0.8]))
+
+
+def test_a_split_conv_takes_its_branches_input_channels_of_the_weights() -> None:
+    consts = CASES["split-concat-conv"][1]
+    g = rewrite("split-concat-conv", SPLIT_CONCAT_CONV_IN, consts)
+    assert g.tensors["s.c0"].data.ravel().tolist() == [1.0, 2.0]
+    assert g.tensors["s.c2"].data.ravel().tolist() == [3.0, 4.0]
 
 
 def test_folded_constants_hold_the_values() -> None:

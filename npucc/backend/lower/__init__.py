@@ -142,7 +142,9 @@ def _lower_cascaded(
     fit beside the band intermediates and the resident tensors)."""
     graph = cascades.graph
     made = cascades.outputs()
-    residency, folds = _residency(graph, ctx.target, True, cascades.wholes(), cascades.bands, made)
+    # NOTE: a band view (one chain's output rows, perhaps the next chain's image) stays in DDR
+    ddr = cascades.wholes() | frozenset(cascades.views)
+    residency, folds = _residency(graph, ctx.target, True, ddr, cascades.bands, made)
     return _lower_all(graph, ctx, placement, None, None, {}, residency, folds, work, cascades)
 
 

@@ -28,12 +28,12 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from npucc.backend.lower.context import LowerContext, apply_activation, largest, split
 from npucc.ir.graph import Layer
-from npucc.ir.isa import REQUANT_BYTES, BufRef, Copy, DdrRef, Mmad, Requant, VBinary
+from npucc.ir.isa import REQUANT_BYTES, BufRef, Copy, DdrRef, Mmad, Requant, VBinary, VFill
 from npucc.target.cost import ddr_bound, dma_cycles, mmad_cycles, vector_cycles
 
 ORDERS = ("ws", "is", "os")
@@ -150,7 +150,8 @@ class Blocking:
 
     NOTE: `os` always blocks K (kb < k); `ws` never does; `is` may: its X block holds all of K
     in L1 either way, and with kb < k each N block's W streams in K blocks into accumulators
-    that stay in L0C across them (the `os` inner loop under a stationary X).
+    that stay in L0C across them (the `os` inner loop under a stationary X). `cube_bias`: a
+    float bias added by the cube (`_Nest.bias_into`) instead of the vector unit.
     """
 
     order: str
@@ -159,6 +160,7 @@ class Blocking:
     nb: int
     kb: int
     chunks: int = 1
+    cube_bias: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,13 +173,19 @@ class CubeShape:
     instances: int  # independent products (images x groups, matmul batches)
     bias: bool  # a per-N bias staged in L1 with each W block
     residual: bool  # a residual tile loaded into UB per output tile (fuse-residual)
-    vector_ops: int  # vector instructions per output tile (bias, residual, activation, ...)
+    vector_ops: int  # vector instructions per output tile (residual, activation, ...)
     bias_elems: int = 1  # elements of the bias per N column (int8: a requant record's bytes)
     # resident L1 tensors (npucc.backend.lower.resident): X read in place, no DMA from DDR;
     # output tiles stored UB -> L1 on VECTOR; residual tiles loaded L1 -> UB on MTE1
     x_onchip: bool = False
     out_onchip: bool = False
     res_onchip: bool = False
+
+    @property
+    def float_bias(self) -> bool:
+        """Whether the layer has a float bias (an element per column: the cube or the vector
+        unit may add it; an int8 layer's requantization adds its own)."""
+        return self.bias and self.bias_elems == 1
 
 
 def _pieces(total: int, tile: int) -> list[tuple[int, int]]:
@@ -262,6 +270,10 @@ def _tile_pipes(
     for b in blocks:
         for tile in b.tiles:
             m_count[tile.m] = m_count.get(tile.m, 0) + 1
+        if plan.cube_bias:  # the block's ones, filled in UB and stored to L1, per N block
+            ones = max(tile.m for tile in b.tiles)
+            fill = vector_cycles(ctx.target, ones) + _dma(ctx, "UB_L1", ones)
+            p["VECTOR"] += fill * sum(c for _, c in _pieces(shape.n, plan.nb))
     for (m, cm), (k, ck) in itertools.product(m_count.items(), _pieces(shape.k, t.k)):
         p["MTE1"] += cm * ck * groups * _dma(ctx, "L1_L0", m * k)  # A: once per column group
     for (m, cm), (n, cn) in itertools.product(m_count.items(), _pieces(shape.n, t.n)):
@@ -269,7 +281,8 @@ def _tile_pipes(
         for k, ck in _pieces(shape.k, t.k):
             p["CUBE"] += c * ck * mmad_cycles(ctx.target, m, n, k)
             p["MTE1"] += c * ck * _dma(ctx, "L1_L0", k * n)
-        vec = _dma(ctx, "L0C_UB", m * n) + shape.vector_ops * vector_cycles(ctx.target, m * n)
+        ops = shape.vector_ops + int(shape.float_bias and not plan.cube_bias)
+        vec = _dma(ctx, "L0C_UB", m * n) + ops * vector_cycles(ctx.target, m * n)
         p["VECTOR"] += c * vec
         if shape.out_onchip:
             p["VECTOR"] += c * _dma(ctx, "UB_L1", m * n)
@@ -277,7 +290,10 @@ def _tile_pipes(
             p["MTE3"] += c * _dma(ctx, "TIER_DDR", m * n)
             out_bytes += c * m * n * eb
         dmas += c * (1 + int(shape.residual))
-        if shape.bias:
+        if plan.cube_bias:  # ones -> L0A, bias -> L0B, a k = 1 mmad
+            p["MTE1"] += c * (_dma(ctx, "L1_L0", m) + _dma(ctx, "L1_L0", n))
+            p["CUBE"] += c * mmad_cycles(ctx.target, m, n, 1)
+        elif shape.bias:
             p["MTE1"] += c * _dma(ctx, "L1_UB", n * shape.bias_elems)
         if shape.residual and shape.res_onchip:
             p["MTE1"] += c * _dma(ctx, "L1_UB", m * n)
@@ -329,7 +345,8 @@ def choose_blocking(
             if count > 1 and len(blocks) == len(m_blocks(t, count // 2)):
                 continue  # no fewer blocks than half as many tiles each
             for plan in _plans(ctx, shape, t, count, blocks):
-                scored.append((block_cost(ctx, shape, plan, blocks), plan, blocks))
+                for bias_plan in (plan, replace(plan, cube_bias=True))[: 1 + shape.float_bias]:
+                    scored.append((block_cost(ctx, shape, bias_plan, blocks), bias_plan, blocks))
     if not scored:
         raise AssertionError("no blocking fits although its one-tile blocking does")
     # NOTE: cycles are an estimate: within its tolerance the fewest DDR bytes win (min keeps
@@ -586,6 +603,48 @@ class _Nest:
             for k0, kt, n0, nt in pieces
         }
 
+    @property
+    def cube_bias(self) -> bool:
+        """Whether the accumulators start as the bias (a float layer's; `bias_into`)."""
+        return self.plan.cube_bias
+
+    def ones(self, block: MBlock) -> BufRef | None:
+        """With `cube_bias`, an L1 vector of 1.0 as long as `block`'s longest tile (filled in
+        UB); else None."""
+        if not self.cube_bias:
+            return None
+        bld, m = self.ctx.builder, max(tile.m for tile in block.tiles)
+        fill = bld.alloc("UB", m, f"{self.layer.name}.ones")
+        bld.emit(VFill(fill, (m,), (1,), 1.0))
+        ones = bld.alloc("L1", m, f"{self.layer.name}.ones")
+        bld.emit(Copy(ones, fill, (m,), (1,), (1,)))
+        bld.free(fill)
+        return ones
+
+    def bias_into(
+        self,
+        accs: list[BufRef],
+        tile: MTile,
+        cols: list[tuple[int, int]],
+        bias: L1Block | None,
+        ones: BufRef | None,
+    ) -> None:
+        """accs[j] += ones[tile.m x 1] @ bias[1 x cols[j]]: the bias added by the cube after
+        the products (a k = 1 mmad instead of a vector add per output tile; last, so that only
+        the tile's epilogue waits for the ones)."""
+        if ones is None:
+            return
+        assert bias is not None
+        bld, m = self.ctx.builder, tile.m
+        a0 = bld.alloc("L0A", m, f"{self.layer.name}.a1")
+        bld.emit(Copy(a0, ones, (m,), (1,), (1,)))
+        for acc, (n0, nt) in zip(accs, cols, strict=True):
+            b0 = bld.alloc("L0B", nt, f"{self.layer.name}.b1")
+            bld.emit(Copy(b0, bias.ref.at(n0 - bias.c0), (nt,), (1,), (1,)))
+            bld.emit(Mmad(acc, a0, b0, m, nt, 1, 1))
+            bld.free(b0)
+        bld.free(a0)
+
     def products(
         self,
         tile: MTile,
@@ -622,16 +681,20 @@ class _Nest:
         cols = [(w.c0 + n0, nt) for n0, nt in split(w.cols, t.n)]
         group = acc_group(self.ctx, t, len(cols))
         held = self.hold_b(w, len(block.tiles))
+        ones = self.ones(block)
         for tile in block.tiles:
             for g0 in range(0, len(cols), group):
                 part = cols[g0 : g0 + group]
                 accs = self.accs(tile, part)
                 res = [self.residual(tile, n0, nt) for n0, nt in part]
                 self.products(tile, x, w, part, accs, held)
+                self.bias_into(accs, tile, part, bias, ones)
                 for acc, (n0, nt), r in zip(accs, part, res, strict=True):
                     self.epilogue(acc, tile, n0, nt, bias, r)
         for b0 in held.values():
             self.ctx.builder.free(b0)
+        if ones is not None:
+            self.ctx.builder.free(ones)
 
     def output_block(self, block: MBlock, n0: int, nb: int, held_x: L1Block | None = None) -> None:
         """An output block accumulated over K blocks: per K block, W (and X, unless `held_x`
@@ -660,9 +723,13 @@ class _Nest:
             if held_x is None:
                 release(self.ctx, x)
             release(self.ctx, w)
+        ones = self.ones(block)
         for tile, tile_accs in zip(block.tiles, accs, strict=True):
+            self.bias_into(tile_accs, tile, cols, bias, ones)
             for acc, (c0, nt) in zip(tile_accs, cols, strict=True):
                 self.epilogue(acc, tile, c0, nt, bias)
+        if ones is not None:
+            bld.free(ones)
         if bias is not None:
             release(self.ctx, bias)
 
@@ -699,8 +766,9 @@ class _Nest:
         bias: L1Block | None,
         res: BufRef | None = None,
     ) -> None:
-        """L0C -> UB, + bias, the lowering's extra step, + residual (`res`, preloaded, or
-        loaded here), activation, store."""
+        """L0C -> UB (int8: requantized with the bias), the lowering's extra step, + residual
+        (`res`, preloaded, or loaded here), activation, store (a float bias is already in the
+        accumulator: `bias_into`)."""
         bld, layer = self.ctx.builder, self.layer
         m = tile.m
         ub = bld.alloc("UB", m * nt, f"{layer.name}.out")
@@ -709,7 +777,7 @@ class _Nest:
         else:
             bld.emit(Copy(ub, acc, (m * nt,), (1,), (1,)))
             bld.free(acc)
-        if bias is not None and self.io.requant is None:
+        if bias is not None and self.io.requant is None and not self.cube_bias:
             b = bld.alloc("UB", nt, "bias")
             bld.emit(Copy(b, bias.ref.at(n0 - bias.c0), (nt,), (1,), (1,)))
             bld.emit(VBinary("add", ub, ub, b, (m, nt), (nt, 1), (nt, 1), (0, 1)))

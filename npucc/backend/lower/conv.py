@@ -170,7 +170,7 @@ def lower_cube_conv(ctx: LowerContext, layer: Layer, one_unit: bool = False) -> 
     ub = 2 + activation_temps(layer.attrs)
     dims, m_options = (g.oh * g.ow, g.cog, k), _pixel_counts(ctx, g)
     tiles = fitting_tiles(ctx, layer, dims, l1_buffers, ub, taps, m_options)
-    ops = int(bool(bias) and not requant) + int(bool(residual)) + activation_ops(layer.attrs)
+    ops = int(bool(residual)) + activation_ops(layer.attrs)  # a float bias: on the cube
     onchip = (
         x_onchip,
         ctx.onchip(layer.outputs[0]) is not None,

@@ -139,7 +139,8 @@ def lower_pool(ctx: LowerContext, layer: Layer) -> None:
         tiles = _pool_tiles(ctx, layer, g, extra, sep)
         if tiles is not None:
             plans.append((sep, tiles))
-    sep, (tp, toh, tow) = min(plans, key=lambda p: _pool_cost(ctx, g, *p))
+    onchip = (ctx.onchip(layer.inputs[0]) is not None, ctx.onchip(layer.outputs[0]) is not None)
+    sep, (tp, toh, tow) = min(plans, key=lambda p: _pool_cost(ctx, g, p[0], p[1], onchip))
     for p0, pl in split(g.planes, tp):
         for oh0, ohl in split(g.oh, toh):
             for ow0, owl in split(g.ow, tow):
@@ -147,10 +148,18 @@ def lower_pool(ctx: LowerContext, layer: Layer) -> None:
                 _pool_tile(ctx, layer, g, (scale, sep), (p0, pl, oh0, ohl, ow0, owl))
 
 
-def _pool_cost(ctx: LowerContext, g: PoolGeom, sep: bool, tiles: tuple[int, int, int]) -> int:
+def _pool_cost(
+    ctx: LowerContext,
+    g: PoolGeom,
+    sep: bool,
+    tiles: tuple[int, int, int],
+    onchip: tuple[bool, bool] = (False, False),
+) -> int:
     """Cycles of the busiest pipe of a pool in tiles of (planes, rows, cols), its window pooled
-    separably or not: its loads, vector ops and stores, tile by tile."""
+    separably or not: its loads, vector ops and stores, tile by tile (`onchip`: its input, its
+    output in L1: loaded L1 -> UB on MTE1, stored UB -> L1 on VECTOR)."""
     t, (tp, toh, tow) = ctx.target, tiles
+    load_path = "L1_UB" if onchip[0] else "DDR_UB"
     pipes = [0, 0, 0]
     for (_, pl), (_, ohl), (_, owl) in itertools.product(
         split(g.planes, tp), split(g.oh, toh), split(g.ow, tow)
@@ -161,9 +170,12 @@ def _pool_cost(ctx: LowerContext, g: PoolGeom, sep: bool, tiles: tuple[int, int,
             vec += (g.kh - 1) * vector_cycles(t, out)
         else:
             vec = vector_cycles(t, out * g.kh * g.kw)
-        pipes[0] += dma_cycles(t, "DDR_UB", pl * rows * g.cols(owl) * t.elem_bytes)
+        pipes[0] += dma_cycles(t, load_path, pl * rows * g.cols(owl) * t.elem_bytes)
         pipes[1] += vec
-        pipes[2] += dma_cycles(t, "TIER_DDR", out * t.elem_bytes)
+        if onchip[1]:
+            pipes[1] += dma_cycles(t, "UB_L1", out * t.elem_bytes)
+        else:
+            pipes[2] += dma_cycles(t, "TIER_DDR", out * t.elem_bytes)
     return max(pipes)
 
 
