@@ -203,7 +203,7 @@ def _replay(
     cycles = [v.cycles for v in nodes]
     pipes = [v.pipe for v in nodes]
     timed: tuple[list[int], list[int], dict[Hashable, int]] = ([0] * total, [0] * total, {})
-    step = total if makespan is None else max(MIN_CHUNK, -(-total // CHUNKS))
+    step = max(total, 1) if makespan is None else max(MIN_CHUNK, -(-total // CHUNKS))
     for lo in range(0, total, step):
         piece = order[lo : lo + step]
         for i, v in enumerate(piece, lo):
