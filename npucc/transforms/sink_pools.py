@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from npucc.frontend.graph_edit import fresh_layer_name, fresh_name, single_user
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.passes import CompileContext, GraphPass
+from npucc.transforms.fuse_residual import ACT_ATTRS
 
 PER_CHANNEL_POOLS = ("maxpool", "avgpool", "globalmaxpool", "globalavgpool")
 MONOTONE_ACTS = ("relu", "clip")  # non-decreasing: they commute with a max
-ACT_ATTRS = ("act", "act_min", "act_max")
 
 
 def _concat_under(g: Graph, pool: Layer) -> Layer | None:

@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from npucc.frontend.graph_edit import add_const, const, fresh_layer_name, fresh_name, single_user
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.passes import CompileContext, GraphPass
-
-ACT_ATTRS = ("act", "act_min", "act_max")
+from npucc.transforms.fuse_residual import ACT_ATTRS
 
 
 def _concat_of(g: Graph, conv: Layer) -> Layer | None:
