@@ -3,12 +3,13 @@
 A group with few input channels (a depthwise conv has one) cannot fill the cube's fractals:
 on the cube it pays a whole n0 x k0 fractal per few MACs and a DMA round trip per group. The
 vector lowering instead takes a tile of whole groups: per image and block of groups its
-weights [block channels, cg*kh*kw] and bias go DDR -> UB once; per band of output rows x
-columns the padded input window goes DDR -> UB in one copy, and each tap (ci, ki, kj) adds
-window-view x weight into the accumulator with one `mla` (the window read at the conv's
-strides, the weight broadcast over pixels by stride 0, the input channel over a group's
-output channels by stride 0); then bias, the fused activation and one store. It executes the
-model's MACs exactly, on the model's weights.
+weights [block channels, cg*kh*kw] go DDR -> UB once (its bias DDR -> L1); per band of output
+rows x columns the padded input window goes DDR -> UB in one copy, the accumulator starts as
+the bias broadcast over the band's pixels (an L1 -> UB copy on MTE1, which a depthwise conv
+leaves idle, instead of a vector add), and each tap (ci, ki, kj) adds window-view x weight
+into it with one `mla` (the window read at the conv's strides, the weight broadcast over
+pixels by stride 0, the input channel over a group's output channels by stride 0); then the
+fused activation and one store. It executes the model's MACs exactly, on the model's weights.
 
 `prefers_vector` chooses between it and the cube lowering (conv.py) by one cost: the busiest
 pipe's cycles of the instructions each lowering emits for the layer (a trial lowering priced
@@ -161,7 +162,7 @@ def _all_consts(
     k = g.cg * g.taps
     wts = bld.alloc("UB", g.co * k, f"{layer.name}.w")
     bld.emit(Copy(wts, ctx.ddr(layer.inputs[1]), (g.co * k,), (1,), (1,)))
-    b = bld.alloc("UB", g.co, f"{layer.name}.bias") if bias else None
+    b = bld.alloc("L1", g.co, f"{layer.name}.bias") if bias else None
     if b is not None:
         bld.emit(Copy(b, ctx.ddr(bias), (g.co,), (1,), (1,)))
     views: Consts = {}
@@ -215,7 +216,7 @@ def _load(
         k = g.cg * g.taps
         wts = bld.alloc("UB", cb * k, f"{layer.name}.w")
         bld.emit(Copy(wts, ctx.ddr(layer.inputs[1]).at(co0 * k), (cb * k,), (1,), (1,)))
-        b = bld.alloc("UB", cb, f"{layer.name}.bias") if bias else None
+        b = bld.alloc("L1", cb, f"{layer.name}.bias") if bias else None
         if b is not None:
             bld.emit(Copy(b, ctx.ddr(bias).at(co0), (cb,), (1,), (1,)))
         consts[(n, g0, gl)] = (wts, b)
@@ -251,7 +252,11 @@ def _taps(
     a_st = (g.cg * wr * wc, 0, g.sh * wc, g.sw)
     k = g.cg * g.taps
     b_st = (g.cog * k, k, 0, 0)
-    first = True
+    first = bias is None
+    if bias is not None:  # the accumulator starts as the bias: a broadcast on MTE1, not VECTOR
+        dst_st, src_st = (g.cog * pixels, pixels, 1), (g.cog, 1, 0)
+        cd, (ds, ss) = coalesce((gl, g.cog, pixels), dst_st, src_st)
+        bld.emit(Copy(acc, bias, cd, ds, ss))
     for c in range(g.cg):
         for ki in range(g.kh):
             for kj in range(g.kw):
@@ -261,8 +266,6 @@ def _taps(
                 bld.emit(VBinary("mul" if first else "mla", acc, a, w, cd, ds, as_, bs))
                 first = False
     bld.free(win)
-    if bias is not None:
-        bld.emit(VBinary("add", acc, acc, bias, (cb, pixels), (pixels, 1), (pixels, 1), (1, 0)))
     apply_activation(ctx, acc, cb * pixels, layer.attrs)
     y = ctx.ddr(layer.outputs[0]).at(((n * g.co + g0 * g.cog) * g.oh + r0) * g.ow + q0)
     bld.emit(Copy(y, acc, (cb, rows, cols), (g.oh * g.ow, g.ow, 1), (pixels, cols, 1)))
