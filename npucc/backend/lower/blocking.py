@@ -578,7 +578,7 @@ class _Nest:
     def folds(self, bias: L1Block | None) -> bool:
         """Whether the accumulators start as the bias (a float product with a bias; an int8
         one's bias is part of its requant records)."""
-        return bias is not None and self.io.requant is None and self.plan.bias_mmad
+        return bias is not None and self.plan.bias_mmad
 
     def load_w(self, n0: int, nb: int, k0: int, kb: int) -> L1Block:
         """W[k0:k0+kb, n0:n0+nb] into an L1 block (row-major); of W held in L1 (a cascaded
@@ -751,7 +751,7 @@ class _Nest:
         else:
             bld.emit(Copy(ub, acc, (m * nt,), (1,), (1,)))
             bld.free(acc)
-        if bias is not None and self.io.requant is None and not self.folds(bias):
+        if bias is not None and not self.folds(bias):
             b = bld.alloc("UB", nt, "bias")
             bld.emit(Copy(b, bias.ref.at(n0 - bias.c0), (nt,), (1,), (1,)))
             bld.emit(VBinary("add", ub, ub, b, (m, nt), (nt, 1), (nt, 1), (0, 1)))
