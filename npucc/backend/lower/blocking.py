@@ -28,12 +28,12 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Protocol
 
 from npucc.backend.lower.context import LowerContext, apply_activation, largest, split
 from npucc.ir.graph import Layer
-from npucc.ir.isa import REQUANT_BYTES, BufRef, Copy, DdrRef, Mmad, Requant, VBinary, VFill
+from npucc.ir.isa import REQUANT_BYTES, BufRef, Copy, DdrRef, Mmad, Requant, VBinary
 from npucc.target.cost import ddr_bound, dma_cycles, mmad_cycles, vector_cycles
 
 ORDERS = ("ws", "is", "os")
@@ -159,7 +159,6 @@ class Blocking:
     nb: int
     kb: int
     chunks: int = 1
-    bias_mmad: bool = False  # a float bias as the accumulators' start (`_bias_on_cube`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,8 +267,7 @@ def _tile_pipes(
         for k, ck in _pieces(shape.k, t.k):
             p["CUBE"] += c * ck * mmad_cycles(ctx.target, m, n, k)
             p["MTE1"] += c * ck * _dma(ctx, "L1_L0", k * n)
-        ops = shape.vector_ops - int(plan.bias_mmad)
-        vec = _dma(ctx, "L0C_UB", m * n) + ops * vector_cycles(ctx.target, m * n)
+        vec = _dma(ctx, "L0C_UB", m * n) + shape.vector_ops * vector_cycles(ctx.target, m * n)
         p["VECTOR"] += c * vec
         if shape.out_onchip:
             p["VECTOR"] += c * _dma(ctx, "UB_L1", m * n)
@@ -277,10 +275,7 @@ def _tile_pipes(
             p["MTE3"] += c * _dma(ctx, "TIER_DDR", m * n)
             out_bytes += c * m * n * eb
         dmas += c * (1 + int(shape.residual))
-        if plan.bias_mmad:
-            p["CUBE"] += c * mmad_cycles(ctx.target, m, n, 1)
-            p["MTE1"] += c * (_dma(ctx, "L1_L0", m) + _dma(ctx, "L1_L0", n))
-        elif shape.bias:
+        if shape.bias:
             p["MTE1"] += c * _dma(ctx, "L1_UB", n * shape.bias_elems)
         if shape.residual and shape.res_onchip:
             p["MTE1"] += c * _dma(ctx, "L1_UB", m * n)
@@ -320,7 +315,6 @@ def choose_blocking(
             if count > 1 and len(blocks) == len(m_blocks(t, count // 2)):
                 continue  # no fewer blocks than half as many tiles each
             for plan in _plans(ctx, shape, t, count, blocks):
-                plan = _bias_on_cube(ctx, shape, plan, blocks)
                 scored.append((block_cost(ctx, shape, plan, blocks), plan, blocks))
     if not scored:
         raise AssertionError("no blocking fits although its one-tile blocking does")
@@ -330,25 +324,6 @@ def choose_blocking(
     near = [s for s in scored if s[0][0] * CYCLE_TOLERANCE <= least * (CYCLE_TOLERANCE + 1)]
     _, plan, blocks = min(near, key=lambda s: (s[0][1], s[0][2], s[0][0]))
     return plan, blocks
-
-
-def _bias_on_cube(
-    ctx: LowerContext, shape: CubeShape, plan: Blocking, blocks: list[MBlock]
-) -> Blocking:
-    """`plan` with a float bias as its accumulators' start (`bias_mmad`: one k = 1 mmad per
-    output tile instead of a vector add) when `block_cost` says that takes fewer cycles.
-
-    NOTE: measured (bench/roofline.py): always on the cube, MobileNet v2 1,069,748 ->
-    1,047,893 cycles but ResNet-50 3,615,481 -> 3,730,416 and Inception v1 1,545,342 ->
-    1,615,879 (their convs are bound by the cube); whenever it lowers the larger of the
-    cube's and the vector unit's cycles, Inception v1 1,548,854 (its MTE3-bound 1x1 conv n4
-    then delays the cube-bound 3x3 conv after it)."""
-    if not shape.bias or shape.bias_elems != 1:
-        return plan
-    on = replace(plan, bias_mmad=True)
-    if block_cost(ctx, shape, on, blocks)[0] < block_cost(ctx, shape, plan, blocks)[0]:
-        return on
-    return plan
 
 
 def _plans(
@@ -511,7 +486,6 @@ def emit_blocked(
             for n0, nb in n_blocks:
                 ctx.next_tile()
                 nest.output_block(block, n0, nb)
-    nest.close()
 
 
 def emit_staged(
@@ -526,9 +500,7 @@ def emit_staged(
 ) -> None:
     """The `ws` product of one M block whose X, W (all of K and N) and bias blocks the caller
     has staged in L1 (`staged`: views of buffers it frees itself)."""
-    nest = _Nest(ctx, layer, plan, ops, io, k)
-    nest.full_k(block, *staged)
-    nest.close()
+    _Nest(ctx, layer, plan, ops, io, k).full_k(block, *staged)
 
 
 def _chunks(items: list, count: int) -> list[list]:
@@ -547,38 +519,6 @@ class _Nest:
     ops: CubeOps
     io: CubeIo
     k: int
-    ones: BufRef | None = None  # L1: a tile's column of ones, the A of the bias's mmad
-
-    def close(self) -> None:
-        """Free the nest's own buffers."""
-        if self.ones is not None:
-            self.ctx.builder.free(self.ones)
-            self.ones = None
-
-    def bias_mmad(self, acc: BufRef, tile: MTile, bias: L1Block, n0: int, nt: int) -> None:
-        """acc = ones[m, 1] @ bias[1, nt]: the accumulator starts as the bias (a float
-        product's; one mmad on the cube instead of a vector add per output tile). The ones
-        are filled once in UB and kept in L1; each mmad stages them and the bias row in L0."""
-        bld, m = self.ctx.builder, tile.m
-        if self.ones is None:
-            most = self.plan.tiles.m
-            fill = bld.alloc("UB", most, "ones")
-            bld.emit(VFill(fill, (most,), (1,), 1.0))
-            self.ones = bld.alloc("L1", most, f"{self.layer.name}.ones")
-            bld.emit(Copy(self.ones, fill, (most,), (1,), (1,)))
-            bld.free(fill)
-        a0 = bld.alloc("L0A", m, "ones")
-        bld.emit(Copy(a0, self.ones, (m,), (1,), (1,)))
-        b0 = bld.alloc("L0B", nt, "bias")
-        bld.emit(Copy(b0, bias.ref.at(n0 - bias.c0), (nt,), (1,), (1,)))
-        bld.emit(Mmad(acc, a0, b0, m, nt, 1, 0))
-        bld.free(a0)
-        bld.free(b0)
-
-    def folds(self, bias: L1Block | None) -> bool:
-        """Whether the accumulators start as the bias (a float product with a bias; an int8
-        one's bias is part of its requant records)."""
-        return bias is not None and self.plan.bias_mmad
 
     def load_w(self, n0: int, nb: int, k0: int, kb: int) -> L1Block:
         """W[k0:k0+kb, n0:n0+nb] into an L1 block (row-major); of W held in L1 (a cascaded
@@ -640,23 +580,18 @@ class _Nest:
         cols: list[tuple[int, int]],
         accs: list[BufRef],
         held: dict[tuple[int, int], BufRef],
-        bias: L1Block | None,
     ) -> None:
         """accs[j] (+)= X[tile, W's K block] @ W[K block, cols[j]]: per L0 K tile, the A tile
         staged once for all the columns, one B tile (`held`'s, or staged here) and one mmad
-        per column; a float product's accumulators start as the bias (`bias_mmad`)."""
+        per column."""
         bld = self.ctx.builder
-        first = 1 if self.folds(bias) else 0
-        if w.r0 == 0 and bias is not None and first:
-            for acc, (n0, nt) in zip(accs, cols, strict=True):
-                self.bias_mmad(acc, tile, bias, n0, nt)
         for k0, kt in split(w.rows, self.plan.tiles.k):
             k_abs = w.r0 + k0
             a0 = self.ops.stage_a(x, tile, k_abs, kt)
             for acc, (n0, nt) in zip(accs, cols, strict=True):
                 kept = held.get((k_abs, n0))
                 b0 = kept if kept is not None else self.stage_b(w, k_abs, kt, n0, nt)
-                bld.emit(Mmad(acc, a0, b0, tile.m, nt, kt, first if k_abs == 0 else 1))
+                bld.emit(Mmad(acc, a0, b0, tile.m, nt, kt, 0 if k_abs == 0 else 1))
                 if kept is None:
                     bld.free(b0)
             bld.free(a0)
@@ -678,7 +613,7 @@ class _Nest:
                 part = cols[g0 : g0 + group]
                 accs = self.accs(tile, part)
                 res = [self.residual(tile, n0, nt) for n0, nt in part]
-                self.products(tile, x, w, part, accs, held, bias)
+                self.products(tile, x, w, part, accs, held)
                 for acc, (n0, nt), r in zip(accs, part, res, strict=True):
                     self.epilogue(acc, tile, n0, nt, bias, r)
         for b0 in held.values():
@@ -696,7 +631,7 @@ class _Nest:
             w = self.load_w(n0, nb, k0, kb)
             held = self.hold_b(w, len(block.tiles))
             for tile, tile_accs in zip(block.tiles, accs, strict=True):
-                self.products(tile, x, w, cols, tile_accs, held, bias)
+                self.products(tile, x, w, cols, tile_accs, held)
             for b0 in held.values():
                 bld.free(b0)
             if held_x is None:
@@ -751,7 +686,7 @@ class _Nest:
         else:
             bld.emit(Copy(ub, acc, (m * nt,), (1,), (1,)))
             bld.free(acc)
-        if bias is not None and not self.folds(bias):
+        if bias is not None and self.io.requant is None:
             b = bld.alloc("UB", nt, "bias")
             bld.emit(Copy(b, bias.ref.at(n0 - bias.c0), (nt,), (1,), (1,)))
             bld.emit(VBinary("add", ub, ub, b, (m, nt), (nt, 1), (nt, 1), (0, 1)))
