@@ -3,12 +3,13 @@
 A group with few input channels (a depthwise conv has one) cannot fill the cube's fractals:
 on the cube it pays a whole n0 x k0 fractal per few MACs and a DMA round trip per group. The
 vector lowering instead takes a tile of whole groups: per image and block of groups its
-weights [block channels, cg*kh*kw] and bias go DDR -> UB once; per band of output rows x
-columns the padded input window goes DDR -> UB in one copy, and each tap (ci, ki, kj) adds
-window-view x weight into the accumulator with one `mla` (the window read at the conv's
-strides, the weight broadcast over pixels by stride 0, the input channel over a group's
-output channels by stride 0); then bias, the fused activation and one store. It executes the
-model's MACs exactly, on the model's weights.
+weights [block channels, cg*kh*kw] go DDR -> UB once (its bias DDR -> L1); per band of output
+rows x columns the padded input window goes DDR -> UB in one copy, the accumulator starts as
+the bias broadcast over the band's pixels (an L1 -> UB copy on MTE1, which a depthwise conv
+leaves idle, instead of a vector add), and each tap (ci, ki, kj) adds window-view x weight
+into it with one `mla` (the window read at the conv's strides, the weight broadcast over
+pixels by stride 0, the input channel over a group's output channels by stride 0); then the
+fused activation and one store. It executes the model's MACs exactly, on the model's weights.
 
 `prefers_vector` chooses between it and the cube lowering (conv.py) by one cost: the busiest
 pipe's cycles of the instructions each lowering emits for the layer (a trial lowering priced
@@ -28,12 +29,14 @@ from npucc.backend.lower.context import (
     split,
 )
 from npucc.backend.lower.conv_geom import ConvGeom, conv_geometry
+from npucc.backend.lower.dwcube import CubeShare, cube_plan
 from npucc.backend.lower.layout import budget, coalesce, fill_window
 from npucc.errors import NpuccError
 from npucc.ir.graph import Layer
 from npucc.ir.isa import BufRef, Copy, VBinary
 from npucc.ir.program import TiledProgram
 from npucc.ir.tiled import TileGraph
+from npucc.target.timing import in_order
 
 # a tile holds at most 2/3 of the UB share (TILE_SHARE): the pipelined lowering keeps two
 # windows and two accumulators live (the next band's load, the store of the last), and coldest
@@ -41,6 +44,7 @@ from npucc.ir.tiled import TileGraph
 # share, DLR's coldest fit spilled 18 times (201,600 B) and DAN fell back to first fit, 1.746 M
 # cycles; at 2/3, no spills and 1.314 M (the unpipelined lowering: 1.479 M)
 PIPELINE_SHARE = (2, 3)
+CUBE_FRACTIONS = (0.25, 0.375, 0.5, 0.625)  # shares of a depthwise conv's channels tried
 
 
 def _ub_elems(g: ConvGeom, groups: int, rows: int, cols: int) -> int:
@@ -92,14 +96,34 @@ def prefers_vector(ctx: LowerContext, layer: Layer, cube_unit: Lowering) -> bool
         cube_cycles = pipe_bound(ctx, layer, cube_unit) * g.n * g.group
     except NpuccError:  # the cube lowering does not fit: the vector's does
         return True
-    return pipe_bound(ctx, layer, lower_vector_conv) < cube_cycles
+    return pipe_bound(ctx, layer, lower_vector_only) < cube_cycles
 
 
 def pipe_bound(ctx: LowerContext, layer: Layer, lower: Lowering) -> int:
-    """The cost of a lowering: the busiest pipe's cycles of the instructions it emits.
+    """The cost of a lowering: the busiest pipe's cycles of the instructions it emits."""
+    busy: dict[str, int] = {}
+    for node in _trial(ctx, layer, lower).nodes:
+        if node.pipe is not None:
+            busy[node.pipe] = busy.get(node.pipe, 0) + node.cycles
+    return max(busy.values(), default=0)
 
-    NOTE: a trial on one scratch core (its own program, so nothing of it reaches the output);
-    every node's cycles are `ir.isa_cost.instr_cycles`, target/cost.py's formulas.
+
+def flow_bound(ctx: LowerContext, layer: Layer, lower: Lowering) -> int:
+    """The cycles of a lowering's nodes run in order on in-order pipes, each as soon as its
+    pipe and its predecessors allow (`target.timing.in_order`: DMA latencies on the critical
+    path count, which the busiest pipe alone does not see)."""
+    graph = _trial(ctx, layer, lower)
+    nodes = graph.nodes
+    cycles, pipes = [v.cycles for v in nodes], [v.pipe for v in nodes]
+    _, finish = in_order(range(len(nodes)), cycles, pipes, graph.preds)
+    return max(finish, default=0)
+
+
+def _trial(ctx: LowerContext, layer: Layer, lower: Lowering) -> TileGraph:
+    """The nodes a lowering emits for the layer, on one scratch core.
+
+    NOTE: a trial on its own program, so nothing of it reaches the output; every node's cycles
+    are `ir.isa_cost.instr_cycles`, target/cost.py's formulas.
     """
     graph = TileGraph("trial")
     program = TiledProgram(ctx.graph.name, ctx.target)
@@ -107,15 +131,40 @@ def pipe_bound(ctx: LowerContext, layer: Layer, lower: Lowering) -> int:
     trial = LowerContext(ctx.graph, program, builder, ctx.target, reserved=ctx.reserved)
     trial.begin_layer((0,))
     lower(trial, layer)
-    busy: dict[str, int] = {}
-    for node in graph.nodes:
-        if node.pipe is not None:
-            busy[node.pipe] = busy.get(node.pipe, 0) + node.cycles
-    return max(busy.values(), default=0)
+    return graph
 
 
 def lower_vector_conv(ctx: LowerContext, layer: Layer) -> None:
-    """Tiles of (image, block of groups), each over bands of output rows x columns.
+    """A low-reuse grouped conv on the vector unit, a share of a depthwise conv's channels on
+    the cube (dwcube.py): of the splits tried, the one of least `flow_bound`."""
+    g = conv_geometry(ctx, layer)
+    best = 0
+    if g.cg == g.cog == 1 and ctx.target.cores == 1 and g.group > 1:
+        cost = flow_bound(ctx, layer, lower_vector_only)
+        for frac in CUBE_FRACTIONS:
+            c = flow_bound(ctx, layer, _cube_lowering(int(g.group * frac)))
+            if c < cost:
+                best, cost = int(g.group * frac), c
+    _lower_split(ctx, layer, best)
+
+
+def _cube_lowering(channels: int) -> Lowering:
+    """The lowering with `channels` channels on the cube."""
+
+    def lower(ctx: LowerContext, layer: Layer) -> None:
+        _lower_split(ctx, layer, channels)
+
+    return lower
+
+
+def lower_vector_only(ctx: LowerContext, layer: Layer) -> None:
+    """Every group on the vector unit."""
+    _lower_split(ctx, layer, 0)
+
+
+def _lower_split(ctx: LowerContext, layer: Layer, cube_channels: int) -> None:
+    """Tiles of (image, block of groups), each over bands of output rows x columns; the first
+    `cube_channels` channels (a depthwise conv's) on the cube, interleaved with them.
 
     NOTE: software-pipelined: the next band's window (and, at a new block, its weights) is
     loaded before the current band's taps, so that in the pipes' in-order queues its fill and
@@ -128,8 +177,11 @@ def lower_vector_conv(ctx: LowerContext, layer: Layer) -> None:
     """
     g = conv_geometry(ctx, layer)
     groups_t, rows_t, cols_t = vector_tiles(ctx, layer, g)
+    plan = cube_plan(ctx, g, cube_channels, budget(ctx, layer, "UB") // 8)
+    c0 = 0 if plan is None else plan.channels
+    cube = None if plan is None else CubeShare(ctx, layer, g, plan)
     bias = layer.inputs[2] if len(layer.inputs) > 2 and layer.inputs[2] else ""
-    blocks = [(n, g0, gl) for n in range(g.n) for g0, gl in split(g.group, groups_t)]
+    blocks = [(n, c0 + g0, gl) for n in range(g.n) for g0, gl in split(g.group - c0, groups_t)]
     rows, cols = split(g.oh, rows_t), split(g.ow, cols_t)
     bands = [(r0, nr, q0, nc) for r0, nr in rows for q0, nc in cols]
     on_core: dict[int, list[tuple[int, int, int]]] = {}
@@ -140,11 +192,13 @@ def lower_vector_conv(ctx: LowerContext, layer: Layer) -> None:
         (core,) = on_core
         ctx.builder.current = core
         items = [(b, band) for n in range(g.n) for band in bands for b in blocks if b[0] == n]
-        _pipeline(ctx, layer, g, items, bias, _all_consts(ctx, layer, g, bias, blocks))
+        held = _all_consts(ctx, layer, g, bias, blocks)
+        _pipeline(ctx, layer, g, items, bias, held, cube)
         return
     for core, mine in on_core.items():
         ctx.builder.current = core
-        _pipeline(ctx, layer, g, [(block, band) for block in mine for band in bands], bias)
+        items = [(block, band) for block in mine for band in bands]
+        _pipeline(ctx, layer, g, items, bias, cube=cube)
 
 
 Item = tuple[tuple[int, int, int], tuple[int, int, int, int]]  # (image, g0, groups), band
@@ -161,7 +215,7 @@ def _all_consts(
     k = g.cg * g.taps
     wts = bld.alloc("UB", g.co * k, f"{layer.name}.w")
     bld.emit(Copy(wts, ctx.ddr(layer.inputs[1]), (g.co * k,), (1,), (1,)))
-    b = bld.alloc("UB", g.co, f"{layer.name}.bias") if bias else None
+    b = bld.alloc("L1", g.co, f"{layer.name}.bias") if bias else None
     if b is not None:
         bld.emit(Copy(b, ctx.ddr(bias), (g.co,), (1,), (1,)))
     views: Consts = {}
@@ -178,10 +232,11 @@ def _pipeline(
     items: list[Item],
     bias: str,
     held: tuple[Consts, list[BufRef]] | None = None,
+    cube: CubeShare | None = None,
 ) -> None:
     """One core's bands in order, each band's window loaded before the previous band's taps;
     a block's weights loaded with its first band and freed after its last (unless `held`:
-    every block's, loaded before and freed after all)."""
+    every block's, loaded before and freed after all); the cube's units spread among them."""
     consts: Consts = {} if held is None else dict(held[0])
     ready = _load(ctx, layer, g, items[0], bias, consts)
     for i, (block, band) in enumerate(items):
@@ -189,6 +244,8 @@ def _pipeline(
         if i + 1 < len(items):
             ready = _load(ctx, layer, g, items[i + 1], bias, consts)
         _taps(ctx, layer, g, block, band, win, consts[block])
+        if cube is not None:
+            cube.emit_until((i + 1) / len(items))
         if held is None and (i + 1 == len(items) or items[i + 1][0] != block):
             wts, b = consts.pop(block)
             if b is not None:
@@ -215,7 +272,7 @@ def _load(
         k = g.cg * g.taps
         wts = bld.alloc("UB", cb * k, f"{layer.name}.w")
         bld.emit(Copy(wts, ctx.ddr(layer.inputs[1]).at(co0 * k), (cb * k,), (1,), (1,)))
-        b = bld.alloc("UB", cb, f"{layer.name}.bias") if bias else None
+        b = bld.alloc("L1", cb, f"{layer.name}.bias") if bias else None
         if b is not None:
             bld.emit(Copy(b, ctx.ddr(bias).at(co0), (cb,), (1,), (1,)))
         consts[(n, g0, gl)] = (wts, b)
@@ -251,7 +308,11 @@ def _taps(
     a_st = (g.cg * wr * wc, 0, g.sh * wc, g.sw)
     k = g.cg * g.taps
     b_st = (g.cog * k, k, 0, 0)
-    first = True
+    first = bias is None
+    if bias is not None:  # the accumulator starts as the bias: a broadcast on MTE1, not VECTOR
+        dst_st, src_st = (g.cog * pixels, pixels, 1), (g.cog, 1, 0)
+        cd, (ds, ss) = coalesce((gl, g.cog, pixels), dst_st, src_st)
+        bld.emit(Copy(acc, bias, cd, ds, ss))
     for c in range(g.cg):
         for ki in range(g.kh):
             for kj in range(g.kw):
@@ -261,8 +322,6 @@ def _taps(
                 bld.emit(VBinary("mul" if first else "mla", acc, a, w, cd, ds, as_, bs))
                 first = False
     bld.free(win)
-    if bias is not None:
-        bld.emit(VBinary("add", acc, acc, bias, (cb, pixels), (pixels, 1), (pixels, 1), (1, 0)))
     apply_activation(ctx, acc, cb * pixels, layer.attrs)
     y = ctx.ddr(layer.outputs[0]).at(((n * g.co + g0 * g.cog) * g.oh + r0) * g.ow + q0)
     bld.emit(Copy(y, acc, (cb, rows, cols), (g.oh * g.ow, g.ow, 1), (pixels, cols, 1)))
