@@ -57,6 +57,9 @@ def frontend_passes(input_shapes: InputShapes | None = None, fallback: str = "er
 def import_model(
     model_or_path: ModelSource, input_shapes: InputShapes | None = None, fallback: str = "error"
 ) -> Graph:
-    """Run the whole graph-level pipeline: load, check, import, canonicalise and rewrite."""
+    """Run the whole graph-level pipeline: load, check, import, canonicalise and rewrite,
+    for no particular target: without fuse-shortcut, a one-core decision (HyperCut's mesh
+    plans and `npucc inspect` read this graph)."""
     ctx = CompileContext(load_target(DEFAULT_TARGET))
-    return PassManager(frontend_passes(input_shapes, fallback)).run(model_or_path, ctx)
+    passes = [p for p in frontend_passes(input_shapes, fallback) if not isinstance(p, FuseShortcut)]
+    return PassManager(passes).run(model_or_path, ctx)

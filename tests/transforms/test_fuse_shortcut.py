@@ -11,6 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import npucc
 from npucc.target import load_target
+from npucc.transforms.graph_pipeline import import_model
 
 RNG = np.random.default_rng(3)
 
@@ -80,6 +81,12 @@ def test_a_projection_shortcut_is_more_k_of_the_last_conv(stride):
     out = 256 * (40 // stride) ** 2 * 4
     # NOTE: less the fused conv's first image, which no longer stays in L1 (51 KB, twice)
     assert roof_fused["ddr_bytes"] < roof_kept["ddr_bytes"] - out
+
+
+def test_the_target_neutral_graph_keeps_its_shortcut_conv():
+    # import_model is what HyperCut plans meshes on: no one-core rewrite
+    graph = import_model(_bottleneck(64, 32, 256, 40, 1))
+    assert sum(layer.op == "conv2d" for layer in graph.layers) == 4
 
 
 def test_a_shortcut_that_can_stay_in_l1_or_on_a_mesh_is_kept():
