@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from npucc.frontend.graph_edit import fresh_layer_name, fresh_name, single_user
+from npucc.frontend.graph_edit import fresh_layer_name, fresh_name, merged_src, single_user
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.passes import CompileContext, GraphPass
 from npucc.transforms.fuse_residual import ACT_ATTRS
@@ -105,6 +105,9 @@ class SinkPools(GraphPass):
                 for name in ACT_ATTRS:
                     if name in producer.attrs:
                         pool.attrs[name] = producer.attrs.pop(name)
+                # NOTE: the fused activation's ONNX nodes are not told apart from the
+                # producer's, so the pool's provenance takes all of them (debug map)
+                pool.src = merged_src(pool, producer)
                 acts += 1
         ctx.stats["sink-pools.sunk"] = sunk
         ctx.stats["sink-pools.acts"] = acts

@@ -43,7 +43,8 @@ def compiled(tmp_path_factory):
 
 def test_a_fused_node_maps_both_onnx_nodes_to_one_layer(compiled):
     _, data, _ = compiled
-    assert data["nodes"]["conv"]["layers"] == data["nodes"]["relu"]["layers"] == ["conv"]
+    # conv and relu fuse into layer conv; the relu is then applied by the max pool
+    assert data["nodes"]["conv"]["layers"] == data["nodes"]["relu"]["layers"] == ["conv", "pool"]
     assert data["layers"]["conv"]["sources"] == ["conv", "relu"]
     assert data["layers"]["conv"]["op"] == "conv2d"
     assert data["nodes"]["same"] == {"op": "Identity", "layers": [], "status": "folded"}
@@ -55,10 +56,12 @@ def test_a_stream_line_traces_back_to_its_onnx_node(compiled):
     lines = program.stream.splitlines()
     mmad = next(n for n, line in enumerate(lines, 1) if line.startswith("  CUBE mmad"))
     assert trace_line(data, mmad) == ("conv", ["conv", "relu"])
-    relu = next(n for n, line in enumerate(lines, 1) if "vunary op=relu" in line)
-    assert trace_line(data, relu)[1] == ["conv", "relu"]  # the fused activation's line
+    # the fused relu is sunk onto the max pool (sink-pools): its line is the pool's, and the
+    # pool's provenance takes the conv's nodes with it
+    relu = next(n for n, line in enumerate(lines, 1) if "op=relu" in line)
+    assert trace_line(data, relu) == ("pool", ["pool", "conv", "relu"])
     pool = next(n for n, line in enumerate(lines, 1) if "vreduce op=max" in line)
-    assert trace_line(data, pool) == ("pool", ["pool"])
+    assert trace_line(data, pool) == ("pool", ["pool", "conv", "relu"])
     assert trace_line(data, 1) is None  # the header
     # every line of a core block belongs to one layer; the runs cover exactly those lines
     body = {n for n, line in enumerate(lines, 1) if line.startswith("  ")}

@@ -78,7 +78,7 @@ def test_accumulators_past_l0c_share_pay_for_their_drain():
     # overlaps the next block's products; within half of a larger L0C it does
     shape = CubeShape(256, 1024, 1, 1, False, False, 1)
     blocks = [MBlock((MTile(0, 196),), 196)]
-    plan = Blocking("os", npucc.backend.lower.blocking.MatTiles(196, 64, 32), 1, 256, 128)
+    plan = Blocking("os", npucc.backend.lower.l0_tiles.MatTiles(196, 64, 32), 1, 256, 128)
     costs = []
     for l0c in (1 << 18, 1 << 19):
         ctx = LowerContext(None, None, None, TARGET.with_capacity(L0C=l0c))  # type: ignore[arg-type]
@@ -130,7 +130,7 @@ def test_fetching_the_weights_once_costs_less_than_once_per_band():
     ctx = LowerContext(None, None, None, TARGET)  # type: ignore[arg-type]
     shape = CubeShape(64, 576, 9, 1, False, False, 0)
     blocks = [MBlock((MTile(i * 128, 128),), 64 * 10) for i in range(16)]
-    tile = npucc.backend.lower.blocking.MatTiles(128, 64, 72)
+    tile = npucc.backend.lower.l0_tiles.MatTiles(128, 64, 72)
     once = block_cost(ctx, shape, Blocking("ws", tile, 1, 64, 576), blocks)
     per_band = block_cost(ctx, shape, Blocking("os", tile, 1, 64, 72), blocks)
     assert once[1] < per_band[1] and once[2] < per_band[2] and once <= per_band
@@ -180,7 +180,7 @@ def test_every_blocking_agrees_with_onnxruntime(l1, model, target):
 
 def test_the_cube_adds_a_bias_where_the_vector_unit_binds_and_not_where_the_cube_does():
     ctx = LowerContext(None, None, None, TARGET)  # type: ignore[arg-type]
-    tile = npucc.backend.lower.blocking.MatTiles(128, 64, 32)
+    tile = npucc.backend.lower.l0_tiles.MatTiles(128, 64, 32)
     blocks = [MBlock((MTile(i * 128, 128),), 64 * 10) for i in range(16)]
 
     def costs(k: int) -> tuple[int, int]:

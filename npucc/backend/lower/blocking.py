@@ -3,9 +3,9 @@
 A cube layer is a blocked matrix multiply out[M, N] = X[M, K] @ W[K, N] (a conv: M output
 pixels, K input channels x taps, N output channels). Its L0 tile (m_t, n_t, k_t: L1 -> L0A by
 img2col or a copy, L1 -> L0B, mmad into L0C) is one of the tiles whose buffers fit each tier's
-share (`fitting_tiles`); around it an L1 *block* of X (a band of pixels x a K block) and of W
-(a K block x an N block) is loaded from DDR once and reused by every L0 tile inside it. Loop
-orders (`Blocking.order`):
+share (`l0_tiles.fitting_tiles`); around it an L1 *block* of X (a band of pixels x a K block)
+and of W (a K block x an N block) is loaded from DDR once and reused by every L0 tile inside
+it. Loop orders (`Blocking.order`):
 
 - ``ws`` weight-stationary: a W block of all K stays in L1 while the X bands stream past it
   (with the whole N in one block the weights are fetched exactly once);
@@ -32,90 +32,13 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from npucc.backend.lower.context import LowerContext, apply_activation, largest, split
+from npucc.backend.lower.l0_tiles import MatTiles, candidates
 from npucc.ir.graph import Layer
 from npucc.ir.isa import REQUANT_BYTES, BufRef, Copy, DdrRef, Mmad, Requant, VBinary, VFill
 from npucc.target.cost import ddr_bound, dma_cycles, mmad_cycles, vector_cycles
 
 ORDERS = ("ws", "is", "os")
 CYCLE_TOLERANCE = 32  # plans within 1/32 of the fewest estimated cycles compete on DDR bytes
-
-
-@dataclass(frozen=True, slots=True)
-class MatTiles:
-    """Tile sizes of a tiled matrix multiply."""
-
-    m: int
-    n: int
-    k: int
-
-
-def _candidates(total: int, quantum: int = 1) -> list[int]:
-    """Tile-size candidates: powers of two times `quantum`, capped by `total`, plus `total`."""
-    out = {total}
-    size = quantum
-    while size < total:
-        out.add(size)
-        size *= 2
-    return sorted(out)
-
-
-L1Buffers = Callable[[int, int, int], tuple[int, ...]]
-
-
-def fitting_tiles(
-    ctx: LowerContext,
-    layer: Layer,
-    dims: tuple[int, int, int],
-    l1_buffers: L1Buffers,
-    ub_per_mn: int = 2,
-    k_quantum: int = 1,
-    m_options: list[int] | None = None,
-) -> list[MatTiles]:
-    """The L0 tiles (m_t, n_t, k_t) of an M x N x K product whose buffers fit every tier's share,
-    none of which another fitting tile contains.
-
-    `l1_buffers(m_t, n_t, k_t)` gives the elements of each L1 buffer of a one-tile block;
-    `ub_per_mn` is the number of m_t x n_t tiles the epilogue keeps in UB; K tiles are
-    multiples of `k_quantum` (a conv's taps per input channel). Tiles are multiples of the
-    cube's fractal (m0, n0, k0) where one fits, else any size down to 1 x 1 x k_quantum;
-    `m_options`, when given, are the M tile sizes a lowering emits (a conv's whole-row bands),
-    tried before the fractal fallback.
-    """
-    m, n, k = dims
-    cube = ctx.target.cube
-
-    def buffers(mt: int, nt: int, kt: int) -> dict[str, tuple[int, ...]]:
-        return {
-            "L0A": (mt * kt,),
-            "L0B": (kt * nt,),
-            "L0C": (mt * nt,),
-            "L1": l1_buffers(mt, nt, kt),
-            "UB": (mt * nt,) * ub_per_mn,
-        }
-
-    for m0, n0, k0 in ((cube.m0, cube.n0, cube.k0), (1, 1, 1)):
-        if k_quantum > 1:
-            k_options = [c * k_quantum for c in _candidates(k // k_quantum)]
-        else:
-            k_options = _candidates(k, k0)
-        ms = m_options if m_options and m0 > 1 else _candidates(m, m0)
-        fits = [
-            MatTiles(mt, nt, kt)
-            for mt, nt, kt in itertools.product(ms, _candidates(n, n0), k_options)
-            if all(ctx.share_fits(t, b) for t, b in buffers(mt, nt, kt).items())
-        ]
-        if fits:
-            return [t for t in fits if not any(_contains(o, t) for o in fits)]
-    # NOTE: every tier's need grows with each tile dimension, so the smallest tile is the one
-    # that fits if any does: the first tier it overflows is the one to name
-    smallest = buffers(1, 1, k_options[0])
-    tier = next(t for t, b in smallest.items() if not ctx.share_fits(t, b))
-    raise ctx.share_error(layer, tier, smallest[tier])
-
-
-def _contains(big: MatTiles, small: MatTiles) -> bool:
-    """True when `big` is another tile at least as large as `small` in every dimension."""
-    return big != small and big.m >= small.m and big.n >= small.n and big.k >= small.k
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,7 +272,7 @@ def choose_blocking(
     """
     scored: list[tuple[tuple[int, int, int], Blocking, list[MBlock]]] = []
     for t in tiles:
-        for count in _candidates(max_m_tiles):
+        for count in candidates(max_m_tiles):
             blocks = m_blocks(t, count)
             if count > 1 and len(blocks) == len(m_blocks(t, count // 2)):
                 continue  # no fewer blocks than half as many tiles each
@@ -379,22 +302,22 @@ def _plans(
         bias = (nb * shape.bias_elems,) if shape.bias else ()
         return ctx.share_fits("L1", (*x, kb * nb, *bias))
 
-    n_options = _candidates(shape.n, t.n)
+    n_options = candidates(shape.n, t.n)
     for nb in n_options:
         if not l1_fits(nb, shape.k):
             continue
         for order, inner in (("ws", len(blocks)), ("is", -(-shape.n // nb))):
-            for chunks in _candidates(inner) if cores > 1 else [1]:
+            for chunks in candidates(inner) if cores > 1 else [1]:
                 yield Blocking(order, t, count, nb, shape.k, chunks)
     for nb in n_options:
         accs = count * -(-nb // t.n)
         if not _l0c_fits(ctx, (t.m * t.n,) * accs):
             break
-        for kb in _candidates(shape.k, t.k):
+        for kb in candidates(shape.k, t.k):
             if kb < shape.k and l1_fits(nb, kb):
                 yield Blocking("os", t, count, nb, kb)
             if kb < shape.k and l1_fits(nb, kb, shape.k):  # X stationary, W in K blocks
-                for chunks in _candidates(-(-shape.n // nb)) if cores > 1 else [1]:
+                for chunks in candidates(-(-shape.n // nb)) if cores > 1 else [1]:
                     yield Blocking("is", t, count, nb, kb, chunks)
 
 

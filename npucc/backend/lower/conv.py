@@ -14,14 +14,12 @@ from npucc.backend.lower.blocking import (
     CubeShape,
     L1Block,
     MatOperand,
-    MatTiles,
     MBlock,
     MTile,
     OutView,
     choose_blocking,
     emit_blocked,
     emit_staged,
-    fitting_tiles,
     release,
 )
 from npucc.backend.lower.context import (
@@ -34,6 +32,7 @@ from npucc.backend.lower.context import (
 )
 from npucc.backend.lower.conv_geom import ConvGeom, conv_geometry, second_image
 from npucc.backend.lower.depthwise import lower_vector_conv, prefers_vector
+from npucc.backend.lower.l0_tiles import MatTiles, fitting_tiles
 from npucc.ir.graph import Layer
 from npucc.ir.isa import REQUANT_BYTES, BufRef, Copy, Img2Col
 

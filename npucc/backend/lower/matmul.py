@@ -14,13 +14,11 @@ from npucc.backend.lower.blocking import (
     CubeShape,
     L1Block,
     MatOperand,
-    MatTiles,
     MBlock,
     MTile,
     OutView,
     choose_blocking,
     emit_blocked,
-    fitting_tiles,
 )
 from npucc.backend.lower.context import (
     LowerContext,
@@ -30,6 +28,7 @@ from npucc.backend.lower.context import (
     quant_epilogue,
     split,
 )
+from npucc.backend.lower.l0_tiles import MatTiles, fitting_tiles
 from npucc.ir.graph import Layer, row_major_strides
 from npucc.ir.isa import REQUANT_BYTES, BufRef, Copy, DdrRef, VBinary, VUnary
 

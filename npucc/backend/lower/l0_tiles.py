@@ -1,0 +1,88 @@
+"""The L0 tiles of a cube layer: tile sizes (m_t, n_t, k_t) whose buffers fit every tier's share."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from npucc.backend.lower.context import LowerContext
+from npucc.ir.graph import Layer
+
+
+@dataclass(frozen=True, slots=True)
+class MatTiles:
+    """Tile sizes of a tiled matrix multiply."""
+
+    m: int
+    n: int
+    k: int
+
+
+def candidates(total: int, quantum: int = 1) -> list[int]:
+    """Tile-size candidates: powers of two times `quantum`, capped by `total`, plus `total`."""
+    out = {total}
+    size = quantum
+    while size < total:
+        out.add(size)
+        size *= 2
+    return sorted(out)
+
+
+L1Buffers = Callable[[int, int, int], tuple[int, ...]]
+
+
+def fitting_tiles(
+    ctx: LowerContext,
+    layer: Layer,
+    dims: tuple[int, int, int],
+    l1_buffers: L1Buffers,
+    ub_per_mn: int = 2,
+    k_quantum: int = 1,
+    m_options: list[int] | None = None,
+) -> list[MatTiles]:
+    """The L0 tiles (m_t, n_t, k_t) of an M x N x K product whose buffers fit every tier's share,
+    none of which another fitting tile contains.
+
+    `l1_buffers(m_t, n_t, k_t)` gives the elements of each L1 buffer of a one-tile block;
+    `ub_per_mn` is the number of m_t x n_t tiles the epilogue keeps in UB; K tiles are
+    multiples of `k_quantum` (a conv's taps per input channel). Tiles are multiples of the
+    cube's fractal (m0, n0, k0) where one fits, else any size down to 1 x 1 x k_quantum;
+    `m_options`, when given, are the M tile sizes a lowering emits (a conv's whole-row bands),
+    tried before the fractal fallback.
+    """
+    m, n, k = dims
+    cube = ctx.target.cube
+
+    def buffers(mt: int, nt: int, kt: int) -> dict[str, tuple[int, ...]]:
+        return {
+            "L0A": (mt * kt,),
+            "L0B": (kt * nt,),
+            "L0C": (mt * nt,),
+            "L1": l1_buffers(mt, nt, kt),
+            "UB": (mt * nt,) * ub_per_mn,
+        }
+
+    for m0, n0, k0 in ((cube.m0, cube.n0, cube.k0), (1, 1, 1)):
+        if k_quantum > 1:
+            k_options = [c * k_quantum for c in candidates(k // k_quantum)]
+        else:
+            k_options = candidates(k, k0)
+        ms = m_options if m_options and m0 > 1 else candidates(m, m0)
+        fits = [
+            MatTiles(mt, nt, kt)
+            for mt, nt, kt in itertools.product(ms, candidates(n, n0), k_options)
+            if all(ctx.share_fits(t, b) for t, b in buffers(mt, nt, kt).items())
+        ]
+        if fits:
+            return [t for t in fits if not any(_contains(o, t) for o in fits)]
+    # NOTE: every tier's need grows with each tile dimension, so the smallest tile is the one
+    # that fits if any does: the first tier it overflows is the one to name
+    smallest = buffers(1, 1, k_options[0])
+    tier = next(t for t, b in smallest.items() if not ctx.share_fits(t, b))
+    raise ctx.share_error(layer, tier, smallest[tier])
+
+
+def _contains(big: MatTiles, small: MatTiles) -> bool:
+    """True when `big` is another tile at least as large as `small` in every dimension."""
+    return big != small and big.m >= small.m and big.n >= small.n and big.k >= small.k
