@@ -54,17 +54,26 @@ def layout_ddr(program: TiledProgram, extra: dict[str, int] | None = None) -> Dd
 
 def build_image(program: TiledProgram, layout: DdrLayout) -> bytes:
     """The const image: every const tensor's bytes (of the target's storage type, rounded to
-    nearest even from float32) at its address, zero padding between."""
-    image = np.zeros(layout.image_size, np.uint8)
+    nearest even from float32) at its address, zero padding between.
+
+    NOTE: joined from the tensors' own buffers where they hold the storage type already (one
+    copy of the weights, not an image array and its bytes besides).
+    """
     storage = np.dtype(NUMPY_DTYPES[program.target.dtype]).newbyteorder("<")
-    for t in program.tensors.values():
-        if t.role == "const":
-            assert t.data is not None
-            start = layout.addr[t.key]
-            end = start + t.data.size * storage.itemsize
-            with np.errstate(over="ignore"):  # beyond float16's range: +-inf (IEEE rounding)
-                image[start:end].view(storage)[...] = t.data.reshape(-1)  # converted in place
-    return image.tobytes()
+    consts = sorted(
+        ((layout.addr[t.key], t.data) for t in program.tensors.values() if t.role == "const"),
+        key=lambda c: c[0],
+    )
+    pieces: list[bytes | memoryview] = []
+    cursor = 0
+    for start, data in consts:
+        assert data is not None and start >= cursor, f"const at {start} overlaps (at {cursor})"
+        with np.errstate(over="ignore"):  # beyond float16's range: +-inf (IEEE rounding)
+            values = data.reshape(-1).astype(storage, copy=False)  # converted, or itself
+        pieces += [bytes(start - cursor), values.data]
+        cursor = start + values.nbytes
+    pieces.append(bytes(layout.image_size - cursor))
+    return b"".join(pieces)
 
 
 def _round_up(n: int, align: int) -> int:

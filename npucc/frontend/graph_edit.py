@@ -172,7 +172,8 @@ def foldable(op_type: str) -> bool:
 def infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
     """The model with every value's type inferred afresh (declared shapes may name fixed dims).
 
-    NOTE: the declared types of what nodes of an unknown schema (another domain's operators,
+    `model` is consumed (its weights move to the result). NOTE: the declared types of what
+    nodes of an unknown schema (another domain's operators,
     which the host may run) write are kept: ONNX cannot infer them.
     """
     opaque = {
@@ -189,18 +190,50 @@ def infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
         ranks[v.name] = len(v.type.tensor_type.shape.dim)
         if v.name not in opaque:
             v.type.tensor_type.ClearField("shape")
+    aside = _set_aside_weights(model.graph)
     try:
-        model = onnx.shape_inference.infer_shapes(
+        inferred = onnx.shape_inference.infer_shapes(
             model, check_type=True, strict_mode=True, data_prop=True
         )
     except Exception as exc:  # InferenceError
+        _restore_weights(model.graph, aside)
         raise NpuccError(f"shape inference failed: {one_line(exc)}") from None
+    _restore_weights(inferred.graph, aside)
+    model = inferred
     for v in model.graph.output:  # one inference left open (a Loop's) keeps its rank, dims open
         if not v.type.tensor_type.HasField("shape"):
             v.type.tensor_type.shape.dim.extend(
                 onnx.TensorShapeProto.Dimension() for _ in range(ranks[v.name])
             )
     return model
+
+
+# floating-point initializers of more elements than this hold weights, never values that ONNX
+# shape inference reads (a float input it reads, Resize's scales or Range's bounds, holds at
+# most one value per axis)
+WEIGHT_ELEMS = 1024
+_FLOAT_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16,
+                          onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE})  # fmt: skip
+
+
+def _set_aside_weights(graph: onnx.GraphProto) -> dict[str, bytes]:
+    """Take the raw bytes of `graph`'s weight initializers out (name -> bytes), so that shape
+    inference does not copy them through its serialisation (three copies of ResNet-50's
+    102 MB)."""
+    aside = {}
+    for init in graph.initializer:  # more bytes than WEIGHT_ELEMS of the widest type (8 bytes)
+        if init.data_type in _FLOAT_TYPES and len(init.raw_data) > WEIGHT_ELEMS * 8:
+            aside[init.name] = init.raw_data
+            init.ClearField("raw_data")
+    return aside
+
+
+def _restore_weights(graph: onnx.GraphProto, aside: dict[str, bytes]) -> None:
+    """Put back the bytes `_set_aside_weights` took out (initializers keep their names)."""
+    for init in graph.initializer:
+        data = aside.get(init.name)
+        if data is not None:
+            init.raw_data = data
 
 
 def fold_with_reference(
