@@ -16,6 +16,7 @@ from onnx import external_data_helper, numpy_helper
 from npucc.errors import NpuccError
 from npucc.frontend.graph_edit import (
     ORDER_KEEPING_VIEWS,
+    check_model,
     foldable,
     infer_shapes,
     node_names,
@@ -224,10 +225,7 @@ def load_model(
     if fallback != "host":
         _check_ops(model)
     model = topologically_sorted(model)
-    try:
-        onnx.checker.check_model(model, full_check=True)
-    except Exception as exc:  # ValidationError or InferenceError
-        raise NpuccError(f"invalid ONNX model: {one_line(exc)}") from None
+    check_model(model)
     _fix_input_shapes(model, input_shapes or {})
     # declared intermediate and output shapes may name the dims just fixed: infer them afresh
     return infer_shapes(model)

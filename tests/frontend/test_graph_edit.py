@@ -1,4 +1,4 @@
-"""infer_shapes: weights kept aside from ONNX's inference come back, shapes as ONNX infers."""
+"""infer_shapes and check_model: weights kept out of onnx's serialisation, results as onnx's."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from npucc.errors import NpuccError
-from npucc.frontend.graph_edit import WEIGHT_ELEMS, infer_shapes
+from npucc.frontend.graph_edit import WEIGHT_ELEMS, check_model, infer_shapes
 
 
 def _model(index: type[np.integer]) -> onnx.ModelProto:
     rng = np.random.default_rng(0)
     w = rng.standard_normal((4, 3, 3, WEIGHT_ELEMS)).astype(np.float32)
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 3, WEIGHT_ELEMS])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])
     graph = helper.make_graph(
         [
             helper.make_node("Conv", ["x", "w"], ["c"]),
@@ -46,3 +46,28 @@ def test_a_failed_inference_leaves_the_weights() -> None:
     with pytest.raises(NpuccError, match="shape inference failed"):
         infer_shapes(model)
     assert model.graph.initializer[0].raw_data == weights
+
+
+def test_check_model_passes_a_valid_model_and_keeps_it() -> None:
+    model = _model(np.int64)
+    before = model.SerializeToString()
+    check_model(model)
+    assert model.SerializeToString() == before
+
+
+def test_check_model_refuses_short_weights() -> None:
+    model = _model(np.int64)
+    w = model.graph.initializer[0]
+    w.raw_data = w.raw_data[:-4]
+    with pytest.raises(NpuccError, match=r"invalid ONNX model: .*\(tensor name: w\) raw_data size"):
+        check_model(model)
+
+
+def test_check_model_runs_onnx_checker_on_the_rest() -> None:
+    model = _model(np.int64)
+    model.graph.node[1].input[0] = "nope"  # Reshape reads an undefined value
+    with pytest.raises(NpuccError, match="invalid ONNX model: .*nope"):
+        check_model(model)
+    bad_type = _model(np.int32)  # the strict shape inference of the full check runs
+    with pytest.raises(NpuccError, match="invalid ONNX model"):
+        check_model(bad_type)
