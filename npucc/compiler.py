@@ -8,7 +8,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
@@ -22,8 +22,6 @@ from npucc.codegen.debug_map import host_op_name
 from npucc.codegen.emit import CodegenPass
 from npucc.errors import NpuccError
 from npucc.frontend.onnx_import import read_model
-from npucc.interp import load_image, run_stream
-from npucc.interp.event_loop import RunResult
 from npucc.ir.isa import HostOp
 from npucc.ir.stream import Stream, TensorSpec
 from npucc.ir.stream_parse import STREAM_TYPES, parse_stream, read_stream_text
@@ -32,6 +30,9 @@ from npucc.passes import CompileContext, Pass, PassManager
 from npucc.summary import summarize
 from npucc.target import Target, load_target
 from npucc.transforms.graph_pipeline import frontend_passes
+
+if TYPE_CHECKING:
+    from npucc.interp.event_loop import RunResult
 
 LEVEL_PASSES = {  # the IR level -> the pass whose output it is
     "graph": frontend_passes()[-1].name,
@@ -84,6 +85,8 @@ class Program:
 
         `timing_only` times every instruction without computing data (no outputs, no checks).
         """
+        from npucc.interp import run_stream  # NOTE: deferred: a compile needs no interpreter
+
         stream = parse_stream(self.stream, "<program>")
         return run_stream(stream, self.image, inputs, check=check, timing_only=timing_only)
 
@@ -100,6 +103,8 @@ class Program:
         roofline of the work the stream issues (`roofline_work` "stream").
         """
         if "predicted_makespan" not in self.stats:
+            from npucc.interp import run_stream
+
             stream = parse_stream(self.stream, "<program>")
             result = run_stream(stream, self.image, {}, check=False, timing_only=True)
             self.stats.update(stream_stats(stream, result))
@@ -109,6 +114,8 @@ class Program:
 def load(path: str | os.PathLike[str]) -> Program:
     """Reload a saved stream PATH and its image PATH.bin (size and sha256 checked against the
     stream's header) without compiling; `stats` holds only what the stream itself tells."""
+    from npucc.interp import load_image
+
     text = read_stream_text(path)
     stream = parse_stream(text, os.fspath(path))
     image = load_image(path, stream)

@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx.reference import ReferenceEvaluator
 
 from npucc.errors import NpuccError
 from npucc.ir.dtypes import dtype_name
@@ -212,6 +211,8 @@ def fold_with_reference(
     """Outputs of onnx's reference evaluator on constant inputs; an NpuccError naming `where`
     ("node 'n' (Op)") when it fails. Floating-point warnings are silenced: log(0) = -inf and
     the like are the values ONNX defines, not faults of the model."""
+    from onnx.reference import ReferenceEvaluator  # NOTE: deferred: few models fold (start-up)
+
     try:
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)

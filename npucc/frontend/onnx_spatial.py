@@ -11,7 +11,6 @@ from typing import Any
 import numpy as np
 import onnx
 from onnx import numpy_helper
-from onnx.reference import ReferenceEvaluator
 
 from npucc.frontend.graph_edit import const, node_error
 from npucc.frontend.onnx_seq import Legalize, Seq, attr, slice_seq
@@ -63,6 +62,8 @@ def _resize_matrix(
         [node], "m", inputs, [onnx.helper.make_empty_tensor_value_info("Y")], inits
     )
     model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 19)])
+    from onnx.reference import ReferenceEvaluator  # NOTE: deferred: start-up time
+
     try:
         # a list of the outputs: run() returns a dict only with intermediate=True
         y = typing.cast(list[Any], ReferenceEvaluator(model).run(None, {"X": probe}))[0]

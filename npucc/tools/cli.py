@@ -29,7 +29,6 @@ from npucc.tools.cli_parsing import (
     safe_file_name,
 )
 from npucc.tools.inspect_command import add_inspect_parsers, cmd_inspect, cmd_ops
-from npucc.tools.run_command import cmd_run, load_inputs
 
 if TYPE_CHECKING:
     from npucc.compiler import Program
@@ -285,6 +284,8 @@ def _dispatch(args_list: list[str]) -> int:
     if not (args_list and args_list[0] in COMMANDS):
         return cmd_compile(_parser().parse_args(args_list))
     args = _sub_parser().parse_args(args_list)
+    from npucc.tools.run_command import cmd_run  # NOTE: deferred: a compile needs no interpreter
+
     commands = {
         "run": cmd_run,
         "check": cmd_check,
@@ -458,6 +459,8 @@ def cmd_report(args: argparse.Namespace) -> int:
                 layers = list(csv.DictReader(f))
         except (OSError, UnicodeDecodeError, csv.Error) as exc:
             raise NpuccError(f"cannot read the per-layer table: {exc} ({args.perf_csv})") from None
+    from npucc.tools.run_command import load_inputs
+
     inputs = load_inputs(args.input) or None
     page = write_report(args.stream, args.output, inputs, args.seed, layers)
     print(f"wrote {page}")
