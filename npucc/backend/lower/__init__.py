@@ -26,13 +26,12 @@ from npucc.backend.lower.cascade import (
     Cascades,
     Chains,
     band_graph,
-    flow,
     paying,
     plan_chains,
     trials,
 )
 from npucc.backend.lower.concat_fold import NO_FOLDS, ConcatFolds, fold_concats
-from npucc.backend.lower.context import LOWERINGS, LowerContext, ReservedFitError
+from npucc.backend.lower.context import LOWERINGS, LowerContext, ReservedFitError, flow
 from npucc.backend.lower.resident import NONE as NO_RESIDENT
 from npucc.backend.lower.resident import Residency, choose_resident
 from npucc.backend.lower.stage import stage_const
@@ -119,7 +118,7 @@ def _overlapped(
     trial (`trials`), that with a conv into a vector layer cascaded too, at the band height of
     shortest `flow`, if it is shorter."""
     base, program = lowered
-    best = flow(program)
+    best = flow(program.cores[0].graph)
     for first, heights in trials(graph, chains, ctx.target, base):
         pick = chains
         for rows in heights:
@@ -128,7 +127,7 @@ def _overlapped(
                 banded = _lower_cascaded(ctx, placement, band_graph(graph, tried, ctx.target), work)
             except ReservedFitError:
                 continue
-            span = flow(banded)
+            span = flow(banded.cores[0].graph)
             if span < best:
                 best, program, pick = span, banded, tried
         chains = pick

@@ -42,7 +42,6 @@ from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.ir.program import TiledProgram
 from npucc.target import Target
 from npucc.target.cost import cube_bound, ddr_bound, dma_cycles, vector_bound
-from npucc.target.timing import in_order
 
 # band intermediates hold at most 1/CASCADE_SHARE of L1 at any layer of a chain
 CASCADE_SHARE = 2
@@ -403,18 +402,6 @@ def _spans(program: TiledProgram) -> list[tuple[int, int]]:
         start = max((finish[p] for p in graph.preds[node.id] if p in finish), default=0)
         finish[node.id] = start + node.cycles
     return [(layer, max(*busy.values(), *finish.values(), 0)) for layer, busy, finish in runs]
-
-
-def flow(program: TiledProgram) -> int:
-    """The makespan of core 0's nodes run in lowering order on each pipe, each as soon as its
-    pipe and its predecessors allow (target.timing.in_order; unlike `_spans`, a band's layer
-    on one pipe overlaps the next band's on another)."""
-    graph = program.cores[0].graph
-    nodes = graph.nodes
-    _, finish = in_order(
-        range(len(nodes)), [v.cycles for v in nodes], [v.pipe for v in nodes], graph.preds
-    )
-    return max(finish, default=0)
 
 
 def paying(chains: Chains, base: TiledProgram, banded: TiledProgram) -> Chains:

@@ -13,7 +13,9 @@ from npucc.errors import NpuccError
 from npucc.ir.graph import Graph, Layer
 from npucc.ir.isa import BufRef, DdrRef, VBinary, VUnary
 from npucc.ir.program import TiledProgram
+from npucc.ir.tiled import TileGraph
 from npucc.target import Target
+from npucc.target.timing import in_order
 
 # NOTE: every tile uses at most 1/TILE_SHARE of its tier so that the next tile's buffers can be
 # placed while the current one is still live (the headroom a scheduler needs to overlap DMA and
@@ -238,3 +240,15 @@ def largest(fits: Callable[[int], bool], hi: int) -> int:
         else:
             hi = mid - 1
     return best
+
+
+def flow(graph: TileGraph) -> int:
+    """The makespan of a core's nodes run in lowering order on each pipe, each as soon as its
+    pipe and its predecessors allow (target.timing.in_order: DMA latencies on the critical
+    path count, which the busiest pipe alone does not see; a layer on one pipe overlaps the
+    next one's on another)."""
+    nodes = graph.nodes
+    _, finish = in_order(
+        range(len(nodes)), [v.cycles for v in nodes], [v.pipe for v in nodes], graph.preds
+    )
+    return max(finish, default=0)

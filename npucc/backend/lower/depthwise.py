@@ -25,6 +25,7 @@ from npucc.backend.lower.context import (
     LowerContext,
     Lowering,
     apply_activation,
+    flow,
     largest,
     split,
 )
@@ -36,7 +37,6 @@ from npucc.ir.graph import Layer
 from npucc.ir.isa import BufRef, Copy, VBinary
 from npucc.ir.program import TiledProgram
 from npucc.ir.tiled import TileGraph
-from npucc.target.timing import in_order
 
 # a tile holds at most 2/3 of the UB share (TILE_SHARE): the pipelined lowering keeps two
 # windows and two accumulators live (the next band's load, the store of the last), and coldest
@@ -109,14 +109,8 @@ def pipe_bound(ctx: LowerContext, layer: Layer, lower: Lowering) -> int:
 
 
 def flow_bound(ctx: LowerContext, layer: Layer, lower: Lowering) -> int:
-    """The cycles of a lowering's nodes run in order on in-order pipes, each as soon as its
-    pipe and its predecessors allow (`target.timing.in_order`: DMA latencies on the critical
-    path count, which the busiest pipe alone does not see)."""
-    graph = _trial(ctx, layer, lower)
-    nodes = graph.nodes
-    cycles, pipes = [v.cycles for v in nodes], [v.pipe for v in nodes]
-    _, finish = in_order(range(len(nodes)), cycles, pipes, graph.preds)
-    return max(finish, default=0)
+    """The `flow` of a lowering's nodes, lowered on a scratch core."""
+    return flow(_trial(ctx, layer, lower))
 
 
 def _trial(ctx: LowerContext, layer: Layer, lower: Lowering) -> TileGraph:
