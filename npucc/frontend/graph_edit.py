@@ -72,6 +72,19 @@ def single_user(g: Graph, tensor: str) -> bool:
     return tensor not in g.outputs and len(g.users(tensor)) == 1
 
 
+def sole_channel_concat(g: Graph, tensor: str) -> Layer | None:
+    """The channel concat (axis 1) that writes `tensor`, when one layer alone reads `tensor`
+    and layers write each of the concat's inputs, all distinct; else None."""
+    concat = g.producer(tensor)
+    if concat is None or concat.op != "concat" or concat.attrs["axis"] != 1:
+        return None
+    if not single_user(g, tensor) or len(set(concat.inputs)) != len(concat.inputs):
+        return None
+    if any(g.producer(t) is None for t in concat.inputs):
+        return None
+    return concat
+
+
 def remove_layer_and_outputs(g: Graph, layer: Layer) -> None:
     """Remove `layer` and the tensors it writes."""
     g.remove_layer(layer)

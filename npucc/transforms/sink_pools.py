@@ -20,7 +20,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from npucc.frontend.graph_edit import fresh_layer_name, fresh_name, merged_src, single_user
+from npucc.frontend.graph_edit import (
+    fresh_layer_name,
+    fresh_name,
+    merged_src,
+    single_user,
+    sole_channel_concat,
+)
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.passes import CompileContext, GraphPass
 from npucc.transforms.fuse_residual import ACT_ATTRS
@@ -34,15 +40,7 @@ def _concat_under(g: Graph, pool: Layer) -> Layer | None:
     every input of the concat."""
     if pool.op not in PER_CHANNEL_POOLS or "q" in pool.attrs:
         return None
-    x = pool.inputs[0]
-    concat = g.producer(x)
-    if concat is None or concat.op != "concat" or concat.attrs["axis"] != 1:
-        return None
-    if x in g.outputs or not single_user(g, x) or len(set(concat.inputs)) != len(concat.inputs):
-        return None
-    if any(g.producer(t) is None for t in concat.inputs):
-        return None
-    return concat
+    return sole_channel_concat(g, pool.inputs[0])
 
 
 def _sink(g: Graph, pool: Layer, concat: Layer) -> None:
@@ -79,7 +77,7 @@ def _act_under(g: Graph, pool: Layer) -> Layer | None:
     producer = g.producer(x)
     if producer is None or producer.attrs.get("act") not in MONOTONE_ACTS:
         return None
-    if "qzp" in producer.attrs or x in g.outputs or not single_user(g, x):
+    if "qzp" in producer.attrs or not single_user(g, x):
         return None  # an int8 layer's activation is a clamp of its requantization
     return producer
 

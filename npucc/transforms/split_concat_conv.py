@@ -17,7 +17,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from npucc.frontend.graph_edit import add_const, const, fresh_layer_name, fresh_name, single_user
+from npucc.frontend.graph_edit import (
+    add_const,
+    const,
+    fresh_layer_name,
+    fresh_name,
+    sole_channel_concat,
+)
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.passes import CompileContext, GraphPass
 from npucc.transforms.fuse_residual import ACT_ATTRS
@@ -30,12 +36,8 @@ def _concat_of(g: Graph, conv: Layer) -> Layer | None:
     if len(conv.inputs) > 3:
         return None
     x = conv.inputs[0]
-    concat = g.producer(x)
-    if concat is None or concat.op != "concat" or concat.attrs["axis"] != 1:
-        return None
-    if x in g.outputs or not single_user(g, x) or len(set(concat.inputs)) != len(concat.inputs):
-        return None
-    if any(g.producer(t) is None or t in g.outputs for t in concat.inputs):
+    concat = sole_channel_concat(g, x)
+    if concat is None or any(t in g.outputs for t in concat.inputs):
         return None
     if math.prod(g.tensors[conv.outputs[0]].shape) >= math.prod(g.tensors[x].shape):
         return None  # the partial sums handed on would outweigh the concat
