@@ -21,6 +21,24 @@ def _model(name: str) -> onnx.ModelProto:
     return symbolic_batch(onnx.load(MODELS / f"{name}.onnx"))
 
 
+def _executed(program, model: onnx.ModelProto, seed: int):
+    """Run `program` on seeded inputs: its outputs match onnxruntime's and its makespan is the
+    predicted one; the run's result."""
+    inputs = random_inputs(program.inputs, seed)
+    result = program.execute(inputs)
+    for c in compare(result.outputs, run_onnxruntime(model, inputs)):
+        assert c.ok, f"{c.name}: max abs error {c.max_abs} vs max |ref| {c.max_ref}"
+    assert result.makespan == program.stats["predicted_makespan"]
+    return result
+
+
+def _estimate_error(planned, program, makespan: int) -> float:
+    """The plan's execution-faithful estimate over the interpreted makespan, less 1."""
+    plan = planned.plan
+    estimate = ExecCostModel(planned.graph, program.target).evaluate(plan.steps, plan.offchip)
+    return estimate.latency_cycles / makespan - 1
+
+
 @pytest.mark.parametrize(
     ("name", "nsub", "loop"),
     [("small_cnn", 4, False), ("small_cnn", 2, False), ("residual_block", 2, True)],
@@ -32,14 +50,8 @@ def test_a_split_plan_runs_on_a_mesh_as_planned(name, nsub, loop):
     model = _model(name)
     program, planned = compile_with_plan(model, "mesh8x8", 4, split_every_step(nsub, loop))
     assert all(step.nsub == nsub for step in planned.plan.steps)
-    inputs = random_inputs(program.inputs, 0)
-    result = program.execute(inputs)
-    for c in compare(result.outputs, run_onnxruntime(model, inputs)):
-        assert c.ok, f"{c.name}: max abs error {c.max_abs} vs max |ref| {c.max_ref}"
-    assert result.makespan == program.stats["predicted_makespan"]
-    plan = planned.plan
-    estimate = ExecCostModel(planned.graph, program.target).evaluate(plan.steps, plan.offchip)
-    assert abs(estimate.latency_cycles / result.makespan - 1) < 0.15
+    result = _executed(program, model, 0)
+    assert abs(_estimate_error(planned, program, result.makespan)) < 0.15
 
 
 def test_the_plan_is_made_for_the_batch_compiled():
@@ -59,11 +71,7 @@ def test_a_split_loop_fetches_each_weight_once():
     model = _model("residual_block")
     program, planned = compile_with_plan(model, "mesh8x8", 4, split_every_step(2, loop=True))
     assert 'onchip "conv1.w.bn@chip0"' in program.stream
-    inputs = random_inputs(program.inputs, 1)
-    result = program.execute(inputs)
-    for c in compare(result.outputs, run_onnxruntime(model, inputs)):
-        assert c.ok, f"{c.name}: max abs error {c.max_abs} vs max |ref| {c.max_ref}"
-    assert result.makespan == program.stats["predicted_makespan"]
+    _executed(program, model, 1)
     line = program.stats["roofline"]
     assert line["ddr_bytes"] < 1.01 * line["min_ddr_bytes"]
 
@@ -81,11 +89,5 @@ def test_a_loop_whose_steps_share_cores_is_priced_sub_batch_by_sub_batch():
     cores that run both steps pass one sub-batch through the whole loop before the next."""
     model = _model("residual_block")
     program, planned = compile_with_plan(model, "mesh8x8", 8, _shared_core_loop)
-    inputs = random_inputs(program.inputs, 2)
-    result = program.execute(inputs)
-    for c in compare(result.outputs, run_onnxruntime(model, inputs)):
-        assert c.ok, f"{c.name}: max abs error {c.max_abs} vs max |ref| {c.max_ref}"
-    assert result.makespan == program.stats["predicted_makespan"]
-    plan = planned.plan
-    estimate = ExecCostModel(planned.graph, program.target).evaluate(plan.steps, plan.offchip)
-    assert abs(estimate.latency_cycles / result.makespan - 1) < 0.15
+    result = _executed(program, model, 2)
+    assert abs(_estimate_error(planned, program, result.makespan)) < 0.15
