@@ -10,11 +10,15 @@ img2col's L1 -> L0A bytes (taps elements per output, as many as the vector unit'
 lanes) on MTE1, a pipe a depthwise conv leaves idle.
 `depthwise.py` gives the cube a share of the channels so that both pipes carry the layer.
 
-Per block of channels: its weights L1 -> L0B once (every block's weights DDR -> L1 in one
-DMA); per window of output rows its input rows (unpadded: img2col pads) DDR -> L1 (a resident
-input is read in place); per band of the window's rows and L0 tile of pixels one img2col, one
-mmad and the accumulator L0C -> UB into the band's output; then the bias, the fused
-activation and one store of the band (pixel-major in UB, written back channel-major).
+Every block's weights DDR -> L1 in one DMA; the units (a run of blocks over a window of output
+rows) go window after window, every run of blocks in each window, so that the share reads its
+input and writes its output in row order like the vector share's bands: it starts on the first
+rows its producer writes, its consumer on the first rows it writes. Per unit its blocks' weights
+L1 -> L0B (again only when the run of blocks changes), its input rows (unpadded: img2col pads)
+DDR -> L1 (a resident input is read in place); per band of the window's rows and L0 tile of
+pixels one img2col, one mmad and the accumulator L0C -> UB into the band's output; then the
+bias, the fused activation and one store of the band (pixel-major in UB, written back
+channel-major).
 """
 
 from __future__ import annotations
@@ -96,8 +100,9 @@ class CubeShare:
         self.ctx, self.layer, self.g, self.plan = ctx, layer, g, plan
         bands = split(g.oh, plan.window)
         units = split(plan.channels // plan.cb, plan.blocks)
-        self.units = [(n, u, b) for n in range(g.n) for u in units for b in bands]
+        self.units = [(n, u, b) for n in range(g.n) for b in bands for u in units]
         self.next = 0
+        self.blocks: tuple[int, int] | None = None  # the run of blocks whose weights are in L0B
         self.wts: BufRef | None = None
         self.bias: BufRef | None = None
         self.l0b: BufRef | None = None
@@ -137,6 +142,7 @@ class CubeShare:
                 if buf is not None:
                     bld.free(buf)
             self.wts = self.bias = self.l0b = self.zeros = None
+            self.blocks = None
 
     def tiles(self, pixels: int) -> list[tuple[int, int]]:
         """(first pixel, pixels) of each L0 tile of a band: whole rows, or parts of each row."""
@@ -171,7 +177,8 @@ class CubeShare:
         b0, nb = blocks
         c0, cc = b0 * cb, nb * cb
         assert self.wts is not None
-        if band[0] == 0:  # new blocks: their weights into L0B
+        if blocks != self.blocks:  # new blocks: their weights into L0B
+            self.blocks = blocks
             if self.l0b is not None:
                 bld.free(self.l0b)
             self.l0b = bld.alloc("L0B", nb * k * cb, f"{layer.name}.b0")
