@@ -9,6 +9,11 @@ from onnx import TensorProto, helper, numpy_helper
 from test_breadth_ops import run
 
 import npucc
+from npucc.backend.lower.context import LowerContext
+from npucc.backend.lower.depthwise import _cube_lowering, _trial
+from npucc.ir.graph import Graph, Layer, Tensor
+from npucc.ir.isa import Copy, DdrRef
+from npucc.target import load_target
 
 
 @pytest.mark.parametrize(
@@ -65,3 +70,36 @@ def test_a_grouped_conv_whose_groups_fill_the_cube_stays_on_the_cube():
     result = program.execute({"x": np.ones((1, 64, 14, 14), np.float32)})
     assert result.counters["macs"] == 14 * 14 * 64 * 32 * 9
     assert " op=mla " not in program.stream
+
+
+def _cube_share_copies(channels: int) -> tuple[list[int], int]:
+    """A 64-channel 56x56 depthwise conv with `channels` on the cube, lowered alone: the first
+    row of each of the share's input copies, in lowering order, and its copies into L0B."""
+    graph = Graph("t")
+    graph.add_tensor(Tensor("x", (1, 64, 56, 56)))
+    graph.inputs.append("x")
+    graph.add_tensor(Tensor("w", (64, 1, 3, 3), data=np.ones((64, 1, 3, 3), np.float32)))
+    graph.add_tensor(Tensor("y", (1, 64, 56, 56)))
+    layer = Layer("dw", "conv2d", ["x", "w"], ["y"], {"group": 64, "pads": (1, 1, 1, 1)})
+    graph.add_layer(layer)
+    ctx = LowerContext(graph, None, None, load_target("davinci-core"))  # type: ignore[arg-type]
+    copies = [n.instr for n in _trial(ctx, layer, _cube_lowering(channels)).nodes]
+    copies = [c for c in copies if isinstance(c, Copy)]
+    rows = [
+        c.src.off % (56 * 56) // 56
+        for c in copies
+        if isinstance(c.src, DdrRef) and c.src.key == "x" and c.dst.tier == "L1"
+    ]
+    return rows, sum(c.dst.tier == "L0B" for c in copies)
+
+
+def test_the_cube_share_reads_its_input_in_row_order():
+    """The cube's units go window after window (every run of blocks in each window), so the
+    share reads its input rows in row order, like the vector share's bands; the blocks'
+    weights are built in L0B (zeros, then the diagonal) again only when the run changes."""
+    rows, l0b = _cube_share_copies(32)  # 4 runs of one block of 8 channels
+    windows = len(set(rows))
+    assert windows > 1 and rows == sorted(rows) and len(rows) == 4 * windows
+    assert l0b == 2 * len(rows)
+    rows, l0b = _cube_share_copies(8)  # one run: its weights built once
+    assert len(rows) == windows and rows == sorted(rows) and l0b == 2

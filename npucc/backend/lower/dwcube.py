@@ -35,7 +35,9 @@ HALO_SHARE = 4  # a window's input rows: at least this many times the rows it re
 # NOTE: measured on MobileNet v2: 2 or 3: 1,044,492 cycles, 4: 1,037,031, 8: 1,040,659, 16:
 # 1,058,527; a window of all the rows a quarter of L1 holds: 1,067,275 (its first band waits
 # for the whole window), one band a window: 1,048,179 (the cube's share of a 3x3 conv read 1.5
-# times)
+# times). In row order (units window after window): 2 or 3: 1,044,514, 4: 1,045,152, 6:
+# 1,050,090, 8: 1,050,744, 16: 1,657,812 (DAN then keeps a plan without spills 1.6 times as
+# slow as the lowering order's with one; docs/roofline.md)
 
 
 @dataclass(frozen=True, slots=True)
