@@ -305,12 +305,12 @@ def _taps(
         dst_st, src_st = (g.cog * pixels, pixels, 1), (g.cog, 1, 0)
         cd, (ds, ss) = coalesce((gl, g.cog, pixels), dst_st, src_st)
         bld.emit(Copy(acc, bias, cd, ds, ss))
+    cd, (ds, as_, bs) = coalesce(dims, dense, a_st, b_st)  # every tap's pattern
     for c in range(g.cg):
         for ki in range(g.kh):
             for kj in range(g.kw):
                 a = win.at(c * wr * wc + ki * g.dh * wc + kj * g.dw)
                 w = wts.at(c * g.taps + ki * g.kw + kj)
-                cd, (ds, as_, bs) = coalesce(dims, dense, a_st, b_st)
                 bld.emit(VBinary("mul" if first else "mla", acc, a, w, cd, ds, as_, bs))
                 first = False
     bld.free(win)
