@@ -56,6 +56,8 @@ def test_frozen_tells_attribute_values_apart():
     assert frozen(1) != frozen(1.0) != frozen(True)
     assert frozen({"a": [1.5]}) == frozen({"a": [1.5]})
     assert frozen(np.arange(3)) != frozen(np.arange(3.0))
+    assert frozen(0.0) != frozen(-0.0)
+    assert frozen(b"a") != frozen("a")
     with pytest.raises(TypeError):
         frozen(object())
 

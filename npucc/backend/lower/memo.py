@@ -31,7 +31,8 @@ Signature = tuple[str, Hashable, Wiring, tuple[Operand, ...]]
 
 
 def frozen(value: Any) -> Hashable:
-    """A hashable value equal for equal attribute values (lists, tuples, dicts, arrays)."""
+    """A hashable value, equal for equal attribute values only (lists, tuples, dicts, arrays,
+    scalars; a float by its bits, so 0.0 and -0.0 differ)."""
     if isinstance(value, dict):
         return ("dict", tuple(sorted((k, frozen(v)) for k, v in value.items())))
     if isinstance(value, (list, tuple)):
@@ -40,7 +41,7 @@ def frozen(value: Any) -> Hashable:
         return ("array", value.dtype.str, value.shape, value.tobytes())
     if isinstance(value, float):
         return ("float", value.hex()) if value == value else ("float", "nan")
-    if isinstance(value, (str, int, bool, type(None), np.generic)):
+    if isinstance(value, (str, bytes, int, bool, type(None), np.generic)):
         return (type(value).__name__, value)
     raise TypeError(f"attribute value of type {type(value).__name__} has no signature")
 
