@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
+import npucc
+from npucc.backend.lower import conv, depthwise
 from npucc.backend.lower.builder import MeshBuilder, TileBuilder
 from npucc.backend.lower.context import LowerContext
 from npucc.backend.lower.memo import frozen, once, signature
@@ -93,3 +96,50 @@ def test_an_error_is_raised_again_naming_the_layer_itself():
     with pytest.raises(NpuccError, match="layer 'a'"):
         once(ctx, a, "k", work)
     assert not ctx.memo
+
+
+def _two_depthwise_convs():
+    """Two depthwise convs (each with its relu) alike up to names and weights."""
+    rng = np.random.default_rng(1)
+    w1, w2 = (rng.standard_normal((32, 1, 3, 3)).astype(np.float32) for _ in range(2))
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["h"], group=32, pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["h"], ["r"]),
+        helper.make_node("Conv", ["r", "w2"], ["h2"], group=32, pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["h2"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "t",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 32, 28, 28))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 32, 28, 28))],
+        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_a_compile_reuses_trials_and_emits_what_it_emits_without_the_memo(monkeypatch):
+    """The second conv's cost trials come from the first's; the program is the same as with
+    every trial run afresh."""
+    trials: list[int] = []
+    real = depthwise._trial
+
+    def counted(*args):
+        trials.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(depthwise, "_trial", counted)
+    model = _two_depthwise_convs()
+    kept = npucc.compile(model)
+    with_memo = len(trials)
+
+    def afresh(ctx, layer, key, work):
+        ctx.memo.clear()
+        return once(ctx, layer, key, work)
+
+    monkeypatch.setattr(depthwise, "once", afresh)
+    monkeypatch.setattr(conv, "once", afresh)
+    trials.clear()
+    fresh = npucc.compile(model)
+    assert 0 < with_memo < len(trials)
+    assert (kept.stream, bytes(kept.image)) == (fresh.stream, bytes(fresh.image))
