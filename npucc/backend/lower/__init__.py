@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from npucc import progress
 from npucc.backend.hypercut.onchip_plan import plan_onchip, staged_key
@@ -50,6 +50,7 @@ from npucc.target import Target
 
 Placement = dict[str, tuple[int, ...]]  # layer name -> indices of the cores that run it
 Staged = dict[str, dict[str, str]]  # layer name -> {constant: key of the on-chip copy it reads}
+Memo = dict[Hashable, Any]
 
 
 def lower_graph(
@@ -84,10 +85,11 @@ def lower_graph(
     if not resident and one_core:
         folds = fold_concats(graph, residency)
     args = (graph, ctx, placement, onchip, slices, staged or {})
+    memo: Memo = {}  # what every lowering of a layer signature computes alike (memo.once)
     try:
-        base = _lower_all(*args, residency, folds, work)
+        base = _lower_all(*args, residency, folds, work, memo)
     except ReservedFitError:
-        return _lower_all(*args, NO_RESIDENT, folds, work)
+        return _lower_all(*args, NO_RESIDENT, folds, work, memo)
     if not (one_core and resident):
         return base
     chains = plan_chains(graph, target)
@@ -95,7 +97,7 @@ def lower_graph(
     while chains:
         cascades = band_graph(graph, chains, target)
         try:
-            banded = _lower_cascaded(ctx, placement, cascades, work)
+            banded = _lower_cascaded(ctx, placement, cascades, work, memo)
         except ReservedFitError:
             return base
         kept = paying(chains, base, banded)
@@ -103,20 +105,20 @@ def lower_graph(
             program = banded
             break
         chains = kept
-    return _overlapped(ctx, placement, graph, work, chains, (base, program))
+    return _overlapped(ctx, placement, graph, (work, memo), chains, (base, program))
 
 
 def _overlapped(
     ctx: CompileContext,
     placement: Placement | None,
     graph: Graph,
-    work: list[LayerWork],
+    work: tuple[list[LayerWork], Memo],
     chains: Chains,
     lowered: tuple[TiledProgram, TiledProgram],
 ) -> TiledProgram:
     """Of `lowered` (`graph` without cascades, and with `chains`), the latter or, trial after
     trial (`trials`), that with a conv into a vector layer cascaded too, at the band height of
-    shortest `flow`, if it is shorter."""
+    shortest `flow`, if it is shorter (`work`: the layers' work and the lowerings' memo)."""
     base, program = lowered
     best = flow(program.cores[0].graph)
     for first, heights in trials(graph, chains, ctx.target, base):
@@ -124,7 +126,8 @@ def _overlapped(
         for rows in heights:
             tried = {**chains, first: (first + 2, rows, False)}
             try:
-                banded = _lower_cascaded(ctx, placement, band_graph(graph, tried, ctx.target), work)
+                cascades = band_graph(graph, tried, ctx.target)
+                banded = _lower_cascaded(ctx, placement, cascades, *work)
             except ReservedFitError:
                 continue
             span = flow(banded.cores[0].graph)
@@ -135,7 +138,11 @@ def _overlapped(
 
 
 def _lower_cascaded(
-    ctx: CompileContext, placement: Placement | None, cascades: Cascades, work: list[LayerWork]
+    ctx: CompileContext,
+    placement: Placement | None,
+    cascades: Cascades,
+    work: list[LayerWork],
+    memo: Memo,
 ) -> TiledProgram:
     """The one-core lowering of `cascades`' banded graph (ReservedFitError: a tile does not
     fit beside the band intermediates and the resident tensors)."""
@@ -144,7 +151,7 @@ def _lower_cascaded(
     # NOTE: a band view (one chain's output rows, perhaps the next chain's image) stays in DDR
     ddr = cascades.wholes() | frozenset(cascades.views)
     residency, folds = _residency(graph, ctx.target, True, ddr, cascades.bands, made)
-    return _lower_all(graph, ctx, placement, None, None, {}, residency, folds, work, cascades)
+    return _lower_all(graph, ctx, placement, None, None, {}, residency, folds, work, memo, cascades)
 
 
 def _residency(
@@ -174,10 +181,12 @@ def _lower_all(
     residency: Residency,
     folds: ConcatFolds,
     work: list[LayerWork],
+    memo: Memo,
     cascades: Cascades | None = None,
 ) -> TiledProgram:
     """`lower_graph` with the resident tensors `residency`, the folded concats `folds` and the
-    cascaded chains `cascades` (`graph` is their banded graph; `work`: the source graph's)."""
+    cascaded chains `cascades` (`graph` is their banded graph; `work`: the source graph's;
+    `memo`: shared by every lowering of one `lower_graph`)."""
     target = ctx.target
     program = TiledProgram(graph.name, target)
     rows, cols = target.mesh.rows, target.mesh.cols
@@ -189,7 +198,7 @@ def _lower_all(
         program.cores.append(core)
         builders.append(TileBuilder(core.graph, target, index, tracker))
     builder = MeshBuilder(builders)
-    lctx = LowerContext(graph, program, builder, target)
+    lctx = LowerContext(graph, program, builder, target, memo=memo)
     parts = _Parts(slices or {}, {} if cascades is None else cascades.views)
     program.layers = work
     every_core = tuple(range(rows * cols))

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -34,6 +35,7 @@ class LowerContext:
     cores: tuple[int, ...] = (0,)  # cores of the layer being lowered
     tiles: int = 0  # independent tiles started in this layer
     reserved: int = 0  # L1 bytes resident tensors hold while this layer is lowered
+    memo: dict[Hashable, Any] = field(default_factory=dict)  # per compile: memo.once
 
     def begin_layer(self, cores: tuple[int, ...]) -> None:
         """Lower the next layer on `cores` (its first core until a tile is started)."""

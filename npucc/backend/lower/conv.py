@@ -33,6 +33,7 @@ from npucc.backend.lower.context import (
 from npucc.backend.lower.conv_geom import ConvGeom, conv_geometry, second_image
 from npucc.backend.lower.depthwise import lower_vector_conv, prefers_vector
 from npucc.backend.lower.l0_tiles import MatTiles, fitting_tiles
+from npucc.backend.lower.memo import once
 from npucc.ir.graph import Layer
 from npucc.ir.isa import REQUANT_BYTES, BufRef, Copy, Img2Col
 
@@ -152,14 +153,41 @@ def lower_cube_unit(ctx: LowerContext, layer: Layer) -> None:
 
 def lower_cube_conv(ctx: LowerContext, layer: Layer, one_unit: bool = False) -> None:
     """The cube lowering of conv2d (img2col + mmad), whatever the groups (`one_unit`: only
-    the first image's first group)."""
+    the first image's first group); its blocking chosen once per signature (memo.once)."""
+    g = conv_geometry(ctx, layer)
+    residual = _optional(layer, 3)
+    requant = quant_epilogue(layer)
+    onchip = (
+        ctx.onchip(layer.inputs[0]) is not None,
+        ctx.onchip(layer.outputs[0]) is not None,
+        bool(residual) and ctx.onchip(residual) is not None,
+    )
+
+    def blocking(c: LowerContext, one: Layer) -> tuple[Blocking, list[MBlock], int]:
+        return _blocking(c, one, onchip, one_unit)
+
+    plan, blocks, per_unit = once(ctx, layer, (_blocking, onchip, one_unit), blocking)
+    if per_unit > 1 and not one_unit:
+        _lower_grouped(ctx, layer, g, plan, blocks[0], per_unit, requant)
+        return
+    k = g.cg * g.taps
+    images = 1 if _folds_images(ctx, g) and not one_unit else g.n
+    for n in range(1 if one_unit else images):
+        for grp in range(1 if one_unit else g.group):
+            io = _group_io(ctx, layer, g, grp, requant)
+            emit_blocked(ctx, layer, plan, blocks, _ConvOps(ctx, layer, g, n, grp), io, k, g.cog)
+
+
+def _blocking(
+    ctx: LowerContext, layer: Layer, onchip: tuple[bool, bool, bool], one_unit: bool
+) -> tuple[Blocking, list[MBlock], int]:
+    """The conv's blocking, its M blocks and its groups per staged unit (`_stageable`), with
+    its input, output and residual resident in L1 as `onchip` says."""
     g = conv_geometry(ctx, layer)
     taps, k = g.taps, g.cg * g.taps
     bias, residual = _optional(layer, 2), _optional(layer, 3)
-    requant = quant_epilogue(layer)
-    per = REQUANT_BYTES if requant else 1  # elements of the bias per output channel
-
-    x_onchip = ctx.onchip(layer.inputs[0]) is not None
+    per = REQUANT_BYTES if quant_epilogue(layer) else 1  # elements of the bias per channel
+    x_onchip = onchip[0]
 
     def l1_buffers(mt: int, nt: int, kt: int) -> tuple[int, ...]:
         rows, cols = _extent(g, *_pixel_tile(g, mt))
@@ -170,28 +198,15 @@ def lower_cube_conv(ctx: LowerContext, layer: Layer, one_unit: bool = False) -> 
     dims, m_options = (g.oh * g.ow, g.cog, k), _pixel_counts(ctx, g)
     tiles = fitting_tiles(ctx, layer, dims, l1_buffers, ub, taps, m_options)
     ops = int(bool(residual)) + activation_ops(layer.attrs)  # a float bias: on the cube
-    onchip = (
-        x_onchip,
-        ctx.onchip(layer.outputs[0]) is not None,
-        bool(residual) and ctx.onchip(residual) is not None,
-    )
     fold = _folds_images(ctx, g) and not one_unit
-    images = 1 if fold else g.n
-    units = images * g.group
+    units = (1 if fold else g.n) * g.group
     shape = CubeShape(g.cog, k, taps, units, bool(bias), bool(residual), ops, per, *onchip)
 
     def bands(t: MatTiles, count: int) -> list[MBlock]:
         return _every_image(g, _bands(g, t, count)) if fold else _bands(g, t, count)
 
     plan, blocks = choose_blocking(ctx, shape, tiles, bands, g.oh)
-    per_unit = _stageable(ctx, g, plan, blocks, per, bool(bias), x_onchip)
-    if per_unit > 1 and not one_unit:
-        _lower_grouped(ctx, layer, g, plan, blocks[0], per_unit, requant)
-        return
-    for n in range(1 if one_unit else images):
-        for grp in range(1 if one_unit else g.group):
-            io = _group_io(ctx, layer, g, grp, requant)
-            emit_blocked(ctx, layer, plan, blocks, _ConvOps(ctx, layer, g, n, grp), io, k, g.cog)
+    return plan, blocks, _stageable(ctx, g, plan, blocks, per, bool(bias), x_onchip)
 
 
 def _folds_images(ctx: LowerContext, g: ConvGeom) -> bool:

@@ -20,7 +20,8 @@ trial lowers one such unit and counts it once per unit.
 
 from __future__ import annotations
 
-from npucc.backend.lower.builder import MeshBuilder, TileBuilder
+from collections.abc import Callable
+
 from npucc.backend.lower.context import (
     LowerContext,
     Lowering,
@@ -32,10 +33,10 @@ from npucc.backend.lower.context import (
 from npucc.backend.lower.conv_geom import ConvGeom, conv_geometry
 from npucc.backend.lower.dwcube import CubeShare, cube_plan
 from npucc.backend.lower.layout import budget, coalesce, fill_window
+from npucc.backend.lower.memo import once
 from npucc.errors import NpuccError
 from npucc.ir.graph import Layer
 from npucc.ir.isa import BufRef, Copy, VBinary
-from npucc.ir.program import TiledProgram
 from npucc.ir.tiled import TileGraph
 
 # a tile holds at most 2/3 of the UB share (TILE_SHARE): the pipelined lowering keeps two
@@ -99,33 +100,39 @@ def prefers_vector(ctx: LowerContext, layer: Layer, cube_unit: Lowering) -> bool
     return pipe_bound(ctx, layer, lower_vector_only) < cube_cycles
 
 
-def pipe_bound(ctx: LowerContext, layer: Layer, lower: Lowering) -> int:
-    """The cost of a lowering: the busiest pipe's cycles of the instructions it emits."""
-    busy: dict[str, int] = {}
-    for node in _trial(ctx, layer, lower).nodes:
-        if node.pipe is not None:
-            busy[node.pipe] = busy.get(node.pipe, 0) + node.cycles
-    return max(busy.values(), default=0)
+def pipe_bound(ctx: LowerContext, layer: Layer, lower: Callable[..., None], *args: int) -> int:
+    """The cost of a lowering (`lower(ctx, layer, *args)`): the busiest pipe's cycles of the
+    instructions it emits, once per signature (memo.once)."""
+
+    def busiest(trial: LowerContext, one: Layer) -> int:
+        busy: dict[str, int] = {}
+        for node in _trial(trial, one, lower, args).nodes:
+            if node.pipe is not None:
+                busy[node.pipe] = busy.get(node.pipe, 0) + node.cycles
+        return max(busy.values(), default=0)
+
+    return once(ctx, layer, (pipe_bound, lower, args), busiest)
 
 
-def flow_bound(ctx: LowerContext, layer: Layer, lower: Lowering) -> int:
-    """The `flow` of a lowering's nodes, lowered on a scratch core."""
-    return flow(_trial(ctx, layer, lower))
+def flow_bound(ctx: LowerContext, layer: Layer, lower: Callable[..., None], *args: int) -> int:
+    """The `flow` of a lowering's nodes (`lower(ctx, layer, *args)`), once per signature."""
+
+    def span(trial: LowerContext, one: Layer) -> int:
+        return flow(_trial(trial, one, lower, args))
+
+    return once(ctx, layer, (flow_bound, lower, args), span)
 
 
-def _trial(ctx: LowerContext, layer: Layer, lower: Lowering) -> TileGraph:
-    """The nodes a lowering emits for the layer, on one scratch core.
+def _trial(
+    trial: LowerContext, layer: Layer, lower: Callable[..., None], args: tuple[int, ...]
+) -> TileGraph:
+    """The nodes a lowering emits for the layer on `trial`, a fresh context of one core.
 
-    NOTE: a trial on its own program, so nothing of it reaches the output; every node's cycles
-    are `ir.isa_cost.instr_cycles`, target/cost.py's formulas.
+    NOTE: on its own program (memo.fresh), so nothing of it reaches the output; every node's
+    cycles are `ir.isa_cost.instr_cycles`, target/cost.py's formulas.
     """
-    graph = TileGraph("trial")
-    program = TiledProgram(ctx.graph.name, ctx.target)
-    builder = MeshBuilder([TileBuilder(graph, ctx.target)])
-    trial = LowerContext(ctx.graph, program, builder, ctx.target, reserved=ctx.reserved)
-    trial.begin_layer((0,))
-    lower(trial, layer)
-    return graph
+    lower(trial, layer, *args)
+    return trial.builder.builders[0].graph
 
 
 def lower_vector_conv(ctx: LowerContext, layer: Layer) -> None:
@@ -136,19 +143,10 @@ def lower_vector_conv(ctx: LowerContext, layer: Layer) -> None:
     if g.cg == g.cog == 1 and ctx.target.cores == 1 and g.group > 1:
         cost = flow_bound(ctx, layer, lower_vector_only)
         for frac in CUBE_FRACTIONS:
-            c = flow_bound(ctx, layer, _cube_lowering(int(g.group * frac)))
+            c = flow_bound(ctx, layer, _lower_split, int(g.group * frac))
             if c < cost:
                 best, cost = int(g.group * frac), c
     _lower_split(ctx, layer, best)
-
-
-def _cube_lowering(channels: int) -> Lowering:
-    """The lowering with `channels` channels on the cube."""
-
-    def lower(ctx: LowerContext, layer: Layer) -> None:
-        _lower_split(ctx, layer, channels)
-
-    return lower
 
 
 def lower_vector_only(ctx: LowerContext, layer: Layer) -> None:
@@ -307,12 +305,12 @@ def _taps(
         dst_st, src_st = (g.cog * pixels, pixels, 1), (g.cog, 1, 0)
         cd, (ds, ss) = coalesce((gl, g.cog, pixels), dst_st, src_st)
         bld.emit(Copy(acc, bias, cd, ds, ss))
+    cd, (ds, as_, bs) = coalesce(dims, dense, a_st, b_st)  # every tap's pattern
     for c in range(g.cg):
         for ki in range(g.kh):
             for kj in range(g.kw):
                 a = win.at(c * wr * wc + ki * g.dh * wc + kj * g.dw)
                 w = wts.at(c * g.taps + ki * g.kw + kj)
-                cd, (ds, as_, bs) = coalesce(dims, dense, a_st, b_st)
                 bld.emit(VBinary("mul" if first else "mla", acc, a, w, cd, ds, as_, bs))
                 first = False
     bld.free(win)
