@@ -1,4 +1,5 @@
-"""Conv lowering on a mesh: the images of a batch share each stationary weight block."""
+"""Conv lowering: on a mesh the images of a batch share each stationary weight block; on one
+core a global average pool that alone reads a conv is the conv's epilogue."""
 
 from __future__ import annotations
 
@@ -7,7 +8,14 @@ from mesh_target import MESH2X2
 from onnx import TensorProto, helper, numpy_helper
 
 import npucc
-from npucc.checking import compare, random_inputs, run_onnxruntime
+from npucc.checking import (
+    compare,
+    fp16_rtol,
+    random_inputs,
+    reduction_length,
+    run_onnxruntime,
+)
+from npucc.ir.isa import VReduce
 
 
 def _conv_model():
@@ -44,3 +52,69 @@ def test_the_images_of_a_batch_share_the_weight_loads_on_a_mesh():
     for c in compare(result.outputs, run_onnxruntime(model, inputs)):
         assert c.ok, f"{c.name}: max abs error {c.max_abs} vs max |ref| {c.max_ref}"
     assert result.makespan == program.stats["predicted_makespan"]
+
+
+def _pooled_model(size: int, readers: int = 1):
+    """x [1, 8, size, size] -> 3x3 conv of 24 channels with a bias and a relu -> global
+    average pool -> softmax (`readers` 2: the conv's output is also a graph output)."""
+    rng = np.random.default_rng(3)
+    inits = [
+        numpy_helper.from_array(rng.standard_normal((24, 8, 3, 3)).astype(np.float32), "w"),
+        numpy_helper.from_array(rng.standard_normal(24).astype(np.float32), "b"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("GlobalAveragePool", ["r"], ["g"]),
+        helper.make_node("Softmax", ["g"], ["y"], axis=1),
+    ]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 24, 1, 1])]
+    if readers == 2:
+        outputs.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, [1, 24, size, size]))
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, size, size])
+    graph = helper.make_graph(nodes, "pooled", [x], outputs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def _stored_elems(program, key: str) -> int:
+    """Elements the program's copies write into DDR tensor `key`."""
+    return sum(
+        int(np.prod(n.instr.dims))
+        for core in program.cores
+        for n in core.graph.nodes
+        if n.op == "COPY_OUT" and getattr(n.instr.dst, "key", "") == key
+    )
+
+
+def _executed(model, precision: str = "fp32") -> None:
+    """Compile for davinci-core, run, and check against onnxruntime and the prediction."""
+    program = npucc.compile(model, "davinci-core", precision=precision)
+    inputs = random_inputs(program.inputs, 0)
+    result = program.execute(inputs)
+    rtol = fp16_rtol(reduction_length(model)) if precision == "fp16" else 1e-4
+    for c in compare(result.outputs, run_onnxruntime(model, inputs), rtol):
+        assert c.ok, f"{c.name}: max abs error {c.max_abs} vs max |ref| {c.max_ref}"
+    assert result.makespan == program.stats["predicted_makespan"]
+
+
+def test_a_conv_computes_the_global_average_pool_that_alone_reads_it_in_its_epilogue():
+    model = _pooled_model(13)
+    tiled = npucc.compile_until(model, "lower-tiles", "davinci-core")
+    assert _stored_elems(tiled, "r") == 0  # the conv's output never leaves UB
+    sums = [
+        (n.instr.dims, n.instr.src_strides)
+        for n in tiled.cores[0].graph.nodes
+        if isinstance(n.instr, VReduce) and n.instr.op == "sum"
+    ]
+    assert sums[0] == ((24, 13 * 13), (1, 24))  # the pixel-major output tile, by channel
+    for precision in ("fp32", "fp16"):
+        _executed(model, precision)
+
+
+def test_a_conv_read_by_another_layer_or_too_large_for_one_tile_is_stored_whole():
+    shared, large = _pooled_model(13, readers=2), _pooled_model(96)
+    assert _stored_elems(npucc.compile_until(shared, "lower-tiles", "davinci-core"), "r") > 0
+    tiled = npucc.compile_until(large, "lower-tiles", "davinci-core")
+    assert _stored_elems(tiled, "r") + _stored_elems(tiled, "c") == 24 * 96 * 96
+    for model in (shared, large):
+        _executed(model)

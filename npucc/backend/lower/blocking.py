@@ -34,7 +34,18 @@ from typing import Protocol
 from npucc.backend.lower.context import LowerContext, apply_activation, largest, split
 from npucc.backend.lower.l0_tiles import MatTiles, candidates
 from npucc.ir.graph import Layer
-from npucc.ir.isa import REQUANT_BYTES, BufRef, Copy, DdrRef, Mmad, Requant, VBinary, VFill
+from npucc.ir.isa import (
+    REQUANT_BYTES,
+    BufRef,
+    Copy,
+    DdrRef,
+    Mmad,
+    Requant,
+    VBinary,
+    VFill,
+    VReduce,
+    VUnary,
+)
 from npucc.target.cost import ddr_bound, dma_cycles, mmad_cycles, vector_cycles
 
 ORDERS = ("ws", "is", "os")
@@ -103,6 +114,7 @@ class CubeShape:
     x_onchip: bool = False
     out_onchip: bool = False
     res_onchip: bool = False
+    pooled: bool = False  # each output tile summed over its pixels into a mean (CubeIo.pool)
 
     @property
     def float_bias(self) -> bool:
@@ -207,11 +219,15 @@ def _tile_pipes(
         ops = shape.vector_ops + int(shape.float_bias and not plan.cube_bias)
         vec = _dma(ctx, "L0C_UB", m * n) + ops * vector_cycles(ctx.target, m * n)
         p["VECTOR"] += c * vec
+        stored = m * n
+        if shape.pooled:  # a vreduce over the pixels and a muls: n means stored
+            p["VECTOR"] += c * (vector_cycles(ctx.target, m * n) + vector_cycles(ctx.target, n))
+            stored = n
         if shape.out_onchip:
-            p["VECTOR"] += c * _dma(ctx, "UB_L1", m * n)
+            p["VECTOR"] += c * _dma(ctx, "UB_L1", stored)
         else:
-            p["MTE3"] += c * _dma(ctx, "TIER_DDR", m * n)
-            out_bytes += c * m * n * eb
+            p["MTE3"] += c * _dma(ctx, "TIER_DDR", stored)
+            out_bytes += c * stored * eb
         dmas += c * (1 + int(shape.residual))
         if plan.cube_bias:  # ones -> L0A, bias -> L0B, a k = 1 mmad
             p["MTE1"] += c * (_dma(ctx, "L1_L0", m) + _dma(ctx, "L1_L0", n))
@@ -400,6 +416,10 @@ class CubeIo:
     # int8: (zero point, lo, hi) of the `requant` out of L0C; `bias` is then the requant
     # records (REQUANT_BYTES per column)
     requant: tuple[int, int, int] | None = None
+    # a global average pool in the epilogue: each output tile is all `pool` pixels of an image
+    # (N-major output: its offset is the image's and channel's times `pool`), stored as its
+    # columns' means (0: the tile is stored)
+    pool: int = 0
 
     @property
     def bias_elems(self) -> int:
@@ -723,6 +743,19 @@ class _Nest:
             bld.emit(VBinary("add", ub, ub, r, (m * nt,), (1,), (1,), (1,), q))
             bld.free(r)
         apply_activation(self.ctx, ub, m * nt, layer.attrs)
+        if self.io.pool:  # a whole image's tile: its means at the view's offset / pixels
+            ub = self.pool(ub, m, nt)
+            view = OutView(view.off // m, (nt,), (1,), (1,))
         dst = self.io.out.at(view.off)
         bld.emit(Copy(dst, ub, view.dims, view.ddr_strides, view.ub_strides))
         bld.free(ub)
+
+    def pool(self, ub: BufRef, m: int, nt: int) -> BufRef:
+        """The means over the tile's `m` pixels of its `nt` columns (UB, pixel-major), in a
+        new UB vector (`ub` freed)."""
+        bld = self.ctx.builder
+        mean = bld.alloc("UB", nt, f"{self.layer.name}.pool")
+        bld.emit(VReduce("sum", mean, ub, (nt, m), (1,), (1, nt), 1))
+        bld.emit(VUnary("muls", mean, mean, (nt,), (1,), (1,), (1.0 / m,)))
+        bld.free(ub)
+        return mean

@@ -30,7 +30,7 @@ from npucc.backend.lower.context import (
     quant_epilogue,
     split,
 )
-from npucc.backend.lower.conv_geom import ConvGeom, conv_geometry, second_image
+from npucc.backend.lower.conv_geom import ConvGeom, conv_geometry, epilogue_pool, second_image
 from npucc.backend.lower.depthwise import lower_vector_conv, prefers_vector
 from npucc.backend.lower.l0_tiles import MatTiles, fitting_tiles
 from npucc.ir.graph import Layer
@@ -167,18 +167,30 @@ def lower_cube_conv(ctx: LowerContext, layer: Layer, one_unit: bool = False) -> 
         return (*x, kt * nt, nt * per) if bias else (*x, kt * nt)
 
     ub = 2 + activation_temps(layer.attrs)
-    dims, m_options = (g.oh * g.ow, g.cog, k), _pixel_counts(ctx, g)
-    tiles = fitting_tiles(ctx, layer, dims, l1_buffers, ub, taps, m_options)
+    dims = (g.oh * g.ow, g.cog, k)
+    gap = None if one_unit else epilogue_pool(ctx.graph, layer, ctx.target)
+    tiles = []
+    if gap is not None:  # tiles of whole images only, else the pool stays a layer
+        tiles = fitting_tiles(ctx, layer, dims, l1_buffers, ub + 1, taps, [g.oh * g.ow])
+        if any(t.m != g.oh * g.ow for t in tiles):
+            gap, tiles = None, []
+    if gap is None:
+        tiles = fitting_tiles(ctx, layer, dims, l1_buffers, ub, taps, _pixel_counts(ctx, g))
+    else:
+        ctx.pooled.add(gap.name)
+    out = layer.outputs[0] if gap is None else gap.outputs[0]
     ops = int(bool(residual)) + activation_ops(layer.attrs)  # a float bias: on the cube
     onchip = (
         x_onchip,
-        ctx.onchip(layer.outputs[0]) is not None,
+        ctx.onchip(out) is not None,
         bool(residual) and ctx.onchip(residual) is not None,
     )
     fold = _folds_images(ctx, g) and not one_unit
     images = 1 if fold else g.n
     units = images * g.group
-    shape = CubeShape(g.cog, k, taps, units, bool(bias), bool(residual), ops, per, *onchip)
+    shape = CubeShape(
+        g.cog, k, taps, units, bool(bias), bool(residual), ops, per, *onchip, gap is not None
+    )
 
     def bands(t: MatTiles, count: int) -> list[MBlock]:
         return _every_image(g, _bands(g, t, count)) if fold else _bands(g, t, count)
@@ -186,11 +198,11 @@ def lower_cube_conv(ctx: LowerContext, layer: Layer, one_unit: bool = False) -> 
     plan, blocks = choose_blocking(ctx, shape, tiles, bands, g.oh)
     per_unit = _stageable(ctx, g, plan, blocks, per, bool(bias), x_onchip)
     if per_unit > 1 and not one_unit:
-        _lower_grouped(ctx, layer, g, plan, blocks[0], per_unit, requant)
+        _lower_grouped(ctx, layer, g, plan, blocks[0], per_unit, out)
         return
     for n in range(1 if one_unit else images):
         for grp in range(1 if one_unit else g.group):
-            io = _group_io(ctx, layer, g, grp, requant)
+            io = _group_io(ctx, layer, g, grp, out)
             emit_blocked(ctx, layer, plan, blocks, _ConvOps(ctx, layer, g, n, grp), io, k, g.cog)
 
 
@@ -212,19 +224,20 @@ def _every_image(g: ConvGeom, blocks: list[MBlock]) -> list[MBlock]:
     ]
 
 
-def _group_io(
-    ctx: LowerContext, layer: Layer, g: ConvGeom, grp: int, requant: tuple[int, int, int] | None
-) -> CubeIo:
+def _group_io(ctx: LowerContext, layer: Layer, g: ConvGeom, grp: int, out: str) -> CubeIo:
     """The blocked product's operands for group `grp`: its weights as a K x N view, its bias
-    (or requant records), the output and the residual."""
+    (or requant records), the output (`out`: the conv's, or the global pool's it computes)
+    and the residual."""
+    requant = quant_epilogue(layer)
     k, per = g.cg * g.taps, REQUANT_BYTES if requant else 1
     bias, residual = _optional(layer, 2), _optional(layer, 3)
     return CubeIo(
         MatOperand(ctx.ddr(layer.inputs[1]).at(grp * g.cog * k), 1, k),
         ctx.ddr(bias).at(grp * g.cog * per) if bias else None,
-        ctx.ddr(layer.outputs[0]),
+        ctx.ddr(out),
         ctx.ddr(residual) if residual else None,
         requant,
+        0 if out == layer.outputs[0] else g.oh * g.ow,
     )
 
 
@@ -264,14 +277,14 @@ def _lower_grouped(
     plan: Blocking,
     block: MBlock,
     units: int,
-    requant: tuple[int, int, int] | None,
+    out: str,
 ) -> None:
     """A grouped conv `units` groups at a time: per image and run of groups one DMA each for
     their input channels (`_ConvOps.load_x` of the run's channels), weights (each group's
     [K, cog] block row-major) and bias, then each group's product from views of them."""
     bld, k = ctx.builder, g.cg * g.taps
     bias = _optional(layer, 2)
-    per = REQUANT_BYTES if requant else 1
+    per = REQUANT_BYTES if quant_epilogue(layer) else 1
     w_ddr = ctx.ddr(layer.inputs[1])
     for n in range(g.n):
         for u0, uc in split(g.group, units):
@@ -294,10 +307,9 @@ def _lower_grouped(
                 x = L1Block(xs.ref.at(j * g.cg * plane), 0, 0, 1, k, owned=xs.owned)
                 w = L1Block(ws.at(j * k * g.cog), 0, 0, k, g.cog)
                 b = None if bs is None else L1Block(bs.at(j * g.cog * per), 0, 0, 1, g.cog)
-                io = _group_io(ctx, layer, g, grp, requant)
-                emit_staged(
-                    ctx, layer, plan, block, _ConvOps(ctx, layer, g, n, grp), io, k, (x, w, b)
-                )
+                io = _group_io(ctx, layer, g, grp, out)
+                ops = _ConvOps(ctx, layer, g, n, grp)
+                emit_staged(ctx, layer, plan, block, ops, io, k, (x, w, b))
             release(ctx, xs)
             for buf in (ws, bs):
                 if buf is not None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from npucc.backend.lower.context import LowerContext, window_extent
-from npucc.ir.graph import Layer
+from npucc.backend.lower.context import LowerContext, quant_epilogue, window_extent
+from npucc.ir.graph import Graph, Layer
+from npucc.target import Target
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,3 +73,19 @@ def conv_geometry(ctx: LowerContext, layer: Layer) -> ConvGeom:
     return ConvGeom(
         n, c, h, w, co, oh, ow, kh, kw, sh, sw, dh, dw, pads[0], pads[1], a.get("group", 1)
     )
+
+
+def epilogue_pool(graph: Graph, layer: Layer, target: Target) -> Layer | None:
+    """The global average pool that alone reads float conv `layer`'s output, which the conv's
+    epilogue may compute (its output tiles whole images: conv.lower_cube_conv), else None.
+    One core only: a mesh plans the handoff of the conv's output."""
+    y = layer.outputs[0]
+    users = graph.users(y)
+    if layer.op != "conv2d" or target.cores > 1 or quant_epilogue(layer) or "qzp" in layer.attrs:
+        return None
+    if len(users) != 1 or y in graph.outputs:
+        return None
+    pool = users[0]
+    if pool.op != "globalavgpool" or pool.attrs.get("act") or pool.attrs.get("q"):
+        return None
+    return pool

@@ -269,7 +269,10 @@ def _pool_separable(
 
 @lowering("globalavgpool", "globalmaxpool", onchip=(0,))
 def lower_global_pool(ctx: LowerContext, layer: Layer) -> None:
-    """Reduce each (image, channel) plane: rows of the [n*c, spatial] view, chunked when long."""
+    """Reduce each (image, channel) plane: rows of the [n*c, spatial] view, chunked when long
+    (nothing when its producer's epilogue pooled it: conv_geom.epilogue_pool)."""
+    if layer.name in ctx.pooled:
+        return
     n, c, *spatial = ctx.shape(layer.inputs[0])
     planes, size = n * c, math.prod(spatial)
     cap = budget(ctx, layer, least=3)
