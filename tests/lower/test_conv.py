@@ -4,6 +4,7 @@ core a global average pool that alone reads a conv is the conv's epilogue."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from mesh_target import MESH2X2
 from onnx import TensorProto, helper, numpy_helper
 
@@ -54,9 +55,12 @@ def test_the_images_of_a_batch_share_the_weight_loads_on_a_mesh():
     assert result.makespan == program.stats["predicted_makespan"]
 
 
-def _pooled_model(size: int, readers: int = 1):
-    """x [1, 8, size, size] -> 3x3 conv of 24 channels with a bias and a relu -> global
-    average pool -> softmax (`readers` 2: the conv's output is also a graph output)."""
+POOLS = {"GlobalAveragePool": {}, "AveragePool": {"kernel_shape": [13, 13]}}
+
+
+def _pooled_model(size: int, readers: int = 1, pool: str = "GlobalAveragePool"):
+    """x [1, 8, size, size] -> 3x3 conv of 24 channels with a bias and a relu -> the mean of
+    each plane by `pool` -> softmax (`readers` 2: the conv's output is also a graph output)."""
     rng = np.random.default_rng(3)
     inits = [
         numpy_helper.from_array(rng.standard_normal((24, 8, 3, 3)).astype(np.float32), "w"),
@@ -65,7 +69,7 @@ def _pooled_model(size: int, readers: int = 1):
     nodes = [
         helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
         helper.make_node("Relu", ["c"], ["r"]),
-        helper.make_node("GlobalAveragePool", ["r"], ["g"]),
+        helper.make_node(pool, ["r"], ["g"], **POOLS[pool]),
         helper.make_node("Softmax", ["g"], ["y"], axis=1),
     ]
     outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 24, 1, 1])]
@@ -97,8 +101,9 @@ def _executed(model, precision: str = "fp32") -> None:
     assert result.makespan == program.stats["predicted_makespan"]
 
 
-def test_a_conv_computes_the_global_average_pool_that_alone_reads_it_in_its_epilogue():
-    model = _pooled_model(13)
+@pytest.mark.parametrize("pool", sorted(POOLS))
+def test_a_conv_computes_the_global_average_pool_that_alone_reads_it_in_its_epilogue(pool):
+    model = _pooled_model(13, pool=pool)
     tiled = npucc.compile_until(model, "lower-tiles", "davinci-core")
     assert _stored_elems(tiled, "r") == 0  # the conv's output never leaves UB
     sums = [

@@ -34,7 +34,7 @@ class LowerContext:
     cores: tuple[int, ...] = (0,)  # cores of the layer being lowered
     tiles: int = 0  # independent tiles started in this layer
     reserved: int = 0  # L1 bytes resident tensors hold while this layer is lowered
-    # global pools a conv's epilogue computed (conv_geom.epilogue_pool): lowered to nothing
+    # global means a conv's epilogue computed (conv_geom.epilogue_pool): lowered to nothing
     pooled: set[str] = field(default_factory=set)
 
     def begin_layer(self, cores: tuple[int, ...]) -> None:

@@ -127,7 +127,10 @@ class _Scale:
 
 @lowering("maxpool", "avgpool", onchip=(0,))
 def lower_pool(ctx: LowerContext, layer: Layer) -> None:
-    """Windowed max or average pool over NCHW, tiled over images, channels, rows and columns."""
+    """Windowed max or average pool over NCHW, tiled over images, channels, rows and columns
+    (nothing when its producer's epilogue pooled it: conv_geom.epilogue_pool)."""
+    if layer.name in ctx.pooled:
+        return
     g = _geometry(ctx, layer)
     scale = _Scale(ctx, layer, g) if layer.op == "avgpool" else None
     if "q" in layer.attrs:  # int8: one vreduce mean per window (the frontend's whole windows)
