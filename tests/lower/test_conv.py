@@ -16,7 +16,7 @@ from npucc.checking import (
     reduction_length,
     run_onnxruntime,
 )
-from npucc.ir.isa import VReduce
+from npucc.ir.isa import Copy, VReduce
 
 
 def _conv_model():
@@ -122,4 +122,51 @@ def test_a_conv_read_by_another_layer_or_too_large_for_one_tile_is_stored_whole(
     tiled = npucc.compile_until(large, "lower-tiles", "davinci-core")
     assert _stored_elems(tiled, "r") + _stored_elems(tiled, "c") == 24 * 96 * 96
     for model in (shared, large):
+        _executed(model)
+
+
+def _max_pooled_model(pads: tuple[int, ...] = (0, 0, 0, 0), readers: int = 1):
+    """x [1, 8, 17, 17] -> 3x3 conv of 24 channels with a bias -> 3x3 max pool of stride 2
+    (`pads`) -> relu (`readers` 2: the conv's output is also a graph output)."""
+    rng = np.random.default_rng(4)
+    inits = [
+        numpy_helper.from_array(rng.standard_normal((24, 8, 3, 3)).astype(np.float32), "w"),
+        numpy_helper.from_array(rng.standard_normal(24).astype(np.float32), "b"),
+    ]
+    pool = {"kernel_shape": [3, 3], "strides": [2, 2], "pads": list(pads)}
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("MaxPool", ["c"], ["p"], **pool),
+        helper.make_node("Relu", ["p"], ["y"]),
+    ]
+    side = (17 + pads[0] + pads[2] - 3) // 2 + 1
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 24, side, side])]
+    if readers == 2:
+        outputs.append(helper.make_tensor_value_info("c", TensorProto.FLOAT, [1, 24, 17, 17]))
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 17, 17])
+    graph = helper.make_graph(nodes, "max_pooled", [x], outputs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def _conv_stores(model) -> int:
+    """Elements the first layer (the conv) stores out of UB (to L1 or DDR)."""
+    tiled = npucc.compile_until(model, "lower-tiles", "davinci-core")
+    return sum(
+        int(np.prod(n.instr.dims))
+        for n in tiled.cores[0].graph.nodes
+        if n.layer == 0 and isinstance(n.instr, Copy) and n.instr.src.tier == "UB"
+    )
+
+
+def test_a_conv_computes_the_column_pass_of_the_max_pool_that_alone_reads_it():
+    model = _max_pooled_model()
+    assert _conv_stores(model) == 24 * 17 * 8  # rows of the pool's 8 output columns
+    for precision in ("fp32", "fp16"):
+        _executed(model, precision)
+
+
+def test_a_max_pool_with_padded_columns_or_beside_another_reader_pools_its_columns():
+    padded, shared = _max_pooled_model(pads=(1, 1, 1, 1)), _max_pooled_model(readers=2)
+    for model in (padded, shared):
+        assert _conv_stores(model) == 24 * 17 * 17
         _executed(model)

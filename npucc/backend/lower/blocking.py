@@ -115,6 +115,7 @@ class CubeShape:
     out_onchip: bool = False
     res_onchip: bool = False
     pooled: bool = False  # each output tile summed over its pixels into a mean (CubeIo.pool)
+    cols: tuple[int, ...] = ()  # (kw, ow, pw): each tile's rows max-pooled to pw (CubeIo.cols)
 
     @property
     def float_bias(self) -> bool:
@@ -220,6 +221,10 @@ def _tile_pipes(
         vec = _dma(ctx, "L0C_UB", m * n) + ops * vector_cycles(ctx.target, m * n)
         p["VECTOR"] += c * vec
         stored = m * n
+        if shape.cols:  # kw - 1 vbinary max over the pooled rows, stored
+            kw, ow, pw = shape.cols
+            stored = m // ow * pw * n
+            p["VECTOR"] += c * (kw - 1) * vector_cycles(ctx.target, stored)
         if shape.pooled:  # a vreduce over the pixels and a muls: n means stored
             p["VECTOR"] += c * (vector_cycles(ctx.target, m * n) + vector_cycles(ctx.target, n))
             stored = n
@@ -420,6 +425,10 @@ class CubeIo:
     # (N-major output: its offset is the image's and channel's times `pool`), stored as its
     # columns' means (0: the tile is stored)
     pool: int = 0
+    # a max pool's column pass in the epilogue, (kw, sw, dw, pw): each output tile is whole
+    # rows (NCHW output), stored as its rows' max over windows of kw columns (dilation dw) at
+    # stride sw, pw of them (the output tensor holds rows of pw columns)
+    cols: tuple[int, ...] = ()
 
     @property
     def bias_elems(self) -> int:
@@ -746,9 +755,26 @@ class _Nest:
         if self.io.pool:  # a whole image's tile: its means at the view's offset / pixels
             ub = self.pool(ub, m, nt)
             view = OutView(view.off // m, (nt,), (1,), (1,))
+        if self.io.cols:  # whole rows of ow columns, ow the view's row stride: pw of them
+            ub, view = self.pool_cols(ub, view)
         dst = self.io.out.at(view.off)
         bld.emit(Copy(dst, ub, view.dims, view.ddr_strides, view.ub_strides))
         bld.free(ub)
+
+    def pool_cols(self, ub: BufRef, view: OutView) -> tuple[BufRef, OutView]:
+        """The max over windows of columns of the tile's rows (`CubeIo.cols`), in a new UB
+        tile (`ub` freed), and where it goes: `view` with rows of pw columns."""
+        bld, (kw, sw, dw, pw) = self.ctx.builder, self.io.cols
+        nt, rows, ow = view.dims
+        pooled = bld.alloc("UB", rows * pw * nt, f"{self.layer.name}.cols")
+        dims, dense, wide = (rows, pw, nt), (pw * nt, nt, 1), (ow * nt, sw * nt, 1)
+        bld.emit(VBinary("max", pooled, ub, ub.at(dw * nt), dims, dense, wide, wide))
+        for j in range(2, kw):
+            bld.emit(VBinary("max", pooled, pooled, ub.at(j * dw * nt), dims, dense, dense, wide))
+        bld.free(ub)
+        plane = view.ddr_strides[0] // ow * pw
+        out = OutView(view.off // ow * pw, (nt, rows, pw), (plane, pw, 1), (1, pw * nt, nt))
+        return pooled, out
 
     def pool(self, ub: BufRef, m: int, nt: int) -> BufRef:
         """The means over the tile's `m` pixels of its `nt` columns (UB, pixel-major), in a

@@ -6,6 +6,7 @@ inputs[3]) is added to each output tile before the activation.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from npucc.backend.lower.blocking import (
@@ -30,7 +31,13 @@ from npucc.backend.lower.context import (
     quant_epilogue,
     split,
 )
-from npucc.backend.lower.conv_geom import ConvGeom, conv_geometry, epilogue_pool, second_image
+from npucc.backend.lower.conv_geom import (
+    ConvGeom,
+    conv_geometry,
+    epilogue_cols,
+    epilogue_pool,
+    second_image,
+)
 from npucc.backend.lower.depthwise import lower_vector_conv, prefers_vector
 from npucc.backend.lower.l0_tiles import MatTiles, fitting_tiles
 from npucc.ir.graph import Layer
@@ -168,17 +175,12 @@ def lower_cube_conv(ctx: LowerContext, layer: Layer, one_unit: bool = False) -> 
 
     ub = 2 + activation_temps(layer.attrs)
     dims = (g.oh * g.ow, g.cog, k)
-    gap = None if one_unit else epilogue_pool(ctx.graph, layer, ctx.target)
-    tiles = []
-    if gap is not None:  # tiles of whole images only, else the pool stays a layer
-        tiles = fitting_tiles(ctx, layer, dims, l1_buffers, ub + 1, taps, [g.oh * g.ow])
-        if any(t.m != g.oh * g.ow for t in tiles):
-            gap, tiles = None, []
-    if gap is None:
-        tiles = fitting_tiles(ctx, layer, dims, l1_buffers, ub, taps, _pixel_counts(ctx, g))
-    else:
-        ctx.pooled.add(gap.name)
-    out = layer.outputs[0] if gap is None else gap.outputs[0]
+
+    def fit(m_options: list[int] | None, more_ub: int) -> list[MatTiles]:
+        return fitting_tiles(ctx, layer, dims, l1_buffers, ub + more_ub, taps, m_options)
+
+    tiles, fused = _fused_pool(ctx, layer, g, fit, one_unit)
+    out = fused.out
     ops = int(bool(residual)) + activation_ops(layer.attrs)  # a float bias: on the cube
     onchip = (
         x_onchip,
@@ -188,8 +190,9 @@ def lower_cube_conv(ctx: LowerContext, layer: Layer, one_unit: bool = False) -> 
     fold = _folds_images(ctx, g) and not one_unit
     images = 1 if fold else g.n
     units = images * g.group
+    kept = (fused.cols[0], g.ow, fused.cols[3]) if fused.cols else ()
     shape = CubeShape(
-        g.cog, k, taps, units, bool(bias), bool(residual), ops, per, *onchip, gap is not None
+        g.cog, k, taps, units, bool(bias), bool(residual), ops, per, *onchip, bool(fused.pool), kept
     )
 
     def bands(t: MatTiles, count: int) -> list[MBlock]:
@@ -198,11 +201,11 @@ def lower_cube_conv(ctx: LowerContext, layer: Layer, one_unit: bool = False) -> 
     plan, blocks = choose_blocking(ctx, shape, tiles, bands, g.oh)
     per_unit = _stageable(ctx, g, plan, blocks, per, bool(bias), x_onchip)
     if per_unit > 1 and not one_unit:
-        _lower_grouped(ctx, layer, g, plan, blocks[0], per_unit, out)
+        _lower_grouped(ctx, layer, g, plan, blocks[0], per_unit, fused)
         return
     for n in range(1 if one_unit else images):
         for grp in range(1 if one_unit else g.group):
-            io = _group_io(ctx, layer, g, grp, out)
+            io = _group_io(ctx, layer, g, grp, fused)
             emit_blocked(ctx, layer, plan, blocks, _ConvOps(ctx, layer, g, n, grp), io, k, g.cog)
 
 
@@ -224,20 +227,69 @@ def _every_image(g: ConvGeom, blocks: list[MBlock]) -> list[MBlock]:
     ]
 
 
-def _group_io(ctx: LowerContext, layer: Layer, g: ConvGeom, grp: int, out: str) -> CubeIo:
+@dataclass(frozen=True, slots=True)
+class _Fused:
+    """The pool after a conv that the conv's epilogue computes (`_fused_pool`): the tensor
+    the epilogue stores, and CubeIo's `pool` and `cols`."""
+
+    out: str
+    pool: int = 0
+    cols: tuple[int, ...] = ()
+
+
+def _fused_pool(
+    ctx: LowerContext,
+    layer: Layer,
+    g: ConvGeom,
+    fit: Callable[[list[int] | None, int], list[MatTiles]],
+    one_unit: bool,
+) -> tuple[list[MatTiles], _Fused]:
+    """The conv's L0 tiles (`fit(M options, more UB tiles)`) and what its epilogue computes of
+    the pool after it: a global average pool that alone reads the conv's output
+    (`conv_geom.epilogue_pool`: tiles of whole images), else the column pass of a max pool
+    that alone reads it (`conv_geom.epilogue_cols`: tiles of whole rows, the output a whole
+    tensor, not a band view or slice: it holds the pooled columns), else nothing.
+    NOTE: either only lessens the epilogue's stores (and the pool's work), but its tiles are
+    restricted: when no such tile fits, the pool stays a layer."""
+    y = layer.outputs[0]
+    if not one_unit:
+        gap = epilogue_pool(ctx.graph, layer, ctx.target)
+        if gap is not None:
+            tiles = fit([g.oh * g.ow], 1)
+            if all(t.m == g.oh * g.ow for t in tiles):
+                ctx.pooled.add(gap.name)
+                return tiles, _Fused(gap.outputs[0], pool=g.oh * g.ow)
+        cols = epilogue_cols(ctx.graph, layer, ctx.target)
+        whole = ctx.program.key(y) == y and ctx.program.offset(y) == 0
+        if cols is not None and whole:
+            tiles = fit(sorted({-(-g.oh // b) * g.ow for b in range(1, g.oh + 1)}), 1)
+            if all(t.m % g.ow == 0 for t in tiles):
+                ctx.col_pooled.add(cols.name)
+                a = cols.attrs
+                kw, sw, dw = (
+                    a["kernel"][1],
+                    a.get("strides", (1, 1))[1],
+                    a.get("dilations", (1, 1))[1],
+                )
+                return tiles, _Fused(y, cols=(kw, sw, dw, ctx.shape(cols.outputs[0])[3]))
+    return fit(_pixel_counts(ctx, g), 0), _Fused(y)
+
+
+def _group_io(ctx: LowerContext, layer: Layer, g: ConvGeom, grp: int, fused: _Fused) -> CubeIo:
     """The blocked product's operands for group `grp`: its weights as a K x N view, its bias
-    (or requant records), the output (`out`: the conv's, or the global pool's it computes)
-    and the residual."""
+    (or requant records), the output (`fused.out`: the conv's, or the global pool's it
+    computes) and the residual."""
     requant = quant_epilogue(layer)
     k, per = g.cg * g.taps, REQUANT_BYTES if requant else 1
     bias, residual = _optional(layer, 2), _optional(layer, 3)
     return CubeIo(
         MatOperand(ctx.ddr(layer.inputs[1]).at(grp * g.cog * k), 1, k),
         ctx.ddr(bias).at(grp * g.cog * per) if bias else None,
-        ctx.ddr(out),
+        ctx.ddr(fused.out),
         ctx.ddr(residual) if residual else None,
         requant,
-        0 if out == layer.outputs[0] else g.oh * g.ow,
+        fused.pool,
+        fused.cols,
     )
 
 
@@ -277,7 +329,7 @@ def _lower_grouped(
     plan: Blocking,
     block: MBlock,
     units: int,
-    out: str,
+    fused: _Fused,
 ) -> None:
     """A grouped conv `units` groups at a time: per image and run of groups one DMA each for
     their input channels (`_ConvOps.load_x` of the run's channels), weights (each group's
@@ -307,7 +359,7 @@ def _lower_grouped(
                 x = L1Block(xs.ref.at(j * g.cg * plane), 0, 0, 1, k, owned=xs.owned)
                 w = L1Block(ws.at(j * k * g.cog), 0, 0, k, g.cog)
                 b = None if bs is None else L1Block(bs.at(j * g.cog * per), 0, 0, 1, g.cog)
-                io = _group_io(ctx, layer, g, grp, out)
+                io = _group_io(ctx, layer, g, grp, fused)
                 ops = _ConvOps(ctx, layer, g, n, grp)
                 emit_staged(ctx, layer, plan, block, ops, io, k, (x, w, b))
             release(ctx, xs)

@@ -104,3 +104,21 @@ def epilogue_pool(graph: Graph, layer: Layer, target: Target) -> Layer | None:
     if len(users) != 1 or y in graph.outputs or not _global_mean(graph, users[0]):
         return None
     return users[0]
+
+
+def epilogue_cols(graph: Graph, layer: Layer, target: Target) -> Layer | None:
+    """The float max pool that alone reads float conv `layer`'s output, whose column pass (a
+    window of kw > 1 columns, none of them padding) the conv's epilogue may compute on its
+    output tiles of whole rows (conv.lower_cube_conv), else None. One core only."""
+    y = layer.outputs[0]
+    users = graph.users(y)
+    if layer.op != "conv2d" or target.cores > 1 or quant_epilogue(layer) or "qzp" in layer.attrs:
+        return None
+    if len(users) != 1 or y in graph.outputs:
+        return None
+    pool = users[0]
+    a = pool.attrs
+    pads = tuple(a.get("pads", (0, 0, 0, 0)))
+    if pool.op != "maxpool" or a.get("q") or a["kernel"][1] < 2 or pads[1] or pads[3]:
+        return None
+    return pool

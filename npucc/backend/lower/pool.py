@@ -11,6 +11,7 @@ at the output columns into a UB temporary, then kh - 1 over the output rows.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Callable
@@ -132,6 +133,9 @@ def lower_pool(ctx: LowerContext, layer: Layer) -> None:
     if layer.name in ctx.pooled:
         return
     g = _geometry(ctx, layer)
+    if layer.name in ctx.col_pooled:  # its input: rows of its output's columns
+        t, _, b, _ = g.pads
+        g = dataclasses.replace(g, w=g.ow, kw=1, sw=1, dw=1, pads=(t, 0, b, 0))
     scale = _Scale(ctx, layer, g) if layer.op == "avgpool" else None
     if "q" in layer.attrs:  # int8: one vreduce mean per window (the frontend's whole windows)
         assert scale is not None and scale.table is None and scale.factor == 1 / (g.kh * g.kw)
