@@ -6,7 +6,9 @@ avg), one VReduce over the pattern [c, oh, ow, kh, kw] (overlapping reads) pools
 average is scaled by 1/taps, from a generated per-pixel map where the tap count varies.
 A float pool may instead, where that costs less (`_pool_cost`: its busiest pipe's cycles by
 target/cost.py's formulas), pool the columns first: kw - 1 vbinary ops over every window row
-at the output columns into a UB temporary, then kh - 1 over the output rows.
+at the output columns into a UB temporary, then kh - 1 over the output rows. A global
+average pool a conv's epilogue computed lowers to nothing, and a max pool whose column pass
+it computed pools rows only (npucc.backend.lower.conv_geom: epilogue_pool, epilogue_cols).
 """
 
 from __future__ import annotations
