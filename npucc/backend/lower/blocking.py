@@ -34,7 +34,18 @@ from typing import Protocol
 from npucc.backend.lower.context import LowerContext, apply_activation, largest, split
 from npucc.backend.lower.l0_tiles import MatTiles, candidates
 from npucc.ir.graph import Layer
-from npucc.ir.isa import REQUANT_BYTES, BufRef, Copy, DdrRef, Mmad, Requant, VBinary, VFill
+from npucc.ir.isa import (
+    REQUANT_BYTES,
+    BufRef,
+    Copy,
+    DdrRef,
+    Mmad,
+    Requant,
+    VBinary,
+    VFill,
+    VReduce,
+    VUnary,
+)
 from npucc.target.cost import ddr_bound, dma_cycles, mmad_cycles, vector_cycles
 
 ORDERS = ("ws", "is", "os")
@@ -103,6 +114,8 @@ class CubeShape:
     x_onchip: bool = False
     out_onchip: bool = False
     res_onchip: bool = False
+    pooled: bool = False  # each output tile summed over its pixels into a mean (CubeIo.pool)
+    cols: tuple[int, ...] = ()  # (kw, ow, pw): each tile's rows max-pooled to pw (CubeIo.cols)
 
     @property
     def float_bias(self) -> bool:
@@ -207,11 +220,19 @@ def _tile_pipes(
         ops = shape.vector_ops + int(shape.float_bias and not plan.cube_bias)
         vec = _dma(ctx, "L0C_UB", m * n) + ops * vector_cycles(ctx.target, m * n)
         p["VECTOR"] += c * vec
+        stored = m * n
+        if shape.cols:  # kw - 1 vbinary max over the pooled rows, stored
+            kw, ow, pw = shape.cols
+            stored = m // ow * pw * n
+            p["VECTOR"] += c * (kw - 1) * vector_cycles(ctx.target, stored)
+        if shape.pooled:  # a vreduce over the pixels and a muls: n means stored
+            p["VECTOR"] += c * (vector_cycles(ctx.target, m * n) + vector_cycles(ctx.target, n))
+            stored = n
         if shape.out_onchip:
-            p["VECTOR"] += c * _dma(ctx, "UB_L1", m * n)
+            p["VECTOR"] += c * _dma(ctx, "UB_L1", stored)
         else:
-            p["MTE3"] += c * _dma(ctx, "TIER_DDR", m * n)
-            out_bytes += c * m * n * eb
+            p["MTE3"] += c * _dma(ctx, "TIER_DDR", stored)
+            out_bytes += c * stored * eb
         dmas += c * (1 + int(shape.residual))
         if plan.cube_bias:  # ones -> L0A, bias -> L0B, a k = 1 mmad
             p["MTE1"] += c * (_dma(ctx, "L1_L0", m) + _dma(ctx, "L1_L0", n))
@@ -400,6 +421,14 @@ class CubeIo:
     # int8: (zero point, lo, hi) of the `requant` out of L0C; `bias` is then the requant
     # records (REQUANT_BYTES per column)
     requant: tuple[int, int, int] | None = None
+    # a global average pool in the epilogue: each output tile is all `pool` pixels of an image
+    # (N-major output: its offset is the image's and channel's times `pool`), stored as its
+    # columns' means (0: the tile is stored)
+    pool: int = 0
+    # a max pool's column pass in the epilogue, (kw, sw, dw, pw): each output tile is whole
+    # rows (NCHW output), stored as its rows' max over windows of kw columns (dilation dw) at
+    # stride sw, pw of them (the output tensor holds rows of pw columns)
+    cols: tuple[int, ...] = ()
 
     @property
     def bias_elems(self) -> int:
@@ -723,6 +752,36 @@ class _Nest:
             bld.emit(VBinary("add", ub, ub, r, (m * nt,), (1,), (1,), (1,), q))
             bld.free(r)
         apply_activation(self.ctx, ub, m * nt, layer.attrs)
+        if self.io.pool:  # a whole image's tile: its means at the view's offset / pixels
+            ub = self.pool(ub, m, nt)
+            view = OutView(view.off // m, (nt,), (1,), (1,))
+        if self.io.cols:  # whole rows of ow columns, ow the view's row stride: pw of them
+            ub, view = self.pool_cols(ub, view)
         dst = self.io.out.at(view.off)
         bld.emit(Copy(dst, ub, view.dims, view.ddr_strides, view.ub_strides))
         bld.free(ub)
+
+    def pool_cols(self, ub: BufRef, view: OutView) -> tuple[BufRef, OutView]:
+        """The max over windows of columns of the tile's rows (`CubeIo.cols`), in a new UB
+        tile (`ub` freed), and where it goes: `view` with rows of pw columns."""
+        bld, (kw, sw, dw, pw) = self.ctx.builder, self.io.cols
+        nt, rows, ow = view.dims
+        pooled = bld.alloc("UB", rows * pw * nt, f"{self.layer.name}.cols")
+        dims, dense, wide = (rows, pw, nt), (pw * nt, nt, 1), (ow * nt, sw * nt, 1)
+        bld.emit(VBinary("max", pooled, ub, ub.at(dw * nt), dims, dense, wide, wide))
+        for j in range(2, kw):
+            bld.emit(VBinary("max", pooled, pooled, ub.at(j * dw * nt), dims, dense, dense, wide))
+        bld.free(ub)
+        plane = view.ddr_strides[0] // ow * pw
+        out = OutView(view.off // ow * pw, (nt, rows, pw), (plane, pw, 1), (1, pw * nt, nt))
+        return pooled, out
+
+    def pool(self, ub: BufRef, m: int, nt: int) -> BufRef:
+        """The means over the tile's `m` pixels of its `nt` columns (UB, pixel-major), in a
+        new UB vector (`ub` freed)."""
+        bld = self.ctx.builder
+        mean = bld.alloc("UB", nt, f"{self.layer.name}.pool")
+        bld.emit(VReduce("sum", mean, ub, (nt, m), (1,), (1, nt), 1))
+        bld.emit(VUnary("muls", mean, mean, (nt,), (1,), (1,), (1.0 / m,)))
+        bld.free(ub)
+        return mean

@@ -36,6 +36,11 @@ class LowerContext:
     tiles: int = 0  # independent tiles started in this layer
     reserved: int = 0  # L1 bytes resident tensors hold while this layer is lowered
     memo: dict[Hashable, Any] = field(default_factory=dict)  # per compile: memo.once
+    # global means a conv's epilogue computed (conv_geom.epilogue_pool): lowered to nothing
+    pooled: set[str] = field(default_factory=set)
+    # max pools whose column pass a conv's epilogue computed (conv_geom.epilogue_cols): their
+    # input holds rows of their output's columns
+    col_pooled: set[str] = field(default_factory=set)
 
     def begin_layer(self, cores: tuple[int, ...]) -> None:
         """Lower the next layer on `cores` (its first core until a tile is started)."""

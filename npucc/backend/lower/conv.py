@@ -7,6 +7,7 @@ inputs[3]) is added to each output tile before the activation.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 from npucc.backend.lower.blocking import (
     Blocking,
@@ -30,7 +31,13 @@ from npucc.backend.lower.context import (
     quant_epilogue,
     split,
 )
-from npucc.backend.lower.conv_geom import ConvGeom, conv_geometry, second_image
+from npucc.backend.lower.conv_geom import (
+    ConvGeom,
+    conv_geometry,
+    epilogue_cols,
+    epilogue_pool,
+    second_image,
+)
 from npucc.backend.lower.depthwise import lower_vector_conv, prefers_vector
 from npucc.backend.lower.l0_tiles import MatTiles, fitting_tiles
 from npucc.backend.lower.memo import once
@@ -153,41 +160,52 @@ def lower_cube_unit(ctx: LowerContext, layer: Layer) -> None:
 
 def lower_cube_conv(ctx: LowerContext, layer: Layer, one_unit: bool = False) -> None:
     """The cube lowering of conv2d (img2col + mmad), whatever the groups (`one_unit`: only
-    the first image's first group); its blocking chosen once per signature (memo.once)."""
+    the first image's first group); its blocking chosen once per signature (memo.once), with
+    the pool after it in its epilogue where `_fusions` allow and the tiles fit."""
     g = conv_geometry(ctx, layer)
     residual = _optional(layer, 3)
-    requant = quant_epilogue(layer)
-    onchip = (
-        ctx.onchip(layer.inputs[0]) is not None,
-        ctx.onchip(layer.outputs[0]) is not None,
-        bool(residual) and ctx.onchip(residual) is not None,
-    )
-
-    def blocking(c: LowerContext, one: Layer) -> tuple[Blocking, list[MBlock], int]:
-        return _blocking(c, one, onchip, one_unit)
-
-    plan, blocks, per_unit = once(ctx, layer, (_blocking, onchip, one_unit), blocking)
+    x_onchip = ctx.onchip(layer.inputs[0]) is not None
+    r_onchip = bool(residual) and ctx.onchip(residual) is not None
+    for fused in _fusions(ctx, layer, g, one_unit):
+        onchip = (x_onchip, ctx.onchip(fused.out) is not None, r_onchip)
+        spec = (fused.pool, fused.cols)
+        work = partial(_blocking, onchip=onchip, one_unit=one_unit, spec=spec)
+        found = once(ctx, layer, (_blocking, onchip, one_unit, spec), work)
+        if found is not None:
+            break
+    assert found is not None  # the last of _fusions is the plain conv, which always blocks
+    if fused.pool:
+        ctx.pooled.add(ctx.graph.users(layer.outputs[0])[0].name)
+    elif fused.cols:
+        ctx.col_pooled.add(ctx.graph.users(layer.outputs[0])[0].name)
+    plan, blocks, per_unit = found
     if per_unit > 1 and not one_unit:
-        _lower_grouped(ctx, layer, g, plan, blocks[0], per_unit, requant)
+        _lower_grouped(ctx, layer, g, plan, blocks[0], per_unit, fused)
         return
     k = g.cg * g.taps
     images = 1 if _folds_images(ctx, g) and not one_unit else g.n
     for n in range(1 if one_unit else images):
         for grp in range(1 if one_unit else g.group):
-            io = _group_io(ctx, layer, g, grp, requant)
+            io = _group_io(ctx, layer, g, grp, fused)
             emit_blocked(ctx, layer, plan, blocks, _ConvOps(ctx, layer, g, n, grp), io, k, g.cog)
 
 
 def _blocking(
-    ctx: LowerContext, layer: Layer, onchip: tuple[bool, bool, bool], one_unit: bool
-) -> tuple[Blocking, list[MBlock], int]:
+    ctx: LowerContext,
+    layer: Layer,
+    onchip: tuple[bool, bool, bool],
+    one_unit: bool,
+    spec: tuple[int, tuple[int, ...]],
+) -> tuple[Blocking, list[MBlock], int] | None:
     """The conv's blocking, its M blocks and its groups per staged unit (`_stageable`), with
-    its input, output and residual resident in L1 as `onchip` says."""
+    its input, output and residual resident in L1 as `onchip` says and its epilogue computing
+    `spec` = (`_Fused.pool`, `_Fused.cols`); None when no tile of that epilogue's shape fits."""
     g = conv_geometry(ctx, layer)
     taps, k = g.taps, g.cg * g.taps
     bias, residual = _optional(layer, 2), _optional(layer, 3)
     per = REQUANT_BYTES if quant_epilogue(layer) else 1  # elements of the bias per channel
     x_onchip = onchip[0]
+    pool, cols = spec
 
     def l1_buffers(mt: int, nt: int, kt: int) -> tuple[int, ...]:
         rows, cols = _extent(g, *_pixel_tile(g, mt))
@@ -195,12 +213,25 @@ def _blocking(
         return (*x, kt * nt, nt * per) if bias else (*x, kt * nt)
 
     ub = 2 + activation_temps(layer.attrs)
-    dims, m_options = (g.oh * g.ow, g.cog, k), _pixel_counts(ctx, g)
-    tiles = fitting_tiles(ctx, layer, dims, l1_buffers, ub, taps, m_options)
+    dims = (g.oh * g.ow, g.cog, k)
+    if pool:
+        tiles = fitting_tiles(ctx, layer, dims, l1_buffers, ub + 1, taps, [pool])
+        if not all(t.m == pool for t in tiles):
+            return None
+    elif cols:
+        rows = sorted({-(-g.oh // b) * g.ow for b in range(1, g.oh + 1)})
+        tiles = fitting_tiles(ctx, layer, dims, l1_buffers, ub + 1, taps, rows)
+        if not all(t.m % g.ow == 0 for t in tiles):
+            return None
+    else:
+        tiles = fitting_tiles(ctx, layer, dims, l1_buffers, ub, taps, _pixel_counts(ctx, g))
     ops = int(bool(residual)) + activation_ops(layer.attrs)  # a float bias: on the cube
     fold = _folds_images(ctx, g) and not one_unit
     units = (1 if fold else g.n) * g.group
-    shape = CubeShape(g.cog, k, taps, units, bool(bias), bool(residual), ops, per, *onchip)
+    kept = (cols[0], g.ow, cols[3]) if cols else ()
+    shape = CubeShape(
+        g.cog, k, taps, units, bool(bias), bool(residual), ops, per, *onchip, bool(pool), kept
+    )
 
     def bands(t: MatTiles, count: int) -> list[MBlock]:
         return _every_image(g, _bands(g, t, count)) if fold else _bands(g, t, count)
@@ -227,19 +258,55 @@ def _every_image(g: ConvGeom, blocks: list[MBlock]) -> list[MBlock]:
     ]
 
 
-def _group_io(
-    ctx: LowerContext, layer: Layer, g: ConvGeom, grp: int, requant: tuple[int, int, int] | None
-) -> CubeIo:
+@dataclass(frozen=True, slots=True)
+class _Fused:
+    """The pool after a conv that the conv's epilogue computes (`_fusions`): the tensor
+    the epilogue stores, and CubeIo's `pool` and `cols`."""
+
+    out: str
+    pool: int = 0
+    cols: tuple[int, ...] = ()
+
+
+def _fusions(ctx: LowerContext, layer: Layer, g: ConvGeom, one_unit: bool) -> list[_Fused]:
+    """What the conv's epilogue may compute of the pool after it, best first, the plain conv
+    last: a global average pool that alone reads the conv's output (`conv_geom.epilogue_pool`:
+    tiles of whole images), else the column pass of a max pool that alone reads it
+    (`conv_geom.epilogue_cols`: tiles of whole rows, the output a whole tensor, not a band view
+    or slice: it holds the pooled columns).
+    NOTE: either only lessens the epilogue's stores (and the pool's work), but its tiles are
+    restricted: when no such tile fits (`_blocking` gives None), the pool stays a layer."""
+    y = layer.outputs[0]
+    out = [_Fused(y)]
+    if one_unit:
+        return out
+    gap = epilogue_pool(ctx.graph, layer, ctx.target)
+    if gap is not None:
+        out.insert(-1, _Fused(gap.outputs[0], pool=g.oh * g.ow))
+    cols = epilogue_cols(ctx.graph, layer, ctx.target)
+    whole = ctx.program.key(y) == y and ctx.program.offset(y) == 0
+    if cols is not None and whole:
+        a = cols.attrs
+        kw, sw, dw = a["kernel"][1], a.get("strides", (1, 1))[1], a.get("dilations", (1, 1))[1]
+        out.insert(-1, _Fused(y, cols=(kw, sw, dw, ctx.shape(cols.outputs[0])[3])))
+    return out
+
+
+def _group_io(ctx: LowerContext, layer: Layer, g: ConvGeom, grp: int, fused: _Fused) -> CubeIo:
     """The blocked product's operands for group `grp`: its weights as a K x N view, its bias
-    (or requant records), the output and the residual."""
+    (or requant records), the output (`fused.out`: the conv's, or the global pool's it
+    computes) and the residual."""
+    requant = quant_epilogue(layer)
     k, per = g.cg * g.taps, REQUANT_BYTES if requant else 1
     bias, residual = _optional(layer, 2), _optional(layer, 3)
     return CubeIo(
         MatOperand(ctx.ddr(layer.inputs[1]).at(grp * g.cog * k), 1, k),
         ctx.ddr(bias).at(grp * g.cog * per) if bias else None,
-        ctx.ddr(layer.outputs[0]),
+        ctx.ddr(fused.out),
         ctx.ddr(residual) if residual else None,
         requant,
+        fused.pool,
+        fused.cols,
     )
 
 
@@ -279,14 +346,14 @@ def _lower_grouped(
     plan: Blocking,
     block: MBlock,
     units: int,
-    requant: tuple[int, int, int] | None,
+    fused: _Fused,
 ) -> None:
     """A grouped conv `units` groups at a time: per image and run of groups one DMA each for
     their input channels (`_ConvOps.load_x` of the run's channels), weights (each group's
     [K, cog] block row-major) and bias, then each group's product from views of them."""
     bld, k = ctx.builder, g.cg * g.taps
     bias = _optional(layer, 2)
-    per = REQUANT_BYTES if requant else 1
+    per = REQUANT_BYTES if quant_epilogue(layer) else 1
     w_ddr = ctx.ddr(layer.inputs[1])
     for n in range(g.n):
         for u0, uc in split(g.group, units):
@@ -309,10 +376,9 @@ def _lower_grouped(
                 x = L1Block(xs.ref.at(j * g.cg * plane), 0, 0, 1, k, owned=xs.owned)
                 w = L1Block(ws.at(j * k * g.cog), 0, 0, k, g.cog)
                 b = None if bs is None else L1Block(bs.at(j * g.cog * per), 0, 0, 1, g.cog)
-                io = _group_io(ctx, layer, g, grp, requant)
-                emit_staged(
-                    ctx, layer, plan, block, _ConvOps(ctx, layer, g, n, grp), io, k, (x, w, b)
-                )
+                io = _group_io(ctx, layer, g, grp, fused)
+                ops = _ConvOps(ctx, layer, g, n, grp)
+                emit_staged(ctx, layer, plan, block, ops, io, k, (x, w, b))
             release(ctx, xs)
             for buf in (ws, bs):
                 if buf is not None:

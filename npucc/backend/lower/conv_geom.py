@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from npucc.backend.lower.context import LowerContext, window_extent
-from npucc.ir.graph import Layer
+from npucc.backend.lower.context import LowerContext, quant_epilogue, window_extent
+from npucc.ir.graph import Graph, Layer
+from npucc.target import Target
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,3 +73,52 @@ def conv_geometry(ctx: LowerContext, layer: Layer) -> ConvGeom:
     return ConvGeom(
         n, c, h, w, co, oh, ow, kh, kw, sh, sw, dh, dw, pads[0], pads[1], a.get("group", 1)
     )
+
+
+def _global_mean(graph: Graph, layer: Layer) -> bool:
+    """Whether float `layer` is the mean of each [h, w] plane of its NCHW input, without a
+    fused activation: a global average pool, or an average pool whose unpadded window is the
+    whole plane. NOTE: a reduce mean over axes 2 and 3 is one too, but computed so it made
+    MobileNet v2 slower (1,053,264 -> 1,067,759 cycles: the classifier gemm after it, bound
+    by its 5 MB weight stream, ended 21 K cycles later under DAN's order), so it stays a layer.
+    """
+    a = layer.attrs
+    if a.get("act") or a.get("q"):
+        return False
+    if layer.op == "globalavgpool":
+        return True
+    shape = graph.tensors[layer.inputs[0]].shape
+    whole = layer.op == "avgpool" and tuple(a["kernel"]) == tuple(shape[2:])
+    return whole and not any(a.get("pads", ())) and tuple(a.get("dilations", (1, 1))) == (1, 1)
+
+
+def epilogue_pool(graph: Graph, layer: Layer, target: Target) -> Layer | None:
+    """The global average pool (`_global_mean`) that alone reads float conv `layer`'s output,
+    which the conv's epilogue may compute (its output tiles whole images:
+    conv.lower_cube_conv), else None. One core only: a mesh plans the handoff of the conv's
+    output."""
+    y = layer.outputs[0]
+    users = graph.users(y)
+    if layer.op != "conv2d" or target.cores > 1 or quant_epilogue(layer) or "qzp" in layer.attrs:
+        return None
+    if len(users) != 1 or y in graph.outputs or not _global_mean(graph, users[0]):
+        return None
+    return users[0]
+
+
+def epilogue_cols(graph: Graph, layer: Layer, target: Target) -> Layer | None:
+    """The float max pool that alone reads float conv `layer`'s output, whose column pass (a
+    window of kw > 1 columns, none of them padding) the conv's epilogue may compute on its
+    output tiles of whole rows (conv.lower_cube_conv), else None. One core only."""
+    y = layer.outputs[0]
+    users = graph.users(y)
+    if layer.op != "conv2d" or target.cores > 1 or quant_epilogue(layer) or "qzp" in layer.attrs:
+        return None
+    if len(users) != 1 or y in graph.outputs:
+        return None
+    pool = users[0]
+    a = pool.attrs
+    pads = tuple(a.get("pads", (0, 0, 0, 0)))
+    if pool.op != "maxpool" or a.get("q") or a["kernel"][1] < 2 or pads[1] or pads[3]:
+        return None
+    return pool

@@ -6,11 +6,14 @@ avg), one VReduce over the pattern [c, oh, ow, kh, kw] (overlapping reads) pools
 average is scaled by 1/taps, from a generated per-pixel map where the tap count varies.
 A float pool may instead, where that costs less (`_pool_cost`: its busiest pipe's cycles by
 target/cost.py's formulas), pool the columns first: kw - 1 vbinary ops over every window row
-at the output columns into a UB temporary, then kh - 1 over the output rows.
+at the output columns into a UB temporary, then kh - 1 over the output rows. A global
+average pool a conv's epilogue computed lowers to nothing, and a max pool whose column pass
+it computed pools rows only (npucc.backend.lower.conv_geom: epilogue_pool, epilogue_cols).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Callable
@@ -127,8 +130,14 @@ class _Scale:
 
 @lowering("maxpool", "avgpool", onchip=(0,))
 def lower_pool(ctx: LowerContext, layer: Layer) -> None:
-    """Windowed max or average pool over NCHW, tiled over images, channels, rows and columns."""
+    """Windowed max or average pool over NCHW, tiled over images, channels, rows and columns
+    (nothing when its producer's epilogue pooled it: conv_geom.epilogue_pool)."""
+    if layer.name in ctx.pooled:
+        return
     g = _geometry(ctx, layer)
+    if layer.name in ctx.col_pooled:  # its input: rows of its output's columns
+        t, _, b, _ = g.pads
+        g = dataclasses.replace(g, w=g.ow, kw=1, sw=1, dw=1, pads=(t, 0, b, 0))
     scale = _Scale(ctx, layer, g) if layer.op == "avgpool" else None
     if "q" in layer.attrs:  # int8: one vreduce mean per window (the frontend's whole windows)
         assert scale is not None and scale.table is None and scale.factor == 1 / (g.kh * g.kw)
@@ -269,7 +278,10 @@ def _pool_separable(
 
 @lowering("globalavgpool", "globalmaxpool", onchip=(0,))
 def lower_global_pool(ctx: LowerContext, layer: Layer) -> None:
-    """Reduce each (image, channel) plane: rows of the [n*c, spatial] view, chunked when long."""
+    """Reduce each (image, channel) plane: rows of the [n*c, spatial] view, chunked when long
+    (nothing when its producer's epilogue pooled it: conv_geom.epilogue_pool)."""
+    if layer.name in ctx.pooled:
+        return
     n, c, *spatial = ctx.shape(layer.inputs[0])
     planes, size = n * c, math.prod(spatial)
     cap = budget(ctx, layer, least=3)

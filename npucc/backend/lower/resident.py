@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 
 from npucc.backend.lower.context import LOWERINGS, ONCHIP_READS
-from npucc.backend.lower.conv_geom import second_image
+from npucc.backend.lower.conv_geom import epilogue_pool, second_image
 from npucc.ir.graph import Graph, Layer
 from npucc.ir.graph_schema import HOST_OP, VIEW_OPS
 from npucc.target import Target
@@ -90,6 +90,11 @@ def choose_resident(
             for name in layer.outputs:
                 producer[name] = i
     excluded = set(graph.inputs) | {base.get(t, t) for t in graph.outputs} | exclude
+    for i, layer in enumerate(graph.layers):
+        pool = epilogue_pool(graph, layer, target)
+        if pool is not None:  # the conv's epilogue may write the pool's output: not its own
+            excluded.add(layer.outputs[0])
+            producer[pool.outputs[0]] = i
     align = target.memory.alignment
     eb = target.tier_bytes("L1")
     budget = target.memory.capacity("L1") // RESIDENT_SHARE
