@@ -119,6 +119,8 @@ class LinearScan:
         "wanted",
         "outliving",
         "first",
+        "times",
+        "now",
     )
 
     def __init__(
@@ -134,11 +136,13 @@ class LinearScan:
         traffic: list[int] | None = None,
         uses: list[list[int]] | None = None,
         outliving: set[int] | None = None,
+        times: list[int] | None = None,
     ) -> None:
         self.graph = graph
         self.order = order
         self.capacity = capacity
-        self.placement = placement  # first, best or cold (FreeList.coldest_fit)
+        # first, best, cold (FreeList.coldest_fit) or timed (coldest by `times`)
+        self.placement = placement
         self.free: dict[str, FreeList] = {}
         self.released: dict[str, LabelMap] = {}
         for buf in graph.buffers:
@@ -168,6 +172,13 @@ class LinearScan:
         # `outliving`: outliving_buffers(graph), if the caller has it
         self.outliving = outliving_buffers(graph) if outliving is None else outliving
         self.first: ScanState | None = None  # the state at the first spill, once there is one
+        # `times` (placement "timed"): per graph node, the time its releases are labelled with
+        # (a replay's finish times), instead of their position; SPILL_IN prefetch reads
+        # positions, so the two do not mix
+        if (placement == "timed") != (times is not None) or (times is not None and prefetch):
+            raise ValueError("times go with placement 'timed' and without prefetch")
+        self.times = times
+        self.now = 0  # the release label of the node being placed (with `times`)
 
     def next_use(self, b: int, k: int) -> int:
         """Position of the first use of `b` after position k (INF if none)."""
@@ -194,10 +205,13 @@ class LinearScan:
         result = self.result  # NOTE: only _restore rebinds it, above
         where = self.where
         wanted = self.wanted
+        times = self.times
         for k in range(k0, len(order)):
             v = order[k]
             node = nodes[v]
             bufs = node.bufs
+            if times is not None:
+                self.now = times[v]
             self.packed = False
             if ahead and wanted and wanted[0][0] <= k + ahead:
                 self._reload_ahead(k, bufs, victim)
@@ -240,7 +254,7 @@ class LinearScan:
                 off = free.first_fit(buf.size)
             elif b in self.outliving:
                 off = free.last_fit(buf.size)
-            elif self.placement == "cold":
+            elif self.placement == "cold" or self.placement == "timed":
                 off = free.coldest_fit(buf.size, self.released[buf.tier])
             elif self.placement == "best":
                 off = free.best_fit(buf.size)
@@ -312,7 +326,8 @@ class LinearScan:
         buf = self.graph.buffers[b]
         off = self.live[buf.tier].pop(b)
         self.free[buf.tier].give(off, buf.size)
-        self.released[buf.tier].put(off, off + buf.size, len(self.result))
+        label = len(self.result) if self.times is None else self.now
+        self.released[buf.tier].put(off, off + buf.size, label)
 
     def _reload_ahead(self, k: int, pinned: tuple[int, ...], victim) -> None:
         """Reload spilled buffers used within `ahead` positions, evicting only buffers used

@@ -1,0 +1,52 @@
+import pytest
+
+from npucc.backend.schedule.registry import schedule_graph
+from npucc.backend.schedule.scan import LinearScan, lru_victim, topo_order
+from npucc.ir.replay import replay, validate
+from npucc.ir.tiled import TileGraph
+from npucc.target.cost import TraceSpillModel
+
+MODEL = TraceSpillModel()
+CAPS = {"L1": 512}
+
+
+def _released_out_of_order() -> tuple[TileGraph, int, int, int]:
+    """x and y fill L1; x is freed first in the order but last in time (a long cube node reads
+    it), then z needs the room of one of them: (graph, x, y, z)."""
+    g = TileGraph("released-out-of-order")
+    x, y, z = (g.add_buffer(256, "L1", name).id for name in "xyz")
+    ax, ay = g.add_node("ALLOC", None, 0, (x,)).id, g.add_node("ALLOC", None, 0, (y,)).id
+    ux = g.add_node("MMAD", "CUBE", 1000, (x,)).id
+    uy = g.add_node("VEC_ADD", "VECTOR", 10, (y,)).id
+    fx, fy = g.add_node("FREE", None, 0, (x,)).id, g.add_node("FREE", None, 0, (y,)).id
+    az = g.add_node("ALLOC", None, 0, (z,)).id
+    uz = g.add_node("COPY_IN", "MTE2", 100, (z,)).id
+    fz = g.add_node("FREE", None, 0, (z,)).id
+    for src, dst in ((ax, ux), (ux, fx), (ay, uy), (uy, fy), (az, uz), (uz, fz)):
+        g.add_edge(src, dst)
+    return g, x, y, z
+
+
+def test_timed_placement_takes_the_range_released_first_in_time():
+    g, x, y, z = _released_out_of_order()
+    order = topo_order(g)
+    cold = LinearScan(g, order, CAPS, placement="cold").run(lru_victim)
+    assert cold.offsets[z] == cold.offsets[x]  # released first in the order
+    first = replay(g, cold, CAPS, MODEL)
+    timed = LinearScan(g, order, CAPS, placement="timed", times=first.finish).run(lru_victim)
+    validate(g, timed, CAPS)
+    assert timed.offsets[z] == timed.offsets[y]  # released first in time
+    # z's load no longer waits for the cube node behind x
+    assert replay(g, timed, CAPS, MODEL).makespan < first.makespan == 1100
+    _, r = schedule_graph(g, "dan", CAPS, MODEL)
+    assert r.makespan == replay(g, timed, CAPS, MODEL).makespan
+
+
+@pytest.mark.parametrize(
+    ("placement", "times", "prefetch"),
+    [("timed", None, False), ("cold", [0] * 9, False), ("timed", [0] * 9, True)],
+)
+def test_times_go_with_the_timed_placement_only(placement, times, prefetch):
+    g, *_ = _released_out_of_order()
+    with pytest.raises(ValueError):
+        LinearScan(g, topo_order(g), CAPS, placement=placement, prefetch=prefetch, times=times)
