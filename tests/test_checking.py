@@ -13,6 +13,7 @@ from npucc.checking import (
     Comparison,
     compare,
     ill_conditioned,
+    model_file,
     randomize_weights,
     reference_spread,
     run_onnxruntime,
@@ -167,3 +168,22 @@ def test_onnxruntime_reads_big_weights_from_arrays_with_the_same_results():
                                    providers=["CPUExecutionProvider"])  # fmt: skip
     expected = session.run(["y"], x)[0]
     np.testing.assert_array_equal(run_onnxruntime(model, x)["y"], expected)
+
+
+def test_a_model_file_keeps_its_weights_apart_and_onnxruntime_runs_it_the_same(tmp_path):
+    rng = np.random.default_rng(1)
+    w = numpy_helper.from_array(rng.standard_normal((64, 8, 3, 3)).astype(np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, 6, 6])], [w],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    x = {"x": rng.standard_normal((1, 8, 8, 8)).astype(np.float32)}
+    expected = run_onnxruntime(model, x)["y"]
+    path = model_file(model, tmp_path)
+    assert (tmp_path / "model.onnx.data").stat().st_size == 64 * 8 * 3 * 3 * 4
+    assert onnx.load(path, load_external_data=False).graph.initializer[0].data_location == 1
+    np.testing.assert_array_equal(numpy_helper.to_array(onnx.load(path).graph.initializer[0]),
+                                  numpy_helper.to_array(w))  # fmt: skip
+    np.testing.assert_array_equal(run_onnxruntime(path, x)["y"], expected)

@@ -36,15 +36,21 @@ from npucc.ir.stream import Stream, StreamTensor
 
 
 class Memory:
-    """One memory (a tier of a core, or DDR): data, liveness and the written mask."""
+    """One memory (a tier of a core, or DDR): data, and per unit whether it is dead (not
+    live) and stale (not written since it became live).
 
-    __slots__ = ("data", "written", "live", "allocs")
+    NOTE: the masks hold the negations so that DDR starts as zeros, live and written: the OS
+    zero-fills its pages lazily, so the const image's units (VGG-19: 137 M of them, in each
+    mask) are never touched; only the other tensors' and the gaps' are set.
+    """
 
-    def __init__(self, nbytes: int, unit: int) -> None:
+    __slots__ = ("data", "stale", "dead", "allocs")
+
+    def __init__(self, nbytes: int, unit: int, live: bool = False) -> None:
         n = nbytes // unit
         self.data = np.zeros(n * unit, np.uint8)
-        self.written = np.zeros(n, bool)
-        self.live = np.zeros(n, bool)
+        self.stale = np.zeros(n, bool)
+        self.dead = np.zeros(n, bool) if live else np.ones(n, bool)
         self.allocs: dict[int, int] = {}  # live regions: byte address -> bytes
 
 
@@ -59,8 +65,8 @@ class Memories:
         self.unit = check_unit(target)  # bytes of a checking unit
         self.storage = np.dtype(NUMPY_DTYPES[target.dtype])  # DDR's, L1's, UB's, L0A/B's
         self.tiers: list[dict[str, Memory]] = [{} for _ in stream.cores]
-        self.ddr = self._new(DDR)
-        self.noc = self._new(NOC) if NOC in stream.extent else None
+        self.ddr = self._new(DDR, live=True)  # the gaps between tensors die in `load`
+        self.noc = self._new(NOC, live=True) if NOC in stream.extent else None
         self.releases: list[tuple[int, int, str, int, int]] = []  # (time, core, tier, addr, bytes)
 
     def mem(self, core: int, tier: str) -> Memory:
@@ -75,18 +81,20 @@ class Memories:
             mems[tier] = self._new(tier)
         return mems[tier]
 
-    def _new(self, tier: str) -> Memory:
-        """A memory of the bytes the stream addresses in `tier` (at most its capacity)."""
+    def _new(self, tier: str, live: bool = False) -> Memory:
+        """A memory of the bytes the stream addresses in `tier` (at most its capacity), all
+        live or all dead."""
         nbytes, lineno = self.stream.extent[tier]
         try:
-            return Memory(nbytes, self.unit)
+            return Memory(nbytes, self.unit, live)
         except (MemoryError, ValueError):  # a huge target: numpy cannot allocate it
             raise fail(self.stream, lineno, f"cannot simulate {nbytes} bytes of {tier}") from None
 
     # ------------------------------------------------------------------------ DDR in and out
 
     def load(self, image: bytes, inputs: dict[str, np.ndarray], timing_only: bool) -> None:
-        """Load the image at DDR address 0 and the inputs; mark every tensor live."""
+        """Load the image at DDR address 0 and the inputs; only the tensors are live, and
+        only consts and inputs written."""
         ddr, unit = self.ddr, self.unit
         ddr.data[: len(image)] = np.frombuffer(image, np.uint8)
         declared = {t.name: t for t in self.stream.tensors.values() if t.kind == "input"}
@@ -94,15 +102,17 @@ class Memories:
             if name not in declared:
                 raise NpuccError(f"unknown input {json.dumps(name)} (inputs: "
                                  f"{', '.join(json.dumps(n) for n in declared)})")  # fmt: skip
+        held: dict[int, list[tuple[int, int]]] = {id(ddr): []}  # memory -> its tensors' units
         for tensor in self.stream.tensors.values():
             lo, hi = tensor.addr // unit, (tensor.addr + tensor.nbytes) // unit
             if tensor.kind == "onchip":  # live and unwritten in the on-chip buffer
                 assert self.noc is not None
-                self.noc.live[lo:hi] = True
+                held.setdefault(id(self.noc), []).append((lo, hi))
+                self.noc.stale[lo:hi] = True
                 continue
-            ddr.live[lo:hi] = True
-            if tensor.kind == "const":
-                ddr.written[lo:hi] = True
+            held[id(ddr)].append((lo, hi))
+            if tensor.kind not in ("const", "input"):
+                ddr.stale[lo:hi] = True
             elif tensor.kind == "input":
                 if tensor.name not in inputs and timing_only:
                     continue  # timing computes no data: inputs are optional
@@ -128,7 +138,9 @@ class Memories:
                     wide = value.astype(np.float32).ravel()
                     with np.errstate(over="ignore"):  # beyond float16's range: +-inf
                         self._tensor(tensor)[...] = wide.astype(self.storage)
-                ddr.written[lo:hi] = True
+        for mem in (ddr, self.noc):
+            if mem is not None:
+                _kill_gaps(mem, held.get(id(mem), []))
 
     def outputs(self, check: bool) -> dict[str, np.ndarray]:
         """Every output tensor, as its host dtype (with `check`, it must be fully written)."""
@@ -137,7 +149,7 @@ class Memories:
             if tensor.kind != "output":
                 continue
             lo, hi = tensor.addr // self.unit, (tensor.addr + tensor.nbytes) // self.unit
-            if check and not self.ddr.written[lo:hi].all():
+            if check and self.ddr.stale[lo:hi].any():
                 raise fail(self.stream, tensor.lineno, f"output {json.dumps(tensor.name)} is not "
                                                        "fully written at the end")  # fmt: skip
             if tensor.quant is not None:  # an int8 program's float output
@@ -161,13 +173,13 @@ class Memories:
         """An alloc or spill in: the region becomes live and unwritten."""
         mem = self.mem(step.core, tier)
         lo, hi = addr // self.unit, (addr + size) // self.unit
-        if mem.live[lo:hi].any():
+        if not mem.dead[lo:hi].all():
             other = [format_ref(tier, a, b) for a, b in mem.allocs.items() if a < addr + size
                      and addr < a + b] or ["being spilled out"]  # fmt: skip
             raise fail(self.stream, step, f"{step.line.queue}: {format_ref(tier, addr, size)} "
                                           f"overlaps the live region {other[0]}")  # fmt: skip
-        mem.live[lo:hi] = True
-        mem.written[lo:hi] = False
+        mem.dead[lo:hi] = False
+        mem.stale[lo:hi] = True
         mem.allocs[addr] = size
 
     def end_live(self, step: Step, tier: str, addr: int, size: int) -> None:
@@ -181,7 +193,7 @@ class Memories:
     def release(self, core: int, tier: str, addr: int, size: int) -> None:
         """The region stops being live."""
         mem = self.mem(core, tier)
-        mem.live[addr // self.unit : (addr + size) // self.unit] = False
+        mem.dead[addr // self.unit : (addr + size) // self.unit] = True
 
     def release_at(self, time: int, core: int, tier: str, addr: int, size: int) -> None:
         """Release the region once the clock reaches `time` (a spill out's finish)."""
@@ -199,15 +211,15 @@ class Memories:
     ) -> None:
         """An access of `mem` touches live elements, and a read (not a spill's) written ones."""
         op = cast(Instr, step.line.instr).opcode  # only pipe steps have accesses
-        live = acc.get(mem.live)
-        if not live.all():
-            text = locate(acc, ~live, op, write, who)[1]
+        dead = acc.get(mem.dead)
+        if dead.any():
+            text = locate(acc, dead, op, write, who)[1]
             raise fail(self.stream, step, f"{text}: region not live (never allocated, or already "
                                           "freed)")  # fmt: skip
         if not write and not spill:
-            written = acc.get(mem.written)
-            if not written.all():
-                text = locate(acc, ~written, op, write, who)[1]
+            stale = acc.get(mem.stale)
+            if stale.any():
+                text = locate(acc, stale, op, write, who)[1]
                 raise fail(self.stream, step, f"{text}: not written since its alloc")
 
     def record_writes(self, step: Step, spill: bool) -> None:
@@ -216,6 +228,16 @@ class Memories:
             mem = self.mem(step.core, acc.tier)
             if spill:
                 src = step.reads[0]
-                acc.put(mem.written, src.get(self.mem(step.core, src.tier).written))
+                acc.put(mem.stale, src.get(self.mem(step.core, src.tier).stale))
             else:
-                acc.put(mem.written, True)
+                acc.put(mem.stale, False)
+
+
+def _kill_gaps(mem: Memory, spans: list[tuple[int, int]]) -> None:
+    """Mark dead every unit of `mem` outside the unit ranges `spans` (they may overlap)."""
+    end = 0
+    for lo, hi in sorted(spans):
+        if lo > end:
+            mem.dead[end:lo] = True
+        end = max(end, hi)
+    mem.dead[end:] = True

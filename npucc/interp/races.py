@@ -98,7 +98,7 @@ class RaceDetector:
     def _of(self, mem: Memory) -> _Writers:
         writers = self.writers.get(mem)
         if writers is None:
-            writers = self.writers[mem] = _Writers(len(mem.live), len(self.steps.qnames),
+            writers = self.writers[mem] = _Writers(len(mem.dead), len(self.steps.qnames),
                                                    self.wseqs)  # fmt: skip
         return writers
 
@@ -140,7 +140,7 @@ class RaceDetector:
             state = self._of(mem)
             seqs = state.readers.get(step.qid)
             if seqs is None:
-                seqs = state.readers[step.qid] = np.zeros(len(mem.live), self.seqs[step.qid])
+                seqs = state.readers[step.qid] = np.zeros(len(mem.dead), self.seqs[step.qid])
             acc.put(seqs, step.seq)
         for acc in step.writes:
             state = self._of(memories.mem(step.core, acc.tier))

@@ -8,6 +8,7 @@ import importlib
 import json
 import os
 import sys
+import tempfile
 import traceback
 from collections.abc import Sequence
 from dataclasses import replace
@@ -480,7 +481,7 @@ def _check_int8(
     args: argparse.Namespace, program: Any, result: Any, run: tuple[Any, dict, dict]
 ) -> int:
     """`npucc check` of an int8 program: each output against onnxruntime's run of the same
-    quantized model (`run`: the model, the inputs, its outputs), in quantization steps
+    quantized model (`run`: the model's file, the inputs, its outputs), in quantization steps
     (npucc.checking.compare_steps); for comparison, against onnxruntime's optimized run too."""
     from npucc.checking import compare_steps, run_onnxruntime
     from npucc.ir.stream_parse import parse_stream
@@ -510,22 +511,8 @@ def _check_int8(
 
 def cmd_check(args: argparse.Namespace) -> int:
     """`npucc check MODEL`: compile, interpret, compare with onnxruntime."""
-    from npucc.checking import (
-        ATOL,
-        RTOL,
-        VACUOUS_SCALE,
-        compare,
-        fp16_reference,
-        fp16_rtol,
-        ill_conditioned,
-        random_inputs,
-        randomize_weights,
-        reduction_length,
-        reference_spread,
-        run_onnxruntime,
-        within_spread,
-    )
-    from npucc.compiler import batch_input_shapes, compile_program
+    from npucc.checking import model_file, randomize_weights
+    from npucc.compiler import batch_input_shapes
     from npucc.frontend.onnx_import import load_model
 
     options = compile_options(args)
@@ -536,21 +523,48 @@ def cmd_check(args: argparse.Namespace) -> int:
         model = randomize_weights(model, args.seed)
     if args.output is not None:
         _refuse_overwriting_model(Path(args.model), Path(args.output))
-    program = compile_program(model, options)
+    with tempfile.TemporaryDirectory(prefix="npucc-check-") as folder:
+        path = model_file(model, folder)
+        del model  # NOTE: not held in memory while it compiles and runs (model_file)
+        return _check_file(args, options, path)
+
+
+def _check_file(args: argparse.Namespace, options: CompileOptions, path: Path) -> int:
+    """`npucc check` of the model written at `path` (npucc.checking.model_file)."""
+    import onnx
+
+    from npucc.checking import (
+        ATOL,
+        RTOL,
+        VACUOUS_SCALE,
+        compare,
+        fp16_reference,
+        fp16_rtol,
+        ill_conditioned,
+        random_inputs,
+        reduction_length,
+        reference_spread,
+        run_onnxruntime,
+        within_spread,
+    )
+    from npucc.compiler import compile_program
+
+    program = compile_program(path, options)
     if args.output is not None:
         save_program(program, Path(args.output))
         print(f"wrote {args.output}")
     _print_host_segments(program.stats)
     _write_summary(args, program)
-    inputs = random_inputs(program.inputs, args.seed, model)
+    inputs = random_inputs(program.inputs, args.seed, onnx.load(path, load_external_data=False))
     result = program.execute(inputs)
     with progress.stage("onnxruntime"):
-        reference = run_onnxruntime(model, inputs)
+        reference = run_onnxruntime(path, inputs)
     if program.target.dtype == "i8":
-        return _check_int8(args, program, result, (model, inputs, reference))
+        return _check_int8(args, program, result, (path, inputs, reference))
     half = program.target.dtype == "f16"
-    rtol = fp16_rtol(reduction_length(model)) if half else RTOL
-    second = fp16_reference(model, inputs) if half else {}
+    model = onnx.load(path) if half else None  # with its weights, for the fp16 references
+    rtol = fp16_rtol(reduction_length(model)) if model is not None else RTOL
+    second = fp16_reference(model, inputs) if model is not None else {}
     if isinstance(second, str):
         print(f"npucc: note: no fp16 onnxruntime reference: {second}", file=sys.stderr)
     second_errors = compare(result.outputs, second) if isinstance(second, dict) else []
@@ -559,7 +573,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     spread = None
     if not all(c.ok for c in comparisons):  # is the reference itself stable under rounding?
         with progress.stage("conditioning"):
-            spread = reference_spread(model, inputs, reference, args.seed)
+            spread = reference_spread(model or onnx.load(path), inputs, reference, args.seed)
     for c in comparisons:
         verdict = "PASS" if c.ok else "FAIL"
         if (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -9,7 +10,13 @@ import onnx
 import pytest
 
 import npucc
-from npucc.checking import compare, random_inputs, randomize_weights, run_onnxruntime
+from npucc.checking import (
+    compare,
+    model_file,
+    random_inputs,
+    randomize_weights,
+    run_onnxruntime,
+)
 from npucc.frontend.onnx_import import load_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,15 +35,15 @@ def check_model(
 ) -> None:
     """Compile the model `make()` returns, run it on seeded inputs, compare with onnxruntime.
 
-    The model is dropped once onnxruntime has run it, before the interpreter runs: VGG-19's
-    weights (548 MB) are then not held while it runs.
+    The model is written to a file (`model_file`) and not held in memory: the compile drops it
+    after import and onnxruntime maps its weights (VGG-19's are 548 MB).
     """
-    model = make()
-    program = npucc.compile(model, target, schedule, beam_width=beam_width)
-    inputs = random_inputs(program.inputs, seed)
-    reference = run_onnxruntime(model, inputs)
-    del model
-    result = program.execute(inputs)
+    with tempfile.TemporaryDirectory(prefix="npucc-check-") as folder:
+        path = model_file(make(), folder)
+        program = npucc.compile(path, target, schedule, beam_width=beam_width)
+        inputs = random_inputs(program.inputs, seed)
+        result = program.execute(inputs)
+        reference = run_onnxruntime(path, inputs)
     for c in compare(result.outputs, reference):
         assert c.ok, f"{c.name}: max abs error {c.max_abs} vs max |ref| {c.max_ref}"
     assert result.makespan == program.stats["predicted_makespan"]
