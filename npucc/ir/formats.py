@@ -236,8 +236,12 @@ def _stream_json(stream: Stream) -> dict[str, Any]:
                 "bytes": t.nbytes,
                 "shape": list(t.shape),
                 **(
-                    {"homes": [list(h) for h in t.onchip.homes], "chunk": t.onchip.chunk,
-                     "at": t.onchip.at, "live": list(t.onchip.live)}
+                    {
+                        "homes": [list(h) for h in t.onchip.homes],
+                        "chunk": t.onchip.chunk,
+                        "at": t.onchip.at,
+                        "live": list(t.onchip.live),
+                    }
                     if t.onchip is not None
                     else {}
                 ),

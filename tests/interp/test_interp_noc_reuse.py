@@ -45,7 +45,9 @@ def test_reusing_bytes_before_their_reader_is_done_is_a_race():
 
 
 def test_tensors_sharing_bytes_while_both_live_are_rejected():
-    text = _stream(" | wait mte2@2,3>mte3#10", "set mte2>mte3@0,0#10", U.replace("live=1..1", "live=0..1"))
+    text = _stream(
+        " | wait mte2@2,3>mte3#10", "set mte2>mte3@0,0#10", U.replace("live=1..1", "live=0..1")
+    )
     with pytest.raises(StreamError, match=r'"u" shares on-chip bytes with "t" while both live'):
         run_text(text)
 
