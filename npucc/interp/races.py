@@ -4,19 +4,24 @@ Each queue carries a vector clock (one entry per queue: the latest position of i
 happened before); a flag carries its setter's clock to its waiter. Per element each memory
 keeps its last writer (queue, position) and each queue's last read; an access must be ordered
 after the last write (and a write after every other queue's last read), else a flag is missing.
+
+On-chip tensors that share bytes of a home's buffer at different times (`OnChip.live`) are
+checked per tensor (`_Reuse`): every access of the later one must be ordered after every access
+of the earlier one, and the earlier one is never accessed once the later one has been.
 """
 
 from __future__ import annotations
 
+import bisect
 from typing import cast
 
 import numpy as np
 
-from npucc.interp.access import Access, locate
+from npucc.interp.access import Access, check_unit, locate
 from npucc.interp.memories import Memories, Memory
 from npucc.interp.steps import Step, Steps, fail
 from npucc.ir.isa import DDR, NOC, Instr
-from npucc.ir.stream import FlagKey, Stream
+from npucc.ir.stream import FlagKey, Stream, StreamTensor
 
 SHARED = (DDR, NOC)  # memories every core addresses
 _NEVER = np.iinfo(np.int64).max  # clock entry of the initial writer: ordered before everything
@@ -48,7 +53,8 @@ class RaceDetector:
     queue kept an int32 per unit of them.
     """
 
-    __slots__ = ("stream", "steps", "qvc", "flag_vc", "writers", "written", "seqs", "wseqs")
+    __slots__ = ("stream", "steps", "qvc", "flag_vc", "writers", "written", "seqs", "wseqs",
+                 "reuse")  # fmt: skip
 
     def __init__(self, stream: Stream, steps: Steps) -> None:
         self.stream = stream
@@ -60,6 +66,7 @@ class RaceDetector:
         # sequence numbers in 2 bytes where a queue is short enough (a mesh's queues are)
         self.seqs = [_seq_type(len(q)) for q in steps.queues]  # of each queue's reads
         self.wseqs = _seq_type(max(map(len, steps.queues)))  # of any queue's writes
+        self.reuse = _Reuse(stream)
         for step in steps.all:
             for acc in step.writes if step.qid else ():  # events access nothing
                 key = self._key(step.core, acc.tier)
@@ -106,6 +113,8 @@ class RaceDetector:
         """An access must be ordered after the last write, and a write after other reads."""
         state = self._of(mem)
         qnames = self.steps.qnames
+        if acc.tier == NOC and self.reuse.shared:
+            self.reuse.check(self, step, acc, vc)
         op = cast(Instr, step.line.instr).opcode  # only pipe steps have accesses
         wq = acc.get(state.wq)
         wseq = acc.get(state.wseq)
@@ -146,3 +155,54 @@ class RaceDetector:
             state = self._of(memories.mem(step.core, acc.tier))
             acc.put(state.wq, step.qid)
             acc.put(state.wseq, step.seq)
+
+
+class _Reuse:
+    """The on-chip tensors sharing home bytes at different times, and who accessed them."""
+
+    __slots__ = ("unit", "starts", "tensors", "before", "after", "last", "first")
+
+    def __init__(self, stream: Stream) -> None:
+        self.unit = check_unit(stream.target)
+        chip = sorted((t for t in stream.tensors.values() if t.onchip is not None),
+                      key=lambda t: t.addr)  # fmt: skip
+        self.tensors: list[StreamTensor] = chip
+        self.starts = [t.addr // self.unit for t in chip]
+        eb = stream.target.elem_bytes
+        self.before: dict[int, list[int]] = {}  # tensor -> the sharers whose lives end before
+        self.after: dict[int, list[int]] = {}  # tensor -> the sharers whose lives start after
+        for i, a in enumerate(chip):
+            for j, b in enumerate(chip):
+                assert a.onchip is not None and b.onchip is not None
+                if a.onchip.live[1] < b.onchip.live[0] and a.onchip.shares(b.onchip, eb):
+                    self.after.setdefault(i, []).append(j)
+                    self.before.setdefault(j, []).append(i)
+        self.last: dict[int, dict[int, int]] = {}  # tensor -> queue -> its last access there
+        self.first: dict[int, Step] = {}  # tensor -> its first access
+
+    @property
+    def shared(self) -> bool:
+        """Whether any two tensors share bytes."""
+        return bool(self.after)
+
+    def check(self, races: RaceDetector, step: Step, acc: Access, vc: np.ndarray) -> None:
+        """An access of an on-chip tensor: after every access of those it reuses the bytes
+        of, and not after any that reuses its bytes."""
+        index = bisect.bisect_right(self.starts, acc.span()[0]) - 1
+        name = self.tensors[index].name
+        for later in self.after.get(index, ()):
+            if later in self.first:
+                line = self.first[later].line.lineno
+                later_name = self.tensors[later].name
+                raise fail(races.stream, step, f"onchip {name!r} accessed after {later_name!r} "
+                           f"reused its bytes at line {line}")  # fmt: skip
+        for earlier in self.before.get(index, ()):
+            for q, seq in self.last.get(earlier, {}).items():
+                if seq > vc[q]:
+                    line = races.steps.line_of(q, seq)
+                    raise fail(races.stream, step, f"onchip {name!r} reuses the bytes of "
+                               f"{self.tensors[earlier].name!r} not ordered after its access by "
+                               f"{races.steps.qnames[q]} at line {line}: missing flag")  # fmt: skip
+        self.first.setdefault(index, step)
+        seqs = self.last.setdefault(index, {})
+        seqs[step.qid] = max(seqs.get(step.qid, 0), step.seq)

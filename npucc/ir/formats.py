@@ -151,6 +151,8 @@ def _tiled_json(program: Any) -> dict[str, Any]:
         if t.key in program.onchip:
             entry["homes"] = [list(h) for h in program.onchip[t.key].homes]
             entry["chunk"] = program.onchip[t.key].chunk
+            entry["at"] = program.onchip[t.key].at
+            entry["live"] = list(program.onchip[t.key].live)
         tensors.append(entry)
     cores = []
     for core in program.cores:
@@ -234,7 +236,12 @@ def _stream_json(stream: Stream) -> dict[str, Any]:
                 "bytes": t.nbytes,
                 "shape": list(t.shape),
                 **(
-                    {"homes": [list(h) for h in t.onchip.homes], "chunk": t.onchip.chunk}
+                    {
+                        "homes": [list(h) for h in t.onchip.homes],
+                        "chunk": t.onchip.chunk,
+                        "at": t.onchip.at,
+                        "live": list(t.onchip.live),
+                    }
                     if t.onchip is not None
                     else {}
                 ),

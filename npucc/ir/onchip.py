@@ -1,4 +1,11 @@
-"""Where a tensor kept on chip lives: its home cores and chunk size (the NOC address space)."""
+"""Where a tensor kept on chip lives: its home cores, chunk size, place in their buffers and life.
+
+A tensor's NOC addresses name it (they never overlap); its bytes lie in its homes' on-chip
+buffers at byte `at` of each. Two tensors may share a home's bytes when their lives (`live`:
+the first and last positions, in the program's layer order, at which they are accessed) are
+disjoint: the verifier checks that, and the interpreter that every access of the earlier one
+happens before every access of the later one (flags).
+"""
 
 from __future__ import annotations
 
@@ -18,6 +25,19 @@ class OnChip:
     # `slots` sub-batches of `slot` elements each, slice j in slot j mod slots (0: it all)
     slot: int = 0
     slots: int = 1
+    at: int = 0  # byte offset of its chunk in each home's on-chip buffer
+    live: tuple[int, int] = (0, 0)  # first and last layer positions accessing it
+
+    def shares(self, other: OnChip, elem_bytes: int) -> bool:
+        """Whether the two tensors share bytes of some home's buffer (whatever their lives)."""
+        mine, theirs = chunk_bytes(self.chunk, elem_bytes), chunk_bytes(other.chunk, elem_bytes)
+        if self.at >= other.at + theirs or other.at >= self.at + mine:
+            return False
+        return not set(self.homes).isdisjoint(other.homes)
+
+    def meets(self, other: OnChip) -> bool:
+        """Whether the two lives overlap."""
+        return self.live[0] <= other.live[1] and other.live[0] <= self.live[1]
 
     def hops(self, core: tuple[int, int], lo: int, hi: int) -> int:
         """Mesh hops from `core` to the farthest home of elements [lo, hi)."""
@@ -27,15 +47,16 @@ class OnChip:
         return max(abs(r - core[0]) + abs(c - core[1]) for r, c in self.homes[first : last + 1])
 
     def text(self) -> str:
-        """`homes=[r,c;r,c] chunk=N` (the stream's and the tiled text's form)."""
+        """`homes=[r,c;r,c] chunk=N at=OFF live=A..B` (the stream's and the tiled text's form)."""
         homes = ";".join(f"{r},{c}" for r, c in self.homes)
-        return f"homes=[{homes}] chunk={self.chunk}"
+        first, last = self.live
+        return f"homes=[{homes}] chunk={self.chunk} at={self.at} live={first}..{last}"
 
 
 def parse_onchip(tokens: Sequence[str]) -> OnChip:
-    """Parse `homes=[r,c;...] chunk=N` (ValueError if malformed)."""
-    if len(tokens) != 2 or not tokens[0].startswith("homes=[") or not tokens[0].endswith("]"):
-        raise ValueError("expected 'homes=[ROW,COL;...] chunk=N'")
+    """Parse `homes=[r,c;...] chunk=N at=OFF live=A..B` (ValueError if malformed)."""
+    if len(tokens) != 4 or not tokens[0].startswith("homes=[") or not tokens[0].endswith("]"):
+        raise ValueError("expected 'homes=[ROW,COL;...] chunk=N at=OFF live=A..B'")
     homes = []
     for item in tokens[0][len("homes=[") : -1].split(";"):
         r, _, c = item.partition(",")
@@ -45,7 +66,14 @@ def parse_onchip(tokens: Sequence[str]) -> OnChip:
     key, _, value = tokens[1].partition("=")
     if key != "chunk" or not value.isdigit() or int(value) == 0:
         raise ValueError("expected chunk=N (N > 0)")
-    return OnChip(tuple(homes), int(value))
+    key, _, at = tokens[2].partition("=")
+    if key != "at" or not at.isdigit():
+        raise ValueError("expected at=OFF")
+    key, _, live = tokens[3].partition("=")
+    first, _, last = live.partition("..")
+    if key != "live" or not first.isdigit() or not last.isdigit() or int(last) < int(first):
+        raise ValueError("expected live=FIRST..LAST (FIRST <= LAST)")
+    return OnChip(tuple(homes), int(value), at=int(at), live=(int(first), int(last)))
 
 
 def chunk_bytes(chunk: int, elem_bytes: int) -> int:

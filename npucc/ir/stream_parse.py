@@ -248,13 +248,14 @@ class _Parser(StreamChecks):
         return StreamTensor(kind, name, addr, nbytes, shape, self.lineno, dtype, quant=quant)
 
     def _onchip(self, name: str, tokens: list[str]) -> StreamTensor:
-        """`tensor onchip "NAME" NOC[0xADDR+BYTES] f32[DIMS] homes=[R,C;...] chunk=N`."""
-        ref = match_ref(tokens[0]) if len(tokens) == 4 else None
+        """`tensor onchip "NAME" NOC[0xADDR+BYTES] f32[DIMS] homes=[R,C;...] chunk=N at=OFF
+        live=A..B`."""
+        ref = match_ref(tokens[0]) if len(tokens) == 6 else None
         s = match_shape(tokens[1]) if ref else None
         if ref is None or s is None or ref[0] != NOC or s[0] != self.target.dtype:
             raise self.fail(
                 'expected \'tensor onchip "NAME" NOC[0xADDR+BYTES] TYPE[DIMS] homes=[R,C;...] '
-                "chunk=N'"
+                "chunk=N at=OFF live=A..B'"
             )
         try:
             where = parse_onchip(tokens[2:])

@@ -41,7 +41,7 @@ from npucc.ir.isa import (
     field_names,
 )
 from npucc.ir.isa_cost import operand_bytes, operand_nbytes
-from npucc.ir.onchip import OnChip, chunk_bytes
+from npucc.ir.onchip import CHUNK_ALIGN, OnChip, chunk_bytes
 from npucc.ir.stream import Event, StreamError, StreamTensor
 from npucc.target import TIERS, Target
 
@@ -98,19 +98,17 @@ class StreamChecks:
         for r, c in where.homes:
             if r >= rows or c >= cols:
                 raise self.fail(f"onchip tensor {json.dumps(name)}: home {r},{c} outside the mesh")
-        used: dict[tuple[int, int], int] = {}
-        for t in (*self.onchip, StreamTensor("onchip", name, addr, nbytes, shape, 0, onchip=where)):
-            assert t.onchip is not None
-            for home in t.onchip.homes:
-                used[home] = used.get(home, 0) + chunk_bytes(t.onchip.chunk, eb)
-        over = [h for h, n in used.items() if n > budget]
-        if over or need > budget:
-            home = over[0] if over else where.homes[0]
-            raise self.fail(f"onchip tensor {json.dumps(name)}: more than the on-chip buffer "
-                            f"({budget} bytes) of core {home[0]},{home[1]}")  # fmt: skip
+        if where.at % CHUNK_ALIGN or where.at + need > budget:
+            r, c = where.homes[0]
+            raise self.fail(f"onchip tensor {json.dumps(name)} at {where.at}: more than the "
+                            f"on-chip buffer ({budget} bytes) of core {r},{c}")  # fmt: skip
         for t in self.onchip:
             if addr < t.addr + t.nbytes and t.addr < addr + nbytes:
                 raise self.fail(f"onchip tensor {json.dumps(name)} overlaps {json.dumps(t.name)}")
+            assert t.onchip is not None
+            if where.meets(t.onchip) and where.shares(t.onchip, eb):
+                raise self.fail(f"onchip tensor {json.dumps(name)} shares on-chip bytes with "
+                                f"{json.dumps(t.name)} while both live")  # fmt: skip
 
     def _noc_hops(self, ref: MemRef, nbytes: int, core: tuple[int, int]) -> int:
         """Hops from `core` to the farthest home of the on-chip bytes [ref.addr, +nbytes)."""

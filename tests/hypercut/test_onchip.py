@@ -1,6 +1,7 @@
 """Which tensors a plan keeps on chip: the rules, the homes, and the EDP refinement."""
 
 import math
+from itertools import combinations
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ def test_hops_reach_the_farthest_home_of_a_range():
     assert where.hops((3, 3), 20, 21) == 0 and where.hops((3, 3), 4, 4) == 0
     assert parse_onchip(where.text().split()) == where
     with pytest.raises(ValueError, match="bad home"):
-        parse_onchip(["homes=[0,x]", "chunk=4"])
+        parse_onchip(["homes=[0,x]", "chunk=4", "at=0", "live=0..0"])
     assert chunk_bytes(10, 4) == 64 and chunk_bytes(17, 4) == 128
 
 
@@ -112,3 +113,19 @@ def test_staged_weights_take_only_the_room_the_handoffs_left():
     assert handoffs and staged  # the handoffs, then the weights that still fit
     alone = plan_onchip(graph, [(0, 1, 8, 9)] * n, [0] * n, MESH, staged, loops=loops)
     assert {k: w for k, w in alone.items() if k in graph.tensors} == handoffs  # unchanged
+
+
+def test_a_homes_bytes_serve_one_tensor_after_another():
+    graph = import_model(MODELS / "residual_block.onnx")
+    n = len(graph.layers)
+    cores = [(0, 1, 2, 3)] * n
+    whole = plan_onchip(graph, cores, [0] * n, MESH)
+    tight = MESH.to_dict()
+    tight["mesh"]["onchip_buffer"] = 2 * max(chunk_bytes(w.chunk, 4) for w in whole.values())
+    kept = plan_onchip(graph, cores, [0] * n, target_from_dict(tight))
+    assert set(kept) == set(whole)  # all fit again, although their chunks add up to more
+    assert sum(chunk_bytes(w.chunk, 4) for w in kept.values()) > tight["mesh"]["onchip_buffer"]
+    sharing = [(a, b) for a, b in combinations(kept.values(), 2) if a.shares(b, 4)]
+    assert sharing and not any(a.meets(b) for a, b in sharing)
+    later = plan_onchip(graph, cores, [0] * n, MESH, spans=[(0, n)] * n)  # every life overlaps
+    assert not any(a.shares(b, 4) for a, b in combinations(later.values(), 2))

@@ -12,7 +12,7 @@ from npucc.target import load_target
 from npucc.target.cost import noc_cycles, noc_energy
 
 MESH = load_target("mesh8x8")
-ONCHIP = 'tensor onchip "t" NOC[0x000000+64] f32[16] homes=[0,0] chunk=16'
+ONCHIP = 'tensor onchip "t" NOC[0x000000+64] f32[16] homes=[0,0] chunk=16 at=0 live=0..0'
 
 
 def _stream(writer: str, reader: str, onchip: str = ONCHIP) -> str:
@@ -98,7 +98,7 @@ def test_malformed_noc_streams_are_rejected(old, new, message):
 
 def test_onchip_tensors_beyond_a_cores_buffer_are_rejected():
     budget = MESH.mesh.onchip_budget
-    big = f'tensor onchip "t" NOC[0x000000+{budget + 64}] f32[{budget // 4 + 16}] homes=[0,0] chunk={budget // 4 + 16}'
+    big = f'tensor onchip "t" NOC[0x000000+{budget + 64}] f32[{budget // 4 + 16}] homes=[0,0] chunk={budget // 4 + 16} at=0 live=0..0'
     text = _stream(_writer("set mte3>mte2@2,3#9"), _reader("wait mte3@0,0>mte2#9"), big)
     with pytest.raises(
         StreamError, match=r"more than the on-chip buffer \(524288 bytes\) of core 0,0"

@@ -71,7 +71,7 @@ def _text() -> str:
         'tensor temp "spill.0.0" DDR[0x000500+1024] f32[256]',
         'tensor input "ids" DDR[0x000900+16] i64[2]',
         'tensor output "y \\u00e9" DDR[0x000a00+64] f32[4,4]',
-        'tensor onchip "t" NOC[0x000000+64] f32[16] homes=[0,0] chunk=16',
+        'tensor onchip "t" NOC[0x000000+64] f32[16] homes=[0,0] chunk=16 at=0 live=0..0',
     ]
     return "\n".join([*header, "core 0 0", CORE_0_0, "core 1 2", CORE_1_2]) + "\n"
 

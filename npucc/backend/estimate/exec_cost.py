@@ -31,6 +31,7 @@ from npucc.backend.lower.subbatch import (
     loop_parts,
     part_layer,
     part_loops,
+    part_spans,
     separable,
     slice_offset,
 )
@@ -413,8 +414,9 @@ class ExecCostModel:
                         cores_of[index] = cores
         if parts is None:
             parts = loop_parts(self.graph, steps, self.splits)
-        loops = part_loops(parts, len(self.graph.layers))
-        return plan_onchip(self.graph, cores_of, step_of, self.target, offchip, loops)
+        n = len(self.graph.layers)
+        loops, spans = part_loops(parts, n), part_spans(parts, n)
+        return plan_onchip(self.graph, cores_of, step_of, self.target, offchip, loops, spans)
 
     @property
     def every_tensor(self) -> frozenset[str]:

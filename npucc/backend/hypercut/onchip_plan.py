@@ -4,8 +4,12 @@ A tensor whose every consumer runs in its producer's planned step or the next on
 SET-aligned model keeps next-step tensors on chip), that is not a graph output and fits the
 on-chip buffer (`[mesh] onchip_buffer` bytes per core) of its producer's rectangle, is kept
 on chip: split into equal chunks, chunk i on the i-th core of the producer's rectangle
-(row-major). Producer tiles write it and consumer tiles read it over the NoC. Buffers are
-reserved first come first served and never reused. Both the lowering and the
+(row-major). Producer tiles write it and consumer tiles read it over the NoC. A tensor is live
+from its producer's first part to its last reader's last part in the lowering's order
+(`spans`); each is placed first come first served at the lowest byte offset that is free on
+all its homes among the tensors live at the same time (interval colouring per home), so a
+home's bytes serve one tensor after another. The lowering makes the first writes of a tensor
+wait for the readers of those it reuses bytes of. Both the lowering and the
 execution-faithful estimate call `plan_onchip`, so they agree.
 
 Inside a split sub-batch loop (npucc.backend.lower.subbatch), a tensor that only the loop's
@@ -19,7 +23,8 @@ The weights of a split loop's cube layers (the constants of `STAGED_OPS`) are ke
 for its sub-batches when they fit the room the tensors above left: the lowering stages each
 once from DDR into chunks on the layer's rectangle, or on the nearest cores as well when the
 rectangle has no room (`staged_key`: one on-chip copy per loop), and every sub-batch reads it
-over the NoC instead of fetching it from DDR again.
+over the NoC instead of fetching it from DDR again: live from the loop's first part that reads
+it to its last.
 """
 
 from __future__ import annotations
@@ -58,11 +63,13 @@ def plan_onchip(
     target: Target,
     offchip: frozenset[str] = frozenset(),
     loops: Sequence[tuple[int, int, int]] | None = None,
+    spans: Sequence[tuple[int, int]] | None = None,
 ) -> dict[str, OnChip]:
     """The tensors kept on chip (layer i runs in step `step_of[i]` on the row-major core
     indices `cores_of[i]`; None for a view op), none of `offchip`. `loops[i]`: layer i's
     sub-batch loop, its sub-batch count (1: not split) and its stage in a pipelined step (-1:
-    none). Empty on one core or without a buffer."""
+    none); `spans[i]`: the first and last positions of its parts in the lowering's order
+    (default: i). Empty on one core or without a buffer."""
     budget = target.mesh.onchip_budget
     if budget <= 0 or target.cores <= 1:
         return {}
@@ -91,33 +98,53 @@ def plan_onchip(
                 found.append(j)
         return found
 
-    free: dict[int, int] = {}
+    span = spans or [(i, i) for i in range(len(graph.layers))]
+    placed: dict[int, list[tuple[int, int, int, int]]] = {}  # core -> (at, end, first, last)
     kept: dict[str, OnChip] = {}
     piece = stage_piece(target)  # a staged constant: at least one staging copy per home
 
     def keep(
-        key: str, held: int, cores: tuple[int, ...], slot: int = 0, slots: int = 1, least: int = 1
+        key: str,
+        held: int,
+        cores: tuple[int, ...],
+        life: tuple[int, int],
+        slot: int = 0,
+        slots: int = 1,
+        least: int = 1,
     ) -> bool:
-        """Keep `held` elements of `key` in chunks (of at least `least`) on `cores` if their
-        buffers have room; whether it is kept."""
+        """Keep `held` elements of `key`, live over `life`, in chunks (of at least `least`) on
+        `cores` at the lowest offset their buffers have free then; whether it is kept."""
         if held == 0:
             return False
         chunk = min(held, max(-(-held // len(cores)), least))
         homes = cores[: -(-held // chunk)]
         need = chunk_bytes(chunk, eb)
-        if any(free.get(c, budget) < need for c in homes):
+        lo, hi = life
+        busy = sorted(
+            (at, end)
+            for c in homes
+            for at, end, first, last in placed.get(c, ())
+            if first <= hi and lo <= last
+        )
+        at = 0
+        for start, end in busy:
+            if start >= at + need:
+                break
+            at = max(at, end)
+        if at + need > budget:
             return False
         for c in homes:
-            free[c] = free.get(c, budget) - need
-        kept[key] = OnChip(tuple((c // cols, c % cols) for c in homes), chunk, slot, slots)
+            placed.setdefault(c, []).append((at, at + need, lo, hi))
+        where = tuple((c // cols, c % cols) for c in homes)
+        kept[key] = OnChip(where, chunk, slot, slots, at=at, live=life)
         return True
 
-    def stage(key: str, held: int, cores: tuple[int, ...]) -> None:
+    def stage(key: str, held: int, cores: tuple[int, ...], life: tuple[int, int]) -> None:
         """Keep a constant on the layer's cores, else on twice, four times ... as many of the
         nearest cores (`_nearby`), in chunks of at least a staging piece."""
         near = _nearby(cores, target.mesh.rows, cols)
         count = len(cores)
-        while not keep(key, held, near[:count], least=piece) and count < len(near):
+        while not keep(key, held, near[:count], life, least=piece) and count < len(near):
             count = min(2 * count, len(near))
 
     for i, layer in enumerate(graph.layers):
@@ -132,15 +159,20 @@ def plan_onchip(
             slot, slots = _handoff(i, found, elems, loops)
             if not slot and any(not 0 <= step_of[j] - step_of[i] <= LATER_STEPS for j in found):
                 continue
-            keep(t, slot * slots if slot else elems, cores, slot, slots)
-    for i, layer in enumerate(graph.layers):  # then the weights, in the room the tensors left
+            life = (span[i][0], max(span[j][1] for j in found))
+            keep(t, slot * slots if slot else elems, cores, life, slot, slots)
+    weights: dict[str, tuple[str, tuple[int, ...], int, int]] = {}  # key -> (const, cores, life)
+    for i, layer in enumerate(graph.layers):
         cores = cores_of[i]
         if loops is None or cores is None or loops[i][1] == 1 or layer.op not in STAGED_OPS:
             continue
         for t in layer.inputs:
             key = staged_key(t, loops[i][0]) if t and graph.is_const(t) else ""
-            if key and key not in kept and key not in offchip:
-                stage(key, math.prod(graph.tensors[t].shape), cores)
+            if key and key not in offchip:
+                was = weights.get(key, (t, cores, span[i][0], span[i][1]))
+                weights[key] = (t, was[1], min(was[2], span[i][0]), max(was[3], span[i][1]))
+    for key, (t, cores, first, last) in weights.items():  # in the room the tensors left
+        stage(key, math.prod(graph.tensors[t].shape), cores, (first, last))
     return kept
 
 

@@ -35,7 +35,7 @@ from npucc.backend.lower.context import LOWERINGS, LowerContext, ReservedFitErro
 from npucc.backend.lower.resident import NONE as NO_RESIDENT
 from npucc.backend.lower.resident import Residency, choose_resident
 from npucc.backend.lower.stage import stage_const
-from npucc.backend.lower.subbatch import Part, part_loops, slice_offset, slice_plan
+from npucc.backend.lower.subbatch import Part, part_loops, part_spans, slice_offset, slice_plan
 from npucc.backend.lower.work import layer_work
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph, Layer
@@ -287,7 +287,7 @@ def _lower_staged(
     """`_lower_layer`, reading the constants `consts` (name -> key) from their on-chip copies
     (staged first if they are not yet)."""
     program = lctx.program
-    _stage(lctx, consts)
+    _stage(lctx, consts, parts)
     before = {name: program.aliases.get(name) for name in consts}
     program.aliases.update(consts)
     _lower_layer(lctx, layer, cores, parts, folds)
@@ -298,9 +298,9 @@ def _lower_staged(
             program.aliases[name] = alias
 
 
-def _stage(lctx: LowerContext, consts: dict[str, str]) -> None:
+def _stage(lctx: LowerContext, consts: dict[str, str], parts: _Parts) -> None:
     """Copy each constant of `consts` (name -> key of its on-chip copy) into its homes, unless
-    an earlier sub-batch's layer did."""
+    an earlier sub-batch's layer did (after the tensors whose bytes it reuses)."""
     program = lctx.program
     for name, key in consts.items():
         if key in program.tensors:
@@ -309,7 +309,10 @@ def _stage(lctx: LowerContext, consts: dict[str, str]) -> None:
         shape = lctx.shape(name)
         program.add_tensor(key, "onchip", shape)
         cols = lctx.target.mesh.cols
-        stage_const(lctx.builder, src, key, math.prod(shape), program.onchip[key], cols)
+        home = program.onchip[key]
+        parts.after_reused(lctx, key, tuple(r * cols + c for r, c in home.homes))
+        closes = stage_const(lctx.builder, src, key, math.prod(shape), home, cols)
+        parts.touched.setdefault(key, []).extend(closes)
 
 
 def _order_sync_points(program: TiledProgram) -> None:
@@ -353,8 +356,11 @@ def plan_tensors(
                 step[plan.workload.layers[index].name] = s
     cores = [None if layer.op in VIEW_OPS else placement[layer.name] for layer in graph.layers]
     steps = [step[layer.name] for layer in graph.layers]
-    loops = None if parts is None else part_loops(parts, len(graph.layers))
-    return plan_onchip(graph, cores, steps, target, plan.offchip, loops)
+    if parts is None:
+        return plan_onchip(graph, cores, steps, target, plan.offchip)
+    n = len(graph.layers)
+    return plan_onchip(graph, cores, steps, target, plan.offchip, part_loops(parts, n),
+                       part_spans(parts, n))  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -365,6 +371,22 @@ class _Parts:
     views: dict[str, tuple[str, int]]  # band tensor -> (whole tensor, first row): cascades
     # (key of a handoff, sub-batch) -> the closes (core, BARRIER) of the layers that read it
     read: dict[tuple[str, int], list[tuple[int, int]]] = field(default_factory=dict)
+    # key of an on-chip tensor -> the closes of the layers that wrote or read it
+    touched: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+
+    def after_reused(self, lctx: LowerContext, key: str, cores: tuple[int, ...]) -> None:
+        """Make the writes of on-chip tensor `key` on `cores`, until closed, wait for the
+        layers that accessed the tensors whose bytes it reuses (`OnChip.live`)."""
+        onchip = lctx.program.onchip
+        home, eb = onchip[key], lctx.target.elem_bytes
+        closes = [
+            close
+            for other, was in onchip.items()
+            if was.live[1] < home.live[0] and was.shares(home, eb)
+            for close in self.touched.get(other, ())
+        ]
+        if closes:
+            lctx.builder.gate(key, closes, cores)
 
     def register(self, lctx: LowerContext, name: str) -> None:
         """Make slice `name` a part of its whole tensor (created with its first slice)."""
@@ -427,6 +449,8 @@ def _lower_layer(
         reuse = parts.reuses(lctx, out) if out in slices else None
         if reuse is not None:
             lctx.builder.gate(reuse[0], reuse[1], cores)
+        elif program.key(out) in program.onchip:  # a slot's first use, or a whole tensor
+            parts.after_reused(lctx, program.key(out), cores)
     lower(lctx, layer)
     closes = []
     for out in layer.outputs:
@@ -440,6 +464,9 @@ def _lower_layer(
     for name in layer.inputs:
         if name in slices and program.key(name) in program.onchip:
             parts.read.setdefault((program.key(name), slices[name][1]), []).extend(closes)
+    for name in (*layer.inputs, *layer.outputs):
+        if name and program.key(name) in program.onchip:
+            parts.touched.setdefault(program.key(name), []).extend(closes)
 
 
 def _view(lctx: LowerContext, name: str, view: tuple[str, int], folds: ConcatFolds) -> BandView:

@@ -54,6 +54,15 @@ def part_loops(parts: Sequence[Part], layers: int) -> list[tuple[int, int, int]]
     return [(p.loop, p.parts, p.stage) for p in (first[i] for i in range(layers))]
 
 
+def part_spans(parts: Sequence[Part], layers: int) -> list[tuple[int, int]]:
+    """The first and last positions in `parts` of each layer's parts (`plan_onchip`'s spans)."""
+    spans = [(len(parts), -1)] * layers
+    for at, p in enumerate(parts):
+        first, last = spans[p.layer]
+        spans[p.layer] = (min(first, at), max(last, at))
+    return spans
+
+
 @dataclass(slots=True)
 class Slicing:
     """The graph to lower: a layer per Part, in lowering order, on its slices' tensors."""
