@@ -424,9 +424,13 @@ class ExecCostModel:
     def best_edp(self, steps: tuple[Step, ...]) -> float:
         """EDP of a complete plan: the lowest of keeping on chip all it can, all but the staged
         weights, and nothing."""
-        staged = frozenset(key for key in self.onchip(steps) if key not in self.graph.tensors)
-        variants = [frozenset(), self.every_tensor | staged] + ([staged] if staged else [])
-        return min(self.evaluate(steps, v).edp for v in variants)
+        parts = loop_parts(self.graph, steps, self.splits)
+        kept = self.onchip(steps, frozenset(), parts)
+        staged = frozenset(key for key in kept if key not in self.graph.tensors)
+        variants = [kept, self.onchip(steps, self.every_tensor | staged, parts)]
+        if staged:
+            variants.append(self.onchip(steps, staged, parts))
+        return min(self._cost(steps, parts, v).edp for v in variants)
 
     def refine_offchip(self, steps: tuple[Step, ...]) -> frozenset[str]:
         """Tensors to send through DDR although they could stay on chip (NoC copies save
@@ -557,22 +561,28 @@ class ExecCostModel:
         input is released; it ends no earlier than the channel is done with it plus the cycles
         its slowest core runs after its last load.
         """
-        runs = self._runs(steps, offchip)
+        parts = loop_parts(self.graph, steps, self.splits)
+        return self._cost(steps, parts, self.onchip(steps, offchip, parts))
+
+    def _cost(self, steps: tuple[Step, ...], parts: list[Part], onchip: dict[str, OnChip]) -> Cost:
+        """`evaluate` given the plan's `loop_parts` and what it keeps on chip."""
+        runs = self._runs(steps, parts, onchip)
         energy = sum(run.energy for run in runs)
         ddr = sum(run.ddr for run in runs)
         latency = self._schedule(runs)
         return Cost(energy_pj=energy, latency_cycles=float(latency), dram_bytes=float(ddr))
 
-    def _runs(self, steps: tuple[Step, ...], offchip: frozenset[str]) -> list[_LayerRun]:
-        """How each layer (each part of a split one) runs under the plan, in lowering order;
-        views are none (a reader waits for the layer that wrote the data)."""
+    def _runs(
+        self, steps: tuple[Step, ...], parts: list[Part], onchip: dict[str, OnChip]
+    ) -> list[_LayerRun]:
+        """How each layer (each part of a split one) runs under the plan (its `loop_parts`,
+        keeping `onchip` on chip), in lowering order; views are none (a reader waits for the
+        layer that wrote the data)."""
         rect_of: dict[int, Rect] = {}
         for step in steps:
             for group in step.groups:
                 for index in group.layers:
                     rect_of[index] = group.rect
-        parts = loop_parts(self.graph, steps, self.splits)
-        onchip = self.onchip(steps, offchip, parts)
         cols = self.target.mesh.cols
         runs: list[_LayerRun] = []
         runs_of: dict[int, list[int]] = {}  # layer -> its runs so far, part by part
