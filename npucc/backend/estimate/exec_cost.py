@@ -21,6 +21,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import NamedTuple
 
 from npucc.backend.hypercut.onchip_plan import plan_onchip, staged_key
 from npucc.backend.lower.builder import DdrTracker, MeshBuilder, TileBuilder
@@ -308,9 +309,11 @@ class ProfileContext(LowerContext):
         self.tiles += 1
 
 
-@dataclass(frozen=True, slots=True)
-class _Placed:
-    """Where a finished layer ran: its finish and the bounding box of the cores it used."""
+class _Placed(NamedTuple):
+    """Where a finished layer ran: its finish and the bounding box of the cores it used.
+
+    NOTE: a NamedTuple, not a frozen dataclass: the list schedule makes one per layer run
+    of every priced plan, and a tuple is several times cheaper to build."""
 
     finish: int
     y0: int
@@ -605,9 +608,7 @@ class ExecCostModel:
                 )
             else:
                 timings, energy, ddr, lead = noc
-            used = _used_cores(r, prof.ntiles)
-            ys = [c[0] for c in used]
-            xs = [c[1] for c in used]
+            cores, first, box = _footprint(r, prof.ntiles, cols)
             srcs = tuple(
                 () if src is None else _covering(runs_of[src], parts_of[src], p.part, n)
                 for src in self._origin[index]
@@ -621,9 +622,9 @@ class ExecCostModel:
                     ddr,
                     lead,
                     max(t.mte2_tail for t in timings),
-                    tuple(y * cols + x for y, x in used),
-                    used[0],
-                    (min(ys), min(xs), max(ys), max(xs)),
+                    cores,
+                    first,
+                    box,
                     self._data[index],
                     srcs,
                 )
@@ -707,9 +708,8 @@ class ExecCostModel:
         return max((p.finish for p in done), default=0)
 
 
-@dataclass(frozen=True, slots=True)
-class _LayerRun:
-    """How one layer runs under a plan, whenever its inputs arrive."""
+class _LayerRun(NamedTuple):
+    """How one layer runs under a plan, whenever its inputs arrive (a NamedTuple as _Placed)."""
 
     timings: tuple[LayerTiming, ...]  # per distinct core (see LayerProfile.timing)
     energy: float  # pJ
@@ -731,6 +731,18 @@ def _covering(parts: list[int], m: int, j: int, n: int) -> tuple[int, ...]:
     if n == 1:
         return tuple(parts)
     return tuple(parts[j * m // n : ((j + 1) * m - 1) // n + 1])
+
+
+@lru_cache(maxsize=65536)
+def _footprint(
+    r: Rect, tiles: int, cols: int
+) -> tuple[tuple[int, ...], tuple[int, int], tuple[int, int, int, int]]:
+    """Of the cores of `r` that get a tile: their row-major indices, the first's (row, col)
+    and their bounding box y0, x0, y1, x1."""
+    used = _used_cores(r, tiles)
+    ys = [y for y, _ in used]
+    xs = [x for _, x in used]
+    return tuple(y * cols + x for y, x in used), used[0], (min(ys), min(xs), max(ys), max(xs))
 
 
 @lru_cache(maxsize=65536)
