@@ -343,6 +343,10 @@ class ExecCostModel:
     _data: list[tuple[int, ...]] = field(default_factory=list)  # non-const input classes
     _profiles: dict[tuple, LayerProfile] = field(default_factory=dict)
     _keys: dict[tuple[int, int, bool], tuple] = field(default_factory=dict)  # (layer, n, single)
+    _by_layer: dict[tuple[int, int, bool], LayerProfile] = field(default_factory=dict)  # the same
+    _timing_by_layer: dict[tuple[int, int, int], tuple[LayerTiming, ...]] = field(
+        default_factory=dict
+    )  # (layer, cores, n)
     _parts: dict[int, tuple[Graph, dict[int, Layer]]] = field(default_factory=dict)  # by n
     _split: dict[tuple[int, int], bool] = field(default_factory=dict)  # (layer, n) separable
     _timings: dict[tuple[tuple, int], tuple[LayerTiming, ...]] = field(default_factory=dict)
@@ -531,6 +535,10 @@ class ExecCostModel:
         """The profile of layer `index` (on one of n sub-batches) on a rectangle of `cores`
         cores (memoised)."""
         single = cores == 1
+        # NOTE: by layer first: a signature is a deep tuple, hashed anew on every lookup
+        prof = self._by_layer.get((index, n, single))
+        if prof is not None:
+            return prof
         key = self._keys.get((index, n, single))
         if key is None:
             graph, layer = self.part(index, n)
@@ -539,17 +547,22 @@ class ExecCostModel:
         if prof is None:
             graph, layer = self.part(index, n)
             prof = self._profiles[key] = profile_layer(graph, layer, self.target, single)
+        self._by_layer[(index, n, single)] = prof
         return prof
 
     def timing(self, index: int, cores: int, n: int = 1) -> tuple[LayerTiming, ...]:
         """Timings of layer `index` (on one of n sub-batches) on a rectangle of `cores` cores
         (memoised)."""
+        value = self._timing_by_layer.get((index, cores, n))
+        if value is not None:
+            return value
         prof = self.profile(index, cores, n)
         used = min(cores, prof.ntiles)
         key = (self._keys[(index, n, cores == 1)], used)
         value = self._timings.get(key)
         if value is None:
             value = self._timings[key] = prof.timing(used)
+        self._timing_by_layer[(index, cores, n)] = value
         return value
 
     def evaluate(self, steps: tuple[Step, ...], offchip: frozenset[str] = frozenset()) -> Cost:
