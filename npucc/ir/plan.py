@@ -9,9 +9,22 @@ order and the batch. The plan stores the costs it was priced with (the planner c
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph
+
+
+@lru_cache(maxsize=65536)
+def _coords(x: int, y: int, w: int, h: int) -> tuple[tuple[int, int], ...]:
+    """`Rect.coords` (memoised: the plan search asks it of the same rectangles often)."""
+    return tuple((r, c) for r in range(y, y + h) for c in range(x, x + w))
+
+
+@lru_cache(maxsize=65536)
+def _indices(x: int, y: int, w: int, h: int, cols: int) -> tuple[int, ...]:
+    """`Rect.indices` (memoised)."""
+    return tuple(r * cols + c for r, c in _coords(x, y, w, h))
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,13 +43,11 @@ class Rect:
 
     def coords(self) -> tuple[tuple[int, int], ...]:
         """(row, column) of its cores in row-major order (the order tiles go round-robin)."""
-        return tuple(
-            (y, x) for y in range(self.y, self.y + self.h) for x in range(self.x, self.x + self.w)
-        )
+        return _coords(self.x, self.y, self.w, self.h)
 
     def indices(self, cols: int) -> tuple[int, ...]:
         """Row-major core indices of its cores on a mesh `cols` columns wide."""
-        return tuple(y * cols + x for y, x in self.coords())
+        return _indices(self.x, self.y, self.w, self.h, cols)
 
     def to_text(self) -> str:
         """Compact form x,y+wxh."""

@@ -21,6 +21,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import NamedTuple
 
 from npucc.backend.hypercut.onchip_plan import plan_onchip, staged_key
 from npucc.backend.lower.builder import DdrTracker, MeshBuilder, TileBuilder
@@ -309,9 +310,11 @@ class ProfileContext(LowerContext):
         self.tiles += 1
 
 
-@dataclass(frozen=True, slots=True)
-class _Placed:
-    """Where a finished layer ran: its finish and the bounding box of the cores it used."""
+class _Placed(NamedTuple):
+    """Where a finished layer ran: its finish and the bounding box of the cores it used.
+
+    NOTE: a NamedTuple, not a frozen dataclass: the list schedule makes one per layer run
+    of every priced plan, and a tuple is several times cheaper to build."""
 
     finish: int
     y0: int
@@ -341,6 +344,10 @@ class ExecCostModel:
     _data: list[tuple[int, ...]] = field(default_factory=list)  # non-const input classes
     _profiles: dict[tuple, LayerProfile] = field(default_factory=dict)
     _keys: dict[tuple[int, int, bool], tuple] = field(default_factory=dict)  # (layer, n, single)
+    _by_layer: dict[tuple[int, int, bool], LayerProfile] = field(default_factory=dict)  # the same
+    _timing_by_layer: dict[tuple[int, int, int], tuple[LayerTiming, ...]] = field(
+        default_factory=dict
+    )  # (layer, cores, n)
     _parts: dict[int, tuple[Graph, dict[int, Layer]]] = field(default_factory=dict)  # by n
     _split: dict[tuple[int, int], bool] = field(default_factory=dict)  # (layer, n) separable
     _timings: dict[tuple[tuple, int], tuple[LayerTiming, ...]] = field(default_factory=dict)
@@ -426,9 +433,13 @@ class ExecCostModel:
     def best_edp(self, steps: tuple[Step, ...]) -> float:
         """EDP of a complete plan: the lowest of keeping on chip all it can, all but the staged
         weights, and nothing."""
-        staged = frozenset(key for key in self.onchip(steps) if key not in self.graph.tensors)
-        variants = [frozenset(), self.every_tensor | staged] + ([staged] if staged else [])
-        return min(self.evaluate(steps, v).edp for v in variants)
+        parts = loop_parts(self.graph, steps, self.splits)
+        kept = self.onchip(steps, frozenset(), parts)
+        staged = frozenset(key for key in kept if key not in self.graph.tensors)
+        variants = [kept, self.onchip(steps, self.every_tensor | staged, parts)]
+        if staged:
+            variants.append(self.onchip(steps, staged, parts))
+        return min(self._cost(steps, parts, v).edp for v in variants)
 
     def refine_offchip(self, steps: tuple[Step, ...]) -> frozenset[str]:
         """Tensors to send through DDR although they could stay on chip (NoC copies save
@@ -526,6 +537,10 @@ class ExecCostModel:
         """The profile of layer `index` (on one of n sub-batches) on a rectangle of `cores`
         cores (memoised)."""
         single = cores == 1
+        # NOTE: by layer first: a signature is a deep tuple, hashed anew on every lookup
+        prof = self._by_layer.get((index, n, single))
+        if prof is not None:
+            return prof
         key = self._keys.get((index, n, single))
         if key is None:
             graph, layer = self.part(index, n)
@@ -534,17 +549,22 @@ class ExecCostModel:
         if prof is None:
             graph, layer = self.part(index, n)
             prof = self._profiles[key] = profile_layer(graph, layer, self.target, single)
+        self._by_layer[(index, n, single)] = prof
         return prof
 
     def timing(self, index: int, cores: int, n: int = 1) -> tuple[LayerTiming, ...]:
         """Timings of layer `index` (on one of n sub-batches) on a rectangle of `cores` cores
         (memoised)."""
+        value = self._timing_by_layer.get((index, cores, n))
+        if value is not None:
+            return value
         prof = self.profile(index, cores, n)
         used = min(cores, prof.ntiles)
         key = (self._keys[(index, n, cores == 1)], used)
         value = self._timings.get(key)
         if value is None:
             value = self._timings[key] = prof.timing(used)
+        self._timing_by_layer[(index, cores, n)] = value
         return value
 
     def evaluate(self, steps: tuple[Step, ...], offchip: frozenset[str] = frozenset()) -> Cost:
@@ -559,22 +579,28 @@ class ExecCostModel:
         input is released; it ends no earlier than the channel is done with it plus the cycles
         its slowest core runs after its last load.
         """
-        runs = self._runs(steps, offchip)
+        parts = loop_parts(self.graph, steps, self.splits)
+        return self._cost(steps, parts, self.onchip(steps, offchip, parts))
+
+    def _cost(self, steps: tuple[Step, ...], parts: list[Part], onchip: dict[str, OnChip]) -> Cost:
+        """`evaluate` given the plan's `loop_parts` and what it keeps on chip."""
+        runs = self._runs(steps, parts, onchip)
         energy = sum(run.energy for run in runs)
         ddr = sum(run.ddr for run in runs)
         latency = self._schedule(runs)
         return Cost(energy_pj=energy, latency_cycles=float(latency), dram_bytes=float(ddr))
 
-    def _runs(self, steps: tuple[Step, ...], offchip: frozenset[str]) -> list[_LayerRun]:
-        """How each layer (each part of a split one) runs under the plan, in lowering order;
-        views are none (a reader waits for the layer that wrote the data)."""
+    def _runs(
+        self, steps: tuple[Step, ...], parts: list[Part], onchip: dict[str, OnChip]
+    ) -> list[_LayerRun]:
+        """How each layer (each part of a split one) runs under the plan (its `loop_parts`,
+        keeping `onchip` on chip), in lowering order; views are none (a reader waits for the
+        layer that wrote the data)."""
         rect_of: dict[int, Rect] = {}
         for step in steps:
             for group in step.groups:
                 for index in group.layers:
                     rect_of[index] = group.rect
-        parts = loop_parts(self.graph, steps, self.splits)
-        onchip = self.onchip(steps, offchip, parts)
         cols = self.target.mesh.cols
         runs: list[_LayerRun] = []
         runs_of: dict[int, list[int]] = {}  # layer -> its runs so far, part by part
@@ -597,9 +623,7 @@ class ExecCostModel:
                 )
             else:
                 timings, energy, ddr, lead = noc
-            used = _used_cores(r, prof.ntiles)
-            ys = [c[0] for c in used]
-            xs = [c[1] for c in used]
+            cores, first, box = _footprint(r, prof.ntiles, cols)
             srcs = tuple(
                 () if src is None else _covering(runs_of[src], parts_of[src], p.part, n)
                 for src in self._origin[index]
@@ -613,9 +637,9 @@ class ExecCostModel:
                     ddr,
                     lead,
                     max(t.mte2_tail for t in timings),
-                    tuple(y * cols + x for y, x in used),
-                    used[0],
-                    (min(ys), min(xs), max(ys), max(xs)),
+                    cores,
+                    first,
+                    box,
                     self._data[index],
                     srcs,
                 )
@@ -699,9 +723,8 @@ class ExecCostModel:
         return max((p.finish for p in done), default=0)
 
 
-@dataclass(frozen=True, slots=True)
-class _LayerRun:
-    """How one layer runs under a plan, whenever its inputs arrive."""
+class _LayerRun(NamedTuple):
+    """How one layer runs under a plan, whenever its inputs arrive (a NamedTuple as _Placed)."""
 
     timings: tuple[LayerTiming, ...]  # per distinct core (see LayerProfile.timing)
     energy: float  # pJ
@@ -723,6 +746,18 @@ def _covering(parts: list[int], m: int, j: int, n: int) -> tuple[int, ...]:
     if n == 1:
         return tuple(parts)
     return tuple(parts[j * m // n : ((j + 1) * m - 1) // n + 1])
+
+
+@lru_cache(maxsize=65536)
+def _footprint(
+    r: Rect, tiles: int, cols: int
+) -> tuple[tuple[int, ...], tuple[int, int], tuple[int, int, int, int]]:
+    """Of the cores of `r` that get a tile: their row-major indices, the first's (row, col)
+    and their bounding box y0, x0, y1, x1."""
+    used = _used_cores(r, tiles)
+    ys = [y for y, _ in used]
+    xs = [x for _, x in used]
+    return tuple(y * cols + x for y, x in used), used[0], (min(ys), min(xs), max(ys), max(xs))
 
 
 @lru_cache(maxsize=65536)
