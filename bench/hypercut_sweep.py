@@ -59,7 +59,9 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--widths", default="1,2", help="HyperCut beam widths ('' for none)")
     ap.add_argument(
-        "--sa", default="1000,3000,10000,30000,100000", help="SA iterations ('' for none)"
+        "--sa",
+        default="1000,3000,10000,30000,100000",
+        help="SA iterations ('' for none; with --executed: HyperCut alone)",
     )
     ap.add_argument("--seeds", default="0,1,2,3,4", help="SA seeds (one run each)")
     ap.add_argument("--repeat", type=int, default=5, help="HyperCut runs per width (median)")
@@ -138,17 +140,19 @@ def executed(args: argparse.Namespace) -> None:
 
     chosen = {"hypercut": plan("hypercut", beam=BeamOptions(width=width))}
     goal = chosen["hypercut"][0].cost.edp
-    chosen["layer-sequential"] = plan("layer-sequential")
-    chosen["layer-pipelined"] = plan("layer-pipelined")
+    sa_runs: list[dict] = []
+    reach: list[float] = []
+    if args.sa:  # the baselines too
+        chosen["layer-sequential"] = plan("layer-sequential")
+        chosen["layer-pipelined"] = plan("layer-pipelined")
+        sa_runs, reach, chosen["sa"] = time_to_quality(
+            lambda seed, budget: plan("sa", seed=seed, sa_iterations=budget, sa_goal=goal),
+            goal,
+            [int(s) for s in args.seeds.split(",")],
+            [int(b) for b in args.sa.split(",")],
+        )
     for method, (p, cpu) in chosen.items():
         print(f"{method} edp={p.cost.edp:.4g} search {cpu:.1f} CPU s", flush=True)
-    sa_runs, reach, best = time_to_quality(
-        lambda seed, budget: plan("sa", seed=seed, sa_iterations=budget, sa_goal=goal),
-        goal,
-        [int(s) for s in args.seeds.split(",")],
-        [int(b) for b in args.sa.split(",")],
-    )
-    chosen["sa"] = best
     row = {
         "model": args.model,
         "platform": args.platform,
@@ -161,7 +165,7 @@ def executed(args: argparse.Namespace) -> None:
             m: _interpret(graph, passes[split + 1 :], target, *c) for m, c in chosen.items()
         },
     }
-    _keep(args.executed, row, reach, chosen["hypercut"][1])
+    _keep(args.executed, row, reach or [math.nan], chosen["hypercut"][1])
 
 
 def quality(args: argparse.Namespace) -> None:
@@ -227,7 +231,7 @@ def time_to_quality(
 
 def _keep(path: Path, row: dict, reach: list[float], hypercut_cpu: float) -> None:
     """Print the time-to-quality line and put `row` into the JSON list in `path`."""
-    median = statistics.median(reach)
+    median = statistics.median(reach)  # nan: SA not run
     print(
         f"time to quality: HyperCut {hypercut_cpu:.2f} CPU s, SA's median to its EDP"
         f" {'never' if math.isinf(median) else f'{median:.2f} CPU s'}"
