@@ -8,13 +8,14 @@ HyperCut width is SA's median CPU seconds at the plateau budget over HyperCut's 
 seconds (`--repeat` runs). With `--json FILE` runs accumulate in FILE (keyed by model,
 platform, batch, method, budget, seed), so SA and HyperCut may be measured in separate calls.
 
-`--executed FILE` measures the row as compiled instead (docs/cost-model.md, "Executed rows"):
-the model made batch-symbolic and compiled at `--batch`, every method planning it with the
-execution-faithful estimate; each method's chosen plan (SA: the best of its seeds) is lowered
-and interpreted timing-only, with its estimate, interpreted makespan, energy and EDP. Time to
-quality: SA runs the budgets in increasing order per seed and stops at the first plan it
-prices at or below HyperCut's EDP; a seed's time is the CPU of its first run that got there
-("never" if none did), and SA's is the median over the seeds.
+`--executed FILE` measures the row as compiled instead (docs/cost-model.md, "Issue 17's rows
+executed"): the model made batch-symbolic and compiled at `--batch`, every method planning it
+with the execution-faithful estimate (`--sa ''`: HyperCut alone); each method's chosen plan
+(SA: the best of its seeds) is lowered and interpreted timing-only, with its estimate,
+interpreted makespan, energy and EDP. Time to quality: SA runs the budgets in increasing
+order per seed and stops at the first plan it prices at or below HyperCut's EDP; a seed's
+time is the CPU of its first run that got there ("never" if none did), and SA's is the
+median over the seeds. `--quality FILE` times the same with the SET-aligned model.
 """
 
 from __future__ import annotations
