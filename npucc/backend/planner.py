@@ -51,6 +51,7 @@ class PlanOptions:
     beam: BeamOptions = field(default_factory=BeamOptions)
     sa_iterations: int = 20_000
     estimate: str = "exec"
+    sa_goal: float = 0.0  # SA stops at the first plan priced at or below this EDP
 
 
 def plan_graph(graph: Graph, target: Target, options: PlanOptions, **params: Any) -> MeshPlan:
@@ -81,7 +82,9 @@ def plan_graph(graph: Graph, target: Target, options: PlanOptions, **params: Any
         beam = BeamOptions(**{**_fields(options.beam), "seed": options.seed})
         steps = BeamSearch(wl, mesh, beam, exact).run()
     elif options.method == "sa":
-        anneal_options = AnnealOptions(iterations=options.sa_iterations, seed=options.seed)
+        anneal_options = AnnealOptions(
+            iterations=options.sa_iterations, seed=options.seed, goal=options.sa_goal
+        )
         steps = anneal(wl, mesh, anneal_options, price)
     elif options.method == "layer-sequential":
         steps = layer_sequential(wl, mesh, price)

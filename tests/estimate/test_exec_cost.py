@@ -8,9 +8,10 @@ import pytest
 from onnx import TensorProto, helper
 
 import npucc
-from npucc.backend.estimate.exec_cost import ExecCostModel, layer_signature
+from npucc.backend.estimate.exec_cost import ExecCostModel, _oldest_first, layer_signature
 from npucc.backend.hypercut.beam import BeamOptions
 from npucc.backend.hypercut.set_model import MeshParams, evaluate
+from npucc.backend.lower.subbatch import Part
 from npucc.backend.planner import PlanOptions, plan_graph
 from npucc.errors import NpuccError
 from npucc.interp import run_stream
@@ -117,3 +118,20 @@ def test_plan_graph_prices_as_executed_unless_asked_for_set() -> None:
     assert "exec-cost" in executed.to_text()
     with pytest.raises(NpuccError, match="unknown estimate"):
         plan_graph(graph, target, PlanOptions(estimate="guess"))
+
+
+def test_a_pipeline_wavefront_is_priced_oldest_sub_batch_first() -> None:
+    """Three stages over three sub-batches (wavefront t: sub-batch t - s of stage s), then a
+    loop of two layers: each wavefront is reversed, every part still follows its producer's
+    part and its own earlier parts, and the loop keeps its order."""
+    pipeline = [Part(s, t - s, 3, 0, s) for t in range(5) for s in range(3) if 0 <= t - s < 3]
+    loop = [Part(3 + i, j, 2, 1) for j in range(2) for i in range(2)]
+    order = _oldest_first(pipeline + loop)
+    assert [(p.layer, p.part) for p in order[: len(pipeline)]] == [
+        (0, 0), (1, 0), (0, 1), (2, 0), (1, 1), (0, 2), (2, 1), (1, 2), (2, 2),
+    ]  # fmt: skip
+    assert order[len(pipeline) :] == loop
+    for k, p in enumerate(order[: len(pipeline)]):
+        before = {(q.layer, q.part) for q in order[:k]}
+        assert p.layer == 0 or (p.layer - 1, p.part) in before
+        assert p.part == 0 or (p.layer, p.part - 1) in before

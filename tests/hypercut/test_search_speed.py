@@ -164,3 +164,24 @@ def test_annealing_returns_the_best_state_it_priced(mesh: MeshParams, monkeypatc
     plan = anneal(wl, mesh, AnnealOptions(iterations=800, seed=4))
     assert evaluate(mesh, wl, plan).edp == pytest.approx(min(seen), rel=1e-12)
     assert min(seen) < seen[0]  # it improved on the start (one layer per run)
+
+
+def test_annealing_stops_at_its_goal(mesh: MeshParams, monkeypatch):
+    """With a goal EDP the walk stops at the first state priced at or below it (time to
+    quality) and returns that state; without one it runs its whole budget."""
+    wl, seen = chain(16, batch=8), []
+    plan_edp = baselines.plan_edp
+
+    def edp(p, w, plan, cache):
+        seen.append(plan_edp(p, w, plan, cache))
+        return seen[-1]
+
+    monkeypatch.setattr(baselines, "plan_edp", edp)
+    anneal(wl, mesh, AnnealOptions(iterations=800, seed=4))
+    full = list(seen)
+    goal = sorted(set(full))[len(set(full)) // 2]  # reached partway through the walk
+    first = next(i for i, value in enumerate(full) if value <= goal)
+    seen.clear()
+    plan = anneal(wl, mesh, AnnealOptions(iterations=800, seed=4, goal=goal))
+    assert seen == full[: first + 1]
+    assert evaluate(mesh, wl, plan).edp == pytest.approx(full[first], rel=1e-12)

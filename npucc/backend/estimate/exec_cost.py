@@ -605,7 +605,7 @@ class ExecCostModel:
         runs: list[_LayerRun] = []
         runs_of: dict[int, list[int]] = {}  # layer -> its runs so far, part by part
         parts_of: dict[int, int] = {}  # layer -> how many parts it runs in
-        for p in parts:
+        for p in _oldest_first(parts):
             index, n = p.layer, p.parts
             if self.graph.layers[index].op in VIEW_OPS:
                 continue
@@ -736,6 +736,27 @@ class _LayerRun(NamedTuple):
     box: tuple[int, int, int, int]  # bounding box of its cores: y0, x0, y1, x1
     data: tuple[int, ...]  # release classes of its non-const inputs
     srcs: tuple[tuple[int, ...], ...]  # per input, the runs that wrote the part it reads
+
+
+def _oldest_first(parts: list[Part]) -> list[Part]:
+    """`parts` with each pipeline wavefront (sub-batch t - s of stage s, lowered together)
+    reversed: its parts are independent of one another, and the shared DDR channel serves
+    them oldest sub-batch first, as the interpreter serves transfers in the order they
+    become ready (lowering order would let a stage's newer sub-batch pass the deeper stages'
+    older ones, which then lag and drain the pipeline late)."""
+    out: list[Part] = []
+    i = 0
+    while i < len(parts):
+        p, j = parts[i], i + 1
+        if p.stage >= 0:
+            t = p.part + p.stage
+            while j < len(parts) and parts[j].stage >= 0 and parts[j].loop == p.loop:
+                if parts[j].part + parts[j].stage != t:
+                    break
+                j += 1
+        out += reversed(parts[i:j])
+        i = j
+    return out
 
 
 def _covering(parts: list[int], m: int, j: int, n: int) -> tuple[int, ...]:

@@ -241,6 +241,7 @@ class AnnealOptions:
     t_start: float = 0.07  # temperature at the start; T(x) = t_start (1 - x) / (1 + 8x)
     best_from: float = 0.9  # fraction of the rounds after which the walk restarts from the best
     seed: int = 0
+    goal: float = 0.0  # stop at the first state priced at or below this (time to quality)
 
 
 def anneal(
@@ -264,6 +265,8 @@ def anneal(
     best = (current, state)
     restart = int(options.best_from * options.iterations)
     for it in range(options.iterations):
+        if best[0] <= options.goal:
+            break
         if it == restart:
             current, state = best
         x = it / options.iterations
