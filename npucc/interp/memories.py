@@ -103,6 +103,7 @@ class Memories:
                 raise NpuccError(f"unknown input {json.dumps(name)} (inputs: "
                                  f"{', '.join(json.dumps(n) for n in declared)})")  # fmt: skip
         held: dict[int, list[tuple[int, int]]] = {id(ddr): []}  # memory -> its tensors' units
+        written: list[tuple[int, int]] = []  # the consts' and loaded inputs' units
         for tensor in self.stream.tensors.values():
             lo, hi = tensor.addr // unit, (tensor.addr + tensor.nbytes) // unit
             if tensor.kind == "onchip":  # live and unwritten in the on-chip buffer
@@ -111,11 +112,14 @@ class Memories:
                 self.noc.stale[lo:hi] = True
                 continue
             held[id(ddr)].append((lo, hi))
-            if tensor.kind not in ("const", "input"):
+            if tensor.kind == "const":
+                written.append((lo, hi))
+            else:
                 ddr.stale[lo:hi] = True
-            elif tensor.kind == "input":
+            if tensor.kind == "input":
                 if tensor.name not in inputs and timing_only:
                     continue  # timing computes no data: inputs are optional
+                written.append((lo, hi))
                 if tensor.name not in inputs:
                     raise NpuccError(f"missing input {json.dumps(tensor.name)}")
                 value = np.asarray(inputs[tensor.name])
@@ -138,6 +142,9 @@ class Memories:
                     wide = value.astype(np.float32).ravel()
                     with np.errstate(over="ignore"):  # beyond float16's range: +-inf
                         self._tensor(tensor)[...] = wide.astype(self.storage)
+        for lo, hi in written:  # after every tensor: an output may alias an input or a const
+            if ddr.stale[lo:hi].any():  # NOTE: a read, so a const's zero pages stay untouched
+                ddr.stale[lo:hi] = False
         for mem in (ddr, self.noc):
             if mem is not None:
                 _kill_gaps(mem, held.get(id(mem), []))

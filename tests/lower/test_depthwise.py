@@ -10,7 +10,8 @@ from test_breadth_ops import run
 
 import npucc
 from npucc.backend.lower.context import LowerContext
-from npucc.backend.lower.depthwise import _cube_lowering, _trial
+from npucc.backend.lower.depthwise import _lower_split, _trial
+from npucc.backend.lower.memo import fresh
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.ir.isa import Copy, DdrRef
 from npucc.target import load_target
@@ -83,7 +84,7 @@ def _cube_share_copies(channels: int) -> tuple[list[int], int]:
     layer = Layer("dw", "conv2d", ["x", "w"], ["y"], {"group": 64, "pads": (1, 1, 1, 1)})
     graph.add_layer(layer)
     ctx = LowerContext(graph, None, None, load_target("davinci-core"))  # type: ignore[arg-type]
-    copies = [n.instr for n in _trial(ctx, layer, _cube_lowering(channels)).nodes]
+    copies = [n.instr for n in _trial(fresh(ctx, graph), layer, _lower_split, (channels,)).nodes]
     copies = [c for c in copies if isinstance(c, Copy)]
     rows = [
         c.src.off % (56 * 56) // 56
