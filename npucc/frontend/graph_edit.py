@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import onnx
@@ -125,6 +125,26 @@ def fuse_all(g: Graph, anchor_op: str, match: Callable[[Graph, Layer], Fusion | 
             remove_layer_and_outputs(g, layer)
         fused += 1
     return fused
+
+
+M = TypeVar("M")
+
+
+def rewrite_all(
+    g: Graph, match: Callable[[Graph, Layer], M | None], rewrite: Callable[[Graph, Layer, M], None]
+) -> int:
+    """`rewrite(g, layer, found)` for every layer of `g` (as it was on entry) that `match`
+    finds something for, in graph order; returns how many were rewritten.
+
+    NOTE: a rewrite that keeps its layer (unlike `fuse_all`'s) may change what the next
+    layers match: each is matched on the graph as the earlier rewrites left it."""
+    done = 0
+    for layer in list(g.layers):
+        found = match(g, layer)
+        if found is not None:
+            rewrite(g, layer, found)
+            done += 1
+    return done
 
 
 def value_type(v: onnx.ValueInfoProto | None) -> tuple[tuple[int, ...], str]:

@@ -24,6 +24,7 @@ from npucc.frontend.graph_edit import (
     fresh_layer_name,
     fresh_name,
     merged_src,
+    rewrite_all,
     single_user,
     sole_channel_concat,
 )
@@ -82,6 +83,16 @@ def _act_under(g: Graph, pool: Layer) -> Layer | None:
     return producer
 
 
+def _take_act(g: Graph, pool: Layer, producer: Layer) -> None:
+    """Move the activation of `producer` (`_act_under`) onto `pool`."""
+    for name in ACT_ATTRS:
+        if name in producer.attrs:
+            pool.attrs[name] = producer.attrs.pop(name)
+    # NOTE: the fused activation's ONNX nodes are not told apart from the producer's, so the
+    # pool's provenance takes all of them (debug map)
+    pool.src = merged_src(pool, producer)
+
+
 @dataclass(frozen=True, slots=True)
 class SinkPools(GraphPass):
     """Move each per-channel pool of a channel concat onto the concat's inputs."""
@@ -91,22 +102,6 @@ class SinkPools(GraphPass):
     def run(self, ir: Graph, ctx: CompileContext) -> Graph:
         """Sink every such pool (each branch of the concat then has its own), then every such
         activation."""
-        sunk = acts = 0
-        for pool in list(ir.layers):
-            concat = _concat_under(ir, pool)
-            if concat is not None:
-                _sink(ir, pool, concat)
-                sunk += 1
-        for pool in list(ir.layers):
-            producer = _act_under(ir, pool)
-            if producer is not None:
-                for name in ACT_ATTRS:
-                    if name in producer.attrs:
-                        pool.attrs[name] = producer.attrs.pop(name)
-                # NOTE: the fused activation's ONNX nodes are not told apart from the
-                # producer's, so the pool's provenance takes all of them (debug map)
-                pool.src = merged_src(pool, producer)
-                acts += 1
-        ctx.stats["sink-pools.sunk"] = sunk
-        ctx.stats["sink-pools.acts"] = acts
+        ctx.stats["sink-pools.sunk"] = rewrite_all(ir, _concat_under, _sink)
+        ctx.stats["sink-pools.acts"] = rewrite_all(ir, _act_under, _take_act)
         return ir

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from npucc.frontend.graph_edit import fresh_layer_name, fresh_name, single_user
+from npucc.frontend.graph_edit import fresh_layer_name, fresh_name, rewrite_all, single_user
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.passes import CompileContext, GraphPass
 
@@ -77,11 +77,5 @@ class SinkViews(GraphPass):
 
     def run(self, ir: Graph, ctx: CompileContext) -> Graph:
         """Sink every such view (one per op: the op then reads the cube layer's output)."""
-        sunk = 0
-        for op in list(ir.layers):
-            view = _sinkable_view(ir, op)
-            if view is not None:
-                _sink(ir, op, view)
-                sunk += 1
-        ctx.stats["sink-views.sunk"] = sunk
+        ctx.stats["sink-views.sunk"] = rewrite_all(ir, _sinkable_view, _sink)
         return ir

@@ -22,6 +22,7 @@ from npucc.frontend.graph_edit import (
     const,
     fresh_layer_name,
     fresh_name,
+    rewrite_all,
     sole_channel_concat,
 )
 from npucc.ir.graph import Graph, Layer, Tensor
@@ -90,11 +91,5 @@ class SplitConcatConv(GraphPass):
 
     def run(self, ir: Graph, ctx: CompileContext) -> Graph:
         """Split every such conv."""
-        split = 0
-        for conv in list(ir.layers):
-            concat = _concat_of(ir, conv)
-            if concat is not None:
-                _split(ir, conv, concat)
-                split += 1
-        ctx.stats["split-concat-conv.split"] = split
+        ctx.stats["split-concat-conv.split"] = rewrite_all(ir, _concat_of, _split)
         return ir
