@@ -152,8 +152,9 @@ def test_random_weights_are_seeded_he_scaled_and_the_same_drawn_in_blocks(monkey
     assert randomize_weights(model, seed=3).SerializeToString() == once.SerializeToString()
 
 
-def test_onnxruntime_reads_big_weights_from_arrays_with_the_same_results():
-    rng = np.random.default_rng(0)
+def _big_conv(rng: np.random.Generator) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """A conv whose 64x8x3x3 weights (random from `rng`) are big enough to be held apart, and
+    a random input for it."""
     w = numpy_helper.from_array(rng.standard_normal((64, 8, 3, 3)).astype(np.float32), "w")
     graph = helper.make_graph(
         [helper.make_node("Conv", ["x", "w"], ["y"])], "g",
@@ -161,7 +162,12 @@ def test_onnxruntime_reads_big_weights_from_arrays_with_the_same_results():
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, 6, 6])], [w],
     )  # fmt: skip
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    x = {"x": rng.standard_normal((1, 8, 8, 8)).astype(np.float32)}
+    return model, {"x": rng.standard_normal((1, 8, 8, 8)).astype(np.float32)}
+
+
+def test_onnxruntime_reads_big_weights_from_arrays_with_the_same_results():
+    rng = np.random.default_rng(0)
+    model, x = _big_conv(rng)
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     session = ort.InferenceSession(model.SerializeToString(), options,
@@ -172,18 +178,10 @@ def test_onnxruntime_reads_big_weights_from_arrays_with_the_same_results():
 
 def test_a_model_file_keeps_its_weights_apart_and_onnxruntime_runs_it_the_same(tmp_path):
     rng = np.random.default_rng(1)
-    w = numpy_helper.from_array(rng.standard_normal((64, 8, 3, 3)).astype(np.float32), "w")
-    graph = helper.make_graph(
-        [helper.make_node("Conv", ["x", "w"], ["y"])], "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 8, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, 6, 6])], [w],
-    )  # fmt: skip
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    x = {"x": rng.standard_normal((1, 8, 8, 8)).astype(np.float32)}
-    expected = run_onnxruntime(model, x)["y"]
+    model, x = _big_conv(rng)
+    expected, w = run_onnxruntime(model, x)["y"], numpy_helper.to_array(model.graph.initializer[0])
     path = model_file(model, tmp_path)
     assert (tmp_path / "model.onnx.data").stat().st_size == 64 * 8 * 3 * 3 * 4
     assert onnx.load(path, load_external_data=False).graph.initializer[0].data_location == 1
-    np.testing.assert_array_equal(numpy_helper.to_array(onnx.load(path).graph.initializer[0]),
-                                  numpy_helper.to_array(w))  # fmt: skip
+    np.testing.assert_array_equal(numpy_helper.to_array(onnx.load(path).graph.initializer[0]), w)
     np.testing.assert_array_equal(run_onnxruntime(path, x)["y"], expected)
