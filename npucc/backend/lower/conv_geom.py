@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from npucc.backend.lower.context import LowerContext, quant_epilogue, window_extent
+from npucc.frontend.graph_edit import single_user
 from npucc.ir.graph import Graph, Layer
 from npucc.target import Target
 
@@ -92,31 +93,31 @@ def _global_mean(graph: Graph, layer: Layer) -> bool:
     return whole and not any(a.get("pads", ())) and tuple(a.get("dilations", (1, 1))) == (1, 1)
 
 
+def _sole_reader(graph: Graph, layer: Layer, target: Target) -> Layer | None:
+    """The one layer that reads float conv `layer`'s output (not a graph output), on one core
+    (a mesh plans the handoff of the conv's output), else None: the pool an epilogue may
+    compute (`epilogue_pool`, `epilogue_cols`)."""
+    y = layer.outputs[0]
+    if layer.op != "conv2d" or target.cores > 1 or quant_epilogue(layer) or "qzp" in layer.attrs:
+        return None
+    return graph.users(y)[0] if single_user(graph, y) else None
+
+
 def epilogue_pool(graph: Graph, layer: Layer, target: Target) -> Layer | None:
     """The global average pool (`_global_mean`) that alone reads float conv `layer`'s output,
     which the conv's epilogue may compute (its output tiles whole images:
-    conv.lower_cube_conv), else None. One core only: a mesh plans the handoff of the conv's
-    output."""
-    y = layer.outputs[0]
-    users = graph.users(y)
-    if layer.op != "conv2d" or target.cores > 1 or quant_epilogue(layer) or "qzp" in layer.attrs:
-        return None
-    if len(users) != 1 or y in graph.outputs or not _global_mean(graph, users[0]):
-        return None
-    return users[0]
+    conv.lower_cube_conv), else None. One core only (`_sole_reader`)."""
+    pool = _sole_reader(graph, layer, target)
+    return pool if pool is not None and _global_mean(graph, pool) else None
 
 
 def epilogue_cols(graph: Graph, layer: Layer, target: Target) -> Layer | None:
     """The float max pool that alone reads float conv `layer`'s output, whose column pass (a
     window of kw > 1 columns, none of them padding) the conv's epilogue may compute on its
     output tiles of whole rows (conv.lower_cube_conv), else None. One core only."""
-    y = layer.outputs[0]
-    users = graph.users(y)
-    if layer.op != "conv2d" or target.cores > 1 or quant_epilogue(layer) or "qzp" in layer.attrs:
+    pool = _sole_reader(graph, layer, target)
+    if pool is None:
         return None
-    if len(users) != 1 or y in graph.outputs:
-        return None
-    pool = users[0]
     a = pool.attrs
     pads = tuple(a.get("pads", (0, 0, 0, 0)))
     if pool.op != "maxpool" or a.get("q") or a["kernel"][1] < 2 or pads[1] or pads[3]:
