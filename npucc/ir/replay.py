@@ -12,6 +12,8 @@ from collections import deque
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from npucc.errors import NpuccError
 from npucc.ir.residency import Residency
 from npucc.ir.schedule import Schedule
@@ -114,16 +116,53 @@ def spill_nodes(
     return out
 
 
-def _users(graph: TileGraph, bufs: set[int]) -> dict[int, list[int]]:
-    """Non-ALLOC/FREE graph nodes using each buffer of `bufs`, in id order."""
-    users: dict[int, list[int]] = {b: [] for b in sorted(bufs)}
-    for node in graph.nodes:
-        if node.op in ("ALLOC", "FREE"):
-            continue
-        for b in node.bufs:
-            if b in users:
-                users[b].append(node.id)
-    return users
+@dataclass(slots=True)
+class ReplayBase:
+    """What replaying any schedule of one graph takes from the graph alone (shared by the
+    replays of one graph: `replay_base`)."""
+
+    graph: TileGraph
+    clean: list[bool]  # clean_buffers(graph)
+    cycles: list[int]  # per graph node
+    pipes: list[str | None]
+    events: list[int | None]  # per graph node: its buffer b if an ALLOC, -1 - b if a FREE
+    use_node: np.ndarray | None = None  # every (node, buffer) use outside ALLOC/FREE, by node id
+    use_buf: np.ndarray | None = None
+
+    def users(self, bufs: set[int]) -> dict[int, list[int]]:
+        """Non-ALLOC/FREE graph nodes using each buffer of `bufs`, in id order."""
+        users: dict[int, list[int]] = {b: [] for b in sorted(bufs)}
+        if not bufs:
+            return users
+        if self.use_node is None:
+            nodes_of: list[int] = []
+            bufs_of: list[int] = []
+            for node in self.graph.nodes:
+                if node.op != "ALLOC" and node.op != "FREE":
+                    for b in node.bufs:
+                        nodes_of.append(node.id)
+                        bufs_of.append(b)
+            self.use_node = np.array(nodes_of, dtype=np.int64)
+            self.use_buf = np.array(bufs_of, dtype=np.int64)
+        assert self.use_buf is not None
+        hit = np.flatnonzero(np.isin(self.use_buf, list(users)))
+        for v, b in zip(self.use_node[hit].tolist(), self.use_buf[hit].tolist(), strict=True):
+            users[b].append(v)
+        return users
+
+
+def replay_base(graph: TileGraph) -> ReplayBase:
+    """The graph-only part of `replay`, for several replays of one graph."""
+    nodes = graph.nodes
+    events: list[int | None] = [None] * len(nodes)
+    for v, node in enumerate(nodes):
+        if node.op == "ALLOC":
+            events[v] = node.bufs[0]
+        elif node.op == "FREE":
+            events[v] = -1 - node.bufs[0]
+    return ReplayBase(
+        graph, clean_buffers(graph), [v.cycles for v in nodes], [v.pipe for v in nodes], events
+    )
 
 
 def replay(
@@ -132,29 +171,42 @@ def replay(
     capacity: dict[str, int] | None,
     spill_model: SpillModel,
     alignment: int = 1,
+    base: ReplayBase | None = None,
 ) -> Replay:
-    """Apply replay rules 1-6 to a (legal) schedule; see `validate` for the legality check."""
+    """Apply replay rules 1-6 to a (legal) schedule; see `validate` for the legality check
+    (`base`: replay_base(graph), if the caller replays the graph more than once)."""
     del capacity, alignment  # legality is validate's job; kept for a uniform signature
-    r = _replay(graph, schedule, spill_model, None)
+    r = _replay(graph, schedule, spill_model, None, base)
     assert r is not None  # NOTE: only a makespan bound stops a replay
     return r
 
 
 def replay_within(
-    graph: TileGraph, schedule: Schedule, spill_model: SpillModel, makespan: int
+    graph: TileGraph,
+    schedule: Schedule,
+    spill_model: SpillModel,
+    makespan: int,
+    base: ReplayBase | None = None,
 ) -> Replay | None:
     """`replay`, or None as soon as a node finishes after `makespan` (the order is timed in
     CHUNKS pieces, each after its memory events)."""
-    return _replay(graph, schedule, spill_model, makespan)
+    return _replay(graph, schedule, spill_model, makespan, base)
 
 
 def _replay(
-    graph: TileGraph, schedule: Schedule, spill_model: SpillModel, makespan: int | None
+    graph: TileGraph,
+    schedule: Schedule,
+    spill_model: SpillModel,
+    makespan: int | None,
+    base: ReplayBase | None,
 ) -> Replay | None:
+    if base is None:
+        base = replay_base(graph)
     n = len(graph.nodes)
     spills = schedule.spills
-    clean = clean_buffers(graph) if spills else []
-    nodes = graph.nodes + spill_nodes(graph, spills, spill_model, clean)
+    clean = base.clean
+    added = spill_nodes(graph, spills, spill_model, clean)
+    nodes = graph.nodes + added
     total = len(nodes)
     order = schedule.order
     if len(order) != total:
@@ -167,7 +219,7 @@ def _replay(
     spills_of: dict[int, list[int]] = {}
     for k, (b, _) in enumerate(spills):
         spills_of.setdefault(b, []).append(k)
-    users = _users(graph, set(spills_of))
+    users = base.users(set(spills_of))
     spill_edges: list[tuple[int, int]] = []
     for k, (b, _) in enumerate(spills):
         out, inn = n + 2 * k, n + 2 * k + 1
@@ -192,53 +244,54 @@ def _replay(
     free_of = graph.free_of
     # rule 5 (the one list timer) times the order piece by piece, each piece after its memory
     # events (every edge into a node comes from an earlier one); without a bound, in one piece
-    extra_preds: list[list[int] | None] = [None] * total
-    for src, dst in spill_edges:
-        srcs = extra_preds[dst]
-        if srcs is None:
-            extra_preds[dst] = [src]
-        else:
-            srcs.append(src)
+    # NOTE: a node's extra predecessors join its tuple in any order (the timer takes their max)
     preds: list[Sequence[int]] = [*graph.preds, *([()] * (total - n))]
-    cycles = [v.cycles for v in nodes]
-    pipes = [v.pipe for v in nodes]
+    extra: dict[int, list[int]] = {}
+    for src, dst in spill_edges:
+        extra.setdefault(dst, []).append(src)
+    for dst, srcs in extra.items():
+        preds[dst] = (*preds[dst], *srcs)
+    cycles = base.cycles + [v.cycles for v in added]
+    pipes = base.pipes + [v.pipe for v in added]
+    events = base.events
     timed: tuple[list[int], list[int], dict[Hashable, int]] = ([0] * total, [0] * total, {})
     step = max(total, 1) if makespan is None else max(MIN_CHUNK, -(-total // CHUNKS))
     for lo in range(0, total, step):
         piece = order[lo : lo + step]
         for i, v in enumerate(piece, lo):
-            node = nodes[v]
-            op = node.op
-            if op == "ALLOC" or op == "SPILL_IN":
-                b = node.bufs[0]
+            if v < n:
+                event = events[v]
+                if event is None:
+                    continue
+                if event < 0:  # a FREE
+                    buf = buffers[-1 - event]
+                    res.free(buf.tier, buf.size)
+                    continue
+                b = event
                 buf = buffers[b]
-                if op == "ALLOC":
-                    off = offsets[b]
-                    res.alloc(buf.tier, buf.size)
-                else:
-                    off = spills[(v - n) // 2][1]
-                if b in homes:
-                    homes[b].append((i, off))
-                if buf.size:
-                    release = release_after.get(v, free_of[b]) if release_after else free_of[b]
-                    reuse = maps.get(buf.tier)
-                    if reuse is None:
-                        reuse = maps[buf.tier] = LabelMap()
-                    for x in reuse.assign(off, off + buf.size, release):
-                        if x != v - 1 or op != "SPILL_IN":  # own SPILL_OUT -> SPILL_IN: rule 1
-                            reuse_edges.append((x, v))
-                            srcs = extra_preds[v]
-                            if srcs is None:
-                                extra_preds[v] = [x]
-                            else:
-                                srcs.append(x)
-            elif op == "FREE":
-                buf = buffers[node.bufs[0]]
-                res.free(buf.tier, buf.size)
-        for v in piece:
-            srcs = extra_preds[v]
-            if srcs is not None:
-                preds[v] = (*preds[v], *srcs)
+                off = offsets[b]
+                res.alloc(buf.tier, buf.size)
+                spill_in = False
+            elif (v - n) & 1:
+                b, off = spills[(v - n) >> 1]
+                buf = buffers[b]
+                spill_in = True
+            else:  # a SPILL_OUT
+                continue
+            if b in homes:
+                homes[b].append((i, off))
+            if buf.size:
+                release = release_after.get(v, free_of[b]) if release_after else free_of[b]
+                reuse = maps.get(buf.tier)
+                if reuse is None:
+                    reuse = maps[buf.tier] = LabelMap()
+                found = reuse.assign(off, off + buf.size, release)
+                if spill_in and v - 1 in found:  # own SPILL_OUT -> SPILL_IN: rule 1
+                    found = [x for x in found if x != v - 1]
+                if found:
+                    for x in found:
+                        reuse_edges.append((x, v))
+                    preds[v] = (*preds[v], *found)
         in_order(piece, cycles, pipes, preds, timed=timed)
         if makespan is not None and max(timed[2].values(), default=0) > makespan:
             return None

@@ -236,14 +236,21 @@ class LinearScan:
         order = self.result
         if self.early:
             order = []
-            early = sorted(self.early, key=lambda e: e[0])  # stable: ties in decision order
-            i = 0
-            for k, v in enumerate(self.result):
-                while i < len(early) and early[i][0] == k:
-                    order.append(early[i][1])
-                    i += 1
+            done = 0  # result[:done] is in order
+            # stable: ties in decision order
+            for k, v in sorted(self.early, key=lambda e: e[0]):
+                order += self.result[done:k]
                 order.append(v)
-        return Schedule(order, dict(sorted(self.where.items())), self.spills)
+                done = k
+            order += self.result[done:]
+        nbuf = len(graph.buffers)
+        # NOTE: in buffer order, without a sort where every buffer was placed (a whole scan)
+        offsets = (
+            {b: where[b] for b in range(nbuf)}
+            if len(where) == nbuf
+            else dict(sorted(where.items()))
+        )
+        return Schedule(order, offsets, self.spills)
 
     def _place(self, b: int, pinned: tuple[int, ...], k: int, victim) -> int:
         buf = self.graph.buffers[b]

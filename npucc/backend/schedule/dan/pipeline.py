@@ -18,7 +18,7 @@ from npucc.backend.schedule.scan import (
     topo_order,
 )
 from npucc.errors import NpuccError
-from npucc.ir.replay import Replay, replay, replay_within
+from npucc.ir.replay import Replay, replay, replay_base, replay_within
 from npucc.ir.schedule import Schedule
 from npucc.ir.tiled import TileGraph
 from npucc.target.cost import SpillModel
@@ -52,6 +52,7 @@ class _Plans:
         "win",
         "timed",
         "outliving",
+        "base",
     )
 
     def __init__(
@@ -67,6 +68,7 @@ class _Plans:
         self.win = len(ORDERS)  # its ORDERS index (len(ORDERS): a spill variant)
         self.timed: Replay | None = None  # its replay, once needed
         self.outliving = outliving_buffers(graph)  # what every scan of the graph needs
+        self.base = replay_base(graph)  # what every replay of the graph needs
 
     def offer(
         self,
@@ -113,7 +115,7 @@ class _Plans:
         if self.key == key:  # a tie: makespan, peak, then the ORDERS index decide
             best = self.replay()
             # NOTE: a plan slower than the best loses, so its replay stops once it is
-            timed = replay_within(self.graph, cand, self.model, best.makespan)
+            timed = replay_within(self.graph, cand, self.model, best.makespan, self.base)
             if timed is None or (timed.makespan, timed.peak, index) >= (
                 best.makespan,
                 best.peak,
@@ -130,7 +132,7 @@ class _Plans:
         assert self.schedule is not None
         if self.timed is None:
             self.timed = replay(
-                self.graph, self.schedule, self.capacity, self.model, self.alignment
+                self.graph, self.schedule, self.capacity, self.model, self.alignment, self.base
             )
         return self.timed
 
