@@ -126,15 +126,34 @@ class ReplayBase:
     cycles: list[int]  # per graph node
     pipes: list[str | None]
     events: list[int | None]  # per graph node: its buffer b if an ALLOC, -1 - b if a FREE
+    busy: dict[Hashable, int] | None = None  # per pipe: its nodes' cycles (`pipe_work`)
     use_node: np.ndarray | None = None  # every (node, buffer) use outside ALLOC/FREE, by node id
     use_buf: np.ndarray | None = None
+    scans: int = 0  # users() answered by a scan of the nodes
+
+    def pipe_work(self) -> dict[Hashable, int]:
+        """Per pipe: the cycles of the graph nodes on it."""
+        if self.busy is None:
+            self.busy = {}
+            for c, pipe in zip(self.cycles, self.pipes, strict=True):
+                if pipe is not None:
+                    self.busy[pipe] = self.busy.get(pipe, 0) + c
+        return self.busy
 
     def users(self, bufs: set[int]) -> dict[int, list[int]]:
         """Non-ALLOC/FREE graph nodes using each buffer of `bufs`, in id order."""
         users: dict[int, list[int]] = {b: [] for b in sorted(bufs)}
         if not bufs:
             return users
-        if self.use_node is None:
+        if self.use_node is None and not self.scans:  # one scan until a second replay asks
+            self.scans += 1
+            for node in self.graph.nodes:
+                if node.op != "ALLOC" and node.op != "FREE":
+                    for b in node.bufs:
+                        if b in users:
+                            users[b].append(node.id)
+            return users
+        if self.use_node is None:  # then an index of every use, searched by numpy
             nodes_of: list[int] = []
             bufs_of: list[int] = []
             for node in self.graph.nodes:
@@ -188,8 +207,8 @@ def replay_within(
     makespan: int,
     base: ReplayBase | None = None,
 ) -> Replay | None:
-    """`replay`, or None as soon as a node finishes after `makespan` (the order is timed in
-    CHUNKS pieces, each after its memory events)."""
+    """`replay`, or None as soon as a node finishes after `makespan` or a pipe's remaining
+    work would (the order is timed in CHUNKS pieces, each after its memory events)."""
     return _replay(graph, schedule, spill_model, makespan, base)
 
 
@@ -256,6 +275,11 @@ def _replay(
     events = base.events
     timed: tuple[list[int], list[int], dict[Hashable, int]] = ([0] * total, [0] * total, {})
     step = max(total, 1) if makespan is None else max(MIN_CHUNK, -(-total // CHUNKS))
+    left: dict[Hashable, int] = {}  # with a bound: per pipe, the cycles of its nodes not timed
+    if makespan is not None:
+        left.update(base.pipe_work())
+        for node in added:
+            left[node.pipe] = left.get(node.pipe, 0) + node.cycles
     for lo in range(0, total, step):
         piece = order[lo : lo + step]
         for i, v in enumerate(piece, lo):
@@ -293,8 +317,16 @@ def _replay(
                         reuse_edges.append((x, v))
                     preds[v] = (*preds[v], *found)
         in_order(piece, cycles, pipes, preds, timed=timed)
-        if makespan is not None and max(timed[2].values(), default=0) > makespan:
-            return None
+        if makespan is not None:
+            # NOTE: a pipe runs its remaining nodes one after another from its last finish on,
+            # so a pipe whose remaining work ends past the bound dooms the replay as well
+            for v in piece:
+                pipe = pipes[v]
+                if pipe is not None:
+                    left[pipe] -= cycles[v]
+            pipe_free = timed[2]
+            if any(t + left[pipe] > makespan for pipe, t in pipe_free.items()):
+                return None
     start, finish, _ = timed
 
     extra_ddr = sum(spill_model.traffic(buffers[b].size, clean[b]) for b, _ in spills)

@@ -3,7 +3,8 @@ from tgraphs import CAPS, build, chain, two_loads
 
 from npucc.backend.schedule.original import bounds, original
 from npucc.backend.schedule.registry import SCHEDULERS, schedule_graph
-from npucc.ir.replay import ScheduleError, replay, replay_within, validate
+from npucc.ir import replay as replay_mod
+from npucc.ir.replay import ScheduleError, replay, replay_base, replay_within, validate
 from npucc.ir.schedule import Schedule
 from npucc.target.cost import TraceSpillModel
 
@@ -99,6 +100,38 @@ def test_replay_within_stops_once_slower(nodes):
         r.peak,
     )
     assert replay_within(g, s, MODEL, r.makespan - 1) is None
+
+
+def test_replay_base_shared_and_remaining_work_stops_early():
+    from npucc.tools.dan_synthetic import synthetic_graph
+
+    g = synthetic_graph(20_000, seed=2)
+    s, r = schedule_graph(g, "original", CAPS, MODEL)
+    assert s.spills  # the base's buffer uses serve the spill edges
+    base = replay_base(g)
+    for _ in range(2):  # a base serves any number of replays, with the same results
+        again = replay(g, s, CAPS, MODEL, 1, base)
+        assert (again.start, again.finish, again.spill_edges, again.reuse_edges) == (
+            r.start,
+            r.finish,
+            r.spill_edges,
+            r.reuse_edges,
+        )
+    # a bound below the busiest pipe's work: its first piece already shows the replay slower
+    busiest = max(base.pipe_work().values())
+    timed: list[int] = []
+    original = replay_mod.in_order
+
+    def counted(order, *args, **kwargs):
+        timed.append(len(order))
+        return original(order, *args, **kwargs)
+
+    replay_mod.in_order = counted
+    try:
+        assert replay_within(g, s, MODEL, busiest - 1, base) is None
+    finally:
+        replay_mod.in_order = original
+    assert len(timed) == 1 < len(r.order) // max(timed)
 
 
 def test_dirty_spill_costs_both_ways():
