@@ -37,12 +37,13 @@ from npucc.ir.tiled import TileGraph
 CONE_LIMIT = 256  # unscheduled ancestors searched per L0 admission (rule 7 deadlock check)
 
 
-def criticality(graph: TileGraph) -> list[int]:
-    """h(v) of eq. 20: the node's cycles plus the largest h of its successors."""
+def criticality(graph: TileGraph, topo: list[int] | None = None) -> list[int]:
+    """h(v) of eq. 20: the node's cycles plus the largest h of its successors (`topo`:
+    topo_order(graph), if the caller has it)."""
     h = [0] * len(graph.nodes)
     nodes = graph.nodes
     succs = graph.succs
-    for v in reversed(topo_order(graph)):
+    for v in reversed(topo_order(graph) if topo is None else topo):
         best = 0
         for w in succs[v]:
             if h[w] > best:
@@ -68,13 +69,14 @@ class Prep:
     l0_preds: list[tuple[int, ...]]  # per node: its L0 ALLOC predecessors, in preds order
 
 
-def prepare(graph: TileGraph, single_l0: bool = True) -> Prep:
-    """The graph-only part of `mpas` (`single_l0`: with the rule 7 consumer sets)."""
+def prepare(graph: TileGraph, single_l0: bool = True, topo: list[int] | None = None) -> Prep:
+    """The graph-only part of `mpas` (`single_l0`: with the rule 7 consumer sets; `topo`:
+    topo_order(graph), if the caller has it)."""
     nodes = graph.nodes
     buffers = graph.buffers
     n = len(nodes)
     preds = graph.preds
-    h = criticality(graph)
+    h = criticality(graph, topo)
     is_alloc = [node.op == "ALLOC" for node in nodes]
     is_free = [node.op == "FREE" for node in nodes]
     size_pk = [0] * n  # L1+UB bytes of an ALLOC/FREE node

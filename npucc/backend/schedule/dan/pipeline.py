@@ -188,7 +188,7 @@ def dan(
                 t1 = t2 = time.perf_counter()
                 try:
                     if ORDERS[i] != "lowering" and prep is None:
-                        prep = prepare(graph)
+                        prep = prepare(graph, topo=orders.get(ORDERS.index("lowering")))
                     order = orders[i] = stage1(graph, ORDERS[i], prep)
                     t2 = time.perf_counter()
                     stop = "spill" if ORDERS[i] == "lowering" else "worse"
