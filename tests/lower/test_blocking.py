@@ -99,8 +99,8 @@ def test_a_bias_beside_large_weight_blocks_is_loaded_with_the_last_one():
 
 
 def test_an_only_stationary_block_is_held_once_beside_larger_streamed_blocks():
-    # 7 x 7 x 1536 (301 KB) held once: 262 KB W blocks (and bias) beside it (two with it exceed half of
-    # L1; ping-ponged with X, 131 KB ones), half as many DMAs, estimated 4 % faster
+    # 7 x 7 x 1536 (301 KB) held once: 262 KB W blocks (and bias) beside it (two with it
+    # exceed half of L1; ping-ponged with X, 131 KB ones), half as many DMAs, est. 4 % faster
     p = lowered((1, 1536, 7, 7), (2048, 1536, 1, 1), (1, 2048, 7, 7), "", True)
     x, w = loads(p, "x"), loads(p, "w")
     assert len(x) == 1 and np.prod(x[0].instr.dims) == 1536 * 7 * 7
