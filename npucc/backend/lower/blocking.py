@@ -20,7 +20,9 @@ mmad_cycles per mmad, ...): the busiest pipe's cycles (per core, the layer's uni
 over its cores) against the DDR channel's bound, then the DDR bytes, then the DMAs; the least
 cost wins. NOTE: every L1 block (with the block after it) fits the tier's share
 (TILE_SHARE): the next block's loads are fresh buffers that depend on nothing of the current
-block, so the scheduler can place them while the current block computes (ping-pong).
+block, so the scheduler can place them while the current block computes (ping-pong); but on
+one core a lone stationary block (one M block under `is`, one N block under `ws`) is loaded
+once: it may be held beside two streamed blocks (`_plans`).
 """
 
 from __future__ import annotations
@@ -31,14 +33,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from npucc.backend.lower.context import (
-    TILE_SHARE,
-    LowerContext,
-    apply_activation,
-    largest,
-    split,
-)
-from npucc.backend.lower.l0_tiles import MatTiles, candidates
+from npucc.backend.lower.context import LowerContext, apply_activation, split
+from npucc.backend.lower.l0_tiles import MatTiles, acc_group, candidates, l0c_fits
 from npucc.ir.graph import Layer
 from npucc.ir.isa import (
     REQUANT_BYTES,
@@ -253,15 +249,6 @@ def _tile_pipes(
     return {**p, "dmas": dmas, "res_bytes": res_bytes, "out_bytes": out_bytes}
 
 
-def _l0c_fits(ctx: LowerContext, accs: tuple[int, ...]) -> bool:
-    """Whether an output block's accumulators fit L0C: all of it on one core, its share on a
-    mesh. NOTE: measured, on mesh8x8 the whole L0C made the BERT encoder 1,390,677 ->
-    1,424,010 cycles."""
-    if ctx.target.cores == 1:
-        return ctx.tile_bytes(accs, "L0C") <= ctx.room("L0C")
-    return ctx.share_fits("L0C", accs)
-
-
 def _single_l0c(ctx: LowerContext, plan: Blocking, k: int) -> bool:
     """Whether an output block's accumulators (kept in L0C across K blocks) exceed L0C's
     share: the next block's cannot be placed until they drain (block_cost then adds the
@@ -272,12 +259,6 @@ def _single_l0c(ctx: LowerContext, plan: Blocking, k: int) -> bool:
         return False
     t = plan.tiles
     return not ctx.share_fits("L0C", (t.m * t.n,) * (plan.mb * -(-plan.nb // t.n)))
-
-
-def acc_group(ctx: LowerContext, t: MatTiles, count: int) -> int:
-    """How many of `count` L0 tiles' accumulators (m_t x n_t each) fit L0C's share together
-    (at least one: the tile fits alone)."""
-    return max(1, largest(lambda g: ctx.share_fits("L0C", (t.m * t.n,) * g), count))
 
 
 MBlocks = Callable[[MatTiles, int], list[MBlock]]  # the M blocks of (L0 tile, L0 tiles each)
@@ -307,26 +288,21 @@ def choose_blocking(
                 continue  # no fewer blocks than half as many tiles each
             for plan, once in _plans(ctx, shape, t, count, blocks):
                 for bias_plan in (plan, replace(plan, cube_bias=True))[: 1 + shape.float_bias]:
-                    cost = block_cost(ctx, shape, bias_plan, blocks)
-                    (held if once else scored).append((cost, bias_plan, blocks))
+                    cost = (block_cost(ctx, shape, bias_plan, blocks), bias_plan, blocks)
+                    (held if once else scored).append(cost)
     if not scored:
         raise AssertionError("no blocking fits although its one-tile blocking does")
-    _, plan, blocks = _pick(scored)
-    # NOTE: a plan whose stationary block is held once takes more than the L1 share: the next
-    # layer's first blocks find less room beside it, which block_cost does not price, so it
-    # must be faster by more than the estimate's tolerance (measured: ResNet-50's n146 takes
-    # it, 3,395,487 -> 3,386,453 cycles; within the tolerance SqueezeNet's last conv and a
-    # MobileNet v2 1x1 took it and were 3.3 K and 2.5 K cycles slower)
+    # NOTE: a held block leaves the next layer's first blocks less room (unpriced): a held plan
+    # must be faster by more than the tolerance (measured: docs/roofline.md, `r50d`)
     least = min(cost[0] for cost, _, _ in scored)
-    if held and _pick(held)[0][0] * (CYCLE_TOLERANCE + 1) <= least * CYCLE_TOLERANCE:
-        _, plan, blocks = _pick(held)
+    fast = bool(held) and _pick(held)[0][0] * (CYCLE_TOLERANCE + 1) <= least * CYCLE_TOLERANCE
+    _, plan, blocks = _pick(held if fast else scored)
     return plan, blocks
 
 
 def _pick(scored: list[Scored]) -> Scored:
-    """The plan of fewest DDR bytes (then DMAs, then cycles) among those within the
-    estimate's tolerance of the fewest cycles.
-    NOTE: min keeps the first of equals: the enumeration order, deterministic."""
+    """The fewest DDR bytes, DMAs, cycles within the tolerance of the fewest cycles (ties: the
+    first, in the enumeration order: deterministic)."""
     least = min(cost[0] for cost, _, _ in scored)
     near = [s for s in scored if s[0][0] * CYCLE_TOLERANCE <= least * (CYCLE_TOLERANCE + 1)]
     return min(near, key=lambda s: (s[0][1], s[0][2], s[0][0]))
@@ -341,19 +317,13 @@ def _plans(
     cores = ctx.target.cores
 
     def l1_fits(nb: int, kb: int, x_kb: int | None = None, once: str = "") -> bool:
-        """Whether the X and W (with bias) blocks fit, both ping-ponged, or `once` ("x",
-        "w") loaded once and held beside the other's two."""
         x_k = kb if x_kb is None else x_kb
         x = () if shape.x_onchip else (largest_x.x_elems(x_k, shape.k_quantum),)
         w = (kb * nb, *((nb * shape.bias_elems,) if shape.bias else ()))
-        if not once:
+        if not once:  # both ping-ponged, or `once` ("x", "w") held beside two of the other
             return ctx.share_fits("L1", (*x, *w))
-        held, streamed = (x, w) if once == "x" else (w, x)
-        room = ctx.room("L1") - ctx.tile_bytes(held, "L1")
-        return ctx.share_fits("L1", held) and TILE_SHARE * ctx.tile_bytes(streamed, "L1") <= room
+        return ctx.fits_beside("L1", *((x, w) if once == "x" else (w, x)))
 
-    # NOTE: on one core, a stationary block that is the only one (one M block under `is`,
-    # one N block under `ws`) is loaded once: no next block of it needs room beside it
     x_once = "x" if cores == 1 and len(blocks) == 1 else ""
     n_options = candidates(shape.n, t.n)
     for nb in n_options:
@@ -365,7 +335,7 @@ def _plans(
                     yield Blocking(order, t, count, nb, shape.k, chunks), not both
     for nb in n_options:
         accs = count * -(-nb // t.n)
-        if not _l0c_fits(ctx, (t.m * t.n,) * accs):
+        if not l0c_fits(ctx, (t.m * t.n,) * accs):
             break
         for kb in candidates(shape.k, t.k):
             if kb < shape.k and l1_fits(nb, kb):
