@@ -98,6 +98,25 @@ def test_a_bias_beside_large_weight_blocks_is_loaded_with_the_last_one():
     assert min(n.id for n in loads(p, "b")) < min(n.id for n in loads(p, "w"))
 
 
+def test_an_only_stationary_block_is_held_once_beside_larger_streamed_blocks():
+    # 7 x 7 x 1536 (301 KB) held once: 262 KB W blocks (and bias) beside it (two with it
+    # exceed half of L1; ping-ponged with X, 131 KB ones), half as many DMAs, est. 4 % faster
+    p = lowered((1, 1536, 7, 7), (2048, 1536, 1, 1), (1, 2048, 7, 7), "", True)
+    x, w = loads(p, "x"), loads(p, "w")
+    assert len(x) == 1 and np.prod(x[0].instr.dims) == 1536 * 7 * 7
+    held = 4 * (1536 * 49 + max(np.prod(n.instr.dims) for n in w))
+    assert 2 * held > TARGET.memory.capacity("L1") and len(w) == 48
+
+
+def test_a_held_block_within_the_estimates_tolerance_is_not_chosen():
+    # 13 x 13 x 512 -> 1000 (SqueezeNet's last conv): holding X once saves DMAs only,
+    # not cycles beyond the tolerance: its blocks stay within the ping-pong share
+    p = lowered((1, 512, 13, 13), (1000, 512, 1, 1), (1, 1000, 13, 13), "")
+    w = max(np.prod(n.instr.dims) for n in loads(p, "w"))
+    x = max(np.prod(n.instr.dims) for n in loads(p, "x"))
+    assert 2 * 4 * (x + w) <= TARGET.memory.capacity("L1")
+
+
 def test_a_strided_pointwise_conv_loads_only_the_pixels_it_uses():
     p = lowered((1, 64, 28, 28), (128, 64, 1, 1), (1, 128, 14, 14), "strides = [2, 2]")
     assert sum(np.prod(n.instr.dims) for n in loads(p, "x")) == 64 * 14 * 14

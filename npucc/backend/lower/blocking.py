@@ -20,7 +20,9 @@ mmad_cycles per mmad, ...): the busiest pipe's cycles (per core, the layer's uni
 over its cores) against the DDR channel's bound, then the DDR bytes, then the DMAs; the least
 cost wins. NOTE: every L1 block (with the block after it) fits the tier's share
 (TILE_SHARE): the next block's loads are fresh buffers that depend on nothing of the current
-block, so the scheduler can place them while the current block computes (ping-pong).
+block, so the scheduler can place them while the current block computes (ping-pong); but on
+one core a lone stationary block (one M block under `is`, one N block under `ws`) is loaded
+once: it may be held beside two streamed blocks (`_plans`).
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from npucc.backend.lower.context import LowerContext, apply_activation, largest, split
-from npucc.backend.lower.l0_tiles import MatTiles, candidates
+from npucc.backend.lower.context import LowerContext, apply_activation, split
+from npucc.backend.lower.l0_tiles import MatTiles, acc_group, candidates, l0c_fits
 from npucc.ir.graph import Layer
 from npucc.ir.isa import (
     REQUANT_BYTES,
@@ -247,15 +249,6 @@ def _tile_pipes(
     return {**p, "dmas": dmas, "res_bytes": res_bytes, "out_bytes": out_bytes}
 
 
-def _l0c_fits(ctx: LowerContext, accs: tuple[int, ...]) -> bool:
-    """Whether an output block's accumulators fit L0C: all of it on one core, its share on a
-    mesh. NOTE: measured, on mesh8x8 the whole L0C made the BERT encoder 1,390,677 ->
-    1,424,010 cycles."""
-    if ctx.target.cores == 1:
-        return ctx.tile_bytes(accs, "L0C") <= ctx.room("L0C")
-    return ctx.share_fits("L0C", accs)
-
-
 def _single_l0c(ctx: LowerContext, plan: Blocking, k: int) -> bool:
     """Whether an output block's accumulators (kept in L0C across K blocks) exceed L0C's
     share: the next block's cannot be placed until they drain (block_cost then adds the
@@ -268,13 +261,8 @@ def _single_l0c(ctx: LowerContext, plan: Blocking, k: int) -> bool:
     return not ctx.share_fits("L0C", (t.m * t.n,) * (plan.mb * -(-plan.nb // t.n)))
 
 
-def acc_group(ctx: LowerContext, t: MatTiles, count: int) -> int:
-    """How many of `count` L0 tiles' accumulators (m_t x n_t each) fit L0C's share together
-    (at least one: the tile fits alone)."""
-    return max(1, largest(lambda g: ctx.share_fits("L0C", (t.m * t.n,) * g), count))
-
-
 MBlocks = Callable[[MatTiles, int], list[MBlock]]  # the M blocks of (L0 tile, L0 tiles each)
+Scored = tuple[tuple[int, int, int], Blocking, list[MBlock]]  # (cycles, bytes, DMAs), ...
 
 
 def choose_blocking(
@@ -291,55 +279,71 @@ def choose_blocking(
     1 for a conv, whose img2col reads one band per L1 block). NOTE: the `os` blocking of one
     L0 tile per block holds exactly the buffers `fitting_tiles` checked, so some plan fits.
     """
-    scored: list[tuple[tuple[int, int, int], Blocking, list[MBlock]]] = []
+    scored: list[Scored] = []
+    held: list[Scored] = []
     for t in tiles:
         for count in candidates(max_m_tiles):
             blocks = m_blocks(t, count)
             if count > 1 and len(blocks) == len(m_blocks(t, count // 2)):
                 continue  # no fewer blocks than half as many tiles each
-            for plan in _plans(ctx, shape, t, count, blocks):
+            for plan, once in _plans(ctx, shape, t, count, blocks):
                 for bias_plan in (plan, replace(plan, cube_bias=True))[: 1 + shape.float_bias]:
-                    scored.append((block_cost(ctx, shape, bias_plan, blocks), bias_plan, blocks))
+                    cost = (block_cost(ctx, shape, bias_plan, blocks), bias_plan, blocks)
+                    (held if once else scored).append(cost)
     if not scored:
         raise AssertionError("no blocking fits although its one-tile blocking does")
-    # NOTE: cycles are an estimate: within its tolerance the fewest DDR bytes win (min keeps
-    # the first of equals: the enumeration order, deterministic)
+    # NOTE: a held block leaves the next layer's first blocks less room (unpriced): a held plan
+    # must be faster by more than the tolerance (measured: docs/roofline.md, `r50d`)
+    least = min(cost[0] for cost, _, _ in scored)
+    fast = bool(held) and _pick(held)[0][0] * (CYCLE_TOLERANCE + 1) <= least * CYCLE_TOLERANCE
+    _, plan, blocks = _pick(held if fast else scored)
+    return plan, blocks
+
+
+def _pick(scored: list[Scored]) -> Scored:
+    """The fewest DDR bytes, DMAs, cycles within the tolerance of the fewest cycles (ties: the
+    first, in the enumeration order: deterministic)."""
     least = min(cost[0] for cost, _, _ in scored)
     near = [s for s in scored if s[0][0] * CYCLE_TOLERANCE <= least * (CYCLE_TOLERANCE + 1)]
-    _, plan, blocks = min(near, key=lambda s: (s[0][1], s[0][2], s[0][0]))
-    return plan, blocks
+    return min(near, key=lambda s: (s[0][1], s[0][2], s[0][0]))
 
 
 def _plans(
     ctx: LowerContext, shape: CubeShape, t: MatTiles, count: int, blocks: list[MBlock]
-) -> Iterator[Blocking]:
-    """Every blocking of L0 tile `t` and M blocks `blocks` whose buffers fit their shares."""
+) -> Iterator[tuple[Blocking, bool]]:
+    """Every blocking of L0 tile `t` and M blocks `blocks` whose buffers fit their shares, or
+    (True) fit only with their one stationary block held once beside two streamed blocks."""
     largest_x = max(blocks, key=lambda b: (b.window, b.slack))
     cores = ctx.target.cores
 
-    def l1_fits(nb: int, kb: int, x_kb: int | None = None) -> bool:
+    def l1_fits(nb: int, kb: int, x_kb: int | None = None, once: str = "") -> bool:
         x_k = kb if x_kb is None else x_kb
         x = () if shape.x_onchip else (largest_x.x_elems(x_k, shape.k_quantum),)
-        bias = (nb * shape.bias_elems,) if shape.bias else ()
-        return ctx.share_fits("L1", (*x, kb * nb, *bias))
+        w = (kb * nb, *((nb * shape.bias_elems,) if shape.bias else ()))
+        if not once:  # both ping-ponged, or `once` ("x", "w") held beside two of the other
+            return ctx.share_fits("L1", (*x, *w))
+        return ctx.fits_beside("L1", *((x, w) if once == "x" else (w, x)))
 
+    x_once = "x" if cores == 1 and len(blocks) == 1 else ""
     n_options = candidates(shape.n, t.n)
     for nb in n_options:
-        if not l1_fits(nb, shape.k):
-            continue
-        for order, inner in (("ws", len(blocks)), ("is", -(-shape.n // nb))):
-            for chunks in candidates(inner) if cores > 1 else [1]:
-                yield Blocking(order, t, count, nb, shape.k, chunks)
+        w_once = "w" if cores == 1 and nb >= shape.n else ""
+        both = l1_fits(nb, shape.k)
+        for order, inner, once in (("ws", len(blocks), w_once), ("is", -(-shape.n // nb), x_once)):
+            if both or (once and l1_fits(nb, shape.k, once=once)):
+                for chunks in candidates(inner) if cores > 1 else [1]:
+                    yield Blocking(order, t, count, nb, shape.k, chunks), not both
     for nb in n_options:
         accs = count * -(-nb // t.n)
-        if not _l0c_fits(ctx, (t.m * t.n,) * accs):
+        if not l0c_fits(ctx, (t.m * t.n,) * accs):
             break
         for kb in candidates(shape.k, t.k):
             if kb < shape.k and l1_fits(nb, kb):
-                yield Blocking("os", t, count, nb, kb)
-            if kb < shape.k and l1_fits(nb, kb, shape.k):  # X stationary, W in K blocks
+                yield Blocking("os", t, count, nb, kb), False
+            both = l1_fits(nb, kb, shape.k)  # X stationary, W in K blocks
+            if kb < shape.k and (both or (x_once and l1_fits(nb, kb, shape.k, x_once))):
                 for chunks in candidates(-(-shape.n // nb)) if cores > 1 else [1]:
-                    yield Blocking("is", t, count, nb, kb, chunks)
+                    yield Blocking("is", t, count, nb, kb, chunks), not both
 
 
 @dataclass(frozen=True, slots=True)

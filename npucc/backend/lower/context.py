@@ -106,6 +106,11 @@ class LowerContext:
         """Whether a tile's `buffers` in `tier` fit its share (1/TILE_SHARE) of the tier."""
         return TILE_SHARE * self.tile_bytes(buffers, tier) <= self.room(tier)
 
+    def fits_beside(self, tier: str, held: tuple[int, ...], buffers: tuple[int, ...]) -> bool:
+        """Whether `held` (loaded once) fits the share and `buffers` fit theirs beside it."""
+        room = self.room(tier) - self.tile_bytes(held, tier)
+        return self.share_fits(tier, held) and TILE_SHARE * self.tile_bytes(buffers, tier) <= room
+
     def share_error(self, layer: Layer, tier: str, buffers: tuple[int, ...]) -> NpuccError:
         """The refusal of a layer whose smallest tile holds `buffers` in `tier`."""
         return self.fit_error(layer, tier, TILE_SHARE * self.tile_bytes(buffers, tier))
