@@ -104,3 +104,36 @@ def test_the_cube_share_reads_its_input_in_row_order():
     assert l0b == 2 * len(rows)
     rows, l0b = _cube_share_copies(8)  # one run: its weights built once
     assert len(rows) == windows and rows == sorted(rows) and l0b == 2
+
+
+def test_the_cube_share_takes_the_last_channels():
+    """The vector share's bands read the first channels (a producer writing its channels in
+    order writes them first) and are emitted first; the cube's share reads the last ones and
+    writes their outputs, with their weights."""
+    graph = Graph("t")
+    graph.add_tensor(Tensor("x", (1, 64, 56, 56)))
+    graph.inputs.append("x")
+    w = np.arange(64 * 9, dtype=np.float32).reshape(64, 1, 3, 3)
+    graph.add_tensor(Tensor("w", (64, 1, 3, 3), data=w))
+    graph.add_tensor(Tensor("y", (1, 64, 56, 56)))
+    layer = Layer("dw", "conv2d", ["x", "w"], ["y"], {"group": 64, "pads": (1, 1, 1, 1)})
+    graph.add_layer(layer)
+    ctx = LowerContext(graph, None, None, load_target("davinci-core"))  # type: ignore[arg-type]
+    nodes = _trial(fresh(ctx, graph), layer, _lower_split, (24,)).nodes
+    copies = [n.instr for n in nodes if isinstance(n.instr, Copy)]
+    plane = 56 * 56
+
+    def channels(key: str, tier: str) -> list[int]:
+        return [
+            c.src.off // plane if c.src.tier == "DDR" else c.dst.off // plane
+            for c in copies
+            if any(isinstance(r, DdrRef) and r.key == key for r in (c.src, c.dst))
+            and tier in (c.src.tier, c.dst.tier)
+        ]
+
+    into_ub, into_l1 = channels("x", "UB"), channels("x", "L1")
+    assert into_ub[0] == 0 and max(into_ub) < 40 <= min(into_l1)
+    weights = [c.src.off for c in copies if isinstance(c.src, DdrRef) and c.src.key == "w"]
+    assert 40 * 9 in weights  # the share's weights: from its first channel's
+    written = {c.dst.off // plane for c in copies if isinstance(c.dst, DdrRef) and c.dst.key == "y"}
+    assert min(written) == 0 and max(written) >= 40

@@ -155,7 +155,7 @@ def lower_vector_only(ctx: LowerContext, layer: Layer) -> None:
 
 
 def _lower_split(ctx: LowerContext, layer: Layer, cube_channels: int) -> None:
-    """Tiles of (image, block of groups), each over bands of output rows x columns; the first
+    """Tiles of (image, block of groups), each over bands of output rows x columns; the last
     `cube_channels` channels (a depthwise conv's) on the cube, interleaved with them.
 
     NOTE: software-pipelined: the next band's window (and, at a new block, its weights) is
@@ -170,10 +170,10 @@ def _lower_split(ctx: LowerContext, layer: Layer, cube_channels: int) -> None:
     g = conv_geometry(ctx, layer)
     groups_t, rows_t, cols_t = vector_tiles(ctx, layer, g)
     plan = cube_plan(ctx, g, cube_channels, budget(ctx, layer, "UB") // 8)
-    c0 = 0 if plan is None else plan.channels
+    on_cube = 0 if plan is None else plan.channels
     cube = None if plan is None else CubeShare(ctx, layer, g, plan)
     bias = layer.inputs[2] if len(layer.inputs) > 2 and layer.inputs[2] else ""
-    blocks = [(n, c0 + g0, gl) for n in range(g.n) for g0, gl in split(g.group - c0, groups_t)]
+    blocks = [(n, g0, gl) for n in range(g.n) for g0, gl in split(g.group - on_cube, groups_t)]
     rows, cols = split(g.oh, rows_t), split(g.ow, cols_t)
     bands = [(r0, nr, q0, nc) for r0, nr in rows for q0, nc in cols]
     on_core: dict[int, list[tuple[int, int, int]]] = {}

@@ -10,15 +10,17 @@ img2col's L1 -> L0A bytes (taps elements per output, as many as the vector unit'
 lanes) on MTE1, a pipe a depthwise conv leaves idle.
 `depthwise.py` gives the cube a share of the channels so that both pipes carry the layer.
 
-Every block's weights DDR -> L1 in one DMA; the units (a run of blocks over a window of output
-rows) go window after window, every run of blocks in each window, so that the share reads its
-input and writes its output in row order like the vector share's bands: it starts on the first
-rows its producer writes, its consumer on the first rows it writes. Per unit its blocks' weights
-L1 -> L0B (again only when the run of blocks changes), its input rows (unpadded: img2col pads)
-DDR -> L1 (a resident input is read in place); per band of the window's rows and L0 tile of
-pixels one img2col, one mmad and the accumulator L0C -> UB into the band's output; then the
-bias, the fused activation and one store of the band (pixel-major in UB, written back
-channel-major).
+The share is the conv's last channels: the vector share's bands, emitted first at each step,
+read the first ones, which a producer writing its channels in order (a 1x1 conv's N blocks)
+writes first. Every block's weights DDR -> L1 in one DMA; the units (a run of blocks over a
+window of output rows) go window after window, every run of blocks in each window, so that the
+share reads its input and writes its output in row order like the vector share's bands: it
+starts on the first rows its producer writes, its consumer on the first rows it writes. Per
+unit its blocks' weights L1 -> L0B (again only when the run of blocks changes), its input rows
+(unpadded: img2col pads) DDR -> L1 (a resident input is read in place); per band of the
+window's rows and L0 tile of pixels one img2col, one mmad and the accumulator L0C -> UB into
+the band's output; then the bias, the fused activation and one store of the band (pixel-major
+in UB, written back channel-major).
 """
 
 from __future__ import annotations
@@ -42,11 +44,12 @@ HALO_SHARE = 4  # a window's input rows: at least this many times the rows it re
 
 @dataclass(frozen=True, slots=True)
 class CubePlan:
-    """Channels [0, channels) of a depthwise conv on the cube: `cb` channels a block, units of
-    `blocks` blocks over windows of `window` output rows (a unit's input rows in L1, its
-    blocks' weights in L0B), each in bands of `rows` output rows (its output in UB), L0 tiles
-    of `tile` pixels."""
+    """Channels [first, first + channels) of a depthwise conv on the cube (its last ones): `cb`
+    channels a block, units of `blocks` blocks over windows of `window` output rows (a unit's
+    input rows in L1, its blocks' weights in L0B), each in bands of `rows` output rows (its
+    output in UB), L0 tiles of `tile` pixels."""
 
+    first: int
     channels: int
     cb: int
     blocks: int
@@ -56,9 +59,9 @@ class CubePlan:
 
 
 def cube_plan(ctx: LowerContext, g: ConvGeom, channels: int, ub_elems: int) -> CubePlan | None:
-    """The plan of `channels` channels on the cube (None when none, or when a band of one row
-    does not fit): blocks of n0 / 2 channels (an img2col tile then holds more pixels: fewer
-    DMA latencies); bands of the most rows, then units of the most blocks, whose output fits
+    """The plan of the last `channels` channels on the cube (None when none, or when a band of
+    one row does not fit): blocks of n0 / 2 channels (an img2col tile then holds more pixels:
+    fewer DMA latencies); bands of the most rows, then units of the most blocks, whose output fits
     `ub_elems`, whose window fits a quarter of L1 and whose weights and accumulators fit the
     share of L0B and L0C; windows of the most such bands that fit a quarter of L1 (the halo
     rows read again once per window, not per band); tiles of the most whole rows (or part of
@@ -92,7 +95,8 @@ def cube_plan(ctx: LowerContext, g: ConvGeom, channels: int, ub_elems: int) -> C
         pixels = pixels // g.ow * g.ow
     else:
         pixels = -(-g.ow // -(-g.ow // pixels))  # balanced parts of a row
-    return CubePlan(channels - channels % cb, cb, blocks, window, rows, pixels)
+    share = channels - channels % cb
+    return CubePlan(g.group - share, share, cb, blocks, window, rows, pixels)
 
 
 class CubeShare:
@@ -116,7 +120,7 @@ class CubeShare:
         ctx, layer, plan, g = self.ctx, self.layer, self.plan, self.g
         bld = ctx.builder
         self.wts = bld.alloc("L1", plan.channels * g.taps, f"{layer.name}.cw")
-        src = ctx.ddr(layer.inputs[1])
+        src = ctx.ddr(layer.inputs[1]).at(plan.first * g.taps)
         bld.emit(Copy(self.wts, src, (plan.channels * g.taps,), (1,), (1,)))
         size = plan.blocks * plan.cb * g.taps * plan.cb
         fill = bld.alloc("UB", size, f"{layer.name}.zeros")
@@ -127,7 +131,7 @@ class CubeShare:
         bias = layer.inputs[2] if len(layer.inputs) > 2 else ""
         if bias:
             self.bias = bld.alloc("UB", plan.channels, f"{layer.name}.cbias")
-            bld.emit(Copy(self.bias, ctx.ddr(bias), (plan.channels,), (1,), (1,)))
+            bld.emit(Copy(self.bias, ctx.ddr(bias).at(plan.first), (plan.channels,), (1,), (1,)))
 
     def emit_until(self, fraction: float) -> None:
         """Emit the units up to `fraction` of them (all at 1.0), then, after the last, free the
@@ -190,7 +194,7 @@ class CubeShare:
             dims, st = (nb, cb, g.taps), (k * cb, k + 1, cb)
             bld.emit(Copy(self.l0b, self.wts.at(c0 * g.taps), dims, st, (k, g.taps, 1)))
         assert self.l0b is not None
-        x, ih, top, owned = self.window(n, c0, cc, band)
+        x, ih, top, owned = self.window(n, plan.first + c0, cc, band)
         for sub in split(band[1], plan.rows):
             self.band(n, blocks, (band[0] + sub[0], sub[1]), (x, ih, top))
         if owned:
@@ -228,7 +232,7 @@ class CubeShare:
             st, (ds, bs) = coalesce(dims, (pixels * cb, cb, 1), (cb, 0, 1))
             bld.emit(VBinary("add", out, out, b, st, ds, ds, bs))
         apply_activation(ctx, out, cc * pixels, layer.attrs)
-        y = ctx.ddr(layer.outputs[0]).at(((n * g.co + c0) * g.oh + r0) * g.ow)
+        y = ctx.ddr(layer.outputs[0]).at(((n * g.co + plan.first + c0) * g.oh + r0) * g.ow)
         dims, (ds, ss) = coalesce(
             (nb, cb, pixels), (cb * g.oh * g.ow, g.oh * g.ow, 1), (pixels * cb, 1, cb)
         )
