@@ -165,9 +165,10 @@ class TiledProgram:
             g = core.graph
             if len(g.alloc_of) != len(g.buffers) or len(g.free_of) != len(g.buffers):
                 raise ValueError(f"core {core.row},{core.col}: a buffer lacks its ALLOC or FREE")
-            for src, dst in g.edges():
-                if src >= dst:
+            for src, outs in enumerate(g.succs):  # g.edges(), a source's least target first
+                if outs and min(outs) <= src:
+                    dst = next(d for d in outs if d <= src)
                     raise ValueError(f"core {core.row},{core.col}: edge {src}->{dst} goes back")
-            layers = len(self.layers)
-            if any(not -1 <= node.layer < layers for node in g.nodes):
+            layers = {node.layer for node in g.nodes}
+            if layers and not -1 <= min(layers) <= max(layers) < len(self.layers):
                 raise ValueError(f"core {core.row},{core.col}: a node names an unknown layer")

@@ -259,7 +259,9 @@ class Target:
 
     def tier_bytes(self, tier: str) -> int:
         """Bytes of one element in `tier` (NOTE: the one home of the per-tier element size)."""
-        return DTYPE_BYTES[self.tier_dtype(tier)]
+        if tier == "L0C" and self.accumulator is not None:  # NOTE: tier_dtype inline (hot)
+            return DTYPE_BYTES[self.accumulator]
+        return DTYPE_BYTES[self.dtype]
 
     @property
     def precision(self) -> str:

@@ -35,3 +35,20 @@ def test_the_image_holds_each_const_at_its_address_and_zeros_between(precision: 
         np.testing.assert_array_equal(got, expected)
         covered[start : start + expected.nbytes] = True
     assert not image[~covered].any()
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_consts_keep_their_values_and_storage_typed_ones_read_the_image(precision: str) -> None:
+    program = compile_to(MODEL, "lower-tiles", CompileOptions(precision=precision))
+    assert isinstance(program, TiledProgram)
+    consts = [t for t in program.tensors.values() if t.role == "const"]
+    before = {t.key: t.data.copy() for t in consts if t.data is not None}
+    image = build_image(program, layout_ddr(program))
+    storage = np.dtype(NUMPY_DTYPES[program.target.dtype])
+    for t in consts:
+        assert t.data is not None
+        np.testing.assert_array_equal(t.data, before[t.key])
+        assert t.data.shape == before[t.key].shape and t.data.dtype == before[t.key].dtype
+        in_image = np.shares_memory(t.data, np.frombuffer(image, np.uint8))
+        assert in_image == (t.data.dtype == storage)
+    assert build_image(program, layout_ddr(program)) == image  # a second build: the same bytes

@@ -104,6 +104,7 @@ def lower_graph(
         if kept == chains:
             program = banded
             break
+        del banded  # NOTE: freed before the next lowering: two programs live at once, not three
         chains = kept
     return _overlapped(ctx, placement, graph, (work, memo), chains, (base, program))
 
@@ -133,6 +134,7 @@ def _overlapped(
             span = flow(banded.cores[0].graph)
             if span < best:
                 best, program, pick = span, banded, tried
+            del banded  # NOTE: a trial that is not kept is freed before the next one
         chains = pick
     return program
 

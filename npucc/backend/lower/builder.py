@@ -170,30 +170,31 @@ class TileBuilder:
         A read of a DDR tensor waits for the BARRIER that closed the tensor's writes. A copy
         through a band view is remapped to its tensor (one or more copies; the last one's id).
         """
-        if self._views and type(instr) is Copy:
-            pieces = self._in_band(instr)
-            if pieces is not None:
-                return [self.emit(piece) for piece in pieces][-1]
-        if self.tracker.onchip and type(instr) is Copy:
-            instr = self._over_noc(instr)
-        if self._resident and type(instr) is Copy:
-            instr = self._in_l1(instr)
+        if type(instr) is Copy:
+            if self._views:
+                pieces = self._in_band(instr)
+                if pieces is not None:
+                    return [self.emit(piece) for piece in pieces][-1]
+            if self.tracker.onchip:
+                instr = self._over_noc(instr)
+            if self._resident and type(instr) is Copy:
+                instr = self._in_l1(instr)
         reads = [getattr(instr, n) for n in instr.reads]
         writes = [getattr(instr, n) for n in instr.writes]
-        if self._resident and any(
-            isinstance(r, DdrRef) and r.key in self._resident for r in (*reads, *writes)
-        ):
+        ddr = [r for r in reads if type(r) is DdrRef]
+        ddr_writes = [w for w in writes if type(w) is DdrRef]
+        if self._resident and any(r.key in self._resident for r in (*ddr, *ddr_writes)):
             raise AssertionError(f"{instr.opcode} reaches a resident tensor in DDR")
-        ddr_reads = [_read_span(instr, r) for r in reads if isinstance(r, DdrRef)]
-        ddr_writes = [w for w in writes if isinstance(w, DdrRef)]
-        if (isinstance(instr, Mmad) and instr.acc) or (
-            isinstance(instr, VBinary) and instr.accumulates
-        ):
+        ddr_reads = [_read_span(instr, r) for r in ddr]
+        if (type(instr) is Mmad and instr.acc) or (type(instr) is VBinary and instr.accumulates):
             reads.append(instr.dst)
+        readers, core = self._readers, self.core
+        read_bufs = [r.buf for r in reads if type(r) is BufRef]
+        write_bufs = [w.buf for w in writes if type(w) is BufRef]
         for ref in (*reads, *writes):
-            if isinstance(ref, BufRef):
+            if type(ref) is BufRef and (ref.core != core or ref.buf not in readers):
                 self._own(ref)
-        bufs = tuple(dict.fromkeys(r.buf for r in (*writes, *reads) if isinstance(r, BufRef)))
+        bufs = tuple(dict.fromkeys((*write_bufs, *read_bufs)))
         preds: list[int] = []
         for key, lo, hi, copy in ddr_reads:
             if key in self._ddr_writers:
@@ -201,7 +202,8 @@ class TileBuilder:
             ready = self._import(key, lo, hi, copy)
             if ready is not None:
                 preds.append(ready)
-        node = self.graph.add_node(
+        graph = self.graph
+        node = graph.add_node(
             node_op_name(instr),
             instr_pipe(instr),
             instr_cycles(self.target, instr),
@@ -209,21 +211,22 @@ class TileBuilder:
             instr,
             self.layer,
         ).id
-        read_bufs = {r.buf for r in reads if isinstance(r, BufRef)}
-        write_bufs = {w.buf for w in writes if isinstance(w, BufRef)}
+        last_write = self._last_write
         for b in bufs:
-            if b in write_bufs and self._readers[b]:
-                preds.extend(self._readers[b])
+            if b in write_bufs and readers[b]:
+                preds.extend(readers[b])
             else:
-                preds.append(self._last(b))
-        for p in dict.fromkeys(preds):
-            self.graph.add_edge(p, node)
+                preds.append(last_write.get(b, graph.alloc_of[b]))
+        succs, node_preds = graph.succs, graph.preds[node]
+        for p in dict.fromkeys(preds):  # NOTE: TileGraph.add_edge inline (no self-edge here)
+            succs[p].append(node)
+            node_preds.append(p)
         for b in bufs:
             if b in write_bufs:
-                self._last_write[b] = node
-                self._readers[b] = []
-            if b in read_bufs and b not in write_bufs:
-                self._readers[b].append(node)
+                last_write[b] = node
+                readers[b] = []
+            elif b in read_bufs:
+                readers[b].append(node)
         for ref in ddr_writes:
             key = ref.key
             self._ddr_writers.setdefault(key, []).append((node, self._write_runs(instr, ref)))

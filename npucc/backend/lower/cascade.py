@@ -390,18 +390,35 @@ def _band(out: Graph, graph: Graph, name: str, rows: Rows, tag: str = "") -> str
 def _spans(program: TiledProgram) -> list[tuple[int, int]]:
     """Per run of consecutive nodes of one source layer, in lowering order (a layer, or a
     band of it): that layer and the run's cycles, the larger of its busiest pipe's and its
-    longest chain of dependent nodes (the DMA latencies a short band cannot hide)."""
+    longest chain of dependent nodes (the DMA latencies a short band cannot hide).
+
+    NOTE: one list of finish times: a predecessor is in the node's run when it is at or after
+    the run's first node (one after the node is not yet timed, 0, as if absent).
+    """
     graph = program.cores[0].graph
-    runs: list[tuple[int, dict[str, int], dict[int, int]]] = []
-    for node in graph.nodes:
-        if not runs or runs[-1][0] != node.layer:
-            runs.append((node.layer, {}, {}))
-        _, busy, finish = runs[-1]
+    preds = graph.preds
+    finish = [0] * len(graph.nodes)
+    spans: list[tuple[int, int]] = []
+    layer, first, longest = 0, 0, 0
+    busy: dict[str, int] = {}
+    for i, node in enumerate(graph.nodes):
+        if i == 0 or node.layer != layer:
+            if i:
+                spans.append((layer, max(*busy.values(), longest, 0)))
+            layer, first, longest, busy = node.layer, i, 0, {}
+        cycles = node.cycles
         if node.pipe is not None:
-            busy[node.pipe] = busy.get(node.pipe, 0) + node.cycles
-        start = max((finish[p] for p in graph.preds[node.id] if p in finish), default=0)
-        finish[node.id] = start + node.cycles
-    return [(layer, max(*busy.values(), *finish.values(), 0)) for layer, busy, finish in runs]
+            busy[node.pipe] = busy.get(node.pipe, 0) + cycles
+        start = 0
+        for p in preds[i]:
+            if p >= first and finish[p] > start:
+                start = finish[p]
+        finish[i] = end = start + cycles
+        if end > longest:
+            longest = end
+    if graph.nodes:
+        spans.append((layer, max(*busy.values(), longest, 0)))
+    return spans
 
 
 def paying(chains: Chains, base: TiledProgram, banded: TiledProgram) -> Chains:

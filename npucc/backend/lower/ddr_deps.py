@@ -31,6 +31,8 @@ def pattern_runs(off: int, dims: tuple[int, ...], strides: tuple[int, ...]) -> R
     length = 1
     while pairs and pairs[-1][1] == length:  # the innermost dims that continue the run
         length *= pairs.pop()[0]
+    if not pairs:  # one run (most copies): no arrays to combine
+        return np.array([off], dtype=np.int64), length
     if math.prod(d for d, _ in pairs) > MAX_RUNS or any(s < 0 for _, s in pairs):
         lo = off + sum((d - 1) * s for d, s in pairs if s < 0)
         hi = off + sum((d - 1) * s for d, s in pairs if s > 0) + length

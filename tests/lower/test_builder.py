@@ -1,0 +1,58 @@
+"""The builder's dependency edges (ALLOC before use, read-after-write, write-after-read, every use
+before FREE, accumulation reads its destination) and its refusals of misuse."""
+
+from __future__ import annotations
+
+import pytest
+
+from npucc.backend.lower.builder import TileBuilder
+from npucc.ir.isa import Copy, DdrRef, Mmad, VBinary
+from npucc.ir.tiled import TileGraph
+from npucc.target import load_target
+
+
+def _builder() -> TileBuilder:
+    return TileBuilder(TileGraph("t"), load_target("davinci-core"))
+
+
+def test_edges_follow_each_buffers_reads_and_writes() -> None:
+    bld = _builder()
+    a, b = bld.alloc("UB", 64), bld.alloc("UB", 64)  # nodes 0, 1
+    load = bld.emit(Copy(a, DdrRef("x"), (64,), (1,), (1,)))
+    first = bld.emit(VBinary("mul", b, a, a, (64,), (1,), (1,), (1,)))  # RAW on a
+    again = bld.emit(VBinary("mla", b, a, a, (64,), (1,), (1,), (1,)))  # reads b too
+    over = bld.emit(Copy(a, DdrRef("x"), (64,), (1,), (1,)))  # WAR after both readers of a
+    bld.free(a)
+    bld.free(b)
+    g = bld.graph
+    assert g.preds[load] == [0]
+    assert g.preds[first] == [1, load]  # b's ALLOC, then a's writer (once: a read twice)
+    assert g.preds[again] == [first, load]  # the accumulation reads b's last write, a's writer
+    assert sorted(g.preds[over]) == [first, again]
+    assert g.preds[g.free_of[a.buf]] == [over]  # a's last write, no reader since
+    assert g.preds[g.free_of[b.buf]] == [again]
+    assert [n.op for n in g.nodes][2:6] == ["COPY_IN", "VEC_MUL", "VEC_MLA", "COPY_IN"]
+
+
+def test_an_accumulating_mmad_waits_for_the_last_write_of_its_destination() -> None:
+    bld = _builder()
+    a, b, c = bld.alloc("L0A", 256), bld.alloc("L0B", 256), bld.alloc("L0C", 256)
+    one = bld.emit(Mmad(c, a, b, 16, 16, 16, 0))
+    two = bld.emit(Mmad(c, a, b, 16, 16, 16, 1))
+    assert one in bld.graph.preds[two]
+    assert bld.graph.nodes[two].pipe == "CUBE" and bld.graph.nodes[two].cycles > 0
+
+
+def test_misuse_is_refused() -> None:
+    bld = _builder()
+    a = bld.alloc("UB", 64)
+    bld.free(a)
+    with pytest.raises(ValueError, match="after its FREE"):
+        bld.emit(Copy(a, DdrRef("x"), (64,), (1,), (1,)))
+    b = bld.alloc("UB", 64)
+    bld.emit(Copy(DdrRef("y"), b, (64,), (1,), (1,)))  # a write of y, not closed
+    with pytest.raises(ValueError, match="read before its writes were closed"):
+        bld.emit(Copy(b, DdrRef("y"), (64,), (1,), (1,)))
+    bld.hold("z", 64)
+    with pytest.raises(AssertionError, match="resident tensor in DDR"):
+        bld.emit(VBinary("add", b, DdrRef("z"), b, (64,), (1,), (1,), (1,)))
