@@ -16,7 +16,8 @@ in a separate environment (TensorFlow pins its own protobuf and numpy):
 Run it with the venv's python (model building needs TensorFlow); npucc is run as
 `NPUCC_PYTHON -m npucc` (`--npucc-python`, default `python3`: the first on PATH, which must be
 the environment that has npucc installed, not the venv). `--models-dir` keeps the built model
-files; an existing file is reused (delete it to rebuild).
+files; an existing file is reused (delete it to rebuild). npucc's package is byte-compiled
+first (`compileall`), as Vela's wheel install left its own.
 """
 
 from __future__ import annotations
@@ -91,6 +92,19 @@ def measure(cmd: list[str]) -> dict[str, float]:
     }
 
 
+def cache_bytecode(python: str) -> None:
+    """Byte-compile the npucc package that PYTHON imports, as a pip install leaves it.
+
+    NOTE: Vela comes from a wheel whose install wrote its byte code; npucc from an editable
+    install under PYTHONDONTWRITEBYTECODE would otherwise recompile its sources on every run.
+    """
+    where = subprocess.run(
+        [python, "-c", "import npucc, os; print(os.path.dirname(npucc.__file__))"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    subprocess.run([python, "-m", "compileall", "-q", where], check=True)
+
+
 def compare(net: str, onnx_path: Path, tflite_path: Path, args: argparse.Namespace) -> dict:
     """Compile NET with npucc and Vela alternately; medians and npucc/Vela ratios."""
     work = Path(tempfile.mkdtemp(prefix=f"vela_compare_{net}_"))
@@ -128,6 +142,7 @@ def main() -> None:
     args = p.parse_args()
     args.npucc = [args.npucc_python, "-m", "npucc"]
     args.models_dir.mkdir(parents=True, exist_ok=True)
+    cache_bytecode(args.npucc_python)
     if args.build:
         build(args.build, args.models_dir)
         return
