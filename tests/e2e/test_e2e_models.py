@@ -8,6 +8,7 @@ from pathlib import Path
 
 import onnx
 import pytest
+from apart import run_apart
 
 import npucc
 from npucc.checking import (
@@ -49,6 +50,15 @@ def check_model(
     assert result.makespan == program.stats["predicted_makespan"]
 
 
+def _check_light(name: str, target: str, beam_width: int) -> None:
+    """`check_model` of the light zoo model `name` with seeded random weights."""
+    check_model(
+        lambda: randomize_weights(load_model(LIGHT / f"light_{name}.onnx"), seed=0),
+        target=target,
+        beam_width=beam_width,
+    )
+
+
 @pytest.mark.parametrize("path", MODELS, ids=lambda p: p.name)
 def test_shipped_model(path: Path) -> None:
     check_model(lambda: load_model(path, INPUT_SHAPES.get(path.name)))
@@ -60,7 +70,7 @@ def test_shipped_model(path: Path) -> None:
     "name", ["squeezenet", "bvlc_alexnet", "resnet50", "vgg19", "inception_v1", "inception_v2"]
 )
 def test_light_zoo_model_with_random_weights(name: str) -> None:
-    check_model(lambda: randomize_weights(load_model(LIGHT / f"light_{name}.onnx"), seed=0))
+    run_apart(_check_light, name, "davinci-core", 256)
 
 
 @pytest.mark.parametrize("path", MODELS, ids=lambda p: p.name)
@@ -74,8 +84,4 @@ def test_shipped_model_on_a_mesh(path: Path) -> None:
 @pytest.mark.xdist_group("whole-model")  # one whole network at a time (tests/conftest.py)
 def test_resnet50_on_a_mesh_with_random_weights() -> None:
     """Issue 4's acceptance model: HyperCut plan (narrow beam), 64 cores, numerics checked."""
-    check_model(
-        lambda: randomize_weights(load_model(LIGHT / "light_resnet50.onnx"), seed=0),
-        target="mesh8x8",
-        beam_width=8,
-    )
+    run_apart(_check_light, "resnet50", "mesh8x8", 8)
