@@ -4,7 +4,9 @@ The README runs the suite on two pytest-xdist workers with `--dist loadgroup`. E
 in the group of its module (a module's tests on one worker, so its module-scoped fixtures are
 made once), except the tests marked `xdist_group("whole-model")`: the compiles and
 interpretations of whole networks that take hundreds of MB to GB each, which run one at a time
-on one worker so that two of them never add up.
+on one worker so that two of them never add up. The heaviest of those (a light zoo network
+checked against onnxruntime) run their body in a fresh interpreter (tests/apart.py), so that
+the worker does not keep what they leave behind.
 """
 
 from __future__ import annotations

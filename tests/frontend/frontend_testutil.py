@@ -69,6 +69,7 @@ def assert_matches_onnxruntime(g: Graph, model: onnx.ModelProto | Path, rtol: fl
     source = model if isinstance(model, Path) else model.SerializeToString()
     session = ort.InferenceSession(str(source) if isinstance(source, Path) else source)
     expected = session.run(None, feeds)
+    del session, source  # not held while numpy evaluates the graph
     got = evaluate(g, feeds)
     assert len(got) == len(expected)
     for a, b in zip(got, expected, strict=True):
