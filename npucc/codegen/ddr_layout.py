@@ -52,27 +52,30 @@ def layout_ddr(program: TiledProgram, extra: dict[str, int] | None = None) -> Dd
     return layout
 
 
-def build_image(program: TiledProgram, layout: DdrLayout) -> bytes:
+def build_image(program: TiledProgram, layout: DdrLayout) -> bytearray:
     """The const image: every const tensor's bytes (of the target's storage type, rounded to
     nearest even from float32) at its address, zero padding between.
 
-    NOTE: joined from views of the tensors' data where they already hold the storage type:
-    the image is then the only copy made (VGG-19: 548 MB, no longer twice).
+    NOTE: filled tensor by tensor, each const whose data already holds the storage type then
+    reading its values from the image (a read-only view, the same values): its own array is
+    freed as soon as it is packed, so the weights and the image are not held at once
+    (VGG-19: 548 MB less at codegen's peak).
     """
     storage = np.dtype(NUMPY_DTYPES[program.target.dtype]).newbyteorder("<")
-    pieces: list[bytes | memoryview] = []
-    end = 0
+    image = bytearray(layout.image_size)
     for t in program.tensors.values():
         if t.role == "const":
             assert t.data is not None
             start = layout.addr[t.key]
-            pieces.append(bytes(start - end))
             with np.errstate(over="ignore"):  # beyond float16's range: +-inf (IEEE rounding)
                 data = np.ascontiguousarray(t.data.reshape(-1), storage)
-            pieces.append(data.data.cast("B"))
-            end = start + data.nbytes
-    pieces.append(bytes(layout.image_size - end))
-    return b"".join(pieces)
+            image[start : start + data.nbytes] = data.data.cast("B")
+            if t.data.dtype == storage:
+                packed = np.frombuffer(image, storage, data.size, start).reshape(t.data.shape)
+                packed.flags.writeable = False
+                t.data = packed
+            del data
+    return image
 
 
 def _round_up(n: int, align: int) -> int:
