@@ -66,15 +66,12 @@ def build_image(program: TiledProgram, layout: DdrLayout) -> bytearray:
     for t in program.tensors.values():
         if t.role == "const":
             assert t.data is not None
-            start = layout.addr[t.key]
+            packed = np.frombuffer(image, storage, t.data.size, layout.addr[t.key])
             with np.errstate(over="ignore"):  # beyond float16's range: +-inf (IEEE rounding)
-                data = np.ascontiguousarray(t.data.reshape(-1), storage)
-            image[start : start + data.nbytes] = data.data.cast("B")
+                packed[...] = t.data.reshape(-1)  # NOTE: no temporary (a bytearray slice makes one)
             if t.data.dtype == storage:
-                packed = np.frombuffer(image, storage, data.size, start).reshape(t.data.shape)
                 packed.flags.writeable = False
-                t.data = packed
-            del data
+                t.data = packed.reshape(t.data.shape)
     return image
 
 
