@@ -21,7 +21,7 @@ import numpy as np
 from npucc import progress
 from npucc.errors import NpuccError
 from npucc.gcpause import gc_paused
-from npucc.interp.access import Access, resolved, typed_view
+from npucc.interp.access import Access, resolved
 from npucc.interp.counters import Counters, Tally
 from npucc.interp.exec_trace import Trace, Tracer
 from npucc.interp.memories import Memories
@@ -54,8 +54,7 @@ class MemView:
         """The elements of a pattern at `ref`, as `dtype` (default: its tier's element type)."""
         mref = cast(MemRef, ref)  # the parser accepts only resolved (MemRef) operands
         kind = self.dtype(mref.tier) if dtype is None else dtype
-        return typed_view(self.memories.mem(self.core, mref.tier).data, mref.addr, dims, strides,
-                          kind)  # fmt: skip
+        return self.memories.mem(self.core, mref.tier).view(mref.addr, dims, strides, kind)
 
     def dtype(self, tier: str) -> np.dtype:
         """The numpy type of one tier's elements (L0C: the accumulator's)."""
@@ -111,7 +110,7 @@ def load_program(cmd_path: str | Path) -> tuple[Stream, bytes]:
 
 def run_stream(
     stream: Stream,
-    image: bytes,
+    image: bytes | bytearray,
     inputs: dict[str, np.ndarray],
     *,
     check: bool = True,
@@ -146,7 +145,7 @@ def load_image(cmd_path: str | os.PathLike[str], stream: Stream) -> bytes:
     return image
 
 
-def _check_image(stream: Stream, image: bytes, name: str) -> None:
+def _check_image(stream: Stream, image: bytes | bytearray, name: str) -> None:
     name = f"{stream.where(stream.image_line)}: {name}"
     if len(image) != stream.image_size:
         raise NpuccError(
@@ -183,7 +182,7 @@ class _Machine:
         """The data of core index `core`'s memories, as ops.py reads and writes them."""
         return MemView(self.memories, core)
 
-    def run(self, image: bytes, inputs: dict[str, np.ndarray]) -> RunResult:
+    def run(self, image: bytes | bytearray, inputs: dict[str, np.ndarray]) -> RunResult:
         """Load, run every step, and collect the result."""
         self.memories.load(image, inputs, self.timing_only)
         cores = self.stream.cores
@@ -272,6 +271,7 @@ class _Machine:
             for acc in step.writes:
                 self._check(step, acc, vc, True, spill)
         if not self.timing_only:
+            self.memories.before_writes(step)
             EXEC[ins.opcode](view, ins)
         if races is not None:
             races.record(step, self.memories)

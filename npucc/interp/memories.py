@@ -44,7 +44,7 @@ class Memory:
     mask) are never touched; only the other tensors' and the gaps' are set.
     """
 
-    __slots__ = ("data", "stale", "dead", "allocs")
+    __slots__ = ("data", "stale", "dead", "allocs", "const")
 
     def __init__(self, nbytes: int, unit: int, live: bool = False) -> None:
         n = nbytes // unit
@@ -52,6 +52,27 @@ class Memory:
         self.stale = np.zeros(n, bool)
         self.dead = np.zeros(n, bool) if live else np.ones(n, bool)
         self.allocs: dict[int, int] = {}  # live regions: byte address -> bytes
+        # NOTE: DDR's first bytes are the const image, read in place (read-only) rather than
+        # copied into `data` (VGG-19: 548 MB) until a step writes there (`materialize`)
+        self.const: np.ndarray | None = None
+
+    def view(
+        self, addr: int, dims: tuple[int, ...], strides: tuple[int, ...], dtype: np.dtype
+    ) -> np.ndarray:
+        """`typed_view` of this memory's data (of the image, read-only, below its end)."""
+        const = self.const
+        if const is not None and addr < const.size:
+            try:
+                return typed_view(const, addr, dims, strides, dtype)
+            except ValueError:  # a pattern that runs past the image's end
+                self.materialize()
+        return typed_view(self.data, addr, dims, strides, dtype)
+
+    def materialize(self) -> None:
+        """Copy the image into `data`, which is then read and written in its place."""
+        if self.const is not None:
+            self.data[: self.const.size] = self.const
+            self.const = None
 
 
 class Memories:
@@ -92,11 +113,14 @@ class Memories:
 
     # ------------------------------------------------------------------------ DDR in and out
 
-    def load(self, image: bytes, inputs: dict[str, np.ndarray], timing_only: bool) -> None:
+    def load(
+        self, image: bytes | bytearray, inputs: dict[str, np.ndarray], timing_only: bool
+    ) -> None:
         """Load the image at DDR address 0 and the inputs; only the tensors are live, and
         only consts and inputs written."""
         ddr, unit = self.ddr, self.unit
-        ddr.data[: len(image)] = np.frombuffer(image, np.uint8)
+        ddr.const = np.frombuffer(image, np.uint8)
+        ddr.const.flags.writeable = False
         declared = {t.name: t for t in self.stream.tensors.values() if t.kind == "input"}
         for name in inputs:
             if name not in declared:
@@ -122,6 +146,8 @@ class Memories:
                 written.append((lo, hi))
                 if tensor.name not in inputs:
                     raise NpuccError(f"missing input {json.dumps(tensor.name)}")
+                if tensor.addr < len(image):  # an input inside the image is written there
+                    ddr.materialize()
                 value = np.asarray(inputs[tensor.name])
                 if value.shape != tensor.shape:
                     raise NpuccError(f"input {json.dumps(tensor.name)} has shape "
@@ -171,8 +197,7 @@ class Memories:
     def _tensor(self, tensor: StreamTensor, dtype: np.dtype | None = None) -> np.ndarray:
         """A DDR tensor's elements, as `dtype` (default: the storage type)."""
         kind = self.storage if dtype is None else dtype
-        return typed_view(self.ddr.data, tensor.addr, (tensor.nbytes // kind.itemsize,), (1,),
-                          kind)  # fmt: skip
+        return self.ddr.view(tensor.addr, (tensor.nbytes // kind.itemsize,), (1,), kind)
 
     # ------------------------------------------------------------------------ liveness
 
@@ -228,6 +253,14 @@ class Memories:
             if stale.any():
                 text = locate(acc, stale, op, write, who)[1]
                 raise fail(self.stream, step, f"{text}: not written since its alloc")
+
+    def before_writes(self, step: Step) -> None:
+        """Materialize DDR's image (`Memory.materialize`) when `step` writes inside it."""
+        const = self.ddr.const
+        if const is not None:
+            end = const.size // self.unit
+            if any(acc.tier == DDR and acc.span()[0] < end for acc in step.writes):
+                self.ddr.materialize()
 
     def record_writes(self, step: Step, spill: bool) -> None:
         """Mark what a step wrote (a spill copies its source's written mask)."""

@@ -21,19 +21,26 @@ def test_the_image_holds_each_const_at_its_address_and_zeros_between(precision: 
     program = compile_to(MODEL, "lower-tiles", CompileOptions(precision=precision))
     assert isinstance(program, TiledProgram)
     layout = layout_ddr(program)
-    image = np.frombuffer(build_image(program, layout), np.uint8)
+    consts = [t for t in program.tensors.values() if t.role == "const"]
+    assert consts
+    before = {t.key: np.array(t.data) for t in consts}
+    built = build_image(program, layout)
+    image = np.frombuffer(built, np.uint8)
     assert image.size == layout.image_size
     storage = np.dtype(NUMPY_DTYPES[program.target.dtype])
     covered = np.zeros(image.size, bool)
-    consts = [t for t in program.tensors.values() if t.role == "const"]
-    assert consts
     for t in consts:
         assert t.data is not None
         start = layout.addr[t.key]
-        expected = t.data.reshape(-1).astype(storage)
+        expected = before[t.key].reshape(-1).astype(storage)
         got = image[start : start + expected.nbytes].view(storage)
         np.testing.assert_array_equal(got, expected)
         covered[start : start + expected.nbytes] = True
+        # a const already of the storage type reads its values from the image, read-only
+        np.testing.assert_array_equal(t.data, before[t.key])
+        assert np.shares_memory(t.data, image) == (t.data.dtype == storage)
+        assert not (np.shares_memory(t.data, image) and t.data.flags.writeable)
+    assert (precision == "fp32") == all(np.shares_memory(t.data, image) for t in consts)
     assert not image[~covered].any()
 
 

@@ -186,3 +186,30 @@ def test_cores_have_private_tiers_and_share_ddr():
         r"its write by MTE3@0,0 at line \d+: missing flag",
     ):
         run_text(text)
+
+
+def test_ddr_reads_the_image_in_place_until_a_step_writes_there():
+    """The image is not copied into DDR; a write inside it copies it first, and the caller's
+    image stays as it was."""
+    from npucc.interp.memories import Memories
+
+    image = bytearray(image_of(B))
+    memories = Memories(parse_stream(tiny(), FILE))
+    memories.load(image, {"x": A}, timing_only=False)
+    view = memories.ddr.view(0, (8, 16), (16, 1), np.dtype(np.float32))
+    assert np.shares_memory(view, np.frombuffer(image, np.uint8)) and not view.flags.writeable
+    np.testing.assert_array_equal(view, B)
+    tensors = [("const", "w", 0x000, (8, 16)), ("input", "x", 0x200, (16, 8)),
+               ("output", "y", 0x000, (8, 16))]  # fmt: skip
+    body = """
+alloc L1[0x000000+512] b=0
+alloc L1[0x000200+512] b=1
+MTE2 copy dst=L1[0x000000+512] src=DDR[0x000200+512] dims=[128] dst_strides=[1] src_strides=[1]
+MTE2 copy dst=L1[0x000200+512] src=DDR[0x000000+512] dims=[128] dst_strides=[1] src_strides=[1] | set mte2>mte3#1
+MTE3 copy dst=DDR[0x000000+512] src=L1[0x000000+512] dims=[128] dst_strides=[1] src_strides=[1] | wait mte2>mte3#1 set mte3>ctrl#2 set mte3>ctrl#3
+free L1[0x000000+512] b=0 | wait mte3>ctrl#2
+free L1[0x000200+512] b=1 | wait mte3>ctrl#3
+"""
+    res = run_text(stream_text(tensors, body, image_of(B), ddr_size=0x800), image, {"x": A})
+    np.testing.assert_array_equal(res.outputs["y"], A.reshape(8, 16))
+    assert image == image_of(B)

@@ -104,9 +104,11 @@ def lower_graph(
         if kept == chains:
             program = banded
             break
-        del banded  # NOTE: freed before the next lowering: two programs live at once, not three
         chains = kept
-    return _overlapped(ctx, placement, graph, (work, memo), chains, (base, program))
+        del banded  # NOTE: not held while the next is made (a whole tiled program)
+    tried = trials(graph, chains, ctx.target, base)
+    del base  # held on only as `program`, when no chain paid
+    return _overlapped(ctx, placement, graph, (work, memo), chains, program, tried)
 
 
 def _overlapped(
@@ -115,26 +117,30 @@ def _overlapped(
     graph: Graph,
     work: tuple[list[LayerWork], Memo],
     chains: Chains,
-    lowered: tuple[TiledProgram, TiledProgram],
+    program: TiledProgram,
+    tried: list[tuple[int, list[int]]],
 ) -> TiledProgram:
-    """Of `lowered` (`graph` without cascades, and with `chains`), the latter or, trial after
-    trial (`trials`), that with a conv into a vector layer cascaded too, at the band height of
-    shortest `flow`, if it is shorter (`work`: the layers' work and the lowerings' memo)."""
-    base, program = lowered
+    """`program` (`graph` lowered with `chains`) or, trial after trial (`tried`, of `trials`),
+    that with a conv into a vector layer cascaded too, at the band height of shortest `flow`,
+    if it is shorter (`work`: the layers' work and the lowerings' memo).
+
+    NOTE: a trial's lowering that is not kept goes before the next is made, and the lowering
+    without cascades is not held here: whole tiled programs, four of them were alive at once.
+    """
     best = flow(program.cores[0].graph)
-    for first, heights in trials(graph, chains, ctx.target, base):
+    for first, heights in tried:
         pick = chains
         for rows in heights:
-            tried = {**chains, first: (first + 2, rows, False)}
+            chosen = {**chains, first: (first + 2, rows, False)}
             try:
-                cascades = band_graph(graph, tried, ctx.target)
+                cascades = band_graph(graph, chosen, ctx.target)
                 banded = _lower_cascaded(ctx, placement, cascades, *work)
             except ReservedFitError:
                 continue
             span = flow(banded.cores[0].graph)
             if span < best:
-                best, program, pick = span, banded, tried
-            del banded  # NOTE: a trial that is not kept is freed before the next one
+                best, program, pick = span, banded, chosen
+            del cascades, banded
         chains = pick
     return program
 
