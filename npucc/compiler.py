@@ -66,7 +66,7 @@ class Program:
     """A compiled model: the command stream, its const image, and compile statistics."""
 
     stream: str  # the command stream text
-    image: bytes | bytearray  # weights and constants, loaded at DDR address 0
+    image: bytes  # weights and constants, loaded at DDR address 0
     target: Target
     inputs: dict[str, TensorSpec]  # model input name -> shape (a tuple) with `.dtype`
     outputs: dict[str, TensorSpec]  # model output name -> shape (a tuple) with `.dtype`
@@ -170,7 +170,7 @@ def _status(mapping: dict[str, Any], layers: list[str]) -> str:
     return "host" if ops == {"host"} else "lowered"
 
 
-def _atomic_write(path: Path, data: bytes | bytearray) -> None:
+def _atomic_write(path: Path, data: bytes) -> None:
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as exc:

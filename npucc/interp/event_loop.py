@@ -110,7 +110,7 @@ def load_program(cmd_path: str | Path) -> tuple[Stream, bytes]:
 
 def run_stream(
     stream: Stream,
-    image: bytes | bytearray,
+    image: bytes,
     inputs: dict[str, np.ndarray],
     *,
     check: bool = True,
@@ -145,7 +145,7 @@ def load_image(cmd_path: str | os.PathLike[str], stream: Stream) -> bytes:
     return image
 
 
-def _check_image(stream: Stream, image: bytes | bytearray, name: str) -> None:
+def _check_image(stream: Stream, image: bytes, name: str) -> None:
     name = f"{stream.where(stream.image_line)}: {name}"
     if len(image) != stream.image_size:
         raise NpuccError(
@@ -182,7 +182,7 @@ class _Machine:
         """The data of core index `core`'s memories, as ops.py reads and writes them."""
         return MemView(self.memories, core)
 
-    def run(self, image: bytes | bytearray, inputs: dict[str, np.ndarray]) -> RunResult:
+    def run(self, image: bytes, inputs: dict[str, np.ndarray]) -> RunResult:
         """Load, run every step, and collect the result."""
         self.memories.load(image, inputs, self.timing_only)
         cores = self.stream.cores

@@ -114,7 +114,7 @@ class Memories:
     # ------------------------------------------------------------------------ DDR in and out
 
     def load(
-        self, image: bytes | bytearray, inputs: dict[str, np.ndarray], timing_only: bool
+        self, image: bytes, inputs: dict[str, np.ndarray], timing_only: bool
     ) -> None:
         """Load the image at DDR address 0 and the inputs; only the tensors are live, and
         only consts and inputs written."""

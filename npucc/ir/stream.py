@@ -204,7 +204,7 @@ class Generated:
     """Codegen's output: the stream text and the const image it loads at DDR address 0."""
 
     stream: str
-    image: bytes | bytearray  # codegen's bytearray (its consts' data are views of it)
+    image: bytes  # its consts' data are read-only views of it (codegen)
     inputs: dict[str, TensorSpec]  # model input name -> shape (and dtype)
     outputs: dict[str, TensorSpec]  # model output name -> shape (and dtype)
     energy_pj: float = 0.0  # what its instructions spend (isa_cost.instr_energy), picojoules
