@@ -46,7 +46,7 @@ from npucc.ir.plan import Cost, Rect, Step
 from npucc.ir.program import TiledProgram
 from npucc.ir.tiled import TileGraph
 from npucc.target import Target
-from npucc.target.cost import sync_cycles
+from npucc.target.cost import ddr_channel_held, sync_cycles
 from npucc.target.timing import DdrChannel, in_order
 
 
@@ -310,27 +310,14 @@ class ProfileContext(LowerContext):
         self.tiles += 1
 
 
-class _Placed(NamedTuple):
-    """Where a finished layer ran: its finish and the bounding box of the cores it used.
-
-    NOTE: a NamedTuple, not a frozen dataclass: the list schedule makes one per layer run
-    of every priced plan, and a tuple is several times cheaper to build."""
-
-    finish: int
-    y0: int
-    x0: int
-    y1: int
-    x1: int
-
-    def farthest(self, core: tuple[int, int]) -> tuple[int, int]:
-        """The core of the box farthest from `core` (row, col) in mesh hops."""
-        y, x = core
-        fy = self.y0 if abs(y - self.y0) >= abs(y - self.y1) else self.y1
-        fx = self.x0 if abs(x - self.x0) >= abs(x - self.x1) else self.x1
-        return fy, fx
+def _farthest(box: tuple[int, int, int, int], core: tuple[int, int]) -> tuple[int, int]:
+    """The core of the bounding box y0, x0, y1, x1 farthest from `core` (row, col) in hops."""
+    y0, x0, y1, x1 = box
+    y, x = core
+    return (y0 if abs(y - y0) >= abs(y - y1) else y1), (x0 if abs(x - x0) >= abs(x - x1) else x1)
 
 
-READY = _Placed(0, 0, 0, 0, 0)  # a graph input: in DDR from the start (no flag to wait for)
+READY = (0, 0, 0, 0)  # a graph input's box: in DDR from the start (finish 0, flag from core 0,0)
 
 
 @dataclass(slots=True)
@@ -354,6 +341,12 @@ class ExecCostModel:
     _key: dict[str, str] = field(default_factory=dict)  # view tensor -> the tensor it views
     _noc: dict[tuple, tuple[tuple[LayerTiming, ...], float, int, int]] = field(default_factory=dict)
     _core: dict[tuple, LayerTiming] = field(default_factory=dict)  # by profile, core, cycles
+    _flags: dict[tuple, int] = field(default_factory=dict)  # flag cycles by (box, first core)
+    _views: set[int] = field(default_factory=set)  # the view layers (no run of their own)
+    _base: dict[tuple, tuple] = field(default_factory=dict)  # `_base_run` by (layer, n, rect)
+    _homes: dict[tuple[int, int, bool], tuple[tuple[int, str, bool], ...]] = field(
+        default_factory=dict
+    )  # (layer, n, single) -> (operand, on-chip key, const) of each operand its copies touch
 
     def __post_init__(self) -> None:
         producer: dict[str, int] = {}
@@ -367,6 +360,7 @@ class ExecCostModel:
             for t in layer.outputs:
                 producer[t] = index
             if layer.op in VIEW_OPS:
+                self._views.add(index)
                 self._key[layer.outputs[0]] = self._key.get(layer.inputs[0], layer.inputs[0])
 
     def _past_views(self, producer: int | None) -> int | None:
@@ -462,32 +456,34 @@ class ExecCostModel:
 
     def noc_layer(
         self, index: int, r: Rect, onchip: dict[str, OnChip], part: Part | None = None
-    ) -> tuple[tuple[LayerTiming, ...], float, int, int] | None:
-        """Timings (every used core), energy, DDR bytes and leading const DDR bytes of layer
-        `index` (or of its `part`) on `r` when some of its tensors stay on chip (None when none
-        does; a constant of a split part: its staged copy). Copies of those become NoC
+    ) -> _RunCost | None:
+        """The run cost (timings of every used core, energy, DDR bytes and channel cycles) of
+        layer `index` (or of its `part`) on `r` when some of its tensors stay on chip (None
+        when none does; a constant of a split part: its staged copy). Copies of those become NoC
         transfers, priced by cost.py from each tile's core to the homes it reaches."""
         j, n = (0, 1) if part is None else (part.part, part.parts)
         prof = self.profile(index, r.cores, n)
-        layer = self.graph.layers[index]
-        names = (*layer.inputs, *layer.outputs)  # a shared profile's operands, by position
+        lookups = self._homes.get((index, n, r.cores == 1))
+        if lookups is None:
+            lookups = self._homes[(index, n, r.cores == 1)] = self._lookups(index, n, prof)
         homes: dict[int, OnChip] = {}
-        for operand in prof.copied:
-            name = names[operand]
-            if not self.graph.is_const(name):
-                where = onchip.get(self._key.get(name, name))
-            elif part is not None and n > 1:
-                where = onchip.get(staged_key(name, part.loop))
-            else:
-                continue
+        for operand, key, const in lookups:
+            where = onchip.get(key if not const or part is None else staged_key(key, part.loop))
             if where is not None:
                 homes[operand] = where
         if not homes:
             return None
-        memo = (index, j, n, r, tuple(sorted(homes.items(), key=lambda kv: kv[0])))
+        # NOTE: the NoC copies depend on where a tensor's chunks are and its slots, not on
+        # its offset or life: equal homes share the memo
+        memo = (
+            index, j, n, r,
+            tuple((o, w.homes, w.chunk, w.slot, w.slots) for o, w in homes.items()),
+        )  # fmt: skip
         value = self._noc.get(memo)
         if value is not None:
             return value
+        layer = self.graph.layers[index]
+        names = (*layer.inputs, *layer.outputs)  # a shared profile's operands, by position
         used = _used_cores(r, prof.ntiles)
         tile_of = {}
         for t in range(prof.ntiles):
@@ -519,8 +515,23 @@ class ExecCostModel:
             ddr -= ddr_bytes(self.target, ins)
             lead -= ddr_bytes(self.target, ins) if c.lead else 0
         timings = tuple(self._core_timing(prof, cores, k, over[k]) for k in range(cores))
-        value = self._noc[memo] = (timings, energy, ddr, lead)
+        value = self._noc[memo] = self._run_cost(timings, energy, ddr, lead)
         return value
+
+    def _lookups(self, index: int, n: int, prof: LayerProfile) -> tuple[tuple[int, str, bool], ...]:
+        """Per operand of layer `index`'s copies in `prof` that a plan may keep on chip, in
+        order: its position, the key `plan_onchip` keeps it by (a const: its name, staged
+        per loop, and only when split) and whether it is a const."""
+        layer = self.graph.layers[index]
+        names = (*layer.inputs, *layer.outputs)  # a shared profile's operands, by position
+        out = []
+        for operand in prof.copied:
+            name = names[operand]
+            if not self.graph.is_const(name):
+                out.append((operand, self._key.get(name, name), False))
+            elif n > 1:
+                out.append((operand, name, True))
+        return tuple(out)
 
     def _core_timing(
         self, prof: LayerProfile, cores: int, core: int, cycles: dict[int, int]
@@ -585,8 +596,8 @@ class ExecCostModel:
     def _cost(self, steps: tuple[Step, ...], parts: list[Part], onchip: dict[str, OnChip]) -> Cost:
         """`evaluate` given the plan's `loop_parts` and what it keeps on chip."""
         runs = self._runs(steps, parts, onchip)
-        energy = sum(run.energy for run in runs)
-        ddr = sum(run.ddr for run in runs)
+        energy = sum(run.cost.energy for run in runs)
+        ddr = sum(run.cost.ddr for run in runs)
         latency = self._schedule(runs)
         return Cost(energy_pj=energy, latency_cycles=float(latency), dram_bytes=float(ddr))
 
@@ -596,55 +607,75 @@ class ExecCostModel:
         """How each layer (each part of a split one) runs under the plan (its `loop_parts`,
         keeping `onchip` on chip), in lowering order; views are none (a reader waits for the
         layer that wrote the data)."""
-        rect_of: dict[int, Rect] = {}
+        rect_of: dict[int, tuple[Rect, tuple[int, int, int, int]]] = {}
         for step in steps:
             for group in step.groups:
+                r = group.rect
+                at = (r, (r.x, r.y, r.w, r.h))
                 for index in group.layers:
-                    rect_of[index] = group.rect
-        cols = self.target.mesh.cols
+                    rect_of[index] = at
         runs: list[_LayerRun] = []
         runs_of: dict[int, list[int]] = {}  # layer -> its runs so far, part by part
         parts_of: dict[int, int] = {}  # layer -> how many parts it runs in
+        views, base_runs = self._views, self._base
         for p in _oldest_first(parts):
             index, n = p.layer, p.parts
-            if self.graph.layers[index].op in VIEW_OPS:
+            if index in views:
                 continue
-            r = rect_of[index]
+            r, corners = rect_of[index]
             if n > 1 and p.part == 0:
                 runs += self._stages(index, p.loop, onchip)
-            prof = self.profile(index, r.cores, n)
-            noc = self.noc_layer(index, r, onchip, p) if onchip else None
-            if noc is None:
-                timings, energy, ddr, lead = (
-                    self.timing(index, r.cores, n),
-                    prof.energy_pj,
-                    prof.ddr_bytes,
-                    prof.lead_ddr_bytes,
-                )
-            else:
-                timings, energy, ddr, lead = noc
-            cores, first, box = _footprint(r, prof.ntiles, cols)
+            base = base_runs.get((index, n, corners))
+            if base is None:
+                base = base_runs[(index, n, corners)] = self._base_run(index, r, n)
+            cost, cores, first, box = base
+            if onchip:
+                cost = self.noc_layer(index, r, onchip, p) or cost
             srcs = tuple(
-                () if src is None else _covering(runs_of[src], parts_of[src], p.part, n)
+                self._flagged(
+                    runs, () if src is None else _covering(runs_of[src], parts_of[src], p.part, n),
+                    first,
+                )
                 for src in self._origin[index]
             )
             runs_of.setdefault(index, []).append(len(runs))
             parts_of[index] = n
-            runs.append(
-                _LayerRun(
-                    timings,
-                    energy,
-                    ddr,
-                    lead,
-                    max(t.mte2_tail for t in timings),
-                    cores,
-                    first,
-                    box,
-                    self._data[index],
-                    srcs,
-                )
-            )
+            runs.append(_LayerRun(cost, cores, box, self._data[index], srcs))
         return runs
+
+    def _base_run(
+        self, index: int, r: Rect, n: int
+    ) -> tuple[_RunCost, tuple[int, ...], tuple[int, int], tuple[int, int, int, int]]:
+        """Layer `index` (on one of n sub-batches) on `r` with every tensor through DDR: its
+        cost, its cores, its first core and their bounding box (`_footprint`)."""
+        prof = self.profile(index, r.cores, n)
+        cost = self._run_cost(
+            self.timing(index, r.cores, n), prof.energy_pj, prof.ddr_bytes, prof.lead_ddr_bytes
+        )
+        return (cost, *_footprint(r, prof.ntiles, self.target.mesh.cols))
+
+    def _run_cost(
+        self, timings: tuple[LayerTiming, ...], energy: float, ddr: int, lead: int
+    ) -> _RunCost:
+        """A run's figures from its timings, energy, DDR bytes and leading const DDR bytes."""
+        held = ddr_channel_held(self.target, lead)
+        rest = ddr_channel_held(self.target, ddr - lead)
+        return _RunCost(timings, energy, ddr, held, rest, max(t.mte2_tail for t in timings))
+
+    def _flagged(
+        self, runs: list[_LayerRun], srcs: tuple[int, ...], first: tuple[int, int]
+    ) -> tuple[tuple[int, int], ...]:
+        """Per run in `srcs` (none: a graph input), its position + 1 in the schedule's ends
+        (0: READY's finish) and the cycles its closing flag takes to core `first`."""
+        out = []
+        for k in srcs or (-1,):
+            box = READY if k < 0 else runs[k].box
+            flag = self._flags.get((box, first))
+            if flag is None:
+                flag = sync_cycles(self.target, _farthest(box, first), first)
+                self._flags[(box, first)] = flag
+            out.append((k + 1, flag))
+        return tuple(out)
 
     def _stages(self, index: int, loop: int, onchip: dict[str, OnChip]) -> list[_LayerRun]:
         """The stagings of layer `index`'s constants that sub-batch loop `loop` keeps on chip
@@ -661,42 +692,38 @@ class ExecCostModel:
             timing = stage_profile(self.target, sizes[0]).timing(1)
             ys = [y for y, _ in home.homes]
             xs = [x for _, x in home.homes]
-            runs.append(
-                _LayerRun(
-                    timing,
-                    sum(stage_profile(self.target, size).energy_pj for size in sizes),
-                    elems * eb,
-                    elems * eb,
-                    timing[0].mte2_tail,
-                    tuple(y * cols + x for y, x in home.homes),
-                    home.homes[0],
-                    (min(ys), min(xs), max(ys), max(xs)),
-                    (),
-                    (),
-                )
-            )
+            energy = sum(stage_profile(self.target, size).energy_pj for size in sizes)
+            cost = _RunCost(
+                timing, energy, elems * eb, ddr_channel_held(self.target, elems * eb), 0,
+                timing[0].mte2_tail,
+            )  # fmt: skip
+            cores = tuple(y * cols + x for y, x in home.homes)
+            box = (min(ys), min(xs), max(ys), max(xs))
+            runs.append(_LayerRun(cost, cores, box, (), ()))
         return runs
 
     def _schedule(self, runs: list[_LayerRun]) -> int:
         """The latency of one list schedule of the layers in lowering order."""
         target = self.target
-        done: list[_Placed] = []
+        ends = [0]  # READY's finish, then each run's
         core_free = [0] * target.cores  # after its last barrier
         mte2_free = [0] * target.cores  # after its last DDR load
-        channel = DdrChannel(target)
-        shared = channel.shared
+        shared = DdrChannel(target).shared
+        channel = 0  # when the shared DDR channel takes the next bytes (`ddr_channel`)
         for run in runs:
-            barrier = max(map(core_free.__getitem__, run.cores))
-            first = run.first
-            releases = [max(map(mte2_free.__getitem__, run.cores))]  # by release class
+            timings, _, _, lead_held, rest_held, after = run.cost
+            cores = run.cores
+            barrier = max(map(core_free.__getitem__, cores))
+            releases = [max(map(mte2_free.__getitem__, cores))]  # by release class
             for srcs in run.srcs:
                 release = barrier
-                for where in [done[k] for k in srcs] or [READY]:
-                    flag = sync_cycles(target, where.farthest(first), first)
-                    release = max(release, where.finish + flag)
+                for k, flag in srcs:
+                    t = ends[k] + flag
+                    if t > release:
+                        release = t
                 releases.append(release)
             end, tail = -1, 0
-            for timing in run.timings:
+            for timing in timings:
                 begin = -1  # the earliest release of its classes (barrier if it has none)
                 t_end = 0  # the latest release + tail
                 for c, t in timing.tails:
@@ -709,33 +736,43 @@ class ExecCostModel:
                 if t_end > end:
                     end, tail = t_end, timing.mte2_tail
             if shared:
-                ready = min((releases[c] for c in run.data), default=releases[0])
-                if run.lead:
-                    channel.transfer(run.lead, 0, releases[0])
-                if run.ddr - run.lead:
-                    channel.transfer(run.ddr - run.lead, 0, ready)
-                if channel.free + run.after > end:  # its bytes came late through the channel
-                    end, tail = channel.free + run.after, run.after
-            for c in run.cores:
+                if lead_held:
+                    channel = max(channel, releases[0]) + lead_held
+                if rest_held:
+                    ready = min((releases[c] for c in run.data), default=releases[0])
+                    channel = max(channel, ready) + rest_held
+                if channel + after > end:  # its bytes came late through the channel
+                    end, tail = channel + after, after
+            for c in cores:
                 core_free[c] = end
                 mte2_free[c] = end - tail
-            done.append(_Placed(end, *run.box))
-        return max((p.finish for p in done), default=0)
+            ends.append(end)
+        return max(ends)
 
 
-class _LayerRun(NamedTuple):
-    """How one layer runs under a plan, whenever its inputs arrive (a NamedTuple as _Placed)."""
+class _RunCost(NamedTuple):
+    """What a layer run costs whenever its inputs arrive (shared by the plans that run the
+    layer alike).
+
+    NOTE: NamedTuples, not frozen dataclasses: the estimate makes a _LayerRun per layer run
+    of every priced plan, and a tuple is several times cheaper to build."""
 
     timings: tuple[LayerTiming, ...]  # per distinct core (see LayerProfile.timing)
     energy: float  # pJ
     ddr: int  # bytes to or from DDR
-    lead: int  # of those, by const loads ahead of its first input-dependent DDR copy
+    lead_held: int  # cycles its const loads ahead of its first input-dependent DDR copy hold
+    rest_held: int  # ... and its other DDR bytes hold the shared channel (`ddr_channel_held`)
     after: int  # cycles its slowest core runs after its last load
+
+
+class _LayerRun(NamedTuple):
+    """How one layer runs under a plan: its cost, where, and whom it waits for."""
+
+    cost: _RunCost
     cores: tuple[int, ...]  # the cores it uses, row * cols + col
-    first: tuple[int, int]  # (row, col) of its first core
     box: tuple[int, int, int, int]  # bounding box of its cores: y0, x0, y1, x1
     data: tuple[int, ...]  # release classes of its non-const inputs
-    srcs: tuple[tuple[int, ...], ...]  # per input, the runs that wrote the part it reads
+    srcs: tuple[tuple[tuple[int, int], ...], ...]  # per input, (run + 1, flag) per writer
 
 
 def _oldest_first(parts: list[Part]) -> list[Part]:
