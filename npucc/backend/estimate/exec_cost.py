@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import NamedTuple
 
-from npucc.backend.hypercut.onchip_plan import plan_onchip, staged_key
+from npucc.backend.hypercut.onchip_plan import plan_onchip, staged_key, tensor_consumers
 from npucc.backend.lower.builder import DdrTracker, MeshBuilder, TileBuilder
 from npucc.backend.lower.context import LOWERINGS, LowerContext
 from npucc.backend.lower.stage import stage_chunk
@@ -342,6 +342,7 @@ class ExecCostModel:
     _noc: dict[tuple, tuple[tuple[LayerTiming, ...], float, int, int]] = field(default_factory=dict)
     _core: dict[tuple, LayerTiming] = field(default_factory=dict)  # by profile, core, cycles
     _flags: dict[tuple, int] = field(default_factory=dict)  # flag cycles by (box, first core)
+    _consumers: dict[str, list[int] | None] = field(default_factory=dict)  # tensor_consumers
     _views: set[int] = field(default_factory=set)  # the view layers (no run of their own)
     _base: dict[tuple, tuple] = field(default_factory=dict)  # `_base_run` by (layer, n, rect)
     _homes: dict[tuple[int, int, bool], tuple[tuple[int, str, bool], ...]] = field(
@@ -349,6 +350,7 @@ class ExecCostModel:
     )  # (layer, n, single) -> (operand, on-chip key, const) of each operand its copies touch
 
     def __post_init__(self) -> None:
+        self._consumers = tensor_consumers(self.graph)
         producer: dict[str, int] = {}
         for index, layer in enumerate(self.graph.layers):
             self._srcs.append(tuple(producer.get(t) for t in layer.inputs))
@@ -417,7 +419,9 @@ class ExecCostModel:
             parts = loop_parts(self.graph, steps, self.splits)
         n = len(self.graph.layers)
         loops, spans = part_loops(parts, n), part_spans(parts, n)
-        return plan_onchip(self.graph, cores_of, step_of, self.target, offchip, loops, spans)
+        return plan_onchip(
+            self.graph, cores_of, step_of, self.target, offchip, loops, spans, self._consumers
+        )
 
     @property
     def every_tensor(self) -> frozenset[str]:
@@ -430,7 +434,9 @@ class ExecCostModel:
         parts = loop_parts(self.graph, steps, self.splits)
         kept = self.onchip(steps, frozenset(), parts)
         staged = frozenset(key for key in kept if key not in self.graph.tensors)
-        variants = [kept, self.onchip(steps, self.every_tensor | staged, parts)]
+        # NOTE: with every tensor through DDR only a split loop's weights may stay on chip
+        split = any(p.parts > 1 for p in parts)
+        variants = [kept, self.onchip(steps, self.every_tensor | staged, parts) if split else {}]
         if staged:
             variants.append(self.onchip(steps, staged, parts))
         return min(self._cost(steps, parts, v).edp for v in variants)
