@@ -318,6 +318,7 @@ def _farthest(box: tuple[int, int, int, int], core: tuple[int, int]) -> tuple[in
 
 
 READY = (0, 0, 0, 0)  # a graph input's box: in DDR from the start (finish 0, flag from core 0,0)
+READY_AT = -1  # ... and its footprint id
 
 
 @dataclass(slots=True)
@@ -341,8 +342,10 @@ class ExecCostModel:
     _key: dict[str, str] = field(default_factory=dict)  # view tensor -> the tensor it views
     _noc: dict[tuple, tuple[tuple[LayerTiming, ...], float, int, int]] = field(default_factory=dict)
     _core: dict[tuple, LayerTiming] = field(default_factory=dict)  # by profile, core, cycles
-    _flags: dict[tuple, int] = field(default_factory=dict)  # flag cycles by (box, first core)
+    _flags: dict[tuple[int, int], int] = field(default_factory=dict)  # by footprint ids
+    _footprints: dict[tuple[int, ...], int] = field(default_factory=dict)  # `_footprint_id`
     _consumers: dict[str, list[int] | None] = field(default_factory=dict)  # tensor_consumers
+    _where: dict[tuple, int] = field(default_factory=dict)  # `_where_id`
     _views: set[int] = field(default_factory=set)  # the view layers (no run of their own)
     _base: dict[tuple, tuple] = field(default_factory=dict)  # `_base_run` by (layer, n, rect)
     _homes: dict[tuple[int, int, bool], tuple[tuple[int, str, bool], ...]] = field(
@@ -461,30 +464,35 @@ class ExecCostModel:
         return offchip
 
     def noc_layer(
-        self, index: int, r: Rect, onchip: dict[str, OnChip], part: Part | None = None
+        self,
+        index: int,
+        r: Rect,
+        onchip: dict[str, OnChip],
+        part: Part | None = None,
+        ids: dict[str, int] | None = None,
     ) -> _RunCost | None:
         """The run cost (timings of every used core, energy, DDR bytes and channel cycles) of
         layer `index` (or of its `part`) on `r` when some of its tensors stay on chip (None
         when none does; a constant of a split part: its staged copy). Copies of those become NoC
-        transfers, priced by cost.py from each tile's core to the homes it reaches."""
+        transfers, priced by cost.py from each tile's core to the homes it reaches. `ids`:
+        `_where_id` of each of `onchip`, if known."""
         j, n = (0, 1) if part is None else (part.part, part.parts)
         prof = self.profile(index, r.cores, n)
         lookups = self._homes.get((index, n, r.cores == 1))
         if lookups is None:
             lookups = self._homes[(index, n, r.cores == 1)] = self._lookups(index, n, prof)
         homes: dict[int, OnChip] = {}
+        placed = []
         for operand, key, const in lookups:
-            where = onchip.get(key if not const or part is None else staged_key(key, part.loop))
+            if const and part is not None:
+                key = staged_key(key, part.loop)
+            where = onchip.get(key)
             if where is not None:
                 homes[operand] = where
+                placed.append((operand, self._where_id(where) if ids is None else ids[key]))
         if not homes:
             return None
-        # NOTE: the NoC copies depend on where a tensor's chunks are and its slots, not on
-        # its offset or life: equal homes share the memo
-        memo = (
-            index, j, n, r,
-            tuple((o, w.homes, w.chunk, w.slot, w.slots) for o, w in homes.items()),
-        )  # fmt: skip
+        memo = (index, j, n, r.x, r.y, r.w, r.h, tuple(placed))
         value = self._noc.get(memo)
         if value is not None:
             return value
@@ -522,6 +530,15 @@ class ExecCostModel:
             lead -= ddr_bytes(self.target, ins) if c.lead else 0
         timings = tuple(self._core_timing(prof, cores, k, over[k]) for k in range(cores))
         value = self._noc[memo] = self._run_cost(timings, energy, ddr, lead)
+        return value
+
+    def _where_id(self, where: OnChip) -> int:
+        """A number per distinct (homes, chunk, slot, slots) of an on-chip tensor: what its
+        NoC copies depend on (not its offset or life)."""
+        key = (where.homes, where.chunk, where.slot, where.slots)
+        value = self._where.get(key)
+        if value is None:
+            value = self._where[key] = len(self._where)
         return value
 
     def _lookups(self, index: int, n: int, prof: LayerProfile) -> tuple[tuple[int, str, bool], ...]:
@@ -624,6 +641,7 @@ class ExecCostModel:
         runs_of: dict[int, list[int]] = {}  # layer -> its runs so far, part by part
         parts_of: dict[int, int] = {}  # layer -> how many parts it runs in
         views, base_runs = self._views, self._base
+        ids = {key: self._where_id(where) for key, where in onchip.items()}
         for p in _oldest_first(parts):
             index, n = p.layer, p.parts
             if index in views:
@@ -634,31 +652,33 @@ class ExecCostModel:
             base = base_runs.get((index, n, corners))
             if base is None:
                 base = base_runs[(index, n, corners)] = self._base_run(index, r, n)
-            cost, cores, first, box = base
+            cost, cores, first, box, at = base
             if onchip:
-                cost = self.noc_layer(index, r, onchip, p) or cost
+                cost = self.noc_layer(index, r, onchip, p, ids) or cost
             srcs = tuple(
                 self._flagged(
                     runs, () if src is None else _covering(runs_of[src], parts_of[src], p.part, n),
-                    first,
+                    first, at,
                 )
                 for src in self._origin[index]
             )
             runs_of.setdefault(index, []).append(len(runs))
             parts_of[index] = n
-            runs.append(_LayerRun(cost, cores, box, self._data[index], srcs))
+            runs.append(_LayerRun(cost, cores, box, self._data[index], srcs, at))
         return runs
 
     def _base_run(
         self, index: int, r: Rect, n: int
-    ) -> tuple[_RunCost, tuple[int, ...], tuple[int, int], tuple[int, int, int, int]]:
+    ) -> tuple[_RunCost, tuple[int, ...], tuple[int, int], tuple[int, int, int, int], int]:
         """Layer `index` (on one of n sub-batches) on `r` with every tensor through DDR: its
-        cost, its cores, its first core and their bounding box (`_footprint`)."""
+        cost, its cores, its first core, their bounding box (`_footprint`) and a number for
+        the last three."""
         prof = self.profile(index, r.cores, n)
         cost = self._run_cost(
             self.timing(index, r.cores, n), prof.energy_pj, prof.ddr_bytes, prof.lead_ddr_bytes
         )
-        return (cost, *_footprint(r, prof.ntiles, self.target.mesh.cols))
+        cores, first, box = _footprint(r, prof.ntiles, self.target.mesh.cols)
+        return cost, cores, first, box, self._footprint_id(cores)
 
     def _run_cost(
         self, timings: tuple[LayerTiming, ...], energy: float, ddr: int, lead: int
@@ -669,19 +689,28 @@ class ExecCostModel:
         return _RunCost(timings, energy, ddr, held, rest, max(t.mte2_tail for t in timings))
 
     def _flagged(
-        self, runs: list[_LayerRun], srcs: tuple[int, ...], first: tuple[int, int]
+        self, runs: list[_LayerRun], srcs: tuple[int, ...], first: tuple[int, int], at: int
     ) -> tuple[tuple[int, int], ...]:
         """Per run in `srcs` (none: a graph input), its position + 1 in the schedule's ends
-        (0: READY's finish) and the cycles its closing flag takes to core `first`."""
+        (0: READY's finish) and the cycles its closing flag takes to core `first` (of the
+        cores numbered `at`, `_footprint_id`)."""
         out = []
+        flags = self._flags
         for k in srcs or (-1,):
-            box = READY if k < 0 else runs[k].box
-            flag = self._flags.get((box, first))
+            src = READY_AT if k < 0 else runs[k].at
+            flag = flags.get((src, at))
             if flag is None:
-                flag = sync_cycles(self.target, _farthest(box, first), first)
-                self._flags[(box, first)] = flag
+                box = READY if k < 0 else runs[k].box
+                flag = flags[(src, at)] = sync_cycles(self.target, _farthest(box, first), first)
             out.append((k + 1, flag))
         return tuple(out)
+
+    def _footprint_id(self, cores: tuple[int, ...]) -> int:
+        """A number per distinct set of cores a run uses (its first core and box follow)."""
+        value = self._footprints.get(cores)
+        if value is None:
+            value = self._footprints[cores] = len(self._footprints)
+        return value
 
     def _stages(self, index: int, loop: int, onchip: dict[str, OnChip]) -> list[_LayerRun]:
         """The stagings of layer `index`'s constants that sub-batch loop `loop` keeps on chip
@@ -705,7 +734,7 @@ class ExecCostModel:
             )  # fmt: skip
             cores = tuple(y * cols + x for y, x in home.homes)
             box = (min(ys), min(xs), max(ys), max(xs))
-            runs.append(_LayerRun(cost, cores, box, (), ()))
+            runs.append(_LayerRun(cost, cores, box, (), (), READY_AT))  # NOTE: read by none
         return runs
 
     def _schedule(self, runs: list[_LayerRun]) -> int:
@@ -779,6 +808,7 @@ class _LayerRun(NamedTuple):
     box: tuple[int, int, int, int]  # bounding box of its cores: y0, x0, y1, x1
     data: tuple[int, ...]  # release classes of its non-const inputs
     srcs: tuple[tuple[tuple[int, int], ...], ...]  # per input, (run + 1, flag) per writer
+    at: int  # `_footprint_id` of its cores
 
 
 def _oldest_first(parts: list[Part]) -> list[Part]:
