@@ -21,8 +21,19 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import NamedTuple
 
+from npucc.backend.estimate.list_schedule import (
+    READY,
+    READY_AT,
+    LayerRun,
+    LayerTiming,
+    RunCost,
+    core_spans,
+    covering,
+    farthest,
+    oldest_first,
+    schedule,
+)
 from npucc.backend.hypercut.onchip_plan import plan_onchip, staged_key, tensor_consumers
 from npucc.backend.lower.builder import DdrTracker, MeshBuilder, TileBuilder
 from npucc.backend.lower.context import LOWERINGS, LowerContext
@@ -47,20 +58,7 @@ from npucc.ir.program import TiledProgram
 from npucc.ir.tiled import TileGraph
 from npucc.target import Target
 from npucc.target.cost import ddr_channel_held, sync_cycles
-from npucc.target.timing import DdrChannel, in_order
-
-
-@dataclass(frozen=True, slots=True)
-class LayerTiming:
-    """A layer's duration on one core of its rectangle, cold and per release class.
-
-    Class 0 holds the nodes that read only constants or nothing (weight loads, fills: no
-    barrier holds them, so they may run ahead); class 1 + i the nodes that need input i.
-    """
-
-    cold: int  # makespan when every node may start at once
-    mte2_tail: int  # cycles from the last MTE2 finish to the end, cold
-    tails: tuple[tuple[int, int], ...]  # (class, cycles from its release to the end)
+from npucc.target.timing import in_order
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,15 +308,9 @@ class ProfileContext(LowerContext):
         self.tiles += 1
 
 
-def _farthest(box: tuple[int, int, int, int], core: tuple[int, int]) -> tuple[int, int]:
-    """The core of the bounding box y0, x0, y1, x1 farthest from `core` (row, col) in hops."""
-    y0, x0, y1, x1 = box
-    y, x = core
-    return (y0 if abs(y - y0) >= abs(y - y1) else y1), (x0 if abs(x - x0) >= abs(x - x1) else x1)
-
-
-READY = (0, 0, 0, 0)  # a graph input's box: in DDR from the start (finish 0, flag from core 0,0)
-READY_AT = -1  # ... and its footprint id
+_Base = tuple[
+    "RunCost", tuple[tuple[int, int], ...], tuple[int, int], tuple[int, int, int, int], int
+]
 
 
 @dataclass(slots=True)
@@ -347,7 +339,7 @@ class ExecCostModel:
     _consumers: dict[str, list[int] | None] = field(default_factory=dict)  # tensor_consumers
     _where: dict[tuple, int] = field(default_factory=dict)  # `_where_id`
     _views: set[int] = field(default_factory=set)  # the view layers (no run of their own)
-    _base: dict[tuple, tuple] = field(default_factory=dict)  # `_base_run` by (layer, n, rect)
+    _base: dict[tuple, _Base] = field(default_factory=dict)  # `_base_run` by (layer, n, rect)
     _homes: dict[tuple[int, int, bool], tuple[tuple[int, str, bool], ...]] = field(
         default_factory=dict
     )  # (layer, n, single) -> (operand, on-chip key, const) of each operand its copies touch
@@ -470,7 +462,7 @@ class ExecCostModel:
         onchip: dict[str, OnChip],
         part: Part | None = None,
         ids: dict[str, int] | None = None,
-    ) -> _RunCost | None:
+    ) -> RunCost | None:
         """The run cost (timings of every used core, energy, DDR bytes and channel cycles) of
         layer `index` (or of its `part`) on `r` when some of its tensors stay on chip (None
         when none does; a constant of a split part: its staged copy). Copies of those become NoC
@@ -621,12 +613,12 @@ class ExecCostModel:
         runs = self._runs(steps, parts, onchip)
         energy = sum(run.cost.energy for run in runs)
         ddr = sum(run.cost.ddr for run in runs)
-        latency = self._schedule(runs)
+        latency = schedule(self.target, runs)
         return Cost(energy_pj=energy, latency_cycles=float(latency), dram_bytes=float(ddr))
 
     def _runs(
         self, steps: tuple[Step, ...], parts: list[Part], onchip: dict[str, OnChip]
-    ) -> list[_LayerRun]:
+    ) -> list[LayerRun]:
         """How each layer (each part of a split one) runs under the plan (its `loop_parts`,
         keeping `onchip` on chip), in lowering order; views are none (a reader waits for the
         layer that wrote the data)."""
@@ -637,12 +629,12 @@ class ExecCostModel:
                 at = (r, (r.x, r.y, r.w, r.h))
                 for index in group.layers:
                     rect_of[index] = at
-        runs: list[_LayerRun] = []
+        runs: list[LayerRun] = []
         runs_of: dict[int, list[int]] = {}  # layer -> its runs so far, part by part
         parts_of: dict[int, int] = {}  # layer -> how many parts it runs in
         views, base_runs = self._views, self._base
         ids = {key: self._where_id(where) for key, where in onchip.items()}
-        for p in _oldest_first(parts):
+        for p in oldest_first(parts):
             index, n = p.layer, p.parts
             if index in views:
                 continue
@@ -652,44 +644,44 @@ class ExecCostModel:
             base = base_runs.get((index, n, corners))
             if base is None:
                 base = base_runs[(index, n, corners)] = self._base_run(index, r, n)
-            cost, cores, first, box, at = base
+            cost, spans, first, box, at = base
             if onchip:
                 cost = self.noc_layer(index, r, onchip, p, ids) or cost
             srcs = tuple(
                 self._flagged(
-                    runs, () if src is None else _covering(runs_of[src], parts_of[src], p.part, n),
-                    first, at,
+                    runs,
+                    () if src is None else covering(runs_of[src], parts_of[src], p.part, n),
+                    first,
+                    at,
                 )
                 for src in self._origin[index]
             )
             runs_of.setdefault(index, []).append(len(runs))
             parts_of[index] = n
-            runs.append(_LayerRun(cost, cores, box, self._data[index], srcs, at))
+            runs.append(LayerRun(cost, spans, box, self._data[index], srcs, at))
         return runs
 
-    def _base_run(
-        self, index: int, r: Rect, n: int
-    ) -> tuple[_RunCost, tuple[int, ...], tuple[int, int], tuple[int, int, int, int], int]:
+    def _base_run(self, index: int, r: Rect, n: int) -> _Base:
         """Layer `index` (on one of n sub-batches) on `r` with every tensor through DDR: its
-        cost, its cores, its first core, their bounding box (`_footprint`) and a number for
-        the last three."""
+        cost, its cores (`core_spans`), its first core, their bounding box (`_footprint`) and
+        their number (`_footprint_id`)."""
         prof = self.profile(index, r.cores, n)
         cost = self._run_cost(
             self.timing(index, r.cores, n), prof.energy_pj, prof.ddr_bytes, prof.lead_ddr_bytes
         )
         cores, first, box = _footprint(r, prof.ntiles, self.target.mesh.cols)
-        return cost, cores, first, box, self._footprint_id(cores)
+        return cost, core_spans(cores), first, box, self._footprint_id(cores)
 
     def _run_cost(
         self, timings: tuple[LayerTiming, ...], energy: float, ddr: int, lead: int
-    ) -> _RunCost:
+    ) -> RunCost:
         """A run's figures from its timings, energy, DDR bytes and leading const DDR bytes."""
         held = ddr_channel_held(self.target, lead)
         rest = ddr_channel_held(self.target, ddr - lead)
-        return _RunCost(timings, energy, ddr, held, rest, max(t.mte2_tail for t in timings))
+        return RunCost(timings, energy, ddr, held, rest, max(t.mte2_tail for t in timings))
 
     def _flagged(
-        self, runs: list[_LayerRun], srcs: tuple[int, ...], first: tuple[int, int], at: int
+        self, runs: list[LayerRun], srcs: tuple[int, ...], first: tuple[int, int], at: int
     ) -> tuple[tuple[int, int], ...]:
         """Per run in `srcs` (none: a graph input), its position + 1 in the schedule's ends
         (0: READY's finish) and the cycles its closing flag takes to core `first` (of the
@@ -701,7 +693,7 @@ class ExecCostModel:
             flag = flags.get((src, at))
             if flag is None:
                 box = READY if k < 0 else runs[k].box
-                flag = flags[(src, at)] = sync_cycles(self.target, _farthest(box, first), first)
+                flag = flags[(src, at)] = sync_cycles(self.target, farthest(box, first), first)
             out.append((k + 1, flag))
         return tuple(out)
 
@@ -712,7 +704,7 @@ class ExecCostModel:
             value = self._footprints[cores] = len(self._footprints)
         return value
 
-    def _stages(self, index: int, loop: int, onchip: dict[str, OnChip]) -> list[_LayerRun]:
+    def _stages(self, index: int, loop: int, onchip: dict[str, OnChip]) -> list[LayerRun]:
         """The stagings of layer `index`'s constants that sub-batch loop `loop` keeps on chip
         (the lowering's `stage_const`, before the layer's first sub-batch): each home core
         copies its chunk from DDR into its on-chip buffer."""
@@ -728,118 +720,16 @@ class ExecCostModel:
             ys = [y for y, _ in home.homes]
             xs = [x for _, x in home.homes]
             energy = sum(stage_profile(self.target, size).energy_pj for size in sizes)
-            cost = _RunCost(
+            cost = RunCost(
                 timing, energy, elems * eb, ddr_channel_held(self.target, elems * eb), 0,
                 timing[0].mte2_tail,
             )  # fmt: skip
             cores = tuple(y * cols + x for y, x in home.homes)
             box = (min(ys), min(xs), max(ys), max(xs))
-            runs.append(_LayerRun(cost, cores, box, (), (), READY_AT))  # NOTE: read by none
+            runs.append(
+                LayerRun(cost, core_spans(cores), box, (), (), READY_AT)
+            )  # NOTE: read by none
         return runs
-
-    def _schedule(self, runs: list[_LayerRun]) -> int:
-        """The latency of one list schedule of the layers in lowering order."""
-        target = self.target
-        ends = [0]  # READY's finish, then each run's
-        core_free = [0] * target.cores  # after its last barrier
-        mte2_free = [0] * target.cores  # after its last DDR load
-        shared = DdrChannel(target).shared
-        channel = 0  # when the shared DDR channel takes the next bytes (`ddr_channel`)
-        for run in runs:
-            timings, _, _, lead_held, rest_held, after = run.cost
-            cores = run.cores
-            barrier = max(map(core_free.__getitem__, cores))
-            releases = [max(map(mte2_free.__getitem__, cores))]  # by release class
-            for srcs in run.srcs:
-                release = barrier
-                for k, flag in srcs:
-                    t = ends[k] + flag
-                    if t > release:
-                        release = t
-                releases.append(release)
-            end, tail = -1, 0
-            for timing in timings:
-                begin = -1  # the earliest release of its classes (barrier if it has none)
-                t_end = 0  # the latest release + tail
-                for c, t in timing.tails:
-                    r = releases[c]
-                    if begin < 0 or r < begin:
-                        begin = r
-                    if r + t > t_end:
-                        t_end = r + t
-                t_end = max(t_end, (barrier if begin < 0 else begin) + timing.cold)
-                if t_end > end:
-                    end, tail = t_end, timing.mte2_tail
-            if shared:
-                if lead_held:
-                    channel = max(channel, releases[0]) + lead_held
-                if rest_held:
-                    ready = min((releases[c] for c in run.data), default=releases[0])
-                    channel = max(channel, ready) + rest_held
-                if channel + after > end:  # its bytes came late through the channel
-                    end, tail = channel + after, after
-            for c in cores:
-                core_free[c] = end
-                mte2_free[c] = end - tail
-            ends.append(end)
-        return max(ends)
-
-
-class _RunCost(NamedTuple):
-    """What a layer run costs whenever its inputs arrive (shared by the plans that run the
-    layer alike).
-
-    NOTE: NamedTuples, not frozen dataclasses: the estimate makes a _LayerRun per layer run
-    of every priced plan, and a tuple is several times cheaper to build."""
-
-    timings: tuple[LayerTiming, ...]  # per distinct core (see LayerProfile.timing)
-    energy: float  # pJ
-    ddr: int  # bytes to or from DDR
-    lead_held: int  # cycles its const loads ahead of its first input-dependent DDR copy hold
-    rest_held: int  # ... and its other DDR bytes hold the shared channel (`ddr_channel_held`)
-    after: int  # cycles its slowest core runs after its last load
-
-
-class _LayerRun(NamedTuple):
-    """How one layer runs under a plan: its cost, where, and whom it waits for."""
-
-    cost: _RunCost
-    cores: tuple[int, ...]  # the cores it uses, row * cols + col
-    box: tuple[int, int, int, int]  # bounding box of its cores: y0, x0, y1, x1
-    data: tuple[int, ...]  # release classes of its non-const inputs
-    srcs: tuple[tuple[tuple[int, int], ...], ...]  # per input, (run + 1, flag) per writer
-    at: int  # `_footprint_id` of its cores
-
-
-def _oldest_first(parts: list[Part]) -> list[Part]:
-    """`parts` with each pipeline wavefront (sub-batch t - s of stage s, lowered together)
-    reversed: its parts are independent of one another, and the shared DDR channel serves
-    them oldest sub-batch first, as the interpreter serves transfers in the order they
-    become ready (lowering order would let a stage's newer sub-batch pass the deeper stages'
-    older ones, which then lag and drain the pipeline late)."""
-    out: list[Part] = []
-    i = 0
-    while i < len(parts):
-        p, j = parts[i], i + 1
-        if p.stage >= 0:
-            t = p.part + p.stage
-            while j < len(parts) and parts[j].stage >= 0 and parts[j].loop == p.loop:
-                if parts[j].part + parts[j].stage != t:
-                    break
-                j += 1
-        out += reversed(parts[i:j])
-        i = j
-    return out
-
-
-def _covering(parts: list[int], m: int, j: int, n: int) -> tuple[int, ...]:
-    """Of the runs `parts` of a producer split in m sub-batches (those lowered so far, in
-    order), the ones writing slice j of n."""
-    if m == 1:
-        return (parts[0],)
-    if n == 1:
-        return tuple(parts)
-    return tuple(parts[j * m // n : ((j + 1) * m - 1) // n + 1])
 
 
 @lru_cache(maxsize=65536)
