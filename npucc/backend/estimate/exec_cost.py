@@ -332,7 +332,7 @@ class ExecCostModel:
     _split: dict[tuple[int, int], bool] = field(default_factory=dict)  # (layer, n) separable
     _timings: dict[tuple[tuple, int], tuple[LayerTiming, ...]] = field(default_factory=dict)
     _key: dict[str, str] = field(default_factory=dict)  # view tensor -> the tensor it views
-    _noc: dict[tuple, tuple[tuple[LayerTiming, ...], float, int, int]] = field(default_factory=dict)
+    _noc: dict[tuple, RunCost] = field(default_factory=dict)
     _core: dict[tuple, LayerTiming] = field(default_factory=dict)  # by profile, core, cycles
     _flags: dict[tuple[int, int], int] = field(default_factory=dict)  # by footprint ids
     _footprints: dict[tuple[int, ...], int] = field(default_factory=dict)  # `_footprint_id`
@@ -626,9 +626,9 @@ class ExecCostModel:
         for step in steps:
             for group in step.groups:
                 r = group.rect
-                at = (r, (r.x, r.y, r.w, r.h))
+                where = (r, (r.x, r.y, r.w, r.h))
                 for index in group.layers:
-                    rect_of[index] = at
+                    rect_of[index] = where
         runs: list[LayerRun] = []
         runs_of: dict[int, list[int]] = {}  # layer -> its runs so far, part by part
         parts_of: dict[int, int] = {}  # layer -> how many parts it runs in
