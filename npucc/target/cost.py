@@ -121,11 +121,20 @@ def ddr_channel(
     own latency and bandwidth then apply as on an idle machine (a core's DMA path may be
     slower than the channel: several transfers then stream at once).
     """
-    bandwidth = shared_ddr_bandwidth(target)
-    if bandwidth is None or nbytes == 0:
+    held = ddr_channel_held(target, nbytes)
+    if held == 0:
         return start + cycles, channel_free
     begin = max(start, channel_free)
-    return begin + cycles, begin + math.ceil(nbytes / bandwidth)
+    return begin + cycles, begin + held
+
+
+def ddr_channel_held(target: Target, nbytes: int) -> int:
+    """Cycles a DDR transfer of `nbytes` holds the mesh's shared DDR channel (`ddr_channel`;
+    0 without bytes or on one core)."""
+    bandwidth = shared_ddr_bandwidth(target)
+    if bandwidth is None or nbytes == 0:
+        return 0
+    return math.ceil(nbytes / bandwidth)
 
 
 def trace_spill_cycles(size: int) -> int:

@@ -8,7 +8,8 @@ import pytest
 from onnx import TensorProto, helper
 
 import npucc
-from npucc.backend.estimate.exec_cost import ExecCostModel, _oldest_first, layer_signature
+from npucc.backend.estimate.exec_cost import ExecCostModel, layer_signature
+from npucc.backend.estimate.list_schedule import oldest_first
 from npucc.backend.hypercut.beam import BeamOptions
 from npucc.backend.hypercut.set_model import MeshParams, evaluate
 from npucc.backend.lower.subbatch import Part
@@ -126,7 +127,7 @@ def test_a_pipeline_wavefront_is_priced_oldest_sub_batch_first() -> None:
     part and its own earlier parts, and the loop keeps its order."""
     pipeline = [Part(s, t - s, 3, 0, s) for t in range(5) for s in range(3) if 0 <= t - s < 3]
     loop = [Part(3 + i, j, 2, 1) for j in range(2) for i in range(2)]
-    order = _oldest_first(pipeline + loop)
+    order = oldest_first(pipeline + loop)
     assert [(p.layer, p.part) for p in order[: len(pipeline)]] == [
         (0, 0), (1, 0), (0, 1), (2, 0), (1, 1), (0, 2), (2, 1), (1, 2), (2, 2),
     ]  # fmt: skip

@@ -21,9 +21,20 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import NamedTuple
 
-from npucc.backend.hypercut.onchip_plan import plan_onchip, staged_key
+from npucc.backend.estimate.list_schedule import (
+    READY,
+    READY_AT,
+    LayerRun,
+    LayerTiming,
+    RunCost,
+    core_spans,
+    covering,
+    farthest,
+    oldest_first,
+    schedule,
+)
+from npucc.backend.hypercut.onchip_plan import plan_onchip, staged_key, tensor_consumers
 from npucc.backend.lower.builder import DdrTracker, MeshBuilder, TileBuilder
 from npucc.backend.lower.context import LOWERINGS, LowerContext
 from npucc.backend.lower.stage import stage_chunk
@@ -46,21 +57,8 @@ from npucc.ir.plan import Cost, Rect, Step
 from npucc.ir.program import TiledProgram
 from npucc.ir.tiled import TileGraph
 from npucc.target import Target
-from npucc.target.cost import sync_cycles
-from npucc.target.timing import DdrChannel, in_order
-
-
-@dataclass(frozen=True, slots=True)
-class LayerTiming:
-    """A layer's duration on one core of its rectangle, cold and per release class.
-
-    Class 0 holds the nodes that read only constants or nothing (weight loads, fills: no
-    barrier holds them, so they may run ahead); class 1 + i the nodes that need input i.
-    """
-
-    cold: int  # makespan when every node may start at once
-    mte2_tail: int  # cycles from the last MTE2 finish to the end, cold
-    tails: tuple[tuple[int, int], ...]  # (class, cycles from its release to the end)
+from npucc.target.cost import ddr_channel_held, sync_cycles
+from npucc.target.timing import in_order
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,27 +308,9 @@ class ProfileContext(LowerContext):
         self.tiles += 1
 
 
-class _Placed(NamedTuple):
-    """Where a finished layer ran: its finish and the bounding box of the cores it used.
-
-    NOTE: a NamedTuple, not a frozen dataclass: the list schedule makes one per layer run
-    of every priced plan, and a tuple is several times cheaper to build."""
-
-    finish: int
-    y0: int
-    x0: int
-    y1: int
-    x1: int
-
-    def farthest(self, core: tuple[int, int]) -> tuple[int, int]:
-        """The core of the box farthest from `core` (row, col) in mesh hops."""
-        y, x = core
-        fy = self.y0 if abs(y - self.y0) >= abs(y - self.y1) else self.y1
-        fx = self.x0 if abs(x - self.x0) >= abs(x - self.x1) else self.x1
-        return fy, fx
-
-
-READY = _Placed(0, 0, 0, 0, 0)  # a graph input: in DDR from the start (no flag to wait for)
+_Base = tuple[
+    "RunCost", tuple[tuple[int, int], ...], tuple[int, int], tuple[int, int, int, int], int
+]
 
 
 @dataclass(slots=True)
@@ -352,10 +332,20 @@ class ExecCostModel:
     _split: dict[tuple[int, int], bool] = field(default_factory=dict)  # (layer, n) separable
     _timings: dict[tuple[tuple, int], tuple[LayerTiming, ...]] = field(default_factory=dict)
     _key: dict[str, str] = field(default_factory=dict)  # view tensor -> the tensor it views
-    _noc: dict[tuple, tuple[tuple[LayerTiming, ...], float, int, int]] = field(default_factory=dict)
+    _noc: dict[tuple, RunCost] = field(default_factory=dict)
     _core: dict[tuple, LayerTiming] = field(default_factory=dict)  # by profile, core, cycles
+    _flags: dict[tuple[int, int], int] = field(default_factory=dict)  # by footprint ids
+    _footprints: dict[tuple[int, ...], int] = field(default_factory=dict)  # `_footprint_id`
+    _consumers: dict[str, list[int] | None] = field(default_factory=dict)  # tensor_consumers
+    _where: dict[tuple, int] = field(default_factory=dict)  # `_where_id`
+    _views: set[int] = field(default_factory=set)  # the view layers (no run of their own)
+    _base: dict[tuple, _Base] = field(default_factory=dict)  # `_base_run` by (layer, n, rect)
+    _homes: dict[tuple[int, int, bool], tuple[tuple[int, str, bool], ...]] = field(
+        default_factory=dict
+    )  # (layer, n, single) -> (operand, on-chip key, const) of each operand its copies touch
 
     def __post_init__(self) -> None:
+        self._consumers = tensor_consumers(self.graph)
         producer: dict[str, int] = {}
         for index, layer in enumerate(self.graph.layers):
             self._srcs.append(tuple(producer.get(t) for t in layer.inputs))
@@ -367,6 +357,7 @@ class ExecCostModel:
             for t in layer.outputs:
                 producer[t] = index
             if layer.op in VIEW_OPS:
+                self._views.add(index)
                 self._key[layer.outputs[0]] = self._key.get(layer.inputs[0], layer.inputs[0])
 
     def _past_views(self, producer: int | None) -> int | None:
@@ -423,7 +414,9 @@ class ExecCostModel:
             parts = loop_parts(self.graph, steps, self.splits)
         n = len(self.graph.layers)
         loops, spans = part_loops(parts, n), part_spans(parts, n)
-        return plan_onchip(self.graph, cores_of, step_of, self.target, offchip, loops, spans)
+        return plan_onchip(
+            self.graph, cores_of, step_of, self.target, offchip, loops, spans, self._consumers
+        )
 
     @property
     def every_tensor(self) -> frozenset[str]:
@@ -436,7 +429,9 @@ class ExecCostModel:
         parts = loop_parts(self.graph, steps, self.splits)
         kept = self.onchip(steps, frozenset(), parts)
         staged = frozenset(key for key in kept if key not in self.graph.tensors)
-        variants = [kept, self.onchip(steps, self.every_tensor | staged, parts)]
+        # NOTE: with every tensor through DDR only a split loop's weights may stay on chip
+        split = any(p.parts > 1 for p in parts)
+        variants = [kept, self.onchip(steps, self.every_tensor | staged, parts) if split else {}]
         if staged:
             variants.append(self.onchip(steps, staged, parts))
         return min(self._cost(steps, parts, v).edp for v in variants)
@@ -461,33 +456,40 @@ class ExecCostModel:
         return offchip
 
     def noc_layer(
-        self, index: int, r: Rect, onchip: dict[str, OnChip], part: Part | None = None
-    ) -> tuple[tuple[LayerTiming, ...], float, int, int] | None:
-        """Timings (every used core), energy, DDR bytes and leading const DDR bytes of layer
-        `index` (or of its `part`) on `r` when some of its tensors stay on chip (None when none
-        does; a constant of a split part: its staged copy). Copies of those become NoC
-        transfers, priced by cost.py from each tile's core to the homes it reaches."""
+        self,
+        index: int,
+        r: Rect,
+        onchip: dict[str, OnChip],
+        part: Part | None = None,
+        ids: dict[str, int] | None = None,
+    ) -> RunCost | None:
+        """The run cost (timings of every used core, energy, DDR bytes and channel cycles) of
+        layer `index` (or of its `part`) on `r` when some of its tensors stay on chip (None
+        when none does; a constant of a split part: its staged copy). Copies of those become NoC
+        transfers, priced by cost.py from each tile's core to the homes it reaches. `ids`:
+        `_where_id` of each of `onchip`, if known."""
         j, n = (0, 1) if part is None else (part.part, part.parts)
         prof = self.profile(index, r.cores, n)
-        layer = self.graph.layers[index]
-        names = (*layer.inputs, *layer.outputs)  # a shared profile's operands, by position
+        lookups = self._homes.get((index, n, r.cores == 1))
+        if lookups is None:
+            lookups = self._homes[(index, n, r.cores == 1)] = self._lookups(index, n, prof)
         homes: dict[int, OnChip] = {}
-        for operand in prof.copied:
-            name = names[operand]
-            if not self.graph.is_const(name):
-                where = onchip.get(self._key.get(name, name))
-            elif part is not None and n > 1:
-                where = onchip.get(staged_key(name, part.loop))
-            else:
-                continue
+        placed = []
+        for operand, key, const in lookups:
+            if const and part is not None:
+                key = staged_key(key, part.loop)
+            where = onchip.get(key)
             if where is not None:
                 homes[operand] = where
+                placed.append((operand, self._where_id(where) if ids is None else ids[key]))
         if not homes:
             return None
-        memo = (index, j, n, r, tuple(sorted(homes.items(), key=lambda kv: kv[0])))
+        memo = (index, j, n, r.x, r.y, r.w, r.h, tuple(placed))
         value = self._noc.get(memo)
         if value is not None:
             return value
+        layer = self.graph.layers[index]
+        names = (*layer.inputs, *layer.outputs)  # a shared profile's operands, by position
         used = _used_cores(r, prof.ntiles)
         tile_of = {}
         for t in range(prof.ntiles):
@@ -519,8 +521,32 @@ class ExecCostModel:
             ddr -= ddr_bytes(self.target, ins)
             lead -= ddr_bytes(self.target, ins) if c.lead else 0
         timings = tuple(self._core_timing(prof, cores, k, over[k]) for k in range(cores))
-        value = self._noc[memo] = (timings, energy, ddr, lead)
+        value = self._noc[memo] = self._run_cost(timings, energy, ddr, lead)
         return value
+
+    def _where_id(self, where: OnChip) -> int:
+        """A number per distinct (homes, chunk, slot, slots) of an on-chip tensor: what its
+        NoC copies depend on (not its offset or life)."""
+        key = (where.homes, where.chunk, where.slot, where.slots)
+        value = self._where.get(key)
+        if value is None:
+            value = self._where[key] = len(self._where)
+        return value
+
+    def _lookups(self, index: int, n: int, prof: LayerProfile) -> tuple[tuple[int, str, bool], ...]:
+        """Per operand of layer `index`'s copies in `prof` that a plan may keep on chip, in
+        order: its position, the key `plan_onchip` keeps it by (a const: its name, staged
+        per loop, and only when split) and whether it is a const."""
+        layer = self.graph.layers[index]
+        names = (*layer.inputs, *layer.outputs)  # a shared profile's operands, by position
+        out = []
+        for operand in prof.copied:
+            name = names[operand]
+            if not self.graph.is_const(name):
+                out.append((operand, self._key.get(name, name), False))
+            elif n > 1:
+                out.append((operand, name, True))
+        return tuple(out)
 
     def _core_timing(
         self, prof: LayerProfile, cores: int, core: int, cycles: dict[int, int]
@@ -585,68 +611,100 @@ class ExecCostModel:
     def _cost(self, steps: tuple[Step, ...], parts: list[Part], onchip: dict[str, OnChip]) -> Cost:
         """`evaluate` given the plan's `loop_parts` and what it keeps on chip."""
         runs = self._runs(steps, parts, onchip)
-        energy = sum(run.energy for run in runs)
-        ddr = sum(run.ddr for run in runs)
-        latency = self._schedule(runs)
+        energy = sum(run.cost.energy for run in runs)
+        ddr = sum(run.cost.ddr for run in runs)
+        latency = schedule(self.target, runs)
         return Cost(energy_pj=energy, latency_cycles=float(latency), dram_bytes=float(ddr))
 
     def _runs(
         self, steps: tuple[Step, ...], parts: list[Part], onchip: dict[str, OnChip]
-    ) -> list[_LayerRun]:
+    ) -> list[LayerRun]:
         """How each layer (each part of a split one) runs under the plan (its `loop_parts`,
         keeping `onchip` on chip), in lowering order; views are none (a reader waits for the
         layer that wrote the data)."""
-        rect_of: dict[int, Rect] = {}
+        rect_of: dict[int, tuple[Rect, tuple[int, int, int, int]]] = {}
         for step in steps:
             for group in step.groups:
+                r = group.rect
+                where = (r, (r.x, r.y, r.w, r.h))
                 for index in group.layers:
-                    rect_of[index] = group.rect
-        cols = self.target.mesh.cols
-        runs: list[_LayerRun] = []
+                    rect_of[index] = where
+        runs: list[LayerRun] = []
         runs_of: dict[int, list[int]] = {}  # layer -> its runs so far, part by part
         parts_of: dict[int, int] = {}  # layer -> how many parts it runs in
-        for p in _oldest_first(parts):
+        views, base_runs = self._views, self._base
+        ids = {key: self._where_id(where) for key, where in onchip.items()}
+        for p in oldest_first(parts):
             index, n = p.layer, p.parts
-            if self.graph.layers[index].op in VIEW_OPS:
+            if index in views:
                 continue
-            r = rect_of[index]
+            r, corners = rect_of[index]
             if n > 1 and p.part == 0:
                 runs += self._stages(index, p.loop, onchip)
-            prof = self.profile(index, r.cores, n)
-            noc = self.noc_layer(index, r, onchip, p) if onchip else None
-            if noc is None:
-                timings, energy, ddr, lead = (
-                    self.timing(index, r.cores, n),
-                    prof.energy_pj,
-                    prof.ddr_bytes,
-                    prof.lead_ddr_bytes,
-                )
-            else:
-                timings, energy, ddr, lead = noc
-            cores, first, box = _footprint(r, prof.ntiles, cols)
+            base = base_runs.get((index, n, corners))
+            if base is None:
+                base = base_runs[(index, n, corners)] = self._base_run(index, r, n)
+            cost, spans, first, box, at = base
+            if onchip:
+                cost = self.noc_layer(index, r, onchip, p, ids) or cost
             srcs = tuple(
-                () if src is None else _covering(runs_of[src], parts_of[src], p.part, n)
+                self._flagged(
+                    runs,
+                    () if src is None else covering(runs_of[src], parts_of[src], p.part, n),
+                    first,
+                    at,
+                )
                 for src in self._origin[index]
             )
             runs_of.setdefault(index, []).append(len(runs))
             parts_of[index] = n
-            runs.append(
-                _LayerRun(
-                    timings,
-                    energy,
-                    ddr,
-                    lead,
-                    max(t.mte2_tail for t in timings),
-                    cores,
-                    first,
-                    box,
-                    self._data[index],
-                    srcs,
-                )
-            )
+            runs.append(LayerRun(cost, spans, box, self._data[index], srcs, at))
         return runs
 
-    def _stages(self, index: int, loop: int, onchip: dict[str, OnChip]) -> list[_LayerRun]:
+    def _base_run(self, index: int, r: Rect, n: int) -> _Base:
+        """Layer `index` (on one of n sub-batches) on `r` with every tensor through DDR: its
+        cost, its cores (`core_spans`), its first core, their bounding box (`_footprint`) and
+        their number (`_footprint_id`)."""
+        prof = self.profile(index, r.cores, n)
+        cost = self._run_cost(
+            self.timing(index, r.cores, n), prof.energy_pj, prof.ddr_bytes, prof.lead_ddr_bytes
+        )
+        cores, first, box = _footprint(r, prof.ntiles, self.target.mesh.cols)
+        return cost, core_spans(cores), first, box, self._footprint_id(cores)
+
+    def _run_cost(
+        self, timings: tuple[LayerTiming, ...], energy: float, ddr: int, lead: int
+    ) -> RunCost:
+        """A run's figures from its timings, energy, DDR bytes and leading const DDR bytes."""
+        held = ddr_channel_held(self.target, lead)
+        rest = ddr_channel_held(self.target, ddr - lead)
+        return RunCost(timings, energy, ddr, held, rest, max(t.mte2_tail for t in timings))
+
+    def _flagged(
+        self, runs: list[LayerRun], srcs: tuple[int, ...], first: tuple[int, int], at: int
+    ) -> tuple[tuple[int, int], ...]:
+        """Per run in `srcs` (none: a graph input), its position + 1 in the schedule's ends
+        (0: READY's finish) and the cycles its closing flag takes to core `first` (of the
+        cores numbered `at`, `_footprint_id`)."""
+        out = []
+        flags = self._flags
+        for k in srcs or (-1,):
+            src = READY_AT if k < 0 else runs[k].at
+            flag = flags.get((src, at))
+            if flag is None:
+                box = READY if k < 0 else runs[k].box
+                flag = flags[(src, at)] = sync_cycles(self.target, farthest(box, first), first)
+            out.append((k + 1, flag))
+        return tuple(out)
+
+    def _footprint_id(self, cores: tuple[int, ...]) -> int:
+        """A number per distinct set of cores a run uses (its first core and box follow)."""
+        value = self._footprints.get(cores)
+        if value is None:
+            value = self._footprints[cores] = len(self._footprints)
+        return value
+
+    def _stages(self, index: int, loop: int, onchip: dict[str, OnChip]) -> list[LayerRun]:
         """The stagings of layer `index`'s constants that sub-batch loop `loop` keeps on chip
         (the lowering's `stage_const`, before the layer's first sub-batch): each home core
         copies its chunk from DDR into its on-chip buffer."""
@@ -661,112 +719,17 @@ class ExecCostModel:
             timing = stage_profile(self.target, sizes[0]).timing(1)
             ys = [y for y, _ in home.homes]
             xs = [x for _, x in home.homes]
+            energy = sum(stage_profile(self.target, size).energy_pj for size in sizes)
+            cost = RunCost(
+                timing, energy, elems * eb, ddr_channel_held(self.target, elems * eb), 0,
+                timing[0].mte2_tail,
+            )  # fmt: skip
+            cores = tuple(y * cols + x for y, x in home.homes)
+            box = (min(ys), min(xs), max(ys), max(xs))
             runs.append(
-                _LayerRun(
-                    timing,
-                    sum(stage_profile(self.target, size).energy_pj for size in sizes),
-                    elems * eb,
-                    elems * eb,
-                    timing[0].mte2_tail,
-                    tuple(y * cols + x for y, x in home.homes),
-                    home.homes[0],
-                    (min(ys), min(xs), max(ys), max(xs)),
-                    (),
-                    (),
-                )
-            )
+                LayerRun(cost, core_spans(cores), box, (), (), READY_AT)
+            )  # NOTE: read by none
         return runs
-
-    def _schedule(self, runs: list[_LayerRun]) -> int:
-        """The latency of one list schedule of the layers in lowering order."""
-        target = self.target
-        done: list[_Placed] = []
-        core_free = [0] * target.cores  # after its last barrier
-        mte2_free = [0] * target.cores  # after its last DDR load
-        channel = DdrChannel(target)
-        shared = channel.shared
-        for run in runs:
-            barrier = max(map(core_free.__getitem__, run.cores))
-            first = run.first
-            releases = [max(map(mte2_free.__getitem__, run.cores))]  # by release class
-            for srcs in run.srcs:
-                release = barrier
-                for where in [done[k] for k in srcs] or [READY]:
-                    flag = sync_cycles(target, where.farthest(first), first)
-                    release = max(release, where.finish + flag)
-                releases.append(release)
-            end, tail = -1, 0
-            for timing in run.timings:
-                begin = -1  # the earliest release of its classes (barrier if it has none)
-                t_end = 0  # the latest release + tail
-                for c, t in timing.tails:
-                    r = releases[c]
-                    if begin < 0 or r < begin:
-                        begin = r
-                    if r + t > t_end:
-                        t_end = r + t
-                t_end = max(t_end, (barrier if begin < 0 else begin) + timing.cold)
-                if t_end > end:
-                    end, tail = t_end, timing.mte2_tail
-            if shared:
-                ready = min((releases[c] for c in run.data), default=releases[0])
-                if run.lead:
-                    channel.transfer(run.lead, 0, releases[0])
-                if run.ddr - run.lead:
-                    channel.transfer(run.ddr - run.lead, 0, ready)
-                if channel.free + run.after > end:  # its bytes came late through the channel
-                    end, tail = channel.free + run.after, run.after
-            for c in run.cores:
-                core_free[c] = end
-                mte2_free[c] = end - tail
-            done.append(_Placed(end, *run.box))
-        return max((p.finish for p in done), default=0)
-
-
-class _LayerRun(NamedTuple):
-    """How one layer runs under a plan, whenever its inputs arrive (a NamedTuple as _Placed)."""
-
-    timings: tuple[LayerTiming, ...]  # per distinct core (see LayerProfile.timing)
-    energy: float  # pJ
-    ddr: int  # bytes to or from DDR
-    lead: int  # of those, by const loads ahead of its first input-dependent DDR copy
-    after: int  # cycles its slowest core runs after its last load
-    cores: tuple[int, ...]  # the cores it uses, row * cols + col
-    first: tuple[int, int]  # (row, col) of its first core
-    box: tuple[int, int, int, int]  # bounding box of its cores: y0, x0, y1, x1
-    data: tuple[int, ...]  # release classes of its non-const inputs
-    srcs: tuple[tuple[int, ...], ...]  # per input, the runs that wrote the part it reads
-
-
-def _oldest_first(parts: list[Part]) -> list[Part]:
-    """`parts` with each pipeline wavefront (sub-batch t - s of stage s, lowered together)
-    reversed: its parts are independent of one another, and the shared DDR channel serves
-    them oldest sub-batch first, as the interpreter serves transfers in the order they
-    become ready (lowering order would let a stage's newer sub-batch pass the deeper stages'
-    older ones, which then lag and drain the pipeline late)."""
-    out: list[Part] = []
-    i = 0
-    while i < len(parts):
-        p, j = parts[i], i + 1
-        if p.stage >= 0:
-            t = p.part + p.stage
-            while j < len(parts) and parts[j].stage >= 0 and parts[j].loop == p.loop:
-                if parts[j].part + parts[j].stage != t:
-                    break
-                j += 1
-        out += reversed(parts[i:j])
-        i = j
-    return out
-
-
-def _covering(parts: list[int], m: int, j: int, n: int) -> tuple[int, ...]:
-    """Of the runs `parts` of a producer split in m sub-batches (those lowered so far, in
-    order), the ones writing slice j of n."""
-    if m == 1:
-        return (parts[0],)
-    if n == 1:
-        return tuple(parts)
-    return tuple(parts[j * m // n : ((j + 1) * m - 1) // n + 1])
 
 
 @lru_cache(maxsize=65536)

@@ -56,25 +56,9 @@ def stage_piece(target: Target) -> int:
     return target.memory.capacity("UB") // target.tier_bytes("UB") // 4
 
 
-def plan_onchip(
-    graph: Graph,
-    cores_of: Sequence[tuple[int, ...] | None],
-    step_of: Sequence[int],
-    target: Target,
-    offchip: frozenset[str] = frozenset(),
-    loops: Sequence[tuple[int, int, int]] | None = None,
-    spans: Sequence[tuple[int, int]] | None = None,
-) -> dict[str, OnChip]:
-    """The tensors kept on chip (layer i runs in step `step_of[i]` on the row-major core
-    indices `cores_of[i]`; None for a view op), none of `offchip`. `loops[i]`: layer i's
-    sub-batch loop, its sub-batch count (1: not split) and its stage in a pipelined step (-1:
-    none); `spans[i]`: the first and last positions of its parts in the lowering's order
-    (default: i). Empty on one core or without a buffer."""
-    budget = target.mesh.onchip_budget
-    if budget <= 0 or target.cores <= 1:
-        return {}
-    cols = target.mesh.cols
-    eb = target.elem_bytes
+def tensor_consumers(graph: Graph) -> dict[str, list[int] | None]:
+    """Per tensor of the graph, the non-view layers reading it or a view of it (None: a view
+    of it is a graph output)."""
     readers: dict[str, list[int]] = {}
     for j, layer in enumerate(graph.layers):
         for t in layer.inputs:
@@ -83,7 +67,6 @@ def plan_onchip(
     outputs = set(graph.outputs)
 
     def consumers(t: str) -> list[int] | None:
-        """Non-view layers reading `t` or a view of it (None: a view is a graph output)."""
         found: list[int] = []
         for j in readers.get(t, []):
             layer = graph.layers[j]
@@ -98,8 +81,35 @@ def plan_onchip(
                 found.append(j)
         return found
 
+    return {t: consumers(t) for t in graph.tensors}
+
+
+def plan_onchip(
+    graph: Graph,
+    cores_of: Sequence[tuple[int, ...] | None],
+    step_of: Sequence[int],
+    target: Target,
+    offchip: frozenset[str] = frozenset(),
+    loops: Sequence[tuple[int, int, int]] | None = None,
+    spans: Sequence[tuple[int, int]] | None = None,
+    consumers: dict[str, list[int] | None] | None = None,
+) -> dict[str, OnChip]:
+    """The tensors kept on chip (layer i runs in step `step_of[i]` on the row-major core
+    indices `cores_of[i]`; None for a view op), none of `offchip`. `loops[i]`: layer i's
+    sub-batch loop, its sub-batch count (1: not split) and its stage in a pipelined step (-1:
+    none); `spans[i]`: the first and last positions of its parts in the lowering's order
+    (default: i); `consumers`: the graph's `tensor_consumers`, if known. Empty on one core or
+    without a buffer."""
+    budget = target.mesh.onchip_budget
+    if budget <= 0 or target.cores <= 1:
+        return {}
+    cols = target.mesh.cols
+    eb = target.elem_bytes
+    outputs = set(graph.outputs)
+    if consumers is None:
+        consumers = tensor_consumers(graph)
     span = spans or [(i, i) for i in range(len(graph.layers))]
-    placed: dict[int, list[tuple[int, int, int, int]]] = {}  # core -> (at, end, first, last)
+    placed: list[tuple[int, int, int, int, frozenset[int]]] = []  # (at, end, first, last, homes)
     kept: dict[str, OnChip] = {}
     piece = stage_piece(target)  # a staged constant: at least one staging copy per home
 
@@ -120,11 +130,11 @@ def plan_onchip(
         homes = cores[: -(-held // chunk)]
         need = chunk_bytes(chunk, eb)
         lo, hi = life
+        mine = frozenset(homes)
         busy = sorted(
             (at, end)
-            for c in homes
-            for at, end, first, last in placed.get(c, ())
-            if first <= hi and lo <= last
+            for at, end, first, last, theirs in placed
+            if first <= hi and lo <= last and not mine.isdisjoint(theirs)
         )
         at = 0
         for start, end in busy:
@@ -133,8 +143,7 @@ def plan_onchip(
             at = max(at, end)
         if at + need > budget:
             return False
-        for c in homes:
-            placed.setdefault(c, []).append((at, at + need, lo, hi))
+        placed.append((at, at + need, lo, hi, mine))
         where = tuple((c // cols, c % cols) for c in homes)
         kept[key] = OnChip(where, chunk, slot, slots, at=at, live=life)
         return True
@@ -153,7 +162,7 @@ def plan_onchip(
             continue  # NOTE: a host segment writes DDR only
         for t in layer.outputs:
             elems = math.prod(graph.tensors[t].shape)
-            found = consumers(t) if t not in outputs and t not in offchip else None
+            found = consumers[t] if t not in outputs and t not in offchip else None
             if not found or any(graph.layers[j].op in NO_NOC_READERS for j in found):
                 continue
             slot, slots = _handoff(i, found, elems, loops)

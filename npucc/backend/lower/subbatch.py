@@ -161,6 +161,8 @@ def loop_parts(
         for group in step.groups:
             for i in group.layers:
                 loop_of[i] = len(loops) - 1
+    if all(n == 1 for n, _ in loops):  # nothing split: graph order
+        return [Part(i, loop=loop_of[i]) for i in range(len(graph.layers))]
     members: list[list[int]] = [[] for _ in loops]
     for i in range(len(graph.layers)):
         members[loop_of[i]].append(i)

@@ -1,0 +1,163 @@
+"""The execution-faithful estimate's list schedule: layer runs in lowering order on a mesh.
+
+A run waits for its cores' previous barrier and for the runs that wrote its inputs (plus
+their closing flags' hops); its const loads only for its cores' DDR loads; its DDR bytes pass
+the mesh's shared DDR channel in lowering order (`npucc.backend.estimate.exec_cost` builds
+the runs of a plan and states the rules).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import NamedTuple
+
+from npucc.backend.lower.subbatch import Part
+from npucc.target import Target
+from npucc.target.timing import DdrChannel
+
+
+@dataclass(frozen=True, slots=True)
+class LayerTiming:
+    """A layer's duration on one core of its rectangle, cold and per release class.
+
+    Class 0 holds the nodes that read only constants or nothing (weight loads, fills: no
+    barrier holds them, so they may run ahead); class 1 + i the nodes that need input i.
+    """
+
+    cold: int  # makespan when every node may start at once
+    mte2_tail: int  # cycles from the last MTE2 finish to the end, cold
+    tails: tuple[tuple[int, int], ...]  # (class, cycles from its release to the end)
+
+
+def farthest(box: tuple[int, int, int, int], core: tuple[int, int]) -> tuple[int, int]:
+    """The core of the bounding box y0, x0, y1, x1 farthest from `core` (row, col) in hops."""
+    y0, x0, y1, x1 = box
+    y, x = core
+    return (y0 if abs(y - y0) >= abs(y - y1) else y1), (x0 if abs(x - x0) >= abs(x - x1) else x1)
+
+
+READY = (0, 0, 0, 0)  # a graph input's box: in DDR from the start (finish 0, flag from core 0,0)
+READY_AT = -1  # ... and its footprint id
+
+
+def schedule(target: Target, runs: list[LayerRun]) -> int:
+    """The latency of one list schedule of the layer runs in lowering order."""
+    ends = [0]  # READY's finish, then each run's
+    core_free = [0] * target.cores  # after its last barrier
+    mte2_free = [0] * target.cores  # after its last DDR load
+    shared = DdrChannel(target).shared
+    channel = 0  # when the shared DDR channel takes the next bytes (`ddr_channel`)
+    for run in runs:
+        timings, _, _, lead_held, rest_held, after = run.cost
+        spans = run.spans
+        if len(spans) == 1:
+            a, b = spans[0]
+            barrier = max(core_free[a:b])
+            releases = [max(mte2_free[a:b])]  # by release class
+        else:
+            barrier = max([max(core_free[a:b]) for a, b in spans])
+            releases = [max([max(mte2_free[a:b]) for a, b in spans])]
+        for srcs in run.srcs:
+            release = barrier
+            for k, flag in srcs:
+                t = ends[k] + flag
+                if t > release:
+                    release = t
+            releases.append(release)
+        end, tail = -1, 0
+        for timing in timings:
+            begin = -1  # the earliest release of its classes (barrier if it has none)
+            t_end = 0  # the latest release + tail
+            for c, t in timing.tails:
+                r = releases[c]
+                if begin < 0 or r < begin:
+                    begin = r
+                if r + t > t_end:
+                    t_end = r + t
+            t_end = max(t_end, (barrier if begin < 0 else begin) + timing.cold)
+            if t_end > end:
+                end, tail = t_end, timing.mte2_tail
+        if shared:
+            if lead_held:
+                channel = max(channel, releases[0]) + lead_held
+            if rest_held:
+                ready = min((releases[c] for c in run.data), default=releases[0])
+                channel = max(channel, ready) + rest_held
+            if channel + after > end:  # its bytes came late through the channel
+                end, tail = channel + after, after
+        for a, b in spans:
+            core_free[a:b] = [end] * (b - a)
+            mte2_free[a:b] = [end - tail] * (b - a)
+        ends.append(end)
+    return max(ends)
+
+
+class RunCost(NamedTuple):
+    """What a layer run costs whenever its inputs arrive (shared by the plans that run the
+    layer alike).
+
+    NOTE: NamedTuples, not frozen dataclasses: the estimate makes a LayerRun per layer run
+    of every priced plan, and a tuple is several times cheaper to build."""
+
+    timings: tuple[LayerTiming, ...]  # per distinct core (see LayerProfile.timing)
+    energy: float  # pJ
+    ddr: int  # bytes to or from DDR
+    lead_held: int  # cycles its const loads ahead of its first input-dependent DDR copy hold
+    rest_held: int  # ... and its other DDR bytes hold the shared channel (`ddr_channel_held`)
+    after: int  # cycles its slowest core runs after its last load
+
+
+class LayerRun(NamedTuple):
+    """How one layer runs under a plan: its cost, where, and whom it waits for."""
+
+    cost: RunCost
+    spans: tuple[tuple[int, int], ...]  # the cores it uses, row * cols + col (`core_spans`)
+    box: tuple[int, int, int, int]  # bounding box of its cores: y0, x0, y1, x1
+    data: tuple[int, ...]  # release classes of its non-const inputs
+    srcs: tuple[tuple[tuple[int, int], ...], ...]  # per input, (run + 1, flag) per writer
+    at: int  # `_footprint_id` of its cores
+
+
+def oldest_first(parts: list[Part]) -> list[Part]:
+    """`parts` with each pipeline wavefront (sub-batch t - s of stage s, lowered together)
+    reversed: its parts are independent of one another, and the shared DDR channel serves
+    them oldest sub-batch first, as the interpreter serves transfers in the order they
+    become ready (lowering order would let a stage's newer sub-batch pass the deeper stages'
+    older ones, which then lag and drain the pipeline late)."""
+    out: list[Part] = []
+    i = 0
+    while i < len(parts):
+        p, j = parts[i], i + 1
+        if p.stage >= 0:
+            t = p.part + p.stage
+            while j < len(parts) and parts[j].stage >= 0 and parts[j].loop == p.loop:
+                if parts[j].part + parts[j].stage != t:
+                    break
+                j += 1
+        out += reversed(parts[i:j])
+        i = j
+    return out
+
+
+def covering(parts: list[int], m: int, j: int, n: int) -> tuple[int, ...]:
+    """Of the runs `parts` of a producer split in m sub-batches (those lowered so far, in
+    order), the ones writing slice j of n."""
+    if m == 1:
+        return (parts[0],)
+    if n == 1:
+        return tuple(parts)
+    return tuple(parts[j * m // n : ((j + 1) * m - 1) // n + 1])
+
+
+@lru_cache(maxsize=65536)
+def core_spans(cores: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    """`cores` as ranges [a, b) of consecutive indices (the list schedule updates a range of
+    cores at once)."""
+    out: list[tuple[int, int]] = []
+    for c in sorted(cores):
+        if out and out[-1][1] == c:
+            out[-1] = (out[-1][0], c + 1)
+        else:
+            out.append((c, c + 1))
+    return tuple(out)
