@@ -113,9 +113,7 @@ class Memories:
 
     # ------------------------------------------------------------------------ DDR in and out
 
-    def load(
-        self, image: bytes, inputs: dict[str, np.ndarray], timing_only: bool
-    ) -> None:
+    def load(self, image: bytes, inputs: dict[str, np.ndarray], timing_only: bool) -> None:
         """Load the image at DDR address 0 and the inputs; only the tensors are live, and
         only consts and inputs written."""
         ddr, unit = self.ddr, self.unit
