@@ -182,13 +182,19 @@ def layer_signature(graph: Graph, layer: Layer, single: bool) -> tuple:
     return (layer.op, ins, outs, repr(sorted(layer.attrs.items())), single)
 
 
-def profile_layer(graph: Graph, layer: Layer, target: Target, single: bool) -> LayerProfile:
+def profile_layer(
+    graph: Graph, layer: Layer, target: Target, single: bool, noc: tuple[int, ...] = ()
+) -> LayerProfile:
     """Lower one layer through the real tilers, every tile on one core.
 
     `single` lowers it as on a one-core rectangle (some tilers then load a broadcast operand
-    once for all tiles); otherwise as on a larger rectangle.
+    once for all tiles); otherwise as on a larger rectangle. `noc`: the operands (positions in
+    (*inputs, *outputs)) the plan keeps on chip, which the tilers know (their copies stay DDR
+    copies here, re-priced by the caller).
     """
     program = TiledProgram(graph.name, target)
+    names = (*layer.inputs, *layer.outputs)
+    program.onchip = {names[o]: OnChip(((0, 0),), 1) for o in noc}
     tile_graph = TileGraph("profile")
     builders = [TileBuilder(tile_graph, target, 0)]
     if not single:
@@ -205,11 +211,7 @@ def profile_layer(graph: Graph, layer: Layer, target: Target, single: bool) -> L
     for i, name in enumerate(layer.inputs):
         if name:
             bit.setdefault(name, 1 if graph.is_const(name) else 1 << (1 + i))
-    movable: dict[str, int] = {}
-    for i, t in enumerate((*layer.inputs, *layer.outputs)):
-        if t:
-            movable.setdefault(t, i)
-    return _summarise(tile_graph, lctx.starts or [0], target, bit, movable)
+    return _summarise(tile_graph, lctx.starts or [0], target, bit, _operands(names))
 
 
 @lru_cache(maxsize=4096)
@@ -343,8 +345,11 @@ class ExecCostModel:
     _origin: list[tuple[int | None, ...]] = field(default_factory=list)  # the same, past views
     _data: list[tuple[int, ...]] = field(default_factory=list)  # non-const input classes
     _profiles: dict[tuple, LayerProfile] = field(default_factory=dict)
-    _keys: dict[tuple[int, int, bool], tuple] = field(default_factory=dict)  # (layer, n, single)
-    _by_layer: dict[tuple[int, int, bool], LayerProfile] = field(default_factory=dict)  # the same
+    # (layer, n, single, operands on chip)
+    _keys: dict[tuple[int, int, bool, tuple[int, ...]], tuple] = field(default_factory=dict)
+    _by_layer: dict[tuple[int, int, bool, tuple[int, ...]], LayerProfile] = field(
+        default_factory=dict
+    )  # the same
     _timing_by_layer: dict[tuple[int, int, int], tuple[LayerTiming, ...]] = field(
         default_factory=dict
     )  # (layer, cores, n)
@@ -352,7 +357,9 @@ class ExecCostModel:
     _split: dict[tuple[int, int], bool] = field(default_factory=dict)  # (layer, n) separable
     _timings: dict[tuple[tuple, int], tuple[LayerTiming, ...]] = field(default_factory=dict)
     _key: dict[str, str] = field(default_factory=dict)  # view tensor -> the tensor it views
-    _noc: dict[tuple, tuple[tuple[LayerTiming, ...], float, int, int]] = field(default_factory=dict)
+    _noc: dict[tuple, tuple[tuple[LayerTiming, ...], float, int, int, int]] = field(
+        default_factory=dict
+    )
     _core: dict[tuple, LayerTiming] = field(default_factory=dict)  # by profile, core, cycles
 
     def __post_init__(self) -> None:
@@ -462,18 +469,17 @@ class ExecCostModel:
 
     def noc_layer(
         self, index: int, r: Rect, onchip: dict[str, OnChip], part: Part | None = None
-    ) -> tuple[tuple[LayerTiming, ...], float, int, int] | None:
-        """Timings (every used core), energy, DDR bytes and leading const DDR bytes of layer
-        `index` (or of its `part`) on `r` when some of its tensors stay on chip (None when none
-        does; a constant of a split part: its staged copy). Copies of those become NoC
-        transfers, priced by cost.py from each tile's core to the homes it reaches."""
+    ) -> tuple[tuple[LayerTiming, ...], float, int, int, int] | None:
+        """Timings (every used core), energy, DDR bytes, leading const DDR bytes and tiles of
+        layer `index` (or of its `part`) on `r` when some of its tensors stay on chip (None
+        when none does; a constant of a split part: its staged copy), profiled with the tilers
+        knowing which. Copies of those become NoC transfers, priced by cost.py from each
+        tile's core to the homes it reaches."""
         j, n = (0, 1) if part is None else (part.part, part.parts)
-        prof = self.profile(index, r.cores, n)
         layer = self.graph.layers[index]
         names = (*layer.inputs, *layer.outputs)  # a shared profile's operands, by position
         homes: dict[int, OnChip] = {}
-        for operand in prof.copied:
-            name = names[operand]
+        for name, operand in _operands(names).items():
             if not self.graph.is_const(name):
                 where = onchip.get(self._key.get(name, name))
             elif part is not None and n > 1:
@@ -488,6 +494,7 @@ class ExecCostModel:
         value = self._noc.get(memo)
         if value is not None:
             return value
+        prof = self.profile(index, r.cores, n, tuple(sorted(homes)))
         used = _used_cores(r, prof.ntiles)
         tile_of = {}
         for t in range(prof.ntiles):
@@ -519,7 +526,7 @@ class ExecCostModel:
             ddr -= ddr_bytes(self.target, ins)
             lead -= ddr_bytes(self.target, ins) if c.lead else 0
         timings = tuple(self._core_timing(prof, cores, k, over[k]) for k in range(cores))
-        value = self._noc[memo] = (timings, energy, ddr, lead)
+        value = self._noc[memo] = (timings, energy, ddr, lead, prof.ntiles)
         return value
 
     def _core_timing(
@@ -533,23 +540,26 @@ class ExecCostModel:
             value = self._core[key] = prof.core_timing(cores, core, cycles)
         return value
 
-    def profile(self, index: int, cores: int, n: int = 1) -> LayerProfile:
+    def profile(
+        self, index: int, cores: int, n: int = 1, noc: tuple[int, ...] = ()
+    ) -> LayerProfile:
         """The profile of layer `index` (on one of n sub-batches) on a rectangle of `cores`
-        cores (memoised)."""
+        cores, with its operands `noc` on chip (memoised)."""
         single = cores == 1
         # NOTE: by layer first: a signature is a deep tuple, hashed anew on every lookup
-        prof = self._by_layer.get((index, n, single))
+        prof = self._by_layer.get((index, n, single, noc))
         if prof is not None:
             return prof
-        key = self._keys.get((index, n, single))
+        key = self._keys.get((index, n, single, noc))
         if key is None:
             graph, layer = self.part(index, n)
-            key = self._keys[(index, n, single)] = layer_signature(graph, layer, single)
+            sig = layer_signature(graph, layer, single)
+            key = self._keys[(index, n, single, noc)] = (*sig, noc)
         prof = self._profiles.get(key)
         if prof is None:
             graph, layer = self.part(index, n)
-            prof = self._profiles[key] = profile_layer(graph, layer, self.target, single)
-        self._by_layer[(index, n, single)] = prof
+            prof = self._profiles[key] = profile_layer(graph, layer, self.target, single, noc)
+        self._by_layer[(index, n, single, noc)] = prof
         return prof
 
     def timing(self, index: int, cores: int, n: int = 1) -> tuple[LayerTiming, ...]:
@@ -560,7 +570,7 @@ class ExecCostModel:
             return value
         prof = self.profile(index, cores, n)
         used = min(cores, prof.ntiles)
-        key = (self._keys[(index, n, cores == 1)], used)
+        key = (self._keys[(index, n, cores == 1, ())], used)
         value = self._timings.get(key)
         if value is None:
             value = self._timings[key] = prof.timing(used)
@@ -612,18 +622,19 @@ class ExecCostModel:
             r = rect_of[index]
             if n > 1 and p.part == 0:
                 runs += self._stages(index, p.loop, onchip)
-            prof = self.profile(index, r.cores, n)
             noc = self.noc_layer(index, r, onchip, p) if onchip else None
             if noc is None:
-                timings, energy, ddr, lead = (
+                prof = self.profile(index, r.cores, n)
+                timings, energy, ddr, lead, tiles = (
                     self.timing(index, r.cores, n),
                     prof.energy_pj,
                     prof.ddr_bytes,
                     prof.lead_ddr_bytes,
+                    prof.ntiles,
                 )
             else:
-                timings, energy, ddr, lead = noc
-            cores, first, box = _footprint(r, prof.ntiles, cols)
+                timings, energy, ddr, lead, tiles = noc
+            cores, first, box = _footprint(r, tiles, cols)
             srcs = tuple(
                 () if src is None else _covering(runs_of[src], parts_of[src], p.part, n)
                 for src in self._origin[index]
@@ -757,6 +768,16 @@ def _oldest_first(parts: list[Part]) -> list[Part]:
         out += reversed(parts[i:j])
         i = j
     return out
+
+
+def _operands(names: tuple[str, ...]) -> dict[str, int]:
+    """Each tensor among a layer's operands `names` (*inputs, *outputs) by its first position
+    (a profile's operand index)."""
+    first: dict[str, int] = {}
+    for i, name in enumerate(names):
+        if name:
+            first.setdefault(name, i)
+    return first
 
 
 def _covering(parts: list[int], m: int, j: int, n: int) -> tuple[int, ...]:

@@ -17,7 +17,8 @@ it. Loop orders (`Blocking.order`):
 
 `block_cost` prices each candidate with target/cost.py's formulas (dma_cycles per DMA,
 mmad_cycles per mmad, ...): the busiest pipe's cycles (per core, the layer's units spread
-over its cores) against the DDR channel's bound, then the DDR bytes, then the DMAs; the least
+over its cores) against the DDR channel's bound (of the bytes through DDR: an operand the mesh
+plan keeps on chip moves over the NoC), then the bytes moved, then the DMAs; the least
 cost wins. NOTE: every L1 block (with the block after it) fits the tier's share
 (TILE_SHARE): the next block's loads are fresh buffers that depend on nothing of the current
 block, so the scheduler can place them while the current block computes (ping-pong).
@@ -46,10 +47,10 @@ from npucc.ir.isa import (
     VReduce,
     VUnary,
 )
-from npucc.target.cost import ddr_bound, dma_cycles, mmad_cycles, vector_cycles
+from npucc.target.cost import ddr_bound, dma_cycles, mmad_cycles, noc_cycles, vector_cycles
 
 ORDERS = ("ws", "is", "os")
-CYCLE_TOLERANCE = 32  # plans within 1/32 of the fewest estimated cycles compete on DDR bytes
+CYCLE_TOLERANCE = 32  # plans within 1/32 of the fewest estimated cycles compete on bytes moved
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +117,10 @@ class CubeShape:
     res_onchip: bool = False
     pooled: bool = False  # each output tile summed over its pixels into a mean (CubeIo.pool)
     cols: tuple[int, ...] = ()  # (kw, ow, pw): each tile's rows max-pooled to pw (CubeIo.cols)
+    # X, W (with its bias), output and residual kept on chip by the mesh plan
+    # (npucc.backend.hypercut.onchip_plan): their copies are NoC transfers, none of whose
+    # bytes pass the DDR channel
+    noc: tuple[bool, bool, bool, bool] = (False, False, False, False)
 
     @property
     def float_bias(self) -> bool:
@@ -130,20 +135,25 @@ def _pieces(total: int, tile: int) -> list[tuple[int, int]]:
     return [(tile, full)] * bool(full) + [(rest, 1)] * bool(rest)
 
 
-def _dma(ctx: LowerContext, path: str, elems: int) -> int:
-    """Cycles of one DMA of `elems` elements on `path`."""
-    return dma_cycles(ctx.target, path, elems * ctx.target.elem_bytes)
+def _dma(ctx: LowerContext, path: str, elems: int, noc: bool = False) -> int:
+    """Cycles of one DMA of `elems` elements on `path`, or over the NoC (`noc`: its DDR side is
+    kept on chip; the hops to its home are not known here)."""
+    nbytes = elems * ctx.target.elem_bytes
+    return noc_cycles(ctx.target, nbytes, 0) if noc else dma_cycles(ctx.target, path, nbytes)
 
 
 def block_cost(
     ctx: LowerContext, shape: CubeShape, plan: Blocking, blocks: list[MBlock]
 ) -> tuple[int, int, int]:
-    """(cycles, DDR bytes, DMAs) of a layer lowered by `plan` over the M blocks `blocks`.
+    """(cycles, bytes moved, DMAs) of a layer lowered by `plan` over the M blocks `blocks`.
 
     Cycles: the busiest pipe's on the busiest core (the layer's units, stationary blocks with
-    their streams, spread round-robin over its cores), or the DDR bound of its bytes if more;
-    each DMA priced by dma_cycles, each mmad by mmad_cycles, each vector op by vector_cycles.
+    their streams, spread round-robin over its cores), or the DDR bound of its DDR bytes if
+    more; each DMA priced by dma_cycles (noc_cycles for an operand kept on chip, whose bytes
+    do not pass the DDR channel), each mmad by mmad_cycles, each vector op by vector_cycles.
+    Bytes moved: to or from DDR, or over the NoC.
     """
+    x_noc, w_noc, out_noc, res_noc = shape.noc
     n_pieces = _pieces(shape.n, plan.nb)
     n_blocks = sum(c for _, c in n_pieces)
     k_pieces = _pieces(shape.k, plan.kb)
@@ -151,16 +161,16 @@ def block_cost(
     x_pieces = k_pieces if plan.order == "os" else [(shape.k, 1)]  # X's K blocks
     # one pass over every W block (with its bias) and over every X block
     w_cyc = sum(
-        ck * cn * _dma(ctx, "DDR_L1", kb * nb) for kb, ck in k_pieces for nb, cn in n_pieces
+        ck * cn * _dma(ctx, "DDR_L1", kb * nb, w_noc) for kb, ck in k_pieces for nb, cn in n_pieces
     )
     w_el = shape.n * shape.k
     if shape.bias:
-        w_cyc += sum(cn * _dma(ctx, "DDR_L1", nb * shape.bias_elems) for nb, cn in n_pieces)
+        w_cyc += sum(cn * _dma(ctx, "DDR_L1", nb * shape.bias_elems, w_noc) for nb, cn in n_pieces)
         w_el += shape.n * shape.bias_elems
     x_cyc = x_el = 0
     for b in blocks if not shape.x_onchip else ():
         for kb, ck in x_pieces:
-            x_cyc += ck * _dma(ctx, "DDR_L1", b.x_elems(kb, shape.k_quantum) - b.slack)
+            x_cyc += ck * _dma(ctx, "DDR_L1", b.x_elems(kb, shape.k_quantum) - b.slack, x_noc)
             x_el += ck * (b.x_elems(kb, shape.k_quantum) - b.slack)
     w_dmas = n_blocks * k_blocks * (1 + int(shape.bias))
     if plan.order == "ws":  # W once per chunk, X once per N block
@@ -174,8 +184,11 @@ def block_cost(
     x_dmas = 0 if shape.x_onchip else len(blocks) * len(x_pieces) * passes_x
     dmas = w_dmas * passes_w + x_dmas + pipes.pop("dmas")
     eb, inst = ctx.target.elem_bytes, shape.instances
-    reads = ((w_el * passes_w + x_el * passes_x) * eb + pipes.pop("res_bytes")) * inst
-    writes = pipes.pop("out_bytes") * inst
+    w_bytes, x_bytes = w_el * passes_w * eb, x_el * passes_x * eb
+    res, out = pipes.pop("res_bytes"), pipes.pop("out_bytes")
+    moved = (w_bytes + x_bytes + res + out) * inst
+    reads = (w_bytes * (not w_noc) + x_bytes * (not x_noc) + res * (not res_noc)) * inst
+    writes = out * (not out_noc) * inst
     units *= inst
     per_core = math.ceil(units / ctx.target.cores) * inst / units
     busiest = max(pipes.values()) * per_core
@@ -184,17 +197,18 @@ def block_cost(
     # NOTE: the first X block waits for the layer's input and nothing of the layer overlaps
     # its load (a W block depends on nothing: the scheduler may load it earlier)
     x0 = blocks[0].x_elems(x_pieces[0][0], shape.k_quantum)
-    fill = 0 if shape.x_onchip else _dma(ctx, "DDR_L1", x0)
+    fill = 0 if shape.x_onchip else _dma(ctx, "DDR_L1", x0, x_noc)
     cycles = max(math.ceil(busiest), ddr_bound(ctx.target, reads, writes)) + fill
-    return cycles, reads + writes, dmas
+    return cycles, moved, dmas
 
 
 def _tile_pipes(
     ctx: LowerContext, shape: CubeShape, plan: Blocking, blocks: list[MBlock]
 ) -> dict[str, int]:
-    """Per-pipe cycles of the L0 tiles of one instance, and the epilogue's DMAs and DDR bytes
+    """Per-pipe cycles of the L0 tiles of one instance, and the epilogue's DMAs and bytes
     (keys dmas, res_bytes, out_bytes); an A tile is staged once per group of N tiles."""
     eb, t = ctx.target.elem_bytes, plan.tiles
+    _, _, out_noc, res_noc = shape.noc
     groups = 0
     for nb, cn in _pieces(shape.n, plan.nb):
         count = -(-nb // t.n)
@@ -231,7 +245,7 @@ def _tile_pipes(
         if shape.out_onchip:
             p["VECTOR"] += c * _dma(ctx, "UB_L1", stored)
         else:
-            p["MTE3"] += c * _dma(ctx, "TIER_DDR", stored)
+            p["MTE3"] += c * _dma(ctx, "TIER_DDR", stored, out_noc)
             out_bytes += c * stored * eb
         dmas += c * (1 + int(shape.residual))
         if plan.cube_bias:  # ones -> L0A, bias -> L0B, a k = 1 mmad
@@ -242,7 +256,7 @@ def _tile_pipes(
         if shape.residual and shape.res_onchip:
             p["MTE1"] += c * _dma(ctx, "L1_UB", m * n)
         elif shape.residual:
-            p["MTE2"] += c * _dma(ctx, "DDR_UB", m * n)
+            p["MTE2"] += c * _dma(ctx, "DDR_UB", m * n, res_noc)
             res_bytes += c * m * n * eb
     return {**p, "dmas": dmas, "res_bytes": res_bytes, "out_bytes": out_bytes}
 
@@ -302,7 +316,7 @@ def choose_blocking(
                     scored.append((block_cost(ctx, shape, bias_plan, blocks), bias_plan, blocks))
     if not scored:
         raise AssertionError("no blocking fits although its one-tile blocking does")
-    # NOTE: cycles are an estimate: within its tolerance the fewest DDR bytes win (min keeps
+    # NOTE: cycles are an estimate: within its tolerance the fewest bytes moved win (min keeps
     # the first of equals: the enumeration order, deterministic)
     least = min(cost[0] for cost, _, _ in scored)
     near = [s for s in scored if s[0][0] * CYCLE_TOLERANCE <= least * (CYCLE_TOLERANCE + 1)]
