@@ -136,3 +136,19 @@ def test_a_pipeline_wavefront_is_priced_oldest_sub_batch_first() -> None:
         before = {(q.layer, q.part) for q in order[:k]}
         assert p.layer == 0 or (p.layer - 1, p.part) in before
         assert p.part == 0 or (p.layer, p.part - 1) in before
+
+
+def test_a_layer_with_its_operands_on_chip_is_profiled_as_the_tilers_lower_it() -> None:
+    # residual_block's convs through DDR wait for the shared channel, so their tilers keep
+    # them on few cores; with input, weights and output on chip (a sub-batch loop's handoffs
+    # and staged weights) one of them spreads over more cores
+    graph = import_model(MODELS / "residual_block.onnx")
+    model = ExecCostModel(graph, load_target("mesh8x8"))
+    spread = []
+    for conv, layer in enumerate(graph.layers):
+        if layer.op == "conv2d":
+            noc = (0, 1, len(layer.inputs))  # x, w and y (positions in (*inputs, *outputs))
+            ddr, kept = model.profile(conv, 64), model.profile(conv, 64, 1, noc)
+            assert kept is not ddr and model.profile(conv, 64, 1, noc) is kept  # memoised
+            spread.append(kept.ntiles > ddr.ntiles)
+    assert any(spread)

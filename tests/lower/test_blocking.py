@@ -252,3 +252,20 @@ def test_a_bias_added_by_the_cube_agrees_with_onnxruntime():
     result = program.execute(inputs)
     assert all(c.ok for c in compare(result.outputs, run_onnxruntime(model, inputs)))
     assert result.makespan == program.stats["predicted_makespan"]
+
+
+def test_operands_kept_on_chip_spread_a_layer_over_the_mesh():
+    # a 1x1 conv of one 56 x 56 image, 64 -> 256 channels, on mesh8x8: through DDR every plan
+    # waits for the shared channel, so the one-unit plan (weights read once) is as fast as
+    # 64 units; kept on chip (a sub-batch loop's handoffs and staged weights) its bytes pass
+    # no DDR channel, and 64 units are many times faster
+    ctx = LowerContext(None, None, None, load_target("mesh8x8"))  # type: ignore[arg-type]
+    tile = npucc.backend.lower.l0_tiles.MatTiles(112, 64, 64)
+    blocks = [MBlock((MTile(i * 112, 112),), 112) for i in range(28)]
+    ddr = CubeShape(256, 64, 1, 1, True, False, 0)
+    noc = replace(ddr, noc=(True, True, True, False))
+    one, spread = Blocking("ws", tile, 1, 256, 64, 1), Blocking("ws", tile, 1, 256, 64, 28)
+    assert block_cost(ctx, ddr, spread, blocks)[0] >= block_cost(ctx, ddr, one, blocks)[0]
+    assert block_cost(ctx, noc, spread, blocks)[0] * 8 < block_cost(ctx, noc, one, blocks)[0]
+    # the bytes moved count the NoC's as the DDR's
+    assert block_cost(ctx, noc, one, blocks)[1] == block_cost(ctx, ddr, one, blocks)[1]

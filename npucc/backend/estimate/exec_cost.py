@@ -180,13 +180,19 @@ def layer_signature(graph: Graph, layer: Layer, single: bool) -> tuple:
     return (layer.op, ins, outs, repr(sorted(layer.attrs.items())), single)
 
 
-def profile_layer(graph: Graph, layer: Layer, target: Target, single: bool) -> LayerProfile:
+def profile_layer(
+    graph: Graph, layer: Layer, target: Target, single: bool, noc: tuple[int, ...] = ()
+) -> LayerProfile:
     """Lower one layer through the real tilers, every tile on one core.
 
     `single` lowers it as on a one-core rectangle (some tilers then load a broadcast operand
-    once for all tiles); otherwise as on a larger rectangle.
+    once for all tiles); otherwise as on a larger rectangle. `noc`: the operands (positions in
+    (*inputs, *outputs)) the plan keeps on chip, which the tilers know (their copies stay DDR
+    copies here, re-priced by the caller).
     """
     program = TiledProgram(graph.name, target)
+    names = (*layer.inputs, *layer.outputs)
+    program.onchip = {names[o]: OnChip(((0, 0),), 1) for o in noc}
     tile_graph = TileGraph("profile")
     builders = [TileBuilder(tile_graph, target, 0)]
     if not single:
@@ -203,11 +209,7 @@ def profile_layer(graph: Graph, layer: Layer, target: Target, single: bool) -> L
     for i, name in enumerate(layer.inputs):
         if name:
             bit.setdefault(name, 1 if graph.is_const(name) else 1 << (1 + i))
-    movable: dict[str, int] = {}
-    for i, t in enumerate((*layer.inputs, *layer.outputs)):
-        if t:
-            movable.setdefault(t, i)
-    return _summarise(tile_graph, lctx.starts or [0], target, bit, movable)
+    return _summarise(tile_graph, lctx.starts or [0], target, bit, _operands(names))
 
 
 @lru_cache(maxsize=4096)
@@ -323,8 +325,11 @@ class ExecCostModel:
     _origin: list[tuple[int | None, ...]] = field(default_factory=list)  # the same, past views
     _data: list[tuple[int, ...]] = field(default_factory=list)  # non-const input classes
     _profiles: dict[tuple, LayerProfile] = field(default_factory=dict)
-    _keys: dict[tuple[int, int, bool], tuple] = field(default_factory=dict)  # (layer, n, single)
-    _by_layer: dict[tuple[int, int, bool], LayerProfile] = field(default_factory=dict)  # the same
+    # (layer, n, single, operands on chip)
+    _keys: dict[tuple[int, int, bool, tuple[int, ...]], tuple] = field(default_factory=dict)
+    _by_layer: dict[tuple[int, int, bool, tuple[int, ...]], LayerProfile] = field(
+        default_factory=dict
+    )  # the same
     _timing_by_layer: dict[tuple[int, int, int], tuple[LayerTiming, ...]] = field(
         default_factory=dict
     )  # (layer, cores, n)
@@ -332,7 +337,7 @@ class ExecCostModel:
     _split: dict[tuple[int, int], bool] = field(default_factory=dict)  # (layer, n) separable
     _timings: dict[tuple[tuple, int], tuple[LayerTiming, ...]] = field(default_factory=dict)
     _key: dict[str, str] = field(default_factory=dict)  # view tensor -> the tensor it views
-    _noc: dict[tuple, RunCost] = field(default_factory=dict)
+    _noc: dict[tuple, _Base] = field(default_factory=dict)  # `noc_layer`
     _core: dict[tuple, LayerTiming] = field(default_factory=dict)  # by profile, core, cycles
     _flags: dict[tuple[int, int], int] = field(default_factory=dict)  # by footprint ids
     _footprints: dict[tuple[int, ...], int] = field(default_factory=dict)  # `_footprint_id`
@@ -340,9 +345,9 @@ class ExecCostModel:
     _where: dict[tuple, int] = field(default_factory=dict)  # `_where_id`
     _views: set[int] = field(default_factory=set)  # the view layers (no run of their own)
     _base: dict[tuple, _Base] = field(default_factory=dict)  # `_base_run` by (layer, n, rect)
-    _homes: dict[tuple[int, int, bool], tuple[tuple[int, str, bool], ...]] = field(
+    _homes: dict[tuple[int, int], tuple[tuple[int, str, bool], ...]] = field(
         default_factory=dict
-    )  # (layer, n, single) -> (operand, on-chip key, const) of each operand its copies touch
+    )  # (layer, n) -> (operand, on-chip key, const) of each operand a plan may keep on chip
 
     def __post_init__(self) -> None:
         self._consumers = tensor_consumers(self.graph)
@@ -462,17 +467,17 @@ class ExecCostModel:
         onchip: dict[str, OnChip],
         part: Part | None = None,
         ids: dict[str, int] | None = None,
-    ) -> RunCost | None:
-        """The run cost (timings of every used core, energy, DDR bytes and channel cycles) of
-        layer `index` (or of its `part`) on `r` when some of its tensors stay on chip (None
-        when none does; a constant of a split part: its staged copy). Copies of those become NoC
+    ) -> _Base | None:
+        """As `_base_run` (the run cost: timings of every used core, energy, DDR bytes and
+        channel cycles; and the cores it uses) of layer `index` (or of its `part`) on `r` when
+        some of its tensors stay on chip (None when none does; a constant of a split part: its
+        staged copy), profiled with the tilers knowing which. Copies of those become NoC
         transfers, priced by cost.py from each tile's core to the homes it reaches. `ids`:
         `_where_id` of each of `onchip`, if known."""
         j, n = (0, 1) if part is None else (part.part, part.parts)
-        prof = self.profile(index, r.cores, n)
-        lookups = self._homes.get((index, n, r.cores == 1))
+        lookups = self._homes.get((index, n))
         if lookups is None:
-            lookups = self._homes[(index, n, r.cores == 1)] = self._lookups(index, n, prof)
+            lookups = self._homes[(index, n)] = self._lookups(index, n)
         homes: dict[int, OnChip] = {}
         placed = []
         for operand, key, const in lookups:
@@ -488,6 +493,7 @@ class ExecCostModel:
         value = self._noc.get(memo)
         if value is not None:
             return value
+        prof = self.profile(index, r.cores, n, tuple(sorted(homes)))
         layer = self.graph.layers[index]
         names = (*layer.inputs, *layer.outputs)  # a shared profile's operands, by position
         used = _used_cores(r, prof.ntiles)
@@ -521,7 +527,14 @@ class ExecCostModel:
             ddr -= ddr_bytes(self.target, ins)
             lead -= ddr_bytes(self.target, ins) if c.lead else 0
         timings = tuple(self._core_timing(prof, cores, k, over[k]) for k in range(cores))
-        value = self._noc[memo] = self._run_cost(timings, energy, ddr, lead)
+        footprint, first, box = _footprint(r, prof.ntiles, self.target.mesh.cols)
+        value = self._noc[memo] = (
+            self._run_cost(timings, energy, ddr, lead),
+            core_spans(footprint),
+            first,
+            box,
+            self._footprint_id(footprint),
+        )
         return value
 
     def _where_id(self, where: OnChip) -> int:
@@ -533,15 +546,13 @@ class ExecCostModel:
             value = self._where[key] = len(self._where)
         return value
 
-    def _lookups(self, index: int, n: int, prof: LayerProfile) -> tuple[tuple[int, str, bool], ...]:
-        """Per operand of layer `index`'s copies in `prof` that a plan may keep on chip, in
-        order: its position, the key `plan_onchip` keeps it by (a const: its name, staged
+    def _lookups(self, index: int, n: int) -> tuple[tuple[int, str, bool], ...]:
+        """Per operand of layer `index` (on one of n sub-batches) that a plan may keep on chip,
+        in order: its position, the key `plan_onchip` keeps it by (a const: its name, staged
         per loop, and only when split) and whether it is a const."""
         layer = self.graph.layers[index]
-        names = (*layer.inputs, *layer.outputs)  # a shared profile's operands, by position
         out = []
-        for operand in prof.copied:
-            name = names[operand]
+        for name, operand in _operands((*layer.inputs, *layer.outputs)).items():
             if not self.graph.is_const(name):
                 out.append((operand, self._key.get(name, name), False))
             elif n > 1:
@@ -559,23 +570,26 @@ class ExecCostModel:
             value = self._core[key] = prof.core_timing(cores, core, cycles)
         return value
 
-    def profile(self, index: int, cores: int, n: int = 1) -> LayerProfile:
+    def profile(
+        self, index: int, cores: int, n: int = 1, noc: tuple[int, ...] = ()
+    ) -> LayerProfile:
         """The profile of layer `index` (on one of n sub-batches) on a rectangle of `cores`
-        cores (memoised)."""
+        cores, with its operands `noc` on chip (memoised)."""
         single = cores == 1
         # NOTE: by layer first: a signature is a deep tuple, hashed anew on every lookup
-        prof = self._by_layer.get((index, n, single))
+        prof = self._by_layer.get((index, n, single, noc))
         if prof is not None:
             return prof
-        key = self._keys.get((index, n, single))
+        key = self._keys.get((index, n, single, noc))
         if key is None:
             graph, layer = self.part(index, n)
-            key = self._keys[(index, n, single)] = layer_signature(graph, layer, single)
+            sig = layer_signature(graph, layer, single)
+            key = self._keys[(index, n, single, noc)] = (*sig, noc)
         prof = self._profiles.get(key)
         if prof is None:
             graph, layer = self.part(index, n)
-            prof = self._profiles[key] = profile_layer(graph, layer, self.target, single)
-        self._by_layer[(index, n, single)] = prof
+            prof = self._profiles[key] = profile_layer(graph, layer, self.target, single, noc)
+        self._by_layer[(index, n, single, noc)] = prof
         return prof
 
     def timing(self, index: int, cores: int, n: int = 1) -> tuple[LayerTiming, ...]:
@@ -586,7 +600,7 @@ class ExecCostModel:
             return value
         prof = self.profile(index, cores, n)
         used = min(cores, prof.ntiles)
-        key = (self._keys[(index, n, cores == 1)], used)
+        key = (self._keys[(index, n, cores == 1, ())], used)
         value = self._timings.get(key)
         if value is None:
             value = self._timings[key] = prof.timing(used)
@@ -644,9 +658,9 @@ class ExecCostModel:
             base = base_runs.get((index, n, corners))
             if base is None:
                 base = base_runs[(index, n, corners)] = self._base_run(index, r, n)
-            cost, spans, first, box, at = base
             if onchip:
-                cost = self.noc_layer(index, r, onchip, p, ids) or cost
+                base = self.noc_layer(index, r, onchip, p, ids) or base
+            cost, spans, first, box, at = base
             srcs = tuple(
                 self._flagged(
                     runs,
@@ -748,3 +762,13 @@ def _footprint(
 def _used_cores(r: Rect, tiles: int) -> tuple[tuple[int, int], ...]:
     """(row, col) of the cores of `r` that get a tile: the first `tiles` in row-major order."""
     return r.coords()[:tiles]
+
+
+def _operands(names: tuple[str, ...]) -> dict[str, int]:
+    """Each tensor among a layer's operands `names` (*inputs, *outputs) by its first position
+    (a profile's operand index)."""
+    first: dict[str, int] = {}
+    for i, name in enumerate(names):
+        if name:
+            first.setdefault(name, i)
+    return first

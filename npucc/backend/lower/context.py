@@ -87,6 +87,11 @@ class LowerContext:
         """The resident L1 buffer holding graph tensor `name` (None: it is in DDR)."""
         return self.builder.resident(self.program.key(name))
 
+    def on_noc(self, name: str) -> bool:
+        """Whether graph tensor `name` is kept on chip by the mesh plan (its copies are NoC
+        transfers, npucc.backend.hypercut.onchip_plan; a staged constant's too)."""
+        return bool(name) and self.program.key(name) in self.program.onchip
+
     def room(self, tier: str) -> int:
         """Bytes of `tier` this layer's tiles may use: its capacity less the resident bytes."""
         held = self.reserved if tier == "L1" else 0

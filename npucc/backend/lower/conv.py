@@ -9,19 +9,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
-from npucc.backend.lower.blocking import (
-    Blocking,
+from npucc.backend.lower.block_emit import (
     CubeIo,
-    CubeShape,
     L1Block,
     MatOperand,
-    MBlock,
-    MTile,
     OutView,
-    choose_blocking,
     emit_blocked,
     emit_staged,
     release,
+)
+from npucc.backend.lower.blocking import (
+    Blocking,
+    CubeShape,
+    MBlock,
+    MTile,
+    choose_blocking,
 )
 from npucc.backend.lower.context import (
     LowerContext,
@@ -166,11 +168,13 @@ def lower_cube_conv(ctx: LowerContext, layer: Layer, one_unit: bool = False) -> 
     residual = _optional(layer, 3)
     x_onchip = ctx.onchip(layer.inputs[0]) is not None
     r_onchip = bool(residual) and ctx.onchip(residual) is not None
+    noc = ctx.on_noc(layer.inputs[0]), ctx.on_noc(layer.inputs[1]), ctx.on_noc(residual)
     for fused in _fusions(ctx, layer, g, one_unit):
         onchip = (x_onchip, ctx.onchip(fused.out) is not None, r_onchip)
         spec = (fused.pool, fused.cols)
-        work = partial(_blocking, onchip=onchip, one_unit=one_unit, spec=spec)
-        found = once(ctx, layer, (_blocking, onchip, one_unit, spec), work)
+        kept = (noc[0], noc[1], ctx.on_noc(fused.out), noc[2])
+        work = partial(_blocking, onchip=onchip, one_unit=one_unit, spec=spec, noc=kept)
+        found = once(ctx, layer, (_blocking, onchip, one_unit, spec, kept), work)
         if found is not None:
             break
     assert found is not None  # the last of _fusions is the plain conv, which always blocks
@@ -196,10 +200,12 @@ def _blocking(
     onchip: tuple[bool, bool, bool],
     one_unit: bool,
     spec: tuple[int, tuple[int, ...]],
+    noc: tuple[bool, bool, bool, bool],
 ) -> tuple[Blocking, list[MBlock], int] | None:
     """The conv's blocking, its M blocks and its groups per staged unit (`_stageable`), with
-    its input, output and residual resident in L1 as `onchip` says and its epilogue computing
-    `spec` = (`_Fused.pool`, `_Fused.cols`); None when no tile of that epilogue's shape fits."""
+    its input, output and residual resident in L1 as `onchip` says, its epilogue computing
+    `spec` = (`_Fused.pool`, `_Fused.cols`) and its operands on chip as `noc` says
+    (`CubeShape.noc`); None when no tile of that epilogue's shape fits."""
     g = conv_geometry(ctx, layer)
     taps, k = g.taps, g.cg * g.taps
     bias, residual = _optional(layer, 2), _optional(layer, 3)
@@ -230,8 +236,9 @@ def _blocking(
     units = (1 if fold else g.n) * g.group
     kept = (cols[0], g.ow, cols[3]) if cols else ()
     shape = CubeShape(
-        g.cog, k, taps, units, bool(bias), bool(residual), ops, per, *onchip, bool(pool), kept
-    )
+        g.cog, k, taps, units, bool(bias), bool(residual), ops, per, *onchip, bool(pool), kept,
+        noc,
+    )  # fmt: skip
 
     def bands(t: MatTiles, count: int) -> list[MBlock]:
         return _every_image(g, _bands(g, t, count)) if fold else _bands(g, t, count)

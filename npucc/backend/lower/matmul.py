@@ -8,17 +8,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npucc.backend.lower.blocking import (
-    Blocking,
+from npucc.backend.lower.block_emit import (
     CubeIo,
-    CubeShape,
     L1Block,
     MatOperand,
+    OutView,
+    emit_blocked,
+)
+from npucc.backend.lower.blocking import (
+    Blocking,
+    CubeShape,
     MBlock,
     MTile,
-    OutView,
     choose_blocking,
-    emit_blocked,
 )
 from npucc.backend.lower.context import (
     LowerContext,
@@ -51,7 +53,9 @@ def plan_matmul(
     quant = quant_epilogue(layer) is not None
     per = REQUANT_BYTES if quant else 1
     onchip = (x_onchip, out_onchip, res_onchip)
-    shape = CubeShape(n, k, 1, instances, quant, bool(residual), ops, per, *onchip)
+    a, b = layer.inputs[:2]
+    noc = (ctx.on_noc(a), ctx.on_noc(b), ctx.on_noc(layer.outputs[0]), ctx.on_noc(residual))
+    shape = CubeShape(n, k, 1, instances, quant, bool(residual), ops, per, *onchip, noc=noc)
 
     def blocks(t: MatTiles, count: int) -> list[MBlock]:
         return [
