@@ -65,7 +65,7 @@ def build_image(program: TiledProgram, layout: DdrLayout) -> bytes:
     """
     storage = np.dtype(NUMPY_DTYPES[program.target.dtype]).newbyteorder("<")
     out = io.BytesIO()
-    moved: list[tuple[DdrTensor, np.dtype, tuple[int, ...]]] = []
+    moved: list[tuple[DdrTensor, tuple[int, ...]]] = []  # consts to read from the image
     for t in program.tensors.values():
         if t.role == "const":
             assert t.data is not None
@@ -74,14 +74,13 @@ def build_image(program: TiledProgram, layout: DdrLayout) -> bytes:
                 data = np.ascontiguousarray(t.data.reshape(-1), storage)
             out.write(data.data)
             if data.dtype == t.data.dtype:
-                moved.append((t, t.data.dtype, t.data.shape))
+                moved.append((t, t.data.shape))
                 t.data = None
             del data
     out.write(bytes(layout.image_size - out.tell()))
     image = out.getvalue()
-    for t, dtype, shape in moved:
-        count = math.prod(shape)
-        t.data = np.frombuffer(image, dtype, count, layout.addr[t.key]).reshape(shape)
+    for t, shape in moved:
+        t.data = np.frombuffer(image, storage, math.prod(shape), layout.addr[t.key]).reshape(shape)
     return image
 
 

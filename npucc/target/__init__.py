@@ -259,9 +259,7 @@ class Target:
 
     def tier_bytes(self, tier: str) -> int:
         """Bytes of one element in `tier` (NOTE: the one home of the per-tier element size)."""
-        if tier == "L0C" and self.accumulator is not None:  # NOTE: tier_dtype inline (hot)
-            return DTYPE_BYTES[self.accumulator]
-        return DTYPE_BYTES[self.dtype]
+        return DTYPE_BYTES[self.tier_dtype(tier)]
 
     @property
     def precision(self) -> str:

@@ -540,11 +540,7 @@ class ExecCostModel:
     def _where_id(self, where: OnChip) -> int:
         """A number per distinct (homes, chunk, slot, slots) of an on-chip tensor: what its
         NoC copies depend on (not its offset or life)."""
-        key = (where.homes, where.chunk, where.slot, where.slots)
-        value = self._where.get(key)
-        if value is None:
-            value = self._where[key] = len(self._where)
-        return value
+        return _number(self._where, (where.homes, where.chunk, where.slot, where.slots))
 
     def _lookups(self, index: int, n: int) -> tuple[tuple[int, str, bool], ...]:
         """Per operand of layer `index` (on one of n sub-batches) that a plan may keep on chip,
@@ -713,10 +709,7 @@ class ExecCostModel:
 
     def _footprint_id(self, cores: tuple[int, ...]) -> int:
         """A number per distinct set of cores a run uses (its first core and box follow)."""
-        value = self._footprints.get(cores)
-        if value is None:
-            value = self._footprints[cores] = len(self._footprints)
-        return value
+        return _number(self._footprints, cores)
 
     def _stages(self, index: int, loop: int, onchip: dict[str, OnChip]) -> list[LayerRun]:
         """The stagings of layer `index`'s constants that sub-batch loop `loop` keeps on chip
@@ -762,6 +755,14 @@ def _footprint(
 def _used_cores(r: Rect, tiles: int) -> tuple[tuple[int, int], ...]:
     """(row, col) of the cores of `r` that get a tile: the first `tiles` in row-major order."""
     return r.coords()[:tiles]
+
+
+def _number(table: dict, key: tuple) -> int:
+    """`key`'s number in `table`, the next one if it is new (0, 1, ... in order of first use)."""
+    value = table.get(key)
+    if value is None:
+        value = table[key] = len(table)
+    return value
 
 
 def _operands(names: tuple[str, ...]) -> dict[str, int]:

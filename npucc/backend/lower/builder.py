@@ -216,11 +216,9 @@ class TileBuilder:
             if b in write_bufs and readers[b]:
                 preds.extend(readers[b])
             else:
-                preds.append(last_write.get(b, graph.alloc_of[b]))
-        succs, node_preds = graph.succs, graph.preds[node]
-        for p in dict.fromkeys(preds):  # NOTE: TileGraph.add_edge inline (no self-edge here)
-            succs[p].append(node)
-            node_preds.append(p)
+                preds.append(self._last(b))
+        for p in dict.fromkeys(preds):
+            graph.add_edge(p, node)
         for b in bufs:
             if b in write_bufs:
                 last_write[b] = node
