@@ -309,8 +309,8 @@ def choose_blocking(
 
 
 def _pick(scored: list[Scored]) -> Scored:
-    """The fewest DDR bytes, DMAs, cycles within the tolerance of the fewest cycles (ties: the
-    first, in the enumeration order: deterministic)."""
+    """The fewest bytes moved, DMAs, cycles within the tolerance of the fewest cycles (ties:
+    the first, in the enumeration order: deterministic)."""
     least = min(cost[0] for cost, _, _ in scored)
     near = [s for s in scored if s[0][0] * CYCLE_TOLERANCE <= least * (CYCLE_TOLERANCE + 1)]
     return min(near, key=lambda s: (s[0][1], s[0][2], s[0][0]))
