@@ -128,9 +128,14 @@ def _succs(r: Replay) -> list[list[int]]:
 
 
 def list_order(
-    r: Replay, preds: list[list[int]], succs: list[list[int]], group: list[int]
+    r: Replay,
+    preds: list[list[int]],
+    succs: list[list[int]],
+    group: list[int],
+    cap: int | None = None,
 ) -> list[int]:
-    """Refinement 1: earliest-start list scheduling over G2, memory order per group kept."""
+    """Refinement 1: earliest-start list scheduling over G2, memory order per group kept; with
+    `cap`, L1+UB keeps only its ALLOCs' order, each run once the live bytes fit `cap`."""
     nodes = r.nodes
     total = len(nodes)
     last: dict[int, int] = {}
@@ -138,7 +143,7 @@ def list_order(
     indeg = [len(p) for p in preds]
     for v in r.order:
         g = group[v]
-        if g >= 0:
+        if g > 0 or (g == 0 and (cap is None or nodes[v].op == "ALLOC")):
             if g in last:
                 chain_next[last[g]] = v
                 indeg[v] += 1
@@ -161,8 +166,7 @@ def list_order(
     avail: list[list[tuple[int, int, int]]] = [[] for _ in range(len(pipes) + 1)]
     pipe_free = [0] * (len(pipes) + 1)
 
-    def push(v: int) -> None:
-        t = 0
+    def push(v: int, t: int = 0) -> None:
         for u in preds[v]:
             if finish[u] > t:
                 t = finish[u]
@@ -177,9 +181,22 @@ def list_order(
     # stay far below it), so the pick is a plain min over the list
     cands: list[tuple[int, int, int, int]] = [NONE] * len(pending)
     dirty: set[int] = set()
+    sizes = [0] * total
+    if cap is not None:
+        sizes = [r.graph.buffers[v.bufs[0]].size if group[v.id] == 0 else 0 for v in nodes]
+    live = 0
+    parked = -1  # the next L1+UB ALLOC (with `cap`), ready but not fitting yet
+
+    def ready(v: int) -> None:
+        nonlocal parked
+        if cap is not None and sizes[v] and nodes[v].op == "ALLOC" and live + sizes[v] > cap:
+            parked = v
+        else:
+            push(v)
+
     for v in range(total):
         if not indeg[v]:
-            push(v)
+            ready(v)
     order: list[int] = []
     while len(order) < total:
         for p in dirty:
@@ -197,6 +214,8 @@ def list_order(
                 cands[p] = NONE
         dirty.clear()
         p = min(cands)[3]
+        if p < 0:  # NOTE: cannot happen with `cap` at least the order's own peak
+            raise AssertionError("the list order stalled: an ALLOC never fits the cap")
         dirty.add(p)
         v = heapq.heappop(avail[p])[2] if avail[p] else heapq.heappop(pending[p])[3]
         start = max(ready_at[v], pipe_free[p]) if p else ready_at[v]
@@ -204,15 +223,20 @@ def list_order(
         if p:
             pipe_free[p] = finish[v]
         order.append(v)
+        if sizes[v]:
+            live += sizes[v] if nodes[v].op == "ALLOC" else -sizes[v]
         for w in succs[v]:
             indeg[w] -= 1
             if not indeg[w]:
-                push(w)
+                ready(w)
         c = chain_next[v]
         if c >= 0:
             indeg[c] -= 1
             if not indeg[c]:
-                push(c)
+                ready(c)
+        if parked >= 0 and live + sizes[parked] <= cap:  # type: ignore[operator]
+            w, parked = parked, -1
+            push(w, finish[v])
     return order
 
 
@@ -292,11 +316,12 @@ def cpe(schedule: Schedule, r: Replay, window: int = WINDOW) -> Schedule:
     succs = _succs(r)
     group = _groups(r)
     order = list(schedule.order)
-    candidate = list_order(r, preds, succs, group)
-    timed = _timing(r.nodes, preds, candidate)
-    if max(timed, default=0) < r.makespan:
-        order = candidate
-    else:
-        timed = _timing(r.nodes, preds, order)
+    timed = _timing(r.nodes, preds, order)
+    caps = (None, r.peak) if not r.spills else (None,)
+    for cap in caps:
+        candidate = list_order(r, preds, succs, group, cap)
+        trial = _timing(r.nodes, preds, candidate)
+        if max(trial, default=0) < max(timed, default=0):
+            order, timed = candidate, trial
     order = local_moves(r, preds, succs, group, order, timed, window)
     return Schedule(order, dict(schedule.offsets), list(schedule.spills))
