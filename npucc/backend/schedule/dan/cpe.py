@@ -6,7 +6,12 @@ L0 tier: then every buffer's lifetime, address, spill plan, peak and traffic are
 only the order of work inside each pipe moves. Two refinements, each kept only when the replayed
 makespan strictly drops (eq. 36):
 1. a list-scheduling pass over G2 that runs, at each step, the node that can start earliest
-   (ties: larger downstream criticality), which re-sorts every pipe's queue at once;
+   (ties: larger downstream criticality), which re-sorts every pipe's queue at once; tried
+   twice on a plan without spills: with every memory order kept, and with L1+UB's FREEs free
+   to run as soon as their users are done, its ALLOCs kept in order and each run only once the
+   live L1+UB bytes fit the plan's peak (G2's address-reuse edges keep the addresses safe: the
+   edges, offsets and the L1+UB peak stay; a buffer's lifetime and the L1 and UB tiers' own
+   peaks may change; no deadlock: an ALLOC waits only for FREEs the plan put before it);
 2. Alg. 3's local moves: along the critical chain (eq. 34), move a node before up to W
    predecessors in the order (eq. 35) when no G2 edge or memory-order constraint forbids it.
    A trial re-times only the suffix from the moved-to position (incremental), and the trials
@@ -234,7 +239,7 @@ def list_order(
             indeg[c] -= 1
             if not indeg[c]:
                 ready(c)
-        if parked >= 0 and live + sizes[parked] <= cap:  # type: ignore[operator]
+        if parked >= 0 and cap is not None and live + sizes[parked] <= cap:
             w, parked = parked, -1
             push(w, finish[v])
     return order
