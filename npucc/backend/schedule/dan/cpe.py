@@ -138,8 +138,10 @@ def list_order(
     succs: list[list[int]],
     group: list[int],
     cap: int | None = None,
+    critical: bool = True,
 ) -> list[int]:
-    """Refinement 1: earliest-start list scheduling over G2, memory order per group kept; with
+    """Refinement 1: earliest-start list scheduling over G2 (ties: the larger downstream
+    criticality, or with `critical` False the plan's order), memory order per group kept; with
     `cap`, L1+UB keeps only its ALLOCs' order, each run once the live bytes fit `cap`."""
     nodes = r.nodes
     total = len(nodes)
@@ -154,7 +156,7 @@ def list_order(
                 indeg[v] += 1
             last[g] = v
     h = [0] * total
-    for v in reversed(r.order):
+    for v in reversed(r.order) if critical else ():
         longest = 0
         for w in succs[v]:
             if h[w] > longest:
@@ -322,9 +324,10 @@ def cpe(schedule: Schedule, r: Replay, window: int = WINDOW) -> Schedule:
     group = _groups(r)
     order = list(schedule.order)
     timed = _timing(r.nodes, preds, order)
-    caps = (None, r.peak) if not r.spills else (None,)
-    for cap in caps:
-        candidate = list_order(r, preds, succs, group, cap)
+    # NOTE: measured on bench/roofline.py's models, each of the three wins somewhere
+    tries = ((None, True), (r.peak, True), (r.peak, False)) if not r.spills else ((None, True),)
+    for cap, critical in tries:
+        candidate = list_order(r, preds, succs, group, cap, critical)
         trial = _timing(r.nodes, preds, candidate)
         if max(trial, default=0) < max(timed, default=0):
             order, timed = candidate, trial
