@@ -47,7 +47,7 @@ def test_cpe_keeps_memory_plan_and_never_regresses():
     full, rf = schedule_graph(g, "dan", CAPS, MODEL)
     assert (full.offsets, full.spills) == (dl.offsets, dl.spills)
     assert rf.makespan <= rd.makespan
-    assert (rf.peak, rf.extra_ddr, rf.spills) == (rd.peak, rd.extra_ddr, rd.spills)
+    assert (rf.extra_ddr, rf.spills) == (rd.extra_ddr, rd.spills) and rf.peak <= rd.peak
 
 
 def test_capped_list_order_keeps_addresses_and_peak():

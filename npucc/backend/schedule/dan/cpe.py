@@ -1,17 +1,17 @@
 """Stage 3, CPE (paper 000, Alg. 3, eqs. 32-36): timing refinement under a fixed memory plan.
 
-The Stage-2 augmented graph G2 (original, spill and address-reuse edges) stays fixed, and so does
-the relative order of the memory events (ALLOC, FREE, SPILL_OUT, SPILL_IN) of L1+UB and of each
-L0 tier: then every buffer's lifetime, address, spill plan, peak and traffic are unchanged, and
-only the order of work inside each pipe moves. Two refinements, each kept only when the replayed
-makespan strictly drops (eq. 36):
+The Stage-2 augmented graph G2 (original, spill and address-reuse edges) stays fixed, so every
+buffer's address, the spill plan and the traffic are unchanged; the paper also keeps the
+relative order of the memory events (ALLOC, FREE, SPILL_OUT, SPILL_IN) of L1+UB and of each L0
+tier (lifetimes and peaks unchanged too), and only the order of work inside each pipe moves.
+Two refinements, each kept only when the replayed makespan strictly drops (eq. 36):
 1. a list-scheduling pass over G2 that runs, at each step, the node that can start earliest
-   (ties: larger downstream criticality), which re-sorts every pipe's queue at once; tried
-   twice on a plan without spills: with every memory order kept, and with L1+UB's FREEs free
-   to run as soon as their users are done, its ALLOCs kept in order and each run only once the
-   live L1+UB bytes fit the plan's peak (G2's address-reuse edges keep the addresses safe: the
-   edges, offsets and the L1+UB peak stay; a buffer's lifetime and the L1 and UB tiers' own
-   peaks may change; no deadlock: an ALLOC waits only for FREEs the plan put before it);
+   (ties: larger downstream criticality), which re-sorts every pipe's queue at once; on a plan
+   without spills also with the memory events free but for L1+UB's ALLOCs, kept in order and
+   each run only once the live L1+UB bytes fit the plan's peak (ties: criticality, then
+   the plan's order). G2's address-reuse edges keep the addresses safe: the edges, offsets and
+   the L1+UB peak stay; lifetimes and each tier's own peak may change; no deadlock: an ALLOC
+   waits only for FREEs the plan put before it;
 2. Alg. 3's local moves: along the critical chain (eq. 34), move a node before up to W
    predecessors in the order (eq. 35) when no G2 edge or memory-order constraint forbids it.
    A trial re-times only the suffix from the moved-to position (incremental), and the trials
@@ -142,7 +142,7 @@ def list_order(
 ) -> list[int]:
     """Refinement 1: earliest-start list scheduling over G2 (ties: the larger downstream
     criticality, or with `critical` False the plan's order), memory order per group kept; with
-    `cap`, L1+UB keeps only its ALLOCs' order, each run once the live bytes fit `cap`."""
+    `cap`, only L1+UB's ALLOCs keep their order, each run once the live bytes fit `cap`."""
     nodes = r.nodes
     total = len(nodes)
     last: dict[int, int] = {}
@@ -150,7 +150,7 @@ def list_order(
     indeg = [len(p) for p in preds]
     for v in r.order:
         g = group[v]
-        if g > 0 or (g == 0 and (cap is None or nodes[v].op == "ALLOC")):
+        if g >= 0 and (cap is None or (g == 0 and nodes[v].op == "ALLOC")):
             if g in last:
                 chain_next[last[g]] = v
                 indeg[v] += 1
