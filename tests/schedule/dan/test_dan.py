@@ -4,6 +4,7 @@ import time
 
 import pytest
 
+from npucc.backend.schedule.dan import cpe
 from npucc.backend.schedule.dan.dlr import dlr
 from npucc.backend.schedule.dan.mpas import mpas
 from npucc.backend.schedule.original import bounds
@@ -12,6 +13,7 @@ from npucc.backend.schedule.scan import topo_order
 from npucc.backend.schedule.trace_json import write_trace
 from npucc.errors import NpuccError
 from npucc.ir.replay import replay, validate
+from npucc.ir.schedule import Schedule
 from npucc.ir.tiled import TileGraph
 from npucc.target.cost import TraceSpillModel
 from npucc.tools import dan_command as command
@@ -45,7 +47,26 @@ def test_cpe_keeps_memory_plan_and_never_regresses():
     full, rf = schedule_graph(g, "dan", CAPS, MODEL)
     assert (full.offsets, full.spills) == (dl.offsets, dl.spills)
     assert rf.makespan <= rd.makespan
-    assert (rf.peak, rf.extra_ddr, rf.spills) == (rd.peak, rd.extra_ddr, rd.spills)
+    assert (rf.extra_ddr, rf.spills) == (rd.extra_ddr, rd.spills) and rf.peak <= rd.peak
+
+
+def test_capped_list_order_keeps_addresses_and_peak():
+    g = synthetic_graph(2000, seed=4)
+    s, r = schedule_graph(g, "dan-dlr", CAPS, MODEL)
+    assert not s.spills
+    preds, succs, group = cpe._preds(r), cpe._succs(r), cpe._groups(r)
+    chained = cpe.list_order(r, preds, succs, group)
+    for cap in (r.peak, r.peak * 2):
+        order = cpe.list_order(r, preds, succs, group, cap)
+        capped = Schedule(order, dict(s.offsets), [])
+        validate(g, capped, CAPS)
+        rc = replay(g, capped, CAPS, MODEL)
+        assert rc.peak <= cap
+        frees = [v for v in order if group[v] == 0 and r.nodes[v].op == "FREE"]
+        assert frees != [v for v in chained if v in set(frees)]  # FREEs leave the plan's order
+    largest = max(b.size for b in g.buffers if b.tier in ("L1", "UB"))
+    with pytest.raises(AssertionError, match="stalled"):
+        cpe.list_order(r, preds, succs, group, largest - 1)
 
 
 def test_synthetic_10k_in_seconds():
