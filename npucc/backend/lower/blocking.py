@@ -355,8 +355,9 @@ def _plans(
             break
         for kb in candidates(shape.k, t.k):
             for xk in candidates(shape.k, kb) if kb < shape.k else ():
-                if l1_fits(nb, kb, xk):
-                    yield Blocking("os", t, count, nb, kb, xk=xk * (xk != kb)), False
+                if xk > kb and shape.x_onchip or not l1_fits(nb, kb, xk):
+                    break  # X read in place: no X block; a wider X block fits no better
+                yield Blocking("os", t, count, nb, kb, xk=xk * (xk != kb)), False
             both = l1_fits(nb, kb, shape.k)  # X stationary, W in K blocks
             if kb < shape.k and (both or (x_once and l1_fits(nb, kb, shape.k, x_once))):
                 for chunks in candidates(-(-shape.n // nb)) if cores > 1 else [1]:
