@@ -86,6 +86,17 @@ def test_accumulators_past_l0c_share_pay_for_their_drain():
     assert costs[0][1:] == costs[1][1:] and costs[0][0] > costs[1][0]
 
 
+def test_an_input_k_block_serves_several_weight_k_blocks():
+    # 14 x 14 x 512 -> 7 x 7 x 512, 3 x 3 stride 2: 295 KB W blocks of 16 channels; X blocks
+    # of 16 channels (12.5 KB) would cost a DMA's latency each, X blocks of several W blocks
+    # still ping-pong beside them, and the input is still read once
+    p = lowered((1, 512, 14, 14), (512, 512, 3, 3), (1, 512, 7, 7),
+                "pads = [1, 1, 1, 1], strides = [2, 2]")  # fmt: skip
+    x, w = loads(p, "x"), loads(p, "w")
+    assert 1 < len(x) < len(w) and len(w) % len(x) == 0
+    assert sum(np.prod(n.instr.dims) for n in x) == 512 * 14 * 14
+
+
 def test_a_bias_beside_large_weight_blocks_is_loaded_with_the_last_one():
     # 7 x 7 x 512 -> 512 with 3 x 3 taps: two 295 KB W blocks exceed half of L1, a bias
     # loaded before them could split L1 between them; it comes with the last K block

@@ -353,8 +353,12 @@ class _Nest:
         late = not self.ctx.share_fits("L1", (self.plan.kb * nb,) * 2)
         bias = None if late else self.load_bias(n0, nb)
         pieces = split(self.k, self.plan.kb)
+        xk = self.plan.x_kb
+        x = held_x
         for k0, kb in pieces:
-            x = self.ops.load_x(block, k0, kb) if held_x is None else held_x
+            if held_x is None and k0 % xk == 0:  # X's K block: one or more of W's
+                x = self.ops.load_x(block, k0, min(xk, self.k - k0))
+            assert x is not None
             w = self.load_w(n0, nb, k0, kb)
             if late and k0 == pieces[-1][0]:
                 bias = self.load_bias(n0, nb)
@@ -363,7 +367,7 @@ class _Nest:
                 self.products(tile, x, w, cols, tile_accs, held)
             for b0 in held.values():
                 bld.free(b0)
-            if held_x is None:
+            if held_x is None and ((k0 + kb) % xk == 0 or k0 + kb == self.k):
                 release(self.ctx, x)
             release(self.ctx, w)
         ones = self.ones(block)

@@ -11,9 +11,10 @@ it. Loop orders (`Blocking.order`):
   (with the whole N in one block the weights are fetched exactly once);
 - ``is`` input-stationary: an X band of all K stays in L1 while the W blocks stream past it
   (with the whole M in one band the input is fetched exactly once);
-- ``os`` K outermost inside an output block: X and W blocks of one K block at a time, every
-  L0 tile's accumulator of the output block kept in L0C across the K blocks (with blocks of one
-  L0 tile, the one-level tiling; it is what fits when all of K does not).
+- ``os`` K outermost inside an output block: W blocks of one K block at a time (X blocks of
+  one or several of them: `Blocking.xk`), every L0 tile's accumulator of the output block kept
+  in L0C across the K blocks (with blocks of one L0 tile, the one-level tiling; it is what fits
+  when all of K does not).
 
 `block_cost` prices each candidate with target/cost.py's formulas (dma_cycles per DMA,
 mmad_cycles per mmad, ...): the busiest pipe's cycles (per core, the layer's units spread
@@ -75,7 +76,8 @@ class Blocking:
     NOTE: `os` always blocks K (kb < k); `ws` never does; `is` may: its X block holds all of K
     in L1 either way, and with kb < k each N block's W streams in K blocks into accumulators
     that stay in L0C across them (the `os` inner loop under a stationary X). `cube_bias`: a
-    float bias added by the cube (`_Nest.bias_into`) instead of the vector unit.
+    float bias added by the cube (`_Nest.bias_into`) instead of the vector unit. `xk`: under
+    `os`, X's K block, a multiple of `kb` (0: `kb`): one X DMA serves several W blocks.
     """
 
     order: str
@@ -85,6 +87,12 @@ class Blocking:
     kb: int
     chunks: int = 1
     cube_bias: bool = False
+    xk: int = 0
+
+    @property
+    def x_kb(self) -> int:
+        """X's K block under `os` (W's unless `xk` says more)."""
+        return self.xk or self.kb
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +155,7 @@ def block_cost(
     n_blocks = sum(c for _, c in n_pieces)
     k_pieces = _pieces(shape.k, plan.kb)
     k_blocks = sum(c for _, c in k_pieces)
-    x_pieces = k_pieces if plan.order == "os" else [(shape.k, 1)]  # X's K blocks
+    x_pieces = _pieces(shape.k, plan.x_kb) if plan.order == "os" else [(shape.k, 1)]
     # one pass over every W block (with its bias) and over every X block
     w_cyc = sum(
         ck * cn * _dma(ctx, "DDR_L1", kb * nb, w_noc) for kb, ck in k_pieces for nb, cn in n_pieces
@@ -346,8 +354,10 @@ def _plans(
         if not l0c_fits(ctx, (t.m * t.n,) * accs):
             break
         for kb in candidates(shape.k, t.k):
-            if kb < shape.k and l1_fits(nb, kb):
-                yield Blocking("os", t, count, nb, kb), False
+            for xk in candidates(shape.k, kb) if kb < shape.k else ():
+                if xk > kb and shape.x_onchip or not l1_fits(nb, kb, xk):
+                    break  # X read in place: no X block; a wider X block fits no better
+                yield Blocking("os", t, count, nb, kb, xk=xk * (xk != kb)), False
             both = l1_fits(nb, kb, shape.k)  # X stationary, W in K blocks
             if kb < shape.k and (both or (x_once and l1_fits(nb, kb, shape.k, x_once))):
                 for chunks in candidates(-(-shape.n // nb)) if cores > 1 else [1]:
