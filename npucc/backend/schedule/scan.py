@@ -16,6 +16,7 @@ from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import pairwise
+from operator import attrgetter
 
 from npucc.backend.schedule.freelist import FreeList
 from npucc.errors import NpuccError
@@ -183,12 +184,11 @@ class LinearScan:
         self.placement = placement
         self.free: dict[str, FreeList] = {}
         self.released: dict[str, LabelMap] = {}
-        for buf in graph.buffers:
-            if buf.tier not in self.free:
-                if buf.tier not in capacity:
-                    raise NpuccError(f"no capacity given for tier {buf.tier} ({graph.name})")
-                self.free[buf.tier] = FreeList(capacity[buf.tier], alignment)
-                self.released[buf.tier] = LabelMap()
+        for tier in dict.fromkeys(map(attrgetter("tier"), graph.buffers)):  # in buffer order
+            if tier not in capacity:
+                raise NpuccError(f"no capacity given for tier {tier} ({graph.name})")
+            self.free[tier] = FreeList(capacity[tier], alignment)
+            self.released[tier] = LabelMap()
         self.live: dict[str, dict[int, int]] = {t: {} for t in self.free}  # resident -> offset
         self.where: dict[int, int] = {}  # buffer -> offset at ALLOC
         self.out: dict[int, int] = {}  # spilled-out buffer -> its spill index
