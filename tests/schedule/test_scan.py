@@ -88,3 +88,27 @@ def test_a_scan_following_a_trail_makes_the_plan_it_makes_alone(
         alone.offsets,
         alone.spills,
     )
+
+
+def test_uses_answer_as_a_full_index_of_the_order_would():
+    import random
+    from bisect import bisect_right
+
+    from npucc.backend.schedule.scan import INF, USES_CHUNK, Uses
+    from npucc.tools.dan_synthetic import synthetic_graph
+
+    g = synthetic_graph(3 * USES_CHUNK, seed=4)
+    order = topo_order(g)
+    full: list[list[int]] = [[] for _ in g.buffers]
+    for k, v in enumerate(order):
+        if g.nodes[v].op != "ALLOC":
+            for b in g.nodes[v].bufs:
+                full[b].append(k)
+    uses = Uses(g, order)
+    assert uses.after(0, 0) == full[0][0] and uses.upto < len(order)  # indexed lazily
+    rng = random.Random(0)
+    # questions at growing positions, as a scan asks them, some about buffers used far ahead
+    for k in sorted(rng.randrange(len(order)) for _ in range(300)):
+        for b in (rng.randrange(len(g.buffers)), len(g.buffers) - 1, 0):
+            i = bisect_right(full[b], k)
+            assert uses.after(b, k) == (full[b][i] if i < len(full[b]) else INF)

@@ -25,6 +25,7 @@ from npucc.ir.schedule import Schedule
 from npucc.ir.tiled import TileGraph
 
 INF = 1 << 62
+USES_CHUNK = 4096  # Uses indexes at least this many positions at a time
 
 
 def topo_order(graph: TileGraph) -> list[int]:
@@ -50,16 +51,38 @@ def topo_order(graph: TileGraph) -> list[int]:
     return order
 
 
-def buffer_uses(graph: TileGraph, order: list[int]) -> list[list[int]]:
-    """Per buffer: the positions in `order` of the nodes using it, its ALLOC excluded."""
-    uses: list[list[int]] = [[] for _ in graph.buffers]
-    nodes = graph.nodes
-    for k, v in enumerate(order):
-        node = nodes[v]
-        if node.op != "ALLOC":
-            for b in node.bufs:
-                uses[b].append(k)
-    return uses
+class Uses:
+    """Per buffer: the positions in an order of the nodes using it, its ALLOC excluded; found
+    only as far into the order as the questions asked so far needed (a scan abandoned early
+    does not index the whole order)."""
+
+    __slots__ = ("nodes", "order", "lists", "upto")
+
+    def __init__(self, graph: TileGraph, order: list[int]) -> None:
+        self.nodes = graph.nodes
+        self.order = order
+        self.lists: list[list[int]] = [[] for _ in graph.buffers]
+        self.upto = 0  # every use before this position is listed
+
+    def after(self, b: int, k: int) -> int:
+        """Position of the first use of `b` after position k (INF if none)."""
+        uses = self.lists[b]
+        i = bisect_right(uses, k)
+        while i == len(uses) and self.upto < len(self.order):
+            self._index(max(2 * self.upto, k + 1, USES_CHUNK))
+            i = bisect_right(uses, k)
+        return uses[i] if i < len(uses) else INF
+
+    def _index(self, to: int) -> None:
+        """List the uses at the positions from `upto` to `to`."""
+        lists, nodes, order = self.lists, self.nodes, self.order
+        end = min(to, len(order))
+        for k in range(self.upto, end):
+            node = nodes[order[k]]
+            if node.op != "ALLOC":
+                for b in node.bufs:
+                    lists[b].append(k)
+        self.upto = end
 
 
 def outliving_buffers(graph: TileGraph) -> set[int]:
@@ -173,7 +196,7 @@ class LinearScan:
         limit: tuple[int, int] | None = None,
         ahead: int = 0,
         traffic: list[int] | None = None,
-        uses: list[list[int]] | None = None,
+        uses: Uses | None = None,
         outliving: set[int] | None = None,
         times: list[int] | None = None,
     ) -> None:
@@ -192,8 +215,8 @@ class LinearScan:
         self.live: dict[str, dict[int, int]] = {t: {} for t in self.free}  # resident -> offset
         self.where: dict[int, int] = {}  # buffer -> offset at ALLOC
         self.out: dict[int, int] = {}  # spilled-out buffer -> its spill index
-        # positions of each buffer's uses, ALLOC excluded (`uses`: buffer_uses of the order)
-        self.uses = buffer_uses(graph, order) if uses is None else uses
+        # positions of each buffer's uses, ALLOC excluded (`uses`: Uses of the order)
+        self.uses = Uses(graph, order) if uses is None else uses
         self.last_use = [-1] * len(graph.buffers)
         self.spills: list[tuple[int, int]] = []
         self.result: list[int] = []
@@ -221,9 +244,7 @@ class LinearScan:
 
     def next_use(self, b: int, k: int) -> int:
         """Position of the first use of `b` after position k (INF if none)."""
-        uses = self.uses[b]
-        i = bisect_right(uses, k)
-        return uses[i] if i < len(uses) else INF
+        return self.uses.after(b, k)
 
     def run(
         self,

@@ -14,7 +14,7 @@ from npucc.backend.schedule.scan import (
     ScanState,
     TooManySpills,
     Trail,
-    buffer_uses,
+    Uses,
     outliving_buffers,
     topo_order,
 )
@@ -61,11 +61,9 @@ class _Plans:
     ) -> None:
         self.graph, self.capacity, self.model, self.alignment = graph, capacity, model, alignment
         self.victim = DlrVictim(graph, model)
-        # per order placed: (order, buffer_uses, placement -> LinearScan.first of its scan,
+        # per order placed: (order, its Uses, placement -> LinearScan.first of its scan,
         # placement -> the Trail of its plain scan)
-        self.known: list[
-            tuple[list[int], list[list[int]], dict[str, ScanState], dict[str, Trail]]
-        ] = []
+        self.known: list[tuple[list[int], Uses, dict[str, ScanState], dict[str, Trail]]] = []
         self.schedule: Schedule | None = None
         self.key: tuple[int, int] | None = None  # the best plan's (extra DDR, spills)
         self.order: list[int] = []  # its Stage-1 order
@@ -90,7 +88,7 @@ class _Plans:
         the release times of placement "timed" (LinearScan)."""
         known = next((x for x in self.known if x[0] is order), None)
         if known is None:
-            known = (order, buffer_uses(self.graph, order), {}, {})
+            known = (order, Uses(self.graph, order), {}, {})
             self.known.append(known)
         _, uses, first, trails = known
         start = first.get(placement)
