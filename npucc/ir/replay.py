@@ -11,6 +11,7 @@ from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -51,6 +52,7 @@ class Replay:
     homes: dict[int, list[tuple[int, int]]]  # spilled buffer -> [(position, offset)] residencies
     offsets: dict[int, int]  # buffer -> offset at ALLOC
     position: list[int]  # augmented node id -> index in order
+    preds: list[Sequence[int]]  # per augmented node: its sources over `edges`, in that order
 
     def edges(self) -> Iterator[tuple[int, int]]:
         """All augmented edges: original, then spill, then address-reuse."""
@@ -346,6 +348,7 @@ def _replay(
         homes=homes,
         offsets=offsets,
         position=position,
+        preds=preds,
     )
 
 
@@ -371,21 +374,20 @@ def validate(
     order = schedule.order
     if len(order) != total:
         raise ScheduleError(f"order has {len(order)} nodes, expected {total} ({name})")
-    pos = [-1] * total
-    for i, v in enumerate(order):
-        if not isinstance(v, int) or not 0 <= v < total:
-            raise ScheduleError(f"order position {i}: unknown node {v!r} ({name})")
-        if pos[v] >= 0:
-            raise ScheduleError(f"node {v} appears twice in the order ({name})")
-        pos[v] = i
-    for src, outs in enumerate(graph.succs):  # graph.edges(), without a generator
-        p = pos[src]
-        for dst in outs:
-            if p > pos[dst]:
-                raise ScheduleError(
-                    f"edge {src}->{dst} violated: node {dst} at position {pos[dst]} runs before "
-                    f"node {src} at position {p} ({name})"
-                )
+    at = _positions(order, total, name)
+    # every edge forwards (graph.edges() as arrays: sources in id order, each one's outs)
+    succs = graph.succs
+    outs = np.fromiter(map(len, succs), np.int64, len(succs))
+    dsts = np.fromiter(chain.from_iterable(succs), np.int64, int(outs.sum()))
+    srcs = np.repeat(np.arange(len(succs)), outs)
+    late = np.flatnonzero(at[srcs] > at[dsts])
+    pos: list[int] = at.tolist()
+    if late.size:
+        src, dst = int(srcs[late[0]]), int(dsts[late[0]])
+        raise ScheduleError(
+            f"edge {src}->{dst} violated: node {dst} at position {pos[dst]} runs before "
+            f"node {src} at position {pos[src]} ({name})"
+        )
 
     nbuf = len(graph.buffers)
     allocs = [0] * nbuf
@@ -485,6 +487,24 @@ def validate(
         ends.insert(j, hi)
         owners.insert(j, b)
         where[b] = lo
+
+
+def _positions(order: list[int], total: int, name: str) -> np.ndarray:
+    """Each node's position in `order`, which must be a permutation of range(total)."""
+    ids = np.asarray(order)
+    if ids.ndim == 1 and ids.dtype.kind == "i" and total and ids.min() >= 0 and ids.max() < total:
+        at = np.full(total, -1, np.int64)
+        at[ids] = np.arange(total)
+        if (at >= 0).all():  # NOTE: total ids, none missing: none twice
+            return at
+    seen = [-1] * total  # node by node, to name the first fault
+    for i, v in enumerate(order):
+        if not isinstance(v, int) or not 0 <= v < total:
+            raise ScheduleError(f"order position {i}: unknown node {v!r} ({name})")
+        if seen[v] >= 0:
+            raise ScheduleError(f"node {v} appears twice in the order ({name})")
+        seen[v] = i
+    return np.array(seen, dtype=np.int64)
 
 
 def align_up(value: int, alignment: int) -> int:

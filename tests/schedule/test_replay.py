@@ -223,3 +223,23 @@ def test_registry_has_original():
     assert "original" in SCHEDULERS
     with pytest.raises(Exception, match="unknown scheduler"):
         schedule_graph(chain(), "nope", CAPS, MODEL)
+
+
+@pytest.mark.parametrize(
+    ("order", "message"),
+    [
+        ([0, 1, 2, 3, 4, 5, 5], "node 5 appears twice in the order"),
+        ([0, 1, 2, 3, 4, 5, 7], "order position 6: unknown node 7"),
+        ([0, 1, 2, 3, 4, 5, -1], "order position 6: unknown node -1"),
+        ([0, 1, 2, 3, 4, 5, 6.0], "order position 6: unknown node 6.0"),
+        ([0, 1, 2, 3, 4, 6, 5], "edge 5->6 violated: node 6 at position 5 runs before node 5"),
+        # the first edge by source id, then the source's edges in order
+        ([3, 1, 0, 2, 4, 5, 6], "edge 0->1 violated: node 1 at position 1 runs before node 0 at"),
+        ([0, 1, 2, 5, 3, 4, 6], "edge 3->5 violated: node 5 at position 3 runs before node 3 at"),
+    ],
+)
+def test_validate_names_the_first_fault_of_the_order(order, message):
+    g = chain()
+    s = original(g, CAPS, MODEL)
+    with pytest.raises(ScheduleError, match=message):
+        validate(g, Schedule(order, s.offsets), CAPS)

@@ -50,3 +50,65 @@ def test_times_go_with_the_timed_placement_only(placement, times, prefetch):
     g, *_ = _released_out_of_order()
     with pytest.raises(ValueError):
         LinearScan(g, topo_order(g), CAPS, placement=placement, prefetch=prefetch, times=times)
+
+
+@pytest.mark.parametrize("placement", ["cold", "best"])
+@pytest.mark.parametrize(("prefetch", "ahead"), [(True, 0), (False, 8), (False, 16), (False, 0)])
+def test_a_scan_following_a_trail_makes_the_plan_it_makes_alone(
+    monkeypatch, placement, prefetch, ahead
+):
+    from npucc.backend.schedule.dan.dlr import DlrVictim
+    from npucc.backend.schedule.dan.mpas import mpas
+    from npucc.backend.schedule.scan import Trail
+    from npucc.tools.dan_synthetic import synthetic_graph
+
+    g = synthetic_graph(6000, seed=2)
+    caps = {"L1": 1536, "UB": 768, "L0A": 256, "L0B": 256, "L0C": 512}
+    order = mpas(g, single_l0=True, mode="full", strict=False)
+    victim = DlrVictim(g, MODEL)
+    trail = Trail()
+    plain = LinearScan(g, order, caps, 1, placement).run(victim, None, trail)
+    assert plain.spills and len(trail.marks) > 10  # a plan with spills, a trail recorded
+    alone = LinearScan(g, order, caps, 1, placement, prefetch, ahead=ahead).run(victim)
+    copied = []
+    follow = LinearScan._follow
+
+    def counting(scan, t, k):
+        to = follow(scan, t, k)
+        copied.append(to - k)
+        return to
+
+    monkeypatch.setattr(LinearScan, "_follow", counting)
+    followed = LinearScan(g, order, caps, 1, placement, prefetch, ahead=ahead).run(
+        victim, None, trail
+    )
+    assert sum(copied) > len(order) // 4  # much of the order taken from the trail
+    assert (followed.order, followed.offsets, followed.spills) == (
+        alone.order,
+        alone.offsets,
+        alone.spills,
+    )
+
+
+def test_uses_answer_as_a_full_index_of_the_order_would():
+    import random
+    from bisect import bisect_right
+
+    from npucc.backend.schedule.scan import INF, USES_CHUNK, Uses
+    from npucc.tools.dan_synthetic import synthetic_graph
+
+    g = synthetic_graph(3 * USES_CHUNK, seed=4)
+    order = topo_order(g)
+    full: list[list[int]] = [[] for _ in g.buffers]
+    for k, v in enumerate(order):
+        if g.nodes[v].op != "ALLOC":
+            for b in g.nodes[v].bufs:
+                full[b].append(k)
+    uses = Uses(g, order)
+    assert uses.after(0, 0) == full[0][0] and uses.upto < len(order)  # indexed lazily
+    rng = random.Random(0)
+    # questions at growing positions, as a scan asks them, some about buffers used far ahead
+    for k in sorted(rng.randrange(len(order)) for _ in range(300)):
+        for b in (rng.randrange(len(g.buffers)), len(g.buffers) - 1, 0):
+            i = bisect_right(full[b], k)
+            assert uses.after(b, k) == (full[b][i] if i < len(full[b]) else INF)

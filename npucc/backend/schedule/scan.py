@@ -14,7 +14,9 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_right
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import pairwise
+from operator import attrgetter
 
 from npucc.backend.schedule.freelist import FreeList
 from npucc.errors import NpuccError
@@ -23,6 +25,7 @@ from npucc.ir.schedule import Schedule
 from npucc.ir.tiled import TileGraph
 
 INF = 1 << 62
+USES_CHUNK = 4096  # Uses indexes at least this many positions at a time
 
 
 def topo_order(graph: TileGraph) -> list[int]:
@@ -48,16 +51,38 @@ def topo_order(graph: TileGraph) -> list[int]:
     return order
 
 
-def buffer_uses(graph: TileGraph, order: list[int]) -> list[list[int]]:
-    """Per buffer: the positions in `order` of the nodes using it, its ALLOC excluded."""
-    uses: list[list[int]] = [[] for _ in graph.buffers]
-    nodes = graph.nodes
-    for k, v in enumerate(order):
-        node = nodes[v]
-        if node.op != "ALLOC":
-            for b in node.bufs:
-                uses[b].append(k)
-    return uses
+class Uses:
+    """Per buffer: the positions in an order of the nodes using it, its ALLOC excluded; found
+    only as far into the order as the questions asked so far needed (a scan abandoned early
+    does not index the whole order)."""
+
+    __slots__ = ("nodes", "order", "lists", "upto")
+
+    def __init__(self, graph: TileGraph, order: list[int]) -> None:
+        self.nodes = graph.nodes
+        self.order = order
+        self.lists: list[list[int]] = [[] for _ in graph.buffers]
+        self.upto = 0  # every use before this position is listed
+
+    def after(self, b: int, k: int) -> int:
+        """Position of the first use of `b` after position k (INF if none)."""
+        uses = self.lists[b]
+        i = bisect_right(uses, k)
+        while i == len(uses) and self.upto < len(self.order):
+            self._index(max(2 * self.upto, k + 1, USES_CHUNK))
+            i = bisect_right(uses, k)
+        return uses[i] if i < len(uses) else INF
+
+    def _index(self, to: int) -> None:
+        """List the uses at the positions from `upto` to `to`."""
+        lists, nodes, order = self.lists, self.nodes, self.order
+        end = min(to, len(order))
+        for k in range(self.upto, end):
+            node = nodes[order[k]]
+            if node.op != "ALLOC":
+                for b in node.bufs:
+                    lists[b].append(k)
+        self.upto = end
 
 
 def outliving_buffers(graph: TileGraph) -> set[int]:
@@ -85,6 +110,42 @@ class ScanState:
     where: dict[int, int]
     last_use: list[int]
     result: list[int]
+
+
+TRAIL_EVERY = 256  # a Trail marks the state every this many positions
+
+
+@dataclass(slots=True)
+class Mark:
+    """A plain scan's state before one position of its order (see Trail); the tier lists are
+    copies, per tier in LinearScan.free's order."""
+
+    pos: int
+    events: int  # evictions and reloads before pos
+    rlen: int  # len(result)
+    nwhere: int  # buffers placed before pos
+    free: list[tuple[list[int], list[int]]]
+    live: list[list[tuple[int, int]]]  # resident -> offset, in insertion order
+    last: list[int]  # last_use of the residents, in that order
+    released: list[tuple[list[int], list[int], list[int]]]
+
+
+@dataclass(slots=True)
+class Trail:
+    """The marks of a plain scan (no prefetch, no reloads ahead) of one order and placement.
+
+    Between two marks with no eviction or reload between them the scan only placed and freed,
+    which prefetch, reload distance and limit do not change; a scan of the same order and
+    placement that reaches a mark in the same state (same free lists, residents, their last
+    uses and released ranges, labels ordered alike; then the same buffers are spilled out)
+    makes the same decisions up to the last such mark (before any reload ahead it has
+    pending), so it copies them instead of scanning (`LinearScan.run`).
+    """
+
+    start: int = 0
+    marks: list[Mark] = field(default_factory=list)
+    where: dict[int, int] = field(default_factory=dict)  # the recording scan's offsets
+    allocs: list[int] = field(default_factory=list)  # its buffers in placement order, once read
 
 
 class TooManySpills(Exception):
@@ -121,6 +182,7 @@ class LinearScan:
         "first",
         "times",
         "now",
+        "events",
     )
 
     def __init__(
@@ -134,7 +196,7 @@ class LinearScan:
         limit: tuple[int, int] | None = None,
         ahead: int = 0,
         traffic: list[int] | None = None,
-        uses: list[list[int]] | None = None,
+        uses: Uses | None = None,
         outliving: set[int] | None = None,
         times: list[int] | None = None,
     ) -> None:
@@ -145,17 +207,16 @@ class LinearScan:
         self.placement = placement
         self.free: dict[str, FreeList] = {}
         self.released: dict[str, LabelMap] = {}
-        for buf in graph.buffers:
-            if buf.tier not in self.free:
-                if buf.tier not in capacity:
-                    raise NpuccError(f"no capacity given for tier {buf.tier} ({graph.name})")
-                self.free[buf.tier] = FreeList(capacity[buf.tier], alignment)
-                self.released[buf.tier] = LabelMap()
+        for tier in dict.fromkeys(map(attrgetter("tier"), graph.buffers)):  # in buffer order
+            if tier not in capacity:
+                raise NpuccError(f"no capacity given for tier {tier} ({graph.name})")
+            self.free[tier] = FreeList(capacity[tier], alignment)
+            self.released[tier] = LabelMap()
         self.live: dict[str, dict[int, int]] = {t: {} for t in self.free}  # resident -> offset
         self.where: dict[int, int] = {}  # buffer -> offset at ALLOC
         self.out: dict[int, int] = {}  # spilled-out buffer -> its spill index
-        # positions of each buffer's uses, ALLOC excluded (`uses`: buffer_uses of the order)
-        self.uses = buffer_uses(graph, order) if uses is None else uses
+        # positions of each buffer's uses, ALLOC excluded (`uses`: Uses of the order)
+        self.uses = Uses(graph, order) if uses is None else uses
         self.last_use = [-1] * len(graph.buffers)
         self.spills: list[tuple[int, int]] = []
         self.result: list[int] = []
@@ -179,21 +240,26 @@ class LinearScan:
             raise ValueError("times go with placement 'timed' and without prefetch")
         self.times = times
         self.now = 0  # the release label of the node being placed (with `times`)
+        self.events = 0  # evictions and reloads so far (Trail)
 
     def next_use(self, b: int, k: int) -> int:
         """Position of the first use of `b` after position k (INF if none)."""
-        uses = self.uses[b]
-        i = bisect_right(uses, k)
-        return uses[i] if i < len(uses) else INF
+        return self.uses.after(b, k)
 
     def run(
-        self, victim: Callable[[LinearScan, list[int], int], int], start: ScanState | None = None
+        self,
+        victim: Callable[[LinearScan, list[int], int], int],
+        start: ScanState | None = None,
+        trail: Trail | None = None,
     ) -> Schedule:
         """Scan the order; `victim(scan, candidates, k)` picks the buffer to evict.
 
         `start`: the `first` state of a scan of the same graph, order, capacities, alignment
         and placement; this scan resumes there (until its first spill a scan does not depend
-        on prefetch, ahead or limit).
+        on prefetch, ahead or limit). `trail`: an empty Trail that a plain scan (no prefetch,
+        no reloads ahead, not timed) fills, or the filled Trail of a scan of the same graph,
+        order, capacities, alignment, placement and victim rule, whose decisions this scan
+        copies where it reaches the same state.
         """
         graph = self.graph
         nodes = graph.nodes
@@ -206,33 +272,60 @@ class LinearScan:
         where = self.where
         wanted = self.wanted
         times = self.times
-        for k in range(k0, len(order)):
-            v = order[k]
-            node = nodes[v]
-            bufs = node.bufs
-            if times is not None:
-                self.now = times[v]
-            self.packed = False
-            if ahead and wanted and wanted[0][0] <= k + ahead:
-                self._reload_ahead(k, bufs, victim)
-            op = node.op
-            if op == "ALLOC":
-                b = bufs[0]
-                where[b] = self._place(b, bufs, k, victim)
-            else:
-                if out:
-                    for b in bufs:
-                        if b in out:
-                            pending = [x for x in bufs if x in out]
-                            while pending:  # a repack (_place) may spill the node's other buffers
-                                self._reload(pending[0], bufs, k, victim)
+        end = len(order)
+        record = follow = None
+        if trail is not None and trail.marks:
+            follow = trail
+        elif trail is not None and not (self.prefetch or ahead or times is not None):
+            record = trail
+            trail.start, trail.where = k0, where
+        # NOTE: with a trail the order is scanned in pieces between its marks
+        k = k0
+        while k < end:
+            stop = end
+            if record is not None:
+                record.marks.append(self._mark(k))
+                stop = min(k + TRAIL_EVERY, end)
+            elif follow is not None:
+                if k >= follow.start and (k - follow.start) % TRAIL_EVERY == 0:
+                    k = self._follow(follow, k)
+                    if k >= end:
+                        break
+                origin = follow.start
+                stop = min(origin + ((k - origin) // TRAIL_EVERY + 1) * TRAIL_EVERY, end)
+                if k < origin:
+                    stop = min(origin, end)
+            for k in range(k, stop):  # noqa: B020
+                v = order[k]
+                node = nodes[v]
+                bufs = node.bufs
+                if times is not None:
+                    self.now = times[v]
+                self.packed = False
+                if ahead and wanted and wanted[0][0] <= k + ahead:
+                    self._reload_ahead(k, bufs, victim)
+                op = node.op
+                if op == "ALLOC":
+                    b = bufs[0]
+                    where[b] = self._place(b, bufs, k, victim)
+                else:
+                    if out:
+                        for b in bufs:
+                            if b in out:
                                 pending = [x for x in bufs if x in out]
-                            break
-                if op == "FREE":
-                    self._give(bufs[0])
-            result.append(v)
-            for b in bufs:
-                last_use[b] = k
+                                # a repack (_place) may spill the node's other buffers
+                                while pending:
+                                    self._reload(pending[0], bufs, k, victim)
+                                    pending = [x for x in bufs if x in out]
+                                break
+                    if op == "FREE":
+                        self._give(bufs[0])
+                result.append(v)
+                for b in bufs:
+                    last_use[b] = k
+            k = stop
+        if record is not None:
+            record.marks.append(self._mark(end))
         order = self.result
         if self.early:
             order = []
@@ -287,6 +380,83 @@ class LinearScan:
                 )
             self._evict(victim(self, candidates, k))
 
+    def _mark(self, k: int) -> Mark:
+        """The Trail mark of the state before position k."""
+        live = [list(x.items()) for x in self.live.values()]
+        return Mark(
+            k,
+            self.events,
+            len(self.result),
+            len(self.where),
+            [(fl.starts[:], fl.ends[:]) for fl in self.free.values()],
+            live,
+            [self.last_use[b] for items in live for b, _ in items],
+            [(m.starts[:], m.ends[:], m.label[:]) for m in self.released.values()],
+        )
+
+    def _follow(self, trail: Trail, k: int) -> int:
+        """At the position of a mark of `trail`: where this scan is in the mark's state, take
+        over the recording scan's decisions up to its next eviction or reload (and before any
+        reload ahead this scan has pending); the position to go on from."""
+        marks = trail.marks
+        j = (k - trail.start) // TRAIL_EVERY
+        if j >= len(marks) or marks[j].pos != k:
+            return k
+        mark = marks[j]
+        cap = self.wanted[0][0] - self.ahead if self.wanted else INF
+        m = j
+        while m + 1 < len(marks) and marks[m + 1].events == mark.events and marks[m + 1].pos <= cap:
+            m += 1
+        if m == j:
+            return k
+        for fl, (starts, ends) in zip(self.free.values(), mark.free, strict=True):
+            if fl.starts != starts or fl.ends != ends:
+                return k
+        for live, items in zip(self.live.values(), mark.live, strict=True):
+            if len(live) != len(items) or list(live.items()) != items:
+                return k
+        last_use = self.last_use
+        if [last_use[b] for items in mark.live for b, _ in items] != mark.last:
+            return k
+        # the labels: the same ranges, ordered alike (then every comparison of the placement
+        # goes the same way, and later releases are later in both)
+        maps: list[dict[int, int]] = []
+        for lm, (starts, ends, labels) in zip(self.released.values(), mark.released, strict=True):
+            if lm.starts != starts or lm.ends != ends:
+                return k
+            to: dict[int, int] = {}
+            for x, y in zip(labels, lm.label, strict=True):
+                if to.setdefault(x, y) != y:
+                    return k
+            keys = sorted(to)
+            if any(to[a] >= to[b] for a, b in pairwise(keys)):
+                return k
+            maps.append(to)
+        target = marks[m]
+        shift = len(self.result) - mark.rlen
+        for fl, (starts, ends) in zip(self.free.values(), target.free, strict=True):
+            fl.starts, fl.ends = starts[:], ends[:]
+        for t, items in zip(self.free, target.live, strict=True):
+            self.live[t] = dict(items)
+        for b, last in zip(
+            (b for items in target.live for b, _ in items), target.last, strict=True
+        ):
+            last_use[b] = last
+        old = mark.rlen  # labels below were released before the mark
+        for lm, to, (starts, ends, labels) in zip(
+            self.released.values(), maps, target.released, strict=True
+        ):
+            lm.starts, lm.ends = starts[:], ends[:]
+            lm.label = [x + shift if x >= old else to[x] for x in labels]
+        if not trail.allocs:
+            trail.allocs = list(trail.where)
+        where = self.where
+        base = trail.where
+        for b in trail.allocs[mark.nwhere : target.nwhere]:
+            where[b] = base[b]
+        self.result.extend(self.order[k : target.pos])
+        return target.pos
+
     def _state(self) -> ScanState:
         """A copy of what the scan built so far (its position: len(result))."""
         return ScanState(
@@ -313,6 +483,7 @@ class LinearScan:
         return len(self.result)
 
     def _evict(self, x: int) -> None:
+        self.events += 1
         if self.first is None and not self.spills:
             self.first = self._state()
         if self.limit is not None:
@@ -358,6 +529,7 @@ class LinearScan:
             self.last_use[b] = k
 
     def _reload(self, b: int, pinned: tuple[int, ...], k: int, victim) -> None:
+        self.events += 1
         off = self._place(b, pinned, k, victim)
         s = self.out.pop(b)
         self.spills[s] = (b, off)

@@ -78,7 +78,7 @@ def test_retiming_a_move_matches_timing_the_moved_order():
     g = HARD_WORKLOADS["HardConv_Case0"]()  # spills: spill and reuse edges reach far
     s = dlr(g, stage1(g, "memory"), CAPS, MODEL)
     r = replay(g, s, CAPS, MODEL)
-    preds, succs = cpe._preds(r), cpe._succs(r)
+    preds, succs = r.preds, cpe._succs(r)
     order = list(s.order)
     finish = cpe._timing(r.nodes, preds, order)
     pos = {v: i for i, v in enumerate(order)}

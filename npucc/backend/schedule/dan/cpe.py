@@ -21,6 +21,7 @@ Two refinements, each kept only when the replayed makespan strictly drops (eq. 3
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 
 from npucc.ir.replay import L0_TIERS, Replay
 from npucc.ir.schedule import Schedule
@@ -31,6 +32,7 @@ MEMORY_OPS = ("ALLOC", "FREE", "SPILL_OUT", "SPILL_IN")
 WINDOW = 8
 MOVE_BUDGET = 4_000_000  # node-visits of re-timing spent on local moves (deterministic)
 NONE = (1 << 62, 0, 0, -1)  # list_order's candidate of a pipe with nothing queued
+Preds = Sequence[Sequence[int]]  # per node: its predecessors (or successors) in G2
 
 
 def _groups(r: Replay) -> list[int]:
@@ -43,25 +45,15 @@ def _groups(r: Replay) -> list[int]:
     return group
 
 
-def _preds(r: Replay) -> list[list[int]]:
-    n = len(r.graph.nodes)
-    preds = [list(p) for p in r.graph.preds] + [[] for _ in range(len(r.nodes) - n)]
-    for src, dst in r.spill_edges:
-        preds[dst].append(src)
-    for src, dst in r.reuse_edges:
-        preds[dst].append(src)
-    return preds
-
-
-def _timing(nodes: list[TileNode], preds: list[list[int]], order: list[int]) -> list[int]:
+def _timing(nodes: list[TileNode], preds: Preds, order: list[int]) -> list[int]:
     """Finish times under rule 5."""
     return in_order(order, [v.cycles for v in nodes], [v.pipe for v in nodes], preds)[1]
 
 
 def _retime(
     nodes: list[TileNode],
-    preds: list[list[int]],
-    succs: list[list[int]],
+    preds: Preds,
+    succs: Preds,
     order: list[int],
     pos: dict[int, int],
     finish: list[int],
@@ -124,7 +116,7 @@ def _retime(
 
 
 def _succs(r: Replay) -> list[list[int]]:
-    """The successor lists of `_preds(r)` (the same edges; order within a list is free)."""
+    """The successor lists of `r.preds` (the same edges; order within a list is free)."""
     succs = [list(s) for s in r.graph.succs] + [[] for _ in range(len(r.nodes) - len(r.graph))]
     for edges in (r.spill_edges, r.reuse_edges):
         for src, dst in edges:
@@ -134,8 +126,8 @@ def _succs(r: Replay) -> list[list[int]]:
 
 def list_order(
     r: Replay,
-    preds: list[list[int]],
-    succs: list[list[int]],
+    preds: Preds,
+    succs: Preds,
     group: list[int],
     cap: int | None = None,
     critical: bool = True,
@@ -248,7 +240,7 @@ def list_order(
 
 
 def critical_chain(
-    nodes: list[TileNode], preds: list[list[int]], order: list[int], finish: list[int]
+    nodes: list[TileNode], preds: Preds, order: list[int], finish: list[int]
 ) -> list[int]:
     """Eq. 34: walk back from the last finisher through the binding edge or pipe predecessor."""
     pipe_prev = [-1] * len(nodes)
@@ -275,8 +267,8 @@ def critical_chain(
 
 def local_moves(
     r: Replay,
-    preds: list[list[int]],
-    succs: list[list[int]],
+    preds: Preds,
+    succs: Preds,
     group: list[int],
     order: list[int],
     finish: list[int],
@@ -319,7 +311,7 @@ def local_moves(
 
 def cpe(schedule: Schedule, r: Replay, window: int = WINDOW) -> Schedule:
     """A refined Stage-2 schedule (same offsets and spills); the input order if none is faster."""
-    preds = _preds(r)
+    preds = r.preds
     succs = _succs(r)
     group = _groups(r)
     order = list(schedule.order)

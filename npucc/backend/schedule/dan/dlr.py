@@ -30,14 +30,22 @@ class DlrVictim:
         clean = clean_buffers(graph)
         self.cost: list[float] = []  # lambda_byte * T + lambda_cyc * S + eps, per buffer
         self.traffic: list[int] = []  # T: extra DDR bytes of one spill, per buffer
+        # NOTE: a spill's figures depend on (tier, size, clean) alone, few distinct triples
+        known: dict[tuple[str, int, bool], tuple[int, float]] = {}
         for buf in graph.buffers:
             c = clean[buf.id]
-            traffic = spill_model.traffic(buf.size, c)
-            self.traffic.append(traffic)
-            cycles = spill_model.out_cycles(buf.tier, buf.size, c) + spill_model.in_cycles(
-                buf.tier, buf.size, c
-            )
-            self.cost.append(LAMBDA_BYTE * traffic + LAMBDA_CYC * cycles + EPS)
+            got = known.get((buf.tier, buf.size, c))
+            if got is None:
+                traffic = spill_model.traffic(buf.size, c)
+                cycles = spill_model.out_cycles(buf.tier, buf.size, c) + spill_model.in_cycles(
+                    buf.tier, buf.size, c
+                )
+                got = known[buf.tier, buf.size, c] = (
+                    traffic,
+                    LAMBDA_BYTE * traffic + LAMBDA_CYC * cycles + EPS,
+                )
+            self.traffic.append(got[0])
+            self.cost.append(got[1])
 
     def __call__(self, scan: LinearScan, candidates: list[int], k: int) -> int:
         """Pick the buffer to evict among `candidates` at Stage-1 position k."""

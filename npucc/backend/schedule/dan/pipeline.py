@@ -13,7 +13,8 @@ from npucc.backend.schedule.scan import (
     LinearScan,
     ScanState,
     TooManySpills,
-    buffer_uses,
+    Trail,
+    Uses,
     outliving_buffers,
     topo_order,
 )
@@ -60,8 +61,9 @@ class _Plans:
     ) -> None:
         self.graph, self.capacity, self.model, self.alignment = graph, capacity, model, alignment
         self.victim = DlrVictim(graph, model)
-        # per order placed: (order, buffer_uses, placement -> LinearScan.first of its scan)
-        self.known: list[tuple[list[int], list[list[int]], dict[str, ScanState]]] = []
+        # per order placed: (order, its Uses, placement -> LinearScan.first of its scan,
+        # placement -> the Trail of its plain scan)
+        self.known: list[tuple[list[int], Uses, dict[str, ScanState], dict[str, Trail]]] = []
         self.schedule: Schedule | None = None
         self.key: tuple[int, int] | None = None  # the best plan's (extra DDR, spills)
         self.order: list[int] = []  # its Stage-1 order
@@ -86,9 +88,15 @@ class _Plans:
         the release times of placement "timed" (LinearScan)."""
         known = next((x for x in self.known if x[0] is order), None)
         if known is None:
-            known = (order, buffer_uses(self.graph, order), {})
+            known = (order, Uses(self.graph, order), {}, {})
             self.known.append(known)
-        _, uses, first = known
+        _, uses, first, trails = known
+        start = first.get(placement)
+        trail = trails.get(placement)
+        if not prefetch and not ahead and placement != "timed":  # a plain scan
+            at = 0 if start is None else len(start.result)
+            if trail is None or not trail.marks or trail.marks[-1].pos < at:  # it records one
+                trail = trails[placement] = Trail()
         scan = LinearScan(
             self.graph,
             order,
@@ -104,7 +112,7 @@ class _Plans:
             times,
         )
         try:
-            cand = scan.run(self.victim, first.get(placement))
+            cand = scan.run(self.victim, start, trail)
         except TooManySpills:
             return None
         finally:
