@@ -54,7 +54,7 @@ def test_capped_list_order_keeps_addresses_and_peak():
     g = synthetic_graph(2000, seed=4)
     s, r = schedule_graph(g, "dan-dlr", CAPS, MODEL)
     assert not s.spills
-    preds, succs, group = cpe._preds(r), cpe._succs(r), cpe._groups(r)
+    preds, succs, group = r.preds, cpe._succs(r), cpe._groups(r)
     chained = cpe.list_order(r, preds, succs, group)
     for cap in (r.peak, r.peak * 2):
         order = cpe.list_order(r, preds, succs, group, cap)
