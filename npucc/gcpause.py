@@ -1,10 +1,15 @@
-"""Pausing Python's cyclic garbage collector around work that builds many long-lived objects."""
+"""Pausing Python's cyclic garbage collector around work that builds many long-lived objects,
+and giving freed memory back to the OS between big stages."""
 
 from __future__ import annotations
 
+import ctypes
 import gc
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import cache
+from typing import cast
 
 
 @contextmanager
@@ -22,3 +27,28 @@ def gc_paused() -> Iterator[None]:
     finally:
         if paused:
             gc.enable()
+
+
+def release_memory() -> None:
+    """Give the memory freed so far back to the OS: a full collection (it also empties
+    Python's free lists) and, where the C library is glibc, `malloc_trim(0)` (which returns
+    the free pages inside its heap, not only those at its top).
+
+    NOTE: `npucc check` calls it between its big stages: after the compile (VGG-19: the
+    lowering's freed 160 MiB) and after the run, before onnxruntime (190 MiB).
+    """
+    gc.collect()
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's malloc_trim, or None where the C library has none."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return cast(Callable[[int], int], ctypes.CDLL(None).malloc_trim)
+    except (AttributeError, OSError):  # musl, or no C library to load
+        return None

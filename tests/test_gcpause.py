@@ -1,10 +1,11 @@
-"""gc_paused: the cyclic collector is off inside the block and back as it was after it."""
+"""gc_paused: the cyclic collector is off inside the block and back as it was after it;
+release_memory gives freed heap pages back to the OS."""
 
 import gc
 
 import pytest
 
-from npucc.gcpause import gc_paused
+from npucc.gcpause import _malloc_trim, gc_paused, release_memory
 
 
 def test_paused_inside_and_restored_after() -> None:
@@ -29,3 +30,20 @@ def test_left_disabled_when_it_was() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def _rss() -> int:
+    """This process's resident bytes."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096
+
+
+@pytest.mark.skipif(_malloc_trim() is None, reason="no glibc malloc_trim")
+def test_release_memory_returns_the_free_pages_inside_the_heap() -> None:
+    blocks = [bytearray(8192) for _ in range(8192)]  # 64 MiB of heap blocks, all touched
+    kept = blocks[::64]  # one block in 64 stays: the heap cannot just shrink from its top
+    del blocks
+    before = _rss()
+    release_memory()
+    assert _rss() < before - (32 << 20)
+    assert len(kept) == 128

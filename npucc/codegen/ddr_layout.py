@@ -10,6 +10,7 @@ import numpy as np
 
 from npucc.errors import NpuccError
 from npucc.ir.dtypes import NUMPY_DTYPES
+from npucc.ir.mapped import write_array
 from npucc.ir.program import DdrTensor, TiledProgram
 
 
@@ -72,7 +73,7 @@ def build_image(program: TiledProgram, layout: DdrLayout) -> bytes:
             out.write(bytes(layout.addr[t.key] - out.tell()))
             with np.errstate(over="ignore"):  # beyond float16's range: +-inf (IEEE rounding)
                 data = np.ascontiguousarray(t.data.reshape(-1), storage)
-            out.write(data.data)
+            write_array(out, data)  # NOTE: a weight mapped from its file is not held twice
             if data.dtype == t.data.dtype:
                 moved.append((t, t.data.shape))
                 t.data = None

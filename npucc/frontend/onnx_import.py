@@ -27,7 +27,13 @@ from npucc.frontend.host_fallback import host_layer
 from npucc.frontend.legalize import LOWERED
 from npucc.frontend.onnx_control import CONTROL_OPS, expand_control_flow, live_nodes, tensors_read
 from npucc.frontend.onnx_order import topologically_sorted
-from npucc.frontend.weights_apart import Weights, restore_places, split_weights, with_weights
+from npucc.frontend.weights_apart import (
+    Weights,
+    mapped_weight,
+    restore_places,
+    split_weights,
+    with_weights,
+)
 from npucc.ir.dtypes import dtype_name
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.ir.graph_schema import ONNX_PREFIX
@@ -50,14 +56,22 @@ def read_model(
 
     `copy=False`: a ModelProto without external data is returned itself, not copied.
     """
+    return _read_model(source, external_data, copy, mapped=False)[0]
+
+
+def _read_model(
+    source: ModelSource, external_data: bool, copy: bool, mapped: bool
+) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """`read_model`; with `mapped`, also the big initializers (`weights_apart.mapped_weight`)
+    mapped from their external data files rather than loaded (they stay external)."""
     if isinstance(source, onnx.ModelProto):
         if not copy and not (external_data and _external_tensors(source)):
-            return source
+            return source, {}
         model = onnx.ModelProto()
         model.CopyFrom(source)
         if external_data:
             _load_external_data(model, None)
-        return model
+        return model, {}
     where = "" if isinstance(source, bytes) else f" ({source!s})"
     try:
         if isinstance(source, bytes):
@@ -76,10 +90,10 @@ def read_model(
             f"cannot read model: not an ONNX model (no graph); expected an ONNX "
             f"protobuf file (.onnx){where}"
         )
-    if external_data:
-        folder = None if isinstance(source, bytes) else Path(source).parent
-        _load_external_data(model, folder)
-    return model
+    if not external_data:
+        return model, {}
+    folder = None if isinstance(source, bytes) else Path(source).parent
+    return model, _load_external_data(model, folder, mapped)
 
 
 def _graph_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
@@ -118,11 +132,16 @@ def _external_tensors(model: onnx.ModelProto) -> list[onnx.TensorProto]:
     ]
 
 
-def _load_external_data(model: onnx.ModelProto, folder: Path | None) -> None:
-    """Load every tensor's external data; refuse a location outside the model's folder."""
+def _load_external_data(
+    model: onnx.ModelProto, folder: Path | None, mapped: bool = False
+) -> dict[str, np.ndarray]:
+    """Load every tensor's external data; refuse a location outside the model's folder.
+
+    `mapped`: the big initializers `mapped_weight` maps are not loaded but returned by name.
+    """
     tensors = _external_tensors(model)
     if not tensors:
-        return
+        return {}
     if folder is None:
         raise NpuccError(
             f"tensor '{tensors[0].name}' has external data, but the model was not read from a file"
@@ -139,10 +158,19 @@ def _load_external_data(model: onnx.ModelProto, folder: Path | None) -> None:
             raise NpuccError(f"{where}: a symlink leads outside the model's folder ({root})")
         if not path.is_file():
             raise NpuccError(f"{where}: no such file in the model's folder ({root})")
+    arrays: dict[str, np.ndarray] = {}
+    # NOTE: the graph's own initializers come first in `tensors`
+    own = sum(i.data_location == onnx.TensorProto.EXTERNAL for i in model.graph.initializer)
     try:
-        external_data_helper.load_external_data_for_model(model, str(root))
+        for index, t in enumerate(tensors):
+            array = mapped_weight(t, root) if mapped and index < own else None
+            if array is None:
+                external_data_helper.load_external_data_for_tensor(t, str(root))
+            else:
+                arrays[t.name] = array
     except Exception as exc:  # OSError, ValueError (offset/length beyond the file), ...
         raise NpuccError(f"cannot read external data: {one_line(exc)}") from None
+    return arrays
 
 
 def _suggest(name: str, dims: list[onnx.TensorShapeProto.Dimension]) -> str:
@@ -238,12 +266,16 @@ def load_model(
 
 
 def load_model_apart(
-    path_or_model: ModelSource, input_shapes: InputShapes | None = None, fallback: str = "error"
-) -> tuple[onnx.ModelProto, dict[str, onnx.TensorProto]]:
+    path_or_model: ModelSource,
+    input_shapes: InputShapes | None = None,
+    fallback: str = "error",
+    mapped: bool = False,
+) -> tuple[onnx.ModelProto, Weights]:
     """`load_model`, its big initializers held apart (npucc.frontend.weights_apart): the model
-    with their placeholders, and them by name (the source's own messages)."""
-    source = read_model(path_or_model, copy=False)
-    model, weights = split_weights(source)
+    with their placeholders, and them by name (the source's own messages; with `mapped`, those
+    with external data numpy reads as it lies are arrays mapped from their files instead)."""
+    source, arrays = _read_model(path_or_model, True, False, mapped)
+    model, weights = split_weights(source, arrays)
     inputs = len(source.graph.input)
     if model.functions:
         model = onnx.inliner.inline_local_functions(model)
@@ -322,7 +354,8 @@ def model_to_graph(
         raise NpuccError("sparse initializers are not supported")
     held = weights or {}
     for init in graph.initializer:
-        data = numpy_helper.to_array(held.get(init.name, init))
+        value = held.get(init.name, init)
+        data = value if isinstance(value, np.ndarray) else numpy_helper.to_array(value)
         try:
             g.add_tensor(Tensor(init.name, tuple(data.shape), dtype_name(data.dtype), data))
         except NpuccError as exc:
@@ -376,8 +409,13 @@ class ImportOnnx(Pass):
     fallback: str = "error"  # "host": refused nodes become host layers (host_fallback)
 
     def run(self, ir: ModelSource, ctx: CompileContext) -> Graph:
-        """Load with `input_shapes`, expand control flow and translate to a Graph."""
-        model, weights = load_model_apart(ir, self.input_shapes, self.fallback)
+        """Load with `input_shapes`, expand control flow and translate to a Graph.
+
+        NOTE: big weights in an external data file are mapped, not read (npucc.ir.mapped):
+        they come into memory only when codegen copies them into the image (VGG-19: 548 MB
+        not held from import to codegen).
+        """
+        model, weights = load_model_apart(ir, self.input_shapes, self.fallback, mapped=True)
         if any(n.op_type in CONTROL_OPS for n in model.graph.node):  # expanded on a whole model
             return model_to_graph(expand_control_flow(with_weights(model, weights)), self.fallback)
         return model_to_graph(model, self.fallback, weights)

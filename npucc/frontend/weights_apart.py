@@ -5,35 +5,72 @@ then back into Python): for VGG-19's 548 MB of weights that held four copies at 
 need a weight's type and shape, not its values, so they run on a copy in which each big
 initializer is a graph input of its type instead; the values stay in the source model's own
 messages (no copy), and the result keeps a placeholder (name, type, dims, no data) in each
-one's place, so the initializers keep their order.
+one's place, so the initializers keep their order. A model read from a file with its weights in
+an external data file (`npucc check` writes it so) holds them mapped from that file instead
+(`mapped_weight`): not in memory until codegen copies them into the image.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx
+from onnx.external_data_helper import ExternalDataInfo
+
+from npucc.ir.mapped import map_array
 
 # elements from which an initializer is held apart: shapes, pads, indices and the other values
 # shape inference reads are far smaller
 BIG = 4096
+# element types whose external data numpy maps as it lies (raw little-endian values)
+_MAPPED_TYPES = frozenset({
+    onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16,
+    onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.INT16,
+    onnx.TensorProto.UINT16, onnx.TensorProto.INT32, onnx.TensorProto.UINT32,
+    onnx.TensorProto.INT64, onnx.TensorProto.UINT64,
+})  # fmt: skip
 
-Weights = Mapping[str, onnx.TensorProto]
+# a held-apart initializer: the source's own message, or its values mapped from a file
+Weights = Mapping[str, onnx.TensorProto | np.ndarray]
 
 
-def split_weights(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, onnx.TensorProto]]:
+def mapped_weight(tensor: onnx.TensorProto, root: Path) -> np.ndarray | None:
+    """A big initializer's external data (its location checked to lie inside `root`) mapped
+    read-only from its file (npucc.ir.mapped), or None where it is not of a type numpy maps,
+    smaller than BIG elements, or not exactly its bytes (then it is loaded, as ONNX does)."""
+    shape = tuple(tensor.dims)
+    if tensor.data_type not in _MAPPED_TYPES or math.prod(shape) < BIG:
+        return None
+    dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)).newbyteorder("<")
+    info = ExternalDataInfo(tensor)
+    offset = info.offset or 0
+    if info.length is not None and info.length != math.prod(shape) * dtype.itemsize:
+        return None
+    path = root / info.location
+    if info.length is None and path.stat().st_size - offset != math.prod(shape) * dtype.itemsize:
+        return None
+    return map_array(str(path), offset, dtype, shape)
+
+
+def split_weights(
+    model: onnx.ModelProto, mapped: Mapping[str, np.ndarray] | None = None
+) -> tuple[onnx.ModelProto, dict[str, onnx.TensorProto | np.ndarray]]:
     """A copy of `model` whose big initializers are graph inputs of their type and shape, and
-    those initializers by name (`model`'s own messages)."""
-    weights = big_initializers(model)
+    those initializers by name (`model`'s own messages, or their `mapped` values)."""
+    mapped = mapped or {}
+    held = [i for i in model.graph.initializer if i.name in mapped or _big(i)]
+    weights = {i.name: mapped.get(i.name, i) for i in held}
     skeleton = _without_initializers(model)
     skeleton.graph.initializer.extend(i for i in model.graph.initializer if i.name not in weights)
     inputs = {v.name for v in model.graph.input}
     skeleton.graph.input.extend(
-        onnx.helper.make_tensor_value_info(name, t.data_type, tuple(t.dims))
-        for name, t in weights.items()
-        if name not in inputs
+        onnx.helper.make_tensor_value_info(i.name, i.data_type, tuple(i.dims))
+        for i in held
+        if i.name not in inputs
     )
     return skeleton, weights
 
@@ -58,11 +95,12 @@ def external_weights(
 
 def big_initializers(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
     """The initializers of `model` held apart (at least BIG elements, data in the model)."""
-    return {
-        i.name: i
-        for i in model.graph.initializer
-        if math.prod(i.dims) >= BIG and i.data_location != onnx.TensorProto.EXTERNAL
-    }
+    return {i.name: i for i in model.graph.initializer if _big(i)}
+
+
+def _big(init: onnx.TensorProto) -> bool:
+    """At least BIG elements, its data in the model."""
+    return math.prod(init.dims) >= BIG and init.data_location != onnx.TensorProto.EXTERNAL
 
 
 def _without_initializers(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -116,6 +154,10 @@ def with_weights(model: onnx.ModelProto, weights: Weights) -> onnx.ModelProto:
     """`model` with the values of its held-apart initializers copied into their placeholders."""
     if weights:
         for init in model.graph.initializer:
-            if init.name in weights:
-                init.CopyFrom(weights[init.name])
+            value = weights.get(init.name)
+            if isinstance(value, np.ndarray):  # mapped: as ONNX loads external data
+                init.raw_data = value.tobytes()
+                init.data_location = onnx.TensorProto.DEFAULT
+            elif value is not None:
+                init.CopyFrom(value)
     return model

@@ -19,6 +19,7 @@ from npucc.checking import (
     run_onnxruntime,
 )
 from npucc.frontend.onnx_import import load_model
+from npucc.gcpause import release_memory
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = sorted((ROOT / "models").glob("*.onnx"))
@@ -43,11 +44,13 @@ def check_model(
         path = model_file(make(), folder)
         program = npucc.compile(path, target, schedule, beam_width=beam_width)
         inputs = random_inputs(program.inputs, seed)
+        release_memory()  # NOTE: what the compile freed goes back to the OS before the run
         result = program.execute(inputs)
         outputs, makespan = result.outputs, result.makespan
         predicted = program.stats["predicted_makespan"]
         del program, result  # NOTE: the program's image and the run's memories are freed
-        reference = run_onnxruntime(path, inputs)  # before onnxruntime maps the weights
+        release_memory()  # and given back to the OS before onnxruntime loads the weights
+        reference = run_onnxruntime(path, inputs)
     for c in compare(outputs, reference):
         assert c.ok, f"{c.name}: max abs error {c.max_abs} vs max |ref| {c.max_ref}"
     assert makespan == predicted

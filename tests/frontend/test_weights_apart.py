@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import pytest
@@ -9,7 +11,13 @@ from onnx import TensorProto, helper, numpy_helper
 
 from npucc.frontend.graph_edit import infer_shapes
 from npucc.frontend.onnx_import import load_model, load_model_apart, model_to_graph
-from npucc.frontend.weights_apart import BIG, external_weights, split_weights
+from npucc.frontend.weights_apart import (
+    BIG,
+    external_weights,
+    mapped_weight,
+    split_weights,
+    with_weights,
+)
 
 
 def conv_model(ir_version: int) -> onnx.ModelProto:
@@ -87,3 +95,32 @@ def test_onnxruntime_gets_the_big_weights_as_external_references() -> None:
     assert w.data_location == TensorProto.EXTERNAL and not w.raw_data
     assert [(e.key, e.value) for e in w.external_data] == [("location", "w")]
     assert shape == model.graph.initializer[1] and bias == model.graph.initializer[2]
+
+
+def test_big_external_weights_are_mapped_from_their_file(tmp_path: Path) -> None:
+    model = conv_model(8)
+    path = tmp_path / "m.onnx"
+    onnx.save_model(conv_model(8), str(path), save_as_external_data=True, location="m.data",
+                    size_threshold=0)  # fmt: skip
+    shapes = {"x": (1, 8, 8, 8)}
+    placeheld, weights = load_model_apart(path, shapes, mapped=True)
+    assert sorted(weights) == ["w"]  # the small ones are loaded
+    w = weights["w"]
+    assert isinstance(w, np.ndarray) and not w.flags.writeable and w.base is not None
+    expected = numpy_helper.to_array(model.graph.initializer[0])
+    np.testing.assert_array_equal(model_to_graph(placeheld, weights=weights).tensors["w"].data,
+                                  expected)  # fmt: skip
+    # put back into the model: the model loaded without mapping, byte for byte
+    plain = load_model(path, shapes).SerializeToString()
+    assert with_weights(placeheld, weights).SerializeToString() == plain
+
+
+def test_external_data_not_exactly_a_weights_bytes_is_loaded_not_mapped(tmp_path: Path) -> None:
+    path = tmp_path / "m.onnx"
+    onnx.save_model(conv_model(8), str(path), save_as_external_data=True, location="m.data")
+    with open(tmp_path / "m.data", "ab") as f:  # the last weight now runs to the file's end
+        f.write(b"\0" * 4)
+    w = next(i for i in onnx.load(str(path), load_external_data=False).graph.initializer)
+    assert mapped_weight(w, tmp_path) is not None  # its length is given
+    del w.external_data[1:]  # location only: the rest of the file, 4 bytes too many
+    assert mapped_weight(w, tmp_path) is None
