@@ -1,8 +1,8 @@
 """Which tensors a mesh plan keeps on chip, and where: the NoC handoff.
 
-A tensor whose every consumer runs in its producer's planned step or the next one (as the
-SET-aligned model keeps next-step tensors on chip), that is not a graph output and fits the
-on-chip buffer (`[mesh] onchip_buffer` bytes per core) of its producer's rectangle, is kept
+A tensor that is not a graph output and fits the on-chip buffer (`[mesh] onchip_buffer`
+bytes per core) of its producer's rectangle while it lives, however many steps later its
+consumers run (unlike the SET-aligned model, which keeps next-step tensors only), is kept
 on chip: split into equal chunks, chunk i on the i-th core of the producer's rectangle
 (row-major). Producer tiles write it and consumer tiles read it over the NoC. A tensor is live
 from its producer's first part to its last reader's last part in the lowering's order
@@ -40,7 +40,6 @@ from npucc.target import Target
 
 # ops that read their inputs from DDR only: `gather`'s table, a host segment's operands
 NO_NOC_READERS = ("take", HOST_OP)
-LATER_STEPS = 1  # a consumer up to this many steps after its producer's still reads on chip
 # ops whose lowerings read their constants only by copies into a core tier (weights, bias)
 STAGED_OPS = frozenset({"conv2d", "gemm", "matmul"})
 
@@ -87,15 +86,14 @@ def tensor_consumers(graph: Graph) -> dict[str, list[int] | None]:
 def plan_onchip(
     graph: Graph,
     cores_of: Sequence[tuple[int, ...] | None],
-    step_of: Sequence[int],
     target: Target,
     offchip: frozenset[str] = frozenset(),
     loops: Sequence[tuple[int, int, int]] | None = None,
     spans: Sequence[tuple[int, int]] | None = None,
     consumers: dict[str, list[int] | None] | None = None,
 ) -> dict[str, OnChip]:
-    """The tensors kept on chip (layer i runs in step `step_of[i]` on the row-major core
-    indices `cores_of[i]`; None for a view op), none of `offchip`. `loops[i]`: layer i's
+    """The tensors kept on chip (layer i runs on the row-major core indices `cores_of[i]`;
+    None for a view op), none of `offchip`. `loops[i]`: layer i's
     sub-batch loop, its sub-batch count (1: not split) and its stage in a pipelined step (-1:
     none); `spans[i]`: the first and last positions of its parts in the lowering's order
     (default: i); `consumers`: the graph's `tensor_consumers`, if known. Empty on one core or
@@ -166,8 +164,6 @@ def plan_onchip(
             if not found or any(graph.layers[j].op in NO_NOC_READERS for j in found):
                 continue
             slot, slots = _handoff(i, found, elems, loops)
-            if not slot and any(not 0 <= step_of[j] - step_of[i] <= LATER_STEPS for j in found):
-                continue
             life = (span[i][0], max(span[j][1] for j in found))
             keep(t, slot * slots if slot else elems, cores, life, slot, slots)
     weights: dict[str, tuple[str, tuple[int, ...], int, int]] = {}  # key -> (const, cores, life)
