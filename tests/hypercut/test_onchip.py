@@ -135,3 +135,17 @@ def test_a_homes_bytes_serve_one_tensor_after_another():
     assert sharing and not any(a.meets(b) for a, b in sharing)
     later = plan_onchip(graph, cores, MESH, spans=[(0, n)] * n)  # every life overlaps
     assert not any(a.shares(b, 4) for a, b in combinations(later.values(), 2))
+
+
+def test_a_loop_on_one_rectangle_holds_one_sub_batch_of_a_handoff():
+    graph = import_model(MODELS / "residual_block.onnx")
+    n = len(graph.layers)
+    cores = [(0, 1, 2, 3)] * n
+    shared = plan_onchip(graph, cores, MESH, loops=[(0, 4, -1)] * n)  # a loop of several steps
+    handoffs = [w for k, w in shared.items() if k in graph.tensors]
+    assert handoffs and all(w.slots == 1 and w.slot for w in handoffs)
+    apart = [(0, 1, 2, 3) if i % 2 else (4, 5, 6, 7) for i in range(n)]  # alternate rectangles
+    double = plan_onchip(graph, apart, MESH, loops=[(0, 4, -1)] * n)
+    assert all(w.slots == 2 for k, w in double.items() if k in graph.tensors)
+    piped = plan_onchip(graph, cores, MESH, loops=[(0, 4, s) for s in range(n)])  # a pipeline
+    assert all(w.slots >= 2 for k, w in piped.items() if k in graph.tensors)

@@ -14,9 +14,11 @@ execution-faithful estimate call `plan_onchip`, so they agree.
 
 Inside a split sub-batch loop (npucc.backend.lower.subbatch), a tensor that only the loop's
 own layers read is a handoff per sub-batch: it holds `slots` sub-batches, slice j in slot
-j mod slots, whatever the steps between producer and readers — two (double buffers), or in a
-pipelined step one more than the most stages a reader lies behind its producer (the slices
-it still waits to read), at most the sub-batch count; the lowering makes the producer's
+j mod slots, whatever the steps between producer and readers — one when every reader runs
+on the producer's cores in a loop of several steps (they finish slice j before writing
+j + 1), else two (double buffers), or in a pipelined step one more than the most stages a
+reader lies behind its producer (the slices it still waits to read), at most the sub-batch
+count; the lowering makes the producer's
 slice j wait until the readers of slice j − slots are done.
 
 The weights of a split loop's cube layers (the constants of `STAGED_OPS`) are kept on chip
@@ -163,7 +165,7 @@ def plan_onchip(
             found = consumers[t] if t not in outputs and t not in offchip else None
             if not found or any(graph.layers[j].op in NO_NOC_READERS for j in found):
                 continue
-            slot, slots = _handoff(i, found, elems, loops)
+            slot, slots = _handoff(i, found, elems, loops, cores_of)
             life = (span[i][0], max(span[j][1] for j in found))
             keep(t, slot * slots if slot else elems, cores, life, slot, slots)
     weights: dict[str, tuple[str, tuple[int, ...], int, int]] = {}  # key -> (const, cores, life)
@@ -194,14 +196,22 @@ def _nearby(cores: tuple[int, ...], rows: int, cols: int) -> tuple[int, ...]:
 
 
 def _handoff(
-    producer: int, readers: list[int], elems: int, loops: Sequence[tuple[int, int, int]] | None
+    producer: int,
+    readers: list[int],
+    elems: int,
+    loops: Sequence[tuple[int, int, int]] | None,
+    cores_of: Sequence[tuple[int, ...] | None],
 ) -> tuple[int, int]:
     """(elements per sub-batch, sub-batches held) of a handoff inside a split loop, or (0, 1)
-    for a tensor held whole."""
+    for a tensor held whole. A loop of several steps whose readers run on the producer's
+    cores holds one sub-batch: those cores read slice j before they write slice j + 1, so a
+    second slot would overlap nothing."""
     if loops is None:
         return 0, 1
     loop, n, stage = loops[producer]
     if n == 1 or any(loops[j][0] != loop for j in readers):
         return 0, 1
+    if stage < 0 and all(cores_of[j] == cores_of[producer] for j in readers):
+        return elems // n, 1
     behind = max((loops[j][2] - stage for j in readers), default=1) if stage >= 0 else 1
     return elems // n, min(n, max(2, behind + 1))
