@@ -8,7 +8,13 @@ import pytest
 
 from npucc.backend.estimate.exec_cost import ExecCostModel
 from npucc.backend.hypercut.beam import BeamOptions
-from npucc.backend.hypercut.onchip_plan import STAGED_OPS, plan_onchip, stage_piece, staged_key
+from npucc.backend.hypercut.onchip_plan import (
+    STAGED_OPS,
+    plan_onchip,
+    stage_piece,
+    staged_key,
+    tensor_consumers,
+)
 from npucc.backend.lower import plan_tensors
 from npucc.backend.planner import PlanOptions, plan_graph
 from npucc.ir.onchip import OnChip, chunk_bytes, parse_onchip
@@ -31,7 +37,7 @@ def test_hops_reach_the_farthest_home_of_a_range():
     assert chunk_bytes(10, 4) == 64 and chunk_bytes(17, 4) == 128
 
 
-def test_rules_step_distance_outputs_and_budget():
+def test_rules_lives_outputs_and_budget():
     graph = import_model(MODELS / "small_cnn.onnx")
     n = len(graph.layers)
     cores = [(0, 1, 2, 3)] * n
@@ -41,18 +47,20 @@ def test_rules_step_distance_outputs_and_budget():
         for t in layer.outputs
         if t not in graph.outputs and layer.op != "reshape"  # a view is its input's tensor
     ]
-    kept = plan_onchip(graph, cores, [0] * n, MESH)
+    kept = plan_onchip(graph, cores, MESH)
     assert set(kept) == set(produced)  # one step: every intermediate tensor, no output
     for where in kept.values():
         assert where.homes[0] == (0, 0) and len(where.homes) <= 4
-    apart = plan_onchip(graph, cores, [2 * i for i in range(n)], MESH)
-    assert apart == {}  # every consumer two steps later: through DDR
-    assert plan_onchip(graph, cores, [0] * n, load_target("davinci-core")) == {}
+    readers = tensor_consumers(graph)
+    for t, where in kept.items():  # live from its producer to its last reader, however far
+        producer = next(i for i, layer in enumerate(graph.layers) if t in layer.outputs)
+        assert where.live == (producer, max(readers[t]))
+    assert plan_onchip(graph, cores, load_target("davinci-core")) == {}
     one = produced[0]
-    assert one not in plan_onchip(graph, cores, [0] * n, MESH, frozenset({one}))
+    assert one not in plan_onchip(graph, cores, MESH, frozenset({one}))
     tiny = MESH.to_dict()
     tiny["mesh"]["onchip_buffer"] = 64
-    small = plan_onchip(graph, cores, [0] * n, target_from_dict(tiny))
+    small = plan_onchip(graph, cores, target_from_dict(tiny))
     assert all(chunk_bytes(w.chunk, 4) <= 64 for w in small.values())
 
 
@@ -76,18 +84,16 @@ def test_a_split_loop_stages_its_cube_weights_on_its_rectangle():
             for t in layer.inputs if t and graph.is_const(t)]  # fmt: skip
     assert cube
     piece = stage_piece(MESH)
-    split = plan_onchip(graph, cores, [0] * n, MESH, loops=[(0, 2, -1)] * n)
+    split = plan_onchip(graph, cores, MESH, loops=[(0, 2, -1)] * n)
     for _, t in cube:
         where = split[staged_key(t, 0)]
         elems = math.prod(graph.tensors[t].shape)
         assert where.chunk == min(elems, max(-(-elems // 4), piece))  # a piece per home at least
         assert where.homes == tuple((1, c) for c in range(len(where.homes)))
-    whole = plan_onchip(graph, cores, [0] * n, MESH, loops=[(0, 1, -1)] * n)
+    whole = plan_onchip(graph, cores, MESH, loops=[(0, 1, -1)] * n)
     assert not any("@chip" in key for key in whole)  # one sub-batch: read once anyway
     first = staged_key(cube[0][1], 0)
-    assert first not in plan_onchip(
-        graph, cores, [0] * n, MESH, frozenset({first}), loops=[(0, 2, -1)] * n
-    )
+    assert first not in plan_onchip(graph, cores, MESH, frozenset({first}), loops=[(0, 2, -1)] * n)
 
 
 def test_a_staged_weight_too_large_for_its_rectangle_spreads_to_the_nearest_cores():
@@ -95,7 +101,7 @@ def test_a_staged_weight_too_large_for_its_rectangle_spreads_to_the_nearest_core
     n = len(graph.layers)
     rect = (0, 1, 8, 9)  # a 2x2 corner of the 8x8 mesh
     tensors = frozenset(graph.tensors)  # no handoff: the weights have the buffers to themselves
-    kept = plan_onchip(graph, [rect] * n, [0] * n, MESH, tensors, loops=[(0, 2, -1)] * n)
+    kept = plan_onchip(graph, [rect] * n, MESH, tensors, loops=[(0, 2, -1)] * n)
     big = [t for t in graph.tensors if graph.is_const(t) and graph.tensors[t].shape == (768, 768)]
     where = kept[staged_key(big[0], 0)]  # 2.36 MB: more than four 512 KiB buffers hold
     assert len(where.homes) > 4 and where.homes[:4] == ((0, 0), (0, 1), (1, 0), (1, 1))
@@ -107,11 +113,11 @@ def test_staged_weights_take_only_the_room_the_handoffs_left():
     graph = import_model(MODELS / "transformer_encoder.onnx")
     n = len(graph.layers)
     loops = [(0, 2, -1)] * n
-    kept = plan_onchip(graph, [(0, 1, 8, 9)] * n, [0] * n, MESH, loops=loops)
+    kept = plan_onchip(graph, [(0, 1, 8, 9)] * n, MESH, loops=loops)
     handoffs = {k: w for k, w in kept.items() if k in graph.tensors}
     staged = frozenset(kept) - set(handoffs)
     assert handoffs and staged  # the handoffs, then the weights that still fit
-    alone = plan_onchip(graph, [(0, 1, 8, 9)] * n, [0] * n, MESH, staged, loops=loops)
+    alone = plan_onchip(graph, [(0, 1, 8, 9)] * n, MESH, staged, loops=loops)
     assert {k: w for k, w in alone.items() if k in graph.tensors} == handoffs  # unchanged
 
 
@@ -119,13 +125,27 @@ def test_a_homes_bytes_serve_one_tensor_after_another():
     graph = import_model(MODELS / "residual_block.onnx")
     n = len(graph.layers)
     cores = [(0, 1, 2, 3)] * n
-    whole = plan_onchip(graph, cores, [0] * n, MESH)
+    whole = plan_onchip(graph, cores, MESH)
     tight = MESH.to_dict()
     tight["mesh"]["onchip_buffer"] = 2 * max(chunk_bytes(w.chunk, 4) for w in whole.values())
-    kept = plan_onchip(graph, cores, [0] * n, target_from_dict(tight))
+    kept = plan_onchip(graph, cores, target_from_dict(tight))
     assert set(kept) == set(whole)  # all fit again, although their chunks add up to more
     assert sum(chunk_bytes(w.chunk, 4) for w in kept.values()) > tight["mesh"]["onchip_buffer"]
     sharing = [(a, b) for a, b in combinations(kept.values(), 2) if a.shares(b, 4)]
     assert sharing and not any(a.meets(b) for a, b in sharing)
-    later = plan_onchip(graph, cores, [0] * n, MESH, spans=[(0, n)] * n)  # every life overlaps
+    later = plan_onchip(graph, cores, MESH, spans=[(0, n)] * n)  # every life overlaps
     assert not any(a.shares(b, 4) for a, b in combinations(later.values(), 2))
+
+
+def test_a_loop_on_one_rectangle_holds_one_sub_batch_of_a_handoff():
+    graph = import_model(MODELS / "residual_block.onnx")
+    n = len(graph.layers)
+    cores = [(0, 1, 2, 3)] * n
+    shared = plan_onchip(graph, cores, MESH, loops=[(0, 4, -1)] * n)  # a loop of several steps
+    handoffs = [w for k, w in shared.items() if k in graph.tensors]
+    assert handoffs and all(w.slots == 1 and w.slot for w in handoffs)
+    apart = [(0, 1, 2, 3) if i % 2 else (4, 5, 6, 7) for i in range(n)]  # alternate rectangles
+    double = plan_onchip(graph, apart, MESH, loops=[(0, 4, -1)] * n)
+    assert all(w.slots == 2 for k, w in double.items() if k in graph.tensors)
+    piped = plan_onchip(graph, cores, MESH, loops=[(0, 4, s) for s in range(n)])  # a pipeline
+    assert all(w.slots >= 2 for k, w in piped.items() if k in graph.tensors)

@@ -407,12 +407,10 @@ class ExecCostModel:
         none of `offchip`; `parts`: the plan's `loop_parts`, if known."""
         cols = self.target.mesh.cols
         cores_of: list[tuple[int, ...] | None] = [None] * len(self.graph.layers)
-        step_of = [0] * len(self.graph.layers)
-        for s, step in enumerate(steps):
+        for step in steps:
             for group in step.groups:
                 cores = group.rect.indices(cols)
                 for index in group.layers:
-                    step_of[index] = s
                     if self.graph.layers[index].op not in VIEW_OPS:
                         cores_of[index] = cores
         if parts is None:
@@ -420,7 +418,7 @@ class ExecCostModel:
         n = len(self.graph.layers)
         loops, spans = part_loops(parts, n), part_spans(parts, n)
         return plan_onchip(
-            self.graph, cores_of, step_of, self.target, offchip, loops, spans, self._consumers
+            self.graph, cores_of, self.target, offchip, loops, spans, self._consumers
         )
 
     @property

@@ -1,8 +1,8 @@
 """Which tensors a mesh plan keeps on chip, and where: the NoC handoff.
 
-A tensor whose every consumer runs in its producer's planned step or the next one (as the
-SET-aligned model keeps next-step tensors on chip), that is not a graph output and fits the
-on-chip buffer (`[mesh] onchip_buffer` bytes per core) of its producer's rectangle, is kept
+A tensor that is not a graph output and fits the on-chip buffer (`[mesh] onchip_buffer`
+bytes per core) of its producer's rectangle while it lives, however many steps later its
+consumers run (unlike the SET-aligned model, which keeps next-step tensors only), is kept
 on chip: split into equal chunks, chunk i on the i-th core of the producer's rectangle
 (row-major). Producer tiles write it and consumer tiles read it over the NoC. A tensor is live
 from its producer's first part to its last reader's last part in the lowering's order
@@ -14,9 +14,11 @@ execution-faithful estimate call `plan_onchip`, so they agree.
 
 Inside a split sub-batch loop (npucc.backend.lower.subbatch), a tensor that only the loop's
 own layers read is a handoff per sub-batch: it holds `slots` sub-batches, slice j in slot
-j mod slots, whatever the steps between producer and readers — two (double buffers), or in a
-pipelined step one more than the most stages a reader lies behind its producer (the slices
-it still waits to read), at most the sub-batch count; the lowering makes the producer's
+j mod slots, whatever the steps between producer and readers — one when every reader runs
+on the producer's cores in a loop of several steps (they finish slice j before writing
+j + 1), else two (double buffers), or in a pipelined step one more than the most stages a
+reader lies behind its producer (the slices it still waits to read), at most the sub-batch
+count; the lowering makes the producer's
 slice j wait until the readers of slice j − slots are done.
 
 The weights of a split loop's cube layers (the constants of `STAGED_OPS`) are kept on chip
@@ -40,7 +42,6 @@ from npucc.target import Target
 
 # ops that read their inputs from DDR only: `gather`'s table, a host segment's operands
 NO_NOC_READERS = ("take", HOST_OP)
-LATER_STEPS = 1  # a consumer up to this many steps after its producer's still reads on chip
 # ops whose lowerings read their constants only by copies into a core tier (weights, bias)
 STAGED_OPS = frozenset({"conv2d", "gemm", "matmul"})
 
@@ -87,15 +88,14 @@ def tensor_consumers(graph: Graph) -> dict[str, list[int] | None]:
 def plan_onchip(
     graph: Graph,
     cores_of: Sequence[tuple[int, ...] | None],
-    step_of: Sequence[int],
     target: Target,
     offchip: frozenset[str] = frozenset(),
     loops: Sequence[tuple[int, int, int]] | None = None,
     spans: Sequence[tuple[int, int]] | None = None,
     consumers: dict[str, list[int] | None] | None = None,
 ) -> dict[str, OnChip]:
-    """The tensors kept on chip (layer i runs in step `step_of[i]` on the row-major core
-    indices `cores_of[i]`; None for a view op), none of `offchip`. `loops[i]`: layer i's
+    """The tensors kept on chip (layer i runs on the row-major core indices `cores_of[i]`;
+    None for a view op), none of `offchip`. `loops[i]`: layer i's
     sub-batch loop, its sub-batch count (1: not split) and its stage in a pipelined step (-1:
     none); `spans[i]`: the first and last positions of its parts in the lowering's order
     (default: i); `consumers`: the graph's `tensor_consumers`, if known. Empty on one core or
@@ -165,9 +165,7 @@ def plan_onchip(
             found = consumers[t] if t not in outputs and t not in offchip else None
             if not found or any(graph.layers[j].op in NO_NOC_READERS for j in found):
                 continue
-            slot, slots = _handoff(i, found, elems, loops)
-            if not slot and any(not 0 <= step_of[j] - step_of[i] <= LATER_STEPS for j in found):
-                continue
+            slot, slots = _handoff(i, found, elems, loops, cores_of)
             life = (span[i][0], max(span[j][1] for j in found))
             keep(t, slot * slots if slot else elems, cores, life, slot, slots)
     weights: dict[str, tuple[str, tuple[int, ...], int, int]] = {}  # key -> (const, cores, life)
@@ -198,14 +196,22 @@ def _nearby(cores: tuple[int, ...], rows: int, cols: int) -> tuple[int, ...]:
 
 
 def _handoff(
-    producer: int, readers: list[int], elems: int, loops: Sequence[tuple[int, int, int]] | None
+    producer: int,
+    readers: list[int],
+    elems: int,
+    loops: Sequence[tuple[int, int, int]] | None,
+    cores_of: Sequence[tuple[int, ...] | None],
 ) -> tuple[int, int]:
     """(elements per sub-batch, sub-batches held) of a handoff inside a split loop, or (0, 1)
-    for a tensor held whole."""
+    for a tensor held whole. A loop of several steps whose readers run on the producer's
+    cores holds one sub-batch: those cores read slice j before they write slice j + 1, so a
+    second slot would overlap nothing."""
     if loops is None:
         return 0, 1
     loop, n, stage = loops[producer]
     if n == 1 or any(loops[j][0] != loop for j in readers):
         return 0, 1
+    if stage < 0 and all(cores_of[j] == cores_of[producer] for j in readers):
+        return elems // n, 1
     behind = max((loops[j][2] - stage for j in readers), default=1) if stage >= 0 else 1
     return elems // n, min(n, max(2, behind + 1))

@@ -357,17 +357,11 @@ def plan_tensors(
     """The tensors `plan` keeps on chip (npucc.backend.hypercut.onchip_plan), lowered as
     `parts` (`loop_parts`) say."""
     placement = plan_placement(plan, target)
-    step: dict[str, int] = {}
-    for s, st in enumerate(plan.steps):
-        for group in st.groups:
-            for index in group.layers:
-                step[plan.workload.layers[index].name] = s
     cores = [None if layer.op in VIEW_OPS else placement[layer.name] for layer in graph.layers]
-    steps = [step[layer.name] for layer in graph.layers]
     if parts is None:
-        return plan_onchip(graph, cores, steps, target, plan.offchip)
+        return plan_onchip(graph, cores, target, plan.offchip)
     n = len(graph.layers)
-    return plan_onchip(graph, cores, steps, target, plan.offchip, part_loops(parts, n),
+    return plan_onchip(graph, cores, target, plan.offchip, part_loops(parts, n),
                        part_spans(parts, n))  # fmt: skip
 
 
