@@ -12,14 +12,17 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar
+from dataclasses import fields as dataclass_fields
+from operator import attrgetter
+from typing import Any, ClassVar
 
 from npucc import progress
 from npucc.codegen.ddr_layout import DdrLayout, build_image, layout_ddr
 from npucc.codegen.debug_map import debug_map, host_segments
 from npucc.ir.dtypes import host_dtype
 from npucc.ir.graph_schema import HOST_OP
-from npucc.ir.isa import DDR, NOC, PIPES, BufRef, DdrRef, Instr, MemRef, Spill
+from npucc.ir.instr_text import fill_template, instr_template
+from npucc.ir.isa import DDR, NOC, PIPES, BufRef, DdrRef, HostOp, Instr, MemRef, Spill
 from npucc.ir.isa_cost import instr_energy, operand_bytes
 from npucc.ir.program import TiledProgram
 from npucc.ir.replay import Replay
@@ -97,7 +100,7 @@ def plan_flags(replay: Replay, first_flag: int = 0) -> Flags:
             item = format_flag(names[uq], names[q], flags.count)
             flags.sets.setdefault(u, []).append(item)
             flags.waits.setdefault(v, []).append(item)
-            base = [a if a >= b else b for a, b in zip(base, known[u], strict=True)]
+            base = list(map(max, base, known[u]))
         if q >= 0:
             base[q] = seq[v]
             last_on_pipe[q] = v
@@ -127,6 +130,97 @@ def _resolve(
     return instr.with_operands(**resolved)
 
 
+def _getter(names: tuple[str, ...]) -> Callable[[Instr], tuple[Any, ...]]:
+    """A function giving these fields of an instruction as a tuple (attrgetter's, even of one)."""
+    if len(names) > 1:
+        return attrgetter(*names)
+    name = names[0]
+
+    def one(instr: Instr) -> tuple[Any, ...]:
+        return (getattr(instr, name),)
+
+    return one
+
+
+@dataclass(frozen=True, slots=True)
+class _Fields:
+    """An instruction class's fields as the printer reads them: its operands (in field order),
+    its other fields and, of those, the ones holding floats."""
+
+    names: tuple[str, ...]  # the operands'
+    operands: Callable[[Instr], tuple[Any, ...]]
+    others: Callable[[Instr], tuple[Any, ...]]
+    floats: Callable[[Instr], tuple[Any, ...]] | None
+
+    @staticmethod
+    def of(cls: type[Instr]) -> _Fields:
+        """The fields of `cls` (a dataclass of INSTRUCTIONS)."""
+        kinds = {f.name: str(f.type) for f in dataclass_fields(cls)}  # type: ignore[arg-type]
+        ops = {*cls.reads, *cls.writes}
+        floats = tuple(n for n, t in kinds.items() if t in ("float", "tuple[float, ...]"))
+        others = tuple(n for n in kinds if n not in ops and n not in floats)
+        names = tuple(n for n in kinds if n in ops)
+        return _Fields(
+            names,
+            _getter(names),
+            _getter(others),
+            _getter(floats) if floats else None,
+        )
+
+
+class _Printer:
+    """Prints the resolved instructions of one program, each class of them alike but for their
+    addresses (same class, fields, operand tiers) from one cached template and energy.
+
+    NOTE: float fields enter the key by repr (0.0 == -0.0 and 1 == 1.0 but print apart).
+    """
+
+    def __init__(self, target: Target, layout: DdrLayout) -> None:
+        self.target = target
+        self.layout = layout
+        self.fields: dict[type[Instr], _Fields] = {}
+        self.forms: dict[tuple[Any, ...], tuple[tuple[str, ...], tuple[int, ...], float]] = {}
+
+    def body(self, instr: Instr, node: int, replay: Replay, tiers: list[str]) -> tuple[str, float]:
+        """The text of `instr` resolved at `node` of `replay` (`tiers`: its core's buffer tiers)
+        and the picojoules it spends."""
+        cls = type(instr)
+        fields = self.fields.get(cls)
+        if fields is None:
+            fields = self.fields[cls] = _Fields.of(cls)
+        noc, addr = self.layout.noc, self.layout.addr
+        at: list[str] = []
+        bases: list[int] = []
+        offs: list[int] = []
+        for ref in fields.operands(instr):
+            if type(ref) is BufRef:
+                at.append(tiers[ref.buf])
+                bases.append(replay.offset_at(node, ref.buf))
+                offs.append(ref.off)
+            elif type(ref) is DdrRef:
+                on_chip = ref.key in noc
+                at.append(NOC if on_chip else DDR)
+                bases.append(noc[ref.key] if on_chip else addr[ref.key])
+                offs.append(ref.off)
+            else:
+                assert isinstance(ref, MemRef)
+                at.append(ref.tier)
+                bases.append(ref.addr)
+                offs.append(0)
+        floats = fields.floats
+        key = (cls, fields.others(instr), repr(floats(instr)) if floats else "", *at)
+        form = self.forms.get(key)
+        if form is None:
+            target = self.target
+            resolved = _resolve(instr, node, replay, self.layout, target, tiers.__getitem__)
+            sizes = tuple(operand_bytes(target, resolved, n) for n in fields.names)
+            form = instr_template(resolved, target), sizes, instr_energy(target, resolved)
+            self.forms[key] = form
+        pieces, sizes, energy = form
+        addrs = [b + o * e for b, o, e in zip(bases, offs, sizes, strict=True)]
+        return fill_template(pieces, addrs), energy
+
+
 def render_core(
     program: TiledProgram,
     core_index: int,
@@ -136,16 +230,19 @@ def render_core(
     remote: Flags | None = None,
     bar: progress.Bar | None = None,
     done: int = 0,
+    printer: _Printer | None = None,
 ) -> tuple[list[str], int, float]:
     """Lines of one core in schedule order; returns them, the last flag number used and the
     picojoules its instructions spend.
 
     `remote` holds this core's flags to and from other cores, by node; `bar` (with `done`
-    nodes of earlier cores) shows the nodes rendered.
+    nodes of earlier cores) shows the nodes rendered; `printer` may be shared by the cores.
     """
     core = program.cores[core_index]
     graph = core.graph
     target = program.target
+    if printer is None:
+        printer = _Printer(target, layout)
     flags = plan_flags(replay, flag_base)
     if remote is not None:
         for table, extra in ((flags.waits, remote.waits), (flags.sets, remote.sets)):
@@ -154,16 +251,15 @@ def render_core(
     lines: list[str] = []
     n_orig = len(graph.nodes)
     energy = 0.0
-
-    def tier_of(buf: int) -> str:
-        return graph.buffers[buf].tier
+    tiers = [buf.tier for buf in graph.buffers]
 
     every = progress.EVERY
     for i, v in enumerate(replay.order, 1):
         if bar is not None and i % every == 0:
             bar.update(done + i)
         node = replay.nodes[v]
-        sync = format_sync(flags.waits.get(v, ()), flags.sets.get(v, ()))
+        waits, sets = flags.waits.get(v), flags.sets.get(v)
+        sync = format_sync(waits or (), sets or ()) if waits or sets else ""
         if node.pipe is None:
             if node.op == "BARRIER":
                 lines.append(format_line("barrier", "", sync))
@@ -175,11 +271,15 @@ def render_core(
         if v >= n_orig:
             instr = _spill_instr(v - n_orig, node.bufs[0], v, replay, layout, graph, core_index,
                                  target)  # fmt: skip
+            body, pj = format_body(instr, target), instr_energy(target, instr)
+        elif isinstance(node.instr, HostOp):
+            instr = _resolve(node.instr, v, replay, layout, target, tiers.__getitem__)
+            body, pj = format_body(instr, target), instr_energy(target, instr)
         else:
             assert node.instr is not None, f"node {v} ({node.op}) has no instruction"
-            instr = _resolve(node.instr, v, replay, layout, target, tier_of)
-        energy += instr_energy(program.target, instr)
-        lines.append(format_line(node.pipe, format_body(instr, target), sync))
+            body, pj = printer.body(node.instr, v, replay, tiers)
+        energy += pj
+        lines.append(format_line(node.pipe, body, sync))
     return lines, flags.count, energy
 
 
@@ -234,10 +334,11 @@ def generate(program: TiledProgram, schedules: list[tuple[Schedule, Replay]]) ->
     blocks = []
     energy = 0.0
     done = 0
+    printer = _Printer(program.target, layout)
     with progress.task("codegen", sum(len(r.order) for _, r in schedules)) as bar:
         for index, (_, replay) in enumerate(schedules):
             lines, flag, pj = render_core(
-                program, index, replay, layout, flag, remote[index], bar, done
+                program, index, replay, layout, flag, remote[index], bar, done, printer
             )
             done += len(replay.order)
             energy += pj
