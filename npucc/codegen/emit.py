@@ -67,45 +67,51 @@ def plan_flags(replay: Replay, first_flag: int = 0) -> Flags:
     """
     nodes = replay.nodes
     total = len(nodes)
-    preds: list[list[int]] = [[] for _ in range(total)]
-    for u, outs in enumerate(replay.graph.succs):
-        for v in outs:
-            preds[v].append(u)
+    preds = [*replay.graph.preds, *([] for _ in range(total - len(replay.graph.preds)))]
     for u, v in (*replay.spill_edges, *replay.reuse_edges):
-        preds[v].append(u)
+        preds[v] = [*preds[v], u]  # NOTE: a copy: the graph's own lists stay as they are
     width = len(PIPES)
     queue = [-1 if node.pipe is None else _QUEUE_INDEX[node.pipe] for node in nodes]
     names = [_queue(p) for p in PIPES] + [_queue(None)]  # by queue index (-1: ctrl)
     known: list[list[int]] = [[]] * total
     seq = [0] * total
     last_on_pipe = [-1] * width
-    flags = Flags(count=first_flag)
-    pos = replay.position
+    zeros = [0] * width
+    count = first_flag
+    sets: dict[int, list[str]] = {}
+    waits: dict[int, list[str]] = {}
+    position = replay.position.__getitem__
     for v in replay.order:
         q = queue[v]
         if q >= 0:
             prev = last_on_pipe[q]
-            base = known[prev][:] if prev >= 0 else [0] * width
+            base = known[prev][:] if prev >= 0 else zeros[:]
             seq[v] = base[q] + 1
         else:
-            base = [0] * width
+            base = zeros[:]
         near = preds[v]
         if len(near) > 1:  # NOTE: positions are distinct: latest first, whatever the edge order
-            near = sorted(set(near), key=pos.__getitem__, reverse=True)
+            near = sorted(set(near), key=position, reverse=True)
         for u in near:
             uq = queue[u]
             if uq >= 0 and base[uq] >= seq[u]:
                 continue
-            flags.count += 1
-            item = format_flag(names[uq], names[q], flags.count)
-            flags.sets.setdefault(u, []).append(item)
-            flags.waits.setdefault(v, []).append(item)
+            count += 1
+            item = format_flag(names[uq], names[q], count)
+            if u in sets:
+                sets[u].append(item)
+            else:
+                sets[u] = [item]
+            if v in waits:
+                waits[v].append(item)
+            else:
+                waits[v] = [item]
             base = list(map(max, base, known[u]))
         if q >= 0:
             base[q] = seq[v]
             last_on_pipe[q] = v
         known[v] = base
-    return flags
+    return Flags(waits, sets, count)
 
 
 def _resolve(
