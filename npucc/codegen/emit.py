@@ -12,8 +12,6 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from dataclasses import fields as dataclass_fields
-from operator import attrgetter
 from typing import Any, ClassVar
 
 from npucc import progress
@@ -21,6 +19,7 @@ from npucc.codegen.ddr_layout import DdrLayout, build_image, layout_ddr
 from npucc.codegen.debug_map import debug_map, host_segments
 from npucc.ir.dtypes import host_dtype
 from npucc.ir.graph_schema import HOST_OP
+from npucc.ir.instr_form import form_key, instr_fields
 from npucc.ir.instr_text import fill_template, instr_template
 from npucc.ir.isa import DDR, NOC, PIPES, BufRef, DdrRef, HostOp, Instr, MemRef, Spill
 from npucc.ir.isa_cost import instr_energy, operand_bytes
@@ -136,64 +135,19 @@ def _resolve(
     return instr.with_operands(**resolved)
 
 
-def _getter(names: tuple[str, ...]) -> Callable[[Instr], tuple[Any, ...]]:
-    """A function giving these fields of an instruction as a tuple (attrgetter's, even of one)."""
-    if len(names) > 1:
-        return attrgetter(*names)
-    name = names[0]
-
-    def one(instr: Instr) -> tuple[Any, ...]:
-        return (getattr(instr, name),)
-
-    return one
-
-
-@dataclass(frozen=True, slots=True)
-class _Fields:
-    """An instruction class's fields as the printer reads them: its operands (in field order),
-    its other fields and, of those, the ones holding floats."""
-
-    names: tuple[str, ...]  # the operands'
-    operands: Callable[[Instr], tuple[Any, ...]]
-    others: Callable[[Instr], tuple[Any, ...]]
-    floats: Callable[[Instr], tuple[Any, ...]] | None
-
-    @staticmethod
-    def of(cls: type[Instr]) -> _Fields:
-        """The fields of `cls` (a dataclass of INSTRUCTIONS)."""
-        kinds = {f.name: str(f.type) for f in dataclass_fields(cls)}  # type: ignore[arg-type]
-        ops = {*cls.reads, *cls.writes}
-        floats = tuple(n for n, t in kinds.items() if t in ("float", "tuple[float, ...]"))
-        others = tuple(n for n in kinds if n not in ops and n not in floats)
-        names = tuple(n for n in kinds if n in ops)
-        return _Fields(
-            names,
-            _getter(names),
-            _getter(others),
-            _getter(floats) if floats else None,
-        )
-
-
 class _Printer:
-    """Prints the resolved instructions of one program, each class of them alike but for their
-    addresses (same class, fields, operand tiers) from one cached template and energy.
-
-    NOTE: float fields enter the key by repr (0.0 == -0.0 and 1 == 1.0 but print apart).
-    """
+    """Prints the resolved instructions of one program, those of one form (`form_key`: alike
+    but for their addresses) from one cached template and energy."""
 
     def __init__(self, target: Target, layout: DdrLayout) -> None:
         self.target = target
         self.layout = layout
-        self.fields: dict[type[Instr], _Fields] = {}
         self.forms: dict[tuple[Any, ...], tuple[tuple[str, ...], tuple[int, ...], float]] = {}
 
     def body(self, instr: Instr, node: int, replay: Replay, tiers: list[str]) -> tuple[str, float]:
         """The text of `instr` resolved at `node` of `replay` (`tiers`: its core's buffer tiers)
         and the picojoules it spends."""
-        cls = type(instr)
-        fields = self.fields.get(cls)
-        if fields is None:
-            fields = self.fields[cls] = _Fields.of(cls)
+        fields = instr_fields(type(instr))
         noc, addr = self.layout.noc, self.layout.addr
         at: list[str] = []
         bases: list[int] = []
@@ -213,8 +167,7 @@ class _Printer:
                 at.append(ref.tier)
                 bases.append(ref.addr)
                 offs.append(0)
-        floats = fields.floats
-        key = (cls, fields.others(instr), repr(floats(instr)) if floats else "", *at)
+        key = form_key(instr, fields, at)
         form = self.forms.get(key)
         if form is None:
             target = self.target

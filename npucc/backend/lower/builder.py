@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from npucc.backend.lower.band_view import BandView
 from npucc.backend.lower.ddr_deps import Runs, Written, pattern_runs
+from npucc.ir.instr_form import form_key, instr_fields
 from npucc.ir.isa import (
     BufRef,
     Copy,
@@ -102,6 +104,7 @@ class TileBuilder:
         "_gates",
         "_resident",
         "_views",
+        "_forms",
     )
 
     def __init__(
@@ -123,6 +126,7 @@ class TileBuilder:
         self._gates: dict[str, int] = {}  # key -> BARRIER its writes wait for (until closed)
         self._resident: dict[str, BufRef] = {}  # DDR tensor key -> L1 buffer holding it
         self._views: dict[str, BandView] = {}  # band key -> the rows of a DDR tensor it is
+        self._forms: dict[tuple[Any, ...], tuple[str, str, int]] = {}  # form_key -> _form's
 
     def view(self, key: str, band: BandView) -> None:
         """Make copies through DDR key `key` reach the rows `band` of another DDR tensor."""
@@ -203,14 +207,8 @@ class TileBuilder:
             if ready is not None:
                 preds.append(ready)
         graph = self.graph
-        node = graph.add_node(
-            node_op_name(instr),
-            instr_pipe(instr),
-            instr_cycles(self.target, instr),
-            bufs,
-            instr,
-            self.layer,
-        ).id
+        op, pipe, cycles = self._form(instr)
+        node = graph.add_node(op, pipe, cycles, bufs, instr, self.layer).id
         last_write = self._last_write
         for b in bufs:
             if b in write_bufs and readers[b]:
@@ -232,6 +230,18 @@ class TileBuilder:
             if gate is not None and gate not in preds:
                 self.graph.add_edge(gate, node)
         return node
+
+    def _form(self, instr: Instr) -> tuple[str, str, int]:
+        """The trace op name, pipe and cycles of `instr`, worked out once per form."""
+        if type(instr) is HostOp:
+            return node_op_name(instr), instr_pipe(instr), instr_cycles(self.target, instr)
+        fields = instr_fields(type(instr))
+        key = form_key(instr, fields, [ref.tier for ref in fields.operands(instr)])
+        found = self._forms.get(key)
+        if found is None:
+            found = node_op_name(instr), instr_pipe(instr), instr_cycles(self.target, instr)
+            self._forms[key] = found
+        return found
 
     def _in_band(self, instr: Copy) -> list[Copy] | None:
         """The copies of `instr` on whole tensors when a side is a band view (None: neither)."""
