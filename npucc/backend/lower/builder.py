@@ -183,21 +183,41 @@ class TileBuilder:
                 instr = self._over_noc(instr)
             if self._resident and type(instr) is Copy:
                 instr = self._in_l1(instr)
-        reads = [getattr(instr, n) for n in instr.reads]
-        writes = [getattr(instr, n) for n in instr.writes]
-        ddr = [r for r in reads if type(r) is DdrRef]
-        ddr_writes = [w for w in writes if type(w) is DdrRef]
+        # NOTE: one pass over the operands (not a comprehension per list: this runs for every
+        # instruction of every lowering tried)
+        readers, core = self._readers, self.core
+        ddr: list[DdrRef] = []
+        ddr_writes: list[DdrRef] = []
+        read_bufs: list[int] = []
+        write_bufs: list[int] = []
+        foreign: list[BufRef] = []  # buffers of another core, or freed
+        for name in instr.reads:
+            ref = getattr(instr, name)
+            if type(ref) is BufRef:
+                read_bufs.append(ref.buf)
+                if ref.core != core or ref.buf not in readers:
+                    foreign.append(ref)
+            elif type(ref) is DdrRef:
+                ddr.append(ref)
+        if (type(instr) is Mmad and instr.acc) or (type(instr) is VBinary and instr.accumulates):
+            ref = instr.dst
+            if type(ref) is BufRef:
+                read_bufs.append(ref.buf)
+                if ref.core != core or ref.buf not in readers:
+                    foreign.append(ref)
+        for name in instr.writes:
+            ref = getattr(instr, name)
+            if type(ref) is BufRef:
+                write_bufs.append(ref.buf)
+                if ref.core != core or ref.buf not in readers:
+                    foreign.append(ref)
+            elif type(ref) is DdrRef:
+                ddr_writes.append(ref)
         if self._resident and any(r.key in self._resident for r in (*ddr, *ddr_writes)):
             raise AssertionError(f"{instr.opcode} reaches a resident tensor in DDR")
-        ddr_reads = [_read_span(instr, r) for r in ddr]
-        if (type(instr) is Mmad and instr.acc) or (type(instr) is VBinary and instr.accumulates):
-            reads.append(instr.dst)
-        readers, core = self._readers, self.core
-        read_bufs = [r.buf for r in reads if type(r) is BufRef]
-        write_bufs = [w.buf for w in writes if type(w) is BufRef]
-        for ref in (*reads, *writes):
-            if type(ref) is BufRef and (ref.core != core or ref.buf not in readers):
-                self._own(ref)
+        for ref in foreign:
+            self._own(ref)
+        ddr_reads = [_read_span(instr, r) for r in ddr] if ddr else []
         bufs = tuple(dict.fromkeys((*write_bufs, *read_bufs)))
         preds: list[int] = []
         for key, lo, hi, copy in ddr_reads:
