@@ -1,7 +1,5 @@
 """`python -m npucc`."""
 
-import sys
+from npucc.tools.cli import run
 
-from npucc.tools.cli import main
-
-sys.exit(main())
+run()

@@ -12,14 +12,16 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from npucc import progress
 from npucc.codegen.ddr_layout import DdrLayout, build_image, layout_ddr
 from npucc.codegen.debug_map import debug_map, host_segments
 from npucc.ir.dtypes import host_dtype
 from npucc.ir.graph_schema import HOST_OP
-from npucc.ir.isa import DDR, NOC, PIPES, BufRef, DdrRef, Instr, MemRef, Spill
+from npucc.ir.instr_form import form_key, instr_fields
+from npucc.ir.instr_text import fill_template, instr_template
+from npucc.ir.isa import DDR, NOC, PIPES, BufRef, DdrRef, HostOp, Instr, MemRef, Spill
 from npucc.ir.isa_cost import instr_energy, operand_bytes
 from npucc.ir.program import TiledProgram
 from npucc.ir.replay import Replay
@@ -64,45 +66,51 @@ def plan_flags(replay: Replay, first_flag: int = 0) -> Flags:
     """
     nodes = replay.nodes
     total = len(nodes)
-    preds: list[list[int]] = [[] for _ in range(total)]
-    for u, outs in enumerate(replay.graph.succs):
-        for v in outs:
-            preds[v].append(u)
+    preds = [*replay.graph.preds, *([] for _ in range(total - len(replay.graph.preds)))]
     for u, v in (*replay.spill_edges, *replay.reuse_edges):
-        preds[v].append(u)
+        preds[v] = [*preds[v], u]  # NOTE: a copy: the graph's own lists stay as they are
     width = len(PIPES)
     queue = [-1 if node.pipe is None else _QUEUE_INDEX[node.pipe] for node in nodes]
     names = [_queue(p) for p in PIPES] + [_queue(None)]  # by queue index (-1: ctrl)
     known: list[list[int]] = [[]] * total
     seq = [0] * total
     last_on_pipe = [-1] * width
-    flags = Flags(count=first_flag)
-    pos = replay.position
+    zeros = [0] * width
+    count = first_flag
+    sets: dict[int, list[str]] = {}
+    waits: dict[int, list[str]] = {}
+    position = replay.position.__getitem__
     for v in replay.order:
         q = queue[v]
         if q >= 0:
             prev = last_on_pipe[q]
-            base = known[prev][:] if prev >= 0 else [0] * width
+            base = known[prev][:] if prev >= 0 else zeros[:]
             seq[v] = base[q] + 1
         else:
-            base = [0] * width
+            base = zeros[:]
         near = preds[v]
         if len(near) > 1:  # NOTE: positions are distinct: latest first, whatever the edge order
-            near = sorted(set(near), key=pos.__getitem__, reverse=True)
+            near = sorted(set(near), key=position, reverse=True)
         for u in near:
             uq = queue[u]
             if uq >= 0 and base[uq] >= seq[u]:
                 continue
-            flags.count += 1
-            item = format_flag(names[uq], names[q], flags.count)
-            flags.sets.setdefault(u, []).append(item)
-            flags.waits.setdefault(v, []).append(item)
-            base = [a if a >= b else b for a, b in zip(base, known[u], strict=True)]
+            count += 1
+            item = format_flag(names[uq], names[q], count)
+            if u in sets:
+                sets[u].append(item)
+            else:
+                sets[u] = [item]
+            if v in waits:
+                waits[v].append(item)
+            else:
+                waits[v] = [item]
+            base = list(map(max, base, known[u]))
         if q >= 0:
             base[q] = seq[v]
             last_on_pipe[q] = v
         known[v] = base
-    return flags
+    return Flags(waits, sets, count)
 
 
 def _resolve(
@@ -127,6 +135,51 @@ def _resolve(
     return instr.with_operands(**resolved)
 
 
+class _Printer:
+    """Prints the resolved instructions of one program, those of one form (`form_key`: alike
+    but for their addresses) from one cached template and energy."""
+
+    def __init__(self, target: Target, layout: DdrLayout) -> None:
+        self.target = target
+        self.layout = layout
+        self.forms: dict[tuple[Any, ...], tuple[tuple[str, ...], tuple[int, ...], float]] = {}
+
+    def body(self, instr: Instr, node: int, replay: Replay, tiers: list[str]) -> tuple[str, float]:
+        """The text of `instr` resolved at `node` of `replay` (`tiers`: its core's buffer tiers)
+        and the picojoules it spends."""
+        fields = instr_fields(type(instr))
+        noc, addr = self.layout.noc, self.layout.addr
+        at: list[str] = []
+        bases: list[int] = []
+        offs: list[int] = []
+        for ref in fields.operands(instr):
+            if type(ref) is BufRef:
+                at.append(tiers[ref.buf])
+                bases.append(replay.offset_at(node, ref.buf))
+                offs.append(ref.off)
+            elif type(ref) is DdrRef:
+                on_chip = ref.key in noc
+                at.append(NOC if on_chip else DDR)
+                bases.append(noc[ref.key] if on_chip else addr[ref.key])
+                offs.append(ref.off)
+            else:
+                assert isinstance(ref, MemRef)
+                at.append(ref.tier)
+                bases.append(ref.addr)
+                offs.append(0)
+        key = form_key(instr, fields, at)
+        form = self.forms.get(key)
+        if form is None:
+            target = self.target
+            resolved = _resolve(instr, node, replay, self.layout, target, tiers.__getitem__)
+            sizes = tuple(operand_bytes(target, resolved, n) for n in fields.names)
+            form = instr_template(resolved, target), sizes, instr_energy(target, resolved)
+            self.forms[key] = form
+        pieces, sizes, energy = form
+        addrs = [b + o * e for b, o, e in zip(bases, offs, sizes, strict=True)]
+        return fill_template(pieces, addrs), energy
+
+
 def render_core(
     program: TiledProgram,
     core_index: int,
@@ -136,16 +189,19 @@ def render_core(
     remote: Flags | None = None,
     bar: progress.Bar | None = None,
     done: int = 0,
+    printer: _Printer | None = None,
 ) -> tuple[list[str], int, float]:
     """Lines of one core in schedule order; returns them, the last flag number used and the
     picojoules its instructions spend.
 
     `remote` holds this core's flags to and from other cores, by node; `bar` (with `done`
-    nodes of earlier cores) shows the nodes rendered.
+    nodes of earlier cores) shows the nodes rendered; `printer` may be shared by the cores.
     """
     core = program.cores[core_index]
     graph = core.graph
     target = program.target
+    if printer is None:
+        printer = _Printer(target, layout)
     flags = plan_flags(replay, flag_base)
     if remote is not None:
         for table, extra in ((flags.waits, remote.waits), (flags.sets, remote.sets)):
@@ -154,16 +210,15 @@ def render_core(
     lines: list[str] = []
     n_orig = len(graph.nodes)
     energy = 0.0
-
-    def tier_of(buf: int) -> str:
-        return graph.buffers[buf].tier
+    tiers = [buf.tier for buf in graph.buffers]
 
     every = progress.EVERY
     for i, v in enumerate(replay.order, 1):
         if bar is not None and i % every == 0:
             bar.update(done + i)
         node = replay.nodes[v]
-        sync = format_sync(flags.waits.get(v, ()), flags.sets.get(v, ()))
+        waits, sets = flags.waits.get(v), flags.sets.get(v)
+        sync = format_sync(waits or (), sets or ()) if waits or sets else ""
         if node.pipe is None:
             if node.op == "BARRIER":
                 lines.append(format_line("barrier", "", sync))
@@ -175,11 +230,15 @@ def render_core(
         if v >= n_orig:
             instr = _spill_instr(v - n_orig, node.bufs[0], v, replay, layout, graph, core_index,
                                  target)  # fmt: skip
+            body, pj = format_body(instr, target), instr_energy(target, instr)
+        elif isinstance(node.instr, HostOp):
+            instr = _resolve(node.instr, v, replay, layout, target, tiers.__getitem__)
+            body, pj = format_body(instr, target), instr_energy(target, instr)
         else:
             assert node.instr is not None, f"node {v} ({node.op}) has no instruction"
-            instr = _resolve(node.instr, v, replay, layout, target, tier_of)
-        energy += instr_energy(program.target, instr)
-        lines.append(format_line(node.pipe, format_body(instr, target), sync))
+            body, pj = printer.body(node.instr, v, replay, tiers)
+        energy += pj
+        lines.append(format_line(node.pipe, body, sync))
     return lines, flags.count, energy
 
 
@@ -234,10 +293,11 @@ def generate(program: TiledProgram, schedules: list[tuple[Schedule, Replay]]) ->
     blocks = []
     energy = 0.0
     done = 0
+    printer = _Printer(program.target, layout)
     with progress.task("codegen", sum(len(r.order) for _, r in schedules)) as bar:
         for index, (_, replay) in enumerate(schedules):
             lines, flag, pj = render_core(
-                program, index, replay, layout, flag, remote[index], bar, done
+                program, index, replay, layout, flag, remote[index], bar, done, printer
             )
             done += len(replay.order)
             energy += pj

@@ -79,15 +79,50 @@ def format_instr(instr: Instr, target: Target | None = None, symbolic: bool = Fa
             text = symbolic_ref(value)
         elif isinstance(value, (BufRef, DdrRef)):
             raise ValueError(f"unresolved operand {name} of {instr.opcode}")
-        elif isinstance(value, tuple):
-            inner = ",".join(format_float(v) if isinstance(v, float) else str(v) for v in value)
-            text = f"[{inner}]"
-        elif isinstance(value, float):
-            text = format_float(value)
         else:
-            text = str(value)
+            text = _value_text(value)
         parts.append(f"{name}={text}")
     return " ".join(parts)
+
+
+def _value_text(value: object) -> str:
+    """Text of a field that is not an operand: an int, a float, a name or a list of numbers."""
+    if isinstance(value, tuple):
+        inner = ",".join(format_float(v) if isinstance(v, float) else str(v) for v in value)
+        return f"[{inner}]"
+    if isinstance(value, float):
+        return format_float(value)
+    return str(value)
+
+
+def instr_template(instr: Instr, target: Target | None = None) -> tuple[str, ...]:
+    """The text of a resolved instruction cut around its operands' hex addresses (in field
+    order): `fill_template` of it and any addresses in the same tiers is `format_instr`'s text.
+
+    Codegen prints instructions alike but for their addresses from one template.
+    """
+    nbytes = operand_nbytes(target, instr)
+    parts = [instr.opcode]
+    for name in field_names(type(instr)):
+        value = getattr(instr, name)
+        if name in OPTIONAL_FIELDS and value == OPTIONAL_FIELDS[name]:
+            continue
+        if isinstance(value, (BufRef, DdrRef)):
+            raise ValueError(f"unresolved operand {name} of {instr.opcode}")
+        if isinstance(value, MemRef):  # format_ref's form, the address left out
+            parts.append(f"{name}={value.tier}[0x\0+{nbytes[name]}]")
+        else:
+            parts.append(f"{name}={_value_text(value)}")
+    return tuple(" ".join(parts).split("\0"))
+
+
+def fill_template(pieces: Sequence[str], addrs: Sequence[int]) -> str:
+    """An instruction's text from its `instr_template` and its operands' byte addresses."""
+    out = [pieces[0]]
+    for addr, piece in zip(addrs, pieces[1:], strict=True):
+        out.append(f"{addr:06x}")
+        out.append(piece)
+    return "".join(out)
 
 
 def symbolic_ref(ref: BufRef | DdrRef | MemRef) -> str:

@@ -13,7 +13,7 @@ import traceback
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from npucc import progress
 from npucc.errors import CheckFailed, NpuccError
@@ -246,6 +246,22 @@ def _sub_parser() -> argparse.ArgumentParser:
     for module in BENCHMARKS.values():
         importlib.import_module(module).add_parser(bench_sub).set_defaults(main=module)
     return p
+
+
+def run() -> NoReturn:
+    """`npucc` as a program: `main`, then exit at once, leaving the heap to the OS.
+
+    NOTE: the objects a compile leaves (the IRs of every pass, the const image) are not torn
+    down one by one at exit (Keras ResNet-50: 0.12 of 5.1 CPU s), as mypy's fast exit; every
+    file is written and closed by then, the standard streams are flushed here.
+    """
+    code = main()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except OSError:  # a closed pipe: nothing more can reach it
+            pass
+    os._exit(code)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -11,7 +11,13 @@ import npucc
 from npucc.codegen.emit import generate
 from npucc.errors import NpuccError
 from npucc.ir.formats import detect_level, parse_ir, render
-from npucc.ir.instr_text import ParseError, format_instr, parse_instr
+from npucc.ir.instr_text import (
+    ParseError,
+    fill_template,
+    format_instr,
+    instr_template,
+    parse_instr,
+)
 from npucc.ir.isa import (
     BINARY_OPS,
     REDUCE_OPS,
@@ -24,8 +30,10 @@ from npucc.ir.isa import (
     VBinary,
     VReduce,
     VUnary,
+    field_names,
 )
 from npucc.ir.tiled_parse import scheduled_from_text, tiled_from_text
+from npucc.target import load_target
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = {
@@ -146,6 +154,37 @@ def test_every_vector_op_round_trips():
     for op in REDUCE_OPS:
         instr = VReduce(op, MemRef("UB", 0), MemRef("UB", 64), (2, 4), (1,), (4, 1), 1)
         assert parse_instr(format_instr(instr))[0] == instr
+
+
+def test_an_instruction_template_filled_is_its_text():
+    target = load_target("davinci-core")
+    samples = [
+        VUnary("clip", MemRef("UB", 0), MemRef("UB", 64), (4,), (1,), (2,), (-0.0, 2.0)),
+        VBinary(
+            "add",
+            MemRef("UB", 0),
+            MemRef("UB", 64),
+            MemRef("UB", 128),
+            (2, 4),
+            (4, 1),
+            (4, 1),
+            (0, 1),
+        ),  # fmt: skip
+        Copy(MemRef("L1", 4096), MemRef("DDR", 0x123456), (2, 8), (8, 1), (16, 1)),
+        VReduce("max", MemRef("UB", 0), MemRef("UB", 64), (2, 4), (1,), (4, 1), 1),
+    ]
+    for instr in samples:
+        pieces = instr_template(instr, target)
+        names = [n for n in field_names(type(instr)) if n in instr.operands()]
+        assert len(pieces) == len(names) + 1
+        for shift in (0, 0x40, 0x1000000):
+            moved = instr.with_operands(
+                **{n: MemRef(r.tier, r.addr + shift) for n, r in instr.operands().items()}
+            )
+            addrs = [getattr(moved, n).addr for n in names]
+            assert fill_template(pieces, addrs) == format_instr(moved, target)
+    with pytest.raises(ValueError, match="unresolved operand src"):
+        instr_template(Copy(MemRef("L1", 0), DdrRef("x", 0), (4,), (1,), (1,)), target)
 
 
 @pytest.fixture(scope="module")

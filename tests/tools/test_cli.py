@@ -215,3 +215,12 @@ def test_check_ends_its_compile_with_the_summary_unless_quiet(capsys):
     assert "npucc summary: small_cnn.onnx" in capsys.readouterr().err
     assert main(["check", str(SMALL_CNN), "--quiet"]) == 0
     assert "npucc summary" not in capsys.readouterr().err
+
+
+def test_the_program_exits_with_mains_code_after_flushing_its_output(capsys):
+    assert main(["ops"]) == 0
+    expected = capsys.readouterr().out
+    done = _npucc("ops", env={"PYTHONUNBUFFERED": ""})  # piped and buffered: `run` flushes
+    assert done.returncode == 0 and done.stdout == expected and len(expected) > 8192
+    failed = _npucc(str(ROOT / "no-such-model.onnx"))
+    assert failed.returncode == 2 and "cannot read model" in failed.stderr

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from npucc.backend.lower.band_view import BandView
 from npucc.backend.lower.ddr_deps import Runs, Written, pattern_runs
+from npucc.ir.instr_form import form_key, instr_fields
 from npucc.ir.isa import (
     BufRef,
     Copy,
@@ -102,6 +104,7 @@ class TileBuilder:
         "_gates",
         "_resident",
         "_views",
+        "_forms",
     )
 
     def __init__(
@@ -123,6 +126,7 @@ class TileBuilder:
         self._gates: dict[str, int] = {}  # key -> BARRIER its writes wait for (until closed)
         self._resident: dict[str, BufRef] = {}  # DDR tensor key -> L1 buffer holding it
         self._views: dict[str, BandView] = {}  # band key -> the rows of a DDR tensor it is
+        self._forms: dict[tuple[Any, ...], tuple[str, str, int]] = {}  # form_key -> _form's
 
     def view(self, key: str, band: BandView) -> None:
         """Make copies through DDR key `key` reach the rows `band` of another DDR tensor."""
@@ -179,21 +183,41 @@ class TileBuilder:
                 instr = self._over_noc(instr)
             if self._resident and type(instr) is Copy:
                 instr = self._in_l1(instr)
-        reads = [getattr(instr, n) for n in instr.reads]
-        writes = [getattr(instr, n) for n in instr.writes]
-        ddr = [r for r in reads if type(r) is DdrRef]
-        ddr_writes = [w for w in writes if type(w) is DdrRef]
+        # NOTE: one pass over the operands (not a comprehension per list: this runs for every
+        # instruction of every lowering tried)
+        readers, core = self._readers, self.core
+        ddr: list[DdrRef] = []
+        ddr_writes: list[DdrRef] = []
+        read_bufs: list[int] = []
+        write_bufs: list[int] = []
+        foreign: list[BufRef] = []  # buffers of another core, or freed
+        for name in instr.reads:
+            ref = getattr(instr, name)
+            if type(ref) is BufRef:
+                read_bufs.append(ref.buf)
+                if ref.core != core or ref.buf not in readers:
+                    foreign.append(ref)
+            elif type(ref) is DdrRef:
+                ddr.append(ref)
+        if (type(instr) is Mmad and instr.acc) or (type(instr) is VBinary and instr.accumulates):
+            ref = instr.dst
+            if type(ref) is BufRef:
+                read_bufs.append(ref.buf)
+                if ref.core != core or ref.buf not in readers:
+                    foreign.append(ref)
+        for name in instr.writes:
+            ref = getattr(instr, name)
+            if type(ref) is BufRef:
+                write_bufs.append(ref.buf)
+                if ref.core != core or ref.buf not in readers:
+                    foreign.append(ref)
+            elif type(ref) is DdrRef:
+                ddr_writes.append(ref)
         if self._resident and any(r.key in self._resident for r in (*ddr, *ddr_writes)):
             raise AssertionError(f"{instr.opcode} reaches a resident tensor in DDR")
-        ddr_reads = [_read_span(instr, r) for r in ddr]
-        if (type(instr) is Mmad and instr.acc) or (type(instr) is VBinary and instr.accumulates):
-            reads.append(instr.dst)
-        readers, core = self._readers, self.core
-        read_bufs = [r.buf for r in reads if type(r) is BufRef]
-        write_bufs = [w.buf for w in writes if type(w) is BufRef]
-        for ref in (*reads, *writes):
-            if type(ref) is BufRef and (ref.core != core or ref.buf not in readers):
-                self._own(ref)
+        for ref in foreign:
+            self._own(ref)
+        ddr_reads = [_read_span(instr, r) for r in ddr] if ddr else []
         bufs = tuple(dict.fromkeys((*write_bufs, *read_bufs)))
         preds: list[int] = []
         for key, lo, hi, copy in ddr_reads:
@@ -203,14 +227,8 @@ class TileBuilder:
             if ready is not None:
                 preds.append(ready)
         graph = self.graph
-        node = graph.add_node(
-            node_op_name(instr),
-            instr_pipe(instr),
-            instr_cycles(self.target, instr),
-            bufs,
-            instr,
-            self.layer,
-        ).id
+        op, pipe, cycles = self._form(instr)
+        node = graph.add_node(op, pipe, cycles, bufs, instr, self.layer).id
         last_write = self._last_write
         for b in bufs:
             if b in write_bufs and readers[b]:
@@ -232,6 +250,18 @@ class TileBuilder:
             if gate is not None and gate not in preds:
                 self.graph.add_edge(gate, node)
         return node
+
+    def _form(self, instr: Instr) -> tuple[str, str, int]:
+        """The trace op name, pipe and cycles of `instr`, worked out once per form."""
+        if type(instr) is HostOp:
+            return node_op_name(instr), instr_pipe(instr), instr_cycles(self.target, instr)
+        fields = instr_fields(type(instr))
+        key = form_key(instr, fields, [ref.tier for ref in fields.operands(instr)])
+        found = self._forms.get(key)
+        if found is None:
+            found = node_op_name(instr), instr_pipe(instr), instr_cycles(self.target, instr)
+            self._forms[key] = found
+        return found
 
     def _in_band(self, instr: Copy) -> list[Copy] | None:
         """The copies of `instr` on whole tensors when a side is a band view (None: neither)."""

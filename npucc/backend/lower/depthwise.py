@@ -103,24 +103,30 @@ def prefers_vector(ctx: LowerContext, layer: Layer, cube_unit: Lowering) -> bool
 def pipe_bound(ctx: LowerContext, layer: Layer, lower: Callable[..., None], *args: int) -> int:
     """The cost of a lowering (`lower(ctx, layer, *args)`): the busiest pipe's cycles of the
     instructions it emits, once per signature (memo.once)."""
-
-    def busiest(trial: LowerContext, one: Layer) -> int:
-        busy: dict[str, int] = {}
-        for node in _trial(trial, one, lower, args).nodes:
-            if node.pipe is not None:
-                busy[node.pipe] = busy.get(node.pipe, 0) + node.cycles
-        return max(busy.values(), default=0)
-
-    return once(ctx, layer, (pipe_bound, lower, args), busiest)
+    return _bounds(ctx, layer, lower, args)[0]
 
 
 def flow_bound(ctx: LowerContext, layer: Layer, lower: Callable[..., None], *args: int) -> int:
     """The `flow` of a lowering's nodes (`lower(ctx, layer, *args)`), once per signature."""
+    return _bounds(ctx, layer, lower, args)[1]
 
-    def span(trial: LowerContext, one: Layer) -> int:
-        return flow(_trial(trial, one, lower, args))
 
-    return once(ctx, layer, (flow_bound, lower, args), span)
+def _bounds(
+    ctx: LowerContext, layer: Layer, lower: Callable[..., None], args: tuple[int, ...]
+) -> tuple[int, int]:
+    """`pipe_bound` and `flow_bound` of a lowering from one trial of it, once per signature
+    (a depthwise conv's vector lowering is weighed against the cube's by the one and against
+    the splits by the other)."""
+
+    def figures(trial: LowerContext, one: Layer) -> tuple[int, int]:
+        graph = _trial(trial, one, lower, args)
+        busy: dict[str, int] = {}
+        for node in graph.nodes:
+            if node.pipe is not None:
+                busy[node.pipe] = busy.get(node.pipe, 0) + node.cycles
+        return max(busy.values(), default=0), flow(graph)
+
+    return once(ctx, layer, (_bounds, lower, args), figures)
 
 
 def _trial(
