@@ -128,34 +128,13 @@ class LayerProfile:
         return tuple(self.core_timing(cores, core) for core in firsts.values())
 
     def core_timing(
-        self,
-        cores: int,
-        core: int,
-        cycles: dict[int, int] | None = None,
-        local: CoreNodes | None = None,
+        self, cores: int, core: int, cycles: dict[int, int] | None = None
     ) -> LayerTiming:
-        """Cold duration and per-class tails of core `core` of `cores`.
-
-        The nodes keep the lowering order: the per-core scheduler runs a layer's loads in about
-        that order (it prefers a ready load to a new ALLOC), so a const load behind an input
-        load waits for it. `cycles` overrides some nodes' cycles; `local`: `core_nodes`, if
-        known.
-        """
-        nodes, pipe, preds, classes = local or self.core_nodes(cores, core)
-        over, duration = cycles or {}, self.cycles
-        timed = [over.get(v, duration[v]) for v in nodes], pipe, preds
-        cold, mte2 = _replay(timed)
-        present = 0
-        for c in classes:
-            present |= c
-        late = sum(timed[0]) + 1  # after everything else
-        tails = []
-        for cls in range(present.bit_length()):
-            if present >> cls & 1:
-                release = [late if c >> cls & 1 else 0 for c in classes]
-                end, _ = _replay(timed, release)
-                tails.append((cls, end - late))
-        return LayerTiming(cold, cold - mte2 if mte2 else cold, tuple(tails))
+        """Cold duration and per-class tails of core `core` of `cores` (`cycles` overrides
+        some nodes' cycles)."""
+        nodes, pipe, preds, classes = self.core_nodes(cores, core)
+        over = cycles or {}
+        return core_timing([over.get(v, self.cycles[v]) for v in nodes], pipe, preds, classes)
 
     def span(self, tile: int) -> range:
         """Node indices of one tile (the first tile includes the prologue)."""
@@ -178,6 +157,31 @@ def _replay(
     end = max(finish, default=0)
     mte2 = max((f for f, p in zip(finish, pipe, strict=True) if p == MTE2), default=0)
     return end, mte2
+
+
+def core_timing(
+    duration: list[int], pipe: list[int | None], preds: list[tuple[int, ...]], classes: list[int]
+) -> LayerTiming:
+    """Cold duration and per-class tails of one core's nodes 0.. (their cycles, pipes,
+    predecessors among them and classes).
+
+    The nodes keep the lowering order: the per-core scheduler runs a layer's loads in about
+    that order (it prefers a ready load to a new ALLOC), so a const load behind an input load
+    waits for it.
+    """
+    timed = duration, pipe, preds
+    cold, mte2 = _replay(timed)
+    present = 0
+    for c in classes:
+        present |= c
+    late = sum(duration) + 1  # after everything else
+    tails = []
+    for cls in range(present.bit_length()):
+        if present >> cls & 1:
+            release = [late if c >> cls & 1 else 0 for c in classes]
+            end, _ = _replay(timed, release)
+            tails.append((cls, end - late))
+    return LayerTiming(cold, cold - mte2 if mte2 else cold, tuple(tails))
 
 
 def layer_signature(graph: Graph, layer: Layer, single: bool) -> tuple:
@@ -360,8 +364,14 @@ class ExecCostModel:
     _noc: dict[tuple, _Base] = field(default_factory=dict)  # `noc_layer`
     # `_noc_copy` by (DdrCopy.shape, hops)
     _noc_copies: dict[tuple, tuple[int, float]] = field(default_factory=dict)
-    _core: dict[tuple, LayerTiming] = field(default_factory=dict)  # by profile, core, cycles
-    _core_nodes: dict[tuple, CoreNodes] = field(default_factory=dict)  # by profile, core
+    # `_core_timing` by the core's nodes' shape (pipes, predecessors, classes) and cycles
+    _core: dict[tuple, LayerTiming] = field(default_factory=dict)
+    # (profile, cores, core) -> the core's nodes and the number of their shape
+    _core_nodes: dict[tuple, tuple[list[int], int]] = field(default_factory=dict)
+    _shapes: list[tuple[list[int | None], list[tuple[int, ...]], list[int]]] = field(
+        default_factory=list
+    )  # by number
+    _shape_ids: dict[str, int] = field(default_factory=dict)  # repr of a shape -> its number
     _flags: dict[tuple[int, int], int] = field(default_factory=dict)  # by footprint ids
     _footprints: dict[tuple[int, ...], int] = field(default_factory=dict)  # `_footprint_id`
     _consumers: dict[str, list[int] | None] = field(default_factory=dict)  # tensor_consumers
@@ -584,15 +594,23 @@ class ExecCostModel:
     def _core_timing(
         self, prof: LayerProfile, cores: int, core: int, cycles: dict[int, int]
     ) -> LayerTiming:
-        """`prof.core_timing` memoised: layers of one signature often get the same NoC cycles
+        """`prof.core_timing` memoised by what it depends on, the core's nodes' shape and cycles:
+        cores with alike tiles and layers of one signature often get the same NoC cycles
         (repeated blocks on equal rectangles)."""
-        key = (id(prof), cores, core, tuple(sorted(cycles.items())))
+        local = self._core_nodes.get((id(prof), cores, core))
+        if local is None:
+            nodes, pipe, preds, classes = prof.core_nodes(cores, core)
+            shaped = (pipe, preds, classes)
+            shape = self._shape_ids.setdefault(repr(shaped), len(self._shapes))
+            if shape == len(self._shapes):
+                self._shapes.append(shaped)
+            local = self._core_nodes[(id(prof), cores, core)] = (nodes, shape)
+        nodes, shape = local
+        duration = prof.cycles
+        key = (shape, tuple([cycles.get(v, duration[v]) for v in nodes]))
         value = self._core.get(key)
         if value is None:
-            local = self._core_nodes.get(key[:3])
-            if local is None:
-                local = self._core_nodes[key[:3]] = prof.core_nodes(cores, core)
-            value = self._core[key] = prof.core_timing(cores, core, cycles, local)
+            value = self._core[key] = core_timing(list(key[1]), *self._shapes[shape])
         return value
 
     def profile(
