@@ -18,7 +18,7 @@ docs/cost-model.md ("Interpreter vs cost model") states the rules and the measur
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -72,6 +72,11 @@ class DdrCopy:
     hi: int  # one past the last
     instr: Copy
     lead: bool = False  # among the const loads ahead of the first input-dependent DDR copy
+    tile: int = 0  # the tile it belongs to
+    energy_pj: float = 0.0  # instr_energy of `instr`
+    ddr: int = 0  # ddr_bytes of `instr`
+    shape: tuple[str, str, int] = ("", "", 0)  # its tiers and elements: what a NoC copy's costs
+    # depend on besides its hops
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,32 +101,19 @@ class LayerProfile:
         """Independent tiles (the lowering deals them round-robin over the rectangle)."""
         return len(self.tiles)
 
-    def core_nodes(self, cores: int, core: int = 0) -> list[int]:
-        """Nodes of the tiles core `core` of `cores` runs, in lowering order."""
-        return [i for t in range(core, len(self.tiles), cores) for i in self.span(t)]
-
-    def replay(
-        self, nodes: list[int], late: int = 0, at: int = 0, cycles: dict[int, int] | None = None
-    ) -> tuple[int, int]:
-        """End and last MTE2 finish of `nodes` on in-order pipes; nodes needing a class in
-        mask `late` may not start before `at` (`cycles` overrides some nodes' cycles)."""
-        duration: Sequence[int] = self.cycles
-        if cycles:
-            duration = list(self.cycles)
-            for i, c in cycles.items():
-                duration[i] = c
-        release = None
-        if late:
-            release = [0] * len(self.cycles)
-            classes = self.classes
-            for i in nodes:
-                if classes[i] & late:
-                    release[i] = at
-        _, finish = in_order(nodes, duration, self.pipe, self.preds, release)
-        pipe = self.pipe
-        end = max((finish[i] for i in nodes), default=0)
-        mte2 = max((finish[i] for i in nodes if pipe[i] == MTE2), default=0)
-        return end, mte2
+    def core_nodes(self, cores: int, core: int = 0) -> CoreNodes:
+        """The nodes of the tiles core `core` of `cores` runs, in lowering order, renumbered
+        0..: their index in the profile, pipe, predecessors among them (one outside finishes
+        at 0, so it never delays a node) and classes."""
+        nodes = [i for t in range(core, len(self.tiles), cores) for i in self.span(t)]
+        pos = {v: k for k, v in enumerate(nodes)}
+        pipe, preds, classes = self.pipe, self.preds, self.classes
+        return (
+            nodes,
+            [pipe[v] for v in nodes],
+            [tuple(pos[u] for u in preds[v] if u in pos) for v in nodes],
+            [classes[v] for v in nodes],
+        )
 
     def timing(self, cores: int) -> tuple[LayerTiming, ...]:
         """Timings on `cores` cores: of the first core of each distinct set of classes (the
@@ -138,25 +130,11 @@ class LayerProfile:
     def core_timing(
         self, cores: int, core: int, cycles: dict[int, int] | None = None
     ) -> LayerTiming:
-        """Cold duration and per-class tails of core `core` of `cores`.
-
-        The nodes keep the lowering order: the per-core scheduler runs a layer's loads in about
-        that order (it prefers a ready load to a new ALLOC), so a const load behind an input
-        load waits for it.
-        """
+        """Cold duration and per-class tails of core `core` of `cores` (`cycles` overrides
+        some nodes' cycles)."""
+        nodes, pipe, preds, classes = self.core_nodes(cores, core)
         over = cycles or {}
-        nodes = self.core_nodes(cores, core)
-        cold, mte2 = self.replay(nodes, cycles=over)
-        present = 0
-        for i in nodes:
-            present |= self.classes[i]
-        late = sum(over.get(i, self.cycles[i]) for i in nodes) + 1  # after everything else
-        tails = []
-        for cls in range(present.bit_length()):
-            if present >> cls & 1:
-                end, _ = self.replay(nodes, 1 << cls, late, over)
-                tails.append((cls, end - late))
-        return LayerTiming(cold, cold - mte2 if mte2 else cold, tuple(tails))
+        return core_timing([over.get(v, self.cycles[v]) for v in nodes], pipe, preds, classes)
 
     def span(self, tile: int) -> range:
         """Node indices of one tile (the first tile includes the prologue)."""
@@ -165,6 +143,45 @@ class LayerProfile:
 
 
 MTE2 = PIPES.index("MTE2")
+CoreNodes = tuple[list[int], list[int | None], list[tuple[int, ...]], list[int]]
+
+
+def _replay(
+    timed: tuple[list[int], list[int | None], list[tuple[int, ...]]],
+    release: list[int] | None = None,
+) -> tuple[int, int]:
+    """End and last MTE2 finish of nodes 0.. (cycles, pipes, predecessors) on in-order pipes,
+    none starting before its `release`."""
+    duration, pipe, preds = timed
+    _, finish = in_order(range(len(duration)), duration, pipe, preds, release)
+    end = max(finish, default=0)
+    mte2 = max((f for f, p in zip(finish, pipe, strict=True) if p == MTE2), default=0)
+    return end, mte2
+
+
+def core_timing(
+    duration: list[int], pipe: list[int | None], preds: list[tuple[int, ...]], classes: list[int]
+) -> LayerTiming:
+    """Cold duration and per-class tails of one core's nodes 0.. (their cycles, pipes,
+    predecessors among them and classes).
+
+    The nodes keep the lowering order: the per-core scheduler runs a layer's loads in about
+    that order (it prefers a ready load to a new ALLOC), so a const load behind an input load
+    waits for it.
+    """
+    timed = duration, pipe, preds
+    cold, mte2 = _replay(timed)
+    present = 0
+    for c in classes:
+        present |= c
+    late = sum(duration) + 1  # after everything else
+    tails = []
+    for cls in range(present.bit_length()):
+        if present >> cls & 1:
+            release = [late if c >> cls & 1 else 0 for c in classes]
+            end, _ = _replay(timed, release)
+            tails.append((cls, end - late))
+    return LayerTiming(cold, cold - mte2 if mte2 else cold, tuple(tails))
 
 
 def layer_signature(graph: Graph, layer: Layer, single: bool) -> tuple:
@@ -248,7 +265,8 @@ def _summarise(
         ins = node.instr
         if ins is not None:
             assert p is not None  # NOTE: every instruction runs on a pipe
-            energy += instr_energy(target, ins)
+            spent = instr_energy(target, ins)
+            energy += spent
             busy[p] += node.cycles
             for name in ins.reads:
                 ref = getattr(ins, name)
@@ -269,7 +287,13 @@ def _summarise(
                     hi = side.off + pattern_extent(ins.dims, strides)
                     operand = (movable or {})[side.key]
                     lead = leading and mask == 1
-                    copies.append(DdrCopy(len(pipe), operand, side.off, hi, ins, lead))
+                    tile = max(bisect_right(starts, len(pipe)) - 1, 0)
+                    shape = (ins.src.tier, ins.dst.tier, math.prod(ins.dims))
+                    copies.append(
+                        DdrCopy(
+                            len(pipe), operand, side.off, hi, ins, lead, tile, spent, moved, shape
+                        )
+                    )
         pipe.append(p)
         cycles.append(node.cycles)
         preds.append(tuple(g.preds[node.id]))
@@ -338,7 +362,16 @@ class ExecCostModel:
     _timings: dict[tuple[tuple, int], tuple[LayerTiming, ...]] = field(default_factory=dict)
     _key: dict[str, str] = field(default_factory=dict)  # view tensor -> the tensor it views
     _noc: dict[tuple, _Base] = field(default_factory=dict)  # `noc_layer`
-    _core: dict[tuple, LayerTiming] = field(default_factory=dict)  # by profile, core, cycles
+    # `_noc_copy` by (DdrCopy.shape, hops)
+    _noc_copies: dict[tuple, tuple[int, float]] = field(default_factory=dict)
+    # `_core_timing` by the core's nodes' shape (pipes, predecessors, classes) and cycles
+    _core: dict[tuple, LayerTiming] = field(default_factory=dict)
+    # (profile, cores, core) -> the core's nodes and the number of their shape
+    _core_nodes: dict[tuple, tuple[list[int], int]] = field(default_factory=dict)
+    _shapes: list[tuple[list[int | None], list[tuple[int, ...]], list[int]]] = field(
+        default_factory=list
+    )  # by number
+    _shape_ids: dict[str, int] = field(default_factory=dict)  # repr of a shape -> its number
     _flags: dict[tuple[int, int], int] = field(default_factory=dict)  # by footprint ids
     _footprints: dict[tuple[int, ...], int] = field(default_factory=dict)  # `_footprint_id`
     _consumers: dict[str, list[int] | None] = field(default_factory=dict)  # tensor_consumers
@@ -495,10 +528,6 @@ class ExecCostModel:
         layer = self.graph.layers[index]
         names = (*layer.inputs, *layer.outputs)  # a shared profile's operands, by position
         used = _used_cores(r, prof.ntiles)
-        tile_of = {}
-        for t in range(prof.ntiles):
-            for i in prof.span(t):
-                tile_of[i] = t
         over: list[dict[int, int]] = [{} for _ in used]
         energy = prof.energy_pj
         ddr, lead = prof.ddr_bytes, prof.lead_ddr_bytes
@@ -513,18 +542,20 @@ class ExecCostModel:
             where = homes.get(c.operand)
             if where is None:
                 continue
-            k = tile_of[c.node] % cores
-            ins = c.instr
+            k = c.tile % cores
             at = offsets[c.operand]
-            noc = NocCopy(
-                ins.dst, ins.src, ins.dims, ins.dst_strides, ins.src_strides,
-                where.hops(used[k], c.lo + at, c.hi + at),
-            )  # fmt: skip
-            over[k][c.node] = instr_cycles(self.target, noc)
-            energy += instr_energy(self.target, noc) - instr_energy(self.target, ins)
-            ddr -= ddr_bytes(self.target, ins)
-            lead -= ddr_bytes(self.target, ins) if c.lead else 0
-        timings = tuple(self._core_timing(prof, cores, k, over[k]) for k in range(cores))
+            hops = where.hops(used[k], c.lo + at, c.hi + at)
+            priced = self._noc_copies.get((c.shape, hops))
+            if priced is None:
+                priced = self._noc_copies[(c.shape, hops)] = self._noc_copy(c.instr, hops)
+            over[k][c.node] = priced[0]
+            energy += priced[1] - c.energy_pj
+            ddr -= c.ddr
+            lead -= c.ddr if c.lead else 0
+        # NOTE: equal timings once each (the list schedule takes the first of the latest)
+        timings = tuple(
+            dict.fromkeys(self._core_timing(prof, cores, k, over[k]) for k in range(cores))
+        )
         footprint, first, box = _footprint(r, prof.ntiles, self.target.mesh.cols)
         value = self._noc[memo] = (
             self._run_cost(timings, energy, ddr, lead),
@@ -534,6 +565,11 @@ class ExecCostModel:
             self._footprint_id(footprint),
         )
         return value
+
+    def _noc_copy(self, ins: Copy, hops: int) -> tuple[int, float]:
+        """Cycles and energy of DDR copy `ins` made a NoC transfer over `hops` hops."""
+        noc = NocCopy(ins.dst, ins.src, ins.dims, ins.dst_strides, ins.src_strides, hops)
+        return instr_cycles(self.target, noc), instr_energy(self.target, noc)
 
     def _where_id(self, where: OnChip) -> int:
         """A number per distinct (homes, chunk, slot, slots) of an on-chip tensor: what its
@@ -556,12 +592,23 @@ class ExecCostModel:
     def _core_timing(
         self, prof: LayerProfile, cores: int, core: int, cycles: dict[int, int]
     ) -> LayerTiming:
-        """`prof.core_timing` memoised: layers of one signature often get the same NoC cycles
+        """`prof.core_timing` memoised by what it depends on, the core's nodes' shape and cycles:
+        cores with alike tiles and layers of one signature often get the same NoC cycles
         (repeated blocks on equal rectangles)."""
-        key = (id(prof), cores, core, tuple(sorted(cycles.items())))
+        local = self._core_nodes.get((id(prof), cores, core))
+        if local is None:
+            nodes, pipe, preds, classes = prof.core_nodes(cores, core)
+            shaped = (pipe, preds, classes)
+            shape = self._shape_ids.setdefault(repr(shaped), len(self._shapes))
+            if shape == len(self._shapes):
+                self._shapes.append(shaped)
+            local = self._core_nodes[(id(prof), cores, core)] = (nodes, shape)
+        nodes, shape = local
+        duration = prof.cycles
+        key = (shape, tuple([cycles.get(v, duration[v]) for v in nodes]))
         value = self._core.get(key)
         if value is None:
-            value = self._core[key] = prof.core_timing(cores, core, cycles)
+            value = self._core[key] = core_timing(list(key[1]), *self._shapes[shape])
         return value
 
     def profile(

@@ -109,7 +109,8 @@ def plan_onchip(
     if consumers is None:
         consumers = tensor_consumers(graph)
     span = spans or [(i, i) for i in range(len(graph.layers))]
-    placed: list[tuple[int, int, int, int, frozenset[int]]] = []  # (at, end, first, last, homes)
+    # (at, end, first, last, homes as a bit per core)
+    placed: list[tuple[int, int, int, int, int]] = []
     kept: dict[str, OnChip] = {}
     piece = stage_piece(target)  # a staged constant: at least one staging copy per home
 
@@ -130,11 +131,13 @@ def plan_onchip(
         homes = cores[: -(-held // chunk)]
         need = chunk_bytes(chunk, eb)
         lo, hi = life
-        mine = frozenset(homes)
+        mine = 0
+        for c in homes:
+            mine |= 1 << c
         busy = sorted(
             (at, end)
             for at, end, first, last, theirs in placed
-            if first <= hi and lo <= last and not mine.isdisjoint(theirs)
+            if first <= hi and lo <= last and mine & theirs
         )
         at = 0
         for start, end in busy:
