@@ -13,6 +13,7 @@ from npucc.backend.hypercut.gridcut import cut_many
 from npucc.backend.hypercut.hypergraph import Hypergraph
 from npucc.backend.hypercut.partition import k_range, partition
 from npucc.backend.hypercut.placement import place
+from npucc.backend.hypercut.refine import Refiner
 from npucc.backend.hypercut.set_model import MeshParams, loop_costs, plan_edp
 from npucc.ir.plan import Cost, Group, Rect, Step, Workload
 
@@ -31,6 +32,7 @@ class BeamOptions:
     diverse_share: float = 0.3  # the remaining share is exploratory
     completed_quota: int = 16  # Gamma_completed: completed plans kept per round
     seed: int = 0
+    refine_moves: int = 1000  # moves the final local refinement may price (0: none)
 
 
 def batch_splits(batch: int, limit: int = 64) -> list[int]:
@@ -243,7 +245,9 @@ class BeamSearch:
     def run(self) -> Plan:
         """Grow plans from the whole graph on the whole mesh until every pair is one layer; the
         best complete plan seen and the all-temporal one get their sub-batch loops tuned (a
-        well-tuned layer-sequential plan can beat the tuned search result); the better wins."""
+        well-tuned layer-sequential plan can beat the tuned search result); the better one is
+        refined by single moves across its step boundaries (`Refiner`, at most `refine_moves`
+        priced)."""
         n = len(self.wl.layers)
         start: Plan = (Step((Group(tuple(range(n)), self.params.whole),), 1),)
         sequential = tuple(Step((Group((i,), self.params.whole),)) for i in range(n))
@@ -272,7 +276,9 @@ class BeamSearch:
             tune_loops(p, self.edp, self.splits, by_loops)
             for p in dict.fromkeys((found, sequential))
         )
-        return min(tuned, key=self.edp)
+        chosen = min(tuned, key=self.edp)
+        refiner = Refiner(self.wl, self.params.whole, self.splits, self.edp)
+        return refiner.run(chosen, self.opt.refine_moves)
 
     def _select(self, plans: list[Plan]) -> list[Plan]:
         """60 % best, 30 % structurally diverse, 10 % exploratory (random, seeded)."""
