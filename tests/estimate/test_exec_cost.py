@@ -8,8 +8,9 @@ import pytest
 from onnx import TensorProto, helper
 
 import npucc
-from npucc.backend.estimate.exec_cost import ExecCostModel, layer_signature
+from npucc.backend.estimate.exec_cost import ExecCostModel
 from npucc.backend.estimate.list_schedule import oldest_first
+from npucc.backend.estimate.profile import layer_signature
 from npucc.backend.hypercut.beam import BeamOptions
 from npucc.backend.hypercut.set_model import MeshParams, evaluate
 from npucc.backend.lower.subbatch import Part

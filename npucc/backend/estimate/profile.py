@@ -1,0 +1,312 @@
+"""A layer lowered through the real tilers on one core, packed for the mesh cost model.
+
+`profile_layer` lowers one layer as the lowering will (every tile on one core, the plan's
+on-chip operands known to the tilers) and `_summarise` packs its nodes into a `LayerProfile`:
+pipes, cycles, predecessors, release classes, tile spans, energy, DDR bytes and the copies a
+plan may move onto the NoC. `core_timing` replays one core's share on in-order pipes.
+npucc.backend.estimate.exec_cost prices plans from these profiles.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from npucc.backend.estimate.list_schedule import LayerTiming
+from npucc.backend.lower.builder import DdrTracker, MeshBuilder, TileBuilder
+from npucc.backend.lower.context import LOWERINGS, LowerContext
+from npucc.backend.lower.stage import stage_chunk
+from npucc.errors import NpuccError
+from npucc.ir.graph import Graph, Layer
+from npucc.ir.isa import PIPES, Copy, DdrRef, pattern_extent
+from npucc.ir.isa_cost import ddr_bytes, instr_energy
+from npucc.ir.onchip import OnChip
+from npucc.ir.program import TiledProgram
+from npucc.ir.tiled import TileGraph
+from npucc.target import Target
+from npucc.target.timing import in_order
+
+
+@dataclass(frozen=True, slots=True)
+class DdrCopy:
+    """A copy between a core tier and a DDR tensor of the layer: a NoC transfer if it is on
+    chip (a constant: its staged copy)."""
+
+    node: int  # index in the profile
+    operand: int  # the tensor: index into the layer's (*inputs, *outputs)
+    lo: int  # first element of the tensor the copy touches
+    hi: int  # one past the last
+    instr: Copy
+    lead: bool = False  # among the const loads ahead of the first input-dependent DDR copy
+    tile: int = 0  # the tile it belongs to
+    energy_pj: float = 0.0  # instr_energy of `instr`
+    ddr: int = 0  # ddr_bytes of `instr`
+    shape: tuple[str, str, int] = ("", "", 0)  # its tiers and elements: what a NoC copy's costs
+    # depend on besides its hops
+
+
+@dataclass(frozen=True, slots=True)
+class LayerProfile:
+    """One layer lowered on one core: its nodes in lowering order, tile spans and totals."""
+
+    pipe: tuple[int | None, ...]  # index into PIPES per node, None for ALLOC/FREE/BARRIER
+    cycles: tuple[int, ...]  # instr_cycles per node
+    preds: tuple[tuple[int, ...], ...]  # earlier nodes of the layer each node waits for
+    classes: tuple[int, ...]  # bit 0: needs no input; bit 1 + i: needs input i
+    tiles: tuple[int, ...]  # first node of each tile (the first tile also takes the prologue)
+    tile_classes: tuple[int, ...]  # the classes of each tile's nodes
+    energy_pj: float  # sum of instr_energy
+    ddr_bytes: int  # bytes moved to or from DDR
+    lead_ddr_bytes: int  # of those, by const loads ahead of the first input-dependent DDR copy
+    busy: tuple[int, ...]  # cycles per pipe
+    copies: tuple[DdrCopy, ...] = ()  # copies to or from the layer's non-const tensors
+    copied: tuple[int, ...] = ()  # the operands those copies touch, each once
+
+    @property
+    def ntiles(self) -> int:
+        """Independent tiles (the lowering deals them round-robin over the rectangle)."""
+        return len(self.tiles)
+
+    def core_nodes(self, cores: int, core: int = 0) -> CoreNodes:
+        """The nodes of the tiles core `core` of `cores` runs, in lowering order, renumbered
+        0..: their index in the profile, pipe, predecessors among them (one outside finishes
+        at 0, so it never delays a node) and classes."""
+        nodes = [i for t in range(core, len(self.tiles), cores) for i in self.span(t)]
+        pos = {v: k for k, v in enumerate(nodes)}
+        pipe, preds, classes = self.pipe, self.preds, self.classes
+        return (
+            nodes,
+            [pipe[v] for v in nodes],
+            [tuple(pos[u] for u in preds[v] if u in pos) for v in nodes],
+            [classes[v] for v in nodes],
+        )
+
+    def timing(self, cores: int) -> tuple[LayerTiming, ...]:
+        """Timings on `cores` cores: of the first core of each distinct set of classes (the
+        first gets the most tiles, dealt round-robin; e.g. a concat's cores read different
+        inputs)."""
+        firsts: dict[int, int] = {}
+        for core in range(cores):
+            mask = 0
+            for t in range(core, len(self.tiles), cores):
+                mask |= self.tile_classes[t]
+            firsts.setdefault(mask, core)
+        return tuple(self.core_timing(cores, core) for core in firsts.values())
+
+    def core_timing(
+        self, cores: int, core: int, cycles: dict[int, int] | None = None
+    ) -> LayerTiming:
+        """Cold duration and per-class tails of core `core` of `cores` (`cycles` overrides
+        some nodes' cycles)."""
+        nodes, pipe, preds, classes = self.core_nodes(cores, core)
+        over = cycles or {}
+        return core_timing([over.get(v, self.cycles[v]) for v in nodes], pipe, preds, classes)
+
+    def span(self, tile: int) -> range:
+        """Node indices of one tile (the first tile includes the prologue)."""
+        end = self.tiles[tile + 1] if tile + 1 < len(self.tiles) else len(self.pipe)
+        return range(0 if tile == 0 else self.tiles[tile], end)
+
+
+MTE2 = PIPES.index("MTE2")
+CoreNodes = tuple[list[int], list[int | None], list[tuple[int, ...]], list[int]]
+
+
+def _replay(
+    timed: tuple[list[int], list[int | None], list[tuple[int, ...]]],
+    release: list[int] | None = None,
+) -> tuple[int, int]:
+    """End and last MTE2 finish of nodes 0.. (cycles, pipes, predecessors) on in-order pipes,
+    none starting before its `release`."""
+    duration, pipe, preds = timed
+    _, finish = in_order(range(len(duration)), duration, pipe, preds, release)
+    end = max(finish, default=0)
+    mte2 = max((f for f, p in zip(finish, pipe, strict=True) if p == MTE2), default=0)
+    return end, mte2
+
+
+def core_timing(
+    duration: list[int], pipe: list[int | None], preds: list[tuple[int, ...]], classes: list[int]
+) -> LayerTiming:
+    """Cold duration and per-class tails of one core's nodes 0.. (their cycles, pipes,
+    predecessors among them and classes).
+
+    The nodes keep the lowering order: the per-core scheduler runs a layer's loads in about
+    that order (it prefers a ready load to a new ALLOC), so a const load behind an input load
+    waits for it.
+    """
+    timed = duration, pipe, preds
+    cold, mte2 = _replay(timed)
+    present = 0
+    for c in classes:
+        present |= c
+    late = sum(duration) + 1  # after everything else
+    tails = []
+    for cls in range(present.bit_length()):
+        if present >> cls & 1:
+            release = [late if c >> cls & 1 else 0 for c in classes]
+            end, _ = _replay(timed, release)
+            tails.append((cls, end - late))
+    return LayerTiming(cold, cold - mte2 if mte2 else cold, tuple(tails))
+
+
+def layer_signature(graph: Graph, layer: Layer, single: bool) -> tuple:
+    """What the lowering of a layer depends on: op, operand shapes and kinds, attributes, and
+    which operands are one tensor (x * x has one input class, x * y two)."""
+    ins = tuple(
+        (graph.tensors[t].shape, graph.tensors[t].dtype, graph.is_const(t), layer.inputs.index(t))
+        if t
+        else None
+        for t in layer.inputs
+    )
+    outs = tuple(graph.tensors[t].shape for t in layer.outputs)
+    return (layer.op, ins, outs, repr(sorted(layer.attrs.items())), single)
+
+
+def profile_layer(
+    graph: Graph, layer: Layer, target: Target, single: bool, noc: tuple[int, ...] = ()
+) -> LayerProfile:
+    """Lower one layer through the real tilers, every tile on one core.
+
+    `single` lowers it as on a one-core rectangle (some tilers then load a broadcast operand
+    once for all tiles); otherwise as on a larger rectangle. `noc`: the operands (positions in
+    (*inputs, *outputs)) the plan keeps on chip, which the tilers know (their copies stay DDR
+    copies here, re-priced by the caller).
+    """
+    program = TiledProgram(graph.name, target)
+    names = (*layer.inputs, *layer.outputs)
+    program.onchip = {names[o]: OnChip(((0, 0),), 1) for o in noc}
+    tile_graph = TileGraph("profile")
+    builders = [TileBuilder(tile_graph, target, 0)]
+    if not single:
+        builders.append(TileBuilder(TileGraph("unused"), target, 1))
+    lctx = ProfileContext(graph, program, MeshBuilder(builders), target)
+    lctx.begin_layer(tuple(range(len(builders))))
+    lower = LOWERINGS.get(layer.op)
+    if lower is None:
+        raise NpuccError(f"no lowering for operator {layer.op} (node '{layer.name}')")
+    lower(lctx, layer)
+    for out in layer.outputs:
+        lctx.builder.close_ddr(out)
+    bit: dict[str, int] = {}  # DDR key -> release-class bit of the nodes reading it
+    for i, name in enumerate(layer.inputs):
+        if name:
+            bit.setdefault(name, 1 if graph.is_const(name) else 1 << (1 + i))
+    return _summarise(tile_graph, lctx.starts or [0], target, bit, operand_positions(names))
+
+
+@lru_cache(maxsize=4096)
+def stage_profile(target: Target, elems: int) -> LayerProfile:
+    """One home core staging `elems` elements of a constant on chip (`stage_chunk`)."""
+    home = OnChip(((0, 0),), max(elems, 1))
+    tracker = DdrTracker(onchip={"staged": home})
+    builder = TileBuilder(TileGraph("stage"), target, 0, tracker)
+    stage_chunk(builder, DdrRef("const"), DdrRef("staged"), elems)
+    return _summarise(builder.graph, [0], target, {})
+
+
+def _summarise(
+    g: TileGraph,
+    starts: list[int],
+    target: Target,
+    bit: dict[str, int],
+    movable: dict[str, int] | None = None,
+) -> LayerProfile:
+    """Pack a lowered TileGraph into a LayerProfile (`bit`: release class of each DDR key;
+    `movable`: the keys a plan may keep on chip, by operand position)."""
+    pipe: list[int | None] = []
+    cycles: list[int] = []
+    preds: list[tuple[int, ...]] = []
+    classes: list[int] = []
+    busy = [0] * len(PIPES)
+    energy = 0.0
+    ddr = lead_ddr = 0
+    leading = True  # no input-dependent DDR copy seen yet
+    copies: list[DdrCopy] = []
+    for node in g.nodes:
+        p = PIPES.index(node.pipe) if node.pipe is not None else None
+        mask = 0
+        for q in g.preds[node.id]:
+            mask |= classes[q]
+        ins = node.instr
+        if ins is not None:
+            assert p is not None  # NOTE: every instruction runs on a pipe
+            spent = instr_energy(target, ins)
+            energy += spent
+            busy[p] += node.cycles
+            for name in ins.reads:
+                ref = getattr(ins, name)
+                if isinstance(ref, DdrRef):
+                    mask |= bit.get(ref.key, 1)  # a const the lowering generated: bit 0
+            mask = mask or 1  # needs no input (a fill): free to run ahead as a const load
+            moved = ddr_bytes(target, ins)
+            ddr += moved
+            if moved and mask != 1:
+                leading = False
+            lead_ddr += moved if leading else 0
+            if type(ins) is Copy:
+                side, strides = (
+                    (ins.src, ins.src_strides) if isinstance(ins.src, DdrRef) else
+                    (ins.dst, ins.dst_strides)
+                )  # fmt: skip
+                if isinstance(side, DdrRef) and side.key in (movable or {}):
+                    hi = side.off + pattern_extent(ins.dims, strides)
+                    operand = (movable or {})[side.key]
+                    lead = leading and mask == 1
+                    tile = max(bisect_right(starts, len(pipe)) - 1, 0)
+                    shape = (ins.src.tier, ins.dst.tier, math.prod(ins.dims))
+                    copies.append(
+                        DdrCopy(
+                            len(pipe), operand, side.off, hi, ins, lead, tile, spent, moved, shape
+                        )
+                    )
+        pipe.append(p)
+        cycles.append(node.cycles)
+        preds.append(tuple(g.preds[node.id]))
+        classes.append(mask)
+    bounds = (0, *starts[1:], len(pipe))
+    tile_classes = []
+    for a, b in zip(bounds, bounds[1:], strict=False):
+        mask = 0
+        for i in range(a, b):
+            mask |= classes[i]
+        tile_classes.append(mask)
+    return LayerProfile(
+        tuple(pipe),
+        tuple(cycles),
+        tuple(preds),
+        tuple(classes),
+        tuple(starts),
+        tuple(tile_classes),
+        energy,
+        ddr,
+        lead_ddr,
+        tuple(busy),
+        tuple(copies),
+        tuple(dict.fromkeys(c.operand for c in copies)),
+    )
+
+
+@dataclass(slots=True)
+class ProfileContext(LowerContext):
+    """A LowerContext that keeps every tile on the first core and records where tiles start."""
+
+    starts: list[int] = field(default_factory=list)  # first node of each tile
+
+    def next_tile(self) -> None:
+        """Start a tile: on core 0, at the next node."""
+        self.builder.current = 0
+        self.starts.append(len(self.builder.builders[0].graph))
+        self.tiles += 1
+
+
+def operand_positions(names: tuple[str, ...]) -> dict[str, int]:
+    """Each tensor among a layer's operands `names` (*inputs, *outputs) by its first position
+    (a profile's operand index)."""
+    first: dict[str, int] = {}
+    for i, name in enumerate(names):
+        if name:
+            first.setdefault(name, i)
+    return first
