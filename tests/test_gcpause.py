@@ -15,6 +15,16 @@ def test_paused_inside_and_restored_after() -> None:
     assert gc.isenabled()
 
 
+def test_what_the_block_built_is_not_pending_collection() -> None:
+    gc.enable()
+    with gc_paused():
+        built = [[i] for i in range(50_000)]  # tracked containers, counted by generation 0
+        assert gc.get_count()[0] >= 50_000
+    # moved to the oldest generation untraversed: no collection is due because of them
+    assert gc.get_count()[0] < 1_000
+    assert gc.is_tracked(built[0]) and gc.get_freeze_count() == 0
+
+
 def test_restored_after_an_exception() -> None:
     gc.enable()
     with pytest.raises(ValueError), gc_paused():
