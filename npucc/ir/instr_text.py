@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import fields
 from functools import lru_cache
 from typing import Any
@@ -67,10 +67,7 @@ def format_instr(instr: Instr, target: Target | None = None, symbolic: bool = Fa
     """
     nbytes = operand_nbytes(target, instr)
     parts = [instr.opcode]
-    for name in field_names(type(instr)):
-        value = getattr(instr, name)
-        if name in OPTIONAL_FIELDS and value == OPTIONAL_FIELDS[name]:
-            continue
+    for name, value in _shown(instr):
         if isinstance(value, MemRef):
             text = format_ref(value.tier, value.addr, nbytes[name])
         elif symbolic and isinstance(value, BufRef):
@@ -83,6 +80,14 @@ def format_instr(instr: Instr, target: Target | None = None, symbolic: bool = Fa
             text = _value_text(value)
         parts.append(f"{name}={text}")
     return " ".join(parts)
+
+
+def _shown(instr: Instr) -> Iterator[tuple[str, object]]:
+    """The fields an instruction's text shows, in order: all but optional ones at their default."""
+    for name in field_names(type(instr)):
+        value = getattr(instr, name)
+        if name not in OPTIONAL_FIELDS or value != OPTIONAL_FIELDS[name]:
+            yield name, value
 
 
 def _value_text(value: object) -> str:
@@ -103,10 +108,7 @@ def instr_template(instr: Instr, target: Target | None = None) -> tuple[str, ...
     """
     nbytes = operand_nbytes(target, instr)
     parts = [instr.opcode]
-    for name in field_names(type(instr)):
-        value = getattr(instr, name)
-        if name in OPTIONAL_FIELDS and value == OPTIONAL_FIELDS[name]:
-            continue
+    for name, value in _shown(instr):
         if isinstance(value, (BufRef, DdrRef)):
             raise ValueError(f"unresolved operand {name} of {instr.opcode}")
         if isinstance(value, MemRef):  # format_ref's form, the address left out
