@@ -191,28 +191,21 @@ class TileBuilder:
         read_bufs: list[int] = []
         write_bufs: list[int] = []
         foreign: list[BufRef] = []  # buffers of another core, or freed
-        for name in instr.reads:
-            ref = getattr(instr, name)
-            if type(ref) is BufRef:
-                read_bufs.append(ref.buf)
-                if ref.core != core or ref.buf not in readers:
-                    foreign.append(ref)
-            elif type(ref) is DdrRef:
-                ddr.append(ref)
-        if (type(instr) is Mmad and instr.acc) or (type(instr) is VBinary and instr.accumulates):
-            ref = instr.dst
-            if type(ref) is BufRef:
-                read_bufs.append(ref.buf)
-                if ref.core != core or ref.buf not in readers:
-                    foreign.append(ref)
-        for name in instr.writes:
-            ref = getattr(instr, name)
-            if type(ref) is BufRef:
-                write_bufs.append(ref.buf)
-                if ref.core != core or ref.buf not in readers:
-                    foreign.append(ref)
-            elif type(ref) is DdrRef:
-                ddr_writes.append(ref)
+        acc = (type(instr) is Mmad and instr.acc) or (type(instr) is VBinary and instr.accumulates)
+        groups = (
+            (instr.reads, read_bufs, ddr),
+            (("dst",) if acc else (), read_bufs, None),  # an accumulator is read too (a buffer)
+            (instr.writes, write_bufs, ddr_writes),
+        )
+        for names, buf_list, ddr_list in groups:
+            for name in names:
+                ref = getattr(instr, name)
+                if type(ref) is BufRef:
+                    buf_list.append(ref.buf)
+                    if ref.core != core or ref.buf not in readers:
+                        foreign.append(ref)
+                elif ddr_list is not None and type(ref) is DdrRef:
+                    ddr_list.append(ref)
         if self._resident and any(r.key in self._resident for r in (*ddr, *ddr_writes)):
             raise AssertionError(f"{instr.opcode} reaches a resident tensor in DDR")
         for ref in foreign:
