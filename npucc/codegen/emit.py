@@ -66,9 +66,7 @@ def plan_flags(replay: Replay, first_flag: int = 0) -> Flags:
     """
     nodes = replay.nodes
     total = len(nodes)
-    preds = [*replay.graph.preds, *([] for _ in range(total - len(replay.graph.preds)))]
-    for u, v in (*replay.spill_edges, *replay.reuse_edges):
-        preds[v] = [*preds[v], u]  # NOTE: a copy: the graph's own lists stay as they are
+    preds = replay.preds  # the augmented graph's: original, spill and address-reuse edges
     width = len(PIPES)
     queue = [-1 if node.pipe is None else _QUEUE_INDEX[node.pipe] for node in nodes]
     names = [_queue(p) for p in PIPES] + [_queue(None)]  # by queue index (-1: ctrl)
@@ -124,15 +122,25 @@ def _resolve(
     """Replace BufRef/DdrRef operands by MemRefs at this node's point of the schedule."""
     resolved: dict[str, MemRef] = {}
     for name, ref in instr.operands().items():
-        elem_bytes = operand_bytes(target, instr, name)
-        if isinstance(ref, BufRef):
-            base = replay.offset_at(node, ref.buf)
-            resolved[name] = MemRef(tier_of(ref.buf), base + ref.off * elem_bytes)
-        elif isinstance(ref, DdrRef) and ref.key in layout.noc:
-            resolved[name] = MemRef(NOC, layout.noc[ref.key] + ref.off * elem_bytes)
-        elif isinstance(ref, DdrRef):
-            resolved[name] = MemRef(DDR, layout.addr[ref.key] + ref.off * elem_bytes)
+        placed = _place(ref, node, replay, layout, tier_of)
+        if placed is not None:
+            tier, base, off = placed
+            resolved[name] = MemRef(tier, base + off * operand_bytes(target, instr, name))
     return instr.with_operands(**resolved)
+
+
+def _place(
+    ref: object, node: int, replay: Replay, layout: DdrLayout, tier_of: Callable[[int], str]
+) -> tuple[str, int, int] | None:
+    """Where operand `ref` is at `node` of the schedule: its tier, the byte address of its
+    buffer or tensor and its element offset there (None: not a BufRef or DdrRef)."""
+    if isinstance(ref, BufRef):
+        return tier_of(ref.buf), replay.offset_at(node, ref.buf), ref.off
+    if isinstance(ref, DdrRef):
+        if ref.key in layout.noc:
+            return NOC, layout.noc[ref.key], ref.off
+        return DDR, layout.addr[ref.key], ref.off
+    return None
 
 
 class _Printer:
@@ -148,30 +156,23 @@ class _Printer:
         """The text of `instr` resolved at `node` of `replay` (`tiers`: its core's buffer tiers)
         and the picojoules it spends."""
         fields = instr_fields(type(instr))
-        noc, addr = self.layout.noc, self.layout.addr
+        tier_of = tiers.__getitem__
         at: list[str] = []
         bases: list[int] = []
         offs: list[int] = []
         for ref in fields.operands(instr):
-            if type(ref) is BufRef:
-                at.append(tiers[ref.buf])
-                bases.append(replay.offset_at(node, ref.buf))
-                offs.append(ref.off)
-            elif type(ref) is DdrRef:
-                on_chip = ref.key in noc
-                at.append(NOC if on_chip else DDR)
-                bases.append(noc[ref.key] if on_chip else addr[ref.key])
-                offs.append(ref.off)
-            else:
+            placed = _place(ref, node, replay, self.layout, tier_of)
+            if placed is None:
                 assert isinstance(ref, MemRef)
-                at.append(ref.tier)
-                bases.append(ref.addr)
-                offs.append(0)
+                placed = ref.tier, ref.addr, 0
+            at.append(placed[0])
+            bases.append(placed[1])
+            offs.append(placed[2])
         key = form_key(instr, fields, at)
         form = self.forms.get(key)
         if form is None:
             target = self.target
-            resolved = _resolve(instr, node, replay, self.layout, target, tiers.__getitem__)
+            resolved = _resolve(instr, node, replay, self.layout, target, tier_of)
             sizes = tuple(operand_bytes(target, resolved, n) for n in fields.names)
             form = instr_template(resolved, target), sizes, instr_energy(target, resolved)
             self.forms[key] = form

@@ -38,9 +38,18 @@ _DDR_RE = re.compile(r'^@("(?:[^"\\]|\\.)*")\+(-?\d+)$')
 _TOKEN_RE = re.compile(r'(?:"(?:[^"\\]|\\.)*"|\S)+?(?=\s|$)')
 
 
+_ADDR_SPEC = "06x"  # a resolved operand's byte address: hex, at least six digits
+
+
 def format_ref(tier: str, addr: int, nbytes: int | None = None) -> str:
     """A resolved operand `TIER[0xADDR+BYTES]`, or the address alone `TIER[0xADDR]`."""
-    return f"{tier}[0x{addr:06x}]" if nbytes is None else f"{tier}[0x{addr:06x}+{nbytes}]"
+    head, tail = _ref_sides(tier, nbytes)
+    return f"{head}{addr:{_ADDR_SPEC}}{tail}"
+
+
+def _ref_sides(tier: str, nbytes: int | None) -> tuple[str, str]:
+    """A resolved operand's text before and after its address."""
+    return f"{tier}[0x", "]" if nbytes is None else f"+{nbytes}]"
 
 
 def match_ref(text: str) -> tuple[str, int, int] | None:
@@ -112,7 +121,8 @@ def instr_template(instr: Instr, target: Target | None = None) -> tuple[str, ...
         if isinstance(value, (BufRef, DdrRef)):
             raise ValueError(f"unresolved operand {name} of {instr.opcode}")
         if isinstance(value, MemRef):  # format_ref's form, the address left out
-            parts.append(f"{name}={value.tier}[0x\0+{nbytes[name]}]")
+            head, tail = _ref_sides(value.tier, nbytes[name])
+            parts.append(f"{name}={head}\0{tail}")
         else:
             parts.append(f"{name}={_value_text(value)}")
     return tuple(" ".join(parts).split("\0"))
@@ -122,7 +132,7 @@ def fill_template(pieces: Sequence[str], addrs: Sequence[int]) -> str:
     """An instruction's text from its `instr_template` and its operands' byte addresses."""
     out = [pieces[0]]
     for addr, piece in zip(addrs, pieces[1:], strict=True):
-        out.append(f"{addr:06x}")
+        out.append(format(addr, _ADDR_SPEC))
         out.append(piece)
     return "".join(out)
 
