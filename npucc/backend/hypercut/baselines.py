@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from npucc.backend.hypercut.beam import Plan, batch_splits, tune_loops
-from npucc.backend.hypercut.gridcut import allocate, cut_many
+from npucc.backend.hypercut.gridcut import allocate, compute_weight, cut_many
 from npucc.backend.hypercut.set_model import MeshParams, evaluate, plan_edp
 from npucc.ir.plan import Group, LayerLoad, Step, Workload
 
@@ -81,10 +81,7 @@ def _run_step(
     """The step of run [lo, hi) (its groups cut once per run and kept in `memo`)."""
     groups = memo.get((lo, hi), ())
     if groups == ():
-        weights = [
-            1.0 if equal else float(wl.layers[i].macs + wl.layers[i].vops) + 1.0
-            for i in range(lo, hi)
-        ]
+        weights = [1.0 if equal else compute_weight(wl.layers[i]) for i in range(lo, hi)]
         rects = cut_many(params.whole, weights)
         groups = memo[(lo, hi)] = (
             None

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from npucc.ir.plan import Rect
+from npucc.ir.plan import LayerLoad, Rect
+
+
+def compute_weight(layer: LayerLoad) -> float:
+    """A layer's weight when sub-grids are cut in proportion to compute: its MACs and element
+    operations, plus one (a layer without either still gets cores)."""
+    return float(layer.macs + layer.vops) + 1.0
 
 
 def allocate(units: int, weights: list[float]) -> list[int] | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from npucc.backend.hypercut.gridcut import cut_many
+from npucc.backend.hypercut.gridcut import compute_weight, cut_many
 from npucc.ir.plan import Group, Rect, Step, Workload
 
 Plan = tuple[Step, ...]
@@ -25,7 +25,7 @@ class Refiner:
         self, wl: Workload, whole: Rect, splits: list[int], edp: Callable[[Plan], float]
     ) -> None:
         self.wl, self.whole, self.splits, self.edp = wl, whole, splits, edp
-        self.work = [float(layer.macs + layer.vops) + 1.0 for layer in wl.layers]
+        self.work = [compute_weight(layer) for layer in wl.layers]
         self._cuts: dict[tuple[tuple[int, ...], ...], tuple[Group, ...] | None] = {}
 
     def run(self, plan: Plan, budget: int) -> Plan:
