@@ -47,11 +47,11 @@ def mapped_weight(tensor: onnx.TensorProto, root: Path) -> np.ndarray | None:
         return None
     dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)).newbyteorder("<")
     info = ExternalDataInfo(tensor)
-    offset = info.offset or 0
-    if info.length is not None and info.length != math.prod(shape) * dtype.itemsize:
+    offset, nbytes = info.offset or 0, math.prod(shape) * dtype.itemsize
+    if info.length is not None and info.length != nbytes:
         return None
     path = root / info.location
-    if info.length is None and path.stat().st_size - offset != math.prod(shape) * dtype.itemsize:
+    if info.length is None and path.stat().st_size - offset != nbytes:
         return None
     return map_array(str(path), offset, dtype, shape)
 

@@ -265,7 +265,8 @@ def run() -> NoReturn:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `npucc` console script; returns the exit code."""
+    """The `npucc` command line on `argv` (default: the process's arguments); returns the exit
+    code (`run`, the console script, exits with it)."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args_list
     try:
