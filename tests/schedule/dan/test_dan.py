@@ -55,9 +55,13 @@ def test_capped_list_order_keeps_addresses_and_peak():
     s, r = schedule_graph(g, "dan-dlr", CAPS, MODEL)
     assert not s.spills
     preds, succs, group = r.preds, cpe._succs(r), cpe._groups(r)
-    chained = cpe.list_order(r, preds, succs, group)
+    found = cpe.list_order(r, preds, succs, group)
+    assert found is not None
+    chained = found[0]
     for cap in (r.peak, r.peak * 2):
-        order = cpe.list_order(r, preds, succs, group, cap)
+        found = cpe.list_order(r, preds, succs, group, cap)
+        assert found is not None
+        order = found[0]
         capped = Schedule(order, dict(s.offsets), [])
         validate(g, capped, CAPS)
         rc = replay(g, capped, CAPS, MODEL)

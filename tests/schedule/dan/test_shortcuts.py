@@ -2,20 +2,26 @@
 exactly what the full computations give."""
 
 import random
+from pathlib import Path
 
 import pytest
 
+import npucc
 from npucc.backend.schedule.dan import cpe
 from npucc.backend.schedule.dan.dlr import DlrVictim, dlr
 from npucc.backend.schedule.dan.pipeline import AHEAD, ORDERS, dan, stage1
+from npucc.backend.schedule.registry import schedule_graph
 from npucc.backend.schedule.scan import LinearScan
+from npucc.ir.isa_cost import TargetSpillModel
 from npucc.ir.replay import replay
+from npucc.ir.schedule import capacities
 from npucc.target.cost import TraceSpillModel
 from npucc.tools import dan_command as command
 from npucc.tools.dan_hard import HARD_WORKLOADS
 
 CAPS = dict(command.DEFAULT_CAPACITY)
 MODEL = TraceSpillModel()
+MODELS = Path(__file__).resolve().parents[3] / "models"
 
 
 def _rank(r):
@@ -97,3 +103,48 @@ def test_retiming_a_move_matches_timing_the_moved_order():
         assert top <= max(want)
         moves += 1
     assert moves > 150
+
+
+def test_retiming_stops_once_the_makespan_cannot_drop():
+    program = npucc.compile_until(MODELS / "residual_block.onnx", "lower-tiles")
+    target = program.target
+    g = program.cores[0].graph
+    caps, model = capacities(target), TargetSpillModel(target)
+    s, r = schedule_graph(g, "dan-dlr", caps, model, target.memory.alignment)
+    preds, succs = r.preds, cpe._succs(r)
+    order = list(s.order)
+    finish = cpe._timing(r.nodes, preds, order)
+    pos = {v: i for i, v in enumerate(order)}
+    pipes = len({node.pipe for node in r.nodes if node.pipe is not None})
+    best = max(finish)
+    last = max(pos[x] for x, f in enumerate(finish) if f == best)
+    stopped = kept = 0
+    for p in range(1, len(order)):  # every legal move within the window
+        for q in range(p - 1, max(p - cpe.WINDOW, 0) - 1, -1):
+            if order[q] in preds[order[p]]:
+                break
+            trial = order[:q] + [order[p]] + order[q:p] + order[p + 1 :]
+            want = cpe._timing(r.nodes, preds, trial)
+            got = cpe._retime(r.nodes, preds, succs, order, pos, finish, (q, p, pipes), best, last)
+            if got is None:  # the node at `last` cannot finish earlier, or the makespan rose
+                assert want[order[last]] >= best or max(want) >= best
+                stopped += 1
+            else:
+                assert got[0] == want
+                kept += 1
+    assert stopped > 10 and kept > 100
+
+
+def test_a_list_order_stops_once_it_cannot_beat():
+    g = HARD_WORKLOADS["HardConv_Case0"]()
+    s = dlr(g, stage1(g, "memory"), CAPS, MODEL)
+    r = replay(g, s, CAPS, MODEL)
+    preds, succs, group = r.preds, cpe._succs(r), cpe._groups(r)
+    for cap, critical in ((None, True), (r.peak, True), (r.peak, False)):
+        found = cpe.list_order(r, preds, succs, group, cap, critical)
+        assert found is not None
+        order, finish = found
+        assert finish == cpe._timing(r.nodes, preds, order)
+        top = max(finish)
+        assert cpe.list_order(r, preds, succs, group, cap, critical, top + 1) == found
+        assert cpe.list_order(r, preds, succs, group, cap, critical, top) is None

@@ -58,13 +58,19 @@ def _retime(
     pos: dict[int, int],
     finish: list[int],
     move: tuple[int, int, int],
-) -> tuple[list[int], int]:
+    beat: int = 1 << 62,
+    last: int = -1,
+) -> tuple[list[int], int] | None:
     """Finish times under rule 5 of `order` (timed `finish`, positions `pos`) with the node at
-    position p moved to position q, `move` = (q, p, pipes), and the latest finish re-timed.
+    position p moved to position q, `move` = (q, p, pipes), and the latest finish re-timed;
+    None once the moved order's makespan is proven not below `beat`: a re-timed finish reaches
+    it, or the node at position `last` (finishing at `beat`) can no longer finish earlier.
 
     NOTE: past p the order is the old one, so once every pipe is free when it was in the old
     timing and no node whose finish moved has a successor still to come, every later finish
-    is the old one: re-timing stops there.
+    is the old one: re-timing stops there. Likewise (rule 5 is monotone) once no pipe is free
+    earlier than in the old timing and no node that finishes earlier has a successor still to
+    come, no later finish is earlier than the old one.
     """
     q, p, pipes = move
     old_finish = finish
@@ -83,14 +89,19 @@ def _retime(
             old_free[pipe] = old_finish[order[i]]
     horizon = -1  # the last position of a successor of a node whose finish moved
     differ = 0  # pipes free at another time than in the old timing
+    early = -1  # the last position of a successor of a node that finishes earlier
+    ahead = 0  # pipes free earlier than in the old timing
     top = 0
     for i in range(q, len(order)):
         if i > p:
             v = order[i]
             if i == p + 1:
                 differ = sum(pipe_free.get(x, 0) != t for x, t in old_free.items())
+                ahead = sum(pipe_free.get(x, 0) < t for x, t in old_free.items())
             if not differ and horizon < i:
                 break
+            if not ahead and early < i <= last:
+                return None
         else:
             v = order[p] if i == q else order[i - 1]
         t = 0
@@ -101,15 +112,20 @@ def _retime(
         if pipe is not None:
             t = max(t, pipe_free.get(pipe, 0)) + nodes[v].cycles
             if i > p:
-                was = old_free.get(pipe, 0)
-                differ += (t != old_finish[v]) - (pipe_free.get(pipe, 0) != was)
+                was, free = old_free.get(pipe, 0), pipe_free.get(pipe, 0)
+                differ += (t != old_finish[v]) - (free != was)
+                ahead += (t < old_finish[v]) - (free < was)
                 old_free[pipe] = old_finish[v]
             pipe_free[pipe] = t
         if t != old_finish[v]:
             for w in succs[v]:
                 if pos[w] > horizon:
                     horizon = pos[w]
+                if t < old_finish[v] and pos[w] > early:
+                    early = pos[w]
         if t > top:
+            if t >= beat:
+                return None
             top = t
         finish[v] = t
     return finish, top
@@ -131,10 +147,13 @@ def list_order(
     group: list[int],
     cap: int | None = None,
     critical: bool = True,
-) -> list[int]:
+    beat: int | None = None,
+) -> tuple[list[int], list[int]] | None:
     """Refinement 1: earliest-start list scheduling over G2 (ties: the larger downstream
     criticality, or with `critical` False the plan's order), memory order per group kept; with
-    `cap`, only L1+UB's ALLOCs keep their order, each run once the live bytes fit `cap`."""
+    `cap`, only L1+UB's ALLOCs keep their order, each run once the live bytes fit `cap`.
+    The order and its finish times under rule 5 (`_timing`); None once a bound proves its
+    makespan is not below `beat`."""
     nodes = r.nodes
     total = len(nodes)
     last: dict[int, int] = {}
@@ -156,6 +175,9 @@ def list_order(
         h[v] = longest + (nodes[v].cycles if nodes[v].pipe is not None else 0)
     pos = r.position
     finish = [0] * total
+    # NOTE: with `cap` a parked ALLOC waits for the FREE that lets it fit, which rule 5 does
+    # not: its order is timed apart (`timed`); without, the two timings are the same
+    timed = finish if cap is None else [0] * total
     ready_at = [0] * total
     pipes = sorted({node.pipe for node in nodes if node.pipe is not None})
     pipe_index = {p: i + 1 for i, p in enumerate(pipes)}  # 0: pipe-less
@@ -164,6 +186,14 @@ def list_order(
     pending: list[list[tuple[int, int, int, int]]] = [[] for _ in range(len(pipes) + 1)]
     avail: list[list[tuple[int, int, int]]] = [[] for _ in range(len(pipes) + 1)]
     pipe_free = [0] * (len(pipes) + 1)
+    timed_free = pipe_free if cap is None else [0] * (len(pipes) + 1)
+    # NOTE: rule 5 runs a pipe's later nodes after its last finish, and a node's successors
+    # after it: once timed_free[p] plus the pipe's work left, or a finish plus the downstream
+    # criticality, reaches `beat`, so does the makespan
+    left = [0] * (len(pipes) + 1)
+    for v in range(total):
+        left[queue[v]] += cycles[v]
+    stop = (1 << 62) if beat is None else beat
 
     def push(v: int, t: int = 0) -> None:
         for u in preds[v]:
@@ -221,6 +251,18 @@ def list_order(
         finish[v] = start + (cycles[v] if p else 0)
         if p:
             pipe_free[p] = finish[v]
+        if cap is not None:
+            t = 0
+            for u in preds[v]:
+                if timed[u] > t:
+                    t = timed[u]
+            if p:
+                t = timed_free[p] = max(t, timed_free[p]) + cycles[v]
+            timed[v] = t
+        if p:
+            left[p] -= cycles[v]
+            if timed_free[p] + left[p] >= stop or timed[v] + h[v] - cycles[v] >= stop:
+                return None
         order.append(v)
         if sizes[v]:
             live += sizes[v] if nodes[v].op == "ALLOC" else -sizes[v]
@@ -236,7 +278,7 @@ def list_order(
         if parked >= 0 and cap is not None and live + sizes[parked] <= cap:
             w, parked = parked, -1
             push(w, finish[v])
-    return order
+    return order, timed
 
 
 def critical_chain(
@@ -285,6 +327,7 @@ def local_moves(
         improved = False
         pos = {v: i for i, v in enumerate(order)}
         tops = [x for x, f in enumerate(finish) if f == best]  # a faster trial moves them all
+        last = max(pos[x] for x in tops) if tops else -1
         chain = critical_chain(nodes, preds, order, finish)
         on_chain = set(chain)
         for v in chain:
@@ -299,8 +342,11 @@ def local_moves(
                 if budget <= 0:
                     return order
                 budget -= len(order) - q
-                tfinish, top = _retime(nodes, preds, succs, order, pos, finish, (q, p, pipes))
-                if top < best and all(tfinish[x] < best for x in tops):
+                moved = _retime(nodes, preds, succs, order, pos, finish, (q, p, pipes), best, last)
+                if moved is None:
+                    continue
+                tfinish, top = moved
+                if all(tfinish[x] < best for x in tops):
                     order = order[:q] + [v] + order[q:p] + order[p + 1 :]
                     finish, best, improved = tfinish, max(tfinish), True
                     break
@@ -319,9 +365,8 @@ def cpe(schedule: Schedule, r: Replay, window: int = WINDOW) -> Schedule:
     # NOTE: measured on bench/roofline.py's models, each of the three wins somewhere
     tries = ((None, True), (r.peak, True), (r.peak, False)) if not r.spills else ((None, True),)
     for cap, critical in tries:
-        candidate = list_order(r, preds, succs, group, cap, critical)
-        trial = _timing(r.nodes, preds, candidate)
-        if max(trial, default=0) < max(timed, default=0):
-            order, timed = candidate, trial
+        found = list_order(r, preds, succs, group, cap, critical, max(timed, default=0))
+        if found is not None and max(found[1], default=0) < max(timed, default=0):
+            order, timed = found
     order = local_moves(r, preds, succs, group, order, timed, window)
     return Schedule(order, dict(schedule.offsets), list(schedule.spills))
