@@ -55,11 +55,12 @@ def test_capped_list_order_keeps_addresses_and_peak():
     s, r = schedule_graph(g, "dan-dlr", CAPS, MODEL)
     assert not s.spills
     preds, succs, group = r.preds, cpe._succs(r), cpe._groups(r)
-    found = cpe.list_order(r, preds, succs, group)
+    h = cpe.downstream(r, succs)
+    found = cpe.list_order(r, preds, succs, group, None, h)
     assert found is not None
     chained = found[0]
     for cap in (r.peak, r.peak * 2):
-        found = cpe.list_order(r, preds, succs, group, cap)
+        found = cpe.list_order(r, preds, succs, group, cap, h)
         assert found is not None
         order = found[0]
         capped = Schedule(order, dict(s.offsets), [])
@@ -70,7 +71,7 @@ def test_capped_list_order_keeps_addresses_and_peak():
         assert frees != [v for v in chained if v in set(frees)]  # FREEs leave the plan's order
     largest = max(b.size for b in g.buffers if b.tier in ("L1", "UB"))
     with pytest.raises(AssertionError, match="stalled"):
-        cpe.list_order(r, preds, succs, group, largest - 1)
+        cpe.list_order(r, preds, succs, group, largest - 1, h)
 
 
 def test_synthetic_10k_in_seconds():

@@ -140,7 +140,8 @@ def test_a_list_order_stops_once_it_cannot_beat():
     s = dlr(g, stage1(g, "memory"), CAPS, MODEL)
     r = replay(g, s, CAPS, MODEL)
     preds, succs, group = r.preds, cpe._succs(r), cpe._groups(r)
-    for cap, critical in ((None, True), (r.peak, True), (r.peak, False)):
+    h = cpe.downstream(r, succs)
+    for cap, critical in ((None, h), (r.peak, h), (r.peak, None)):
         found = cpe.list_order(r, preds, succs, group, cap, critical)
         assert found is not None
         order, finish = found

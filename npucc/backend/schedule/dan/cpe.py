@@ -140,20 +140,67 @@ def _succs(r: Replay) -> list[list[int]]:
     return succs
 
 
+def _pick(
+    dirty: set[int],
+    pending: list[list[tuple[int, int, int, int]]],
+    avail: list[list[tuple[int, int, int]]],
+    pipe_free: list[int],
+    cands: list[tuple[int, int, int, int]],
+    avail0: list[tuple[int, int, int]],
+) -> int:
+    """list_order's next pipe (0: pipe-less; -1: nothing queued): the candidates of the pipes
+    in `dirty` brought up to date (their queues moved, `dirty` emptied), the earliest start."""
+    heappush, heappop = heapq.heappush, heapq.heappop
+    for p in dirty:
+        free = pipe_free[p]
+        waiting, running = pending[p], avail[p]
+        while waiting and waiting[0][0] <= free:
+            _, nh, ps, w = heappop(waiting)
+            heappush(running, (nh, ps, w))
+        if running:
+            nh, ps, _ = running[0]
+            cands[p] = (free, nh, ps, p)
+        elif waiting:
+            t, nh, ps, _ = waiting[0]
+            cands[p] = (max(t, free), nh, ps, p)
+        else:
+            cands[p] = NONE
+    dirty.clear()
+    cands[0] = (0, *avail0[0][:2], 0) if avail0 else NONE
+    p = min(cands)[3]
+    if p > 0:
+        dirty.add(p)
+    return p
+
+
+def downstream(r: Replay, succs: Preds) -> list[int]:
+    """Per augmented node: its downstream criticality, the longest path of pipe cycles from it
+    (itself included) over G2's successors `succs`."""
+    nodes = r.nodes
+    h = [0] * len(nodes)
+    for v in reversed(r.order):
+        longest = 0
+        for w in succs[v]:
+            if h[w] > longest:
+                longest = h[w]
+        h[v] = longest + (nodes[v].cycles if nodes[v].pipe is not None else 0)
+    return h
+
+
 def list_order(
     r: Replay,
     preds: Preds,
     succs: Preds,
     group: list[int],
     cap: int | None = None,
-    critical: bool = True,
+    critical: Sequence[int] | None = None,
     beat: int | None = None,
 ) -> tuple[list[int], list[int]] | None:
-    """Refinement 1: earliest-start list scheduling over G2 (ties: the larger downstream
-    criticality, or with `critical` False the plan's order), memory order per group kept; with
-    `cap`, only L1+UB's ALLOCs keep their order, each run once the live bytes fit `cap`.
-    The order and its finish times under rule 5 (`_timing`); None once a bound proves its
-    makespan is not below `beat`."""
+    """Refinement 1: earliest-start list scheduling over G2 (ties: the larger `critical`, the
+    nodes' `downstream` criticality, or without the plan's order), memory order per group
+    kept; with `cap`, only L1+UB's ALLOCs keep their order, each run once the live bytes fit
+    `cap`. The order and its finish times under rule 5 (`_timing`); None once a bound proves
+    its makespan is not below `beat`."""
     nodes = r.nodes
     total = len(nodes)
     last: dict[int, int] = {}
@@ -166,13 +213,7 @@ def list_order(
                 chain_next[last[g]] = v
                 indeg[v] += 1
             last[g] = v
-    h = [0] * total
-    for v in reversed(r.order) if critical else ():
-        longest = 0
-        for w in succs[v]:
-            if h[w] > longest:
-                longest = h[w]
-        h[v] = longest + (nodes[v].cycles if nodes[v].pipe is not None else 0)
+    h = [0] * total if critical is None else critical
     pos = r.position
     finish = [0] * total
     # NOTE: with `cap` a parked ALLOC waits for the FREE that lets it fit, which rule 5 does
@@ -194,91 +235,93 @@ def list_order(
     for v in range(total):
         left[queue[v]] += cycles[v]
     stop = (1 << 62) if beat is None else beat
-
-    def push(v: int, t: int = 0) -> None:
-        for u in preds[v]:
-            if finish[u] > t:
-                t = finish[u]
-        ready_at[v] = t
-        p = queue[v]
-        heapq.heappush(pending[p], (t, -h[v], pos[v], v))
-        dirty.add(p)
-
     # NOTE: a pipe's candidate depends on its own queues and pipe_free alone, so it is
     # recomputed only for the pipes pushed to or run since (`dirty`)
     # NOTE: a pipe with nothing queued holds NONE, which every real candidate beats (times
     # stay far below it), so the pick is a plain min over the list
     cands: list[tuple[int, int, int, int]] = [NONE] * len(pending)
     dirty: set[int] = set()
-    sizes = [0] * total
+    sizes = [0] * total  # with `cap`: per L1+UB ALLOC its size, per FREE minus it
     if cap is not None:
-        sizes = [r.graph.buffers[v.bufs[0]].size if group[v.id] == 0 else 0 for v in nodes]
+        for node in nodes:
+            if group[node.id] == 0:
+                size = r.graph.buffers[node.bufs[0]].size
+                sizes[node.id] = size if node.op == "ALLOC" else -size
     live = 0
     parked = -1  # the next L1+UB ALLOC (with `cap`), ready but not fitting yet
-
-    def ready(v: int) -> None:
-        nonlocal parked
-        if cap is not None and sizes[v] and nodes[v].op == "ALLOC" and live + sizes[v] > cap:
-            parked = v
-        else:
-            push(v)
-
-    for v in range(total):
-        if not indeg[v]:
-            ready(v)
+    fits = (1 << 62) if cap is None else cap
+    heappush, heappop = heapq.heappush, heapq.heappop
+    avail0 = avail[0]  # the pipe-less nodes, ready and so available (their pipe is never busy)
+    idle = len(pipes)  # pipes not yet busy past time 0
+    ready = [v for v in range(total) if not indeg[v]]
     order: list[int] = []
-    while len(order) < total:
-        for p in dirty:
-            free = pipe_free[p] if p else 1 << 62
-            while pending[p] and pending[p][0][0] <= free:
-                _, nh, ps, v = heapq.heappop(pending[p])
-                heapq.heappush(avail[p], (nh, ps, v))
-            if avail[p]:
-                nh, ps, _ = avail[p][0]
-                cands[p] = (pipe_free[p], nh, ps, p)
-            elif pending[p]:
-                t, nh, ps, _ = pending[p][0]
-                cands[p] = (max(t, pipe_free[p]) if p else t, nh, ps, p)
-            else:
-                cands[p] = NONE
-        dirty.clear()
-        p = min(cands)[3]
-        if p < 0:  # NOTE: cannot happen with `cap` at least the order's own peak
-            raise AssertionError("the list order stalled: an ALLOC never fits the cap")
-        dirty.add(p)
-        v = heapq.heappop(avail[p])[2] if avail[p] else heapq.heappop(pending[p])[3]
-        start = max(ready_at[v], pipe_free[p]) if p else ready_at[v]
-        finish[v] = start + (cycles[v] if p else 0)
-        if p:
-            pipe_free[p] = finish[v]
-        if cap is not None:
+    v = -1
+    while True:
+        for w in ready:  # NOTE: w's predecessors have all run (rule 5's start: their finish)
+            if sizes[w] > 0 and live + sizes[w] > fits:
+                parked = w
+                continue
             t = 0
-            for u in preds[v]:
-                if timed[u] > t:
-                    t = timed[u]
-            if p:
-                t = timed_free[p] = max(t, timed_free[p]) + cycles[v]
-            timed[v] = t
+            for u in preds[w]:
+                if finish[u] > t:
+                    t = finish[u]
+            if parked == w:  # a parked ALLOC runs no earlier than the node that let it fit
+                parked = -1
+                if finish[v] > t:
+                    t = finish[v]
+            ready_at[w] = t
+            q = queue[w]
+            if q:
+                heappush(pending[q], (t, -h[w], pos[w], w))
+                dirty.add(q)
+            else:  # NOTE: a pipe-less node is available once ready
+                heappush(avail0, (-h[w], pos[w], w))
+        if len(order) == total:
+            return order, timed
+        if avail0 and not idle:  # NOTE: every pipe's candidate starts after time 0
+            p, v = 0, heappop(avail0)[2]
+        else:
+            p = _pick(dirty, pending, avail, pipe_free, cands, avail0)
+            if p < 0:  # NOTE: cannot happen with `cap` at least the order's own peak
+                raise AssertionError("the list order stalled: an ALLOC never fits the cap")
+            v = heappop(avail[p])[2] if avail[p] else heappop(pending[p])[3]
         if p:
-            left[p] -= cycles[v]
-            if timed_free[p] + left[p] >= stop or timed[v] + h[v] - cycles[v] >= stop:
+            c = cycles[v]
+            free = ready_at[v] if ready_at[v] > pipe_free[p] else pipe_free[p]
+            if not pipe_free[p] and free + c:
+                idle -= 1
+            finish[v] = pipe_free[p] = free + c
+            if cap is not None:
+                t = timed_free[p]
+                for u in preds[v]:
+                    if timed[u] > t:
+                        t = timed[u]
+                t = timed[v] = timed_free[p] = t + c
+            left[p] -= c
+            if timed_free[p] + left[p] >= stop or timed[v] + h[v] - c >= stop:
                 return None
+        else:
+            finish[v] = ready_at[v]
+            if cap is not None:
+                t = 0
+                for u in preds[v]:
+                    if timed[u] > t:
+                        t = timed[u]
+                timed[v] = t
         order.append(v)
-        if sizes[v]:
-            live += sizes[v] if nodes[v].op == "ALLOC" else -sizes[v]
+        live += sizes[v]
+        ready = []
         for w in succs[v]:
             indeg[w] -= 1
             if not indeg[w]:
-                ready(w)
+                ready.append(w)
         c = chain_next[v]
         if c >= 0:
             indeg[c] -= 1
             if not indeg[c]:
-                ready(c)
-        if parked >= 0 and cap is not None and live + sizes[parked] <= cap:
-            w, parked = parked, -1
-            push(w, finish[v])
-    return order, timed
+                ready.append(c)
+        if parked >= 0 and live + sizes[parked] <= fits:
+            ready.append(parked)
 
 
 def critical_chain(
@@ -363,7 +406,8 @@ def cpe(schedule: Schedule, r: Replay, window: int = WINDOW) -> Schedule:
     order = list(schedule.order)
     timed = _timing(r.nodes, preds, order)
     # NOTE: measured on bench/roofline.py's models, each of the three wins somewhere
-    tries = ((None, True), (r.peak, True), (r.peak, False)) if not r.spills else ((None, True),)
+    h = downstream(r, succs)
+    tries = ((None, h), (r.peak, h), (r.peak, None)) if not r.spills else ((None, h),)
     for cap, critical in tries:
         found = list_order(r, preds, succs, group, cap, critical, max(timed, default=0))
         if found is not None and max(found[1], default=0) < max(timed, default=0):
