@@ -341,7 +341,7 @@ def cpe(schedule: Schedule, r: Replay, window: int = WINDOW) -> Schedule:
     # NOTE: measured on bench/roofline.py's models, each of the first three wins somewhere;
     # the fourth (no memory order kept, ties by the plan's order) wins on all five (r50f)
     free = [-1] * len(group)
-    tries = [(group, None, True)]
+    tries: list[tuple[list[int], int | None, bool]] = [(group, None, True)]
     if not r.spills:
         tries += [(group, r.peak, True), (group, r.peak, False), (free, None, False)]
     for kept, cap, critical in tries:
