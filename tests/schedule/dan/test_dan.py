@@ -55,7 +55,9 @@ def test_free_list_order_keeps_addresses_and_sinks_allocs():
     g = synthetic_graph(2000, seed=4)
     s, r = schedule_graph(g, "dan-dlr", CAPS, MODEL)
     preds, succs, group = r.preds, cpe._succs(r), cpe._groups(r)
-    order = cpe.list_order(r, preds, succs, [-1] * len(group), None, False)
+    found = cpe.list_order(r, preds, succs, [-1] * len(group))
+    assert found is not None
+    order = found[0]
     sunk = cpe._sunk(r, preds, order)
     assert sorted(sunk) == sorted(order) and sunk != order
     assert cpe._timing(r.nodes, preds, sunk) == cpe._timing(r.nodes, preds, order)
