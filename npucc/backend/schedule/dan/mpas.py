@@ -519,6 +519,7 @@ def mpas(
                 if is_alloc[u] and not done[u]:
                     emit(u)
         emit(v)
-        if single_l0:
+        # NOTE: wake's first test, inline: most wakes find near_live current and unparked
+        if single_l0 and not (strict and near_epoch[0] == epoch[0] and not near_parked):
             wake()
     return order
