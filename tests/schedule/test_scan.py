@@ -1,7 +1,7 @@
 import pytest
 
 from npucc.backend.schedule.registry import schedule_graph
-from npucc.backend.schedule.scan import LinearScan, lru_victim, topo_order
+from npucc.backend.schedule.scan import LinearScan, buffer_tiers, lru_victim, topo_order
 from npucc.ir.replay import replay, validate
 from npucc.ir.tiled import TileGraph
 from npucc.target.cost import TraceSpillModel
@@ -112,3 +112,13 @@ def test_uses_answer_as_a_full_index_of_the_order_would():
         for b in (rng.randrange(len(g.buffers)), len(g.buffers) - 1, 0):
             i = bisect_right(full[b], k)
             assert uses.after(b, k) == (full[b][i] if i < len(full[b]) else INF)
+
+
+def test_buffer_tiers_name_each_tier_once_in_the_order_of_its_first_buffer():
+    g = TileGraph("tiers")
+    for tier in ("UB", "L1", "UB", "L0A", "L1"):
+        g.add_buffer(64, tier)
+    assert buffer_tiers(g) == ["UB", "L1", "L0A"]
+    caps = {"UB": 128, "L1": 128, "L0A": 64}
+    scan = LinearScan(g, [], caps, tiers=buffer_tiers(g))
+    assert list(scan.free) == list(LinearScan(g, [], caps).free) == ["UB", "L1", "L0A"]

@@ -85,6 +85,11 @@ class Uses:
         self.upto = end
 
 
+def buffer_tiers(graph: TileGraph) -> list[str]:
+    """The tiers of the graph's buffers, each once, in the order of their first buffer."""
+    return list(dict.fromkeys(map(attrgetter("tier"), graph.buffers)))
+
+
 def outliving_buffers(graph: TileGraph) -> set[int]:
     """The buffers that outlive the layer allocating them (resident layer outputs)."""
     # NOTE: LinearScan places them from the top of their tier, the layers' tiles where the
@@ -199,6 +204,7 @@ class LinearScan:
         uses: Uses | None = None,
         outliving: set[int] | None = None,
         times: list[int] | None = None,
+        tiers: list[str] | None = None,
     ) -> None:
         self.graph = graph
         self.order = order
@@ -207,7 +213,8 @@ class LinearScan:
         self.placement = placement
         self.free: dict[str, FreeList] = {}
         self.released: dict[str, LabelMap] = {}
-        for tier in dict.fromkeys(map(attrgetter("tier"), graph.buffers)):  # in buffer order
+        # `tiers`: buffer_tiers(graph), if the caller has it
+        for tier in buffer_tiers(graph) if tiers is None else tiers:
             if tier not in capacity:
                 raise NpuccError(f"no capacity given for tier {tier} ({graph.name})")
             self.free[tier] = FreeList(capacity[tier], alignment)

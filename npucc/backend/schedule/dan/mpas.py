@@ -174,13 +174,15 @@ def mpas(
     dbits = (2 * span).bit_length()
     shift = hmax.bit_length() + vbits
 
+    # NOTE: no field carries into the next, so a key is the sum of its fields' parts
+    levels = (span << shift, ((1 << dbits) | span) << shift, ((2 << dbits) | span) << shift)
+
     def make_key(v: int) -> int:
-        low = ((hmax - h[v] if use_h else 0) << vbits) | v
+        low = ((hmax - h[v]) << vbits) | v if use_h else v
         if is_free[v]:
-            return ((span - size_pk[v] if use_delta else span) << shift) | low
-        level = 2 if jit_count[v] else 1
-        delta = jit[v] - enabled[v] if use_delta else 0
-        return (((level << dbits) | (delta + span)) << shift) | low
+            return levels[0] - (size_pk[v] << shift) + low if use_delta else levels[0] + low
+        top = levels[2] if jit_count[v] else levels[1]
+        return top + ((jit[v] - enabled[v]) << shift) + low if use_delta else top + low
 
     def refresh(v: int) -> None:
         if in_ready[v]:
@@ -197,7 +199,9 @@ def mpas(
     def free_progress(f: int) -> None:
         # FREE f lost a pending predecessor: credit its last one, or make f ready
         if pending[f] == 1:
-            p = next(u for u in preds[f] if not done[u] and not is_alloc[u])
+            for p in preds[f]:
+                if not done[p] and not is_alloc[p]:
+                    break
             last_pred[f] = p
             enabled[p] += size_pk[f]
             refresh(p)
@@ -277,7 +281,10 @@ def mpas(
 
     def need(v: int) -> int:
         """The L0 tier of v's first unscheduled L0 allocation."""
-        return next(l0_tier[u] for u in l0_preds[v] if not done[u])
+        for u in l0_preds[v]:
+            if not done[u]:
+                break
+        return l0_tier[u]
 
     def park(k: int, c: int) -> None:
         """Park the node of key k in class c."""
@@ -317,7 +324,9 @@ def mpas(
         # cannot finish), so waking costs the local fan-out, not a scan of every waiter
         if near_epoch[0] == epoch[0]:
             return near_found[0]
-        a = next(x for x in live_l0 if x >= 0)
+        for a in live_l0:
+            if a >= 0:
+                break
         found: dict[int, None] = {}
         producers = near_producers
         producers.clear()
@@ -332,7 +341,7 @@ def mpas(
         near_epoch[0] = epoch[0]
         near_found[0] = found
         near_parked.clear()
-        near_parked.update(x for x in found if park_key[x] is not None)
+        near_parked.update([x for x in found if parked[x] >= 0])
         return found
 
     def companions() -> list[list[int]]:
@@ -361,8 +370,10 @@ def mpas(
         # NOTE: waking makes nodes ready and schedules none, so what is done, which L0 tiers
         # are live and near_live stay the same for the four classes, and waking a node of one
         # class changes no other class's parked nodes
-        near: list[list[int]] | None = None  # companions, per class
         e = epoch[0]
+        if strict and near_epoch[0] == e and not near_parked:
+            return  # (near_live is current, so a tier is live) no parked node can pass
+        near: list[list[int]] | None = None  # companions, per class
         any_live = max(live_l0) >= 0
         if any_live and strict:
             if near_epoch[0] != e:
@@ -508,6 +519,7 @@ def mpas(
                 if is_alloc[u] and not done[u]:
                     emit(u)
         emit(v)
-        if single_l0:
+        # NOTE: wake's first test, inline: most wakes find near_live current and unparked
+        if single_l0 and not (strict and near_epoch[0] == epoch[0] and not near_parked):
             wake()
     return order

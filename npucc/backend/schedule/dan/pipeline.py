@@ -15,6 +15,7 @@ from npucc.backend.schedule.scan import (
     TooManySpills,
     Trail,
     Uses,
+    buffer_tiers,
     outliving_buffers,
     topo_order,
 )
@@ -53,6 +54,7 @@ class _Plans:
         "win",
         "timed",
         "outliving",
+        "tiers",
         "base",
     )
 
@@ -70,6 +72,7 @@ class _Plans:
         self.win = len(ORDERS)  # its ORDERS index (len(ORDERS): a spill variant)
         self.timed: Replay | None = None  # its replay, once needed
         self.outliving = outliving_buffers(graph)  # what every scan of the graph needs
+        self.tiers = buffer_tiers(graph)
         self.base = replay_base(graph)  # what every replay of the graph needs
 
     def offer(
@@ -110,6 +113,7 @@ class _Plans:
             uses,
             self.outliving,
             times,
+            self.tiers,
         )
         try:
             cand = scan.run(self.victim, start, trail)
