@@ -27,6 +27,9 @@ class SchedulePass(Pass):
     input_ir: ClassVar[IRType] = TiledProgram
     output_ir: ClassVar[IRType] = ScheduledProgram
     method: str = "dan"
+    # NOTE: a compiled program's L1+UB peak is no cost while nothing spills (it has to fit,
+    # DLR's addresses see to that): DAN's CPE may then overlap layers beyond the plan's peak
+    overlap: bool = True
 
     def run(self, ir: TiledProgram, ctx: CompileContext) -> ScheduledProgram:
         target = ctx.target
@@ -39,7 +42,9 @@ class SchedulePass(Pass):
                     bar.update(i, f"schedule: core {core.row},{core.col} ({len(core.graph)} nodes)")
                 align = target.memory.alignment
                 schedules.append(
-                    schedule_graph(core.graph, self.method, capacity, spill_model, align)
+                    schedule_graph(
+                        core.graph, self.method, capacity, spill_model, align, overlap=self.overlap
+                    )
                 )
         if self.method in UNBOUNDED:
             # NOTE: an ordering-only method lays buffers out in unbounded tiers; its program

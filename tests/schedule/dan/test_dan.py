@@ -47,8 +47,12 @@ def test_cpe_keeps_memory_plan_and_never_regresses():
     full, rf = schedule_graph(g, "dan", CAPS, MODEL)
     assert (full.offsets, full.spills) == (dl.offsets, dl.spills)
     assert rf.makespan <= rd.makespan
-    assert (rf.extra_ddr, rf.spills) == (rd.extra_ddr, rd.spills)
-    validate(g, full, CAPS)  # the plan's addresses stay safe in the refined order
+    assert (rf.extra_ddr, rf.spills) == (rd.extra_ddr, rd.spills) and rf.peak <= rd.peak
+    fast, ro = schedule_graph(g, "dan", CAPS, MODEL, overlap=True)
+    assert (fast.offsets, fast.spills) == (dl.offsets, dl.spills)
+    assert ro.makespan < rf.makespan and ro.peak > rf.peak  # faster by overlapping layers
+    assert (ro.extra_ddr, ro.spills) == (rd.extra_ddr, rd.spills)
+    validate(g, fast, CAPS)  # the plan's addresses stay safe in the overlapped order
 
 
 def test_free_list_order_keeps_addresses_and_sinks_allocs():

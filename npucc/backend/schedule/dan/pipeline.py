@@ -166,8 +166,10 @@ def dan(
     spill_model: SpillModel,
     alignment: int = 1,
     stage: str = "full",
+    overlap: bool = False,
 ) -> Schedule:
-    """Run DAN up to `stage` ("mpas" alone: no capacities, strict rule 7; else best order)."""
+    """Run DAN up to `stage` ("mpas" alone: no capacities, strict rule 7; else best order);
+    `overlap`: CPE may raise the L1+UB peak within the plan's addresses (`cpe.cpe`)."""
     seconds = {"mpas": 0.0, "dlr": 0.0, "cpe": 0.0}
     t0 = time.perf_counter()
     if stage == "mpas":
@@ -253,7 +255,7 @@ def dan(
                 if bar is not None:
                     bar.update(len(ORDERS) + 1, "dan: timing refinement (CPE)")
                 t3 = time.perf_counter()
-                schedule = cpe(schedule, plans.replay())
+                schedule = cpe(schedule, plans.replay(), overlap=overlap)
                 seconds["cpe"] = time.perf_counter() - t3
     assert schedule is not None  # every stage above produces one
     schedule.method = "dan" if stage == "full" else f"dan-{stage}"
@@ -311,6 +313,11 @@ def unbounded_layout(graph: TileGraph, order: list[int], alignment: int = 1) -> 
 def dan_mpas(graph, capacity, spill_model, alignment=1) -> Schedule:
     """DAN Stage 1 only (registry entry "dan-mpas")."""
     return dan(graph, capacity, spill_model, alignment, "mpas")
+
+
+def dan_overlap(graph, capacity, spill_model, alignment=1) -> Schedule:
+    """DAN for a compiled program: CPE may drop the plan's memory order (registry OVERLAP)."""
+    return dan(graph, capacity, spill_model, alignment, overlap=True)
 
 
 def dan_dlr(graph, capacity, spill_model, alignment=1) -> Schedule:
