@@ -1,7 +1,7 @@
 """Benchmark: a lower bound on a conv net's one-core makespan that holds for any lowering.
 
 Usage: python bench/pipe_floor.py [--model mobilenet_v2] [--formulation any|blockdiag]
-       [--onchip] [--no-handoff] [--vector-only]
+       [--onchip] [--no-handoff] [--vector-only] [--until LAYER]
 
 Every pipe of one core is in order, so a program takes at least its busiest pipe's cycles; each
 pipe's least cycles are the least work it must do at the target's own rates (no latency, every
@@ -101,10 +101,15 @@ class Floor:
                 for p in PIPES}  # fmt: skip
 
 
-def build(graph, target, formulation: str, handoff: bool) -> tuple[Floor, list]:  # noqa: ANN001
+def build(  # noqa: ANN001
+    graph, target, formulation: str, handoff: bool, until: int | None = None
+) -> tuple[Floor, list]:
     """The program's fixed work and choices, and the extra rows tying a tensor's L1 need to its
     consumers; `handoff`: a depthwise's vector share may read its input where its producer left
-    it in UB (else L1 -> UB on MTE1, the tensor all stored to L1)."""
+    it in UB (else L1 -> UB on MTE1, the tensor all stored to L1); `until`: layers 0..until only
+    (their last outputs stay on chip)."""
+    layers = graph.layers if until is None else graph.layers[: until + 1]
+    work = {w.name: w for w in layer_work(graph)}
     e = 4  # NOTE: f32 bytes an element
     lanes, cube = target.vector.width, target.cube.macs
     rate = {p: target.dma.path(p).bandwidth / e for p in
@@ -113,7 +118,7 @@ def build(graph, target, formulation: str, handoff: bool) -> tuple[Floor, list]:
     t = graph.tensors
     size = {n: math.prod(v.shape) for n, v in t.items()}
     readers: dict[str, list] = {}
-    for layer in graph.layers:
+    for layer in layers:
         for i, n in enumerate(layer.inputs):
             if n and not graph.is_const(n):
                 readers.setdefault(n, []).append((layer, i))
@@ -136,18 +141,18 @@ def build(graph, target, formulation: str, handoff: bool) -> tuple[Floor, list]:
             f.add("MTE2", n * (1 / rate["DDR_L0"] - 1 / rate["DDR_L1"]), z)
 
     extra: list[tuple[list[tuple[int, float]], float]] = []
-    for w in layer_work(graph):
+    for w in (work[layer.name] for layer in layers):
         f.add("MTE2", w.weights / rate["DDR_L1"])
         if w.weights:
             l0_feed(f"{w.name} weights", w.weights)
     for n in graph.inputs:
         f.add("MTE2", size[n] / rate["DDR_L1"])
-    for n in graph.outputs:
+    for n in graph.outputs if until is None else ():
         f.add("MTE3", size[n] / rate["TIER_DDR"])
     ddr = {"MTE3": 1 / rate["TIER_DDR"], "MTE2": 1 / rate["DDR_L1"]}
     dw_share: dict[str, int] = {}  # depthwise layer -> its vector share's variable
     in_ub: dict[str, float] = {}  # tensor -> left in UB by its producer (1) or not (0)
-    for layer in graph.layers:
+    for layer in layers:
         out = layer.outputs[0]
         o = size[out]
         if layer.op == "conv2d" and t[layer.inputs[1]].shape[1] == 1 and layer.attrs["group"] > 1:
@@ -192,7 +197,7 @@ def build(graph, target, formulation: str, handoff: bool) -> tuple[Floor, list]:
                 f.add("VECTOR", o / lanes)
             in_ub[out] = 1 if act else 0
         else:
-            vec = next(w.vector for w in layer_work(graph) if w.name == layer.name)
+            vec = work[layer.name].vector
             f.add("VECTOR", vec / lanes)
             if vec:
                 in_ub[out] = 1
@@ -230,9 +235,10 @@ def main() -> int:
     ap.add_argument("--vector-only", action="store_true", help="the depthwise convs all on VECTOR")
     ap.add_argument("--no-handoff", action="store_true", help="no depthwise input read in UB")
     ap.add_argument("--onchip", action="store_true", help="no activation through DDR")
+    ap.add_argument("--until", type=int, help="the floor of layers 0..UNTIL alone")
     args = ap.parse_args()
     graph = compile_until(MODELS[args.model](), LEVEL_PASSES["graph"])
-    f, extra = build(graph, load_target(TARGET), args.formulation, not args.no_handoff)
+    f, extra = build(graph, load_target(TARGET), args.formulation, not args.no_handoff, args.until)
     if args.vector_only:
         extra += [([(i, -1.0)], -1.0) for i, tag in enumerate(f.tags) if tag.endswith("share")]
     if args.onchip:
