@@ -9,8 +9,9 @@ the accumulators copied L0C -> UB straight into the window's channel-major rows;
 and activation over those rows, zeros on the window's border. The 1x1 conv's output is never
 stored to L1 or DDR, nor loaded back (the UB -> L1 stores on the vector unit and the L1 -> UB
 window loads on MTE1 of the unfused pair). The depthwise conv then runs wholly on the vector
-unit (no cube share). Chosen when the depthwise's tiles take every group, or at least n0
-channels (the mmads' N), in whole rows, and a row of the window fits the L0 shares.
+unit (no cube share). Possible when the depthwise's tiles take every group, or at least n0
+channels (the mmads' N), in whole rows, and a row of the window fits the L0 shares; chosen
+when a trial of the pair runs faster so than each layer alone (conv.py, `_fuses`).
 """
 
 from __future__ import annotations
