@@ -26,8 +26,9 @@ choose is a linear program over fractions, solved for the least makespan T (scip
 MTE2 also reads every weight and graph input once, MTE3 writes the graph outputs once.
 Prints T, each pipe's load at the optimum, and the choices taken (fractions above 0).
 NOTE: written for conv nets (f32 tensors; conv, gemm, pools, element-wise): a matmul's second
-computed operand, attention's operands and non-f32 constants are not counted, so on the BERT
-encoder the floor (898,376) is below the roofline's memory bound (909,312). On ResNet-50,
+computed operand, attention's operands and MACs and non-f32 constants are not counted, so on
+the BERT encoder the floor (898,376, its memory bound) is below the roofline's compute bound
+(909,312). On ResNet-50,
 SqueezeNet 1.0 and Inception v1 it equals their compute bound (the cube binds).
 """
 
