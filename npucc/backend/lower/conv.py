@@ -6,6 +6,7 @@ inputs[3]) is added to each output tile before the activation.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import partial
 
@@ -29,6 +30,7 @@ from npucc.backend.lower.context import (
     LowerContext,
     activation_ops,
     activation_temps,
+    flow,
     lowering,
     quant_epilogue,
     split,
@@ -41,8 +43,9 @@ from npucc.backend.lower.conv_geom import (
     second_image,
 )
 from npucc.backend.lower.depthwise import lower_vector_conv, prefers_vector
+from npucc.backend.lower.dwfuse import fused_depthwise, lower_fused
 from npucc.backend.lower.l0_tiles import MatTiles, fitting_tiles
-from npucc.backend.lower.memo import once
+from npucc.backend.lower.memo import fresh, once, signature
 from npucc.ir.graph import Layer
 from npucc.ir.isa import REQUANT_BYTES, BufRef, Copy, Img2Col
 
@@ -149,10 +152,44 @@ def lower_conv2d(ctx: LowerContext, layer: Layer) -> None:
 
     A low-reuse grouped conv (depthwise) goes to the vector pipe when that costs less.
     """
+    d = _fuses(ctx, layer)
+    if d is not None:  # the depthwise conv reading its output computes it (dwfuse.py)
+        ctx.fused[d.name] = layer
+        return
+    expand = ctx.fused.pop(layer.name, None)
+    if expand is not None:
+        lower_fused(ctx, expand, layer)
+        return
+    _lower_alone(ctx, layer)
+
+
+def _lower_alone(ctx: LowerContext, layer: Layer) -> None:
+    """The conv on the vector unit (a low-reuse grouped conv, when cheaper) or the cube."""
     if "qzp" not in layer.attrs and prefers_vector(ctx, layer, lower_cube_unit):
         lower_vector_conv(ctx, layer)
         return
     lower_cube_conv(ctx, layer)
+
+
+def _fuses(ctx: LowerContext, layer: Layer) -> Layer | None:
+    """The depthwise conv that computes 1x1 conv `layer`'s output in its windows
+    (`dwfuse.fused_depthwise`) when the pair lowered so runs faster, by `flow`, than each
+    lowered alone (a trial of both on a fresh context, once per signature of the pair)."""
+    d = fused_depthwise(ctx, layer)
+    if d is None:
+        return None
+    key = ("dwfuse", signature(ctx.graph, layer), signature(ctx.graph, d), ctx.reserved)
+    if key not in ctx.memo:
+        fused, alone = fresh(ctx, ctx.graph), fresh(ctx, ctx.graph)
+        lower_fused(fused, layer, d)
+        lower_cube_conv(alone, layer)
+        t, program = layer.outputs[0], alone.program
+        lo = program.offset(t)
+        alone.builder.close_ddr(program.key(t), lo, lo + math.prod(ctx.shape(t)))
+        _lower_alone(alone, d)
+        cycles = [flow(t.builder.builders[0].graph) for t in (fused, alone)]
+        ctx.memo[key] = cycles[0] < cycles[1]
+    return d if ctx.memo[key] else None
 
 
 def lower_cube_unit(ctx: LowerContext, layer: Layer) -> None:

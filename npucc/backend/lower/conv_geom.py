@@ -111,6 +111,24 @@ def epilogue_pool(graph: Graph, layer: Layer, target: Target) -> Layer | None:
     return pool if pool is not None and _global_mean(graph, pool) else None
 
 
+def expand_depthwise(graph: Graph, layer: Layer, target: Target) -> Layer | None:
+    """The float depthwise conv that alone reads float 1x1 conv `layer`'s output (stride 1,
+    no padding, one group, no residual, a relu or clip at most), which may compute `layer`'s
+    output itself, band by band into its windows (dwfuse.py), else None. One core only."""
+    d = _sole_reader(graph, layer, target)
+    a = layer.attrs
+    if d is None or d.op != "conv2d" or "qzp" in d.attrs or len(layer.inputs) > 3:
+        return None
+    if graph.tensors[layer.inputs[1]].shape[2:] != (1, 1) or a.get("group", 1) != 1:
+        return None
+    if tuple(a.get("strides", (1, 1))) != (1, 1) or any(a.get("pads", (0, 0, 0, 0))):
+        return None
+    if a.get("act", "") not in ("", "relu", "clip") or d.inputs.index(layer.outputs[0]) != 0:
+        return None
+    w = graph.tensors[d.inputs[1]].shape
+    return d if w[1] == 1 and d.attrs.get("group", 1) == w[0] > 1 and not second_image(d) else None
+
+
 def epilogue_cols(graph: Graph, layer: Layer, target: Target) -> Layer | None:
     """The float max pool that alone reads float conv `layer`'s output, whose column pass (a
     window of kw > 1 columns, none of them padding) the conv's epilogue may compute on its

@@ -191,12 +191,12 @@ def _lower_split(ctx: LowerContext, layer: Layer, cube_channels: int) -> None:
         ctx.builder.current = core
         items = [(b, band) for n in range(g.n) for band in bands for b in blocks if b[0] == n]
         held = _all_consts(ctx, layer, g, bias, blocks)
-        _pipeline(ctx, layer, g, items, bias, held, cube)
+        pipeline(ctx, layer, g, items, bias, _loader(ctx, layer, g, bias), held, cube)
         return
     for core, mine in on_core.items():
         ctx.builder.current = core
         items = [(block, band) for block in mine for band in bands]
-        _pipeline(ctx, layer, g, items, bias, cube=cube)
+        pipeline(ctx, layer, g, items, bias, _loader(ctx, layer, g, bias), cube=cube)
 
 
 Item = tuple[tuple[int, int, int], tuple[int, int, int, int]]  # (image, g0, groups), band
@@ -223,24 +223,26 @@ def _all_consts(
     return views, [wts] if b is None else [wts, b]
 
 
-def _pipeline(
+def pipeline(
     ctx: LowerContext,
     layer: Layer,
     g: ConvGeom,
     items: list[Item],
     bias: str,
+    load: Callable[[Item, Consts], BufRef],
     held: tuple[Consts, list[BufRef]] | None = None,
     cube: CubeShare | None = None,
 ) -> None:
-    """One core's bands in order, each band's window loaded before the previous band's taps;
-    a block's weights loaded with its first band and freed after its last (unless `held`:
-    every block's, loaded before and freed after all); the cube's units spread among them."""
+    """One core's bands in order, each band's window loaded (`load`: the item's window, its
+    block's weights and bias added to the consts first) before the previous band's taps; a
+    block's weights loaded with its first band and freed after its last (unless `held`: every
+    block's, loaded before and freed after all); the cube's units spread among them."""
     consts: Consts = {} if held is None else dict(held[0])
-    ready = _load(ctx, layer, g, items[0], bias, consts)
+    ready = load(items[0], consts)
     for i, (block, band) in enumerate(items):
         win = ready
         if i + 1 < len(items):
-            ready = _load(ctx, layer, g, items[i + 1], bias, consts)
+            ready = load(items[i + 1], consts)
         _taps(ctx, layer, g, block, band, win, consts[block])
         if cube is not None:
             cube.emit_until((i + 1) / len(items))
@@ -251,6 +253,36 @@ def _pipeline(
             ctx.builder.free(wts)
     for buf in held[1] if held is not None else ():
         ctx.builder.free(buf)
+
+
+def _loader(
+    ctx: LowerContext, layer: Layer, g: ConvGeom, bias: str
+) -> Callable[[Item, Consts], BufRef]:
+    """`pipeline`'s load of a band's window from the layer's input (`_load`)."""
+    return lambda item, consts: _load(ctx, layer, g, item, bias, consts)
+
+
+def consts_of(
+    ctx: LowerContext,
+    layer: Layer,
+    g: ConvGeom,
+    block: tuple[int, int, int],
+    bias: str,
+    consts: Consts,
+) -> None:
+    """At a new block, its weights (UB) and bias (L1) into `consts`."""
+    n, g0, gl = block
+    if block in consts:
+        return
+    bld = ctx.builder
+    co0, cb = g0 * g.cog, gl * g.cog
+    k = g.cg * g.taps
+    wts = bld.alloc("UB", cb * k, f"{layer.name}.w")
+    bld.emit(Copy(wts, ctx.ddr(layer.inputs[1]).at(co0 * k), (cb * k,), (1,), (1,)))
+    b = bld.alloc("L1", cb, f"{layer.name}.bias") if bias else None
+    if b is not None:
+        bld.emit(Copy(b, ctx.ddr(bias).at(co0), (cb,), (1,), (1,)))
+    consts[block] = (wts, b)
 
 
 def _load(
@@ -265,15 +297,7 @@ def _load(
     bias into `consts`); the window."""
     (n, g0, gl), (r0, rows, q0, cols) = item
     bld = ctx.builder
-    if (n, g0, gl) not in consts:
-        co0, cb = g0 * g.cog, gl * g.cog
-        k = g.cg * g.taps
-        wts = bld.alloc("UB", cb * k, f"{layer.name}.w")
-        bld.emit(Copy(wts, ctx.ddr(layer.inputs[1]).at(co0 * k), (cb * k,), (1,), (1,)))
-        b = bld.alloc("L1", cb, f"{layer.name}.bias") if bias else None
-        if b is not None:
-            bld.emit(Copy(b, ctx.ddr(bias).at(co0), (cb,), (1,), (1,)))
-        consts[(n, g0, gl)] = (wts, b)
+    consts_of(ctx, layer, g, (n, g0, gl), bias, consts)
     ci = gl * g.cg
     wr, wc = g.in_rows(rows), g.in_cols(cols)
     win = bld.alloc("UB", ci * wr * wc, f"{layer.name}.win")

@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 
 from npucc.backend.lower.context import LOWERINGS, ONCHIP_READS
-from npucc.backend.lower.conv_geom import epilogue_pool, second_image
+from npucc.backend.lower.conv_geom import epilogue_pool, expand_depthwise, second_image
 from npucc.ir.graph import Graph, Layer
 from npucc.ir.graph_schema import HOST_OP, VIEW_OPS
 from npucc.target import Target
@@ -90,7 +90,13 @@ def choose_resident(
             for name in layer.outputs:
                 producer[name] = i
     excluded = set(graph.inputs) | {base.get(t, t) for t in graph.outputs} | exclude
+    at = {layer.name: i for i, layer in enumerate(graph.layers)}
     for i, layer in enumerate(graph.layers):
+        dw = expand_depthwise(graph, layer, target)
+        if dw is not None:  # the depthwise may compute the conv's output, reading its input
+            excluded.add(layer.outputs[0])
+            x = layer.inputs[0]
+            readers.setdefault(base.get(x, x), []).append((at[dw.name], 0))
         pool = epilogue_pool(graph, layer, target)
         if pool is not None:  # the conv's epilogue may write the pool's output: not its own
             excluded.add(layer.outputs[0])

@@ -1,0 +1,179 @@
+"""A 1x1 conv computed inside the depthwise conv that alone reads it: its output never stored.
+
+A depthwise conv's vector lowering (depthwise.py) loads each band's padded input window into UB
+and runs its taps there. When that input is the output of a float 1x1 conv which nothing else
+reads (`conv_geom.expand_depthwise`: MobileNet's expand convs), the window can instead be
+computed in place: per window, the 1x1 conv's input rows (L1, or DDR -> L1) img2col'd into
+L0A, its weights for the window's channels into L0B, one mmad per L0 tile of whole rows, and
+the accumulators copied L0C -> UB straight into the window's channel-major rows; then its bias
+and activation over those rows, zeros on the window's border. The 1x1 conv's output is never
+stored to L1 or DDR, nor loaded back (the UB -> L1 stores on the vector unit and the L1 -> UB
+window loads on MTE1 of the unfused pair). The depthwise conv then runs wholly on the vector
+unit (no cube share). Possible when the depthwise's tiles take every group, or at least n0
+channels (the mmads' N), in whole rows, and a row of the window fits the L0 shares; chosen
+when a trial of the pair runs faster so than each layer alone (conv.py, `_fuses`).
+"""
+
+from __future__ import annotations
+
+import math
+
+from npucc.backend.lower.context import TILE_SHARE, LowerContext, split
+from npucc.backend.lower.conv_geom import ConvGeom, conv_geometry, expand_depthwise
+from npucc.backend.lower.depthwise import Consts, Item, consts_of, pipeline, vector_tiles
+from npucc.backend.lower.layout import coalesce
+from npucc.errors import NpuccError
+from npucc.ir.graph import Layer
+from npucc.ir.isa import BufRef, Copy, DdrRef, Img2Col, Mmad, VBinary, VFill, VUnary
+
+WEIGHT_SHARE = 8  # the 1x1 conv's weights held in L1 when they fit this share of it
+
+
+def fused_depthwise(ctx: LowerContext, layer: Layer) -> Layer | None:
+    """The depthwise conv that computes 1x1 conv `layer`'s output in its windows, or None."""
+    d = expand_depthwise(ctx.graph, layer, ctx.target)
+    if d is None:
+        return None
+    g = conv_geometry(ctx, d)
+    try:
+        groups, _, cols = vector_tiles(ctx, d, g)
+    except NpuccError:
+        return None
+    cin = ctx.shape(layer.inputs[0])[1]
+    l0a, l0c = (ctx.capacity(t) // TILE_SHARE for t in ("L0A", "L0C"))
+    wide = groups >= min(g.group, ctx.target.cube.n0)
+    fits = g.w * cin <= l0a and g.w * groups <= l0c and cin * groups <= ctx.capacity("L0B") // 2
+    return d if cols == g.ow and g.n == 1 and wide and fits else None
+
+
+def lower_fused(ctx: LowerContext, expand: Layer, layer: Layer) -> None:
+    """Depthwise conv `layer` on the vector unit, its windows computed by 1x1 conv `expand`."""
+    g = conv_geometry(ctx, layer)
+    groups_t, rows_t, _ = vector_tiles(ctx, layer, g)
+    bias = layer.inputs[2] if len(layer.inputs) > 2 and layer.inputs[2] else ""
+    blocks = [(0, g0, gl) for g0, gl in split(g.group, groups_t)]
+    items = [(b, (r0, nr, 0, g.ow)) for r0, nr in split(g.oh, rows_t) for b in blocks]
+    src = _Expand(ctx, expand, g)
+
+    def load(item: Item, consts: Consts) -> BufRef:
+        consts_of(ctx, layer, g, item[0], bias, consts)
+        return src.window(layer, item)
+
+    pipeline(ctx, layer, g, items, bias, load)
+    src.close()
+
+
+class _Expand:
+    """The 1x1 conv's operands across the depthwise's windows: its weights (L1, once, when a
+    share of L1 holds them), its bias (UB, once) and the input rows of the current window."""
+
+    def __init__(self, ctx: LowerContext, expand: Layer, g: ConvGeom) -> None:
+        self.ctx, self.expand, self.g = ctx, expand, g
+        bld = ctx.builder
+        self.cin = ctx.shape(expand.inputs[0])[1]
+        self.owned: list[BufRef] = []
+        w = ctx.ddr(expand.inputs[1])
+        whole = bld.resident(w.key)
+        elems = g.group * self.cin
+        self.w: BufRef | DdrRef = w
+        if whole is not None:
+            self.w = whole.at(w.off)
+        elif elems * ctx.target.tier_bytes("L1") <= ctx.capacity("L1") // WEIGHT_SHARE:
+            self.w = bld.alloc("L1", elems, f"{expand.name}.w")
+            bld.emit(Copy(self.w, w, (elems,), (1,), (1,)))
+            self.owned.append(self.w)
+        self.bias: BufRef | None = None
+        if len(expand.inputs) > 2 and expand.inputs[2]:
+            self.bias = bld.alloc("UB", g.group, f"{expand.name}.bias")
+            bld.emit(Copy(self.bias, ctx.ddr(expand.inputs[2]), (g.group,), (1,), (1,)))
+            self.owned.append(self.bias)
+        self.rows: tuple[int, int] | None = None  # the input rows in `self.x`
+        self.x: BufRef | None = None
+        self.top = 0
+
+    def close(self) -> None:
+        """Free the held operands."""
+        self._drop()
+        for buf in self.owned:
+            self.ctx.builder.free(buf)
+
+    def _drop(self) -> None:
+        """Free the loaded input rows, if any."""
+        if self.x is not None:
+            self.ctx.builder.free(self.x)
+        self.x, self.rows = None, None
+
+    def _input(self, lo: int, hi: int) -> tuple[BufRef, int, int]:
+        """The 1x1 conv's input rows [lo, hi) in L1: (buffer, its rows, the image row of its
+        first); read in place when resident, else loaded once for consecutive windows."""
+        ctx, g, bld = self.ctx, self.g, self.ctx.builder
+        src = ctx.ddr(self.expand.inputs[0])
+        whole = bld.resident(src.key)
+        if whole is not None:
+            return whole.at(src.off), g.h, 0
+        if self.rows != (lo, hi):
+            self._drop()
+            x = bld.alloc("L1", self.cin * (hi - lo) * g.w, f"{self.expand.name}.x")
+            dims, st = (self.cin, hi - lo, g.w), ((hi - lo) * g.w, g.w, 1)
+            bld.emit(Copy(x, src.at(lo * g.w), dims, st, (g.h * g.w, g.w, 1)))
+            self.x, self.rows = x, (lo, hi)
+        assert self.x is not None
+        return self.x, hi - lo, lo
+
+    def window(self, layer: Layer, item: Item) -> BufRef:
+        """The padded window of one item of depthwise `layer`, computed (its rows' mmads, bias
+        and activation); zeros on its border."""
+        g, bld = self.g, self.ctx.builder
+        (_, g0, gl), (r0, rows, _, cols) = item
+        wr, wc = g.in_rows(rows), g.in_cols(cols)
+        win = bld.alloc("UB", gl * wr * wc, f"{layer.name}.win")
+        first, left = r0 * g.sh - g.pad_t, -g.pad_l
+        lo, hi = max(first, 0), min(first + wr, g.h)
+        cl, cr = max(left, 0), min(left + wc, g.w)
+        if lo < hi and cl < cr:
+            region = win.at((lo - first) * wc + cl - left)
+            self._rows((g0, gl), (lo, hi), (region, wr * wc, wc))
+        for row, nrows, col, ncols in (
+            (0, lo - first, 0, wc),
+            (hi - first, first + wr - hi, 0, wc),
+            (lo - first, hi - lo, 0, cl - left),
+            (lo - first, hi - lo, cr - left, left + wc - cr),
+        ):
+            if nrows > 0 and ncols > 0:
+                dims, (st,) = coalesce((gl, nrows, ncols), (wr * wc, wc, 1))
+                bld.emit(VFill(win.at(row * wc + col), dims, st, 0.0))
+        return win
+
+    def _rows(
+        self, chans: tuple[int, int], span: tuple[int, int], dst: tuple[BufRef, int, int]
+    ) -> None:
+        """Channels [g0, g0 + gl) of the 1x1 conv's output rows [lo, hi), whole rows, into
+        `dst` (its first element, plane stride, row stride), bias added and activated."""
+        (g0, gl), (lo, hi), (out, plane, row) = chans, span, dst
+        ctx, expand, bld, cin, w = self.ctx, self.expand, self.ctx.builder, self.cin, self.g.w
+        x, xh, top = self._input(lo, hi)
+        l0b = bld.alloc("L0B", cin * gl, f"{expand.name}.b0")
+        bld.emit(Copy(l0b, self.w.at(g0 * cin), (cin, gl), (gl, 1), (1, cin)))
+        l0a, l0c = (ctx.capacity(t) // TILE_SHARE for t in ("L0A", "L0C"))
+        per = max(1, min(l0a // (w * cin), l0c // (w * gl)))
+        for t0, tr in split(hi - lo, per):
+            m = tr * w
+            a0 = bld.alloc("L0A", m * cin, f"{expand.name}.a0")
+            bld.emit(Img2Col(a0, x, cin, xh, w, 1, 1, 1, 1, 1, 1, top - lo - t0, 0, tr, w))
+            acc = bld.alloc("L0C", m * gl, f"{expand.name}.acc")
+            bld.emit(Mmad(acc, a0, l0b, m, gl, cin, 0))
+            bld.free(a0)
+            dims, (ds, ss) = coalesce((gl, tr, w), (plane, row, 1), (1, w * gl, gl))
+            bld.emit(Copy(out.at(t0 * row), acc, dims, ds, ss))
+            bld.free(acc)
+        bld.free(l0b)
+        dims, (st,) = coalesce((gl, hi - lo, w), (plane, row, 1))
+        if self.bias is not None:
+            bdims, (bst, bb) = coalesce((gl, hi - lo, w), (plane, row, 1), (1, 0, 0))
+            bld.emit(VBinary("add", out, out, self.bias.at(g0), bdims, bst, bst, bb))
+        act = expand.attrs.get("act", "")
+        if act:
+            a = expand.attrs
+            scalars = () if act == "relu" else (float(a.get("act_min", -math.inf)),
+                                                 float(a.get("act_max", math.inf)))  # fmt: skip
+            bld.emit(VUnary(act, out, out, dims, st, st, scalars))

@@ -1,0 +1,106 @@
+"""A 1x1 conv computed in the windows of the depthwise conv that alone reads it (dwfuse.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import npucc
+from npucc.backend.lower import conv
+from npucc.backend.lower.conv_geom import expand_depthwise
+from npucc.backend.lower.dwfuse import fused_depthwise
+from npucc.compiler import LEVEL_PASSES, compile_until
+from npucc.target import load_target
+
+
+def _model(cin=16, c=48, size=14, dw=None, act=True, bias=True, readers=1):
+    """x -> 1x1 conv (cin -> c, clip 0..6 if `act`) -> depthwise 3x3 (attrs `dw`) -> clip."""
+    rng = np.random.default_rng(1)
+    consts = {
+        "w1": rng.standard_normal((c, cin, 1, 1)) * 0.3,
+        "b1": rng.standard_normal(c),
+        "w2": rng.standard_normal((c, 1, 3, 3)) * 0.3,
+        "b2": rng.standard_normal(c),
+        "lo": np.float32(0.0),
+        "hi": np.float32(6.0),
+    }
+    expand = ["x", "w1", "b1"] if bias else ["x", "w1"]
+    nodes = [helper.make_node("Conv", expand, ["e"])]
+    e = "e"
+    if act:
+        nodes.append(helper.make_node("Clip", ["e", "lo", "hi"], ["r"]))
+        e = "r"
+    attrs = dw if dw is not None else {"pads": [1, 1, 1, 1]}
+    nodes.append(helper.make_node("Conv", [e, "w2", "b2"], ["d"], group=c, **attrs))
+    nodes.append(helper.make_node("Clip", ["d", "lo", "hi"], ["y"]))
+    outs = ["y"]
+    if readers > 1:  # the expand's output read by another layer too
+        nodes.append(helper.make_node("Relu", [e], ["z"]))
+        outs.append("z")
+    graph = helper.make_graph(
+        nodes,
+        "t",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, cin, size, size))],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs],
+        [numpy_helper.from_array(np.asarray(v, np.float32), n) for n, v in consts.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return onnx.shape_inference.infer_shapes(model)
+
+
+def _always_fused(monkeypatch):
+    """Fuse wherever it fits (the trial's choice aside): the fused lowering is what runs."""
+    monkeypatch.setattr(conv, "_fuses", fused_depthwise)
+
+
+def _expand_nodes(model):
+    """The lowered program's nodes of its first layer (the 1x1 conv)."""
+    tiled = compile_until(model, LEVEL_PASSES["tiled"])
+    return [v for core in tiled.cores for v in core.graph.nodes if v.layer == 0 and v.pipe]
+
+
+@pytest.mark.parametrize(
+    ("dw", "act", "bias"),
+    [
+        ({"pads": [1, 1, 1, 1]}, True, True),
+        ({"strides": [2, 2], "pads": [0, 0, 1, 1]}, True, True),  # Keras' stride-2 padding
+        ({"strides": [2, 2], "pads": [1, 1, 1, 1]}, False, False),
+        ({"pads": [0, 1, 2, 1]}, True, False),
+    ],
+)
+def test_the_fused_pair_matches_onnxruntime_and_never_writes_the_expand_output(
+    monkeypatch, dw, act, bias
+):
+    _always_fused(monkeypatch)
+    model = _model(dw=dw, act=act, bias=bias)
+    x = np.random.default_rng(0).standard_normal((1, 16, 14, 14)).astype(np.float32)
+    (ref,) = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})
+    program = npucc.compile(model)
+    got = program.run({"x": x})["y"]
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-4)
+    assert " op=mla " in program.stream and "img2col" in program.stream
+    assert not _expand_nodes(model)  # its work is the depthwise's: its output never stored
+
+
+def test_unfused_the_1x1_conv_lowers_on_its_own():
+    """The check above can fail: a 1x1 conv whose output another layer reads too."""
+    assert _expand_nodes(_model(readers=2))
+
+
+def test_only_a_sole_depthwise_reader_of_a_plain_1x1_conv_fuses():
+    target = load_target("davinci-core")
+
+    def first(model):
+        graph = compile_until(model, LEVEL_PASSES["graph"])
+        return expand_depthwise(graph, graph.layers[0], target)
+
+    assert first(_model()) is not None
+    assert first(_model(readers=2)) is None  # another layer reads the 1x1 conv's output
+    assert first(_model(dw={"pads": [1, 1, 1, 1], "dilations": [1, 1]})) is not None
+    mesh = load_target("mesh8x8")
+    graph = compile_until(_model(), LEVEL_PASSES["graph"])
+    assert expand_depthwise(graph, graph.layers[0], mesh) is None  # one core only
