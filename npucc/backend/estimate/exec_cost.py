@@ -191,9 +191,8 @@ class ExecCostModel:
         parts = loop_parts(self.graph, steps, self.splits)
         kept = self.onchip(steps, frozenset(), parts)
         staged = frozenset(key for key in kept if key not in self.graph.tensors)
-        # NOTE: with every tensor through DDR only a split loop's weights may stay on chip
-        split = any(p.parts > 1 for p in parts)
-        variants = [kept, self.onchip(steps, self.every_tensor | staged, parts) if split else {}]
+        # NOTE: with every tensor through DDR only staged weights may stay on chip
+        variants = [kept, self.onchip(steps, self.every_tensor | staged, parts)]
         if staged:
             variants.append(self.onchip(steps, staged, parts))
         return min(self._cost(steps, parts, v).edp for v in variants)
@@ -227,10 +226,10 @@ class ExecCostModel:
     ) -> _Base | None:
         """As `_base_run` (the run cost: timings of every used core, energy, DDR bytes and
         channel cycles; and the cores it uses) of layer `index` (or of its `part`) on `r` when
-        some of its tensors stay on chip (None when none does; a constant of a split part: its
-        staged copy), profiled with the tilers knowing which. Copies of those become NoC
-        transfers, priced by cost.py from each tile's core to the homes it reaches. `ids`:
-        `_where_id` of each of `onchip`, if known."""
+        some of its tensors stay on chip (None when none does; a constant: its staged copy),
+        profiled with the tilers knowing which. Copies of those become NoC transfers, priced
+        by cost.py from each tile's core to the homes it reaches. `ids`: `_where_id` of each
+        of `onchip`, if known."""
         j, n = (0, 1) if part is None else (part.part, part.parts)
         lookups = self._homes.get((index, n))
         if lookups is None:
@@ -305,14 +304,12 @@ class ExecCostModel:
     def _lookups(self, index: int, n: int) -> tuple[tuple[int, str, bool], ...]:
         """Per operand of layer `index` (on one of n sub-batches) that a plan may keep on chip,
         in order: its position, the key `plan_onchip` keeps it by (a const: its name, staged
-        per loop, and only when split) and whether it is a const."""
+        per loop) and whether it is a const."""
         layer = self.graph.layers[index]
         out = []
         for name, operand in operand_positions((*layer.inputs, *layer.outputs)).items():
-            if not self.graph.is_const(name):
-                out.append((operand, self._key.get(name, name), False))
-            elif n > 1:
-                out.append((operand, name, True))
+            const = self.graph.is_const(name)
+            out.append((operand, name if const else self._key.get(name, name), const))
         return tuple(out)
 
     def _core_timing(
@@ -420,7 +417,7 @@ class ExecCostModel:
             if index in views:
                 continue
             r, corners = rect_of[index]
-            if n > 1 and p.part == 0:
+            if p.part == 0:
                 runs += self._stages(index, p.loop, onchip)
             base = base_runs.get((index, n, corners))
             if base is None:
