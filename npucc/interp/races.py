@@ -51,7 +51,7 @@ class _Segments:
 
     __slots__ = ("starts", "ends", "written")
 
-    def __init__(self, spans: list[tuple[int, int, bool]]) -> None:
+    def __init__(self, spans: set[tuple[int, int, bool]]) -> None:
         merged: list[list[int]] = []  # [first, end, written]
         for lo, hi, write in sorted(spans):
             if merged and lo < merged[-1][1]:
@@ -189,12 +189,13 @@ class RaceDetector:
             acc.put(state.wseq, step.seq, state.start)
 
 
-def _spans(stream: Stream, steps: Steps) -> dict[tuple[int, str], list[tuple[int, int, bool]]]:
-    """Every access's unit span (first, end, whether a write) by memory key (core, tier):
-    a gather's table read spans the whole table (its rows are known only when it runs)."""
+def _spans(stream: Stream, steps: Steps) -> dict[tuple[int, str], set[tuple[int, int, bool]]]:
+    """The distinct unit spans (first, end, whether a write) of the accesses by memory key
+    (core, tier): a gather's table read spans the whole table (its rows are known only when
+    it runs). NOTE: a set: VGG-19's 480 k accesses have 23 k distinct spans."""
     storage = np.dtype(NUMPY_DTYPES[stream.target.dtype]).itemsize
     unit = check_unit(stream.target)
-    spans: dict[tuple[int, str], list[tuple[int, int, bool]]] = {}
+    spans: dict[tuple[int, str], set[tuple[int, int, bool]]] = {}
     for step in steps.all:
         if not step.qid:
             continue  # events access nothing
@@ -206,7 +207,7 @@ def _spans(stream: Stream, steps: Steps) -> dict[tuple[int, str], list[tuple[int
                 first, end = acc.span()
                 if first < end:
                     key = RaceDetector._key(step.core, acc.tier)
-                    spans.setdefault(key, []).append((first, end, write))
+                    spans.setdefault(key, set()).add((first, end, write))
     return spans
 
 
