@@ -150,6 +150,10 @@ def test_reads_are_recorded_only_where_some_step_writes():
     assert written.readers[store.qid][0] == store.seq and written.wseq[0] == load.seq
     out = races.state[(-1, "DDR", 1)]  # y's segment: its arrays start at unit 64
     assert out.start == 64 and len(out.wq) == 64 and out.wseq[0] == store.seq
+    with pytest.raises(StreamError, match=r"copy: read of DDR\[0x000100\] by MTE2 not ordered "
+                                          r"after its write by MTE3"):  # fmt: skip
+        races.check(load, store.writes[0], races.clock(), write=False)  # a read of y, unordered
+    races.check(load, load.reads[0], races.clock(), write=False)  # x: nothing to order after
 
 
 def test_a_flags_clock_is_dropped_once_its_wait_has_joined_it():
