@@ -147,22 +147,22 @@ class Access:
                 self._span = (self.base + low, self.base + high + 1)
         return self._span
 
-    def get(self, arr: np.ndarray) -> np.ndarray:
-        """The touched elements of a per-element array."""
+    def get(self, arr: np.ndarray, start: int = 0) -> np.ndarray:
+        """The touched elements of a per-unit array whose entry 0 is unit `start`."""
         if self.lo >= 0:
-            return arr[self.lo : self.hi]
+            return arr[self.lo - start : self.hi - start]
         if self.index is not None:
-            return arr[self.base :][self.index]
-        return strided(arr, self.base, self.dims, self.strides)
+            return arr[self.base - start :][self.index]
+        return strided(arr, self.base - start, self.dims, self.strides)
 
-    def put(self, arr: np.ndarray, value: object) -> None:
-        """Assign to the touched elements of a per-element array."""
+    def put(self, arr: np.ndarray, value: object, start: int = 0) -> None:
+        """Assign to the touched elements of a per-unit array whose entry 0 is unit `start`."""
         if self.lo >= 0:
-            arr[self.lo : self.hi] = value
+            arr[self.lo - start : self.hi - start] = value
         elif self.index is not None:
-            arr[self.base :][self.index] = value
+            arr[self.base - start :][self.index] = value
         else:
-            strided(arr, self.base, self.dims, self.strides)[...] = value
+            strided(arr, self.base - start, self.dims, self.strides)[...] = value
 
     def address(self, pos: int) -> int:
         """Byte address of the pos-th touched unit."""

@@ -274,7 +274,7 @@ class _Machine:
             self.memories.before_writes(step)
             EXEC[ins.opcode](view, ins)
         if races is not None:
-            races.record(step, self.memories)
+            races.record(step)
             self.memories.record_writes(step, spill)
         if self.tracer is not None:
             core = self.stream.cores[step.core]
@@ -293,7 +293,7 @@ class _Machine:
         assert self.races is not None  # checked runs only
         mem = self.memories.mem(step.core, acc.tier)
         self.memories.check(step, mem, acc, write, spill, self.steps.qnames[step.qid])
-        self.races.check(step, mem, acc, vc, write)
+        self.races.check(step, acc, vc, write)
 
     def _gather_rows(self, step: Step, ins: Gather, vc: np.ndarray | None, view: View) -> None:
         """Check a gather's indices (written, in range) and add the table rows to its reads."""

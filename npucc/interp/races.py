@@ -18,9 +18,9 @@ from typing import cast
 import numpy as np
 
 from npucc.interp.access import Access, check_unit, locate
-from npucc.interp.memories import Memories, Memory
 from npucc.interp.steps import Step, Steps, fail
-from npucc.ir.isa import DDR, NOC, Instr
+from npucc.ir.dtypes import NUMPY_DTYPES
+from npucc.ir.isa import DDR, NOC, Gather, Instr
 from npucc.ir.stream import FlagKey, Stream, StreamTensor
 
 SHARED = (DDR, NOC)  # memories every core addresses
@@ -33,27 +33,54 @@ def _seq_type(steps: int) -> type[np.integer]:
 
 
 class _Writers:
-    """The last writer and the readers of each element of one memory."""
+    """The last writer and the readers of each unit of one written segment of a memory."""
 
-    __slots__ = ("wq", "wseq", "readers")
+    __slots__ = ("start", "wq", "wseq", "readers")
 
-    def __init__(self, n: int, queues: int, seqs: type[np.integer]) -> None:
+    def __init__(self, start: int, n: int, queues: int, seqs: type[np.integer]) -> None:
+        self.start = start  # the segment's first unit: its arrays' entry 0
         # last writer's queue id (0: written before the start), in 2 bytes when ids fit
         self.wq = np.zeros(n, np.int16 if queues <= 1 << 15 else np.int32)
         self.wseq = np.zeros(n, seqs)  # last writer's sequence number in its queue
         self.readers: dict[int, np.ndarray] = {}  # queue id -> last read's sequence number
 
 
+class _Segments:
+    """The unit ranges of one memory that the stream's accesses touch, overlapping spans
+    merged (so that each access lies in one), and whether some step writes in each."""
+
+    __slots__ = ("starts", "ends", "written")
+
+    def __init__(self, spans: set[tuple[int, int, bool]]) -> None:
+        merged: list[list[int]] = []  # [first, end, written]
+        for lo, hi, write in sorted(spans):
+            if merged and lo < merged[-1][1]:
+                last = merged[-1]
+                last[1] = max(last[1], hi)
+                last[2] |= write
+            else:
+                merged.append([lo, hi, write])
+        self.starts = [m[0] for m in merged]
+        self.ends = [m[1] for m in merged]
+        self.written = [bool(m[2]) for m in merged]
+
+    def find(self, first: int) -> int:
+        """The segment holding unit `first` if some step writes in it, else -1."""
+        i = bisect.bisect_right(self.starts, first) - 1
+        return i if i >= 0 and first < self.ends[i] and self.written[i] else -1
+
+
 class RaceDetector:
     """The clocks of every queue and flag, and the accesses of every memory.
 
-    NOTE: a read is recorded only where some step of the stream writes (`written`, per
-    memory the units from the first to the last any step writes): elsewhere no write is ever
-    checked against it. VGG-19's weights (548 MB) are read, never written, and each reading
-    queue kept an int32 per unit of them.
+    NOTE: the last writer and readers are kept per segment of a memory (`_Segments`: the
+    accesses' spans merged) and only in segments some step writes: a read elsewhere is
+    never checked against a write, so it is neither checked nor recorded. VGG-19's weights
+    (548 MB) are read, never written; on a mesh each queue that reads the on-chip NOC space
+    reads a few homes' tensors, and kept 2 bytes per unit of the whole space.
     """
 
-    __slots__ = ("stream", "steps", "qvc", "flag_vc", "writers", "written", "seqs", "wseqs",
+    __slots__ = ("stream", "steps", "qvc", "flag_vc", "segments", "state", "seqs", "wseqs",
                  "reuse")  # fmt: skip
 
     def __init__(self, stream: Stream, steps: Steps) -> None:
@@ -61,18 +88,12 @@ class RaceDetector:
         self.steps = steps
         self.qvc = [self.clock() for _ in steps.qnames]
         self.flag_vc: dict[FlagKey, np.ndarray] = {}
-        self.writers: dict[Memory, _Writers] = {}
-        self.written: dict[tuple[int, str], tuple[int, int]] = {}  # (core, tier) -> [lo, hi)
+        self.state: dict[tuple[int, str, int], _Writers] = {}  # (core, tier, segment) ->
         # sequence numbers in 2 bytes where a queue is short enough (a mesh's queues are)
         self.seqs = [_seq_type(len(q)) for q in steps.queues]  # of each queue's reads
         self.wseqs = _seq_type(max(map(len, steps.queues)))  # of any queue's writes
         self.reuse = _Reuse(stream)
-        for step in steps.all:
-            for acc in step.writes if step.qid else ():  # events access nothing
-                key = self._key(step.core, acc.tier)
-                lo, hi = acc.span()
-                was = self.written.get(key, (lo, hi))
-                self.written[key] = (min(lo, was[0]), max(hi, was[1]))
+        self.segments = {key: _Segments(spans) for key, spans in _spans(stream, steps).items()}
 
     @staticmethod
     def _key(core: int, tier: str) -> tuple[int, str]:
@@ -102,22 +123,35 @@ class RaceDetector:
             for flag in step.line.sets:
                 self.flag_vc[flag.key] = snapshot
 
-    def _of(self, mem: Memory) -> _Writers:
-        writers = self.writers.get(mem)
+    def _of(self, core: int, acc: Access) -> _Writers | None:
+        """The state of the written segment `acc` lies in, or None where no step writes."""
+        first, end = acc.span()
+        key = self._key(core, acc.tier)
+        segments = self.segments.get(key)
+        if segments is None or end <= first:
+            return None
+        i = segments.find(first)
+        if i < 0:
+            return None
+        writers = self.state.get((*key, i))
         if writers is None:
-            writers = self.writers[mem] = _Writers(len(mem.dead), len(self.steps.qnames),
-                                                   self.wseqs)  # fmt: skip
+            start = segments.starts[i]
+            writers = self.state[(*key, i)] = _Writers(
+                start, segments.ends[i] - start, len(self.steps.qnames), self.wseqs
+            )
         return writers
 
-    def check(self, step: Step, mem: Memory, acc: Access, vc: np.ndarray, write: bool) -> None:
+    def check(self, step: Step, acc: Access, vc: np.ndarray, write: bool) -> None:
         """An access must be ordered after the last write, and a write after other reads."""
-        state = self._of(mem)
         qnames = self.steps.qnames
         if acc.tier == NOC and self.reuse.shared:
             self.reuse.check(self, step, acc, vc)
+        state = self._of(step.core, acc)
+        if state is None:
+            return  # no step writes there: nothing to be ordered after
         op = cast(Instr, step.line.instr).opcode  # only pipe steps have accesses
-        wq = acc.get(state.wq)
-        wseq = acc.get(state.wseq)
+        wq = acc.get(state.wq, state.start)
+        wseq = acc.get(state.wseq, state.start)
         bad = wseq > vc[wq]
         if bad.any():
             pos, text = locate(acc, bad, op, write, qnames[step.qid])
@@ -129,7 +163,7 @@ class RaceDetector:
             for r, seqs in state.readers.items():
                 if r == step.qid:
                     continue
-                rseq = acc.get(seqs)
+                rseq = acc.get(seqs, state.start)
                 bad = rseq > vc[r]
                 if bad.any():
                     pos, text = locate(acc, bad, op, write, qnames[step.qid])
@@ -138,23 +172,43 @@ class RaceDetector:
                     message = f"{text} not ordered after its read by {qnames[r]} at line {line}"
                     raise fail(self.stream, step, f"{message}: missing flag")
 
-    def record(self, step: Step, memories: Memories) -> None:
+    def record(self, step: Step) -> None:
         """Make a step the last reader of what it read and the last writer of what it wrote."""
         for acc in step.reads:
-            lo, hi = self.written.get(self._key(step.core, acc.tier), (0, 0))
-            first, last = acc.span()
-            if last <= lo or first >= hi:
+            state = self._of(step.core, acc)
+            if state is None:
                 continue  # no step writes there
-            mem = memories.mem(step.core, acc.tier)
-            state = self._of(mem)
             seqs = state.readers.get(step.qid)
             if seqs is None:
-                seqs = state.readers[step.qid] = np.zeros(len(mem.dead), self.seqs[step.qid])
-            acc.put(seqs, step.seq)
+                seqs = state.readers[step.qid] = np.zeros(len(state.wq), self.seqs[step.qid])
+            acc.put(seqs, step.seq, state.start)
         for acc in step.writes:
-            state = self._of(memories.mem(step.core, acc.tier))
-            acc.put(state.wq, step.qid)
-            acc.put(state.wseq, step.seq)
+            state = self._of(step.core, acc)
+            assert state is not None  # a write's segment is written
+            acc.put(state.wq, step.qid, state.start)
+            acc.put(state.wseq, step.seq, state.start)
+
+
+def _spans(stream: Stream, steps: Steps) -> dict[tuple[int, str], set[tuple[int, int, bool]]]:
+    """The distinct unit spans (first, end, whether a write) of the accesses by memory key
+    (core, tier): a gather's table read spans the whole table (its rows are known only when
+    it runs). NOTE: a set: VGG-19's 480 k accesses have 23 k distinct spans."""
+    storage = np.dtype(NUMPY_DTYPES[stream.target.dtype]).itemsize
+    unit = check_unit(stream.target)
+    spans: dict[tuple[int, str], set[tuple[int, int, bool]]] = {}
+    for step in steps.all:
+        if not step.qid:
+            continue  # events access nothing
+        ins = step.line.instr
+        table = (Access("table", ins.table, (ins.rows * ins.row,), (1,), None, (storage, unit)),
+                 ) if isinstance(ins, Gather) else ()  # fmt: skip
+        for write, group in ((False, step.reads), (False, table), (True, step.writes)):
+            for acc in group:
+                first, end = acc.span()
+                if first < end:
+                    key = RaceDetector._key(step.core, acc.tier)
+                    spans.setdefault(key, set()).add((first, end, write))
+    return spans
 
 
 class _Reuse:

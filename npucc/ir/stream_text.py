@@ -301,4 +301,5 @@ def format_stream(
         lines.append(format_core(row, col))
         lines.extend(body)
         lines.append(END)
-    return "\n".join(lines) + "\n"
+    lines.append("")  # NOTE: the final newline, joined in: `join(...) + "\n"` copied the text
+    return "\n".join(lines)

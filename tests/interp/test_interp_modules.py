@@ -115,40 +115,45 @@ def test_memories_track_liveness_and_release_spilled_regions_later():
 def test_races_need_a_flag_between_a_write_and_a_read():
     stream = _stream()
     steps = Steps(stream, serial=False, timing_only=False)
-    memories = Memories(stream)
     races = RaceDetector(stream, steps)
     alloc, load, store = steps.all
-    ub = memories.mem(0, "UB")
     races.publish(alloc, races.begin(alloc))
     vc = races.begin(load)
-    races.record(load, memories)
+    races.record(load)
     unordered = races.clock()  # a store whose wait did not carry the load's clock
     unordered[store.qid] = store.seq
     with pytest.raises(
         StreamError,
         match=rf"^{FILE}:{store.line.lineno}: copy: read of UB\[0x000000\] by MTE3 not ordered after its write by MTE2 at line {load.line.lineno}: missing flag",
     ):
-        races.check(store, ub, store.reads[0], unordered, write=False)
+        races.check(store, store.reads[0], unordered, write=False)
     races.publish(load, vc)
-    races.check(store, ub, store.reads[0], races.begin(store), write=False)
+    races.check(store, store.reads[0], races.begin(store), write=False)
 
 
 def test_reads_are_recorded_only_where_some_step_writes():
     stream = _stream()
     steps = Steps(stream, serial=False, timing_only=False)
-    memories = Memories(stream)
     races = RaceDetector(stream, steps)
     _, load, store = steps.all
-    assert races.written[(-1, "DDR")] == (64, 128)  # the store's units; the load reads 0..64
-    assert races.written[(0, "UB")] == (0, 64)
-    races.record(load, memories)
-    assert races.writers[memories.mem(0, "UB")].readers == {}  # the load reads nothing back
-    assert memories.ddr not in races.writers  # x is never written: its reads go unrecorded
-    races.record(store, memories)  # the store reads UB, which the load writes
-    ub = races.writers[memories.mem(0, "UB")]
-    assert list(ub.readers) == [store.qid]
-    assert ub.readers[store.qid].dtype == ub.wseq.dtype == np.uint16  # short queues: 2 bytes
-    assert ub.readers[store.qid][0] == store.seq and ub.wseq[0] == load.seq
+    ddr = races.segments[(-1, "DDR")]  # the load reads units 0..64, the store writes 64..128
+    assert (ddr.starts, ddr.ends, ddr.written) == ([0, 64], [64, 128], [False, True])
+    ub = races.segments[(0, "UB")]
+    assert (ub.starts, ub.ends, ub.written) == ([0], [64], [True])
+    races.record(load)
+    assert list(races.state) == [(0, "UB", 0)]  # the load's write; x is never written
+    assert races.state[(0, "UB", 0)].readers == {}  # the load reads nothing back
+    races.record(store)  # the store reads UB, which the load writes
+    written = races.state[(0, "UB", 0)]
+    assert list(written.readers) == [store.qid]
+    assert written.readers[store.qid].dtype == written.wseq.dtype == np.uint16  # 2 bytes
+    assert written.readers[store.qid][0] == store.seq and written.wseq[0] == load.seq
+    out = races.state[(-1, "DDR", 1)]  # y's segment: its arrays start at unit 64
+    assert out.start == 64 and len(out.wq) == 64 and out.wseq[0] == store.seq
+    with pytest.raises(StreamError, match=r"copy: read of DDR\[0x000100\] by MTE2 not ordered "
+                                          r"after its write by MTE3"):  # fmt: skip
+        races.check(load, store.writes[0], races.clock(), write=False)  # a read of y, unordered
+    races.check(load, load.reads[0], races.clock(), write=False)  # x: nothing to order after
 
 
 def test_a_flags_clock_is_dropped_once_its_wait_has_joined_it():
