@@ -29,6 +29,7 @@ from npucc.backend.estimate.list_schedule import (
     RunCost,
     core_spans,
     covering,
+    decisive,
     farthest,
     oldest_first,
     schedule,
@@ -459,7 +460,8 @@ class ExecCostModel:
         """A run's figures from its timings, energy, DDR bytes and leading const DDR bytes."""
         held = ddr_channel_held(self.target, lead)
         rest = ddr_channel_held(self.target, ddr - lead)
-        return RunCost(timings, energy, ddr, held, rest, max(t.mte2_tail for t in timings))
+        after = max(t.mte2_tail for t in timings)
+        return RunCost(decisive(timings), energy, ddr, held, rest, after)
 
     def _flagged(
         self, runs: list[LayerRun], srcs: tuple[int, ...], first: tuple[int, int], at: int
