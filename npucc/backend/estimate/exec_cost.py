@@ -93,6 +93,8 @@ class ExecCostModel:
     _noc_copies: dict[tuple, tuple[int, float]] = field(default_factory=dict)
     # `_core_timing` by the core's nodes' shape (pipes, predecessors, classes) and cycles
     _core: dict[tuple, LayerTiming] = field(default_factory=dict)
+    # the same by (profile, cores, core, the overridden cycles)
+    _core_of: dict[tuple, LayerTiming] = field(default_factory=dict)
     # (profile, cores, core) -> the core's nodes and the number of their shape
     _core_nodes: dict[tuple, tuple[list[int], int]] = field(default_factory=dict)
     _shapes: list[tuple[list[int | None], list[tuple[int, ...]], list[int]]] = field(
@@ -321,7 +323,13 @@ class ExecCostModel:
     ) -> LayerTiming:
         """`prof.core_timing` memoised by what it depends on, the core's nodes' shape and cycles:
         cores with alike tiles and layers of one signature often get the same NoC cycles
-        (repeated blocks on equal rectangles)."""
+        (repeated blocks on equal rectangles). First by the profile, the core and `cycles`
+        (the same copies' NoC cycles come back with another placement): no list of every
+        node's cycles to build then."""
+        mine = (id(prof), cores, core, tuple(cycles.items()))
+        value = self._core_of.get(mine)
+        if value is not None:
+            return value
         local = self._core_nodes.get((id(prof), cores, core))
         if local is None:
             nodes, pipe, preds, classes = prof.core_nodes(cores, core)
@@ -336,6 +344,7 @@ class ExecCostModel:
         value = self._core.get(key)
         if value is None:
             value = self._core[key] = core_timing(list(key[1]), *self._shapes[shape])
+        self._core_of[mine] = value
         return value
 
     def profile(
