@@ -101,7 +101,8 @@ class ExecCostModel:
         default_factory=list
     )  # by number
     _shape_ids: dict[str, int] = field(default_factory=dict)  # repr of a shape -> its number
-    _flags: dict[tuple[int, int], int] = field(default_factory=dict)  # by footprint ids
+    # a closing flag's cycles by the footprint ids of reader and writer
+    _flags: dict[int, dict[int, int]] = field(default_factory=dict)
     _footprints: dict[tuple[int, ...], int] = field(default_factory=dict)  # `_footprint_id`
     _consumers: dict[str, list[int] | None] = field(default_factory=dict)  # tensor_consumers
     _where: dict[tuple, int] = field(default_factory=dict)  # `_where_id`
@@ -423,7 +424,7 @@ class ExecCostModel:
         runs: list[LayerRun] = []
         runs_of: dict[int, list[int]] = {}  # layer -> its runs so far, part by part
         parts_of: dict[int, int] = {}  # layer -> how many parts it runs in
-        views, base_runs = self._views, self._base
+        views, base_runs, flags = self._views, self._base, self._flags
         ids = {key: self._where_id(where) for key, where in onchip.items()}
         for p in oldest_first(parts):
             index, n = p.layer, p.parts
@@ -438,18 +439,26 @@ class ExecCostModel:
             if onchip:
                 base = self.noc_layer(index, r, onchip, p, ids) or base
             cost, spans, first, box, at = base
-            srcs = tuple(
-                self._flagged(
-                    runs,
-                    () if src is None else covering(runs_of[src], parts_of[src], p.part, n),
-                    first,
-                    at,
-                )
-                for src in self._origin[index]
-            )
+            # per input, per run writing it (none: a graph input): its position + 1 in the
+            # schedule's ends (0: READY's finish) and its closing flag's cycles to `first`
+            row = flags.get(at)
+            if row is None:
+                row = flags[at] = {}
+            srcs = []
+            for src in self._origin[index]:
+                ks = (-1,) if src is None else covering(runs_of[src], parts_of[src], p.part, n)
+                flagged = []
+                for k in ks or (-1,):
+                    fp = READY_AT if k < 0 else runs[k].at
+                    flag = row.get(fp)
+                    if flag is None:
+                        far = farthest(READY if k < 0 else runs[k].box, first)
+                        flag = row[fp] = sync_cycles(self.target, far, first)
+                    flagged.append((k + 1, flag))
+                srcs.append(tuple(flagged))
             runs_of.setdefault(index, []).append(len(runs))
             parts_of[index] = n
-            runs.append(LayerRun(cost, spans, box, self._data[index], srcs, at))
+            runs.append(LayerRun(cost, spans, box, self._data[index], tuple(srcs), at))
         return runs
 
     def _base_run(self, index: int, r: Rect, n: int) -> _Base:
@@ -471,23 +480,6 @@ class ExecCostModel:
         rest = ddr_channel_held(self.target, ddr - lead)
         after = max(t.mte2_tail for t in timings)
         return RunCost(decisive(timings), energy, ddr, held, rest, after)
-
-    def _flagged(
-        self, runs: list[LayerRun], srcs: tuple[int, ...], first: tuple[int, int], at: int
-    ) -> tuple[tuple[int, int], ...]:
-        """Per run in `srcs` (none: a graph input), its position + 1 in the schedule's ends
-        (0: READY's finish) and the cycles its closing flag takes to core `first` (of the
-        cores numbered `at`, `_footprint_id`)."""
-        out = []
-        flags = self._flags
-        for k in srcs or (-1,):
-            src = READY_AT if k < 0 else runs[k].at
-            flag = flags.get((src, at))
-            if flag is None:
-                box = READY if k < 0 else runs[k].box
-                flag = flags[(src, at)] = sync_cycles(self.target, farthest(box, first), first)
-            out.append((k + 1, flag))
-        return tuple(out)
 
     def _footprint_id(self, cores: tuple[int, ...]) -> int:
         """A number per distinct set of cores a run uses (its first core and box follow)."""
