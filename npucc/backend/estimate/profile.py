@@ -149,10 +149,7 @@ def core_timing(
         last[p] = v
     cold = max(finish, default=0)
     mte2 = free.get(MTE2, 0)
-    present = 0
-    for c in classes:
-        present |= c
-    longest = [0] * present.bit_length()  # per class, its longest path to the end
+    longest: dict[int, int] = {}  # per distinct classes of a node, their longest path
     after = [0] * n  # the longest path from a node's successors to the end
     for v in range(n - 1, -1, -1):
         b = after[v] + (0 if pipe[v] is None else duration[v])
@@ -162,13 +159,18 @@ def core_timing(
         u = before[v]
         if u >= 0 and after[u] < b:
             after[u] = b
-        c, k = classes[v], 0
+        c = classes[v]
+        if b > longest.get(c, -1):
+            longest[c] = b
+    tail: dict[int, int] = {}  # per class, its longest path to the end
+    for c, b in longest.items():
+        k = 0
         while c:
-            if c & 1 and b > longest[k]:
-                longest[k] = b
+            if c & 1 and b > tail.get(k, -1):
+                tail[k] = b
             c >>= 1
             k += 1
-    tails = tuple((k, t) for k, t in enumerate(longest) if present >> k & 1)
+    tails = tuple(sorted(tail.items()))
     return LayerTiming(cold, cold - mte2 if mte2 else cold, tails)
 
 
