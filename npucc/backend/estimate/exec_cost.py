@@ -108,9 +108,9 @@ class ExecCostModel:
     _where: dict[tuple, int] = field(default_factory=dict)  # `_where_id`
     _views: set[int] = field(default_factory=set)  # the view layers (no run of their own)
     _base: dict[tuple, _Base] = field(default_factory=dict)  # `_base_run` by (layer, n, rect)
-    _homes: dict[tuple[int, int], tuple[tuple[int, str, bool], ...]] = field(
+    _homes: dict[tuple[int, int, int], tuple[tuple[int, str], ...]] = field(
         default_factory=dict
-    )  # (layer, n) -> (operand, on-chip key, const) of each operand a plan may keep on chip
+    )  # (layer, n, loop) -> (operand, on-chip key) of each operand a plan may keep on chip
 
     def __post_init__(self) -> None:
         self._consumers = tensor_consumers(self.graph)
@@ -235,25 +235,20 @@ class ExecCostModel:
         staged copy), profiled with the tilers knowing which. Copies of those become NoC
         transfers, priced by cost.py from each tile's core to the homes it reaches. `ids`:
         `_where_id` of each of `onchip`, if known."""
-        j, n = (0, 1) if part is None else (part.part, part.parts)
-        lookups = self._homes.get((index, n))
+        j, n, loop = (0, 1, -1) if part is None else (part.part, part.parts, part.loop)
+        lookups = self._homes.get((index, n, loop))
         if lookups is None:
-            lookups = self._homes[(index, n)] = self._lookups(index, n)
-        homes: dict[int, OnChip] = {}
-        placed = []
-        for operand, key, const in lookups:
-            if const and part is not None:
-                key = staged_key(key, part.loop)
-            where = onchip.get(key)
-            if where is not None:
-                homes[operand] = where
-                placed.append((operand, self._where_id(where) if ids is None else ids[key]))
-        if not homes:
+            lookups = self._homes[(index, n, loop)] = self._lookups(index, n, loop)
+        if ids is None:
+            ids = {key: self._where_id(onchip[key]) for _, key in lookups if key in onchip}
+        placed = tuple([(operand, ids[key]) for operand, key in lookups if key in onchip])
+        if not placed:
             return None
-        memo = (index, j, n, r.x, r.y, r.w, r.h, tuple(placed))
+        memo = (index, j, n, r.x, r.y, r.w, r.h, placed)
         value = self._noc.get(memo)
         if value is not None:
             return value
+        homes = {operand: onchip[key] for operand, key in lookups if key in onchip}
         prof = self.profile(index, r.cores, n, tuple(sorted(homes)))
         layer = self.graph.layers[index]
         names = (*layer.inputs, *layer.outputs)  # a shared profile's operands, by position
@@ -306,17 +301,17 @@ class ExecCostModel:
         NoC copies depend on (not its offset or life)."""
         return _number(self._where, (where.homes, where.chunk, where.slot, where.slots))
 
-    def _lookups(self, index: int, n: int) -> tuple[tuple[int, str, bool], ...]:
-        """Per operand of layer `index` (on one of n sub-batches) that a plan may keep on chip,
-        in order: its position, the key `plan_onchip` keeps it by (a const: its name, staged
-        per loop, and only when split) and whether it is a const."""
+    def _lookups(self, index: int, n: int, loop: int) -> tuple[tuple[int, str], ...]:
+        """Per operand of layer `index` (on one of n sub-batches, in sub-batch loop `loop`)
+        that a plan may keep on chip, in order: its position and the key `plan_onchip` keeps
+        it by (a const: its copy staged for the loop, and only when split)."""
         layer = self.graph.layers[index]
         out = []
         for name, operand in operand_positions((*layer.inputs, *layer.outputs)).items():
             if not self.graph.is_const(name):
-                out.append((operand, self._key.get(name, name), False))
+                out.append((operand, self._key.get(name, name)))
             elif n > 1:
-                out.append((operand, name, True))
+                out.append((operand, staged_key(name, loop)))
         return tuple(out)
 
     def _core_timing(
