@@ -29,6 +29,7 @@ from npucc.backend.estimate.list_schedule import (
     RunCost,
     core_spans,
     covering,
+    decisive,
     farthest,
     oldest_first,
     schedule,
@@ -92,21 +93,24 @@ class ExecCostModel:
     _noc_copies: dict[tuple, tuple[int, float]] = field(default_factory=dict)
     # `_core_timing` by the core's nodes' shape (pipes, predecessors, classes) and cycles
     _core: dict[tuple, LayerTiming] = field(default_factory=dict)
+    # the same by (profile, cores, core, the overridden cycles)
+    _core_of: dict[tuple, LayerTiming] = field(default_factory=dict)
     # (profile, cores, core) -> the core's nodes and the number of their shape
     _core_nodes: dict[tuple, tuple[list[int], int]] = field(default_factory=dict)
     _shapes: list[tuple[list[int | None], list[tuple[int, ...]], list[int]]] = field(
         default_factory=list
     )  # by number
     _shape_ids: dict[str, int] = field(default_factory=dict)  # repr of a shape -> its number
-    _flags: dict[tuple[int, int], int] = field(default_factory=dict)  # by footprint ids
+    # a closing flag's cycles by the footprint ids of reader and writer
+    _flags: dict[int, dict[int, int]] = field(default_factory=dict)
     _footprints: dict[tuple[int, ...], int] = field(default_factory=dict)  # `_footprint_id`
     _consumers: dict[str, list[int] | None] = field(default_factory=dict)  # tensor_consumers
     _where: dict[tuple, int] = field(default_factory=dict)  # `_where_id`
     _views: set[int] = field(default_factory=set)  # the view layers (no run of their own)
     _base: dict[tuple, _Base] = field(default_factory=dict)  # `_base_run` by (layer, n, rect)
-    _homes: dict[tuple[int, int], tuple[tuple[int, str, bool], ...]] = field(
+    _homes: dict[tuple[int, int, int | None], tuple[tuple[int, str], ...]] = field(
         default_factory=dict
-    )  # (layer, n) -> (operand, on-chip key, const) of each operand a plan may keep on chip
+    )  # (layer, n, loop) -> (operand, on-chip key) of each operand a plan may keep on chip
 
     def __post_init__(self) -> None:
         self._consumers = tensor_consumers(self.graph)
@@ -230,25 +234,20 @@ class ExecCostModel:
         profiled with the tilers knowing which. Copies of those become NoC transfers, priced
         by cost.py from each tile's core to the homes it reaches. `ids`: `_where_id` of each
         of `onchip`, if known."""
-        j, n = (0, 1) if part is None else (part.part, part.parts)
-        lookups = self._homes.get((index, n))
+        j, n, loop = (0, 1, None) if part is None else (part.part, part.parts, part.loop)
+        lookups = self._homes.get((index, n, loop))
         if lookups is None:
-            lookups = self._homes[(index, n)] = self._lookups(index, n)
-        homes: dict[int, OnChip] = {}
-        placed = []
-        for operand, key, const in lookups:
-            if const and part is not None:
-                key = staged_key(key, part.loop)
-            where = onchip.get(key)
-            if where is not None:
-                homes[operand] = where
-                placed.append((operand, self._where_id(where) if ids is None else ids[key]))
-        if not homes:
+            lookups = self._homes[(index, n, loop)] = self._lookups(index, n, loop)
+        if ids is None:
+            ids = {key: self._where_id(onchip[key]) for _, key in lookups if key in onchip}
+        placed = tuple([(operand, ids[key]) for operand, key in lookups if key in onchip])
+        if not placed:
             return None
-        memo = (index, j, n, r.x, r.y, r.w, r.h, tuple(placed))
+        memo = (index, j, n, r.x, r.y, r.w, r.h, placed)
         value = self._noc.get(memo)
         if value is not None:
             return value
+        homes = {operand: onchip[key] for operand, key in lookups if key in onchip}
         prof = self.profile(index, r.cores, n, tuple(sorted(homes)))
         layer = self.graph.layers[index]
         names = (*layer.inputs, *layer.outputs)  # a shared profile's operands, by position
@@ -301,15 +300,17 @@ class ExecCostModel:
         NoC copies depend on (not its offset or life)."""
         return _number(self._where, (where.homes, where.chunk, where.slot, where.slots))
 
-    def _lookups(self, index: int, n: int) -> tuple[tuple[int, str, bool], ...]:
-        """Per operand of layer `index` (on one of n sub-batches) that a plan may keep on chip,
-        in order: its position, the key `plan_onchip` keeps it by (a const: its name, staged
-        per loop) and whether it is a const."""
+    def _lookups(self, index: int, n: int, loop: int | None) -> tuple[tuple[int, str], ...]:
+        """Per operand of layer `index` (on one of n sub-batches, in sub-batch loop `loop`, None
+        outside a part) that a plan may keep on chip, in order: its position and the key
+        `plan_onchip` keeps it by (a const: its name, staged for the loop within a part)."""
         layer = self.graph.layers[index]
         out = []
         for name, operand in operand_positions((*layer.inputs, *layer.outputs)).items():
-            const = self.graph.is_const(name)
-            out.append((operand, name if const else self._key.get(name, name), const))
+            if not self.graph.is_const(name):
+                out.append((operand, self._key.get(name, name)))
+            else:
+                out.append((operand, name if loop is None else staged_key(name, loop)))
         return tuple(out)
 
     def _core_timing(
@@ -317,7 +318,13 @@ class ExecCostModel:
     ) -> LayerTiming:
         """`prof.core_timing` memoised by what it depends on, the core's nodes' shape and cycles:
         cores with alike tiles and layers of one signature often get the same NoC cycles
-        (repeated blocks on equal rectangles)."""
+        (repeated blocks on equal rectangles). First by the profile, the core and `cycles`
+        (the same copies' NoC cycles come back with another placement): no list of every
+        node's cycles to build then."""
+        mine = (id(prof), cores, core, tuple(cycles.items()))
+        value = self._core_of.get(mine)
+        if value is not None:
+            return value
         local = self._core_nodes.get((id(prof), cores, core))
         if local is None:
             nodes, pipe, preds, classes = prof.core_nodes(cores, core)
@@ -332,6 +339,7 @@ class ExecCostModel:
         value = self._core.get(key)
         if value is None:
             value = self._core[key] = core_timing(list(key[1]), *self._shapes[shape])
+        self._core_of[mine] = value
         return value
 
     def profile(
@@ -410,7 +418,7 @@ class ExecCostModel:
         runs: list[LayerRun] = []
         runs_of: dict[int, list[int]] = {}  # layer -> its runs so far, part by part
         parts_of: dict[int, int] = {}  # layer -> how many parts it runs in
-        views, base_runs = self._views, self._base
+        views, base_runs, flags = self._views, self._base, self._flags
         ids = {key: self._where_id(where) for key, where in onchip.items()}
         for p in oldest_first(parts):
             index, n = p.layer, p.parts
@@ -425,18 +433,26 @@ class ExecCostModel:
             if onchip:
                 base = self.noc_layer(index, r, onchip, p, ids) or base
             cost, spans, first, box, at = base
-            srcs = tuple(
-                self._flagged(
-                    runs,
-                    () if src is None else covering(runs_of[src], parts_of[src], p.part, n),
-                    first,
-                    at,
-                )
-                for src in self._origin[index]
-            )
+            # per input, per run writing it (none: a graph input): its position + 1 in the
+            # schedule's ends (0: READY's finish) and its closing flag's cycles to `first`
+            row = flags.get(at)
+            if row is None:
+                row = flags[at] = {}
+            srcs = []
+            for src in self._origin[index]:
+                ks = (-1,) if src is None else covering(runs_of[src], parts_of[src], p.part, n)
+                flagged = []
+                for k in ks or (-1,):
+                    fp = READY_AT if k < 0 else runs[k].at
+                    flag = row.get(fp)
+                    if flag is None:
+                        far = farthest(READY if k < 0 else runs[k].box, first)
+                        flag = row[fp] = sync_cycles(self.target, far, first)
+                    flagged.append((k + 1, flag))
+                srcs.append(tuple(flagged))
             runs_of.setdefault(index, []).append(len(runs))
             parts_of[index] = n
-            runs.append(LayerRun(cost, spans, box, self._data[index], srcs, at))
+            runs.append(LayerRun(cost, spans, box, self._data[index], tuple(srcs), at))
         return runs
 
     def _base_run(self, index: int, r: Rect, n: int) -> _Base:
@@ -456,24 +472,8 @@ class ExecCostModel:
         """A run's figures from its timings, energy, DDR bytes and leading const DDR bytes."""
         held = ddr_channel_held(self.target, lead)
         rest = ddr_channel_held(self.target, ddr - lead)
-        return RunCost(timings, energy, ddr, held, rest, max(t.mte2_tail for t in timings))
-
-    def _flagged(
-        self, runs: list[LayerRun], srcs: tuple[int, ...], first: tuple[int, int], at: int
-    ) -> tuple[tuple[int, int], ...]:
-        """Per run in `srcs` (none: a graph input), its position + 1 in the schedule's ends
-        (0: READY's finish) and the cycles its closing flag takes to core `first` (of the
-        cores numbered `at`, `_footprint_id`)."""
-        out = []
-        flags = self._flags
-        for k in srcs or (-1,):
-            src = READY_AT if k < 0 else runs[k].at
-            flag = flags.get((src, at))
-            if flag is None:
-                box = READY if k < 0 else runs[k].box
-                flag = flags[(src, at)] = sync_cycles(self.target, farthest(box, first), first)
-            out.append((k + 1, flag))
-        return tuple(out)
+        after = max(t.mte2_tail for t in timings)
+        return RunCost(decisive(timings), energy, ddr, held, rest, after)
 
     def _footprint_id(self, cores: tuple[int, ...]) -> int:
         """A number per distinct set of cores a run uses (its first core and box follow)."""

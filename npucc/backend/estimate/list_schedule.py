@@ -30,6 +30,23 @@ class LayerTiming:
     tails: tuple[tuple[int, int], ...]  # (class, cycles from its release to the end)
 
 
+def decisive(timings: tuple[LayerTiming, ...]) -> tuple[LayerTiming, ...]:
+    """The timings of a run's cores that can decide its end in `schedule`, in order: a timing
+    that an earlier one with the same classes, no shorter cold duration and no shorter tails
+    dominates never ends later than it, and the schedule takes the first of the latest."""
+    out: list[LayerTiming] = []
+    for b in timings:
+        classes = [c for c, _ in b.tails]
+        if not any(
+            a.cold >= b.cold
+            and [c for c, _ in a.tails] == classes
+            and all(x >= y for (_, x), (_, y) in zip(a.tails, b.tails, strict=True))
+            for a in out
+        ):
+            out.append(b)
+    return tuple(out)
+
+
 def farthest(box: tuple[int, int, int, int], core: tuple[int, int]) -> tuple[int, int]:
     """The core of the bounding box y0, x0, y1, x1 farthest from `core` (row, col) in hops."""
     y0, x0, y1, x1 = box
@@ -75,14 +92,20 @@ def schedule(target: Target, runs: list[LayerRun]) -> int:
                     begin = r
                 if r + t > t_end:
                     t_end = r + t
-            t_end = max(t_end, (barrier if begin < 0 else begin) + timing.cold)
+            t = (barrier if begin < 0 else begin) + timing.cold
+            if t > t_end:
+                t_end = t
             if t_end > end:
                 end, tail = t_end, timing.mte2_tail
         if shared:
             if lead_held:
                 channel = max(channel, releases[0]) + lead_held
             if rest_held:
-                ready = min((releases[c] for c in run.data), default=releases[0])
+                data = run.data
+                ready = releases[data[0]] if data else releases[0]
+                for c in data:
+                    if releases[c] < ready:
+                        ready = releases[c]
                 channel = max(channel, ready) + rest_held
             if channel + after > end:  # its bytes came late through the channel
                 end, tail = channel + after, after
@@ -100,7 +123,7 @@ class RunCost(NamedTuple):
     NOTE: NamedTuples, not frozen dataclasses: the estimate makes a LayerRun per layer run
     of every priced plan, and a tuple is several times cheaper to build."""
 
-    timings: tuple[LayerTiming, ...]  # per distinct core (see LayerProfile.timing)
+    timings: tuple[LayerTiming, ...]  # per distinct core (see LayerProfile.timing), `decisive`
     energy: float  # pJ
     ddr: int  # bytes to or from DDR
     lead_held: int  # cycles its const loads ahead of its first input-dependent DDR copy hold

@@ -26,7 +26,6 @@ from npucc.ir.onchip import OnChip
 from npucc.ir.program import TiledProgram
 from npucc.ir.tiled import TileGraph
 from npucc.target import Target
-from npucc.target.timing import in_order
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,19 +113,6 @@ MTE2 = PIPES.index("MTE2")
 CoreNodes = tuple[list[int], list[int | None], list[tuple[int, ...]], list[int]]
 
 
-def _replay(
-    timed: tuple[list[int], list[int | None], list[tuple[int, ...]]],
-    release: list[int] | None = None,
-) -> tuple[int, int]:
-    """End and last MTE2 finish of nodes 0.. (cycles, pipes, predecessors) on in-order pipes,
-    none starting before its `release`."""
-    duration, pipe, preds = timed
-    _, finish = in_order(range(len(duration)), duration, pipe, preds, release)
-    end = max(finish, default=0)
-    mte2 = max((f for f, p in zip(finish, pipe, strict=True) if p == MTE2), default=0)
-    return end, mte2
-
-
 def core_timing(
     duration: list[int], pipe: list[int | None], preds: list[tuple[int, ...]], classes: list[int]
 ) -> LayerTiming:
@@ -135,21 +121,57 @@ def core_timing(
 
     The nodes keep the lowering order: the per-core scheduler runs a layer's loads in about
     that order (it prefers a ready load to a new ALLOC), so a const load behind an input load
-    waits for it.
+    waits for it. A class's tail is how long the nodes run after its nodes are released last
+    (after every other node could finish): on in-order pipes a node's finish is the latest
+    release plus the longest path from there (an earlier predecessor or the pipe's previous
+    node before it; a pipe-less node takes no time), so the tail is the longest path from
+    any node of the class to the end, found for every class at once by one backward pass.
     """
-    timed = duration, pipe, preds
-    cold, mte2 = _replay(timed)
-    present = 0
-    for c in classes:
-        present |= c
-    late = sum(duration) + 1  # after everything else
-    tails = []
-    for cls in range(present.bit_length()):
-        if present >> cls & 1:
-            release = [late if c >> cls & 1 else 0 for c in classes]
-            end, _ = _replay(timed, release)
-            tails.append((cls, end - late))
-    return LayerTiming(cold, cold - mte2 if mte2 else cold, tuple(tails))
+    n = len(duration)
+    finish = [0] * n
+    before = [-1] * n  # the previous node on the node's pipe
+    free: dict[int, int] = {}  # each pipe's finish so far
+    last: dict[int, int] = {}  # each pipe's node so far
+    for v in range(n):
+        t = 0
+        for u in preds[v]:
+            if finish[u] > t:
+                t = finish[u]
+        p = pipe[v]
+        if p is None:
+            finish[v] = t
+            continue
+        f = free.get(p, 0)
+        if f > t:
+            t = f
+        finish[v] = free[p] = t + duration[v]
+        before[v] = last.get(p, -1)
+        last[p] = v
+    cold = max(finish, default=0)
+    mte2 = free.get(MTE2, 0)
+    longest: dict[int, int] = {}  # per distinct classes of a node, their longest path
+    after = [0] * n  # the longest path from a node's successors to the end
+    for v in range(n - 1, -1, -1):
+        b = after[v] + (0 if pipe[v] is None else duration[v])
+        for u in preds[v]:
+            if u < v and after[u] < b:
+                after[u] = b
+        u = before[v]
+        if u >= 0 and after[u] < b:
+            after[u] = b
+        c = classes[v]
+        if b > longest.get(c, -1):
+            longest[c] = b
+    tail: dict[int, int] = {}  # per class, its longest path to the end
+    for c, b in longest.items():
+        k = 0
+        while c:
+            if c & 1 and b > tail.get(k, -1):
+                tail[k] = b
+            c >>= 1
+            k += 1
+    tails = tuple(sorted(tail.items()))
+    return LayerTiming(cold, cold - mte2 if mte2 else cold, tails)
 
 
 def layer_signature(graph: Graph, layer: Layer, single: bool) -> tuple:

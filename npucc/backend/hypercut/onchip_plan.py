@@ -130,12 +130,9 @@ def plan_onchip(
         if held == 0:
             return False
         chunk = min(held, max(-(-held // len(cores)), least))
-        homes = cores[: -(-held // chunk)]
+        where, mine = _homes(cores, -(-held // chunk), cols)
         need = chunk_bytes(chunk, eb)
         lo, hi = life
-        mine = 0
-        for c in homes:
-            mine |= 1 << c
         busy = sorted(
             (at, end)
             for at, end, first, last, theirs in placed
@@ -149,7 +146,6 @@ def plan_onchip(
         if at + need > budget:
             return False
         placed.append((at, at + need, lo, hi, mine))
-        where = tuple((c // cols, c % cols) for c in homes)
         kept[key] = OnChip(where, chunk, slot, slots, at=at, live=life)
         return True
 
@@ -186,6 +182,19 @@ def plan_onchip(
     for key, (t, cores, first, last) in weights.items():  # in the room the tensors left
         stage(key, math.prod(graph.tensors[t].shape), cores, (first, last))
     return kept
+
+
+@lru_cache(maxsize=65536)
+def _homes(
+    cores: tuple[int, ...], count: int, cols: int
+) -> tuple[tuple[tuple[int, int], ...], int]:
+    """The first `count` of the row-major core indices `cores` as (row, col) and as a bit per
+    core."""
+    homes = cores[:count]
+    mask = 0
+    for c in homes:
+        mask |= 1 << c
+    return tuple((c // cols, c % cols) for c in homes), mask
 
 
 @lru_cache(maxsize=4096)

@@ -1,0 +1,44 @@
+"""The execution-faithful estimate's list schedule (npucc.backend.estimate.list_schedule)."""
+
+from __future__ import annotations
+
+import random
+
+from npucc.backend.estimate.list_schedule import (
+    LayerRun,
+    LayerTiming,
+    RunCost,
+    decisive,
+    schedule,
+)
+from npucc.target import load_target
+
+
+def _timing(rng: random.Random) -> LayerTiming:
+    classes = rng.choice([(0,), (1,), (0, 1), (0, 2), (1, 2), (0, 1, 2)])
+    tails = tuple((c, rng.randint(0, 30)) for c in classes)
+    return LayerTiming(rng.randint(0, 40), rng.randint(0, 20), tails)
+
+
+def _run(timings: tuple[LayerTiming, ...], srcs: tuple, spans: tuple, after: int = -1) -> LayerRun:
+    after = max(t.mte2_tail for t in timings) if after < 0 else after
+    cost = RunCost(timings, 1.0, 64, 3, 5, after)
+    return LayerRun(cost, spans, (0, 0, 0, 1), (1, 2), srcs, 0)
+
+
+def test_a_run_ends_and_hands_on_alike_with_its_decisive_timings_only() -> None:
+    target = load_target("mesh8x8")
+    rng = random.Random(3)
+    pruned = 0
+    for _ in range(400):
+        first = _run((_timing(rng),), ((), ()), ((0, 2),))
+        second = _run((_timing(rng),), ((), ()), ((2, 4),))
+        timings = tuple(_timing(rng) for _ in range(rng.randint(1, 6)))
+        srcs = (((1, rng.randint(0, 9)),), ((2, rng.randint(0, 9)),))
+        after = _run((_timing(rng),), ((), ()), ((0, 4),))  # waits for the MTE2 the run left
+        whole = schedule(target, [first, second, _run(timings, srcs, ((0, 4),)), after])
+        kept = decisive(timings)
+        pruned += len(timings) - len(kept)
+        tail = max(t.mte2_tail for t in timings)  # NOTE: of every timing, as RunCost's
+        assert schedule(target, [first, second, _run(kept, srcs, ((0, 4),), tail), after]) == whole
+    assert pruned > 0
