@@ -108,7 +108,7 @@ class ExecCostModel:
     _where: dict[tuple, int] = field(default_factory=dict)  # `_where_id`
     _views: set[int] = field(default_factory=set)  # the view layers (no run of their own)
     _base: dict[tuple, _Base] = field(default_factory=dict)  # `_base_run` by (layer, n, rect)
-    _homes: dict[tuple[int, int, int | None], tuple[tuple[int, str], ...]] = field(
+    _homes: dict[tuple[int, int, int], tuple[tuple[int, str], ...]] = field(
         default_factory=dict
     )  # (layer, n, loop) -> (operand, on-chip key) of each operand a plan may keep on chip
 
@@ -195,8 +195,9 @@ class ExecCostModel:
         parts = loop_parts(self.graph, steps, self.splits)
         kept = self.onchip(steps, frozenset(), parts)
         staged = frozenset(key for key in kept if key not in self.graph.tensors)
-        # NOTE: with every tensor through DDR only staged weights may stay on chip
-        variants = [kept, self.onchip(steps, self.every_tensor | staged, parts)]
+        # NOTE: with every tensor through DDR only a split loop's weights may stay on chip
+        split = any(p.parts > 1 for p in parts)
+        variants = [kept, self.onchip(steps, self.every_tensor | staged, parts) if split else {}]
         if staged:
             variants.append(self.onchip(steps, staged, parts))
         return min(self._cost(steps, parts, v).edp for v in variants)
@@ -230,11 +231,11 @@ class ExecCostModel:
     ) -> _Base | None:
         """As `_base_run` (the run cost: timings of every used core, energy, DDR bytes and
         channel cycles; and the cores it uses) of layer `index` (or of its `part`) on `r` when
-        some of its tensors stay on chip (None when none does; a constant: its staged copy),
-        profiled with the tilers knowing which. Copies of those become NoC transfers, priced
-        by cost.py from each tile's core to the homes it reaches. `ids`: `_where_id` of each
-        of `onchip`, if known."""
-        j, n, loop = (0, 1, None) if part is None else (part.part, part.parts, part.loop)
+        some of its tensors stay on chip (None when none does; a constant of a split part: its
+        staged copy), profiled with the tilers knowing which. Copies of those become NoC
+        transfers, priced by cost.py from each tile's core to the homes it reaches. `ids`:
+        `_where_id` of each of `onchip`, if known."""
+        j, n, loop = (0, 1, -1) if part is None else (part.part, part.parts, part.loop)
         lookups = self._homes.get((index, n, loop))
         if lookups is None:
             lookups = self._homes[(index, n, loop)] = self._lookups(index, n, loop)
@@ -300,17 +301,17 @@ class ExecCostModel:
         NoC copies depend on (not its offset or life)."""
         return _number(self._where, (where.homes, where.chunk, where.slot, where.slots))
 
-    def _lookups(self, index: int, n: int, loop: int | None) -> tuple[tuple[int, str], ...]:
-        """Per operand of layer `index` (on one of n sub-batches, in sub-batch loop `loop`, None
-        outside a part) that a plan may keep on chip, in order: its position and the key
-        `plan_onchip` keeps it by (a const: its name, staged for the loop within a part)."""
+    def _lookups(self, index: int, n: int, loop: int) -> tuple[tuple[int, str], ...]:
+        """Per operand of layer `index` (on one of n sub-batches, in sub-batch loop `loop`)
+        that a plan may keep on chip, in order: its position and the key `plan_onchip` keeps
+        it by (a const: its copy staged for the loop, and only when split)."""
         layer = self.graph.layers[index]
         out = []
         for name, operand in operand_positions((*layer.inputs, *layer.outputs)).items():
             if not self.graph.is_const(name):
                 out.append((operand, self._key.get(name, name)))
-            else:
-                out.append((operand, name if loop is None else staged_key(name, loop)))
+            elif n > 1:
+                out.append((operand, staged_key(name, loop)))
         return tuple(out)
 
     def _core_timing(
@@ -425,7 +426,7 @@ class ExecCostModel:
             if index in views:
                 continue
             r, corners = rect_of[index]
-            if p.part == 0:
+            if n > 1 and p.part == 0:
                 runs += self._stages(index, p.loop, onchip)
             base = base_runs.get((index, n, corners))
             if base is None:

@@ -21,14 +21,12 @@ reader lies behind its producer (the slices it still waits to read), at most the
 count; the lowering makes the producer's
 slice j wait until the readers of slice j − slots are done.
 
-The weights of a loop's cube layers (the constants of `STAGED_OPS`) are kept on chip when
-they fit the room the tensors above left: the lowering stages each once from DDR into chunks
-on the layer's rectangle, or on the nearest cores as well when the rectangle has no room
-(`staged_key`: one on-chip copy per loop), and every sub-batch reads it over the NoC instead
-of fetching it from DDR again: live from the loop's first part that reads it to its last. A
-loop of one sub-batch stages them too: its tiling may read a weight block once per M block
-(`is`, `os`) or per chunk (`ws`), and each such pass is then a NoC read, not a DDR one (the
-search's `refine_offchip` sends back to DDR the copies that do not pay).
+The weights of a split loop's cube layers (the constants of `STAGED_OPS`) are kept on chip
+for its sub-batches when they fit the room the tensors above left: the lowering stages each
+once from DDR into chunks on the layer's rectangle, or on the nearest cores as well when the
+rectangle has no room (`staged_key`: one on-chip copy per loop), and every sub-batch reads it
+over the NoC instead of fetching it from DDR again: live from the loop's first part that reads
+it to its last.
 """
 
 from __future__ import annotations
@@ -172,7 +170,7 @@ def plan_onchip(
     weights: dict[str, tuple[str, tuple[int, ...], int, int]] = {}  # key -> (const, cores, life)
     for i, layer in enumerate(graph.layers):
         cores = cores_of[i]
-        if loops is None or cores is None or layer.op not in STAGED_OPS:
+        if loops is None or cores is None or loops[i][1] == 1 or layer.op not in STAGED_OPS:
             continue
         for t in layer.inputs:
             key = staged_key(t, loops[i][0]) if t and graph.is_const(t) else ""

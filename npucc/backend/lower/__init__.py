@@ -514,7 +514,7 @@ class LowerTiles(Pass):
         for layer, part in zip(sliced.graph.layers, sliced.parts, strict=True):
             for name in layer.inputs:
                 key = staged_key(name, part.loop) if name else ""
-                if key in onchip:
+                if part.parts > 1 and key in onchip:
                     staged.setdefault(layer.name, {})[name] = key
         program = lower_graph(sliced.graph, ctx, parts, onchip, sliced.slices, staged=staged)
         ctx.stats["tile_ops"] = sum(len(c.graph) for c in program.cores)

@@ -1,10 +1,10 @@
-"""Constants staged on chip: a loop's weights copied once from DDR into their homes.
+"""Constants staged on chip: a split loop's weights copied once from DDR into their homes.
 
-`plan_onchip` keeps the constants of a sub-batch loop's cube layers on chip when they fit
+`plan_onchip` keeps the constants of a split sub-batch loop's cube layers on chip when they fit
 (`staged_key`). Before the first sub-batch reads one, each home core copies its chunk from DDR
 through UB into its on-chip buffer, a piece at a time (`stage_piece`: two fit UB's tile share,
-so one piece's load overlaps the previous one's store); the sub-batches (and the passes of
-each over a weight block) then read it over the NoC.
+so one piece's load overlaps the previous one's store); the sub-batches then read it over the
+NoC.
 """
 
 from __future__ import annotations
