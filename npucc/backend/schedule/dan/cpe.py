@@ -27,6 +27,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
+from npucc.backend.schedule.dan.mpas import tails
 from npucc.ir.replay import L0_TIERS, Replay
 from npucc.ir.schedule import Schedule
 from npucc.ir.tiled import TileNode
@@ -180,15 +181,7 @@ def _pick(
 def downstream(r: Replay, succs: Preds) -> list[int]:
     """Per augmented node: its downstream criticality, the longest path of pipe cycles from it
     (itself included) over G2's successors `succs`."""
-    nodes = r.nodes
-    h = [0] * len(nodes)
-    for v in reversed(r.order):
-        longest = 0
-        for w in succs[v]:
-            if h[w] > longest:
-                longest = h[w]
-        h[v] = longest + (nodes[v].cycles if nodes[v].pipe is not None else 0)
-    return h
+    return tails(r.order, succs, r.nodes)
 
 
 def list_order(

@@ -25,31 +25,37 @@ or, with no tier live, at each class's best node: no scan over all waiters.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from npucc.backend.schedule.scan import topo_order
 from npucc.errors import NpuccError
 from npucc.ir.replay import L0_TIERS
 from npucc.ir.residency import PEAK_TIERS
-from npucc.ir.tiled import TileGraph
+from npucc.ir.tiled import TileGraph, TileNode
 
 CONE_LIMIT = 256  # unscheduled ancestors searched per L0 admission (rule 7 deadlock check)
 
 
-def criticality(graph: TileGraph, topo: list[int] | None = None) -> list[int]:
-    """h(v) of eq. 20: the node's cycles plus the largest h of its successors (`topo`:
-    topo_order(graph), if the caller has it)."""
-    h = [0] * len(graph.nodes)
-    nodes = graph.nodes
-    succs = graph.succs
-    for v in reversed(topo_order(graph) if topo is None else topo):
+def tails(
+    order: Sequence[int], succs: Sequence[Sequence[int]], nodes: Sequence[TileNode]
+) -> list[int]:
+    """Per node, the longest path of pipe cycles from it (itself included) over `succs`;
+    `order` is a topological order of those edges."""
+    h = [0] * len(nodes)
+    for v in reversed(order):
         best = 0
         for w in succs[v]:
             if h[w] > best:
                 best = h[w]
         h[v] = best + (nodes[v].cycles if nodes[v].pipe is not None else 0)
     return h
+
+
+def criticality(graph: TileGraph, topo: list[int] | None = None) -> list[int]:
+    """h(v) of eq. 20: the node's cycles plus the largest h of its successors (`topo`:
+    topo_order(graph), if the caller has it)."""
+    return tails(topo_order(graph) if topo is None else topo, graph.succs, graph.nodes)
 
 
 @dataclass(slots=True)
