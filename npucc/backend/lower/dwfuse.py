@@ -89,7 +89,6 @@ class _Expand:
             self.owned.append(self.bias)
         self.rows: tuple[int, int] | None = None  # the input rows in `self.x`
         self.x: BufRef | None = None
-        self.top = 0
 
     def close(self) -> None:
         """Free the held operands."""

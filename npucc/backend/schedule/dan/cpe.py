@@ -11,8 +11,9 @@ Two refinements, each kept only when the replayed makespan strictly drops (eq. 3
    each run only once the live L1+UB bytes fit the plan's peak (ties: criticality, then
    the plan's order). G2's address-reuse edges keep the addresses safe: the edges, offsets and
    the L1+UB peak stay; lifetimes and each tier's own peak may change; no deadlock: an ALLOC
-   waits only for FREEs the plan put before it. Without spills also with no memory order kept
-   at all (ties: the plan's order), each ALLOC then sunk to just before its first user: G2's
+   waits only for FREEs the plan put before it. Without spills and with `overlap` (a compiled
+   program on one core) also with no memory order kept at all (ties: the plan's order), each
+   ALLOC then sunk to just before its first user: G2's
    edges alone order it, so the addresses and the spill plan stay safe, but a layer's first
    blocks may be live beside the previous layer's last ones: the L1+UB peak (live bytes in
    the order) may rise, up to what the plan's addresses already span;
