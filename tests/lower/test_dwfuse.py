@@ -86,6 +86,15 @@ def test_the_fused_pair_matches_onnxruntime_and_never_writes_the_expand_output(
     assert not _expand_nodes(model)  # its work is the depthwise's: its output never stored
 
 
+@pytest.mark.parametrize("bias", [True, False])
+def test_the_fused_1x1_convs_bias_is_a_cube_mmad_not_a_vector_add(monkeypatch, bias):
+    _always_fused(monkeypatch)
+    stream = npucc.compile(_model(bias=bias)).stream
+    bias_mmads = [line for line in stream.splitlines() if " mmad " in line and " k=1 " in line]
+    assert bool(bias_mmads) == bias
+    assert " op=add " not in stream  # the depthwise's bias is broadcast by MTE1
+
+
 def test_unfused_the_1x1_conv_lowers_on_its_own():
     """The check above can fail: a 1x1 conv whose output another layer reads too."""
     assert _expand_nodes(_model(readers=2))

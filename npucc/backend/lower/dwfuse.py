@@ -4,9 +4,10 @@ A depthwise conv's vector lowering (depthwise.py) loads each band's padded input
 and runs its taps there. When that input is the output of a float 1x1 conv which nothing else
 reads (`conv_geom.expand_depthwise`: MobileNet's expand convs), the window can instead be
 computed in place: per window, the 1x1 conv's input rows (L1, or DDR -> L1) img2col'd into
-L0A, its weights for the window's channels into L0B, one mmad per L0 tile of whole rows, and
-the accumulators copied L0C -> UB straight into the window's channel-major rows; then its bias
-and activation over those rows, zeros on the window's border. The 1x1 conv's output is never
+L0A, its weights for the window's channels into L0B, one mmad per L0 tile of whole rows and
+its bias by a k = 1 mmad (ones x bias row: the cube idles beside the taps, the vector unit does
+not), the accumulators copied L0C -> UB straight into the window's channel-major rows; then
+its activation over those rows, zeros on the window's border. The 1x1 conv's output is never
 stored to L1 or DDR, nor loaded back (the UB -> L1 stores on the vector unit and the L1 -> UB
 window loads on MTE1 of the unfused pair). The depthwise conv then runs wholly on the vector
 unit (no cube share). Possible when the depthwise's tiles take every group, or at least n0
@@ -24,7 +25,7 @@ from npucc.backend.lower.depthwise import Consts, Item, consts_of, pipeline, vec
 from npucc.backend.lower.layout import coalesce
 from npucc.errors import NpuccError
 from npucc.ir.graph import Layer
-from npucc.ir.isa import BufRef, Copy, DdrRef, Img2Col, Mmad, VBinary, VFill, VUnary
+from npucc.ir.isa import BufRef, Copy, DdrRef, Img2Col, Mmad, VFill, VUnary
 
 WEIGHT_SHARE = 8  # the 1x1 conv's weights held in L1 when they fit this share of it
 
@@ -65,7 +66,8 @@ def lower_fused(ctx: LowerContext, expand: Layer, layer: Layer) -> None:
 
 class _Expand:
     """The 1x1 conv's operands across the depthwise's windows: its weights (L1, once, when a
-    share of L1 holds them), its bias (UB, once) and the input rows of the current window."""
+    share of L1 holds them), its bias and a vector of ones as long as an L0 tile (L1, once) and
+    the input rows of the current window."""
 
     def __init__(self, ctx: LowerContext, expand: Layer, g: ConvGeom) -> None:
         self.ctx, self.expand, self.g = ctx, expand, g
@@ -83,10 +85,23 @@ class _Expand:
             bld.emit(Copy(self.w, w, (elems,), (1,), (1,)))
             self.owned.append(self.w)
         self.bias: BufRef | None = None
+        self.ones: BufRef | None = None
         if len(expand.inputs) > 2 and expand.inputs[2]:
-            self.bias = bld.alloc("UB", g.group, f"{expand.name}.bias")
-            bld.emit(Copy(self.bias, ctx.ddr(expand.inputs[2]), (g.group,), (1,), (1,)))
-            self.owned.append(self.bias)
+            b = ctx.ddr(expand.inputs[2])
+            held = bld.resident(b.key)
+            if held is not None:
+                self.bias = held.at(b.off)
+            else:
+                self.bias = bld.alloc("L1", g.group, f"{expand.name}.bias")
+                bld.emit(Copy(self.bias, b, (g.group,), (1,), (1,)))
+                self.owned.append(self.bias)
+            m = g.w * max(1, ctx.capacity("L0A") // TILE_SHARE // (g.w * self.cin))
+            fill = bld.alloc("UB", m, f"{expand.name}.ones")
+            bld.emit(VFill(fill, (m,), (1,), 1.0))
+            self.ones = bld.alloc("L1", m, f"{expand.name}.ones")
+            bld.emit(Copy(self.ones, fill, (m,), (1,), (1,)))
+            bld.free(fill)
+            self.owned.append(self.ones)
         self.rows: tuple[int, int] | None = None  # the input rows in `self.x`
         self.x: BufRef | None = None
 
@@ -119,6 +134,18 @@ class _Expand:
         assert self.x is not None
         return self.x, hi - lo, lo
 
+    def _bias_into(self, acc: BufRef, m: int, gl: int, l0b1: BufRef | None) -> None:
+        """acc[m x gl] += ones[m x 1] @ bias[1 x gl] (`l0b1`): the bias added by the cube, a
+        k = 1 mmad after the products, instead of a vector add over the window's rows."""
+        if l0b1 is None:
+            return
+        assert self.ones is not None
+        bld = self.ctx.builder
+        a1 = bld.alloc("L0A", m, f"{self.expand.name}.a1")
+        bld.emit(Copy(a1, self.ones, (m,), (1,), (1,)))
+        bld.emit(Mmad(acc, a1, l0b1, m, gl, 1, 1))
+        bld.free(a1)
+
     def window(self, layer: Layer, item: Item) -> BufRef:
         """The padded window of one item of depthwise `layer`, computed (its rows' mmads, bias
         and activation); zeros on its border."""
@@ -147,12 +174,17 @@ class _Expand:
         self, chans: tuple[int, int], span: tuple[int, int], dst: tuple[BufRef, int, int]
     ) -> None:
         """Channels [g0, g0 + gl) of the 1x1 conv's output rows [lo, hi), whole rows, into
-        `dst` (its first element, plane stride, row stride), bias added and activated."""
+        `dst` (its first element, plane stride, row stride), bias added (by the cube) and
+        activated."""
         (g0, gl), (lo, hi), (out, plane, row) = chans, span, dst
         ctx, expand, bld, cin, w = self.ctx, self.expand, self.ctx.builder, self.cin, self.g.w
         x, xh, top = self._input(lo, hi)
         l0b = bld.alloc("L0B", cin * gl, f"{expand.name}.b0")
         bld.emit(Copy(l0b, self.w.at(g0 * cin), (cin, gl), (gl, 1), (1, cin)))
+        l0b1 = None
+        if self.bias is not None:
+            l0b1 = bld.alloc("L0B", gl, f"{expand.name}.b1")
+            bld.emit(Copy(l0b1, self.bias.at(g0), (gl,), (1,), (1,)))
         l0a, l0c = (ctx.capacity(t) // TILE_SHARE for t in ("L0A", "L0C"))
         per = max(1, min(l0a // (w * cin), l0c // (w * gl)))
         for t0, tr in split(hi - lo, per):
@@ -162,14 +194,14 @@ class _Expand:
             acc = bld.alloc("L0C", m * gl, f"{expand.name}.acc")
             bld.emit(Mmad(acc, a0, l0b, m, gl, cin, 0))
             bld.free(a0)
+            self._bias_into(acc, m, gl, l0b1)
             dims, (ds, ss) = coalesce((gl, tr, w), (plane, row, 1), (1, w * gl, gl))
             bld.emit(Copy(out.at(t0 * row), acc, dims, ds, ss))
             bld.free(acc)
         bld.free(l0b)
+        if l0b1 is not None:
+            bld.free(l0b1)
         dims, (st,) = coalesce((gl, hi - lo, w), (plane, row, 1))
-        if self.bias is not None:
-            bdims, (bst, bb) = coalesce((gl, hi - lo, w), (plane, row, 1), (1, 0, 0))
-            bld.emit(VBinary("add", out, out, self.bias.at(g0), bdims, bst, bst, bb))
         act = expand.attrs.get("act", "")
         if act:
             a = expand.attrs
