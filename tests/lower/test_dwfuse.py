@@ -9,8 +9,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import npucc
-from npucc.backend.lower import conv
-from npucc.backend.lower.conv_geom import expand_depthwise
+from npucc.backend.lower import conv, depthwise, dwfuse
+from npucc.backend.lower.context import LowerContext
+from npucc.backend.lower.conv_geom import conv_geometry, expand_depthwise
 from npucc.backend.lower.dwfuse import fused_depthwise
 from npucc.compiler import LEVEL_PASSES, compile_until
 from npucc.target import load_target
@@ -93,6 +94,25 @@ def test_the_fused_1x1_convs_bias_is_a_cube_mmad_not_a_vector_add(monkeypatch, b
     bias_mmads = [line for line in stream.splitlines() if " mmad " in line and " k=1 " in line]
     assert bool(bias_mmads) == bias
     assert " op=add " not in stream  # the depthwise's bias is broadcast by MTE1
+
+
+def test_planes_too_large_for_a_vector_tile_fuse_in_bands_of_n0_channels(monkeypatch):
+    """A 112x112 plane does not fit a vector tile (tiles of one channel's rows): the fused
+    pair takes bands of rows of n0 channels instead, and matches onnxruntime."""
+    model = _model(c=32, size=112)
+    graph = compile_until(model, LEVEL_PASSES["graph"])
+    ctx = LowerContext(graph, None, None, load_target("davinci-core"))  # type: ignore[arg-type]
+    d = graph.layers[1]
+    g = conv_geometry(ctx, d)
+    assert depthwise.vector_tiles(ctx, d, g)[0] == 1
+    groups, rows = dwfuse.fused_tiles(ctx, d, g)
+    assert groups == 16 and 1 <= rows < 112
+    _always_fused(monkeypatch)
+    x = np.random.default_rng(2).standard_normal((1, 16, 112, 112)).astype(np.float32)
+    (ref,) = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})
+    got = npucc.compile(model).run({"x": x})["y"]
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-4)
+    assert not _expand_nodes(model)
 
 
 def test_unfused_the_1x1_conv_lowers_on_its_own():

@@ -61,14 +61,30 @@ def vector_tiles(ctx: LowerContext, layer: Layer, g: ConvGeom) -> tuple[int, int
 
     Refuses the layer (a true fit error) when one output pixel of one group does not fit.
     """
-    least = _ub_elems(g, 1, 1, 1)
-    cap = max(least, budget(ctx, layer, "UB", least=least) * PIPELINE_SHARE[0] // PIPELINE_SHARE[1])
+    cap = _tile_cap(ctx, layer, g)
     cols = _balanced(largest(lambda v: _ub_elems(g, 1, 1, v) <= cap, g.ow), g.ow)
     rows = largest(lambda v: _ub_elems(g, 1, v, cols) <= cap, g.oh) if cols == g.ow else 1
     rows = _balanced(rows, g.oh)
     full = rows == g.oh and cols == g.ow
     groups = largest(lambda v: _ub_elems(g, v, rows, cols) <= cap, g.group) if full else 1
     return groups, rows, cols
+
+
+def wide_tiles(ctx: LowerContext, layer: Layer, g: ConvGeom, groups: int) -> int:
+    """Rows per tile of `groups` groups and whole output rows (balanced bands), or 0 when one
+    row does not fit the tile's share of UB."""
+    cap = _tile_cap(ctx, layer, g)
+    rows = largest(lambda v: _ub_elems(g, groups, v, g.ow) <= cap, g.oh)
+    return _balanced(rows, g.oh) if rows else 0
+
+
+def _tile_cap(ctx: LowerContext, layer: Layer, g: ConvGeom) -> int:
+    """UB elements one tile may hold: PIPELINE_SHARE of the layer's share, at least one
+    output pixel of one group's."""
+    least = _ub_elems(g, 1, 1, 1)
+    return max(
+        least, budget(ctx, layer, "UB", least=least) * PIPELINE_SHARE[0] // PIPELINE_SHARE[1]
+    )
 
 
 def _balanced(tile: int, total: int) -> int:

@@ -10,8 +10,8 @@ not), the accumulators copied L0C -> UB straight into the window's channel-major
 its activation over those rows, zeros on the window's border. The 1x1 conv's output is never
 stored to L1 or DDR, nor loaded back (the UB -> L1 stores on the vector unit and the L1 -> UB
 window loads on MTE1 of the unfused pair). The depthwise conv then runs wholly on the vector
-unit (no cube share). Possible when the depthwise's tiles take every group, or at least n0
-channels (the mmads' N), in whole rows, and a row of the window fits the L0 shares; chosen
+unit (no cube share), in tiles of whole rows of every group or of at least n0 channels (the
+mmads' N; n0 when its vector tiles take fewer), when a row of the window fits the L0 shares; chosen
 when a trial of the pair runs faster so than each layer alone (conv.py, `_fuses`).
 """
 
@@ -21,7 +21,14 @@ import math
 
 from npucc.backend.lower.context import TILE_SHARE, LowerContext, split
 from npucc.backend.lower.conv_geom import ConvGeom, conv_geometry, expand_depthwise
-from npucc.backend.lower.depthwise import Consts, Item, consts_of, pipeline, vector_tiles
+from npucc.backend.lower.depthwise import (
+    Consts,
+    Item,
+    consts_of,
+    pipeline,
+    vector_tiles,
+    wide_tiles,
+)
 from npucc.backend.lower.layout import coalesce
 from npucc.errors import NpuccError
 from npucc.ir.graph import Layer
@@ -37,20 +44,30 @@ def fused_depthwise(ctx: LowerContext, layer: Layer) -> Layer | None:
         return None
     g = conv_geometry(ctx, d)
     try:
-        groups, _, cols = vector_tiles(ctx, d, g)
+        groups, rows = fused_tiles(ctx, d, g)
     except NpuccError:
         return None
     cin = ctx.shape(layer.inputs[0])[1]
     l0a, l0c = (ctx.capacity(t) // TILE_SHARE for t in ("L0A", "L0C"))
-    wide = groups >= min(g.group, ctx.target.cube.n0)
     fits = g.w * cin <= l0a and g.w * groups <= l0c and cin * groups <= ctx.capacity("L0B") // 2
-    return d if cols == g.ow and g.n == 1 and wide and fits else None
+    return d if rows and g.n == 1 and fits else None
+
+
+def fused_tiles(ctx: LowerContext, layer: Layer, g: ConvGeom) -> tuple[int, int]:
+    """(groups, rows) per tile of depthwise `layer` fused: its vector tiles when they are whole
+    rows of every group or of at least n0 (the mmads' N), else whole rows of n0 groups (rows
+    0: not even one row fits)."""
+    groups, rows, cols = vector_tiles(ctx, layer, g)
+    wide = min(g.group, ctx.target.cube.n0)
+    if cols == g.ow and groups >= wide:
+        return groups, rows
+    return wide, wide_tiles(ctx, layer, g, wide)
 
 
 def lower_fused(ctx: LowerContext, expand: Layer, layer: Layer) -> None:
     """Depthwise conv `layer` on the vector unit, its windows computed by 1x1 conv `expand`."""
     g = conv_geometry(ctx, layer)
-    groups_t, rows_t, _ = vector_tiles(ctx, layer, g)
+    groups_t, rows_t = fused_tiles(ctx, layer, g)
     bias = layer.inputs[2] if len(layer.inputs) > 2 and layer.inputs[2] else ""
     blocks = [(0, g0, gl) for g0, gl in split(g.group, groups_t)]
     items = [(b, (r0, nr, 0, g.ow)) for r0, nr in split(g.oh, rows_t) for b in blocks]
