@@ -20,6 +20,7 @@ from npucc.backend.lower.block_emit import (
     release,
 )
 from npucc.backend.lower.blocking import (
+    CYCLE_TOLERANCE,
     Blocking,
     CubeShape,
     MBlock,
@@ -173,8 +174,10 @@ def _lower_alone(ctx: LowerContext, layer: Layer) -> None:
 
 def _fuses(ctx: LowerContext, layer: Layer) -> Layer | None:
     """The depthwise conv that computes 1x1 conv `layer`'s output in its windows
-    (`dwfuse.fused_depthwise`) when the pair lowered so runs faster, by `flow`, than each
-    lowered alone (a trial of both on a fresh context, once per signature of the pair)."""
+    (`dwfuse.fused_depthwise`) when the pair lowered so runs, by `flow`, within
+    1/CYCLE_TOLERANCE of each lowered alone or faster (a trial of both on a fresh context, once
+    per signature of the pair): the fused pair moves fewer bytes, which win within the
+    tolerance as in `choose_blocking`."""
     d = fused_depthwise(ctx, layer)
     if d is None:
         return None
@@ -188,7 +191,7 @@ def _fuses(ctx: LowerContext, layer: Layer) -> Layer | None:
         alone.builder.close_ddr(program.key(t), lo, lo + math.prod(ctx.shape(t)))
         _lower_alone(alone, d)
         cycles = [flow(t.builder.builders[0].graph) for t in (fused, alone)]
-        ctx.memo[key] = cycles[0] < cycles[1]
+        ctx.memo[key] = cycles[0] * CYCLE_TOLERANCE < cycles[1] * (CYCLE_TOLERANCE + 1)
     return d if ctx.memo[key] else None
 
 
