@@ -137,3 +137,28 @@ def test_the_cube_share_takes_the_last_channels():
     assert 40 * 9 in weights  # the share's weights: from its first channel's
     written = {c.dst.off // plane for c in copies if isinstance(c.dst, DdrRef) and c.dst.key == "y"}
     assert min(written) == 0 and max(written) >= 40
+
+
+def test_weights_too_large_to_hold_in_ub_are_staged_in_l1_once():
+    """512 channels' weights and bias exceed the UB share that holds them whole: they are
+    staged in L1 with one DMA each, every block's weights copied L1 -> UB (no DDR latency per
+    block on MTE2) and its bias read in place; the layer still matches onnxruntime."""
+    graph = Graph("t")
+    graph.add_tensor(Tensor("x", (1, 512, 14, 14)))
+    graph.inputs.append("x")
+    graph.add_tensor(Tensor("w", (512, 1, 3, 3), data=np.ones((512, 1, 3, 3), np.float32)))
+    graph.add_tensor(Tensor("b", (512,), data=np.ones(512, np.float32)))
+    graph.add_tensor(Tensor("y", (1, 512, 14, 14)))
+    attrs = {"group": 512, "pads": (1, 1, 1, 1)}
+    layer = Layer("dw", "conv2d", ["x", "w", "b"], ["y"], attrs)
+    graph.add_layer(layer)
+    ctx = LowerContext(graph, None, None, load_target("davinci-core"))  # type: ignore[arg-type]
+    nodes = _trial(fresh(ctx, graph), layer, _lower_split, (0,)).nodes
+    copies = [n.instr for n in nodes if isinstance(n.instr, Copy)]
+    reads = [c.src.key for c in copies if isinstance(c.src, DdrRef)]
+    assert reads.count("w") == 1 and reads.count("b") == 1
+    assert sum(c.src.tier == "L1" and c.dst.tier == "UB" for c in copies) > 1
+    rng = np.random.default_rng(4)
+    w = rng.standard_normal((512, 1, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(512).astype(np.float32)
+    run("Conv", {"x": (1, 512, 14, 14)}, attrs | {"pads": [1, 1, 1, 1]}, consts={"w": w, "b": b})

@@ -20,6 +20,7 @@ trial lowers one such unit and counts it once per unit.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from npucc.backend.lower.context import (
@@ -46,6 +47,7 @@ from npucc.ir.tiled import TileGraph
 # cycles; at 2/3, no spills and 1.314 M (the unpipelined lowering: 1.479 M)
 PIPELINE_SHARE = (2, 3)
 CUBE_FRACTIONS = (0.25, 0.375, 0.5, 0.625)  # shares of a depthwise conv's channels tried
+STAGE_SHARE = 16  # weights and bias staged in L1 when they fit this share of it (stage_consts)
 
 
 def _ub_elems(g: ConvGeom, groups: int, rows: int, cols: int) -> int:
@@ -187,7 +189,9 @@ def _lower_split(ctx: LowerContext, layer: Layer, cube_channels: int) -> None:
     they are loaded once (one DMA each, not two per block: each DMA pays the fixed latency) and
     each image's tiles go band by band, every block of groups in each band: the layer then
     reads its input, and writes its output, in row order, so it starts on the first rows its
-    producer writes and its consumer on the first rows it writes.
+    producer writes and its consumer on the first rows it writes. Otherwise, on one core, they
+    are staged in L1 when they fit a share of it (`stage_consts`; one DMA each): each block's
+    weights are then copied L1 -> UB on MTE1.
     """
     g = conv_geometry(ctx, layer)
     groups_t, rows_t, cols_t = vector_tiles(ctx, layer, g)
@@ -212,13 +216,36 @@ def _lower_split(ctx: LowerContext, layer: Layer, cube_channels: int) -> None:
     for core, mine in on_core.items():
         ctx.builder.current = core
         items = [(block, band) for block in mine for band in bands]
+        staged = stage_consts(ctx, layer, bias) if len(on_core) == 1 else []
         pipeline(ctx, layer, g, items, bias, _loader(ctx, layer, g, bias), cube=cube)
+        for key in staged:
+            ctx.builder.release(key)
 
 
 Item = tuple[tuple[int, int, int], tuple[int, int, int, int]]  # (image, g0, groups), band
 
 
 Consts = dict[tuple[int, int, int], tuple[BufRef, BufRef | None]]  # block -> weights, bias
+
+
+def stage_consts(ctx: LowerContext, layer: Layer, bias: str) -> list[str]:
+    """The layer's weights and bias held in L1 (one DMA each, `builder.keep`) when together they
+    fit 1/STAGE_SHARE of L1: each block's weights are then copied L1 -> UB on MTE1 and its bias
+    read in place, instead of two DDR loads a block, each paying the DMA latency on MTE2. The
+    DDR keys held (for the caller to `release` after the layer)."""
+    bld, names = ctx.builder, [layer.inputs[1], *([bias] if bias else [])]
+    refs = [ctx.ddr(name) for name in names]
+    sizes = [math.prod(ctx.shape(name)) for name in names]
+    if sum(sizes) > ctx.capacity("L1") // STAGE_SHARE or any(r.off for r in refs):
+        return []
+    keys = []
+    for ref, size in zip(refs, sizes, strict=True):
+        if bld.resident(ref.key) is None:
+            held = bld.alloc("L1", size, f"{layer.name}.staged")
+            bld.emit(Copy(held, ref, (size,), (1,), (1,)))
+            bld.keep(ref.key, held)
+            keys.append(ref.key)
+    return keys
 
 
 def _all_consts(
@@ -264,7 +291,7 @@ def pipeline(
             cube.emit_until((i + 1) / len(items))
         if held is None and (i + 1 == len(items) or items[i + 1][0] != block):
             wts, b = consts.pop(block)
-            if b is not None:
+            if b is not None and ctx.builder.resident(ctx.ddr(bias).key) is None:
                 ctx.builder.free(b)
             ctx.builder.free(wts)
     for buf in held[1] if held is not None else ():
@@ -295,9 +322,15 @@ def consts_of(
     k = g.cg * g.taps
     wts = bld.alloc("UB", cb * k, f"{layer.name}.w")
     bld.emit(Copy(wts, ctx.ddr(layer.inputs[1]).at(co0 * k), (cb * k,), (1,), (1,)))
-    b = bld.alloc("L1", cb, f"{layer.name}.bias") if bias else None
-    if b is not None:
-        bld.emit(Copy(b, ctx.ddr(bias).at(co0), (cb,), (1,), (1,)))
+    b = None
+    if bias:
+        src = ctx.ddr(bias).at(co0)
+        b = bld.resident(src.key)
+        if b is not None:  # staged (`stage_consts`): read in place
+            b = b.at(src.off)
+        else:
+            b = bld.alloc("L1", cb, f"{layer.name}.bias")
+            bld.emit(Copy(b, src, (cb,), (1,), (1,)))
     consts[block] = (wts, b)
 
 

@@ -12,7 +12,8 @@ lanes) on MTE1, a pipe a depthwise conv leaves idle.
 
 The share is the conv's last channels: the vector share's bands, emitted first at each step,
 read the first ones, which a producer writing its channels in order (a 1x1 conv's N blocks)
-writes first. Every block's weights DDR -> L1 in one DMA; the units (a run of blocks over a
+writes first. Every block's weights DDR -> L1 in one DMA (read in place when the layer staged
+them in L1); the units (a run of blocks over a
 window of output rows) go window after window, every run of blocks in each window, so that the
 share reads its input and writes its output in row order like the vector share's bands: it
 starts on the first rows its producer writes, its consumer on the first rows it writes. Per
@@ -119,9 +120,13 @@ class CubeShare:
         in L1 (filled in UB), the share's bias into UB."""
         ctx, layer, plan, g = self.ctx, self.layer, self.plan, self.g
         bld = ctx.builder
-        self.wts = bld.alloc("L1", plan.channels * g.taps, f"{layer.name}.cw")
         src = ctx.ddr(layer.inputs[1]).at(plan.first * g.taps)
-        bld.emit(Copy(self.wts, src, (plan.channels * g.taps,), (1,), (1,)))
+        held = bld.resident(src.key)  # staged by the layer (depthwise.stage_consts)
+        if held is not None:
+            self.wts = held.at(src.off)
+        else:
+            self.wts = bld.alloc("L1", plan.channels * g.taps, f"{layer.name}.cw")
+            bld.emit(Copy(self.wts, src, (plan.channels * g.taps,), (1,), (1,)))
         size = plan.blocks * plan.cb * g.taps * plan.cb
         fill = bld.alloc("UB", size, f"{layer.name}.zeros")
         bld.emit(VFill(fill, (size,), (1,), 0.0))
@@ -144,7 +149,8 @@ class CubeShare:
             self.next += 1
         if self.next == len(self.units) and self.wts is not None:
             bld = self.ctx.builder
-            for buf in (self.l0b, self.bias, self.zeros, self.wts):
+            staged = bld.resident(self.ctx.ddr(self.layer.inputs[1]).key) is not None
+            for buf in (self.l0b, self.bias, self.zeros, None if staged else self.wts):
                 if buf is not None:
                     bld.free(buf)
             self.wts = self.bias = self.l0b = self.zeros = None

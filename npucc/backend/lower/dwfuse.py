@@ -26,6 +26,7 @@ from npucc.backend.lower.depthwise import (
     Item,
     consts_of,
     pipeline,
+    stage_consts,
     vector_tiles,
     wide_tiles,
 )
@@ -77,7 +78,10 @@ def lower_fused(ctx: LowerContext, expand: Layer, layer: Layer) -> None:
         consts_of(ctx, layer, g, item[0], bias, consts)
         return src.window(layer, item)
 
+    staged = stage_consts(ctx, layer, bias)
     pipeline(ctx, layer, g, items, bias, load)
+    for key in staged:
+        ctx.builder.release(key)
     src.close()
 
 
