@@ -13,10 +13,10 @@ Two refinements, each kept only when the replayed makespan strictly drops (eq. 3
    the L1+UB peak stay; lifetimes and each tier's own peak may change; no deadlock: an ALLOC
    waits only for FREEs the plan put before it. Without spills and with `overlap` (a compiled
    program on one core) also with no memory order kept at all (ties: the plan's order), each
-   ALLOC then sunk to just before its first user: G2's
-   edges alone order it, so the addresses and the spill plan stay safe, but a layer's first
-   blocks may be live beside the previous layer's last ones: the L1+UB peak (live bytes in
-   the order) may rise, up to what the plan's addresses already span;
+   ALLOC run just before its first user (`budget_order`): G2's edges alone order it, so the
+   addresses and the spill plan stay safe, and a layer's first blocks may load beside the
+   previous layer's last ones as far as the plan's memory profile leaves room
+   (`headroom.Headroom`): the L1+UB peak stays within OVERLAP_PEAK times the plan's;
 2. Alg. 3's local moves: along the critical chain (eq. 34), move a node before up to W
    predecessors in the order (eq. 35) when no G2 edge or memory-order constraint forbids it.
    A trial re-times only the suffix from the moved-to position (incremental), and the trials
