@@ -27,11 +27,11 @@ class SchedulePass(Pass):
     input_ir: ClassVar[IRType] = TiledProgram
     output_ir: ClassVar[IRType] = ScheduledProgram
     method: str = "dan"
-    # NOTE: a compiled program's L1+UB peak is no cost while nothing spills (it has to fit,
-    # DLR's addresses see to that): DAN's CPE may then overlap layers beyond the plan's peak.
-    # One core only: on a mesh HyperCut's exec estimate times each core with the plan's memory
-    # order, and a plan must run as it was priced (tests/e2e/test_subbatch_mesh.py: a loop's
-    # estimate +6 % kept, +16 % overlapped) until the estimate models the free order
+    # NOTE: on a compiled program DAN's CPE may drop the plan's memory order and overlap layers
+    # within the L1+UB headroom the plan leaves (cpe.OVERLAP_PEAK times its peak). One core
+    # only: on a mesh HyperCut's exec estimate times each core with the plan's memory order,
+    # and a plan must run as it was priced (tests/e2e/test_subbatch_mesh.py: a loop's estimate
+    # +6 % kept, +16 % overlapped) until the estimate models the free order
     overlap: bool = True
 
     def run(self, ir: TiledProgram, ctx: CompileContext) -> ScheduledProgram:

@@ -41,41 +41,48 @@ def test_stage1_rule7_single_l0():
     validate(g, s, None, single_l0=True)
 
 
-def test_cpe_keeps_memory_plan_and_never_regresses():
+def test_cpe_keeps_memory_plan_and_never_regresses(monkeypatch):
     g = synthetic_graph(2000, seed=4)
     dl, rd = schedule_graph(g, "dan-dlr", CAPS, MODEL)
     full, rf = schedule_graph(g, "dan", CAPS, MODEL)
     assert (full.offsets, full.spills) == (dl.offsets, dl.spills)
     assert rf.makespan <= rd.makespan
     assert (rf.extra_ddr, rf.spills) == (rd.extra_ddr, rd.spills) and rf.peak <= rd.peak
-    fast, ro = schedule_graph(g, "dan", CAPS, MODEL, overlap=True)
-    assert (fast.offsets, fast.spills) == (dl.offsets, dl.spills)
-    assert ro.makespan < rf.makespan and ro.peak > rf.peak  # faster by overlapping layers
-    assert (ro.extra_ddr, ro.spills) == (rd.extra_ddr, rd.spills)
-    validate(g, fast, CAPS)  # the plan's addresses stay safe in the overlapped order
+    for budget in (1.0, 1.5):  # the overlapped order within budget x the plan's peak
+        monkeypatch.setattr(cpe, "OVERLAP_PEAK", budget)
+        fast, ro = schedule_graph(g, "dan", CAPS, MODEL, overlap=True)
+        assert (fast.offsets, fast.spills) == (dl.offsets, dl.spills)
+        assert ro.makespan <= rf.makespan and ro.peak <= budget * rd.peak
+        assert (ro.extra_ddr, ro.spills) == (rd.extra_ddr, rd.spills)
+        validate(g, fast, CAPS)  # the plan's addresses stay safe in the overlapped order
+    assert ro.makespan < rf.makespan and ro.peak > rd.peak  # faster by overlapping layers
 
 
-def test_free_list_order_keeps_addresses_and_sinks_allocs():
+def test_budget_order_keeps_addresses_and_budget_and_sinks_allocs():
     g = synthetic_graph(2000, seed=4)
     s, r = schedule_graph(g, "dan-dlr", CAPS, MODEL)
-    preds, succs, group = r.preds, cpe._succs(r), cpe._groups(r)
-    found = cpe.list_order(r, preds, succs, [-1] * len(group))
-    assert found is not None
-    order = found[0]
-    sunk = cpe._sunk(r, preds, order)
-    assert sorted(sunk) == sorted(order) and sunk != order
-    assert cpe._timing(r.nodes, preds, sunk) == cpe._timing(r.nodes, preds, order)
-    peaks = []
-    for o in (order, sunk):
-        free = Schedule(o, dict(s.offsets), [])
+    preds, succs = r.preds, cpe._succs(r)
+    h = cpe.downstream(r, succs)
+    makespans = []
+    for cap in (r.peak, r.peak * 3 // 2, 1 << 40):
+        found = cpe.budget_order(r, preds, succs, cap, h)
+        assert found is not None
+        order, finish = found
+        assert finish == cpe._timing(r.nodes, preds, order)
+        free = Schedule(order, dict(s.offsets), [])
         validate(g, free, CAPS)
-        peaks.append(replay(g, free, CAPS, MODEL).peak)
-    assert peaks[1] < peaks[0]
-    pos = {v: i for i, v in enumerate(sunk)}
-    for v in sunk:  # each ALLOC right before its first user
-        if r.nodes[v].op == "ALLOC" and succs[v]:
-            assert pos[v] < min(pos[w] for w in succs[v])
-            assert r.nodes[sunk[pos[v] + 1]].op == "ALLOC" or sunk[pos[v] + 1] in succs[v]
+        rb = replay(g, free, CAPS, MODEL)
+        assert rb.peak <= cap
+        makespans.append(rb.makespan)
+        pos = {v: i for i, v in enumerate(order)}
+        for v in order:  # each ALLOC right before its first user (or that user's other ALLOCs)
+            if r.nodes[v].op == "ALLOC" and succs[v]:
+                first = min(pos[w] for w in succs[v])
+                assert all(r.nodes[x].op == "ALLOC" for x in order[pos[v] : first])
+        top = max(finish)
+        assert cpe.budget_order(r, preds, succs, cap, h, top + 1) == found
+        assert cpe.budget_order(r, preds, succs, cap, h, top) is None
+    assert makespans[2] < r.makespan < makespans[0] and rb.peak > r.peak
 
 
 def test_capped_list_order_keeps_addresses_and_peak():

@@ -169,7 +169,7 @@ def dan(
     overlap: bool = False,
 ) -> Schedule:
     """Run DAN up to `stage` ("mpas" alone: no capacities, strict rule 7; else best order);
-    `overlap`: CPE may raise the L1+UB peak within the plan's addresses (`cpe.cpe`)."""
+    `overlap`: CPE may drop the plan's memory order within its L1+UB headroom (`cpe.cpe`)."""
     seconds = {"mpas": 0.0, "dlr": 0.0, "cpe": 0.0}
     t0 = time.perf_counter()
     if stage == "mpas":

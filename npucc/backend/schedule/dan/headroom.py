@@ -1,0 +1,106 @@
+"""Stage 3's L1+UB budget for an order that runs ahead of the plan (CPE's overlapped order).
+
+The plan's order, with each ALLOC sunk to its first user, is a sequence of L1+UB memory events
+(a buffer starts at its first user and ends at its FREE) whose live bytes never exceed the
+plan's peak. An order built in another sequence (CPE's list order with no memory order kept)
+stays within a budget `cap` by this invariant: from the events done so far, running the rest of
+the plan's order (its nodes not run yet) completes within `cap`. In that completion, once it has
+done the plan's first s events, the live bytes are at most live(s) + ahead(s) - gone(s): live(s)
+the plan's own, ahead(s) the buffers started out of the plan's sequence, still live, whose start
+is not among the first s events, gone(s) the buffers the plan holds at s that are freed already.
+So buffers may start now when they fit the live bytes now and, for every later state s up to
+their own start events, slack(s) = cap - live(s) - ahead(s) + gone(s) covers those of them that
+start at or after s. The plan's next node always fits (its events come next), so an order that
+runs it when nothing else fits never stalls, and it ends within `cap`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from npucc.ir.residency import PEAK_TIERS
+from npucc.ir.tiled import TileGraph, TileNode
+
+
+class Headroom:
+    """The plan's L1+UB events and the slack an order running ahead of them still has."""
+
+    def __init__(
+        self,
+        graph: TileGraph,
+        nodes: Sequence[TileNode],
+        preds: Sequence[Sequence[int]],
+        plan: Sequence[int],
+        cap: int,
+    ) -> None:
+        total = len(nodes)
+        self.size = [0] * total  # per ALLOC node: its L1+UB bytes (0: an L0 tier's or empty)
+        for b, buf in enumerate(graph.buffers):
+            if buf.tier in PEAK_TIERS and buf.size:
+                self.size[graph.alloc_of[b]] = buf.size
+        self.alloc_of = {graph.free_of[b]: a for b, a in graph.alloc_of.items()}
+        self.event = [-1] * total  # per counted ALLOC: its start event; per its FREE: the end
+        live = [0]
+        started = [False] * total
+        for v in plan:
+            if nodes[v].op == "ALLOC":
+                continue
+            for a in preds[v]:
+                if self.size[a] and not started[a]:
+                    started[a] = True
+                    self.event[a] = len(live) - 1
+                    live.append(live[-1] + self.size[a])
+            a = self.alloc_of.get(v, -1)
+            if a >= 0 and self.size[a]:
+                self.event[v] = len(live) - 1
+                live.append(live[-1] - self.size[a])
+        self.slack = cap - np.array(live, dtype=np.int64)  # per plan state s (events 0..s-1 done)
+        self.done = [False] * (len(live) - 1)  # per event
+        self.first = 0  # the first event not done
+        self.ahead: dict[int, int] = {}  # ALLOC started ahead of the plan -> its event
+        self.cap = cap
+        self.live = 0  # L1+UB bytes started and not freed
+
+    def fits(self, allocs: list[int]) -> bool:
+        """Can the L1+UB ALLOCs `allocs` (not started) start now?"""
+        size = self.size
+        if self.live + sum(size[a] for a in allocs) > self.cap:
+            return False
+        if len(allocs) > 1:
+            allocs = sorted(allocs, key=lambda a: -self.event[a])
+        need = 0
+        first = self.first + 1  # NOTE: the state now is the live bytes, checked above
+        for a in allocs:
+            need += size[a]
+            e = self.event[a]
+            if e >= first and self.slack[first : e + 1].min() < need:
+                return False
+        return True
+
+    def start(self, a: int) -> None:
+        """ALLOC `a` (counted) starts: its buffer's first user runs."""
+        e = self.event[a]
+        self.live += self.size[a]
+        if e > self.first:
+            self.slack[self.first : e + 1] -= self.size[a]
+            self.ahead[a] = e
+        self._done(e)
+
+    def end(self, v: int) -> None:
+        """FREE `v` runs (its buffer counted)."""
+        a = self.alloc_of[v]
+        size = self.size[a]
+        e, first = self.event[a], self.first
+        self.live -= size
+        if self.ahead.pop(a, -1) >= first:
+            self.slack[first : e + 1] += size
+        end = self.event[v]
+        self.slack[max(e + 1, first) : end + 1] += size  # the plan holds it in states e+1..end
+        self._done(end)
+
+    def _done(self, e: int) -> None:
+        self.done[e] = True
+        while self.first < len(self.done) and self.done[self.first]:
+            self.first += 1
