@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from collections.abc import Callable, Mapping
@@ -47,7 +48,7 @@ def backend_passes(options: CompileOptions) -> list[Pass]:
     return [
         HypercutPass(search=options.search, seed=options.seed, beam_width=options.beam_width),
         LowerTiles(),
-        SchedulePass(method=options.schedule),
+        SchedulePass(method=options.schedule, overlap_peak=options.overlap_peak),
         CodegenPass(debug_map=options.debug_map is not None),
     ]
 
@@ -357,6 +358,7 @@ def compile(
     fallback: str = "error",
     debug_map: str | os.PathLike[str] | None = None,
     precision: str | None = None,
+    overlap_peak: float = math.inf,
 ) -> Program:
     """Compile an ONNX model (path or ModelProto) for `target` with the `schedule` method.
 
@@ -366,7 +368,9 @@ def compile(
     is made for that graph). `fallback="host"` runs what npucc cannot lower on the host (host
     segments, run by onnxruntime); `debug_map` writes the ONNX node -> layer -> tile
     operation -> stream line map as JSON. `precision` (fp32, fp16, int8, auto) is the element
-    type of weights and activations (default: the target's). The keywords are
+    type of weights and activations (default: the target's). `overlap_peak` bounds, on one
+    core, DAN's live L1+UB bytes to that multiple of its memory plan's peak while it overlaps
+    layers (default inf: the plan's addresses alone bound them). The keywords are
     `CompileOptions`' fields.
     """
     return compile_program(model, _options(locals()))
@@ -398,6 +402,7 @@ def compile_until(
     fallback: str = "error",
     debug_map: str | os.PathLike[str] | None = None,
     precision: str | None = None,
+    overlap_peak: float = math.inf,
 ) -> Any:
     """Run the pipeline up to and including pass `stop_after`; returns the IR it produced.
 

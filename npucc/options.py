@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -35,6 +36,9 @@ class CompileOptions:
     seed: int = 0  # the plan search's seed (hypercut pass)
     fallback: str = "error"  # what npucc cannot lower: "error" refuses it, "host" runs it there
     precision: str | None = None  # PRECISION_CHOICES; None: the target's own precision
+    # one core: DAN's live L1+UB bytes within this multiple of its memory plan's peak while it
+    # overlaps layers (schedule pass); inf: only the plan's addresses bound them
+    overlap_peak: float = math.inf
     debug_map: str | os.PathLike[str] | None = None  # write the ONNX node -> stream map here
     print_before: frozenset[str] = frozenset()  # pass names: print the IR before them
     print_after: frozenset[str] = frozenset()  # pass names: print the IR after them

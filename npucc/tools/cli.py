@@ -6,6 +6,7 @@ import argparse
 import csv
 import importlib
 import json
+import math
 import os
 import sys
 import tempfile
@@ -83,6 +84,14 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="HyperCut beam width (default 256; smaller plans faster)",
     )
+    p.add_argument(
+        "--overlap-peak",
+        type=float,
+        default=math.inf,
+        metavar="X",
+        help="one core: DAN overlaps layers with at most X times its memory plan's live L1+UB "
+        "bytes (default inf: as DLR's addresses allow; 1: the plan's peak)",
+    )
     add_model_options(p)
 
 
@@ -97,6 +106,7 @@ def compile_options(args: argparse.Namespace, **more: Any) -> CompileOptions:
         beam_width=args.beam_width,
         fallback=args.fallback,
         precision=args.precision,
+        overlap_peak=args.overlap_peak,
         **more,
     )
 

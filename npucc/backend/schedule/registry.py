@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from npucc.backend.schedule.baseline_schedulers import BASELINES
-from npucc.backend.schedule.dan.pipeline import dan, dan_dlr, dan_mpas, dan_overlap
+from npucc.backend.schedule.dan.pipeline import dan, dan_dlr, dan_mpas
 from npucc.backend.schedule.original import original
 from npucc.errors import NpuccError
 from npucc.gcpause import gc_paused
@@ -24,9 +24,9 @@ SCHEDULERS: dict[str, Scheduler] = {
     **BASELINES,
 }
 # NOTE: a compiled program's variant of a method, whose CPE may drop the plan's memory order
-# within the L1+UB headroom the plan leaves (cpe.OVERLAP_PEAK); traces keep the paper's
+# within an L1+UB budget (`overlap`: a multiple of the plan's peak); traces keep the paper's
 # contract, the plan's memory order (`schedule_graph`)
-OVERLAP: dict[str, Scheduler] = {"dan": dan_overlap}
+OVERLAP: dict[str, Callable[..., Schedule]] = {"dan": dan}  # called with overlap=budget
 
 
 def schedule_graph(
@@ -36,15 +36,18 @@ def schedule_graph(
     spill_model: SpillModel,
     alignment: int = 1,
     check: bool = True,
-    overlap: bool = False,
+    overlap: float | None = None,
 ) -> tuple[Schedule, Replay]:
-    """Schedule `graph` with the named method (its OVERLAP variant with `overlap`), validate it
-    (unless check=False) and replay it."""
+    """Schedule `graph` with the named method (its OVERLAP variant given `overlap`, an L1+UB
+    budget as a multiple of the plan's peak, or inf), validate it (unless check=False) and
+    replay it."""
     if method not in SCHEDULERS:
         raise NpuccError(f"unknown scheduler '{method}' (known: {', '.join(sorted(SCHEDULERS))})")
     with gc_paused():  # NOTE: see gc_paused; a 1e6-node graph is millions of objects
-        scheduler = OVERLAP.get(method, SCHEDULERS[method]) if overlap else SCHEDULERS[method]
-        schedule = scheduler(graph, capacity, spill_model, alignment)
+        if overlap is not None and method in OVERLAP:
+            schedule = OVERLAP[method](graph, capacity, spill_model, alignment, overlap=overlap)
+        else:
+            schedule = SCHEDULERS[method](graph, capacity, spill_model, alignment)
         if check:
             if method in UNBOUNDED:
                 validate(graph, schedule, None, alignment, single_l0=True)

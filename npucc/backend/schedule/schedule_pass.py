@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -28,16 +29,20 @@ class SchedulePass(Pass):
     output_ir: ClassVar[IRType] = ScheduledProgram
     method: str = "dan"
     # NOTE: on a compiled program DAN's CPE may drop the plan's memory order and overlap layers
-    # within the L1+UB headroom the plan leaves (cpe.OVERLAP_PEAK times its peak). One core
+    # within `overlap_peak` times the plan's L1+UB peak (inf: within the plan's addresses, as
+    # they alone must fit; 1.0: no more live bytes than the plan's, the paper's peak). One core
     # only: on a mesh HyperCut's exec estimate times each core with the plan's memory order,
     # and a plan must run as it was priced (tests/e2e/test_subbatch_mesh.py: a loop's estimate
     # +6 % kept, +16 % overlapped) until the estimate models the free order
     overlap: bool = True
+    overlap_peak: float = math.inf
 
     def run(self, ir: TiledProgram, ctx: CompileContext) -> ScheduledProgram:
         target = ctx.target
         capacity = capacities(target)
-        overlap = self.overlap and target.cores == 1
+        if not self.overlap_peak >= 1:  # NOTE: below 1 the plan's own order would not fit
+            raise NpuccError(f"overlap_peak must be at least 1, not {self.overlap_peak}")
+        overlap = self.overlap_peak if self.overlap and target.cores == 1 else None
         spill_model = TargetSpillModel(target)
         schedules = []
         with progress.task("schedule", len(ir.cores)) as bar:

@@ -45,3 +45,20 @@ def test_dan_schedules_an_empty_core():
 
     schedule, replay = schedule_graph(TileGraph("empty"), "dan", {"L1": 4096}, TraceSpillModel())
     assert schedule.order == [] and replay.makespan == 0
+
+
+def test_overlap_peak_bounds_dan_live_bytes_by_the_plans_peak():
+    """`overlap_peak=1`: DAN overlaps layers only within its plan's L1+UB peak, below the
+    original schedule's here; the default (inf) may hold more live bytes, and runs no slower."""
+    path = "models/decoder_block.onnx"
+    free = npucc.compile(path)
+    kept = npucc.compile(path, overlap_peak=1.0)
+    orig = npucc.compile(path, schedule="original")
+    assert kept.stats["peak_l1_ub"] <= orig.stats["peak_l1_ub"] < free.stats["peak_l1_ub"]
+    assert free.stats["predicted_makespan"] <= kept.stats["predicted_makespan"]
+    assert kept.stats["predicted_makespan"] < orig.stats["predicted_makespan"]
+    rng = np.random.default_rng(0)
+    inputs = {n: rng.standard_normal(s).astype(np.float32) for n, s in kept.inputs.items()}
+    assert kept.execute(inputs).makespan == kept.stats["predicted_makespan"]
+    with pytest.raises(npucc.NpuccError, match="overlap_peak must be at least 1"):
+        npucc.compile(path, overlap_peak=0.5)

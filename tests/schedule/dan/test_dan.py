@@ -41,7 +41,7 @@ def test_stage1_rule7_single_l0():
     validate(g, s, None, single_l0=True)
 
 
-def test_cpe_keeps_memory_plan_and_never_regresses(monkeypatch):
+def test_cpe_keeps_memory_plan_and_never_regresses():
     g = synthetic_graph(2000, seed=4)
     dl, rd = schedule_graph(g, "dan-dlr", CAPS, MODEL)
     full, rf = schedule_graph(g, "dan", CAPS, MODEL)
@@ -49,8 +49,7 @@ def test_cpe_keeps_memory_plan_and_never_regresses(monkeypatch):
     assert rf.makespan <= rd.makespan
     assert (rf.extra_ddr, rf.spills) == (rd.extra_ddr, rd.spills) and rf.peak <= rd.peak
     for budget in (1.0, 1.5):  # the overlapped order within budget x the plan's peak
-        monkeypatch.setattr(cpe, "OVERLAP_PEAK", budget)
-        fast, ro = schedule_graph(g, "dan", CAPS, MODEL, overlap=True)
+        fast, ro = schedule_graph(g, "dan", CAPS, MODEL, overlap=budget)
         assert (fast.offsets, fast.spills) == (dl.offsets, dl.spills)
         assert ro.makespan <= rf.makespan and ro.peak <= budget * rd.peak
         assert (ro.extra_ddr, ro.spills) == (rd.extra_ddr, rd.spills)

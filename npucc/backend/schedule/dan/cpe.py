@@ -16,7 +16,8 @@ Two refinements, each kept only when the replayed makespan strictly drops (eq. 3
    ALLOC run just before its first user (`budget_order`): G2's edges alone order it, so the
    addresses and the spill plan stay safe, and a layer's first blocks may load beside the
    previous layer's last ones as far as the plan's memory profile leaves room
-   (`headroom.Headroom`): the L1+UB peak stays within OVERLAP_PEAK times the plan's;
+   (`headroom.Headroom`): the L1+UB peak stays within `overlap` times the plan's (unbounded:
+   within what the plan's addresses span);
 2. Alg. 3's local moves: along the critical chain (eq. 34), move a node before up to W
    predecessors in the order (eq. 35) when no G2 edge or memory-order constraint forbids it.
    A trial re-times only the suffix from the moved-to position (incremental), and the trials
@@ -26,6 +27,7 @@ Two refinements, each kept only when the replayed makespan strictly drops (eq. 3
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Sequence
 
 from npucc.backend.schedule.dan.headroom import Headroom
@@ -38,8 +40,7 @@ from npucc.target.timing import in_order
 MEMORY_OPS = ("ALLOC", "FREE", "SPILL_OUT", "SPILL_IN")
 WINDOW = 8
 MOVE_BUDGET = 4_000_000  # node-visits of re-timing spent on local moves (deterministic)
-# the overlapped order's L1+UB budget, a multiple of the plan's peak (docs/roofline.md, danpeak)
-OVERLAP_PEAK = 1.0
+UNCAPPED = 1 << 62  # an overlap budget of inf: the plan's addresses alone bound the live bytes
 NONE = (1 << 62, 0, 0, -1)  # list_order's candidate of a pipe with nothing queued
 Preds = Sequence[Sequence[int]]  # per node: its predecessors (or successors) in G2
 
@@ -557,12 +558,14 @@ def local_moves(
     return order
 
 
-def cpe(schedule: Schedule, r: Replay, window: int = WINDOW, overlap: bool = False) -> Schedule:
+def cpe(
+    schedule: Schedule, r: Replay, window: int = WINDOW, overlap: float | None = None
+) -> Schedule:
     """A refined Stage-2 schedule (same offsets and spills); the input order if none is faster.
 
-    With `overlap` (a compiled program) and no spills also the list order that keeps no memory
-    order, within OVERLAP_PEAK times the plan's L1+UB peak (`budget_order`); without, the
-    paper's contract: the plan's memory order stays."""
+    With `overlap` (a compiled program: an L1+UB budget, a multiple of the plan's peak, or inf)
+    and no spills also the list order that keeps no memory order, within that budget
+    (`budget_order`); with None, the paper's contract: the plan's memory order stays."""
     preds = r.preds
     succs = _succs(r)
     group = _groups(r)
@@ -578,8 +581,8 @@ def cpe(schedule: Schedule, r: Replay, window: int = WINDOW, overlap: bool = Fal
         found = list_order(r, preds, succs, kept, cap, critical, max(timed, default=0))
         if found is not None and max(found[1], default=0) < max(timed, default=0):
             order, timed = found
-    if overlap and not r.spills:
-        cap = int(r.peak * OVERLAP_PEAK)
+    if overlap is not None and not r.spills:
+        cap = UNCAPPED if math.isinf(overlap) else int(r.peak * overlap)
         found = budget_order(r, preds, succs, cap, h, max(timed, default=0))
         if found is not None and max(found[1], default=0) < max(timed, default=0):
             order, timed = found

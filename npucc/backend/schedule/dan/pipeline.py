@@ -166,10 +166,11 @@ def dan(
     spill_model: SpillModel,
     alignment: int = 1,
     stage: str = "full",
-    overlap: bool = False,
+    overlap: float | None = None,
 ) -> Schedule:
     """Run DAN up to `stage` ("mpas" alone: no capacities, strict rule 7; else best order);
-    `overlap`: CPE may drop the plan's memory order within its L1+UB headroom (`cpe.cpe`)."""
+    `overlap` (a budget, a multiple of the plan's L1+UB peak, or inf): CPE may drop the plan's
+    memory order within it (`cpe.cpe`); None: the paper's contract."""
     seconds = {"mpas": 0.0, "dlr": 0.0, "cpe": 0.0}
     t0 = time.perf_counter()
     if stage == "mpas":
@@ -313,11 +314,6 @@ def unbounded_layout(graph: TileGraph, order: list[int], alignment: int = 1) -> 
 def dan_mpas(graph, capacity, spill_model, alignment=1) -> Schedule:
     """DAN Stage 1 only (registry entry "dan-mpas")."""
     return dan(graph, capacity, spill_model, alignment, "mpas")
-
-
-def dan_overlap(graph, capacity, spill_model, alignment=1) -> Schedule:
-    """DAN for a compiled program: CPE may drop the plan's memory order (registry OVERLAP)."""
-    return dan(graph, capacity, spill_model, alignment, overlap=True)
 
 
 def dan_dlr(graph, capacity, spill_model, alignment=1) -> Schedule:
