@@ -10,7 +10,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Hashable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain
 
 import numpy as np
@@ -53,6 +53,7 @@ class Replay:
     offsets: dict[int, int]  # buffer -> offset at ALLOC
     position: list[int]  # augmented node id -> index in order
     preds: list[Sequence[int]]  # per augmented node: its sources over `edges`, in that order
+    spill_plan: list[tuple[int, int]]  # the schedule's spills
 
     def edges(self) -> Iterator[tuple[int, int]]:
         """All augmented edges: original, then spill, then address-reuse."""
@@ -132,6 +133,7 @@ class ReplayBase:
     use_node: np.ndarray | None = None  # every (node, buffer) use outside ALLOC/FREE, by node id
     use_buf: np.ndarray | None = None
     scans: int = 0  # users() answered by a scan of the nodes
+    known: dict[int, list[int]] = field(default_factory=dict)  # users() found so far
 
     def pipe_work(self) -> dict[Hashable, int]:
         """Per pipe: the cycles of the graph nodes on it."""
@@ -143,10 +145,16 @@ class ReplayBase:
         return self.busy
 
     def users(self, bufs: set[int]) -> dict[int, list[int]]:
-        """Non-ALLOC/FREE graph nodes using each buffer of `bufs`, in id order."""
+        """Non-ALLOC/FREE graph nodes using each buffer of `bufs`, in id order (fresh lists)."""
+        known = self.known
+        missing = [b for b in bufs if b not in known]
+        if missing:
+            known.update(self._find(set(missing)))
+        return {b: known[b][:] for b in sorted(bufs)}
+
+    def _find(self, bufs: set[int]) -> dict[int, list[int]]:
+        """`users` of the buffers not asked for before."""
         users: dict[int, list[int]] = {b: [] for b in sorted(bufs)}
-        if not bufs:
-            return users
         if self.use_node is None and not self.scans:  # one scan until a second replay asks
             self.scans += 1
             for node in self.graph.nodes:
@@ -193,10 +201,16 @@ def replay(
     spill_model: SpillModel,
     alignment: int = 1,
     base: ReplayBase | None = None,
+    like: Replay | None = None,
 ) -> Replay:
     """Apply replay rules 1-6 to a (legal) schedule; see `validate` for the legality check
-    (`base`: replay_base(graph), if the caller replays the graph more than once)."""
+    (`base`: replay_base(graph), if the caller replays the graph more than once; `like`: a
+    replay of the graph with the schedule's offsets and spills, whose edges are taken over
+    when the schedule's order keeps them all, `reordered`)."""
     del capacity, alignment  # legality is validate's job; kept for a uniform signature
+    r = None if like is None else reordered(graph, schedule, like)
+    if r is not None:
+        return r
     r = _replay(graph, schedule, spill_model, None, base)
     assert r is not None  # NOTE: only a makespan bound stops a replay
     return r
@@ -232,9 +246,7 @@ def _replay(
     order = schedule.order
     if len(order) != total:
         raise ScheduleError(f"order has {len(order)} nodes, expected {total} ({graph.name})")
-    position = [0] * total
-    for i, v in enumerate(order):
-        position[v] = i
+    position = _positions(order, total, graph.name).tolist()
 
     # rule 1: spill edges
     spills_of: dict[int, list[int]] = {}
@@ -349,6 +361,72 @@ def _replay(
         offsets=offsets,
         position=position,
         preds=preds,
+        spill_plan=spills,
+    )
+
+
+def reordered(graph: TileGraph, schedule: Schedule, like: Replay) -> Replay | None:
+    """The replay of `schedule` derived from `like`, a replay of the same graph, offsets and
+    spills in another order; None unless the schedule's order keeps every edge of `like`.
+
+    NOTE: such an order gives the same edges under rules 1 and 4: each user of a spilled buffer
+    stays on its side of the SPILL_OUT/SPILL_IN pair, and at every address the occupancies
+    (ALLOC or SPILL_IN to FREE or SPILL_OUT), chained by the reuse edges, keep their sequence,
+    so each takes over from the same release. Positions, timing and residency are re-derived.
+    """
+    nodes = like.nodes
+    total = len(nodes)
+    order = schedule.order
+    if (
+        like.graph is not graph
+        or len(order) != total
+        or schedule.spills != like.spill_plan
+        or schedule.offsets != like.offsets
+    ):
+        return None
+    try:
+        at = _positions(order, total, graph.name)
+    except ScheduleError:
+        return None
+    preds = like.preds
+    counts = np.fromiter(map(len, preds), np.int64, total)
+    srcs = np.fromiter(chain.from_iterable(preds), np.int64, int(counts.sum()))
+    if (at[srcs] >= np.repeat(at, counts)).any():  # an edge that the order turns round
+        return None
+    position: list[int] = at.tolist()
+    n = len(graph.nodes)
+    res = Residency()
+    buffers = graph.buffers
+    for v in order:
+        if v < n:
+            op = nodes[v].op
+            if op == "ALLOC" or op == "FREE":
+                buf = buffers[nodes[v].bufs[0]]
+                (res.alloc if op == "ALLOC" else res.free)(buf.tier, buf.size)
+    homes: dict[int, list[tuple[int, int]]] = {}
+    for b in like.homes:
+        homes[b] = [(position[graph.alloc_of[b]], like.offsets[b])]
+    for k, (b, off) in enumerate(like.spill_plan):
+        homes[b].append((position[n + 2 * k + 1], off))
+    start, finish = in_order(order, [v.cycles for v in nodes], [v.pipe for v in nodes], preds)
+    return Replay(
+        graph=graph,
+        nodes=nodes,
+        order=order,
+        spill_edges=like.spill_edges,
+        reuse_edges=sorted(like.reuse_edges, key=lambda e: position[e[1]]),
+        start=start,
+        finish=finish,
+        makespan=max(finish, default=0),
+        peak=res.peak,
+        residency=res.peaks,
+        extra_ddr=like.extra_ddr,
+        spills=like.spills,
+        homes=homes,
+        offsets=like.offsets,
+        position=position,
+        preds=preds,
+        spill_plan=like.spill_plan,
     )
 
 

@@ -4,7 +4,14 @@ from tgraphs import CAPS, build, chain, two_loads
 from npucc.backend.schedule.original import bounds, original
 from npucc.backend.schedule.registry import SCHEDULERS, schedule_graph
 from npucc.ir import replay as replay_mod
-from npucc.ir.replay import ScheduleError, replay, replay_base, replay_within, validate
+from npucc.ir.replay import (
+    ScheduleError,
+    reordered,
+    replay,
+    replay_base,
+    replay_within,
+    validate,
+)
 from npucc.ir.schedule import Schedule
 from npucc.target.cost import TraceSpillModel
 
@@ -132,6 +139,34 @@ def test_replay_base_shared_and_remaining_work_stops_early():
     finally:
         replay_mod.in_order = original
     assert len(timed) == 1 < len(r.order) // max(timed)
+
+
+@pytest.mark.parametrize(
+    ("method", "nodes", "moved"), [("dan", 2000, False), ("dan-lru", 5000, True)]
+)
+def test_replay_derived_from_the_plan_equals_a_full_replay(method, nodes, moved):
+    from dataclasses import fields
+
+    from npucc.tools.dan_synthetic import synthetic_graph
+
+    g = synthetic_graph(nodes, seed=2)
+    caps = dict(CAPS, L1=1024)  # it spills
+    s = SCHEDULERS[method](g, caps, MODEL, 1)
+    like = s.basis  # the plan's replay, which CPE refined
+    assert like is not None and s.spills and (s.order != like.order) == moved
+    got, want = reordered(g, s, like), replay(g, s, caps, MODEL)
+    assert got is not None
+    for f in fields(want):
+        a, b = getattr(got, f.name), getattr(want, f.name)
+        assert ([tuple(x) for x in a] if f.name == "preds" else a) == (
+            [tuple(x) for x in b] if f.name == "preds" else b
+        ), f.name
+    # an order that turns one of the plan's edges round is replayed in full instead
+    src, dst = like.reuse_edges[0]
+    order = [v for v in s.order if v != src]
+    order.insert(order.index(dst) + 1, src)
+    assert reordered(g, Schedule(order, s.offsets, s.spills), like) is None
+    assert reordered(g, Schedule(s.order, s.offsets, s.spills[1:]), like) is None
 
 
 def test_dirty_spill_costs_both_ways():

@@ -49,4 +49,5 @@ def schedule_graph(
                 validate(graph, schedule, None, alignment, single_l0=True)
             else:
                 validate(graph, schedule, capacity, alignment)
-        return schedule, replay(graph, schedule, capacity, spill_model, alignment)
+        like, schedule.basis = schedule.basis, None  # NOTE: not kept alive with the schedule
+        return schedule, replay(graph, schedule, capacity, spill_model, alignment, like=like)

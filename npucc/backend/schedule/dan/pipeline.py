@@ -257,6 +257,8 @@ def dan(
                 t3 = time.perf_counter()
                 schedule = cpe(schedule, plans.replay(), overlap=overlap)
                 seconds["cpe"] = time.perf_counter() - t3
+            # NOTE: CPE keeps G2's edges, so the final replay is derived from the plan's
+            schedule.basis = plans.timed
     assert schedule is not None  # every stage above produces one
     schedule.method = "dan" if stage == "full" else f"dan-{stage}"
     schedule.seconds = seconds
