@@ -202,13 +202,15 @@ def replay(
     alignment: int = 1,
     base: ReplayBase | None = None,
     like: Replay | None = None,
+    checked: np.ndarray | None = None,
 ) -> Replay:
     """Apply replay rules 1-6 to a (legal) schedule; see `validate` for the legality check
     (`base`: replay_base(graph), if the caller replays the graph more than once; `like`: a
     replay of the graph with the schedule's offsets and spills, whose edges are taken over
-    when the schedule's order keeps them all, `reordered`)."""
+    when the schedule's order keeps them all, `reordered`; `checked`: what `validate`
+    returned for the schedule)."""
     del capacity, alignment  # legality is validate's job; kept for a uniform signature
-    r = None if like is None else reordered(graph, schedule, like)
+    r = None if like is None else reordered(graph, schedule, like, checked)
     if r is not None:
         return r
     r = _replay(graph, schedule, spill_model, None, base)
@@ -365,9 +367,12 @@ def _replay(
     )
 
 
-def reordered(graph: TileGraph, schedule: Schedule, like: Replay) -> Replay | None:
+def reordered(
+    graph: TileGraph, schedule: Schedule, like: Replay, checked: np.ndarray | None = None
+) -> Replay | None:
     """The replay of `schedule` derived from `like`, a replay of the same graph, offsets and
-    spills in another order; None unless the schedule's order keeps every edge of `like`.
+    spills in another order; None unless the schedule's order keeps every edge of `like`
+    (`checked`: what `validate` returned for the schedule, which checked the graph's edges).
 
     NOTE: such an order gives the same edges under rules 1 and 4: each user of a spilled buffer
     stays on its side of the SPILL_OUT/SPILL_IN pair, and at every address the occupancies
@@ -384,15 +389,21 @@ def reordered(graph: TileGraph, schedule: Schedule, like: Replay) -> Replay | No
         or schedule.offsets != like.offsets
     ):
         return None
-    try:
-        at = _positions(order, total, graph.name)
-    except ScheduleError:
-        return None
     preds = like.preds
-    counts = np.fromiter(map(len, preds), np.int64, total)
-    srcs = np.fromiter(chain.from_iterable(preds), np.int64, int(counts.sum()))
-    if (at[srcs] >= np.repeat(at, counts)).any():  # an edge that the order turns round
-        return None
+    if checked is None:
+        try:
+            at = _positions(order, total, graph.name)
+        except ScheduleError:
+            return None
+        counts = np.fromiter(map(len, preds), np.int64, total)
+        srcs = np.fromiter(chain.from_iterable(preds), np.int64, int(counts.sum()))
+        if (at[srcs] >= np.repeat(at, counts)).any():  # an edge that the order turns round
+            return None
+    else:  # the graph's own edges were checked: the spill and reuse edges are left
+        at = checked
+        extra = np.array([*like.spill_edges, *like.reuse_edges], np.int64).reshape(-1, 2)
+        if (at[extra[:, 0]] >= at[extra[:, 1]]).any():
+            return None
     position: list[int] = at.tolist()
     n = len(graph.nodes)
     res = Residency()
@@ -436,8 +447,9 @@ def validate(
     capacity: dict[str, int] | None,
     alignment: int = 1,
     single_l0: bool = False,
-) -> None:
-    """Raise ScheduleError unless the schedule is legal under the replay rules.
+) -> np.ndarray:
+    """Raise ScheduleError unless the schedule is legal under the replay rules; each node's
+    position in the order (for `replay(..., checked=)`).
 
     Checks: the order is a permutation and topological (original edges; spill structure of
     rule 1, i.e. ALLOC < OUT_1 < IN_1 < OUT_2 < ... < FREE and no use of a buffer while it is
@@ -504,12 +516,13 @@ def validate(
                 f"(positions {s}) ({name})"
             )
     for node in graph.nodes:
-        if node.op in ("ALLOC", "FREE"):
+        op = node.op
+        if op == "ALLOC" or op == "FREE":
             continue
         p = pos[node.id]
         for b in node.bufs:
             s = spans[b]
-            if len(s) == 2 and s[0] < p < s[1]:  # never spilled, used inside its lifetime
+            if s[0] < p < s[1] and len(s) == 2:  # never spilled, used inside its lifetime
                 continue
             j = bisect_left(s, p)
             if j % 2 == 0 or j >= len(s):
@@ -521,29 +534,34 @@ def validate(
     # memory: per tier, live ranges never overlap and stay within capacity
     live: dict[str, tuple[list[int], list[int], list[int]]] = {}
     where: dict[int, int] = {}
+    nodes, buffers, offsets = graph.nodes, graph.buffers, schedule.offsets
     for i, v in enumerate(order):
         if v < n:
-            node = graph.nodes[v]
+            node = nodes[v]
             op = node.op
-            if op not in ("ALLOC", "FREE"):
+            if op != "ALLOC" and op != "FREE":
                 continue
             b = node.bufs[0]
-            off = schedule.offsets[b]
+            off = offsets[b]
         else:
             b, off = spills[(v - n) // 2]
             op = "SPILL_OUT" if (v - n) % 2 == 0 else "SPILL_IN"
-        buf = graph.buffers[b]
-        starts, ends, owners = live.setdefault(buf.tier, ([], [], []))
+        buf = buffers[b]
+        tier = buf.tier
+        got = live.get(tier)
+        if got is None:
+            got = live[tier] = ([], [], [])
+        starts, ends, owners = got
         if not buf.size:
             continue
-        if op in ("FREE", "SPILL_OUT"):
+        if op == "FREE" or op == "SPILL_OUT":
             j = bisect_left(starts, where[b])
             while owners[j] != b:
                 j += 1
             del starts[j], ends[j], owners[j]
             continue
         lo, hi = off, off + buf.size
-        cap = None if capacity is None else capacity.get(buf.tier)
+        cap = None if capacity is None else capacity.get(tier)
         if capacity is not None and (cap is None or hi > cap):
             raise ScheduleError(
                 f"buffer {b} at [{lo}, {hi}) exceeds {buf.tier} capacity {cap} "
@@ -555,16 +573,17 @@ def validate(
                 f"(rule 7, node {v}, position {i}) ({name})"
             )
         j = bisect_left(starts, lo)
-        for k in (j - 1, j):
-            if 0 <= k < len(starts) and starts[k] < hi and lo < ends[k]:
-                raise ScheduleError(
-                    f"buffer {b} at {buf.tier}[{lo}, {hi}) overlaps live buffer {owners[k]} at "
-                    f"[{starts[k]}, {ends[k]}) ({op} node {v}, position {i}) ({name})"
-                )
+        k = j - 1 if j and lo < ends[j - 1] else j  # the live range below lo, else above
+        if k < len(starts) and starts[k] < hi and lo < ends[k]:
+            raise ScheduleError(
+                f"buffer {b} at {buf.tier}[{lo}, {hi}) overlaps live buffer {owners[k]} at "
+                f"[{starts[k]}, {ends[k]}) ({op} node {v}, position {i}) ({name})"
+            )
         starts.insert(j, lo)
         ends.insert(j, hi)
         owners.insert(j, b)
         where[b] = lo
+    return at
 
 
 def _positions(order: list[int], total: int, name: str) -> np.ndarray:

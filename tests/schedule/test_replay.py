@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 from tgraphs import CAPS, build, chain, two_loads
 
@@ -154,18 +155,24 @@ def test_replay_derived_from_the_plan_equals_a_full_replay(method, nodes, moved)
     s = SCHEDULERS[method](g, caps, MODEL, 1)
     like = s.basis  # the plan's replay, which CPE refined
     assert like is not None and s.spills and (s.order != like.order) == moved
-    got, want = reordered(g, s, like), replay(g, s, caps, MODEL)
-    assert got is not None
-    for f in fields(want):
-        a, b = getattr(got, f.name), getattr(want, f.name)
-        assert ([tuple(x) for x in a] if f.name == "preds" else a) == (
-            [tuple(x) for x in b] if f.name == "preds" else b
-        ), f.name
+    want = replay(g, s, caps, MODEL)
+    # the graph's edges checked here, or by validate (`checked`: its positions)
+    for got in (reordered(g, s, like), reordered(g, s, like, validate(g, s, caps))):
+        assert got is not None
+        for f in fields(want):
+            a, b = getattr(got, f.name), getattr(want, f.name)
+            assert ([tuple(x) for x in a] if f.name == "preds" else a) == (
+                [tuple(x) for x in b] if f.name == "preds" else b
+            ), f.name
     # an order that turns one of the plan's edges round is replayed in full instead
     src, dst = like.reuse_edges[0]
     order = [v for v in s.order if v != src]
     order.insert(order.index(dst) + 1, src)
-    assert reordered(g, Schedule(order, s.offsets, s.spills), like) is None
+    turned = Schedule(order, s.offsets, s.spills)
+    assert reordered(g, turned, like) is None
+    at = np.empty(len(order), np.int64)
+    at[order] = np.arange(len(order))  # (the graph's edges hold: a FREE is a leaf)
+    assert reordered(g, turned, like, at) is None
     assert reordered(g, Schedule(s.order, s.offsets, s.spills[1:]), like) is None
 
 

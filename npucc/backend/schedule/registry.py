@@ -44,10 +44,13 @@ def schedule_graph(
     with gc_paused():  # NOTE: see gc_paused; a 1e6-node graph is millions of objects
         scheduler = OVERLAP.get(method, SCHEDULERS[method]) if overlap else SCHEDULERS[method]
         schedule = scheduler(graph, capacity, spill_model, alignment)
+        checked = None
         if check:
             if method in UNBOUNDED:
-                validate(graph, schedule, None, alignment, single_l0=True)
+                checked = validate(graph, schedule, None, alignment, single_l0=True)
             else:
-                validate(graph, schedule, capacity, alignment)
+                checked = validate(graph, schedule, capacity, alignment)
         like, schedule.basis = schedule.basis, None  # NOTE: not kept alive with the schedule
-        return schedule, replay(graph, schedule, capacity, spill_model, alignment, like=like)
+        return schedule, replay(
+            graph, schedule, capacity, spill_model, alignment, like=like, checked=checked
+        )

@@ -20,7 +20,7 @@ from npucc.backend.schedule.scan import (
     topo_order,
 )
 from npucc.errors import NpuccError
-from npucc.ir.replay import Replay, replay, replay_base, replay_within
+from npucc.ir.replay import Replay, reordered, replay, replay_base, replay_within
 from npucc.ir.schedule import Schedule
 from npucc.ir.tiled import TileGraph
 from npucc.target.cost import SpillModel
@@ -126,8 +126,12 @@ class _Plans:
         timed = None
         if self.key == key:  # a tie: makespan, peak, then the ORDERS index decide
             best = self.replay()
-            # NOTE: a plan slower than the best loses, so its replay stops once it is
-            timed = replay_within(self.graph, cand, self.model, best.makespan, self.base)
+            # NOTE: a plan with the best's spills and offsets whose order keeps the best's
+            # edges (SPILL_INs prefetched) is replayed from the best's replay (`reordered`);
+            # else a plan slower than the best loses, so its replay stops once it is
+            timed = reordered(self.graph, cand, best)
+            if timed is None:
+                timed = replay_within(self.graph, cand, self.model, best.makespan, self.base)
             if timed is None or (timed.makespan, timed.peak, index) >= (
                 best.makespan,
                 best.peak,
