@@ -207,11 +207,13 @@ def replay(
     """Apply replay rules 1-6 to a (legal) schedule; see `validate` for the legality check
     (`base`: replay_base(graph), if the caller replays the graph more than once; `like`: a
     replay of the graph with the schedule's offsets and spills, whose edges are taken over
-    when the schedule's order keeps them all, `reordered`; `checked`: what `validate`
+    when the schedule's order keeps them all, `keeps_edges`; `checked`: what `validate`
     returned for the schedule)."""
     del capacity, alignment  # legality is validate's job; kept for a uniform signature
-    r = None if like is None else reordered(graph, schedule, like, checked)
-    if r is not None:
+    at = None if like is None else keeps_edges(graph, schedule, like, checked)
+    if like is not None and at is not None:
+        r = reordered(graph, schedule, like, at)
+        assert r is not None  # NOTE: only a makespan bound stops it
         return r
     r = _replay(graph, schedule, spill_model, None, base)
     assert r is not None  # NOTE: only a makespan bound stops a replay
@@ -367,20 +369,13 @@ def _replay(
     )
 
 
-def reordered(
+def keeps_edges(
     graph: TileGraph, schedule: Schedule, like: Replay, checked: np.ndarray | None = None
-) -> Replay | None:
-    """The replay of `schedule` derived from `like`, a replay of the same graph, offsets and
-    spills in another order; None unless the schedule's order keeps every edge of `like`
-    (`checked`: what `validate` returned for the schedule, which checked the graph's edges).
-
-    NOTE: such an order gives the same edges under rules 1 and 4: each user of a spilled buffer
-    stays on its side of the SPILL_OUT/SPILL_IN pair, and at every address the occupancies
-    (ALLOC or SPILL_IN to FREE or SPILL_OUT), chained by the reuse edges, keep their sequence,
-    so each takes over from the same release. Positions, timing and residency are re-derived.
-    """
-    nodes = like.nodes
-    total = len(nodes)
+) -> np.ndarray | None:
+    """The positions of `schedule`'s order if `like` is a replay of the same graph, offsets
+    and spills whose every edge that order keeps, else None (`checked`: what `validate`
+    returned for the schedule, which checked the graph's edges); see `reordered`."""
+    total = len(like.nodes)
     order = schedule.order
     if (
         like.graph is not graph
@@ -404,6 +399,28 @@ def reordered(
         extra = np.array([*like.spill_edges, *like.reuse_edges], np.int64).reshape(-1, 2)
         if (at[extra[:, 0]] >= at[extra[:, 1]]).any():
             return None
+    return at
+
+
+def reordered(
+    graph: TileGraph, schedule: Schedule, like: Replay, at: np.ndarray, within: int | None = None
+) -> Replay | None:
+    """The replay of `schedule` derived from `like` (`at`: keeps_edges(graph, schedule, like));
+    with `within`, None if its makespan is above that (as `replay_within`).
+
+    NOTE: an order that keeps every edge of `like` gives the same edges under rules 1 and 4:
+    each user of a spilled buffer stays on its side of the SPILL_OUT/SPILL_IN pair, and at
+    every address the occupancies (ALLOC or SPILL_IN to FREE or SPILL_OUT), chained by the
+    reuse edges, keep their sequence, so each takes over from the same release. Positions,
+    timing and residency are re-derived.
+    """
+    nodes = like.nodes
+    order = schedule.order
+    preds = like.preds
+    start, finish = in_order(order, [v.cycles for v in nodes], [v.pipe for v in nodes], preds)
+    makespan = max(finish, default=0)
+    if within is not None and makespan > within:
+        return None
     position: list[int] = at.tolist()
     n = len(graph.nodes)
     res = Residency()
@@ -419,7 +436,6 @@ def reordered(
         homes[b] = [(position[graph.alloc_of[b]], like.offsets[b])]
     for k, (b, off) in enumerate(like.spill_plan):
         homes[b].append((position[n + 2 * k + 1], off))
-    start, finish = in_order(order, [v.cycles for v in nodes], [v.pipe for v in nodes], preds)
     return Replay(
         graph=graph,
         nodes=nodes,
@@ -428,7 +444,7 @@ def reordered(
         reuse_edges=sorted(like.reuse_edges, key=lambda e: position[e[1]]),
         start=start,
         finish=finish,
-        makespan=max(finish, default=0),
+        makespan=makespan,
         peak=res.peak,
         residency=res.peaks,
         extra_ddr=like.extra_ddr,

@@ -7,6 +7,7 @@ from npucc.backend.schedule.registry import SCHEDULERS, schedule_graph
 from npucc.ir import replay as replay_mod
 from npucc.ir.replay import (
     ScheduleError,
+    keeps_edges,
     reordered,
     replay,
     replay_base,
@@ -157,8 +158,13 @@ def test_replay_derived_from_the_plan_equals_a_full_replay(method, nodes, moved)
     assert like is not None and s.spills and (s.order != like.order) == moved
     want = replay(g, s, caps, MODEL)
     # the graph's edges checked here, or by validate (`checked`: its positions)
-    for got in (reordered(g, s, like), reordered(g, s, like, validate(g, s, caps))):
+    for checked in (None, validate(g, s, caps)):
+        at = keeps_edges(g, s, like, checked)
+        assert at is not None
+        got = reordered(g, s, like, at)
         assert got is not None
+        assert reordered(g, s, like, at, want.makespan) is not None
+        assert reordered(g, s, like, at, want.makespan - 1) is None  # slower than the bound
         for f in fields(want):
             a, b = getattr(got, f.name), getattr(want, f.name)
             assert ([tuple(x) for x in a] if f.name == "preds" else a) == (
@@ -169,11 +175,11 @@ def test_replay_derived_from_the_plan_equals_a_full_replay(method, nodes, moved)
     order = [v for v in s.order if v != src]
     order.insert(order.index(dst) + 1, src)
     turned = Schedule(order, s.offsets, s.spills)
-    assert reordered(g, turned, like) is None
+    assert keeps_edges(g, turned, like) is None
     at = np.empty(len(order), np.int64)
     at[order] = np.arange(len(order))  # (the graph's edges hold: a FREE is a leaf)
-    assert reordered(g, turned, like, at) is None
-    assert reordered(g, Schedule(s.order, s.offsets, s.spills[1:]), like) is None
+    assert keeps_edges(g, turned, like, at) is None
+    assert keeps_edges(g, Schedule(s.order, s.offsets, s.spills[1:]), like) is None
 
 
 def test_dirty_spill_costs_both_ways():

@@ -20,7 +20,14 @@ from npucc.backend.schedule.scan import (
     topo_order,
 )
 from npucc.errors import NpuccError
-from npucc.ir.replay import Replay, reordered, replay, replay_base, replay_within
+from npucc.ir.replay import (
+    Replay,
+    keeps_edges,
+    reordered,
+    replay,
+    replay_base,
+    replay_within,
+)
 from npucc.ir.schedule import Schedule
 from npucc.ir.tiled import TileGraph
 from npucc.target.cost import SpillModel
@@ -129,8 +136,10 @@ class _Plans:
             # NOTE: a plan with the best's spills and offsets whose order keeps the best's
             # edges (SPILL_INs prefetched) is replayed from the best's replay (`reordered`);
             # else a plan slower than the best loses, so its replay stops once it is
-            timed = reordered(self.graph, cand, best)
-            if timed is None:
+            kept = keeps_edges(self.graph, cand, best)
+            if kept is not None:
+                timed = reordered(self.graph, cand, best, kept, best.makespan)
+            else:
                 timed = replay_within(self.graph, cand, self.model, best.makespan, self.base)
             if timed is None or (timed.makespan, timed.peak, index) >= (
                 best.makespan,
