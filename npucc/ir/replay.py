@@ -10,7 +10,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Hashable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain
 
 import numpy as np
@@ -53,6 +53,7 @@ class Replay:
     offsets: dict[int, int]  # buffer -> offset at ALLOC
     position: list[int]  # augmented node id -> index in order
     preds: list[Sequence[int]]  # per augmented node: its sources over `edges`, in that order
+    spill_plan: list[tuple[int, int]]  # the schedule's spills
 
     def edges(self) -> Iterator[tuple[int, int]]:
         """All augmented edges: original, then spill, then address-reuse."""
@@ -132,6 +133,7 @@ class ReplayBase:
     use_node: np.ndarray | None = None  # every (node, buffer) use outside ALLOC/FREE, by node id
     use_buf: np.ndarray | None = None
     scans: int = 0  # users() answered by a scan of the nodes
+    known: dict[int, list[int]] = field(default_factory=dict)  # users() found so far
 
     def pipe_work(self) -> dict[Hashable, int]:
         """Per pipe: the cycles of the graph nodes on it."""
@@ -143,10 +145,16 @@ class ReplayBase:
         return self.busy
 
     def users(self, bufs: set[int]) -> dict[int, list[int]]:
-        """Non-ALLOC/FREE graph nodes using each buffer of `bufs`, in id order."""
+        """Non-ALLOC/FREE graph nodes using each buffer of `bufs`, in id order (fresh lists)."""
+        known = self.known
+        missing = [b for b in bufs if b not in known]
+        if missing:
+            known.update(self._find(set(missing)))
+        return {b: known[b][:] for b in sorted(bufs)}
+
+    def _find(self, bufs: set[int]) -> dict[int, list[int]]:
+        """`users` of the buffers not asked for before."""
         users: dict[int, list[int]] = {b: [] for b in sorted(bufs)}
-        if not bufs:
-            return users
         if self.use_node is None and not self.scans:  # one scan until a second replay asks
             self.scans += 1
             for node in self.graph.nodes:
@@ -193,10 +201,20 @@ def replay(
     spill_model: SpillModel,
     alignment: int = 1,
     base: ReplayBase | None = None,
+    like: Replay | None = None,
+    checked: np.ndarray | None = None,
 ) -> Replay:
     """Apply replay rules 1-6 to a (legal) schedule; see `validate` for the legality check
-    (`base`: replay_base(graph), if the caller replays the graph more than once)."""
+    (`base`: replay_base(graph), if the caller replays the graph more than once; `like`: a
+    replay of the graph with the schedule's offsets and spills, whose edges are taken over
+    when the schedule's order keeps them all, `keeps_edges`; `checked`: what `validate`
+    returned for the schedule)."""
     del capacity, alignment  # legality is validate's job; kept for a uniform signature
+    at = None if like is None else keeps_edges(graph, schedule, like, checked)
+    if like is not None and at is not None:
+        r = reordered(graph, schedule, like, at)
+        assert r is not None  # NOTE: only a makespan bound stops it
+        return r
     r = _replay(graph, schedule, spill_model, None, base)
     assert r is not None  # NOTE: only a makespan bound stops a replay
     return r
@@ -232,9 +250,7 @@ def _replay(
     order = schedule.order
     if len(order) != total:
         raise ScheduleError(f"order has {len(order)} nodes, expected {total} ({graph.name})")
-    position = [0] * total
-    for i, v in enumerate(order):
-        position[v] = i
+    position = _positions(order, total, graph.name).tolist()
 
     # rule 1: spill edges
     spills_of: dict[int, list[int]] = {}
@@ -349,6 +365,95 @@ def _replay(
         offsets=offsets,
         position=position,
         preds=preds,
+        spill_plan=spills,
+    )
+
+
+def keeps_edges(
+    graph: TileGraph, schedule: Schedule, like: Replay, checked: np.ndarray | None = None
+) -> np.ndarray | None:
+    """The positions of `schedule`'s order if `like` is a replay of the same graph, offsets
+    and spills whose every edge that order keeps, else None (`checked`: what `validate`
+    returned for the schedule, which checked the graph's edges); see `reordered`."""
+    total = len(like.nodes)
+    order = schedule.order
+    if (
+        like.graph is not graph
+        or len(order) != total
+        or schedule.spills != like.spill_plan
+        or schedule.offsets != like.offsets
+    ):
+        return None
+    preds = like.preds
+    if checked is None:
+        try:
+            at = _positions(order, total, graph.name)
+        except ScheduleError:
+            return None
+        counts = np.fromiter(map(len, preds), np.int64, total)
+        srcs = np.fromiter(chain.from_iterable(preds), np.int64, int(counts.sum()))
+        if (at[srcs] >= np.repeat(at, counts)).any():  # an edge that the order turns round
+            return None
+    else:  # the graph's own edges were checked: the spill and reuse edges are left
+        at = checked
+        extra = np.array([*like.spill_edges, *like.reuse_edges], np.int64).reshape(-1, 2)
+        if (at[extra[:, 0]] >= at[extra[:, 1]]).any():
+            return None
+    return at
+
+
+def reordered(
+    graph: TileGraph, schedule: Schedule, like: Replay, at: np.ndarray, within: int | None = None
+) -> Replay | None:
+    """The replay of `schedule` derived from `like` (`at`: keeps_edges(graph, schedule, like));
+    with `within`, None if its makespan is above that (as `replay_within`).
+
+    NOTE: an order that keeps every edge of `like` gives the same edges under rules 1 and 4:
+    each user of a spilled buffer stays on its side of the SPILL_OUT/SPILL_IN pair, and at
+    every address the occupancies (ALLOC or SPILL_IN to FREE or SPILL_OUT), chained by the
+    reuse edges, keep their sequence, so each takes over from the same release. Positions,
+    timing and residency are re-derived.
+    """
+    nodes = like.nodes
+    order = schedule.order
+    preds = like.preds
+    start, finish = in_order(order, [v.cycles for v in nodes], [v.pipe for v in nodes], preds)
+    makespan = max(finish, default=0)
+    if within is not None and makespan > within:
+        return None
+    position: list[int] = at.tolist()
+    n = len(graph.nodes)
+    res = Residency()
+    buffers = graph.buffers
+    for v in order:
+        if v < n:
+            op = nodes[v].op
+            if op == "ALLOC" or op == "FREE":
+                buf = buffers[nodes[v].bufs[0]]
+                (res.alloc if op == "ALLOC" else res.free)(buf.tier, buf.size)
+    homes: dict[int, list[tuple[int, int]]] = {}
+    for b in like.homes:
+        homes[b] = [(position[graph.alloc_of[b]], like.offsets[b])]
+    for k, (b, off) in enumerate(like.spill_plan):
+        homes[b].append((position[n + 2 * k + 1], off))
+    return Replay(
+        graph=graph,
+        nodes=nodes,
+        order=order,
+        spill_edges=like.spill_edges,
+        reuse_edges=sorted(like.reuse_edges, key=lambda e: position[e[1]]),
+        start=start,
+        finish=finish,
+        makespan=makespan,
+        peak=res.peak,
+        residency=res.peaks,
+        extra_ddr=like.extra_ddr,
+        spills=like.spills,
+        homes=homes,
+        offsets=like.offsets,
+        position=position,
+        preds=preds,
+        spill_plan=like.spill_plan,
     )
 
 
@@ -358,8 +463,9 @@ def validate(
     capacity: dict[str, int] | None,
     alignment: int = 1,
     single_l0: bool = False,
-) -> None:
-    """Raise ScheduleError unless the schedule is legal under the replay rules.
+) -> np.ndarray:
+    """Raise ScheduleError unless the schedule is legal under the replay rules; each node's
+    position in the order (for `replay(..., checked=)`).
 
     Checks: the order is a permutation and topological (original edges; spill structure of
     rule 1, i.e. ALLOC < OUT_1 < IN_1 < OUT_2 < ... < FREE and no use of a buffer while it is
@@ -426,12 +532,13 @@ def validate(
                 f"(positions {s}) ({name})"
             )
     for node in graph.nodes:
-        if node.op in ("ALLOC", "FREE"):
+        op = node.op
+        if op == "ALLOC" or op == "FREE":
             continue
         p = pos[node.id]
         for b in node.bufs:
             s = spans[b]
-            if len(s) == 2 and s[0] < p < s[1]:  # never spilled, used inside its lifetime
+            if s[0] < p < s[1] and len(s) == 2:  # never spilled, used inside its lifetime
                 continue
             j = bisect_left(s, p)
             if j % 2 == 0 or j >= len(s):
@@ -443,29 +550,34 @@ def validate(
     # memory: per tier, live ranges never overlap and stay within capacity
     live: dict[str, tuple[list[int], list[int], list[int]]] = {}
     where: dict[int, int] = {}
+    nodes, buffers, offsets = graph.nodes, graph.buffers, schedule.offsets
     for i, v in enumerate(order):
         if v < n:
-            node = graph.nodes[v]
+            node = nodes[v]
             op = node.op
-            if op not in ("ALLOC", "FREE"):
+            if op != "ALLOC" and op != "FREE":
                 continue
             b = node.bufs[0]
-            off = schedule.offsets[b]
+            off = offsets[b]
         else:
             b, off = spills[(v - n) // 2]
             op = "SPILL_OUT" if (v - n) % 2 == 0 else "SPILL_IN"
-        buf = graph.buffers[b]
-        starts, ends, owners = live.setdefault(buf.tier, ([], [], []))
+        buf = buffers[b]
+        tier = buf.tier
+        got = live.get(tier)
+        if got is None:
+            got = live[tier] = ([], [], [])
+        starts, ends, owners = got
         if not buf.size:
             continue
-        if op in ("FREE", "SPILL_OUT"):
+        if op == "FREE" or op == "SPILL_OUT":
             j = bisect_left(starts, where[b])
             while owners[j] != b:
                 j += 1
             del starts[j], ends[j], owners[j]
             continue
         lo, hi = off, off + buf.size
-        cap = None if capacity is None else capacity.get(buf.tier)
+        cap = None if capacity is None else capacity.get(tier)
         if capacity is not None and (cap is None or hi > cap):
             raise ScheduleError(
                 f"buffer {b} at [{lo}, {hi}) exceeds {buf.tier} capacity {cap} "
@@ -477,16 +589,17 @@ def validate(
                 f"(rule 7, node {v}, position {i}) ({name})"
             )
         j = bisect_left(starts, lo)
-        for k in (j - 1, j):
-            if 0 <= k < len(starts) and starts[k] < hi and lo < ends[k]:
-                raise ScheduleError(
-                    f"buffer {b} at {buf.tier}[{lo}, {hi}) overlaps live buffer {owners[k]} at "
-                    f"[{starts[k]}, {ends[k]}) ({op} node {v}, position {i}) ({name})"
-                )
+        k = j - 1 if j and lo < ends[j - 1] else j  # the live range below lo, else above
+        if k < len(starts) and starts[k] < hi and lo < ends[k]:
+            raise ScheduleError(
+                f"buffer {b} at {buf.tier}[{lo}, {hi}) overlaps live buffer {owners[k]} at "
+                f"[{starts[k]}, {ends[k]}) ({op} node {v}, position {i}) ({name})"
+            )
         starts.insert(j, lo)
         ends.insert(j, hi)
         owners.insert(j, b)
         where[b] = lo
+    return at
 
 
 def _positions(order: list[int], total: int, name: str) -> np.ndarray:

@@ -8,8 +8,12 @@ finish times, the metrics) once, for every scheduler, every benchmark and codege
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from npucc.target import Target
+
+if TYPE_CHECKING:
+    from npucc.ir.replay import Replay
 
 UNBOUNDED = ("dan-mpas",)  # ordering-only methods: validated by rule 7 instead of capacities
 
@@ -23,6 +27,9 @@ class Schedule:
     spills: list[tuple[int, int]] = field(default_factory=list)  # (buffer, new offset), in order
     method: str = ""  # name of the scheduler that produced it
     seconds: dict[str, float] = field(default_factory=dict)  # wall time per stage
+    # NOTE: a replay of the same offsets and spills in an order whose augmented edges this
+    # order keeps (CPE's input), from which `replay` derives this order's (`replay(..., like=)`)
+    basis: Replay | None = field(default=None, repr=False, compare=False)
 
 
 def capacities(target: Target) -> dict[str, int]:

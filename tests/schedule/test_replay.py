@@ -1,10 +1,19 @@
+import numpy as np
 import pytest
 from tgraphs import CAPS, build, chain, two_loads
 
 from npucc.backend.schedule.original import bounds, original
 from npucc.backend.schedule.registry import SCHEDULERS, schedule_graph
 from npucc.ir import replay as replay_mod
-from npucc.ir.replay import ScheduleError, replay, replay_base, replay_within, validate
+from npucc.ir.replay import (
+    ScheduleError,
+    keeps_edges,
+    reordered,
+    replay,
+    replay_base,
+    replay_within,
+    validate,
+)
 from npucc.ir.schedule import Schedule
 from npucc.target.cost import TraceSpillModel
 
@@ -132,6 +141,45 @@ def test_replay_base_shared_and_remaining_work_stops_early():
     finally:
         replay_mod.in_order = original
     assert len(timed) == 1 < len(r.order) // max(timed)
+
+
+@pytest.mark.parametrize(
+    ("method", "nodes", "moved"), [("dan", 2000, False), ("dan-lru", 5000, True)]
+)
+def test_replay_derived_from_the_plan_equals_a_full_replay(method, nodes, moved):
+    from dataclasses import fields
+
+    from npucc.tools.dan_synthetic import synthetic_graph
+
+    g = synthetic_graph(nodes, seed=2)
+    caps = dict(CAPS, L1=1024)  # it spills
+    s = SCHEDULERS[method](g, caps, MODEL, 1)
+    like = s.basis  # the plan's replay, which CPE refined
+    assert like is not None and s.spills and (s.order != like.order) == moved
+    want = replay(g, s, caps, MODEL)
+    # the graph's edges checked here, or by validate (`checked`: its positions)
+    for checked in (None, validate(g, s, caps)):
+        at = keeps_edges(g, s, like, checked)
+        assert at is not None
+        got = reordered(g, s, like, at)
+        assert got is not None
+        assert reordered(g, s, like, at, want.makespan) is not None
+        assert reordered(g, s, like, at, want.makespan - 1) is None  # slower than the bound
+        for f in fields(want):
+            a, b = getattr(got, f.name), getattr(want, f.name)
+            assert ([tuple(x) for x in a] if f.name == "preds" else a) == (
+                [tuple(x) for x in b] if f.name == "preds" else b
+            ), f.name
+    # an order that turns one of the plan's edges round is replayed in full instead
+    src, dst = like.reuse_edges[0]
+    order = [v for v in s.order if v != src]
+    order.insert(order.index(dst) + 1, src)
+    turned = Schedule(order, s.offsets, s.spills)
+    assert keeps_edges(g, turned, like) is None
+    at = np.empty(len(order), np.int64)
+    at[order] = np.arange(len(order))  # (the graph's edges hold: a FREE is a leaf)
+    assert keeps_edges(g, turned, like, at) is None
+    assert keeps_edges(g, Schedule(s.order, s.offsets, s.spills[1:]), like) is None
 
 
 def test_dirty_spill_costs_both_ways():

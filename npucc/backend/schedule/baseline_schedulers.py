@@ -48,7 +48,10 @@ def _full(graph, capacity, spill_model, alignment, order, victim=None) -> Schedu
         s = dlr(graph, order, capacity, spill_model, alignment)
     else:
         s = LinearScan(graph, order, capacity, alignment, "cold").run(victim)
-    return cpe(s, replay(graph, s, capacity, spill_model, alignment))
+    r = replay(graph, s, capacity, spill_model, alignment)
+    out = cpe(s, r)
+    out.basis = r  # NOTE: CPE keeps the plan's edges (replay(..., like=))
+    return out
 
 
 def mpas_memory(graph, capacity, spill_model, alignment=1) -> Schedule:

@@ -48,9 +48,13 @@ def schedule_graph(
             schedule = OVERLAP[method](graph, capacity, spill_model, alignment, overlap=overlap)
         else:
             schedule = SCHEDULERS[method](graph, capacity, spill_model, alignment)
+        checked = None
         if check:
             if method in UNBOUNDED:
-                validate(graph, schedule, None, alignment, single_l0=True)
+                checked = validate(graph, schedule, None, alignment, single_l0=True)
             else:
-                validate(graph, schedule, capacity, alignment)
-        return schedule, replay(graph, schedule, capacity, spill_model, alignment)
+                checked = validate(graph, schedule, capacity, alignment)
+        like, schedule.basis = schedule.basis, None  # NOTE: not kept alive with the schedule
+        return schedule, replay(
+            graph, schedule, capacity, spill_model, alignment, like=like, checked=checked
+        )

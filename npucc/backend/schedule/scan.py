@@ -31,7 +31,7 @@ USES_CHUNK = 4096  # Uses indexes at least this many positions at a time
 def topo_order(graph: TileGraph) -> list[int]:
     """The topological order taking the smallest ready id first (the ids, if topological)."""
     n = len(graph.nodes)
-    if all(s < d for s, d in graph.edges()):
+    if _forward(graph.succs):
         return list(range(n))
     indeg = [len(p) for p in graph.preds]
     ready = [v for v in range(n) if not indeg[v]]
@@ -49,6 +49,15 @@ def topo_order(graph: TileGraph) -> list[int]:
         stuck = min(v for v in range(n) if indeg[v])
         raise NpuccError(f"graph has a cycle through node {stuck} ({graph.name})")
     return order
+
+
+def _forward(succs: list[list[int]]) -> bool:
+    """Does every edge go from a lower id to a higher one?"""
+    for v, outs in enumerate(succs):
+        for w in outs:
+            if w <= v:
+                return False
+    return True
 
 
 class Uses:

@@ -20,7 +20,14 @@ from npucc.backend.schedule.scan import (
     topo_order,
 )
 from npucc.errors import NpuccError
-from npucc.ir.replay import Replay, replay, replay_base, replay_within
+from npucc.ir.replay import (
+    Replay,
+    keeps_edges,
+    reordered,
+    replay,
+    replay_base,
+    replay_within,
+)
 from npucc.ir.schedule import Schedule
 from npucc.ir.tiled import TileGraph
 from npucc.target.cost import SpillModel
@@ -126,8 +133,14 @@ class _Plans:
         timed = None
         if self.key == key:  # a tie: makespan, peak, then the ORDERS index decide
             best = self.replay()
-            # NOTE: a plan slower than the best loses, so its replay stops once it is
-            timed = replay_within(self.graph, cand, self.model, best.makespan, self.base)
+            # NOTE: a plan with the best's spills and offsets whose order keeps the best's
+            # edges (SPILL_INs prefetched) is replayed from the best's replay (`reordered`);
+            # else a plan slower than the best loses, so its replay stops once it is
+            kept = keeps_edges(self.graph, cand, best)
+            if kept is not None:
+                timed = reordered(self.graph, cand, best, kept, best.makespan)
+            else:
+                timed = replay_within(self.graph, cand, self.model, best.makespan, self.base)
             if timed is None or (timed.makespan, timed.peak, index) >= (
                 best.makespan,
                 best.peak,
@@ -258,6 +271,8 @@ def dan(
                 t3 = time.perf_counter()
                 schedule = cpe(schedule, plans.replay(), overlap=overlap)
                 seconds["cpe"] = time.perf_counter() - t3
+            # NOTE: CPE keeps G2's edges, so the final replay is derived from the plan's
+            schedule.basis = plans.timed
     assert schedule is not None  # every stage above produces one
     schedule.method = "dan" if stage == "full" else f"dan-{stage}"
     schedule.seconds = seconds
