@@ -78,23 +78,29 @@ def plan_flags(replay: Replay, first_flag: int = 0) -> Flags:
     sets: dict[int, list[str]] = {}
     waits: dict[int, list[str]] = {}
     position = replay.position.__getitem__
+    # `format_flag(names[uq], names[q], n)` is prefix[uq][q] + n (queue index -1: ctrl)
+    prefix = [[format_flag(src, dst, 0)[:-1] for dst in names] for src in names]
+    # NOTE: a vector in `known` is never changed in place once stored: a node without flags
+    # shares its pipe predecessor's until it sets its own entry (a copy), a ctrl node's may
+    # be `zeros` itself
     for v in replay.order:
         q = queue[v]
         if q >= 0:
             prev = last_on_pipe[q]
-            base = known[prev][:] if prev >= 0 else zeros[:]
-            seq[v] = base[q] + 1
+            base = known[prev] if prev >= 0 else zeros
+            mine = seq[v] = base[q] + 1
         else:
-            base = zeros[:]
+            base = zeros
         near = preds[v]
         if len(near) > 1:  # NOTE: positions are distinct: latest first, whatever the edge order
             near = sorted(set(near), key=position, reverse=True)
+        fresh = False  # whether `base` is this node's own list
         for u in near:
             uq = queue[u]
             if uq >= 0 and base[uq] >= seq[u]:
                 continue
             count += 1
-            item = format_flag(names[uq], names[q], count)
+            item = prefix[uq][q] + str(count)
             if u in sets:
                 sets[u].append(item)
             else:
@@ -104,8 +110,11 @@ def plan_flags(replay: Replay, first_flag: int = 0) -> Flags:
             else:
                 waits[v] = [item]
             base = list(map(max, base, known[u]))
+            fresh = True
         if q >= 0:
-            base[q] = seq[v]
+            if not fresh:
+                base = base[:]
+            base[q] = mine
             last_on_pipe[q] = v
         known[v] = base
     return Flags(waits, sets, count)
@@ -219,7 +228,7 @@ def render_core(
             bar.update(done + i)
         node = replay.nodes[v]
         waits, sets = flags.waits.get(v), flags.sets.get(v)
-        sync = format_sync(waits or (), sets or ()) if waits or sets else ""
+        sync = format_sync(waits or (), sets or ())
         if node.pipe is None:
             if node.op == "BARRIER":
                 lines.append(format_line("barrier", "", sync))

@@ -276,9 +276,12 @@ def match_flag(spec: str, core: At) -> tuple[str, At, str, At, int] | None:
     return _NAMES.get(src, src), src_at, _NAMES.get(dst, dst), dst_at, int(num)
 
 
-def format_sync(waits: Iterable[str], sets: Iterable[str]) -> str:
-    """`wait FLAG ... set FLAG ...` from flag texts."""
-    return " ".join([*(f"wait {w}" for w in waits), *(f"set {s}" for s in sets)])
+def format_sync(waits: Sequence[str], sets: Sequence[str]) -> str:
+    """`wait FLAG ... set FLAG ...` from flag texts (one join per verb: codegen's every line)."""
+    if not sets:
+        return "wait " + " wait ".join(waits) if waits else ""
+    text = "set " + " set ".join(sets)
+    return "wait " + " wait ".join(waits) + " " + text if waits else text
 
 
 def sync_pairs(sync: str) -> tuple[list[tuple[str, str]], str | None]:

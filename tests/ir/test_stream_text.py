@@ -141,6 +141,10 @@ def test_operand_event_shape_and_line_records():
     assert line == "  MTE2 copy x=1 | wait a>b#1 set b>c#2"
     assert split_line(line.strip()) == ("MTE2", "copy x=1", True, " wait a>b#1 set b>c#2")
     assert format_line("barrier", "", "") == "  barrier"
+    two = format_sync(["a>b#1", "c>d#3"], ["b>c#2", "d>e#4"])
+    assert two == "wait a>b#1 wait c>d#3 set b>c#2 set d>e#4"
+    assert format_sync(["a>b#1"], []) == "wait a>b#1" and format_sync((), ["b>c#2"]) == "set b>c#2"
+    assert format_sync((), ()) == ""
     assert sync_pairs(" wait a>b#1 set") == ([("wait", "a>b#1")], "set")
     assert format_stream(["h"], ["t"], [(0, 1, ["  l"])]) == "h\nt\ncore 0 1\n  l\nend\n"
 

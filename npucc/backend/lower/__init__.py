@@ -26,6 +26,7 @@ from npucc.backend.lower.cascade import (
     Cascades,
     Chains,
     band_graph,
+    layer_spans,
     paying,
     plan_chains,
     trials,
@@ -94,13 +95,14 @@ def lower_graph(
         return base
     chains = plan_chains(graph, target)
     program = base
+    before = layer_spans(base) if chains else []
     while chains:
         cascades = band_graph(graph, chains, target)
         try:
             banded = _lower_cascaded(ctx, placement, cascades, work, memo)
         except ReservedFitError:
             return base
-        kept = paying(chains, base, banded)
+        kept = paying(chains, before, banded)
         if kept == chains:
             program = banded
             break

@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, replace
+from typing import Any
 
 from npucc.backend.lower.context import LowerContext
 from npucc.backend.lower.l0_tiles import MatTiles, acc_group, candidates, l0c_fits
@@ -140,9 +141,15 @@ def _dma(ctx: LowerContext, path: str, elems: int, noc: bool = False) -> int:
 
 
 def block_cost(
-    ctx: LowerContext, shape: CubeShape, plan: Blocking, blocks: list[MBlock]
+    ctx: LowerContext,
+    shape: CubeShape,
+    plan: Blocking,
+    blocks: list[MBlock],
+    memo: dict[Hashable, Any] | None = None,
 ) -> tuple[int, int, int]:
-    """(cycles, bytes moved, DMAs) of a layer lowered by `plan` over the M blocks `blocks`.
+    """(cycles, bytes moved, DMAs) of a layer lowered by `plan` over the M blocks `blocks`
+    (`memo`: what the prices of one layer's plans share, kept by the caller while `blocks`
+    lives).
 
     Cycles: the busiest pipe's on the busiest core (the layer's units, stationary blocks with
     their streams, spread round-robin over its cores), or the DDR bound of its DDR bytes if
@@ -164,11 +171,12 @@ def block_cost(
     if shape.bias:
         w_cyc += sum(cn * _dma(ctx, "DDR_L1", nb * shape.bias_elems, w_noc) for nb, cn in n_pieces)
         w_el += shape.n * shape.bias_elems
-    x_cyc = x_el = 0
-    for b in blocks if not shape.x_onchip else ():
-        for kb, ck in x_pieces:
-            x_cyc += ck * _dma(ctx, "DDR_L1", b.x_elems(kb, shape.k_quantum) - b.slack, x_noc)
-            x_el += ck * (b.x_elems(kb, shape.k_quantum) - b.slack)
+    if memo is None:
+        memo = {}
+    key = (id(blocks), *x_pieces)
+    if key not in memo:
+        memo[key] = _x_cost(ctx, shape, blocks, x_pieces)
+    x_cyc, x_el = memo[key]
     w_dmas = n_blocks * k_blocks * (1 + int(shape.bias))
     if plan.order == "ws":  # W once per chunk, X once per N block
         passes_w, passes_x, units = plan.chunks, n_blocks, n_blocks * plan.chunks
@@ -176,7 +184,12 @@ def block_cost(
         passes_w, passes_x, units = len(blocks), plan.chunks, len(blocks) * plan.chunks
     else:  # both once per output block
         passes_w, passes_x, units = len(blocks), n_blocks, len(blocks) * n_blocks
-    pipes = _tile_pipes(ctx, shape, plan, blocks)
+    # NOTE: the tiles' pipes read of the plan only its L0 tile, N block, whether K is blocked
+    # and where the bias is added
+    key = (id(blocks), plan.tiles, plan.nb, plan.kb < shape.k, plan.cube_bias)
+    if key not in memo:
+        memo[key] = _tile_pipes(ctx, shape, plan, blocks)
+    pipes = dict(memo[key])
     pipes["MTE2"] += w_cyc * passes_w + x_cyc * passes_x
     x_dmas = 0 if shape.x_onchip else len(blocks) * len(x_pieces) * passes_x
     dmas = w_dmas * passes_w + x_dmas + pipes.pop("dmas")
@@ -197,6 +210,19 @@ def block_cost(
     fill = 0 if shape.x_onchip else _dma(ctx, "DDR_L1", x0, x_noc)
     cycles = max(math.ceil(busiest), ddr_bound(ctx.target, reads, writes)) + fill
     return cycles, moved, dmas
+
+
+def _x_cost(
+    ctx: LowerContext, shape: CubeShape, blocks: list[MBlock], x_pieces: list[tuple[int, int]]
+) -> tuple[int, int]:
+    """Cycles and elements of one pass over every X block, in K pieces `x_pieces`."""
+    x_noc = shape.noc[0]
+    x_cyc = x_el = 0
+    for b in blocks if not shape.x_onchip else ():
+        for kb, ck in x_pieces:
+            x_cyc += ck * _dma(ctx, "DDR_L1", b.x_elems(kb, shape.k_quantum) - b.slack, x_noc)
+            x_el += ck * (b.x_elems(kb, shape.k_quantum) - b.slack)
+    return x_cyc, x_el
 
 
 def _tile_pipes(
@@ -290,14 +316,20 @@ def choose_blocking(
     """
     scored: list[Scored] = []
     held: list[Scored] = []
+    made: dict[tuple[MatTiles, int], list[MBlock]] = {}  # (L0 tile, count) -> its M blocks
+    memo: dict[Hashable, Any] = {}  # block_cost's (while every M blocks in `made` lives)
     for t in tiles:
         for count in candidates(max_m_tiles):
-            blocks = m_blocks(t, count)
-            if count > 1 and len(blocks) == len(m_blocks(t, count // 2)):
-                continue  # no fewer blocks than half as many tiles each
+            blocks = made[t, count] = m_blocks(t, count)
+            if count > 1:
+                half = made.get((t, count // 2))
+                if half is None:
+                    half = made[t, count // 2] = m_blocks(t, count // 2)
+                if len(blocks) == len(half):
+                    continue  # no fewer blocks than half as many tiles each
             for plan, once in _plans(ctx, shape, t, count, blocks):
                 for bias_plan in (plan, replace(plan, cube_bias=True))[: 1 + shape.float_bias]:
-                    cost = (block_cost(ctx, shape, bias_plan, blocks), bias_plan, blocks)
+                    cost = (block_cost(ctx, shape, bias_plan, blocks, memo), bias_plan, blocks)
                     (held if once else scored).append(cost)
     if not scored:
         raise AssertionError("no blocking fits although its one-tile blocking does")

@@ -387,7 +387,7 @@ def _band(out: Graph, graph: Graph, name: str, rows: Rows, tag: str = "") -> str
     return band
 
 
-def _spans(program: TiledProgram) -> list[tuple[int, int]]:
+def layer_spans(program: TiledProgram) -> list[tuple[int, int]]:
     """Per run of consecutive nodes of one source layer, in lowering order (a layer, or a
     band of it): that layer and the run's cycles, the larger of its busiest pipe's and its
     longest chain of dependent nodes (the DMA latencies a short band cannot hide).
@@ -421,12 +421,12 @@ def _spans(program: TiledProgram) -> list[tuple[int, int]]:
     return spans
 
 
-def paying(chains: Chains, base: TiledProgram, banded: TiledProgram) -> Chains:
+def paying(chains: Chains, before: list[tuple[int, int]], banded: TiledProgram) -> Chains:
     """The chains whose bands, as lowered in `banded`, take fewer cycles than their layers in
-    `base` (the program without cascades), each layer or band timed by its busiest pipe or
-    its longest dependent chain; none if they all do but the whole program does not (a
-    chain's image and output stay in DDR, which may cost other layers resident inputs or a
-    concat folded in place).
+    the program without cascades (`before`: its `layer_spans`), each layer or band timed by
+    its busiest pipe or its longest dependent chain; none if they all do but the whole
+    program does not (a chain's image and output stay in DDR, which may cost other layers
+    resident inputs or a concat folded in place).
 
     NOTE: the lowering goes layer after layer (band after band), and a layer's first DMAs
     wait for the previous one's last writes: the sum over layers of each one's busiest pipe
@@ -439,7 +439,7 @@ def paying(chains: Chains, base: TiledProgram, banded: TiledProgram) -> Chains:
     the cube or, for a depthwise conv, the vector unit) and adds the bands' latencies, so
     whether it pays is measured on both lowerings, not guessed.
     """
-    before, after = _spans(base), _spans(banded)
+    after = layer_spans(banded)
     kept: Chains = {}
     for first, (end, *_) in chains.items():
         old = sum(c for layer, c in before if first <= layer < end)

@@ -32,7 +32,7 @@ from npucc.backend.lower.context import (
     split,
 )
 from npucc.backend.lower.conv_geom import ConvGeom, conv_geometry
-from npucc.backend.lower.dwcube import CubeShare, cube_plan
+from npucc.backend.lower.dwcube import CubePlan, CubeShare, cube_plan
 from npucc.backend.lower.layout import budget, coalesce, fill_window
 from npucc.backend.lower.memo import once
 from npucc.errors import NpuccError
@@ -166,7 +166,16 @@ def lower_vector_conv(ctx: LowerContext, layer: Layer) -> None:
     best = 0
     if g.cg == g.cog == 1 and ctx.target.cores == 1 and g.group > 1:
         cost = flow_bound(ctx, layer, lower_vector_only)
+        # NOTE: a split reads its share only through its cube plan: one whose plan an earlier
+        # split had (or none: all on the vector unit) emits the same nodes, so its flow is no
+        # less than the best so far and it is not tried
+        ub = budget(ctx, layer, "UB") // 8
+        tried: set[CubePlan | None] = {None}
         for frac in CUBE_FRACTIONS:
+            plan = cube_plan(ctx, g, int(g.group * frac), ub)
+            if plan in tried:
+                continue
+            tried.add(plan)
             c = flow_bound(ctx, layer, _lower_split, int(g.group * frac))
             if c < cost:
                 best, cost = int(g.group * frac), c

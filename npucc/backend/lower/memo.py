@@ -76,7 +76,7 @@ def scratch(layer: Layer, sig: Signature) -> tuple[Graph, Layer]:
     _, _, (ins, outs), types = sig
     graph = Graph("scratch")
     for i, (shape, dtype, quant, const) in enumerate(types):
-        data = np.zeros(shape, np.float32) if const else None
+        data = np.broadcast_to(np.float32(0), shape) if const else None  # no bytes per element
         graph.add_tensor(Tensor(f"t{i}", shape, dtype, data, quant))
     one = Layer("scratch", layer.op, [f"t{i}" if i >= 0 else "" for i in ins],
                 [f"t{i}" for i in outs], dict(layer.attrs))  # fmt: skip
