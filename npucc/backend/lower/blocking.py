@@ -140,9 +140,14 @@ def _dma(ctx: LowerContext, path: str, elems: int, noc: bool = False) -> int:
 
 
 def block_cost(
-    ctx: LowerContext, shape: CubeShape, plan: Blocking, blocks: list[MBlock]
+    ctx: LowerContext,
+    shape: CubeShape,
+    plan: Blocking,
+    blocks: list[MBlock],
+    tiled: dict[tuple, dict[str, int]] | None = None,
 ) -> tuple[int, int, int]:
-    """(cycles, bytes moved, DMAs) of a layer lowered by `plan` over the M blocks `blocks`.
+    """(cycles, bytes moved, DMAs) of a layer lowered by `plan` over the M blocks `blocks`
+    (`tiled`: `_tile_pipes` of the plans priced so far over these blocks, by `_tiling`).
 
     Cycles: the busiest pipe's on the busiest core (the layer's units, stationary blocks with
     their streams, spread round-robin over its cores), or the DDR bound of its DDR bytes if
@@ -176,7 +181,14 @@ def block_cost(
         passes_w, passes_x, units = len(blocks), plan.chunks, len(blocks) * plan.chunks
     else:  # both once per output block
         passes_w, passes_x, units = len(blocks), n_blocks, len(blocks) * n_blocks
-    pipes = _tile_pipes(ctx, shape, plan, blocks)
+    if tiled is None:
+        pipes = _tile_pipes(ctx, shape, plan, blocks)
+    else:
+        key = _tiling(shape, plan)
+        known = tiled.get(key)
+        if known is None:
+            known = tiled[key] = _tile_pipes(ctx, shape, plan, blocks)
+        pipes = dict(known)
     pipes["MTE2"] += w_cyc * passes_w + x_cyc * passes_x
     x_dmas = 0 if shape.x_onchip else len(blocks) * len(x_pieces) * passes_x
     dmas = w_dmas * passes_w + x_dmas + pipes.pop("dmas")
@@ -258,6 +270,11 @@ def _tile_pipes(
     return {**p, "dmas": dmas, "res_bytes": res_bytes, "out_bytes": out_bytes}
 
 
+def _tiling(shape: CubeShape, plan: Blocking) -> tuple[MatTiles, int, bool, bool]:
+    """What `_tile_pipes` reads of a plan over given M blocks (not its order, chunks or `xk`)."""
+    return plan.tiles, plan.nb, plan.kb < shape.k, plan.cube_bias
+
+
 def _single_l0c(ctx: LowerContext, plan: Blocking, k: int) -> bool:
     """Whether an output block's accumulators (kept in L0C across K blocks) exceed L0C's
     share: the next block's cannot be placed until they drain (block_cost then adds the
@@ -295,9 +312,10 @@ def choose_blocking(
             blocks = m_blocks(t, count)
             if count > 1 and len(blocks) == len(m_blocks(t, count // 2)):
                 continue  # no fewer blocks than half as many tiles each
+            tiled: dict[tuple, dict[str, int]] = {}  # shared by plans of other orders, chunks
             for plan, once in _plans(ctx, shape, t, count, blocks):
                 for bias_plan in (plan, replace(plan, cube_bias=True))[: 1 + shape.float_bias]:
-                    cost = (block_cost(ctx, shape, bias_plan, blocks), bias_plan, blocks)
+                    cost = (block_cost(ctx, shape, bias_plan, blocks, tiled), bias_plan, blocks)
                     (held if once else scored).append(cost)
     if not scored:
         raise AssertionError("no blocking fits although its one-tile blocking does")
