@@ -72,6 +72,7 @@ class ExecCostModel:
 
     graph: Graph
     target: Target
+    memo: dict = field(default_factory=dict)  # the lowerings' (`profile_layer`)
     _srcs: list[tuple[int | None, ...]] = field(default_factory=list)  # producer per input
     _origin: list[tuple[int | None, ...]] = field(default_factory=list)  # the same, past views
     _data: list[tuple[int, ...]] = field(default_factory=list)  # non-const input classes
@@ -361,7 +362,9 @@ class ExecCostModel:
         prof = self._profiles.get(key)
         if prof is None:
             graph, layer = self.part(index, n)
-            prof = self._profiles[key] = profile_layer(graph, layer, self.target, single, noc)
+            prof = self._profiles[key] = profile_layer(
+                graph, layer, self.target, single, noc, self.memo
+            )
         self._by_layer[(index, n, single, noc)] = prof
         return prof
 

@@ -188,14 +188,20 @@ def layer_signature(graph: Graph, layer: Layer, single: bool) -> tuple:
 
 
 def profile_layer(
-    graph: Graph, layer: Layer, target: Target, single: bool, noc: tuple[int, ...] = ()
+    graph: Graph,
+    layer: Layer,
+    target: Target,
+    single: bool,
+    noc: tuple[int, ...] = (),
+    memo: dict | None = None,
 ) -> LayerProfile:
     """Lower one layer through the real tilers, every tile on one core.
 
     `single` lowers it as on a one-core rectangle (some tilers then load a broadcast operand
     once for all tiles); otherwise as on a larger rectangle. `noc`: the operands (positions in
     (*inputs, *outputs)) the plan keeps on chip, which the tilers know (their copies stay DDR
-    copies here, re-priced by the caller).
+    copies here, re-priced by the caller). `memo`: what lowerings of a layer signature compute
+    alike (`LowerContext.memo`), shared with other profiles and lowerings of the compile.
     """
     program = TiledProgram(graph.name, target)
     names = (*layer.inputs, *layer.outputs)
@@ -204,7 +210,8 @@ def profile_layer(
     builders = [TileBuilder(tile_graph, target, 0)]
     if not single:
         builders.append(TileBuilder(TileGraph("unused"), target, 1))
-    lctx = ProfileContext(graph, program, MeshBuilder(builders), target)
+    shared = {} if memo is None else memo
+    lctx = ProfileContext(graph, program, MeshBuilder(builders), target, memo=shared)
     lctx.begin_layer(tuple(range(len(builders))))
     lower = LOWERINGS.get(layer.op)
     if lower is None:
