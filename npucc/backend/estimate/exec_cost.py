@@ -36,7 +36,9 @@ from npucc.backend.estimate.list_schedule import (
     schedule,
 )
 from npucc.backend.estimate.profile import (
+    CoreShape,
     LayerProfile,
+    contracted,
     core_timing,
     layer_signature,
     operand_positions,
@@ -99,9 +101,8 @@ class ExecCostModel:
     _core_of: dict[tuple, LayerTiming] = field(default_factory=dict)
     # (profile, cores, core) -> the core's nodes and the number of their shape
     _core_nodes: dict[tuple, tuple[list[int], int]] = field(default_factory=dict)
-    _shapes: list[tuple[list[int | None], list[tuple[int, ...]], list[int]]] = field(
-        default_factory=list
-    )  # by number
+    # by number: the nodes `contracted` keeps and their shape
+    _shapes: list[tuple[list[int], CoreShape]] = field(default_factory=list)
     _shape_ids: dict[str, int] = field(default_factory=dict)  # repr of a shape -> its number
     # a closing flag's cycles by the footprint ids of reader and writer
     _flags: dict[int, dict[int, int]] = field(default_factory=dict)
@@ -353,17 +354,19 @@ class ExecCostModel:
         local = self._core_nodes.get((id(prof), cores, core))
         if local is None:
             nodes, pipe, preds, classes = prof.core_nodes(cores, core)
-            shaped = (pipe, preds, classes)
-            shape = self._shape_ids.setdefault(repr(shaped), len(self._shapes))
+            shape = self._shape_ids.setdefault(repr((pipe, preds, classes)), len(self._shapes))
             if shape == len(self._shapes):
-                self._shapes.append(shaped)
-            local = self._core_nodes[(id(prof), cores, core)] = (nodes, shape)
+                self._shapes.append(contracted(pipe, preds, classes))
+            keep = self._shapes[shape][0]
+            local = self._core_nodes[(id(prof), cores, core)] = ([nodes[i] for i in keep], shape)
         nodes, shape = local
         duration = prof.cycles
         key = (shape, tuple([cycles.get(v, duration[v]) for v in nodes]))
         value = self._core.get(key)
         if value is None:
-            value = self._core[key] = core_timing(list(key[1]), *self._shapes[shape])
+            pipe, preds, classes = self._shapes[shape][1]
+            timed = [*key[1], *[0] * (len(pipe) - len(nodes))]  # its last node: contracted ones
+            value = self._core[key] = core_timing(timed, pipe, preds, classes)
         self._core_of[mine] = value
         return value
 
