@@ -25,10 +25,14 @@ IRType = type | tuple[type, ...]  # what isinstance accepts
 
 @dataclass(slots=True)
 class CompileContext:
-    """What every pass may read besides its fields: the target, and the statistics collected."""
+    """What every pass may read besides its fields: the target, the statistics collected and
+    the work passes share."""
 
     target: Target
     stats: dict[str, Any] = field(default_factory=dict)  # figures passes report
+    # what the lowerings of one compile compute alike per layer signature (lower.memo.once):
+    # the planner's profiles and the lowering share it
+    memo: dict[Any, Any] = field(default_factory=dict)
 
 
 class Pass:

@@ -54,8 +54,16 @@ class PlanOptions:
     sa_goal: float = 0.0  # SA stops at the first plan priced at or below this EDP
 
 
-def plan_graph(graph: Graph, target: Target, options: PlanOptions, **params: Any) -> MeshPlan:
-    """Plan a graph on a mesh target; `params` override MeshParams fields (e.g. elem_bytes)."""
+def plan_graph(
+    graph: Graph,
+    target: Target,
+    options: PlanOptions,
+    memo: dict[Any, Any] | None = None,
+    **params: Any,
+) -> MeshPlan:
+    """Plan a graph on a mesh target; `memo`: the compile's (CompileContext.memo), which the
+    estimate's profiles share with the lowering; `params` override MeshParams fields (e.g.
+    elem_bytes)."""
     if options.method not in METHODS:
         raise NpuccError(f"unknown search '{options.method}' (one of {', '.join(METHODS)})")
     if options.estimate not in ESTIMATES:
@@ -73,7 +81,9 @@ def plan_graph(graph: Graph, target: Target, options: PlanOptions, **params: Any
     mesh = MeshParams.from_target(target, **params)
     wl = workload_from_graph(graph, options.batch)
     start = time.perf_counter()
-    execution = ExecCostModel(graph, target) if options.estimate == "exec" else None
+    execution = None
+    if options.estimate == "exec":
+        execution = ExecCostModel(graph, target, {} if memo is None else memo)
     # NOTE: price None is the SET-aligned model (with its incremental step-cost memos); the
     # beam memoises its prices itself, the baselines revisit plans through `cache`
     exact = None if execution is None else execution.best_edp
@@ -149,7 +159,7 @@ class HypercutPass(Pass):
             beam,
             self.sa_iterations,
         )
-        plan = plan_graph(ir, ctx.target, options)
+        plan = plan_graph(ir, ctx.target, options, ctx.memo)
         cost, analytic = plan.cost, plan.analytic
         ctx.stats["hypercut"] = {
             "method": options.method,

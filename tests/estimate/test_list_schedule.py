@@ -8,6 +8,7 @@ from npucc.backend.estimate.list_schedule import (
     LayerRun,
     LayerTiming,
     RunCost,
+    channel_bound,
     decisive,
     schedule,
 )
@@ -42,3 +43,22 @@ def test_a_run_ends_and_hands_on_alike_with_its_decisive_timings_only() -> None:
         tail = max(t.mte2_tail for t in timings)  # NOTE: of every timing, as RunCost's
         assert schedule(target, [first, second, _run(kept, srcs, ((0, 4),), tail), after]) == whole
     assert pruned > 0
+
+
+def test_the_channel_bound_is_a_lower_bound_of_the_latency() -> None:
+    target = load_target("mesh8x8")
+    rng = random.Random(5)
+    for _ in range(300):
+        runs = []
+        for k in range(rng.randint(1, 6)):
+            timings = tuple(_timing(rng) for _ in range(rng.randint(1, 3)))
+            srcs = tuple(((rng.randint(0, k), rng.randint(0, 9)),) for _ in range(2))
+            cost = RunCost(timings, 1.0, 64, rng.randint(0, 50), rng.randint(0, 50), 0)
+            a = rng.randint(0, 60)
+            runs.append(
+                LayerRun(cost, ((a, a + rng.randint(1, 4)),), (0, 0, 0, 1), (1, 2), srcs, 0)
+            )
+        bound = channel_bound(target, [run.cost for run in runs])
+        assert bound == sum(run.cost.lead_held + run.cost.rest_held for run in runs)
+        assert bound <= schedule(target, runs)
+    assert channel_bound(load_target("davinci-core"), [runs[0].cost]) == 0  # no shared channel

@@ -1,10 +1,10 @@
-"""The estimate's per-core replay (npucc.backend.estimate.profile.core_timing)."""
+"""The estimate's per-core replay (npucc.backend.estimate.profile.core_timing, contracted)."""
 
 from __future__ import annotations
 
 import random
 
-from npucc.backend.estimate.profile import MTE2, core_timing
+from npucc.backend.estimate.profile import MTE2, contracted, core_timing
 from npucc.target.timing import in_order
 
 
@@ -44,3 +44,30 @@ def test_core_timing_matches_one_replay_per_class() -> None:
         assert (timing.cold, timing.mte2_tail, timing.tails) == _by_replays(
             duration, pipe, preds, classes
         )
+
+
+def test_a_contracted_core_times_alike_with_fewer_nodes() -> None:
+    rng = random.Random(11)
+    fewer = 0
+    for _ in range(400):
+        n = rng.randint(0, 40)
+        pipe: list[int | None] = [rng.choice([None, None, 0, 1, MTE2]) for _ in range(n)]
+        duration = [rng.randint(0, 9) for _ in range(n)]
+        preds = [tuple(rng.sample(range(v), min(v, rng.randint(0, 3)))) for v in range(n)]
+        classes = [rng.choice([1, 2, 4, 6, 8, 3]) for _ in range(n)]
+        keep, (pipe2, preds2, classes2) = contracted(pipe, preds, classes)
+        timed = [duration[v] for v in keep] + [0] * (len(pipe2) - len(keep))
+        assert core_timing(timed, pipe2, preds2, classes2) == core_timing(
+            duration, pipe, preds, classes
+        )
+        assert all(pipe[v] is None for v in set(range(n)) - set(keep))  # only pipe-less go
+        fewer += len(pipe2) < n
+    assert fewer > 200  # pipe-less nodes joining no two nodes to two others are gone
+
+
+def test_a_core_with_a_forward_predecessor_is_not_contracted() -> None:
+    pipe: list[int | None] = [None, 0, None]
+    preds = [(2,), (0,), (1,)]
+    keep, shape = contracted(pipe, preds, [1, 2, 4])
+    assert keep == [0, 1, 2]
+    assert shape == (pipe, preds, [1, 2, 4])

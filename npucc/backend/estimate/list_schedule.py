@@ -8,6 +8,7 @@ the runs of a plan and states the rules).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
@@ -56,6 +57,14 @@ def farthest(box: tuple[int, int, int, int], core: tuple[int, int]) -> tuple[int
 
 READY = (0, 0, 0, 0)  # a graph input's box: in DDR from the start (finish 0, flag from core 0,0)
 READY_AT = -1  # ... and its footprint id
+
+
+def channel_bound(target: Target, costs: Iterable[RunCost]) -> int:
+    """A lower bound of `schedule`'s latency for runs of these costs: on a shared DDR channel
+    the cycles their bytes hold it, one run after another (0 without one)."""
+    if not DdrChannel(target).shared:
+        return 0
+    return sum(cost.lead_held + cost.rest_held for cost in costs)
 
 
 def schedule(target: Target, runs: list[LayerRun]) -> int:

@@ -111,6 +111,7 @@ class LayerProfile:
 
 MTE2 = PIPES.index("MTE2")
 CoreNodes = tuple[list[int], list[int | None], list[tuple[int, ...]], list[int]]
+CoreShape = tuple[list[int | None], list[tuple[int, ...]], list[int]]  # pipes, preds, classes
 
 
 def core_timing(
@@ -174,6 +175,57 @@ def core_timing(
     return LayerTiming(cold, cold - mte2 if mte2 else cold, tails)
 
 
+def contracted(
+    pipe: list[int | None], preds: list[tuple[int, ...]], classes: list[int]
+) -> tuple[list[int], CoreShape]:
+    """The nodes 0.. of a core (pipes, predecessors, classes) with the pipe-less nodes that
+    join no two nodes to two others contracted away, as `core_timing` times them alike: which
+    nodes stay (in order) and their shape, plus a last pipe-less node of no cycles holding the
+    classes of the contracted nodes that reach no node.
+
+    A contracted node takes no time: each successor waits for its predecessors instead, and
+    takes its classes (its tail is its successors' longest); with no successor its tail is 0.
+    NOTE: on light ResNet-50 mesh8x8 the timed nodes drop from 2.88 M to 1.24 M.
+    """
+    n = len(pipe)
+    ps = [dict.fromkeys(p) for p in preds]
+    if any(u >= v for v in range(n) for u in ps[v]):  # not in lowering order: as they are
+        return list(range(n)), (list(pipe), list(preds), list(classes))
+    ss: list[dict[int, None]] = [{} for _ in range(n)]
+    for v in range(n):
+        for u in ps[v]:
+            ss[u][v] = None
+    mask = list(classes)
+    alive = [True] * n
+    zero = 0
+    for v in range(n - 1, -1, -1):
+        if pipe[v] is not None or (len(ps[v]) >= 2 and len(ss[v]) >= 2):
+            continue
+        alive[v] = False
+        for u in ps[v]:
+            del ss[u][v]
+        if not ss[v]:
+            zero |= mask[v]
+        for w in ss[v]:
+            mask[w] |= mask[v]
+            del ps[w][v]
+            for u in ps[v]:
+                ps[w][u] = None
+                ss[u][w] = None
+    keep = [v for v in range(n) if alive[v]]
+    pos = {v: i for i, v in enumerate(keep)}
+    shape: CoreShape = (
+        [pipe[v] for v in keep],
+        [tuple(sorted(pos[u] for u in ps[v])) for v in keep],
+        [mask[v] for v in keep],
+    )
+    if zero:
+        shape[0].append(None)
+        shape[1].append(())
+        shape[2].append(zero)
+    return keep, shape
+
+
 def layer_signature(graph: Graph, layer: Layer, single: bool) -> tuple:
     """What the lowering of a layer depends on: op, operand shapes and kinds, attributes, and
     which operands are one tensor (x * x has one input class, x * y two)."""
@@ -188,14 +240,20 @@ def layer_signature(graph: Graph, layer: Layer, single: bool) -> tuple:
 
 
 def profile_layer(
-    graph: Graph, layer: Layer, target: Target, single: bool, noc: tuple[int, ...] = ()
+    graph: Graph,
+    layer: Layer,
+    target: Target,
+    single: bool,
+    noc: tuple[int, ...] = (),
+    memo: dict | None = None,
 ) -> LayerProfile:
     """Lower one layer through the real tilers, every tile on one core.
 
     `single` lowers it as on a one-core rectangle (some tilers then load a broadcast operand
     once for all tiles); otherwise as on a larger rectangle. `noc`: the operands (positions in
     (*inputs, *outputs)) the plan keeps on chip, which the tilers know (their copies stay DDR
-    copies here, re-priced by the caller).
+    copies here, re-priced by the caller). `memo`: what lowerings of a layer signature compute
+    alike (`LowerContext.memo`), shared with other profiles and lowerings of the compile.
     """
     program = TiledProgram(graph.name, target)
     names = (*layer.inputs, *layer.outputs)
@@ -204,7 +262,8 @@ def profile_layer(
     builders = [TileBuilder(tile_graph, target, 0)]
     if not single:
         builders.append(TileBuilder(TileGraph("unused"), target, 1))
-    lctx = ProfileContext(graph, program, MeshBuilder(builders), target)
+    shared = {} if memo is None else memo
+    lctx = ProfileContext(graph, program, MeshBuilder(builders), target, memo=shared)
     lctx.begin_layer(tuple(range(len(builders))))
     lower = LOWERINGS.get(layer.op)
     if lower is None:

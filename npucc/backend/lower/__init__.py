@@ -86,7 +86,7 @@ def lower_graph(
     if not resident and one_core:
         folds = fold_concats(graph, residency)
     args = (graph, ctx, placement, onchip, slices, staged or {})
-    memo: Memo = {}  # what every lowering of a layer signature computes alike (memo.once)
+    memo: Memo = ctx.memo  # what every lowering of a layer signature computes alike (memo.once)
     try:
         base = _lower_all(*args, residency, folds, work, memo)
     except ReservedFitError:

@@ -171,10 +171,11 @@ def program_work(program: TiledProgram) -> Work:
     )
 
 
-def scheduled_usage(scheduled: ScheduledProgram) -> Usage:
-    """The predicted makespan, per-pipe busy cycles and DDR traffic of a scheduled program."""
+def scheduled_usage(scheduled: ScheduledProgram, makespan: int | None = None) -> Usage:
+    """The predicted makespan (`makespan`, if the caller has it), per-pipe busy cycles and DDR
+    traffic of a scheduled program."""
     target = scheduled.program.target
-    usage = Usage(scheduled.makespan)
+    usage = Usage(scheduled.makespan if makespan is None else makespan)
     for _, rep in scheduled.schedules:
         busy = dict.fromkeys(PIPES, 0)
         for node in rep.nodes:
@@ -185,10 +186,12 @@ def scheduled_usage(scheduled: ScheduledProgram) -> Usage:
     return usage
 
 
-def scheduled_roofline(scheduled: ScheduledProgram) -> Roofline:
-    """The roofline of a compiled program, timed by its predicted makespan."""
+def scheduled_roofline(scheduled: ScheduledProgram, makespan: int | None = None) -> Roofline:
+    """The roofline of a compiled program, timed by its predicted makespan (`makespan`, if the
+    caller has it: a mesh's is a replay of every core)."""
     program = scheduled.program
-    return roofline(program.target, program_work(program), scheduled_usage(scheduled))
+    usage = scheduled_usage(scheduled, makespan)
+    return roofline(program.target, program_work(program), usage)
 
 
 def stream_roofline(stream: Stream, makespan: int) -> Roofline:

@@ -67,12 +67,12 @@ class SchedulePass(Pass):
                         f"alone) and its layout does not fit the target: {exc}; use dan"
                     ) from None
         scheduled = ScheduledProgram(ir, schedules)
-        ctx.stats["predicted_makespan"] = scheduled.makespan
+        makespan = ctx.stats["predicted_makespan"] = scheduled.makespan
         ctx.stats["spills"] = sum(r.spills for _, r in schedules)
         peaks = merge_peaks(r.residency for _, r in schedules)  # npucc.ir.residency
         ctx.stats["peak"] = peaks
         ctx.stats["peak_l1_ub"] = peaks.get(COMBINED, 0)
         ctx.stats["extra_ddr"] = sum(r.extra_ddr for _, r in schedules)
-        ctx.stats["roofline"] = scheduled_roofline(scheduled).as_dict()
+        ctx.stats["roofline"] = scheduled_roofline(scheduled, makespan).as_dict()
         ctx.stats["layers"] = rows_as_dicts(layer_table(scheduled))
         return scheduled
