@@ -25,6 +25,7 @@ from npucc.target.timing import in_order
 L0_TIERS = ("L0A", "L0B", "L0C")
 CLEAN_OP = "COPY_IN"  # a buffer used by this op still has its data in DDR (rule 2)
 SMALL_WINDOW = 16  # LabelMap.coldest over at most this many ranges: slices, not a deque
+NUMPY_WINDOW = 96  # ... over more than this many: numpy, a sparse table of range maxima
 CHUNKS = 32  # replay_within times the order in this many pieces
 MIN_CHUNK = 4096  # ... of at least this many nodes
 
@@ -652,6 +653,8 @@ class LabelMap:
                 return None
             if i == j or starts[i] >= lo + size:  # the first offset meets no labelled range
                 return (-1, lo)
+            if j - i > NUMPY_WINDOW:
+                return self._coldest_np(i, j, lo, hi, size, al)
             offsets = [lo]
             for k in range(i, j):
                 x = starts[k]
@@ -663,10 +666,53 @@ class LabelMap:
             if last > offsets[-1]:
                 offsets.append(last)
             return self._window_min(i, j, offsets, size)
+        if j - i > NUMPY_WINDOW:
+            return self._coldest_np(i, j, lo, hi, size, al)
         inner = [x for x in self.starts[i:j] if x > lo] + [x for x in self.ends[i:j] if x < hi]
         cands = {off for x in inner if (off := -(-x // al) * al) <= last}  # align_up, inlined
         cands.update(off for off in (align_up(lo, al), last // al * al) if lo <= off <= last)
         return self._window_min(i, j, sorted(cands), size)
+
+    def _coldest_np(
+        self, i: int, j: int, lo: int, hi: int, size: int, al: int
+    ) -> tuple[int, int] | None:
+        """`coldest` over ranges i..j-1 with numpy: the same offsets, each window's latest
+        from a sparse table of range maxima (O(R log R + C), no Python loop per range)."""
+        starts = np.array(self.starts[i:j], np.int64)
+        ends = np.array(self.ends[i:j], np.int64)
+        label = np.array(self.label[i:j], np.int64)
+        last = hi - size
+        # disjoint sorted ranges: their starts and ends interleaved ascend, and stay so aligned
+        bounds = np.stack((starts, ends), axis=1).ravel()
+        bounds = bounds[(bounds > lo) & (bounds < hi)]
+        bounds = -(-bounds // al) * al  # align_up
+        bounds = bounds[: np.searchsorted(bounds, last, "right")]
+        first, top = -(-lo // al) * al, last // al * al  # aligned lo and last, if inside
+        offs = np.concatenate((np.array([first] if first <= last else [], np.int64), bounds,
+                               np.array([top] if top >= lo else [], np.int64)))  # fmt: skip
+        if not len(offs):
+            return None
+        offs = offs[np.concatenate(([True], offs[1:] != offs[:-1]))]  # distinct
+        a = np.searchsorted(ends, offs, "right")  # the first range ending past the offset
+        b = np.searchsorted(starts, offs + size, "left")  # the first starting past its end
+        width = b - a
+        latest = np.full(len(offs), -1, np.int64)
+        some = width > 0
+        if some.any():
+            aw, bw, ww = a[some], b[some], width[some]
+            n = len(label)
+            levels = int(ww.max()).bit_length()  # level k holds the maxima of 2**k ranges
+            table = np.empty((levels, n), np.int64)
+            table[0] = label
+            for k in range(1, levels):
+                half = 1 << (k - 1)
+                table[k, : n - 2 * half + 1] = np.maximum(
+                    table[k - 1, : n - 2 * half + 1], table[k - 1, half : n - half + 1]
+                )
+            level = np.frexp(ww)[1] - 1  # floor(log2(width)), exact
+            latest[some] = np.maximum(table[level, aw], table[level, bw - (1 << level)])
+        k = int(np.argmin(latest))
+        return int(latest[k]), int(offs[k])
 
     def _window_min(self, i: int, j: int, offsets: list[int], size: int) -> tuple[int, int] | None:
         """The least (latest over [off, off+size), off) for ascending offsets, ranges i..j-1."""

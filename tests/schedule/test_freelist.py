@@ -1,5 +1,6 @@
 import random
 
+from npucc.ir import replay
 from npucc.ir.replay import LabelMap, align_up
 
 
@@ -55,3 +56,24 @@ def test_assign_and_put_match_a_per_address_map():
                 cover[s:e] = [x] * (e - s)
             assert cover == at
             assert all(e <= s for e, s in zip(m.ends[:-1], m.starts[1:], strict=True))
+
+
+def test_coldest_numpy_path_matches_brute_force(monkeypatch):
+    # many ranges per query: the numpy path (a sparse table of range maxima) answers
+    rng = random.Random(2)
+    for _ in range(60):
+        cap, al = rng.choice([3000, 20000]), rng.choice([1, 8, 32])
+        m = LabelMap()
+        for _ in range(rng.randint(100, 400)):
+            lo = rng.randrange(cap)
+            m.put(lo, min(cap, lo + rng.randint(1, rng.choice([40, cap // 8]))), rng.randrange(90))
+        for _ in range(10):
+            lo = rng.randrange(cap // 4)
+            hi = rng.randint(cap // 2, cap)
+            size = rng.randint(1, rng.choice([64, hi - lo + 2]))
+            monkeypatch.setattr(replay, "NUMPY_WINDOW", len(m.starts))  # the Python paths
+            slow = m.coldest(lo, hi, size, al)
+            monkeypatch.setattr(replay, "NUMPY_WINDOW", 0)
+            fast = m.coldest(lo, hi, size, al)
+            assert fast == slow == brute_coldest(m, lo, hi, size, al)
+            assert fast is None or all(type(x) is int for x in fast)
