@@ -1,7 +1,7 @@
 import random
 
-from npucc.ir import replay
-from npucc.ir.replay import LabelMap, align_up
+from npucc.ir import labelmap
+from npucc.ir.labelmap import LabelMap, align_up
 
 
 def brute_coldest(m: LabelMap, lo: int, hi: int, size: int, al: int) -> tuple[int, int] | None:
@@ -71,9 +71,9 @@ def test_coldest_numpy_path_matches_brute_force(monkeypatch):
             lo = rng.randrange(cap // 4)
             hi = rng.randint(cap // 2, cap)
             size = rng.randint(1, rng.choice([64, hi - lo + 2]))
-            monkeypatch.setattr(replay, "NUMPY_WINDOW", len(m.starts))  # the Python paths
+            monkeypatch.setattr(labelmap, "NUMPY_WINDOW", len(m.starts))  # the Python paths
             slow = m.coldest(lo, hi, size, al)
-            monkeypatch.setattr(replay, "NUMPY_WINDOW", 0)
+            monkeypatch.setattr(labelmap, "NUMPY_WINDOW", 0)
             fast = m.coldest(lo, hi, size, al)
             assert fast == slow == brute_coldest(m, lo, hi, size, al)
             assert fast is None or all(type(x) is int for x in fast)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
-from npucc.ir.replay import LabelMap, align_up
+from npucc.ir.labelmap import LabelMap, align_up
 
 
 class FreeList:

@@ -20,7 +20,7 @@ from operator import attrgetter
 
 from npucc.backend.schedule.freelist import FreeList
 from npucc.errors import NpuccError
-from npucc.ir.replay import LabelMap
+from npucc.ir.labelmap import LabelMap
 from npucc.ir.schedule import Schedule
 from npucc.ir.tiled import TileGraph
 

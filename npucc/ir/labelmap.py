@@ -1,0 +1,217 @@
+"""Address-range labels (each byte range's latest release in a tier) and the coldest-fit query.
+
+DLR's free list and replay's address-reuse edges ask, per tier, which aligned window of a free
+range was released longest ago (`LabelMap.coldest`); `replay` records releases the same way.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections import deque
+
+import numpy as np
+
+SMALL_WINDOW = 16  # LabelMap.coldest over at most this many ranges: slices, not a deque
+NUMPY_WINDOW = 96  # ... over more than this many: numpy, a sparse table of range maxima
+
+
+def align_up(value: int, alignment: int) -> int:
+    """Smallest multiple of `alignment` that is >= value."""
+    return -(-value // alignment) * alignment
+
+
+class LabelMap:
+    """Disjoint address ranges, each labelled with an int (a release position or node)."""
+
+    __slots__ = ("starts", "ends", "label")
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self.label: list[int] = []
+
+    def coldest(self, lo: int, hi: int, size: int, al: int) -> tuple[int, int] | None:
+        """The least (latest release over [off, off+size), off) inside [lo, hi), or None.
+
+        The offsets tried are lo and hi - size (aligned inwards) and the aligned starts and
+        ends of the labelled ranges strictly inside (lo, hi), as in FreeList.coldest_fit.
+        """
+        starts, ends = self.starts, self.ends
+        i = bisect_right(starts, lo) - 1
+        if i < 0 or ends[i] <= lo:
+            i += 1
+        j = bisect_left(starts, hi)
+        last = hi - size  # the highest offset that fits
+        if al == 1:  # the same offsets: ranges are disjoint and sorted, so are their bounds
+            if last < lo:
+                return None
+            if i == j or starts[i] >= lo + size:  # the first offset meets no labelled range
+                return (-1, lo)
+            if j - i > NUMPY_WINDOW:
+                return self._coldest_np(i, j, lo, hi, size, al)
+            offsets = [lo]
+            for k in range(i, j):
+                x = starts[k]
+                if lo < x < last and x != offsets[-1]:
+                    offsets.append(x)
+                x = ends[k]
+                if lo < x < last and x != offsets[-1]:
+                    offsets.append(x)
+            if last > offsets[-1]:
+                offsets.append(last)
+            return self._window_min(i, j, offsets, size)
+        if j - i > NUMPY_WINDOW:
+            return self._coldest_np(i, j, lo, hi, size, al)
+        inner = [x for x in self.starts[i:j] if x > lo] + [x for x in self.ends[i:j] if x < hi]
+        cands = {off for x in inner if (off := -(-x // al) * al) <= last}  # align_up, inlined
+        cands.update(off for off in (align_up(lo, al), last // al * al) if lo <= off <= last)
+        return self._window_min(i, j, sorted(cands), size)
+
+    def _coldest_np(
+        self, i: int, j: int, lo: int, hi: int, size: int, al: int
+    ) -> tuple[int, int] | None:
+        """`coldest` over ranges i..j-1 with numpy: the same offsets, each window's latest
+        from a sparse table of range maxima (O(R log R + C), no Python loop per range)."""
+        starts = np.array(self.starts[i:j], np.int64)
+        ends = np.array(self.ends[i:j], np.int64)
+        label = np.array(self.label[i:j], np.int64)
+        last = hi - size
+        # disjoint sorted ranges: their starts and ends interleaved ascend, and stay so aligned
+        bounds = np.stack((starts, ends), axis=1).ravel()
+        bounds = bounds[(bounds > lo) & (bounds < hi)]
+        bounds = -(-bounds // al) * al  # align_up
+        bounds = bounds[: np.searchsorted(bounds, last, "right")]
+        first, top = -(-lo // al) * al, last // al * al  # aligned lo and last, if inside
+        offs = np.concatenate((np.array([first] if first <= last else [], np.int64), bounds,
+                               np.array([top] if top >= lo else [], np.int64)))  # fmt: skip
+        if not len(offs):
+            return None
+        offs = offs[np.concatenate(([True], offs[1:] != offs[:-1]))]  # distinct
+        a = np.searchsorted(ends, offs, "right")  # the first range ending past the offset
+        b = np.searchsorted(starts, offs + size, "left")  # the first starting past its end
+        width = b - a
+        latest = np.full(len(offs), -1, np.int64)
+        some = width > 0
+        if some.any():
+            aw, bw, ww = a[some], b[some], width[some]
+            n = len(label)
+            levels = int(ww.max()).bit_length()  # level k holds the maxima of 2**k ranges
+            table = np.empty((levels, n), np.int64)
+            table[0] = label
+            for k in range(1, levels):
+                half = 1 << (k - 1)
+                table[k, : n - 2 * half + 1] = np.maximum(
+                    table[k - 1, : n - 2 * half + 1], table[k - 1, half : n - half + 1]
+                )
+            level = np.frexp(ww)[1] - 1  # floor(log2(width)), exact
+            latest[some] = np.maximum(table[level, aw], table[level, bw - (1 << level)])
+        k = int(np.argmin(latest))
+        return int(latest[k]), int(offs[k])
+
+    def _window_min(self, i: int, j: int, offsets: list[int], size: int) -> tuple[int, int] | None:
+        """The least (latest over [off, off+size), off) for ascending offsets, ranges i..j-1."""
+        # both ends of the window only move right, so a deque of range indices with decreasing
+        # labels (a sliding-window maximum) gives every window's latest in O(R + C) overall;
+        # with few ranges a max over the window's slice is cheaper
+        # NOTE: labels are >= 0, so an offset meeting no labelled range (-1) cannot be beaten
+        starts, ends, label = self.starts, self.ends, self.label
+        best: tuple[int, int] | None = None
+        a = b = i  # the window meets ranges a..b-1
+        if j - i <= SMALL_WINDOW:
+            for off in offsets:
+                end = off + size
+                while b < j and starts[b] < end:
+                    b += 1
+                while a < b and ends[a] <= off:
+                    a += 1
+                latest = max(label[a:b]) if a < b else -1
+                if best is None or latest < best[0]:
+                    best = (latest, off)
+                    if latest < 0:
+                        break
+            return best
+        window: deque[int] = deque()
+        for off in offsets:
+            end = off + size
+            while b < j and starts[b] < end:
+                while window and label[window[-1]] <= label[b]:
+                    window.pop()
+                window.append(b)
+                b += 1
+            while a < b and ends[a] <= off:
+                a += 1
+            while window and window[0] < a:
+                window.popleft()
+            latest = label[window[0]] if window else -1
+            if best is None or latest < best[0]:
+                best = (latest, off)
+                if latest < 0:
+                    break
+        return best
+
+    def latest(self, lo: int, hi: int) -> int:
+        """Latest release position over [lo, hi) (-1 where never released)."""
+        i = bisect_right(self.starts, lo) - 1
+        if i < 0 or self.ends[i] <= lo:
+            i += 1
+        j = bisect_left(self.starts, hi)
+        return max(self.label[i:j], default=-1)
+
+    def assign(self, lo: int, hi: int, label: int) -> list[int]:
+        """Label [lo, hi) with `label`; return the distinct labels it overwrote, in order."""
+        if hi <= lo:
+            return []
+        starts, labels = self.starts, self.label
+        i = bisect_right(starts, lo) - 1
+        if i < 0 or self.ends[i] <= lo:
+            i += 1
+        j = bisect_left(starts, hi)
+        if j == i + 1 and starts[i] == lo and self.ends[i] == hi:  # the same range again
+            prev = [labels[i]]
+            labels[i] = label
+            return prev
+        prev = list(dict.fromkeys(labels[i:j])) if j > i + 1 else labels[i:j]
+        self._splice(i, j, lo, hi, label)
+        return prev
+
+    def put(self, lo: int, hi: int, label: int) -> None:
+        """`assign` without the overwritten labels."""
+        if hi <= lo:
+            return
+        starts = self.starts
+        i = bisect_right(starts, lo) - 1
+        if i < 0 or self.ends[i] <= lo:
+            i += 1
+        j = bisect_left(starts, hi)
+        if j == i + 1 and starts[i] == lo and self.ends[i] == hi:  # the same range again
+            self.label[i] = label
+        else:
+            self._splice(i, j, lo, hi, label)
+
+    def _splice(self, i: int, j: int, lo: int, hi: int, label: int) -> None:
+        """Replace ranges i..j-1 (those meeting [lo, hi)) by [lo, hi) and what they keep
+        outside it."""
+        starts, ends, labels = self.starts, self.ends, self.label
+        if i == j:
+            starts.insert(i, lo)
+            ends.insert(i, hi)
+            labels.insert(i, label)
+            return
+        below = starts[i] < lo  # the first range keeps a piece below lo
+        above = ends[j - 1] > hi  # the last range keeps a piece above hi
+        if below and above:
+            starts[i:j] = [starts[i], lo, hi]
+            ends[i:j] = [lo, hi, ends[j - 1]]
+            labels[i:j] = [labels[i], label, labels[j - 1]]
+        elif below:
+            starts[i:j] = [starts[i], lo]
+            ends[i:j] = [lo, hi]
+            labels[i:j] = [labels[i], label]
+        elif above:
+            starts[i:j] = [lo, hi]
+            ends[i:j] = [hi, ends[j - 1]]
+            labels[i:j] = [label, labels[j - 1]]
+        else:
+            starts[i:j] = [lo]
+            ends[i:j] = [hi]
+            labels[i:j] = [label]
