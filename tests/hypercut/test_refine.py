@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from npucc.backend.hypercut.beam import batch_splits
-from npucc.backend.hypercut.refine import Refiner
+from npucc.backend.hypercut.refine import Refiner, _shifted
 from npucc.backend.hypercut.set_model import MeshParams, evaluate, priced_plan
 from npucc.ir.plan import Group, Step, is_safe
 
@@ -75,3 +75,19 @@ def test_refinement_improves_within_its_budget(mesh: MeshParams):
     longer = refiner.run(sequential, 10_000)
     assert evaluate(mesh, refiner.wl, longer).edp <= evaluate(mesh, refiner.wl, out).edp
     assert refiner.run(longer, 10_000) == longer  # a local optimum: no move improves
+
+
+def test_a_loop_boundary_shifts_either_way_between_split_loops(mesh: MeshParams):
+    refiner, _ = _refiner(mesh, n=6)
+    whole = mesh.whole
+    one = [Step((Group((i,), whole),), 8 if i < 3 else 2, i not in (0, 3)) for i in range(6)]
+    plan = tuple(one)
+    shape = [[(st.nsub, st.loop) for st in c] for c in refiner.moves(plan, 3)]
+    a, b = (8, False), (2, False)
+    assert [a, (8, True), (8, True), (8, True), b, (2, True)] in shape  # layer 3 joins the first
+    assert [a, (8, True), (8, True), (8, True), (8, True), b] in shape  # layers 3 and 4 do
+    assert [a, (8, True), b, (2, True), (2, True), (2, True)] in shape  # layer 2 starts the second
+    assert [a, b, (2, True), (2, True), (2, True), (2, True)] in shape
+    assert len(shape) == len(set(map(tuple, shape)))
+    whole_batch = tuple(Step(st.groups, 1, st.loop) for st in plan)  # batch 1: no such move
+    assert list(_shifted(whole_batch, 3)) == []
