@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from npucc.backend.hypercut.beam import batch_splits
-from npucc.backend.hypercut.refine import Refiner, _shifted
+from npucc.backend.hypercut.refine import Refiner
 from npucc.backend.hypercut.set_model import MeshParams, evaluate, priced_plan
 from npucc.ir.plan import Group, Step, is_safe
 
@@ -85,9 +85,15 @@ def test_a_loop_boundary_shifts_either_way_between_split_loops(mesh: MeshParams)
     shape = [[(st.nsub, st.loop) for st in c] for c in refiner.moves(plan, 3)]
     a, b = (8, False), (2, False)
     assert [a, (8, True), (8, True), (8, True), b, (2, True)] in shape  # layer 3 joins the first
-    assert [a, (8, True), (8, True), (8, True), (8, True), b] in shape  # layers 3 and 4 do
+    # layer 4 reads nothing the first loop writes: it does not join with layer 3
+    assert [a, (8, True), (8, True), (8, True), (8, True), b] not in shape
     assert [a, (8, True), b, (2, True), (2, True), (2, True)] in shape  # layer 2 starts the second
     assert [a, b, (2, True), (2, True), (2, True), (2, True)] in shape
     assert len(shape) == len(set(map(tuple, shape)))
     whole_batch = tuple(Step(st.groups, 1, st.loop) for st in plan)  # batch 1: no such move
-    assert list(_shifted(whole_batch, 3)) == []
+    assert list(refiner._shifted(whole_batch, 3)) == []
+    # across loops: layer 3 reads layer 1 of the first loop, so layers 2 and 3 join it together
+    flags = [(8, False), (8, True), (4, False), (2, False), (2, True), (2, True)]
+    plan = tuple(Step((Group((i,), whole),), n, loop) for i, (n, loop) in enumerate(flags))
+    shape = [[(st.nsub, st.loop) for st in c] for c in refiner.moves(plan, 2)]
+    assert [a, (8, True), (8, True), (8, True), b, (2, True)] in shape
