@@ -89,6 +89,7 @@ def test_a_loop_boundary_shifts_either_way_between_split_loops(mesh: MeshParams)
     assert [a, (8, True), (8, True), (8, True), (8, True), b] not in shape
     assert [a, (8, True), b, (2, True), (2, True), (2, True)] in shape  # layer 2 starts the second
     assert [a, b, (2, True), (2, True), (2, True), (2, True)] in shape
+    assert [b, (2, True), (2, True), (2, True), (2, True), (2, True)] in shape  # all of it
     assert len(shape) == len(set(map(tuple, shape)))
     whole_batch = tuple(Step(st.groups, 1, st.loop) for st in plan)  # batch 1: no such move
     assert list(refiner._shifted(whole_batch, 3)) == []

@@ -86,7 +86,7 @@ class Refiner:
         """At the first step s of a loop after another, one of them split: the boundary moved
         forward (steps s .. j−1 joined to the previous loop, up to the last step reading what
         it writes; step j starts a loop at its own count) or back (the previous loop's last
-        steps starting this one, at its count), so that what one loop writes for the other is
+        steps, or all of it, starting this one, at its count), so that what one loop writes for the other is
         handed over per sub-batch."""
         step = plan[s]
         if step.loop or max(step.nsub, plan[s - 1].nsub) == 1:
@@ -106,7 +106,7 @@ class Refiner:
             if rest and rest[0].loop:
                 rest = (_flags(rest[0], rest[0].nsub, False),)
             yield _aligned(plan[:s] + joined + rest + plan[j + 1 :])
-        for j in range(s - 1, start, -1):
+        for j in range(s - 1, start - 1, -1):
             head = (_flags(plan[j], step.nsub, False),)
             rest = tuple(_flags(t, step.nsub, True) for t in plan[j + 1 : s + 1])
             yield _aligned(plan[:j] + head + rest + plan[s + 1 :])
