@@ -86,8 +86,8 @@ class Refiner:
         """At the first step s of a loop after another, one of them split: the boundary moved
         forward (steps s .. j−1 joined to the previous loop, up to the last step reading what
         it writes; step j starts a loop at its own count) or back (the previous loop's last
-        steps, or all of it, starting this one, at its count), so that what one loop writes for the other is
-        handed over per sub-batch."""
+        steps, or all of it, starting this one, at its count), so that what one loop writes
+        for the other is handed over per sub-batch."""
         step = plan[s]
         if step.loop or max(step.nsub, plan[s - 1].nsub) == 1:
             return
