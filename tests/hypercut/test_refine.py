@@ -75,26 +75,3 @@ def test_refinement_improves_within_its_budget(mesh: MeshParams):
     longer = refiner.run(sequential, 10_000)
     assert evaluate(mesh, refiner.wl, longer).edp <= evaluate(mesh, refiner.wl, out).edp
     assert refiner.run(longer, 10_000) == longer  # a local optimum: no move improves
-
-
-def test_a_loop_boundary_shifts_either_way_between_split_loops(mesh: MeshParams):
-    refiner, _ = _refiner(mesh, n=6)
-    whole = mesh.whole
-    one = [Step((Group((i,), whole),), 8 if i < 3 else 2, i not in (0, 3)) for i in range(6)]
-    plan = tuple(one)
-    shape = [[(st.nsub, st.loop) for st in c] for c in refiner.moves(plan, 3)]
-    a, b = (8, False), (2, False)
-    assert [a, (8, True), (8, True), (8, True), b, (2, True)] in shape  # layer 3 joins the first
-    # layer 4 reads nothing the first loop writes: it does not join with layer 3
-    assert [a, (8, True), (8, True), (8, True), (8, True), b] not in shape
-    assert [a, (8, True), b, (2, True), (2, True), (2, True)] in shape  # layer 2 starts the second
-    assert [a, b, (2, True), (2, True), (2, True), (2, True)] in shape
-    assert [b, (2, True), (2, True), (2, True), (2, True), (2, True)] in shape  # all of it
-    assert len(shape) == len(set(map(tuple, shape)))
-    whole_batch = tuple(Step(st.groups, 1, st.loop) for st in plan)  # batch 1: no such move
-    assert list(refiner._shifted(whole_batch, 3)) == []
-    # across loops: layer 3 reads layer 1 of the first loop, so layers 2 and 3 join it together
-    flags = [(8, False), (8, True), (4, False), (2, False), (2, True), (2, True)]
-    plan = tuple(Step((Group((i,), whole),), n, loop) for i, (n, loop) in enumerate(flags))
-    shape = [[(st.nsub, st.loop) for st in c] for c in refiner.moves(plan, 2)]
-    assert [a, (8, True), (8, True), (8, True), b, (2, True)] in shape

@@ -50,8 +50,7 @@ class Refiner:
         """Plans one move away at step s, the cheapest-looking first: its loop's sub-batch
         count halved or doubled, the step joined to or split off the previous loop, its last
         group moved to the next step or the next step's first group moved into it, the two
-        merged, the step split in two at its compute midpoint; a loop's boundary with the
-        previous one shifted."""
+        merged, the step split in two at its compute midpoint."""
         step = plan[s]
         if s == _loop_start(plan, s):
             k = self.splits.index(step.nsub)
@@ -60,7 +59,6 @@ class Refiner:
                     yield _aligned(plan[:s] + (_flags(step, self.splits[j]),) + plan[s + 1 :])
         if s:
             yield _aligned(plan[:s] + (_flags(step, step.nsub, not step.loop),) + plan[s + 1 :])
-            yield from self._shifted(plan, s)
         nxt = plan[s + 1] if s + 1 < len(plan) else None
         if nxt is not None:
             last, first = step.groups[-1:], nxt.groups[:1]
@@ -81,35 +79,6 @@ class Refiner:
             if head is not None and tail is not None:
                 halves = (Step(head, step.nsub, step.loop), Step(tail, step.nsub, True))
                 yield plan[:s] + halves + plan[s + 1 :]
-
-    def _shifted(self, plan: Plan, s: int) -> Iterator[Plan]:
-        """At the first step s of a loop after another, one of them split: the boundary moved
-        forward (steps s .. j−1 joined to the previous loop, up to the last step reading what
-        it writes; step j starts a loop at its own count) or back (the previous loop's last
-        steps, or all of it, starting this one, at its count), so that what one loop writes
-        for the other is handed over per sub-batch."""
-        step = plan[s]
-        if step.loop or max(step.nsub, plan[s - 1].nsub) == 1:
-            return
-        start, end = _loop_start(plan, s - 1), s + 1
-        while end < len(plan) and plan[end].loop:
-            end += 1
-        writers = tuple(g for t in plan[start:s] for g in t.groups)
-        last = max(
-            (k for k in range(s, len(plan)) if self._reads(plan[k].groups, writers)), default=s
-        )
-        for j in range(s + 1, min(last + 2, len(plan) + 1)):
-            if j == end:
-                continue  # the whole loop joined: the move above
-            joined = tuple(_flags(t, t.nsub, True) for t in plan[s:j])
-            rest = plan[j : j + 1]
-            if rest and rest[0].loop:
-                rest = (_flags(rest[0], rest[0].nsub, False),)
-            yield _aligned(plan[:s] + joined + rest + plan[j + 1 :])
-        for j in range(s - 1, start - 1, -1):
-            head = (_flags(plan[j], step.nsub, False),)
-            rest = tuple(_flags(t, step.nsub, True) for t in plan[j + 1 : s + 1])
-            yield _aligned(plan[:j] + head + rest + plan[s + 1 :])
 
     def _pair(
         self, plan: Plan, s: int, first: tuple[Group, ...], second: tuple[Group, ...]
