@@ -146,6 +146,9 @@ def test_a_loop_on_one_rectangle_holds_one_sub_batch_of_a_handoff():
     assert handoffs and all(w.slots == 1 and w.slot for w in handoffs)
     apart = [(0, 1, 2, 3) if i % 2 else (4, 5, 6, 7) for i in range(n)]  # alternate rectangles
     double = plan_onchip(graph, apart, MESH, loops=[(0, 4, -1)] * n)
-    assert all(w.slots == 2 for k, w in double.items() if k in graph.tensors)
+    # a layer on the producer's cores reads each reader's output: its sub-batch j waits for
+    # the reader's, so one slot overlaps as much; the last layer's input has no such layer
+    slots = {k: w.slots for k, w in double.items() if k in graph.tensors}
+    assert slots == {"bn0.scaled": 1, "bn0": 1, "r1": 1, "r2": 1, "r3": 2}
     piped = plan_onchip(graph, cores, MESH, loops=[(0, 4, s) for s in range(n)])  # a pipeline
     assert all(w.slots >= 2 for k, w in piped.items() if k in graph.tensors)

@@ -14,12 +14,12 @@ execution-faithful estimate call `plan_onchip`, so they agree.
 
 Inside a split sub-batch loop (npucc.backend.lower.subbatch), a tensor that only the loop's
 own layers read is a handoff per sub-batch: it holds `slots` sub-batches, slice j in slot
-j mod slots, whatever the steps between producer and readers — one when every reader runs
-on the producer's cores in a loop of several steps (they finish slice j before writing
-j + 1), else two (double buffers), or in a pipelined step one more than the most stages a
-reader lies behind its producer (the slices it still waits to read), at most the sub-batch
-count; the lowering makes the producer's
-slice j wait until the readers of slice j − slots are done.
+j mod slots, whatever the steps between producer and readers — one in a loop of several
+steps when every reader, or a layer of the loop that reads what it writes, runs on all the
+producer's cores (they finish with slice j before writing j + 1), else two (double
+buffers), or in a pipelined step one more than the most stages a reader lies behind its
+producer (the slices it still waits to read), at most the sub-batch count; the lowering
+makes the producer's slice j wait until the readers of slice j − slots are done.
 
 The weights of a split loop's cube layers (the constants of `STAGED_OPS`) are kept on chip
 for its sub-batches when they fit the room the tensors above left: the lowering stages each
@@ -32,7 +32,7 @@ it to its last.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 from npucc.ir.graph import Graph
@@ -155,6 +155,17 @@ def plan_onchip(
         while not keep(key, held, near[:count], life, least=piece) and count < len(near):
             count = min(2 * count, len(near))
 
+    def later(j: int) -> set[int]:
+        """Layer j and the layers of its sub-batch loop reading what it writes, transitively."""
+        seen, todo = {j}, [j]
+        while todo:
+            for t in graph.layers[todo.pop()].outputs:
+                for k in consumers.get(t) or ():
+                    if k not in seen and loops is not None and loops[k][0] == loops[j][0]:
+                        seen.add(k)
+                        todo.append(k)
+        return seen
+
     for i, layer in enumerate(graph.layers):
         cores = cores_of[i]
         if layer.op in VIEW_OPS or layer.op == HOST_OP or cores is None:
@@ -164,7 +175,7 @@ def plan_onchip(
             found = consumers[t] if t not in outputs and t not in offchip else None
             if not found or any(graph.layers[j].op in NO_NOC_READERS for j in found):
                 continue
-            slot, slots = _handoff(i, found, elems, loops, cores_of)
+            slot, slots = _handoff(i, found, elems, loops, cores_of, later)
             life = (span[i][0], max(span[j][1] for j in found))
             keep(t, slot * slots if slot else elems, cores, life, slot, slots)
     weights: dict[str, tuple[str, tuple[int, ...], int, int]] = {}  # key -> (const, cores, life)
@@ -213,17 +224,20 @@ def _handoff(
     elems: int,
     loops: Sequence[tuple[int, int, int]] | None,
     cores_of: Sequence[tuple[int, ...] | None],
+    later: Callable[[int], set[int]],
 ) -> tuple[int, int]:
     """(elements per sub-batch, sub-batches held) of a handoff inside a split loop, or (0, 1)
-    for a tensor held whole. A loop of several steps whose readers run on the producer's
-    cores holds one sub-batch: those cores read slice j before they write slice j + 1, so a
-    second slot would overlap nothing."""
+    for a tensor held whole. A loop of several steps holds one sub-batch when each reader,
+    or a layer of the loop reading what it writes (`later`), runs on all the producer's
+    cores: those cores finish with slice j before they write slice j + 1, so a second slot
+    would overlap nothing."""
     if loops is None:
         return 0, 1
     loop, n, stage = loops[producer]
     if n == 1 or any(loops[j][0] != loop for j in readers):
         return 0, 1
-    if stage < 0 and all(cores_of[j] == cores_of[producer] for j in readers):
+    mine = set(cores_of[producer] or ())
+    if stage < 0 and all(any(mine <= set(cores_of[k] or ()) for k in later(j)) for j in readers):
         return elems // n, 1
     behind = max((loops[j][2] - stage for j in readers), default=1) if stage >= 0 else 1
     return elems // n, min(n, max(2, behind + 1))
