@@ -222,10 +222,7 @@ def list_order(
     # not: its order is timed apart (`timed`); without, the two timings are the same
     timed = finish if cap is None else [0] * total
     ready_at = [0] * total
-    pipes = sorted({node.pipe for node in nodes if node.pipe is not None})
-    pipe_index = {p: i + 1 for i, p in enumerate(pipes)}  # 0: pipe-less
-    queue = [0 if node.pipe is None else pipe_index[node.pipe] for node in nodes]
-    cycles = [node.cycles for node in nodes]
+    pipes, queue, cycles, left = _queues(nodes)
     pending: list[list[tuple[int, int, int, int]]] = [[] for _ in range(len(pipes) + 1)]
     avail: list[list[tuple[int, int, int]]] = [[] for _ in range(len(pipes) + 1)]
     pipe_free = [0] * (len(pipes) + 1)
@@ -233,9 +230,6 @@ def list_order(
     # NOTE: rule 5 runs a pipe's later nodes after its last finish, and a node's successors
     # after it: once timed_free[p] plus the pipe's work left, or a finish plus the downstream
     # criticality, reaches `beat`, so does the makespan
-    left = [0] * (len(pipes) + 1)
-    for v in range(total):
-        left[queue[v]] += cycles[v]
     stop = (1 << 62) if beat is None else beat
     # NOTE: a pipe's candidate depends on its own queues and pipe_free alone, so it is
     # recomputed only for the pipes pushed to or run since (`dirty`)
@@ -326,6 +320,19 @@ def list_order(
             ready.append(parked)
 
 
+def _queues(nodes: Sequence[TileNode]) -> tuple[list[str], list[int], list[int], list[int]]:
+    """The list orders' pipe queues: the pipes (sorted), per node its queue (0: pipe-less, else
+    1 + its pipe's index) and cycles, and per queue the cycles of its nodes (not run yet)."""
+    pipes = sorted({node.pipe for node in nodes if node.pipe is not None})
+    pipe_index = {p: i + 1 for i, p in enumerate(pipes)}
+    queue = [0 if node.pipe is None else pipe_index[node.pipe] for node in nodes]
+    cycles = [node.cycles for node in nodes]
+    left = [0] * (len(pipes) + 1)
+    for q, c in zip(queue, cycles, strict=True):
+        left[q] += c
+    return pipes, queue, cycles, left
+
+
 def budget_order(
     r: Replay,
     preds: Preds,
@@ -350,13 +357,7 @@ def budget_order(
     pos = r.position
     is_alloc = [node.op == "ALLOC" for node in nodes]
     plan = [v for v in r.order if not is_alloc[v]]
-    pipes = sorted({node.pipe for node in nodes if node.pipe is not None})
-    pipe_index = {p: i + 1 for i, p in enumerate(pipes)}  # 0: pipe-less
-    queue = [0 if node.pipe is None else pipe_index[node.pipe] for node in nodes]
-    cycles = [node.cycles for node in nodes]
-    left = [0] * (len(pipes) + 1)  # per pipe: the cycles of its nodes not run (as list_order)
-    for v in range(total):
-        left[queue[v]] += cycles[v]
+    pipes, queue, cycles, left = _queues(nodes)
     stop = (1 << 62) if beat is None else beat
     indeg = [len(p) for p in preds]
     pulled: list[list[int]] = [[] for _ in range(total)]  # per node: its ALLOC preds, ready
