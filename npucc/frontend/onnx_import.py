@@ -29,6 +29,7 @@ from npucc.frontend.onnx_control import CONTROL_OPS, expand_control_flow, live_n
 from npucc.frontend.onnx_order import topologically_sorted
 from npucc.frontend.weights_apart import (
     Weights,
+    embedded_weights,
     mapped_weight,
     restore_places,
     split_weights,
@@ -62,8 +63,9 @@ def read_model(
 def _read_model(
     source: ModelSource, external_data: bool, copy: bool, mapped: bool
 ) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
-    """`read_model`; with `mapped`, also the big initializers (`weights_apart.mapped_weight`)
-    mapped from their external data files rather than loaded (they stay external)."""
+    """`read_model`; with `mapped`, also the big initializers mapped from their files rather
+    than loaded: from their external data files (`weights_apart.mapped_weight`; they stay
+    external) or from the model file itself (`weights_apart.embedded_weights`)."""
     if isinstance(source, onnx.ModelProto):
         if not copy and not (external_data and _external_tensors(source)):
             return source, {}
@@ -92,8 +94,12 @@ def _read_model(
         )
     if not external_data:
         return model, {}
-    folder = None if isinstance(source, bytes) else Path(source).parent
-    return model, _load_external_data(model, folder, mapped)
+    if isinstance(source, bytes):
+        return model, _load_external_data(model, None)
+    arrays = _load_external_data(model, Path(source).parent, mapped)
+    if mapped:  # NOTE: the weights stored in the file itself: mapped from it as well
+        arrays.update(embedded_weights(model, Path(source)))
+    return model, arrays
 
 
 def _graph_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:

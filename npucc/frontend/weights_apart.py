@@ -21,6 +21,7 @@ import numpy as np
 import onnx
 from onnx.external_data_helper import ExternalDataInfo
 
+from npucc.frontend.embedded import WireError, initializer_places
 from npucc.ir.mapped import map_array
 
 # elements from which an initializer is held apart: shapes, pads, indices and the other values
@@ -54,6 +55,34 @@ def mapped_weight(tensor: onnx.TensorProto, root: Path) -> np.ndarray | None:
     if info.length is None and path.stat().st_size - offset != nbytes:
         return None
     return map_array(str(path), offset, dtype, shape)
+
+
+def embedded_weights(model: onnx.ModelProto, path: Path) -> dict[str, np.ndarray]:
+    """The big initializers whose raw data lies in the model file `path` itself (the file
+    `model` was parsed from), by name, each mapped read-only from it (npucc.frontend.embedded);
+    none where the file's initializers do not read as `model`'s."""
+    with open(path, "rb") as f:
+        try:
+            places = initializer_places(f)
+        except WireError:
+            return {}
+    inits = model.graph.initializer
+    if len(places) != len(inits):
+        return {}
+    arrays = {}
+    for init, place in zip(inits, places, strict=True):
+        shape = tuple(init.dims)
+        if (place.name, place.dims, place.data_type) != (init.name, shape, init.data_type):
+            return {}
+        if place.raw is None or init.data_type not in _MAPPED_TYPES or math.prod(shape) < BIG:
+            continue
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(init.data_type)).newbyteorder("<")
+        offset, nbytes = place.raw
+        if nbytes == math.prod(shape) * dtype.itemsize:
+            array = map_array(str(path), offset, dtype, shape)
+            if array is not None:
+                arrays[init.name] = array
+    return arrays
 
 
 def split_weights(

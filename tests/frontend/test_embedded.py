@@ -1,0 +1,70 @@
+"""Initializers' raw data found in a model file's bytes, and mapped from it on import."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+from test_weights_apart import conv_model
+
+from npucc.frontend.embedded import WireError, initializer_places
+from npucc.frontend.onnx_import import load_model, load_model_apart, model_to_graph
+from npucc.frontend.weights_apart import embedded_weights, with_weights
+
+
+def test_each_initializers_raw_data_is_found_where_the_file_holds_it() -> None:
+    model = conv_model(8)
+    data = model.SerializeToString()
+    places = initializer_places(io.BytesIO(data))
+    assert [p.name for p in places] == [i.name for i in model.graph.initializer]
+    for place, init in zip(places, model.graph.initializer, strict=True):
+        assert place.dims == tuple(init.dims) and place.data_type == init.data_type
+        assert place.raw is not None
+        offset, length = place.raw
+        assert data[offset : offset + length] == init.raw_data
+
+
+def test_an_initializer_without_raw_data_has_no_place() -> None:
+    model = conv_model(8)
+    bias = model.graph.initializer[2]
+    bias.float_data.extend(numpy_helper.to_array(bias).tolist())
+    bias.ClearField("raw_data")
+    places = initializer_places(io.BytesIO(model.SerializeToString()))
+    assert places[2].raw is None and places[0].raw is not None
+
+
+def test_bytes_that_are_not_a_message_are_refused() -> None:
+    with pytest.raises(WireError):
+        initializer_places(io.BytesIO(b"\x3a\x7f\x01"))  # graph field longer than the file
+
+
+def test_big_weights_in_the_file_are_mapped_from_it(tmp_path: Path) -> None:
+    model = conv_model(8)
+    path = tmp_path / "m.onnx"
+    onnx.save_model(model, str(path))
+    shapes = {"x": (1, 8, 8, 8)}
+    placeheld, weights = load_model_apart(path, shapes, mapped=True)
+    w = weights["w"]
+    assert isinstance(w, np.ndarray) and not w.flags.writeable and w.base is not None
+    expected = numpy_helper.to_array(model.graph.initializer[0])
+    np.testing.assert_array_equal(model_to_graph(placeheld, weights=weights).tensors["w"].data,
+                                  expected)  # fmt: skip
+    # put back into the model: the model loaded without mapping (its weights' data location
+    # now set, to the default)
+    plain, back = load_model(path, shapes), with_weights(placeheld, weights)
+    for init in (*plain.graph.initializer, *back.graph.initializer):
+        init.ClearField("data_location")
+    assert back.SerializeToString() == plain.SerializeToString()
+
+
+def test_a_file_that_does_not_read_as_the_model_maps_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "m.onnx"
+    onnx.save_model(conv_model(8), str(path))
+    other = conv_model(8)
+    other.graph.initializer[0].name = "v"  # not the model the file holds
+    assert embedded_weights(other, path) == {}
+    assert sorted(embedded_weights(conv_model(8), path)) == ["w"]
