@@ -77,7 +77,7 @@ class Program:
         """Write PATH and PATH.bin, each through a temporary file renamed into place."""
         path = Path(path)
         _atomic_write(Path(f"{path}.bin"), self.image)
-        _atomic_write(path, self.stream.encode())
+        _atomic_write(path, self.stream)
 
     def execute(
         self, inputs: dict[str, np.ndarray], check: bool = True, timing_only: bool = False
@@ -171,7 +171,15 @@ def _status(mapping: dict[str, Any], layers: list[str]) -> str:
     return "host" if ops == {"host"} else "lowered"
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+WRITE_CHUNK = 1 << 20  # characters of a text `_atomic_write` encodes at a time
+
+
+def _atomic_write(path: Path, data: bytes | str) -> None:
+    """Write `data` (a text as UTF-8) to `path` through a temporary file renamed into place.
+
+    NOTE: a text is encoded WRITE_CHUNK characters at a time, not held twice (a stream's
+    encoded copy raised a compile's peak RSS at its end).
+    """
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as exc:
@@ -179,7 +187,11 @@ def _atomic_write(path: Path, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), 0o666 & ~_umask())  # mkstemp makes it 0600
-            f.write(data)
+            if isinstance(data, str):
+                for at in range(0, len(data), WRITE_CHUNK):
+                    f.write(data[at : at + WRITE_CHUNK].encode())
+            else:
+                f.write(data)
         os.replace(tmp, path)
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
