@@ -14,10 +14,6 @@ import csv
 import io
 from typing import Any
 
-from rich import box
-from rich.console import Console
-from rich.table import Table
-
 from npucc.ir.residency import COMBINED
 from npucc.target import TIERS, Target
 
@@ -98,6 +94,12 @@ def format_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
 
 def format_summary(summary: dict[str, Any], title: str = "") -> str:
     """The summary as a small text table (rich, no colour), one figure a row."""
+    # NOTE: deferred: a compile imports this module, rich only when the table is printed (then
+    # the compile's IR is freed: rich's modules do not raise its peak RSS)
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
     table = Table(box=box.SIMPLE_HEAD, show_header=True, title=title or None, title_justify="left")
     table.add_column("figure", no_wrap=True)
     table.add_column("value", no_wrap=True)
