@@ -16,7 +16,7 @@ from typing import Any, ClassVar, TextIO
 
 from npucc import progress
 from npucc.errors import InternalError, NpuccError
-from npucc.gcpause import gc_paused
+from npucc.gcpause import gc_paused, trim_heap
 from npucc.ir.graph import Graph
 from npucc.target import Target
 
@@ -122,6 +122,7 @@ class PassManager:
                 verify = getattr(ir, "verify", None)
                 if verify is not None:
                     verify()
+            trim_heap()
             if self.print_after_all or p.name in self.print_after:
                 self._print(f"IR Dump After {p.name}", ir)
             if self.dump_dir is not None:

@@ -5,7 +5,7 @@ import gc
 
 import pytest
 
-from npucc.gcpause import _malloc_trim, gc_paused, release_memory
+from npucc.gcpause import _malloc_trim, gc_paused, release_memory, trim_heap
 
 
 def test_paused_inside_and_restored_after() -> None:
@@ -55,5 +55,16 @@ def test_release_memory_returns_the_free_pages_inside_the_heap() -> None:
     del blocks
     before = _rss()
     release_memory()
+    assert _rss() < before - (32 << 20)
+    assert len(kept) == 128
+
+
+@pytest.mark.skipif(_malloc_trim() is None, reason="no glibc malloc_trim")
+def test_trim_heap_returns_the_free_pages_inside_the_heap() -> None:
+    blocks = [bytearray(8192) for _ in range(8192)]
+    kept = blocks[::64]
+    del blocks
+    before = _rss()
+    trim_heap()
     assert _rss() < before - (32 << 20)
     assert len(kept) == 128

@@ -54,6 +54,23 @@ def test_a_pass_returning_the_wrong_ir_fails_naming_the_pass(graph):
         PassManager([ReturnsNothing()]).run(graph, ctx)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Keeps(GraphPass):
+    """A pass that returns its graph."""
+
+    name: ClassVar[str] = "keeps"
+
+    def run(self, ir: Graph, ctx: CompileContext) -> Graph:
+        return ir
+
+
+def test_the_heap_is_trimmed_after_each_pass(graph, monkeypatch):
+    calls = []
+    monkeypatch.setattr("npucc.passes.trim_heap", lambda: calls.append(1))
+    PassManager([Keeps(), Keeps()]).run(graph, CompileContext(load_target("davinci-core")))
+    assert len(calls) == 2
+
+
 def test_passes_are_frozen_dataclasses_whose_ir_types_chain():
     passes = pipeline(CompileOptions())
     for p in passes:
