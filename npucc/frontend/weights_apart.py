@@ -60,7 +60,12 @@ def mapped_weight(tensor: onnx.TensorProto, root: Path) -> np.ndarray | None:
 def embedded_weights(model: onnx.ModelProto, path: Path) -> dict[str, np.ndarray]:
     """The big initializers whose raw data lies in the model file `path` itself (the file
     `model` was parsed from), by name, each mapped read-only from it (npucc.frontend.embedded);
-    none where the file's initializers do not read as `model`'s."""
+    none where the file's initializers do not read as `model`'s.
+
+    NOTE: one mapping each (freed with its array: a weight a transform copies does not stay
+    resident), so one file descriptor each: where the process has none left, the rest are
+    loaded as they were parsed.
+    """
     with open(path, "rb") as f:
         try:
             places = initializer_places(f)
@@ -79,7 +84,10 @@ def embedded_weights(model: onnx.ModelProto, path: Path) -> dict[str, np.ndarray
         dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(init.data_type)).newbyteorder("<")
         offset, nbytes = place.raw
         if nbytes == math.prod(shape) * dtype.itemsize:
-            array = map_array(str(path), offset, dtype, shape)
+            try:
+                array = map_array(str(path), offset, dtype, shape)
+            except OSError:  # no file descriptor (or mapping) left
+                break
             if array is not None:
                 arrays[init.name] = array
     return arrays

@@ -68,3 +68,16 @@ def test_a_file_that_does_not_read_as_the_model_maps_nothing(tmp_path: Path) -> 
     other.graph.initializer[0].name = "v"  # not the model the file holds
     assert embedded_weights(other, path) == {}
     assert sorted(embedded_weights(conv_model(8), path)) == ["w"]
+
+
+def test_weights_not_mapped_for_want_of_descriptors_are_loaded(tmp_path: Path, monkeypatch) -> None:
+    path = tmp_path / "m.onnx"
+    onnx.save_model(conv_model(8), str(path))
+
+    def no_descriptors(*args: object) -> None:
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr("npucc.frontend.weights_apart.map_array", no_descriptors)
+    assert embedded_weights(conv_model(8), path) == {}
+    placeheld, weights = load_model_apart(path, {"x": (1, 8, 8, 8)}, mapped=True)
+    assert isinstance(weights["w"], onnx.TensorProto)  # held apart as parsed
