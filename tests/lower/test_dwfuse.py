@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -127,7 +129,7 @@ def test_the_pair_fuses_when_its_trial_is_within_the_cycle_tolerance(
 ):
     """Fused, the pair moves fewer bytes: like a blocking, it wins within 1/32 of the cycles
     (the trials with a cube share, after it, slower)."""
-    flows = iter([alone, fused, 2000, 2000])
+    flows = itertools.chain([alone, fused], itertools.repeat(2000))
     monkeypatch.setattr(conv, "flow", lambda graph: next(flows))
     assert bool(_expand_nodes(_model())) != fuses
 
@@ -138,6 +140,7 @@ def test_the_pair_fuses_when_its_trial_is_within_the_cycle_tolerance(
         (16, {"pads": [1, 1, 1, 1]}, True),
         (32, {"pads": [0, 1, 2, 1]}, False),
         (32, {"pads": [2, 2, 2, 2], "dilations": [2, 2]}, True),
+        (48, {"pads": [1, 1, 1, 1]}, True),  # every channel
     ],
 )
 def test_a_fused_cube_share_matches_onnxruntime_without_img2col_for_its_taps(
@@ -163,14 +166,15 @@ def _k16(stream):
 
 
 def test_the_trial_keeps_the_cube_share_of_least_flow(monkeypatch):
-    """alone, fused, 16 and 32 channels on the cube: the 16's flow is least, so it is kept."""
-    flows = iter([1000, 990, 900, 950])
+    """alone, fused, 16, 32 and all 48 channels on the cube: the 16's flow is least, so it is
+    kept."""
+    flows = iter([1000, 990, 900, 950, 960])
     monkeypatch.setattr(conv, "flow", lambda graph: next(flows))
     shares = []
     monkeypatch.setattr(conv, "lower_fused", lambda ctx, e, d, cube=0: shares.append(cube))
     graph = compile_until(_model(), LEVEL_PASSES["graph"])
     ctx = LowerContext(graph, None, None, load_target("davinci-core"))  # type: ignore[arg-type]
-    assert dwfuse.cube_shares(ctx, graph.layers[1]) == [16, 32]
+    assert dwfuse.cube_shares(ctx, graph.layers[1]) == [16, 32, 48]
     npucc.compile(_model())
     assert shares[-1] == 16
 

@@ -58,17 +58,17 @@ def fused_depthwise(ctx: LowerContext, layer: Layer) -> Layer | None:
     return d if rows and g.n == 1 and fits else None
 
 
-CUBE_SHARES = (0.5, 0.75, 0.875)  # shares of a fused depthwise conv's channels tried on the cube
+CUBE_SHARES = (0.5, 0.75, 0.875, 1.0)  # shares of a fused depthwise conv's channels tried on the cube
 
 
 def cube_shares(ctx: LowerContext, layer: Layer) -> list[int]:
     """The channels of fused depthwise conv `layer` its trials put on the cube (`_CubeTaps`):
-    CUBE_SHARES of them in multiples of n0, fewer than all; none when strided."""
+    CUBE_SHARES of them in multiples of n0; none when strided."""
     g, n0 = conv_geometry(ctx, layer), ctx.target.cube.n0
     if g.sh != 1 or g.sw != 1:
         return []
     shares = {int(g.group * f) // n0 * n0 for f in CUBE_SHARES}
-    return sorted(c for c in shares if 0 < c < g.group)
+    return sorted(c for c in shares if 0 < c <= g.group)
 
 
 def fused_tiles(ctx: LowerContext, layer: Layer, g: ConvGeom) -> tuple[int, int]:
@@ -317,7 +317,7 @@ class _CubeTaps:
         groups = groups // cb * cb
         staged = ctx.builder.resident(ctx.ddr(layer.inputs[1]).key) is not None
         strided = g.sh != 1 or g.sw != 1
-        if cube <= 0 or strided or not staged or groups == 0 or cube % cb or cube >= g.group:
+        if cube <= 0 or strided or not staged or groups == 0 or cube % cb or cube > g.group:
             return None
         l0a, l0c = (ctx.capacity(t) // TILE_SHARE for t in ("L0A", "L0C"))
         wc, halo = g.in_cols(g.ow), (g.kh - 1) * g.dh
