@@ -58,7 +58,7 @@ def fused_depthwise(ctx: LowerContext, layer: Layer) -> Layer | None:
     return d if rows and g.n == 1 and fits else None
 
 
-CUBE_SHARES = (0.5, 0.75, 0.875, 1.0)  # shares of a fused depthwise conv's channels tried on the cube
+CUBE_SHARES = (0.5, 0.75, 0.875, 1.0)  # shares of a fused depthwise conv on the cube, tried
 
 
 def cube_shares(ctx: LowerContext, layer: Layer) -> list[int]:
