@@ -58,6 +58,10 @@ def fused_depthwise(ctx: LowerContext, layer: Layer) -> Layer | None:
     return d if rows and g.n == 1 and fits else None
 
 
+# an L0 tile of the cube share's window rows holds at most this share of L0A (fewer, longer
+# mmads: each pays the cube's latency). NOTE: measured on MobileNet v2 (predicted makespan): 1/4
+# 844,327, 1/2 (TILE_SHARE) 819,618, 2/3 811,911, all of it 824,391
+CUBE_L0A = (2, 3)
 CUBE_SHARES = (0.5, 0.75, 0.875, 1.0)  # shares of a fused depthwise conv on the cube, tried
 
 
@@ -311,7 +315,8 @@ class _CubeTaps:
     ) -> _CubeTaps | None:
         """The share of the last `sizes[0]` channels (items of at most `sizes[1]` channels,
         bands of `sizes[2]` rows), or None: none asked, a strided conv, the weights not staged
-        in L1, a share not in blocks of n0, or an L0 tile of one row that does not fit."""
+        in L1, a share not in blocks of n0, or an L0 tile of one row that does not fit (its
+        window rows within CUBE_L0A of L0A, a band's accumulators within half L0C's share)."""
         cube, groups, rows = sizes
         cb = ctx.target.cube.n0
         groups = groups // cb * cb
@@ -319,7 +324,8 @@ class _CubeTaps:
         strided = g.sh != 1 or g.sw != 1
         if cube <= 0 or strided or not staged or groups == 0 or cube % cb or cube > g.group:
             return None
-        l0a, l0c = (ctx.capacity(t) // TILE_SHARE for t in ("L0A", "L0C"))
+        l0a = ctx.capacity("L0A") * CUBE_L0A[0] // CUBE_L0A[1]
+        l0c = ctx.capacity("L0C") // TILE_SHARE
         wc, halo = g.in_cols(g.ow), (g.kh - 1) * g.dh
         per = largest(lambda r: (r + halo) * wc * cb <= l0a, rows)
         if per == 0 or groups * rows * wc > l0c // 2:
