@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -53,9 +55,15 @@ def _model(cin=16, c=48, size=14, dw=None, act=True, bias=True, readers=1):
     return onnx.shape_inference.infer_shapes(model)
 
 
-def _always_fused(monkeypatch):
-    """Fuse wherever it fits (the trial's choice aside): the fused lowering is what runs."""
-    monkeypatch.setattr(conv, "_fuses", fused_depthwise)
+def _always_fused(monkeypatch, cube=0):
+    """Fuse wherever it fits (the trial's choice aside), `cube` channels on the cube: the fused
+    lowering is what runs."""
+
+    def fuses(ctx, layer):
+        d = fused_depthwise(ctx, layer)
+        return None if d is None else (d, cube)
+
+    monkeypatch.setattr(conv, "_fuses", fuses)
 
 
 def _expand_nodes(model):
@@ -119,10 +127,56 @@ def test_planes_too_large_for_a_vector_tile_fuse_in_bands_of_n0_channels(monkeyp
 def test_the_pair_fuses_when_its_trial_is_within_the_cycle_tolerance(
     monkeypatch, fused, alone, fuses
 ):
-    """Fused, the pair moves fewer bytes: like a blocking, it wins within 1/32 of the cycles."""
-    flows = iter([fused, alone])
+    """Fused, the pair moves fewer bytes: like a blocking, it wins within 1/32 of the cycles
+    (the trials with a cube share, after it, slower)."""
+    flows = itertools.chain([alone, fused], itertools.repeat(2000))
     monkeypatch.setattr(conv, "flow", lambda graph: next(flows))
     assert bool(_expand_nodes(_model())) != fuses
+
+
+@pytest.mark.parametrize(
+    ("cube", "dw", "bias"),
+    [
+        (16, {"pads": [1, 1, 1, 1]}, True),
+        (32, {"pads": [0, 1, 2, 1]}, False),
+        (32, {"pads": [2, 2, 2, 2], "dilations": [2, 2]}, True),
+        (48, {"pads": [1, 1, 1, 1]}, True),  # every channel
+    ],
+)
+def test_a_fused_cube_share_matches_onnxruntime_without_img2col_for_its_taps(
+    monkeypatch, cube, dw, bias
+):
+    """The share's taps are mmads over its window's rows shifted by the tap (k = n0), not
+    img2col: the stream has as many img2cols as without a share (the 1x1 conv's)."""
+    _always_fused(monkeypatch, cube)
+    model = _model(dw=dw, bias=bias)
+    x = np.random.default_rng(3).standard_normal((1, 16, 14, 14)).astype(np.float32)
+    (ref,) = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})
+    program = npucc.compile(model)
+    np.testing.assert_allclose(program.run({"x": x})["y"], ref, rtol=1e-5, atol=1e-4)
+    _always_fused(monkeypatch, 0)
+    plain = npucc.compile(model).stream
+    assert _k16(program.stream) - _k16(plain) >= 9 * cube // 16  # a mmad a tap, and block
+    assert program.stream.count("img2col") == plain.count("img2col")
+
+
+def _k16(stream):
+    """The stream's mmads of k = 16."""
+    return sum(1 for line in stream.splitlines() if " mmad " in line and " k=16 " in line)
+
+
+def test_the_trial_keeps_the_cube_share_of_least_flow(monkeypatch):
+    """alone, fused, 16, 32 and all 48 channels on the cube: the 16's flow is least, so it is
+    kept."""
+    flows = iter([1000, 990, 900, 950, 960])
+    monkeypatch.setattr(conv, "flow", lambda graph: next(flows))
+    shares = []
+    monkeypatch.setattr(conv, "lower_fused", lambda ctx, e, d, cube=0: shares.append(cube))
+    graph = compile_until(_model(), LEVEL_PASSES["graph"])
+    ctx = LowerContext(graph, None, None, load_target("davinci-core"))  # type: ignore[arg-type]
+    assert dwfuse.cube_shares(ctx, graph.layers[1]) == [16, 32, 48]
+    npucc.compile(_model())
+    assert shares[-1] == 16
 
 
 def test_unfused_the_1x1_conv_lowers_on_its_own():

@@ -41,8 +41,9 @@ class LowerContext:
     # max pools whose column pass a conv's epilogue computed (conv_geom.epilogue_cols): their
     # input holds rows of their output's columns
     col_pooled: set[str] = field(default_factory=set)
-    # depthwise conv -> the 1x1 conv whose output it computes in its windows (dwfuse.py)
-    fused: dict[str, Layer] = field(default_factory=dict)
+    # depthwise conv -> the 1x1 conv whose output it computes in its windows, and its channels
+    # on the cube (dwfuse.py)
+    fused: dict[str, tuple[Layer, int]] = field(default_factory=dict)
 
     def begin_layer(self, cores: tuple[int, ...]) -> None:
         """Lower the next layer on `cores` (its first core until a tile is started)."""

@@ -44,7 +44,7 @@ from npucc.backend.lower.conv_geom import (
     second_image,
 )
 from npucc.backend.lower.depthwise import lower_vector_conv, prefers_vector
-from npucc.backend.lower.dwfuse import fused_depthwise, lower_fused
+from npucc.backend.lower.dwfuse import cube_shares, fused_depthwise, lower_fused
 from npucc.backend.lower.l0_tiles import MatTiles, fitting_tiles
 from npucc.backend.lower.memo import fresh, once, signature
 from npucc.ir.graph import Layer
@@ -153,13 +153,13 @@ def lower_conv2d(ctx: LowerContext, layer: Layer) -> None:
 
     A low-reuse grouped conv (depthwise) goes to the vector pipe when that costs less.
     """
-    d = _fuses(ctx, layer)
-    if d is not None:  # the depthwise conv reading its output computes it (dwfuse.py)
-        ctx.fused[d.name] = layer
+    fusion = _fuses(ctx, layer)
+    if fusion is not None:  # the depthwise conv reading its output computes it (dwfuse.py)
+        ctx.fused[fusion[0].name] = (layer, fusion[1])
         return
     expand = ctx.fused.pop(layer.name, None)
     if expand is not None:
-        lower_fused(ctx, expand, layer)
+        lower_fused(ctx, expand[0], layer, expand[1])
         return
     _lower_alone(ctx, layer)
 
@@ -172,27 +172,36 @@ def _lower_alone(ctx: LowerContext, layer: Layer) -> None:
     lower_cube_conv(ctx, layer)
 
 
-def _fuses(ctx: LowerContext, layer: Layer) -> Layer | None:
+def _fuses(ctx: LowerContext, layer: Layer) -> tuple[Layer, int] | None:
     """The depthwise conv that computes 1x1 conv `layer`'s output in its windows
     (`dwfuse.fused_depthwise`) when the pair lowered so runs, by `flow`, within
     1/CYCLE_TOLERANCE of each lowered alone or faster (a trial of both on a fresh context, once
     per signature of the pair): the fused pair moves fewer bytes, which win within the
-    tolerance as in `choose_blocking`."""
+    tolerance as in `choose_blocking`. The fused pair is tried with each share of the
+    depthwise's channels on the cube (`dwfuse.cube_shares`), the one of least `flow` kept:
+    (the depthwise conv, its channels on the cube)."""
     d = fused_depthwise(ctx, layer)
     if d is None:
         return None
     key = ("dwfuse", signature(ctx.graph, layer), signature(ctx.graph, d), ctx.reserved)
     if key not in ctx.memo:
-        fused, alone = fresh(ctx, ctx.graph), fresh(ctx, ctx.graph)
-        lower_fused(fused, layer, d)
+        alone = fresh(ctx, ctx.graph)
         lower_cube_conv(alone, layer)
         t, program = layer.outputs[0], alone.program
         lo = program.offset(t)
         alone.builder.close_ddr(program.key(t), lo, lo + math.prod(ctx.shape(t)))
         _lower_alone(alone, d)
-        cycles = [flow(t.builder.builders[0].graph) for t in (fused, alone)]
-        ctx.memo[key] = cycles[0] * CYCLE_TOLERANCE < cycles[1] * (CYCLE_TOLERANCE + 1)
-    return d if ctx.memo[key] else None
+        best, cube = flow(alone.builder.builders[0].graph), -1
+        for share in (0, *cube_shares(ctx, d)):
+            fused = fresh(ctx, ctx.graph)
+            lower_fused(fused, layer, d, share)
+            c = flow(fused.builder.builders[0].graph)
+            tolerance = c * CYCLE_TOLERANCE < best * (CYCLE_TOLERANCE + 1)
+            if c < best or (share == 0 and tolerance):
+                best, cube = c, share
+        ctx.memo[key] = (cube >= 0, max(cube, 0))
+    fuses, cube = ctx.memo[key]
+    return (d, cube) if fuses else None
 
 
 def lower_cube_unit(ctx: LowerContext, layer: Layer) -> None:

@@ -235,6 +235,7 @@ Item = tuple[tuple[int, int, int], tuple[int, int, int, int]]  # (image, g0, gro
 
 
 Consts = dict[tuple[int, int, int], tuple[BufRef, BufRef | None]]  # block -> weights, bias
+Taps = Callable[[Item, BufRef, tuple[BufRef, BufRef | None]], None]  # an item's taps, its window
 
 
 def stage_consts(ctx: LowerContext, layer: Layer, bias: str) -> list[str]:
@@ -284,18 +285,23 @@ def pipeline(
     load: Callable[[Item, Consts], BufRef],
     held: tuple[Consts, list[BufRef]] | None = None,
     cube: CubeShare | None = None,
+    taps: Taps | None = None,
 ) -> None:
     """One core's bands in order, each band's window loaded (`load`: the item's window, its
-    block's weights and bias added to the consts first) before the previous band's taps; a
-    block's weights loaded with its first band and freed after its last (unless `held`: every
-    block's, loaded before and freed after all); the cube's units spread among them."""
+    block's weights and bias added to the consts first) before the previous band's taps (by
+    `taps` when given, else on the vector unit); a block's weights loaded with its first band
+    and freed after its last (unless `held`: every block's, loaded before and freed after
+    all); the cube's units spread among them."""
     consts: Consts = {} if held is None else dict(held[0])
     ready = load(items[0], consts)
     for i, (block, band) in enumerate(items):
         win = ready
         if i + 1 < len(items):
             ready = load(items[i + 1], consts)
-        _taps(ctx, layer, g, block, band, win, consts[block])
+        if taps is None:
+            vector_taps(ctx, layer, g, (block, band), win, consts[block])
+        else:
+            taps((block, band), win, consts[block])
         if cube is not None:
             cube.emit_until((i + 1) / len(items))
         if held is None and (i + 1 == len(items) or items[i + 1][0] != block):
@@ -365,18 +371,17 @@ def _load(
     return win
 
 
-def _taps(
+def vector_taps(
     ctx: LowerContext,
     layer: Layer,
     g: ConvGeom,
-    block: tuple[int, int, int],
-    band: tuple[int, int, int, int],
+    item: Item,
     win: BufRef,
     consts: tuple[BufRef, BufRef | None],
 ) -> None:
-    """One band of output rows x columns of a block of groups: taps, epilogue, store."""
-    n, g0, gl = block
-    r0, rows, q0, cols = band
+    """One band of output rows x columns of a block of groups (`item`) from its window: taps,
+    epilogue, store."""
+    gl, (_, rows, _, cols) = item[0][2], item[1]
     wts, bias = consts
     bld = ctx.builder
     cb = gl * g.cog
@@ -402,7 +407,14 @@ def _taps(
                 bld.emit(VBinary("mul" if first else "mla", acc, a, w, cd, ds, as_, bs))
                 first = False
     bld.free(win)
+    epilogue(ctx, layer, g, item, acc)
+
+
+def epilogue(ctx: LowerContext, layer: Layer, g: ConvGeom, item: Item, acc: BufRef) -> None:
+    """An item's output in UB (`acc`, channel-major): the fused activation, its store; freed."""
+    (n, g0, gl), (r0, rows, q0, cols) = item
+    cb, pixels = gl * g.cog, rows * cols
     apply_activation(ctx, acc, cb * pixels, layer.attrs)
     y = ctx.ddr(layer.outputs[0]).at(((n * g.co + g0 * g.cog) * g.oh + r0) * g.ow + q0)
-    bld.emit(Copy(y, acc, (cb, rows, cols), (g.oh * g.ow, g.ow, 1), (pixels, cols, 1)))
-    bld.free(acc)
+    ctx.builder.emit(Copy(y, acc, (cb, rows, cols), (g.oh * g.ow, g.ow, 1), (pixels, cols, 1)))
+    ctx.builder.free(acc)

@@ -19,14 +19,17 @@ from __future__ import annotations
 
 import math
 
-from npucc.backend.lower.context import TILE_SHARE, LowerContext, split
+from npucc.backend.lower.context import TILE_SHARE, LowerContext, largest, split
 from npucc.backend.lower.conv_geom import ConvGeom, conv_geometry, expand_depthwise
 from npucc.backend.lower.depthwise import (
     Consts,
     Item,
+    Taps,
     consts_of,
+    epilogue,
     pipeline,
     stage_consts,
+    vector_taps,
     vector_tiles,
     wide_tiles,
 )
@@ -35,6 +38,7 @@ from npucc.errors import NpuccError
 from npucc.ir.graph import Layer
 from npucc.ir.isa import BufRef, Copy, DdrRef, Img2Col, Mmad, VFill, VUnary
 
+Block = tuple[int, int, int]  # (image, first group, groups)
 WEIGHT_SHARE = 8  # the 1x1 conv's weights held in L1 when they fit this share of it
 
 
@@ -54,6 +58,23 @@ def fused_depthwise(ctx: LowerContext, layer: Layer) -> Layer | None:
     return d if rows and g.n == 1 and fits else None
 
 
+# an L0 tile of the cube share's window rows holds at most this share of L0A (fewer, longer
+# mmads: each pays the cube's latency). NOTE: measured on MobileNet v2 (predicted makespan): 1/4
+# 844,327, 1/2 (TILE_SHARE) 819,618, 2/3 811,911, all of it 824,391
+CUBE_L0A = (2, 3)
+CUBE_SHARES = (0.5, 0.75, 0.875, 1.0)  # shares of a fused depthwise conv on the cube, tried
+
+
+def cube_shares(ctx: LowerContext, layer: Layer) -> list[int]:
+    """The channels of fused depthwise conv `layer` its trials put on the cube (`_CubeTaps`):
+    CUBE_SHARES of them in multiples of n0; none when strided."""
+    g, n0 = conv_geometry(ctx, layer), ctx.target.cube.n0
+    if g.sh != 1 or g.sw != 1:
+        return []
+    shares = {int(g.group * f) // n0 * n0 for f in CUBE_SHARES}
+    return sorted(c for c in shares if 0 < c <= g.group)
+
+
 def fused_tiles(ctx: LowerContext, layer: Layer, g: ConvGeom) -> tuple[int, int]:
     """(groups, rows) per tile of depthwise `layer` fused: its vector tiles when they are whole
     rows of every group or of at least n0 (the mmads' N), else whole rows of n0 groups (rows
@@ -65,24 +86,48 @@ def fused_tiles(ctx: LowerContext, layer: Layer, g: ConvGeom) -> tuple[int, int]
     return wide, wide_tiles(ctx, layer, g, wide)
 
 
-def lower_fused(ctx: LowerContext, expand: Layer, layer: Layer) -> None:
-    """Depthwise conv `layer` on the vector unit, its windows computed by 1x1 conv `expand`."""
+def lower_fused(ctx: LowerContext, expand: Layer, layer: Layer, cube: int = 0) -> None:
+    """Depthwise conv `layer`, its windows computed by 1x1 conv `expand`: its last `cube`
+    channels on the cube (`_CubeTaps`, when the layer's weights are staged in L1 and its tiles
+    fit), the others on the vector unit."""
     g = conv_geometry(ctx, layer)
     groups_t, rows_t = fused_tiles(ctx, layer, g)
     bias = layer.inputs[2] if len(layer.inputs) > 2 and layer.inputs[2] else ""
-    blocks = [(0, g0, gl) for g0, gl in split(g.group, groups_t)]
+    staged = stage_consts(ctx, layer, bias)
+    share = _CubeTaps.make(ctx, layer, g, (cube, groups_t, rows_t))
+    first = g.group - (0 if share is None else cube)
+    blocks = [(0, g0, gl) for g0, gl in split(first, groups_t)]
+    if share is not None:
+        cubes = [(0, first + g0, gl) for g0, gl in split(cube, share.groups)]
+        blocks = _spread(blocks, cubes)
     items = [(b, (r0, nr, 0, g.ow)) for r0, nr in split(g.oh, rows_t) for b in blocks]
     src = _Expand(ctx, expand, g)
 
     def load(item: Item, consts: Consts) -> BufRef:
         consts_of(ctx, layer, g, item[0], bias, consts)
-        return src.window(layer, item)
+        win = src.window(layer, item)
+        if share is not None and item[0][1] >= first:
+            return share.store(item, win)
+        return win
 
-    staged = stage_consts(ctx, layer, bias)
-    pipeline(ctx, layer, g, items, bias, load)
+    taps = None if share is None else share.taps(first)
+    pipeline(ctx, layer, g, items, bias, load, taps=taps)
+    if share is not None:
+        share.close()
     for key in staged:
         ctx.builder.release(key)
     src.close()
+
+
+def _spread(blocks: list[Block], cubes: list[Block]) -> list[Block]:
+    """`blocks` with `cubes` spread evenly among them, none first (a cube item's products
+    then overlap a vector item's taps on the in-order pipes)."""
+    out: list[Block] = []
+    for i, b in enumerate(blocks):
+        out.append(b)
+        lo, hi = i * len(cubes) // len(blocks), (i + 1) * len(cubes) // len(blocks)
+        out += cubes[lo:hi]
+    return out if blocks else cubes
 
 
 class _Expand:
@@ -229,3 +274,168 @@ class _Expand:
             scalars = () if act == "relu" else (float(a.get("act_min", -math.inf)),
                                                  float(a.get("act_max", math.inf)))  # fmt: skip
             bld.emit(VUnary(act, out, out, dims, st, st, scalars))
+
+
+class _CubeTaps:
+    """The cube's share of a fused depthwise conv's channels (stride 1), window by window: the
+    window the 1x1 conv computed in UB stored to L1 pixel-major in blocks of n0 channels
+    ([block, pixel, channel]: UB -> L1, transposed by the copy's strides), per block and L0 tile
+    of output rows its window rows L1 -> L0A once (no img2col: one element an input pixel),
+    then one mmad a tap: the rows of L0A from the tap's offset (a pixel-major window shifted by
+    ki * row + kj is the tap's view of every output pixel of full window rows) by the tap's
+    weights as a diagonal [n0, n0] (L0B, built from zeros and the staged weights), all into one
+    accumulator, and the bias by a k = 1 mmad of ones. The accumulators stay in L0C until after
+    the next vector item's taps, then L0C -> UB into the item's channel-major output (the
+    window's border columns dropped), its activation and store as the vector items'."""
+
+    def __init__(self, ctx: LowerContext, layer: Layer, g: ConvGeom, sizes: tuple[int, int]):
+        self.ctx, self.layer, self.g = ctx, layer, g
+        self.groups, self.per = sizes  # channels an item, output rows an L0 tile
+        bld, self.cb = ctx.builder, ctx.target.cube.n0
+        w = ctx.ddr(layer.inputs[1])
+        held = bld.resident(w.key)
+        assert held is not None
+        self.wts = held.at(w.off)
+        size, m = g.taps * self.cb * self.cb, self.per * g.in_cols(g.ow)
+        fill = bld.alloc("UB", max(size, m), f"{layer.name}.zeros")
+        bld.emit(VFill(fill, (size,), (1,), 0.0))
+        self.zeros = bld.alloc("L1", size, f"{layer.name}.zeros")
+        bld.emit(Copy(self.zeros, fill, (size,), (1,), (1,)))
+        self.pending: tuple[Item, BufRef] | None = None
+        self.ones: BufRef | None = None
+        if len(layer.inputs) > 2 and layer.inputs[2]:
+            bld.emit(VFill(fill, (m,), (1,), 1.0))
+            self.ones = bld.alloc("L1", m, f"{layer.name}.ones")
+            bld.emit(Copy(self.ones, fill, (m,), (1,), (1,)))
+        bld.free(fill)
+
+    @classmethod
+    def make(
+        cls, ctx: LowerContext, layer: Layer, g: ConvGeom, sizes: tuple[int, int, int]
+    ) -> _CubeTaps | None:
+        """The share of the last `sizes[0]` channels (items of at most `sizes[1]` channels,
+        bands of `sizes[2]` rows), or None: none asked, a strided conv, the weights not staged
+        in L1, a share not in blocks of n0, or an L0 tile of one row that does not fit (its
+        window rows within CUBE_L0A of L0A, a band's accumulators within half L0C's share)."""
+        cube, groups, rows = sizes
+        cb = ctx.target.cube.n0
+        groups = groups // cb * cb
+        staged = ctx.builder.resident(ctx.ddr(layer.inputs[1]).key) is not None
+        strided = g.sh != 1 or g.sw != 1
+        if cube <= 0 or strided or not staged or groups == 0 or cube % cb or cube > g.group:
+            return None
+        l0a = ctx.capacity("L0A") * CUBE_L0A[0] // CUBE_L0A[1]
+        l0c = ctx.capacity("L0C") // TILE_SHARE
+        wc, halo = g.in_cols(g.ow), (g.kh - 1) * g.dh
+        per = largest(lambda r: (r + halo) * wc * cb <= l0a, rows)
+        if per == 0 or groups * rows * wc > l0c // 2:
+            return None
+        return cls(ctx, layer, g, (groups, -(-rows // -(-rows // per))))
+
+    def close(self) -> None:
+        """The last cube item's copy out, then free the share's constants."""
+        self.flush()
+        self.ctx.builder.free(self.zeros)
+        if self.ones is not None:
+            self.ctx.builder.free(self.ones)
+
+    def store(self, item: Item, win: BufRef) -> BufRef:
+        """The item's window (UB, freed here) into L1, [block, pixel, n0]."""
+        ctx, g, cb = self.ctx, self.g, self.cb
+        bld = ctx.builder
+        (_, _, gl), (_, rows, _, cols) = item
+        plane = g.in_rows(rows) * g.in_cols(cols)
+        x = bld.alloc("L1", gl * plane, f"{self.layer.name}.fx")
+        nb = gl // cb
+        bld.emit(Copy(x, win, (nb, plane, cb), (plane * cb, cb, 1), (cb * plane, 1, plane)))
+        bld.free(win)
+        return x
+
+    def products(self, item: Item, x: BufRef, bias: BufRef | None) -> BufRef:
+        """The item's window in L1 (`store`, freed here) through the cube: its accumulators in
+        L0C, block j's L0 tile of output rows [t0, t0 + tr) at (j * rows + t0) * wc * n0,
+        [pixel, n0]."""
+        ctx, g, cb, name = self.ctx, self.g, self.cb, self.layer.name
+        bld = ctx.builder
+        (_, g0, gl), (_, rows, _, cols) = item
+        wr, wc = g.in_rows(rows), g.in_cols(cols)
+        nb, plane = gl // cb, wr * wc
+        acc = bld.alloc("L0C", gl * rows * wc, f"{name}.facc")
+        for j in range(nb):
+            l0b = bld.alloc("L0B", g.taps * cb * cb, f"{name}.fb0")
+            bld.emit(Copy(l0b, self.zeros, (g.taps * cb * cb,), (1,), (1,)))
+            dims, st = (g.taps, cb), (cb * cb, cb + 1)
+            bld.emit(Copy(l0b, self.wts.at((g0 + j * cb) * g.taps), dims, st, (1, g.taps)))
+            l0b1 = None
+            if bias is not None and self.ones is not None:
+                l0b1 = bld.alloc("L0B", cb, f"{name}.fb1")
+                bld.emit(Copy(l0b1, bias.at(j * cb), (cb,), (1,), (1,)))
+            for t0, tr in split(rows, self.per):
+                self._tile(acc.at((j * rows + t0) * wc * cb), x.at((j * plane + t0 * wc) * cb),
+                           (tr, wc), (l0b, l0b1))  # fmt: skip
+            bld.free(l0b)
+            if l0b1 is not None:
+                bld.free(l0b1)
+        bld.free(x)
+        return acc
+
+    def _tile(
+        self, acc: BufRef, x: BufRef, shape: tuple[int, int], b: tuple[BufRef, BufRef | None]
+    ) -> None:
+        """One L0 tile of `tr` output rows of one block: its window rows (from `x`, L1) into
+        L0A, a mmad a tap into `acc`, then the bias's."""
+        g, cb, bld, name = self.g, self.cb, self.ctx.builder, self.layer.name
+        (tr, wc), (l0b, l0b1) = shape, b
+        size = (tr + (g.kh - 1) * g.dh) * wc * cb
+        a0 = bld.alloc("L0A", size, f"{name}.fa0")
+        bld.emit(Copy(a0, x, (size,), (1,), (1,)))
+        m = tr * wc - (g.kw - 1) * g.dw  # every output pixel's row; the border columns' too
+        for ki in range(g.kh):
+            for kj in range(g.kw):
+                a = a0.at((ki * g.dh * wc + kj * g.dw) * cb)
+                tap = ki * g.kw + kj
+                bld.emit(Mmad(acc, a, l0b.at(tap * cb * cb), m, cb, cb, 1 if tap else 0))
+        bld.free(a0)
+        if l0b1 is not None and self.ones is not None:
+            a1 = bld.alloc("L0A", m, f"{name}.fa1")
+            bld.emit(Copy(a1, self.ones, (m,), (1,), (1,)))
+            bld.emit(Mmad(acc, a1, l0b1, m, cb, 1, 1))
+            bld.free(a1)
+
+    def taps(self, first: int) -> Taps:
+        """`pipeline`'s taps: a vector item's taps as depthwise's, then the deferred cube
+        item's copy out; a cube item's products (its window stored to L1 by `store` at its
+        load), their copy out deferred."""
+
+        def run(item: Item, win: BufRef, consts: tuple[BufRef, BufRef | None]) -> None:
+            if item[0][1] < first:
+                vector_taps(self.ctx, self.layer, self.g, item, win, consts)
+                self.flush()
+                return
+            self.flush()
+            self.pending = (item, self.products(item, win, consts[1]))
+
+        return run
+
+    def flush(self) -> None:
+        """The deferred cube item's copy out of L0C, if any."""
+        if self.pending is not None:
+            self.out(*self.pending)
+        self.pending = None
+
+    def out(self, item: Item, acc: BufRef) -> None:
+        """A cube item's accumulators L0C -> UB (channel-major, the window's border columns
+        dropped), then its epilogue."""
+        ctx, g, cb = self.ctx, self.g, self.cb
+        bld = ctx.builder
+        (_, _, gl), (_, rows, _, cols) = item
+        pixels, wc = rows * cols, g.in_cols(cols)
+        y = bld.alloc("UB", gl * pixels, f"{self.layer.name}.fout")
+        dims, (ds, ss) = coalesce(
+            (gl // cb, cb, rows, cols),
+            (cb * pixels, pixels, cols, 1),
+            (rows * wc * cb, 1, wc * cb, cb),
+        )
+        bld.emit(Copy(y, acc, dims, ds, ss))
+        bld.free(acc)
+        epilogue(ctx, self.layer, g, item, y)
