@@ -53,6 +53,8 @@ class Replay:
     position: list[int]  # augmented node id -> index in order
     preds: list[Sequence[int]]  # per augmented node: its sources over `edges`, in that order
     spill_plan: list[tuple[int, int]]  # the schedule's spills
+    cycles: list[int]  # per augmented node (rule 5)
+    pipes: list[Hashable | None]
 
     def edges(self) -> Iterator[tuple[int, int]]:
         """All augmented edges: original, then spill, then address-reuse."""
@@ -365,6 +367,8 @@ def _replay(
         position=position,
         preds=preds,
         spill_plan=spills,
+        cycles=cycles,
+        pipes=pipes,
     )
 
 
@@ -416,7 +420,7 @@ def reordered(
     nodes = like.nodes
     order = schedule.order
     preds = like.preds
-    start, finish = in_order(order, [v.cycles for v in nodes], [v.pipe for v in nodes], preds)
+    start, finish = in_order(order, like.cycles, like.pipes, preds)
     makespan = max(finish, default=0)
     if within is not None and makespan > within:
         return None
@@ -453,6 +457,8 @@ def reordered(
         position=position,
         preds=preds,
         spill_plan=like.spill_plan,
+        cycles=like.cycles,
+        pipes=like.pipes,
     )
 
 

@@ -170,6 +170,10 @@ def mpas(
     key = [-1] * n
     in_ready = [False] * n
     ready: list[int] = []
+    heappush = heapq.heappush
+    # NOTE: ready FREEs apart: a FREE's key (level 0) is below every other key, so the heaps'
+    # joint minimum is the FREEs' when there is one
+    frees: list[int] = []
     # NOTE: a key is one int that orders as the tuple (lambda, Delta, -h, id) of eq. 21 (the
     # heaps spend their time comparing keys): each field made non-negative in its own bits,
     # Delta + span (|Delta| <= span), hmax - h and the id
@@ -200,7 +204,10 @@ def mpas(
     def make_ready(v: int) -> None:
         in_ready[v] = True
         k = key[v] = make_key(v)
-        heapq.heappush(ready, k)
+        heappush(frees if is_free[v] else ready, k)
+
+    # a FREE's key, make_key's without a call: levels[0] - size_pk * scale + low
+    scale = 1 << shift if use_delta else 0
 
     def free_progress(f: int) -> None:
         # FREE f lost a pending predecessor: credit its last one, or make f ready
@@ -473,12 +480,19 @@ def mpas(
             epoch[0] += 1
             wake()
         for w in succs[v]:
-            pending[w] -= 1
+            left = pending[w] = pending[w] - 1
             if is_free[w]:
                 if last_pred[w] == v:
                     last_pred[w] = -1
-                free_progress(w)
-            elif not pending[w]:
+                if left:
+                    if left == 1:
+                        free_progress(w)
+                else:  # NOTE: make_ready(w), inline
+                    in_ready[w] = True
+                    low = ((hmax - h[w]) << vbits) | w if use_h else w
+                    k = key[w] = levels[0] - size_pk[w] * scale + low
+                    heappush(frees, k)
+            elif not left:
                 make_ready(w)
 
     for v in range(n):
@@ -488,7 +502,7 @@ def mpas(
         if not pending[v] and not is_alloc[v]:
             make_ready(v)
     while len(order) < n:
-        if not ready:
+        if not ready and not frees:
             k = fallback()
             if k is None:
                 stuck = min(v for v in range(n) if not done[v])
@@ -504,7 +518,7 @@ def mpas(
             emit(k & vmask)
             wake()
             continue
-        k = heapq.heappop(ready)
+        k = heapq.heappop(frees) if frees else heapq.heappop(ready)
         v = k & vmask
         if done[v] or not in_ready[v] or k != key[v]:
             continue  # a stale entry
