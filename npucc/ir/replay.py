@@ -183,16 +183,16 @@ class ReplayBase:
 
 def replay_base(graph: TileGraph) -> ReplayBase:
     """The graph-only part of `replay`, for several replays of one graph."""
-    nodes = graph.nodes
-    events: list[int | None] = [None] * len(nodes)
-    for v, node in enumerate(nodes):
-        if node.op == "ALLOC":
-            events[v] = node.bufs[0]
-        elif node.op == "FREE":
-            events[v] = -1 - node.bufs[0]
-    return ReplayBase(
-        graph, clean_buffers(graph), [v.cycles for v in nodes], [v.pipe for v in nodes], events
-    )
+    cycles: list[int] = []
+    pipes: list[str | None] = []
+    events: list[int | None] = []
+    add_cycles, add_pipe, add_event = cycles.append, pipes.append, events.append
+    for node in graph.nodes:  # NOTE: one pass over the node objects
+        add_cycles(node.cycles)
+        add_pipe(node.pipe)
+        op = node.op
+        add_event(node.bufs[0] if op == "ALLOC" else -1 - node.bufs[0] if op == "FREE" else None)
+    return ReplayBase(graph, clean_buffers(graph), cycles, pipes, events)
 
 
 def replay(
@@ -387,22 +387,27 @@ def keeps_edges(
         or schedule.offsets != like.offsets
     ):
         return None
-    preds = like.preds
     if checked is None:
         try:
             at = _positions(order, total, graph.name)
         except ScheduleError:
             return None
-        counts = np.fromiter(map(len, preds), np.int64, total)
-        srcs = np.fromiter(chain.from_iterable(preds), np.int64, int(counts.sum()))
-        if (at[srcs] >= np.repeat(at, counts)).any():  # an edge that the order turns round
-            return None
-    else:  # the graph's own edges were checked: the spill and reuse edges are left
+        # NOTE: like's order keeps the graph's edges (a replay is of a legal schedule), and so
+        # does an order running the graph's nodes in the same sequence
+        n = len(graph.nodes)
+        if list(filter(n.__gt__, order)) != list(filter(n.__gt__, like.order)):
+            preds = like.preds
+            counts = np.fromiter(map(len, preds), np.int64, total)
+            srcs = np.fromiter(chain.from_iterable(preds), np.int64, int(counts.sum()))
+            # an edge that the order turns round?
+            return None if (at[srcs] >= np.repeat(at, counts)).any() else at
+    else:  # the graph's own edges were checked
         at = checked
-        extra = np.array([*like.spill_edges, *like.reuse_edges], np.int64).reshape(-1, 2)
-        if (at[extra[:, 0]] >= at[extra[:, 1]]).any():
-            return None
-    return at
+    # the spill and reuse edges are left
+    extra = chain(like.spill_edges, like.reuse_edges)
+    count = len(like.spill_edges) + len(like.reuse_edges)
+    ends = np.fromiter(chain.from_iterable(extra), np.int64, 2 * count).reshape(-1, 2)
+    return None if (at[ends[:, 0]] >= at[ends[:, 1]]).any() else at
 
 
 def reordered(

@@ -237,7 +237,8 @@ def mpas(
     witness: dict[int, int] = {}  # (u, v) -> the ancestor needs_tier last found
     # NOTE: done only grows, so the unscheduled ancestors needs_tier searches only shrink: once
     # a search covered them all (not cut at CONE_LIMIT) without a match, the answer stays no
-    cleared: set[int] = set()  # (u, v) pairs answered so
+    # per node v: the (u, v) pairs answered so, bit i for u = l0_preds[v][i] (no pair key made)
+    cleared = [0] * n
 
     def needs_tier(u: int, v: int, t: int) -> bool:
         """Does an unscheduled ancestor of a consumer of u's buffer (not v) allocate tier t?
@@ -257,22 +258,24 @@ def mpas(
                     seen.add(y)
                     stack.append(y)
         if not stack:
-            cleared.add(u * n + v)
+            cleared[v] |= 1 << l0_preds[v].index(u)
         return False
 
     l0_preds = prep.l0_preds
 
     def blocker(v: int) -> int:
         """The L0 tier v must wait for (rule 7), or -1."""
+        ok = cleared[v]
+        bit = 1
         for u in l0_preds[v]:
-            if done[u]:
-                continue
-            t = l0_tier[u]
-            if live_count[t] or (strict and u * n + v not in cleared and needs_tier(u, v, t)):
-                return t
-            for a in live_l0:  # NOTE: tier t holds none (live_count[t] == 0)
-                if a >= 0 and users_l0[a].isdisjoint(users_l0[u]):
-                    return l0_tier[a]
+            if not done[u]:
+                t = l0_tier[u]
+                if live_count[t] or (strict and not ok & bit and needs_tier(u, v, t)):
+                    return t
+                for a in live_l0:  # NOTE: tier t holds none (live_count[t] == 0)
+                    if a >= 0 and users_l0[a].isdisjoint(users_l0[u]):
+                        return l0_tier[a]
+            bit <<= 1
         return -1
 
     def futile(v: int) -> int:
