@@ -323,9 +323,13 @@ def mpas(
     def head(c: int) -> int | None:
         """The best node parked in class c (stale heap entries dropped)."""
         heap = waiting[c]
-        while heap and (parked[heap[0] & vmask] != c or park_key[heap[0] & vmask] != heap[0]):
+        while heap:
+            k = heap[0]
+            x = k & vmask
+            if parked[x] == c and park_key[x] == k:
+                return k
             heapq.heappop(heap)
-        return heap[0] if heap else None
+        return None
 
     # near_live() of the current state, and the unscheduled producers it went through: valid
     # while no L0 tier changes (epoch) and none of those producers is scheduled (emit drops it)
