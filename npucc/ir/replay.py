@@ -53,6 +53,8 @@ class Replay:
     position: list[int]  # augmented node id -> index in order
     preds: list[Sequence[int]]  # per augmented node: its sources over `edges`, in that order
     spill_plan: list[tuple[int, int]]  # the schedule's spills
+    cycles: list[int]  # per augmented node (rule 5)
+    pipes: list[str | None]
 
     def edges(self) -> Iterator[tuple[int, int]]:
         """All augmented edges: original, then spill, then address-reuse."""
@@ -128,7 +130,11 @@ class ReplayBase:
     cycles: list[int]  # per graph node
     pipes: list[str | None]
     events: list[int | None]  # per graph node: its buffer b if an ALLOC, -1 - b if a FREE
+    tiers: list[str]  # per buffer
+    sizes: list[int]
+    frees: list[int]  # per buffer: its FREE node (-1: none)
     busy: dict[Hashable, int] | None = None  # per pipe: its nodes' cycles (`pipe_work`)
+    kinds: tuple[list[Hashable | None], np.ndarray] | None = None  # `pipe_kinds`
     use_node: np.ndarray | None = None  # every (node, buffer) use outside ALLOC/FREE, by node id
     use_buf: np.ndarray | None = None
     scans: int = 0  # users() answered by a scan of the nodes
@@ -142,6 +148,14 @@ class ReplayBase:
                 if pipe is not None:
                     self.busy[pipe] = self.busy.get(pipe, 0) + c
         return self.busy
+
+    def pipe_kinds(self) -> tuple[list[Hashable | None], np.ndarray]:
+        """The graph's pipes (None first) and per graph node its pipe's index among them."""
+        if self.kinds is None:
+            names = [None, *self.pipe_work()]
+            code = {p: i for i, p in enumerate(names)}
+            self.kinds = (names, np.array([code[p] for p in self.pipes], np.int64))
+        return self.kinds
 
     def users(self, bufs: set[int]) -> dict[int, list[int]]:
         """Non-ALLOC/FREE graph nodes using each buffer of `bufs`, in id order (fresh lists)."""
@@ -181,15 +195,26 @@ class ReplayBase:
 
 def replay_base(graph: TileGraph) -> ReplayBase:
     """The graph-only part of `replay`, for several replays of one graph."""
-    nodes = graph.nodes
-    events: list[int | None] = [None] * len(nodes)
-    for v, node in enumerate(nodes):
-        if node.op == "ALLOC":
-            events[v] = node.bufs[0]
-        elif node.op == "FREE":
-            events[v] = -1 - node.bufs[0]
+    cycles: list[int] = []
+    pipes: list[str | None] = []
+    events: list[int | None] = []
+    add_cycles, add_pipe, add_event = cycles.append, pipes.append, events.append
+    for node in graph.nodes:  # NOTE: one pass over the node objects
+        add_cycles(node.cycles)
+        add_pipe(node.pipe)
+        op = node.op
+        add_event(node.bufs[0] if op == "ALLOC" else -1 - node.bufs[0] if op == "FREE" else None)
+    buffers = graph.buffers
+    free_of = graph.free_of
     return ReplayBase(
-        graph, clean_buffers(graph), [v.cycles for v in nodes], [v.pipe for v in nodes], events
+        graph,
+        clean_buffers(graph),
+        cycles,
+        pipes,
+        events,
+        [buf.tier for buf in buffers],
+        [buf.size for buf in buffers],
+        [free_of.get(b, -1) for b in range(len(buffers))],
     )
 
 
@@ -276,8 +301,8 @@ def _replay(
     maps: dict[str, LabelMap] = {}
     reuse_edges: list[tuple[int, int]] = []
     res = Residency()
-    buffers = graph.buffers
-    free_of = graph.free_of
+    add, drop = res.alloc, res.free
+    tiers, sizes, last = base.tiers, base.sizes, base.frees
     # rule 5 (the one list timer) times the order piece by piece, each piece after its memory
     # events (every edge into a node comes from an earlier one); without a bound, in one piece
     # NOTE: a node's extra predecessors join its tuple in any order (the timer takes their max)
@@ -297,6 +322,13 @@ def _replay(
         left.update(base.pipe_work())
         for node in added:
             left[node.pipe] = left.get(node.pipe, 0) + node.cycles
+        # per augmented node: its pipe's index in `names` and its cycles (a piece's work per
+        # pipe by numpy)
+        names, kinds = base.pipe_kinds()
+        names = list(dict.fromkeys([*names, *left]))
+        code = {p: i for i, p in enumerate(names)}
+        kind = np.concatenate((kinds, np.array([code[v.pipe] for v in added], np.int64)))
+        work = np.array(cycles, np.int64)
     for lo in range(0, total, step):
         piece = order[lo : lo + step]
         for i, v in enumerate(piece, lo):
@@ -305,28 +337,27 @@ def _replay(
                 if event is None:
                     continue
                 if event < 0:  # a FREE
-                    buf = buffers[-1 - event]
-                    res.free(buf.tier, buf.size)
+                    drop(tiers[-1 - event], sizes[-1 - event])
                     continue
                 b = event
-                buf = buffers[b]
+                size = sizes[b]
                 off = offsets[b]
-                res.alloc(buf.tier, buf.size)
+                add(tiers[b], size)
                 spill_in = False
             elif (v - n) & 1:
                 b, off = spills[(v - n) >> 1]
-                buf = buffers[b]
+                size = sizes[b]
                 spill_in = True
             else:  # a SPILL_OUT
                 continue
             if b in homes:
                 homes[b].append((i, off))
-            if buf.size:
-                release = release_after.get(v, free_of[b]) if release_after else free_of[b]
-                reuse = maps.get(buf.tier)
+            if size:
+                release = release_after.get(v, last[b]) if release_after else last[b]
+                reuse = maps.get(tiers[b])
                 if reuse is None:
-                    reuse = maps[buf.tier] = LabelMap()
-                found = reuse.assign(off, off + buf.size, release)
+                    reuse = maps[tiers[b]] = LabelMap()
+                found = reuse.assign(off, off + size, release)
                 if spill_in and v - 1 in found:  # own SPILL_OUT -> SPILL_IN: rule 1
                     found = [x for x in found if x != v - 1]
                 if found:
@@ -337,16 +368,16 @@ def _replay(
         if makespan is not None:
             # NOTE: a pipe runs its remaining nodes one after another from its last finish on,
             # so a pipe whose remaining work ends past the bound dooms the replay as well
-            for v in piece:
-                pipe = pipes[v]
-                if pipe is not None:
-                    left[pipe] -= cycles[v]
+            ids = np.array(piece, np.int64)
+            ran = np.bincount(kind[ids], work[ids], len(names)).tolist()  # NOTE: exact sums
+            for j in range(1, len(names)):
+                left[names[j]] -= int(ran[j])
             pipe_free = timed[2]
             if any(t + left[pipe] > makespan for pipe, t in pipe_free.items()):
                 return None
     start, finish, _ = timed
 
-    extra_ddr = sum(spill_model.traffic(buffers[b].size, clean[b]) for b, _ in spills)
+    extra_ddr = sum(spill_model.traffic(sizes[b], clean[b]) for b, _ in spills)
     return Replay(
         graph=graph,
         nodes=nodes,
@@ -365,6 +396,8 @@ def _replay(
         position=position,
         preds=preds,
         spill_plan=spills,
+        cycles=cycles,
+        pipes=pipes,
     )
 
 
@@ -383,22 +416,27 @@ def keeps_edges(
         or schedule.offsets != like.offsets
     ):
         return None
-    preds = like.preds
     if checked is None:
         try:
             at = _positions(order, total, graph.name)
         except ScheduleError:
             return None
-        counts = np.fromiter(map(len, preds), np.int64, total)
-        srcs = np.fromiter(chain.from_iterable(preds), np.int64, int(counts.sum()))
-        if (at[srcs] >= np.repeat(at, counts)).any():  # an edge that the order turns round
-            return None
-    else:  # the graph's own edges were checked: the spill and reuse edges are left
+        # NOTE: like's order keeps the graph's edges (a replay is of a legal schedule), and so
+        # does an order running the graph's nodes in the same sequence
+        n = len(graph.nodes)
+        if list(filter(n.__gt__, order)) != list(filter(n.__gt__, like.order)):
+            preds = like.preds
+            counts = np.fromiter(map(len, preds), np.int64, total)
+            srcs = np.fromiter(chain.from_iterable(preds), np.int64, int(counts.sum()))
+            # an edge that the order turns round?
+            return None if (at[srcs] >= np.repeat(at, counts)).any() else at
+    else:  # the graph's own edges were checked
         at = checked
-        extra = np.array([*like.spill_edges, *like.reuse_edges], np.int64).reshape(-1, 2)
-        if (at[extra[:, 0]] >= at[extra[:, 1]]).any():
-            return None
-    return at
+    # the spill and reuse edges are left
+    extra = chain(like.spill_edges, like.reuse_edges)
+    count = len(like.spill_edges) + len(like.reuse_edges)
+    ends = np.fromiter(chain.from_iterable(extra), np.int64, 2 * count).reshape(-1, 2)
+    return None if (at[ends[:, 0]] >= at[ends[:, 1]]).any() else at
 
 
 def reordered(
@@ -416,7 +454,7 @@ def reordered(
     nodes = like.nodes
     order = schedule.order
     preds = like.preds
-    start, finish = in_order(order, [v.cycles for v in nodes], [v.pipe for v in nodes], preds)
+    start, finish = in_order(order, like.cycles, like.pipes, preds)
     makespan = max(finish, default=0)
     if within is not None and makespan > within:
         return None
@@ -453,6 +491,8 @@ def reordered(
         position=position,
         preds=preds,
         spill_plan=like.spill_plan,
+        cycles=like.cycles,
+        pipes=like.pipes,
     )
 
 

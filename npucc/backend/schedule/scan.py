@@ -124,6 +124,7 @@ class ScanState:
     where: dict[int, int]
     last_use: list[int]
     result: list[int]
+    labels: bool  # were release labels kept (LinearScan.labels)
 
 
 TRAIL_EVERY = 256  # a Trail marks the state every this many positions
@@ -197,6 +198,7 @@ class LinearScan:
         "times",
         "now",
         "events",
+        "labels",
     )
 
     def __init__(
@@ -257,6 +259,9 @@ class LinearScan:
         self.times = times
         self.now = 0  # the release label of the node being placed (with `times`)
         self.events = 0  # evictions and reloads so far (Trail)
+        # NOTE: the release labels are read by the cold and timed placements, by prefetch and
+        # by a Trail's marks alone: a best-fit or first-fit scan with none of them keeps none
+        self.labels = placement in ("cold", "timed") or prefetch
 
     def next_use(self, b: int, k: int) -> int:
         """Position of the first use of `b` after position k (INF if none)."""
@@ -272,7 +277,8 @@ class LinearScan:
 
         `start`: the `first` state of a scan of the same graph, order, capacities, alignment
         and placement; this scan resumes there (until its first spill a scan does not depend
-        on prefetch, ahead or limit). `trail`: an empty Trail that a plain scan (no prefetch,
+        on prefetch, ahead or limit; one that kept other release labels, `labels`, is not
+        resumed). `trail`: an empty Trail that a plain scan (no prefetch,
         no reloads ahead, not timed) fills, or the filled Trail of a scan of the same graph,
         order, capacities, alignment, placement and victim rule, whose decisions this scan
         copies where it reaches the same state.
@@ -282,6 +288,9 @@ class LinearScan:
         order = self.order
         last_use = self.last_use
         out = self.out
+        self.labels = self.labels or trail is not None
+        if start is not None and start.labels != self.labels:  # NOTE: its labels do not fit
+            start = None
         k0 = 0 if start is None else self._restore(start)
         ahead = self.ahead
         result = self.result  # NOTE: only _restore rebinds it, above
@@ -482,6 +491,7 @@ class LinearScan:
             dict(self.where),
             self.last_use[:],
             self.result[:],
+            self.labels,
         )
 
     def _restore(self, state: ScanState) -> int:
@@ -520,8 +530,9 @@ class LinearScan:
         buf = self.graph.buffers[b]
         off = self.live[buf.tier].pop(b)
         self.free[buf.tier].give(off, buf.size)
-        label = len(self.result) if self.times is None else self.now
-        self.released[buf.tier].put(off, off + buf.size, label)
+        if self.labels:
+            label = len(self.result) if self.times is None else self.now
+            self.released[buf.tier].put(off, off + buf.size, label)
 
     def _reload_ahead(self, k: int, pinned: tuple[int, ...], victim) -> None:
         """Reload spilled buffers used within `ahead` positions, evicting only buffers used

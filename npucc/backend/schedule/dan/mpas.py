@@ -170,6 +170,10 @@ def mpas(
     key = [-1] * n
     in_ready = [False] * n
     ready: list[int] = []
+    heappush = heapq.heappush
+    # NOTE: ready FREEs apart: a FREE's key (level 0) is below every other key, so the heaps'
+    # joint minimum is the FREEs' when there is one
+    frees: list[int] = []
     # NOTE: a key is one int that orders as the tuple (lambda, Delta, -h, id) of eq. 21 (the
     # heaps spend their time comparing keys): each field made non-negative in its own bits,
     # Delta + span (|Delta| <= span), hmax - h and the id
@@ -200,7 +204,10 @@ def mpas(
     def make_ready(v: int) -> None:
         in_ready[v] = True
         k = key[v] = make_key(v)
-        heapq.heappush(ready, k)
+        heappush(frees if is_free[v] else ready, k)
+
+    # a FREE's key, make_key's without a call: levels[0] - size_pk * scale + low
+    scale = 1 << shift if use_delta else 0
 
     def free_progress(f: int) -> None:
         # FREE f lost a pending predecessor: credit its last one, or make f ready
@@ -230,7 +237,8 @@ def mpas(
     witness: dict[int, int] = {}  # (u, v) -> the ancestor needs_tier last found
     # NOTE: done only grows, so the unscheduled ancestors needs_tier searches only shrink: once
     # a search covered them all (not cut at CONE_LIMIT) without a match, the answer stays no
-    cleared: set[int] = set()  # (u, v) pairs answered so
+    # per node v: the (u, v) pairs answered so, bit i for u = l0_preds[v][i] (no pair key made)
+    cleared = [0] * n
 
     def needs_tier(u: int, v: int, t: int) -> bool:
         """Does an unscheduled ancestor of a consumer of u's buffer (not v) allocate tier t?
@@ -250,22 +258,24 @@ def mpas(
                     seen.add(y)
                     stack.append(y)
         if not stack:
-            cleared.add(u * n + v)
+            cleared[v] |= 1 << l0_preds[v].index(u)
         return False
 
     l0_preds = prep.l0_preds
 
     def blocker(v: int) -> int:
         """The L0 tier v must wait for (rule 7), or -1."""
+        ok = cleared[v]
+        bit = 1
         for u in l0_preds[v]:
-            if done[u]:
-                continue
-            t = l0_tier[u]
-            if live_count[t] or (strict and u * n + v not in cleared and needs_tier(u, v, t)):
-                return t
-            for a in live_l0:  # NOTE: tier t holds none (live_count[t] == 0)
-                if a >= 0 and users_l0[a].isdisjoint(users_l0[u]):
-                    return l0_tier[a]
+            if not done[u]:
+                t = l0_tier[u]
+                if live_count[t] or (strict and not ok & bit and needs_tier(u, v, t)):
+                    return t
+                for a in live_l0:  # NOTE: tier t holds none (live_count[t] == 0)
+                    if a >= 0 and users_l0[a].isdisjoint(users_l0[u]):
+                        return l0_tier[a]
+            bit <<= 1
         return -1
 
     def futile(v: int) -> int:
@@ -313,9 +323,13 @@ def mpas(
     def head(c: int) -> int | None:
         """The best node parked in class c (stale heap entries dropped)."""
         heap = waiting[c]
-        while heap and (parked[heap[0] & vmask] != c or park_key[heap[0] & vmask] != heap[0]):
+        while heap:
+            k = heap[0]
+            x = k & vmask
+            if parked[x] == c and park_key[x] == k:
+                return k
             heapq.heappop(heap)
-        return heap[0] if heap else None
+        return None
 
     # near_live() of the current state, and the unscheduled producers it went through: valid
     # while no L0 tier changes (epoch) and none of those producers is scheduled (emit drops it)
@@ -473,12 +487,19 @@ def mpas(
             epoch[0] += 1
             wake()
         for w in succs[v]:
-            pending[w] -= 1
+            left = pending[w] = pending[w] - 1
             if is_free[w]:
                 if last_pred[w] == v:
                     last_pred[w] = -1
-                free_progress(w)
-            elif not pending[w]:
+                if left:
+                    if left == 1:
+                        free_progress(w)
+                else:  # NOTE: make_ready(w), inline
+                    in_ready[w] = True
+                    low = ((hmax - h[w]) << vbits) | w if use_h else w
+                    k = key[w] = levels[0] - size_pk[w] * scale + low
+                    heappush(frees, k)
+            elif not left:
                 make_ready(w)
 
     for v in range(n):
@@ -488,7 +509,7 @@ def mpas(
         if not pending[v] and not is_alloc[v]:
             make_ready(v)
     while len(order) < n:
-        if not ready:
+        if not ready and not frees:
             k = fallback()
             if k is None:
                 stuck = min(v for v in range(n) if not done[v])
@@ -504,7 +525,7 @@ def mpas(
             emit(k & vmask)
             wake()
             continue
-        k = heapq.heappop(ready)
+        k = heapq.heappop(frees) if frees else heapq.heappop(ready)
         v = k & vmask
         if done[v] or not in_ready[v] or k != key[v]:
             continue  # a stale entry

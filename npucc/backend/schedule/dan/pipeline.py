@@ -103,7 +103,9 @@ class _Plans:
         _, uses, first, trails = known
         start = first.get(placement)
         trail = trails.get(placement)
-        if not prefetch and not ahead and placement != "timed":  # a plain scan
+        # NOTE: a plain scan records its trail where variants may follow it: the cold
+        # placement's (prefetch and reloads ahead place cold)
+        if not prefetch and not ahead and placement == "cold":
             at = 0 if start is None else len(start.result)
             if trail is None or not trail.marks or trail.marks[-1].pos < at:  # it records one
                 trail = trails[placement] = Trail()
