@@ -32,6 +32,9 @@ def test_hops_reach_the_farthest_home_of_a_range():
     assert where.hops((0, 0), 0, 25) == 6
     assert where.hops((3, 3), 20, 21) == 0 and where.hops((3, 3), 4, 4) == 0
     assert parse_onchip(where.text().split()) == where
+    turned = OnChip(((0, 0),), 10, at=64, live=(3, 9), turn=(4, 5))
+    assert turned.text().endswith("live=3..9 turn=4..5")
+    assert parse_onchip(turned.text().split()) == turned
     with pytest.raises(ValueError, match="bad home"):
         parse_onchip(["homes=[0,x]", "chunk=4", "at=0", "live=0..0"])
     assert chunk_bytes(10, 4) == 64 and chunk_bytes(17, 4) == 128
