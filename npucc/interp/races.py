@@ -7,7 +7,9 @@ after the last write (and a write after every other queue's last read), else a f
 
 On-chip tensors that share bytes of a home's buffer at different times (`OnChip.live`) are
 checked per tensor (`_Reuse`): every access of the later one must be ordered after every access
-of the earlier one, and the earlier one is never accessed once the later one has been.
+of the earlier one, and the earlier one is never accessed once the later one has been. Two
+that take turns with the bytes inside a sub-batch loop (`OnChip.alternates`) are checked both
+ways: every access of either must be ordered after every access of the other made before it.
 """
 
 from __future__ import annotations
@@ -243,7 +245,7 @@ def _spans(stream: Stream, steps: Steps) -> dict[tuple[int, str], set[tuple[int,
 class _Reuse:
     """The on-chip tensors sharing home bytes at different times, and who accessed them."""
 
-    __slots__ = ("unit", "starts", "tensors", "before", "after", "last", "first")
+    __slots__ = ("unit", "starts", "tensors", "before", "after", "turns", "last", "first")
 
     def __init__(self, stream: Stream) -> None:
         self.unit = check_unit(stream.target)
@@ -254,23 +256,28 @@ class _Reuse:
         eb = stream.target.elem_bytes
         self.before: dict[int, list[int]] = {}  # tensor -> the sharers whose lives end before
         self.after: dict[int, list[int]] = {}  # tensor -> the sharers whose lives start after
+        self.turns: dict[int, list[int]] = {}  # tensor -> the sharers it takes turns with
         for i, a in enumerate(chip):
             for j, b in enumerate(chip):
                 assert a.onchip is not None and b.onchip is not None
-                if a.onchip.live[1] < b.onchip.live[0] and a.onchip.shares(b.onchip, eb):
+                if not a.onchip.shares(b.onchip, eb) or i == j:
+                    continue
+                if a.onchip.live[1] < b.onchip.live[0]:
                     self.after.setdefault(i, []).append(j)
                     self.before.setdefault(j, []).append(i)
+                elif a.onchip.meets(b.onchip) and a.onchip.alternates(b.onchip):
+                    self.turns.setdefault(i, []).append(j)
         self.last: dict[int, dict[int, int]] = {}  # tensor -> queue -> its last access there
         self.first: dict[int, Step] = {}  # tensor -> its first access
 
     @property
     def shared(self) -> bool:
         """Whether any two tensors share bytes."""
-        return bool(self.after)
+        return bool(self.after or self.turns)
 
     def check(self, races: RaceDetector, step: Step, acc: Access, vc: np.ndarray) -> None:
         """An access of an on-chip tensor: after every access of those it reuses the bytes
-        of, and not after any that reuses its bytes."""
+        of (and of those it takes turns with so far), and not after any that reuses its bytes."""
         index = bisect.bisect_right(self.starts, acc.span()[0]) - 1
         name = self.tensors[index].name
         for later in self.after.get(index, ()):
@@ -279,7 +286,7 @@ class _Reuse:
                 later_name = self.tensors[later].name
                 raise fail(races.stream, step, f"onchip {name!r} accessed after {later_name!r} "
                            f"reused its bytes at line {line}")  # fmt: skip
-        for earlier in self.before.get(index, ()):
+        for earlier in (*self.before.get(index, ()), *self.turns.get(index, ())):
             for q, seq in self.last.get(earlier, {}).items():
                 if seq > vc[q]:
                     line = races.steps.line_of(q, seq)

@@ -4,7 +4,11 @@ A tensor's NOC addresses name it (they never overlap); its bytes lie in its home
 buffers at byte `at` of each. Two tensors may share a home's bytes when their lives (`live`:
 the first and last positions, in the program's layer order, at which they are accessed) are
 disjoint: the verifier checks that, and the interpreter that every access of the earlier one
-happens before every access of the later one (flags).
+happens before every access of the later one (flags). Two one-slot handoffs of one sub-batch
+loop may also share bytes while both live when their turns (`turn`: the first and last positions
+of their accesses in the loop's first sub-batch) are disjoint: the bytes pass from one to the
+other every sub-batch, and the interpreter checks that every access is ordered after every
+earlier access of the other (flags).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ class OnChip:
     slots: int = 1
     at: int = 0  # byte offset of its chunk in each home's on-chip buffer
     live: tuple[int, int] = (0, 0)  # first and last layer positions accessing it
+    turn: tuple[int, int] | None = None  # a one-slot handoff's positions in its loop's first pass
 
     def shares(self, other: OnChip, elem_bytes: int) -> bool:
         """Whether the two tensors share bytes of some home's buffer (whatever their lives)."""
@@ -39,6 +44,12 @@ class OnChip:
         """Whether the two lives overlap."""
         return self.live[0] <= other.live[1] and other.live[0] <= self.live[1]
 
+    def alternates(self, other: OnChip) -> bool:
+        """Whether the two take turns with shared bytes: both have turns, and they are disjoint."""
+        if self.turn is None or other.turn is None:
+            return False
+        return self.turn[1] < other.turn[0] or other.turn[1] < self.turn[0]
+
     def hops(self, core: tuple[int, int], lo: int, hi: int) -> int:
         """Mesh hops from `core` to the farthest home of elements [lo, hi)."""
         if hi <= lo:
@@ -47,16 +58,19 @@ class OnChip:
         return max(abs(r - core[0]) + abs(c - core[1]) for r, c in self.homes[first : last + 1])
 
     def text(self) -> str:
-        """`homes=[r,c;r,c] chunk=N at=OFF live=A..B` (the stream's and the tiled text's form)."""
+        """`homes=[r,c;r,c] chunk=N at=OFF live=A..B [turn=C..D]` (the stream's and the tiled
+        text's form)."""
         homes = ";".join(f"{r},{c}" for r, c in self.homes)
         first, last = self.live
-        return f"homes=[{homes}] chunk={self.chunk} at={self.at} live={first}..{last}"
+        text = f"homes=[{homes}] chunk={self.chunk} at={self.at} live={first}..{last}"
+        return text if self.turn is None else f"{text} turn={self.turn[0]}..{self.turn[1]}"
 
 
 def parse_onchip(tokens: Sequence[str]) -> OnChip:
-    """Parse `homes=[r,c;...] chunk=N at=OFF live=A..B` (ValueError if malformed)."""
-    if len(tokens) != 4 or not tokens[0].startswith("homes=[") or not tokens[0].endswith("]"):
-        raise ValueError("expected 'homes=[ROW,COL;...] chunk=N at=OFF live=A..B'")
+    """Parse `homes=[r,c;...] chunk=N at=OFF live=A..B [turn=C..D]` (ValueError if malformed)."""
+    first = tokens[0] if len(tokens) in (4, 5) else ""
+    if not first.startswith("homes=[") or not first.endswith("]"):
+        raise ValueError("expected 'homes=[ROW,COL;...] chunk=N at=OFF live=A..B [turn=C..D]'")
     homes = []
     for item in tokens[0][len("homes=[") : -1].split(";"):
         r, _, c = item.partition(",")
@@ -69,11 +83,18 @@ def parse_onchip(tokens: Sequence[str]) -> OnChip:
     key, _, at = tokens[2].partition("=")
     if key != "at" or not at.isdigit():
         raise ValueError("expected at=OFF")
-    key, _, live = tokens[3].partition("=")
-    first, _, last = live.partition("..")
-    if key != "live" or not first.isdigit() or not last.isdigit() or int(last) < int(first):
-        raise ValueError("expected live=FIRST..LAST (FIRST <= LAST)")
-    return OnChip(tuple(homes), int(value), at=int(at), live=(int(first), int(last)))
+    live = _interval(tokens[3], "live")
+    turn = _interval(tokens[4], "turn") if len(tokens) == 5 else None
+    return OnChip(tuple(homes), int(value), at=int(at), live=live, turn=turn)
+
+
+def _interval(token: str, name: str) -> tuple[int, int]:
+    """Parse `NAME=FIRST..LAST` (FIRST <= LAST)."""
+    key, _, value = token.partition("=")
+    first, _, last = value.partition("..")
+    if key != name or not first.isdigit() or not last.isdigit() or int(last) < int(first):
+        raise ValueError(f"expected {name}=FIRST..LAST (FIRST <= LAST)")
+    return int(first), int(last)
 
 
 def chunk_bytes(chunk: int, elem_bytes: int) -> int:

@@ -32,6 +32,9 @@ def test_hops_reach_the_farthest_home_of_a_range():
     assert where.hops((0, 0), 0, 25) == 6
     assert where.hops((3, 3), 20, 21) == 0 and where.hops((3, 3), 4, 4) == 0
     assert parse_onchip(where.text().split()) == where
+    turned = OnChip(((0, 0),), 10, at=64, live=(3, 9), turn=(4, 5))
+    assert turned.text().endswith("live=3..9 turn=4..5")
+    assert parse_onchip(turned.text().split()) == turned
     with pytest.raises(ValueError, match="bad home"):
         parse_onchip(["homes=[0,x]", "chunk=4", "at=0", "live=0..0"])
     assert chunk_bytes(10, 4) == 64 and chunk_bytes(17, 4) == 128
@@ -152,3 +155,21 @@ def test_a_loop_on_one_rectangle_holds_one_sub_batch_of_a_handoff():
     assert slots == {"bn0.scaled": 1, "bn0": 1, "r1": 1, "r2": 1, "r3": 2}
     piped = plan_onchip(graph, cores, MESH, loops=[(0, 4, s) for s in range(n)])  # a pipeline
     assert all(w.slots >= 2 for k, w in piped.items() if k in graph.tensors)
+
+
+def test_one_slot_handoffs_of_a_loop_take_turns_with_their_bytes():
+    """In a loop of several steps on one rectangle, handoffs whose turns in a sub-batch do not
+    overlap share bytes although their lives (the whole loop) do; nothing else does."""
+    graph = import_model(MODELS / "residual_block.onnx")
+    n = len(graph.layers)
+    cores = [(0, 1, 2, 3)] * n
+    spans = [(i, 3 * n + i) for i in range(n)]  # four sub-batches, one layer after another
+    kept = plan_onchip(graph, cores, MESH, loops=[(0, 4, -1)] * n, spans=spans)
+    handoffs = {k: w for k, w in kept.items() if k in graph.tensors}
+    lives = handoffs.values()
+    assert all(w.turn is not None and w.meets(v) for w in lives for v in lives)
+    sharing = [(a, b) for a, b in combinations(kept.values(), 2) if a.shares(b, 4)]
+    assert sharing and all(a.alternates(b) for a, b in sharing)
+    whole = plan_onchip(graph, cores, MESH, loops=[(0, 1, -1)] * n, spans=spans)
+    assert not any(w.turn for w in whole.values())
+    assert not any(a.shares(b, 4) for a, b in combinations(whole.values(), 2))

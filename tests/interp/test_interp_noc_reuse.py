@@ -55,3 +55,19 @@ def test_tensors_sharing_bytes_while_both_live_are_rejected():
 def test_tensors_at_other_bytes_may_live_together():
     u = U.replace("at=0 live=1..1", "at=64 live=0..1")
     assert run_text(_stream("", u=u)).outputs["y"].tolist() == [3.0] * 16
+
+
+def test_tensors_taking_turns_with_their_bytes_need_a_flag_each_way():
+    """Two one-slot handoffs of a loop with disjoint turns may share bytes while both live:
+    each access must be ordered after the other's earlier accesses."""
+    t = T.replace("live=0..0", "live=0..1 turn=0..0")
+    u = U.replace("live=1..1", "live=0..1 turn=1..1")
+    text = _stream(" | wait mte2@2,3>mte3#10", "set mte2>mte3@0,0#10", u).replace(T, t)
+    assert run_text(text).outputs["y"].tolist() == [3.0] * 16
+    with pytest.raises(StreamError, match=r"onchip '[tu]' reuses the bytes of '[tu]' not ordered"):
+        run_text(_stream("", u=u).replace(T, t))
+    overlapping = u.replace("turn=1..1", "turn=0..1")
+    with pytest.raises(StreamError, match=r'"u" shares on-chip bytes with "t" while both live'):
+        run_text(
+            _stream(" | wait mte2@2,3>mte3#10", "set mte2>mte3@0,0#10", overlapping).replace(T, t)
+        )

@@ -19,7 +19,11 @@ steps when every reader, or a layer of the loop that reads what it writes, runs 
 producer's cores (they finish with slice j before writing j + 1), else two (double
 buffers), or in a pipelined step one more than the most stages a reader lies behind its
 producer (the slices it still waits to read), at most the sub-batch count; the lowering
-makes the producer's slice j wait until the readers of slice j − slots are done.
+makes the producer's slice j wait until the readers of slice j − slots are done. Two one-slot
+handoffs of a loop whose turns (the positions of their producer and last reader in the loop's
+first sub-batch) do not overlap may take the same bytes although both live the whole loop:
+the bytes pass from one to the other every sub-batch, and the lowering makes each slice's
+writes wait for the readers of the other's last slice there (`OnChip.alternates`).
 
 The weights of a split loop's cube layers (the constants of `STAGED_OPS`) are kept on chip
 for its sub-batches when they fit the room the tensors above left: the lowering stages each
@@ -109,8 +113,9 @@ def plan_onchip(
     if consumers is None:
         consumers = tensor_consumers(graph)
     span = spans or [(i, i) for i in range(len(graph.layers))]
-    # (at, end, first, last, homes as a bit per core)
-    placed: list[tuple[int, int, int, int, int]] = []
+    # (at, end, first, last, homes as a bit per core, turn: a one-slot handoff's first and last
+    # positions in its loop's first sub-batch, else None)
+    placed: list[tuple[int, int, int, int, int, tuple[int, int] | None]] = []
     kept: dict[str, OnChip] = {}
     piece = stage_piece(target)  # a staged constant: at least one staging copy per home
 
@@ -122,6 +127,7 @@ def plan_onchip(
         slot: int = 0,
         slots: int = 1,
         least: int = 1,
+        turn: tuple[int, int] | None = None,
     ) -> bool:
         """Keep `held` elements of `key`, live over `life`, in chunks (of at least `least`) on
         `cores` at the lowest offset their buffers have free then; whether it is kept."""
@@ -133,8 +139,8 @@ def plan_onchip(
         lo, hi = life
         busy = sorted(
             (at, end)
-            for at, end, first, last, theirs in placed
-            if first <= hi and lo <= last and mine & theirs
+            for at, end, first, last, theirs, other in placed
+            if first <= hi and lo <= last and mine & theirs and _meet(turn, other)
         )
         at = 0
         for start, end in busy:
@@ -143,8 +149,8 @@ def plan_onchip(
             at = max(at, end)
         if at + need > budget:
             return False
-        placed.append((at, at + need, lo, hi, mine))
-        kept[key] = OnChip(where, chunk, slot, slots, at=at, live=life)
+        placed.append((at, at + need, lo, hi, mine, turn))
+        kept[key] = OnChip(where, chunk, slot, slots, at, life, turn)
         return True
 
     def stage(key: str, held: int, cores: tuple[int, ...], life: tuple[int, int]) -> None:
@@ -177,7 +183,8 @@ def plan_onchip(
                 continue
             slot, slots = _handoff(i, found, elems, loops, cores_of, later)
             life = (span[i][0], max(span[j][1] for j in found))
-            keep(t, slot * slots if slot else elems, cores, life, slot, slots)
+            turn = (span[i][0], max(span[j][0] for j in found)) if slot and slots == 1 else None
+            keep(t, slot * slots if slot else elems, cores, life, slot, slots, turn=turn)
     weights: dict[str, tuple[str, tuple[int, ...], int, int]] = {}  # key -> (const, cores, life)
     for i, layer in enumerate(graph.layers):
         cores = cores_of[i]
@@ -191,6 +198,12 @@ def plan_onchip(
     for key, (t, cores, first, last) in weights.items():  # in the room the tensors left
         stage(key, math.prod(graph.tensors[t].shape), cores, (first, last))
     return kept
+
+
+def _meet(a: tuple[int, int] | None, b: tuple[int, int] | None) -> bool:
+    """Whether two tensors whose lives overlap need bytes apart: not when both are one-slot
+    handoffs (of one loop, as their lives overlap) whose turns do not overlap."""
+    return a is None or b is None or (a[0] <= b[1] and b[0] <= a[1])
 
 
 @lru_cache(maxsize=65536)

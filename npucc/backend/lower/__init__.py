@@ -378,9 +378,15 @@ class _Parts:
     # key of an on-chip tensor -> the closes of the layers that wrote or read it
     touched: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
 
-    def after_reused(self, lctx: LowerContext, key: str, cores: tuple[int, ...]) -> None:
+    def after_reused(
+        self,
+        lctx: LowerContext,
+        key: str,
+        cores: tuple[int, ...],
+        also: Sequence[tuple[int, int]] = (),
+    ) -> None:
         """Make the writes of on-chip tensor `key` on `cores`, until closed, wait for the
-        layers that accessed the tensors whose bytes it reuses (`OnChip.live`)."""
+        layers that accessed the tensors whose bytes it reuses (`OnChip.live`), and `also`."""
         onchip = lctx.program.onchip
         home, eb = onchip[key], lctx.target.elem_bytes
         closes = [
@@ -388,7 +394,7 @@ class _Parts:
             for other, was in onchip.items()
             if was.live[1] < home.live[0] and was.shares(home, eb)
             for close in self.touched.get(other, ())
-        ]
+        ] + list(also)
         if closes:
             lctx.builder.gate(key, closes, cores)
 
@@ -415,6 +421,24 @@ class _Parts:
         if home is None or not home.slot or j < home.slots:
             return None
         return key, self.read.get((key, j - home.slots), [])
+
+    def turns(self, lctx: LowerContext, name: str) -> list[tuple[int, int]]:
+        """For a slice of a handoff taking turns with others in its bytes (`OnChip.alternates`):
+        the closes of the layers that read the last slice each other one held there (of this
+        sub-batch for those whose turn comes first, else of the previous one)."""
+        whole, j, n = self.slices[name]
+        program = lctx.program
+        key = program.key(whole)
+        home = program.onchip.get(key)
+        if home is None or home.turn is None:
+            return []
+        eb = lctx.target.elem_bytes
+        closes: list[tuple[int, int]] = []
+        for other, was in program.onchip.items():
+            if was.turn is not None and was.meets(home) and was.alternates(home):
+                if was.shares(home, eb):
+                    closes += self.read.get((other, j if was.turn < home.turn else j - 1), ())
+        return closes
 
 
 def _lower_layer(
@@ -451,10 +475,11 @@ def _lower_layer(
             program.add_tensor(out, role, lctx.shape(out))
     for out in layer.outputs:
         reuse = parts.reuses(lctx, out) if out in slices else None
+        turns = parts.turns(lctx, out) if out in slices else []
         if reuse is not None:
-            lctx.builder.gate(reuse[0], reuse[1], cores)
+            lctx.builder.gate(reuse[0], reuse[1] + turns, cores)
         elif program.key(out) in program.onchip:  # a slot's first use, or a whole tensor
-            parts.after_reused(lctx, program.key(out), cores)
+            parts.after_reused(lctx, program.key(out), cores, turns)
     lower(lctx, layer)
     closes = []
     for out in layer.outputs:
