@@ -109,6 +109,10 @@ class ExecCostModel:
     _footprints: dict[tuple[int, ...], int] = field(default_factory=dict)  # `_footprint_id`
     _consumers: dict[str, list[int] | None] = field(default_factory=dict)  # tensor_consumers
     _where: dict[tuple, int] = field(default_factory=dict)  # `_where_id`
+    # `_where_id`'s homes: by the id of a homes tuple, the tuple (alive: the id stays its own)
+    # and its number in `_home_numbers`
+    _home_ids: dict[int, tuple[tuple, int]] = field(default_factory=dict)
+    _home_numbers: dict[tuple, int] = field(default_factory=dict)
     _views: set[int] = field(default_factory=set)  # the view layers (no run of their own)
     _base: dict[tuple, _Base] = field(default_factory=dict)  # `_base_run` by (layer, n, rect)
     _homes: dict[tuple[int, int, int], tuple[tuple[int, str], ...]] = field(
@@ -202,7 +206,9 @@ class ExecCostModel:
         split = any(p.parts > 1 for p in parts)
         variants = [kept, self.onchip(steps, self.every_tensor | staged, parts) if split else {}]
         if staged:
-            variants.append(self.onchip(steps, staged, parts))
+            # NOTE: `plan_onchip` places the staged copies after every tensor, in the room they
+            # left: without them the tensors are placed as in `kept`
+            variants.append({key: where for key, where in kept.items() if key not in staged})
         best = math.inf
         for onchip in variants:
             # NOTE: on light ResNet-50 mesh8x8 all through DDR never wins and is bounded out
@@ -323,8 +329,16 @@ class ExecCostModel:
 
     def _where_id(self, where: OnChip) -> int:
         """A number per distinct (homes, chunk, slot, slots) of an on-chip tensor: what its
-        NoC copies depend on (not its offset or life)."""
-        return _number(self._where, (where.homes, where.chunk, where.slot, where.slots))
+        NoC copies depend on (not its offset or life).
+
+        NOTE: its homes by the tuple's id first: `plan_onchip` shares one tuple per homes among
+        its answers, and hashing up to 64 (row, col) pairs anew per plan and tensor cost more
+        than the rest of the lookup."""
+        homes = where.homes
+        known = self._home_ids.get(id(homes))
+        if known is None:
+            known = self._home_ids[id(homes)] = (homes, _number(self._home_numbers, homes))
+        return _number(self._where, (known[1], where.chunk, where.slot, where.slots))
 
     def _lookups(self, index: int, n: int, loop: int) -> tuple[tuple[int, str], ...]:
         """Per operand of layer `index` (on one of n sub-batches, in sub-batch loop `loop`)

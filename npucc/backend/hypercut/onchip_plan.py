@@ -132,9 +132,11 @@ def plan_onchip(
         need = chunk_bytes(chunk, eb)
         lo, hi = life
         busy = sorted(
-            (at, end)
-            for at, end, first, last, theirs in placed
-            if first <= hi and lo <= last and mine & theirs
+            [
+                (at, end)
+                for at, end, first, last, theirs in placed
+                if first <= hi and lo <= last and mine & theirs
+            ]
         )
         at = 0
         for start, end in busy:
