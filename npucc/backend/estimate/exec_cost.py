@@ -36,14 +36,15 @@ from npucc.backend.estimate.list_schedule import (
     schedule,
 )
 from npucc.backend.estimate.profile import (
-    CoreShape,
     LayerProfile,
+    TimedShape,
     contracted,
-    core_timing,
     layer_signature,
     operand_positions,
     profile_layer,
+    shape_timing,
     stage_profile,
+    timed_shape,
 )
 from npucc.backend.hypercut.onchip_plan import plan_onchip, staged_key, tensor_consumers
 from npucc.backend.lower.subbatch import (
@@ -99,10 +100,11 @@ class ExecCostModel:
     _core: dict[tuple, LayerTiming] = field(default_factory=dict)
     # the same by (profile, cores, core, the overridden cycles)
     _core_of: dict[tuple, LayerTiming] = field(default_factory=dict)
-    # (profile, cores, core) -> the core's nodes and the number of their shape
-    _core_nodes: dict[tuple, tuple[list[int], int]] = field(default_factory=dict)
-    # by number: the nodes `contracted` keeps and their shape
-    _shapes: list[tuple[list[int], CoreShape]] = field(default_factory=list)
+    # (profile, cores, core) -> the cycles of the core's nodes `contracted` keeps (and a last
+    # 0), their positions by node and the number of their shape
+    _core_nodes: dict[tuple, tuple[list[int], dict[int, int], int]] = field(default_factory=dict)
+    # by number: the nodes `contracted` keeps and their shape, as `shape_timing` walks it
+    _shapes: list[tuple[list[int], TimedShape]] = field(default_factory=list)
     _shape_ids: dict[str, int] = field(default_factory=dict)  # repr of a shape -> its number
     # a closing flag's cycles by the footprint ids of reader and writer
     _flags: dict[int, dict[int, int]] = field(default_factory=dict)
@@ -370,17 +372,23 @@ class ExecCostModel:
             nodes, pipe, preds, classes = prof.core_nodes(cores, core)
             shape = self._shape_ids.setdefault(repr((pipe, preds, classes)), len(self._shapes))
             if shape == len(self._shapes):
-                self._shapes.append(contracted(pipe, preds, classes))
-            keep = self._shapes[shape][0]
-            local = self._core_nodes[(id(prof), cores, core)] = ([nodes[i] for i in keep], shape)
-        nodes, shape = local
-        duration = prof.cycles
-        key = (shape, tuple([cycles.get(v, duration[v]) for v in nodes]))
+                keep, kept = contracted(pipe, preds, classes)
+                self._shapes.append((keep, timed_shape(*kept)))
+            keep, walked = self._shapes[shape]
+            kept_nodes = [nodes[i] for i in keep]
+            own = [prof.cycles[v] for v in kept_nodes]
+            own += [0] * (len(walked.waits) - len(own))  # the last node: contracted ones
+            local = self._core_nodes[(id(prof), cores, core)] = (
+                own, {v: i for i, v in enumerate(kept_nodes)}, shape
+            )  # fmt: skip
+        own, at, shape = local
+        timed = own[:]
+        for v, c in cycles.items():  # NOTE: overridden nodes run on a pipe: none contracted
+            timed[at[v]] = c
+        key = (shape, tuple(timed))
         value = self._core.get(key)
         if value is None:
-            pipe, preds, classes = self._shapes[shape][1]
-            timed = [*key[1], *[0] * (len(pipe) - len(nodes))]  # its last node: contracted ones
-            value = self._core[key] = core_timing(timed, pipe, preds, classes)
+            value = self._core[key] = shape_timing(timed, self._shapes[shape][1])
         self._core_of[mine] = value
         return value
 
