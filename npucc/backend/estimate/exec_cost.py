@@ -274,7 +274,8 @@ class ExecCostModel:
             lookups = self._homes[(index, n, loop)] = self._lookups(index, n, loop)
         if ids is None:
             ids = {key: self._where_id(onchip[key]) for _, key in lookups if key in onchip}
-        placed = tuple([(operand, ids[key]) for operand, key in lookups if key in onchip])
+        # NOTE: `ids` holds exactly the keys of `onchip` a lookup may find
+        placed = tuple([(o, i) for o, key in lookups if (i := ids.get(key)) is not None])
         if not placed:
             return None
         memo = (index, j, n, r.x, r.y, r.w, r.h, placed)
@@ -500,7 +501,7 @@ class ExecCostModel:
         runs: list[LayerRun] = []
         runs_of: dict[int, list[int]] = {}  # layer -> its runs so far, part by part
         parts_of: dict[int, int] = {}  # layer -> how many parts it runs in
-        flags = self._flags
+        flags, origin, data = self._flags, self._origin, self._data
         for item in priced:
             if isinstance(item, LayerRun):  # a staging: read by none
                 runs.append(item)
@@ -513,8 +514,13 @@ class ExecCostModel:
             if row is None:
                 row = flags[at] = {}
             srcs = []
-            for src in self._origin[index]:
-                ks = (-1,) if src is None else covering(runs_of[src], parts_of[src], p.part, n)
+            for src in origin[index]:
+                if src is None:
+                    ks: tuple[int, ...] = (-1,)
+                elif parts_of[src] == 1:  # NOTE: `covering`'s answer, without the call
+                    ks = (runs_of[src][0],)
+                else:
+                    ks = covering(runs_of[src], parts_of[src], p.part, n)
                 flagged = []
                 for k in ks or (-1,):
                     fp = READY_AT if k < 0 else runs[k].at
@@ -526,7 +532,7 @@ class ExecCostModel:
                 srcs.append(tuple(flagged))
             runs_of.setdefault(index, []).append(len(runs))
             parts_of[index] = n
-            runs.append(LayerRun(cost, spans, box, self._data[index], tuple(srcs), at))
+            runs.append(LayerRun(cost, spans, box, data[index], tuple(srcs), at))
         return runs
 
     def _base_run(self, index: int, r: Rect, n: int) -> _Base:
