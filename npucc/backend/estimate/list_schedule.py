@@ -167,12 +167,15 @@ def oldest_first(parts: list[Part]) -> list[Part]:
     i = 0
     while i < len(parts):
         p, j = parts[i], i + 1
-        if p.stage >= 0:
-            t = p.part + p.stage
-            while j < len(parts) and parts[j].stage >= 0 and parts[j].loop == p.loop:
-                if parts[j].part + parts[j].stage != t:
-                    break
-                j += 1
+        if p.stage < 0:  # not pipelined (the common case): as it is
+            out.append(p)
+            i = j
+            continue
+        t = p.part + p.stage
+        while j < len(parts) and parts[j].stage >= 0 and parts[j].loop == p.loop:
+            if parts[j].part + parts[j].stage != t:
+                break
+            j += 1
         out += reversed(parts[i:j])
         i = j
     return out
