@@ -36,14 +36,15 @@ from npucc.backend.estimate.list_schedule import (
     schedule,
 )
 from npucc.backend.estimate.profile import (
-    CoreShape,
     LayerProfile,
+    TimedShape,
     contracted,
-    core_timing,
     layer_signature,
     operand_positions,
     profile_layer,
+    shape_timing,
     stage_profile,
+    timed_shape,
 )
 from npucc.backend.hypercut.onchip_plan import plan_onchip, staged_key, tensor_consumers
 from npucc.backend.lower.subbatch import (
@@ -99,16 +100,21 @@ class ExecCostModel:
     _core: dict[tuple, LayerTiming] = field(default_factory=dict)
     # the same by (profile, cores, core, the overridden cycles)
     _core_of: dict[tuple, LayerTiming] = field(default_factory=dict)
-    # (profile, cores, core) -> the core's nodes and the number of their shape
-    _core_nodes: dict[tuple, tuple[list[int], int]] = field(default_factory=dict)
-    # by number: the nodes `contracted` keeps and their shape
-    _shapes: list[tuple[list[int], CoreShape]] = field(default_factory=list)
+    # (profile, cores, core) -> the cycles of the core's nodes `contracted` keeps (and a last
+    # 0), their positions by node and the number of their shape
+    _core_nodes: dict[tuple, tuple[list[int], dict[int, int], int]] = field(default_factory=dict)
+    # by number: the nodes `contracted` keeps and their shape, as `shape_timing` walks it
+    _shapes: list[tuple[list[int], TimedShape]] = field(default_factory=list)
     _shape_ids: dict[str, int] = field(default_factory=dict)  # repr of a shape -> its number
     # a closing flag's cycles by the footprint ids of reader and writer
     _flags: dict[int, dict[int, int]] = field(default_factory=dict)
     _footprints: dict[tuple[int, ...], int] = field(default_factory=dict)  # `_footprint_id`
     _consumers: dict[str, list[int] | None] = field(default_factory=dict)  # tensor_consumers
     _where: dict[tuple, int] = field(default_factory=dict)  # `_where_id`
+    # `_where_id`'s homes: by the id of a homes tuple, the tuple (alive: the id stays its own)
+    # and its number in `_home_numbers`
+    _home_ids: dict[int, tuple[tuple, int]] = field(default_factory=dict)
+    _home_numbers: dict[tuple, int] = field(default_factory=dict)
     _views: set[int] = field(default_factory=set)  # the view layers (no run of their own)
     _base: dict[tuple, _Base] = field(default_factory=dict)  # `_base_run` by (layer, n, rect)
     _homes: dict[tuple[int, int, int], tuple[tuple[int, str], ...]] = field(
@@ -202,7 +208,9 @@ class ExecCostModel:
         split = any(p.parts > 1 for p in parts)
         variants = [kept, self.onchip(steps, self.every_tensor | staged, parts) if split else {}]
         if staged:
-            variants.append(self.onchip(steps, staged, parts))
+            # NOTE: `plan_onchip` places the staged copies after every tensor, in the room they
+            # left: without them the tensors are placed as in `kept`
+            variants.append({key: where for key, where in kept.items() if key not in staged})
         best = math.inf
         for onchip in variants:
             # NOTE: on light ResNet-50 mesh8x8 all through DDR never wins and is bounded out
@@ -266,7 +274,8 @@ class ExecCostModel:
             lookups = self._homes[(index, n, loop)] = self._lookups(index, n, loop)
         if ids is None:
             ids = {key: self._where_id(onchip[key]) for _, key in lookups if key in onchip}
-        placed = tuple([(operand, ids[key]) for operand, key in lookups if key in onchip])
+        # NOTE: `ids` holds exactly the keys of `onchip` a lookup may find
+        placed = tuple([(o, i) for o, key in lookups if (i := ids.get(key)) is not None])
         if not placed:
             return None
         memo = (index, j, n, r.x, r.y, r.w, r.h, placed)
@@ -323,8 +332,16 @@ class ExecCostModel:
 
     def _where_id(self, where: OnChip) -> int:
         """A number per distinct (homes, chunk, slot, slots) of an on-chip tensor: what its
-        NoC copies depend on (not its offset or life)."""
-        return _number(self._where, (where.homes, where.chunk, where.slot, where.slots))
+        NoC copies depend on (not its offset or life).
+
+        NOTE: its homes by the tuple's id first: `plan_onchip` shares one tuple per homes among
+        its answers, and hashing up to 64 (row, col) pairs anew per plan and tensor cost more
+        than the rest of the lookup."""
+        homes = where.homes
+        known = self._home_ids.get(id(homes))
+        if known is None:
+            known = self._home_ids[id(homes)] = (homes, _number(self._home_numbers, homes))
+        return _number(self._where, (known[1], where.chunk, where.slot, where.slots))
 
     def _lookups(self, index: int, n: int, loop: int) -> tuple[tuple[int, str], ...]:
         """Per operand of layer `index` (on one of n sub-batches, in sub-batch loop `loop`)
@@ -356,17 +373,23 @@ class ExecCostModel:
             nodes, pipe, preds, classes = prof.core_nodes(cores, core)
             shape = self._shape_ids.setdefault(repr((pipe, preds, classes)), len(self._shapes))
             if shape == len(self._shapes):
-                self._shapes.append(contracted(pipe, preds, classes))
-            keep = self._shapes[shape][0]
-            local = self._core_nodes[(id(prof), cores, core)] = ([nodes[i] for i in keep], shape)
-        nodes, shape = local
-        duration = prof.cycles
-        key = (shape, tuple([cycles.get(v, duration[v]) for v in nodes]))
+                keep, kept = contracted(pipe, preds, classes)
+                self._shapes.append((keep, timed_shape(*kept)))
+            keep, walked = self._shapes[shape]
+            kept_nodes = [nodes[i] for i in keep]
+            own = [prof.cycles[v] for v in kept_nodes]
+            own += [0] * (len(walked.waits) - len(own))  # the last node: contracted ones
+            local = self._core_nodes[(id(prof), cores, core)] = (
+                own, {v: i for i, v in enumerate(kept_nodes)}, shape
+            )  # fmt: skip
+        own, at, shape = local
+        timed = own[:]
+        for v, c in cycles.items():  # NOTE: overridden nodes run on a pipe: none contracted
+            timed[at[v]] = c
+        key = (shape, tuple(timed))
         value = self._core.get(key)
         if value is None:
-            pipe, preds, classes = self._shapes[shape][1]
-            timed = [*key[1], *[0] * (len(pipe) - len(nodes))]  # its last node: contracted ones
-            value = self._core[key] = core_timing(timed, pipe, preds, classes)
+            value = self._core[key] = shape_timing(timed, self._shapes[shape][1])
         self._core_of[mine] = value
         return value
 
@@ -478,7 +501,7 @@ class ExecCostModel:
         runs: list[LayerRun] = []
         runs_of: dict[int, list[int]] = {}  # layer -> its runs so far, part by part
         parts_of: dict[int, int] = {}  # layer -> how many parts it runs in
-        flags = self._flags
+        flags, origin, data = self._flags, self._origin, self._data
         for item in priced:
             if isinstance(item, LayerRun):  # a staging: read by none
                 runs.append(item)
@@ -491,8 +514,13 @@ class ExecCostModel:
             if row is None:
                 row = flags[at] = {}
             srcs = []
-            for src in self._origin[index]:
-                ks = (-1,) if src is None else covering(runs_of[src], parts_of[src], p.part, n)
+            for src in origin[index]:
+                if src is None:
+                    ks: tuple[int, ...] = (-1,)
+                elif parts_of[src] == 1:  # NOTE: `covering`'s answer, without the call
+                    ks = (runs_of[src][0],)
+                else:
+                    ks = covering(runs_of[src], parts_of[src], p.part, n)
                 flagged = []
                 for k in ks or (-1,):
                     fp = READY_AT if k < 0 else runs[k].at
@@ -504,7 +532,7 @@ class ExecCostModel:
                 srcs.append(tuple(flagged))
             runs_of.setdefault(index, []).append(len(runs))
             parts_of[index] = n
-            runs.append(LayerRun(cost, spans, box, self._data[index], tuple(srcs), at))
+            runs.append(LayerRun(cost, spans, box, data[index], tuple(srcs), at))
         return runs
 
     def _base_run(self, index: int, r: Rect, n: int) -> _Base:

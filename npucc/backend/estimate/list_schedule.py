@@ -74,19 +74,23 @@ def schedule(target: Target, runs: list[LayerRun]) -> int:
     mte2_free = [0] * target.cores  # after its last DDR load
     shared = DdrChannel(target).shared
     channel = 0  # when the shared DDR channel takes the next bytes (`ddr_channel`)
-    for run in runs:
-        timings, _, _, lead_held, rest_held, after = run.cost
-        spans = run.spans
+    # NOTE: a run unpacked at once and a one-core span indexed, not sliced (the search lists
+    # schedules of some 60 runs each over 10,000 times)
+    for cost, spans, _, data, srcs, _ in runs:
+        timings, _, _, lead_held, rest_held, after = cost
         if len(spans) == 1:
             a, b = spans[0]
-            barrier = max(core_free[a:b])
-            releases = [max(mte2_free[a:b])]  # by release class
+            if b - a == 1:
+                barrier, loaded = core_free[a], mte2_free[a]
+            else:
+                barrier, loaded = max(core_free[a:b]), max(mte2_free[a:b])
         else:
             barrier = max([max(core_free[a:b]) for a, b in spans])
-            releases = [max([max(mte2_free[a:b]) for a, b in spans])]
-        for srcs in run.srcs:
+            loaded = max([max(mte2_free[a:b]) for a, b in spans])
+        releases = [loaded]  # by release class
+        for writers in srcs:
             release = barrier
-            for k, flag in srcs:
+            for k, flag in writers:
                 t = ends[k] + flag
                 if t > release:
                     release = t
@@ -108,10 +112,9 @@ def schedule(target: Target, runs: list[LayerRun]) -> int:
                 end, tail = t_end, timing.mte2_tail
         if shared:
             if lead_held:
-                channel = max(channel, releases[0]) + lead_held
+                channel = max(channel, loaded) + lead_held
             if rest_held:
-                data = run.data
-                ready = releases[data[0]] if data else releases[0]
+                ready = releases[data[0]] if data else loaded
                 for c in data:
                     if releases[c] < ready:
                         ready = releases[c]
@@ -119,8 +122,11 @@ def schedule(target: Target, runs: list[LayerRun]) -> int:
             if channel + after > end:  # its bytes came late through the channel
                 end, tail = channel + after, after
         for a, b in spans:
-            core_free[a:b] = [end] * (b - a)
-            mte2_free[a:b] = [end - tail] * (b - a)
+            if b - a == 1:
+                core_free[a], mte2_free[a] = end, end - tail
+            else:
+                core_free[a:b] = [end] * (b - a)
+                mte2_free[a:b] = [end - tail] * (b - a)
         ends.append(end)
     return max(ends)
 
@@ -161,12 +167,15 @@ def oldest_first(parts: list[Part]) -> list[Part]:
     i = 0
     while i < len(parts):
         p, j = parts[i], i + 1
-        if p.stage >= 0:
-            t = p.part + p.stage
-            while j < len(parts) and parts[j].stage >= 0 and parts[j].loop == p.loop:
-                if parts[j].part + parts[j].stage != t:
-                    break
-                j += 1
+        if p.stage < 0:  # not pipelined (the common case): as it is
+            out.append(p)
+            i = j
+            continue
+        t = p.part + p.stage
+        while j < len(parts) and parts[j].stage >= 0 and parts[j].loop == p.loop:
+            if parts[j].part + parts[j].stage != t:
+                break
+            j += 1
         out += reversed(parts[i:j])
         i = j
     return out

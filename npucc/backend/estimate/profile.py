@@ -13,6 +13,7 @@ import math
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import NamedTuple
 
 from npucc.backend.estimate.list_schedule import LayerTiming
 from npucc.backend.lower.builder import DdrTracker, MeshBuilder, TileBuilder
@@ -114,6 +115,33 @@ CoreNodes = tuple[list[int], list[int | None], list[tuple[int, ...]], list[int]]
 CoreShape = tuple[list[int | None], list[tuple[int, ...]], list[int]]  # pipes, preds, classes
 
 
+class TimedShape(NamedTuple):
+    """A core's nodes as `shape_timing` walks them (what their timing depends on but cycles)."""
+
+    waits: list[tuple[int, ...]]  # per node: its earlier predecessors and its pipe's previous
+    piped: list[bool]  # whether it runs on a pipe (takes its cycles)
+    classes: list[int]
+    last_mte2: int  # the last MTE2 node (-1: none)
+
+
+def timed_shape(
+    pipe: list[int | None], preds: list[tuple[int, ...]], classes: list[int]
+) -> TimedShape:
+    """`core_timing`'s shape of nodes 0.. (their pipes, predecessors and classes): a node
+    waits for its predecessors and the previous node on its pipe (a later predecessor
+    finishes at 0 then, so it never delays it)."""
+    last: dict[int, int] = {}  # each pipe's node so far
+    waits = []
+    for v, (ps, p) in enumerate(zip(preds, pipe, strict=True)):
+        earlier = [u for u in ps if u < v]
+        if p is not None:
+            if p in last:
+                earlier.append(last[p])
+            last[p] = v
+        waits.append(tuple(earlier))
+    return TimedShape(waits, [p is not None for p in pipe], list(classes), last.get(MTE2, -1))
+
+
 def core_timing(
     duration: list[int], pipe: list[int | None], preds: list[tuple[int, ...]], classes: list[int]
 ) -> LayerTiming:
@@ -128,38 +156,32 @@ def core_timing(
     node before it; a pipe-less node takes no time), so the tail is the longest path from
     any node of the class to the end, found for every class at once by one backward pass.
     """
-    n = len(duration)
+    return shape_timing(duration, timed_shape(pipe, preds, classes))
+
+
+def shape_timing(duration: list[int], shape: TimedShape) -> LayerTiming:
+    """`core_timing` of nodes of `shape` taking `duration` cycles each."""
+    waits, piped, classes, last_mte2 = shape
+    n = len(waits)
+    cycles = [d if on else 0 for d, on in zip(duration, piped, strict=True)]
     finish = [0] * n
-    before = [-1] * n  # the previous node on the node's pipe
-    free: dict[int, int] = {}  # each pipe's finish so far
-    last: dict[int, int] = {}  # each pipe's node so far
-    for v in range(n):
+    v = 0
+    for us, d in zip(waits, cycles, strict=True):
         t = 0
-        for u in preds[v]:
+        for u in us:
             if finish[u] > t:
                 t = finish[u]
-        p = pipe[v]
-        if p is None:
-            finish[v] = t
-            continue
-        f = free.get(p, 0)
-        if f > t:
-            t = f
-        finish[v] = free[p] = t + duration[v]
-        before[v] = last.get(p, -1)
-        last[p] = v
+        finish[v] = t + d
+        v += 1
     cold = max(finish, default=0)
-    mte2 = free.get(MTE2, 0)
+    mte2 = finish[last_mte2] if last_mte2 >= 0 else 0
     longest: dict[int, int] = {}  # per distinct classes of a node, their longest path
     after = [0] * n  # the longest path from a node's successors to the end
     for v in range(n - 1, -1, -1):
-        b = after[v] + (0 if pipe[v] is None else duration[v])
-        for u in preds[v]:
-            if u < v and after[u] < b:
+        b = after[v] + cycles[v]
+        for u in waits[v]:
+            if after[u] < b:
                 after[u] = b
-        u = before[v]
-        if u >= 0 and after[u] < b:
-            after[u] = b
         c = classes[v]
         if b > longest.get(c, -1):
             longest[c] = b

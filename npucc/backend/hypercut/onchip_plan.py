@@ -138,9 +138,11 @@ def plan_onchip(
         need = chunk_bytes(chunk, eb)
         lo, hi = life
         busy = sorted(
-            (at, end)
-            for at, end, first, last, theirs, other in placed
-            if first <= hi and lo <= last and mine & theirs and _meet(turn, other)
+            [
+                (at, end)
+                for at, end, first, last, theirs, other in placed
+                if first <= hi and lo <= last and mine & theirs and _meet(turn, other)
+            ]
         )
         at = 0
         for start, end in busy:
