@@ -262,7 +262,7 @@ def _lower_all(
                 decided is not None
                 and resume is not None
                 and source in resume.record
-                and (index == 0 or origin[index - 1] != source)
+                and source not in resume.made
             ):
                 context = (lctx.pooled, lctx.col_pooled, lctx.fused)
                 resume.made[source] = Mark.capture(index, decided, program, builders, context,

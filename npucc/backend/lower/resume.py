@@ -75,11 +75,8 @@ def _layer_decisions(d: Decisions, index: int) -> Hashable:
 
 
 def same_prefix(a: Decisions, b: Decisions, k: int) -> bool:
-    """Whether layers [0, k) of `a` and `b` lower alike (layer k the first of its source
-    layer in both)."""
+    """Whether layers [0, k) of `a` and `b` lower alike (and both have a layer k)."""
     if a.graph.inputs != b.graph.inputs or min(len(a.origin), len(b.origin)) <= k:
-        return False
-    if a.origin[k] != b.origin[k] or (k and b.origin[k - 1] == b.origin[k]):
         return False
     try:
         if any(_layer_decisions(a, i) != _layer_decisions(b, i) for i in range(k)):
@@ -190,8 +187,8 @@ class Mark:
 
 @dataclass(slots=True)
 class Resume:
-    """A lowering's marks: the source layers before whose first layer it records one
-    (`made`, by source layer), and the mark it may start from."""
+    """A lowering's marks: the source layers before whose first lowered layer (a band's,
+    in a chain) it records one (`made`, by source layer), and the mark it may start from."""
 
     record: frozenset[int]
     start: Mark | None = None
