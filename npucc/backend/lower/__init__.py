@@ -27,6 +27,7 @@ from npucc.backend.lower.cascade import (
     Chains,
     band_graph,
     layer_spans,
+    links,
     paying,
     plan_chains,
     trials,
@@ -88,30 +89,34 @@ def lower_graph(
         folds = fold_concats(graph, residency)
     args = (graph, ctx, placement, onchip, slices, staged or {})
     memo: Memo = ctx.memo  # what every lowering of a layer signature computes alike (memo.once)
+    # the layers feeding the convs trials may try (their marks: npucc.backend.lower.resume)
+    feeding = frozenset(i - 1 for i, _ in links(graph, {}, target)) if one_core and resident else ()
+    first = Resume(frozenset(feeding))
     try:
-        base = _lower_all(*args, residency, folds, work, memo)
+        base = _lower_all(*args, residency, folds, work, memo, resume=first)
     except ReservedFitError:
         return _lower_all(*args, NO_RESIDENT, folds, work, memo)
     if not (one_core and resident):
         return base
     chains = plan_chains(graph, target)
-    program = base
+    program, marks = base, first.made
     before = layer_spans(base) if chains else []
     while chains:
         cascades = band_graph(graph, chains, target)
+        resume = Resume(frozenset(feeding))
         try:
-            banded = _lower_cascaded(ctx, placement, cascades, work, memo)
+            banded = _lower_cascaded(ctx, placement, cascades, work, memo, resume)
         except ReservedFitError:
             return base
         kept = paying(chains, before, banded)
         if kept == chains:
-            program = banded
+            program, marks = banded, resume.made
             break
         chains = kept
-        del banded  # NOTE: not held while the next is made (a whole tiled program)
+        del banded, resume  # NOTE: not held while the next is made (a whole tiled program)
     tried = trials(graph, chains, ctx.target, base)
-    del base  # held on only as `program`, when no chain paid
-    return _overlapped(ctx, placement, graph, (work, memo), chains, program, tried)
+    del base, first  # held on only as `program`, when no chain paid
+    return _overlapped(ctx, placement, graph, (work, memo), (chains, marks), program, tried)
 
 
 def _overlapped(
@@ -119,13 +124,14 @@ def _overlapped(
     placement: Placement | None,
     graph: Graph,
     work: tuple[list[LayerWork], Memo],
-    chains: Chains,
+    kept: tuple[Chains, dict[int, Mark]],
     program: TiledProgram,
     tried: list[tuple[int, list[int]]],
 ) -> TiledProgram:
-    """`program` (`graph` lowered with `chains`) or, trial after trial (`tried`, of `trials`),
-    that with a conv into a vector layer cascaded too, at the band height of shortest `flow`,
-    if it is shorter (`work`: the layers' work and the lowerings' memo).
+    """`program` (`graph` lowered with `chains`, its marks `marks`: `kept`) or, trial after
+    trial (`tried`, of `trials`), that with a conv into a vector layer cascaded too, at the
+    band height of shortest `flow`, if it is shorter (`work`: the layers' work and the
+    lowerings' memo).
 
     A trial's lowering records its state before the layer feeding each later trial's conv
     (npucc.backend.lower.resume): the trials of a link start from the program kept so far's
@@ -135,7 +141,7 @@ def _overlapped(
     programs, four of them were alive at once.
     """
     best = flow(program.cores[0].graph)
-    marks: dict[int, Mark] = {}  # source layer -> the kept program's mark before it
+    chains, marks = kept  # marks: source layer -> the kept program's mark before it
     for at, (first, heights) in enumerate(tried):
         pick = chains
         for rows in heights:
