@@ -105,6 +105,12 @@ def _prefix(graph: TileGraph, nodes: int, buffers: int) -> TileGraph:
     return out
 
 
+def _copied(tracker: DdrTracker) -> DdrTracker:
+    """A copy of `tracker` a lowering may go on with (its on-chip homes shared: fixed)."""
+    ready = {k: list(v) for k, v in tracker.ready.items()}
+    return DdrTracker(ready, dict(tracker.written), list(tracker.cross_edges), tracker.onchip)
+
+
 @dataclass(slots=True)
 class Mark:
     """A lowering's state before layer `index` of `decisions.graph` (one entry per core)."""
@@ -131,13 +137,6 @@ class Mark:
         parts: tuple[dict, dict],
     ) -> Mark:
         """The state before layer `index` of a lowering of `decisions`."""
-        tracker = builders[0].tracker
-        copied = DdrTracker(
-            {k: list(v) for k, v in tracker.ready.items()},
-            dict(tracker.written),
-            list(tracker.cross_edges),
-            tracker.onchip,
-        )
         pooled, col_pooled, fused = context
         return cls(
             index,
@@ -146,14 +145,14 @@ class Mark:
             [len(core.graph.nodes) for core in program.cores],
             [len(core.graph.buffers) for core in program.cores],
             [b.state() for b in builders],
-            copied,
+            _copied(builders[0].tracker),
             (
                 dict(program.tensors),
                 dict(program.aliases),
                 dict(program.slices),
                 list(program.io),
                 list(program.cross_edges),
-            ),  # fmt: skip
+            ),
             (set(pooled), set(col_pooled), dict(fused)),
             ({k: list(v) for k, v in parts[0].items()}, {k: list(v) for k, v in parts[1].items()}),
         )
@@ -170,9 +169,7 @@ class Mark:
         program.tensors, program.aliases = dict(tensors), dict(aliases)
         program.slices = dict(slices)
         program.io, program.cross_edges = list(io), list(cross_edges)
-        t = self.tracker
-        tracker = DdrTracker({k: list(v) for k, v in t.ready.items()}, dict(t.written),
-                             list(t.cross_edges), t.onchip)  # fmt: skip
+        tracker = _copied(self.tracker)
         program.onchip = tracker.onchip
         cols = program.target.mesh.cols
         builders = []
