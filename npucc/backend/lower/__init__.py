@@ -27,6 +27,7 @@ from npucc.backend.lower.cascade import (
     Chains,
     band_graph,
     layer_spans,
+    links,
     paying,
     plan_chains,
     trials,
@@ -35,6 +36,7 @@ from npucc.backend.lower.concat_fold import NO_FOLDS, ConcatFolds, fold_concats
 from npucc.backend.lower.context import LOWERINGS, LowerContext, ReservedFitError, flow
 from npucc.backend.lower.resident import NONE as NO_RESIDENT
 from npucc.backend.lower.resident import Residency, choose_resident
+from npucc.backend.lower.resume import Decisions, Mark, Resume, same_prefix
 from npucc.backend.lower.stage import stage_const
 from npucc.backend.lower.subbatch import Part, part_loops, part_spans, slice_offset, slice_plan
 from npucc.backend.lower.work import layer_work
@@ -87,30 +89,34 @@ def lower_graph(
         folds = fold_concats(graph, residency)
     args = (graph, ctx, placement, onchip, slices, staged or {})
     memo: Memo = ctx.memo  # what every lowering of a layer signature computes alike (memo.once)
+    # the layers feeding the convs trials may try (their marks: npucc.backend.lower.resume)
+    feeding = frozenset(i - 1 for i, _ in links(graph, {}, target)) if one_core and resident else ()
+    first = Resume(frozenset(feeding))
     try:
-        base = _lower_all(*args, residency, folds, work, memo)
+        base = _lower_all(*args, residency, folds, work, memo, resume=first)
     except ReservedFitError:
         return _lower_all(*args, NO_RESIDENT, folds, work, memo)
     if not (one_core and resident):
         return base
     chains = plan_chains(graph, target)
-    program = base
+    program, marks = base, first.made
     before = layer_spans(base) if chains else []
     while chains:
         cascades = band_graph(graph, chains, target)
+        resume = Resume(frozenset(feeding))
         try:
-            banded = _lower_cascaded(ctx, placement, cascades, work, memo)
+            banded = _lower_cascaded(ctx, placement, cascades, work, memo, resume)
         except ReservedFitError:
             return base
         kept = paying(chains, before, banded)
         if kept == chains:
-            program = banded
+            program, marks = banded, resume.made
             break
         chains = kept
-        del banded  # NOTE: not held while the next is made (a whole tiled program)
+        del banded, resume  # NOTE: not held while the next is made (a whole tiled program)
     tried = trials(graph, chains, ctx.target, base)
-    del base  # held on only as `program`, when no chain paid
-    return _overlapped(ctx, placement, graph, (work, memo), chains, program, tried)
+    del base, first  # held on only as `program`, when no chain paid
+    return _overlapped(ctx, placement, graph, (work, memo), (chains, marks), program, tried)
 
 
 def _overlapped(
@@ -118,32 +124,44 @@ def _overlapped(
     placement: Placement | None,
     graph: Graph,
     work: tuple[list[LayerWork], Memo],
-    chains: Chains,
+    kept: tuple[Chains, dict[int, Mark]],
     program: TiledProgram,
     tried: list[tuple[int, list[int]]],
 ) -> TiledProgram:
-    """`program` (`graph` lowered with `chains`) or, trial after trial (`tried`, of `trials`),
-    that with a conv into a vector layer cascaded too, at the band height of shortest `flow`,
-    if it is shorter (`work`: the layers' work and the lowerings' memo).
+    """`program` (`graph` lowered with `chains`, its marks `marks`: `kept`) or, trial after
+    trial (`tried`, of `trials`), that with a conv into a vector layer cascaded too, at the
+    band height of shortest `flow`, if it is shorter (`work`: the layers' work and the
+    lowerings' memo).
 
-    NOTE: a trial's lowering that is not kept goes before the next is made, and the lowering
-    without cascades is not held here: whole tiled programs, four of them were alive at once.
+    A trial's lowering records its state before the layer feeding each later trial's conv
+    (npucc.backend.lower.resume): the trials of a link start from the program kept so far's
+    mark, or the link's first trial's, when the layers before it lower alike.
+    NOTE: a trial's lowering that is not kept goes before the next is made (a mark it leaves
+    keeps only its prefix), and the lowering without cascades is not held here: whole tiled
+    programs, four of them were alive at once.
     """
     best = flow(program.cores[0].graph)
-    for first, heights in tried:
+    chains, marks = kept  # marks: source layer -> the kept program's mark before it
+    for at, (first, heights) in enumerate(tried):
         pick = chains
         for rows in heights:
             chosen = {**chains, first: (first + 2, rows, False)}
+            resume = Resume(frozenset(f - 1 for f, _ in tried[at:]), marks.get(first - 1))
             try:
                 cascades = band_graph(graph, chosen, ctx.target)
-                banded = _lower_cascaded(ctx, placement, cascades, *work)
+                banded = _lower_cascaded(ctx, placement, cascades, *work, resume)
             except ReservedFitError:
                 continue
             span = flow(banded.cores[0].graph)
             if span < best:
                 best, program, pick = span, banded, chosen
-            del cascades, banded
+                marks = resume.made
+            elif first - 1 in resume.made and first - 1 not in marks:
+                marks[first - 1] = resume.made[first - 1]
+                marks[first - 1].detach()
+            del cascades, banded, resume
         chains = pick
+        marks = {source: mark for source, mark in marks.items() if source >= first}
     return program
 
 
@@ -153,15 +171,17 @@ def _lower_cascaded(
     cascades: Cascades,
     work: list[LayerWork],
     memo: Memo,
+    resume: Resume | None = None,
 ) -> TiledProgram:
     """The one-core lowering of `cascades`' banded graph (ReservedFitError: a tile does not
-    fit beside the band intermediates and the resident tensors)."""
+    fit beside the band intermediates and the resident tensors; `resume`: `_lower_all`'s)."""
     graph = cascades.graph
     made = cascades.outputs()
     # NOTE: a band view (one chain's output rows, perhaps the next chain's image) stays in DDR
     ddr = cascades.wholes() | frozenset(cascades.views)
     residency, folds = _residency(graph, ctx.target, True, ddr, cascades.bands, made)
-    return _lower_all(graph, ctx, placement, None, None, {}, residency, folds, work, memo, cascades)
+    return _lower_all(graph, ctx, placement, None, None, {}, residency, folds, work, memo,
+                      cascades, resume)  # fmt: skip
 
 
 def _residency(
@@ -193,35 +213,67 @@ def _lower_all(
     work: list[LayerWork],
     memo: Memo,
     cascades: Cascades | None = None,
+    resume: Resume | None = None,
 ) -> TiledProgram:
     """`lower_graph` with the resident tensors `residency`, the folded concats `folds` and the
     cascaded chains `cascades` (`graph` is their banded graph; `work`: the source graph's;
-    `memo`: shared by every lowering of one `lower_graph`)."""
+    `memo`: shared by every lowering of one `lower_graph`; `resume`: the marks to record and
+    the one to start from, if its layers before it lower alike: npucc.backend.lower.resume)."""
     target = ctx.target
     program = TiledProgram(graph.name, target)
     rows, cols = target.mesh.rows, target.mesh.cols
-    tracker = DdrTracker(onchip=dict(onchip or {}))
-    program.onchip = tracker.onchip
-    builders = []
-    for index in range(rows * cols):
-        core = Core(index // cols, index % cols, TileGraph(f"core{index // cols}_{index % cols}"))
-        program.cores.append(core)
-        builders.append(TileBuilder(core.graph, target, index, tracker))
+    held = _HeldWeights(graph, cascades.weights if cascades is not None else frozenset())
+    origin = tuple(range(len(graph.layers))) if cascades is None else cascades.origin
+    parts = _Parts(slices or {}, {} if cascades is None else cascades.views)
+    decided = None
+    start = None
+    if resume is not None:
+        spans = {name: (first, held.last[name]) for name, first in held.first.items()}
+        decided = Decisions(graph, origin, parts.views, residency, folds, spans)
+        mark = resume.start
+        if mark is not None and same_prefix(mark.decisions, decided, mark.index):
+            start = mark
+    if start is None:
+        tracker = DdrTracker(onchip=dict(onchip or {}))
+        program.onchip = tracker.onchip
+        builders = []
+        for index in range(rows * cols):
+            row, col = divmod(index, cols)
+            core = Core(row, col, TileGraph(f"core{row}_{col}"))
+            program.cores.append(core)
+            builders.append(TileBuilder(core.graph, target, index, tracker))
+        for name in graph.inputs:
+            t = graph.tensors[name]
+            program.add_tensor(name, "input", t.shape, dtype=t.dtype, quant=t.quant)
+            program.io.append(IoBinding("input", name, name, t.shape, t.dtype, t.quant))
+    else:
+        builders = start.restore(program)
+        tracker = builders[0].tracker
     builder = MeshBuilder(builders)
     lctx = LowerContext(graph, program, builder, target, memo=memo)
-    parts = _Parts(slices or {}, {} if cascades is None else cascades.views)
+    if start is not None:
+        pooled, col_pooled, fused = start.context
+        lctx.pooled, lctx.col_pooled, lctx.fused = set(pooled), set(col_pooled), dict(fused)
+        parts.read = {k: list(v) for k, v in start.parts[0].items()}
+        parts.touched = {k: list(v) for k, v in start.parts[1].items()}
     program.layers = work
     every_core = tuple(range(rows * cols))
-    for name in graph.inputs:
-        t = graph.tensors[name]
-        program.add_tensor(name, "input", t.shape, dtype=t.dtype, quant=t.quant)
-        program.io.append(IoBinding("input", name, name, t.shape, t.dtype, t.quant))
-    held = _HeldWeights(graph, cascades.weights if cascades is not None else frozenset())
     with progress.task("lower-tiles", len(graph.layers)) as bar:
-        for index, layer in enumerate(graph.layers):
+        for index in range(0 if start is None else start.index, len(graph.layers)):
+            layer = graph.layers[index]
             if bar is not None and index % 8 == 0:
                 bar.update(index)
-            builder.set_layer(index if cascades is None else cascades.origin[index])
+            source = origin[index]
+            if (
+                decided is not None
+                and resume is not None
+                and source in resume.record
+                and source not in resume.made
+            ):
+                context = (lctx.pooled, lctx.col_pooled, lctx.fused)
+                resume.made[source] = Mark.capture(index, decided, program, builders, context,
+                                                   (parts.read, parts.touched))  # fmt: skip
+            builder.set_layer(source)
             held.load(lctx, index)
             lctx.reserved = residency.live_bytes(index) + held.live_bytes(lctx, index)
             for name in residency.born(index):

@@ -390,6 +390,42 @@ class TileBuilder:
         """Buffers allocated and not yet freed (must be empty when lowering ends)."""
         return sorted(self._readers)
 
+    def state(self) -> tuple[dict[Any, Any], ...]:
+        """Copies of what the builder keeps between instructions (for `resumed`)."""
+        return (
+            dict(self._last_write),
+            {b: list(r) for b, r in self._readers.items()},
+            dict(self._imports),
+            {k: list(w) for k, w in self._ddr_writers.items()},
+            dict(self._gates),
+            dict(self._resident),
+            dict(self._views),
+            self._forms,  # NOTE: a cache of pure results, shared
+        )
+
+    @classmethod
+    def resumed(
+        cls,
+        graph: TileGraph,
+        target: Target,
+        core: int,
+        tracker: DdrTracker,
+        state: tuple[dict[Any, Any], ...],
+    ) -> TileBuilder:
+        """A builder of `graph` continuing from `state` (of `state()`, copied again: one state
+        may start several builders)."""
+        out = cls(graph, target, core, tracker)
+        last_write, readers, imports, writers, gates, resident, views, forms = state
+        out._last_write = dict(last_write)
+        out._readers = {b: list(r) for b, r in readers.items()}
+        out._imports = dict(imports)
+        out._ddr_writers = {k: list(w) for k, w in writers.items()}
+        out._gates = dict(gates)
+        out._resident = dict(resident)
+        out._views = dict(views)
+        out._forms = forms
+        return out
+
 
 class MeshBuilder:
     """TileBuilder's API over several cores: each call goes to the current core's builder.

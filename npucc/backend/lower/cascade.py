@@ -296,23 +296,18 @@ def _bound(program: TiledProgram) -> dict[int, str]:
     return {layer: max(sorted(pipes), key=pipes.__getitem__) for layer, pipes in busy.items()}
 
 
-def trials(
-    graph: Graph, chains: Chains, target: Target, base: TiledProgram
-) -> list[tuple[int, list[int]]]:
-    """Per link of a dense conv to a layer of the vector unit, neither in `chains`, the conv
-    bound on the cube in `base` (`graph` lowered without cascades) and the other layer not:
-    its first layer and the band heights of TRIAL_ROWS that make two bands or more and fit
-    (weights fetched again per band; while one band's second layer runs, the next band's conv
-    can, which `_gain` does not credit)."""
+def links(graph: Graph, chains: Chains, target: Target) -> list[tuple[int, list[int]]]:
+    """Per link of a dense conv to a layer of the vector unit, neither in `chains`: its first
+    layer and the band heights of TRIAL_ROWS that make two bands or more and fit (weights
+    fetched again per band)."""
     layers = graph.layers
     taken = {k for first, (end, _, _) in chains.items() for k in range(first, end)}
-    bound = _bound(base)
     out = []
     for i in range(len(layers) - 1):
         a, b = layers[i], layers[i + 1]
         if i in taken or i + 1 in taken or (_unit(a), _unit(b)) != ("CUBE", "VECTOR"):
             continue
-        if bound.get(i) != "CUBE" or bound.get(i + 1) == "CUBE" or not _linked(graph, a, b, target):
+        if not _linked(graph, a, b, target):
             continue
         oh = graph.tensors[b.outputs[0]].shape[2]
         rows = [
@@ -321,6 +316,20 @@ def trials(
         if rows:
             out.append((i, rows))
     return out
+
+
+def trials(
+    graph: Graph, chains: Chains, target: Target, base: TiledProgram
+) -> list[tuple[int, list[int]]]:
+    """The `links` whose conv is bound on the cube in `base` (`graph` lowered without
+    cascades) and whose other layer is not (while one band's second layer runs, the next
+    band's conv can, which `_gain` does not credit)."""
+    bound = _bound(base)
+    return [
+        (i, rows)
+        for i, rows in links(graph, chains, target)
+        if bound.get(i) == "CUBE" and bound.get(i + 1) != "CUBE"
+    ]
 
 
 def band_graph(graph: Graph, chains: Chains, target: Target) -> Cascades:

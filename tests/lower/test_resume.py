@@ -1,0 +1,96 @@
+"""A lowering resumed from another's mark is the whole lowering, node for node."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+import npucc.backend.lower as lower
+from npucc.backend.lower.cascade import band_graph
+from npucc.backend.lower.resume import Resume, same_prefix
+from npucc.backend.lower.work import layer_work
+from npucc.compiler import compile_until
+from npucc.ir.program import TiledProgram
+from npucc.passes import CompileContext
+from npucc.target import load_target
+
+TARGET = load_target("davinci-core")
+
+
+def _model() -> onnx.ModelProto:
+    """conv, conv, max pool, conv, max pool: two conv -> pool links whose conv output is too
+    large to stay in L1 (cascade trials' links)."""
+    rng = np.random.default_rng(0)
+    consts = {"a": (32, 8, 3, 3), "b": (32, 32, 3, 3), "c": (80, 32, 3, 3)}
+    inits = [
+        numpy_helper.from_array((rng.standard_normal(s) * 0.3).astype(np.float32), n)
+        for n, s in consts.items()
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "a"], ["t0"], pads=[1] * 4),
+        helper.make_node("Conv", ["t0", "b"], ["t1"], pads=[1] * 4),
+        helper.make_node("MaxPool", ["t1"], ["t2"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["t2", "c"], ["t3"], pads=[1] * 4),
+        helper.make_node("MaxPool", ["t3"], ["y"], kernel_shape=[2, 2], strides=[2, 2]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "vggish",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 64, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 80, 16, 16])],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+GRAPH = compile_until(_model(), "prune-unused", TARGET)
+
+
+def _lower(chains, resume: Resume | None = None) -> TiledProgram:
+    ctx = CompileContext(TARGET)
+    cascades = band_graph(GRAPH, chains, TARGET)
+    return lower._lower_cascaded(ctx, None, cascades, layer_work(GRAPH), {}, resume)
+
+
+def _same(a: TiledProgram, b: TiledProgram) -> None:
+    ga, gb = a.cores[0].graph, b.cores[0].graph
+    assert [(v.op, v.pipe, v.cycles, v.bufs, v.layer, v.instr) for v in ga.nodes] == [
+        (v.op, v.pipe, v.cycles, v.bufs, v.layer, v.instr) for v in gb.nodes
+    ]
+    assert ga.succs == gb.succs and ga.preds == gb.preds
+    assert (ga.alloc_of, ga.free_of) == (gb.alloc_of, gb.free_of)
+    assert [(x.size, x.tier) for x in ga.buffers] == [(x.size, x.tier) for x in gb.buffers]
+    assert list(a.tensors) == list(b.tensors) and a.io == b.io
+
+
+def test_a_trial_resumed_before_the_layer_feeding_its_conv_is_the_whole_lowering():
+    first = {1: (3, 2, False)}
+    recorded = Resume(frozenset({2}))
+    kept = _lower(first, recorded)
+    mark = recorded.made[2]
+    assert mark.index > 0 and mark.nodes[0] > 0
+    trial = {**first, 3: (5, 2, False)}
+    resumed = _lower(trial, Resume(frozenset(), mark))
+    _same(resumed, _lower(trial))
+    # it started from the mark: the prefix's nodes are the kept program's
+    assert resumed.cores[0].graph.nodes[0] is kept.cores[0].graph.nodes[0]
+    assert len(kept.cores[0].graph.succs[mark.nodes[0] - 1]) >= len(
+        resumed.cores[0].graph.succs[mark.nodes[0] - 1]
+    )
+    _same(kept, _lower(first))  # the kept program is untouched by the resumed one
+    mark.detach()  # the prefix alone: the recording lowering may go
+    assert len(mark.graphs[0].nodes) == mark.nodes[0]
+    _same(_lower(trial, Resume(frozenset(), mark)), resumed)
+
+
+def test_a_mark_whose_layers_before_it_lower_otherwise_is_not_used():
+    recorded = Resume(frozenset({2}))
+    kept = _lower({1: (3, 2, False)}, recorded)
+    mark = recorded.made[2]
+    other = {1: (3, 4, False), 3: (5, 2, False)}  # the first chain in bands of 4 rows
+    resume = Resume(frozenset({2}), mark)
+    program = _lower(other, resume)
+    assert not same_prefix(mark.decisions, resume.made[2].decisions, mark.index)
+    _same(program, _lower(other))
+    assert program.cores[0].graph.nodes[0] is not kept.cores[0].graph.nodes[0]
