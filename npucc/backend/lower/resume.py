@@ -123,7 +123,7 @@ class Mark:
     builders: list[tuple[dict, ...]]  # TileBuilder.state()
     tracker: DdrTracker
     program: tuple[dict, dict, dict, list, list]  # tensors, aliases, slices, io, cross_edges
-    context: tuple[set[str], set[str], dict[str, Layer]]  # pooled, col_pooled, fused
+    context: tuple[set[str], set[str], dict[str, tuple[Layer, int]]]  # pooled, col_pooled, fused
     parts: tuple[dict, dict]  # _Parts.read, _Parts.touched
 
     @classmethod
@@ -133,7 +133,7 @@ class Mark:
         decisions: Decisions,
         program: TiledProgram,
         builders: list[TileBuilder],
-        context: tuple[set[str], set[str], dict[str, Layer]],
+        context: tuple[set[str], set[str], dict[str, tuple[Layer, int]]],
         parts: tuple[dict, dict],
     ) -> Mark:
         """The state before layer `index` of a lowering of `decisions`."""
