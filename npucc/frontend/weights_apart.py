@@ -39,14 +39,21 @@ _MAPPED_TYPES = frozenset({
 Weights = Mapping[str, onnx.TensorProto | np.ndarray]
 
 
+def _mappable(tensor: onnx.TensorProto) -> np.dtype | None:
+    """The little-endian element type of a big initializer whose bytes numpy maps as they lie,
+    or None where it is smaller than BIG elements or of another type."""
+    if tensor.data_type not in _MAPPED_TYPES or math.prod(tensor.dims) < BIG:
+        return None
+    return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)).newbyteorder("<")
+
+
 def mapped_weight(tensor: onnx.TensorProto, root: Path) -> np.ndarray | None:
     """A big initializer's external data (its location checked to lie inside `root`) mapped
     read-only from its file (npucc.ir.mapped), or None where it is not of a type numpy maps,
     smaller than BIG elements, or not exactly its bytes (then it is loaded, as ONNX does)."""
-    shape = tuple(tensor.dims)
-    if tensor.data_type not in _MAPPED_TYPES or math.prod(shape) < BIG:
+    shape, dtype = tuple(tensor.dims), _mappable(tensor)
+    if dtype is None:
         return None
-    dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)).newbyteorder("<")
     info = ExternalDataInfo(tensor)
     offset, nbytes = info.offset or 0, math.prod(shape) * dtype.itemsize
     if info.length is not None and info.length != nbytes:
@@ -79,9 +86,9 @@ def embedded_weights(model: onnx.ModelProto, path: Path) -> dict[str, np.ndarray
         shape = tuple(init.dims)
         if (place.name, place.dims, place.data_type) != (init.name, shape, init.data_type):
             return {}
-        if place.raw is None or init.data_type not in _MAPPED_TYPES or math.prod(shape) < BIG:
+        dtype = _mappable(init)
+        if place.raw is None or dtype is None:
             continue
-        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(init.data_type)).newbyteorder("<")
         offset, nbytes = place.raw
         if nbytes == math.prod(shape) * dtype.itemsize:
             try:
