@@ -45,10 +45,8 @@ class OnChip:
         return self.live[0] <= other.live[1] and other.live[0] <= self.live[1]
 
     def alternates(self, other: OnChip) -> bool:
-        """Whether the two take turns with shared bytes: both have turns, and they are disjoint."""
-        if self.turn is None or other.turn is None:
-            return False
-        return self.turn[1] < other.turn[0] or other.turn[1] < self.turn[0]
+        """Whether the two take turns with shared bytes (`turns_apart`)."""
+        return turns_apart(self.turn, other.turn)
 
     def hops(self, core: tuple[int, int], lo: int, hi: int) -> int:
         """Mesh hops from `core` to the farthest home of elements [lo, hi)."""
@@ -64,6 +62,12 @@ class OnChip:
         first, last = self.live
         text = f"homes=[{homes}] chunk={self.chunk} at={self.at} live={first}..{last}"
         return text if self.turn is None else f"{text} turn={self.turn[0]}..{self.turn[1]}"
+
+
+def turns_apart(a: tuple[int, int] | None, b: tuple[int, int] | None) -> bool:
+    """Whether two one-slot handoffs may take turns with shared bytes while both live: both
+    have turns, and they are disjoint."""
+    return a is not None and b is not None and (a[1] < b[0] or b[1] < a[0])
 
 
 def parse_onchip(tokens: Sequence[str]) -> OnChip:

@@ -41,7 +41,7 @@ from functools import lru_cache
 
 from npucc.ir.graph import Graph
 from npucc.ir.graph_schema import HOST_OP, VIEW_OPS
-from npucc.ir.onchip import OnChip, chunk_bytes
+from npucc.ir.onchip import OnChip, chunk_bytes, turns_apart
 from npucc.target import Target
 
 # ops that read their inputs from DDR only: `gather`'s table, a host segment's operands
@@ -141,7 +141,7 @@ def plan_onchip(
             [
                 (at, end)
                 for at, end, first, last, theirs, other in placed
-                if first <= hi and lo <= last and mine & theirs and _meet(turn, other)
+                if first <= hi and lo <= last and mine & theirs and not turns_apart(turn, other)
             ]
         )
         at = 0
@@ -200,12 +200,6 @@ def plan_onchip(
     for key, (t, cores, first, last) in weights.items():  # in the room the tensors left
         stage(key, math.prod(graph.tensors[t].shape), cores, (first, last))
     return kept
-
-
-def _meet(a: tuple[int, int] | None, b: tuple[int, int] | None) -> bool:
-    """Whether two tensors whose lives overlap need bytes apart: not when both are one-slot
-    handoffs (of one loop, as their lives overlap) whose turns do not overlap."""
-    return a is None or b is None or (a[0] <= b[1] and b[0] <= a[1])
 
 
 @lru_cache(maxsize=65536)
