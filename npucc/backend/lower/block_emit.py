@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from npucc.backend.lower.blocking import Blocking, MBlock, MTile
-from npucc.backend.lower.context import LowerContext, apply_activation, split
+from npucc.backend.lower.context import LowerContext, apply_activation, l1_ones, split
 from npucc.backend.lower.l0_tiles import acc_group
 from npucc.ir.graph import Layer
 from npucc.ir.isa import (
@@ -18,7 +18,6 @@ from npucc.ir.isa import (
     Mmad,
     Requant,
     VBinary,
-    VFill,
     VReduce,
     VUnary,
 )
@@ -256,13 +255,8 @@ class _Nest:
         UB); else None."""
         if not self.cube_bias:
             return None
-        bld, m = self.ctx.builder, max(tile.m for tile in block.tiles)
-        fill = bld.alloc("UB", m, f"{self.layer.name}.ones")
-        bld.emit(VFill(fill, (m,), (1,), 1.0))
-        ones = bld.alloc("L1", m, f"{self.layer.name}.ones")
-        bld.emit(Copy(ones, fill, (m,), (1,), (1,)))
-        bld.free(fill)
-        return ones
+        m = max(tile.m for tile in block.tiles)
+        return l1_ones(self.ctx.builder, m, f"{self.layer.name}.ones")
 
     def bias_into(
         self,

@@ -12,7 +12,7 @@ import numpy as np
 from npucc.backend.lower.builder import MeshBuilder
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph, Layer
-from npucc.ir.isa import BufRef, DdrRef, VBinary, VUnary
+from npucc.ir.isa import BufRef, Copy, DdrRef, Mmad, VBinary, VFill, VUnary
 from npucc.ir.program import TiledProgram
 from npucc.ir.tiled import TileGraph
 from npucc.target import Target
@@ -272,3 +272,27 @@ def flow(graph: TileGraph) -> int:
         range(len(nodes)), [v.cycles for v in nodes], [v.pipe for v in nodes], graph.preds
     )
     return max(finish, default=0)
+
+
+def l1_ones(bld: MeshBuilder, m: int, label: str) -> BufRef:
+    """An L1 vector of `m` 1.0s (filled in UB, named `label`): the A operand of a bias added
+    by the cube (`cube_bias`)."""
+    fill = bld.alloc("UB", m, label)
+    bld.emit(VFill(fill, (m,), (1,), 1.0))
+    ones = bld.alloc("L1", m, label)
+    bld.emit(Copy(ones, fill, (m,), (1,), (1,)))
+    bld.free(fill)
+    return ones
+
+
+def cube_bias(
+    bld: MeshBuilder, acc: BufRef, ones: BufRef, bias: BufRef, mn: tuple[int, int], label: str
+) -> None:
+    """acc[m x n] += ones[m x 1] @ bias[1 x n] (`bias` in L0B, `ones` in L1 from `l1_ones`):
+    the bias added by the cube, a k = 1 mmad after the products, instead of a vector add over
+    the accumulators (`label` names the ones' L0A copy)."""
+    m, n = mn
+    a1 = bld.alloc("L0A", m, label)
+    bld.emit(Copy(a1, ones, (m,), (1,), (1,)))
+    bld.emit(Mmad(acc, a1, bias, m, n, 1, 1))
+    bld.free(a1)

@@ -19,7 +19,14 @@ from __future__ import annotations
 
 import math
 
-from npucc.backend.lower.context import TILE_SHARE, LowerContext, largest, split
+from npucc.backend.lower.context import (
+    TILE_SHARE,
+    LowerContext,
+    cube_bias,
+    l1_ones,
+    largest,
+    split,
+)
 from npucc.backend.lower.conv_geom import ConvGeom, conv_geometry, expand_depthwise
 from npucc.backend.lower.depthwise import (
     Consts,
@@ -162,11 +169,7 @@ class _Expand:
                 bld.emit(Copy(self.bias, b, (g.group,), (1,), (1,)))
                 self.owned.append(self.bias)
             m = g.w * max(1, ctx.capacity("L0A") // TILE_SHARE // (g.w * self.cin))
-            fill = bld.alloc("UB", m, f"{expand.name}.ones")
-            bld.emit(VFill(fill, (m,), (1,), 1.0))
-            self.ones = bld.alloc("L1", m, f"{expand.name}.ones")
-            bld.emit(Copy(self.ones, fill, (m,), (1,), (1,)))
-            bld.free(fill)
+            self.ones = l1_ones(bld, m, f"{expand.name}.ones")
             self.owned.append(self.ones)
         self.rows: tuple[int, int] | None = None  # the input rows in `self.x`
         self.x: BufRef | None = None
@@ -206,11 +209,7 @@ class _Expand:
         if l0b1 is None:
             return
         assert self.ones is not None
-        bld = self.ctx.builder
-        a1 = bld.alloc("L0A", m, f"{self.expand.name}.a1")
-        bld.emit(Copy(a1, self.ones, (m,), (1,), (1,)))
-        bld.emit(Mmad(acc, a1, l0b1, m, gl, 1, 1))
-        bld.free(a1)
+        cube_bias(self.ctx.builder, acc, self.ones, l0b1, (m, gl), f"{self.expand.name}.a1")
 
     def window(self, layer: Layer, item: Item) -> BufRef:
         """The padded window of one item of depthwise `layer`, computed (its rows' mmads, bias
@@ -397,10 +396,7 @@ class _CubeTaps:
                 bld.emit(Mmad(acc, a, l0b.at(tap * cb * cb), m, cb, cb, 1 if tap else 0))
         bld.free(a0)
         if l0b1 is not None and self.ones is not None:
-            a1 = bld.alloc("L0A", m, f"{name}.fa1")
-            bld.emit(Copy(a1, self.ones, (m,), (1,), (1,)))
-            bld.emit(Mmad(acc, a1, l0b1, m, cb, 1, 1))
-            bld.free(a1)
+            cube_bias(bld, acc, self.ones, l0b1, (m, cb), f"{name}.fa1")
 
     def taps(self, first: int) -> Taps:
         """`pipeline`'s taps: a vector item's taps as depthwise's, then the deferred cube
