@@ -7,9 +7,9 @@ seed 0), MobileNet v2 (bench/mobilenet_v2.py) and the BERT-base encoder of model
 (transformer_encoder.onnx), compiled for davinci-core: the interpreted makespan (timing only),
 the bounds, the efficiency and the DRAM bytes against the minimum (npucc's roofline,
 Program.stats["roofline"], docs/roofline.md), and the four DAN metrics (peak L1+UB, extra DDR
-bytes, spills, makespan) of the dan and the original schedules, and DAN's makespan and peak
-with its layers overlapped only within its plan's L1+UB peak (`overlap_peak=1`; the default
-bounds them only by the plan's addresses). `--precision fp16` compiles
+bytes, spills, makespan) of the dan and the original schedules (DAN overlapping layers within
+its plan's L1+UB peak, the default `overlap_peak=1`), and DAN's makespan and peak with its
+overlap bounded only by the plan's addresses (`overlap_peak=inf`). `--precision fp16` compiles
 the float models at fp16; `--precision int8` first quantizes each (`npucc.checking.quantize`,
 seed 0: onnxruntime's quantize_static, per-channel weights) and compiles the QDQ model at
 int8; the bound is computed at that precision. Prints a table; writes JSON (default
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -68,13 +69,13 @@ def measure(model: onnx.ModelProto, precision: str = "fp32") -> dict[str, object
         raise AssertionError(f"interpreted {result.makespan} != predicted")
     line = at_makespan(dan.stats["roofline"], result.makespan)
     original = npucc.compile(model, TARGET, "original", precision=precision)
-    # DAN overlapping layers only within its memory plan's L1+UB peak (the paper's peak)
-    within = npucc.compile(model, TARGET, "dan", precision=precision, overlap_peak=1.0)
+    # DAN overlapping layers as far as its memory plan's addresses allow (above its peak)
+    free = npucc.compile(model, TARGET, "dan", precision=precision, overlap_peak=math.inf)
     return {
         "roofline": line.as_dict(),
         "dan": {k: dan.stats[k] for k in METRICS},
         "original": {k: original.stats[k] for k in METRICS},
-        "dan_within_peak": {k: within.stats[k] for k in METRICS},
+        "dan_unbounded": {k: free.stats[k] for k in METRICS},
     }
 
 
@@ -83,12 +84,12 @@ def table(results: dict[str, dict[str, object]]) -> str:
     head = (
         "| model | makespan | bound | compute | memory | efficiency | DRAM ÷ min | busiest pipe"
         " | DAN vs original: peak L1+UB | extra DDR | spills | makespan"
-        " | DAN at overlap_peak 1: makespan (peak L1+UB) |"
+        " | DAN at overlap_peak inf: makespan (peak L1+UB) |"
     )
     rows = [head, "|" + "---|" * 13]
     for name, r in results.items():
         line, dan, orig = r["roofline"], r["dan"], r["original"]  # type: ignore[index]
-        within = r["dan_within_peak"]  # type: ignore[index]
+        free = r["dan_unbounded"]  # type: ignore[index]
         ratio = "n/a" if line["ddr_ratio"] is None else f"{line['ddr_ratio']:.2f}×"
         pair = [f"{dan[k]:,} vs {orig[k]:,}" for k in METRICS]
         rows.append(
@@ -96,7 +97,7 @@ def table(results: dict[str, dict[str, object]]) -> str:
             f"| {line['compute']:,} | {line['memory']:,} | {line['efficiency']:.3f} | {ratio} "
             f"| {line['pipe_name']} {line['pipe'] / line['makespan']:.0%} | "
             + " | ".join(pair)
-            + f" | {within['predicted_makespan']:,} ({within['peak_l1_ub']:,}) |"
+            + f" | {free['predicted_makespan']:,} ({free['peak_l1_ub']:,}) |"
         )
     return "\n".join(rows)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 import tempfile
 from collections.abc import Callable, Mapping
@@ -370,7 +369,7 @@ def compile(
     fallback: str = "error",
     debug_map: str | os.PathLike[str] | None = None,
     precision: str | None = None,
-    overlap_peak: float = math.inf,
+    overlap_peak: float = 1.0,
 ) -> Program:
     """Compile an ONNX model (path or ModelProto) for `target` with the `schedule` method.
 
@@ -382,8 +381,8 @@ def compile(
     operation -> stream line map as JSON. `precision` (fp32, fp16, int8, auto) is the element
     type of weights and activations (default: the target's). `overlap_peak` bounds, on one
     core, DAN's live L1+UB bytes to that multiple of its memory plan's peak while it overlaps
-    layers (default inf: the plan's addresses alone bound them). The keywords are
-    `CompileOptions`' fields.
+    layers (default 1: no more than the plan's own; inf: the plan's addresses alone bound
+    them). The keywords are `CompileOptions`' fields.
     """
     return compile_program(model, _options(locals()))
 
@@ -414,7 +413,7 @@ def compile_until(
     fallback: str = "error",
     debug_map: str | os.PathLike[str] | None = None,
     precision: str | None = None,
-    overlap_peak: float = math.inf,
+    overlap_peak: float = 1.0,
 ) -> Any:
     """Run the pipeline up to and including pass `stop_after`; returns the IR it produced.
 

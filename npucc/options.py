@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -38,7 +37,7 @@ class CompileOptions:
     precision: str | None = None  # PRECISION_CHOICES; None: the target's own precision
     # one core: DAN's live L1+UB bytes within this multiple of its memory plan's peak while it
     # overlaps layers (schedule pass); inf: only the plan's addresses bound them
-    overlap_peak: float = math.inf
+    overlap_peak: float = 1.0
     debug_map: str | os.PathLike[str] | None = None  # write the ONNX node -> stream map here
     print_before: frozenset[str] = frozenset()  # pass names: print the IR before them
     print_after: frozenset[str] = frozenset()  # pass names: print the IR after them

@@ -6,7 +6,6 @@ import argparse
 import csv
 import importlib
 import json
-import math
 import os
 import sys
 import tempfile
@@ -87,10 +86,10 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--overlap-peak",
         type=float,
-        default=math.inf,
+        default=1.0,
         metavar="X",
         help="one core: DAN overlaps layers with at most X times its memory plan's live L1+UB "
-        "bytes (default inf: as DLR's addresses allow; 1: the plan's peak)",
+        "bytes (default 1: the plan's peak; inf: as DLR's addresses allow)",
     )
     add_model_options(p)
 

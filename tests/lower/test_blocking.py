@@ -119,6 +119,17 @@ def test_an_only_stationary_block_is_held_once_beside_larger_streamed_blocks():
     assert 2 * held > TARGET.memory.capacity("L1") and len(w) == 48
 
 
+def test_an_input_loaded_once_keeps_two_weight_blocks_beside_it_within_the_share():
+    # 14 x 14 x 256 (200 KB) read once against 1024 x 256 weights: X and one 262 KB W block
+    # fit half of L1, X and two do not; two 131 KB ones do (the next block's, or the next
+    # layer's first, loads beside it)
+    p = lowered((1, 256, 14, 14), (1024, 256, 1, 1), (1, 1024, 14, 14), "")
+    x, w = loads(p, "x"), loads(p, "w")
+    assert len(x) == 1 and np.prod(x[0].instr.dims) == 256 * 14 * 14
+    blocks = 4 * (256 * 196 + 2 * max(np.prod(n.instr.dims) for n in w))
+    assert 2 * blocks <= TARGET.memory.capacity("L1") and len(w) == 8
+
+
 def test_a_held_block_within_the_estimates_tolerance_is_not_chosen():
     # 13 x 13 x 512 -> 1000 (SqueezeNet's last conv): holding X once saves DMAs only,
     # not cycles beyond the tolerance: its blocks stay within the ping-pong share

@@ -373,11 +373,25 @@ def _plans(
         return ctx.fits_beside("L1", *((x, w) if once == "x" else (w, x)))
 
     x_once = "x" if cores == 1 and len(blocks) == 1 else ""
+
+    def x_kept(nb: int, kb: int) -> bool:
+        """Whether an `is` plan whose X is loaded once (not ping-ponged) is kept: X and two W
+        blocks fit the share, or X and one do not (a held plan). NOTE: one that fits only as
+        X + W is dropped: it leaves the next layer's first blocks no room within the plan's
+        peak (docs/roofline.md, `r50peak2`)."""
+        if not x_once or not l1_fits(nb, kb, shape.k):
+            return True
+        x = () if shape.x_onchip else (largest_x.x_elems(shape.k, shape.k_quantum),)
+        w = (kb * nb, *((nb * shape.bias_elems,) if shape.bias else ()))
+        return ctx.share_fits("L1", (*x, *w, *w))
+
     n_options = candidates(shape.n, t.n)
     for nb in n_options:
         w_once = "w" if cores == 1 and nb >= shape.n else ""
         both = l1_fits(nb, shape.k)
         for order, inner, once in (("ws", len(blocks), w_once), ("is", -(-shape.n // nb), x_once)):
+            if order == "is" and not x_kept(nb, shape.k):
+                continue
             if both or (once and l1_fits(nb, shape.k, once=once)):
                 for chunks in candidates(inner) if cores > 1 else [1]:
                     yield Blocking(order, t, count, nb, shape.k, chunks), not both
@@ -391,6 +405,8 @@ def _plans(
                     break  # X read in place: no X block; a wider X block fits no better
                 yield Blocking("os", t, count, nb, kb, xk=xk * (xk != kb)), False
             both = l1_fits(nb, kb, shape.k)  # X stationary, W in K blocks
+            if kb < shape.k and not x_kept(nb, kb):
+                continue
             if kb < shape.k and (both or (x_once and l1_fits(nb, kb, shape.k, x_once))):
                 for chunks in candidates(-(-shape.n // nb)) if cores > 1 else [1]:
                     yield Blocking("is", t, count, nb, kb, chunks), not both

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -29,13 +28,13 @@ class SchedulePass(Pass):
     output_ir: ClassVar[IRType] = ScheduledProgram
     method: str = "dan"
     # NOTE: on a compiled program DAN's CPE may drop the plan's memory order and overlap layers
-    # within `overlap_peak` times the plan's L1+UB peak (inf: within the plan's addresses, as
-    # they alone must fit; 1.0: no more live bytes than the plan's, the paper's peak). One core
-    # only: on a mesh HyperCut's exec estimate times each core with the plan's memory order,
-    # and a plan must run as it was priced (tests/e2e/test_subbatch_mesh.py: a loop's estimate
-    # +6 % kept, +16 % overlapped) until the estimate models the free order
+    # within `overlap_peak` times the plan's L1+UB peak (1.0, the default: no more live bytes
+    # than the plan's, the paper's peak; inf: within the plan's addresses, as they alone must
+    # fit). One core only: on a mesh HyperCut's exec estimate times each core with the plan's
+    # memory order, and a plan must run as it was priced (tests/e2e/test_subbatch_mesh.py: a
+    # loop's estimate +6 % kept, +16 % overlapped) until the estimate models the free order
     overlap: bool = True
-    overlap_peak: float = math.inf
+    overlap_peak: float = 1.0
 
     def run(self, ir: TiledProgram, ctx: CompileContext) -> ScheduledProgram:
         target = ctx.target
