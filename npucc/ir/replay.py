@@ -32,7 +32,7 @@ from npucc.target.timing import in_order
 
 L0_TIERS = ("L0A", "L0B", "L0C")
 CLEAN_OP = "COPY_IN"  # a buffer used by this op still has its data in DDR (rule 2)
-CHUNKS = 32  # times_within times the order in this many pieces
+CHUNKS = 256  # replay_within times the order in this many pieces
 MIN_CHUNK = 4096  # ... of at least this many nodes
 MARK_EVERY = 4096  # a marked replay keeps its state every this many positions
 
@@ -145,6 +145,7 @@ class ReplayBase:
     frees: list[int]  # per buffer: its FREE node (-1: none)
     busy: dict[Hashable, int] | None = None  # per pipe: its nodes' cycles (`pipe_work`)
     kinds: tuple[list[Hashable | None], np.ndarray, np.ndarray] | None = None  # `pipe_kinds`
+    allocs: np.ndarray | None = None  # `alloc_nodes`
     use_node: np.ndarray | None = None  # every (node, buffer) use outside ALLOC/FREE, by node id
     use_buf: np.ndarray | None = None
     scans: int = 0  # users() answered by a scan of the nodes
@@ -175,6 +176,13 @@ class ReplayBase:
         sums = np.bincount(kind, work, len(names)).tolist()  # NOTE: exact sums
         self.busy = {p: int(sums[i]) for i, p in enumerate(names) if p is not None}
         self.kinds = (names, kind, work)
+
+    def alloc_nodes(self) -> np.ndarray:
+        """Per buffer: its ALLOC node."""
+        if self.allocs is None:
+            alloc_of = self.graph.alloc_of
+            self.allocs = np.array([alloc_of[b] for b in range(len(self.sizes))], np.int64)
+        return self.allocs
 
     def users(self, bufs: set[int]) -> dict[int, list[int]]:
         """Non-ALLOC/FREE graph nodes using each buffer of `bufs`, in id order (fresh lists)."""
@@ -299,7 +307,7 @@ def _replay(
     order = schedule.order
     if len(order) != total:
         raise ScheduleError(f"order has {len(order)} nodes, expected {total} ({graph.name})")
-    at = _positions(order, total, graph.name)
+    at = _positions(order, total, graph.name, ints=True)
     position: list[int] = at.tolist()
     spill_edges, spills_of = rule1_edges(graph, spills, position, base)
     cycles = base.cycles + [v.cycles for v in added]
@@ -307,7 +315,7 @@ def _replay(
     timed: tuple[list[int], list[int], dict[Hashable, int]] = ([0] * total, [0] * total, {})
     mark = None
     if like is not None and like.marks and like.graph is graph:
-        part = parting(graph, schedule, at, like)
+        part = parting(graph, schedule, at, like, base.alloc_nodes())
         mark = like.marks[bisect_right([m.pos for m in like.marks], part) - 1]
     lo = 0 if mark is None else mark.pos
     if mark is not None and lo:
@@ -604,9 +612,13 @@ def validate(
     return at
 
 
-def _positions(order: list[int], total: int, name: str) -> np.ndarray:
-    """Each node's position in `order`, which must be a permutation of range(total)."""
-    ids = np.asarray(order)
+def _positions(order: list[int], total: int, name: str, ints: bool = False) -> np.ndarray:
+    """Each node's position in `order`, which must be a permutation of range(total) (`ints`:
+    its entries are taken for ints unchecked, as a replay, which trusts its schedule, may)."""
+    try:  # NOTE: fromiter converts without checking each entry's type (and truncates floats)
+        ids = np.fromiter(order, np.int64, len(order)) if ints else np.asarray(order)
+    except (TypeError, ValueError, OverflowError):
+        ids = np.asarray(order, dtype=object)
     if ids.ndim == 1 and ids.dtype.kind == "i" and total and ids.min() >= 0 and ids.max() < total:
         at = np.full(total, -1, np.int64)
         at[ids] = np.arange(total)

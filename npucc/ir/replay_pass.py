@@ -20,10 +20,13 @@ if TYPE_CHECKING:
     from npucc.ir.replay import Replay, ReplayBase
 
 
-def parting(graph: TileGraph, schedule: Schedule, at: np.ndarray, like: Replay) -> int:
+def parting(
+    graph: TileGraph, schedule: Schedule, at: np.ndarray, like: Replay, allocs: np.ndarray
+) -> int:
     """The first position before which `schedule` (its positions `at`) and `like` may replay
     differently: where their orders part, the ALLOC of a buffer they place apart, or the
-    SPILL_OUT of the first spill of other buffers (the SPILL_IN of a reload elsewhere)."""
+    SPILL_OUT of the first spill of other buffers (the SPILL_IN of a reload elsewhere);
+    `allocs`: each buffer's ALLOC node."""
     order, other = schedule.order, like.order
     part = min(len(order), len(other))
     lo = 0
@@ -32,10 +35,16 @@ def parting(graph: TileGraph, schedule: Schedule, at: np.ndarray, like: Replay) 
             break
         lo = mark.pos
     part = next((i for i in range(lo, part) if order[i] != other[i]), part)
-    if schedule.offsets != like.offsets:
-        offsets, alloc_of = like.offsets, graph.alloc_of
-        moved = [alloc_of[b] for b, off in schedule.offsets.items() if offsets.get(b) != off]
-        part = min(part, int(at[moved].min()))
+    placed, before = schedule.offsets, like.offsets
+    if placed != before:  # NOTE: by numpy where both name the same buffers in the same order
+        count = len(placed)
+        keys = np.fromiter(placed, np.int64, count)
+        if len(before) == count and np.array_equal(keys, np.fromiter(before, np.int64, count)):
+            values = np.fromiter(placed.values(), np.int64, count)
+            moved = keys[values != np.fromiter(before.values(), np.int64, count)]
+        else:
+            moved = np.array([b for b, off in placed.items() if before.get(b) != off], np.int64)
+        part = min(part, int(at[allocs[moved]].min()))
     # NOTE: SPILL_OUTs come in spill order, SPILL_INs need not
     n = len(graph.nodes)
     spills, shared = schedule.spills, like.spill_plan
