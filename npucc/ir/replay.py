@@ -15,7 +15,15 @@ from itertools import chain
 import numpy as np
 
 from npucc.errors import NpuccError
-from npucc.ir.labelmap import LabelMap
+from npucc.ir.replay_pass import (
+    MemoryPass,
+    Remaining,
+    ReplayMark,
+    augment,
+    parting,
+    residencies,
+    rule1_edges,
+)
 from npucc.ir.residency import Residency
 from npucc.ir.schedule import Schedule
 from npucc.ir.tiled import TileGraph, TileNode
@@ -24,8 +32,9 @@ from npucc.target.timing import in_order
 
 L0_TIERS = ("L0A", "L0B", "L0C")
 CLEAN_OP = "COPY_IN"  # a buffer used by this op still has its data in DDR (rule 2)
-CHUNKS = 32  # replay_within times the order in this many pieces
+CHUNKS = 256  # replay_within times the order in this many pieces
 MIN_CHUNK = 4096  # ... of at least this many nodes
+MARK_EVERY = 4096  # a marked replay keeps its state every this many positions
 
 
 class ScheduleError(NpuccError):
@@ -55,6 +64,7 @@ class Replay:
     spill_plan: list[tuple[int, int]]  # the schedule's spills
     cycles: list[int]  # per augmented node (rule 5)
     pipes: list[str | None]
+    marks: list[ReplayMark] = field(default_factory=list)  # `replay(..., marked=True)`
 
     def edges(self) -> Iterator[tuple[int, int]]:
         """All augmented edges: original, then spill, then address-reuse."""
@@ -134,7 +144,8 @@ class ReplayBase:
     sizes: list[int]
     frees: list[int]  # per buffer: its FREE node (-1: none)
     busy: dict[Hashable, int] | None = None  # per pipe: its nodes' cycles (`pipe_work`)
-    kinds: tuple[list[Hashable | None], np.ndarray] | None = None  # `pipe_kinds`
+    kinds: tuple[list[Hashable | None], np.ndarray, np.ndarray] | None = None  # `pipe_kinds`
+    allocs: np.ndarray | None = None  # `alloc_nodes`
     use_node: np.ndarray | None = None  # every (node, buffer) use outside ALLOC/FREE, by node id
     use_buf: np.ndarray | None = None
     scans: int = 0  # users() answered by a scan of the nodes
@@ -143,19 +154,35 @@ class ReplayBase:
     def pipe_work(self) -> dict[Hashable, int]:
         """Per pipe: the cycles of the graph nodes on it."""
         if self.busy is None:
-            self.busy = {}
-            for c, pipe in zip(self.cycles, self.pipes, strict=True):
-                if pipe is not None:
-                    self.busy[pipe] = self.busy.get(pipe, 0) + c
+            self._tally()
+        assert self.busy is not None
         return self.busy
 
-    def pipe_kinds(self) -> tuple[list[Hashable | None], np.ndarray]:
-        """The graph's pipes (None first) and per graph node its pipe's index among them."""
+    def pipe_kinds(self) -> tuple[list[Hashable | None], np.ndarray, np.ndarray]:
+        """The graph's pipes (None first), per graph node its pipe's index among them, and
+        per graph node its cycles."""
         if self.kinds is None:
-            names = [None, *self.pipe_work()]
-            code = {p: i for i, p in enumerate(names)}
-            self.kinds = (names, np.array([code[p] for p in self.pipes], np.int64))
+            self._tally()
+        assert self.kinds is not None
         return self.kinds
+
+    def _tally(self) -> None:
+        """`busy` and `kinds`, by numpy."""
+        names: list[Hashable | None] = [None]
+        names += [p for p in dict.fromkeys(self.pipes) if p is not None]
+        code = {p: i for i, p in enumerate(names)}
+        kind = np.array([code[p] for p in self.pipes], np.int64)
+        work = np.array(self.cycles, np.int64)
+        sums = np.bincount(kind, work, len(names)).tolist()  # NOTE: exact sums
+        self.busy = {p: int(sums[i]) for i, p in enumerate(names) if p is not None}
+        self.kinds = (names, kind, work)
+
+    def alloc_nodes(self) -> np.ndarray:
+        """Per buffer: its ALLOC node."""
+        if self.allocs is None:
+            alloc_of = self.graph.alloc_of
+            self.allocs = np.array([alloc_of[b] for b in range(len(self.sizes))], np.int64)
+        return self.allocs
 
     def users(self, bufs: set[int]) -> dict[int, list[int]]:
         """Non-ALLOC/FREE graph nodes using each buffer of `bufs`, in id order (fresh lists)."""
@@ -227,19 +254,18 @@ def replay(
     base: ReplayBase | None = None,
     like: Replay | None = None,
     checked: np.ndarray | None = None,
+    marked: bool = False,
 ) -> Replay:
     """Apply replay rules 1-6 to a (legal) schedule; see `validate` for the legality check
     (`base`: replay_base(graph), if the caller replays the graph more than once; `like`: a
     replay of the graph with the schedule's offsets and spills, whose edges are taken over
     when the schedule's order keeps them all, `keeps_edges`; `checked`: what `validate`
-    returned for the schedule)."""
+    returned for the schedule; `marked`: keep `Replay.marks`, for `replay_within`)."""
     del capacity, alignment  # legality is validate's job; kept for a uniform signature
     at = None if like is None else keeps_edges(graph, schedule, like, checked)
     if like is not None and at is not None:
-        r = reordered(graph, schedule, like, at)
-        assert r is not None  # NOTE: only a makespan bound stops it
-        return r
-    r = _replay(graph, schedule, spill_model, None, base)
+        return reordered(graph, schedule, like, at)
+    r = _replay(graph, schedule, spill_model, None, base, None, marked)
     assert r is not None  # NOTE: only a makespan bound stops a replay
     return r
 
@@ -250,10 +276,16 @@ def replay_within(
     spill_model: SpillModel,
     makespan: int,
     base: ReplayBase | None = None,
+    like: Replay | None = None,
 ) -> Replay | None:
     """`replay`, or None as soon as a node finishes after `makespan` or a pipe's remaining
-    work would (the order is timed in CHUNKS pieces, each after its memory events)."""
-    return _replay(graph, schedule, spill_model, makespan, base)
+    work would (the order is timed in CHUNKS pieces, each after its memory events). With
+    `like`, a replay of the graph with marks (`replay(..., marked=True)`), the replay goes on
+    from like's last mark before the first position where the two schedules may part
+    (`parting`): up to there both ran the same nodes with the same offsets and spills, so
+    the states are alike but for the release labels of the ranges still occupied, which the
+    schedule's own spills decide (`MemoryPass.resume`); such a replay keeps no marks."""
+    return _replay(graph, schedule, spill_model, makespan, base, like, False)
 
 
 def _replay(
@@ -262,142 +294,91 @@ def _replay(
     spill_model: SpillModel,
     makespan: int | None,
     base: ReplayBase | None,
+    like: Replay | None,
+    marked: bool,
 ) -> Replay | None:
     if base is None:
         base = replay_base(graph)
     n = len(graph.nodes)
     spills = schedule.spills
-    clean = base.clean
-    added = spill_nodes(graph, spills, spill_model, clean)
+    added = spill_nodes(graph, spills, spill_model, base.clean)
     nodes = graph.nodes + added
     total = len(nodes)
     order = schedule.order
     if len(order) != total:
         raise ScheduleError(f"order has {len(order)} nodes, expected {total} ({graph.name})")
-    position = _positions(order, total, graph.name).tolist()
-
-    # rule 1: spill edges
-    spills_of: dict[int, list[int]] = {}
-    for k, (b, _) in enumerate(spills):
-        spills_of.setdefault(b, []).append(k)
-    users = base.users(set(spills_of))
-    spill_edges: list[tuple[int, int]] = []
-    for k, (b, _) in enumerate(spills):
-        out, inn = n + 2 * k, n + 2 * k + 1
-        spill_edges += [(graph.alloc_of[b], out), (out, inn), (inn, graph.free_of[b])]
-        cut = position[out]
-        for u in users[b]:
-            spill_edges.append((u, out) if position[u] < cut else (inn, u))
-        users[b] += [out, inn]
-
-    # rules 3, 4, 6: residencies, address-reuse edges, peak
-    offsets = schedule.offsets
-    homes: dict[int, list[tuple[int, int]]] = {b: [] for b in spills_of}
-    release_after: dict[int, int] = {}  # SPILL_IN/ALLOC node of a spilled buffer -> its release
-    for b, ks in spills_of.items():
-        starts = [graph.alloc_of[b]] + [n + 2 * k + 1 for k in ks]
-        ends = [n + 2 * k for k in ks] + [graph.free_of[b]]
-        release_after.update(zip(starts, ends, strict=True))
-    maps: dict[str, LabelMap] = {}
-    reuse_edges: list[tuple[int, int]] = []
-    res = Residency()
-    add, drop = res.alloc, res.free
-    tiers, sizes, last = base.tiers, base.sizes, base.frees
-    # rule 5 (the one list timer) times the order piece by piece, each piece after its memory
-    # events (every edge into a node comes from an earlier one); without a bound, in one piece
-    # NOTE: a node's extra predecessors join its tuple in any order (the timer takes their max)
-    preds: list[Sequence[int]] = [*graph.preds, *([()] * (total - n))]
-    extra: dict[int, list[int]] = {}
-    for src, dst in spill_edges:
-        extra.setdefault(dst, []).append(src)
-    for dst, srcs in extra.items():
-        preds[dst] = (*preds[dst], *srcs)
+    at = _positions(order, total, graph.name, ints=True)
+    position: list[int] = at.tolist()
+    spill_edges, spills_of = rule1_edges(graph, spills, position, base)
     cycles = base.cycles + [v.cycles for v in added]
     pipes = base.pipes + [v.pipe for v in added]
-    events = base.events
     timed: tuple[list[int], list[int], dict[Hashable, int]] = ([0] * total, [0] * total, {})
-    step = max(total, 1) if makespan is None else max(MIN_CHUNK, -(-total // CHUNKS))
-    left: dict[Hashable, int] = {}  # with a bound: per pipe, the cycles of its nodes not timed
-    if makespan is not None:
-        left.update(base.pipe_work())
-        for node in added:
-            left[node.pipe] = left.get(node.pipe, 0) + node.cycles
-        # per augmented node: its pipe's index in `names` and its cycles (a piece's work per
-        # pipe by numpy)
-        names, kinds = base.pipe_kinds()
-        names = list(dict.fromkeys([*names, *left]))
-        code = {p: i for i, p in enumerate(names)}
-        kind = np.concatenate((kinds, np.array([code[v.pipe] for v in added], np.int64)))
-        work = np.array(cycles, np.int64)
-    for lo in range(0, total, step):
-        piece = order[lo : lo + step]
-        for i, v in enumerate(piece, lo):
-            if v < n:
-                event = events[v]
-                if event is None:
-                    continue
-                if event < 0:  # a FREE
-                    drop(tiers[-1 - event], sizes[-1 - event])
-                    continue
-                b = event
-                size = sizes[b]
-                off = offsets[b]
-                add(tiers[b], size)
-                spill_in = False
-            elif (v - n) & 1:
-                b, off = spills[(v - n) >> 1]
-                size = sizes[b]
-                spill_in = True
-            else:  # a SPILL_OUT
-                continue
-            if b in homes:
-                homes[b].append((i, off))
-            if size:
-                release = release_after.get(v, last[b]) if release_after else last[b]
-                reuse = maps.get(tiers[b])
-                if reuse is None:
-                    reuse = maps[tiers[b]] = LabelMap()
-                found = reuse.assign(off, off + size, release)
-                if spill_in and v - 1 in found:  # own SPILL_OUT -> SPILL_IN: rule 1
-                    found = [x for x in found if x != v - 1]
-                if found:
-                    for x in found:
-                        reuse_edges.append((x, v))
-                    preds[v] = (*preds[v], *found)
-        in_order(piece, cycles, pipes, preds, timed=timed)
-        if makespan is not None:
-            # NOTE: a pipe runs its remaining nodes one after another from its last finish on,
-            # so a pipe whose remaining work ends past the bound dooms the replay as well
-            ids = np.array(piece, np.int64)
-            ran = np.bincount(kind[ids], work[ids], len(names)).tolist()  # NOTE: exact sums
-            for j in range(1, len(names)):
-                left[names[j]] -= int(ran[j])
-            pipe_free = timed[2]
-            if any(t + left[pipe] > makespan for pipe, t in pipe_free.items()):
+    mark = None
+    if like is not None and like.marks and like.graph is graph:
+        part = parting(graph, schedule, at, like, base.alloc_nodes())
+        mark = like.marks[bisect_right([m.pos for m in like.marks], part) - 1]
+    lo = 0 if mark is None else mark.pos
+    if mark is not None and lo:
+        assert like is not None  # NOTE: it has the mark
+        # the nodes before lo have like's predecessors and times; every later one is timed
+        # again before a successor reads its finish
+        preds = like.preds[:total] + [()] * (total - len(like.preds))
+        gpreds = graph.preds
+        for v in order[lo:]:
+            preds[v] = gpreds[v] if v < n else ()
+        m = min(total, len(like.start))
+        timed[0][:m], timed[1][:m] = like.start[:m], like.finish[:m]
+        timed[2].update(mark.pipe_free)
+    else:
+        preds = [*graph.preds, *([()] * (total - n))]
+    augment(preds, spill_edges, position, lo)
+    memory = MemoryPass(graph, schedule, base, spills_of, preds)
+    if mark is not None and lo:
+        assert like is not None
+        memory.resume(mark, like, position)
+    # rule 5 (the one list timer) times the order piece by piece, each piece after its memory
+    # events (every edge into a node comes from an earlier one); without a bound, in one
+    # piece (marked: a mark before each MARK_EVERY positions)
+    step = max(MIN_CHUNK, -(-total // CHUNKS))
+    if makespan is None:
+        step = MARK_EVERY if marked else max(total, 1)
+    left = None if makespan is None else Remaining(base, added)
+    if left is not None and lo:
+        left.ran(np.flatnonzero(at < lo))
+    marks: list[ReplayMark] = []
+    for i in range(lo, total, step):
+        piece = order[i : i + step]
+        if marked:
+            marks.append(memory.mark(i, timed[2]))
+        memory.run(piece)
+        in_order(piece, cycles, pipes, memory.preds, timed=timed)
+        if left is not None and makespan is not None:
+            left.ran(np.array(piece, np.int64))
+            if left.over(timed[2], makespan):
                 return None
     start, finish, _ = timed
-
-    extra_ddr = sum(spill_model.traffic(sizes[b], clean[b]) for b, _ in spills)
+    res = memory.res
     return Replay(
         graph=graph,
         nodes=nodes,
         order=order,
         spill_edges=spill_edges,
-        reuse_edges=reuse_edges,
+        reuse_edges=memory.reuse_edges,
         start=start,
         finish=finish,
         makespan=max(finish, default=0),
         peak=res.peak,
         residency=res.peaks,
-        extra_ddr=extra_ddr,
+        extra_ddr=sum(spill_model.traffic(base.sizes[b], base.clean[b]) for b, _ in spills),
         spills=len(spills),
-        homes=homes,
-        offsets=offsets,
+        homes=residencies(graph, spills, schedule.offsets, position),
+        offsets=schedule.offsets,
         position=position,
-        preds=preds,
+        preds=memory.preds,
         spill_plan=spills,
         cycles=cycles,
         pipes=pipes,
+        marks=marks,
     )
 
 
@@ -439,11 +420,8 @@ def keeps_edges(
     return None if (at[ends[:, 0]] >= at[ends[:, 1]]).any() else at
 
 
-def reordered(
-    graph: TileGraph, schedule: Schedule, like: Replay, at: np.ndarray, within: int | None = None
-) -> Replay | None:
-    """The replay of `schedule` derived from `like` (`at`: keeps_edges(graph, schedule, like));
-    with `within`, None if its makespan is above that (as `replay_within`).
+def reordered(graph: TileGraph, schedule: Schedule, like: Replay, at: np.ndarray) -> Replay:
+    """The replay of `schedule` derived from `like` (`at`: keeps_edges(graph, schedule, like)).
 
     NOTE: an order that keeps every edge of `like` gives the same edges under rules 1 and 4:
     each user of a spilled buffer stays on its side of the SPILL_OUT/SPILL_IN pair, and at
@@ -456,8 +434,6 @@ def reordered(
     preds = like.preds
     start, finish = in_order(order, like.cycles, like.pipes, preds)
     makespan = max(finish, default=0)
-    if within is not None and makespan > within:
-        return None
     position: list[int] = at.tolist()
     n = len(graph.nodes)
     res = Residency()
@@ -468,11 +444,6 @@ def reordered(
             if op == "ALLOC" or op == "FREE":
                 buf = buffers[nodes[v].bufs[0]]
                 (res.alloc if op == "ALLOC" else res.free)(buf.tier, buf.size)
-    homes: dict[int, list[tuple[int, int]]] = {}
-    for b in like.homes:
-        homes[b] = [(position[graph.alloc_of[b]], like.offsets[b])]
-    for k, (b, off) in enumerate(like.spill_plan):
-        homes[b].append((position[n + 2 * k + 1], off))
     return Replay(
         graph=graph,
         nodes=nodes,
@@ -486,7 +457,7 @@ def reordered(
         residency=res.peaks,
         extra_ddr=like.extra_ddr,
         spills=like.spills,
-        homes=homes,
+        homes=residencies(graph, like.spill_plan, like.offsets, position),
         offsets=like.offsets,
         position=position,
         preds=preds,
@@ -641,9 +612,13 @@ def validate(
     return at
 
 
-def _positions(order: list[int], total: int, name: str) -> np.ndarray:
-    """Each node's position in `order`, which must be a permutation of range(total)."""
-    ids = np.asarray(order)
+def _positions(order: list[int], total: int, name: str, ints: bool = False) -> np.ndarray:
+    """Each node's position in `order`, which must be a permutation of range(total) (`ints`:
+    its entries are taken for ints unchecked, as a replay, which trusts its schedule, may)."""
+    try:  # NOTE: fromiter converts without checking each entry's type (and truncates floats)
+        ids = np.fromiter(order, np.int64, len(order)) if ints else np.asarray(order)
+    except (TypeError, ValueError, OverflowError):
+        ids = np.asarray(order, dtype=object)
     if ids.ndim == 1 and ids.dtype.kind == "i" and total and ids.min() >= 0 and ids.max() < total:
         at = np.full(total, -1, np.int64)
         at[ids] = np.arange(total)

@@ -20,14 +20,7 @@ from npucc.backend.schedule.scan import (
     topo_order,
 )
 from npucc.errors import NpuccError
-from npucc.ir.replay import (
-    Replay,
-    keeps_edges,
-    reordered,
-    replay,
-    replay_base,
-    replay_within,
-)
+from npucc.ir.replay import Replay, replay, replay_base, replay_within
 from npucc.ir.schedule import Schedule
 from npucc.ir.tiled import TileGraph
 from npucc.target.cost import SpillModel
@@ -135,14 +128,10 @@ class _Plans:
         timed = None
         if self.key == key:  # a tie: makespan, peak, then the ORDERS index decide
             best = self.replay()
-            # NOTE: a plan with the best's spills and offsets whose order keeps the best's
-            # edges (SPILL_INs prefetched) is replayed from the best's replay (`reordered`);
-            # else a plan slower than the best loses, so its replay stops once it is
-            kept = keeps_edges(self.graph, cand, best)
-            if kept is not None:
-                timed = reordered(self.graph, cand, best, kept, best.makespan)
-            else:
-                timed = replay_within(self.graph, cand, self.model, best.makespan, self.base)
+            # NOTE: a plan slower than the best loses, so its replay stops once it is; it
+            # goes on from the best's replay where the two plans part (the spill variants
+            # part late, where a reload moves or is issued ahead)
+            timed = replay_within(self.graph, cand, self.model, best.makespan, self.base, best)
             if timed is None or (timed.makespan, timed.peak, index) >= (
                 best.makespan,
                 best.peak,
@@ -159,7 +148,13 @@ class _Plans:
         assert self.schedule is not None
         if self.timed is None:
             self.timed = replay(
-                self.graph, self.schedule, self.capacity, self.model, self.alignment, self.base
+                self.graph,
+                self.schedule,
+                self.capacity,
+                self.model,
+                self.alignment,
+                self.base,
+                marked=True,
             )
         return self.timed
 
