@@ -58,6 +58,7 @@ def node_op_name(instr: Instr) -> str:
     return f"VEC_{op.upper()}"
 
 
+Forms = dict[tuple[Any, ...], tuple[str, str, int]]  # form_key -> (op name, pipe, cycles)
 EVERYTHING = 1 << 62  # one past the last element of any tensor
 
 
@@ -108,7 +109,12 @@ class TileBuilder:
     )
 
     def __init__(
-        self, graph: TileGraph, target: Target, core: int = 0, tracker: DdrTracker | None = None
+        self,
+        graph: TileGraph,
+        target: Target,
+        core: int = 0,
+        tracker: DdrTracker | None = None,
+        forms: Forms | None = None,
     ) -> None:
         self.graph = graph
         self.target = target
@@ -126,7 +132,8 @@ class TileBuilder:
         self._gates: dict[str, int] = {}  # key -> BARRIER its writes wait for (until closed)
         self._resident: dict[str, BufRef] = {}  # DDR tensor key -> L1 buffer holding it
         self._views: dict[str, BandView] = {}  # band key -> the rows of a DDR tensor it is
-        self._forms: dict[tuple[Any, ...], tuple[str, str, int]] = {}  # form_key -> _form's
+        # form_key -> _form's, on `target`: shared by the builders of one compile (`forms`)
+        self._forms: Forms = {} if forms is None else forms
 
     def view(self, key: str, band: BandView) -> None:
         """Make copies through DDR key `key` reach the rows `band` of another DDR tensor."""
