@@ -74,11 +74,11 @@ def fresh(ctx: LowerContext, graph: Graph) -> LowerContext:
 def forms(memo: dict[Hashable, Any]) -> Forms:
     """The instruction forms' figures every builder of one compile shares (its lowerings'
     `memo`: one target)."""
-    found: Forms = memo.setdefault(_FORMS, {})
+    found: Forms = memo.setdefault(FORMS, {})
     return found
 
 
-_FORMS = ("forms",)  # the memo's key of `forms`
+FORMS = ("forms",)  # the memo's key of `forms`
 
 
 def scratch(layer: Layer, sig: Signature) -> tuple[Graph, Layer]:
