@@ -218,8 +218,10 @@ class TileBuilder:
                     foreign.append(ref)
             elif type(ref) is DdrRef:
                 ddr_writes.append(ref)
-        if self._resident and any(r.key in self._resident for r in (*ddr, *ddr_writes)):
-            raise AssertionError(f"{instr.opcode} reaches a resident tensor in DDR")
+        if self._resident and (ddr or ddr_writes):
+            for r in (*ddr, *ddr_writes):
+                if r.key in self._resident:
+                    raise AssertionError(f"{instr.opcode} reaches a resident tensor in DDR")
         for ref in foreign:
             self._own(ref)
         preds: list[int] = []
@@ -230,8 +232,9 @@ class TileBuilder:
             ready = self._import(key, lo, hi, copy)
             if ready is not None:
                 preds.append(ready)
-        if len(write_bufs) == 1 and len(read_bufs) < 2 and read_bufs != write_bufs:
-            bufs: tuple[int, ...] = (write_bufs[0], *read_bufs)  # most instructions: no repeat
+        if len(write_bufs) == 1 and len(read_bufs) == 1:  # most instructions
+            w, r = write_bufs[0], read_bufs[0]
+            bufs: tuple[int, ...] = (w,) if r == w else (w, r)
         else:
             bufs = tuple(dict.fromkeys((*write_bufs, *read_bufs)))
         graph = self.graph
@@ -249,7 +252,10 @@ class TileBuilder:
             else:
                 preds.append(last_write[b] if b in last_write else alloc_of[b])
                 readers[b].append(node_id)
-        graph.add_edges(dict.fromkeys(preds) if len(preds) > 1 else preds, node_id)
+        if len(preds) > 2 or (len(preds) == 2 and preds[0] == preds[1]):
+            graph.add_edges(dict.fromkeys(preds), node_id)
+        else:
+            graph.add_edges(preds, node_id)
         for ref in ddr_writes:
             key = ref.key
             self._ddr_writers.setdefault(key, []).append((node_id, self._write_runs(instr, ref)))
