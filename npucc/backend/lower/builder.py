@@ -233,8 +233,8 @@ class TileBuilder:
             if ready is not None:
                 preds.append(ready)
         if len(write_bufs) == 1 and len(read_bufs) == 1:  # most instructions
-            w, r = write_bufs[0], read_bufs[0]
-            bufs: tuple[int, ...] = (w,) if r == w else (w, r)
+            wb, rb = write_bufs[0], read_bufs[0]
+            bufs: tuple[int, ...] = (wb,) if rb == wb else (wb, rb)
         else:
             bufs = tuple(dict.fromkeys((*write_bufs, *read_bufs)))
         graph = self.graph
