@@ -12,8 +12,8 @@ is `npucc.ir.instr_text`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
-from typing import ClassVar, NamedTuple
+from dataclasses import MISSING, dataclass, fields
+from typing import Any, ClassVar, NamedTuple
 
 from npucc.target import TIERS
 
@@ -517,6 +517,21 @@ def field_names(cls: type[Instr]) -> tuple[str, ...]:
     return names
 
 
+def _quick_init(cls: type[Instr]) -> None:
+    """Give frozen dataclass `cls` an __init__ that sets each slot through its descriptor, the
+    same fields and defaults: the dataclass's calls object.__setattr__ per field, ~1.5x as
+    slow, and a lowering builds an instruction for every node it emits or tries."""
+    names = field_names(cls)
+    defaults = {f.name: f.default for f in fields(cls) if f.default is not MISSING}  # type: ignore[arg-type]
+    params = ", ".join(f"{n}=_d_{n}" if n in defaults else n for n in names)
+    body = "".join(f"    _s_{n}(self, {n})\n" for n in names)
+    env: dict[str, Any] = {f"_s_{n}": getattr(cls, n).__set__ for n in names}
+    env.update({f"_d_{n}": value for n, value in defaults.items()})
+    exec(f"def __init__(self, {params}):\n{body}", env)  # noqa: S102  (a plain function)
+    env["__init__"].__qualname__ = f"{cls.__name__}.__init__"
+    setattr(cls, "__init__", env["__init__"])  # noqa: B010  (mypy: no assignment to a method)
+
+
 INSTRUCTIONS: dict[str, type[Instr]] = {
     cls.opcode: cls
     for cls in (
@@ -524,6 +539,8 @@ INSTRUCTIONS: dict[str, type[Instr]] = {
         VFill, Gather,
     )
 }  # fmt: skip
+for _cls in INSTRUCTIONS.values():
+    _quick_init(_cls)
 # fields the text omits at their default (so that streams without them read as before)
 OPTIONAL_FIELDS: dict[str, object] = {"pad": 0, "q": ()}
 # NOTE: a vector instruction's `q` (int8, docs/precision.md): each operand read is dequantized,
