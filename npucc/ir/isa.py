@@ -12,8 +12,8 @@ is `npucc.ir.instr_text`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
-from typing import ClassVar
+from dataclasses import MISSING, dataclass, fields
+from typing import Any, ClassVar, NamedTuple
 
 from npucc.target import TIERS
 
@@ -100,9 +100,11 @@ VECTOR_OP_WEIGHT = {
 SOFTMAX_WEIGHT = 10  # a vsoftmax element: max (1), exp (4), sum (1), divide (4)
 
 
-@dataclass(frozen=True, slots=True)
-class BufRef:
-    """Symbolic operand: element `off` of tiled-IR buffer `buf` (which lives in `tier`)."""
+class BufRef(NamedTuple):
+    """Symbolic operand: element `off` of tiled-IR buffer `buf` (which lives in `tier`).
+
+    NOTE: a named tuple, not a frozen dataclass: as immutable, and made several times faster
+    (a lowering makes one for every operand view of every instruction it emits or tries)."""
 
     buf: int  # buffer id in its core's TileGraph
     tier: str  # home tier of the buffer
@@ -111,12 +113,13 @@ class BufRef:
 
     def at(self, off: int) -> BufRef:
         """The same buffer, `off` more elements in."""
-        return BufRef(self.buf, self.tier, self.off + off, self.core)
+        buf, tier, at, core = self
+        return _make(BufRef, (buf, tier, at + off, core))
 
 
-@dataclass(frozen=True, slots=True)
-class DdrRef:
-    """Symbolic operand: element `off` of DDR tensor `key` (laid out by codegen)."""
+class DdrRef(NamedTuple):
+    """Symbolic operand: element `off` of DDR tensor `key` (laid out by codegen; a named tuple
+    as `BufRef`)."""
 
     key: str  # DdrTensor key in the TiledProgram
     off: int = 0  # element offset from the tensor start
@@ -128,7 +131,10 @@ class DdrRef:
 
     def at(self, off: int) -> DdrRef:
         """The same tensor, `off` more elements in."""
-        return DdrRef(self.key, self.off + off)
+        return _make(DdrRef, (self[0], self[1] + off))
+
+
+_make = tuple.__new__  # a named tuple from its values, without its __new__'s argument handling
 
 
 @dataclass(frozen=True, slots=True)
@@ -511,6 +517,21 @@ def field_names(cls: type[Instr]) -> tuple[str, ...]:
     return names
 
 
+def _quick_init(cls: type[Instr]) -> None:
+    """Give frozen dataclass `cls` an __init__ that sets each slot through its descriptor, the
+    same fields and defaults: the dataclass's calls object.__setattr__ per field, ~1.5x as
+    slow, and a lowering builds an instruction for every node it emits or tries."""
+    names = field_names(cls)
+    defaults = {f.name: f.default for f in fields(cls) if f.default is not MISSING}  # type: ignore[arg-type]
+    params = ", ".join(f"{n}=_d_{n}" if n in defaults else n for n in names)
+    body = "".join(f"    _s_{n}(self, {n})\n" for n in names)
+    env: dict[str, Any] = {f"_s_{n}": getattr(cls, n).__set__ for n in names}
+    env.update({f"_d_{n}": value for n, value in defaults.items()})
+    exec(f"def __init__(self, {params}):\n{body}", env)  # noqa: S102  (a plain function)
+    env["__init__"].__qualname__ = f"{cls.__name__}.__init__"
+    setattr(cls, "__init__", env["__init__"])  # noqa: B010  (mypy: no assignment to a method)
+
+
 INSTRUCTIONS: dict[str, type[Instr]] = {
     cls.opcode: cls
     for cls in (
@@ -518,6 +539,8 @@ INSTRUCTIONS: dict[str, type[Instr]] = {
         VFill, Gather,
     )
 }  # fmt: skip
+for _cls in INSTRUCTIONS.values():
+    _quick_init(_cls)
 # fields the text omits at their default (so that streams without them read as before)
 OPTIONAL_FIELDS: dict[str, object] = {"pad": 0, "q": ()}
 # NOTE: a vector instruction's `q` (int8, docs/precision.md): each operand read is dequantized,

@@ -8,7 +8,7 @@ the interpreter need; nodes imported from a trace have none.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from npucc.ir.isa import Instr
@@ -88,6 +88,14 @@ class TileGraph:
         if src != dst:
             self.succs[src].append(dst)
             self.preds[dst].append(src)
+
+    def add_edges(self, srcs: Iterable[int], dst: int) -> None:
+        """Add precedence src -> dst from each of `srcs` (no repeats; self-edges are ignored)."""
+        succs, into = self.succs, self.preds[dst]
+        for src in srcs:
+            if src != dst:
+                succs[src].append(dst)
+                into.append(src)
 
     def edges(self) -> Iterator[tuple[int, int]]:
         """All edges, grouped by source node in id order."""

@@ -34,6 +34,7 @@ from npucc.backend.lower.cascade import (
 )
 from npucc.backend.lower.concat_fold import NO_FOLDS, ConcatFolds, fold_concats
 from npucc.backend.lower.context import LOWERINGS, LowerContext, ReservedFitError, flow
+from npucc.backend.lower.memo import forms
 from npucc.backend.lower.resident import NONE as NO_RESIDENT
 from npucc.backend.lower.resident import Residency, choose_resident
 from npucc.backend.lower.resume import Decisions, Mark, Resume, same_prefix
@@ -241,7 +242,7 @@ def _lower_all(
             row, col = divmod(index, cols)
             core = Core(row, col, TileGraph(f"core{row}_{col}"))
             program.cores.append(core)
-            builders.append(TileBuilder(core.graph, target, index, tracker))
+            builders.append(TileBuilder(core.graph, target, index, tracker, forms(memo)))
         for name in graph.inputs:
             t = graph.tensors[name]
             program.add_tensor(name, "input", t.shape, dtype=t.dtype, quant=t.quant)

@@ -58,6 +58,7 @@ def node_op_name(instr: Instr) -> str:
     return f"VEC_{op.upper()}"
 
 
+Forms = dict[tuple[Any, ...], tuple[str, str, int]]  # form_key -> (op name, pipe, cycles)
 EVERYTHING = 1 << 62  # one past the last element of any tensor
 
 
@@ -108,7 +109,12 @@ class TileBuilder:
     )
 
     def __init__(
-        self, graph: TileGraph, target: Target, core: int = 0, tracker: DdrTracker | None = None
+        self,
+        graph: TileGraph,
+        target: Target,
+        core: int = 0,
+        tracker: DdrTracker | None = None,
+        forms: Forms | None = None,
     ) -> None:
         self.graph = graph
         self.target = target
@@ -126,7 +132,8 @@ class TileBuilder:
         self._gates: dict[str, int] = {}  # key -> BARRIER its writes wait for (until closed)
         self._resident: dict[str, BufRef] = {}  # DDR tensor key -> L1 buffer holding it
         self._views: dict[str, BandView] = {}  # band key -> the rows of a DDR tensor it is
-        self._forms: dict[tuple[Any, ...], tuple[str, str, int]] = {}  # form_key -> _form's
+        # form_key -> _form's, on `target`: shared by the builders of one compile (`forms`)
+        self._forms: Forms = {} if forms is None else forms
 
     def view(self, key: str, band: BandView) -> None:
         """Make copies through DDR key `key` reach the rows `band` of another DDR tensor."""
@@ -164,9 +171,7 @@ class TileBuilder:
         self._own(ref)
         node = self.graph.add_node("FREE", None, 0, (ref.buf,), layer=self.layer).id
         # NOTE: readers since the last write depend on it, so they alone imply it.
-        preds = self._readers.pop(ref.buf) or [self._last(ref.buf)]
-        for p in preds:
-            self.graph.add_edge(p, node)
+        self.graph.add_edges(self._readers.pop(ref.buf) or [self._last(ref.buf)], node)
 
     def emit(self, instr: Instr) -> int:
         """Append an instruction (symbolic operands) and its dependency edges; returns its id.
@@ -191,58 +196,73 @@ class TileBuilder:
         read_bufs: list[int] = []
         write_bufs: list[int] = []
         foreign: list[BufRef] = []  # buffers of another core, or freed
-        acc = (type(instr) is Mmad and instr.acc) or (type(instr) is VBinary and instr.accumulates)
-        groups = (
-            (instr.reads, read_bufs, ddr),
-            (("dst",) if acc else (), read_bufs, None),  # an accumulator is read too (a buffer)
-            (instr.writes, write_bufs, ddr_writes),
-        )
-        for names, buf_list, ddr_list in groups:
-            for name in names:
-                ref = getattr(instr, name)
-                if type(ref) is BufRef:
-                    buf_list.append(ref.buf)
-                    if ref.core != core or ref.buf not in readers:
-                        foreign.append(ref)
-                elif ddr_list is not None and type(ref) is DdrRef:
-                    ddr_list.append(ref)
-        if self._resident and any(r.key in self._resident for r in (*ddr, *ddr_writes)):
-            raise AssertionError(f"{instr.opcode} reaches a resident tensor in DDR")
+        for name in instr.reads:
+            ref = getattr(instr, name)
+            if type(ref) is BufRef:
+                read_bufs.append(ref.buf)
+                if ref.core != core or ref.buf not in readers:
+                    foreign.append(ref)
+            elif type(ref) is DdrRef:
+                ddr.append(ref)
+        if (type(instr) is Mmad and instr.acc) or (type(instr) is VBinary and instr.accumulates):
+            ref = instr.dst  # an accumulator is read too (a buffer)
+            if type(ref) is BufRef:
+                read_bufs.append(ref.buf)
+                if ref.core != core or ref.buf not in readers:
+                    foreign.append(ref)
+        for name in instr.writes:
+            ref = getattr(instr, name)
+            if type(ref) is BufRef:
+                write_bufs.append(ref.buf)
+                if ref.core != core or ref.buf not in readers:
+                    foreign.append(ref)
+            elif type(ref) is DdrRef:
+                ddr_writes.append(ref)
+        if self._resident and (ddr or ddr_writes):
+            for r in (*ddr, *ddr_writes):
+                if r.key in self._resident:
+                    raise AssertionError(f"{instr.opcode} reaches a resident tensor in DDR")
         for ref in foreign:
             self._own(ref)
-        ddr_reads = [_read_span(instr, r) for r in ddr] if ddr else []
-        bufs = tuple(dict.fromkeys((*write_bufs, *read_bufs)))
         preds: list[int] = []
-        for key, lo, hi, copy in ddr_reads:
+        for r in ddr:
+            key, lo, hi, copy = _read_span(instr, r)
             if key in self._ddr_writers:
                 raise ValueError(f"DDR tensor {key!r} read before its writes were closed")
             ready = self._import(key, lo, hi, copy)
             if ready is not None:
                 preds.append(ready)
+        if len(write_bufs) == 1 and len(read_bufs) == 1:  # most instructions
+            wb, rb = write_bufs[0], read_bufs[0]
+            bufs: tuple[int, ...] = (wb,) if rb == wb else (wb, rb)
+        else:
+            bufs = tuple(dict.fromkeys((*write_bufs, *read_bufs)))
         graph = self.graph
         op, pipe, cycles = self._form(instr)
-        node = graph.add_node(op, pipe, cycles, bufs, instr, self.layer).id
-        last_write = self._last_write
-        for b in bufs:
-            if b in write_bufs and readers[b]:
-                preds.extend(readers[b])
-            else:
-                preds.append(self._last(b))
-        for p in dict.fromkeys(preds):
-            graph.add_edge(p, node)
+        node_id = graph.add_node(op, pipe, cycles, bufs, instr, self.layer).id
+        last_write, alloc_of = self._last_write, graph.alloc_of
         for b in bufs:
             if b in write_bufs:
-                last_write[b] = node
+                if readers[b]:
+                    preds.extend(readers[b])
+                else:
+                    preds.append(last_write[b] if b in last_write else alloc_of[b])
+                last_write[b] = node_id
                 readers[b] = []
-            elif b in read_bufs:
-                readers[b].append(node)
+            else:
+                preds.append(last_write[b] if b in last_write else alloc_of[b])
+                readers[b].append(node_id)
+        if len(preds) > 2 or (len(preds) == 2 and preds[0] == preds[1]):
+            graph.add_edges(dict.fromkeys(preds), node_id)
+        else:
+            graph.add_edges(preds, node_id)
         for ref in ddr_writes:
             key = ref.key
-            self._ddr_writers.setdefault(key, []).append((node, self._write_runs(instr, ref)))
+            self._ddr_writers.setdefault(key, []).append((node_id, self._write_runs(instr, ref)))
             gate = self._gates.get(key)
             if gate is not None and gate not in preds:
-                self.graph.add_edge(gate, node)
-        return node
+                self.graph.add_edge(gate, node_id)
+        return node_id
 
     def _form(self, instr: Instr) -> tuple[str, str, int]:
         """The trace op name, pipe and cycles of `instr`, worked out once per form."""

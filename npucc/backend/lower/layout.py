@@ -37,7 +37,23 @@ def budget(ctx: LowerContext, layer: Layer, tier: str = "UB", least: int = 1) ->
 
 
 def coalesce(dims: Dims, *strides: Dims) -> tuple[Dims, list[Dims]]:
-    """Drop unit dims and merge neighbours that every stride list walks as one dim."""
+    """Drop unit dims and merge neighbours that every stride list walks as one dim (worked out
+    once per pattern: the lowerings ask for the same few patterns band after band)."""
+    key = (dims, strides)
+    found = _COALESCED.get(key)
+    if found is None:
+        if len(_COALESCED) >= COALESCED_KEPT:
+            _COALESCED.clear()
+        found = _COALESCED[key] = _coalesced(dims, strides)
+    return found[0], list(found[1])
+
+
+COALESCED_KEPT = 1 << 14  # patterns `coalesce` keeps (then it starts afresh)
+_COALESCED: dict[tuple[Dims, tuple[Dims, ...]], tuple[Dims, tuple[Dims, ...]]] = {}
+
+
+def _coalesced(dims: Dims, strides: tuple[Dims, ...]) -> tuple[Dims, tuple[Dims, ...]]:
+    """`coalesce`'s dims and strides, computed."""
     out_dims: list[int] = []
     out_strides: list[list[int]] = [[] for _ in strides]
     for k, d in enumerate(dims):
@@ -52,8 +68,8 @@ def coalesce(dims: Dims, *strides: Dims) -> tuple[Dims, list[Dims]]:
             for s, st in zip(out_strides, strides, strict=True):
                 s.append(st[k])
     if not out_dims:
-        return (1,), [(1,) for _ in strides]
-    return tuple(out_dims), [tuple(s) for s in out_strides]
+        return (1,), tuple((1,) for _ in strides)
+    return tuple(out_dims), tuple(tuple(s) for s in out_strides)
 
 
 def boxes(dims: Dims, cap: int) -> list[Box]:

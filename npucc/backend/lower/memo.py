@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from npucc.backend.lower.builder import MeshBuilder, TileBuilder
+from npucc.backend.lower.builder import Forms, MeshBuilder, TileBuilder
 from npucc.backend.lower.context import LowerContext
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph, Layer, Tensor
@@ -65,10 +65,20 @@ def fresh(ctx: LowerContext, graph: Graph) -> LowerContext:
     """A context on `graph` with `ctx`'s target, L1 reservation and memo, a fresh program and
     one fresh core (what is emitted there reaches no output)."""
     program = TiledProgram(graph.name, ctx.target)
-    builder = MeshBuilder([TileBuilder(TileGraph("scratch"), ctx.target)])
+    builder = MeshBuilder([TileBuilder(TileGraph("scratch"), ctx.target, forms=forms(ctx.memo))])
     out = LowerContext(graph, program, builder, ctx.target, reserved=ctx.reserved, memo=ctx.memo)
     out.begin_layer((0,))
     return out
+
+
+def forms(memo: dict[Hashable, Any]) -> Forms:
+    """The instruction forms' figures every builder of one compile shares (its lowerings'
+    `memo`: one target)."""
+    found: Forms = memo.setdefault(FORMS, {})
+    return found
+
+
+FORMS = ("forms",)  # the memo's key of `forms`
 
 
 def scratch(layer: Layer, sig: Signature) -> tuple[Graph, Layer]:

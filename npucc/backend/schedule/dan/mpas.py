@@ -307,7 +307,7 @@ def mpas(
         v = k & vmask
         parked[v] = c
         park_key[v] = k
-        if near_epoch[0] == epoch[0] and v in near_found[0]:
+        if near_epoch[0] >= 0 and v in near_found[0]:
             near_parked.add(v)
         n_parked[c] += 1
         idle[c] = -1
@@ -331,18 +331,35 @@ def mpas(
             heapq.heappop(heap)
         return None
 
-    # near_live() of the current state, and the unscheduled producers it went through: valid
-    # while no L0 tier changes (epoch) and none of those producers is scheduled (emit drops it)
+    # near_live() of the first live L0 buffer near_of, and the unscheduled producers it went
+    # through: valid while none of those producers is scheduled (emit drops it: near_epoch -1;
+    # else the last epoch at which near_of was confirmed the first live buffer)
     near_epoch = [-1]
+    near_of = [-1]
     near_found: list[dict[int, None]] = [{}]
     near_producers: set[int] = set()
     near_parked: set[int] = set()  # the parked nodes of near_found (kept by park and unpark)
 
+    def near_current() -> bool:
+        """Is near_live() of the current state the one kept? (An L0 change since that leaves
+        the same first live buffer leaves it so: it depends on that buffer and what is done.)"""
+        if near_epoch[0] == epoch[0]:
+            return True
+        if near_epoch[0] < 0:
+            return False
+        for a in live_l0:
+            if a >= 0:
+                break
+        if a != near_of[0]:
+            return False
+        near_epoch[0] = epoch[0]
+        return True
+
     def near_live() -> dict[int, None]:
-        """The nodes sharing a consumer with the first live L0 buffer (ordered, no repeats)."""
+        """The nodes sharing a consumer with the first live L0 buffer (no repeats)."""
         # while an L0 tier is live only these can pass (any other would start a tile that
         # cannot finish), so waking costs the local fan-out, not a scan of every waiter
-        if near_epoch[0] == epoch[0]:
+        if near_current():
             return near_found[0]
         for a in live_l0:
             if a >= 0:
@@ -358,7 +375,7 @@ def mpas(
                     producers.add(x)
                     for y in preds[x]:
                         found[y] = None
-        near_epoch[0] = epoch[0]
+        near_epoch[0], near_of[0] = epoch[0], a
         near_found[0] = found
         near_parked.clear()
         near_parked.update([x for x in found if parked[x] >= 0])
@@ -391,13 +408,12 @@ def mpas(
         # are live and near_live stay the same for the four classes, and waking a node of one
         # class changes no other class's parked nodes
         e = epoch[0]
-        if strict and near_epoch[0] == e and not near_parked:
+        if strict and near_current() and not near_parked:
             return  # (near_live is current, so a tier is live) no parked node can pass
         near: list[list[int]] | None = None  # companions, per class
         any_live = max(live_l0) >= 0
         if any_live and strict:
-            if near_epoch[0] != e:
-                near_live()
+            near_live()
             if not near_parked:  # no parked node can pass
                 return
         for c in range(4):
@@ -547,6 +563,6 @@ def mpas(
                     emit(u)
         emit(v)
         # NOTE: wake's first test, inline: most wakes find near_live current and unparked
-        if single_l0 and not (strict and near_epoch[0] == epoch[0] and not near_parked):
+        if single_l0 and not (strict and near_current() and not near_parked):
             wake()
     return order
