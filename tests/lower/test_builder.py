@@ -56,3 +56,25 @@ def test_misuse_is_refused() -> None:
     bld.hold("z", 64)
     with pytest.raises(AssertionError, match="resident tensor in DDR"):
         bld.emit(VBinary("add", b, DdrRef("z"), b, (64,), (1,), (1,), (1,)))
+
+
+def test_a_cross_core_barrier_waits_for_each_other_cores_latest_close_only() -> None:
+    from npucc.backend.lower.builder import DdrTracker
+
+    target = load_target("davinci-core")
+    tracker = DdrTracker()
+    cores = [TileBuilder(TileGraph(f"c{i}"), target, i, tracker) for i in range(3)]
+    closes = []
+    for core in (0, 1, 0):  # two writes of x on core 0 (each closed), one on core 1
+        bld = cores[core]
+        a = bld.alloc("UB", 64)
+        bld.emit(Copy(DdrRef("x"), a, (64,), (1,), (1,)))
+        bld.free(a)
+        closes.append((core, bld.close_ddr("x")[1]))
+    mine = cores[2]
+    mine.gate("x", [*closes, *closes])
+    a = mine.alloc("UB", 64)
+    write = mine.emit(Copy(DdrRef("x"), a, (64,), (1,), (1,)))
+    gate = mine.graph.preds[write][-1]
+    assert mine.graph.nodes[gate].op == "BARRIER"
+    assert tracker.cross_edges == [(0, closes[2][1], 2, gate), (1, closes[1][1], 2, gate)]
