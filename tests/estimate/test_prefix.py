@@ -34,7 +34,7 @@ def test_plans_priced_from_a_shared_prefix_cost_what_they_cost_alone(name: str) 
         return shared.best_edp(plan)
 
     wl = workload_from_graph(graph, None)
-    BeamSearch(wl, MeshParams.from_target(target), BeamOptions(width=8), price).run()
+    found = BeamSearch(wl, MeshParams.from_target(target), BeamOptions(width=8), price).run()
     traces = {id(t): t for _, owner in shared._prefixes._tries for t in owner if t}.values()
     went_on = [t for t in traces if min(t.timelines) > 0]  # from a prefix of some runs
     assert len(plans) > 20 and len(went_on) > len(traces) // 2
@@ -42,6 +42,7 @@ def test_plans_priced_from_a_shared_prefix_cost_what_they_cost_alone(name: str) 
     for plan in plans:
         whole = min(alone.evaluate(plan).edp, alone.evaluate(plan, alone.every_tensor).edp)
         assert shared.best_edp(plan) == whole  # to the bit
+    assert shared.refine_offchip(found) == _greedy_offchip(alone, found)
 
 
 def test_the_trie_finds_the_longest_prefix_across_two_generations() -> None:
@@ -60,3 +61,20 @@ def test_the_trie_finds_the_longest_prefix_across_two_generations() -> None:
     prefixes.add("qr", prefixes.find("qr")[2], first)
     prefixes.add("qrs", prefixes.find("qrs")[2], second)  # the first generation dropped
     assert prefixes.find("abcd")[:2] == (second, 3)
+
+
+def _greedy_offchip(model: ExecCostModel, plan: tuple[Step, ...]) -> frozenset[str]:
+    """`refine_offchip`'s greedy walk, each trial priced by `evaluate` alone."""
+    candidates = list(model.onchip(plan))
+    offchip: frozenset[str] = frozenset()
+    best = model.evaluate(plan).edp
+    ddr = model.evaluate(plan, frozenset(candidates)).edp
+    start_off = ddr < best
+    if start_off:
+        offchip, best = frozenset(candidates), ddr
+    for t in candidates:
+        trial = offchip - {t} if start_off else offchip | {t}
+        value = model.evaluate(plan, trial).edp
+        if value < best:
+            offchip, best = trial, value
+    return offchip

@@ -243,11 +243,14 @@ class ExecCostModel:
             return math.inf
         return self._timed(energy, self._linked(priced)).edp
 
-    def _unsplit_edp(self, steps: tuple[Step, ...], parts: list[Part]) -> float:
-        """`_edp` of an unsplit plan (its `loop_parts`: graph order) keeping on chip all it can,
-        going on from the longest prefix of its rectangles a plan priced before shares
+    def _unsplit_edp(
+        self, steps: tuple[Step, ...], parts: list[Part], offchip: frozenset[str] = frozenset()
+    ) -> float:
+        """`_edp` of an unsplit plan (its `loop_parts`: graph order) keeping on chip all it can
+        but `offchip`, going on from the longest prefix of its rectangles (and of its layers
+        whose output `offchip` holds) a plan priced before shares
         (npucc.backend.estimate.prefix)."""
-        keys: list[tuple[int, int, int, int] | None] = [None] * len(parts)
+        keys: list[tuple[int, ...] | None] = [None] * len(parts)
         for step in steps:
             for group in step.groups:
                 r = group.rect
@@ -255,6 +258,9 @@ class ExecCostModel:
                     keys[index] = (r.x, r.y, r.w, r.h)
         for index in self._views:
             keys[index] = None
+        layers = self.graph.layers
+        for index, t in sorted((self._producer[t], t) for t in offchip):
+            keys[index] = (*(keys[index] or ()), -1 - layers[index].outputs.index(t))  # DDR
         trace, depth, newer = self._prefixes.find(keys)
         if trace is not None and depth == len(keys):
             return trace.edp
@@ -268,14 +274,14 @@ class ExecCostModel:
             placed, priced = trace.placed[:tensors], trace.priced[:items]
             kept = dict(islice(trace.kept.items(), tensors))
             energy = trace.energy[: items + 1]
-        self.onchip(steps, frozenset(), parts, (placed, kept, depth))
+        self.onchip(steps, offchip, parts, (placed, kept, depth))
         new = self._priced(steps, parts[depth:], kept)
         priced += new
         total = energy[-1]
         for item in new:
             total += _cost_of(item).energy
             energy.append(total)
-        runs = self._linked(priced)
+        runs = self._linked(priced, trace.runs[:items] if trace is not None else None)
         before = timeline(self.target, trace, items)
         after = before.copy()
         edp = total * float(schedule(self.target, runs[items:], after))
@@ -304,18 +310,27 @@ class ExecCostModel:
         and none, greedily in graph order: each candidate that lowers the plan's EDP when it
         moves to DDR (resp. back on chip)."""
         parts = loop_parts(self.graph, steps, self.splits)
+        split = any(p.parts > 1 for p in parts)
+
+        def edp(offchip: frozenset[str], beat: float = math.inf) -> float:
+            """The plan's EDP with `offchip` through DDR (infinite, or unbounded by `beat`,
+            when it is not below `beat`: either way not chosen)."""
+            if split:
+                return self._edp(steps, parts, self.onchip(steps, offchip, parts), beat)
+            return self._unsplit_edp(steps, parts, offchip)  # NOTE: shares the trial's prefix
+
         candidates = list(self.onchip(steps, frozenset(), parts))
         offchip: frozenset[str] = frozenset()
-        best = self._edp(steps, parts, self.onchip(steps, offchip, parts))
-        ddr = self._edp(steps, parts, self.onchip(steps, frozenset(candidates), parts), best)
+        best = edp(offchip)
+        ddr = edp(frozenset(candidates), best)
         start_off = ddr < best
         if start_off:
             offchip, best = frozenset(candidates), ddr
         for t in candidates:
             trial = offchip - {t} if start_off else offchip | {t}
-            edp = self._edp(steps, parts, self.onchip(steps, trial, parts), best)
-            if edp < best:
-                offchip, best = trial, edp
+            value = edp(trial, best)
+            if value < best:
+                offchip, best = trial, value
         return offchip
 
     def noc_layer(
@@ -560,13 +575,20 @@ class ExecCostModel:
             out.append((p, base))
         return out
 
-    def _linked(self, priced: list[LayerRun | tuple[Part, _Base]]) -> list[LayerRun]:
-        """The runs of `_priced`, each input linked to the runs writing it (and its flag)."""
-        runs: list[LayerRun] = []
+    def _linked(
+        self, priced: list[LayerRun | tuple[Part, _Base]], done: list[LayerRun] | None = None
+    ) -> list[LayerRun]:
+        """The runs of `_priced`, each input linked to the runs writing it (and its flag);
+        `done`: those of its first items, already linked (extended in place)."""
+        runs: list[LayerRun] = [] if done is None else done
         runs_of: dict[int, list[int]] = {}  # layer -> its runs so far, part by part
         parts_of: dict[int, int] = {}  # layer -> how many parts it runs in
+        for k, item in enumerate(priced[: len(runs)]):
+            if not isinstance(item, LayerRun):
+                runs_of.setdefault(item[0].layer, []).append(k)
+                parts_of[item[0].layer] = item[0].parts
         flags, origin, data = self._flags, self._origin, self._data
-        for item in priced:
+        for item in priced[len(runs) :]:
             if isinstance(item, LayerRun):  # a staging: read by none
                 runs.append(item)
                 continue
