@@ -7,7 +7,10 @@ them) supplies it, and this module joins the two.
 
 from __future__ import annotations
 
+import gc
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, ClassVar
@@ -88,19 +91,20 @@ def plan_graph(
     # beam memoises its prices itself, the baselines revisit plans through `cache`
     exact = None if execution is None else execution.best_edp
     price = None if exact is None else cache(exact)
-    if options.method == "hypercut":
-        beam = BeamOptions(**{**_fields(options.beam), "seed": options.seed})
-        steps = BeamSearch(wl, mesh, beam, exact).run()
-    elif options.method == "sa":
-        anneal_options = AnnealOptions(
-            iterations=options.sa_iterations, seed=options.seed, goal=options.sa_goal
-        )
-        steps = anneal(wl, mesh, anneal_options, price)
-    elif options.method == "layer-sequential":
-        steps = layer_sequential(wl, mesh, price)
-    else:
-        steps = layer_pipelined(wl, mesh, price)
-    offchip = execution.refine_offchip(steps) if execution is not None else frozenset()
+    with _no_cycle_collection():
+        if options.method == "hypercut":
+            beam = BeamOptions(**{**_fields(options.beam), "seed": options.seed})
+            steps = BeamSearch(wl, mesh, beam, exact).run()
+        elif options.method == "sa":
+            anneal_options = AnnealOptions(
+                iterations=options.sa_iterations, seed=options.seed, goal=options.sa_goal
+            )
+            steps = anneal(wl, mesh, anneal_options, price)
+        elif options.method == "layer-sequential":
+            steps = layer_sequential(wl, mesh, price)
+        else:
+            steps = layer_pipelined(wl, mesh, price)
+        offchip = execution.refine_offchip(steps) if execution is not None else frozenset()
     search_s = time.perf_counter() - start
     analytic = evaluate(mesh, wl, steps)
     cost = analytic if execution is None else execution.evaluate(steps, offchip)
@@ -108,6 +112,23 @@ def plan_graph(
         wl, mesh.rows, mesh.cols, steps, options.method, cost, analytic,
         options.estimate, search_s, offchip,
     )  # fmt: skip
+
+
+@contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """No cyclic garbage collection inside (as before after it): a search makes little
+    cyclic garbage, and the collector's passes over what its estimate keeps (memos, the
+    priced plans' prefixes) cost more than the rest of its work.
+
+    NOTE: light ResNet-50 mesh8x8, `plan_graph` CPU s on the loaded machine: 25.8 with the
+    collector, 16.5 without (main: 22.2, 19.6)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _fields(obj: Any) -> dict[str, Any]:

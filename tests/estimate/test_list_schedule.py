@@ -8,6 +8,7 @@ from npucc.backend.estimate.list_schedule import (
     LayerRun,
     LayerTiming,
     RunCost,
+    Timeline,
     channel_bound,
     decisive,
     schedule,
@@ -45,20 +46,39 @@ def test_a_run_ends_and_hands_on_alike_with_its_decisive_timings_only() -> None:
     assert pruned > 0
 
 
+def _random_runs(rng: random.Random, count: int) -> list[LayerRun]:
+    """`count` runs of random timings and channel cycles on random cores, each reading
+    earlier ones."""
+    runs = []
+    for k in range(count):
+        timings = tuple(_timing(rng) for _ in range(rng.randint(1, 3)))
+        srcs = tuple(((rng.randint(0, k), rng.randint(0, 9)),) for _ in range(2))
+        cost = RunCost(timings, 1.0, 64, rng.randint(0, 50), rng.randint(0, 50), 0)
+        a = rng.randint(0, 60)
+        runs.append(LayerRun(cost, ((a, a + rng.randint(1, 4)),), (0, 0, 0, 1), (1, 2), srcs, 0))
+    return runs
+
+
 def test_the_channel_bound_is_a_lower_bound_of_the_latency() -> None:
     target = load_target("mesh8x8")
     rng = random.Random(5)
     for _ in range(300):
-        runs = []
-        for k in range(rng.randint(1, 6)):
-            timings = tuple(_timing(rng) for _ in range(rng.randint(1, 3)))
-            srcs = tuple(((rng.randint(0, k), rng.randint(0, 9)),) for _ in range(2))
-            cost = RunCost(timings, 1.0, 64, rng.randint(0, 50), rng.randint(0, 50), 0)
-            a = rng.randint(0, 60)
-            runs.append(
-                LayerRun(cost, ((a, a + rng.randint(1, 4)),), (0, 0, 0, 1), (1, 2), srcs, 0)
-            )
+        runs = _random_runs(rng, rng.randint(1, 6))
         bound = channel_bound(target, [run.cost for run in runs])
         assert bound == sum(run.cost.lead_held + run.cost.rest_held for run in runs)
         assert bound <= schedule(target, runs)
     assert channel_bound(load_target("davinci-core"), [runs[0].cost]) == 0  # no shared channel
+
+
+def test_a_schedule_continued_from_its_timeline_is_the_whole_schedule() -> None:
+    target = load_target("mesh8x8")
+    rng = random.Random(7)
+    for _ in range(100):
+        runs = _random_runs(rng, rng.randint(1, 8))
+        whole = schedule(target, runs)
+        for k in range(len(runs) + 1):
+            at = Timeline.start(target.cores)
+            schedule(target, runs[:k], at)
+            before = at.copy()
+            assert schedule(target, runs[k:], at) == whole
+            assert schedule(target, runs[k:], before) == whole  # the copy is independent

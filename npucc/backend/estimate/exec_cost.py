@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import islice
 
 from npucc.backend.estimate.list_schedule import (
     READY,
@@ -35,6 +36,7 @@ from npucc.backend.estimate.list_schedule import (
     oldest_first,
     schedule,
 )
+from npucc.backend.estimate.prefix import Prefixes, Trace, timeline
 from npucc.backend.estimate.profile import (
     LayerProfile,
     TimedShape,
@@ -46,7 +48,7 @@ from npucc.backend.estimate.profile import (
     stage_profile,
     timed_shape,
 )
-from npucc.backend.hypercut.onchip_plan import plan_onchip, staged_key, tensor_consumers
+from npucc.backend.hypercut.onchip_plan import Placed, plan_onchip, staged_key, tensor_consumers
 from npucc.backend.lower.subbatch import (
     Part,
     loop_parts,
@@ -120,10 +122,12 @@ class ExecCostModel:
     _homes: dict[tuple[int, int, int], tuple[tuple[int, str], ...]] = field(
         default_factory=dict
     )  # (layer, n, loop) -> (operand, on-chip key) of each operand a plan may keep on chip
+    _producer: dict[str, int] = field(default_factory=dict)  # tensor -> the layer writing it
+    _prefixes: Prefixes = field(default_factory=Prefixes)  # the unsplit plans priced
 
     def __post_init__(self) -> None:
         self._consumers = tensor_consumers(self.graph)
-        producer: dict[str, int] = {}
+        producer = self._producer
         for index, layer in enumerate(self.graph.layers):
             self._srcs.append(tuple(producer.get(t) for t in layer.inputs))
             self._origin.append(tuple(self._past_views(p) for p in self._srcs[-1]))
@@ -174,9 +178,11 @@ class ExecCostModel:
         steps: tuple[Step, ...],
         offchip: frozenset[str] = frozenset(),
         parts: list[Part] | None = None,
+        resume: tuple[list[Placed], dict[str, OnChip], int] | None = None,
     ) -> dict[str, OnChip]:
         """The tensors the lowering keeps on chip under `steps` (as `plan_tensors` decides),
-        none of `offchip`; `parts`: the plan's `loop_parts`, if known."""
+        none of `offchip`; `parts`: the plan's `loop_parts`, if known; `resume`: as
+        `plan_onchip`'s."""
         cols = self.target.mesh.cols
         cores_of: list[tuple[int, ...] | None] = [None] * len(self.graph.layers)
         for step in steps:
@@ -190,7 +196,7 @@ class ExecCostModel:
         n = len(self.graph.layers)
         loops, spans = part_loops(parts, n), part_spans(parts, n)
         return plan_onchip(
-            self.graph, cores_of, self.target, offchip, loops, spans, self._consumers
+            self.graph, cores_of, self.target, offchip, loops, spans, self._consumers, resume
         )
 
     @property
@@ -202,10 +208,13 @@ class ExecCostModel:
         """EDP of a complete plan: the lowest of keeping on chip all it can, all but the staged
         weights, and nothing."""
         parts = loop_parts(self.graph, steps, self.splits)
-        kept = self.onchip(steps, frozenset(), parts)
-        staged = frozenset(key for key in kept if key not in self.graph.tensors)
         # NOTE: with every tensor through DDR only a split loop's weights may stay on chip
         split = any(p.parts > 1 for p in parts)
+        if not split:  # nothing staged: all it can on chip, and nothing
+            best = self._unsplit_edp(steps, parts)
+            return min(best, self._edp(steps, parts, {}, best))
+        kept = self.onchip(steps, frozenset(), parts)
+        staged = frozenset(key for key in kept if key not in self.graph.tensors)
         variants = [kept, self.onchip(steps, self.every_tensor | staged, parts) if split else {}]
         if staged:
             # NOTE: `plan_onchip` places the staged copies after every tensor, in the room they
@@ -234,24 +243,94 @@ class ExecCostModel:
             return math.inf
         return self._timed(energy, self._linked(priced)).edp
 
+    def _unsplit_edp(
+        self, steps: tuple[Step, ...], parts: list[Part], offchip: frozenset[str] = frozenset()
+    ) -> float:
+        """`_edp` of an unsplit plan (its `loop_parts`: graph order) keeping on chip all it can
+        but `offchip`, going on from the longest prefix of its rectangles (and of its layers
+        whose output `offchip` holds) a plan priced before shares
+        (npucc.backend.estimate.prefix)."""
+        keys: list[tuple[int, ...] | None] = [None] * len(parts)
+        for step in steps:
+            for group in step.groups:
+                r = group.rect
+                for index in group.layers:
+                    keys[index] = (r.x, r.y, r.w, r.h)
+        for index in self._views:
+            keys[index] = None
+        layers = self.graph.layers
+        for index, t in sorted((self._producer[t], t) for t in offchip):
+            keys[index] = (*(keys[index] or ()), -1 - layers[index].outputs.index(t))  # DDR
+        trace, depth, newer = self._prefixes.find(keys)
+        if trace is not None and depth == len(keys):
+            return trace.edp
+        placed: list[Placed] = []
+        kept: dict[str, OnChip] = {}
+        priced: list[LayerRun | tuple[Part, _Base]] = []
+        energy: list[float] = [0]
+        tensors, items = 0, 0
+        if trace is not None:
+            tensors, items = self._upto(trace, depth)
+            placed, priced = trace.placed[:tensors], trace.priced[:items]
+            kept = dict(islice(trace.kept.items(), tensors))
+            energy = trace.energy[: items + 1]
+        self.onchip(steps, offchip, parts, (placed, kept, depth))
+        new = self._priced(steps, parts[depth:], kept)
+        priced += new
+        total = energy[-1]
+        for item in new:
+            total += _cost_of(item).energy
+            energy.append(total)
+        runs = self._linked(priced, trace.runs[:items] if trace is not None else None)
+        before = timeline(self.target, trace, items)
+        after = before.copy()
+        edp = total * float(schedule(self.target, runs[items:], after))
+        made = Trace(placed, kept, priced, runs, energy, {items: before}, edp)
+        self._prefixes.add(keys, newer, made)
+        return edp
+
+    def _upto(self, trace: Trace, depth: int) -> tuple[int, int]:
+        """How many of an unsplit plan's kept tensors and priced items (both in graph order)
+        belong to its layers before `depth`."""
+        tensors = 0
+        for key in trace.kept:
+            if self._producer[key] >= depth:
+                break
+            tensors += 1
+        items = 0
+        for item in trace.priced:
+            if isinstance(item, LayerRun) or item[0].layer >= depth:
+                break
+            items += 1
+        return tensors, items
+
     def refine_offchip(self, steps: tuple[Step, ...]) -> frozenset[str]:
         """Tensors to send through DDR although they could stay on chip (NoC copies save
         energy but are slower than DDR ones for large tiles). From the better of all on chip
         and none, greedily in graph order: each candidate that lowers the plan's EDP when it
         moves to DDR (resp. back on chip)."""
         parts = loop_parts(self.graph, steps, self.splits)
+        split = any(p.parts > 1 for p in parts)
+
+        def edp(offchip: frozenset[str], beat: float = math.inf) -> float:
+            """The plan's EDP with `offchip` through DDR (infinite, or unbounded by `beat`,
+            when it is not below `beat`: either way not chosen)."""
+            if split:
+                return self._edp(steps, parts, self.onchip(steps, offchip, parts), beat)
+            return self._unsplit_edp(steps, parts, offchip)  # NOTE: shares the trial's prefix
+
         candidates = list(self.onchip(steps, frozenset(), parts))
         offchip: frozenset[str] = frozenset()
-        best = self._edp(steps, parts, self.onchip(steps, offchip, parts))
-        ddr = self._edp(steps, parts, self.onchip(steps, frozenset(candidates), parts), best)
+        best = edp(offchip)
+        ddr = edp(frozenset(candidates), best)
         start_off = ddr < best
         if start_off:
             offchip, best = frozenset(candidates), ddr
         for t in candidates:
             trial = offchip - {t} if start_off else offchip | {t}
-            edp = self._edp(steps, parts, self.onchip(steps, trial, parts), best)
-            if edp < best:
-                offchip, best = trial, edp
+            value = edp(trial, best)
+            if value < best:
+                offchip, best = trial, value
         return offchip
 
     def noc_layer(
@@ -496,13 +575,20 @@ class ExecCostModel:
             out.append((p, base))
         return out
 
-    def _linked(self, priced: list[LayerRun | tuple[Part, _Base]]) -> list[LayerRun]:
-        """The runs of `_priced`, each input linked to the runs writing it (and its flag)."""
-        runs: list[LayerRun] = []
+    def _linked(
+        self, priced: list[LayerRun | tuple[Part, _Base]], done: list[LayerRun] | None = None
+    ) -> list[LayerRun]:
+        """The runs of `_priced`, each input linked to the runs writing it (and its flag);
+        `done`: those of its first items, already linked (extended in place)."""
+        runs: list[LayerRun] = [] if done is None else done
         runs_of: dict[int, list[int]] = {}  # layer -> its runs so far, part by part
         parts_of: dict[int, int] = {}  # layer -> how many parts it runs in
+        for k, item in enumerate(priced[: len(runs)]):
+            if not isinstance(item, LayerRun):
+                runs_of.setdefault(item[0].layer, []).append(k)
+                parts_of[item[0].layer] = item[0].parts
         flags, origin, data = self._flags, self._origin, self._data
-        for item in priced:
+        for item in priced[len(runs) :]:
             if isinstance(item, LayerRun):  # a staging: read by none
                 runs.append(item)
                 continue

@@ -67,13 +67,32 @@ def channel_bound(target: Target, costs: Iterable[RunCost]) -> int:
     return sum(cost.lead_held + cost.rest_held for cost in costs)
 
 
-def schedule(target: Target, runs: list[LayerRun]) -> int:
-    """The latency of one list schedule of the layer runs in lowering order."""
-    ends = [0]  # READY's finish, then each run's
-    core_free = [0] * target.cores  # after its last barrier
-    mte2_free = [0] * target.cores  # after its last DDR load
+@dataclass(slots=True)
+class Timeline:
+    """Where a list schedule stands after some runs (`schedule` continues from it)."""
+
+    ends: list[int]  # READY's finish, then each run's
+    core_free: list[int]  # per core: after its last barrier
+    mte2_free: list[int]  # per core: after its last DDR load
+    channel: int = 0  # when the shared DDR channel takes the next bytes (`ddr_channel`)
+
+    @classmethod
+    def start(cls, cores: int) -> Timeline:
+        """Before the first run: every core and the channel free at 0."""
+        return cls([0], [0] * cores, [0] * cores)
+
+    def copy(self) -> Timeline:
+        """An independent copy (`schedule` extends the one it is given)."""
+        return Timeline(self.ends[:], self.core_free[:], self.mte2_free[:], self.channel)
+
+
+def schedule(target: Target, runs: list[LayerRun], at: Timeline | None = None) -> int:
+    """The latency of one list schedule of the layer runs in lowering order, continued from
+    `at` (which it then extends to after them) if given, else from the start."""
+    if at is None:
+        at = Timeline.start(target.cores)
+    ends, core_free, mte2_free, channel = at.ends, at.core_free, at.mte2_free, at.channel
     shared = DdrChannel(target).shared
-    channel = 0  # when the shared DDR channel takes the next bytes (`ddr_channel`)
     # NOTE: a run unpacked at once and a one-core span indexed, not sliced (the search lists
     # schedules of some 60 runs each over 10,000 times)
     for cost, spans, _, data, srcs, _ in runs:
@@ -128,6 +147,7 @@ def schedule(target: Target, runs: list[LayerRun]) -> int:
                 core_free[a:b] = [end] * (b - a)
                 mte2_free[a:b] = [end - tail] * (b - a)
         ends.append(end)
+    at.channel = channel
     return max(ends)
 
 

@@ -50,6 +50,11 @@ NO_NOC_READERS = ("take", HOST_OP)
 STAGED_OPS = frozenset({"conv2d", "gemm", "matmul"})
 
 
+# a placement: at, end, first, last, homes as a bit per core, turn (a one-slot handoff's first
+# and last positions in its loop's first sub-batch, else None)
+Placed = tuple[int, int, int, int, int, tuple[int, int] | None]
+
+
 def staged_key(name: str, loop: int) -> str:
     """The key of the on-chip copy of constant `name` that sub-batch loop `loop` reads."""
     return f"{name}@chip{loop}"
@@ -97,13 +102,16 @@ def plan_onchip(
     loops: Sequence[tuple[int, int, int]] | None = None,
     spans: Sequence[tuple[int, int]] | None = None,
     consumers: dict[str, list[int] | None] | None = None,
+    resume: tuple[list[Placed], dict[str, OnChip], int] | None = None,
 ) -> dict[str, OnChip]:
     """The tensors kept on chip (layer i runs on the row-major core indices `cores_of[i]`;
     None for a view op), none of `offchip`. `loops[i]`: layer i's
     sub-batch loop, its sub-batch count (1: not split) and its stage in a pipelined step (-1:
     none); `spans[i]`: the first and last positions of its parts in the lowering's order
-    (default: i); `consumers`: the graph's `tensor_consumers`, if known. Empty on one core or
-    without a buffer."""
+    (default: i); `consumers`: the graph's `tensor_consumers`, if known; `resume`: the
+    placements and the tensors kept of the outputs of the layers before a layer index, as
+    this function made them, to go on from that layer (both extended in place). Empty on one
+    core or without a buffer."""
     budget = target.mesh.onchip_budget
     if budget <= 0 or target.cores <= 1:
         return {}
@@ -113,10 +121,7 @@ def plan_onchip(
     if consumers is None:
         consumers = tensor_consumers(graph)
     span = spans or [(i, i) for i in range(len(graph.layers))]
-    # (at, end, first, last, homes as a bit per core, turn: a one-slot handoff's first and last
-    # positions in its loop's first sub-batch, else None)
-    placed: list[tuple[int, int, int, int, int, tuple[int, int] | None]] = []
-    kept: dict[str, OnChip] = {}
+    placed, kept, start = resume or ([], {}, 0)
     piece = stage_piece(target)  # a staged constant: at least one staging copy per home
 
     def keep(
@@ -174,8 +179,8 @@ def plan_onchip(
                         todo.append(k)
         return seen
 
-    for i, layer in enumerate(graph.layers):
-        cores = cores_of[i]
+    for i in range(start, len(graph.layers)):
+        layer, cores = graph.layers[i], cores_of[i]
         if layer.op in VIEW_OPS or layer.op == HOST_OP or cores is None:
             continue  # NOTE: a host segment writes DDR only
         for t in layer.outputs:

@@ -1,0 +1,80 @@
+"""Unsplit plans priced from a shared prefix (npucc.backend.estimate.prefix)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from npucc.backend.estimate.exec_cost import ExecCostModel
+from npucc.backend.estimate.prefix import Prefixes, Trace
+from npucc.backend.hypercut.beam import BeamOptions, BeamSearch
+from npucc.backend.hypercut.set_model import MeshParams
+from npucc.backend.hypercut.workload import workload_from_graph
+from npucc.ir.plan import Step
+from npucc.target import load_target
+from npucc.transforms.graph_pipeline import import_model
+
+MODELS = Path(__file__).parents[2] / "models"
+
+
+def _trace(edp: float) -> Trace:
+    return Trace([], {}, [], [], [0], {}, edp)
+
+
+@pytest.mark.parametrize("name", ["residual_block", "transformer_encoder"])
+def test_plans_priced_from_a_shared_prefix_cost_what_they_cost_alone(name: str) -> None:
+    graph = import_model(MODELS / f"{name}.onnx")
+    target = load_target("mesh8x8")
+    shared = ExecCostModel(graph, target)
+    plans: list[tuple[Step, ...]] = []
+
+    def price(plan: tuple[Step, ...]) -> float:
+        plans.append(plan)
+        return shared.best_edp(plan)
+
+    wl = workload_from_graph(graph, None)
+    found = BeamSearch(wl, MeshParams.from_target(target), BeamOptions(width=8), price).run()
+    traces = {id(t): t for _, owner in shared._prefixes._tries for t in owner if t}.values()
+    went_on = [t for t in traces if min(t.timelines) > 0]  # from a prefix of some runs
+    assert len(plans) > 20 and len(went_on) > len(traces) // 2
+    alone = ExecCostModel(graph, target, shared.memo)
+    for plan in plans:
+        whole = min(alone.evaluate(plan).edp, alone.evaluate(plan, alone.every_tensor).edp)
+        assert shared.best_edp(plan) == whole  # to the bit
+    assert shared.refine_offchip(found) == _greedy_offchip(alone, found)
+
+
+def test_the_trie_finds_the_longest_prefix_across_two_generations() -> None:
+    prefixes = Prefixes()
+    prefixes.GENERATION = 5  # nodes: the root and four keys
+    first, second = _trace(1.0), _trace(2.0)
+    trace, depth, newer = prefixes.find("abcd")
+    assert (trace, depth) == (None, 0)
+    prefixes.add("abcd", newer, first)
+    assert prefixes.find("abxy")[:2] == (first, 2)
+    assert prefixes.find("abcd")[:2] == (first, 4)
+    trace, depth, newer = prefixes.find("abcz")
+    prefixes.add("abcz", newer, second)  # the newer generation is full: it becomes the older
+    assert prefixes.find("abcd")[:2] == (first, 4)  # found in the older
+    assert prefixes.find("abcz")[:2] == (second, 4)  # its whole path in the newer
+    prefixes.add("qr", prefixes.find("qr")[2], first)
+    prefixes.add("qrs", prefixes.find("qrs")[2], second)  # the first generation dropped
+    assert prefixes.find("abcd")[:2] == (second, 3)
+
+
+def _greedy_offchip(model: ExecCostModel, plan: tuple[Step, ...]) -> frozenset[str]:
+    """`refine_offchip`'s greedy walk, each trial priced by `evaluate` alone."""
+    candidates = list(model.onchip(plan))
+    offchip: frozenset[str] = frozenset()
+    best = model.evaluate(plan).edp
+    ddr = model.evaluate(plan, frozenset(candidates)).edp
+    start_off = ddr < best
+    if start_off:
+        offchip, best = frozenset(candidates), ddr
+    for t in candidates:
+        trial = offchip - {t} if start_off else offchip | {t}
+        value = model.evaluate(plan, trial).edp
+        if value < best:
+            offchip, best = trial, value
+    return offchip
