@@ -36,7 +36,7 @@ from npucc.backend.lower.concat_fold import NO_FOLDS, ConcatFolds, fold_concats
 from npucc.backend.lower.context import LOWERINGS, LowerContext, ReservedFitError, flow
 from npucc.backend.lower.resident import NONE as NO_RESIDENT
 from npucc.backend.lower.resident import Residency, choose_resident
-from npucc.backend.lower.resume import Decisions, Mark, Resume, same_prefix
+from npucc.backend.lower.resume import Decisions, Mark, Resume, Splice, same_prefix
 from npucc.backend.lower.stage import stage_const
 from npucc.backend.lower.subbatch import Part, part_loops, part_spans, slice_offset, slice_plan
 from npucc.backend.lower.work import layer_work
@@ -90,8 +90,10 @@ def lower_graph(
     args = (graph, ctx, placement, onchip, slices, staged or {})
     memo: Memo = ctx.memo  # what every lowering of a layer signature computes alike (memo.once)
     # the layers feeding the convs trials may try (their marks: npucc.backend.lower.resume)
-    feeding = frozenset(i - 1 for i, _ in links(graph, {}, target)) if one_core and resident else ()
-    first = Resume(frozenset(feeding))
+    feeding = [i - 1 for i, _ in links(graph, {}, target)] if one_core and resident else []
+    # (and every later one: a trial may splice the kept program's tail from its mark there)
+    record = frozenset(range(min(feeding), len(graph.layers))) if feeding else frozenset()
+    first = Resume(record)
     try:
         base = _lower_all(*args, residency, folds, work, memo, resume=first)
     except ReservedFitError:
@@ -103,7 +105,7 @@ def lower_graph(
     before = layer_spans(base) if chains else []
     while chains:
         cascades = band_graph(graph, chains, target)
-        resume = Resume(frozenset(feeding))
+        resume = Resume(record)
         try:
             banded = _lower_cascaded(ctx, placement, cascades, work, memo, resume)
         except ReservedFitError:
@@ -133,33 +135,49 @@ def _overlapped(
     band height of shortest `flow`, if it is shorter (`work`: the layers' work and the
     lowerings' memo).
 
-    A trial's lowering records its state before the layer feeding each later trial's conv
-    (npucc.backend.lower.resume): the trials of a link start from the program kept so far's
-    mark, or the link's first trial's, when the layers before it lower alike.
+    A lowering records its state before every source layer from the one feeding its link's
+    conv (npucc.backend.lower.resume): the trials of a link start from the program kept so
+    far's mark, or the link's first trial's, when the layers before it lower alike, and stop
+    where their state meets the kept program's before a later layer (`Splice`): they are
+    priced with its tail, and the link's pick, if one is shorter, is then lowered whole.
     NOTE: a trial's lowering that is not kept goes before the next is made (a mark it leaves
     keeps only its prefix), and the lowering without cascades is not held here: whole tiled
     programs, four of them were alive at once.
     """
     best = flow(program.cores[0].graph)
     chains, marks = kept  # marks: source layer -> the kept program's mark before it
-    for at, (first, heights) in enumerate(tried):
-        pick = chains
+    for first, heights in tried:
+        record = frozenset(range(first - 1, len(graph.layers)))
+        pick, won = chains, None
         for rows in heights:
             chosen = {**chains, first: (first + 2, rows, False)}
-            resume = Resume(frozenset(f - 1 for f, _ in tried[at:]), marks.get(first - 1))
+            splice = Splice(marks, program.cores[0].graph, first)
+            resume = Resume(record, marks.get(first - 1), splice=splice)
             try:
                 cascades = band_graph(graph, chosen, ctx.target)
                 banded = _lower_cascaded(ctx, placement, cascades, *work, resume)
             except ReservedFitError:
                 continue
-            span = flow(banded.cores[0].graph)
+            trial = banded.cores[0].graph
+            span = flow(trial) if splice.met is None else splice.flow(trial)
             if span < best:
-                best, program, pick = span, banded, chosen
-                marks = resume.made
+                best, pick = span, chosen
+                won = None if splice.met is not None else (banded, resume.made)
             elif first - 1 in resume.made and first - 1 not in marks:
                 marks[first - 1] = resume.made[first - 1]
                 marks[first - 1].detach()
-            del cascades, banded, resume
+            del cascades, banded, resume, trial, splice
+        if pick is not chains and won is None:  # a spliced trial: lowered whole now
+            resume = Resume(record, marks.get(first - 1))
+            banded = _lower_cascaded(ctx, placement, band_graph(graph, pick, ctx.target), *work,
+                                     resume)  # fmt: skip
+            if flow(banded.cores[0].graph) != best:
+                raise AssertionError(f"a spliced trial's flow {best} is not its lowering's")
+            won = banded, resume.made
+            del banded, resume
+        if won is not None:
+            program, marks = won
+            del won
         chains = pick
         marks = {source: mark for source, mark in marks.items() if source >= first}
     return program
@@ -264,15 +282,15 @@ def _lower_all(
             if bar is not None and index % 8 == 0:
                 bar.update(index)
             source = origin[index]
-            if (
-                decided is not None
-                and resume is not None
-                and source in resume.record
-                and source not in resume.made
-            ):
+            if decided is not None and resume is not None and resume.wants(source):
                 context = (lctx.pooled, lctx.col_pooled, lctx.fused)
-                resume.made[source] = Mark.capture(index, decided, program, builders, context,
-                                                   (parts.read, parts.touched))  # fmt: skip
+                mark = Mark.capture(index, decided, program, builders, context,
+                                    (parts.read, parts.touched))  # fmt: skip
+                if source in resume.record:
+                    resume.made.setdefault(source, mark)
+                if resume.splice is not None and resume.splice.wants(source):
+                    if resume.splice.meets(source, mark):
+                        return program  # NOTE: unfinished: the kept tail follows (Splice)
             builder.set_layer(source)
             held.load(lctx, index)
             lctx.reserved = residency.live_bytes(index) + held.live_bytes(lctx, index)
