@@ -33,10 +33,10 @@ from npucc.backend.lower.cascade import (
     trials,
 )
 from npucc.backend.lower.concat_fold import NO_FOLDS, ConcatFolds, fold_concats
-from npucc.backend.lower.context import LOWERINGS, LowerContext, ReservedFitError, flow
+from npucc.backend.lower.context import LOWERINGS, LowerContext, ReservedFitError
 from npucc.backend.lower.resident import NONE as NO_RESIDENT
 from npucc.backend.lower.resident import Residency, choose_resident
-from npucc.backend.lower.resume import Decisions, Mark, Resume, Splice, same_prefix
+from npucc.backend.lower.resume import Decisions, Mark, Resume, Splice, Timed, same_prefix
 from npucc.backend.lower.stage import stage_const
 from npucc.backend.lower.subbatch import Part, part_loops, part_spans, slice_offset, slice_plan
 from npucc.backend.lower.work import layer_work
@@ -144,43 +144,50 @@ def _overlapped(
     keeps only its prefix), and the lowering without cascades is not held here: whole tiled
     programs, four of them were alive at once.
     """
-    best = flow(program.cores[0].graph)
     chains, marks = kept  # marks: source layer -> the kept program's mark before it
+    timed = _timed(program, marks)
+    best = timed.span
     for first, heights in tried:
         record = frozenset(range(first - 1, len(graph.layers)))
         pick, won = chains, None
         for rows in heights:
             chosen = {**chains, first: (first + 2, rows, False)}
-            splice = Splice(marks, program.cores[0].graph, first)
+            splice = Splice(marks, timed, first)
             resume = Resume(record, marks.get(first - 1), splice=splice)
             try:
                 cascades = band_graph(graph, chosen, ctx.target)
                 banded = _lower_cascaded(ctx, placement, cascades, *work, resume)
             except ReservedFitError:
                 continue
-            trial = banded.cores[0].graph
-            span = flow(trial) if splice.met is None else splice.flow(trial)
+            span = splice.flow(banded.cores[0].graph)
             if span < best:
                 best, pick = span, chosen
                 won = None if splice.met is not None else (banded, resume.made)
             elif first - 1 in resume.made and first - 1 not in marks:
                 marks[first - 1] = resume.made[first - 1]
                 marks[first - 1].detach()
-            del cascades, banded, resume, trial, splice
+            del cascades, banded, resume, splice
         if pick is not chains and won is None:  # a spliced trial: lowered whole now
             resume = Resume(record, marks.get(first - 1))
             banded = _lower_cascaded(ctx, placement, band_graph(graph, pick, ctx.target), *work,
                                      resume)  # fmt: skip
-            if flow(banded.cores[0].graph) != best:
-                raise AssertionError(f"a spliced trial's flow {best} is not its lowering's")
             won = banded, resume.made
             del banded, resume
         if won is not None:
             program, marks = won
             del won
+            timed = _timed(program, marks)
+            if timed.span != best:
+                raise AssertionError(f"a trial priced at {best} lowers to {timed.span}")
         chains = pick
         marks = {source: mark for source, mark in marks.items() if source >= first}
     return program
+
+
+def _timed(program: TiledProgram, marks: dict[int, Mark]) -> Timed:
+    """The one-core `program`'s graph run (its pipes' free times kept at its `marks`)."""
+    graph = program.cores[0].graph
+    return Timed.of(graph, [m.nodes[0] for m in marks.values() if m.graphs[0] is graph])
 
 
 def _lower_cascaded(

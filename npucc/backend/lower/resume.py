@@ -269,8 +269,41 @@ def _canonical(mark: Mark) -> tuple[Hashable, list[int]] | None:
 
 
 @dataclass(slots=True)
+class Timed:
+    """A core graph's nodes run in lowering order as `flow` runs them: their cycles, pipes and
+    finish times, and each pipe's free time after the first n nodes for each cut n."""
+
+    graph: TileGraph
+    cycles: list[int]
+    pipes: list[str | None]
+    finish: list[int]
+    free: dict[int, dict[Hashable, int]]
+
+    @classmethod
+    def of(cls, graph: TileGraph, cuts: list[int]) -> Timed:
+        """`graph` run, the pipes' free times kept at each of `cuts` (node counts)."""
+        nodes = graph.nodes
+        n = len(nodes)
+        out = cls(graph, [v.cycles for v in nodes], [v.pipe for v in nodes], [0] * n, {})
+        start: list[int] = [0] * n
+        pipe_free: dict[Hashable, int] = {}
+        at = 0
+        for cut in sorted({c for c in cuts if 0 < c < n} | {n}):
+            in_order(range(at, cut), out.cycles, out.pipes, graph.preds,
+                     timed=(start, out.finish, pipe_free))  # fmt: skip
+            out.free[cut] = dict(pipe_free)
+            at = cut
+        return out
+
+    @property
+    def span(self) -> int:
+        """The graph's `flow`."""
+        return max(self.finish, default=0)
+
+
+@dataclass(slots=True)
 class Splice:
-    """The kept lowering's marks (source layer -> mark; `graph` its core's graph) a trial
+    """The kept lowering's marks (source layer -> mark; `kept` its core's graph run) a trial
     lowering may meet after source layer `after`: when the trial's state before a source
     layer is the kept one's at that layer with other node and buffer ids (`_interface`,
     renumbered in the same order), the layers after it lower alike, the kept tail renamed, so
@@ -278,7 +311,7 @@ class Splice:
     reads) and `flow` prices it with the kept program's tail."""
 
     marks: dict[int, Mark]
-    graph: TileGraph
+    kept: Timed
     after: int
     met: tuple[Mark, dict[int, int]] | None = None
     tried: set[int] = field(default_factory=set)
@@ -292,7 +325,7 @@ class Splice:
         """Whether the trial's state `mark` before `source` is the kept one's, renamed."""
         self.tried.add(source)
         kept = self.marks[source]
-        if kept.graphs[0] is not self.graph:
+        if kept.graphs[0] is not self.kept.graph:
             return False
         if source not in self.known:
             self.known[source] = _canonical(kept)
@@ -303,28 +336,32 @@ class Splice:
         return True
 
     def flow(self, trial: TileGraph) -> int:
-        """`flow` of the trial's nodes followed by the kept tail (from the met mark), whose
-        reads of earlier nodes are the trial's (AssertionError: one is not in the map)."""
-        assert self.met is not None
-        kept, renamed = self.met
-        nodes = trial.nodes
-        timed: tuple[list[int], list[int], dict[Hashable, int]] = (
-            [0] * len(nodes), [0] * len(nodes), {})  # fmt: skip
-        _, finish = in_order(range(len(nodes)), [v.cycles for v in nodes],
-                             [v.pipe for v in nodes], trial.preds, timed=timed)  # fmt: skip
-        tail = self.graph.nodes
-        at = kept.nodes[0]
-        known: list = [None] * len(tail)  # NOTE: a read of an unmapped node fails in in_order
+        """`flow` of the trial's nodes, followed, if it `met` the kept state, by the kept tail
+        from there, whose reads of earlier nodes are the trial's (AssertionError: one is not
+        in the map). NOTE: the nodes the trial shares with the kept graph (its prefix, from a
+        mark) finish as there."""
+        nodes, kept = trial.nodes, self.kept
+        n, shared = len(nodes), kept.graph.nodes
+        m = max((c for c in kept.free if c <= n and nodes[c - 1] is shared[c - 1]), default=0)
+        finish = kept.finish[:m] + [0] * (n - m)
+        pipe_free = dict(kept.free[m]) if m else {}
+        cycles = [0] * m + [v.cycles for v in nodes[m:]]
+        pipes = [None] * m + [v.pipe for v in nodes[m:]]
+        in_order(range(m, n), cycles, pipes, trial.preds, timed=([0] * n, finish, pipe_free))
+        span = max(finish, default=0)
+        if self.met is None:
+            return span
+        mark, renamed = self.met
+        at, total = mark.nodes[0], len(shared)
+        known: list = [None] * total  # NOTE: a read of an unmapped node fails in in_order
         for old, new in renamed.items():
             known[old] = finish[new]
-        cycles = [0] * at + [v.cycles for v in tail[at:]]
-        pipes = [None] * at + [v.pipe for v in tail[at:]]
         try:
-            _, ends = in_order(range(at, len(tail)), cycles, pipes, self.graph.preds,
-                               timed=([0] * len(tail), known, timed[2]))  # fmt: skip
+            in_order(range(at, total), kept.cycles, kept.pipes, kept.graph.preds,
+                     timed=([0] * total, known, pipe_free))  # fmt: skip
         except TypeError:
             raise AssertionError("a spliced tail reads a node its mark does not map") from None
-        return max(max(finish, default=0), max(ends[at:], default=0))
+        return max(span, max(known[at:], default=0))
 
 
 @dataclass(slots=True)
