@@ -139,7 +139,7 @@ def _overlapped(
     conv (npucc.backend.lower.resume): the trials of a link start from the program kept so
     far's mark, or the link's first trial's, when the layers before it lower alike, and stop
     where their state meets the kept program's before a later layer (`Splice`): they are
-    priced with its tail, and the link's pick, if one is shorter, is then lowered whole.
+    priced with its tail, and the link's pick, if one is shorter, then lowers on from there.
     NOTE: a trial's lowering that is not kept goes before the next is made (a mark it leaves
     keeps only its prefix), and the lowering without cascades is not held here: whole tiled
     programs, four of them were alive at once.
@@ -161,21 +161,20 @@ def _overlapped(
                 continue
             span = splice.flow(banded.cores[0].graph)
             if span < best:
-                best, pick = span, chosen
-                won = None if splice.met is not None else (banded, resume.made)
+                best, pick, won = span, chosen, (cascades, banded, resume.made, splice.met)
             elif first - 1 in resume.made and first - 1 not in marks:
                 marks[first - 1] = resume.made[first - 1]
                 marks[first - 1].detach()
             del cascades, banded, resume, splice
-        if pick is not chains and won is None:  # a spliced trial: lowered whole now
-            resume = Resume(record, marks.get(first - 1))
-            banded = _lower_cascaded(ctx, placement, band_graph(graph, pick, ctx.target), *work,
-                                     resume)  # fmt: skip
-            won = banded, resume.made
-            del banded, resume
         if won is not None:
-            program, marks = won
+            cascades, program, marks, met = won
             del won
+            if met is not None:  # a spliced trial: its lowering goes on where it stopped
+                resume = Resume(record, met[2])
+                program = _lower_cascaded(ctx, placement, cascades, *work, resume)
+                marks = {**marks, **resume.made}
+                del resume
+            del cascades, met
             timed = _timed(program, marks)
             if timed.span != best:
                 raise AssertionError(f"a trial priced at {best} lowers to {timed.span}")

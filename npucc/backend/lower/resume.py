@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from itertools import islice
 
 from npucc.backend.lower.builder import DdrTracker, TileBuilder
 from npucc.backend.lower.concat_fold import ConcatFolds
@@ -93,15 +94,18 @@ def same_prefix(a: Decisions, b: Decisions, k: int) -> bool:
 
 def _prefix(graph: TileGraph, nodes: int, buffers: int) -> TileGraph:
     """A copy of `graph`'s first `nodes` nodes and `buffers` buffers, with their edges
-    (nodes and buffers shared: lowering does not change them; edge lists copied)."""
+    (nodes, buffers and predecessor lists shared: lowering does not change them; successor
+    lists copied)."""
     out = TileGraph(graph.name)
     out.nodes = graph.nodes[:nodes]
     out.buffers = graph.buffers[:buffers]
-    # NOTE: a node's successors are added in id order (an edge's head is the newest node)
+    # NOTE: an edge's head is the newest node: a node's successors are added in id order, and
+    # its predecessors all before the next node
     out.succs = [s.copy() if not s or s[-1] < nodes else [v for v in s if v < nodes]
                  for s in graph.succs[:nodes]]  # fmt: skip
-    out.preds = [p.copy() for p in graph.preds[:nodes]]
-    out.alloc_of = {b: v for b, v in graph.alloc_of.items() if v < nodes}
+    out.preds = graph.preds[:nodes]
+    # NOTE: a buffer's ALLOC is added with it (TileBuilder.alloc): in the order of the buffers
+    out.alloc_of = dict(islice(graph.alloc_of.items(), buffers))
     out.free_of = {b: v for b, v in graph.free_of.items() if v < nodes}
     return out
 
@@ -307,13 +311,14 @@ class Splice:
     lowering may meet after source layer `after`: when the trial's state before a source
     layer is the kept one's at that layer with other node and buffer ids (`_interface`,
     renumbered in the same order), the layers after it lower alike, the kept tail renamed, so
-    the trial stops there (`met`: the kept mark and kept -> trial ids of the nodes the tail
-    reads) and `flow` prices it with the kept program's tail."""
+    the trial stops there (`met`: the kept mark, kept -> trial ids of the nodes the tail
+    reads, and the trial's mark, from which its lowering may go on) and `flow` prices it with
+    the kept program's tail."""
 
     marks: dict[int, Mark]
     kept: Timed
     after: int
-    met: tuple[Mark, dict[int, int]] | None = None
+    met: tuple[Mark, dict[int, int], Mark] | None = None
     tried: set[int] = field(default_factory=set)
     known: dict[int, tuple[Hashable, list[int]] | None] = field(default_factory=dict)
 
@@ -332,7 +337,7 @@ class Splice:
         theirs, here = self.known[source], _canonical(mark)
         if theirs is None or here is None or theirs[0] != here[0]:
             return False
-        self.met = kept, dict(zip(theirs[1], here[1], strict=True))
+        self.met = kept, dict(zip(theirs[1], here[1], strict=True)), mark
         return True
 
     def flow(self, trial: TileGraph) -> int:
@@ -351,7 +356,7 @@ class Splice:
         span = max(finish, default=0)
         if self.met is None:
             return span
-        mark, renamed = self.met
+        mark, renamed, _ = self.met
         at, total = mark.nodes[0], len(shared)
         known: list = [None] * total  # NOTE: a read of an unmapped node fails in in_order
         for old, new in renamed.items():
