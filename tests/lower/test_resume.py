@@ -127,7 +127,7 @@ def test_a_trial_meeting_the_kept_state_is_priced_as_its_whole_lowering():
     resume = Resume(EVERY, recorded.made[0], splice=splice)
     partial = _lower(trial, resume)
     assert splice.met is not None  # it met the kept state after its chain, before layer 4
-    mark, renamed = splice.met
+    mark, renamed, _ = splice.met
     whole = _lower(trial)
     assert mark is recorded.made[4]
     assert len(partial.cores[0].graph.nodes) < len(whole.cores[0].graph.nodes)
@@ -137,6 +137,8 @@ def test_a_trial_meeting_the_kept_state_is_priced_as_its_whole_lowering():
     kept_tail = graph.nodes[mark.nodes[0] :]
     assert [(v.op, v.cycles) for v in tail] == [(v.op, v.cycles) for v in kept_tail]
     assert all(old < mark.nodes[0] for old in renamed)
+    # the trial goes on from where it stopped: its whole lowering
+    _same(_lower(trial, Resume(frozenset(), splice.met[2])), whole)
 
 
 def test_a_trial_whose_later_layers_lower_otherwise_meets_no_kept_state():
@@ -155,7 +157,7 @@ def test_a_spliced_tail_reading_an_unmapped_node_fails():
     splice = Splice(recorded.made, _timed(kept, recorded), 1)
     partial = _lower({1: (3, 2, False)}, Resume(EVERY, recorded.made[0], splice=splice))
     assert splice.met is not None
-    mark, renamed = splice.met
-    splice.met = mark, {}  # the tail's reads of earlier nodes unmapped
+    mark, renamed, _ = splice.met
+    splice.met = mark, {}, splice.met[2]  # the tail's reads of earlier nodes unmapped
     with pytest.raises(AssertionError, match="does not map"):
         splice.flow(partial.cores[0].graph)
