@@ -9,6 +9,12 @@ the same layers, tensors, neighbours and per-layer decisions (resident tensors, 
 concats, band views, held weights). The lowering loop reads nothing else of a layer before
 the mark (its lowering may look at its tensors' producers and users: they are compared), so
 the resumed program is the one a whole lowering gives, node for node.
+
+A trial may also stop where its state meets the kept program's before a later source layer
+(`Splice`): when the layers from there on and everything they may read of the lowering before
+them (`_interface`) are the kept program's with other node and buffer ids, the rest of the
+trial is the kept program's tail renamed, and the trial is priced over its own nodes and that
+tail (`Splice.flow`, from the kept program's run: `Timed`) without lowering it.
 """
 
 from __future__ import annotations
