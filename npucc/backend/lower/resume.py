@@ -193,11 +193,17 @@ class Mark:
         return builders
 
 
+def _wholes(d: Decisions, name: str) -> list[str]:
+    """The tensors band view or folded concat part `name` lies in, if it is one."""
+    return [w[0] for w in (d.views.get(name), d.folds.parts.get(name)) if w is not None]
+
+
 def _interface(mark: Mark, ids: Callable[[int], int], bufs: Callable[[int], int]) -> Hashable:
     """What the layers from `mark` on may read of the lowering before them, its node and
     buffer ids passed through `ids` and `bufs`: the layers and their decisions, the live
     buffers (size, tier, ALLOC, last writer, readers since), the resident tensors and, of the
-    DDR tensors those layers name (and the graph's outputs), the closes of their writes with
+    DDR tensors those layers name (and the graph's outputs, and the tensors their band views
+    and folded concat parts lie in), the closes of their writes with
     the runs each covers, the builder's imports of them and their band views, the program's
     tensors, aliases and slices, and the context's pooled and fused layers among them.
 
@@ -211,10 +217,15 @@ def _interface(mark: Mark, ids: Callable[[int], int], bufs: Callable[[int], int]
                  tuple(d.graph.inputs), tuple(d.graph.outputs), spans)  # fmt: skip
     names = {n for layer in layers for n in (*layer.inputs, *layer.outputs) if n}
     names.update(d.graph.outputs)
+    wholes = names
+    while wholes:  # the tensors a band view or a folded concat's part lies in, and theirs
+        wholes = {w for n in wholes for w in _wholes(d, n)} - names
+        names |= wholes
     tensors, aliases, slices, _, _ = mark.program
-    keys = {(aliases.get(n, n) if n not in slices else slices[n][0]) for n in names}
-    graph = mark.graphs[0]
     last_write, readers, imports, writers, gates, resident, views, _ = mark.builders[0]
+    keys = {(aliases.get(n, n) if n not in slices else slices[n][0]) for n in names}
+    keys |= {views[k].key for k in keys | names if k in views}
+    graph = mark.graphs[0]
     ready = {k: tuple((c, ids(v), lo, hi) for c, v, lo, hi in mark.tracker.ready[k])
              for k in sorted(keys) if k in mark.tracker.ready}  # fmt: skip
     written = {
