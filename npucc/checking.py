@@ -23,6 +23,7 @@ from npucc.ir.dtypes import HOST_INTS
 RTOL = 1e-4
 ATOL = 1e-6
 _DRAW_BLOCK = 1 << 20  # random weights are drawn this many values at a time
+EXTERNAL_BYTES = 1024  # `model_file` writes an initializer this big or bigger apart
 VACUOUS_SCALE = 10  # a reference below VACUOUS_SCALE * ATOL makes a comparison that tests little
 # NOTE: at fp16 (docs/precision.md) the tolerance against onnxruntime's float32 run is
 # max |error| <= FP16_ULPS * FP16_U * sqrt(L) * max |reference| + ATOL, L the model's longest
@@ -221,8 +222,25 @@ def model_file(model: onnx.ModelProto, folder: str | os.PathLike[str]) -> Path:
     0.6 GB, not 1.25 GB).
     """
     path = Path(folder) / "model.onnx"
-    onnx.save_model(model, os.fspath(path), save_as_external_data=True, location="model.onnx.data")
+    onnx.save_model(model, os.fspath(path), save_as_external_data=True, location="model.onnx.data",
+                    size_threshold=EXTERNAL_BYTES)  # fmt: skip
     return path
+
+
+def weights_apart(path: str | os.PathLike[str]) -> bool:
+    """Whether the model file at `path` holds its weights as `model_file` writes them: every
+    initializer of EXTERNAL_BYTES or more in an external data file, and no subgraph (whose
+    initializers `model_file` would move out too)."""
+    try:
+        graph = onnx.load(os.fspath(path), load_external_data=False).graph
+    except Exception:  # NOTE: unreadable: the frontend says why
+        return False
+    if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+           for node in graph.node for a in node.attribute):  # fmt: skip
+        return False
+    external = onnx.TensorProto.EXTERNAL
+    return all(t.data_location == external or t.ByteSize() < EXTERNAL_BYTES
+               for t in graph.initializer)  # fmt: skip
 
 
 def run_onnxruntime(

@@ -185,3 +185,20 @@ def test_a_model_file_keeps_its_weights_apart_and_onnxruntime_runs_it_the_same(t
     assert onnx.load(path, load_external_data=False).graph.initializer[0].data_location == 1
     np.testing.assert_array_equal(numpy_helper.to_array(onnx.load(path).graph.initializer[0]), w)
     np.testing.assert_array_equal(run_onnxruntime(path, x)["y"], expected)
+
+
+def test_a_check_runs_a_model_holding_its_weights_apart_from_its_own_file(tmp_path, monkeypatch):
+    model, _ = _big_conv(np.random.default_rng(2))
+    embedded = tmp_path / "embedded.onnx"
+    onnx.save(model, str(embedded))
+    apart = model_file(model, tmp_path)
+    assert checking.weights_apart(apart) and not checking.weights_apart(embedded)
+    assert not checking.weights_apart(tmp_path / "missing.onnx")
+    written = []
+    monkeypatch.setattr(checking, "model_file", lambda m, folder: written.append(folder) or
+                        model_file(m, folder))  # fmt: skip
+    assert main(["check", str(apart), "--quiet"]) == 0
+    assert written == []  # checked as it lies
+    assert main(["check", str(embedded), "--quiet"]) == 0
+    assert main(["check", str(apart), "--quiet", "--random-weights"]) == 0
+    assert len(written) == 2

@@ -536,19 +536,25 @@ def _check_int8(
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    """`npucc check MODEL`: compile, interpret, compare with onnxruntime."""
-    from npucc.checking import model_file, randomize_weights
+    """`npucc check MODEL`: compile, interpret, compare with onnxruntime.
+
+    NOTE: a model is checked from a file holding its weights apart (`model_file`): its own
+    when nothing changes it (no random weights, no fixed input shapes) and it already holds
+    them so (`weights_apart`; VGG-19: 548 MB not read and written again, 2.6 CPU s)."""
+    from npucc.checking import model_file, randomize_weights, weights_apart
     from npucc.compiler import batch_input_shapes
     from npucc.frontend.onnx_import import load_model
 
     options = compile_options(args)
     shapes = batch_input_shapes(args.model, options.input_shapes, options.batch)
     options = replace(options, input_shapes=shapes, batch=None)  # the shapes hold the batch
+    if args.output is not None:
+        _refuse_overwriting_model(Path(args.model), Path(args.output))
+    if not args.random_weights and not shapes and weights_apart(args.model):
+        return _check_file(args, options, Path(args.model))
     model = load_model(args.model, shapes, options.fallback)
     if args.random_weights:
         model = randomize_weights(model, args.seed)
-    if args.output is not None:
-        _refuse_overwriting_model(Path(args.model), Path(args.output))
     with tempfile.TemporaryDirectory(prefix="npucc-check-") as folder:
         path = model_file(model, folder)
         del model  # NOTE: not held in memory while it compiles and runs (model_file)
@@ -556,7 +562,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def _check_file(args: argparse.Namespace, options: CompileOptions, path: Path) -> int:
-    """`npucc check` of the model written at `path` (npucc.checking.model_file)."""
+    """`npucc check` of the model file at `path`, its weights apart (npucc.checking.model_file)."""
     import onnx
 
     from npucc.checking import (

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import npucc.backend.lower as lower
 from npucc.backend.lower.cascade import band_graph
-from npucc.backend.lower.resume import Resume, same_prefix
+from npucc.backend.lower.context import flow
+from npucc.backend.lower.resume import Resume, Splice, Timed, same_prefix
 from npucc.backend.lower.work import layer_work
 from npucc.compiler import compile_until
 from npucc.ir.program import TiledProgram
@@ -94,3 +96,68 @@ def test_a_mark_whose_layers_before_it_lower_otherwise_is_not_used():
     assert not same_prefix(mark.decisions, resume.made[2].decisions, mark.index)
     _same(program, _lower(other))
     assert program.cores[0].graph.nodes[0] is not kept.cores[0].graph.nodes[0]
+
+
+EVERY = frozenset(range(5))  # a mark before every source layer
+
+
+def _timed(kept: TiledProgram, recorded: Resume) -> Timed:
+    return Timed.of(kept.cores[0].graph, [m.nodes[0] for m in recorded.made.values()])
+
+
+def test_a_graph_run_in_cuts_is_its_flow():
+    recorded = Resume(EVERY)
+    kept = _lower({}, recorded)
+    timed = _timed(kept, recorded)
+    assert timed.span == flow(kept.cores[0].graph) and len(timed.free) == 5
+    # a trial resumed from a mark is priced from the kept run's finish times up to it
+    trial = {1: (3, 2, False)}
+    resumed = _lower(trial, Resume(frozenset(), recorded.made[1]))
+    assert Splice(recorded.made, timed, 1).flow(resumed.cores[0].graph) == flow(
+        _lower(trial).cores[0].graph
+    )
+
+
+def test_a_trial_meeting_the_kept_state_is_priced_as_its_whole_lowering():
+    recorded = Resume(EVERY)
+    kept = _lower({}, recorded)
+    graph = kept.cores[0].graph
+    trial = {1: (3, 2, False)}
+    splice = Splice(recorded.made, _timed(kept, recorded), 1)
+    resume = Resume(EVERY, recorded.made[0], splice=splice)
+    partial = _lower(trial, resume)
+    assert splice.met is not None  # it met the kept state after its chain, before layer 4
+    mark, renamed, _ = splice.met
+    whole = _lower(trial)
+    assert mark is recorded.made[4]
+    assert len(partial.cores[0].graph.nodes) < len(whole.cores[0].graph.nodes)
+    assert splice.flow(partial.cores[0].graph) == flow(whole.cores[0].graph)
+    # the kept tail, renamed, is the trial's: same work per node after the met marks
+    tail = whole.cores[0].graph.nodes[len(partial.cores[0].graph.nodes) :]
+    kept_tail = graph.nodes[mark.nodes[0] :]
+    assert [(v.op, v.cycles) for v in tail] == [(v.op, v.cycles) for v in kept_tail]
+    assert all(old < mark.nodes[0] for old in renamed)
+    # the trial goes on from where it stopped: its whole lowering
+    _same(_lower(trial, Resume(frozenset(), splice.met[2])), whole)
+
+
+def test_a_trial_whose_later_layers_lower_otherwise_meets_no_kept_state():
+    recorded = Resume(EVERY)
+    kept = _lower({}, recorded)
+    trial = {1: (3, 2, False), 3: (5, 2, False)}  # the second link cascaded too
+    splice = Splice(recorded.made, _timed(kept, recorded), 1)
+    program = _lower(trial, Resume(EVERY, recorded.made[0], splice=splice))
+    assert splice.met is None and splice.tried  # compared, never met
+    _same(program, _lower(trial))
+
+
+def test_a_spliced_tail_reading_an_unmapped_node_fails():
+    recorded = Resume(EVERY)
+    kept = _lower({}, recorded)
+    splice = Splice(recorded.made, _timed(kept, recorded), 1)
+    partial = _lower({1: (3, 2, False)}, Resume(EVERY, recorded.made[0], splice=splice))
+    assert splice.met is not None
+    mark, renamed, _ = splice.met
+    splice.met = mark, {}, splice.met[2]  # the tail's reads of earlier nodes unmapped
+    with pytest.raises(AssertionError, match="does not map"):
+        splice.flow(partial.cores[0].graph)

@@ -34,11 +34,11 @@ from npucc.backend.lower.cascade import (
     trials,
 )
 from npucc.backend.lower.concat_fold import NO_FOLDS, ConcatFolds, fold_concats
-from npucc.backend.lower.context import LOWERINGS, LowerContext, ReservedFitError, flow
+from npucc.backend.lower.context import LOWERINGS, LowerContext, ReservedFitError
 from npucc.backend.lower.memo import forms
 from npucc.backend.lower.resident import NONE as NO_RESIDENT
 from npucc.backend.lower.resident import Residency, choose_resident
-from npucc.backend.lower.resume import Decisions, Mark, Resume, same_prefix
+from npucc.backend.lower.resume import Decisions, Mark, Resume, Splice, Timed, same_prefix
 from npucc.backend.lower.stage import stage_const
 from npucc.backend.lower.subbatch import Part, part_loops, part_spans, slice_offset, slice_plan
 from npucc.backend.lower.work import layer_work
@@ -92,8 +92,10 @@ def lower_graph(
     args = (graph, ctx, placement, onchip, slices, staged or {})
     memo: Memo = ctx.memo  # what every lowering of a layer signature computes alike (memo.once)
     # the layers feeding the convs trials may try (their marks: npucc.backend.lower.resume)
-    feeding = frozenset(i - 1 for i, _ in links(graph, {}, target)) if one_core and resident else ()
-    first = Resume(frozenset(feeding))
+    feeding = [i - 1 for i, _ in links(graph, {}, target)] if one_core and resident else []
+    # (and every later one: a trial may splice the kept program's tail from its mark there)
+    record = frozenset(range(min(feeding), len(graph.layers))) if feeding else frozenset()
+    first = Resume(record)
     try:
         base = _lower_all(*args, residency, folds, work, memo, resume=first)
     except ReservedFitError:
@@ -105,7 +107,7 @@ def lower_graph(
     before = layer_spans(base) if chains else []
     while chains:
         cascades = band_graph(graph, chains, target)
-        resume = Resume(frozenset(feeding))
+        resume = Resume(record)
         try:
             banded = _lower_cascaded(ctx, placement, cascades, work, memo, resume)
         except ReservedFitError:
@@ -135,36 +137,58 @@ def _overlapped(
     band height of shortest `flow`, if it is shorter (`work`: the layers' work and the
     lowerings' memo).
 
-    A trial's lowering records its state before the layer feeding each later trial's conv
-    (npucc.backend.lower.resume): the trials of a link start from the program kept so far's
-    mark, or the link's first trial's, when the layers before it lower alike.
+    A lowering records its state before every source layer from the one feeding its link's
+    conv (npucc.backend.lower.resume): the trials of a link start from the program kept so
+    far's mark, or the link's first trial's, when the layers before it lower alike, and stop
+    where their state meets the kept program's before a later layer (`Splice`): they are
+    priced with its tail, and the link's pick, if one is shorter, then lowers on from there.
     NOTE: a trial's lowering that is not kept goes before the next is made (a mark it leaves
     keeps only its prefix), and the lowering without cascades is not held here: whole tiled
     programs, four of them were alive at once.
     """
-    best = flow(program.cores[0].graph)
     chains, marks = kept  # marks: source layer -> the kept program's mark before it
-    for at, (first, heights) in enumerate(tried):
-        pick = chains
+    timed = _timed(program, marks)
+    best = timed.span
+    for first, heights in tried:
+        record = frozenset(range(first - 1, len(graph.layers)))
+        pick, won = chains, None
         for rows in heights:
             chosen = {**chains, first: (first + 2, rows, False)}
-            resume = Resume(frozenset(f - 1 for f, _ in tried[at:]), marks.get(first - 1))
+            splice = Splice(marks, timed, first)
+            resume = Resume(record, marks.get(first - 1), splice=splice)
             try:
                 cascades = band_graph(graph, chosen, ctx.target)
                 banded = _lower_cascaded(ctx, placement, cascades, *work, resume)
             except ReservedFitError:
                 continue
-            span = flow(banded.cores[0].graph)
+            span = splice.flow(banded.cores[0].graph)
             if span < best:
-                best, program, pick = span, banded, chosen
-                marks = resume.made
+                best, pick, won = span, chosen, (cascades, banded, resume.made, splice.met)
             elif first - 1 in resume.made and first - 1 not in marks:
                 marks[first - 1] = resume.made[first - 1]
                 marks[first - 1].detach()
-            del cascades, banded, resume
+            del cascades, banded, resume, splice
+        if won is not None:
+            cascades, program, marks, met = won
+            del won
+            if met is not None:  # a spliced trial: its lowering goes on where it stopped
+                resume = Resume(record, met[2])
+                program = _lower_cascaded(ctx, placement, cascades, *work, resume)
+                marks = {**marks, **resume.made}
+                del resume
+            del cascades, met
+            timed = _timed(program, marks)
+            if timed.span != best:
+                raise AssertionError(f"a trial priced at {best} lowers to {timed.span}")
         chains = pick
         marks = {source: mark for source, mark in marks.items() if source >= first}
     return program
+
+
+def _timed(program: TiledProgram, marks: dict[int, Mark]) -> Timed:
+    """The one-core `program`'s graph run (its pipes' free times kept at its `marks`)."""
+    graph = program.cores[0].graph
+    return Timed.of(graph, [m.nodes[0] for m in marks.values() if m.graphs[0] is graph])
 
 
 def _lower_cascaded(
@@ -266,15 +290,15 @@ def _lower_all(
             if bar is not None and index % 8 == 0:
                 bar.update(index)
             source = origin[index]
-            if (
-                decided is not None
-                and resume is not None
-                and source in resume.record
-                and source not in resume.made
-            ):
+            if decided is not None and resume is not None and resume.wants(source):
                 context = (lctx.pooled, lctx.col_pooled, lctx.fused)
-                resume.made[source] = Mark.capture(index, decided, program, builders, context,
-                                                   (parts.read, parts.touched))  # fmt: skip
+                mark = Mark.capture(index, decided, program, builders, context,
+                                    (parts.read, parts.touched))  # fmt: skip
+                if source in resume.record:
+                    resume.made.setdefault(source, mark)
+                if resume.splice is not None and resume.splice.wants(source):
+                    if resume.splice.meets(source, mark):
+                        return program  # NOTE: unfinished: the kept tail follows (Splice)
             builder.set_layer(source)
             held.load(lctx, index)
             lctx.reserved = residency.live_bytes(index) + held.live_bytes(lctx, index)

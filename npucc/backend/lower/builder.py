@@ -419,10 +419,12 @@ class TileBuilder:
         return sorted(self._readers)
 
     def state(self) -> tuple[dict[Any, Any], ...]:
-        """Copies of what the builder keeps between instructions (for `resumed`)."""
+        """Copies of what the builder keeps between instructions (for `resumed`; the last
+        writers of the buffers not yet freed: a freed one's is never read again)."""
+        readers, last_write = self._readers, self._last_write
         return (
-            dict(self._last_write),
-            {b: list(r) for b, r in self._readers.items()},
+            {b: last_write[b] for b in readers if b in last_write},
+            {b: list(r) for b, r in readers.items()},
             dict(self._imports),
             {k: list(w) for k, w in self._ddr_writers.items()},
             dict(self._gates),

@@ -9,12 +9,19 @@ the same layers, tensors, neighbours and per-layer decisions (resident tensors, 
 concats, band views, held weights). The lowering loop reads nothing else of a layer before
 the mark (its lowering may look at its tensors' producers and users: they are compared), so
 the resumed program is the one a whole lowering gives, node for node.
+
+A trial may also stop where its state meets the kept program's before a later source layer
+(`Splice`): when the layers from there on and everything they may read of the lowering before
+them (`_interface`) are the kept program's with other node and buffer ids, the rest of the
+trial is the kept program's tail renamed, and the trial is priced over its own nodes and that
+tail (`Splice.flow`, from the kept program's run: `Timed`) without lowering it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from itertools import islice
 
 from npucc.backend.lower.builder import DdrTracker, TileBuilder
 from npucc.backend.lower.concat_fold import ConcatFolds
@@ -23,6 +30,7 @@ from npucc.backend.lower.resident import Residency
 from npucc.ir.graph import Graph, Layer
 from npucc.ir.program import Core, TiledProgram
 from npucc.ir.tiled import TileGraph
+from npucc.target.timing import in_order
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,15 +100,18 @@ def same_prefix(a: Decisions, b: Decisions, k: int) -> bool:
 
 def _prefix(graph: TileGraph, nodes: int, buffers: int) -> TileGraph:
     """A copy of `graph`'s first `nodes` nodes and `buffers` buffers, with their edges
-    (nodes and buffers shared: lowering does not change them; edge lists copied)."""
+    (nodes, buffers and predecessor lists shared: lowering does not change them; successor
+    lists copied)."""
     out = TileGraph(graph.name)
     out.nodes = graph.nodes[:nodes]
     out.buffers = graph.buffers[:buffers]
-    # NOTE: a node's successors are added in id order (an edge's head is the newest node)
+    # NOTE: an edge's head is the newest node: a node's successors are added in id order, and
+    # its predecessors all before the next node
     out.succs = [s.copy() if not s or s[-1] < nodes else [v for v in s if v < nodes]
                  for s in graph.succs[:nodes]]  # fmt: skip
-    out.preds = [p.copy() for p in graph.preds[:nodes]]
-    out.alloc_of = {b: v for b, v in graph.alloc_of.items() if v < nodes}
+    out.preds = graph.preds[:nodes]
+    # NOTE: a buffer's ALLOC is added with it (TileBuilder.alloc): in the order of the buffers
+    out.alloc_of = dict(islice(graph.alloc_of.items(), buffers))
     out.free_of = {b: v for b, v in graph.free_of.items() if v < nodes}
     return out
 
@@ -182,11 +193,212 @@ class Mark:
         return builders
 
 
+def _wholes(d: Decisions, name: str) -> list[str]:
+    """The tensors band view or folded concat part `name` lies in, if it is one."""
+    return [w[0] for w in (d.views.get(name), d.folds.parts.get(name)) if w is not None]
+
+
+def _interface(mark: Mark, ids: Callable[[int], int], bufs: Callable[[int], int]) -> Hashable:
+    """What the layers from `mark` on may read of the lowering before them, its node and
+    buffer ids passed through `ids` and `bufs`: the layers and their decisions, the live
+    buffers (size, tier, ALLOC, last writer, readers since), the resident tensors and, of the
+    DDR tensors those layers name (and the graph's outputs, and the tensors their band views
+    and folded concat parts lie in), the closes of their writes with
+    the runs each covers, the builder's imports of them and their band views, the program's
+    tensors, aliases and slices, and the context's pooled and fused layers among them.
+
+    NOTE: a builder's last writer of a freed buffer is never read again (a buffer is used
+    only while allocated), nor a close of a tensor no later layer names.
+    """
+    d, at = mark.decisions, mark.index
+    layers = d.graph.layers[at:]
+    spans = {n: (max(f - at, -1), last - at) for n, (f, last) in d.held.items() if last >= at}
+    decisions = (tuple(_layer_decisions(d, i) for i in range(at, len(d.graph.layers))),
+                 tuple(d.graph.inputs), tuple(d.graph.outputs), spans)  # fmt: skip
+    names = {n for layer in layers for n in (*layer.inputs, *layer.outputs) if n}
+    names.update(d.graph.outputs)
+    wholes = names
+    while wholes:  # the tensors a band view or a folded concat's part lies in, and theirs
+        wholes = {w for n in wholes for w in _wholes(d, n)} - names
+        names |= wholes
+    tensors, aliases, slices, _, _ = mark.program
+    last_write, readers, imports, writers, gates, resident, views, _ = mark.builders[0]
+    keys = {(aliases.get(n, n) if n not in slices else slices[n][0]) for n in names}
+    keys |= {views[k].key for k in keys | names if k in views}
+    graph = mark.graphs[0]
+    ready = {k: tuple((c, ids(v), lo, hi) for c, v, lo, hi in mark.tracker.ready[k])
+             for k in sorted(keys) if k in mark.tracker.ready}  # fmt: skip
+    written = {
+        ids(v): (w.starts.tobytes(), w.ends.tobytes(), tuple(map(ids, w.nodes.tolist())), w.longest)
+        for k in ready
+        for c, v, _, _ in mark.tracker.ready[k]
+        if (w := mark.tracker.written.get((c, v))) is not None
+    }
+    buffers = graph.buffers
+    live = tuple(
+        (bufs(b), buffers[b].size, buffers[b].tier, buffers[b].name, ids(graph.alloc_of[b]),
+         ids(last_write[b]) if b in last_write else None, tuple(map(ids, readers[b])))
+        for b in sorted(readers)
+    )  # fmt: skip
+    pooled, col_pooled, fused = mark.context
+    layer_names = {layer.name for layer in layers}
+    return (
+        decisions,
+        live,
+        {k: (bufs(r.buf), r.tier, r.off, r.core) for k, r in resident.items()},
+        ready,
+        written,
+        {(k, tuple(map(ids, after))): ids(v) for (k, after), v in imports.items() if k in keys},
+        {k: v for k, v in views.items() if k in keys or k in names},
+        {n: (aliases.get(n), slices.get(n)) for n in names},
+        {k: (t.role, t.shape, t.dtype, t.quant, id(t.data)) for k in keys if (t := tensors.get(k))},
+        (pooled & layer_names, col_pooled & layer_names),
+        {n: (_layer_key(layer), share) for n, (layer, share) in fused.items() if n in layer_names},
+    )
+
+
+def _noting(seen: list[int]) -> Callable[[int], int]:
+    """The identity, noting each id it is given in `seen`."""
+
+    def note(v: int) -> int:
+        seen.append(v)
+        return v
+
+    return note
+
+
+def _canonical(mark: Mark) -> tuple[Hashable, list[int]] | None:
+    """`_interface` of a one-core mark with its node and buffer ids renumbered in order
+    (0, 1, ...), and the node ids in that order; None: a mesh's or an open DDR write's
+    state (not compared)."""
+    _, _, _, writers, gates, _, _, _ = mark.builders[0]
+    tracker = mark.tracker
+    if len(mark.builders) != 1 or writers or gates or tracker.cross_edges or tracker.onchip:
+        return None
+    if any(mark.parts) or mark.program[4]:
+        return None
+    nodes: list[int] = []
+    bufs: list[int] = []
+    try:
+        _interface(mark, _noting(nodes), _noting(bufs))
+        ids = sorted(set(nodes))
+        ranks = {v: i for i, v in enumerate(ids)}
+        buf_ranks = {b: i for i, b in enumerate(sorted(set(bufs)))}
+        return _interface(mark, ranks.__getitem__, buf_ranks.__getitem__), ids
+    except TypeError:  # an attribute without a signature (memo.frozen): not compared
+        return None
+
+
+@dataclass(slots=True)
+class Timed:
+    """A core graph's nodes run in lowering order as `flow` runs them: their cycles, pipes and
+    finish times, and each pipe's free time after the first n nodes for each cut n."""
+
+    graph: TileGraph
+    cycles: list[int]
+    pipes: list[str | None]
+    finish: list[int]
+    free: dict[int, dict[Hashable, int]]
+
+    @classmethod
+    def of(cls, graph: TileGraph, cuts: list[int]) -> Timed:
+        """`graph` run, the pipes' free times kept at each of `cuts` (node counts)."""
+        nodes = graph.nodes
+        n = len(nodes)
+        out = cls(graph, [v.cycles for v in nodes], [v.pipe for v in nodes], [0] * n, {})
+        start: list[int] = [0] * n
+        pipe_free: dict[Hashable, int] = {}
+        at = 0
+        for cut in sorted({c for c in cuts if 0 < c < n} | {n}):
+            in_order(range(at, cut), out.cycles, out.pipes, graph.preds,
+                     timed=(start, out.finish, pipe_free))  # fmt: skip
+            out.free[cut] = dict(pipe_free)
+            at = cut
+        return out
+
+    @property
+    def span(self) -> int:
+        """The graph's `flow`."""
+        return max(self.finish, default=0)
+
+
+@dataclass(slots=True)
+class Splice:
+    """The kept lowering's marks (source layer -> mark; `kept` its core's graph run) a trial
+    lowering may meet after source layer `after`: when the trial's state before a source
+    layer is the kept one's at that layer with other node and buffer ids (`_interface`,
+    renumbered in the same order), the layers after it lower alike, the kept tail renamed, so
+    the trial stops there (`met`: the kept mark, kept -> trial ids of the nodes the tail
+    reads, and the trial's mark, from which its lowering may go on) and `flow` prices it with
+    the kept program's tail."""
+
+    marks: dict[int, Mark]
+    kept: Timed
+    after: int
+    met: tuple[Mark, dict[int, int], Mark] | None = None
+    tried: set[int] = field(default_factory=set)
+    known: dict[int, tuple[Hashable, list[int]] | None] = field(default_factory=dict)
+
+    def wants(self, source: int) -> bool:
+        """Whether the trial compares its state before `source`'s first lowered layer."""
+        return source > self.after and source in self.marks and source not in self.tried
+
+    def meets(self, source: int, mark: Mark) -> bool:
+        """Whether the trial's state `mark` before `source` is the kept one's, renamed."""
+        self.tried.add(source)
+        kept = self.marks[source]
+        if kept.graphs[0] is not self.kept.graph:
+            return False
+        if source not in self.known:
+            self.known[source] = _canonical(kept)
+        theirs, here = self.known[source], _canonical(mark)
+        if theirs is None or here is None or theirs[0] != here[0]:
+            return False
+        self.met = kept, dict(zip(theirs[1], here[1], strict=True)), mark
+        return True
+
+    def flow(self, trial: TileGraph) -> int:
+        """`flow` of the trial's nodes, followed, if it `met` the kept state, by the kept tail
+        from there, whose reads of earlier nodes are the trial's (AssertionError: one is not
+        in the map). NOTE: the nodes the trial shares with the kept graph (its prefix, from a
+        mark) finish as there."""
+        nodes, kept = trial.nodes, self.kept
+        n, shared = len(nodes), kept.graph.nodes
+        m = max((c for c in kept.free if c <= n and nodes[c - 1] is shared[c - 1]), default=0)
+        finish = kept.finish[:m] + [0] * (n - m)
+        pipe_free = dict(kept.free[m]) if m else {}
+        cycles = [0] * m + [v.cycles for v in nodes[m:]]
+        pipes = [None] * m + [v.pipe for v in nodes[m:]]
+        in_order(range(m, n), cycles, pipes, trial.preds, timed=([0] * n, finish, pipe_free))
+        span = max(finish, default=0)
+        if self.met is None:
+            return span
+        mark, renamed, _ = self.met
+        at, total = mark.nodes[0], len(shared)
+        known: list = [None] * total  # NOTE: a read of an unmapped node fails in in_order
+        for old, new in renamed.items():
+            known[old] = finish[new]
+        try:
+            in_order(range(at, total), kept.cycles, kept.pipes, kept.graph.preds,
+                     timed=([0] * total, known, pipe_free))  # fmt: skip
+        except TypeError:
+            raise AssertionError("a spliced tail reads a node its mark does not map") from None
+        return max(span, max(known[at:], default=0))
+
+
 @dataclass(slots=True)
 class Resume:
     """A lowering's marks: the source layers before whose first lowered layer (a band's,
-    in a chain) it records one (`made`, by source layer), and the mark it may start from."""
+    in a chain) it records one (`made`, by source layer), the mark it may start from, and
+    the kept lowering whose tail it may splice (it stops where it meets it)."""
 
     record: frozenset[int]
     start: Mark | None = None
     made: dict[int, Mark] = field(default_factory=dict)
+    splice: Splice | None = None
+
+    def wants(self, source: int) -> bool:
+        """Whether the lowering takes a mark before `source`'s first lowered layer."""
+        if source in self.record and source not in self.made:
+            return True
+        return self.splice is not None and self.splice.wants(source)
