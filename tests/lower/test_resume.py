@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 import npucc.backend.lower as lower
 from npucc.backend.lower.cascade import band_graph
 from npucc.backend.lower.context import flow
-from npucc.backend.lower.resume import Resume, Splice, Timed, same_prefix
+from npucc.backend.lower.resume import Resume, Splice, SpliceMiss, Timed, same_prefix
 from npucc.backend.lower.work import layer_work
 from npucc.compiler import compile_until
 from npucc.ir.program import TiledProgram
@@ -159,5 +159,32 @@ def test_a_spliced_tail_reading_an_unmapped_node_fails():
     assert splice.met is not None
     mark, renamed, _ = splice.met
     splice.met = mark, {}, splice.met[2]  # the tail's reads of earlier nodes unmapped
-    with pytest.raises(AssertionError, match="does not map"):
+    with pytest.raises(SpliceMiss, match="does not map"):
         splice.flow(partial.cores[0].graph)
+
+
+
+def _overlapped(tried: list[tuple[int, list[int]]]) -> TiledProgram:
+    """`_overlapped` from the lowering without chains (its marks kept) over `tried`."""
+    recorded = Resume(EVERY)
+    kept = _lower({}, recorded)
+    ctx = CompileContext(TARGET)
+    return lower._overlapped(
+        ctx, None, GRAPH, (layer_work(GRAPH), {}), ({}, recorded.made), kept, tried
+    )
+
+
+def test_a_trial_whose_splice_misses_is_lowered_whole(monkeypatch):
+    spliced = Splice.flow
+    misses = []
+
+    def missing(self, trial):  # a met splice whose tail reads an unmapped node
+        if self.met is not None:
+            misses.append(self.after)
+            raise SpliceMiss("a spliced tail reads a node its mark does not map")
+        return spliced(self, trial)
+
+    expected = _overlapped([(1, [2])])
+    monkeypatch.setattr(Splice, "flow", missing)
+    _same(_overlapped([(1, [2])]), expected)
+    assert misses == [1]  # the trial met the kept state, missed, and was lowered whole

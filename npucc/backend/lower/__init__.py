@@ -38,7 +38,15 @@ from npucc.backend.lower.context import LOWERINGS, LowerContext, ReservedFitErro
 from npucc.backend.lower.memo import forms
 from npucc.backend.lower.resident import NONE as NO_RESIDENT
 from npucc.backend.lower.resident import Residency, choose_resident
-from npucc.backend.lower.resume import Decisions, Mark, Resume, Splice, Timed, same_prefix
+from npucc.backend.lower.resume import (
+    Decisions,
+    Mark,
+    Resume,
+    Splice,
+    SpliceMiss,
+    Timed,
+    same_prefix,
+)
 from npucc.backend.lower.stage import stage_const
 from npucc.backend.lower.subbatch import Part, part_loops, part_spans, slice_offset, slice_plan
 from npucc.backend.lower.work import layer_work
@@ -161,7 +169,14 @@ def _overlapped(
                 banded = _lower_cascaded(ctx, placement, cascades, *work, resume)
             except ReservedFitError:
                 continue
-            span = splice.flow(banded.cores[0].graph)
+            try:
+                span = splice.flow(banded.cores[0].graph)
+            except SpliceMiss:  # the kept tail reads what the mark does not map: lower it whole
+                del banded
+                splice = Splice({}, timed, first)
+                resume = Resume(record, marks.get(first - 1), splice=splice)
+                banded = _lower_cascaded(ctx, placement, cascades, *work, resume)
+                span = splice.flow(banded.cores[0].graph)
             if span < best:
                 best, pick, won = span, chosen, (cascades, banded, resume.made, splice.met)
             elif first - 1 in resume.made and first - 1 not in marks:

@@ -322,6 +322,10 @@ class Timed:
         return max(self.finish, default=0)
 
 
+class SpliceMiss(LookupError):
+    """A spliced tail reads an earlier node its mark does not map: price the trial whole."""
+
+
 @dataclass(slots=True)
 class Splice:
     """The kept lowering's marks (source layer -> mark; `kept` its core's graph run) a trial
@@ -359,7 +363,7 @@ class Splice:
 
     def flow(self, trial: TileGraph) -> int:
         """`flow` of the trial's nodes, followed, if it `met` the kept state, by the kept tail
-        from there, whose reads of earlier nodes are the trial's (AssertionError: one is not
+        from there, whose reads of earlier nodes are the trial's (`SpliceMiss`: one is not
         in the map). NOTE: the nodes the trial shares with the kept graph (its prefix, from a
         mark) finish as there."""
         nodes, kept = trial.nodes, self.kept
@@ -382,7 +386,7 @@ class Splice:
             in_order(range(at, total), kept.cycles, kept.pipes, kept.graph.preds,
                      timed=([0] * total, known, pipe_free))  # fmt: skip
         except TypeError:
-            raise AssertionError("a spliced tail reads a node its mark does not map") from None
+            raise SpliceMiss("a spliced tail reads a node its mark does not map") from None
         return max(span, max(known[at:], default=0))
 
 
