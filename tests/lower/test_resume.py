@@ -163,7 +163,6 @@ def test_a_spliced_tail_reading_an_unmapped_node_fails():
         splice.flow(partial.cores[0].graph)
 
 
-
 def _overlapped(tried: list[tuple[int, list[int]]]) -> TiledProgram:
     """`_overlapped` from the lowering without chains (its marks kept) over `tried`."""
     recorded = Resume(EVERY)
