@@ -52,6 +52,7 @@ from npucc.backend.lower.subbatch import (
     loop_parts,
     part_layer,
     part_loops,
+    part_positions,
     part_spans,
     separable,
     slice_offset,
@@ -190,8 +191,9 @@ class ExecCostModel:
         n = len(self.graph.layers)
         loops, spans = part_loops(parts, n), part_spans(parts, n)
         return plan_onchip(
-            self.graph, cores_of, self.target, offchip, loops, spans, self._consumers
-        )
+            self.graph, cores_of, self.target, offchip, loops, spans, self._consumers,
+            part_positions(parts, n),
+        )  # fmt: skip
 
     @property
     def every_tensor(self) -> frozenset[str]:
