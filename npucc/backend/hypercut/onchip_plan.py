@@ -228,11 +228,13 @@ def slice_lives(
     """The first and last positions at which each of the n equal slices of `tensor` (its
     leading rows) is accessed, when its producer or a reader runs on n sub-batches (the others
     on divisors of n, each reading it directly); () when all its slices live alike."""
-    if positions is None or any(tensor not in graph.layers[j].inputs for j in readers):
+    if positions is None:
         return ()
     counts = [len(positions[k]) for k in (producer, *readers)]
     n = max(counts)
     if n == 1 or any(n % m for m in counts):
+        return ()
+    if any(tensor not in graph.layers[j].inputs for j in readers):
         return ()
     born = positions[producer]
     lives = tuple(
