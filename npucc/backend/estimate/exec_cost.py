@@ -192,7 +192,7 @@ class ExecCostModel:
         loops, spans = part_loops(parts, n), part_spans(parts, n)
         return plan_onchip(
             self.graph, cores_of, self.target, offchip, loops, spans, self._consumers,
-            part_positions(parts, n),
+            part_positions(parts, n) if len(parts) > n else None,  # NOTE: longer when split
         )  # fmt: skip
 
     @property

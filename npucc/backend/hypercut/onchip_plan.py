@@ -25,6 +25,15 @@ first sub-batch) do not overlap may take the same bytes although both live the w
 the bytes pass from one to the other every sub-batch, and the lowering makes each slice's
 writes wait for the readers of the other's last slice there (`OnChip.alternates`).
 
+A tensor held whole whose producer or readers run on sub-batches (a loop's whole input, read
+slice by slice, or its whole output, written so) lives home by home (`slice_lives`, given the
+`positions` of each layer's parts): slice j of n (elements [j·E/n, (j+1)·E/n)) lives from the
+part that writes it to the last part that reads it, and each home's life is the hull of its
+slices' (`OnChip.lives`). A home's bytes are then free for another tensor once its own slices
+are read: a loop's input passes its bytes to its output sub-batch by sub-batch. The lowering
+makes the writes of a tensor wait for the readers of those whose life ends before its own on
+some home they share (`OnChip.precedes`).
+
 The weights of a split loop's cube layers (the constants of `STAGED_OPS`) are kept on chip
 for its sub-batches when they fit the room the tensors above left: the lowering stages each
 once from DDR into chunks on the layer's rectangle, or on the nearest cores as well when the
@@ -104,8 +113,8 @@ def plan_onchip(
     sub-batch loop, its sub-batch count (1: not split) and its stage in a pipelined step (-1:
     none); `spans[i]`: the first and last positions of its parts in the lowering's order
     (default: i); `consumers`: the graph's `tensor_consumers`, if known; `positions[i]`: the
-    positions of layer i's parts, by sub-batch (`slice_lives`; default: none known). Empty on
-    one core or without a buffer."""
+    positions of layer i's parts, by sub-batch (`slice_lives`; default or None: none split).
+    Empty on one core or without a buffer."""
     budget = target.mesh.onchip_budget
     if budget <= 0 or target.cores <= 1:
         return {}
@@ -200,7 +209,7 @@ def plan_onchip(
             slot, slots = _handoff(i, found, elems, loops, cores_of, later)
             life = (span[i][0], max(span[j][1] for j in found))
             turn = (span[i][0], max(span[j][0] for j in found)) if slot and slots == 1 else None
-            sliced = () if slot else slice_lives(graph, t, i, found, positions)
+            sliced = slice_lives(graph, t, i, found, positions) if positions and not slot else ()
             held = slot * slots if slot else elems
             keep(t, held, cores, life, slot, slots, turn=turn, sliced=sliced)
     weights: dict[str, tuple[str, tuple[int, ...], int, int]] = {}  # key -> (const, cores, life)
@@ -223,13 +232,11 @@ def slice_lives(
     tensor: str,
     producer: int,
     readers: list[int],
-    positions: Sequence[tuple[int, ...]] | None,
+    positions: Sequence[tuple[int, ...]],
 ) -> tuple[tuple[int, int], ...]:
     """The first and last positions at which each of the n equal slices of `tensor` (its
     leading rows) is accessed, when its producer or a reader runs on n sub-batches (the others
     on divisors of n, each reading it directly); () when all its slices live alike."""
-    if positions is None:
-        return ()
     counts = [len(positions[k]) for k in (producer, *readers)]
     n = max(counts)
     if n == 1 or any(n % m for m in counts):

@@ -423,7 +423,8 @@ def plan_tensors(
         return plan_onchip(graph, cores, target, plan.offchip)
     n = len(graph.layers)
     return plan_onchip(graph, cores, target, plan.offchip, part_loops(parts, n),
-                       part_spans(parts, n), positions=part_positions(parts, n))  # fmt: skip
+                       part_spans(parts, n), positions=part_positions(parts, n) if len(parts) > n
+                       else None)  # fmt: skip
 
 
 @dataclass(slots=True)
