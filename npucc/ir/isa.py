@@ -521,6 +521,13 @@ def _quick_init(cls: type[Instr]) -> None:
     """Give frozen dataclass `cls` an __init__ that sets each slot through its descriptor, the
     same fields and defaults: the dataclass's calls object.__setattr__ per field, ~1.5x as
     slow, and a lowering builds an instruction for every node it emits or tries."""
+    # NOTE: only plain fields with plain defaults; a __post_init__ or a default factory would be
+    # skipped silently by this __init__, so they are refused here
+    if hasattr(cls, "__post_init__") or any(
+        f.default_factory is not MISSING  # type: ignore[misc]
+        for f in fields(cls)  # type: ignore[arg-type]
+    ):
+        raise TypeError(f"{cls.__name__}: __post_init__ or a default factory (_quick_init)")
     names = field_names(cls)
     defaults = {f.name: f.default for f in fields(cls) if f.default is not MISSING}  # type: ignore[arg-type]
     params = ", ".join(f"{n}=_d_{n}" if n in defaults else n for n in names)
