@@ -54,7 +54,6 @@ from npucc.backend.lower.subbatch import (
     loop_parts,
     part_layer,
     part_loops,
-    part_positions,
     part_spans,
     separable,
     slice_offset,
@@ -197,9 +196,8 @@ class ExecCostModel:
         n = len(self.graph.layers)
         loops, spans = part_loops(parts, n), part_spans(parts, n)
         return plan_onchip(
-            self.graph, cores_of, self.target, offchip, loops, spans, self._consumers, resume,
-            part_positions(parts, n) if len(parts) > n else None,  # NOTE: longer when split
-        )  # fmt: skip
+            self.graph, cores_of, self.target, offchip, loops, spans, self._consumers, resume
+        )
 
     @property
     def every_tensor(self) -> frozenset[str]:
