@@ -215,7 +215,7 @@ class ExecCostModel:
             return min(best, self._edp(steps, parts, {}, best))
         kept = self.onchip(steps, frozenset(), parts)
         staged = frozenset(key for key in kept if key not in self.graph.tensors)
-        variants = [kept, self.onchip(steps, self.every_tensor | staged, parts) if split else {}]
+        variants = [kept, self.onchip(steps, self.every_tensor | staged, parts)]
         if staged:
             # NOTE: `plan_onchip` places the staged copies after every tensor, in the room they
             # left: without them the tensors are placed as in `kept`
