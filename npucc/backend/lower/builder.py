@@ -444,8 +444,8 @@ class TileBuilder:
     ) -> TileBuilder:
         """A builder of `graph` continuing from `state` (of `state()`, copied again: one state
         may start several builders)."""
-        out = cls(graph, target, core, tracker)
         last_write, readers, imports, writers, gates, resident, views, forms = state
+        out = cls(graph, target, core, tracker, forms)
         out._last_write = dict(last_write)
         out._readers = {b: list(r) for b, r in readers.items()}
         out._imports = dict(imports)
@@ -453,7 +453,6 @@ class TileBuilder:
         out._gates = dict(gates)
         out._resident = dict(resident)
         out._views = dict(views)
-        out._forms = forms
         return out
 
 
