@@ -227,7 +227,7 @@ def model_file(model: onnx.ModelProto, folder: str | os.PathLike[str]) -> Path:
     return path
 
 
-def weights_apart(path: str | os.PathLike[str]) -> bool:
+def holds_weights_apart(path: str | os.PathLike[str]) -> bool:
     """Whether the model file at `path` holds its weights as `model_file` writes them: every
     initializer of EXTERNAL_BYTES or more in an external data file, and no subgraph (whose
     initializers `model_file` would move out too)."""

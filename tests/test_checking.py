@@ -192,8 +192,8 @@ def test_a_check_runs_a_model_holding_its_weights_apart_from_its_own_file(tmp_pa
     embedded = tmp_path / "embedded.onnx"
     onnx.save(model, str(embedded))
     apart = model_file(model, tmp_path)
-    assert checking.weights_apart(apart) and not checking.weights_apart(embedded)
-    assert not checking.weights_apart(tmp_path / "missing.onnx")
+    assert checking.holds_weights_apart(apart) and not checking.holds_weights_apart(embedded)
+    assert not checking.holds_weights_apart(tmp_path / "missing.onnx")
     written = []
     monkeypatch.setattr(checking, "model_file", lambda m, folder: written.append(folder) or
                         model_file(m, folder))  # fmt: skip

@@ -540,8 +540,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     NOTE: a model is checked from a file holding its weights apart (`model_file`): its own
     when nothing changes it (no random weights, no fixed input shapes) and it already holds
-    them so (`weights_apart`; VGG-19: 548 MB not read and written again, 2.6 CPU s)."""
-    from npucc.checking import model_file, randomize_weights, weights_apart
+    them so (`holds_weights_apart`; VGG-19: 548 MB not read and written again, 2.6 CPU s)."""
+    from npucc.checking import holds_weights_apart, model_file, randomize_weights
     from npucc.compiler import batch_input_shapes
     from npucc.frontend.onnx_import import load_model
 
@@ -550,7 +550,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     options = replace(options, input_shapes=shapes, batch=None)  # the shapes hold the batch
     if args.output is not None:
         _refuse_overwriting_model(Path(args.model), Path(args.output))
-    if not args.random_weights and not shapes and weights_apart(args.model):
+    if not args.random_weights and not shapes and holds_weights_apart(args.model):
         return _check_file(args, options, Path(args.model))
     model = load_model(args.model, shapes, options.fallback)
     if args.random_weights:
