@@ -114,7 +114,7 @@ def _conv_lrn(h: int = 61, w: int = 59, k: int = 3) -> onnx.ModelProto:
 def _trials(model: onnx.ModelProto, chains, monkeypatch) -> list[tuple[int, list[int]]]:
     """`trials` of `model` beside `chains`, its base lowered without cascades."""
     with monkeypatch.context() as m:
-        m.setattr(lower, "plan_chains", lambda g, t: {})
+        m.setattr(lower, "plan_chains", lambda g, t, *wider: {})
         m.setattr(lower, "trials", lambda g, c, t, b: [])
         base = compile_until(model, "lower-tiles", TARGET)
     return trials(compile_until(model, "prune-unused", TARGET), chains, TARGET, base)
@@ -131,11 +131,11 @@ def test_trials_offer_a_cube_bound_conv_into_a_vector_layer_not_already_chained(
 
 def test_a_trial_cascade_kept_for_its_overlap_runs_faster_and_matches_onnxruntime(monkeypatch):
     model = _conv_lrn()
-    monkeypatch.setattr(lower, "plan_chains", lambda g, t: {})
+    monkeypatch.setattr(lower, "plan_chains", lambda g, t, *wider: {})
     monkeypatch.setattr(lower, "trials", lambda g, c, t, b: [])
     plain = npucc.compile(model, TARGET).stats["predicted_makespan"]
     monkeypatch.undo()
-    monkeypatch.setattr(lower, "plan_chains", lambda g, t: {})
+    monkeypatch.setattr(lower, "plan_chains", lambda g, t, *wider: {})
     tiled = compile_until(model, "lower-tiles", TARGET)
     assert "a.band1" in tiled.tensors  # a computed band by band
     _agrees_with_onnxruntime(model)
@@ -210,7 +210,9 @@ def test_weights_held_across_bands_are_loaded_once_and_read_in_place(monkeypatch
     model = _bottleneck()
     graph = compile_until(model, "prune-unused", TARGET)
     ((first, (end, rows, _)),) = plan_chains(graph, TARGET).items()
-    monkeypatch.setattr(lower, "plan_chains", lambda g, t: {first: (end, rows, True)})
+    monkeypatch.setattr(
+        lower, "plan_chains", lambda g, t, *wider: {first: (end, rows, True)} if not wider else {}
+    )
     monkeypatch.setattr(lower, "paying", lambda chains, base, banded: chains)
     _agrees_with_onnxruntime(model)
     tiled = compile_until(model, "lower-tiles", TARGET)

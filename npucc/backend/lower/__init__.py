@@ -24,6 +24,7 @@ from npucc.backend.lower import (  # noqa: F401  (register)
 from npucc.backend.lower.band_view import BandView
 from npucc.backend.lower.builder import DdrTracker, MeshBuilder, TileBuilder
 from npucc.backend.lower.cascade import (
+    WIDE_SHARE,
     Cascades,
     Chains,
     band_graph,
@@ -111,24 +112,60 @@ def lower_graph(
     if not (one_core and resident):
         return base
     chains = plan_chains(graph, target)
-    program, marks = base, first.made
     before = layer_spans(base) if chains else []
+    lowering = (graph, ctx, placement, (work, memo), record)
+    paid = _paid(lowering, before, chains, ({}, base, first.made))
+    if paid is None:
+        return base
+    wider = plan_chains(graph, target, WIDE_SHARE, paid[0])
+    if wider:
+        before = before or layer_spans(base)
+        again = _paid(lowering, before, {**paid[0], **wider}, paid)
+        # NOTE: kept if its layers' spans sum below the program's so far (`paying`'s measure)
+        if again is not None and again is not paid and _spans(again[1]) < _spans(paid[1]):
+            paid = again
+        del again
+    chains, program, marks = paid
+    del paid
+    tried = trials(graph, chains, ctx.target, base)
+    del base, first  # held on only as `program`, when no chain paid
+    return _overlapped(ctx, placement, graph, (work, memo), (chains, marks), program, tried)
+
+
+def _paid(
+    lowering: tuple[
+        Graph, CompileContext, Placement | None, tuple[list[LayerWork], Memo], frozenset[int]
+    ],
+    before: list[tuple[int, int]],
+    chains: Chains,
+    fallback: tuple[Chains, TiledProgram, dict[int, Mark]],
+) -> tuple[Chains, TiledProgram, dict[int, Mark]] | None:
+    """The chains of `chains` that pay (`paying`, against the lowering without cascades timed
+    `before`), with `lowering`'s graph lowered so and its marks, or `fallback` (chains, their
+    lowering and marks) when those that pay are its chains or none (None: a tile does not fit
+    beside the bands). `lowering`: the graph, the compile context, the placement, the layers'
+    work and memo, and the source layers whose marks are kept."""
+    graph, ctx, placement, (work, memo), record = lowering
     while chains:
-        cascades = band_graph(graph, chains, target)
+        cascades = band_graph(graph, chains, ctx.target)
         resume = Resume(record)
         try:
             banded = _lower_cascaded(ctx, placement, cascades, work, memo, resume)
         except ReservedFitError:
-            return base
+            return None
         kept = paying(chains, before, banded)
         if kept == chains:
-            program, marks = banded, resume.made
-            break
+            return chains, banded, resume.made
         chains = kept
         del banded, resume  # NOTE: not held while the next is made (a whole tiled program)
-    tried = trials(graph, chains, ctx.target, base)
-    del base, first  # held on only as `program`, when no chain paid
-    return _overlapped(ctx, placement, graph, (work, memo), (chains, marks), program, tried)
+        if chains == fallback[0]:
+            break
+    return fallback
+
+
+def _spans(program: TiledProgram) -> int:
+    """The sum of `program`'s `layer_spans` (what `paying` compares)."""
+    return sum(c for _, c in layer_spans(program))
 
 
 def _overlapped(

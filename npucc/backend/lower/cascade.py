@@ -49,6 +49,10 @@ from npucc.target.cost import cube_bound, ddr_bound, dma_cycles, vector_bound
 # at 3 ResNet-50 runs 3,355,078 -> 3,298,503 cycles within a peak of 602,368 -> 565,248
 # (docs/roofline.md, `r50peak2`)
 CASCADE_SHARE = 3
+# the layers of no chain that paid within 1/CASCADE_SHARE are planned again within
+# 1/WIDE_SHARE of L1 (their bands then longer: fewer halo rows and band latencies); `paying`
+# judges them as it judged the first (docs/roofline.md, `mbv2k`)
+WIDE_SHARE = 2
 POOLS = ("maxpool", "avgpool")
 # layers whose output rows read the same input rows (a band of them is a layer of its kind)
 ROWWISE = ("lrn",)
@@ -170,15 +174,16 @@ def _held(graph: Graph, chain: list[Layer], target: Target) -> tuple[frozenset[s
     return frozenset(names), nbytes
 
 
-def _gain(graph: Graph, chain: list[Layer], r: int, target: Target, hold: bool) -> int | None:
+def _gain(
+    graph: Graph, chain: list[Layer], r: int, target: Target, hold: bool, share: int = CASCADE_SHARE
+) -> int | None:
     """Cycles saved by cascading `chain` with bands of `r` rows of its last output (None: the
     bands' intermediates, with the weights if `hold` holds them (`_held`; else they are
-    fetched again per band), do not fit 1/CASCADE_SHARE of L1, or a band reads no input
-    row)."""
+    fetched again per band), do not fit 1/`share` of L1, or a band reads no input row)."""
     eb, align = _elem_bytes(target), target.memory.alignment
     oh = graph.tensors[chain[-1].outputs[0]].shape[2]
     held, held_bytes = _held(graph, chain, target) if hold else (frozenset(), 0)
-    budget = target.memory.capacity("L1") // CASCADE_SHARE - held_bytes
+    budget = target.memory.capacity("L1") // share - held_bytes
     bands = [_band_rows(graph, chain, (y0, min(y0 + r, oh))) for y0 in range(0, oh, r)]
     computed = [0] * len(chain)
     x_rows = 0
@@ -227,22 +232,24 @@ def _gain(graph: Graph, chain: list[Layer], r: int, target: Target, hold: bool) 
     return ddr_bound(target, saved, saved) - cost - latency
 
 
-def _best(graph: Graph, chain: list[Layer], target: Target) -> tuple[int, bool, int]:
-    """The band height and weight holding of most gain for `chain`, and that gain (0, False,
-    0: none gains)."""
+def _best(graph: Graph, chain: list[Layer], target: Target, share: int) -> tuple[int, bool, int]:
+    """The band height and weight holding of most gain for `chain` within 1/`share` of L1, and
+    that gain (0, False, 0: none gains)."""
     oh = graph.tensors[chain[-1].outputs[0]].shape[2]
     best = (0, False, 0)
     for hold in (False, True) if _held(graph, chain, target)[0] else (False,):
         for r in range(1, oh):
-            gain = _gain(graph, chain, r, target, hold)
+            gain = _gain(graph, chain, r, target, hold, share)
             if gain is not None and gain > best[2]:
                 best = (r, hold, gain)
     return best
 
 
-def _split(graph: Graph, run: list[Layer], target: Target) -> list[tuple[int, int, int, bool]]:
+def _split(
+    graph: Graph, run: list[Layer], target: Target, share: int
+) -> list[tuple[int, int, int, bool]]:
     """The chains (first, one past the last, band rows, weights held) of `run` (linked
-    layers) of most total gain."""
+    layers) of most total gain within 1/`share` of L1."""
     m = len(run)
     score = [0] * (m + 1)
     # (chain start, rows, weights held) of the chain ending here
@@ -250,7 +257,7 @@ def _split(graph: Graph, run: list[Layer], target: Target) -> list[tuple[int, in
     for t in range(1, m + 1):
         score[t], choice[t] = score[t - 1], None
         for s in range(t - 1):
-            rows, hold, gain = _best(graph, run[s:t], target)
+            rows, hold, gain = _best(graph, run[s:t], target, share)
             if rows and score[s] + gain > score[t]:
                 score[t], choice[t] = score[s] + gain, (s, rows, hold)
     chains = []
@@ -269,16 +276,24 @@ def _split(graph: Graph, run: list[Layer], target: Target) -> list[tuple[int, in
 Chains = dict[int, tuple[int, int, bool]]
 
 
-def plan_chains(graph: Graph, target: Target) -> Chains:
-    """The chains of `graph` worth cascading on one core, by `_gain`."""
+def plan_chains(
+    graph: Graph, target: Target, share: int = CASCADE_SHARE, taken: Chains | None = None
+) -> Chains:
+    """The chains of `graph` worth cascading on one core within 1/`share` of L1, by `_gain`,
+    of layers in none of `taken`."""
     layers = graph.layers
+    skip = {k for first, (end, _, _) in (taken or {}).items() for k in range(first, end)}
     chains: Chains = {}
     i = 0
     while i < len(layers) - 1:
         j = i
-        while j + 1 < len(layers) and _linked(graph, layers[j], layers[j + 1], target):
+        while (
+            j + 1 < len(layers)
+            and not {j, j + 1} & skip
+            and _linked(graph, layers[j], layers[j + 1], target)
+        ):
             j += 1
-        for s, t, rows, hold in _split(graph, list(layers[i : j + 1]), target):
+        for s, t, rows, hold in _split(graph, list(layers[i : j + 1]), target, share):
             chains[i + s] = (i + t, rows, hold)
         i = j + 1
     return chains
