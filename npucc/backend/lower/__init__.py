@@ -144,22 +144,41 @@ def _paid(
     `before`), with `lowering`'s graph lowered so and its marks, or `fallback` (chains, their
     lowering and marks) when those that pay are its chains or none (None: a tile does not fit
     beside the bands). `lowering`: the graph, the compile context, the placement, the layers'
-    work and memo, and the source layers whose marks are kept."""
+    work and memo, and the source layers whose marks are kept.
+
+    NOTE: each lowering starts from `fallback`'s mark before the first chain it lacks and
+    stops where its state meets `fallback`'s after the last (npucc.backend.lower.resume): the
+    layers outside that stretch lower alike, their spans are `fallback`'s; only a lowering
+    whose chains all pay goes on from where it stopped.
+    """
     graph, ctx, placement, (work, memo), record = lowering
+    had, program, marks = fallback
+    timed, spans = _timed(program, marks), layer_spans(program)
     while chains:
+        new = [first for first, chain in chains.items() if had.get(first) != chain]
+        if not new:
+            break
         cascades = band_graph(graph, chains, ctx.target)
-        resume = Resume(record)
+        splice = Splice(marks, timed, max(chains[first][0] for first in new) - 1)
+        resume = Resume(record, marks.get(min(new) - 1), splice=splice)
         try:
             banded = _lower_cascaded(ctx, placement, cascades, work, memo, resume)
         except ReservedFitError:
             return None
-        kept = paying(chains, before, banded)
+        made, after = resume.made, layer_spans(banded)
+        if splice.met is not None:  # the kept tail from the source layer where it met
+            mark = splice.met[0]
+            meet = mark.decisions.origin[mark.index]
+            after += [(layer, c) for layer, c in spans if layer >= meet]
+        kept = paying(chains, before, after)
         if kept == chains:
-            return chains, banded, resume.made
+            if splice.met is not None:
+                rest = Resume(record, splice.met[2])
+                banded = _lower_cascaded(ctx, placement, cascades, work, memo, rest)
+                made = {**made, **rest.made}
+            return chains, banded, {**marks, **made}
         chains = kept
-        del banded, resume  # NOTE: not held while the next is made (a whole tiled program)
-        if chains == fallback[0]:
-            break
+        del banded, resume, splice  # NOTE: not held while the next is made (a tiled program)
     return fallback
 
 

@@ -449,9 +449,10 @@ def layer_spans(program: TiledProgram) -> list[tuple[int, int]]:
     return spans
 
 
-def paying(chains: Chains, before: list[tuple[int, int]], banded: TiledProgram) -> Chains:
-    """The chains whose bands, as lowered in `banded`, take fewer cycles than their layers in
-    the program without cascades (`before`: its `layer_spans`), each layer or band timed by
+def paying(chains: Chains, before: list[tuple[int, int]], after: list[tuple[int, int]]) -> Chains:
+    """The chains whose bands, as lowered with them (`after`: that program's `layer_spans`),
+    take fewer cycles than their layers in the program without cascades (`before`: its
+    `layer_spans`), each layer or band timed by
     its busiest pipe or its longest dependent chain; none if they all do but the whole
     program does not (a chain's image and output stay in DDR, which may cost other layers
     resident inputs or a concat folded in place).
@@ -467,7 +468,6 @@ def paying(chains: Chains, before: list[tuple[int, int]], banded: TiledProgram) 
     the cube or, for a depthwise conv, the vector unit) and adds the bands' latencies, so
     whether it pays is measured on both lowerings, not guessed.
     """
-    after = layer_spans(banded)
     kept: Chains = {}
     for first, (end, *_) in chains.items():
         old = sum(c for layer, c in before if first <= layer < end)
