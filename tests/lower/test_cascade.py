@@ -9,7 +9,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 import npucc
 import npucc.backend.lower as lower
-from npucc.backend.lower.cascade import TRIAL_ROWS, band_graph, plan_chains, trials
+from npucc.backend.lower.cascade import TRIAL_ROWS, WIDE_SHARE, band_graph, plan_chains, trials
+from npucc.backend.lower.resume import Splice
 from npucc.checking import compare, random_inputs, run_onnxruntime
 from npucc.compiler import compile_until
 from npucc.ir.isa import Copy, DdrRef
@@ -85,6 +86,22 @@ def _stem(pool: str, h: int = 97, w: int = 101) -> onnx.ModelProto:
     ]
     oh, ow = (h + 1) // 2, (w + 1) // 2
     return _model(nodes, {"w": (32, 3, 7, 7)}, [1, 3, h, w], [1, 32, (oh + 1) // 2, (ow + 1) // 2])
+
+
+def _stem_then(h: int = 97, w: int = 101) -> onnx.ModelProto:
+    """`_stem`'s conv and max pool, then two 1x1 convs (32 -> 64, relu; 64 -> 32)."""
+    nodes = [
+        *_stem("MaxPool", h, w).graph.node[:2],
+        helper.make_node(
+            "MaxPool", ["ar"], ["m"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]
+        ),
+        helper.make_node("Conv", ["m", "p"], ["b"]),
+        helper.make_node("Relu", ["b"], ["br"]),
+        helper.make_node("Conv", ["br", "q"], ["y"]),
+    ]
+    consts = {"w": (32, 3, 7, 7), "p": (64, 32, 1, 1), "q": (32, 64, 1, 1)}
+    oh, ow = (h + 1) // 2, (w + 1) // 2
+    return _model(nodes, consts, [1, 3, h, w], [1, 32, (oh + 1) // 2, (ow + 1) // 2])
 
 
 def _lrn_branch(h: int = 41, w: int = 43) -> onnx.ModelProto:
@@ -223,3 +240,54 @@ def test_weights_held_across_bands_are_loaded_once_and_read_in_place(monkeypatch
     ]
     bands = -(-49 // rows)
     assert bands > 1 and all(loads.count(w) == 1 for w in ("w1", "w2", "w3"))
+
+
+def test_the_wider_share_plans_longer_bands_only_on_layers_no_chain_took():
+    graph = compile_until(_inverted_residual(1), "prune-unused", TARGET)
+    ((first, (end, rows, hold)),) = plan_chains(graph, TARGET).items()
+    ((wide_first, (wide_end, wide, _)),) = plan_chains(graph, TARGET, WIDE_SHARE).items()
+    assert (wide_first, wide_end) == (first, end) and wide > rows  # 9 rows against 6
+    assert plan_chains(graph, TARGET, WIDE_SHARE, {first: (end, rows, hold)}) == {}
+    # a layer taken cuts the run: the chains left are of the layers beside it
+    assert [
+        (f, e) for f, (e, *_) in plan_chains(graph, TARGET, WIDE_SHARE, {2: (3, 1, False)}).items()
+    ] == [(0, 2)]
+    assert [
+        (f, e) for f, (e, *_) in plan_chains(graph, TARGET, WIDE_SHARE, {0: (1, 1, False)}).items()
+    ] == [(1, 3)]
+
+
+def test_chains_planned_only_within_the_wider_share_are_lowered_and_agree(monkeypatch):
+    model = _inverted_residual(1)
+    real = lower.plan_chains
+    # none planned within a third of L1: the wider pass alone plans the chain
+    monkeypatch.setattr(
+        lower, "plan_chains", lambda g, t, *wider: real(g, t, *wider) if wider else {}
+    )
+    monkeypatch.setattr(lower, "paying", lambda chains, before, after: chains)
+    tiled = compile_until(model, "lower-tiles", TARGET)
+    assert any(".band" in name for name in tiled.tensors)
+    _agrees_with_onnxruntime(model)
+
+
+def test_a_paying_lowering_spliced_onto_the_kept_tail_is_the_whole_lowering(monkeypatch):
+    model = _stem_then()
+    met: list[bool] = []
+
+    class Watched(Splice):
+        def meets(self, source, mark):  # noqa: ANN001, ANN202
+            met.append(super().meets(source, mark))
+            return met[-1]
+
+    monkeypatch.setattr(lower, "Splice", Watched)
+    spliced = npucc.compile(model, TARGET)
+    assert any(met)  # the chain's lowering met the program without it after the chain
+
+    class Never(Splice):
+        def wants(self, source):  # noqa: ANN001, ANN202
+            return False
+
+    monkeypatch.setattr(lower, "Splice", Never)
+    whole = npucc.compile(model, TARGET)
+    assert spliced.stream == whole.stream and spliced.image == whole.image
+    assert "ar.band1" in compile_until(model, "lower-tiles", TARGET).tensors  # the chain paid
