@@ -27,7 +27,8 @@ recomputed MACs on the cube (or, for a depthwise conv and a pool, the vector uni
 band's DMA latencies (target/cost.py's formulas); the band intermediates a layer holds (its
 input's and its output's bands), with the held weights, must fit 1/CASCADE_SHARE of L1. A
 run of linked layers is split into the chains of most total gain; `paying` then keeps those
-that, as lowered, take fewer cycles than without cascading.
+that, as lowered, take fewer cycles than without cascading. The layers of no chain kept are
+planned again within 1/WIDE_SHARE of L1 and judged alike.
 """
 
 from __future__ import annotations
