@@ -8,12 +8,14 @@ seed 0), MobileNet v2 (bench/mobilenet_v2.py) and the BERT-base encoder of model
 the bounds, the efficiency and the DRAM bytes against the minimum (npucc's roofline,
 Program.stats["roofline"], docs/roofline.md), and the four DAN metrics (peak L1+UB, extra DDR
 bytes, spills, makespan) of the dan and the original schedules (DAN overlapping layers within
-its plan's L1+UB peak, the default `overlap_peak=1`), and DAN's makespan and peak with its
-overlap bounded only by the plan's addresses (`overlap_peak=inf`). `--precision fp16` compiles
-the float models at fp16; `--precision int8` first quantizes each (`npucc.checking.quantize`,
-seed 0: onnxruntime's quantize_static, per-channel weights) and compiles the QDQ model at
-int8; the bound is computed at that precision. Prints a table; writes JSON (default
-bench/roofline_results.json, or roofline_results_PRECISION.json for fp16 and int8).
+its plan's L1+UB peak, the default `overlap_peak=1`), DAN's makespan and peak with its
+overlap bounded only by the plan's addresses (`overlap_peak=inf`), and the peak floor (lower
+bounds on the L1+UB peak of every order of the DAG, with spills and without; peak_floor.py).
+`--precision fp16` compiles the float models at fp16; `--precision int8` first quantizes
+each (`npucc.checking.quantize`, seed 0: onnxruntime's quantize_static, per-channel weights)
+and compiles the QDQ model at int8; the bound is computed at that precision. Prints a table;
+writes JSON (default bench/roofline_results.json, or roofline_results_PRECISION.json for fp16
+and int8).
 Deterministic: the same code gives the same file.
 """
 
@@ -63,7 +65,7 @@ def measure(model: onnx.ModelProto, precision: str = "fp32") -> dict[str, object
     """Compile with dan and original, interpret dan's (timing only); the figures."""
     if precision == "int8":
         model = quantize(model, seed=0)
-    dan = npucc.compile(model, TARGET, "dan", precision=precision)
+    dan = npucc.compile(model, TARGET, "dan", precision=precision, peak_floor=True)
     result = dan.execute(random_inputs(dan.inputs, 0), timing_only=True)
     if result.makespan != dan.stats["predicted_makespan"]:
         raise AssertionError(f"interpreted {result.makespan} != predicted")
@@ -76,6 +78,7 @@ def measure(model: onnx.ModelProto, precision: str = "fp32") -> dict[str, object
         "dan": {k: dan.stats[k] for k in METRICS},
         "original": {k: original.stats[k] for k in METRICS},
         "dan_unbounded": {k: free.stats[k] for k in METRICS},
+        "peak_floor": dan.stats["peak_floor"],
     }
 
 
@@ -84,12 +87,12 @@ def table(results: dict[str, dict[str, object]]) -> str:
     head = (
         "| model | makespan | bound | compute | memory | efficiency | DRAM ÷ min | busiest pipe"
         " | DAN vs original: peak L1+UB | extra DDR | spills | makespan"
-        " | DAN at overlap_peak inf: makespan (peak L1+UB) |"
+        " | DAN at overlap_peak inf: makespan (peak L1+UB) | peak floor: any order (unspilled) |"
     )
-    rows = [head, "|" + "---|" * 13]
+    rows = [head, "|" + "---|" * 14]
     for name, r in results.items():
         line, dan, orig = r["roofline"], r["dan"], r["original"]  # type: ignore[index]
-        free = r["dan_unbounded"]  # type: ignore[index]
+        free, floor = r["dan_unbounded"], r["peak_floor"]  # type: ignore[index]
         ratio = "n/a" if line["ddr_ratio"] is None else f"{line['ddr_ratio']:.2f}×"
         pair = [f"{dan[k]:,} vs {orig[k]:,}" for k in METRICS]
         rows.append(
@@ -97,7 +100,8 @@ def table(results: dict[str, dict[str, object]]) -> str:
             f"| {line['compute']:,} | {line['memory']:,} | {line['efficiency']:.3f} | {ratio} "
             f"| {line['pipe_name']} {line['pipe'] / line['makespan']:.0%} | "
             + " | ".join(pair)
-            + f" | {free['predicted_makespan']:,} ({free['peak_l1_ub']:,}) |"
+            + f" | {free['predicted_makespan']:,} ({free['peak_l1_ub']:,})"
+            + f" | {floor['any']:,} ({floor['unspilled']:,}) |"
         )
     return "\n".join(rows)
 

@@ -47,7 +47,11 @@ def backend_passes(options: CompileOptions) -> list[Pass]:
     return [
         HypercutPass(search=options.search, seed=options.seed, beam_width=options.beam_width),
         LowerTiles(),
-        SchedulePass(method=options.schedule, overlap_peak=options.overlap_peak),
+        SchedulePass(
+            method=options.schedule,
+            overlap_peak=options.overlap_peak,
+            peak_floor=options.peak_floor,
+        ),
         CodegenPass(debug_map=options.debug_map is not None),
     ]
 
@@ -370,6 +374,7 @@ def compile(
     debug_map: str | os.PathLike[str] | None = None,
     precision: str | None = None,
     overlap_peak: float = 1.0,
+    peak_floor: bool = False,
 ) -> Program:
     """Compile an ONNX model (path or ModelProto) for `target` with the `schedule` method.
 
@@ -382,7 +387,9 @@ def compile(
     type of weights and activations (default: the target's). `overlap_peak` bounds, on one
     core, DAN's live L1+UB bytes to that multiple of its memory plan's peak while it overlaps
     layers (default 1: no more than the plan's own; inf: the plan's addresses alone bound
-    them). The keywords are `CompileOptions`' fields.
+    them). `peak_floor` adds `stats["peak_floor"]`, lower bounds on the L1+UB peak of every
+    order of the program's DAGs (docs/roofline.md "Peak floor"). The keywords are
+    `CompileOptions`' fields.
     """
     return compile_program(model, _options(locals()))
 
@@ -414,6 +421,7 @@ def compile_until(
     debug_map: str | os.PathLike[str] | None = None,
     precision: str | None = None,
     overlap_peak: float = 1.0,
+    peak_floor: bool = False,
 ) -> Any:
     """Run the pipeline up to and including pass `stop_after`; returns the IR it produced.
 

@@ -38,6 +38,9 @@ class CompileOptions:
     # one core: DAN's live L1+UB bytes within this multiple of its memory plan's peak while it
     # overlaps layers (schedule pass); inf: only the plan's addresses bound them
     overlap_peak: float = 1.0
+    # stats["peak_floor"]: lower bounds on the L1+UB peak of every order of each core's DAG
+    # (schedule pass; ~1 CPU s on ResNet-50, so only when asked)
+    peak_floor: bool = False
     debug_map: str | os.PathLike[str] | None = None  # write the ONNX node -> stream map here
     print_before: frozenset[str] = frozenset()  # pass names: print the IR before them
     print_after: frozenset[str] = frozenset()  # pass names: print the IR after them

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from npucc import progress
+from npucc.backend.schedule.peak_floor import peak_floor
 from npucc.backend.schedule.perf_table import layer_table, rows_as_dicts
 from npucc.backend.schedule.registry import schedule_graph
 from npucc.backend.schedule.roofline import scheduled_roofline
@@ -35,6 +36,7 @@ class SchedulePass(Pass):
     # loop's estimate +6 % kept, +16 % overlapped) until the estimate models the free order
     overlap: bool = True
     overlap_peak: float = 1.0
+    peak_floor: bool = False  # stats["peak_floor"]: the peak's lower bounds (peak_floor.py)
 
     def run(self, ir: TiledProgram, ctx: CompileContext) -> ScheduledProgram:
         target = ctx.target
@@ -71,6 +73,12 @@ class SchedulePass(Pass):
         peaks = merge_peaks(r.residency for _, r in schedules)  # npucc.ir.residency
         ctx.stats["peak"] = peaks
         ctx.stats["peak_l1_ub"] = peaks.get(COMBINED, 0)
+        if self.peak_floor:
+            floors = [peak_floor(core.graph, capacity) for core in ir.cores]
+            ctx.stats["peak_floor"] = {
+                "any": max((f.any for f in floors), default=0),
+                "unspilled": max((f.unspilled for f in floors), default=0),
+            }
         ctx.stats["extra_ddr"] = sum(r.extra_ddr for _, r in schedules)
         ctx.stats["roofline"] = scheduled_roofline(scheduled, makespan).as_dict()
         ctx.stats["layers"] = rows_as_dicts(layer_table(scheduled))

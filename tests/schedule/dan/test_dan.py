@@ -270,3 +270,33 @@ def test_the_plan_does_not_depend_on_the_order_of_trial(name, monkeypatch):
     assert tried[0] == tried[1]
     assert (s1.order, s1.offsets, s1.spills) == (s2.order, s2.offsets, s2.spills)
     assert r1.metrics() == r2.metrics()
+
+
+def test_overlap_budget_is_the_plans_peak_with_allocs_sunk():
+    """A plan that allocates B while A still lives (the lowering's order) peaks at A + B + C;
+    its ALLOCs sunk to their first users, at A + C. `overlap` 1 keeps CPE's order within the
+    latter, below the plan's own peak; inf lets B's ALLOC run beside A."""
+    from tests.schedule.tgraphs import build
+
+    g = build(
+        [
+            ("ALLOC", 0, 1024, "L1"),
+            ("COPY_IN", "MTE2", 100, [0]),
+            ("ALLOC", 1, 1024, "L1"),
+            ("ALLOC", 2, 512, "UB"),
+            ("VEC", "VECTOR", 300, [0, 2]),
+            ("FREE", 0),
+            ("COPY_IN", "MTE2", 100, [1]),
+            ("VEC", "VECTOR", 300, [1, 2]),
+            ("FREE", 1),
+            ("COPY_OUT", "MTE3", 50, [2]),
+            ("FREE", 2),
+        ],
+        [(0, 1), (1, 4), (3, 4), (4, 5), (2, 6), (6, 7), (4, 7), (7, 8), (7, 9), (9, 10)],
+    )
+    plan, r = schedule_graph(g, "original", CAPS, MODEL)
+    assert r.peak == 2560 and cpe.sunk_peak(g, r.nodes, r.preds, r.order) == 1536
+    kept = replay(g, cpe.cpe(plan, r, overlap=1.0), CAPS, MODEL)
+    free = replay(g, cpe.cpe(plan, r, overlap=float("inf")), CAPS, MODEL)
+    assert kept.peak == 1536 < free.peak
+    assert free.makespan <= kept.makespan <= r.makespan

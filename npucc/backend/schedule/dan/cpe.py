@@ -30,7 +30,7 @@ import heapq
 import math
 from collections.abc import Sequence
 
-from npucc.backend.schedule.dan.headroom import Headroom
+from npucc.backend.schedule.dan.headroom import Headroom, order_peak, sunk_peak
 from npucc.backend.schedule.dan.mpas import tails
 from npucc.ir.replay import L0_TIERS, Replay
 from npucc.ir.schedule import Schedule
@@ -575,17 +575,25 @@ def cpe(
     # NOTE: measured on bench/roofline.py's models, each of the first three wins somewhere;
     # the budgeted order (`overlap` only) wins on all five (r50f, danpeak)
     h = downstream(r, succs)
+    cap = None  # with `overlap`: the budget every order kept must stay within
+    if overlap is not None and not r.spills:
+        # NOTE: a multiple of the plan's peak with its ALLOCs sunk to their first users (the
+        # sequence budget_order follows; at most r.peak), so the plan's next node always fits
+        peak = sunk_peak(r.graph, r.nodes, preds, r.order)
+        cap = UNCAPPED if math.isinf(overlap) else int(peak * overlap)
+    kept_ok = cap is None or order_peak(r.graph, r.nodes, order) <= cap
     tries: list[tuple[list[int], int | None, list[int] | None]] = [(group, None, h)]
     if not r.spills:
         tries += [(group, r.peak, h), (group, r.peak, None)]
-    for kept, cap, critical in tries:
-        found = list_order(r, preds, succs, kept, cap, critical, max(timed, default=0))
-        if found is not None and max(found[1], default=0) < max(timed, default=0):
-            order, timed = found
-    if overlap is not None and not r.spills:
-        cap = UNCAPPED if math.isinf(overlap) else int(r.peak * overlap)
-        found = budget_order(r, preds, succs, cap, h, max(timed, default=0))
-        if found is not None and max(found[1], default=0) < max(timed, default=0):
+    for kept, limit, critical in tries:
+        found = list_order(r, preds, succs, kept, limit, critical, max(timed, default=0))
+        if found is None or (cap is not None and order_peak(r.graph, r.nodes, found[0]) > cap):
+            continue
+        if not kept_ok or max(found[1], default=0) < max(timed, default=0):
+            (order, timed), kept_ok = found, True
+    if cap is not None:
+        found = budget_order(r, preds, succs, cap, h, max(timed, default=0) if kept_ok else None)
+        if found is not None and (not kept_ok or max(found[1], default=0) < max(timed, default=0)):
             order, timed = found
     order = local_moves(r, preds, succs, group, order, timed, window)
     return Schedule(order, dict(schedule.offsets), list(schedule.spills))

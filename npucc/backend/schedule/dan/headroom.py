@@ -35,27 +35,7 @@ class Headroom:
         plan: Sequence[int],
         cap: int,
     ) -> None:
-        total = len(nodes)
-        self.size = [0] * total  # per ALLOC node: its L1+UB bytes (0: an L0 tier's or empty)
-        for b, buf in enumerate(graph.buffers):
-            if buf.tier in PEAK_TIERS and buf.size:
-                self.size[graph.alloc_of[b]] = buf.size
-        self.alloc_of = {graph.free_of[b]: a for b, a in graph.alloc_of.items()}
-        self.event = [-1] * total  # per counted ALLOC: its start event; per its FREE: the end
-        live = [0]
-        started = [False] * total
-        for v in plan:
-            if nodes[v].op == "ALLOC":
-                continue
-            for a in preds[v]:
-                if self.size[a] and not started[a]:
-                    started[a] = True
-                    self.event[a] = len(live) - 1
-                    live.append(live[-1] + self.size[a])
-            a = self.alloc_of.get(v, -1)
-            if a >= 0 and self.size[a]:
-                self.event[v] = len(live) - 1
-                live.append(live[-1] - self.size[a])
+        self.size, self.alloc_of, self.event, live = _events(graph, nodes, preds, plan)
         self.slack = cap - np.array(live, dtype=np.int64)  # per plan state s (events 0..s-1 done)
         self.done = [False] * (len(live) - 1)  # per event
         self.first = 0  # the first event not done
@@ -104,3 +84,59 @@ class Headroom:
         self.done[e] = True
         while self.first < len(self.done) and self.done[self.first]:
             self.first += 1
+
+
+def _events(
+    graph: TileGraph,
+    nodes: Sequence[TileNode],
+    preds: Sequence[Sequence[int]],
+    plan: Sequence[int],
+) -> tuple[list[int], dict[int, int], list[int], list[int]]:
+    """The plan's L1+UB events, each ALLOC sunk to its first user: per ALLOC node its bytes,
+    FREE -> ALLOC, per counted ALLOC its start event and per its FREE its end, and the live
+    bytes after each event (from 0)."""
+    total = len(nodes)
+    size = [0] * total  # per ALLOC node: its L1+UB bytes (0: an L0 tier's or empty)
+    for b, buf in enumerate(graph.buffers):
+        if buf.tier in PEAK_TIERS and buf.size:
+            size[graph.alloc_of[b]] = buf.size
+    alloc_of = {graph.free_of[b]: a for b, a in graph.alloc_of.items()}
+    event = [-1] * total
+    live = [0]
+    started = [False] * total
+    for v in plan:
+        if nodes[v].op == "ALLOC":
+            continue
+        for a in preds[v]:
+            if size[a] and not started[a]:
+                started[a] = True
+                event[a] = len(live) - 1
+                live.append(live[-1] + size[a])
+        a = alloc_of.get(v, -1)
+        if a >= 0 and size[a]:
+            event[v] = len(live) - 1
+            live.append(live[-1] - size[a])
+    return size, alloc_of, event, live
+
+
+def sunk_peak(
+    graph: TileGraph,
+    nodes: Sequence[TileNode],
+    preds: Sequence[Sequence[int]],
+    plan: Sequence[int],
+) -> int:
+    """The plan's L1+UB peak with each ALLOC sunk to its first user (at most its own peak)."""
+    return max(_events(graph, nodes, preds, plan)[3])
+
+
+def order_peak(graph: TileGraph, nodes: Sequence[TileNode], order: Sequence[int]) -> int:
+    """The L1+UB peak of `order` (npucc.ir.residency's: ALLOC and FREE events alone count)."""
+    live = peak = 0
+    for v in order:
+        node = nodes[v]
+        if node.op == "ALLOC" or node.op == "FREE":
+            buf = graph.buffers[node.bufs[0]]
+            if buf.tier in PEAK_TIERS:
+                live += buf.size if node.op == "ALLOC" else -buf.size
+                peak = max(peak, live)
+    return peak
