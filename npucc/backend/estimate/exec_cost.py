@@ -36,7 +36,7 @@ from npucc.backend.estimate.list_schedule import (
     oldest_first,
     schedule,
 )
-from npucc.backend.estimate.prefix import Prefixes, Trace, timeline
+from npucc.backend.estimate.prefix import Prefixes, Trace
 from npucc.backend.estimate.profile import (
     LayerProfile,
     TimedShape,
@@ -282,10 +282,9 @@ class ExecCostModel:
             total += _cost_of(item).energy
             energy.append(total)
         runs = self._linked(priced, trace.runs[:items] if trace is not None else None)
-        before = timeline(self.target, trace, items)
-        after = before.copy()
-        edp = total * float(schedule(self.target, runs[items:], after))
-        made = Trace(placed, kept, priced, runs, energy, {items: before}, edp)
+        # NOTE: scheduled whole: a later run's bytes may take the channel before an earlier one's
+        edp = total * float(schedule(self.target, runs))
+        made = Trace(placed, kept, priced, runs, energy, edp)
         self._prefixes.add(keys, newer, made)
         return edp
 
@@ -518,10 +517,11 @@ class ExecCostModel:
         their previous barrier and the input's producers closed it (plus the flag's hops); its
         const loads once its cores' MTE2 finished the previous layer's loads. Its end is the
         latest of (release + tail) over its classes and (earliest release + cold duration).
-        On a mesh each layer's DDR bytes also pass the shared DDR channel, in lowering order:
-        its leading const loads once its cores' MTE2 is free, the rest once its first non-const
-        input is released; it ends no earlier than the channel is done with it plus the cycles
-        its slowest core runs after its last load.
+        On a mesh each layer's DDR bytes also pass the shared DDR channel, first ready first
+        served across layers: its leading const loads once its cores' MTE2 is free, the rest
+        once its first non-const input is released and its leading loads passed; it ends no
+        earlier than the channel is done with it plus the cycles its slowest core runs after
+        its last load.
         """
         parts = loop_parts(self.graph, steps, self.splits)
         return self._cost(steps, parts, self.onchip(steps, offchip, parts))
