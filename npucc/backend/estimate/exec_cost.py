@@ -367,7 +367,8 @@ class ExecCostModel:
         used = _used_cores(r, prof.ntiles)
         over: list[dict[int, int]] = [{} for _ in used]
         energy = prof.energy_pj
-        ddr, lead = prof.ddr_bytes, prof.lead_ddr_bytes
+        ddr, lead = prof.ddr_bytes, prof.leading(len(used))
+        first_dep = prof.first_dep(len(used))
         offsets = {
             o: slice_offset(self.graph, names[o], j, n, where)
             if n > 1 and not self.graph.is_const(names[o])
@@ -388,7 +389,7 @@ class ExecCostModel:
             over[k][c.node] = priced[0]
             energy += priced[1] - c.energy_pj
             ddr -= c.ddr
-            lead -= c.ddr if c.lead else 0
+            lead -= c.ddr if c.lead and c.tile <= first_dep[k] else 0
         # NOTE: equal timings once each (the list schedule takes the first of the latest)
         timings = tuple(
             dict.fromkeys(self._core_timing(prof, cores, k, over[k]) for k in range(cores))
@@ -627,7 +628,10 @@ class ExecCostModel:
         their number (`_footprint_id`)."""
         prof = self.profile(index, r.cores, n)
         cost = self._run_cost(
-            self.timing(index, r.cores, n), prof.energy_pj, prof.ddr_bytes, prof.lead_ddr_bytes
+            self.timing(index, r.cores, n),
+            prof.energy_pj,
+            prof.ddr_bytes,
+            prof.leading(min(r.cores, prof.ntiles)),
         )
         cores, first, box = _footprint(r, prof.ntiles, self.target.mesh.cols)
         return cost, core_spans(cores), first, box, self._footprint_id(cores)

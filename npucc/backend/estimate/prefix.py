@@ -82,4 +82,3 @@ class Prefixes:
         for key in keys[depth:]:
             child[(node, key)] = node = len(owner)
             owner.append(trace)
-
