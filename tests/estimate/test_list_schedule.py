@@ -8,6 +8,7 @@ from npucc.backend.estimate.list_schedule import (
     LayerRun,
     LayerTiming,
     RunCost,
+    Timeline,
     channel_bound,
     decisive,
     schedule,
@@ -69,14 +70,15 @@ def test_the_channel_bound_is_a_lower_bound_of_the_latency() -> None:
     assert channel_bound(load_target("davinci-core"), [runs[0].cost]) == 0  # no shared channel
 
 
-def test_the_channel_serves_a_later_run_first_when_its_bytes_are_ready_first() -> None:
+def test_a_schedule_continued_from_its_timeline_is_the_whole_schedule() -> None:
     target = load_target("mesh8x8")
-    timing = (LayerTiming(10, 0, ((1, 10),)),)
-    # the first run (core 1) waits 500 cycles for its input's flag, the second (core 0) reads
-    # its input at once: the second's bytes take the channel first (in lowering order: 700)
-    late = LayerRun(RunCost(timing, 1.0, 64, 0, 100, 0), ((1, 2),), (0, 1, 0, 1), (1,),
-                    (((0, 500),),), 0)  # fmt: skip
-    early = LayerRun(RunCost(timing, 1.0, 64, 0, 100, 0), ((0, 1),), (0, 0, 0, 0), (1,),
-                     (((0, 0),),), 0)  # fmt: skip
-    assert schedule(target, [late, early]) == 600
-    assert schedule(target, [early, late]) == 600
+    rng = random.Random(7)
+    for _ in range(100):
+        runs = _random_runs(rng, rng.randint(1, 8))
+        whole = schedule(target, runs)
+        for k in range(len(runs) + 1):
+            at = Timeline.start(target.cores)
+            schedule(target, runs[:k], at)
+            before = at.copy()
+            assert schedule(target, runs[k:], at) == whole
+            assert schedule(target, runs[k:], before) == whole  # the copy is independent

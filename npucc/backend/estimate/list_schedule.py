@@ -2,9 +2,8 @@
 
 A run waits for its cores' previous barrier and for the runs that wrote its inputs (plus
 their closing flags' hops); its const loads only for its cores' DDR loads; its DDR bytes pass
-the mesh's shared DDR channel first ready first served across runs, as the interpreter's
-channel serves transfers (`npucc.backend.estimate.exec_cost` builds the runs of a plan and
-states the rules).
+the mesh's shared DDR channel in lowering order (`npucc.backend.estimate.exec_cost` builds
+the runs of a plan and states the rules).
 """
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
-from heapq import heappop, heappush
 from typing import NamedTuple
 
 from npucc.backend.lower.subbatch import Part
@@ -69,125 +67,88 @@ def channel_bound(target: Target, costs: Iterable[RunCost]) -> int:
     return sum(cost.lead_held + cost.rest_held for cost in costs)
 
 
-def schedule(target: Target, runs: list[LayerRun]) -> int:
-    """The latency of one list schedule of the layer runs (in lowering order): each run once
-    its cores' previous runs and the runs writing its inputs ended, the shared DDR channel
-    serving the runs' bytes in the order they become ready, across runs."""
-    cores = target.cores
+@dataclass(slots=True)
+class Timeline:
+    """Where a list schedule stands after some runs (`schedule` continues from it)."""
+
+    ends: list[int]  # READY's finish, then each run's
+    core_free: list[int]  # per core: after its last barrier
+    mte2_free: list[int]  # per core: after its last DDR load
+    channel: int = 0  # when the shared DDR channel takes the next bytes (`ddr_channel`)
+
+    @classmethod
+    def start(cls, cores: int) -> Timeline:
+        """Before the first run: every core and the channel free at 0."""
+        return cls([0], [0] * cores, [0] * cores)
+
+    def copy(self) -> Timeline:
+        """An independent copy (`schedule` extends the one it is given)."""
+        return Timeline(self.ends[:], self.core_free[:], self.mte2_free[:], self.channel)
+
+
+def schedule(target: Target, runs: list[LayerRun], at: Timeline | None = None) -> int:
+    """The latency of one list schedule of the layer runs in lowering order, continued from
+    `at` (which it then extends to after them) if given, else from the start."""
+    if at is None:
+        at = Timeline.start(target.cores)
+    ends, core_free, mte2_free, channel = at.ends, at.core_free, at.mte2_free, at.channel
     shared = DdrChannel(target).shared
-    count = len(runs)
-    # NOTE: each run waits for its cores' previous runs, so a core's runs start in lowering
-    # order and `core_free`/`mte2_free` hold, when a run starts, its previous runs' figures
-    waiting = [0] * count  # per run, the runs it waits for that have not ended
-    succs: list[list[int]] = [[] for _ in range(count)]
-    last = [-1] * cores  # per core, its latest run so far
-    todo = []  # runs whose waits are over, not started
-    for i, run in enumerate(runs):
-        deps = set()
-        for a, b in run.spans:
+    # NOTE: a run unpacked at once and a one-core span indexed, not sliced (the search lists
+    # schedules of some 60 runs each over 10,000 times)
+    for cost, spans, _, data, srcs, _ in runs:
+        timings, _, _, lead_held, rest_held, after = cost
+        if len(spans) == 1:
+            a, b = spans[0]
             if b - a == 1:
-                deps.add(last[a])
-                last[a] = i
+                barrier, loaded = core_free[a], mte2_free[a]
             else:
-                deps.update(last[a:b])
-                last[a:b] = [i] * (b - a)
-        for writers in run.srcs:
-            for k, _ in writers:
-                deps.add(k - 1)
-        deps.discard(-1)
-        if deps:
-            waiting[i] = len(deps)
-            for k in deps:
-                succs[k].append(i)
+                barrier, loaded = max(core_free[a:b]), max(mte2_free[a:b])
         else:
-            todo.append(i)
-    ends = [0] * (count + 1)  # READY's finish, then each run's
-    core_free, mte2_free = [0] * cores, [0] * cores
-    # per run waiting for the channel: its end and tail by its timings, its rest's ready time
-    held_end, held_tail, held_ready = [0] * count, [0] * count, [0] * count
-    heap: list[tuple[int, int, int]] = []  # (ready, run, phase): 0 leading, 1 the rest
-    channel = 0  # when the shared DDR channel takes the next bytes
-    while True:
-        while todo:
-            i = todo.pop()
-            cost, spans, _, data, srcs, _ = runs[i]
-            timings, _, _, lead_held, rest_held, after = cost
-            if len(spans) == 1:
-                a, b = spans[0]
-                if b - a == 1:
-                    barrier, loaded = core_free[a], mte2_free[a]
-                else:
-                    barrier, loaded = max(core_free[a:b]), max(mte2_free[a:b])
-            else:
-                barrier = max([max(core_free[a:b]) for a, b in spans])
-                loaded = max([max(mte2_free[a:b]) for a, b in spans])
-            releases = [loaded]  # by release class
-            for writers in srcs:
-                release = barrier
-                for k, flag in writers:
-                    t = ends[k] + flag
-                    if t > release:
-                        release = t
-                releases.append(release)
-            end, tail = -1, 0
-            for timing in timings:
-                begin = -1  # the earliest release of its classes (barrier if it has none)
-                t_end = 0  # the latest release + tail
-                for c, t in timing.tails:
-                    r = releases[c]
-                    if begin < 0 or r < begin:
-                        begin = r
-                    if r + t > t_end:
-                        t_end = r + t
-                t = (barrier if begin < 0 else begin) + timing.cold
-                if t > t_end:
-                    t_end = t
-                if t_end > end:
-                    end, tail = t_end, timing.mte2_tail
-            if shared and (lead_held or rest_held):
+            barrier = max([max(core_free[a:b]) for a, b in spans])
+            loaded = max([max(mte2_free[a:b]) for a, b in spans])
+        releases = [loaded]  # by release class
+        for writers in srcs:
+            release = barrier
+            for k, flag in writers:
+                t = ends[k] + flag
+                if t > release:
+                    release = t
+            releases.append(release)
+        end, tail = -1, 0
+        for timing in timings:
+            begin = -1  # the earliest release of its classes (barrier if it has none)
+            t_end = 0  # the latest release + tail
+            for c, t in timing.tails:
+                r = releases[c]
+                if begin < 0 or r < begin:
+                    begin = r
+                if r + t > t_end:
+                    t_end = r + t
+            t = (barrier if begin < 0 else begin) + timing.cold
+            if t > t_end:
+                t_end = t
+            if t_end > end:
+                end, tail = t_end, timing.mte2_tail
+        if shared:
+            if lead_held:
+                channel = max(channel, loaded) + lead_held
+            if rest_held:
                 ready = releases[data[0]] if data else loaded
                 for c in data:
                     if releases[c] < ready:
                         ready = releases[c]
-                held_end[i], held_tail[i], held_ready[i] = end, tail, ready
-                if lead_held:
-                    heappush(heap, (loaded, i, 0))
-                else:
-                    heappush(heap, (ready, i, 1))
-                continue
-            for a, b in spans:
+                channel = max(channel, ready) + rest_held
+            if channel + after > end:  # its bytes came late through the channel
+                end, tail = channel + after, after
+        for a, b in spans:
+            if b - a == 1:
+                core_free[a], mte2_free[a] = end, end - tail
+            else:
                 core_free[a:b] = [end] * (b - a)
                 mte2_free[a:b] = [end - tail] * (b - a)
-            ends[i + 1] = end
-            for k in succs[i]:
-                waiting[k] -= 1
-                if not waiting[k]:
-                    todo.append(k)
-        if not heap:
-            return max(ends)
-        ready, i, phase = heappop(heap)
-        cost = runs[i].cost
-        if channel < ready:
-            channel = ready
-        if phase == 0:
-            channel += cost.lead_held
-            if cost.rest_held:  # NOTE: its cores' MTE2 takes the rest after the leading loads
-                ready = held_ready[i]
-                heappush(heap, (ready if ready > channel else channel, i, 1))
-                continue
-        else:
-            channel += cost.rest_held
-        end, tail = held_end[i], held_tail[i]
-        if channel + cost.after > end:  # its bytes came late through the channel
-            end, tail = channel + cost.after, cost.after
-        for a, b in runs[i].spans:
-            core_free[a:b] = [end] * (b - a)
-            mte2_free[a:b] = [end - tail] * (b - a)
-        ends[i + 1] = end
-        for k in succs[i]:
-            waiting[k] -= 1
-            if not waiting[k]:
-                todo.append(k)
+        ends.append(end)
+    at.channel = channel
+    return max(ends)
 
 
 class RunCost(NamedTuple):
