@@ -37,6 +37,7 @@ class InstrFields:
     operands: Callable[[Instr], tuple[Any, ...]]
     others: Callable[[Instr], tuple[Any, ...]]
     floats: Callable[[Instr], tuple[Any, ...]] | None
+    own_key: Callable[[Instr], tuple[Any, ...]]  # form_key with the operands' own tiers
 
     @staticmethod
     def of(cls: type[Instr]) -> InstrFields:
@@ -47,8 +48,32 @@ class InstrFields:
         others = tuple(n for n in kinds if n not in ops and n not in floats)
         names = tuple(n for n in kinds if n in ops)
         return InstrFields(
-            names, _getter(names), _getter(others), _getter(floats) if floats else None
+            names,
+            _getter(names),
+            _getter(others),
+            _getter(floats) if floats else None,
+            _own_key(cls, names, others, floats),
         )
+
+
+def _own_key(
+    cls: type[Instr], names: tuple[str, ...], others: tuple[str, ...], floats: tuple[str, ...]
+) -> Callable[[Instr], tuple[Any, ...]]:
+    """`form_key` of an instruction of `cls` with its operands in their own tiers, as one
+    generated expression (the lowering asks it of every instruction it emits or tries)."""
+
+    # NOTE: the same tuple as form_key(instr, fields, [ref.tier for ref in operands]): a
+    # 1-tuple of one field as `_getter` gives it, the floats' tuple by repr ("" without)
+    def fields_of(group: tuple[str, ...]) -> str:
+        return "(" + "".join(f"i.{n}, " for n in group) + ")"
+
+    floats_text = f"repr({fields_of(floats)})" if floats else '""'
+    tiers = "".join(f", i.{n}.tier" for n in names)
+    body = f"(cls, {fields_of(others)}, {floats_text}{tiers})"
+    env: dict[str, Any] = {"cls": cls}
+    exec(f"def own_key(i):\n    return {body}\n", env)  # noqa: S102  (a plain function)
+    found: Callable[[Instr], tuple[Any, ...]] = env["own_key"]
+    return found
 
 
 _FIELDS: dict[type[Instr], InstrFields] = {}

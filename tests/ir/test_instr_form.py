@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from npucc.compiler import compile_to
 from npucc.ir.instr_form import form_key, instr_fields
-from npucc.ir.isa import BufRef, Copy, DdrRef, Mmad, VFill
+from npucc.ir.isa import BufRef, Copy, DdrRef, HostOp, Mmad, VFill
+from npucc.options import CompileOptions
+
+MODELS = Path(__file__).resolve().parents[2] / "models"
 
 
 def _key(instr):
     fields = instr_fields(type(instr))
-    return form_key(instr, fields, [ref.tier for ref in fields.operands(instr)])
+    key = form_key(instr, fields, [ref.tier for ref in fields.operands(instr)])
+    assert fields.own_key(instr) == key and repr(fields.own_key(instr)) == repr(key)
+    return key
 
 
 def test_instructions_apart_only_in_their_operands_places_share_a_form():
@@ -29,3 +37,15 @@ def test_other_tiers_fields_or_float_texts_make_other_forms():
         _key(VFill(BufRef(1, "UB", 0), (4,), (1,), 0)),
     }
     assert len(keys) == 6
+
+
+def test_own_key_is_form_key_with_the_operands_own_tiers_for_every_instruction_lowered():
+    seen = set()
+    for model in ("small_cnn.onnx", "transformer_encoder.onnx"):
+        program = compile_to(MODELS / model, "lower-tiles", CompileOptions())
+        for core in program.cores:
+            for node in core.graph.nodes:
+                if node.instr is not None and not isinstance(node.instr, HostOp):
+                    _key(node.instr)
+                    seen.add(type(node.instr))
+    assert len(seen) >= 5

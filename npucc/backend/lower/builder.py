@@ -15,7 +15,7 @@ from typing import Any
 
 from npucc.backend.lower.band_view import BandView
 from npucc.backend.lower.ddr_deps import Runs, Written, pattern_runs
-from npucc.ir.instr_form import form_key, instr_fields
+from npucc.ir.instr_form import instr_fields
 from npucc.ir.isa import (
     BufRef,
     Copy,
@@ -268,8 +268,7 @@ class TileBuilder:
         """The trace op name, pipe and cycles of `instr`, worked out once per form."""
         if type(instr) is HostOp:
             return node_op_name(instr), instr_pipe(instr), instr_cycles(self.target, instr)
-        fields = instr_fields(type(instr))
-        key = form_key(instr, fields, [ref.tier for ref in fields.operands(instr)])
+        key = instr_fields(type(instr)).own_key(instr)
         found = self._forms.get(key)
         if found is None:
             found = node_op_name(instr), instr_pipe(instr), instr_cycles(self.target, instr)
