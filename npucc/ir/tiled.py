@@ -73,15 +73,27 @@ class TileGraph:
         layer: int = -1,
     ) -> TileNode:
         """Append a node; ALLOC/FREE nodes register themselves as their buffer's."""
-        node = TileNode(len(self.nodes), op, pipe, cycles, bufs, instr, layer)
-        self.nodes.append(node)
+        return self.nodes[self.add(op, pipe, cycles, bufs, instr, layer)]
+
+    def add(
+        self,
+        op: str,
+        pipe: str | None,
+        cycles: int,
+        bufs: tuple[int, ...],
+        instr: Instr | None = None,
+        layer: int = -1,
+    ) -> int:
+        """`add_node`, returning the node's id."""
+        v = len(self.nodes)
+        self.nodes.append(TileNode(v, op, pipe, cycles, bufs, instr, layer))
         self.succs.append([])
         self.preds.append([])
         if op == "ALLOC":
-            self.alloc_of[bufs[0]] = node.id
+            self.alloc_of[bufs[0]] = v
         elif op == "FREE":
-            self.free_of[bufs[0]] = node.id
-        return node
+            self.free_of[bufs[0]] = v
+        return v
 
     def add_edge(self, src: int, dst: int) -> None:
         """Add precedence src -> dst (callers avoid duplicates; self-edges are ignored)."""

@@ -9,11 +9,13 @@ from onnx import TensorProto, helper, numpy_helper
 from test_breadth_ops import run
 
 import npucc
+from npucc.backend.lower.builder import MeshBuilder, TileBuilder
 from npucc.backend.lower.context import LowerContext
-from npucc.backend.lower.depthwise import _lower_split, _trial
-from npucc.backend.lower.memo import fresh
+from npucc.backend.lower.depthwise import _lower_split
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.ir.isa import Copy, DdrRef
+from npucc.ir.program import TiledProgram
+from npucc.ir.tiled import TileGraph, TileNode
 from npucc.target import load_target
 
 
@@ -73,6 +75,17 @@ def test_a_grouped_conv_whose_groups_fill_the_cube_stays_on_the_cube():
     assert " op=mla " not in program.stream
 
 
+def _split_nodes(graph: Graph, layer: Layer, channels: int) -> list[TileNode]:
+    """The nodes `layer` lowered alone emits with `channels` of its channels on the cube."""
+    target = load_target("davinci-core")
+    tiles = TileGraph("t")
+    builder = MeshBuilder([TileBuilder(tiles, target)])
+    ctx = LowerContext(graph, TiledProgram("t", target), builder, target)
+    ctx.begin_layer((0,))
+    _lower_split(ctx, layer, channels)
+    return tiles.nodes
+
+
 def _cube_share_copies(channels: int) -> tuple[list[int], int]:
     """A 64-channel 56x56 depthwise conv with `channels` on the cube, lowered alone: the first
     row of each of the share's input copies, in lowering order, and its copies into L0B."""
@@ -83,8 +96,7 @@ def _cube_share_copies(channels: int) -> tuple[list[int], int]:
     graph.add_tensor(Tensor("y", (1, 64, 56, 56)))
     layer = Layer("dw", "conv2d", ["x", "w"], ["y"], {"group": 64, "pads": (1, 1, 1, 1)})
     graph.add_layer(layer)
-    ctx = LowerContext(graph, None, None, load_target("davinci-core"))  # type: ignore[arg-type]
-    copies = [n.instr for n in _trial(fresh(ctx, graph), layer, _lower_split, (channels,)).nodes]
+    copies = [n.instr for n in _split_nodes(graph, layer, channels)]
     copies = [c for c in copies if isinstance(c, Copy)]
     rows = [
         c.src.off % (56 * 56) // 56
@@ -118,8 +130,7 @@ def test_the_cube_share_takes_the_last_channels():
     graph.add_tensor(Tensor("y", (1, 64, 56, 56)))
     layer = Layer("dw", "conv2d", ["x", "w"], ["y"], {"group": 64, "pads": (1, 1, 1, 1)})
     graph.add_layer(layer)
-    ctx = LowerContext(graph, None, None, load_target("davinci-core"))  # type: ignore[arg-type]
-    nodes = _trial(fresh(ctx, graph), layer, _lower_split, (24,)).nodes
+    nodes = _split_nodes(graph, layer, 24)
     copies = [n.instr for n in nodes if isinstance(n.instr, Copy)]
     plane = 56 * 56
 
@@ -152,8 +163,7 @@ def test_weights_too_large_to_hold_in_ub_are_staged_in_l1_once():
     attrs = {"group": 512, "pads": (1, 1, 1, 1)}
     layer = Layer("dw", "conv2d", ["x", "w", "b"], ["y"], attrs)
     graph.add_layer(layer)
-    ctx = LowerContext(graph, None, None, load_target("davinci-core"))  # type: ignore[arg-type]
-    nodes = _trial(fresh(ctx, graph), layer, _lower_split, (0,)).nodes
+    nodes = _split_nodes(graph, layer, 0)
     copies = [n.instr for n in nodes if isinstance(n.instr, Copy)]
     reads = [c.src.key for c in copies if isinstance(c.src, DdrRef)]
     assert reads.count("w") == 1 and reads.count("b") == 1

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from npucc.backend.lower.band_view import BandView
 from npucc.backend.lower.ddr_deps import Runs, Written, pattern_runs
+from npucc.backend.lower.trial_graph import TrialGraph
 from npucc.ir.instr_form import instr_fields
 from npucc.ir.isa import (
     BufRef,
@@ -89,8 +90,12 @@ class DdrTracker:
     onchip: dict[str, OnChip] = field(default_factory=dict)  # keys kept on chip (NoC handoff)
 
 
-class TileBuilder:
-    """Builds one core's TileGraph in lowering order with automatic dependency edges."""
+G = TypeVar("G", TileGraph, TrialGraph)  # what a builder appends to: a trial's graph or a core's
+
+
+class TileBuilder(Generic[G]):
+    """Builds one core's TileGraph (or a trial's, `TrialGraph`) in lowering order with automatic
+    dependency edges."""
 
     __slots__ = (
         "graph",
@@ -110,13 +115,13 @@ class TileBuilder:
 
     def __init__(
         self,
-        graph: TileGraph,
+        graph: G,
         target: Target,
         core: int = 0,
         tracker: DdrTracker | None = None,
         forms: Forms | None = None,
     ) -> None:
-        self.graph = graph
+        self.graph: G = graph
         self.target = target
         self.core = core  # index of this core in the program
         self.tracker = tracker if tracker is not None else DdrTracker()
@@ -162,14 +167,14 @@ class TileBuilder:
         align = self.target.memory.alignment
         size = max(align, math.ceil(nbytes / align) * align)
         buf = self.graph.add_buffer(size, tier, name)
-        self.graph.add_node("ALLOC", None, 0, (buf.id,), layer=self.layer)
+        self.graph.add("ALLOC", None, 0, (buf.id,), layer=self.layer)
         self._readers[buf.id] = []
         return BufRef(buf.id, tier, 0, self.core)
 
     def free(self, ref: BufRef) -> None:
         """Free a buffer after every node that used it."""
         self._own(ref)
-        node = self.graph.add_node("FREE", None, 0, (ref.buf,), layer=self.layer).id
+        node = self.graph.add("FREE", None, 0, (ref.buf,), layer=self.layer)
         # NOTE: readers since the last write depend on it, so they alone imply it.
         self.graph.add_edges(self._readers.pop(ref.buf) or [self._last(ref.buf)], node)
 
@@ -239,7 +244,7 @@ class TileBuilder:
             bufs = tuple(dict.fromkeys((*write_bufs, *read_bufs)))
         graph = self.graph
         op, pipe, cycles = self._form(instr)
-        node_id = graph.add_node(op, pipe, cycles, bufs, instr, self.layer).id
+        node_id = graph.add(op, pipe, cycles, bufs, instr, self.layer)
         last_write, alloc_of = self._last_write, graph.alloc_of
         for b in bufs:
             if b in write_bufs:
@@ -368,7 +373,7 @@ class TileBuilder:
             return nodes[0] if nodes else None
         memo = (key, tuple(nodes))
         if memo not in self._imports:
-            barrier = self.graph.add_node("BARRIER", None, 0, (), layer=self.layer).id
+            barrier = self.graph.add("BARRIER", None, 0, (), layer=self.layer)
             for n in nodes:
                 self.graph.add_edge(n, barrier)
             self._imports[memo] = barrier
@@ -382,7 +387,7 @@ class TileBuilder:
         A mesh sub-batch's gate waits for the reads of every earlier sub-batch on each core
         (SqueezeNet b16 on mesh8x8: 6.33 M cross-core edges, 350 k of them needed).
         """
-        node = self.graph.add_node("BARRIER", None, 0, (), layer=self.layer).id
+        node = self.graph.add("BARRIER", None, 0, (), layer=self.layer)
         latest: dict[int, int] = {}
         for core, barrier in closes:
             if core == self.core:
@@ -404,7 +409,7 @@ class TileBuilder:
         writers = self._ddr_writers.pop(key, [])
         if not writers:
             return None
-        barrier = self.graph.add_node("BARRIER", None, 0, (), layer=self.layer).id
+        barrier = self.graph.add("BARRIER", None, 0, (), layer=self.layer)
         for w, _ in writers:
             self.graph.add_edge(w, barrier)
         self.tracker.ready.setdefault(key, []).append((self.core, barrier, lo, hi))
@@ -440,11 +445,11 @@ class TileBuilder:
         core: int,
         tracker: DdrTracker,
         state: tuple[dict[Any, Any], ...],
-    ) -> TileBuilder:
+    ) -> TileBuilder[TileGraph]:
         """A builder of `graph` continuing from `state` (of `state()`, copied again: one state
         may start several builders)."""
         last_write, readers, imports, writers, gates, resident, views, forms = state
-        out = cls(graph, target, core, tracker, forms)
+        out: TileBuilder[TileGraph] = TileBuilder(graph, target, core, tracker, forms)
         out._last_write = dict(last_write)
         out._readers = {b: list(r) for b, r in readers.items()}
         out._imports = dict(imports)

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from npucc.backend.lower.builder import MeshBuilder
+from npucc.backend.lower.trial_graph import TrialGraph
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph, Layer
 from npucc.ir.isa import BufRef, Copy, DdrRef, Mmad, VBinary, VFill, VUnary
@@ -262,15 +263,16 @@ def largest(fits: Callable[[int], bool], hi: int) -> int:
     return best
 
 
-def flow(graph: TileGraph) -> int:
+def flow(graph: TileGraph | TrialGraph) -> int:
     """The makespan of a core's nodes run in lowering order on each pipe, each as soon as its
     pipe and its predecessors allow (target.timing.in_order: DMA latencies on the critical
     path count, which the busiest pipe alone does not see; a layer on one pipe overlaps the
     next one's on another)."""
-    nodes = graph.nodes
-    _, finish = in_order(
-        range(len(nodes)), [v.cycles for v in nodes], [v.pipe for v in nodes], graph.preds
-    )
+    if isinstance(graph, TrialGraph):
+        cycles, pipes = graph.cycles, graph.pipes
+    else:
+        cycles, pipes = [v.cycles for v in graph.nodes], [v.pipe for v in graph.nodes]
+    _, finish = in_order(range(len(cycles)), cycles, pipes, graph.preds)
     return max(finish, default=0)
 
 

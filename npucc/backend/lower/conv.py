@@ -46,7 +46,7 @@ from npucc.backend.lower.conv_geom import (
 from npucc.backend.lower.depthwise import lower_vector_conv, prefers_vector
 from npucc.backend.lower.dwfuse import cube_shares, fused_depthwise, lower_fused
 from npucc.backend.lower.l0_tiles import MatTiles, fitting_tiles
-from npucc.backend.lower.memo import fresh, once, signature
+from npucc.backend.lower.memo import fresh, once, signature, trial_graph
 from npucc.ir.graph import Layer
 from npucc.ir.isa import REQUANT_BYTES, BufRef, Copy, Img2Col
 
@@ -191,11 +191,11 @@ def _fuses(ctx: LowerContext, layer: Layer) -> tuple[Layer, int] | None:
         lo = program.offset(t)
         alone.builder.close_ddr(program.key(t), lo, lo + math.prod(ctx.shape(t)))
         _lower_alone(alone, d)
-        best, cube = flow(alone.builder.builders[0].graph), -1
+        best, cube = flow(trial_graph(alone)), -1
         for share in (0, *cube_shares(ctx, d)):
             fused = fresh(ctx, ctx.graph)
             lower_fused(fused, layer, d, share)
-            c = flow(fused.builder.builders[0].graph)
+            c = flow(trial_graph(fused))
             tolerance = c * CYCLE_TOLERANCE < best * (CYCLE_TOLERANCE + 1)
             if c < best or (share == 0 and tolerance):
                 best, cube = c, share

@@ -34,11 +34,11 @@ from npucc.backend.lower.context import (
 from npucc.backend.lower.conv_geom import ConvGeom, conv_geometry
 from npucc.backend.lower.dwcube import CubePlan, CubeShare, cube_plan
 from npucc.backend.lower.layout import budget, coalesce, fill_window
-from npucc.backend.lower.memo import once
+from npucc.backend.lower.memo import once, trial_graph
+from npucc.backend.lower.trial_graph import TrialGraph
 from npucc.errors import NpuccError
 from npucc.ir.graph import Layer
 from npucc.ir.isa import BufRef, Copy, VBinary
-from npucc.ir.tiled import TileGraph
 
 # a tile holds at most 2/3 of the UB share (TILE_SHARE): the pipelined lowering keeps two
 # windows and two accumulators live (the next band's load, the store of the last), and coldest
@@ -138,25 +138,21 @@ def _bounds(
 
     def figures(trial: LowerContext, one: Layer) -> tuple[int, int]:
         graph = _trial(trial, one, lower, args)
-        busy: dict[str, int] = {}
-        for node in graph.nodes:
-            if node.pipe is not None:
-                busy[node.pipe] = busy.get(node.pipe, 0) + node.cycles
-        return max(busy.values(), default=0), flow(graph)
+        return graph.busy(), flow(graph)
 
     return once(ctx, layer, (_bounds, lower, args), figures)
 
 
 def _trial(
     trial: LowerContext, layer: Layer, lower: Callable[..., None], args: tuple[int, ...]
-) -> TileGraph:
+) -> TrialGraph:
     """The nodes a lowering emits for the layer on `trial`, a fresh context of one core.
 
     NOTE: on its own program (memo.fresh), so nothing of it reaches the output; every node's
     cycles are `ir.isa_cost.instr_cycles`, target/cost.py's formulas.
     """
     lower(trial, layer, *args)
-    return trial.builder.builders[0].graph
+    return trial_graph(trial)
 
 
 def lower_vector_conv(ctx: LowerContext, layer: Layer) -> None:

@@ -18,10 +18,10 @@ import numpy as np
 
 from npucc.backend.lower.builder import Forms, MeshBuilder, TileBuilder
 from npucc.backend.lower.context import LowerContext
+from npucc.backend.lower.trial_graph import TrialGraph
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.ir.program import TiledProgram
-from npucc.ir.tiled import TileGraph
 
 T = TypeVar("T")
 
@@ -63,12 +63,19 @@ def signature(graph: Graph, layer: Layer) -> Signature:
 
 def fresh(ctx: LowerContext, graph: Graph) -> LowerContext:
     """A context on `graph` with `ctx`'s target, L1 reservation and memo, a fresh program and
-    one fresh core (what is emitted there reaches no output)."""
+    one fresh core (what is emitted there reaches no output: a `TrialGraph`, `trial_graph`)."""
     program = TiledProgram(graph.name, ctx.target)
-    builder = MeshBuilder([TileBuilder(TileGraph("scratch"), ctx.target, forms=forms(ctx.memo))])
+    builder = MeshBuilder([TileBuilder(TrialGraph(), ctx.target, forms=forms(ctx.memo))])
     out = LowerContext(graph, program, builder, ctx.target, reserved=ctx.reserved, memo=ctx.memo)
     out.begin_layer((0,))
     return out
+
+
+def trial_graph(trial: LowerContext) -> TrialGraph:
+    """What a lowering on `fresh` context `trial` emitted."""
+    graph = trial.builder.builders[0].graph
+    assert isinstance(graph, TrialGraph)
+    return graph
 
 
 def forms(memo: dict[Hashable, Any]) -> Forms:

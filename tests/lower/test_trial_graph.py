@@ -1,0 +1,52 @@
+"""A trial lowering's graph: the same flow and busiest pipe as the whole TileGraph's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from npucc.backend.lower.builder import MeshBuilder, TileBuilder
+from npucc.backend.lower.context import LowerContext, flow
+from npucc.backend.lower.depthwise import _lower_split
+from npucc.backend.lower.trial_graph import TrialGraph
+from npucc.ir.graph import Graph, Layer, Tensor
+from npucc.ir.program import TiledProgram
+from npucc.ir.tiled import TileGraph
+from npucc.target import load_target
+
+
+def _depthwise() -> tuple[Graph, Layer]:
+    graph = Graph("t")
+    graph.add_tensor(Tensor("x", (1, 64, 28, 28)))
+    graph.inputs.append("x")
+    graph.add_tensor(Tensor("w", (64, 1, 3, 3), data=np.ones((64, 1, 3, 3), np.float32)))
+    graph.add_tensor(Tensor("b", (64,), data=np.ones(64, np.float32)))
+    graph.add_tensor(Tensor("y", (1, 64, 28, 28)))
+    layer = Layer("dw", "conv2d", ["x", "w", "b"], ["y"], {"group": 64, "pads": (1, 1, 1, 1)})
+    graph.add_layer(layer)
+    return graph, layer
+
+
+def _lowered(tiles: TileGraph | TrialGraph, channels: int) -> None:
+    graph, layer = _depthwise()
+    target = load_target("davinci-core")
+    ctx = LowerContext(graph, TiledProgram("t", target), MeshBuilder([TileBuilder(tiles, target)]),
+                       target)  # fmt: skip
+    ctx.begin_layer((0,))
+    _lower_split(ctx, layer, channels)
+
+
+@pytest.mark.parametrize("channels", [0, 16, 32])
+def test_a_trial_graph_keeps_the_flow_busiest_pipe_and_edges_of_the_tile_graph(channels):
+    whole, trial = TileGraph("t"), TrialGraph()
+    _lowered(whole, channels)
+    _lowered(trial, channels)
+    assert trial.preds == whole.preds and trial.alloc_of == whole.alloc_of
+    assert trial.cycles == [v.cycles for v in whole.nodes]
+    assert trial.pipes == [v.pipe for v in whole.nodes]
+    busy: dict[str, int] = {}
+    for v in whole.nodes:
+        if v.pipe is not None:
+            busy[v.pipe] = busy.get(v.pipe, 0) + v.cycles
+    assert trial.busy() == max(busy.values()) > 0
+    assert flow(trial) == flow(whole) > trial.busy() // 2
