@@ -62,10 +62,29 @@ class LabelMap:
             return self._window_min(i, j, offsets, size)
         if j - i > NUMPY_WINDOW:
             return self._coldest_np(i, j, lo, hi, size, al)
-        inner = [x for x in self.starts[i:j] if x > lo] + [x for x in self.ends[i:j] if x < hi]
-        cands = {off for x in inner if (off := -(-x // al) * al) <= last}  # align_up, inlined
-        cands.update(off for off in (align_up(lo, al), last // al * al) if lo <= off <= last)
-        return self._window_min(i, j, sorted(cands), size)
+        # NOTE: the bounds interleaved (start, end, start, ...) ascend, and stay so aligned up:
+        # the distinct offsets come in order, each once, with no set and no sort
+        first = -(-lo // al) * al  # align_up, inlined
+        offsets = [first] if first <= last else []
+        for k in range(i, j):
+            x = starts[k]
+            if x > lo:
+                off = -(-x // al) * al
+                if off > last:
+                    break
+                if not offsets or off != offsets[-1]:
+                    offsets.append(off)
+            x = ends[k]
+            if x < hi:
+                off = -(-x // al) * al
+                if off > last:
+                    break
+                if not offsets or off != offsets[-1]:
+                    offsets.append(off)
+        top = last // al * al
+        if top >= lo and (not offsets or top != offsets[-1]):
+            offsets.append(top)
+        return self._window_min(i, j, offsets, size)
 
     def _coldest_np(
         self, i: int, j: int, lo: int, hi: int, size: int, al: int
