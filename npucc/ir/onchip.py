@@ -53,7 +53,11 @@ class OnChip:
         if hi <= lo:
             return 0
         first, last = lo // self.chunk, (hi - 1) // self.chunk
-        return max(abs(r - core[0]) + abs(c - core[1]) for r, c in self.homes[first : last + 1])
+        y, x = core
+        if first == last:  # NOTE: most copies lie in one chunk: no generator for them
+            r, c = self.homes[first]
+            return abs(r - y) + abs(c - x)
+        return max(abs(r - y) + abs(c - x) for r, c in self.homes[first : last + 1])
 
     def text(self) -> str:
         """`homes=[r,c;r,c] chunk=N at=OFF live=A..B [turn=C..D]` (the stream's and the tiled

@@ -88,7 +88,7 @@ def test_retiming_a_move_matches_timing_the_moved_order():
     order = list(s.order)
     finish = cpe._timing(r.nodes, preds, order)
     pos = {v: i for i, v in enumerate(order)}
-    pipes = len({node.pipe for node in r.nodes if node.pipe is not None})
+    lanes = cpe.Lanes(r.nodes, order)
     rng = random.Random(0)
     moves = 0
     for _ in range(1000):
@@ -97,7 +97,7 @@ def test_retiming_a_move_matches_timing_the_moved_order():
         if any(order[x] in preds[order[p]] for x in range(q, p)):
             continue  # not a legal move
         trial = order[:q] + [order[p]] + order[q:p] + order[p + 1 :]
-        got, top = cpe._retime(r.nodes, preds, succs, order, pos, finish, (q, p, pipes))
+        got, top = cpe._retime(lanes, preds, succs, order, pos, finish, (q, p))
         want = cpe._timing(r.nodes, preds, trial)
         assert got == want
         assert top <= max(want)
@@ -115,7 +115,7 @@ def test_retiming_stops_once_the_makespan_cannot_drop():
     order = list(s.order)
     finish = cpe._timing(r.nodes, preds, order)
     pos = {v: i for i, v in enumerate(order)}
-    pipes = len({node.pipe for node in r.nodes if node.pipe is not None})
+    lanes = cpe.Lanes(r.nodes, order)
     best = max(finish)
     last = max(pos[x] for x, f in enumerate(finish) if f == best)
     stopped = kept = 0
@@ -125,7 +125,7 @@ def test_retiming_stops_once_the_makespan_cannot_drop():
                 break
             trial = order[:q] + [order[p]] + order[q:p] + order[p + 1 :]
             want = cpe._timing(r.nodes, preds, trial)
-            got = cpe._retime(r.nodes, preds, succs, order, pos, finish, (q, p, pipes), best, last)
+            got = cpe._retime(lanes, preds, succs, order, pos, finish, (q, p), best, last)
             if got is None:  # the node at `last` cannot finish earlier, or the makespan rose
                 assert want[order[last]] >= best or max(want) >= best
                 stopped += 1

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from bisect import bisect_left
 from collections.abc import Sequence
 
 from npucc.backend.schedule.dan.headroom import Headroom, order_peak, sunk_peak
@@ -60,21 +61,41 @@ def _timing(nodes: list[TileNode], preds: Preds, order: list[int]) -> list[int]:
     return in_order(order, [v.cycles for v in nodes], [v.pipe for v in nodes], preds)[1]
 
 
+class Lanes:
+    """An order's pipes for `_retime`: per node its pipe's number (-1: pipe-less) and cycles,
+    and per pipe the positions of its nodes in the order (ascending)."""
+
+    __slots__ = ("pipe", "cycles", "at")
+
+    def __init__(self, nodes: list[TileNode], order: list[int]) -> None:
+        numbers: dict[str, int] = {}
+        self.pipe = [
+            -1 if v.pipe is None else numbers.setdefault(v.pipe, len(numbers)) for v in nodes
+        ]
+        self.cycles = [v.cycles for v in nodes]
+        self.at: list[list[int]] = [[] for _ in numbers]
+        pipe = self.pipe
+        for i, v in enumerate(order):
+            if pipe[v] >= 0:
+                self.at[pipe[v]].append(i)
+
+
 def _retime(
-    nodes: list[TileNode],
+    lanes: Lanes,
     preds: Preds,
     succs: Preds,
     order: list[int],
     pos: dict[int, int],
     finish: list[int],
-    move: tuple[int, int, int],
+    move: tuple[int, int],
     beat: int = 1 << 62,
     last: int = -1,
 ) -> tuple[list[int], int] | None:
-    """Finish times under rule 5 of `order` (timed `finish`, positions `pos`) with the node at
-    position p moved to position q, `move` = (q, p, pipes), and the latest finish re-timed;
-    None once the moved order's makespan is proven not below `beat`: a re-timed finish reaches
-    it, or the node at position `last` (finishing at `beat`) can no longer finish earlier.
+    """Finish times under rule 5 of `order` (timed `finish`, positions `pos`, its `lanes`)
+    with the node at position p moved to position q, `move` = (q, p), and the latest finish
+    re-timed; None once the moved order's makespan is proven not below `beat`: a re-timed
+    finish reaches it, or the node at position `last` (finishing at `beat`) can no longer
+    finish earlier.
 
     NOTE: past p the order is the old one, so once every pipe is free when it was in the old
     timing and no node whose finish moved has a successor still to come, every later finish
@@ -82,21 +103,21 @@ def _retime(
     earlier than in the old timing and no node that finishes earlier has a successor still to
     come, no later finish is earlier than the old one.
     """
-    q, p, pipes = move
+    q, p = move
+    pipe_of, cycles = lanes.pipe, lanes.cycles
     old_finish = finish
     finish = finish[:]
-    pipe_free: dict[str | None, int] = {}
-    for i in range(q - 1, -1, -1):  # each pipe is free at its last finish before q
-        pipe = nodes[order[i]].pipe
-        if pipe is not None and pipe not in pipe_free:
-            pipe_free[pipe] = finish[order[i]]
-            if len(pipe_free) == pipes:
-                break
-    old_free = dict(pipe_free)  # the old timing's pipes, from position p + 1 on
+    # each pipe is free at its last finish before q (0: none before q)
+    pipe_free = [0] * len(lanes.at)
+    for x, at in enumerate(lanes.at):
+        k = bisect_left(at, q)
+        if k:
+            pipe_free[x] = finish[order[at[k - 1]]]
+    old_free = pipe_free[:]  # the old timing's pipes, from position p + 1 on
     for i in range(q, p + 1):
-        pipe = nodes[order[i]].pipe
-        if pipe is not None:
-            old_free[pipe] = old_finish[order[i]]
+        x = pipe_of[order[i]]
+        if x >= 0:
+            old_free[x] = old_finish[order[i]]
     horizon = -1  # the last position of a successor of a node whose finish moved
     differ = 0  # pipes free at another time than in the old timing
     early = -1  # the last position of a successor of a node that finishes earlier
@@ -106,8 +127,8 @@ def _retime(
         if i > p:
             v = order[i]
             if i == p + 1:
-                differ = sum(pipe_free.get(x, 0) != t for x, t in old_free.items())
-                ahead = sum(pipe_free.get(x, 0) < t for x, t in old_free.items())
+                differ = sum(f != t for f, t in zip(pipe_free, old_free, strict=True))
+                ahead = sum(f < t for f, t in zip(pipe_free, old_free, strict=True))
             if not differ and horizon < i:
                 break
             if not ahead and early < i <= last:
@@ -118,15 +139,16 @@ def _retime(
         for u in preds[v]:
             if finish[u] > t:
                 t = finish[u]
-        pipe = nodes[v].pipe
-        if pipe is not None:
-            t = max(t, pipe_free.get(pipe, 0)) + nodes[v].cycles
+        x = pipe_of[v]
+        if x >= 0:
+            free = pipe_free[x]
+            t = (t if t > free else free) + cycles[v]
             if i > p:
-                was, free = old_free.get(pipe, 0), pipe_free.get(pipe, 0)
+                was = old_free[x]
                 differ += (t != old_finish[v]) - (free != was)
                 ahead += (t < old_finish[v]) - (free < was)
-                old_free[pipe] = old_finish[v]
-            pipe_free[pipe] = t
+                old_free[x] = old_finish[v]
+            pipe_free[x] = t
         if t != old_finish[v]:
             for w in succs[v]:
                 if pos[w] > horizon:
@@ -525,11 +547,11 @@ def local_moves(
     nodes = r.nodes
     best = max(finish, default=0)
     budget = MOVE_BUDGET
-    pipes = len({node.pipe for node in nodes if node.pipe is not None})
     improved = True
     while improved and budget > 0:
         improved = False
         pos = {v: i for i, v in enumerate(order)}
+        lanes = Lanes(nodes, order)
         tops = [x for x, f in enumerate(finish) if f == best]  # a faster trial moves them all
         last = max(pos[x] for x in tops) if tops else -1
         chain = critical_chain(nodes, preds, order, finish)
@@ -546,7 +568,7 @@ def local_moves(
                 if budget <= 0:
                     return order
                 budget -= len(order) - q
-                moved = _retime(nodes, preds, succs, order, pos, finish, (q, p, pipes), best, last)
+                moved = _retime(lanes, preds, succs, order, pos, finish, (q, p), best, last)
                 if moved is None:
                     continue
                 tfinish, top = moved
