@@ -116,3 +116,27 @@ def test_handoffs_taking_turns_with_their_bytes_run_as_planned():
     assert len(turns) > len({at for _, at in turns})  # some share their offset
     result = _executed(program, model, 3)
     assert abs(_estimate_error(planned, program, result.makespan)) < 0.15
+
+
+def _loop_between(plan: MeshPlan) -> MeshPlan:
+    """residual_block one layer a step on cores (0,0) ... (0,3): layers 2-4 in a loop of 4
+    sub-batches, the others whole."""
+    rect = Rect(0, 0, 4, 1)
+    steps = tuple(
+        Step((Group((i,), rect),), 4 if 2 <= i <= 4 else 1, loop=2 < i <= 4) for i in range(6)
+    )
+    return replace(plan, steps=steps, offchip=frozenset())
+
+
+def test_a_loops_whole_input_and_output_take_turns_home_by_home():
+    """The loop's whole input `bn0` dies slice by slice (home j after sub-batch j) and its
+    whole output `r3` is born so: a life per home (`lives=` in the stream), `r3` in `bn0`'s
+    bytes; each home's writes wait for that home's readers, the race check passes, the run
+    matches onnxruntime with interpreted = predicted."""
+    model = _model("residual_block")
+    program, planned = compile_with_plan(model, "mesh8x8", 4, _loop_between)
+    kept = r'onchip "(\w+)" \S+ \S+ \S+ \S+ at=(\d+) live=\S+ lives='
+    lives = {name: int(at) for name, at in re.findall(kept, program.stream)}
+    assert {"bn0", "r3"} <= set(lives) and lives["r3"] < lives["bn0"] < lives["r3"] + 4 * 8192
+    result = _executed(program, model, 4)
+    assert abs(_estimate_error(planned, program, result.makespan)) < 0.15

@@ -54,6 +54,7 @@ from npucc.backend.lower.subbatch import (
     loop_parts,
     part_layer,
     part_loops,
+    part_positions,
     part_spans,
     separable,
     slice_offset,
@@ -196,8 +197,9 @@ class ExecCostModel:
         n = len(self.graph.layers)
         loops, spans = part_loops(parts, n), part_spans(parts, n)
         return plan_onchip(
-            self.graph, cores_of, self.target, offchip, loops, spans, self._consumers, resume
-        )
+            self.graph, cores_of, self.target, offchip, loops, spans, self._consumers, resume,
+            part_positions(parts, n) if len(parts) > n else None,  # NOTE: longer when split
+        )  # fmt: skip
 
     @property
     def every_tensor(self) -> frozenset[str]:

@@ -25,6 +25,15 @@ first sub-batch) do not overlap may take the same bytes although both live the w
 the bytes pass from one to the other every sub-batch, and the lowering makes each slice's
 writes wait for the readers of the other's last slice there (`OnChip.alternates`).
 
+A tensor held whole whose producer or readers run on sub-batches (a loop's whole input, read
+slice by slice, or its whole output, written so) lives home by home (`slice_lives`, given the
+`positions` of each layer's parts): slice j of n (elements [j·E/n, (j+1)·E/n)) lives from the
+part that writes it to the last part that reads it, and each home's life is the hull of its
+slices' (`OnChip.lives`). A home's bytes are then free for another tensor once its own slices
+are read: a loop's input passes its bytes to its output sub-batch by sub-batch. The lowering
+makes the writes of a tensor wait for the readers of those whose life ends before its own on
+some home they share (`OnChip.precedes`).
+
 The weights of a split loop's cube layers (the constants of `STAGED_OPS`) are kept on chip
 for its sub-batches when they fit the room the tensors above left: the lowering stages each
 once from DDR into chunks on the layer's rectangle, or on the nearest cores as well when the
@@ -50,9 +59,12 @@ NO_NOC_READERS = ("take", HOST_OP)
 STAGED_OPS = frozenset({"conv2d", "gemm", "matmul"})
 
 
+# homes grouped by life: (homes as bits, first, last) each
+_Segments = tuple[tuple[int, int, int], ...]
 # a placement: at, end, first, last, homes as a bit per core, turn (a one-slot handoff's first
-# and last positions in its loop's first sub-batch, else None)
-Placed = tuple[int, int, int, int, int, tuple[int, int] | None]
+# and last positions in its loop's first sub-batch, else None), the homes by life when not all
+# (first, last) (`_segments`)
+Placed = tuple[int, int, int, int, int, tuple[int, int] | None, _Segments]
 
 
 def staged_key(name: str, loop: int) -> str:
@@ -103,6 +115,7 @@ def plan_onchip(
     spans: Sequence[tuple[int, int]] | None = None,
     consumers: dict[str, list[int] | None] | None = None,
     resume: tuple[list[Placed], dict[str, OnChip], int] | None = None,
+    positions: Sequence[tuple[int, ...]] | None = None,
 ) -> dict[str, OnChip]:
     """The tensors kept on chip (layer i runs on the row-major core indices `cores_of[i]`;
     None for a view op), none of `offchip`. `loops[i]`: layer i's
@@ -110,8 +123,9 @@ def plan_onchip(
     none); `spans[i]`: the first and last positions of its parts in the lowering's order
     (default: i); `consumers`: the graph's `tensor_consumers`, if known; `resume`: the
     placements and the tensors kept of the outputs of the layers before a layer index, as
-    this function made them, to go on from that layer (both extended in place). Empty on one
-    core or without a buffer."""
+    this function made them, to go on from that layer (both extended in place);
+    `positions[i]`: the positions of layer i's parts, by sub-batch (`slice_lives`; default or
+    None: none split). Empty on one core or without a buffer."""
     budget = target.mesh.onchip_budget
     if budget <= 0 or target.cores <= 1:
         return {}
@@ -133,20 +147,31 @@ def plan_onchip(
         slots: int = 1,
         least: int = 1,
         turn: tuple[int, int] | None = None,
+        sliced: Sequence[tuple[int, int]] = (),
     ) -> bool:
-        """Keep `held` elements of `key`, live over `life`, in chunks (of at least `least`) on
-        `cores` at the lowest offset their buffers have free then; whether it is kept."""
+        """Keep `held` elements of `key`, live over `life` (its equal slices over `sliced`, if
+        given), in chunks (of at least `least`) on `cores` at the lowest offset their buffers
+        have free then on each home; whether it is kept."""
         if held == 0:
             return False
         chunk = min(held, max(-(-held // len(cores)), least))
         where, mine = _homes(cores, -(-held // chunk), cols)
         need = chunk_bytes(chunk, eb)
         lo, hi = life
+        lives = _home_lives(sliced, held, chunk, len(where)) if sliced else None
+        segments = _segments(cores, lives) if lives is not None else ()
         busy = sorted(
             [
                 (at, end)
-                for at, end, first, last, theirs, other in placed
-                if first <= hi and lo <= last and mine & theirs and not turns_apart(turn, other)
+                for at, end, first, last, theirs, other, parts in placed
+                if first <= hi
+                and lo <= last
+                and mine & theirs
+                and not turns_apart(turn, other)
+                and (
+                    not (segments or parts)
+                    or _overlap(segments or ((mine, lo, hi),), parts or ((theirs, first, last),))
+                )
             ]
         )
         at = 0
@@ -156,8 +181,8 @@ def plan_onchip(
             at = max(at, end)
         if at + need > budget:
             return False
-        placed.append((at, at + need, lo, hi, mine, turn))
-        kept[key] = OnChip(where, chunk, slot, slots, at, life, turn)
+        placed.append((at, at + need, lo, hi, mine, turn, segments))
+        kept[key] = OnChip(where, chunk, slot, slots, at, life, turn, lives)
         return True
 
     def stage(key: str, held: int, cores: tuple[int, ...], life: tuple[int, int]) -> None:
@@ -191,7 +216,9 @@ def plan_onchip(
             slot, slots = _handoff(i, found, elems, loops, cores_of, later)
             life = (span[i][0], max(span[j][1] for j in found))
             turn = (span[i][0], max(span[j][0] for j in found)) if slot and slots == 1 else None
-            keep(t, slot * slots if slot else elems, cores, life, slot, slots, turn=turn)
+            sliced = slice_lives(graph, t, i, found, positions) if positions and not slot else ()
+            held = slot * slots if slot else elems
+            keep(t, held, cores, life, slot, slots, turn=turn, sliced=sliced)
     weights: dict[str, tuple[str, tuple[int, ...], int, int]] = {}  # key -> (const, cores, life)
     for i, layer in enumerate(graph.layers):
         cores = cores_of[i]
@@ -205,6 +232,60 @@ def plan_onchip(
     for key, (t, cores, first, last) in weights.items():  # in the room the tensors left
         stage(key, math.prod(graph.tensors[t].shape), cores, (first, last))
     return kept
+
+
+def slice_lives(
+    graph: Graph,
+    tensor: str,
+    producer: int,
+    readers: list[int],
+    positions: Sequence[tuple[int, ...]],
+) -> tuple[tuple[int, int], ...]:
+    """The first and last positions at which each of the n equal slices of `tensor` (its
+    leading rows) is accessed, when its producer or a reader runs on n sub-batches (the others
+    on divisors of n, each reading it directly); () when all its slices live alike."""
+    counts = [len(positions[k]) for k in (producer, *readers)]
+    n = max(counts)
+    if n == 1 or any(n % m for m in counts):
+        return ()
+    if any(tensor not in graph.layers[j].inputs for j in readers):
+        return ()
+    born = positions[producer]
+    lives = tuple(
+        (
+            born[j * len(born) // n],
+            max(positions[k][j * len(positions[k]) // n] for k in readers),
+        )
+        for j in range(n)
+    )
+    return () if len(set(lives)) == 1 else lives
+
+
+def _home_lives(
+    sliced: Sequence[tuple[int, int]], held: int, chunk: int, homes: int
+) -> tuple[tuple[int, int], ...] | None:
+    """Each home's life: the hull of the lives of the slices its chunk holds elements of (None
+    when every home lives alike)."""
+    n = len(sliced)
+    lives = []
+    for h in range(homes):
+        lo, hi = h * chunk, min((h + 1) * chunk, held) - 1
+        mine = sliced[lo * n // held : hi * n // held + 1]
+        lives.append((min(a for a, _ in mine), max(b for _, b in mine)))
+    return None if len(set(lives)) == 1 else tuple(lives)
+
+
+def _segments(cores: tuple[int, ...], lives: Sequence[tuple[int, int]]) -> _Segments:
+    """Homes (`cores[i]` holding chunk i) grouped by life: (homes as bits, first, last) each."""
+    by: dict[tuple[int, int], int] = {}
+    for core, life in zip(cores, lives, strict=False):
+        by[life] = by.get(life, 0) | 1 << core
+    return tuple((mask, first, last) for (first, last), mask in by.items())
+
+
+def _overlap(a: _Segments, b: _Segments) -> bool:
+    """Whether some home of both lives in both at once."""
+    return any(m & n and f <= y and x <= g for m, f, g in a for n, x, y in b)
 
 
 @lru_cache(maxsize=65536)
