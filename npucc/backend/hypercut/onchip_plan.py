@@ -10,7 +10,8 @@ from its producer's first part to its last reader's last part in the lowering's 
 all its homes among the tensors live at the same time (interval colouring per home), so a
 home's bytes serve one tensor after another. The lowering makes the first writes of a tensor
 wait for the readers of those it reuses bytes of. Both the lowering and the
-execution-faithful estimate call `plan_onchip`, so they agree.
+execution-faithful estimate call `plan_onchip`, so they agree, but for the lives home by home
+below, which only the lowering asks for.
 
 Inside a split sub-batch loop (npucc.backend.lower.subbatch), a tensor that only the loop's
 own layers read is a handoff per sub-batch: it holds `slots` sub-batches, slice j in slot
@@ -32,7 +33,10 @@ part that writes it to the last part that reads it, and each home's life is the 
 slices' (`OnChip.lives`). A home's bytes are then free for another tensor once its own slices
 are read: a loop's input passes its bytes to its output sub-batch by sub-batch. The lowering
 makes the writes of a tensor wait for the readers of those whose life ends before its own on
-some home they share (`OnChip.precedes`).
+some home they share (`OnChip.precedes`). The estimate places without `positions` (each
+tensor's life whole): priced with these lives the search rated the room they free above what
+execution gets from it (docs/cost-model.md, meshb11 and meshb12), so it prices the placement
+without them and the lowering gets the room as a gain on the plan chosen.
 
 The weights of a split loop's cube layers (the constants of `STAGED_OPS`) are kept on chip
 for its sub-batches when they fit the room the tensors above left: the lowering stages each
