@@ -5,11 +5,12 @@ happened before); a flag carries its setter's clock to its waiter. Per element e
 keeps its last writer (queue, position) and each queue's last read; an access must be ordered
 after the last write (and a write after every other queue's last read), else a flag is missing.
 
-On-chip tensors that share bytes of a home's buffer at different times (`OnChip.live`) are
-checked per tensor (`_Reuse`): every access of the later one must be ordered after every access
-of the earlier one, and the earlier one is never accessed once the later one has been. Two
-that take turns with the bytes inside a sub-batch loop (`OnChip.alternates`) are checked both
-ways: every access of either must be ordered after every access of the other made before it.
+On-chip tensors that share bytes of a home's buffer at different times (`OnChip.live`, or a
+life per home: `OnChip.lives`) are checked home by home (`_Reuse`): every access of the later
+one's elements on a home must be ordered after every access of the earlier one's there, and the
+earlier one is never accessed on a home once the later one has been. Two that take turns with
+the bytes inside a sub-batch loop (`OnChip.alternates`) are checked both ways: every access of
+either must be ordered after every access of the other made before it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from npucc.ir.stream import FlagKey, Stream, StreamTensor
 
 SHARED = (DDR, NOC)  # memories every core addresses
 _NEVER = np.iinfo(np.int64).max  # clock entry of the initial writer: ordered before everything
+Home = tuple[int, int]  # (row, col) of a core holding an on-chip tensor's chunk
 
 
 def _seq_type(steps: int) -> type[np.integer]:
@@ -243,9 +245,10 @@ def _spans(stream: Stream, steps: Steps) -> dict[tuple[int, str], set[tuple[int,
 
 
 class _Reuse:
-    """The on-chip tensors sharing home bytes at different times, and who accessed them."""
+    """The on-chip tensors sharing home bytes at different times, and who accessed them, home
+    by home."""
 
-    __slots__ = ("unit", "starts", "tensors", "before", "after", "turns", "last", "first")
+    __slots__ = ("unit", "starts", "tensors", "before", "after", "turns", "last", "first", "eb")
 
     def __init__(self, stream: Stream) -> None:
         self.unit = check_unit(stream.target)
@@ -253,22 +256,35 @@ class _Reuse:
                       key=lambda t: t.addr)  # fmt: skip
         self.tensors: list[StreamTensor] = chip
         self.starts = [t.addr // self.unit for t in chip]
-        eb = stream.target.elem_bytes
-        self.before: dict[int, list[int]] = {}  # tensor -> the sharers whose lives end before
-        self.after: dict[int, list[int]] = {}  # tensor -> the sharers whose lives start after
-        self.turns: dict[int, list[int]] = {}  # tensor -> the sharers it takes turns with
+        eb = self.eb = stream.target.elem_bytes
+        # tensor -> (sharer, the homes where it holds: None for every home both hold)
+        Sharers = dict[int, list[tuple[int, frozenset[Home] | None]]]
+        self.before: Sharers = {}  # the sharers whose lives there end before
+        self.after: Sharers = {}  # the sharers whose lives there start after
+        self.turns: Sharers = {}  # the sharers it takes turns with
         for i, a in enumerate(chip):
             for j, b in enumerate(chip):
                 assert a.onchip is not None and b.onchip is not None
                 if not a.onchip.shares(b.onchip, eb) or i == j:
                     continue
-                if a.onchip.live[1] < b.onchip.live[0]:
-                    self.after.setdefault(i, []).append(j)
-                    self.before.setdefault(j, []).append(i)
-                elif a.onchip.meets(b.onchip) and a.onchip.alternates(b.onchip):
-                    self.turns.setdefault(i, []).append(j)
-        self.last: dict[int, dict[int, int]] = {}  # tensor -> queue -> its last access there
-        self.first: dict[int, Step] = {}  # tensor -> its first access
+                if a.onchip.lives is None and b.onchip.lives is None:
+                    if a.onchip.live[1] < b.onchip.live[0]:
+                        self.after.setdefault(i, []).append((j, None))
+                        self.before.setdefault(j, []).append((i, None))
+                    elif a.onchip.meets(b.onchip) and a.onchip.alternates(b.onchip):
+                        self.turns.setdefault(i, []).append((j, None))
+                    continue
+                homes = frozenset(
+                    a.onchip.homes[h]
+                    for h, k in a.onchip.common(b.onchip)
+                    if a.onchip.life(h)[1] < b.onchip.life(k)[0]
+                )
+                if homes:
+                    self.after.setdefault(i, []).append((j, homes))
+                    self.before.setdefault(j, []).append((i, homes))
+        # (tensor, home) -> queue -> its last access there; (tensor, home) -> its first access
+        self.last: dict[tuple[int, Home], dict[int, int]] = {}
+        self.first: dict[tuple[int, Home], Step] = {}
 
     @property
     def shared(self) -> bool:
@@ -276,23 +292,36 @@ class _Reuse:
         return bool(self.after or self.turns)
 
     def check(self, races: RaceDetector, step: Step, acc: Access, vc: np.ndarray) -> None:
-        """An access of an on-chip tensor: after every access of those it reuses the bytes
-        of (and of those it takes turns with so far), and not after any that reuses its bytes."""
-        index = bisect.bisect_right(self.starts, acc.span()[0]) - 1
-        name = self.tensors[index].name
-        for later in self.after.get(index, ()):
-            if later in self.first:
-                line = self.first[later].line.lineno
-                later_name = self.tensors[later].name
-                raise fail(races.stream, step, f"onchip {name!r} accessed after {later_name!r} "
-                           f"reused its bytes at line {line}")  # fmt: skip
-        for earlier in (*self.before.get(index, ()), *self.turns.get(index, ())):
-            for q, seq in self.last.get(earlier, {}).items():
-                if seq > vc[q]:
-                    line = races.steps.line_of(q, seq)
-                    raise fail(races.stream, step, f"onchip {name!r} reuses the bytes of "
-                               f"{self.tensors[earlier].name!r} not ordered after its access by "
-                               f"{races.steps.qnames[q]} at line {line}: missing flag")  # fmt: skip
-        self.first.setdefault(index, step)
-        seqs = self.last.setdefault(index, {})
-        seqs[step.qid] = max(seqs.get(step.qid, 0), step.seq)
+        """An access of an on-chip tensor: on each home it touches, after every access of
+        those it reuses the bytes of there (and of those it takes turns with so far), and not
+        after any that reuses its bytes there."""
+        first, end = acc.span()
+        index = bisect.bisect_right(self.starts, first) - 1
+        tensor = self.tensors[index]
+        where = tensor.onchip
+        assert where is not None
+        lo = (first * self.unit - tensor.addr) // self.eb
+        hi = ((end - 1) * self.unit - tensor.addr) // self.eb
+        homes = where.homes[lo // where.chunk : hi // where.chunk + 1]
+        name = tensor.name
+        for later, at in self.after.get(index, ()):
+            for home in homes:
+                seen = self.first.get((later, home)) if at is None or home in at else None
+                if seen is not None:
+                    later_name, line = self.tensors[later].name, seen.line.lineno
+                    raise fail(races.stream, step, f"onchip {name!r} accessed after "
+                               f"{later_name!r} reused its bytes at line {line}")  # fmt: skip
+        for earlier, at in (*self.before.get(index, ()), *self.turns.get(index, ())):
+            for home in homes:
+                if at is not None and home not in at:
+                    continue
+                for q, seq in self.last.get((earlier, home), {}).items():
+                    if seq > vc[q]:
+                        line, queue = races.steps.line_of(q, seq), races.steps.qnames[q]
+                        raise fail(races.stream, step, f"onchip {name!r} reuses the bytes of "
+                                   f"{self.tensors[earlier].name!r} not ordered after its "
+                                   f"access by {queue} at line {line}: missing flag")  # fmt: skip
+        for home in homes:
+            self.first.setdefault((index, home), step)
+            seqs = self.last.setdefault((index, home), {})
+            seqs[step.qid] = max(seqs.get(step.qid, 0), step.seq)

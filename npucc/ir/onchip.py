@@ -8,7 +8,10 @@ happens before every access of the later one (flags). Two one-slot handoffs of o
 loop may also share bytes while both live when their turns (`turn`: the first and last positions
 of their accesses in the loop's first sub-batch) are disjoint: the bytes pass from one to the
 other every sub-batch, and the interpreter checks that every access is ordered after every
-earlier access of the other (flags).
+earlier access of the other (flags). A tensor whose sub-batch slices are accessed at different
+times (a sub-batch loop's whole input or output) may carry a life per home (`lives`: the first
+and last positions at which that home's elements are accessed); then each home's bytes are
+shared by that home's life, which the verifier and the interpreter check home by home.
 """
 
 from __future__ import annotations
@@ -32,6 +35,11 @@ class OnChip:
     at: int = 0  # byte offset of its chunk in each home's on-chip buffer
     live: tuple[int, int] = (0, 0)  # first and last layer positions accessing it
     turn: tuple[int, int] | None = None  # a one-slot handoff's positions in its loop's first pass
+    lives: tuple[tuple[int, int], ...] | None = None  # per home, when not all `live`
+
+    def life(self, home: int) -> tuple[int, int]:
+        """The first and last positions at which home `home` (an index in `homes`) is accessed."""
+        return self.live if self.lives is None else self.lives[home]
 
     def shares(self, other: OnChip, elem_bytes: int) -> bool:
         """Whether the two tensors share bytes of some home's buffer (whatever their lives)."""
@@ -43,6 +51,30 @@ class OnChip:
     def meets(self, other: OnChip) -> bool:
         """Whether the two lives overlap."""
         return self.live[0] <= other.live[1] and other.live[0] <= self.live[1]
+
+    def common(self, other: OnChip) -> list[tuple[int, int]]:
+        """The homes both hold, as (index in self.homes, index in other.homes)."""
+        theirs = {h: i for i, h in enumerate(other.homes)}
+        return [(i, theirs[h]) for i, h in enumerate(self.homes) if h in theirs]
+
+    def clashes(self, other: OnChip, elem_bytes: int) -> bool:
+        """Whether the two hold the same bytes of a home while both live there (and do not
+        take turns with them)."""
+        if not self.shares(other, elem_bytes) or self.alternates(other):
+            return False
+        if self.lives is None and other.lives is None:
+            return self.meets(other)
+        for i, j in self.common(other):
+            (a, b), (c, d) = self.life(i), other.life(j)
+            if a <= d and c <= b:
+                return True
+        return False
+
+    def precedes(self, other: OnChip) -> bool:
+        """Whether on some home both hold this one's life ends before the other's starts."""
+        if self.lives is None and other.lives is None:
+            return self.live[1] < other.live[0]
+        return any(self.life(i)[1] < other.life(j)[0] for i, j in self.common(other))
 
     def alternates(self, other: OnChip) -> bool:
         """Whether the two take turns with shared bytes (`turns_apart`)."""
@@ -60,12 +92,16 @@ class OnChip:
         return max(abs(r - y) + abs(c - x) for r, c in self.homes[first : last + 1])
 
     def text(self) -> str:
-        """`homes=[r,c;r,c] chunk=N at=OFF live=A..B [turn=C..D]` (the stream's and the tiled
-        text's form)."""
+        """`homes=[r,c;r,c] chunk=N at=OFF live=A..B [turn=C..D] [lives=[A..B;...]]` (the
+        stream's and the tiled text's form)."""
         homes = ";".join(f"{r},{c}" for r, c in self.homes)
         first, last = self.live
         text = f"homes=[{homes}] chunk={self.chunk} at={self.at} live={first}..{last}"
-        return text if self.turn is None else f"{text} turn={self.turn[0]}..{self.turn[1]}"
+        if self.turn is not None:
+            text += f" turn={self.turn[0]}..{self.turn[1]}"
+        if self.lives is not None:
+            text += " lives=[" + ";".join(f"{a}..{b}" for a, b in self.lives) + "]"
+        return text
 
 
 def turns_apart(a: tuple[int, int] | None, b: tuple[int, int] | None) -> bool:
@@ -75,10 +111,17 @@ def turns_apart(a: tuple[int, int] | None, b: tuple[int, int] | None) -> bool:
 
 
 def parse_onchip(tokens: Sequence[str]) -> OnChip:
-    """Parse `homes=[r,c;...] chunk=N at=OFF live=A..B [turn=C..D]` (ValueError if malformed)."""
+    """Parse `homes=[r,c;...] chunk=N at=OFF live=A..B [turn=C..D] [lives=[A..B;...]]`
+    (ValueError if malformed)."""
+    tokens = list(tokens)
+    lives = None
+    if len(tokens) > 4 and tokens[-1].startswith("lives=["):
+        lives = _lives(tokens.pop())
     first = tokens[0] if len(tokens) in (4, 5) else ""
     if not first.startswith("homes=[") or not first.endswith("]"):
-        raise ValueError("expected 'homes=[ROW,COL;...] chunk=N at=OFF live=A..B [turn=C..D]'")
+        raise ValueError(
+            "expected 'homes=[ROW,COL;...] chunk=N at=OFF live=A..B [turn=C..D] [lives=[A..B;...]]'"
+        )
     homes = []
     for item in tokens[0][len("homes=[") : -1].split(";"):
         r, _, c = item.partition(",")
@@ -93,7 +136,20 @@ def parse_onchip(tokens: Sequence[str]) -> OnChip:
         raise ValueError("expected at=OFF")
     live = _interval(tokens[3], "live")
     turn = _interval(tokens[4], "turn") if len(tokens) == 5 else None
-    return OnChip(tuple(homes), int(value), at=int(at), live=live, turn=turn)
+    if lives is not None:
+        if len(lives) != len(homes):
+            raise ValueError(f"lives: {len(lives)} intervals for {len(homes)} homes")
+        if min(a for a, _ in lives) != live[0] or max(b for _, b in lives) != live[1]:
+            raise ValueError("lives: their hull must be live")
+    return OnChip(tuple(homes), int(value), at=int(at), live=live, turn=turn, lives=lives)
+
+
+def _lives(token: str) -> tuple[tuple[int, int], ...]:
+    """Parse `lives=[A..B;C..D;...]`, a life per home."""
+    if not token.endswith("]"):
+        raise ValueError("expected lives=[A..B;...]")
+    items = token[len("lives=[") : -1].split(";")
+    return tuple(_interval(f"lives={item}", "lives") for item in items)
 
 
 def _interval(token: str, name: str) -> tuple[int, int]:

@@ -259,13 +259,13 @@ class _Parser(StreamChecks):
 
     def _onchip(self, name: str, tokens: list[str]) -> StreamTensor:
         """`tensor onchip "NAME" NOC[0xADDR+BYTES] f32[DIMS] homes=[R,C;...] chunk=N at=OFF
-        live=A..B [turn=C..D]`."""
-        ref = match_ref(tokens[0]) if len(tokens) in (6, 7) else None
+        live=A..B [turn=C..D] [lives=[A..B;...]]`."""
+        ref = match_ref(tokens[0]) if len(tokens) in (6, 7, 8) else None
         s = match_shape(tokens[1]) if ref else None
         if ref is None or s is None or ref[0] != NOC or s[0] != self.target.dtype:
             raise self.fail(
                 'expected \'tensor onchip "NAME" NOC[0xADDR+BYTES] TYPE[DIMS] homes=[R,C;...] '
-                "chunk=N at=OFF live=A..B [turn=C..D]'"
+                "chunk=N at=OFF live=A..B [turn=C..D] [lives=[A..B;...]]'"
             )
         try:
             where = parse_onchip(tokens[2:])

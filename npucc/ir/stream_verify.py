@@ -106,8 +106,7 @@ class StreamChecks:
             if addr < t.addr + t.nbytes and t.addr < addr + nbytes:
                 raise self.fail(f"onchip tensor {json.dumps(name)} overlaps {json.dumps(t.name)}")
             assert t.onchip is not None
-            alternate = where.alternates(t.onchip)
-            if where.meets(t.onchip) and where.shares(t.onchip, eb) and not alternate:
+            if where.clashes(t.onchip, eb):
                 raise self.fail(f"onchip tensor {json.dumps(name)} shares on-chip bytes with "
                                 f"{json.dumps(t.name)} while both live")  # fmt: skip
 

@@ -29,7 +29,8 @@ _SHAPE = rf"(f32|{INDEX_DTYPE}|{'|'.join(HOST_DTYPES)})\[([0-9,]*)\]"
 _HEAD = re.compile(rf"^(tiled-program|scheduled-program) ({_STR})$")
 _DDR = re.compile(
     rf"^ddr (const|input|temp|onchip) ({_STR}) {_SHAPE}(?: sha256=([0-9a-f]{{64}}))?"
-    r"(?: (homes=\[[0-9,;]*\]) (chunk=\d+) (at=\d+) (live=\d+\.\.\d+)(?: (turn=\d+\.\.\d+))?)?$"
+    r"(?: (homes=\[[0-9,;]*\]) (chunk=\d+) (at=\d+) (live=\d+\.\.\d+)(?: (turn=\d+\.\.\d+))?"
+    r"(?: (lives=\[[0-9.;]*\]))?)?$"
 )
 _ALIAS = re.compile(rf"^alias ({_STR}) = ({_STR})$")
 _IO = re.compile(rf"^(input|output) ({_STR}) = ({_STR}) {_SHAPE}$")
@@ -109,7 +110,7 @@ def _read_program(r: _Reader, head: str) -> TiledProgram:
             raise r.error("an onchip tensor, and only one, has homes and a chunk", -1)
         if m.group(6) is not None:
             try:
-                tokens = m.group(6, 7, 8, 9) + ((m.group(10),) if m.group(10) else ())
+                tokens = m.group(6, 7, 8, 9) + tuple(g for g in m.group(10, 11) if g)
                 program.onchip[key] = parse_onchip(tokens)
             except ValueError as exc:
                 raise r.error(str(exc), -1) from None

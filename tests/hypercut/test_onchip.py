@@ -174,3 +174,32 @@ def test_one_slot_handoffs_of_a_loop_take_turns_with_their_bytes():
     whole = plan_onchip(graph, cores, MESH, loops=[(0, 1, -1)] * n, spans=spans)
     assert not any(w.turn for w in whole.values())
     assert not any(a.shares(b, 4) for a, b in combinations(whole.values(), 2))
+
+
+def test_a_loops_whole_input_passes_its_bytes_to_its_output_home_by_home():
+    """Layers 2-4 of residual_block in a loop of four sub-batches on four cores: slice j of
+    its input `bn0` (home j) dies at sub-batch j, slice j of its output `r3` is born there.
+    With room for both, `r3` takes the offset it takes by whole lives; in a buffer where the
+    whole lives leave it none, it takes `bn0`'s bytes on each home once that home's slice is
+    read."""
+    graph = import_model(MODELS / "residual_block.onnx")
+    cores = [(0, 1, 2, 3)] * len(graph.layers)
+    loops = [(0, 1, -1)] * 2 + [(1, 4, -1)] * 3 + [(2, 1, -1)]
+    positions = [(0,), (1,), (2, 5, 8, 11), (3, 6, 9, 12), (4, 7, 10, 13), (14,)]
+    spans = [(p[0], p[-1]) for p in positions]
+    whole = plan_onchip(graph, cores, MESH, loops=loops, spans=spans)
+    roomy = plan_onchip(graph, cores, MESH, loops=loops, spans=spans, positions=positions)
+    assert whole["bn0"].lives is None and not whole["r3"].shares(whole["bn0"], 4)
+    assert [w.at for w in roomy.values()] == [w.at for w in whole.values()]
+    small = MESH.to_dict()
+    small["mesh"]["onchip_buffer"] = 12288  # r1, r2 and bn0 leave 4 KB: r3 needs 8
+    tight = target_from_dict(small)
+    assert "r3" not in plan_onchip(graph, cores, tight, loops=loops, spans=spans)
+    kept = plan_onchip(graph, cores, tight, loops=loops, spans=spans, positions=positions)
+    assert kept["bn0"].lives == ((1, 3), (1, 6), (1, 9), (1, 12))
+    assert kept["r3"].lives == ((4, 14), (7, 14), (10, 14), (13, 14))
+    assert kept["r3"].meets(kept["bn0"]) and kept["r3"].shares(kept["bn0"], 4)
+    assert kept["bn0"].precedes(kept["r3"]) and not kept["r3"].clashes(kept["bn0"], 4)
+    assert parse_onchip(kept["r3"].text().split()) == kept["r3"]
+    for a, b in combinations(kept.values(), 2):
+        assert not a.clashes(b, 4)

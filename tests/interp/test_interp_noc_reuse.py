@@ -71,3 +71,33 @@ def test_tensors_taking_turns_with_their_bytes_need_a_flag_each_way():
         run_text(
             _stream(" | wait mte2@2,3>mte3#10", "set mte2>mte3@0,0#10", overlapping).replace(T, t)
         )
+
+
+def test_a_life_per_home_lets_a_later_tensor_take_a_home_that_died_early():
+    """t's elements on home 0,0 die at position 0 (the reader's), those on 0,1 live to 2: u
+    may take t's bytes on 0,0 at position 1 (flagged after the read), not on 0,1."""
+    t = T.replace("homes=[0,0] chunk=16 at=0 live=0..0",
+                  "homes=[0,0;0,1] chunk=8 at=0 live=0..2 lives=[0..0;0..2]")  # fmt: skip
+    wide = "hops=1 | wait vector>mte3#1"  # t's write reaches home 0,1
+
+    def stream(reuse_sync: str, read_sync: str = "", u: str = U) -> str:
+        text = _stream(reuse_sync, read_sync, u).replace(T, t)
+        return text.replace("hops=0 | wait vector>mte3#1", wide)
+
+    text = stream(" | wait mte2@2,3>mte3#10", "set mte2>mte3@0,0#10")
+    assert run_text(text).outputs["y"].tolist() == [3.0] * 16
+    with pytest.raises(StreamError, match=r"onchip 't' accessed after 'u' reused its bytes|"
+                       r"onchip 'u' reuses the bytes of 't' not ordered .*missing flag"):  # fmt: skip
+        run_text(stream(""))
+    there = U.replace("homes=[0,0]", "homes=[0,1]")
+    with pytest.raises(StreamError, match=r'"u" shares on-chip bytes with "t" while both live'):
+        run_text(stream(" | wait mte2@2,3>mte3#10", "set mte2>mte3@0,0#10", there))
+
+
+def test_lives_must_be_one_per_home_with_live_their_hull():
+    t = T.replace("live=0..0", "live=0..0 lives=[0..0;0..0]")
+    with pytest.raises(StreamError, match=r"lives: 2 intervals for 1 homes"):
+        run_text(_stream(" | wait mte2@2,3>mte3#10", "set mte2>mte3@0,0#10").replace(T, t))
+    t = T.replace("live=0..0", "live=0..1 lives=[0..0]")
+    with pytest.raises(StreamError, match=r"lives: their hull must be live"):
+        run_text(_stream(" | wait mte2@2,3>mte3#10", "set mte2>mte3@0,0#10").replace(T, t))

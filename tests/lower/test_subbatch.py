@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from npucc.backend.lower.subbatch import Part, loop_parts, separable
+from npucc.backend.lower.subbatch import Part, loop_parts, part_positions, part_spans, separable
 from npucc.ir.graph_text import graph_from_text
 from npucc.ir.plan import Group, Rect, Step
 
@@ -73,6 +73,10 @@ def test_a_loop_runs_one_sub_batch_through_all_its_steps_then_the_next():
     assert [(p.layer, p.part, p.parts) for p in parts] == [
         (0, 0, 2), (1, 0, 2), (2, 0, 2), (0, 1, 2), (1, 1, 2), (2, 1, 2),
     ]  # fmt: skip
+    assert part_positions(parts, 3) == [(0, 3), (1, 4), (2, 5)]  # by sub-batch
+    assert part_spans(parts, 3) == [(0, 3), (1, 4), (2, 5)]
+    piped = loop_parts(CHAIN, _steps((0,), (1,), (2,), nsub=3, loop=False))
+    assert part_positions(piped, 3)[1] == (2, 4, 6)
 
 
 def test_a_loop_with_a_layer_that_cannot_split_runs_whole_and_no_split_keeps_graph_order():

@@ -180,9 +180,9 @@ class ExecCostModel:
         parts: list[Part] | None = None,
         resume: tuple[list[Placed], dict[str, OnChip], int] | None = None,
     ) -> dict[str, OnChip]:
-        """The tensors the lowering keeps on chip under `steps` (as `plan_tensors` decides),
-        none of `offchip`; `parts`: the plan's `loop_parts`, if known; `resume`: as
-        `plan_onchip`'s."""
+        """The tensors the lowering keeps on chip under `steps` (as `plan_tensors` decides, but
+        each tensor's life whole: without its lives home by home), none of `offchip`; `parts`:
+        the plan's `loop_parts`, if known; `resume`: as `plan_onchip`'s."""
         cols = self.target.mesh.cols
         cores_of: list[tuple[int, ...] | None] = [None] * len(self.graph.layers)
         for step in steps:
@@ -195,6 +195,8 @@ class ExecCostModel:
             parts = loop_parts(self.graph, steps, self.splits)
         n = len(self.graph.layers)
         loops, spans = part_loops(parts, n), part_spans(parts, n)
+        # NOTE: without `positions`: the estimate prices every tensor's life whole, and the
+        # lowering's lives home by home only free room for it (npucc.backend.hypercut.onchip_plan)
         return plan_onchip(
             self.graph, cores_of, self.target, offchip, loops, spans, self._consumers, resume
         )

@@ -10,7 +10,8 @@ from its producer's first part to its last reader's last part in the lowering's 
 all its homes among the tensors live at the same time (interval colouring per home), so a
 home's bytes serve one tensor after another. The lowering makes the first writes of a tensor
 wait for the readers of those it reuses bytes of. Both the lowering and the
-execution-faithful estimate call `plan_onchip`, so they agree.
+execution-faithful estimate call `plan_onchip`, so they agree, but for the lives home by home
+below, which only the lowering asks for.
 
 Inside a split sub-batch loop (npucc.backend.lower.subbatch), a tensor that only the loop's
 own layers read is a handoff per sub-batch: it holds `slots` sub-batches, slice j in slot
@@ -24,6 +25,22 @@ handoffs of a loop whose turns (the positions of their producer and last reader 
 first sub-batch) do not overlap may take the same bytes although both live the whole loop:
 the bytes pass from one to the other every sub-batch, and the lowering makes each slice's
 writes wait for the readers of the other's last slice there (`OnChip.alternates`).
+
+A tensor held whole whose producer or readers run on sub-batches (a loop's whole input, read
+slice by slice, or its whole output, written so) lives home by home (`slice_lives`, given the
+`positions` of each layer's parts): slice j of n (elements [j·E/n, (j+1)·E/n)) lives from the
+part that writes it to the last part that reads it, and each home's life is the hull of its
+slices' (`OnChip.lives`). A home's bytes are then free for another tensor once its own slices
+are read: a loop's input can pass its bytes to its output sub-batch by sub-batch. A tensor
+is placed by those lives only when the whole lives leave it no room: where it fits anyway it
+takes the offset it would take without them, so the program keeps the same bytes and waits
+there and gains only tensors kept on chip that would not fit (placing everything by the
+lives moved tensors into bytes that die late on some homes, adding waits: GoogLeNet b8
+mesh8x8 1.7 % slower on the same plan, docs/cost-model.md, meshb12). The lowering makes the
+writes of a tensor wait for the readers of those whose life ends before its own on some home
+they share (`OnChip.precedes`). The estimate places without `positions` (each tensor's life
+whole): priced with these lives the search rated the room they free above what execution
+gets from it (meshb11), so the lowering gets that room as a gain on the plan chosen.
 
 The weights of a split loop's cube layers (the constants of `STAGED_OPS`) are kept on chip
 for its sub-batches when they fit the room the tensors above left: the lowering stages each
@@ -50,9 +67,12 @@ NO_NOC_READERS = ("take", HOST_OP)
 STAGED_OPS = frozenset({"conv2d", "gemm", "matmul"})
 
 
+# homes grouped by life: (homes as bits, first, last) each
+_Segments = tuple[tuple[int, int, int], ...]
 # a placement: at, end, first, last, homes as a bit per core, turn (a one-slot handoff's first
-# and last positions in its loop's first sub-batch, else None)
-Placed = tuple[int, int, int, int, int, tuple[int, int] | None]
+# and last positions in its loop's first sub-batch, else None), the homes by life when not all
+# (first, last) (`_segments`)
+Placed = tuple[int, int, int, int, int, tuple[int, int] | None, _Segments]
 
 
 def staged_key(name: str, loop: int) -> str:
@@ -103,6 +123,7 @@ def plan_onchip(
     spans: Sequence[tuple[int, int]] | None = None,
     consumers: dict[str, list[int] | None] | None = None,
     resume: tuple[list[Placed], dict[str, OnChip], int] | None = None,
+    positions: Sequence[tuple[int, ...]] | None = None,
 ) -> dict[str, OnChip]:
     """The tensors kept on chip (layer i runs on the row-major core indices `cores_of[i]`;
     None for a view op), none of `offchip`. `loops[i]`: layer i's
@@ -110,8 +131,9 @@ def plan_onchip(
     none); `spans[i]`: the first and last positions of its parts in the lowering's order
     (default: i); `consumers`: the graph's `tensor_consumers`, if known; `resume`: the
     placements and the tensors kept of the outputs of the layers before a layer index, as
-    this function made them, to go on from that layer (both extended in place). Empty on one
-    core or without a buffer."""
+    this function made them, to go on from that layer (both extended in place);
+    `positions[i]`: the positions of layer i's parts, by sub-batch (`slice_lives`; default or
+    None: none split). Empty on one core or without a buffer."""
     budget = target.mesh.onchip_budget
     if budget <= 0 or target.cores <= 1:
         return {}
@@ -133,31 +155,54 @@ def plan_onchip(
         slots: int = 1,
         least: int = 1,
         turn: tuple[int, int] | None = None,
+        sliced: Sequence[tuple[int, int]] = (),
     ) -> bool:
-        """Keep `held` elements of `key`, live over `life`, in chunks (of at least `least`) on
-        `cores` at the lowest offset their buffers have free then; whether it is kept."""
+        """Keep `held` elements of `key`, live over `life` (its equal slices over `sliced`, if
+        given), in chunks (of at least `least`) on `cores` at the lowest offset their buffers
+        have free then on each home; whether it is kept."""
         if held == 0:
             return False
         chunk = min(held, max(-(-held // len(cores)), least))
         where, mine = _homes(cores, -(-held // chunk), cols)
         need = chunk_bytes(chunk, eb)
         lo, hi = life
-        busy = sorted(
-            [
-                (at, end)
-                for at, end, first, last, theirs, other in placed
-                if first <= hi and lo <= last and mine & theirs and not turns_apart(turn, other)
-            ]
-        )
-        at = 0
-        for start, end in busy:
-            if start >= at + need:
-                break
-            at = max(at, end)
+        lives = _home_lives(sliced, held, chunk, len(where)) if sliced else None
+        segments = _segments(cores, lives) if lives is not None else ()
+
+        def lowest(by_home: bool) -> int:
+            """The lowest offset free on every home while `key` lives there (`by_home`: by
+            the lives home by home, else by each tensor's whole life)."""
+            busy = sorted(
+                [
+                    (at, end)
+                    for at, end, first, last, theirs, other, parts in placed
+                    if first <= hi
+                    and lo <= last
+                    and mine & theirs
+                    and not turns_apart(turn, other)
+                    and (
+                        not (by_home and (segments or parts))
+                        or _overlap(
+                            segments or ((mine, lo, hi),), parts or ((theirs, first, last),)
+                        )
+                    )
+                ]
+            )
+            at = 0
+            for start, end in busy:
+                if start >= at + need:
+                    break
+                at = max(at, end)
+            return at
+
+        # NOTE: by the lives home by home only where the whole lives leave no room
+        at = lowest(False)
+        if at + need > budget and positions:
+            at = lowest(True)
         if at + need > budget:
             return False
-        placed.append((at, at + need, lo, hi, mine, turn))
-        kept[key] = OnChip(where, chunk, slot, slots, at, life, turn)
+        placed.append((at, at + need, lo, hi, mine, turn, segments))
+        kept[key] = OnChip(where, chunk, slot, slots, at, life, turn, lives)
         return True
 
     def stage(key: str, held: int, cores: tuple[int, ...], life: tuple[int, int]) -> None:
@@ -191,7 +236,9 @@ def plan_onchip(
             slot, slots = _handoff(i, found, elems, loops, cores_of, later)
             life = (span[i][0], max(span[j][1] for j in found))
             turn = (span[i][0], max(span[j][0] for j in found)) if slot and slots == 1 else None
-            keep(t, slot * slots if slot else elems, cores, life, slot, slots, turn=turn)
+            sliced = slice_lives(graph, t, i, found, positions) if positions and not slot else ()
+            held = slot * slots if slot else elems
+            keep(t, held, cores, life, slot, slots, turn=turn, sliced=sliced)
     weights: dict[str, tuple[str, tuple[int, ...], int, int]] = {}  # key -> (const, cores, life)
     for i, layer in enumerate(graph.layers):
         cores = cores_of[i]
@@ -205,6 +252,60 @@ def plan_onchip(
     for key, (t, cores, first, last) in weights.items():  # in the room the tensors left
         stage(key, math.prod(graph.tensors[t].shape), cores, (first, last))
     return kept
+
+
+def slice_lives(
+    graph: Graph,
+    tensor: str,
+    producer: int,
+    readers: list[int],
+    positions: Sequence[tuple[int, ...]],
+) -> tuple[tuple[int, int], ...]:
+    """The first and last positions at which each of the n equal slices of `tensor` (its
+    leading rows) is accessed, when its producer or a reader runs on n sub-batches (the others
+    on divisors of n, each reading it directly); () when all its slices live alike."""
+    counts = [len(positions[k]) for k in (producer, *readers)]
+    n = max(counts)
+    if n == 1 or any(n % m for m in counts):
+        return ()
+    if any(tensor not in graph.layers[j].inputs for j in readers):
+        return ()
+    born = positions[producer]
+    lives = tuple(
+        (
+            born[j * len(born) // n],
+            max(positions[k][j * len(positions[k]) // n] for k in readers),
+        )
+        for j in range(n)
+    )
+    return () if len(set(lives)) == 1 else lives
+
+
+def _home_lives(
+    sliced: Sequence[tuple[int, int]], held: int, chunk: int, homes: int
+) -> tuple[tuple[int, int], ...] | None:
+    """Each home's life: the hull of the lives of the slices its chunk holds elements of (None
+    when every home lives alike)."""
+    n = len(sliced)
+    lives = []
+    for h in range(homes):
+        lo, hi = h * chunk, min((h + 1) * chunk, held) - 1
+        mine = sliced[lo * n // held : hi * n // held + 1]
+        lives.append((min(a for a, _ in mine), max(b for _, b in mine)))
+    return None if len(set(lives)) == 1 else tuple(lives)
+
+
+def _segments(cores: tuple[int, ...], lives: Sequence[tuple[int, int]]) -> _Segments:
+    """Homes (`cores[i]` holding chunk i) grouped by life: (homes as bits, first, last) each."""
+    by: dict[tuple[int, int], int] = {}
+    for core, life in zip(cores, lives, strict=False):
+        by[life] = by.get(life, 0) | 1 << core
+    return tuple((mask, first, last) for (first, last), mask in by.items())
+
+
+def _overlap(a: _Segments, b: _Segments) -> bool:
+    """Whether some home of both lives in both at once."""
+    return any(m & n and f <= y and x <= g for m, f, g in a for n, x, y in b)
 
 
 @lru_cache(maxsize=65536)

@@ -49,7 +49,14 @@ from npucc.backend.lower.resume import (
     same_prefix,
 )
 from npucc.backend.lower.stage import stage_const
-from npucc.backend.lower.subbatch import Part, part_loops, part_spans, slice_offset, slice_plan
+from npucc.backend.lower.subbatch import (
+    Part,
+    part_loops,
+    part_positions,
+    part_spans,
+    slice_offset,
+    slice_plan,
+)
 from npucc.backend.lower.work import layer_work
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph, Layer
@@ -557,7 +564,8 @@ def plan_tensors(
         return plan_onchip(graph, cores, target, plan.offchip)
     n = len(graph.layers)
     return plan_onchip(graph, cores, target, plan.offchip, part_loops(parts, n),
-                       part_spans(parts, n))  # fmt: skip
+                       part_spans(parts, n), positions=part_positions(parts, n) if len(parts) > n
+                       else None)  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -579,13 +587,14 @@ class _Parts:
         also: Sequence[tuple[int, int]] = (),
     ) -> None:
         """Make the writes of on-chip tensor `key` on `cores`, until closed, wait for the
-        layers that accessed the tensors whose bytes it reuses (`OnChip.live`), and `also`."""
+        layers that accessed the tensors whose bytes it reuses (`OnChip.precedes`: on some home
+        their life ends before its own starts), and `also`."""
         onchip = lctx.program.onchip
         home, eb = onchip[key], lctx.target.elem_bytes
         closes = [
             close
             for other, was in onchip.items()
-            if was.live[1] < home.live[0] and was.shares(home, eb)
+            if was.precedes(home) and was.shares(home, eb)
             for close in self.touched.get(other, ())
         ] + list(also)
         if closes:

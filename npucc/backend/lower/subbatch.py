@@ -63,6 +63,18 @@ def part_spans(parts: Sequence[Part], layers: int) -> list[tuple[int, int]]:
     return spans
 
 
+def part_positions(parts: Sequence[Part], layers: int) -> list[tuple[int, ...]]:
+    """The positions in `parts` of each layer's parts, by sub-batch (`plan_onchip`'s
+    positions)."""
+    found: list[list[int]] = [[] for _ in range(layers)]
+    for at, p in enumerate(parts):
+        row = found[p.layer]
+        if len(row) < p.parts:
+            row.extend([-1] * (p.parts - len(row)))
+        row[p.part] = at
+    return [tuple(row) for row in found]
+
+
 @dataclass(slots=True)
 class Slicing:
     """The graph to lower: a layer per Part, in lowering order, on its slices' tensors."""
