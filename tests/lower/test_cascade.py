@@ -9,7 +9,14 @@ from onnx import TensorProto, helper, numpy_helper
 
 import npucc
 import npucc.backend.lower as lower
-from npucc.backend.lower.cascade import TRIAL_ROWS, WIDE_SHARE, band_graph, plan_chains, trials
+from npucc.backend.lower.cascade import (
+    TRIAL_ROWS,
+    WIDE_SHARE,
+    band_graph,
+    busiest_pipes,
+    plan_chains,
+    trials,
+)
 from npucc.backend.lower.resume import Splice
 from npucc.checking import compare, random_inputs, run_onnxruntime
 from npucc.compiler import compile_until
@@ -134,7 +141,8 @@ def _trials(model: onnx.ModelProto, chains, monkeypatch) -> list[tuple[int, list
         m.setattr(lower, "plan_chains", lambda g, t, *wider: {})
         m.setattr(lower, "trials", lambda g, c, t, b: [])
         base = compile_until(model, "lower-tiles", TARGET)
-    return trials(compile_until(model, "prune-unused", TARGET), chains, TARGET, base)
+    graph = compile_until(model, "prune-unused", TARGET)
+    return trials(graph, chains, TARGET, busiest_pipes(base))
 
 
 def test_trials_offer_a_cube_bound_conv_into_a_vector_layer_not_already_chained(monkeypatch):

@@ -28,6 +28,7 @@ from npucc.backend.lower.cascade import (
     Cascades,
     Chains,
     band_graph,
+    busiest_pipes,
     layer_spans,
     links,
     paying,
@@ -125,8 +126,10 @@ def lower_graph(
     if paid is None:
         return base
     wider = plan_chains(graph, target, WIDE_SHARE, paid[0])
+    before = before or (layer_spans(base) if wider else [])
+    bound = busiest_pipes(base)  # all `trials` needs of the lowering without cascades
+    del base, first  # NOTE: held on only as paid's program, when no chain paid
     if wider:
-        before = before or layer_spans(base)
         again = _paid(lowering, before, {**paid[0], **wider}, paid)
         # NOTE: kept if its layers' spans sum below the program's so far (`paying`'s measure)
         if again is not None and again is not paid and _spans(again[1]) < _spans(paid[1]):
@@ -134,8 +137,7 @@ def lower_graph(
         del again
     chains, program, marks = paid
     del paid
-    tried = trials(graph, chains, ctx.target, base)
-    del base, first  # held on only as `program`, when no chain paid
+    tried = trials(graph, chains, ctx.target, bound)
     return _overlapped(ctx, placement, graph, (work, memo), (chains, marks), program, tried)
 
 

@@ -306,7 +306,7 @@ def _unit(layer: Layer) -> str:
     return "CUBE" if dense else "VECTOR"
 
 
-def _bound(program: TiledProgram) -> dict[int, str]:
+def busiest_pipes(program: TiledProgram) -> dict[int, str]:
     """Per layer lowered in `program`, the pipe its core 0 nodes occupy longest."""
     busy: dict[int, dict[str, int]] = {}
     for node in program.cores[0].graph.nodes:
@@ -339,12 +339,11 @@ def links(graph: Graph, chains: Chains, target: Target) -> list[tuple[int, list[
 
 
 def trials(
-    graph: Graph, chains: Chains, target: Target, base: TiledProgram
+    graph: Graph, chains: Chains, target: Target, bound: dict[int, str]
 ) -> list[tuple[int, list[int]]]:
-    """The `links` whose conv is bound on the cube in `base` (`graph` lowered without
-    cascades) and whose other layer is not (while one band's second layer runs, the next
-    band's conv can, which `_gain` does not credit)."""
-    bound = _bound(base)
+    """The `links` whose conv is bound on the cube by `bound` (`busiest_pipes` of `graph`
+    lowered without cascades) and whose other layer is not (while one band's second layer
+    runs, the next band's conv can, which `_gain` does not credit)."""
     return [
         (i, rows)
         for i, rows in links(graph, chains, target)
