@@ -33,6 +33,7 @@ from collections.abc import Sequence
 
 from npucc.backend.schedule.dan.headroom import Headroom, order_peak, sunk_peak
 from npucc.backend.schedule.dan.mpas import tails
+from npucc.backend.schedule.dan.repeak import lower_peak
 from npucc.ir.replay import L0_TIERS, Replay
 from npucc.ir.schedule import Schedule
 from npucc.ir.tiled import TileNode
@@ -41,6 +42,9 @@ from npucc.target.timing import in_order
 MEMORY_OPS = ("ALLOC", "FREE", "SPILL_OUT", "SPILL_IN")
 WINDOW = 8
 MOVE_BUDGET = 4_000_000  # node-visits of re-timing spent on local moves (deterministic)
+# A lower overlap budget (repeak) is kept when its order is at most 1/PEAK_TRADE slower: DAN
+# ranks makespan before peak, and this is the price paid for a peak below the plan's
+PEAK_TRADE = 256
 UNCAPPED = 1 << 62  # an overlap budget of inf: the plan's addresses alone bound the live bytes
 NONE = (1 << 62, 0, 0, -1)  # list_order's candidate of a pipe with nothing queued
 Preds = Sequence[Sequence[int]]  # per node: its predecessors (or successors) in G2
@@ -362,23 +366,26 @@ def budget_order(
     cap: int,
     critical: Sequence[int],
     beat: int | None = None,
+    ref: Sequence[int] | None = None,
 ) -> tuple[list[int], list[int]] | None:
-    """Refinement 1 with no memory order kept, within `cap` live L1+UB bytes (at least the plan's
-    peak): earliest-start list scheduling over G2 (ties: the plan's order), each ALLOC run just
-    before its first user; a pipe whose next node would start buffers beyond the `Headroom`
-    waits, and when every pipe waits the plan's first node not run yet runs (it always fits).
+    """Refinement 1 with no memory order kept, within `cap` live L1+UB bytes (at least the sunk
+    peak of `ref`, a topological order of G2, default the plan's): earliest-start list
+    scheduling over G2 (ties: the plan's order), each ALLOC run just before its first user; a
+    pipe whose next node would start buffers beyond the `Headroom` of `ref` waits, and when
+    every pipe waits the first node of `ref` not run yet runs (it always fits).
     The order and its finish times under rule 5; None once a bound (`critical`: the nodes'
     `downstream` criticality) proves its makespan is not below `beat`."""
     nodes = r.nodes
     total = len(nodes)
-    room = Headroom(r.graph, nodes, preds, r.order, cap)
+    ref = r.order if ref is None else ref
+    room = Headroom(r.graph, nodes, preds, ref, cap)
     size, event = room.size, room.event
     ends = [False] * total  # the FREEs of counted buffers
     for v, a in room.alloc_of.items():
         ends[v] = size[a] > 0
     pos = r.position
     is_alloc = [node.op == "ALLOC" for node in nodes]
-    plan = [v for v in r.order if not is_alloc[v]]
+    plan = [v for v in ref if not is_alloc[v]]
     pipes, queue, cycles, left = _queues(nodes)
     stop = (1 << 62) if beat is None else beat
     indeg = [len(p) for p in preds]
@@ -581,6 +588,31 @@ def local_moves(
     return order
 
 
+def _lower(
+    r: Replay,
+    preds: Preds,
+    succs: Preds,
+    critical: Sequence[int],
+    overlap: float,
+    cap: int,
+    order: list[int],
+    timed: list[int],
+) -> tuple[list[int], list[int]]:
+    """The budgeted order within `overlap` times the sunk peak of the plan's order re-sequenced
+    where its peak sits (`repeak`), when that budget is below `cap` and the order at most
+    1/PEAK_TRADE slower than `order` (timed `timed`); else `order`."""
+    ref = lower_peak(r.graph, r.nodes, preds, r.order)
+    low = int(sunk_peak(r.graph, r.nodes, preds, ref) * overlap)
+    if low >= cap:
+        return order, timed
+    best = max(timed, default=0)
+    limit = best + best // PEAK_TRADE
+    found = budget_order(r, preds, succs, low, critical, limit + 1, ref)
+    if found is None or max(found[1], default=0) > limit:
+        return order, timed
+    return found
+
+
 def cpe(
     schedule: Schedule, r: Replay, window: int = WINDOW, overlap: float | None = None
 ) -> Schedule:
@@ -617,5 +649,7 @@ def cpe(
         found = budget_order(r, preds, succs, cap, h, max(timed, default=0) if kept_ok else None)
         if found is not None and (not kept_ok or max(found[1], default=0) < max(timed, default=0)):
             order, timed = found
+        if overlap is not None and not math.isinf(overlap):
+            order, timed = _lower(r, preds, succs, h, overlap, cap, order, timed)
     order = local_moves(r, preds, succs, group, order, timed, window)
     return Schedule(order, dict(schedule.offsets), list(schedule.spills))
