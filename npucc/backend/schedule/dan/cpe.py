@@ -599,8 +599,8 @@ def _lower(
     timed: list[int],
 ) -> tuple[list[int], list[int]]:
     """The budgeted order within `overlap` times the sunk peak of the plan's order re-sequenced
-    where its peak sits (`repeak`), when that budget is below `cap` and the order at most
-    1/PEAK_TRADE slower than `order` (timed `timed`); else `order`."""
+    where its peak sits (`repeak`), when that budget is below `cap` and the order's L1+UB peak
+    below `order`'s (timed `timed`) at most 1/PEAK_TRADE slower; else `order`."""
     ref = lower_peak(r.graph, r.nodes, preds, r.order)
     low = int(sunk_peak(r.graph, r.nodes, preds, ref) * overlap)
     if low >= cap:
@@ -609,6 +609,8 @@ def _lower(
     limit = best + best // PEAK_TRADE
     found = budget_order(r, preds, succs, low, critical, limit + 1, ref)
     if found is None or max(found[1], default=0) > limit:
+        return order, timed
+    if order_peak(r.graph, r.nodes, found[0]) >= order_peak(r.graph, r.nodes, order):
         return order, timed
     return found
 
