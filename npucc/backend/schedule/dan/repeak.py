@@ -18,7 +18,9 @@ below the input's, or the input itself is returned (same order, same bytes).
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from npucc.ir.residency import PEAK_TIERS
 from npucc.ir.tiled import TileGraph, TileNode
@@ -115,12 +117,19 @@ def _round(plan: _Plan, order: list[int]) -> list[int] | None:
     for i, v in enumerate(order):
         a = freed[v]
         base[i + 1] = cost[i] - (size[a] if a >= 0 else 0)
+    total = len(order)
+    spans = _Spans(
+        first,
+        sorted((i, last.get(a, total)) for a, i in first.items()),
+        sorted((i, first[a]) for a, i in last.items()),
+        [p for p, c in enumerate(cost) if c == peak],
+    )
     new = list(order)
     done = -1  # the last position a move of this round rewrote
-    for p, c in enumerate(cost):
-        if c < peak or p <= done:
+    for p in spans.tops:
+        if p <= done:
             continue
-        move = _best_move(plan, order, p, peak, first, last, base)
+        move = _best_move(plan, order, p, peak, spans, base)
         if move is None:
             return None
         lo, seq = move
@@ -131,23 +140,42 @@ def _round(plan: _Plan, order: list[int]) -> list[int] | None:
     return new
 
 
+@dataclass(frozen=True, slots=True)
+class _Spans:
+    """The counted buffers' (start, end) positions in an order, and its peak positions."""
+
+    first: dict[int, int]  # counted ALLOC -> the position that starts it
+    by_start: list[tuple[int, int]]  # (start, end; the order's length if never freed)
+    by_end: list[tuple[int, int]]  # (end, start) of the freed ones
+    tops: list[int]  # the positions at the peak
+
+
 def _best_move(
     plan: _Plan,
     order: list[int],
     p: int,
     peak: int,
-    first: dict[int, int],
-    last: dict[int, int],
+    spans: _Spans,
     base: list[int],
 ) -> tuple[int, list[int]] | None:
-    """The shortest window move (start, new sequence) that keeps its window's live bytes below
-    `peak` (position p's among them); None if none does."""
-    live = [a for a, i in first.items() if i <= p and last.get(a, len(order)) >= p]
-    starts = {first[a] for a in live if p - SPAN < first[a] < p}
-    ends = {last[a] for a in live if a in last and p < last[a] < p + SPAN}
+    """The window move (start, new sequence) that lowers the live bytes at the peak position
+    p the most, over the most later peak positions, keeping its window below `peak`; None if
+    none does."""
+    tops = spans.tops
+    lo = bisect_left(spans.by_start, (p - SPAN + 1,))
+    hi = bisect_left(spans.by_start, (p,))
+    starts = {i for i, j in spans.by_start[lo:hi] if j >= p}  # of buffers live at p
+    lo = bisect_left(spans.by_end, (p + 1,))
+    hi = bisect_left(spans.by_end, (p + SPAN,))
+    ends = set()  # of buffers live at p or at a later peak position
+    for j, i in spans.by_end[lo:hi]:
+        k = bisect_left(tops, max(i, p))
+        if k < len(tops) and tops[k] < j:
+            ends.add(j)
     windows = sorted((hi - lo, lo, hi) for lo in starts for hi in ends if hi - lo < SPAN)
     preds = plan.preds
-    best: tuple[int, int, list[int]] | None = None  # (its window's peak, start, sequence)
+    # (its window's peak, minus its end: a window over more peak positions first, start, seq)
+    best: tuple[int, int, int, list[int]] | None = None
     for _, lo, hi in windows:
         window = order[lo : hi + 1]
         inside = set(window)
@@ -165,7 +193,7 @@ def _best_move(
             [v for v in window if v not in late] + [v for v in window if v in late],
             [v for v in window if v in need] + [v for v in window if v not in need],
         ):
-            top = max(plan.costs(seq, base[lo], first, lo))
-            if top < peak and (best is None or top < best[0]):
-                best = (top, lo, seq)
-    return None if best is None else (best[1], best[2])
+            top = max(plan.costs(seq, base[lo], spans.first, lo))
+            if top < peak and (best is None or (top, -hi) < best[:2]):
+                best = (top, -hi, lo, seq)
+    return None if best is None else (best[2], best[3])
