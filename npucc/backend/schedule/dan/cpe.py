@@ -17,7 +17,10 @@ Two refinements, each kept only when the replayed makespan strictly drops (eq. 3
    addresses and the spill plan stay safe, and a layer's first blocks may load beside the
    previous layer's last ones as far as the plan's memory profile leaves room
    (`headroom.Headroom`): the L1+UB peak stays within `overlap` times the plan's (unbounded:
-   within what the plan's addresses span);
+   within what the plan's addresses span). With a finite `overlap` the same order is also
+   built within `overlap` times the peak of the plan's order re-sequenced where its peak sits
+   (`repeak`), followed instead of the plan's, and kept when its peak is lower and it is at
+   most 1/PEAK_TRADE slower (so DAN's peak can go below the lowering order's);
 2. Alg. 3's local moves: along the critical chain (eq. 34), move a node before up to W
    predecessors in the order (eq. 35) when no G2 edge or memory-order constraint forbids it.
    A trial re-times only the suffix from the moved-to position (incremental), and the trials

@@ -5,11 +5,16 @@ first user; its peak is the budget. The lowering order runs a layer's pieces or 
 branches in id order, so the peak often sits where one buffer c was started (a band written by
 a first piece, a branch's concat part) before another's work that does not need it (the next
 piece's window, the next branch's weight block) ran and freed its buffers. Two moves on a window
-of the order from c's start to the end of a buffer d live at the peak, each keeping the window's
-two parts in their own order (so the result stays a topological order of G2):
+of the order from the start of a buffer c live at a peak position p to the FREE of a buffer d
+live at p or at a later peak position (at most SPAN positions), each keeping the window's two
+parts in their own order (so the result stays a topological order of G2):
 
 - **delay**: the window's nodes that do not depend on c's start first, its dependants after;
 - **hoist**: the ancestors of d's FREE in the window first, the rest after.
+
+The move kept at p is the one whose window's highest live bytes are least, then the one that
+reaches furthest (ResNet-50's bias loaded after its output block's last weight block, not only
+after the first).
 
 NOTE: only the window's own order changes, so the live bytes before and after it stay, and the
 moves are accepted only when every position at the peak is lowered: the result's sunk peak is
