@@ -43,7 +43,7 @@ from npucc.backend.lower.conv_geom import (
     epilogue_pool,
     second_image,
 )
-from npucc.backend.lower.depthwise import lower_vector_conv, prefers_vector
+from npucc.backend.lower.depthwise import low_reuse, lower_vector_conv, prefers_vector
 from npucc.backend.lower.dwfuse import cube_shares, fused_depthwise, lower_fused
 from npucc.backend.lower.l0_tiles import MatTiles, fitting_tiles
 from npucc.backend.lower.memo import fresh, once, signature, trial_graph
@@ -248,14 +248,14 @@ def lower_cube_conv(ctx: LowerContext, layer: Layer, one_unit: bool = False) -> 
 
 def _staggered(ctx: LowerContext, layer: Layer, g: ConvGeom, x_onchip: bool) -> bool:
     """Whether `layer`'s input was written to DDR channel group after channel group by a
-    depthwise conv (`CubeShape.x_by_channels`). NOTE: a grouped conv's work is the vector
-    unit's (its taps) while its consumer's K blocks load and multiply on MTE2, MTE1 and the
-    cube; a dense producer binds the pipes its consumer would use (ResNet-50 with every
-    producer's channel order credited: 3,298,503 -> 4,446,623 cycles)."""
+    low-reuse grouped conv (a depthwise conv: `CubeShape.x_by_channels`). NOTE: its work is
+    mostly the vector unit's (its taps) while its consumer's K blocks load and multiply on
+    MTE2, MTE1 and the cube; a dense producer binds the pipes its consumer would use
+    (ResNet-50 with every producer's channel order credited: 3,298,503 -> 4,446,623 cycles)."""
     producer = ctx.graph.producer(layer.inputs[0])
     if x_onchip or producer is None or producer.op != "conv2d":
         return False
-    if producer.attrs.get("group", 1) == 1:
+    if not low_reuse(ctx, conv_geometry(ctx, producer)):
         return False
     return ctx.builder.by_channels(ctx.ddr(layer.inputs[0]), g.c, g.h * g.w)
 
