@@ -20,6 +20,7 @@ from npucc.ir.graph_text import graph_from_text
 from npucc.ir.plan import PlannedGraph
 from npucc.passes import CompileContext
 from npucc.target import load_target
+from npucc.target.cost import dma_cycles
 
 Z = "0" * 64
 TARGET = load_target("davinci-core")
@@ -84,6 +85,27 @@ def test_accumulators_past_l0c_share_pay_for_their_drain():
         ctx = LowerContext(None, None, None, TARGET.with_capacity(L0C=l0c))  # type: ignore[arg-type]
         costs.append(block_cost(ctx, shape, plan, blocks))
     assert costs[0][1:] == costs[1][1:] and costs[0][0] > costs[1][0]
+
+
+def test_k_blocks_of_an_input_written_by_channel_groups_run_while_it_is_written():
+    # 196 pixels x 384 channels -> 64, X in 3 K blocks: with X written channel group after
+    # channel group, the first 2 of the 3 K blocks of the first M block run while it is
+    # written (of 2 M blocks, 2 of 6); X blocks of every channel (`is`) wait for all of it
+    shape = CubeShape(64, 384, 1, 1, False, False, 1)
+    grouped = replace(shape, x_by_channels=True)
+    tiles = npucc.backend.lower.l0_tiles.MatTiles(196, 64, 32)
+    one = [MBlock((MTile(0, 196),), 196)]
+    two = [MBlock((MTile(0, 98),), 98), MBlock((MTile(98, 98),), 98)]
+    ctx = LowerContext(None, None, None, TARGET)  # type: ignore[arg-type]
+    for plan, blocks, x0, hidden in (
+        (Blocking("os", tiles, 1, 64, 128), one, 128 * 196, (2, 3)),
+        (Blocking("os", replace(tiles, m=98), 1, 64, 128), two, 128 * 98, (2, 6)),
+        (Blocking("is", tiles, 1, 64, 384), one, 384 * 196, (0, 1)),
+    ):
+        alone = block_cost(ctx, shape, plan, blocks)
+        staggered = block_cost(ctx, grouped, plan, blocks)
+        own = alone[0] - dma_cycles(TARGET, "DDR_L1", x0 * 4)  # less the first X block's load
+        assert staggered == (alone[0] - own * hidden[0] // hidden[1], *alone[1:])
 
 
 def test_an_input_k_block_serves_several_weight_k_blocks():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from npucc.backend.lower.builder import TileBuilder
-from npucc.backend.lower.ddr_deps import Written, pattern_runs
+from npucc.backend.lower.ddr_deps import Written, by_channels, pattern_runs
 from npucc.ir.isa import Copy, DdrRef
 from npucc.ir.tiled import TileGraph
 from npucc.target import load_target
@@ -70,3 +70,17 @@ def test_a_read_waits_for_the_stores_it_overlaps_only() -> None:
     assert sorted(graph.preds[barrier]) == stores
     for buf in (ub, *dst):
         builder.free(buf)
+
+
+def test_writes_by_channel_groups_are_told_from_writes_by_row_bands() -> None:
+    """A [4 channels, 2 rows of 8] tensor: stores of two channels' whole planes, first channels
+    first, are by channel groups; stores of a row of every channel, or both planes of the last
+    channels first, or one store of everything, are not."""
+    plane = 16
+    by_groups = [(n, pattern_runs(n * 2 * plane, (2, plane), (plane, 1))) for n in range(2)]
+    by_rows = [(n, pattern_runs(n * 8, (4, 8), (plane, 1))) for n in range(2)]
+    backwards = [(1 - n, runs) for n, runs in by_groups]
+    whole = [(0, pattern_runs(0, (4 * plane,), (1,)))]
+    assert by_channels([Written.of(by_groups)], 0, 4, plane)
+    for writes in (by_rows, backwards, whole):
+        assert not by_channels([Written.of(writes)], 0, 4, plane)

@@ -119,6 +119,9 @@ class CubeShape:
     # (npucc.backend.hypercut.onchip_plan): their copies are NoC transfers, none of whose
     # bytes pass the DDR channel
     noc: tuple[bool, bool, bool, bool] = (False, False, False, False)
+    # X's producer wrote it channel group after channel group (ddr_deps.by_channels): an `os`
+    # plan's X blocks of the first channels can be loaded and multiplied while it writes
+    x_by_channels: bool = False
 
     @property
     def float_bias(self) -> bool:
@@ -208,8 +211,19 @@ def block_cost(
     # its load (a W block depends on nothing: the scheduler may load it earlier)
     x0 = blocks[0].x_elems(x_pieces[0][0], shape.k_quantum)
     fill = 0 if shape.x_onchip else _dma(ctx, "DDR_L1", x0, x_noc)
-    cycles = max(math.ceil(busiest), ddr_bound(ctx.target, reads, writes)) + fill
-    return cycles, moved, dmas
+    cycles = max(math.ceil(busiest), ddr_bound(ctx.target, reads, writes))
+    return cycles - _hidden(shape, plan, len(blocks), cycles) + fill, moved, dmas
+
+
+def _hidden(shape: CubeShape, plan: Blocking, m_blocks: int, cycles: int) -> int:
+    """Of a layer's `cycles`, those that run while its producer still writes X channel group
+    after channel group (`CubeShape.x_by_channels`): under `os` with X in K blocks, the first
+    M block's K blocks but the last (their share of the layer's K blocks). NOTE: X blocks
+    of every channel (`is`, `ws`) wait for the producer's last write."""
+    if not shape.x_by_channels or plan.order != "os" or plan.x_kb >= shape.k:
+        return 0
+    x_blocks = -(-shape.k // plan.x_kb)
+    return cycles * (x_blocks - 1) // (x_blocks * m_blocks)
 
 
 def _x_cost(

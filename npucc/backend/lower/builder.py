@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from npucc.backend.lower.band_view import BandView
-from npucc.backend.lower.ddr_deps import Runs, Written, pattern_runs
+from npucc.backend.lower.ddr_deps import Runs, Written, by_channels, pattern_runs
 from npucc.backend.lower.trial_graph import TrialGraph
 from npucc.ir.instr_form import instr_fields
 from npucc.ir.isa import (
@@ -365,6 +365,19 @@ class TileBuilder(Generic[G]):
         self._imports[memo] = node
         return node
 
+    def by_channels(self, ref: DdrRef, channels: int, plane: int) -> bool:
+        """Whether this core wrote the `channels` planes of `plane` elements at `ref` channel
+        group after channel group (ddr_deps.by_channels; False unless every write is known)."""
+        closes = [
+            self.tracker.written.get((core, node))
+            for core, node, _, _ in self.tracker.ready.get(ref.key, ())
+            if core == self.core
+        ]
+        known = [w for w in closes if w is not None]
+        if not closes or len(known) < len(closes):
+            return False
+        return by_channels(known, ref.off, channels, plane)
+
     def _after_writers(self, key: str, runs: Runs, closes: list[Written]) -> int | None:
         """The node after the writes (of this core) that a read of `runs` of `key` overlaps:
         the one writer, or a BARRIER after several (one per distinct set); None: no write."""
@@ -510,6 +523,10 @@ class MeshBuilder:
     def resident(self, key: str) -> BufRef | None:
         """The current core's L1 buffer holding `key`, if resident."""
         return self.builders[self.current].resident(key)
+
+    def by_channels(self, ref: DdrRef, channels: int, plane: int) -> bool:
+        """Whether the current core wrote `ref`'s planes by channel groups (TileBuilder's)."""
+        return self.builders[self.current].by_channels(ref, channels, plane)
 
     def view(self, key: str, band: BandView) -> None:
         """Make the current core's copies through `key` reach `band` (TileBuilder.view)."""

@@ -82,3 +82,19 @@ class Written:
         hit = self.ends[idx] > np.repeat(starts, counts)
         # NOTE: a set of a few ints, not np.unique (which also imports numpy.ma, 17 ms)
         return sorted(set(self.nodes[idx[hit]].tolist()))
+
+
+def by_channels(closes: list[Written], off: int, channels: int, plane: int) -> bool:
+    """Whether the `channels` planes of `plane` elements at `off` were written channel group
+    after channel group: every writer of the first plane comes before every writer of the last
+    (its producer's tiles were groups of whole planes; a band of rows of every channel writes
+    the last plane's first rows before the first plane's last ones)."""
+    if channels < 2:
+        return False
+
+    def writers(at: int) -> list[int]:
+        runs = (np.array([at], dtype=np.int64), plane)
+        return sorted({n for w in closes for n in w.writers(runs)})
+
+    first, last = writers(off), writers(off + (channels - 1) * plane)
+    return bool(first) and bool(last) and first[-1] < last[0]
