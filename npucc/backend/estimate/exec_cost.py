@@ -368,8 +368,7 @@ class ExecCostModel:
         used = _used_cores(r, prof.ntiles)
         over: list[dict[int, int]] = [{} for _ in used]
         energy = prof.energy_pj
-        ddr, lead = prof.ddr_bytes, prof.leading(len(used))
-        first_dep = prof.first_dep(len(used))
+        ddr, const = prof.ddr_bytes, prof.const_ddr_bytes
         offsets = {
             o: slice_offset(self.graph, names[o], j, n, where)
             if n > 1 and not self.graph.is_const(names[o])
@@ -390,14 +389,14 @@ class ExecCostModel:
             over[k][c.node] = priced[0]
             energy += priced[1] - c.energy_pj
             ddr -= c.ddr
-            lead -= c.ddr if c.lead and c.tile <= first_dep[k] else 0
+            const -= c.ddr if c.const else 0
         # NOTE: equal timings once each (the list schedule takes the first of the latest)
         timings = tuple(
             dict.fromkeys(self._core_timing(prof, cores, k, over[k]) for k in range(cores))
         )
         footprint, first, box = _footprint(r, prof.ntiles, self.target.mesh.cols)
         value = self._noc[memo] = (
-            self._run_cost(timings, energy, ddr, lead),
+            self._run_cost(timings, energy, ddr, const),
             core_spans(footprint),
             first,
             box,
@@ -628,21 +627,17 @@ class ExecCostModel:
         their number (`_footprint_id`)."""
         prof = self.profile(index, r.cores, n)
         cost = self._run_cost(
-            self.timing(index, r.cores, n),
-            prof.energy_pj,
-            prof.ddr_bytes,
-            prof.leading(min(r.cores, prof.ntiles)),
+            self.timing(index, r.cores, n), prof.energy_pj, prof.ddr_bytes, prof.const_ddr_bytes
         )
         cores, first, box = _footprint(r, prof.ntiles, self.target.mesh.cols)
         return cost, core_spans(cores), first, box, self._footprint_id(cores)
 
     def _run_cost(
-        self, timings: tuple[LayerTiming, ...], energy: float, ddr: int, lead: int
+        self, timings: tuple[LayerTiming, ...], energy: float, ddr: int, const: int
     ) -> RunCost:
-        """A run's figures from its timings, energy, DDR bytes and leading const DDR bytes
-        (`LayerProfile.leading`)."""
-        held = ddr_channel_held(self.target, lead)
-        rest = ddr_channel_held(self.target, ddr - lead)
+        """A run's figures from its timings, energy, DDR bytes and const DDR bytes."""
+        held = ddr_channel_held(self.target, const)
+        rest = ddr_channel_held(self.target, ddr - const)
         after = max(t.mte2_tail for t in timings)
         return RunCost(decisive(timings), energy, ddr, held, rest, after)
 

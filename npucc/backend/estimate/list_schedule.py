@@ -71,23 +71,21 @@ def channel_bound(target: Target, costs: Iterable[RunCost]) -> int:
 def schedule(target: Target, runs: list[LayerRun]) -> int:
     """The latency of one list schedule of the layer runs in lowering order.
 
-    NOTE: a run's leading const loads need no input: on the mesh each of its cores loads its
-    share of them as soon as its MTE2 is free, and the interpreter's channel serves them in the
-    order they become ready, among the bytes of the runs still loading. So when a run's bytes
-    pass the channel, the shares of the later runs' const bytes whose cores are done with
-    their previous runs and free before the run's last byte go ahead of its other bytes (a
-    run takes only the rest of its const bytes in its turn). A plan's schedule then depends
-    on its later runs: it is not continued from a prefix's."""
+    NOTE: a run's const loads need no input: on the mesh its cores load them as soon as
+    their MTE2 is free, and the interpreter's channel serves them in the order they become
+    ready, among the bytes of the runs still loading. So when a run's bytes pass the channel,
+    the const bytes of the later runs whose cores are done with their previous runs and whose
+    MTE2 is free before the run's last byte go ahead of its other bytes (a run whose const
+    bytes went so takes only its other bytes when its turn comes; a plan's schedule then
+    depends on its later runs: it is not continued from a prefix's)."""
     ends = [0]  # READY's finish, then each run's
     core_free = [0] * target.cores  # per core: after its last barrier
     mte2_free = [0] * target.cores  # per core: after its last DDR load
     channel = 0  # when the shared DDR channel takes the next bytes
     shared = DdrChannel(target).shared
     opens = _opens(runs, target.cores) if shared else []
-    waiting: list[tuple[int, int, int]] = []  # (MTE2 free, run, share) of later runs' loads
-    taken = [0] * len(runs)  # per run: channel cycles of its const bytes gone ahead
-    loaded_at = [-1] * len(runs)  # ... and when the channel was done with them
-    freed = [0] * (len(runs) + 1)  # per run + 1: when its cores' MTE2 were free after it
+    waiting: list[tuple[int, int]] = []  # (MTE2 free, run) of the later runs that may load
+    loaded_at = [-1] * len(runs)  # per run: when the channel was done with its const bytes
     # NOTE: a run unpacked at once and a one-core span indexed, not sliced (the search lists
     # schedules of some 60 runs each over 10,000 times)
     for j, (cost, spans, _, data, srcs, _) in enumerate(runs):
@@ -125,11 +123,12 @@ def schedule(target: Target, runs: list[LayerRun]) -> int:
             if t_end > end:
                 end, tail = t_end, timing.mte2_tail
         if shared:
-            for k, share, p in opens[j]:  # these cores of k are done with their previous runs
-                heapq.heappush(waiting, (freed[p + 1], k, share))
+            for k in opens[j]:  # its cores are done with their previous runs: it may load
+                if k > j and runs[k].cost.lead_held:
+                    heapq.heappush(waiting, (_mte2_free(runs[k].spans, mte2_free), k))
             done = loaded_at[j]
-            if const_held > taken[j]:
-                channel = max(channel, loaded) + const_held - taken[j]
+            if done < 0 and const_held:
+                channel = max(channel, loaded) + const_held
                 done = channel
             if rest_held:
                 ready = releases[data[0]] if data else loaded
@@ -137,15 +136,13 @@ def schedule(target: Target, runs: list[LayerRun]) -> int:
                     if releases[c] < ready:
                         ready = releases[c]
                 while waiting and waiting[0][0] < max(channel, ready) + rest_held:
-                    free, k, share = heapq.heappop(waiting)
+                    free, k = heapq.heappop(waiting)
                     if k > j:  # NOTE: a run before j took its own const bytes in its turn
-                        channel = loaded_at[k] = max(channel, free) + share
-                        taken[k] += share
+                        channel = loaded_at[k] = max(channel, free) + runs[k].cost.lead_held
                 channel = max(channel, ready) + rest_held
                 done = channel
             if done + after > end:  # its bytes came late through the channel
                 end, tail = done + after, after
-        freed[j + 1] = end - tail
         for a, b in spans:
             if b - a == 1:
                 core_free[a], mte2_free[a] = end, end - tail
@@ -156,31 +153,22 @@ def schedule(target: Target, runs: list[LayerRun]) -> int:
     return max(ends)
 
 
-def _opens(runs: list[LayerRun], cores: int) -> list[list[tuple[int, int, int]]]:
-    """Per run j, the shares of later runs' const bytes whose cores are done with their
-    previous runs once the runs before j are: (run, its channel cycles for those cores, the
-    cores' previous run or -1), a run's cycles dealt over its cores evenly."""
+def _opens(runs: list[LayerRun], cores: int) -> list[list[int]]:
+    """Per run j, the runs whose cores are done with their previous runs once the runs
+    before j are (their previous run on any of their cores is before j)."""
     last = [-1] * cores  # per core: its latest run so far
-    opens: list[list[tuple[int, int, int]]] = [[] for _ in runs]
+    opens: list[list[int]] = [[] for _ in runs]
     for k, run in enumerate(runs):
-        held = run.cost.lead_held
-        if held:
-            counts: dict[int, int] = {}
-            for a, b in run.spans:
-                cut = last[a:b]
-                for p in set(cut):
-                    counts[p] = counts.get(p, 0) + cut.count(p)
-            total = sum(counts.values())
-            dealt, seen = 0, 0
-            for p in sorted(counts):
-                seen += counts[p]
-                share = held * seen // total - dealt  # NOTE: the shares sum to `held`
-                dealt += share
-                if p + 1 < k and share:
-                    opens[p + 1].append((k, share, p))
+        prev = max([max(last[a:b]) for a, b in run.spans])
+        opens[prev + 1].append(k)
         for a, b in run.spans:
             last[a:b] = [k] * (b - a)
     return opens
+
+
+def _mte2_free(spans: tuple[tuple[int, int], ...], mte2_free: list[int]) -> int:
+    """When the MTE2 of every core of `spans` is free."""
+    return max([max(mte2_free[a:b]) for a, b in spans])
 
 
 class RunCost(NamedTuple):
@@ -193,7 +181,7 @@ class RunCost(NamedTuple):
     timings: tuple[LayerTiming, ...]  # per distinct core (see LayerProfile.timing), `decisive`
     energy: float  # pJ
     ddr: int  # bytes to or from DDR
-    lead_held: int  # cycles its leading const loads (`LayerProfile.leading`) hold
+    lead_held: int  # cycles its const loads (`LayerProfile.const_ddr_bytes`) hold
     rest_held: int  # ... and its other DDR bytes hold the shared channel (`ddr_channel_held`)
     after: int  # cycles its slowest core runs after its last load
 
