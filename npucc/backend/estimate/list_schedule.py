@@ -8,7 +8,6 @@ the runs of a plan and states the rules).
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -68,28 +67,36 @@ def channel_bound(target: Target, costs: Iterable[RunCost]) -> int:
     return sum(cost.lead_held + cost.rest_held for cost in costs)
 
 
-def schedule(target: Target, runs: list[LayerRun]) -> int:
-    """The latency of one list schedule of the layer runs in lowering order.
+@dataclass(slots=True)
+class Timeline:
+    """Where a list schedule stands after some runs (`schedule` continues from it)."""
 
-    NOTE: a run's const loads need no input: on the mesh its cores load them as soon as
-    their MTE2 is free, and the interpreter's channel serves them in the order they become
-    ready, among the bytes of the runs still loading. So when a run's bytes pass the channel,
-    the const bytes of the later runs whose cores are done with their previous runs and whose
-    MTE2 is free before the run's last byte go ahead of its other bytes (a run whose const
-    bytes went so takes only its other bytes when its turn comes; a plan's schedule then
-    depends on its later runs: it is not continued from a prefix's)."""
-    ends = [0]  # READY's finish, then each run's
-    core_free = [0] * target.cores  # per core: after its last barrier
-    mte2_free = [0] * target.cores  # per core: after its last DDR load
-    channel = 0  # when the shared DDR channel takes the next bytes
+    ends: list[int]  # READY's finish, then each run's
+    core_free: list[int]  # per core: after its last barrier
+    mte2_free: list[int]  # per core: after its last DDR load
+    channel: int = 0  # when the shared DDR channel takes the next bytes (`ddr_channel`)
+
+    @classmethod
+    def start(cls, cores: int) -> Timeline:
+        """Before the first run: every core and the channel free at 0."""
+        return cls([0], [0] * cores, [0] * cores)
+
+    def copy(self) -> Timeline:
+        """An independent copy (`schedule` extends the one it is given)."""
+        return Timeline(self.ends[:], self.core_free[:], self.mte2_free[:], self.channel)
+
+
+def schedule(target: Target, runs: list[LayerRun], at: Timeline | None = None) -> int:
+    """The latency of one list schedule of the layer runs in lowering order, continued from
+    `at` (which it then extends to after them) if given, else from the start."""
+    if at is None:
+        at = Timeline.start(target.cores)
+    ends, core_free, mte2_free, channel = at.ends, at.core_free, at.mte2_free, at.channel
     shared = DdrChannel(target).shared
-    opens = _opens(runs, target.cores) if shared else []
-    waiting: list[tuple[int, int]] = []  # (MTE2 free, run) of the later runs that may load
-    loaded_at = [-1] * len(runs)  # per run: when the channel was done with its const bytes
     # NOTE: a run unpacked at once and a one-core span indexed, not sliced (the search lists
     # schedules of some 60 runs each over 10,000 times)
-    for j, (cost, spans, _, data, srcs, _) in enumerate(runs):
-        timings, _, _, const_held, rest_held, after = cost
+    for cost, spans, _, data, srcs, _ in runs:
+        timings, _, _, lead_held, rest_held, after = cost
         if len(spans) == 1:
             a, b = spans[0]
             if b - a == 1:
@@ -123,26 +130,16 @@ def schedule(target: Target, runs: list[LayerRun]) -> int:
             if t_end > end:
                 end, tail = t_end, timing.mte2_tail
         if shared:
-            for k in opens[j]:  # its cores are done with their previous runs: it may load
-                if k > j and runs[k].cost.lead_held:
-                    heapq.heappush(waiting, (_mte2_free(runs[k].spans, mte2_free), k))
-            done = loaded_at[j]
-            if done < 0 and const_held:
-                channel = max(channel, loaded) + const_held
-                done = channel
+            if lead_held:
+                channel = max(channel, loaded) + lead_held
             if rest_held:
                 ready = releases[data[0]] if data else loaded
                 for c in data:
                     if releases[c] < ready:
                         ready = releases[c]
-                while waiting and waiting[0][0] < max(channel, ready) + rest_held:
-                    free, k = heapq.heappop(waiting)
-                    if k > j:  # NOTE: a run before j took its own const bytes in its turn
-                        channel = loaded_at[k] = max(channel, free) + runs[k].cost.lead_held
                 channel = max(channel, ready) + rest_held
-                done = channel
-            if done + after > end:  # its bytes came late through the channel
-                end, tail = done + after, after
+            if channel + after > end:  # its bytes came late through the channel
+                end, tail = channel + after, after
         for a, b in spans:
             if b - a == 1:
                 core_free[a], mte2_free[a] = end, end - tail
@@ -150,25 +147,8 @@ def schedule(target: Target, runs: list[LayerRun]) -> int:
                 core_free[a:b] = [end] * (b - a)
                 mte2_free[a:b] = [end - tail] * (b - a)
         ends.append(end)
+    at.channel = channel
     return max(ends)
-
-
-def _opens(runs: list[LayerRun], cores: int) -> list[list[int]]:
-    """Per run j, the runs whose cores are done with their previous runs once the runs
-    before j are (their previous run on any of their cores is before j)."""
-    last = [-1] * cores  # per core: its latest run so far
-    opens: list[list[int]] = [[] for _ in runs]
-    for k, run in enumerate(runs):
-        prev = max([max(last[a:b]) for a, b in run.spans])
-        opens[prev + 1].append(k)
-        for a, b in run.spans:
-            last[a:b] = [k] * (b - a)
-    return opens
-
-
-def _mte2_free(spans: tuple[tuple[int, int], ...], mte2_free: list[int]) -> int:
-    """When the MTE2 of every core of `spans` is free."""
-    return max([max(mte2_free[a:b]) for a, b in spans])
 
 
 class RunCost(NamedTuple):
@@ -181,7 +161,7 @@ class RunCost(NamedTuple):
     timings: tuple[LayerTiming, ...]  # per distinct core (see LayerProfile.timing), `decisive`
     energy: float  # pJ
     ddr: int  # bytes to or from DDR
-    lead_held: int  # cycles its const loads (`LayerProfile.const_ddr_bytes`) hold
+    lead_held: int  # cycles its const loads ahead of its first input-dependent DDR copy hold
     rest_held: int  # ... and its other DDR bytes hold the shared channel (`ddr_channel_held`)
     after: int  # cycles its slowest core runs after its last load
 

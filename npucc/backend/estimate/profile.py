@@ -39,7 +39,7 @@ class DdrCopy:
     lo: int  # first element of the tensor the copy touches
     hi: int  # one past the last
     instr: Copy
-    const: bool = False  # a const load (needs no input: it may run ahead of the layer)
+    lead: bool = False  # among the const loads ahead of the first input-dependent DDR copy
     tile: int = 0  # the tile it belongs to
     energy_pj: float = 0.0  # instr_energy of `instr`
     ddr: int = 0  # ddr_bytes of `instr`
@@ -59,7 +59,7 @@ class LayerProfile:
     tile_classes: tuple[int, ...]  # the classes of each tile's nodes
     energy_pj: float  # sum of instr_energy
     ddr_bytes: int  # bytes moved to or from DDR
-    const_ddr_bytes: int  # of those, by const loads (they need no input: `DdrCopy.const`)
+    lead_ddr_bytes: int  # of those, by const loads ahead of the first input-dependent DDR copy
     busy: tuple[int, ...]  # cycles per pipe
     copies: tuple[DdrCopy, ...] = ()  # copies to or from the layer's non-const tensors
     copied: tuple[int, ...] = ()  # the operands those copies touch, each once
@@ -325,7 +325,8 @@ def _summarise(
     classes: list[int] = []
     busy = [0] * len(PIPES)
     energy = 0.0
-    ddr = const_ddr = 0
+    ddr = lead_ddr = 0
+    leading = True  # no input-dependent DDR copy seen yet
     copies: list[DdrCopy] = []
     for node in g.nodes:
         p = PIPES.index(node.pipe) if node.pipe is not None else None
@@ -345,7 +346,9 @@ def _summarise(
             mask = mask or 1  # needs no input (a fill): free to run ahead as a const load
             moved = ddr_bytes(target, ins)
             ddr += moved
-            const_ddr += moved if mask == 1 else 0
+            if moved and mask != 1:
+                leading = False
+            lead_ddr += moved if leading else 0
             if type(ins) is Copy:
                 side, strides = (
                     (ins.src, ins.src_strides) if isinstance(ins.src, DdrRef) else
@@ -354,12 +357,12 @@ def _summarise(
                 if isinstance(side, DdrRef) and side.key in (movable or {}):
                     hi = side.off + pattern_extent(ins.dims, strides)
                     operand = (movable or {})[side.key]
+                    lead = leading and mask == 1
                     tile = max(bisect_right(starts, len(pipe)) - 1, 0)
                     shape = (ins.src.tier, ins.dst.tier, math.prod(ins.dims))
-                    const = mask == 1
                     copies.append(
                         DdrCopy(
-                            len(pipe), operand, side.off, hi, ins, const, tile, spent, moved, shape
+                            len(pipe), operand, side.off, hi, ins, lead, tile, spent, moved, shape
                         )
                     )
         pipe.append(p)
@@ -382,7 +385,7 @@ def _summarise(
         tuple(tile_classes),
         energy,
         ddr,
-        const_ddr,
+        lead_ddr,
         tuple(busy),
         tuple(copies),
         tuple(dict.fromkeys(c.operand for c in copies)),
