@@ -269,6 +269,7 @@ def profile_layer(
     single: bool,
     noc: tuple[int, ...] = (),
     memo: dict | None = None,
+    known: dict[Hashable, LayerProfile] | None = None,
 ) -> LayerProfile:
     """Lower one layer through the real tilers, every tile on one core.
 
@@ -277,6 +278,8 @@ def profile_layer(
     (*inputs, *outputs)) the plan keeps on chip, which the tilers know (their copies stay DDR
     copies here, re-priced by the caller). `memo`: what lowerings of a layer signature compute
     alike (`LowerContext.memo`), shared with other profiles and lowerings of the compile.
+    `known`: the profiles of the layer's signature (and `single`), whatever their `noc`, by
+    their lowering's first decision (`ProfileContext.decided`; read and filled in).
     """
     program = TiledProgram(graph.name, target)
     names = (*layer.inputs, *layer.outputs)
@@ -286,8 +289,6 @@ def profile_layer(
     if not single:
         builders.append(TileBuilder(TileGraph("unused"), target, 1))
     shared = {} if memo is None else memo
-    # the profiles of this signature by their lowering's decision (`ProfileContext.decided`)
-    known = shared.setdefault(("profiles", layer_signature(graph, layer, single)), {})
     lctx = ProfileContext(graph, program, MeshBuilder(builders), target, memo=shared, known=known)
     lctx.begin_layer(tuple(range(len(builders))))
     lower = LOWERINGS.get(layer.op)
@@ -304,7 +305,7 @@ def profile_layer(
         if name:
             bit.setdefault(name, 1 if graph.is_const(name) else 1 << (1 + i))
     prof = _summarise(tile_graph, lctx.starts or [0], target, bit, operand_positions(names))
-    if lctx.decision is not None and not lctx.late:
+    if known is not None and lctx.decision is not None and not lctx.late:
         known[lctx.decision] = prof
     return prof
 
