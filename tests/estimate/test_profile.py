@@ -1,11 +1,18 @@
-"""The estimate's per-core replay (npucc.backend.estimate.profile.core_timing, contracted)."""
+"""The estimate's per-core replay (npucc.backend.estimate.profile.core_timing, contracted) and
+its profiles cut at a known decision (profile_layer, ProfileContext.decided)."""
 
 from __future__ import annotations
 
+import itertools
 import random
+from pathlib import Path
 
-from npucc.backend.estimate.profile import MTE2, contracted, core_timing
+from npucc.backend.estimate.profile import MTE2, contracted, core_timing, profile_layer
+from npucc.target import load_target
 from npucc.target.timing import in_order
+from npucc.transforms.graph_pipeline import import_model
+
+MODELS = Path(__file__).parents[2] / "models"
 
 
 def _by_replays(
@@ -71,3 +78,26 @@ def test_a_core_with_a_forward_predecessor_is_not_contracted() -> None:
     keep, shape = contracted(pipe, preds, [1, 2, 4])
     assert keep == [0, 1, 2]
     assert shape == (pipe, preds, [1, 2, 4])
+
+
+def test_a_profile_cut_at_a_known_decision_equals_its_whole_lowering() -> None:
+    # each conv of residual_block with each set of its operands on chip: profiled sharing
+    # `known` (a lowering whose first decision is known stops there and takes that profile)
+    # and alone (lowered to the end), the profiles are equal
+    graph = import_model(MODELS / "residual_block.onnx")
+    target = load_target("mesh8x8")
+    taken = 0
+    for layer in graph.layers:
+        if layer.op != "conv2d":
+            continue
+        names = (*layer.inputs, *layer.outputs)
+        operands = [o for o, name in enumerate(names) if name and not graph.is_const(name)]
+        for single in (True, False):
+            known: dict = {}
+            for r in range(len(operands) + 1):
+                for noc in itertools.combinations(operands, r):
+                    before = [id(p) for p in known.values()]
+                    shared = profile_layer(graph, layer, target, single, noc, {}, known)
+                    taken += id(shared) in before
+                    assert shared == profile_layer(graph, layer, target, single, noc, {})
+    assert taken, "some profile was taken at its decision"

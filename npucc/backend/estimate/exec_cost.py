@@ -83,6 +83,8 @@ class ExecCostModel:
     _origin: list[tuple[int | None, ...]] = field(default_factory=list)  # the same, past views
     _data: list[tuple[int, ...]] = field(default_factory=list)  # non-const input classes
     _profiles: dict[tuple, LayerProfile] = field(default_factory=dict)
+    # by signature, whatever the operands on chip: the profiles by decision (`profile_layer`)
+    _decided: dict[tuple, dict] = field(default_factory=dict)
     # (layer, n, single, operands on chip)
     _keys: dict[tuple[int, int, bool, tuple[int, ...]], tuple] = field(default_factory=dict)
     _by_layer: dict[tuple[int, int, bool, tuple[int, ...]], LayerProfile] = field(
@@ -492,8 +494,9 @@ class ExecCostModel:
         prof = self._profiles.get(key)
         if prof is None:
             graph, layer = self.part(index, n)
+            known = self._decided.setdefault(key[:-1], {})
             prof = self._profiles[key] = profile_layer(
-                graph, layer, self.target, single, noc, self.memo
+                graph, layer, self.target, single, noc, self.memo, known
             )
         self._by_layer[(index, n, single, noc)] = prof
         return prof

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import NamedTuple
@@ -268,6 +269,7 @@ def profile_layer(
     single: bool,
     noc: tuple[int, ...] = (),
     memo: dict | None = None,
+    known: dict[Hashable, LayerProfile] | None = None,
 ) -> LayerProfile:
     """Lower one layer through the real tilers, every tile on one core.
 
@@ -276,6 +278,8 @@ def profile_layer(
     (*inputs, *outputs)) the plan keeps on chip, which the tilers know (their copies stay DDR
     copies here, re-priced by the caller). `memo`: what lowerings of a layer signature compute
     alike (`LowerContext.memo`), shared with other profiles and lowerings of the compile.
+    `known`: the profiles of the layer's signature (and `single`), whatever their `noc`, by
+    their lowering's first decision (`ProfileContext.decided`; read and filled in).
     """
     program = TiledProgram(graph.name, target)
     names = (*layer.inputs, *layer.outputs)
@@ -285,19 +289,25 @@ def profile_layer(
     if not single:
         builders.append(TileBuilder(TileGraph("unused"), target, 1))
     shared = {} if memo is None else memo
-    lctx = ProfileContext(graph, program, MeshBuilder(builders), target, memo=shared)
+    lctx = ProfileContext(graph, program, MeshBuilder(builders), target, memo=shared, known=known)
     lctx.begin_layer(tuple(range(len(builders))))
     lower = LOWERINGS.get(layer.op)
     if lower is None:
         raise NpuccError(f"no lowering for operator {layer.op} (node '{layer.name}')")
-    lower(lctx, layer)
+    try:
+        lower(lctx, layer)
+    except KnownProfile as hit:
+        return hit.profile
     for out in layer.outputs:
         lctx.builder.close_ddr(out)
     bit: dict[str, int] = {}  # DDR key -> release-class bit of the nodes reading it
     for i, name in enumerate(layer.inputs):
         if name:
             bit.setdefault(name, 1 if graph.is_const(name) else 1 << (1 + i))
-    return _summarise(tile_graph, lctx.starts or [0], target, bit, operand_positions(names))
+    prof = _summarise(tile_graph, lctx.starts or [0], target, bit, operand_positions(names))
+    if known is not None and lctx.decision is not None and not lctx.late:
+        known[lctx.decision] = prof
+    return prof
 
 
 @lru_cache(maxsize=4096)
@@ -392,11 +402,41 @@ def _summarise(
     )
 
 
+class KnownProfile(Exception):  # noqa: N818 (not an error: a lowering cut short)
+    """A profile's lowering reached a decision whose profile is known: that profile."""
+
+    def __init__(self, profile: LayerProfile) -> None:
+        super().__init__()
+        self.profile = profile
+
+
 @dataclass(slots=True)
 class ProfileContext(LowerContext):
-    """A LowerContext that keeps every tile on the first core and records where tiles start."""
+    """A LowerContext that keeps every tile on the first core and records where tiles start.
+
+    NOTE: the profiles of one layer signature differ by the operands on chip (`on_noc`) only;
+    the answers a lowering read before its first decision (`decided`) reach what it emits only
+    through that decision, so two lowerings of one decision, neither reading `on_noc` after
+    it, emit alike: the second stops there and takes the first's profile."""
 
     starts: list[int] = field(default_factory=list)  # first node of each tile
+    known: dict[Hashable, LayerProfile] | None = None  # the profiles by decision (shared)
+    decision: Hashable = None  # the lowering's first decision (None: none yet)
+    late: bool = False  # whether it read `on_noc` after it
+
+    def on_noc(self, name: str) -> bool:
+        """LowerContext.on_noc, noting a read after the first decision."""
+        self.late = self.late or self.decision is not None
+        return LowerContext.on_noc(self, name)
+
+    def decided(self, decision: Hashable) -> None:
+        """The first decision: stop with its profile if known."""
+        if self.decision is not None:
+            return
+        self.decision = decision
+        known = self.known.get(decision) if self.known is not None else None
+        if known is not None:
+            raise KnownProfile(known)
 
     def next_tile(self) -> None:
         """Start a tile: on core 0, at the next node."""

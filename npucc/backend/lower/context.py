@@ -96,6 +96,12 @@ class LowerContext:
         transfers, npucc.backend.hypercut.onchip_plan; a staged constant's too)."""
         return bool(name) and self.program.key(name) in self.program.onchip
 
+    def decided(self, decision: Hashable) -> None:
+        """Mark where the lowering has made its `decision` (hashable), through which alone
+        the `on_noc` answers it read so far reach what it emits (a profile's lowering,
+        npucc.backend.estimate.profile, may stop there: a lowering of the same decision is
+        known). Nothing here."""
+
     def room(self, tier: str) -> int:
         """Bytes of `tier` this layer's tiles may use: its capacity less the resident bytes."""
         held = self.reserved if tier == "L1" else 0

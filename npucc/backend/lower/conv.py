@@ -230,6 +230,8 @@ def lower_cube_conv(ctx: LowerContext, layer: Layer, one_unit: bool = False) -> 
         if found is not None:
             break
     assert found is not None  # the last of _fusions is the plain conv, which always blocks
+    # NOTE: `noc` reaches what follows only through `fused` and `found`
+    ctx.decided(("cube_conv", one_unit, fused, found[0], tuple(found[1]), found[2]))
     if fused.pool:
         ctx.pooled.add(ctx.graph.users(layer.outputs[0])[0].name)
     elif fused.cols:

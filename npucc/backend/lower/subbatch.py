@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.ir.graph_schema import BINARY_OPS, UNARY_OPS, VIEW_OPS
@@ -174,7 +175,7 @@ def loop_parts(
             for i in group.layers:
                 loop_of[i] = len(loops) - 1
     if all(n == 1 for n, _ in loops):  # nothing split: graph order
-        return [Part(i, loop=loop_of[i]) for i in range(len(graph.layers))]
+        return [_whole(i, loop_of[i]) for i in range(len(graph.layers))]
     members: list[list[int]] = [[] for _ in loops]
     for i in range(len(graph.layers)):
         members[loop_of[i]].append(i)
@@ -196,8 +197,15 @@ def loop_parts(
         else:  # a loop: its steps share cores, one sub-batch through them all, then the next
             order += [Part(i, j, n, loop) for j in range(n) for i in work]
     if all(p.parts == 1 for p in order):
-        return [Part(i, loop=loop_of[i]) for i in range(len(graph.layers))]
+        return [_whole(i, loop_of[i]) for i in range(len(graph.layers))]
     return order
+
+
+@lru_cache(maxsize=65536)
+def _whole(layer: int, loop: int) -> Part:
+    """Layer `layer` on the whole batch in loop `loop` (one shared Part: the search builds the
+    order of every plan it prices, most of them unsplit)."""
+    return Part(layer, loop=loop)
 
 
 def part_layer(graph: Graph, layer: Layer, j: int, n: int, tensors: dict[str, Tensor]) -> Layer:
