@@ -48,6 +48,7 @@ from npucc.backend.lower.resume import (
     SpliceMiss,
     Timed,
     same_prefix,
+    shed,
 )
 from npucc.backend.lower.stage import stage_const
 from npucc.backend.lower.subbatch import (
@@ -185,9 +186,12 @@ def _paid(
                 rest = Resume(record, splice.met[2])
                 banded = _lower_cascaded(ctx, placement, cascades, work, memo, rest)
                 made = {**made, **rest.made}
-            return chains, banded, {**marks, **made}
+            marks = {**marks, **made}
+            shed(marks, banded)
+            return chains, banded, marks
         chains = kept
-        del banded, resume, splice  # NOTE: not held while the next is made (a tiled program)
+        # NOTE: not held while the next is made (a tiled program; its marks hold its graph)
+        del banded, resume, splice, made
     return fallback
 
 
