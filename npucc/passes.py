@@ -31,7 +31,7 @@ class CompileContext:
     target: Target
     stats: dict[str, Any] = field(default_factory=dict)  # figures passes report
     # what the lowerings of one compile compute alike per layer signature (lower.memo.once):
-    # the planner's profiles and the lowering share it
+    # the planner's profiles and the lowering share it (emptied after lower-tiles)
     memo: dict[Any, Any] = field(default_factory=dict)
 
 

@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 import npucc.backend.lower as lower
 from npucc.backend.lower.cascade import band_graph
 from npucc.backend.lower.context import flow
-from npucc.backend.lower.resume import Resume, Splice, SpliceMiss, Timed, same_prefix
+from npucc.backend.lower.resume import Resume, Splice, SpliceMiss, Timed, same_prefix, shed
 from npucc.backend.lower.work import layer_work
 from npucc.compiler import compile_until
 from npucc.ir.program import TiledProgram
@@ -86,6 +86,32 @@ def test_a_trial_resumed_before_the_layer_feeding_its_conv_is_the_whole_lowering
     _same(_lower(trial, Resume(frozenset(), mark)), resumed)
 
 
+EVERY = frozenset(range(5))  # a mark before every source layer
+
+
+def test_shed_detaches_the_marks_on_a_graph_the_kept_program_left_onto_one_prefix():
+    first = {1: (3, 2, False)}
+    recorded = Resume(EVERY)
+    old = _lower(first, recorded)
+    early, late = recorded.made[1], recorded.made[3]
+    trial = {**first, 3: (5, 2, False)}
+    kept = _lower(trial, Resume(EVERY, early))  # continues `old` up to source layer 1 only
+    made = {1: early, 3: late}
+    shed(made, kept)
+    # both on one prefix of `old`, up to the later mark's nodes: `old`'s tail may go
+    assert early.graphs[0] is late.graphs[0] is not old.cores[0].graph
+    assert len(late.graphs[0].nodes) == late.nodes[0]
+    assert late.graphs[0].nodes[0] is old.cores[0].graph.nodes[0]
+    _same(_lower(trial, Resume(frozenset(), late)), _lower(trial))
+    _same(_lower(trial, Resume(frozenset(), early)), kept)
+    again = Resume(EVERY, early)
+    resumed = _lower(trial, again)
+    on = {1: again.made[1], 4: again.made[4]}
+    graphs = [m.graphs[0] for m in on.values()]
+    shed(on, resumed)  # marks on the kept program's own graph stay on it
+    assert [m.graphs[0] for m in on.values()] == graphs == [resumed.cores[0].graph] * 2
+
+
 def test_a_mark_whose_layers_before_it_lower_otherwise_is_not_used():
     recorded = Resume(frozenset({2}))
     kept = _lower({1: (3, 2, False)}, recorded)
@@ -96,9 +122,6 @@ def test_a_mark_whose_layers_before_it_lower_otherwise_is_not_used():
     assert not same_prefix(mark.decisions, resume.made[2].decisions, mark.index)
     _same(program, _lower(other))
     assert program.cores[0].graph.nodes[0] is not kept.cores[0].graph.nodes[0]
-
-
-EVERY = frozenset(range(5))  # a mark before every source layer
 
 
 def _timed(kept: TiledProgram, recorded: Resume) -> Timed:

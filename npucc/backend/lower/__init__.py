@@ -48,6 +48,7 @@ from npucc.backend.lower.resume import (
     SpliceMiss,
     Timed,
     same_prefix,
+    shed,
 )
 from npucc.backend.lower.stage import stage_const
 from npucc.backend.lower.subbatch import (
@@ -121,24 +122,31 @@ def lower_graph(
         return base
     chains = plan_chains(graph, target)
     before = layer_spans(base) if chains else []
-    lowering = (graph, ctx, placement, (work, memo), record)
-    paid = _paid(lowering, before, chains, ({}, base, first.made))
-    if paid is None:
-        return base
-    wider = plan_chains(graph, target, WIDE_SHARE, paid[0])
-    before = before or (layer_spans(base) if wider else [])
     bound = busiest_pipes(base)  # all `trials` needs of the lowering without cascades
-    del base, first  # NOTE: held on only as paid's program, when no chain paid
+    lowering = (graph, ctx, placement, (work, memo), record)
+    kept = _Kept({}, base, first.made)
+    del base, first  # NOTE: held on only as kept's program, until a cascaded one replaces it
+    if not _paid(lowering, before, chains, kept):
+        return kept.program
+    wider = plan_chains(graph, target, WIDE_SHARE, kept.chains)
+    before = before or (layer_spans(kept.program) if wider else [])
     if wider:
-        again = _paid(lowering, before, {**paid[0], **wider}, paid)
         # NOTE: kept if its layers' spans sum below the program's so far (`paying`'s measure)
-        if again is not None and again is not paid and _spans(again[1]) < _spans(paid[1]):
-            paid = again
-        del again
-    chains, program, marks = paid
-    del paid
-    tried = trials(graph, chains, ctx.target, bound)
-    return _overlapped(ctx, placement, graph, (work, memo), (chains, marks), program, tried)
+        _paid(lowering, before, {**kept.chains, **wider}, kept, _spans(kept.program))
+    tried = trials(graph, kept.chains, ctx.target, bound)
+    return _overlapped(ctx, placement, graph, (work, memo), (kept.chains, kept.marks),
+                       kept.program, tried)  # fmt: skip
+
+
+@dataclass(slots=True)
+class _Kept:
+    """The lowering kept so far: its chains, its program and its marks (source layer -> the
+    mark before it). NOTE: the one reference to the program, so that a lowering replacing
+    it need not hold it while it is made (`_paid`)."""
+
+    chains: Chains
+    program: TiledProgram
+    marks: dict[int, Mark]
 
 
 def _paid(
@@ -147,22 +155,26 @@ def _paid(
     ],
     before: list[tuple[int, int]],
     chains: Chains,
-    fallback: tuple[Chains, TiledProgram, dict[int, Mark]],
-) -> tuple[Chains, TiledProgram, dict[int, Mark]] | None:
-    """The chains of `chains` that pay (`paying`, against the lowering without cascades timed
-    `before`), with `lowering`'s graph lowered so and its marks, or `fallback` (chains, their
-    lowering and marks) when those that pay are its chains or none (None: a tile does not fit
-    beside the bands). `lowering`: the graph, the compile context, the placement, the layers'
-    work and memo, and the source layers whose marks are kept.
+    kept: _Kept,
+    beat: int | None = None,
+) -> bool:
+    """Replace `kept` by the chains of `chains` that pay (`paying`, against the lowering
+    without cascades timed `before`), with `lowering`'s graph lowered so and its marks, unless
+    those that pay are `kept`'s chains or none, or the layers' spans of that lowering sum to
+    `beat` or more (False: a tile does not fit beside the bands; `kept` unchanged).
+    `lowering`: the graph, the compile context, the placement, the layers' work and memo, and
+    the source layers whose marks are kept.
 
-    NOTE: each lowering starts from `fallback`'s mark before the first chain it lacks and
-    stops where its state meets `fallback`'s after the last (npucc.backend.lower.resume): the
-    layers outside that stretch lower alike, their spans are `fallback`'s; only a lowering
-    whose chains all pay goes on from where it stopped.
+    NOTE: each lowering starts from `kept`'s mark before the first chain it lacks and stops
+    where its state meets `kept`'s after the last (npucc.backend.lower.resume): the layers
+    outside that stretch lower alike, their spans are `kept`'s (a run's span reads only its
+    own nodes: the sum is the whole lowering's, as `paying` prices it); only a lowering that
+    replaces `kept` goes on from where it stopped, `kept`'s program let go first (no two
+    whole programs alive but while a lowering is judged).
     """
     graph, ctx, placement, (work, memo), record = lowering
-    had, program, marks = fallback
-    timed, spans = _timed(program, marks), layer_spans(program)
+    had, marks = kept.chains, kept.marks
+    timed, spans = _timed(kept.program, marks), layer_spans(kept.program)
     while chains:
         new = [first for first, chain in chains.items() if had.get(first) != chain]
         if not new:
@@ -173,22 +185,34 @@ def _paid(
         try:
             banded = _lower_cascaded(ctx, placement, cascades, work, memo, resume)
         except ReservedFitError:
-            return None
-        made, after = resume.made, layer_spans(banded)
-        if splice.met is not None:  # the kept tail from the source layer where it met
-            mark = splice.met[0]
-            meet = mark.decisions.origin[mark.index]
+            return False
+        made, after, met = resume.made, layer_spans(banded), splice.met
+        if met is not None:  # the kept tail from the source layer where it met
+            meet = met[0].decisions.origin[met[0].index]
             after += [(layer, c) for layer, c in spans if layer >= meet]
-        kept = paying(chains, before, after)
-        if kept == chains:
-            if splice.met is not None:
-                rest = Resume(record, splice.met[2])
+        paid = paying(chains, before, after)
+        if paid == chains:
+            if beat is not None and sum(c for _, c in after) >= beat:
+                return True
+            marks = {**marks, **made}
+            del timed, splice, resume, made, spans
+            del kept.program, kept.marks  # NOTE: its graph goes here (its marks: shed)
+            if met is not None:
+                rest = Resume(record, met[2])
+                # NOTE: the marks it records anew (from its start on) are let go first
+                ahead = record.intersection(cascades.origin[met[2].index :])
+                marks = {source: mark for source, mark in marks.items() if source not in ahead}
+                shed(marks, banded)
+                del met
                 banded = _lower_cascaded(ctx, placement, cascades, work, memo, rest)
-                made = {**made, **rest.made}
-            return chains, banded, {**marks, **made}
-        chains = kept
-        del banded, resume, splice  # NOTE: not held while the next is made (a tiled program)
-    return fallback
+                marks = {**marks, **rest.made}
+            shed(marks, banded)
+            kept.chains, kept.program, kept.marks = chains, banded, marks
+            return True
+        chains = paid
+        # NOTE: not held while the next is made (a tiled program; its marks hold its graph)
+        del banded, resume, splice, made, met
+    return True
 
 
 def _spans(program: TiledProgram) -> int:
@@ -749,4 +773,7 @@ class LowerTiles(Pass):
                     staged.setdefault(layer.name, {})[name] = key
         program = lower_graph(sliced.graph, ctx, parts, onchip, sliced.slices, staged=staged)
         ctx.stats["tile_ops"] = sum(len(c.graph) for c in program.cores)
+        # NOTE: no pass after lowering reads the memo (the planner's profiles are before it):
+        # its blocks (~3 MiB on MobileNet v2) go to the scheduler's objects, not to the peak
+        ctx.memo.clear()
         return program

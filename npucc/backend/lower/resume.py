@@ -193,6 +193,41 @@ class Mark:
         return builders
 
 
+def shed(marks: dict[int, Mark], program: TiledProgram) -> None:
+    """Let the lowerings `marks` were recorded on go, but `program`'s: the marks on a graph
+    whose nodes `program` does not all continue are detached, those of one graph onto one
+    prefix copy of it (up to the longest of theirs), which restores as that graph would.
+
+    NOTE: a graph `program` continues costs only its lists (its nodes are `program`'s); one
+    it left (a lowering without cascades, a wider pass's) would hold every node of its tail.
+    """
+    kept = [core.graph for core in program.cores]
+    groups: dict[tuple[int, ...], list[Mark]] = {}
+    for mark in marks.values():
+        if not all(map(_continues, kept, mark.graphs)):
+            groups.setdefault(tuple(map(id, mark.graphs)), []).append(mark)
+    for group in groups.values():
+        first = group[0]
+        prefix = [
+            _prefix(g, max(m.nodes[i] for m in group), max(m.buffers[i] for m in group))
+            for i, g in enumerate(first.graphs)
+        ]
+        for mark in group:
+            mark.graphs = prefix
+
+
+def _continues(graph: TileGraph, old: TileGraph) -> bool:
+    """Whether `graph` begins with all of `old`'s nodes and buffers (a lowering resumed
+    from its end)."""
+    n, b = len(old.nodes), len(old.buffers)
+    return (
+        n <= len(graph.nodes)
+        and b <= len(graph.buffers)
+        and (n == 0 or graph.nodes[n - 1] is old.nodes[n - 1])
+        and (b == 0 or graph.buffers[b - 1] is old.buffers[b - 1])
+    )
+
+
 def _wholes(d: Decisions, name: str) -> list[str]:
     """The tensors band view or folded concat part `name` lies in, if it is one."""
     return [w[0] for w in (d.views.get(name), d.folds.parts.get(name)) if w is not None]
