@@ -57,6 +57,10 @@ class TileGraph:
         self.alloc_of: dict[int, int] = {}  # buffer id -> its ALLOC node id
         self.free_of: dict[int, int] = {}  # buffer id -> its FREE node id
 
+    def timing_columns(self) -> tuple[list[int], list[str | None]]:
+        """Each node's cycles and pipe, in id order (what in-order timing reads)."""
+        return [v.cycles for v in self.nodes], [v.pipe for v in self.nodes]
+
     def add_buffer(self, size: int, tier: str, name: str = "") -> Buffer:
         """Create a buffer (its ALLOC and FREE nodes are added separately)."""
         buf = Buffer(len(self.buffers), size, tier, name)

@@ -65,6 +65,10 @@ class TrialGraph:
             if src != dst:
                 into.append(src)
 
+    def timing_columns(self) -> tuple[list[int], list[str | None]]:
+        """Each node's cycles and pipe, in id order (TileGraph.timing_columns)."""
+        return self.cycles, self.pipes
+
     def busy(self) -> int:
         """The busiest pipe's cycles."""
         busy: dict[str, int] = {}
