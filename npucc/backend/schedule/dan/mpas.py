@@ -230,6 +230,7 @@ def mpas(
 
     users_l0 = prep.users_l0 or {}  # L0 ALLOC node -> consumers of its buffer (rule 7)
     live_l0: list[int] = [-1, -1, -1]  # per L0 tier: its live ALLOC node, or -1
+    no_live = [-1, -1, -1]  # NOTE: live_l0 with no tier live (ids are >= 0)
     live_count = [0, 0, 0]
     # parked nodes by what they wait for: class t < 3 = their own L0 tier t, class 3 = futile
     waiting: list[list[int]] = [[], [], [], []]  # lazy heaps of keys
@@ -418,7 +419,7 @@ def mpas(
         if strict and (near_epoch[0] == e or near_current()) and not near_parked:
             return  # (near_live is current, so a tier is live) no parked node can pass
         near: list[list[int]] | None = None  # companions, per class
-        any_live = max(live_l0) >= 0
+        any_live = live_l0 != no_live
         if any_live and strict:
             near_live()
             if not near_parked:  # no parked node can pass
