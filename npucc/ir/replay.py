@@ -7,6 +7,7 @@ be legal; `validate` checks legality without using anything `replay` computes.
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -615,8 +616,12 @@ def validate(
 def _positions(order: list[int], total: int, name: str, ints: bool = False) -> np.ndarray:
     """Each node's position in `order`, which must be a permutation of range(total) (`ints`:
     its entries are taken for ints unchecked, as a replay, which trusts its schedule, may)."""
-    try:  # NOTE: fromiter converts without checking each entry's type (and truncates floats)
-        ids = np.fromiter(order, np.int64, len(order)) if ints else np.asarray(order)
+    try:  # NOTE: fromiter converts without checking each entry's type (and truncates floats);
+        # array("q") refuses what is not an integer (TypeError) or beyond int64 (OverflowError)
+        if ints:
+            ids = np.fromiter(order, np.int64, len(order))
+        else:
+            ids = np.frombuffer(array("q", order), np.int64)
     except (TypeError, ValueError, OverflowError):
         ids = np.asarray(order, dtype=object)
     if ids.ndim == 1 and ids.dtype.kind == "i" and total and ids.min() >= 0 and ids.max() < total:

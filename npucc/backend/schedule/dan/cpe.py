@@ -40,9 +40,7 @@ from npucc.backend.schedule.dan.repeak import lower_peak
 from npucc.ir.replay import L0_TIERS, Replay
 from npucc.ir.schedule import Schedule
 from npucc.ir.tiled import TileNode
-from npucc.target.timing import in_order
 
-MEMORY_OPS = ("ALLOC", "FREE", "SPILL_OUT", "SPILL_IN")
 WINDOW = 8
 MOVE_BUDGET = 4_000_000  # node-visits of re-timing spent on local moves (deterministic)
 # A lower overlap budget (repeak) is kept when its order is at most 1/PEAK_TRADE slower: DAN
@@ -55,17 +53,21 @@ Preds = Sequence[Sequence[int]]  # per node: its predecessors (or successors) in
 
 def _groups(r: Replay) -> list[int]:
     """Per augmented node: its memory-order group (0 = L1+UB, 1.. = an L0 tier, -1 = none)."""
+    graph = r.graph
     group = [-1] * len(r.nodes)
-    for node in r.nodes:
-        if node.op in MEMORY_OPS:
-            tier = r.graph.buffers[node.bufs[0]].tier
-            group[node.id] = 1 + L0_TIERS.index(tier) if tier in L0_TIERS else 0
+    # NOTE: the memory events are each buffer's ALLOC and FREE and the spill nodes
+    of_tier = {
+        tier: 1 + L0_TIERS.index(tier) if tier in L0_TIERS else 0
+        for tier in {buf.tier for buf in graph.buffers}
+    }
+    buffers = graph.buffers
+    for events in (graph.alloc_of, graph.free_of):
+        for b, v in events.items():
+            group[v] = of_tier[buffers[b].tier]
+    n = len(graph.nodes)
+    for k, (b, _) in enumerate(r.spill_plan):
+        group[n + 2 * k] = group[n + 2 * k + 1] = of_tier[buffers[b].tier]
     return group
-
-
-def _timing(nodes: list[TileNode], preds: Preds, order: list[int]) -> list[int]:
-    """Finish times under rule 5."""
-    return in_order(order, [v.cycles for v in nodes], [v.pipe for v in nodes], preds)[1]
 
 
 class Lanes:
@@ -172,9 +174,15 @@ def _retime(
 
 def _succs(r: Replay) -> list[list[int]]:
     """The successor lists of `r.preds` (the same edges; order within a list is free)."""
-    succs = [list(s) for s in r.graph.succs] + [[] for _ in range(len(r.nodes) - len(r.graph))]
+    # NOTE: the graph's lists are shared, read only; a node with spill or reuse edges out of
+    # it gets its own copy
+    succs = [*r.graph.succs, *([] for _ in range(len(r.nodes) - len(r.graph)))]
+    copied = set(range(len(r.graph), len(r.nodes)))
     for edges in (r.spill_edges, r.reuse_edges):
         for src, dst in edges:
+            if src not in copied:
+                succs[src] = list(succs[src])
+                copied.add(src)
             succs[src].append(dst)
     return succs
 
@@ -230,7 +238,7 @@ def list_order(
     """Refinement 1: earliest-start list scheduling over G2 (ties: the larger `critical`, the
     nodes' `downstream` criticality, or without the plan's order), memory order per group
     kept; with `cap`, only L1+UB's ALLOCs keep their order, each run once the live bytes fit
-    `cap`. The order and its finish times under rule 5 (`_timing`); None once a bound proves
+    `cap`. The order and its finish times under rule 5; None once a bound proves
     its makespan is not below `beat`."""
     nodes = r.nodes
     total = len(nodes)
@@ -630,7 +638,8 @@ def cpe(
     succs = _succs(r)
     group = _groups(r)
     order = list(schedule.order)
-    timed = _timing(r.nodes, preds, order)
+    # NOTE: r replays schedule: its finish times are rule 5's of this order over G2
+    timed = list(r.finish)
     # NOTE: measured on bench/roofline.py's models, each of the first three wins somewhere;
     # the budgeted order (`overlap` only) wins on all five (r50f, danpeak)
     h = downstream(r, succs)

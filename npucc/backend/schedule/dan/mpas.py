@@ -170,7 +170,7 @@ def mpas(
     key = [-1] * n
     in_ready = [False] * n
     ready: list[int] = []
-    heappush = heapq.heappush
+    heappush, heappop = heapq.heappush, heapq.heappop
     # NOTE: ready FREEs apart: a FREE's key (level 0) is below every other key, so the heaps'
     # joint minimum is the FREEs' when there is one
     frees: list[int] = []
@@ -199,12 +199,19 @@ def mpas(
             k = make_key(v)
             if k != key[v]:
                 key[v] = k
-                heapq.heappush(ready, k)
+                heappush(ready, k)
 
     def make_ready(v: int) -> None:
         in_ready[v] = True
-        k = key[v] = make_key(v)
-        heappush(frees if is_free[v] else ready, k)
+        # NOTE: make_key(v), inline
+        low = ((hmax - h[v]) << vbits) | v if use_h else v
+        if is_free[v]:
+            k = key[v] = levels[0] - (size_pk[v] << shift) + low if use_delta else levels[0] + low
+            heappush(frees, k)
+            return
+        top = levels[2] if jit_count[v] else levels[1]
+        k = key[v] = top + ((jit[v] - enabled[v]) << shift) + low if use_delta else top + low
+        heappush(ready, k)
 
     # a FREE's key, make_key's without a call: levels[0] - size_pk * scale + low
     scale = 1 << shift if use_delta else 0
@@ -223,6 +230,7 @@ def mpas(
 
     users_l0 = prep.users_l0 or {}  # L0 ALLOC node -> consumers of its buffer (rule 7)
     live_l0: list[int] = [-1, -1, -1]  # per L0 tier: its live ALLOC node, or -1
+    no_live = [-1, -1, -1]  # NOTE: live_l0 with no tier live (ids are >= 0)
     live_count = [0, 0, 0]
     # parked nodes by what they wait for: class t < 3 = their own L0 tier t, class 3 = futile
     waiting: list[list[int]] = [[], [], [], []]  # lazy heaps of keys
@@ -311,7 +319,7 @@ def mpas(
             near_parked.add(v)
         n_parked[c] += 1
         idle[c] = -1
-        heapq.heappush(waiting[c], k)
+        heappush(waiting[c], k)
 
     def unpark(v: int) -> None:
         """Take v out of its class (its heap entry goes stale)."""
@@ -328,7 +336,7 @@ def mpas(
             x = k & vmask
             if parked[x] == c and park_key[x] == k:
                 return k
-            heapq.heappop(heap)
+            heappop(heap)
         return None
 
     # near_live() of the first live L0 buffer near_of, and the unscheduled producers it went
@@ -359,7 +367,7 @@ def mpas(
         """The nodes sharing a consumer with the first live L0 buffer (no repeats)."""
         # while an L0 tier is live only these can pass (any other would start a tile that
         # cannot finish), so waking costs the local fan-out, not a scan of every waiter
-        if near_current():
+        if near_epoch[0] == epoch[0] or near_current():
             return near_found[0]
         for a in live_l0:
             if a >= 0:
@@ -408,10 +416,10 @@ def mpas(
         # are live and near_live stay the same for the four classes, and waking a node of one
         # class changes no other class's parked nodes
         e = epoch[0]
-        if strict and near_current() and not near_parked:
+        if strict and (near_epoch[0] == e or near_current()) and not near_parked:
             return  # (near_live is current, so a tier is live) no parked node can pass
         near: list[list[int]] | None = None  # companions, per class
-        any_live = max(live_l0) >= 0
+        any_live = live_l0 != no_live
         if any_live and strict:
             near_live()
             if not near_parked:  # no parked node can pass
@@ -541,7 +549,7 @@ def mpas(
             emit(k & vmask)
             wake()
             continue
-        k = heapq.heappop(frees) if frees else heapq.heappop(ready)
+        k = heappop(frees) if frees else heappop(ready)
         v = k & vmask
         if done[v] or not in_ready[v] or k != key[v]:
             continue  # a stale entry
@@ -563,6 +571,8 @@ def mpas(
                     emit(u)
         emit(v)
         # NOTE: wake's first test, inline: most wakes find near_live current and unparked
-        if single_l0 and not (strict and near_current() and not near_parked):
+        if single_l0 and not (
+            strict and (near_epoch[0] == epoch[0] or near_current()) and not near_parked
+        ):
             wake()
     return order
