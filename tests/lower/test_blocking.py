@@ -12,7 +12,14 @@ from onnx import TensorProto, helper, numpy_helper
 
 import npucc
 from npucc.backend.lower import LowerTiles
-from npucc.backend.lower.blocking import Blocking, CubeShape, MBlock, MTile, block_cost
+from npucc.backend.lower.blocking import (
+    Blocking,
+    CubeShape,
+    MBlock,
+    MTile,
+    _bias_plan,
+    block_cost,
+)
 from npucc.backend.lower.context import LowerContext
 from npucc.backend.planner import single_core_plan
 from npucc.checking import compare, random_inputs, run_onnxruntime
@@ -258,6 +265,23 @@ def test_the_cube_adds_a_bias_where_the_vector_unit_binds_and_not_where_the_cube
     assert cube < vector
     vector, cube = costs(1024)  # the cube binds: its bias mmads only add to it
     assert cube > vector
+
+
+def test_a_bias_tied_in_cost_goes_to_the_cube_only_beside_a_depthwise_conv():
+    # a 3x3 conv 3 -> 32 with a bias and a clip, its output to DDR: the DDR bound prices both
+    # places of the bias alike; beside a depthwise conv (whose taps bind the vector unit) the
+    # cube takes it, where its pipes' loads, busiest first, are less; elsewhere the vector unit
+    ctx = LowerContext(None, None, None, TARGET)  # type: ignore[arg-type]
+    shape = CubeShape(32, 27, 9, 1, True, False, 1)
+    tile = npucc.backend.lower.l0_tiles.MatTiles(256, 32, 32)
+    blocks = [MBlock((MTile(i * 256, 256),), 27 * 256) for i in range(16)]
+    plan = Blocking("ws", tile, 1, 32, 27)
+    assert block_cost(ctx, shape, plan, blocks) == block_cost(
+        ctx, shape, replace(plan, cube_bias=True), blocks
+    )
+    for beside in (False, True):
+        chosen = _bias_plan(ctx, replace(shape, beside_vector=beside), plan, blocks, {})[1]
+        assert chosen.cube_bias == beside
 
 
 def _stem_model(hw: int) -> onnx.ModelProto:

@@ -218,7 +218,7 @@ def lower_cube_conv(ctx: LowerContext, layer: Layer, one_unit: bool = False) -> 
     x_onchip = ctx.onchip(layer.inputs[0]) is not None
     r_onchip = bool(residual) and ctx.onchip(residual) is not None
     noc = ctx.on_noc(layer.inputs[0]), ctx.on_noc(layer.inputs[1]), ctx.on_noc(residual)
-    planes = _staggered(ctx, layer, g, x_onchip)
+    planes = (_staggered(ctx, layer, g, x_onchip), _beside_vector(ctx, layer))
     for fused in _fusions(ctx, layer, g, one_unit):
         onchip = (x_onchip, ctx.onchip(fused.out) is not None, r_onchip)
         spec = (fused.pool, fused.cols)
@@ -262,6 +262,15 @@ def _staggered(ctx: LowerContext, layer: Layer, g: ConvGeom, x_onchip: bool) -> 
     return ctx.builder.by_channels(ctx.ddr(layer.inputs[0]), g.c, g.h * g.w)
 
 
+def _beside_vector(ctx: LowerContext, layer: Layer) -> bool:
+    """Whether `layer`'s producer or a consumer is a low-reuse grouped conv (a depthwise
+    conv, whose taps bind the vector unit: `CubeShape.beside_vector`)."""
+    producer = ctx.graph.producer(layer.inputs[0])
+    near = [producer] if producer is not None else []
+    near += ctx.graph.users(layer.outputs[0])
+    return any(n.op == "conv2d" and low_reuse(ctx, conv_geometry(ctx, n)) for n in near)
+
+
 def _blocking(
     ctx: LowerContext,
     layer: Layer,
@@ -269,13 +278,14 @@ def _blocking(
     one_unit: bool,
     spec: tuple[int, tuple[int, ...]],
     noc: tuple[bool, bool, bool, bool],
-    planes: bool = False,
+    planes: tuple[bool, bool] = (False, False),
 ) -> tuple[Blocking, list[MBlock], int] | None:
     """The conv's blocking, its M blocks and its groups per staged unit (`_stageable`), with
     its input, output and residual resident in L1 as `onchip` says, its epilogue computing
     `spec` = (`_Fused.pool`, `_Fused.cols`) and its operands on chip as `noc` says
-    (`CubeShape.noc`) and its input written channel group after channel group as `planes`
-    says (`CubeShape.x_by_channels`); None when no tile of that epilogue's shape fits."""
+    (`CubeShape.noc`), its input written channel group after channel group and a depthwise
+    conv beside it as `planes` says (`CubeShape.x_by_channels`, `beside_vector`); None when no
+    tile of that epilogue's shape fits."""
     g = conv_geometry(ctx, layer)
     taps, k = g.taps, g.cg * g.taps
     bias, residual = _optional(layer, 2), _optional(layer, 3)
@@ -307,7 +317,7 @@ def _blocking(
     kept = (cols[0], g.ow, cols[3]) if cols else ()
     shape = CubeShape(
         g.cog, k, taps, units, bool(bias), bool(residual), ops, per, *onchip, bool(pool), kept,
-        noc, planes,
+        noc, *planes,
     )  # fmt: skip
 
     def bands(t: MatTiles, count: int) -> list[MBlock]:

@@ -153,7 +153,7 @@ class _Expand:
         self.w: BufRef | DdrRef = w
         if whole is not None:
             self.w = whole.at(w.off)
-        elif elems * ctx.target.tier_bytes("L1") <= ctx.capacity("L1") // WEIGHT_SHARE:
+        elif elems <= ctx.capacity("L1") // WEIGHT_SHARE:
             self.w = bld.alloc("L1", elems, f"{expand.name}.w")
             bld.emit(Copy(self.w, w, (elems,), (1,), (1,)))
             self.owned.append(self.w)
