@@ -133,7 +133,9 @@ class TileBuilder(Generic[G]):
         # DDR tensor key -> (node, the runs it writes) of each write until closed; the runs
         # only on a one-core target (exact read deps: npucc.backend.lower.ddr_deps), None
         # elsewhere and for a write that is not a copy
-        self._ddr_writers: dict[str, list[tuple[int, Runs | None]]] = {}
+        # DDR tensor -> its open writes: the writer node and, for a one-core copy, the copy
+        # (its runs are worked out at the close: a trial's last writes are never closed)
+        self._ddr_writers: dict[str, list[tuple[int, Copy | None]]] = {}
         self._gates: dict[str, int] = {}  # key -> BARRIER its writes wait for (until closed)
         self._resident: dict[str, BufRef] = {}  # DDR tensor key -> L1 buffer holding it
         self._views: dict[str, BandView] = {}  # band key -> the rows of a DDR tensor it is
@@ -263,7 +265,7 @@ class TileBuilder(Generic[G]):
             graph.add_edges(preds, node_id)
         for ref in ddr_writes:
             key = ref.key
-            self._ddr_writers.setdefault(key, []).append((node_id, self._write_runs(instr, ref)))
+            self._ddr_writers.setdefault(key, []).append((node_id, self._run_copy(instr, ref)))
             gate = self._gates.get(key)
             if gate is not None and gate not in preds:
                 self.graph.add_edge(gate, node_id)
@@ -337,11 +339,11 @@ class TileBuilder(Generic[G]):
         """The node that last wrote `buf`, or its ALLOC."""
         return self._last_write.get(buf, self.graph.alloc_of[buf])
 
-    def _write_runs(self, instr: Instr, ref: DdrRef) -> Runs | None:
-        """The runs `instr` writes through `ref` on a one-core target (None: on a mesh, or
-        not a copy)."""
+    def _run_copy(self, instr: Instr, ref: DdrRef) -> Copy | None:
+        """`instr`, a copy whose written runs (through `ref`) are kept, on a one-core target
+        (None: on a mesh, or not a copy)."""
         if self.target.cores == 1 and isinstance(instr, Copy) and instr.dst is ref:
-            return pattern_runs(ref.off, instr.dims, instr.dst_strides)
+            return instr
         return None
 
     def _import(self, key: str, lo: int, hi: int, copy: Copy | None = None) -> int | None:
@@ -426,8 +428,9 @@ class TileBuilder(Generic[G]):
         for w, _ in writers:
             self.graph.add_edge(w, barrier)
         self.tracker.ready.setdefault(key, []).append((self.core, barrier, lo, hi))
-        runs = [(w, r) for w, r in writers if r is not None]
-        if len(runs) == len(writers):
+        copies = [(w, c) for w, c in writers if c is not None]
+        if len(copies) == len(writers):
+            runs = [(w, pattern_runs(c.dst.off, c.dims, c.dst_strides)) for w, c in copies]
             self.tracker.written[self.core, barrier] = Written.of(runs)
         return self.core, barrier
 
