@@ -242,8 +242,15 @@ class TileBuilder(Generic[G]):
         if len(write_bufs) == 1 and len(read_bufs) == 1:  # most instructions
             wb, rb = write_bufs[0], read_bufs[0]
             bufs: tuple[int, ...] = (wb,) if rb == wb else (wb, rb)
-        else:
-            bufs = tuple(dict.fromkeys((*write_bufs, *read_bufs)))
+        else:  # each once, in first-seen order (a few: a list, not a dict)
+            seen = []
+            for b in write_bufs:
+                if b not in seen:
+                    seen.append(b)
+            for b in read_bufs:
+                if b not in seen:
+                    seen.append(b)
+            bufs = tuple(seen)
         graph = self.graph
         op, pipe, cycles = self._form(instr)
         node_id = graph.add(op, pipe, cycles, bufs, instr, self.layer)
