@@ -37,9 +37,7 @@ from npucc.target.timing import in_order
 class Decisions:
     """What the lowering loop reads of each layer: the graph lowered, each layer's index in
     the source graph, the band views, the resident tensors, the folded concats and the held
-    weights (name -> first and last layer reading them). NOTE: none of it changes once made:
-    each layer's `_layer_decisions` is worked out once (`known`; a lowering's marks share
-    them, and every trial resumed from or meeting one compares them)."""
+    weights (name -> first and last layer reading them)."""
 
     graph: Graph
     origin: tuple[int, ...]
@@ -47,7 +45,6 @@ class Decisions:
     residency: Residency
     folds: ConcatFolds
     held: dict[str, tuple[int, int]]
-    known: dict[int, Hashable] = field(default_factory=dict, compare=False, repr=False)
 
 
 def _layer_key(layer: Layer | None) -> Hashable:
@@ -68,14 +65,6 @@ def _tensor_key(graph: Graph, name: str) -> Hashable:
 
 def _layer_decisions(d: Decisions, index: int) -> Hashable:
     """Layer `index` of `d` with its tensors and the decisions the loop reads for it."""
-    found = d.known.get(index)
-    if found is None:
-        found = d.known[index] = _decisions_of(d, index)
-    return found
-
-
-def _decisions_of(d: Decisions, index: int) -> Hashable:
-    """`_layer_decisions`, worked out (TypeError: an attribute without a signature)."""
     layer = d.graph.layers[index]
     names = [n for n in (*layer.inputs, *layer.outputs) if n]
     views = [d.views.get(n) for n in names]
