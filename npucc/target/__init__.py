@@ -24,6 +24,7 @@ from typing import Any
 from npucc.errors import NpuccError
 
 TIERS = ("L1", "UB", "L0A", "L0B", "L0C")
+_TIER_NAMES = frozenset((*TIERS, "DDR"))  # what `Memory.capacity` answers
 DMA_PATHS = (
     "DDR_L1",
     "DDR_UB",
@@ -56,7 +57,7 @@ class Memory:
 
     def capacity(self, tier: str) -> int:
         """Bytes of one tier (a TIERS name or DDR)."""
-        if tier not in (*TIERS, "DDR"):
+        if tier not in _TIER_NAMES:
             raise KeyError(tier)
         return int(getattr(self, tier))
 

@@ -10,7 +10,7 @@ import npucc
 from npucc.backend.lower import conv, depthwise
 from npucc.backend.lower.builder import MeshBuilder, TileBuilder
 from npucc.backend.lower.context import LowerContext
-from npucc.backend.lower.memo import FORMS, frozen, once, signature
+from npucc.backend.lower.memo import FORMS, SIGNATURES, frozen, layer_signature, once, signature
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.ir.program import TiledProgram
@@ -54,6 +54,18 @@ def test_layers_alike_up_to_names_share_a_signature_and_others_do_not():
     assert signature(g, a) != signature(g, other)
 
 
+def test_layer_signature_is_the_signature_kept_per_graph_and_layer():
+    g, other = _graph(), _graph()
+    a = g.layers[0]
+    ctx = _ctx(g)
+    assert layer_signature(ctx, a) == signature(g, a)
+    assert layer_signature(ctx, a) is layer_signature(ctx, a)  # worked out once
+    shifted = other.tensors["x"]
+    other.tensors["x"] = Tensor("x", (1, 8, 7, 7), shifted.dtype)
+    elsewhere = LowerContext(other, ctx.program, ctx.builder, TARGET, memo=ctx.memo)
+    assert layer_signature(elsewhere, a) == signature(other, a) != signature(g, a)
+
+
 def test_frozen_tells_attribute_values_apart():
     assert frozen([1, 2]) != frozen((1, 2))
     assert frozen(1) != frozen(1.0) != frozen(True)
@@ -95,7 +107,8 @@ def test_an_error_is_raised_again_naming_the_layer_itself():
     ctx = _ctx(g)
     with pytest.raises(NpuccError, match="layer 'a'"):
         once(ctx, a, "k", work)
-    assert [key for key in ctx.memo if key != FORMS] == []  # only the builders' shared forms
+    # only the builders' shared forms and the layers' signatures
+    assert [key for key in ctx.memo if key not in (FORMS, SIGNATURES)] == []
 
 
 def _two_depthwise_convs():

@@ -60,6 +60,7 @@ def node_op_name(instr: Instr) -> str:
 
 
 Forms = dict[tuple[Any, ...], tuple[str, str, int]]  # form_key -> (op name, pipe, cycles)
+Pattern = tuple[int, tuple[int, ...], tuple[int, ...]]  # a copy's DDR offset, dims, strides
 EVERYTHING = 1 << 62  # one past the last element of any tensor
 
 
@@ -133,7 +134,9 @@ class TileBuilder(Generic[G]):
         # DDR tensor key -> (node, the runs it writes) of each write until closed; the runs
         # only on a one-core target (exact read deps: npucc.backend.lower.ddr_deps), None
         # elsewhere and for a write that is not a copy
-        self._ddr_writers: dict[str, list[tuple[int, Runs | None]]] = {}
+        # DDR tensor -> its open writes: the writer node and, for a one-core copy, the pattern
+        # it writes (its runs are worked out at the close: a trial's last writes never are)
+        self._ddr_writers: dict[str, list[tuple[int, Pattern | None]]] = {}
         self._gates: dict[str, int] = {}  # key -> BARRIER its writes wait for (until closed)
         self._resident: dict[str, BufRef] = {}  # DDR tensor key -> L1 buffer holding it
         self._views: dict[str, BandView] = {}  # band key -> the rows of a DDR tensor it is
@@ -240,8 +243,15 @@ class TileBuilder(Generic[G]):
         if len(write_bufs) == 1 and len(read_bufs) == 1:  # most instructions
             wb, rb = write_bufs[0], read_bufs[0]
             bufs: tuple[int, ...] = (wb,) if rb == wb else (wb, rb)
-        else:
-            bufs = tuple(dict.fromkeys((*write_bufs, *read_bufs)))
+        else:  # each once, in first-seen order (a few: a list, not a dict)
+            seen = []
+            for b in write_bufs:
+                if b not in seen:
+                    seen.append(b)
+            for b in read_bufs:
+                if b not in seen:
+                    seen.append(b)
+            bufs = tuple(seen)
         graph = self.graph
         op, pipe, cycles = self._form(instr)
         node_id = graph.add(op, pipe, cycles, bufs, instr, self.layer)
@@ -263,7 +273,7 @@ class TileBuilder(Generic[G]):
             graph.add_edges(preds, node_id)
         for ref in ddr_writes:
             key = ref.key
-            self._ddr_writers.setdefault(key, []).append((node_id, self._write_runs(instr, ref)))
+            self._ddr_writers.setdefault(key, []).append((node_id, self._written(instr, ref)))
             gate = self._gates.get(key)
             if gate is not None and gate not in preds:
                 self.graph.add_edge(gate, node_id)
@@ -337,11 +347,11 @@ class TileBuilder(Generic[G]):
         """The node that last wrote `buf`, or its ALLOC."""
         return self._last_write.get(buf, self.graph.alloc_of[buf])
 
-    def _write_runs(self, instr: Instr, ref: DdrRef) -> Runs | None:
-        """The runs `instr` writes through `ref` on a one-core target (None: on a mesh, or
-        not a copy)."""
+    def _written(self, instr: Instr, ref: DdrRef) -> Pattern | None:
+        """The pattern (offset, dims, strides) `instr` writes through `ref` on a one-core
+        target, whose runs are kept (None: on a mesh, or not a copy)."""
         if self.target.cores == 1 and isinstance(instr, Copy) and instr.dst is ref:
-            return pattern_runs(ref.off, instr.dims, instr.dst_strides)
+            return ref.off, instr.dims, instr.dst_strides
         return None
 
     def _import(self, key: str, lo: int, hi: int, copy: Copy | None = None) -> int | None:
@@ -426,8 +436,9 @@ class TileBuilder(Generic[G]):
         for w, _ in writers:
             self.graph.add_edge(w, barrier)
         self.tracker.ready.setdefault(key, []).append((self.core, barrier, lo, hi))
-        runs = [(w, r) for w, r in writers if r is not None]
-        if len(runs) == len(writers):
+        known = [(w, p) for w, p in writers if p is not None]
+        if len(known) == len(writers):
+            runs = [(w, pattern_runs(*p)) for w, p in known]
             self.tracker.written[self.core, barrier] = Written.of(runs)
         return self.core, barrier
 

@@ -115,11 +115,20 @@ class LowerContext:
         """Bytes of a tile's buffers in `tier` (`buffers`: elements of each), each padded to the
         alignment."""
         align, eb = self.target.memory.alignment, self.target.tier_bytes(tier)
-        return sum(-(-n * eb // align) * align for n in buffers)
+        total = 0
+        for n in buffers:  # NOTE: a loop, not sum() of a generator: the tile searches' inner step
+            total += -(-n * eb // align) * align
+        return total
+
+    def share_bytes(self, tier: str) -> int:
+        """The most bytes a tile's buffers in `tier` may take: its share (1/TILE_SHARE) of the
+        room (an integer size fits `room // TILE_SHARE` exactly when TILE_SHARE times it fits
+        the room)."""
+        return self.room(tier) // TILE_SHARE
 
     def share_fits(self, tier: str, buffers: tuple[int, ...]) -> bool:
         """Whether a tile's `buffers` in `tier` fit its share (1/TILE_SHARE) of the tier."""
-        return TILE_SHARE * self.tile_bytes(buffers, tier) <= self.room(tier)
+        return self.tile_bytes(buffers, tier) <= self.share_bytes(tier)
 
     def fits_beside(self, tier: str, held: tuple[int, ...], buffers: tuple[int, ...]) -> bool:
         """Whether `held` (loaded once) fits the share and `buffers` fit theirs beside it."""

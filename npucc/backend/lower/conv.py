@@ -46,7 +46,7 @@ from npucc.backend.lower.conv_geom import (
 from npucc.backend.lower.depthwise import low_reuse, lower_vector_conv, prefers_vector
 from npucc.backend.lower.dwfuse import cube_shares, fused_depthwise, lower_fused
 from npucc.backend.lower.l0_tiles import MatTiles, fitting_tiles
-from npucc.backend.lower.memo import fresh, once, signature, trial_graph
+from npucc.backend.lower.memo import fresh, layer_signature, once, trial_graph
 from npucc.ir.graph import Layer
 from npucc.ir.isa import REQUANT_BYTES, BufRef, Copy, Img2Col
 
@@ -183,7 +183,7 @@ def _fuses(ctx: LowerContext, layer: Layer) -> tuple[Layer, int] | None:
     d = fused_depthwise(ctx, layer)
     if d is None:
         return None
-    key = ("dwfuse", signature(ctx.graph, layer), signature(ctx.graph, d), ctx.reserved)
+    key = ("dwfuse", layer_signature(ctx, layer), layer_signature(ctx, d), ctx.reserved)
     if key not in ctx.memo:
         alone = fresh(ctx, ctx.graph)
         lower_cube_conv(alone, layer)

@@ -63,19 +63,30 @@ def fitting_tiles(
             "UB": (mt * nt,) * ub_per_mn,
         }
 
+    # NOTE: `share_fits` of each of `buffers`' tiers, each tier's share read once (the
+    # candidates run to hundreds a layer signature; `l1_buffers` is a pure size formula)
+    share = {tier: ctx.share_bytes(tier) for tier in ("L0A", "L0B", "L0C", "L1", "UB")}
+    size = ctx.tile_bytes
+    a, b, c, l1, ub = share.values()
+
+    def fits(mt: int, nt: int, kt: int) -> bool:
+        return (
+            size((mt * kt,), "L0A") <= a
+            and size((kt * nt,), "L0B") <= b
+            and size((mt * nt,), "L0C") <= c
+            and size((mt * nt,) * ub_per_mn, "UB") <= ub
+            and size(l1_buffers(mt, nt, kt), "L1") <= l1
+        )
+
     for m0, n0, k0 in ((cube.m0, cube.n0, cube.k0), (1, 1, 1)):
         if k_quantum > 1:
             k_options = [c * k_quantum for c in candidates(k // k_quantum)]
         else:
             k_options = candidates(k, k0)
         ms = m_options if m_options and m0 > 1 else candidates(m, m0)
-        fits = [
-            MatTiles(mt, nt, kt)
-            for mt, nt, kt in itertools.product(ms, candidates(n, n0), k_options)
-            if all(ctx.share_fits(t, b) for t, b in buffers(mt, nt, kt).items())
-        ]
-        if fits:
-            return [t for t in fits if not any(_contains(o, t) for o in fits)]
+        found = [t for t in itertools.product(ms, candidates(n, n0), k_options) if fits(*t)]
+        if found:
+            return [MatTiles(*t) for t in found if not any(_contains(o, t) for o in found)]
     # NOTE: every tier's need grows with each tile dimension, so the smallest tile is the one
     # that fits if any does: the first tier it overflows is the one to name
     smallest = buffers(1, 1, k_options[0])
@@ -83,9 +94,10 @@ def fitting_tiles(
     raise ctx.share_error(layer, tier, smallest[tier])
 
 
-def _contains(big: MatTiles, small: MatTiles) -> bool:
-    """True when `big` is another tile at least as large as `small` in every dimension."""
-    return big != small and big.m >= small.m and big.n >= small.n and big.k >= small.k
+def _contains(big: tuple[int, int, int], small: tuple[int, int, int]) -> bool:
+    """True when `big` is another tile (m, n, k) at least as large as `small` in every
+    dimension."""
+    return big != small and big[0] >= small[0] and big[1] >= small[1] and big[2] >= small[2]
 
 
 def l0c_fits(ctx: LowerContext, accs: tuple[int, ...]) -> bool:

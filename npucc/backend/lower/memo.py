@@ -61,6 +61,24 @@ def signature(graph: Graph, layer: Layer) -> Signature:
     return (layer.op, frozen(layer.attrs), wiring, types)
 
 
+def layer_signature(ctx: LowerContext, layer: Layer) -> Signature:
+    """`signature` of the layer in `ctx`'s graph, worked out once per graph and layer (the
+    memo holds both beside it: their ids are not reused while it is kept).
+
+    NOTE: a graph is complete before it is lowered (band graphs, scratch graphs): the
+    operands a signature reads do not change while it is lowered."""
+    graph = ctx.graph
+    known: dict[tuple[int, int], tuple[Graph, Layer, Signature]]
+    known = ctx.memo.setdefault(SIGNATURES, {})
+    found = known.get((id(graph), id(layer)))
+    if found is None or found[0] is not graph or found[1] is not layer:
+        found = known[id(graph), id(layer)] = (graph, layer, signature(graph, layer))
+    return found[2]
+
+
+SIGNATURES = ("signatures",)  # the memo's key of `layer_signature`'s
+
+
 def fresh(ctx: LowerContext, graph: Graph) -> LowerContext:
     """A context on `graph` with `ctx`'s target, L1 reservation and memo, a fresh program and
     one fresh core (what is emitted there reaches no output: a `TrialGraph`, `trial_graph`)."""
@@ -111,7 +129,7 @@ def once(
     NOTE: an NpuccError is not kept: `work` runs again on a fresh context of the layer itself,
     so that the error names it.
     """
-    sig = signature(ctx.graph, layer)
+    sig = layer_signature(ctx, layer)
     full = (sig, ctx.reserved, key)
     if full not in ctx.memo:
         graph, one = scratch(layer, sig)
