@@ -298,7 +298,9 @@ class ExecCostModel:
             energy = trace.energy[: items + 1]
             ddr = trace.ddr[: items + 1]
         self.onchip(steps, offchip, parts, (placed, kept, depth))
-        new = self._priced(steps, parts[depth:], kept)
+        where_ids = trace.ids[:tensors] if trace is not None else []
+        where_ids += [self._where_id(where) for where in islice(kept.values(), tensors, None)]
+        new = self._priced(steps, parts[depth:], kept, dict(zip(kept, where_ids, strict=True)))
         priced += new
         total = energy[-1]
         ddr_energy, held = ddr[-1]
@@ -315,7 +317,7 @@ class ExecCostModel:
         before = timeline(self.target, trace, items)
         after = before.copy()
         edp = total * float(schedule(self.target, runs[items:], after))
-        made = Trace(placed, kept, priced, runs, energy, {items: before}, edp, ddr)
+        made = Trace(placed, kept, priced, runs, energy, {items: before}, edp, ddr, where_ids)
         self._prefixes.add(keys, newer, made)
         return made
 
@@ -577,10 +579,15 @@ class ExecCostModel:
         return self._linked(self._priced(steps, parts, onchip))
 
     def _priced(
-        self, steps: tuple[Step, ...], parts: list[Part], onchip: dict[str, OnChip]
+        self,
+        steps: tuple[Step, ...],
+        parts: list[Part],
+        onchip: dict[str, OnChip],
+        ids: dict[str, int] | None = None,
     ) -> list[LayerRun | tuple[Part, _Base]]:
         """`_runs` before their inputs are linked: per layer part its `_base_run` (or
-        `noc_layer`), per staging its run, in lowering order."""
+        `noc_layer`), per staging its run, in lowering order; `ids`: `_where_id` of each of
+        `onchip`, if known."""
         rect_of: dict[int, tuple[Rect, tuple[int, int, int, int]]] = {}
         for step in steps:
             for group in step.groups:
@@ -590,7 +597,8 @@ class ExecCostModel:
                     rect_of[index] = where
         out: list[LayerRun | tuple[Part, _Base]] = []
         views, base_runs = self._views, self._base
-        ids = {key: self._where_id(where) for key, where in onchip.items()}
+        if ids is None:
+            ids = {key: self._where_id(where) for key, where in onchip.items()}
         for p in oldest_first(parts):
             index, n = p.layer, p.parts
             if index in views:

@@ -40,6 +40,7 @@ class Trace:
     # all through DDR (`ExecCostModel.best_edp`'s bound of it): the running energy sum and
     # channel bound of its runs before each item, and after the last
     ddr: list[tuple[float, int]] = field(default_factory=lambda: [(0.0, 0)])
+    ids: list[int] = field(default_factory=list)  # `ExecCostModel._where_id` of each of `kept`
 
 
 class Prefixes:
