@@ -6,11 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from npucc.backend.estimate.exec_cost import ExecCostModel
+from npucc.backend.estimate.exec_cost import ExecCostModel, _cost_of
+from npucc.backend.estimate.list_schedule import channel_bound
 from npucc.backend.estimate.prefix import Prefixes, Trace
 from npucc.backend.hypercut.beam import BeamOptions, BeamSearch
 from npucc.backend.hypercut.set_model import MeshParams
 from npucc.backend.hypercut.workload import workload_from_graph
+from npucc.backend.lower.subbatch import loop_parts
 from npucc.ir.plan import Step
 from npucc.target import load_target
 from npucc.transforms.graph_pipeline import import_model
@@ -43,6 +45,29 @@ def test_plans_priced_from_a_shared_prefix_cost_what_they_cost_alone(name: str) 
         whole = min(alone.evaluate(plan).edp, alone.evaluate(plan, alone.every_tensor).edp)
         assert shared.best_edp(plan) == whole  # to the bit
     assert shared.refine_offchip(found) == _greedy_offchip(alone, found)
+
+
+def test_a_trace_carries_its_plan_through_ddr_energy_and_channel_bound() -> None:
+    graph = import_model(MODELS / "residual_block.onnx")
+    target = load_target("mesh8x8")
+    model = ExecCostModel(graph, target)
+    plans: list[tuple[Step, ...]] = []
+
+    def price(plan: tuple[Step, ...]) -> float:
+        plans.append(plan)
+        return model.best_edp(plan)
+
+    wl = workload_from_graph(graph, None)
+    BeamSearch(wl, MeshParams.from_target(target), BeamOptions(width=8), price).run()
+    alone = ExecCostModel(graph, target, model.memo)
+    for plan in plans:
+        parts = loop_parts(graph, plan, alone.splits)
+        trace = model._unsplit_trace(plan, parts)
+        costs = [_cost_of(item) for item in alone._priced(plan, parts, {})]
+        energy, held = trace.ddr[-1]
+        assert held == channel_bound(target, costs) > 0
+        assert energy == pytest.approx(sum(c.energy for c in costs), rel=1e-12)
+        assert trace.ids == [model._where_id(where) for where in trace.kept.values()]
 
 
 def test_the_trie_finds_the_longest_prefix_across_two_generations() -> None:

@@ -67,6 +67,10 @@ from npucc.ir.plan import Cost, Rect, Step
 from npucc.target import Target
 from npucc.target.cost import ddr_channel_held, sync_cycles
 
+# the relative rounding `best_edp`'s bound of all through DDR allows for (a sum of n positive
+# floats in another order differs by at most n ulps: far below this)
+_MARGIN = 1e-9
+
 _Base = tuple[
     "RunCost", tuple[tuple[int, int], ...], tuple[int, int], tuple[int, int, int, int], int
 ]
@@ -215,7 +219,14 @@ class ExecCostModel:
         # NOTE: with every tensor through DDR only a split loop's weights may stay on chip
         split = any(p.parts > 1 for p in parts)
         if not split:  # nothing staged: all it can on chip, and nothing
-            best = self._unsplit_edp(steps, parts)
+            trace = self._unsplit_trace(steps, parts)
+            best = trace.edp
+            energy, held = trace.ddr[-1]
+            # NOTE: all through DDR is bounded out (`_edp`) when its energy times its channel
+            # bound is not below `best`; the running sums prove it without pricing it, their
+            # rounding (against `sum`'s) covered by a relative margin far above it
+            if energy * held * (1 - _MARGIN) >= best:
+                return best
             return min(best, self._edp(steps, parts, {}, best))
         kept = self.onchip(steps, frozenset(), parts)
         staged = frozenset(key for key in kept if key not in self.graph.tensors)
@@ -251,9 +262,15 @@ class ExecCostModel:
         self, steps: tuple[Step, ...], parts: list[Part], offchip: frozenset[str] = frozenset()
     ) -> float:
         """`_edp` of an unsplit plan (its `loop_parts`: graph order) keeping on chip all it can
-        but `offchip`, going on from the longest prefix of its rectangles (and of its layers
-        whose output `offchip` holds) a plan priced before shares
-        (npucc.backend.estimate.prefix)."""
+        but `offchip` (`_unsplit_trace`'s EDP)."""
+        return self._unsplit_trace(steps, parts, offchip).edp
+
+    def _unsplit_trace(
+        self, steps: tuple[Step, ...], parts: list[Part], offchip: frozenset[str] = frozenset()
+    ) -> Trace:
+        """The `Trace` of an unsplit plan keeping on chip all it can but `offchip`, priced
+        going on from the longest prefix of its rectangles (and of its layers whose output
+        `offchip` holds) a plan priced before shares (npucc.backend.estimate.prefix)."""
         keys: list[tuple[int, ...] | None] = [None] * len(parts)
         for step in steps:
             for group in step.groups:
@@ -267,31 +284,42 @@ class ExecCostModel:
             keys[index] = (*(keys[index] or ()), -1 - layers[index].outputs.index(t))  # DDR
         trace, depth, newer = self._prefixes.find(keys)
         if trace is not None and depth == len(keys):
-            return trace.edp
+            return trace
         placed: list[Placed] = []
         kept: dict[str, OnChip] = {}
         priced: list[LayerRun | tuple[Part, _Base]] = []
         energy: list[float] = [0]
+        ddr: list[tuple[float, int]] = [(0.0, 0)]
         tensors, items = 0, 0
         if trace is not None:
             tensors, items = self._upto(trace, depth)
             placed, priced = trace.placed[:tensors], trace.priced[:items]
             kept = dict(islice(trace.kept.items(), tensors))
             energy = trace.energy[: items + 1]
+            ddr = trace.ddr[: items + 1]
         self.onchip(steps, offchip, parts, (placed, kept, depth))
-        new = self._priced(steps, parts[depth:], kept)
+        where_ids = trace.ids[:tensors] if trace is not None else []
+        where_ids += [self._where_id(where) for where in islice(kept.values(), tensors, None)]
+        new = self._priced(steps, parts[depth:], kept, dict(zip(kept, where_ids, strict=True)))
         priced += new
         total = energy[-1]
+        ddr_energy, held = ddr[-1]
         for item in new:
             total += _cost_of(item).energy
             energy.append(total)
+            index = item[0].layer  # type: ignore[union-attr]
+            # NOTE: `_priced` made the layer's all-DDR run; the channel bound is a sum by run
+            cost = self._base[(index, 1, keys[index][:4])][0]  # type: ignore[index]
+            ddr_energy += cost.energy
+            held += channel_bound(self.target, (cost,))
+            ddr.append((ddr_energy, held))
         runs = self._linked(priced, trace.runs[:items] if trace is not None else None)
         before = timeline(self.target, trace, items)
         after = before.copy()
         edp = total * float(schedule(self.target, runs[items:], after))
-        made = Trace(placed, kept, priced, runs, energy, {items: before}, edp)
+        made = Trace(placed, kept, priced, runs, energy, {items: before}, edp, ddr, where_ids)
         self._prefixes.add(keys, newer, made)
-        return edp
+        return made
 
     def _upto(self, trace: Trace, depth: int) -> tuple[int, int]:
         """How many of an unsplit plan's kept tensors and priced items (both in graph order)
@@ -551,10 +579,15 @@ class ExecCostModel:
         return self._linked(self._priced(steps, parts, onchip))
 
     def _priced(
-        self, steps: tuple[Step, ...], parts: list[Part], onchip: dict[str, OnChip]
+        self,
+        steps: tuple[Step, ...],
+        parts: list[Part],
+        onchip: dict[str, OnChip],
+        ids: dict[str, int] | None = None,
     ) -> list[LayerRun | tuple[Part, _Base]]:
         """`_runs` before their inputs are linked: per layer part its `_base_run` (or
-        `noc_layer`), per staging its run, in lowering order."""
+        `noc_layer`), per staging its run, in lowering order; `ids`: `_where_id` of each of
+        `onchip`, if known."""
         rect_of: dict[int, tuple[Rect, tuple[int, int, int, int]]] = {}
         for step in steps:
             for group in step.groups:
@@ -564,7 +597,8 @@ class ExecCostModel:
                     rect_of[index] = where
         out: list[LayerRun | tuple[Part, _Base]] = []
         views, base_runs = self._views, self._base
-        ids = {key: self._where_id(where) for key, where in onchip.items()}
+        if ids is None:
+            ids = {key: self._where_id(where) for key, where in onchip.items()}
         for p in oldest_first(parts):
             index, n = p.layer, p.parts
             if index in views:

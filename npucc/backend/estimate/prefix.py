@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from npucc.backend.estimate.list_schedule import LayerRun, Timeline, schedule
 from npucc.backend.hypercut.onchip_plan import Placed
@@ -37,6 +37,10 @@ class Trace:
     energy: list[float]  # the running energy sum before each item, and after the last
     timelines: dict[int, Timeline]  # the list schedule after some numbers of runs
     edp: float = math.inf
+    # all through DDR (`ExecCostModel.best_edp`'s bound of it): the running energy sum and
+    # channel bound of its runs before each item, and after the last
+    ddr: list[tuple[float, int]] = field(default_factory=lambda: [(0.0, 0)])
+    ids: list[int] = field(default_factory=list)  # `ExecCostModel._where_id` of each of `kept`
 
 
 class Prefixes:
