@@ -181,7 +181,8 @@ def locate(acc: Access, bad: np.ndarray, op: str, write: bool, who: str) -> tupl
 
 
 def accesses(ins: Instr, target: Target, unit: int) -> tuple[list[Access], list[Access]]:
-    """The read and write unit sets of an instruction (`unit`: bytes of a checking unit)."""
+    """The read and write unit sets of an instruction (`unit`: bytes of a checking unit); an
+    operand read and written (an accumulating dst) is one Access in both lists."""
     reads: list[Access] = []
     writes: list[Access] = []
 
@@ -202,9 +203,10 @@ def accesses(ins: Instr, target: Target, unit: int) -> tuple[list[Access], list[
     elif isinstance(ins, Mmad):
         reads.append(make("a", ins.a, (ins.m * ins.k,), (1,)))
         reads.append(make("b", ins.b, (ins.k * ins.n,), (1,)))
+        dst = make("dst", ins.dst, (ins.m * ins.n,), (1,))
         if ins.acc:
-            reads.append(make("dst", ins.dst, (ins.m * ins.n,), (1,)))
-        writes.append(make("dst", ins.dst, (ins.m * ins.n,), (1,)))
+            reads.append(dst)  # NOTE: the one Access it reads and writes (`read_too`)
+        writes.append(dst)
     elif isinstance(ins, (Requant, VSoftmax)):  # dense rows: extents() are the elements
         reads += [make(n, getattr(ins, n), (ins.extents()[n],), (1,)) for n in ins.reads]
         writes.append(make("dst", ins.dst, (ins.extents()["dst"],), (1,)))
@@ -223,9 +225,10 @@ def accesses(ins: Instr, target: Target, unit: int) -> tuple[list[Access], list[
     elif isinstance(ins, VBinary):
         reads.append(make("a", ins.a, ins.dims, ins.a_strides))
         reads.append(make("b", ins.b, ins.dims, ins.b_strides))
+        dst = make("dst", ins.dst, ins.dims, ins.dst_strides)
         if ins.accumulates:
-            reads.append(make("dst", ins.dst, ins.dims, ins.dst_strides))
-        writes.append(make("dst", ins.dst, ins.dims, ins.dst_strides))
+            reads.append(dst)
+        writes.append(dst)
     else:
         assert isinstance(ins, (Copy, VUnary, VFill))  # the other INSTRUCTIONS are handled above
         if not isinstance(ins, VFill):

@@ -37,7 +37,7 @@ class Counters(TypedDict):
 class Tally:
     """The running totals of a run."""
 
-    __slots__ = ("target", "busy", "energy", "counters")
+    __slots__ = ("target", "busy", "energy", "counters", "adds")
 
     def __init__(self, target: Target) -> None:
         self.target = target
@@ -53,6 +53,9 @@ class Tally:
             "events": 0,
             "opcodes": {},
         }
+        # id of an instruction -> it (held: its id is not reused) and what each run of it adds
+        # (`_adds`): a parsed stream's lines that repeat one share it
+        self.adds: dict[int, tuple[Instr, list[tuple[str, str, int]]]] = {}
 
     def event(self) -> None:
         """An alloc, free or barrier ran."""
@@ -65,23 +68,31 @@ class Tally:
         c = self.counters
         c["instructions"] += 1
         c["opcodes"][ins.opcode] = c["opcodes"].get(ins.opcode, 0) + 1
-        if isinstance(ins, Mmad):
-            c["macs"] += ins.m * ins.n * ins.k
-        elif vector_elements(ins):
-            c["vector_elements"] += vector_elements(ins)
-        elif isinstance(ins, HostOp):  # over the host link
-            spans = operand_nbytes(self.target, ins)
-            for path, names in (("DDR->HOST", ins.reads), ("HOST->DDR", ins.writes)):
-                nbytes = sum(spans[n] for n in names)
-                c["bytes"][path] = c["bytes"].get(path, 0) + nbytes
-        else:
-            if isinstance(ins, Gather):
-                nbytes = gather_bytes(self.target, ins)
+        known = self.adds.get(id(ins))
+        if known is None:
+            known = self.adds[id(ins)] = (ins, self._adds(ins))
+        for name, path, n in known[1]:
+            if path:
+                c["bytes"][path] = c["bytes"].get(path, 0) + n
             else:
-                assert isinstance(ins, (Copy, Spill, Img2Col))  # the other INSTRUCTIONS above
-                nbytes = copy_bytes(self.target, ins)
-            src_tier = DDR if isinstance(ins, Gather) else ins.src.tier
-            path = f"{src_tier}->{ins.dst.tier}"
-            if isinstance(ins, NocCopy):
-                c["noc_byte_hops"] += nbytes * ins.hops
-            c["bytes"][path] = c["bytes"].get(path, 0) + nbytes
+                c[name] += n  # type: ignore[literal-required]
+
+    def _adds(self, ins: Instr) -> list[tuple[str, str, int]]:
+        """What one run of `ins` adds: (counter, "SRC->DST" path of a bytes counter or "",
+        amount)."""
+        if isinstance(ins, Mmad):
+            return [("macs", "", ins.m * ins.n * ins.k)]
+        if vector_elements(ins):
+            return [("vector_elements", "", vector_elements(ins))]
+        if isinstance(ins, HostOp):  # over the host link
+            spans = operand_nbytes(self.target, ins)
+            return [("bytes", path, sum(spans[n] for n in names))
+                    for path, names in (("DDR->HOST", ins.reads), ("HOST->DDR", ins.writes))]
+        if isinstance(ins, Gather):
+            nbytes = gather_bytes(self.target, ins)
+        else:
+            assert isinstance(ins, (Copy, Spill, Img2Col))  # the other INSTRUCTIONS above
+            nbytes = copy_bytes(self.target, ins)
+        src_tier = DDR if isinstance(ins, Gather) else ins.src.tier
+        hops = [("noc_byte_hops", "", nbytes * ins.hops)] if isinstance(ins, NocCopy) else []
+        return [*hops, ("bytes", f"{src_tier}->{ins.dst.tier}", nbytes)]

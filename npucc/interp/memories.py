@@ -42,6 +42,8 @@ class Memory:
     NOTE: the masks hold the negations so that DDR starts as zeros, live and written: the OS
     zero-fills its pages lazily, so the const image's units (VGG-19: 137 M of them, in each
     mask) are never touched; only the other tensors' and the gaps' are set.
+    NOTE: a dead unit is stale too (what a dead unit's stale mask held is never read), so a
+    read none of whose units is stale touches no dead one either: one mask to look at.
     """
 
     __slots__ = ("data", "stale", "dead", "allocs", "const")
@@ -49,7 +51,7 @@ class Memory:
     def __init__(self, nbytes: int, unit: int, live: bool = False) -> None:
         n = nbytes // unit
         self.data = np.zeros(n * unit, np.uint8)
-        self.stale = np.zeros(n, bool)
+        self.stale = np.zeros(n, bool) if live else np.ones(n, bool)
         self.dead = np.zeros(n, bool) if live else np.ones(n, bool)
         self.allocs: dict[int, int] = {}  # live regions: byte address -> bytes
         # NOTE: DDR's first bytes are the const image, read in place (read-only) rather than
@@ -223,7 +225,9 @@ class Memories:
     def release(self, core: int, tier: str, addr: int, size: int) -> None:
         """The region stops being live."""
         mem = self.mem(core, tier)
-        mem.dead[addr // self.unit : (addr + size) // self.unit] = True
+        lo, hi = addr // self.unit, (addr + size) // self.unit
+        mem.dead[lo:hi] = True
+        mem.stale[lo:hi] = True
 
     def release_at(self, time: int, core: int, tier: str, addr: int, size: int) -> None:
         """Release the region once the clock reaches `time` (a spill out's finish)."""
@@ -240,6 +244,8 @@ class Memories:
         self, step: Step, mem: Memory, acc: Access, write: bool, spill: bool, who: str
     ) -> None:
         """An access of `mem` touches live elements, and a read (not a spill's) written ones."""
+        if not write and not spill and not acc.get(mem.stale).any():
+            return  # nothing stale, so nothing dead (Memory)
         op = cast(Instr, step.line.instr).opcode  # only pipe steps have accesses
         dead = acc.get(mem.dead)
         if dead.any():
@@ -277,5 +283,7 @@ def _kill_gaps(mem: Memory, spans: list[tuple[int, int]]) -> None:
     for lo, hi in sorted(spans):
         if lo > end:
             mem.dead[end:lo] = True
+            mem.stale[end:lo] = True
         end = max(end, hi)
     mem.dead[end:] = True
+    mem.stale[end:] = True

@@ -201,8 +201,13 @@ REDUCE: dict[str, Callable[..., np.ndarray]] = {
 
 
 def exec_copy(view: View, ins: Copy) -> None:
-    """dst[i] = src[i] over the strided pattern."""
-    view(ins.dst, ins.dims, ins.dst_strides)[...] = view(ins.src, ins.dims, ins.src_strides).copy()
+    """dst[i] = src[i] over the strided pattern, src read whole before dst is written.
+
+    NOTE: src is copied first only where the two may overlap (numpy's own assignment does
+    not always: a 1-D pair of different strides runs backwards)."""
+    dst = view(ins.dst, ins.dims, ins.dst_strides)
+    src = view(ins.src, ins.dims, ins.src_strides)
+    dst[...] = src.copy() if np.may_share_memory(dst, src) else src
 
 
 def exec_spill(view: View, ins: Spill) -> None:

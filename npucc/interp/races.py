@@ -89,7 +89,7 @@ class RaceDetector:
     """
 
     __slots__ = ("stream", "steps", "qvc", "flag_vc", "segments", "state", "seqs", "wseqs",
-                 "reuse")  # fmt: skip
+                 "reuse", "found")  # fmt: skip
 
     def __init__(self, stream: Stream, steps: Steps) -> None:
         self.stream = stream
@@ -97,6 +97,9 @@ class RaceDetector:
         self.qvc = [self.clock() for _ in steps.qnames]
         self.flag_vc: dict[FlagKey, np.ndarray] = {}
         self.state: dict[tuple[int, str, int], _Writers] = {}  # (core, tier, segment) ->
+        # (core, access) -> `_of`'s answer: a step's accesses are its instruction's, the same
+        # objects each time it runs (and the same answer: segments are fixed, states kept)
+        self.found: dict[tuple[int, Access], _Writers | None] = {}
         # sequence numbers in 2 bytes where a queue is short enough (a mesh's queues are)
         self.seqs = [_seq_type(len(q)) for q in steps.queues]  # of each queue's reads
         self.wseqs = _seq_type(max(map(len, steps.queues)))  # of any queue's writes
@@ -133,6 +136,14 @@ class RaceDetector:
 
     def _of(self, core: int, acc: Access) -> _Writers | None:
         """The state of the written segment `acc` lies in, or None where no step writes."""
+        try:
+            return self.found[core, acc]
+        except KeyError:
+            found = self.found[core, acc] = self._find(core, acc)
+            return found
+
+    def _find(self, core: int, acc: Access) -> _Writers | None:
+        """`_of`'s answer the first time."""
         first, end = acc.span()
         key = self._key(core, acc.tier)
         segments = self.segments.get(key)
@@ -149,8 +160,12 @@ class RaceDetector:
             )
         return writers
 
-    def check(self, step: Step, acc: Access, vc: np.ndarray, write: bool) -> None:
-        """An access must be ordered after the last write, and a write after other reads."""
+    def check(
+        self, step: Step, acc: Access, vc: np.ndarray, write: bool, read_too: bool = False
+    ) -> None:
+        """An access must be ordered after the last write, and a write after other reads
+        (only those when `read_too`: the step's read of the same Access checked the last
+        write)."""
         qnames = self.steps.qnames
         if acc.tier == NOC and self.reuse.shared:
             self.reuse.check(self, step, acc, vc)
@@ -160,7 +175,7 @@ class RaceDetector:
         op = cast(Instr, step.line.instr).opcode  # only pipe steps have accesses
         # NOTE: each unit's last write by queue q is at most q's latest in the segment, so
         # the units are compared only when some queue's latest is not ordered before
-        late = [q for q, seq in state.wmax.items() if seq > vc[q]]
+        late = [] if read_too else [q for q, seq in state.wmax.items() if seq > vc[q]]
         if late:
             self._check_writes(step, acc, vc, write, state, op, late)
         if write:

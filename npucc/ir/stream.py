@@ -43,11 +43,12 @@ class Flag:
     num: int
     src_at: tuple[int, int] = (0, 0)  # (row, col) of the core whose queue sets it
     dst_at: tuple[int, int] = (0, 0)  # (row, col) of the core whose queue waits for it
+    # identity of the token: both endpoints and the number (NOTE: kept, not made at each use:
+    # the interpreter looks a flag up by it about six times)
+    key: FlagKey = field(init=False, repr=False, compare=False)
 
-    @property
-    def key(self) -> FlagKey:
-        """Identity of the token: both endpoints and the number."""
-        return (self.src_at, self.dst_at, self.num)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", (self.src_at, self.dst_at, self.num))
 
     def wait_text(self) -> str:
         """The flag as its waiting line writes it (the setter's core if it is another)."""

@@ -348,20 +348,19 @@ class _Parser(StreamChecks):
             raise self.fail(f"expected 'wait|set SRC>DST#N' pairs, got '{clip(odd)}'")
         waits: list[Flag] = []
         sets: list[Flag] = []
+        flag_sets, flag_waits = self.flag_sets, self.flag_waits
         for verb, spec in pairs:
             m = match_flag(spec, core)
-            if verb not in ("wait", "set") or m is None:
+            waiting = verb == "wait"
+            if m is None or not (waiting or verb == "set"):
                 raise self.fail(f"bad synchronisation '{clip(verb)} {clip(spec)}'")
             src, src_at, dst, dst_at, num = m
-            waiting = verb == "wait"
             if (dst_at if waiting else src_at) != core:
                 raise self.fail(f"{verb} '{clip(spec)}' names another core for this core's queue")
             if src not in QUEUE_NAMES or dst not in QUEUE_NAMES:
                 flag = Flag(src, dst, num, src_at, dst_at)
                 raise self.fail(f"flag {flag}: unknown queue (one of {', '.join(QUEUE_NAMES)})")
-            mine, other = (self.flag_sets, self.flag_waits)
-            if waiting:
-                mine, other = other, mine
+            mine, other = (flag_waits, flag_sets) if waiting else (flag_sets, flag_waits)
             if (dst if waiting else src) != queue:
                 raise self.fail(f"{verb} {Flag(src, dst, num, src_at, dst_at)} on queue {queue}")
             key = (src_at, dst_at, num)

@@ -267,6 +267,10 @@ def match_flag(spec: str, core: At) -> tuple[str, At, str, At, int] | None:
     An end without `@ROW,COL` is `core`'s; queue names come back interned (a stream has
     hundreds of thousands of flags).
     """
+    src, _, rest = spec.partition(">")
+    dst, _, num = rest.partition("#")
+    if src in _NAMES and dst in _NAMES and num.isdecimal():
+        return _NAMES[src], core, _NAMES[dst], core, int(num)  # NOTE: what _FLAG_RE matches
     m = _FLAG_RE.match(spec)
     if not m:
         return None
