@@ -86,8 +86,10 @@ class Tally:
             return [("vector_elements", "", vector_elements(ins))]
         if isinstance(ins, HostOp):  # over the host link
             spans = operand_nbytes(self.target, ins)
-            return [("bytes", path, sum(spans[n] for n in names))
-                    for path, names in (("DDR->HOST", ins.reads), ("HOST->DDR", ins.writes))]
+            return [
+                ("bytes", path, sum(spans[n] for n in names))
+                for path, names in (("DDR->HOST", ins.reads), ("HOST->DDR", ins.writes))
+            ]
         if isinstance(ins, Gather):
             nbytes = gather_bytes(self.target, ins)
         else:
