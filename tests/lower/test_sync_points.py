@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from npucc.backend.lower import drop_implied
+from npucc.backend.lower.sync_points import drop_implied
 
 
 def test_an_edge_known_through_another_core_or_the_chain_is_dropped() -> None:

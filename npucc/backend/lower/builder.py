@@ -406,7 +406,8 @@ class TileBuilder(Generic[G]):
         """A BARRIER here after the BARRIERs `closes` (core, node) of this or other cores.
 
         NOTE: of another core's closes only its latest gets an edge: a core's BARRIERs are
-        chained in lowering order (`_order_sync_points`), so that one finishes after the rest.
+        chained in lowering order (`sync_points.order_sync_points`), so that one finishes
+        after the rest.
         A mesh sub-batch's gate waits for the reads of every earlier sub-batch on each core
         (SqueezeNet b16 on mesh8x8: 6.33 M cross-core edges, 350 k of them needed).
         """
