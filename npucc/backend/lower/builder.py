@@ -244,11 +244,8 @@ class TileBuilder(Generic[G]):
             wb, rb = write_bufs[0], read_bufs[0]
             bufs: tuple[int, ...] = (wb,) if rb == wb else (wb, rb)
         else:  # each once, in first-seen order (a few: a list, not a dict)
-            seen = []
-            for b in write_bufs:
-                if b not in seen:
-                    seen.append(b)
-            for b in read_bufs:
+            seen: list[int] = []
+            for b in (*write_bufs, *read_bufs):
                 if b not in seen:
                     seen.append(b)
             bufs = tuple(seen)

@@ -65,9 +65,8 @@ def fitting_tiles(
 
     # NOTE: `share_fits` of each of `buffers`' tiers, each tier's share read once (the
     # candidates run to hundreds a layer signature; `l1_buffers` is a pure size formula)
-    share = {tier: ctx.share_bytes(tier) for tier in ("L0A", "L0B", "L0C", "L1", "UB")}
+    a, b, c, l1, ub = (ctx.share_bytes(tier) for tier in ("L0A", "L0B", "L0C", "L1", "UB"))
     size = ctx.tile_bytes
-    a, b, c, l1, ub = share.values()
 
     def fits(mt: int, nt: int, kt: int) -> bool:
         return (

@@ -203,15 +203,8 @@ def mpas(
 
     def make_ready(v: int) -> None:
         in_ready[v] = True
-        # NOTE: make_key(v), inline
-        low = ((hmax - h[v]) << vbits) | v if use_h else v
-        if is_free[v]:
-            k = key[v] = levels[0] - (size_pk[v] << shift) + low if use_delta else levels[0] + low
-            heappush(frees, k)
-            return
-        top = levels[2] if jit_count[v] else levels[1]
-        k = key[v] = top + ((jit[v] - enabled[v]) << shift) + low if use_delta else top + low
-        heappush(ready, k)
+        k = key[v] = make_key(v)
+        heappush(frees if is_free[v] else ready, k)
 
     # a FREE's key, make_key's without a call: levels[0] - size_pk * scale + low
     scale = 1 << shift if use_delta else 0
