@@ -255,9 +255,7 @@ def _staggered(ctx: LowerContext, layer: Layer, g: ConvGeom, x_onchip: bool) -> 
     MTE2, MTE1 and the cube; a dense producer binds the pipes its consumer would use
     (ResNet-50 with every producer's channel order credited: 3,298,503 -> 4,446,623 cycles)."""
     producer = ctx.graph.producer(layer.inputs[0])
-    if x_onchip or producer is None or producer.op != "conv2d":
-        return False
-    if not low_reuse(ctx, conv_geometry(ctx, producer)):
+    if x_onchip or producer is None or not _low_reuse_conv(ctx, producer):
         return False
     return ctx.builder.by_channels(ctx.ddr(layer.inputs[0]), g.c, g.h * g.w)
 
@@ -268,7 +266,12 @@ def _beside_vector(ctx: LowerContext, layer: Layer) -> bool:
     producer = ctx.graph.producer(layer.inputs[0])
     near = [producer] if producer is not None else []
     near += ctx.graph.users(layer.outputs[0])
-    return any(n.op == "conv2d" and low_reuse(ctx, conv_geometry(ctx, n)) for n in near)
+    return any(_low_reuse_conv(ctx, n) for n in near)
+
+
+def _low_reuse_conv(ctx: LowerContext, node: Layer) -> bool:
+    """Whether `node` is a low-reuse grouped conv (`depthwise.low_reuse`: a depthwise conv)."""
+    return node.op == "conv2d" and low_reuse(ctx, conv_geometry(ctx, node))
 
 
 def _blocking(
