@@ -24,19 +24,27 @@ def _trace(edp: float) -> Trace:
     return Trace([], {}, [], [], [0], {}, edp)
 
 
-@pytest.mark.parametrize("name", ["residual_block", "transformer_encoder"])
-def test_plans_priced_from_a_shared_prefix_cost_what_they_cost_alone(name: str) -> None:
+def _searched(name: str) -> tuple[ExecCostModel, list[tuple[Step, ...]], tuple[Step, ...]]:
+    """A width-8 beam search of models/`name` on mesh8x8 priced by one ExecCostModel: the
+    model, every plan it priced and the plan found."""
     graph = import_model(MODELS / f"{name}.onnx")
     target = load_target("mesh8x8")
-    shared = ExecCostModel(graph, target)
+    model = ExecCostModel(graph, target)
     plans: list[tuple[Step, ...]] = []
 
     def price(plan: tuple[Step, ...]) -> float:
         plans.append(plan)
-        return shared.best_edp(plan)
+        return model.best_edp(plan)
 
     wl = workload_from_graph(graph, None)
     found = BeamSearch(wl, MeshParams.from_target(target), BeamOptions(width=8), price).run()
+    return model, plans, found
+
+
+@pytest.mark.parametrize("name", ["residual_block", "transformer_encoder"])
+def test_plans_priced_from_a_shared_prefix_cost_what_they_cost_alone(name: str) -> None:
+    shared, plans, found = _searched(name)
+    graph, target = shared.graph, shared.target
     traces = {id(t): t for _, owner in shared._prefixes._tries for t in owner if t}.values()
     went_on = [t for t in traces if min(t.timelines) > 0]  # from a prefix of some runs
     assert len(plans) > 20 and len(went_on) > len(traces) // 2
@@ -48,17 +56,8 @@ def test_plans_priced_from_a_shared_prefix_cost_what_they_cost_alone(name: str) 
 
 
 def test_a_trace_carries_its_plan_through_ddr_energy_and_channel_bound() -> None:
-    graph = import_model(MODELS / "residual_block.onnx")
-    target = load_target("mesh8x8")
-    model = ExecCostModel(graph, target)
-    plans: list[tuple[Step, ...]] = []
-
-    def price(plan: tuple[Step, ...]) -> float:
-        plans.append(plan)
-        return model.best_edp(plan)
-
-    wl = workload_from_graph(graph, None)
-    BeamSearch(wl, MeshParams.from_target(target), BeamOptions(width=8), price).run()
+    model, plans, _ = _searched("residual_block")
+    graph, target = model.graph, model.target
     alone = ExecCostModel(graph, target, model.memo)
     for plan in plans:
         parts = loop_parts(graph, plan, alone.splits)
