@@ -86,6 +86,15 @@ class Headroom:
             self.first += 1
 
 
+def alloc_sizes(graph: TileGraph, total: int) -> list[int]:
+    """Per node of `total`: an ALLOC's L1+UB bytes (0: not an ALLOC, an L0 tier's or empty)."""
+    size = [0] * total
+    for b, buf in enumerate(graph.buffers):
+        if buf.tier in PEAK_TIERS and buf.size:
+            size[graph.alloc_of[b]] = buf.size
+    return size
+
+
 def _events(
     graph: TileGraph,
     nodes: Sequence[TileNode],
@@ -96,10 +105,7 @@ def _events(
     FREE -> ALLOC, per counted ALLOC its start event and per its FREE its end, and the live
     bytes after each event (from 0)."""
     total = len(nodes)
-    size = [0] * total  # per ALLOC node: its L1+UB bytes (0: an L0 tier's or empty)
-    for b, buf in enumerate(graph.buffers):
-        if buf.tier in PEAK_TIERS and buf.size:
-            size[graph.alloc_of[b]] = buf.size
+    size = alloc_sizes(graph, total)
     alloc_of = {graph.free_of[b]: a for b, a in graph.alloc_of.items()}
     event = [-1] * total
     live = [0]

@@ -27,7 +27,7 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from npucc.ir.residency import PEAK_TIERS
+from npucc.backend.schedule.dan.headroom import alloc_sizes
 from npucc.ir.tiled import TileGraph, TileNode
 
 SPAN = 1024  # the longest window tried (positions), which bounds a move's cost
@@ -48,10 +48,7 @@ class _Plan:
     ) -> None:
         total = len(nodes)
         self.preds = preds
-        self.size = [0] * total  # per ALLOC node: its L1+UB bytes (0: an L0 tier's or empty)
-        for b, buf in enumerate(graph.buffers):
-            if buf.tier in PEAK_TIERS and buf.size:
-                self.size[graph.alloc_of[b]] = buf.size
+        self.size = alloc_sizes(graph, total)  # per ALLOC node: its L1+UB bytes
         self.freed = [-1] * total  # per FREE node: its counted ALLOC
         for b, a in graph.alloc_of.items():
             if self.size[a]:
