@@ -8,8 +8,8 @@ data dependences and the on-chip capacity. For a cut after layer k, let t_k be t
 last element of layer k's output is computed. Every earlier layer's work is an ancestor of that
 output (cuts where one is not are skipped), so t_k >= the floor of layers 0..k alone
 (pipe_floor's LP with `until=k`). A tail
-weight every one of whose uses reads data that depends on that last element (below) must be in
-L0 after t_k: it is either on chip at t_k or read from DDR after it. So
+weight one of whose uses (a MAC) reads data that depends on that last element (below) is read
+after t_k: it is either on chip at t_k or read from DDR after it. So
 
     T >= floor(0..k) + max(0, bytes(those weights) - on-chip capacity) / DDR bandwidth.
 
@@ -135,6 +135,7 @@ def machine(graph, target, cuts: list[int], formulation: str, rows: list[str]) -
     print("| cut after layer | head floor | tail weights that follow it | bytes beyond capacity "
           "| cycles | T >= | efficiency at most |")  # fmt: skip
     print("|---|---|---|---|---|---|---|")
+    best: tuple[float, int, dict[str, float]] = (0.0, -1, {})
     for k in cuts:
         if not _closed(graph, k):
             continue  # a layer before k that layer k does not read from need not end by t_k
@@ -143,12 +144,18 @@ def machine(graph, target, cuts: list[int], formulation: str, rows: list[str]) -
             extra += [([(i, 1.0)], 0.0) for i, tag in enumerate(f.tags) if "via DDR" in tag]
         if "vector-only" in rows:
             extra += [([(i, -1.0)], -1.0) for i, tag in enumerate(f.tags) if tag.endswith("share")]
-        head, _ = f.solve(extra)
+        head, x = f.solve(extra)
         n, _named = tail_weights(graph, k)
         beyond = max(0, 4 * n - cap)
         total = head + beyond / bw
         print(f"| {k} {graph.layers[k].name} | {head:,.0f} | {4 * n:,d} B | {beyond:,d} | "
               f"{beyond / bw:,.0f} | {total:,.0f} | {bound / total:.3f} |")  # fmt: skip
+        best = max(best, (total, k, f.loads(x)))
+    total, k, loads = best
+    print(
+        f"floor T >= {total:,.0f} (efficiency at most {bound / total:.3f}), cut after layer {k}; "
+        "the head's pipes there: " + ", ".join(f"{p} {c:,.0f}" for p, c in loads.items())
+    )
     print(f"(efficiency against the roofline's memory bound {bound:,.0f}; the goal {GOAL} asks "
           f"T <= {bound / GOAL:,.0f})")  # fmt: skip
 
