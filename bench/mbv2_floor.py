@@ -56,6 +56,7 @@ from npucc.target.cost import cube_bound, ddr_bound, vector_bound
 GOAL = 0.35  # issue 15's MobileNet v2 efficiency goal
 TIERS = ("L1", "UB", "L0A", "L0B", "L0C")
 NONE, ONE, MIXED, FULL = range(4)  # what a tensor's elements are known to depend on (below)
+GLOBAL_POOLS = ("globalavgpool", "globalmaxpool")
 ELEMENTWISE = ("add", "sub", "mul", "div", "clip", "relu", "sigmoid", "tanh")
 
 
@@ -80,8 +81,9 @@ def tail_weights(graph, k: int) -> tuple[int, list[str]]:  # noqa: ANN001
                 conv = x if covers else NONE
                 counted = x == FULL
             out = max(conv, *ins[1:]) if len(ins) > 1 else conv
-        elif layer.op == "reduce":
-            out = FULL if x == MIXED and tuple(layer.attrs["axes"]) == (2, 3) else x
+        elif layer.op in GLOBAL_POOLS or layer.op == "reduce":
+            spatial = layer.op in GLOBAL_POOLS or tuple(layer.attrs["axes"]) == (2, 3)
+            out = FULL if x == MIXED and spatial else x
         elif layer.op in ("gemm", "matmul"):
             counted = x == FULL
         elif layer.op not in ELEMENTWISE:
@@ -123,9 +125,9 @@ def _weights(graph, layer) -> int:  # noqa: ANN001
                if n and graph.is_const(n))  # fmt: skip
 
 
-def machine(graph, target, cuts: list[int], formulation: str, rows: list[str]) -> None:  # noqa: ANN001
-    """The two-region floor of any lowering, per cut; `rows` also pins choices (pipe_floor's
-    --onchip, --vector-only)."""
+def machine(graph, target, cuts: list[int], formulation: str, rows: list[str]) -> float:  # noqa: ANN001
+    """The two-region floor of any lowering, per cut, and the best; `rows` also pins choices
+    (pipe_floor's --onchip, --vector-only)."""
     cap = sum(target.memory.capacity(tier) for tier in TIERS)
     bw = target.dma.path("DDR_L1").bandwidth
     elems = {n: math.prod(graph.tensors[n].shape) for n in (*graph.inputs, *graph.outputs)}
@@ -155,16 +157,19 @@ def machine(graph, target, cuts: list[int], formulation: str, rows: list[str]) -
               f"{beyond / bw:,.0f} | {total:,.0f} | {bound / total:.3f} |")  # fmt: skip
         best = max(best, (total, k, f.loads(x)))
     total, k, loads = best
+    if not total:
+        return 0.0
     print(
         f"floor T >= {total:,.0f} (efficiency at most {bound / total:.3f}), cut after layer {k}; "
         "the head's pipes there: " + ", ".join(f"{p} {c:,.0f}" for p, c in loads.items())
     )
     print(f"(efficiency against the roofline's bound {bound:,.0f}; MobileNet v2's goal {GOAL} "
           f"asks T <= {bound / GOAL:,.0f})")  # fmt: skip
+    return total
 
 
-def program(r: Replay, graph, target) -> None:  # noqa: ANN001
-    """The two-region bound of today's instructions, the best node X per layer."""
+def program(r: Replay, graph, target) -> int:  # noqa: ANN001
+    """The two-region bound of today's instructions, per layer its best node X, and the best."""
     g, n = r.graph, len(r.graph.nodes)
     nodes = g.nodes
     loads = _const_loads(graph, nodes)
@@ -206,6 +211,7 @@ def program(r: Replay, graph, target) -> None:  # noqa: ANN001
     top = max(best.values())
     print(f"today's instructions: T >= {top[0]:,d} for any schedule ({top[2]}); "
           f"DAN {r.makespan:,d}")  # fmt: skip
+    return top[0]
 
 
 def _const_loads(graph, nodes) -> dict[int, int]:  # noqa: ANN001
