@@ -10,6 +10,7 @@ copy from DDR waits instead for exactly the writes it overlaps (npucc.backend.lo
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -264,10 +265,7 @@ class TileBuilder(Generic[G]):
             else:
                 preds.append(last_write[b] if b in last_write else alloc_of[b])
                 readers[b].append(node_id)
-        if len(preds) > 2 or (len(preds) == 2 and preds[0] == preds[1]):
-            graph.add_edges(dict.fromkeys(preds), node_id)
-        else:
-            graph.add_edges(preds, node_id)
+        graph.add_edges(preds, node_id)  # NOTE: a TileGraph drops the repeats
         for ref in ddr_writes:
             key = ref.key
             self._ddr_writers.setdefault(key, []).append((node_id, self._written(instr, ref)))
@@ -489,11 +487,27 @@ class MeshBuilder:
     moves to the next core of the layer's group; buffers never cross cores (checked).
     """
 
-    __slots__ = ("builders", "current")
+    __slots__ = ("builders", "_current", "alloc", "free", "emit")
 
     def __init__(self, builders: list[TileBuilder]) -> None:
         self.builders = builders  # one per core, in program order
+        # NOTE: the current core's `alloc`, `free` and `emit` are its builder's own bound
+        # methods, rebound as `current` moves: no call through this one per instruction
+        self.alloc: Callable[..., BufRef]  # alloc(tier, elems, name=""): on the current core
+        self.free: Callable[[BufRef], None]  # free a buffer of the current core
+        self.emit: Callable[[Instr], int]  # append an instruction to the current core
         self.current = 0  # index into builders
+
+    @property
+    def current(self) -> int:
+        """The index of the core the calls go to."""
+        return self._current
+
+    @current.setter
+    def current(self, index: int) -> None:
+        builder = self.builders[index]
+        self._current = index
+        self.alloc, self.free, self.emit = builder.alloc, builder.free, builder.emit
 
     @property
     def target(self) -> Target:
@@ -504,18 +518,6 @@ class MeshBuilder:
         """Stamp the nodes added from now on, on every core, with graph layer `index`."""
         for builder in self.builders:
             builder.layer = index
-
-    def alloc(self, tier: str, elems: int, name: str = "") -> BufRef:
-        """Allocate on the current core."""
-        return self.builders[self.current].alloc(tier, elems, name)
-
-    def free(self, ref: BufRef) -> None:
-        """Free a buffer of the current core."""
-        self.builders[self.current].free(ref)
-
-    def emit(self, instr: Instr) -> int:
-        """Append an instruction to the current core."""
-        return self.builders[self.current].emit(instr)
 
     def hold(self, key: str, elems: int) -> None:
         """Keep DDR tensor `key` in an L1 buffer of the current core (TileBuilder.hold)."""
