@@ -255,15 +255,16 @@ class TileBuilder(Generic[G]):
         node_id = graph.add(op, pipe, cycles, bufs, instr, self.layer)
         last_write, alloc_of = self._last_write, graph.alloc_of
         for b in bufs:
+            last = last_write.get(b)  # NOTE: node ids are >= 0: None is no write yet
             if b in write_bufs:
                 if readers[b]:
                     preds.extend(readers[b])
                 else:
-                    preds.append(last_write[b] if b in last_write else alloc_of[b])
+                    preds.append(alloc_of[b] if last is None else last)
                 last_write[b] = node_id
                 readers[b] = []
             else:
-                preds.append(last_write[b] if b in last_write else alloc_of[b])
+                preds.append(alloc_of[b] if last is None else last)
                 readers[b].append(node_id)
         graph.add_edges(preds, node_id)  # NOTE: a TileGraph drops the repeats
         for ref in ddr_writes:
@@ -276,9 +277,10 @@ class TileBuilder(Generic[G]):
 
     def _form(self, instr: Instr) -> tuple[str, str, int]:
         """The trace op name, pipe and cycles of `instr`, worked out once per form."""
-        if type(instr) is HostOp:
+        cls = type(instr)
+        if cls is HostOp:
             return node_op_name(instr), instr_pipe(instr), instr_cycles(self.target, instr)
-        key = instr_fields(type(instr)).own_key(instr)
+        key = instr_fields(cls).own_key(instr)
         found = self._forms.get(key)
         if found is None:
             found = node_op_name(instr), instr_pipe(instr), instr_cycles(self.target, instr)
