@@ -185,18 +185,33 @@ def _held(graph: Graph, chain: list[Layer], target: Target) -> tuple[frozenset[s
     return frozenset(names), nbytes
 
 
+Band = list[tuple[Rows, int, int]]  # `_band_rows`'
+
+
+def _bands(graph: Graph, chain: list[Layer], r: int) -> list[Band]:
+    """`_band_rows` of each band of `r` rows of `chain`'s last output, top to bottom."""
+    oh = graph.tensors[chain[-1].outputs[0]].shape[2]
+    geometries = [_row_geometry(graph, layer) for layer in chain]
+    return [_band_rows(geometries, (y0, min(y0 + r, oh))) for y0 in range(0, oh, r)]
+
+
 def _gain(
-    graph: Graph, chain: list[Layer], r: int, target: Target, hold: bool, share: int = CASCADE_SHARE
+    graph: Graph,
+    chain: list[Layer],
+    r: int,
+    target: Target,
+    hold: bool,
+    share: int = CASCADE_SHARE,
+    bands: list[Band] | None = None,
 ) -> int | None:
     """Cycles saved by cascading `chain` with bands of `r` rows of its last output (None: the
     bands' intermediates, with the weights if `hold` holds them (`_held`; else they are
-    fetched again per band), do not fit 1/`share` of L1, or a band reads no input row)."""
+    fetched again per band), do not fit 1/`share` of L1, or a band reads no input row);
+    `bands`: its `_bands`, if known."""
     eb, align = _elem_bytes(target), target.memory.alignment
-    oh = graph.tensors[chain[-1].outputs[0]].shape[2]
     held, held_bytes = _held(graph, chain, target) if hold else (frozenset(), 0)
     budget = target.memory.capacity("L1") // share - held_bytes
-    geometries = [_row_geometry(graph, layer) for layer in chain]
-    bands = [_band_rows(geometries, (y0, min(y0 + r, oh))) for y0 in range(0, oh, r)]
+    bands = _bands(graph, chain, r) if bands is None else bands
     computed = [0] * len(chain)
     x_rows = 0
     last = len(chain) - 1
@@ -252,9 +267,13 @@ def _best(graph: Graph, chain: list[Layer], target: Target, share: int) -> tuple
     that gain (0, False, 0: none gains)."""
     oh = graph.tensors[chain[-1].outputs[0]].shape[2]
     best = (0, False, 0)
+    known: dict[int, list[Band]] = {}  # each band height's bands, for both holds
     for hold in (False, True) if _held(graph, chain, target)[0] else (False,):
         for r in range(1, oh):
-            gain = _gain(graph, chain, r, target, hold, share)
+            bands = known.get(r)
+            if bands is None:
+                bands = known[r] = _bands(graph, chain, r)
+            gain = _gain(graph, chain, r, target, hold, share, bands)
             if gain is not None and gain > best[2]:
                 best = (r, hold, gain)
     return best
