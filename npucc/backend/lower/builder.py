@@ -498,6 +498,7 @@ class MeshBuilder:
         self.alloc: Callable[..., BufRef]  # alloc(tier, elems, name=""): on the current core
         self.free: Callable[[BufRef], None]  # free a buffer of the current core
         self.emit: Callable[[Instr], int]  # append an instruction to the current core
+        self._current = -1
         self.current = 0  # index into builders
 
     @property
@@ -507,9 +508,10 @@ class MeshBuilder:
 
     @current.setter
     def current(self, index: int) -> None:
-        builder = self.builders[index]
-        self._current = index
-        self.alloc, self.free, self.emit = builder.alloc, builder.free, builder.emit
+        if index != self._current:  # NOTE: a layer's every tile sets it (one core: the same)
+            builder = self.builders[index]
+            self._current = index
+            self.alloc, self.free, self.emit = builder.alloc, builder.free, builder.emit
 
     @property
     def target(self) -> Target:
