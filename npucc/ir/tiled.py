@@ -8,7 +8,7 @@ the interpreter need; nodes imported from a trace have none.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from npucc.ir.isa import Instr
@@ -105,10 +105,14 @@ class TileGraph:
             self.succs[src].append(dst)
             self.preds[dst].append(src)
 
-    def add_edges(self, srcs: Iterable[int], dst: int) -> None:
-        """Add precedence src -> dst from each of `srcs` (no repeats; self-edges are ignored)."""
+    def add_edges(self, srcs: Sequence[int], dst: int) -> None:
+        """Add precedence src -> dst from each of `srcs`, each once (in first-seen order;
+        self-edges are ignored)."""
+        unique: Iterable[int] = srcs
+        if len(srcs) > 2 or (len(srcs) == 2 and srcs[0] == srcs[1]):
+            unique = dict.fromkeys(srcs)
         succs, into = self.succs, self.preds[dst]
-        for src in srcs:
+        for src in unique:
             if src != dst:
                 succs[src].append(dst)
                 into.append(src)

@@ -124,15 +124,16 @@ def lower_graph(
     before = layer_spans(base) if chains else []
     bound = busiest_pipes(base)  # all `trials` needs of the lowering without cascades
     lowering = (graph, ctx, placement, (work, memo), record)
-    kept = _Kept({}, base, first.made)
+    kept = _Kept({}, base, first.made, before or None)
     del base, first  # NOTE: held on only as kept's program, until a cascaded one replaces it
     if not _paid(lowering, before, chains, kept):
         return kept.program
     wider = plan_chains(graph, target, WIDE_SHARE, kept.chains)
-    before = before or (layer_spans(kept.program) if wider else [])
+    before = before or (kept.layer_spans() if wider else [])
     if wider:
         # NOTE: kept if its layers' spans sum below the program's so far (`paying`'s measure)
-        _paid(lowering, before, {**kept.chains, **wider}, kept, _spans(kept.program))
+        beat = sum(c for _, c in kept.layer_spans())
+        _paid(lowering, before, {**kept.chains, **wider}, kept, beat)
     tried = trials(graph, kept.chains, ctx.target, bound)
     return _overlapped(ctx, placement, graph, (work, memo), (kept.chains, kept.marks),
                        kept.program, tried)  # fmt: skip
@@ -147,6 +148,13 @@ class _Kept:
     chains: Chains
     program: TiledProgram
     marks: dict[int, Mark]
+    spans: list[tuple[int, int]] | None = None  # the program's `layer_spans`, once known
+
+    def layer_spans(self) -> list[tuple[int, int]]:
+        """The program's `layer_spans` (what `paying` compares), worked out once."""
+        if self.spans is None:
+            self.spans = layer_spans(self.program)
+        return self.spans
 
 
 def _paid(
@@ -174,7 +182,7 @@ def _paid(
     """
     graph, ctx, placement, (work, memo), record = lowering
     had, marks = kept.chains, kept.marks
-    timed, spans = _timed(kept.program, marks), layer_spans(kept.program)
+    timed, spans = _timed(kept.program, marks), kept.layer_spans()
     while chains:
         new = [first for first, chain in chains.items() if had.get(first) != chain]
         if not new:
@@ -207,17 +215,12 @@ def _paid(
                 banded = _lower_cascaded(ctx, placement, cascades, work, memo, rest)
                 marks = {**marks, **rest.made}
             shed(marks, banded)
-            kept.chains, kept.program, kept.marks = chains, banded, marks
+            kept.chains, kept.program, kept.marks, kept.spans = chains, banded, marks, None
             return True
         chains = paid
         # NOTE: not held while the next is made (a tiled program; its marks hold its graph)
         del banded, resume, splice, made, met
     return True
-
-
-def _spans(program: TiledProgram) -> int:
-    """The sum of `program`'s `layer_spans` (what `paying` compares)."""
-    return sum(c for _, c in layer_spans(program))
 
 
 def _overlapped(

@@ -10,6 +10,7 @@ copy from DDR waits instead for exactly the writes it overlaps (npucc.backend.lo
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -254,20 +255,18 @@ class TileBuilder(Generic[G]):
         node_id = graph.add(op, pipe, cycles, bufs, instr, self.layer)
         last_write, alloc_of = self._last_write, graph.alloc_of
         for b in bufs:
+            last = last_write.get(b)  # NOTE: node ids are >= 0: None is no write yet
             if b in write_bufs:
                 if readers[b]:
                     preds.extend(readers[b])
                 else:
-                    preds.append(last_write[b] if b in last_write else alloc_of[b])
+                    preds.append(alloc_of[b] if last is None else last)
                 last_write[b] = node_id
                 readers[b] = []
             else:
-                preds.append(last_write[b] if b in last_write else alloc_of[b])
+                preds.append(alloc_of[b] if last is None else last)
                 readers[b].append(node_id)
-        if len(preds) > 2 or (len(preds) == 2 and preds[0] == preds[1]):
-            graph.add_edges(dict.fromkeys(preds), node_id)
-        else:
-            graph.add_edges(preds, node_id)
+        graph.add_edges(preds, node_id)  # NOTE: a TileGraph drops the repeats
         for ref in ddr_writes:
             key = ref.key
             self._ddr_writers.setdefault(key, []).append((node_id, self._written(instr, ref)))
@@ -278,9 +277,10 @@ class TileBuilder(Generic[G]):
 
     def _form(self, instr: Instr) -> tuple[str, str, int]:
         """The trace op name, pipe and cycles of `instr`, worked out once per form."""
-        if type(instr) is HostOp:
+        cls = type(instr)
+        if cls is HostOp:
             return node_op_name(instr), instr_pipe(instr), instr_cycles(self.target, instr)
-        key = instr_fields(type(instr)).own_key(instr)
+        key = instr_fields(cls).own_key(instr)
         found = self._forms.get(key)
         if found is None:
             found = node_op_name(instr), instr_pipe(instr), instr_cycles(self.target, instr)
@@ -489,11 +489,29 @@ class MeshBuilder:
     moves to the next core of the layer's group; buffers never cross cores (checked).
     """
 
-    __slots__ = ("builders", "current")
+    __slots__ = ("builders", "_current", "alloc", "free", "emit")
 
     def __init__(self, builders: list[TileBuilder]) -> None:
         self.builders = builders  # one per core, in program order
+        # NOTE: the current core's `alloc`, `free` and `emit` are its builder's own bound
+        # methods, rebound as `current` moves: no call through this one per instruction
+        self.alloc: Callable[..., BufRef]  # alloc(tier, elems, name=""): on the current core
+        self.free: Callable[[BufRef], None]  # free a buffer of the current core
+        self.emit: Callable[[Instr], int]  # append an instruction to the current core
+        self._current = -1
         self.current = 0  # index into builders
+
+    @property
+    def current(self) -> int:
+        """The index of the core the calls go to."""
+        return self._current
+
+    @current.setter
+    def current(self, index: int) -> None:
+        if index != self._current:  # NOTE: a layer's every tile sets it (one core: the same)
+            builder = self.builders[index]
+            self._current = index
+            self.alloc, self.free, self.emit = builder.alloc, builder.free, builder.emit
 
     @property
     def target(self) -> Target:
@@ -504,18 +522,6 @@ class MeshBuilder:
         """Stamp the nodes added from now on, on every core, with graph layer `index`."""
         for builder in self.builders:
             builder.layer = index
-
-    def alloc(self, tier: str, elems: int, name: str = "") -> BufRef:
-        """Allocate on the current core."""
-        return self.builders[self.current].alloc(tier, elems, name)
-
-    def free(self, ref: BufRef) -> None:
-        """Free a buffer of the current core."""
-        self.builders[self.current].free(ref)
-
-    def emit(self, instr: Instr) -> int:
-        """Append an instruction to the current core."""
-        return self.builders[self.current].emit(instr)
 
     def hold(self, key: str, elems: int) -> None:
         """Keep DDR tensor `key` in an L1 buffer of the current core (TileBuilder.hold)."""

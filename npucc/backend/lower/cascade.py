@@ -125,30 +125,40 @@ def _linked(graph: Graph, a: Layer, b: Layer, target: Target) -> bool:
     return nbytes > target.memory.capacity("L1") // RESIDENT_SHARE
 
 
-def _in_rows(graph: Graph, layer: Layer, rows: Rows) -> tuple[Rows, int, int]:
-    """The input rows a conv's or pool's output `rows` read (a row-wise layer's: the same),
-    and the band's top and bottom padding."""
+RowGeometry = tuple[int, int, int, int, int] | None  # what `_in_rows` reads of a layer
+
+
+def _row_geometry(graph: Graph, layer: Layer) -> RowGeometry:
+    """A conv's or pool's row stride, row dilation, kernel rows, top padding and input rows
+    (None: a row-wise layer, whose bands read the same rows)."""
     if layer.op in ROWWISE:
-        return rows, 0, 0
+        return None
     a = layer.attrs
     sh, dh = a.get("strides", (1, 1))[0], a.get("dilations", (1, 1))[0]
-    kh = _kernel(graph, layer)[0]
     pt = a.get("pads", (0, 0, 0, 0))[0]
-    h = graph.tensors[layer.inputs[0]].shape[2]
+    return sh, dh, _kernel(graph, layer)[0], pt, graph.tensors[layer.inputs[0]].shape[2]
+
+
+def _in_rows(geometry: RowGeometry, rows: Rows) -> tuple[Rows, int, int]:
+    """The input rows a layer's output `rows` read (its `_row_geometry`), and the band's top
+    and bottom padding."""
+    if geometry is None:
+        return rows, 0, 0
+    sh, dh, kh, pt, h = geometry
     first = rows[0] * sh - pt
     last = (rows[1] - 1) * sh - pt + (kh - 1) * dh + 1
     lo, hi = max(first, 0), min(last, h)
     return (lo, hi), lo - first, last - hi
 
 
-def _band_rows(graph: Graph, chain: list[Layer], rows: Rows) -> list[tuple[Rows, int, int]]:
-    """Per layer of `chain`, the output rows band `rows` of its last output needs, and that
-    layer's top and bottom padding (its input rows: the previous entry's, or the chain's
-    input's in the last element of the result)."""
-    out: list[tuple[Rows, int, int]] = [(rows, 0, 0)] * len(chain)
+def _band_rows(geometries: list[RowGeometry], rows: Rows) -> list[tuple[Rows, int, int]]:
+    """Per layer of a chain (of these `_row_geometry`s), the output rows band `rows` of its last
+    output needs, and that layer's top and bottom padding (its input rows: the previous
+    entry's, or the chain's input's in the last element of the result)."""
+    out: list[tuple[Rows, int, int]] = [(rows, 0, 0)] * len(geometries)
     need = rows
-    for k in range(len(chain) - 1, -1, -1):
-        window, top, bottom = _in_rows(graph, chain[k], need)
+    for k in range(len(geometries) - 1, -1, -1):
+        window, top, bottom = _in_rows(geometries[k], need)
         out[k] = (need, top, bottom)
         need = window
     return [*out, (need, 0, 0)]
@@ -175,32 +185,51 @@ def _held(graph: Graph, chain: list[Layer], target: Target) -> tuple[frozenset[s
     return frozenset(names), nbytes
 
 
+Band = list[tuple[Rows, int, int]]  # `_band_rows`'
+
+
+def _bands(graph: Graph, chain: list[Layer], r: int) -> list[Band]:
+    """`_band_rows` of each band of `r` rows of `chain`'s last output, top to bottom."""
+    oh = graph.tensors[chain[-1].outputs[0]].shape[2]
+    geometries = [_row_geometry(graph, layer) for layer in chain]
+    return [_band_rows(geometries, (y0, min(y0 + r, oh))) for y0 in range(0, oh, r)]
+
+
 def _gain(
-    graph: Graph, chain: list[Layer], r: int, target: Target, hold: bool, share: int = CASCADE_SHARE
+    graph: Graph,
+    chain: list[Layer],
+    r: int,
+    target: Target,
+    hold: bool,
+    share: int = CASCADE_SHARE,
+    bands: list[Band] | None = None,
 ) -> int | None:
     """Cycles saved by cascading `chain` with bands of `r` rows of its last output (None: the
     bands' intermediates, with the weights if `hold` holds them (`_held`; else they are
-    fetched again per band), do not fit 1/`share` of L1, or a band reads no input row)."""
+    fetched again per band), do not fit 1/`share` of L1, or a band reads no input row);
+    `bands`: its `_bands`, if known."""
     eb, align = _elem_bytes(target), target.memory.alignment
-    oh = graph.tensors[chain[-1].outputs[0]].shape[2]
     held, held_bytes = _held(graph, chain, target) if hold else (frozenset(), 0)
     budget = target.memory.capacity("L1") // share - held_bytes
-    bands = [_band_rows(graph, chain, (y0, min(y0 + r, oh))) for y0 in range(0, oh, r)]
+    bands = _bands(graph, chain, r) if bands is None else bands
     computed = [0] * len(chain)
     x_rows = 0
+    last = len(chain) - 1
+    # a row of each layer's input (inside the chain: all but the first's) and output (all but
+    # the last's), in bytes
+    in_row = [_row_elems(graph, layer.inputs[0]) * eb if k else 0 for k, layer in enumerate(chain)]
+    out_row = [_row_elems(graph, chain[k].outputs[0]) * eb for k in range(last)]
     for band in bands:
         for k in range(len(chain)):
             (lo, hi), _, _ = band[k]
             computed[k] += hi - lo
             live = 0
-            ends = (
-                (k > 0, k - 1, chain[k].inputs[0]),
-                (k < len(chain) - 1, k, chain[k].outputs[0]),
-            )
-            for inside, at, name in ends:
-                if inside:
-                    lo, hi = band[at][0]
-                    live += -(-(hi - lo) * _row_elems(graph, name) * eb // align) * align
+            if k > 0:
+                lo, hi = band[k - 1][0]
+                live += -(-(hi - lo) * in_row[k] // align) * align
+            if k < last:
+                lo, hi = band[k][0]
+                live += -(-(hi - lo) * out_row[k] // align) * align
             if live > budget:
                 return None
         lo, hi = band[-1][0]
@@ -238,9 +267,13 @@ def _best(graph: Graph, chain: list[Layer], target: Target, share: int) -> tuple
     that gain (0, False, 0: none gains)."""
     oh = graph.tensors[chain[-1].outputs[0]].shape[2]
     best = (0, False, 0)
+    known: dict[int, list[Band]] = {}  # each band height's bands, for both holds
     for hold in (False, True) if _held(graph, chain, target)[0] else (False,):
         for r in range(1, oh):
-            gain = _gain(graph, chain, r, target, hold, share)
+            bands = known.get(r)
+            if bands is None:
+                bands = known[r] = _bands(graph, chain, r)
+            gain = _gain(graph, chain, r, target, hold, share, bands)
             if gain is not None and gain > best[2]:
                 best = (r, hold, gain)
     return best
@@ -374,8 +407,9 @@ def band_graph(graph: Graph, chains: Chains, target: Target) -> Cascades:
         if hold:
             weights |= _held(graph, chain, target)[0]
         oh = graph.tensors[chain[-1].outputs[0]].shape[2]
+        geometries = [_row_geometry(graph, layer) for layer in chain]
         for b, y0 in enumerate(range(0, oh, r)):
-            rows = _band_rows(graph, chain, (y0, min(y0 + r, oh)))
+            rows = _band_rows(geometries, (y0, min(y0 + r, oh)))
             image = _band(out, graph, chain[0].inputs[0], rows[-1][0])
             views[image] = (chain[0].inputs[0], rows[-1][0][0])
             for k, layer in enumerate(chain):

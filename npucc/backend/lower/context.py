@@ -283,6 +283,8 @@ def flow(graph: TileGraph | TrialGraph) -> int:
     pipe and its predecessors allow (target.timing.in_order: DMA latencies on the critical
     path count, which the busiest pipe alone does not see; a layer on one pipe overlaps the
     next one's on another)."""
+    if isinstance(graph, TrialGraph):
+        return graph.flow()  # worked out as its nodes came
     cycles, pipes = graph.timing_columns()
     _, finish = in_order(range(len(cycles)), cycles, pipes, graph.preds)
     return max(finish, default=0)

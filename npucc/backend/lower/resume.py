@@ -47,23 +47,31 @@ class Decisions:
     held: dict[str, tuple[int, int]]
 
 
-def _layer_key(layer: Layer | None) -> Hashable:
-    """A layer's name, op, operands and attributes (None: no layer)."""
-    if layer is None:
-        return None
-    return layer.name, layer.op, tuple(layer.inputs), tuple(layer.outputs), frozen(layer.attrs)
+LayerKeys = dict[int, tuple[Layer | None, Hashable]]  # id(layer) -> the layer, its key
 
 
-def _tensor_key(graph: Graph, name: str) -> Hashable:
+def _layer_key(layer: Layer | None, known: LayerKeys) -> Hashable:
+    """A layer's name, op, operands and attributes (None: no layer), worked out once per
+    `known` (one comparison's: it holds the layer, whose id is not reused meanwhile)."""
+    found = known.get(id(layer))
+    if found is None or found[0] is not layer:
+        key = None if layer is None else (
+            layer.name, layer.op, tuple(layer.inputs), tuple(layer.outputs), frozen(layer.attrs)
+        )  # fmt: skip
+        found = known[id(layer)] = (layer, key)
+    return found[1]
+
+
+def _tensor_key(graph: Graph, name: str, known: LayerKeys) -> Hashable:
     """A tensor's type, its data's identity and its producer's and users' keys."""
     t = graph.tensors.get(name)
     if t is None:
         return None
-    users = tuple(_layer_key(u) for u in graph.users(name))
-    return t.shape, t.dtype, t.quant, id(t.data), _layer_key(graph.producer(name)), users
+    users = tuple(_layer_key(u, known) for u in graph.users(name))
+    return t.shape, t.dtype, t.quant, id(t.data), _layer_key(graph.producer(name), known), users
 
 
-def _layer_decisions(d: Decisions, index: int) -> Hashable:
+def _layer_decisions(d: Decisions, index: int, known: LayerKeys) -> Hashable:
     """Layer `index` of `d` with its tensors and the decisions the loop reads for it."""
     layer = d.graph.layers[index]
     names = [n for n in (*layer.inputs, *layer.outputs) if n]
@@ -72,8 +80,8 @@ def _layer_decisions(d: Decisions, index: int) -> Hashable:
     r = d.residency
     return (
         d.origin[index],
-        _layer_key(layer),
-        tuple(_tensor_key(d.graph, n) for n in names),
+        _layer_key(layer, known),
+        tuple(_tensor_key(d.graph, n, known) for n in names),
         tuple(views),
         tuple(d.folds.parts.get(n) for n in names),
         tuple(wholes),
@@ -86,8 +94,9 @@ def same_prefix(a: Decisions, b: Decisions, k: int) -> bool:
     """Whether layers [0, k) of `a` and `b` lower alike (and both have a layer k)."""
     if a.graph.inputs != b.graph.inputs or min(len(a.origin), len(b.origin)) <= k:
         return False
+    known: LayerKeys = {}
     try:
-        if any(_layer_decisions(a, i) != _layer_decisions(b, i) for i in range(k)):
+        if any(_layer_decisions(a, i, known) != _layer_decisions(b, i, known) for i in range(k)):
             return False
     except TypeError:  # an attribute without a signature (memo.frozen): not compared
         return False
@@ -248,7 +257,8 @@ def _interface(mark: Mark, ids: Callable[[int], int], bufs: Callable[[int], int]
     d, at = mark.decisions, mark.index
     layers = d.graph.layers[at:]
     spans = {n: (max(f - at, -1), last - at) for n, (f, last) in d.held.items() if last >= at}
-    decisions = (tuple(_layer_decisions(d, i) for i in range(at, len(d.graph.layers))),
+    known: LayerKeys = {}
+    decisions = (tuple(_layer_decisions(d, i, known) for i in range(at, len(d.graph.layers))),
                  tuple(d.graph.inputs), tuple(d.graph.outputs), spans)  # fmt: skip
     names = {n for layer in layers for n in (*layer.inputs, *layer.outputs) if n}
     names.update(d.graph.outputs)
@@ -288,7 +298,11 @@ def _interface(mark: Mark, ids: Callable[[int], int], bufs: Callable[[int], int]
         {n: (aliases.get(n), slices.get(n)) for n in names},
         {k: (t.role, t.shape, t.dtype, t.quant, id(t.data)) for k in keys if (t := tensors.get(k))},
         (pooled & layer_names, col_pooled & layer_names),
-        {n: (_layer_key(layer), share) for n, (layer, share) in fused.items() if n in layer_names},
+        {
+            n: (_layer_key(layer, known), share)
+            for n, (layer, share) in fused.items()
+            if n in layer_names
+        },
     )
 
 

@@ -1,10 +1,11 @@
-"""The graph of a trial lowering: of each node only what the trial's cost reads.
+"""The graph of a trial lowering: of its nodes only what the trial's cost reads.
 
 A lowering tried on a fresh context (`memo.fresh`: a depthwise conv's cube shares, a fused
 expand and depthwise pair) reaches no output; what is read of it is its `flow` and each pipe's
 busy cycles. Its builder (TileBuilder, the same edges as any lowering) appends to a TrialGraph,
-which keeps each node's pipe, cycles and predecessors: no node objects, no successor lists
-(MobileNet v2 tries ~140 k nodes a compile).
+which times each node as it comes (`target.timing.in_order`'s rule: lowering order, in-order
+pipes) and keeps its finish: no node objects, no edge lists (MobileNet v2 tries ~140 k nodes a
+compile).
 """
 
 from __future__ import annotations
@@ -17,17 +18,28 @@ from npucc.ir.tiled import Buffer
 
 class TrialGraph:
     """TileGraph's building methods (`add_buffer`, `add`, `add_edge(s)`, `alloc_of`) keeping
-    each node's pipe, cycles and predecessors only."""
+    each node's finish in lowering order and each pipe's busy cycles.
 
-    __slots__ = ("name", "buffers", "pipes", "cycles", "preds", "alloc_of")
+    NOTE: an edge's head is the newest node (the builder adds a node's predecessors before the
+    next node), so a node is timed once the next one comes: its start is its predecessors'
+    latest finish, no earlier than its pipe is free (`in_order`; tests/lower/test_trial_graph
+    checks `flow` against it on a TileGraph).
+    """
+
+    __slots__ = ("name", "buffers", "alloc_of", "finish", "_pipe", "_cycles", "_ready",
+                 "_free", "_busy", "_flow")  # fmt: skip
 
     def __init__(self, name: str = "trial") -> None:
         self.name = name
         self.buffers: list[Buffer] = []
-        self.pipes: list[str | None] = []
-        self.cycles: list[int] = []
-        self.preds: list[list[int]] = []
         self.alloc_of: dict[int, int] = {}  # buffer id -> its ALLOC node id
+        self.finish: list[int] = []  # each node's finish (the newest's: 0 until the next comes)
+        self._pipe: str | None = None  # the newest node's pipe and cycles
+        self._cycles = 0
+        self._ready = 0  # the latest finish among the newest node's predecessors so far
+        self._free: dict[str, int] = {}  # each pipe's free time before the newest node
+        self._busy: dict[str, int] = {}  # each pipe's busy cycles before the newest node
+        self._flow = 0  # the latest finish before the newest node
 
     def add_buffer(self, size: int, tier: str, name: str = "") -> Buffer:
         """Create a buffer (TileGraph.add_buffer)."""
@@ -44,35 +56,57 @@ class TrialGraph:
         instr: Instr | None = None,
         layer: int = -1,
     ) -> int:
-        """Append a node (TileGraph.add: an ALLOC registers as its buffer's); its id."""
-        v = len(self.cycles)
-        self.pipes.append(pipe)
-        self.cycles.append(cycles)
-        self.preds.append([])
+        """Append a node (TileGraph.add: an ALLOC registers as its buffer's); its id. The
+        node before it is timed now."""
+        finish = self.finish
+        if finish:
+            end = finish[-1] = self._end()
+            if self._pipe is not None:
+                self._free[self._pipe] = end
+                self._busy[self._pipe] = self._busy.get(self._pipe, 0) + self._cycles
+            if end > self._flow:
+                self._flow = end
+        v = len(finish)
+        finish.append(0)
+        self._pipe, self._cycles, self._ready = pipe, cycles, 0
         if op == "ALLOC":
             self.alloc_of[bufs[0]] = v
         return v
 
+    def _end(self) -> int:
+        """The newest node's finish (were no more predecessors added)."""
+        t = self._ready
+        if self._pipe is None:
+            return t
+        free = self._free.get(self._pipe, 0)
+        return (t if t > free else free) + self._cycles
+
     def add_edge(self, src: int, dst: int) -> None:
         """Add precedence src -> dst (self-edges are ignored)."""
-        if src != dst:
-            self.preds[dst].append(src)
+        self.add_edges((src,), dst)
 
     def add_edges(self, srcs: Iterable[int], dst: int) -> None:
-        """Add precedence src -> dst from each of `srcs` (self-edges are ignored)."""
-        into = self.preds[dst]
+        """Add precedence src -> dst from each of `srcs` (a self-edge or a repeat changes
+        nothing: the newest node's finish is 0 until it is timed)."""
+        finish = self.finish
+        if dst != len(finish) - 1:
+            raise AssertionError(f"an edge into node {dst}, not the newest of a trial graph")
+        ready = self._ready
         for src in srcs:
-            if src != dst:
-                into.append(src)
+            if finish[src] > ready:
+                ready = finish[src]
+        self._ready = ready
 
-    def timing_columns(self) -> tuple[list[int], list[str | None]]:
-        """Each node's cycles and pipe, in id order (TileGraph.timing_columns)."""
-        return self.cycles, self.pipes
+    def flow(self) -> int:
+        """The makespan of the nodes run in lowering order on in-order pipes (`context.flow`)."""
+        if not self.finish:
+            return 0
+        end = self._end()
+        return end if end > self._flow else self._flow
 
     def busy(self) -> int:
         """The busiest pipe's cycles."""
-        busy: dict[str, int] = {}
-        for pipe, cycles in zip(self.pipes, self.cycles, strict=True):
-            if pipe is not None:
-                busy[pipe] = busy.get(pipe, 0) + cycles
+        busy = dict(self._busy)
+        if self.finish and self._pipe is not None:
+            busy[self._pipe] = busy.get(self._pipe, 0) + self._cycles
         return max(busy.values(), default=0)
