@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from functools import lru_cache
+from operator import itemgetter
 from typing import NamedTuple
 
 from npucc.backend.estimate.list_schedule import LayerTiming
@@ -121,7 +122,9 @@ class TimedShape(NamedTuple):
 
     waits: list[tuple[int, ...]]  # per node: its earlier predecessors and its pipe's previous
     piped: list[bool]  # whether it runs on a pipe (takes its cycles)
-    classes: list[int]
+    # per distinct classes of a node: the classes and what picks their nodes from a list
+    # (`itemgetter`; an index for one node)
+    groups: tuple[tuple[int, Callable[[list[int]], tuple[int, ...]] | int], ...]
     last_mte2: int  # the last MTE2 node (-1: none)
 
 
@@ -140,7 +143,11 @@ def timed_shape(
                 earlier.append(last[p])
             last[p] = v
         waits.append(tuple(earlier))
-    return TimedShape(waits, [p is not None for p in pipe], list(classes), last.get(MTE2, -1))
+    nodes: dict[int, list[int]] = {}
+    for v, c in enumerate(classes):
+        nodes.setdefault(c, []).append(v)
+    groups = tuple((c, vs[0] if len(vs) == 1 else itemgetter(*vs)) for c, vs in nodes.items())
+    return TimedShape(waits, [p is not None for p in pipe], groups, last.get(MTE2, -1))
 
 
 def core_timing(
@@ -162,7 +169,7 @@ def core_timing(
 
 def shape_timing(duration: list[int], shape: TimedShape) -> LayerTiming:
     """`core_timing` of nodes of `shape` taking `duration` cycles each."""
-    waits, piped, classes, last_mte2 = shape
+    waits, piped, groups, last_mte2 = shape
     n = len(waits)
     cycles = [d if on else 0 for d, on in zip(duration, piped, strict=True)]
     finish = [0] * n
@@ -170,24 +177,25 @@ def shape_timing(duration: list[int], shape: TimedShape) -> LayerTiming:
     for us, d in zip(waits, cycles, strict=True):
         t = 0
         for u in us:
-            if finish[u] > t:
-                t = finish[u]
+            f = finish[u]
+            if f > t:
+                t = f
         finish[v] = t + d
         v += 1
     cold = max(finish, default=0)
     mte2 = finish[last_mte2] if last_mte2 >= 0 else 0
-    longest: dict[int, int] = {}  # per distinct classes of a node, their longest path
-    after = [0] * n  # the longest path from a node's successors to the end
+    # the longest path from each node to the end: from its successors' (final when it is
+    # reached, walking back) plus its cycles
+    path = [0] * n
     for v in range(n - 1, -1, -1):
-        b = after[v] + cycles[v]
+        b = path[v] + cycles[v]
+        path[v] = b
         for u in waits[v]:
-            if after[u] < b:
-                after[u] = b
-        c = classes[v]
-        if b > longest.get(c, -1):
-            longest[c] = b
+            if path[u] < b:
+                path[u] = b
     tail: dict[int, int] = {}  # per class, its longest path to the end
-    for c, b in longest.items():
+    for c, pick in groups:
+        b = path[pick] if isinstance(pick, int) else max(pick(path))
         k = 0
         while c:
             if c & 1 and b > tail.get(k, -1):

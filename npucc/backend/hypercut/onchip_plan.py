@@ -142,7 +142,7 @@ def plan_onchip(
     outputs = set(graph.outputs)
     if consumers is None:
         consumers = tensor_consumers(graph)
-    span = spans or [(i, i) for i in range(len(graph.layers))]
+    span = spans or _identity(len(graph.layers))
     placed, kept, start = resume or ([], {}, 0)
     piece = stage_piece(target)  # a staged constant: at least one staging copy per home
 
@@ -229,10 +229,10 @@ def plan_onchip(
         if layer.op in VIEW_OPS or layer.op == HOST_OP or cores is None:
             continue  # NOTE: a host segment writes DDR only
         for t in layer.outputs:
-            elems = math.prod(graph.tensors[t].shape)
             found = consumers[t] if t not in outputs and t not in offchip else None
             if not found or any(graph.layers[j].op in NO_NOC_READERS for j in found):
                 continue
+            elems = math.prod(graph.tensors[t].shape)
             slot, slots = _handoff(i, found, elems, loops, cores_of, later)
             life = (span[i][0], max(span[j][1] for j in found))
             turn = (span[i][0], max(span[j][0] for j in found)) if slot and slots == 1 else None
@@ -240,7 +240,7 @@ def plan_onchip(
             held = slot * slots if slot else elems
             keep(t, held, cores, life, slot, slots, turn=turn, sliced=sliced)
     weights: dict[str, tuple[str, tuple[int, ...], int, int]] = {}  # key -> (const, cores, life)
-    for i, layer in enumerate(graph.layers):
+    for i, layer in enumerate(graph.layers if loops is not None else ()):
         cores = cores_of[i]
         if loops is None or cores is None or loops[i][1] == 1 or layer.op not in STAGED_OPS:
             continue
@@ -306,6 +306,12 @@ def _segments(cores: tuple[int, ...], lives: Sequence[tuple[int, int]]) -> _Segm
 def _overlap(a: _Segments, b: _Segments) -> bool:
     """Whether some home of both lives in both at once."""
     return any(m & n and f <= y and x <= g for m, f, g in a for n, x, y in b)
+
+
+@lru_cache(maxsize=16)
+def _identity(layers: int) -> tuple[tuple[int, int], ...]:
+    """`plan_onchip`'s default spans: layer i at position i."""
+    return tuple((i, i) for i in range(layers))
 
 
 @lru_cache(maxsize=65536)

@@ -174,6 +174,19 @@ def _priced(
     memo: dict[Hashable, Any] | None = None,
 ) -> tuple[tuple[int, int, int], tuple[int, ...]]:
     """`block_cost` and the plan's per-pipe cycles, busiest first."""
+    return _variants(ctx, shape, (plan,), blocks, memo)[0]
+
+
+def _variants(
+    ctx: LowerContext,
+    shape: CubeShape,
+    plans: tuple[Blocking, ...],
+    blocks: list[MBlock],
+    memo: dict[Hashable, Any] | None = None,
+) -> list[tuple[tuple[int, int, int], tuple[int, ...]]]:
+    """`_priced` of each of `plans`, which differ in `cube_bias` only (what does not depend on
+    it worked out once)."""
+    plan = plans[0]
     x_noc, w_noc, out_noc, res_noc = shape.noc
     n_pieces = _pieces(shape.n, plan.nb)
     n_blocks = sum(c for _, c in n_pieces)
@@ -201,33 +214,38 @@ def _priced(
         passes_w, passes_x, units = len(blocks), plan.chunks, len(blocks) * plan.chunks
     else:  # both once per output block
         passes_w, passes_x, units = len(blocks), n_blocks, len(blocks) * n_blocks
-    # NOTE: the tiles' pipes read of the plan only its L0 tile, N block, whether K is blocked
-    # and where the bias is added
-    key = (id(blocks), plan.tiles, plan.nb, plan.kb < shape.k, plan.cube_bias)
-    if key not in memo:
-        memo[key] = _tile_pipes(ctx, shape, plan, blocks)
-    pipes = dict(memo[key])
-    pipes["MTE2"] += w_cyc * passes_w + x_cyc * passes_x
     x_dmas = 0 if shape.x_onchip else len(blocks) * len(x_pieces) * passes_x
-    dmas = w_dmas * passes_w + x_dmas + pipes.pop("dmas")
     eb, inst = ctx.target.elem_bytes, shape.instances
     w_bytes, x_bytes = w_el * passes_w * eb, x_el * passes_x * eb
-    res, out = pipes.pop("res_bytes"), pipes.pop("out_bytes")
-    moved = (w_bytes + x_bytes + res + out) * inst
-    reads = (w_bytes * (not w_noc) + x_bytes * (not x_noc) + res * (not res_noc)) * inst
-    writes = out * (not out_noc) * inst
     units *= inst
     per_core = math.ceil(units / ctx.target.cores) * inst / units
-    busiest = max(pipes.values()) * per_core
-    if _single_l0c(ctx, plan, shape.k):
-        busiest += (pipes["VECTOR"] + pipes["MTE3"]) * per_core
+    single = _single_l0c(ctx, plan, shape.k)
     # NOTE: the first X block waits for the layer's input and nothing of the layer overlaps
     # its load (a W block depends on nothing: the scheduler may load it earlier)
     x0 = blocks[0].x_elems(x_pieces[0][0], shape.k_quantum)
     fill = 0 if shape.x_onchip else _dma(ctx, "DDR_L1", x0, x_noc)
-    cycles = max(math.ceil(busiest), ddr_bound(ctx.target, reads, writes))
-    loads = tuple(sorted(pipes.values(), reverse=True))
-    return (cycles - _hidden(shape, plan, len(blocks), cycles) + fill, moved, dmas), loads
+    out = []
+    for variant in plans:
+        # NOTE: the tiles' pipes read of the plan only its L0 tile, N block, whether K is
+        # blocked and where the bias is added
+        key = (id(blocks), variant.tiles, variant.nb, variant.kb < shape.k, variant.cube_bias)
+        if key not in memo:
+            memo[key] = _tile_pipes(ctx, shape, variant, blocks)
+        pipes = dict(memo[key])
+        pipes["MTE2"] += w_cyc * passes_w + x_cyc * passes_x
+        dmas = w_dmas * passes_w + x_dmas + pipes.pop("dmas")
+        res, written = pipes.pop("res_bytes"), pipes.pop("out_bytes")
+        moved = (w_bytes + x_bytes + res + written) * inst
+        reads = (w_bytes * (not w_noc) + x_bytes * (not x_noc) + res * (not res_noc)) * inst
+        writes = written * (not out_noc) * inst
+        busiest = max(pipes.values()) * per_core
+        if single:
+            busiest += (pipes["VECTOR"] + pipes["MTE3"]) * per_core
+        cycles = max(math.ceil(busiest), ddr_bound(ctx.target, reads, writes))
+        loads = tuple(sorted(pipes.values(), reverse=True))
+        hidden = _hidden(shape, plan, len(blocks), cycles)
+        out.append(((cycles - hidden + fill, moved, dmas), loads))
+    return out
 
 
 def _hidden(shape: CubeShape, plan: Blocking, m_blocks: int, cycles: int) -> int:
@@ -388,11 +406,10 @@ def _bias_plan(
     unit's slack is what the depthwise conv's taps overlap). NOTE: on every tie (not only
     beside a depthwise conv) SqueezeNet 352,602 -> 358,683 and ResNet-50 3,303,111 ->
     3,338,350: their cube binds (docs/roofline.md, `mbv2m`)."""
-    cost, loads = _priced(ctx, shape, plan, blocks, memo)
     if not shape.float_bias:
-        return cost, plan, blocks
+        return _priced(ctx, shape, plan, blocks, memo)[0], plan, blocks
     cube = replace(plan, cube_bias=True)
-    cube_cost, cube_loads = _priced(ctx, shape, cube, blocks, memo)
+    (cost, loads), (cube_cost, cube_loads) = _variants(ctx, shape, (plan, cube), blocks, memo)
     if cube_cost < cost or (cube_cost == cost and shape.beside_vector and cube_loads < loads):
         return cube_cost, cube, blocks
     return cost, plan, blocks
