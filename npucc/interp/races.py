@@ -36,7 +36,7 @@ def _seq_type(steps: int) -> type[np.integer]:
     return np.uint16 if steps < 1 << 16 else np.int32
 
 
-_RECENT = 16  # a queue's latest accesses of a segment kept as spans (`_Recent`)
+_RECENT = 16  # at least a queue's latest accesses of a segment kept as spans (`_Recent`)
 
 
 class _Recent:
@@ -53,8 +53,10 @@ class _Recent:
         """The queue's access at `seq` touched units of [first, end)."""
         spans = self.spans
         spans.append((seq, first, end))
-        if len(spans) > _RECENT:
-            self.cut = spans.pop(0)[0]
+        if len(spans) > 2 * _RECENT:  # NOTE: trimmed in batches, at least _RECENT kept
+            drop = len(spans) - _RECENT
+            self.cut = spans[drop - 1][0]
+            del spans[:drop]
 
     def may_meet(self, known: int, first: int, end: int) -> bool:
         """Whether an access of the queue after its position `known` may touch [first, end).
@@ -209,13 +211,17 @@ class RaceDetector:
         # NOTE: each unit's last write by queue q is one of q's writes in the segment, so the
         # units are compared only when one of those not ordered before may meet the access
         first, end = acc.span()
+        # (the newest span is looked at first here: most queues' are ordered before)
         late = [] if read_too else [q for q, recent in state.wrecent.items()
-                                    if recent.may_meet(vc[q], first, end)]  # fmt: skip
+                                    if recent.spans[-1][0] > vc[q]
+                                    and recent.may_meet(vc[q], first, end)]  # fmt: skip
         if late:
             self._check_writes(step, acc, vc, write, state, op, late)
         if write:
             for r, seqs in state.readers.items():
-                if r == step.qid or not state.rrecent[r].may_meet(vc[r], first, end):
+                recent = state.rrecent[r]
+                if (r == step.qid or recent.spans[-1][0] <= vc[r]
+                        or not recent.may_meet(vc[r], first, end)):  # fmt: skip
                     continue
                 rseq = acc.get(seqs, state.start)
                 bad = rseq > vc[r]

@@ -190,12 +190,14 @@ def test_line_numbers_in_the_stream_fixture():
 
 def test_recent_spans_send_only_possible_meetings_to_the_unit_compare():
     recent = _Recent()
-    for seq in range(1, _RECENT + 3):  # writes of units [8 * seq, 8 * seq + 8): two dropped
+    last = 2 * _RECENT + 1  # writes of units [8 * seq, 8 * seq + 8); the oldest ones dropped
+    for seq in range(1, last + 1):
         recent.add(seq, 8 * seq, 8 * seq + 8)
-    newest = _RECENT + 2
-    assert not recent.may_meet(newest, 0, 10_000)  # every write ordered before
-    assert recent.may_meet(newest - 1, 8 * newest, 8 * newest + 1)  # the newest, unordered
-    assert not recent.may_meet(newest - 1, 0, 8 * newest)  # it, unordered, lies elsewhere
-    assert recent.may_meet(2, 8 * 3, 8 * 3 + 1)  # a kept one, unordered
-    assert recent.cut == 2 and recent.may_meet(1, 8, 9)  # dropped: a compare, not a miss
-    assert not recent.may_meet(2, 8, 16)  # the dropped ones are ordered before
+    cut = last - _RECENT
+    assert recent.cut == cut and len(recent.spans) == _RECENT
+    assert not recent.may_meet(last, 0, 10_000)  # every write ordered before
+    assert recent.may_meet(last - 1, 8 * last, 8 * last + 1)  # the newest, unordered
+    assert not recent.may_meet(last - 1, 0, 8 * last)  # it, unordered, lies elsewhere
+    assert recent.may_meet(cut, 8 * (cut + 1), 8 * (cut + 1) + 1)  # a kept one, unordered
+    assert recent.may_meet(cut - 1, 8, 9)  # one dropped may be unordered: a compare, not a miss
+    assert not recent.may_meet(cut, 8, 16)  # the dropped ones are ordered before
