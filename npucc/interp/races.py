@@ -36,10 +36,45 @@ def _seq_type(steps: int) -> type[np.integer]:
     return np.uint16 if steps < 1 << 16 else np.int32
 
 
+_RECENT = 16  # at least a queue's latest accesses of a segment kept as spans (`_Recent`)
+
+
+class _Recent:
+    """A queue's latest accesses of one segment as unit spans (seq, first, end), newest
+    last: which of its accesses an access of the segment may meet, without comparing units."""
+
+    __slots__ = ("spans", "cut")
+
+    def __init__(self) -> None:
+        self.spans: list[tuple[int, int, int]] = []
+        self.cut = 0  # the sequence number of the newest span dropped (0: none)
+
+    def add(self, seq: int, first: int, end: int) -> None:
+        """The queue's access at `seq` touched units of [first, end)."""
+        spans = self.spans
+        spans.append((seq, first, end))
+        if len(spans) > 2 * _RECENT:  # NOTE: trimmed in batches, at least _RECENT kept
+            drop = len(spans) - _RECENT
+            self.cut = spans[drop - 1][0]
+            del spans[:drop]
+
+    def may_meet(self, known: int, first: int, end: int) -> bool:
+        """Whether an access of the queue after its position `known` may touch [first, end).
+
+        NOTE: a span holds every unit its access touches, so False is exact; True asks for
+        the per-unit compare (the spans of strided accesses over-approximate them)."""
+        for seq, lo, hi in reversed(self.spans):
+            if seq <= known:
+                return False
+            if lo < end and first < hi:
+                return True
+        return self.cut > known
+
+
 class _Writers:
     """The last writer and the readers of each unit of one written segment of a memory."""
 
-    __slots__ = ("start", "wq", "wseq", "readers", "wmax", "rmax")
+    __slots__ = ("start", "wq", "wseq", "readers", "wrecent", "rrecent")
 
     def __init__(self, start: int, n: int, queues: int, seqs: type[np.integer]) -> None:
         self.start = start  # the segment's first unit: its arrays' entry 0
@@ -47,10 +82,10 @@ class _Writers:
         self.wq = np.zeros(n, np.int16 if queues <= 1 << 15 else np.int32)
         self.wseq = np.zeros(n, seqs)  # last writer's sequence number in its queue
         self.readers: dict[int, np.ndarray] = {}  # queue id -> last read's sequence number
-        # queue id -> its latest write (read) in the segment (a queue runs in order): later
-        # than any unit's
-        self.wmax: dict[int, int] = {}
-        self.rmax: dict[int, int] = {}
+        # queue id -> its latest writes (reads) in the segment (a queue runs in order): the
+        # units are compared only where one not ordered before an access may meet it
+        self.wrecent: dict[int, _Recent] = {}
+        self.rrecent: dict[int, _Recent] = {}
 
 
 class _Segments:
@@ -173,14 +208,20 @@ class RaceDetector:
         if state is None:
             return  # no step writes there: nothing to be ordered after
         op = cast(Instr, step.line.instr).opcode  # only pipe steps have accesses
-        # NOTE: each unit's last write by queue q is at most q's latest in the segment, so
-        # the units are compared only when some queue's latest is not ordered before
-        late = [] if read_too else [q for q, seq in state.wmax.items() if seq > vc[q]]
+        # NOTE: each unit's last write by queue q is one of q's writes in the segment, so the
+        # units are compared only when one of those not ordered before may meet the access
+        first, end = acc.span()
+        # (the newest span is looked at first here: most queues' are ordered before)
+        late = [] if read_too else [q for q, recent in state.wrecent.items()
+                                    if recent.spans[-1][0] > vc[q]
+                                    and recent.may_meet(vc[q], first, end)]  # fmt: skip
         if late:
             self._check_writes(step, acc, vc, write, state, op, late)
         if write:
             for r, seqs in state.readers.items():
-                if r == step.qid or state.rmax[r] <= vc[r]:
+                recent = state.rrecent[r]
+                if (r == step.qid or recent.spans[-1][0] <= vc[r]
+                        or not recent.may_meet(vc[r], first, end)):  # fmt: skip
                     continue
                 rseq = acc.get(seqs, state.start)
                 bad = rseq > vc[r]
@@ -201,8 +242,9 @@ class RaceDetector:
         op: str,
         late: list[int],
     ) -> None:
-        """Each unit of `acc` must be ordered after its last write (`late`: the queues whose
-        latest write in the segment is not ordered before `step`, the only ones that can fail)."""
+        """Each unit of `acc` must be ordered after its last write (`late`: the queues with a
+        write in the segment not ordered before `step` that may meet `acc`, the only ones that
+        can fail)."""
         qnames = self.steps.qnames
         wq = acc.get(state.wq, state.start)
         wseq = acc.get(state.wseq, state.start)
@@ -228,13 +270,19 @@ class RaceDetector:
             if seqs is None:
                 seqs = state.readers[step.qid] = np.zeros(len(state.wq), self.seqs[step.qid])
             acc.put(seqs, step.seq, state.start)
-            state.rmax[step.qid] = step.seq
+            recent = state.rrecent.get(step.qid)
+            if recent is None:
+                recent = state.rrecent[step.qid] = _Recent()
+            recent.add(step.seq, *acc.span())
         for acc in step.writes:
             state = self._of(step.core, acc)
             assert state is not None  # a write's segment is written
             acc.put(state.wq, step.qid, state.start)
             acc.put(state.wseq, step.seq, state.start)
-            state.wmax[step.qid] = step.seq
+            recent = state.wrecent.get(step.qid)
+            if recent is None:
+                recent = state.wrecent[step.qid] = _Recent()
+            recent.add(step.seq, *acc.span())
 
 
 def _spans(stream: Stream, steps: Steps) -> dict[tuple[int, str], set[tuple[int, int, bool]]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,12 +35,12 @@ from npucc.ir.stream_text import (
     match_shape,
     parse_quant,
     split_line,
-    sync_pairs,
 )
 from npucc.ir.stream_verify import StreamChecks, clip
 from npucc.target import DTYPE_BYTES, Target, target_from_json
 
 _JSON = json.JSONDecoder()
+_UNPRINTABLE = re.compile(r"[^\t\n\x20-\x7e]")  # not printable ASCII, a tab or a newline
 # (storage, accumulator) element types a stream may declare (docs/precision.md)
 STREAM_TYPES = (("f32", "f32"), ("f16", "f32"), ("i8", "i32"))
 
@@ -139,13 +140,17 @@ class _Parser(StreamChecks):
         was 626).
         """
         start, lineno = 0, 0
+        # NOTE: text all printable ASCII, tabs and newlines passes every line's check at once
+        plain = _UNPRINTABLE.search(text) is None
         while start <= len(text):
             end = text.find("\n", start)
             end = len(text) if end < 0 else end
             content = text[start:end].strip()
             start, lineno = end + 1, lineno + 1
             if content and not content.startswith("#"):
-                if not content.isascii() or not content.replace("\t", " ").isprintable():
+                if not plain and (
+                    not content.isascii() or not content.replace("\t", " ").isprintable()
+                ):
                     raise self.fail("non-ASCII or control character", lineno)
                 yield lineno, content
 
@@ -343,13 +348,16 @@ class _Parser(StreamChecks):
     def _sync(
         self, sync: str, queue: str, core: tuple[int, int]
     ) -> tuple[tuple[Flag, ...], tuple[Flag, ...]]:
-        pairs, odd = sync_pairs(sync)
-        if odd is not None:
-            raise self.fail(f"expected 'wait|set SRC>DST#N' pairs, got '{clip(odd)}'")
+        tokens = sync.split()
+        if not tokens:
+            return (), ()
+        if len(tokens) % 2:
+            raise self.fail(f"expected 'wait|set SRC>DST#N' pairs, got '{clip(tokens[-1])}'")
         waits: list[Flag] = []
         sets: list[Flag] = []
         flag_sets, flag_waits = self.flag_sets, self.flag_waits
-        for verb, spec in pairs:
+        for i in range(0, len(tokens), 2):
+            verb, spec = tokens[i], tokens[i + 1]
             m = match_flag(spec, core)
             waiting = verb == "wait"
             if m is None or not (waiting or verb == "set"):

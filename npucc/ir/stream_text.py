@@ -288,14 +288,6 @@ def format_sync(waits: Sequence[str], sets: Sequence[str]) -> str:
     return "wait " + " wait ".join(waits) + " " + text if waits else text
 
 
-def sync_pairs(sync: str) -> tuple[list[tuple[str, str]], str | None]:
-    """The (verb, flag text) pairs of a line's sync text, and a trailing unpaired token if any."""
-    tokens = sync.split()
-    even = len(tokens) - len(tokens) % 2
-    pairs = list(zip(tokens[0:even:2], tokens[1:even:2], strict=True))
-    return pairs, tokens[-1] if even < len(tokens) else None
-
-
 # ---------------------------------------------------------------------------- file
 
 

@@ -9,7 +9,7 @@ from interp_helpers import FILE, line_of, stream_text
 
 from npucc.interp.counters import Tally
 from npucc.interp.memories import Memories
-from npucc.interp.races import RaceDetector
+from npucc.interp.races import _RECENT, RaceDetector, _Recent
 from npucc.interp.steps import Steps
 from npucc.interp.stream_clock import StreamTiming
 from npucc.ir.isa import PIPES
@@ -186,3 +186,18 @@ def test_tally_counts_bytes_cycles_and_energy():
 def test_line_numbers_in_the_stream_fixture():
     text = stream_text([("input", "x", 0, (64,)), ("output", "y", 256, (64,))], BODY, ddr_size=512)
     assert parse_stream(text, FILE).cores[0].lines[1].lineno == line_of(text, "MTE2 copy")
+
+
+def test_recent_spans_send_only_possible_meetings_to_the_unit_compare():
+    recent = _Recent()
+    last = 2 * _RECENT + 1  # writes of units [8 * seq, 8 * seq + 8); the oldest ones dropped
+    for seq in range(1, last + 1):
+        recent.add(seq, 8 * seq, 8 * seq + 8)
+    cut = last - _RECENT
+    assert recent.cut == cut and len(recent.spans) == _RECENT
+    assert not recent.may_meet(last, 0, 10_000)  # every write ordered before
+    assert recent.may_meet(last - 1, 8 * last, 8 * last + 1)  # the newest, unordered
+    assert not recent.may_meet(last - 1, 0, 8 * last)  # it, unordered, lies elsewhere
+    assert recent.may_meet(cut, 8 * (cut + 1), 8 * (cut + 1) + 1)  # a kept one, unordered
+    assert recent.may_meet(cut - 1, 8, 9)  # one dropped may be unordered: a compare, not a miss
+    assert not recent.may_meet(cut, 8, 16)  # the dropped ones are ordered before

@@ -23,7 +23,6 @@ from npucc.ir.stream_text import (
     match_flag,
     match_shape,
     split_line,
-    sync_pairs,
 )
 from npucc.target import load_target
 
@@ -145,7 +144,6 @@ def test_operand_event_shape_and_line_records():
     assert two == "wait a>b#1 wait c>d#3 set b>c#2 set d>e#4"
     assert format_sync(["a>b#1"], []) == "wait a>b#1" and format_sync((), ["b>c#2"]) == "set b>c#2"
     assert format_sync((), ()) == ""
-    assert sync_pairs(" wait a>b#1 set") == ([("wait", "a>b#1")], "set")
     assert format_stream(["h"], ["t"], [(0, 1, ["  l"])]) == "h\nt\ncore 0 1\n  l\nend\n"
 
 
