@@ -1,0 +1,22 @@
+import pickle
+import sys
+import time
+
+from npucc.backend.estimate.exec_cost import ExecCostModel
+from npucc.target import load_target
+
+for pkl in sys.argv[1:]:
+    graph, plan = pickle.load(open(pkl, "rb"))
+    t = time.process_time()
+    cost = ExecCostModel(graph, load_target("mesh8x8")).evaluate(plan.steps, plan.offchip)
+    print(
+        pkl,
+        len(plan.steps),
+        "saved",
+        plan.cost.latency_cycles,
+        "now",
+        cost.latency_cycles,
+        "cpu",
+        round(time.process_time() - t, 1),
+        flush=True,
+    )
