@@ -36,7 +36,7 @@ from npucc.backend.estimate.list_schedule import (
     oldest_first,
     schedule,
 )
-from npucc.backend.estimate.prefix import Prefixes, Trace
+from npucc.backend.estimate.prefix import Prefixes, Trace, timeline
 from npucc.backend.estimate.profile import (
     LayerProfile,
     TimedShape,
@@ -314,8 +314,10 @@ class ExecCostModel:
             held += channel_bound(self.target, (cost,))
             ddr.append((ddr_energy, held))
         runs = self._linked(priced, trace.runs[:items] if trace is not None else None)
-        edp = total * float(schedule(self.target, runs))
-        made = Trace(placed, kept, priced, runs, energy, edp, ddr, where_ids)
+        before = timeline(self.target, trace, items)
+        after = before.copy()
+        edp = total * float(schedule(self.target, runs[items:], after))
+        made = Trace(placed, kept, priced, runs, energy, {items: before}, edp, ddr, where_ids)
         self._prefixes.add(keys, newer, made)
         return made
 
@@ -398,8 +400,7 @@ class ExecCostModel:
         used = _used_cores(r, prof.ntiles)
         over: list[dict[int, int]] = [{} for _ in used]
         energy = prof.energy_pj
-        ddr, lead = prof.ddr_bytes, prof.leading(len(used))
-        first_dep = prof.first_dep(len(used))
+        ddr, lead = prof.ddr_bytes, prof.lead_ddr_bytes
         offsets = {
             o: slice_offset(self.graph, names[o], j, n, where)
             if n > 1 and not self.graph.is_const(names[o])
@@ -420,7 +421,7 @@ class ExecCostModel:
             over[k][c.node] = priced[0]
             energy += priced[1] - c.energy_pj
             ddr -= c.ddr
-            lead -= c.ddr if c.lead and c.tile <= first_dep[k] else 0
+            lead -= c.ddr if c.lead else 0
         # NOTE: equal timings once each (the list schedule takes the first of the latest)
         timings = tuple(
             dict.fromkeys(self._core_timing(prof, cores, k, over[k]) for k in range(cores))
@@ -665,10 +666,7 @@ class ExecCostModel:
         their number (`_footprint_id`)."""
         prof = self.profile(index, r.cores, n)
         cost = self._run_cost(
-            self.timing(index, r.cores, n),
-            prof.energy_pj,
-            prof.ddr_bytes,
-            prof.leading(min(r.cores, prof.ntiles)),
+            self.timing(index, r.cores, n), prof.energy_pj, prof.ddr_bytes, prof.lead_ddr_bytes
         )
         cores, first, box = _footprint(r, prof.ntiles, self.target.mesh.cols)
         return cost, core_spans(cores), first, box, self._footprint_id(cores)
@@ -676,8 +674,7 @@ class ExecCostModel:
     def _run_cost(
         self, timings: tuple[LayerTiming, ...], energy: float, ddr: int, lead: int
     ) -> RunCost:
-        """A run's figures from its timings, energy, DDR bytes and leading const DDR bytes
-        (`LayerProfile.leading`)."""
+        """A run's figures from its timings, energy, DDR bytes and leading const DDR bytes."""
         held = ddr_channel_held(self.target, lead)
         rest = ddr_channel_held(self.target, ddr - lead)
         after = max(t.mte2_tail for t in timings)
