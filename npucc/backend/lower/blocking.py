@@ -243,7 +243,7 @@ def _variants(
             busiest += (pipes["VECTOR"] + pipes["MTE3"]) * per_core
         cycles = max(math.ceil(busiest), ddr_bound(ctx.target, reads, writes))
         loads = tuple(sorted(pipes.values(), reverse=True))
-        hidden = _hidden(shape, plan, len(blocks), cycles)
+        hidden = _hidden(shape, variant, len(blocks), cycles)
         out.append(((cycles - hidden + fill, moved, dmas), loads))
     return out
 

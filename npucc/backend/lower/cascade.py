@@ -406,10 +406,7 @@ def band_graph(graph: Graph, chains: Chains, target: Target) -> Cascades:
         chain = list(layers[i:end])
         if hold:
             weights |= _held(graph, chain, target)[0]
-        oh = graph.tensors[chain[-1].outputs[0]].shape[2]
-        geometries = [_row_geometry(graph, layer) for layer in chain]
-        for b, y0 in enumerate(range(0, oh, r)):
-            rows = _band_rows(geometries, (y0, min(y0 + r, oh)))
+        for b, rows in enumerate(_bands(graph, chain, r)):
             image = _band(out, graph, chain[0].inputs[0], rows[-1][0])
             views[image] = (chain[0].inputs[0], rows[-1][0][0])
             for k, layer in enumerate(chain):
