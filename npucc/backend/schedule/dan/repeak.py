@@ -27,6 +27,8 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from npucc.backend.schedule.dan.headroom import alloc_sizes
 from npucc.ir.tiled import TileGraph, TileNode
 
@@ -38,7 +40,7 @@ ROUNDS = 1
 
 
 class _Plan:
-    """The order's L1+UB events with ALLOCs sunk: per position the live bytes at that node."""
+    """Per node of G2 its counted L1+UB ALLOC size, the ALLOC its FREE ends, whether an ALLOC."""
 
     def __init__(
         self,
@@ -54,28 +56,6 @@ class _Plan:
             if self.size[a]:
                 self.freed[graph.free_of[b]] = a
         self.is_alloc = [node.op == "ALLOC" for node in nodes]
-
-    def costs(
-        self, seq: Sequence[int], live: int = 0, first: dict[int, int] | None = None, lo: int = 0
-    ) -> list[int]:
-        """Per node of `seq`, the live bytes once its ALLOCs started (`live`: the bytes before
-        `seq`; an ALLOC a with first[a] < lo started before it)."""
-        size, freed, is_alloc, preds = self.size, self.freed, self.is_alloc, self.preds
-        before = first or {}
-        started: set[int] = set()
-        out = []
-        for v in seq:
-            if not is_alloc[v]:
-                for a in preds[v]:
-                    if size[a] and a not in started:
-                        started.add(a)
-                        if before.get(a, lo) >= lo:
-                            live += size[a]
-            out.append(live)
-            a = freed[v]
-            if a >= 0:
-                live -= size[a]
-        return out
 
 
 def lower_peak(
@@ -100,25 +80,28 @@ def lower_peak(
 
 def _round(plan: _Plan, order: list[int]) -> list[int] | None:
     """`order` with every position at its peak lowered by one move each; None if one is not."""
-    cost = plan.costs(order)
-    peak = max(cost, default=0)
-    if not peak:
-        return None
     first: dict[int, int] = {}  # counted ALLOC -> the position that starts it
     last: dict[int, int] = {}  # ... -> its FREE's position
-    size, freed, preds = plan.size, plan.freed, plan.preds
+    uses: list[tuple[int, int]] = []  # (position, counted ALLOC) of each non-ALLOC's use
+    cost = []  # per position: the live bytes once its node's ALLOCs started
+    live = 0
+    size, freed, preds, is_alloc = plan.size, plan.freed, plan.preds, plan.is_alloc
     for i, v in enumerate(order):
-        if not plan.is_alloc[v]:
+        if not is_alloc[v]:
             for a in preds[v]:
-                if size[a] and a not in first:
-                    first[a] = i
+                if size[a]:
+                    uses.append((i, a))
+                    if a not in first:
+                        first[a] = i
+                        live += size[a]
+        cost.append(live)
         a = freed[v]
         if a >= 0:
             last[a] = i
-    base = [0] * (len(order) + 1)  # live bytes before each position
-    for i, v in enumerate(order):
-        a = freed[v]
-        base[i + 1] = cost[i] - (size[a] if a >= 0 else 0)
+            live -= size[a]
+    peak = max(cost, default=0)
+    if not peak:
+        return None
     total = len(order)
     spans = _Spans(
         first,
@@ -126,12 +109,13 @@ def _round(plan: _Plan, order: list[int]) -> list[int] | None:
         sorted((i, first[a]) for a, i in last.items()),
         [p for p, c in enumerate(cost) if c == peak],
     )
+    rows = _Rows(plan, order, cost, uses, first)
     new = list(order)
     done = -1  # the last position a move of this round rewrote
     for p in spans.tops:
         if p <= done:
             continue
-        move = _best_move(plan, order, p, peak, spans, base)
+        move = _best_move(plan, order, p, peak, spans, rows)
         if move is None:
             return None
         lo, seq = move
@@ -140,6 +124,52 @@ def _round(plan: _Plan, order: list[int]) -> list[int] | None:
         new[lo : lo + len(seq)] = seq
         done = lo + len(seq) - 1
     return new
+
+
+class _Rows:
+    """An order's counted uses and FREEs as arrays: the highest live bytes of a window's
+    re-sequencing by numpy (`_Plan.costs` of it, its max)."""
+
+    __slots__ = ("at", "alloc", "size", "first", "gone", "base")
+
+    def __init__(
+        self,
+        plan: _Plan,
+        order: list[int],
+        cost: list[int],
+        uses: list[tuple[int, int]],
+        first: dict[int, int],
+    ) -> None:
+        use = np.array(uses, dtype=np.int64).reshape(-1, 2)
+        self.at = use[:, 0]  # per use (ascending): its position
+        self.alloc = use[:, 1]  # ... the ALLOC it uses
+        size = np.array(plan.size, dtype=np.int64)
+        self.size = size[self.alloc]
+        self.first = np.array([first[a] for _, a in uses], dtype=np.int64)  # ... its start
+        freed = np.array(plan.freed, dtype=np.int64)[order]
+        self.gone = np.where(freed >= 0, size[freed], 0)  # per position: the bytes its FREE ends
+        # live bytes before each position
+        self.base = [0, *(live - gone for live, gone in zip(cost, self.gone.tolist(), strict=True))]
+
+    def top(self, seq: np.ndarray, lo: int) -> int:
+        """The highest live bytes of the positions `seq` (a re-sequencing of lo..lo+len-1) run
+        in their place: a buffer starts at its first user in `seq` unless started before lo."""
+        n = len(seq)
+        rank = np.empty(n, dtype=np.int64)
+        rank[seq - lo] = np.arange(n)
+        s, e = np.searchsorted(self.at, (lo, lo + n))
+        inside = self.first[s:e] >= lo
+        alloc = self.alloc[s:e][inside]
+        ranks = rank[self.at[s:e][inside] - lo]
+        by = np.lexsort((ranks, alloc))  # each buffer's uses, the first in seq first
+        alloc, ranks = alloc[by], ranks[by]
+        head = np.ones(len(alloc), dtype=bool)
+        head[1:] = alloc[1:] != alloc[:-1]
+        start = np.zeros(n, dtype=np.int64)
+        np.add.at(start, ranks[head], self.size[s:e][inside][by][head])
+        gone = self.gone[seq]
+        live = np.cumsum(start) - np.cumsum(gone) + gone
+        return self.base[lo] + int(live.max())
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +188,7 @@ def _best_move(
     p: int,
     peak: int,
     spans: _Spans,
-    base: list[int],
+    rows: _Rows,
 ) -> tuple[int, list[int]] | None:
     """The window move (start, new sequence) that lowers the live bytes at the peak position
     p the most, over the most later peak positions, keeping its window below `peak`; None if
@@ -175,27 +205,46 @@ def _best_move(
         if k < len(tops) and tops[k] < j:
             ends.add(j)
     windows = sorted((hi - lo, lo, hi) for lo in starts for hi in ends if hi - lo < SPAN)
-    preds = plan.preds
-    # (its window's peak, minus its end: a window over more peak positions first, start, seq)
-    best: tuple[int, int, int, list[int]] | None = None
+    # NOTE: in a topological order a path between two positions stays between them, so a
+    # window's dependants of its first node (ancestors of its last) are those of the widest
+    # window with the same start (end), cut to it: each worked out once
+    far: dict[int, int] = {}  # window start -> its furthest end
+    near: dict[int, int] = {}  # window end -> its lowest start
     for _, lo, hi in windows:
-        window = order[lo : hi + 1]
-        inside = set(window)
-        # delay: c's start's dependants after the rest
-        late = {window[0]}
-        for v in window[1:]:
-            if any(u in late for u in preds[v]):
-                late.add(v)
-        # hoist: the ancestors of d's FREE first
-        need = {window[-1]}
-        for v in reversed(window):
-            if v in need:
-                need.update(u for u in preds[v] if u in inside)
+        far[lo] = max(far.get(lo, hi), hi)
+        near[hi] = min(near.get(hi, lo), lo)
+    preds = plan.preds
+    late = {lo: _dependants(order[lo : hi + 1], preds) for lo, hi in far.items()}
+    need = {hi: _ancestors(order[lo : hi + 1], preds) for hi, lo in near.items()}
+    # (its window's peak, minus its end: a window over more peak positions first, start, seq)
+    best: tuple[int, int, int, np.ndarray] | None = None
+    for _, lo, hi in windows:
+        at = np.arange(lo, hi + 1)
+        after = late[lo][: hi + 1 - lo]  # delay: c's start's dependants after the rest
+        first = need[hi][lo - near[hi] :]  # hoist: the ancestors of d's FREE first
         for seq in (
-            [v for v in window if v not in late] + [v for v in window if v in late],
-            [v for v in window if v in need] + [v for v in window if v not in need],
+            np.concatenate((at[~after], at[after])),
+            np.concatenate((at[first], at[~first])),
         ):
-            top = max(plan.costs(seq, base[lo], spans.first, lo))
+            top = rows.top(seq, lo)
             if top < peak and (best is None or (top, -hi) < best[:2]):
                 best = (top, -hi, lo, seq)
-    return None if best is None else (best[2], best[3])
+    return None if best is None else (best[2], [order[i] for i in best[3].tolist()])
+
+
+def _dependants(window: list[int], preds: Sequence[Sequence[int]]) -> np.ndarray:
+    """Per node of `window` (a slice of a topological order): does it depend on the first?"""
+    late = {window[0]}
+    for v in window[1:]:
+        if not late.isdisjoint(preds[v]):
+            late.add(v)
+    return np.fromiter((v in late for v in window), dtype=bool, count=len(window))
+
+
+def _ancestors(window: list[int], preds: Sequence[Sequence[int]]) -> np.ndarray:
+    """Per node of `window` (a slice of a topological order): does the last depend on it?"""
+    need = {window[-1]}  # NOTE: and ancestors before the window, never looked up
+    for v in reversed(window):
+        if v in need:
+            need.update(preds[v])
+    return np.fromiter((v in need for v in window), dtype=bool, count=len(window))
