@@ -23,15 +23,12 @@ def align_up(value: int, alignment: int) -> int:
 class LabelMap:
     """Disjoint address ranges, each labelled with an int (a release position or node)."""
 
-    __slots__ = ("starts", "ends", "label", "_arrays")
+    __slots__ = ("starts", "ends", "label")
 
-    # NOTE: the lists are changed in place by this class's methods alone (which drop
-    # `_arrays`); other code replaces them whole
     def __init__(self) -> None:
         self.starts: list[int] = []
         self.ends: list[int] = []
         self.label: list[int] = []
-        self._arrays: _Arrays | None = None
 
     def coldest(self, lo: int, hi: int, size: int, al: int) -> tuple[int, int] | None:
         """The least (latest release over [off, off+size), off) inside [lo, hi), or None.
@@ -97,19 +94,9 @@ class LabelMap:
     ) -> tuple[int, int] | None:
         """`coldest` over ranges i..j-1 with numpy: the same offsets, each window's latest
         from a sparse table of range maxima (O(R log R + C), no Python loop per range)."""
-        arrays = self._arrays
-        if (
-            arrays is None
-            or arrays.lists[0] is not self.starts
-            or arrays.lists[1] is not self.ends
-            or arrays.lists[2] is not self.label
-        ):
-            if 4 * (j - i) < len(self.starts):  # a window of a few ranges: those alone
-                arrays = _Arrays(self.starts[i:j], self.ends[i:j], self.label[i:j])
-                i, j = 0, j - i
-            else:  # NOTE: kept until the lists change (the DLR scans ask again in between)
-                arrays = self._arrays = _Arrays(self.starts, self.ends, self.label)
-        starts, ends = arrays.starts[i:j], arrays.ends[i:j]
+        starts = np.array(self.starts[i:j], np.int64)
+        ends = np.array(self.ends[i:j], np.int64)
+        label = np.array(self.label[i:j], np.int64)
         last = hi - size
         # disjoint sorted ranges: their starts and ends interleaved ascend, and stay so aligned
         bounds = np.stack((starts, ends), axis=1).ravel()
@@ -128,8 +115,16 @@ class LabelMap:
         latest = np.full(len(offs), -1, np.int64)
         some = width > 0
         if some.any():
-            aw, bw, ww = a[some] + i, b[some] + i, width[some]
-            table = arrays.maxima(int(ww.max()).bit_length())
+            aw, bw, ww = a[some], b[some], width[some]
+            n = len(label)
+            levels = int(ww.max()).bit_length()  # level k holds the maxima of 2**k ranges
+            table = np.empty((levels, n), np.int64)
+            table[0] = label
+            for k in range(1, levels):
+                half = 1 << (k - 1)
+                table[k, : n - 2 * half + 1] = np.maximum(
+                    table[k - 1, : n - 2 * half + 1], table[k - 1, half : n - half + 1]
+                )
             level = np.frexp(ww)[1] - 1  # floor(log2(width)), exact
             latest[some] = np.maximum(table[level, aw], table[level, bw - (1 << level)])
         k = int(np.argmin(latest))
@@ -193,7 +188,6 @@ class LabelMap:
         if i < 0 or self.ends[i] <= lo:
             i += 1
         j = bisect_left(starts, hi)
-        self._arrays = None
         if j == i + 1 and starts[i] == lo and self.ends[i] == hi:  # the same range again
             prev = [labels[i]]
             labels[i] = label
@@ -211,7 +205,6 @@ class LabelMap:
         if i < 0 or self.ends[i] <= lo:
             i += 1
         j = bisect_left(starts, hi)
-        self._arrays = None
         if j == i + 1 and starts[i] == lo and self.ends[i] == hi:  # the same range again
             self.label[i] = label
         else:
@@ -244,31 +237,3 @@ class LabelMap:
             starts[i:j] = [lo]
             ends[i:j] = [hi]
             labels[i:j] = [label]
-
-
-class _Arrays:
-    """A LabelMap's lists as arrays (`lists`: the lists they copy) and a sparse table of
-    its labels' range maxima, its levels built as asked for."""
-
-    __slots__ = ("lists", "starts", "ends", "table", "levels")
-
-    def __init__(self, starts: list[int], ends: list[int], label: list[int]) -> None:
-        self.lists = (starts, ends, label)
-        self.starts = np.array(starts, np.int64)
-        self.ends = np.array(ends, np.int64)
-        n = len(label)
-        self.table = np.empty((max(n.bit_length(), 1), n), np.int64)
-        self.table[0] = label
-        self.levels = 1  # the rows of `table` built
-
-    def maxima(self, levels: int) -> np.ndarray:
-        """The table with at least `levels` rows built: row k holds the maxima of 2**k ranges
-        from each range on (where they exist)."""
-        table, n = self.table, self.table.shape[1]
-        for k in range(self.levels, levels):
-            half = 1 << (k - 1)
-            table[k, : n - 2 * half + 1] = np.maximum(
-                table[k - 1, : n - 2 * half + 1], table[k - 1, half : n - half + 1]
-            )
-        self.levels = max(self.levels, levels)
-        return table

@@ -211,16 +211,15 @@ class MemoryPass:
         spilled, before = like.spill_plan, like.position
         for tier, (starts, ends, labels) in mark.maps.items():
             m = self.maps[tier] = LabelMap()
-            label = labels[:]
+            m.starts, m.ends, m.label = starts[:], ends[:], labels[:]
             for i, x in enumerate(labels):
                 if before[x] >= pos:  # a release still to come: whose?
                     event = events[x] if x < n else None
                     b = spilled[(x - n) >> 1][0] if event is None else -1 - event
                     ks = self.spills_of.get(b, ())
-                    label[i] = next(
+                    m.label[i] = next(
                         (n + 2 * k for k in ks if position[n + 2 * k] >= pos), free_of[b]
                     )
-            m.starts, m.ends, m.label = starts[:], ends[:], label
         r = mark.res
         self.res = Residency(dict(r.live), dict(r.peaks), r.combined, r.peak)
         self.reuse_edges = like.reuse_edges[: mark.reuse]
