@@ -22,6 +22,7 @@ from npucc.backend.hypercut.baselines import (
 from npucc.backend.hypercut.beam import BeamOptions, BeamSearch
 from npucc.backend.hypercut.set_model import MeshParams, evaluate
 from npucc.backend.hypercut.workload import graph_batch, workload_from_graph
+from npucc.backend.lower.blocking import drop_candidates
 from npucc.errors import NpuccError
 from npucc.gcpause import gc_paused
 from npucc.ir.graph import Graph
@@ -107,6 +108,8 @@ def plan_graph(
         else:
             steps = layer_pipelined(wl, mesh, price)
         offchip = execution.refine_offchip(steps) if execution is not None else frozenset()
+    if memo is not None:
+        drop_candidates(memo)  # NOTE: the profiles' blocking searches are done
     search_s = time.perf_counter() - start
     analytic = evaluate(mesh, wl, steps)
     cost = analytic if execution is None else execution.evaluate(steps, offchip)

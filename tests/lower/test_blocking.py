@@ -14,13 +14,16 @@ import npucc
 from npucc.backend.lower import LowerTiles
 from npucc.backend.lower.blocking import (
     Blocking,
+    Candidates,
     CubeShape,
     MBlock,
     MTile,
     _bias_plan,
     block_cost,
+    choose_blocking,
 )
 from npucc.backend.lower.context import LowerContext
+from npucc.backend.lower.l0_tiles import MatTiles
 from npucc.backend.planner import single_core_plan
 from npucc.checking import compare, random_inputs, run_onnxruntime
 from npucc.ir.graph_text import graph_from_text
@@ -337,3 +340,29 @@ def test_operands_kept_on_chip_spread_a_layer_over_the_mesh():
     assert block_cost(ctx, noc, spread, blocks)[0] * 8 < block_cost(ctx, noc, one, blocks)[0]
     # the bytes moved count the NoC's as the DDR's
     assert block_cost(ctx, noc, one, blocks)[1] == block_cost(ctx, ddr, one, blocks)[1]
+
+
+def test_searches_sharing_candidates_pick_what_each_picks_alone():
+    # one layer's searches under every set of operands on chip (a mesh plan's profiles) share
+    # their candidates and the prices' pieces that do not depend on them (`Candidates`): each
+    # picks what it picks alone, in any order, and every plan costs what it costs alone
+    ctx = LowerContext(None, None, None, load_target("mesh8x8"))  # type: ignore[arg-type]
+    tiles = [MatTiles(112, 64, 64), MatTiles(56, 128, 32), MatTiles(16, 16, 64)]
+
+    def m_blocks(t: MatTiles, count: int) -> list[MBlock]:
+        rows = [(m0, min(count * t.m, 784 - m0)) for m0 in range(0, 784, count * t.m)]
+        return [
+            MBlock(tuple(MTile(m0 + i, min(t.m, mb - i)) for i in range(0, mb, t.m)), mb)
+            for m0, mb in rows
+        ]
+
+    base = CubeShape(256, 576, 9, 1, True, True, 1)
+    shapes = [replace(base, noc=tuple(bool(f >> i & 1) for i in range(4))) for f in range(16)]
+    shared = Candidates()
+    for shape in shapes[::-1] + shapes:
+        alone = choose_blocking(ctx, shape, tiles, m_blocks, 7)
+        found = choose_blocking(ctx, shape, tiles, m_blocks, 7, shared)
+        assert found[0] == alone[0] and found[1] == alone[1]
+        assert block_cost(ctx, shape, *found, shared.memo) == block_cost(ctx, shape, *alone)
+    with pytest.raises(AssertionError):  # another layer's shape may not share them
+        choose_blocking(ctx, replace(base, n=128), tiles, m_blocks, 7, shared)

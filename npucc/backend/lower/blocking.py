@@ -33,7 +33,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Hashable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from npucc.backend.lower.context import LowerContext
@@ -185,55 +185,34 @@ def _variants(
     memo: dict[Hashable, Any] | None = None,
 ) -> list[tuple[tuple[int, int, int], tuple[int, ...]]]:
     """`_priced` of each of `plans`, which differ in `cube_bias` only (what does not depend on
-    it worked out once)."""
+    it worked out once; what does not depend on the operands on chip, `CubeShape.noc`, once
+    per plan and `memo`)."""
     plan = plans[0]
     x_noc, w_noc, out_noc, res_noc = shape.noc
-    n_pieces = _pieces(shape.n, plan.nb)
-    n_blocks = sum(c for _, c in n_pieces)
-    k_pieces = _pieces(shape.k, plan.kb)
-    k_blocks = sum(c for _, c in k_pieces)
-    x_pieces = _pieces(shape.k, plan.x_kb) if plan.order == "os" else [(shape.k, 1)]
-    # one pass over every W block (with its bias) and over every X block
-    w_cyc = sum(
-        ck * cn * _dma(ctx, "DDR_L1", kb * nb, w_noc) for kb, ck in k_pieces for nb, cn in n_pieces
-    )
-    w_el = shape.n * shape.k
-    if shape.bias:
-        w_cyc += sum(cn * _dma(ctx, "DDR_L1", nb * shape.bias_elems, w_noc) for nb, cn in n_pieces)
-        w_el += shape.n * shape.bias_elems
     if memo is None:
         memo = {}
-    key = (id(blocks), *x_pieces)
-    if key not in memo:
-        memo[key] = _x_cost(ctx, shape, blocks, x_pieces)
-    x_cyc, x_el = memo[key]
-    w_dmas = n_blocks * k_blocks * (1 + int(shape.bias))
-    if plan.order == "ws":  # W once per chunk, X once per N block
-        passes_w, passes_x, units = plan.chunks, n_blocks, n_blocks * plan.chunks
-    elif plan.order == "is":  # X once per chunk, W once per M block
-        passes_w, passes_x, units = len(blocks), plan.chunks, len(blocks) * plan.chunks
-    else:  # both once per output block
-        passes_w, passes_x, units = len(blocks), n_blocks, len(blocks) * n_blocks
-    x_dmas = 0 if shape.x_onchip else len(blocks) * len(x_pieces) * passes_x
-    eb, inst = ctx.target.elem_bytes, shape.instances
-    w_bytes, x_bytes = w_el * passes_w * eb, x_el * passes_x * eb
-    units *= inst
-    per_core = math.ceil(units / ctx.target.cores) * inst / units
-    single = _single_l0c(ctx, plan, shape.k)
-    # NOTE: the first X block waits for the layer's input and nothing of the layer overlaps
-    # its load (a W block depends on nothing: the scheduler may load it earlier)
-    x0 = blocks[0].x_elems(x_pieces[0][0], shape.k_quantum)
-    fill = 0 if shape.x_onchip else _dma(ctx, "DDR_L1", x0, x_noc)
+    # NOTE: keyed by the plan whatever its `cube_bias`, and by the flags of `shape.noc` each
+    # piece reads: one memo serves the searches of a layer under every set of operands on chip
+    # (`Candidates`), whose shapes differ in `noc` only
+    at = (id(blocks), replace(plan, cube_bias=False) if plan.cube_bias else plan)
+    part = memo.get(at)
+    if part is None:
+        part = memo[at] = _part(ctx, shape, plan, blocks, memo)
+    through, passes_w, passes_x, per_core, single, w_bytes, x_bytes, w_cyc, x_cyc, fill = part
+    if w_noc or x_noc:  # the DMAs' cycles over the NoC
+        w_cyc, x_cyc, fill = _noc_pass(ctx, shape, plan, blocks, memo, at, part)
+    inst = shape.instances
     out = []
     for variant in plans:
         # NOTE: the tiles' pipes read of the plan only its L0 tile, N block, whether K is
         # blocked and where the bias is added
-        key = (id(blocks), variant.tiles, variant.nb, variant.kb < shape.k, variant.cube_bias)
+        key = (id(blocks), variant.tiles, variant.nb, variant.kb < shape.k, variant.cube_bias,
+               out_noc, res_noc)  # fmt: skip
         if key not in memo:
             memo[key] = _tile_pipes(ctx, shape, variant, blocks)
         pipes = dict(memo[key])
         pipes["MTE2"] += w_cyc * passes_w + x_cyc * passes_x
-        dmas = w_dmas * passes_w + x_dmas + pipes.pop("dmas")
+        dmas = through + pipes.pop("dmas")
         res, written = pipes.pop("res_bytes"), pipes.pop("out_bytes")
         moved = (w_bytes + x_bytes + res + written) * inst
         reads = (w_bytes * (not w_noc) + x_bytes * (not x_noc) + res * (not res_noc)) * inst
@@ -248,6 +227,111 @@ def _variants(
     return out
 
 
+# (DMAs, W passes, X passes, share of the units per core, `_single_l0c`, W bytes, X bytes,
+# W's and X's DMA cycles of one pass, the first X block's fill) of a plan through DDR
+_Part = tuple[int, int, int, float, bool, int, int, int, int, int]
+
+
+def _part(
+    ctx: LowerContext,
+    shape: CubeShape,
+    plan: Blocking,
+    blocks: list[MBlock],
+    memo: dict[Hashable, Any],
+) -> _Part:
+    """What `_variants` reads of `plan` over `blocks` but its tiles' pipes, its operands
+    through DDR (`_noc_pass`: the cycles that differ when some are on chip)."""
+    n_pieces = _pieces(shape.n, plan.nb)
+    n_blocks = sum(c for _, c in n_pieces)
+    k_pieces = _pieces(shape.k, plan.kb)
+    k_blocks = sum(c for _, c in k_pieces)
+    x_pieces = _x_pieces(shape, plan)
+    w_el = shape.n * shape.k
+    if shape.bias:
+        w_el += shape.n * shape.bias_elems
+    x_cyc, x_el = _x_pass(ctx, shape, blocks, x_pieces, False, memo)
+    w_dmas = n_blocks * k_blocks * (1 + int(shape.bias))
+    if plan.order == "ws":  # W once per chunk, X once per N block
+        passes_w, passes_x, units = plan.chunks, n_blocks, n_blocks * plan.chunks
+    elif plan.order == "is":  # X once per chunk, W once per M block
+        passes_w, passes_x, units = len(blocks), plan.chunks, len(blocks) * plan.chunks
+    else:  # both once per output block
+        passes_w, passes_x, units = len(blocks), n_blocks, len(blocks) * n_blocks
+    x_dmas = 0 if shape.x_onchip else len(blocks) * len(x_pieces) * passes_x
+    eb, inst = ctx.target.elem_bytes, shape.instances
+    units *= inst
+    return (
+        w_dmas * passes_w + x_dmas,
+        passes_w,
+        passes_x,
+        math.ceil(units / ctx.target.cores) * inst / units,
+        _single_l0c(ctx, plan, shape.k),
+        w_el * passes_w * eb,
+        x_el * passes_x * eb,
+        _w_cycles(ctx, shape, plan, False),
+        x_cyc,
+        _fill(ctx, shape, blocks, x_pieces, False),
+    )
+
+
+def _noc_pass(
+    ctx: LowerContext,
+    shape: CubeShape,
+    plan: Blocking,
+    blocks: list[MBlock],
+    memo: dict[Hashable, Any],
+    key: tuple,
+    part: _Part,
+) -> tuple[int, int, int]:
+    """`_part`'s W and X cycles of one pass and fill with W and X on chip as `shape.noc`
+    says (memoised by `_part`'s `key` and those flags)."""
+    x_noc, w_noc = shape.noc[:2]
+    flags = (*key, x_noc, w_noc)
+    value = memo.get(flags)
+    if value is None:
+        x_pieces = _x_pieces(shape, plan)
+        value = memo[flags] = (
+            _w_cycles(ctx, shape, plan, True) if w_noc else part[7],
+            _x_pass(ctx, shape, blocks, x_pieces, True, memo)[0] if x_noc else part[8],
+            _fill(ctx, shape, blocks, x_pieces, True) if x_noc else part[9],
+        )
+    return value
+
+
+def _x_pieces(shape: CubeShape, plan: Blocking) -> list[tuple[int, int]]:
+    """The K pieces of the plan's X blocks (all of K but under `os`)."""
+    return _pieces(shape.k, plan.x_kb) if plan.order == "os" else [(shape.k, 1)]
+
+
+def _w_cycles(ctx: LowerContext, shape: CubeShape, plan: Blocking, w_noc: bool) -> int:
+    """DMA cycles of one pass over every W block (with its bias), on chip as `w_noc` says."""
+    n_pieces = _pieces(shape.n, plan.nb)
+    w_cyc = sum(
+        ck * cn * _dma(ctx, "DDR_L1", kb * nb, w_noc)
+        for kb, ck in _pieces(shape.k, plan.kb)
+        for nb, cn in n_pieces
+    )
+    if shape.bias:
+        w_cyc += sum(cn * _dma(ctx, "DDR_L1", nb * shape.bias_elems, w_noc) for nb, cn in n_pieces)
+    return w_cyc
+
+
+def _fill(
+    ctx: LowerContext,
+    shape: CubeShape,
+    blocks: list[MBlock],
+    x_pieces: list[tuple[int, int]],
+    x_noc: bool,
+) -> int:
+    """The first X block's load, which nothing of the layer overlaps.
+
+    NOTE: the first X block waits for the layer's input and nothing of the layer overlaps its
+    load (a W block depends on nothing: the scheduler may load it earlier)."""
+    if shape.x_onchip:
+        return 0
+    return _dma(ctx, "DDR_L1", blocks[0].x_elems(x_pieces[0][0], shape.k_quantum), x_noc)
+
+
 def _hidden(shape: CubeShape, plan: Blocking, m_blocks: int, cycles: int) -> int:
     """Of a layer's `cycles`, those that run while its producer still writes X channel group
     after channel group (`CubeShape.x_by_channels`): under `os` with X in K blocks, the first
@@ -259,11 +343,31 @@ def _hidden(shape: CubeShape, plan: Blocking, m_blocks: int, cycles: int) -> int
     return cycles * (x_blocks - 1) // (x_blocks * m_blocks)
 
 
-def _x_cost(
-    ctx: LowerContext, shape: CubeShape, blocks: list[MBlock], x_pieces: list[tuple[int, int]]
+def _x_pass(
+    ctx: LowerContext,
+    shape: CubeShape,
+    blocks: list[MBlock],
+    x_pieces: list[tuple[int, int]],
+    x_noc: bool,
+    memo: dict[Hashable, Any],
 ) -> tuple[int, int]:
-    """Cycles and elements of one pass over every X block, in K pieces `x_pieces`."""
-    x_noc = shape.noc[0]
+    """`_x_cost`, memoised by M blocks, K pieces and `x_noc` (plans share them)."""
+    key = (id(blocks), x_noc, *x_pieces)
+    value = memo.get(key)
+    if value is None:
+        value = memo[key] = _x_cost(ctx, shape, blocks, x_pieces, x_noc)
+    return value
+
+
+def _x_cost(
+    ctx: LowerContext,
+    shape: CubeShape,
+    blocks: list[MBlock],
+    x_pieces: list[tuple[int, int]],
+    x_noc: bool,
+) -> tuple[int, int]:
+    """Cycles and elements of one pass over every X block, in K pieces `x_pieces` (X on chip
+    as `x_noc` says)."""
     x_cyc = x_el = 0
     for b in blocks if not shape.x_onchip else ():
         for kb, ck in x_pieces:
@@ -347,12 +451,39 @@ MBlocks = Callable[[MatTiles, int], list[MBlock]]  # the M blocks of (L0 tile, L
 Scored = tuple[tuple[int, int, int], Blocking, list[MBlock]]  # (cycles, bytes, DMAs), ...
 
 
+@dataclass(slots=True)
+class Candidates:
+    """The blockings `choose_blocking` enumerates for one layer and what pricing them shares,
+    none of which depends on the operands on chip (`CubeShape.noc`): one layer's searches under
+    each set of operands on chip (a mesh plan's profiles) share one.
+
+    NOTE: only searches whose shapes differ in `noc` alone, with equal tiles and M blocks,
+    may share it (`choose_blocking` asserts the first two; the caller keys it by what the M
+    blocks depend on)."""
+
+    key: tuple = ()  # the shape without its `noc`, the L0 tiles and the largest M block
+    # per (L0 tile, L0 tiles each) kept, in enumeration order: its M blocks and their plans,
+    # each with whether it is held (its one stationary block loaded once) and, with a float
+    # bias, its `cube_bias` variant
+    found: list[tuple[list[MBlock], list[tuple[Blocking, bool, Blocking | None]]]] | None = None
+    memo: dict[Hashable, Any] = field(default_factory=dict)  # `_variants`'
+
+
+def drop_candidates(memo: dict[Hashable, Any]) -> None:
+    """Drop every `Candidates` from a compile's lowering memo (`memo.once`'s): what is left of
+    them once a mesh plan's profiles are lowered (~15 MB on light ResNet-50 mesh8x8), which a
+    later search under new operands on chip makes anew."""
+    for key in [k for k, v in memo.items() if isinstance(v, Candidates)]:
+        del memo[key]
+
+
 def choose_blocking(
     ctx: LowerContext,
     shape: CubeShape,
     tiles: list[MatTiles],
     m_blocks: MBlocks,
     max_m_tiles: int,
+    known: Candidates | None = None,
 ) -> tuple[Blocking, list[MBlock]]:
     """The least-`block_cost` blocking whose L1 blocks fit the tier's share (with L0C holding
     an output block's accumulators: all of it, priced by `_single_l0c`), and its M blocks.
@@ -360,22 +491,20 @@ def choose_blocking(
     `m_blocks(tile, count)` splits M into blocks of `count` L0 tiles (at most `max_m_tiles`;
     1 for a conv, whose img2col reads one band per L1 block). NOTE: the `os` blocking of one
     L0 tile per block holds exactly the buffers `fitting_tiles` checked, so some plan fits.
+    `known`: the candidates of the layer's searches under other operands on chip (read and
+    filled in).
     """
+    table = Candidates() if known is None else known
+    key = (replace(shape, noc=(False, False, False, False)), tuple(tiles), max_m_tiles)
+    if table.found is None:
+        table.key, table.found = key, _candidates(ctx, shape, tiles, m_blocks, max_m_tiles)
+    assert table.key == key  # NOTE: see Candidates
     scored: list[Scored] = []
     held: list[Scored] = []
-    made: dict[tuple[MatTiles, int], list[MBlock]] = {}  # (L0 tile, count) -> its M blocks
-    memo: dict[Hashable, Any] = {}  # block_cost's (while every M blocks in `made` lives)
-    for t in tiles:
-        for count in candidates(max_m_tiles):
-            blocks = made[t, count] = m_blocks(t, count)
-            if count > 1:
-                half = made.get((t, count // 2))
-                if half is None:
-                    half = made[t, count // 2] = m_blocks(t, count // 2)
-                if len(blocks) == len(half):
-                    continue  # no fewer blocks than half as many tiles each
-            for plan, once in _plans(ctx, shape, t, count, blocks):
-                (held if once else scored).append(_bias_plan(ctx, shape, plan, blocks, memo))
+    for blocks, plans in table.found:
+        for plan, once, cube in plans:
+            priced = _bias_plan(ctx, shape, plan, blocks, table.memo, cube)
+            (held if once else scored).append(priced)
     if not scored:
         raise AssertionError("no blocking fits although its one-tile blocking does")
     # NOTE: with operands on chip no channel bounds the bytes, and the fastest plan re-reads
@@ -393,22 +522,53 @@ def choose_blocking(
     return plan, blocks
 
 
+def _candidates(
+    ctx: LowerContext,
+    shape: CubeShape,
+    tiles: list[MatTiles],
+    m_blocks: MBlocks,
+    max_m_tiles: int,
+) -> list[tuple[list[MBlock], list[tuple[Blocking, bool, Blocking | None]]]]:
+    """`Candidates.found`: per L0 tile and L0 tiles per M block (fewer M blocks than half as
+    many tiles each), its M blocks and `_plans`, each with its `cube_bias` variant when the
+    bias is a float one."""
+    found = []
+    made: dict[tuple[MatTiles, int], list[MBlock]] = {}  # (L0 tile, count) -> its M blocks
+    for t in tiles:
+        for count in candidates(max_m_tiles):
+            blocks = made[t, count] = m_blocks(t, count)
+            if count > 1:
+                half = made.get((t, count // 2))
+                if half is None:
+                    half = made[t, count // 2] = m_blocks(t, count // 2)
+                if len(blocks) == len(half):
+                    continue  # no fewer blocks than half as many tiles each
+            plans = [
+                (plan, once, replace(plan, cube_bias=True) if shape.float_bias else None)
+                for plan, once in _plans(ctx, shape, t, count, blocks)
+            ]
+            found.append((blocks, plans))
+    return found
+
+
 def _bias_plan(
     ctx: LowerContext,
     shape: CubeShape,
     plan: Blocking,
     blocks: list[MBlock],
     memo: dict[Hashable, Any],
+    cube: Blocking | None = None,
 ) -> Scored:
     """`plan` scored with its float bias added where it costs least: by the vector unit or by
-    the cube (`cube_bias`); on a tie of cost beside a depthwise conv
-    (`CubeShape.beside_vector`), where the pipes' loads, busiest first, are least (the vector
-    unit's slack is what the depthwise conv's taps overlap). NOTE: on every tie (not only
-    beside a depthwise conv) SqueezeNet 352,602 -> 358,683 and ResNet-50 3,303,111 ->
-    3,338,350: their cube binds (docs/roofline.md, `mbv2m`)."""
+    the cube (`cube_bias`; `cube`: that variant of `plan`, if made); on a tie of cost beside a
+    depthwise conv (`CubeShape.beside_vector`), where the pipes' loads, busiest first, are
+    least (the vector unit's slack is what the depthwise conv's taps overlap). NOTE: on every
+    tie (not only beside a depthwise conv) SqueezeNet 352,602 -> 358,683 and ResNet-50
+    3,303,111 -> 3,338,350: their cube binds (docs/roofline.md, `mbv2m`)."""
     if not shape.float_bias:
         return _priced(ctx, shape, plan, blocks, memo)[0], plan, blocks
-    cube = replace(plan, cube_bias=True)
+    if cube is None:
+        cube = replace(plan, cube_bias=True)
     (cost, loads), (cube_cost, cube_loads) = _variants(ctx, shape, (plan, cube), blocks, memo)
     if cube_cost < cost or (cube_cost == cost and shape.beside_vector and cube_loads < loads):
         return cube_cost, cube, blocks

@@ -22,6 +22,7 @@ from npucc.backend.lower.block_emit import (
 from npucc.backend.lower.blocking import (
     CYCLE_TOLERANCE,
     Blocking,
+    Candidates,
     CubeShape,
     MBlock,
     MTile,
@@ -223,9 +224,12 @@ def lower_cube_conv(ctx: LowerContext, layer: Layer, one_unit: bool = False) -> 
         onchip = (x_onchip, ctx.onchip(fused.out) is not None, r_onchip)
         spec = (fused.pool, fused.cols)
         kept = (noc[0], noc[1], ctx.on_noc(fused.out), noc[2])
+        # NOTE: the searches of one key but `kept` share their candidates (`Candidates`)
+        known = once(ctx, layer, (Candidates, onchip, one_unit, spec, planes), _no_candidates)
         work = partial(
-            _blocking, onchip=onchip, one_unit=one_unit, spec=spec, noc=kept, planes=planes
-        )
+            _blocking, onchip=onchip, one_unit=one_unit, spec=spec, noc=kept, planes=planes,
+            known=known,
+        )  # fmt: skip
         found = once(ctx, layer, (_blocking, onchip, one_unit, spec, kept, planes), work)
         if found is not None:
             break
@@ -282,13 +286,15 @@ def _blocking(
     spec: tuple[int, tuple[int, ...]],
     noc: tuple[bool, bool, bool, bool],
     planes: tuple[bool, bool] = (False, False),
+    known: Candidates | None = None,
 ) -> tuple[Blocking, list[MBlock], int] | None:
     """The conv's blocking, its M blocks and its groups per staged unit (`_stageable`), with
     its input, output and residual resident in L1 as `onchip` says, its epilogue computing
     `spec` = (`_Fused.pool`, `_Fused.cols`) and its operands on chip as `noc` says
     (`CubeShape.noc`), its input written channel group after channel group and a depthwise
     conv beside it as `planes` says (`CubeShape.x_by_channels`, `beside_vector`); None when no
-    tile of that epilogue's shape fits."""
+    tile of that epilogue's shape fits. `known`: the candidates of its searches with other
+    operands on chip (`choose_blocking`)."""
     g = conv_geometry(ctx, layer)
     taps, k = g.taps, g.cg * g.taps
     bias, residual = _optional(layer, 2), _optional(layer, 3)
@@ -326,8 +332,13 @@ def _blocking(
     def bands(t: MatTiles, count: int) -> list[MBlock]:
         return _every_image(g, _bands(g, t, count)) if fold else _bands(g, t, count)
 
-    plan, blocks = choose_blocking(ctx, shape, tiles, bands, g.oh)
+    plan, blocks = choose_blocking(ctx, shape, tiles, bands, g.oh, known)
     return plan, blocks, _stageable(ctx, g, plan, blocks, per, bool(bias), x_onchip)
+
+
+def _no_candidates(ctx: LowerContext, layer: Layer) -> Candidates:
+    """Candidates of a conv's blocking searches, none found yet (`choose_blocking` fills it)."""
+    return Candidates()
 
 
 def _folds_images(ctx: LowerContext, g: ConvGeom) -> bool:
