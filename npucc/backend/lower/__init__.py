@@ -183,18 +183,23 @@ def _paid(
     graph, ctx, placement, (work, memo), record = lowering
     had, marks = kept.chains, kept.marks
     timed, spans = _timed(kept.program, marks), kept.layer_spans()
+    dropped: dict[int, Mark] = {}  # the last lowering's marks up to the first chain it dropped
     while chains:
         new = [first for first, chain in chains.items() if had.get(first) != chain]
         if not new:
             break
         cascades = band_graph(graph, chains, ctx.target)
         splice = Splice(marks, timed, max(chains[first][0] for first in new) - 1)
-        resume = Resume(record, marks.get(min(new) - 1), splice=splice)
+        ahead = dropped[max(dropped)] if dropped else None
+        resume = Resume(record, marks.get(min(new) - 1), splice=splice, ahead=ahead)
         try:
             banded = _lower_cascaded(ctx, placement, cascades, work, memo, resume)
         except ReservedFitError:
             return False
         made, after, met = resume.made, layer_spans(banded), splice.met
+        if ahead is not None and resume.started is ahead:  # the dropped lowering's before it
+            made = {**{s: m for s, m in dropped.items() if s >= min(new) - 1}, **made}
+        del ahead, dropped
         if met is not None:  # the kept tail from the source layer where it met
             meet = met[0].decisions.origin[met[0].index]
             after += [(layer, c) for layer, c in spans if layer >= meet]
@@ -217,6 +222,12 @@ def _paid(
             shed(marks, banded)
             kept.chains, kept.program, kept.marks, kept.spans = chains, banded, marks, None
             return True
+        # NOTE: the layers before the first chain `paid` drops lower as here: the next
+        # lowering may start from this one's mark there (`same_prefix` checks it); that mark
+        # and those before it are kept on one copy of their prefix (`shed`), not the program
+        cut = min(first for first, chain in chains.items() if paid.get(first) != chain) - 1
+        dropped = {s: m for s, m in resume.made.items() if s <= cut} if cut in resume.made else {}
+        shed(dropped, kept.program)
         chains = paid
         # NOTE: not held while the next is made (a tiled program; its marks hold its graph)
         del banded, resume, splice, made, met
@@ -363,9 +374,10 @@ def _lower_all(
     if resume is not None:
         spans = {name: (first, held.last[name]) for name, first in held.first.items()}
         decided = Decisions(graph, origin, parts.views, residency, folds, spans)
-        mark = resume.start
-        if mark is not None and same_prefix(mark.decisions, decided, mark.index):
-            start = mark
+        for mark in resume.starts():
+            if same_prefix(mark.decisions, decided, mark.index):
+                start = resume.started = mark
+                break
     if start is None:
         tracker = DdrTracker(onchip=dict(onchip or {}))
         program.onchip = tracker.onchip

@@ -443,12 +443,21 @@ class Splice:
 class Resume:
     """A lowering's marks: the source layers before whose first lowered layer (a band's,
     in a chain) it records one (`made`, by source layer), the mark it may start from, and
-    the kept lowering whose tail it may splice (it stops where it meets it)."""
+    the kept lowering whose tail it may splice (it stops where it meets it); `ahead`, a later
+    mark it starts from instead when the layers before that lower alike (`started`: the
+    mark it started from, set by the lowering)."""
 
     record: frozenset[int]
     start: Mark | None = None
     made: dict[int, Mark] = field(default_factory=dict)
     splice: Splice | None = None
+    ahead: Mark | None = None
+    started: Mark | None = None
+
+    def starts(self) -> list[Mark]:
+        """The marks the lowering may start from, the latest (by source layer) first."""
+        marks = [m for m in (self.ahead, self.start) if m is not None]
+        return sorted(marks, key=lambda m: -m.decisions.origin[m.index])
 
     def wants(self, source: int) -> bool:
         """Whether the lowering takes a mark before `source`'s first lowered layer."""
