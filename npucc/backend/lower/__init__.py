@@ -46,6 +46,7 @@ from npucc.backend.lower.resume import (
     Splice,
     SpliceMiss,
     Timed,
+    rebase,
     same_prefix,
     shed,
 )
@@ -198,7 +199,9 @@ def _paid(
             return False
         made, after, met = resume.made, layer_spans(banded), splice.met
         if ahead is not None and resume.started is ahead:  # the dropped lowering's before it
-            made = {**{s: m for s, m in dropped.items() if s >= min(new) - 1}, **made}
+            carried = {s: m for s, m in dropped.items() if s >= min(new) - 1}
+            rebase(list(carried.values()), banded)
+            made = {**carried, **made}
         del ahead, dropped
         if met is not None:  # the kept tail from the source layer where it met
             meet = met[0].decisions.origin[met[0].index]

@@ -225,6 +225,16 @@ def shed(marks: dict[int, Mark], program: TiledProgram) -> None:
             mark.graphs = prefix
 
 
+def rebase(marks: list[Mark], program: TiledProgram) -> None:
+    """Point the marks whose graphs `program`'s continue (it was resumed from one of them, or
+    from a later mark of their lowering) at `program`'s graphs: they restore alike, and no
+    copy of their prefix is held beside it."""
+    graphs = [core.graph for core in program.cores]
+    for mark in marks:
+        if all(map(_continues, graphs, mark.graphs)):
+            mark.graphs = list(graphs)
+
+
 def _continues(graph: TileGraph, old: TileGraph) -> bool:
     """Whether `graph` begins with all of `old`'s nodes and buffers (a lowering resumed
     from its end)."""
