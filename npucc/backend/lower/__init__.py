@@ -174,7 +174,9 @@ def _paid(
     `lowering`: the graph, the compile context, the placement, the layers' work and memo, and
     the source layers whose marks are kept.
 
-    NOTE: each lowering starts from `kept`'s mark before the first chain it lacks and stops
+    NOTE: each lowering starts from `kept`'s mark before the first chain it lacks (or, after
+    a lowering whose chains did not all pay, from that one's mark before the first chain it
+    dropped, when the layers before it lower alike: `Resume.ahead`) and stops
     where its state meets `kept`'s after the last (npucc.backend.lower.resume): the layers
     outside that stretch lower alike, their spans are `kept`'s (a run's span reads only its
     own nodes: the sum is the whole lowering's, as `paying` prices it); only a lowering that
@@ -191,18 +193,18 @@ def _paid(
             break
         cascades = band_graph(graph, chains, ctx.target)
         splice = Splice(marks, timed, max(chains[first][0] for first in new) - 1)
-        ahead = dropped[max(dropped)] if dropped else None
-        resume = Resume(record, marks.get(min(new) - 1), splice=splice, ahead=ahead)
+        later = dropped[max(dropped)] if dropped else None
+        resume = Resume(record, marks.get(min(new) - 1), splice=splice, ahead=later)
         try:
             banded = _lower_cascaded(ctx, placement, cascades, work, memo, resume)
         except ReservedFitError:
             return False
         made, after, met = resume.made, layer_spans(banded), splice.met
-        if ahead is not None and resume.started is ahead:  # the dropped lowering's before it
+        if later is not None and resume.started is later:  # the dropped lowering's before it
             carried = {s: m for s, m in dropped.items() if s >= min(new) - 1}
             rebase(list(carried.values()), banded)
             made = {**carried, **made}
-        del ahead, dropped
+        del later, dropped
         if met is not None:  # the kept tail from the source layer where it met
             meet = met[0].decisions.origin[met[0].index]
             after += [(layer, c) for layer, c in spans if layer >= meet]

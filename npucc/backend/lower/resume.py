@@ -231,14 +231,15 @@ def rebase(marks: list[Mark], program: TiledProgram) -> None:
     copy of their prefix is held beside it."""
     graphs = [core.graph for core in program.cores]
     for mark in marks:
-        if all(map(_continues, graphs, mark.graphs)):
+        if all(map(_continues, graphs, mark.graphs, mark.nodes, mark.buffers)):
             mark.graphs = list(graphs)
 
 
-def _continues(graph: TileGraph, old: TileGraph) -> bool:
-    """Whether `graph` begins with all of `old`'s nodes and buffers (a lowering resumed
-    from its end)."""
-    n, b = len(old.nodes), len(old.buffers)
+def _continues(graph: TileGraph, old: TileGraph, n: int = -1, b: int = -1) -> bool:
+    """Whether `graph` begins with `old`'s first `n` nodes and `b` buffers (default: all of
+    them; a lowering resumed from its end)."""
+    n = len(old.nodes) if n < 0 else n
+    b = len(old.buffers) if b < 0 else b
     return (
         n <= len(graph.nodes)
         and b <= len(graph.buffers)
