@@ -10,15 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 import npucc.backend.lower as lower
 from npucc.backend.lower.cascade import band_graph
 from npucc.backend.lower.context import flow
-from npucc.backend.lower.resume import (
-    Resume,
-    Splice,
-    SpliceMiss,
-    Timed,
-    rebase,
-    same_prefix,
-    shed,
-)
+from npucc.backend.lower.resume import Resume, Splice, SpliceMiss, Timed, same_prefix, shed
 from npucc.backend.lower.work import layer_work
 from npucc.compiler import compile_until
 from npucc.ir.program import TiledProgram
@@ -130,26 +122,6 @@ def test_a_mark_whose_layers_before_it_lower_otherwise_is_not_used():
     assert not same_prefix(mark.decisions, resume.made[2].decisions, mark.index)
     _same(program, _lower(other))
     assert program.cores[0].graph.nodes[0] is not kept.cores[0].graph.nodes[0]
-
-
-def test_a_later_mark_ahead_is_started_from_when_its_layers_before_it_lower_alike():
-    first = {1: (3, 2, False)}
-    recorded = Resume(EVERY)
-    dropped = _lower({**first, 3: (5, 2, False)}, recorded)  # a lowering with one chain more
-    early, ahead = recorded.made[1], recorded.made[2]
-    resume = Resume(EVERY, early, ahead=ahead)
-    program = _lower(first, resume)
-    assert resume.started is ahead and ahead.decisions.origin[ahead.index] == 2
-    _same(program, _lower(first))
-    assert program.cores[0].graph.nodes[0] is dropped.cores[0].graph.nodes[0]
-    rebase([early], program)  # its prefix is the program's: the mark goes over to it
-    assert early.graphs[0] is program.cores[0].graph
-    _same(_lower(first, Resume(frozenset(), early)), program)
-    # a mark ahead whose layers before it lower otherwise: the lowering starts from `start`
-    other = {1: (3, 4, False)}
-    behind = Resume(EVERY, early, ahead=recorded.made[4])
-    _same(_lower(other, behind), _lower(other))
-    assert behind.started is not recorded.made[4]
 
 
 def _timed(kept: TiledProgram, recorded: Resume) -> Timed:

@@ -46,7 +46,6 @@ from npucc.backend.lower.resume import (
     Splice,
     SpliceMiss,
     Timed,
-    rebase,
     same_prefix,
     shed,
 )
@@ -174,9 +173,7 @@ def _paid(
     `lowering`: the graph, the compile context, the placement, the layers' work and memo, and
     the source layers whose marks are kept.
 
-    NOTE: each lowering starts from `kept`'s mark before the first chain it lacks (or, after
-    a lowering whose chains did not all pay, from that one's mark before the first chain it
-    dropped, when the layers before it lower alike: `Resume.ahead`) and stops
+    NOTE: each lowering starts from `kept`'s mark before the first chain it lacks and stops
     where its state meets `kept`'s after the last (npucc.backend.lower.resume): the layers
     outside that stretch lower alike, their spans are `kept`'s (a run's span reads only its
     own nodes: the sum is the whole lowering's, as `paying` prices it); only a lowering that
@@ -186,25 +183,18 @@ def _paid(
     graph, ctx, placement, (work, memo), record = lowering
     had, marks = kept.chains, kept.marks
     timed, spans = _timed(kept.program, marks), kept.layer_spans()
-    dropped: dict[int, Mark] = {}  # the last lowering's marks up to the first chain it dropped
     while chains:
         new = [first for first, chain in chains.items() if had.get(first) != chain]
         if not new:
             break
         cascades = band_graph(graph, chains, ctx.target)
         splice = Splice(marks, timed, max(chains[first][0] for first in new) - 1)
-        later = dropped[max(dropped)] if dropped else None
-        resume = Resume(record, marks.get(min(new) - 1), splice=splice, ahead=later)
+        resume = Resume(record, marks.get(min(new) - 1), splice=splice)
         try:
             banded = _lower_cascaded(ctx, placement, cascades, work, memo, resume)
         except ReservedFitError:
             return False
         made, after, met = resume.made, layer_spans(banded), splice.met
-        if later is not None and resume.started is later:  # the dropped lowering's before it
-            carried = {s: m for s, m in dropped.items() if s >= min(new) - 1}
-            rebase(list(carried.values()), banded)
-            made = {**carried, **made}
-        del later, dropped
         if met is not None:  # the kept tail from the source layer where it met
             meet = met[0].decisions.origin[met[0].index]
             after += [(layer, c) for layer, c in spans if layer >= meet]
@@ -227,12 +217,6 @@ def _paid(
             shed(marks, banded)
             kept.chains, kept.program, kept.marks, kept.spans = chains, banded, marks, None
             return True
-        # NOTE: the layers before the first chain `paid` drops lower as here: the next
-        # lowering may start from this one's mark there (`same_prefix` checks it); that mark
-        # and those before it are kept on one copy of their prefix (`shed`), not the program
-        cut = min(first for first, chain in chains.items() if paid.get(first) != chain) - 1
-        dropped = {s: m for s, m in resume.made.items() if s <= cut} if cut in resume.made else {}
-        shed(dropped, kept.program)
         chains = paid
         # NOTE: not held while the next is made (a tiled program; its marks hold its graph)
         del banded, resume, splice, made, met
@@ -379,10 +363,9 @@ def _lower_all(
     if resume is not None:
         spans = {name: (first, held.last[name]) for name, first in held.first.items()}
         decided = Decisions(graph, origin, parts.views, residency, folds, spans)
-        for mark in resume.starts():
-            if same_prefix(mark.decisions, decided, mark.index):
-                start = resume.started = mark
-                break
+        mark = resume.start
+        if mark is not None and same_prefix(mark.decisions, decided, mark.index):
+            start = mark
     if start is None:
         tracker = DdrTracker(onchip=dict(onchip or {}))
         program.onchip = tracker.onchip

@@ -225,21 +225,10 @@ def shed(marks: dict[int, Mark], program: TiledProgram) -> None:
             mark.graphs = prefix
 
 
-def rebase(marks: list[Mark], program: TiledProgram) -> None:
-    """Point the marks whose graphs `program`'s continue (it was resumed from one of them, or
-    from a later mark of their lowering) at `program`'s graphs: they restore alike, and no
-    copy of their prefix is held beside it."""
-    graphs = [core.graph for core in program.cores]
-    for mark in marks:
-        if all(map(_continues, graphs, mark.graphs, mark.nodes, mark.buffers)):
-            mark.graphs = list(graphs)
-
-
-def _continues(graph: TileGraph, old: TileGraph, n: int = -1, b: int = -1) -> bool:
-    """Whether `graph` begins with `old`'s first `n` nodes and `b` buffers (default: all of
-    them; a lowering resumed from its end)."""
-    n = len(old.nodes) if n < 0 else n
-    b = len(old.buffers) if b < 0 else b
+def _continues(graph: TileGraph, old: TileGraph) -> bool:
+    """Whether `graph` begins with all of `old`'s nodes and buffers (a lowering resumed
+    from its end)."""
+    n, b = len(old.nodes), len(old.buffers)
     return (
         n <= len(graph.nodes)
         and b <= len(graph.buffers)
@@ -454,21 +443,12 @@ class Splice:
 class Resume:
     """A lowering's marks: the source layers before whose first lowered layer (a band's,
     in a chain) it records one (`made`, by source layer), the mark it may start from, and
-    the kept lowering whose tail it may splice (it stops where it meets it); `ahead`, a later
-    mark it starts from instead when the layers before that lower alike (`started`: the
-    mark it started from, set by the lowering)."""
+    the kept lowering whose tail it may splice (it stops where it meets it)."""
 
     record: frozenset[int]
     start: Mark | None = None
     made: dict[int, Mark] = field(default_factory=dict)
     splice: Splice | None = None
-    ahead: Mark | None = None
-    started: Mark | None = None
-
-    def starts(self) -> list[Mark]:
-        """The marks the lowering may start from, the latest (by source layer) first."""
-        marks = [m for m in (self.ahead, self.start) if m is not None]
-        return sorted(marks, key=lambda m: -m.decisions.origin[m.index])
 
     def wants(self, source: int) -> bool:
         """Whether the lowering takes a mark before `source`'s first lowered layer."""
