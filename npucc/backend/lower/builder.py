@@ -65,6 +65,9 @@ Pattern = tuple[int, tuple[int, ...], tuple[int, ...]]  # a copy's DDR offset, d
 EVERYTHING = 1 << 62  # one past the last element of any tensor
 
 
+_OWN_KEYS: dict[type[Instr], Callable[[Instr], tuple[Any, ...]]] = {}  # class -> its own_key
+
+
 def _read_span(instr: Instr, ref: DdrRef) -> tuple[str, int, int, Copy | None]:
     """The DDR tensor and element range an instruction reads through `ref`, and the copy
     whose pattern it is (a copy: its pattern; anything else, e.g. a gather's table: the
@@ -113,6 +116,7 @@ class TileBuilder(Generic[G]):
         "_resident",
         "_views",
         "_forms",
+        "_sizes",
     )
 
     def __init__(
@@ -143,6 +147,7 @@ class TileBuilder(Generic[G]):
         self._views: dict[str, BandView] = {}  # band key -> the rows of a DDR tensor it is
         # form_key -> _form's, on `target`: shared by the builders of one compile (`forms`)
         self._forms: Forms = {} if forms is None else forms
+        self._sizes: dict[str, tuple[int, int]] = {}  # tier -> (bytes an element, alignment)
 
     def view(self, key: str, band: BandView) -> None:
         """Make copies through DDR key `key` reach the rows `band` of another DDR tensor."""
@@ -167,11 +172,14 @@ class TileBuilder(Generic[G]):
 
     def alloc(self, tier: str, elems: int, name: str = "") -> BufRef:
         """Allocate a buffer of `elems` elements in `tier` (size rounded up to the alignment)."""
-        nbytes = elems * self.target.tier_bytes(tier)
-        align = self.target.memory.alignment
-        size = max(align, math.ceil(nbytes / align) * align)
-        buf = self.graph.add_buffer(size, tier, name)
-        self.graph.add("ALLOC", None, 0, (buf.id,), layer=self.layer)
+        found = self._sizes.get(tier)
+        if found is None:  # NOTE: the target is fixed: its figures are read once per tier
+            found = self._sizes[tier] = self.target.tier_bytes(tier), self.target.memory.alignment
+        per, align = found
+        size = max(align, math.ceil(elems * per / align) * align)
+        graph = self.graph
+        buf = graph.add_buffer(size, tier, name)
+        graph.add("ALLOC", None, 0, (buf.id,), layer=self.layer)
         self._readers[buf.id] = []
         return BufRef(buf.id, tier, 0, self.core)
 
@@ -251,7 +259,9 @@ class TileBuilder(Generic[G]):
                     seen.append(b)
             bufs = tuple(seen)
         graph = self.graph
-        op, pipe, cycles = self._form(instr)
+        own = _OWN_KEYS.get(type(instr))  # NOTE: `_form` inlined where it knows the form
+        found = None if own is None else self._forms.get(own(instr))
+        op, pipe, cycles = self._form(instr) if found is None else found
         node_id = graph.add(op, pipe, cycles, bufs, instr, self.layer)
         last_write, alloc_of = self._last_write, graph.alloc_of
         for b in bufs:
@@ -280,7 +290,10 @@ class TileBuilder(Generic[G]):
         cls = type(instr)
         if cls is HostOp:
             return node_op_name(instr), instr_pipe(instr), instr_cycles(self.target, instr)
-        key = instr_fields(cls).own_key(instr)
+        own = _OWN_KEYS.get(cls)
+        if own is None:
+            own = _OWN_KEYS[cls] = instr_fields(cls).own_key
+        key = own(instr)
         found = self._forms.get(key)
         if found is None:
             found = node_op_name(instr), instr_pipe(instr), instr_cycles(self.target, instr)

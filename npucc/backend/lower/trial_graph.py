@@ -59,11 +59,14 @@ class TrialGraph:
         """Append a node (TileGraph.add: an ALLOC registers as its buffer's); its id. The
         node before it is timed now."""
         finish = self.finish
-        if finish:
-            end = finish[-1] = self._end()
-            if self._pipe is not None:
-                self._free[self._pipe] = end
-                self._busy[self._pipe] = self._busy.get(self._pipe, 0) + self._cycles
+        if finish:  # NOTE: `_end` inlined (this runs for every node tried)
+            end, last = self._ready, self._pipe
+            if last is not None:
+                free = self._free.get(last, 0)
+                end = (end if end > free else free) + self._cycles
+                self._free[last] = end
+                self._busy[last] = self._busy.get(last, 0) + self._cycles
+            finish[-1] = end
             if end > self._flow:
                 self._flow = end
         v = len(finish)
