@@ -32,8 +32,8 @@ Home = tuple[int, int]  # (row, col) of a core holding an on-chip tensor's chunk
 
 
 def _seq_type(steps: int) -> type[np.integer]:
-    """The smallest integer type holding the sequence numbers 0..steps."""
-    return np.uint16 if steps < 1 << 16 else np.int32
+    """The smallest integer type holding the numbers 0..steps."""
+    return np.uint16 if steps < 1 << 16 else np.int32 if steps < 1 << 31 else np.int64
 
 
 _RECENT = 16  # at least a queue's latest accesses of a segment kept as spans (`_Recent`)
@@ -74,13 +74,13 @@ class _Recent:
 class _Writers:
     """The last writer and the readers of each unit of one written segment of a memory."""
 
-    __slots__ = ("start", "wq", "wseq", "readers", "wrecent", "rrecent")
+    __slots__ = ("start", "writer", "readers", "wrecent", "rrecent")
 
-    def __init__(self, start: int, n: int, queues: int, seqs: type[np.integer]) -> None:
+    def __init__(self, start: int, n: int, writers: type[np.integer]) -> None:
         self.start = start  # the segment's first unit: its arrays' entry 0
-        # last writer's queue id (0: written before the start), in 2 bytes when ids fit
-        self.wq = np.zeros(n, np.int16 if queues <= 1 << 15 else np.int32)
-        self.wseq = np.zeros(n, seqs)  # last writer's sequence number in its queue
+        # last writer: its sequence number times the number of queues plus its queue id (0:
+        # written before the start); one array, so that a write fills one (`RaceDetector.mark`)
+        self.writer = np.zeros(n, writers)
         self.readers: dict[int, np.ndarray] = {}  # queue id -> last read's sequence number
         # queue id -> its latest writes (reads) in the segment (a queue runs in order): the
         # units are compared only where one not ordered before an access may meet it
@@ -123,13 +123,15 @@ class RaceDetector:
     reads a few homes' tensors, and kept 2 bytes per unit of the whole space.
     """
 
-    __slots__ = ("stream", "steps", "qvc", "flag_vc", "segments", "state", "seqs", "wseqs",
-                 "reuse", "found")  # fmt: skip
+    __slots__ = ("stream", "steps", "qvc", "initial", "flag_vc", "segments", "state", "seqs",
+                 "writers", "reuse", "found")  # fmt: skip
 
     def __init__(self, stream: Stream, steps: Steps) -> None:
         self.stream = stream
         self.steps = steps
         self.qvc = [self.clock() for _ in steps.qnames]
+        self.initial = self.clock()  # the clock of an event that waits for nothing
+        self.initial.flags.writeable = False
         self.flag_vc: dict[FlagKey, np.ndarray] = {}
         self.state: dict[tuple[int, str, int], _Writers] = {}  # (core, tier, segment) ->
         # (core, access) -> `_of`'s answer: a step's accesses are its instruction's, the same
@@ -137,7 +139,8 @@ class RaceDetector:
         self.found: dict[tuple[int, Access], _Writers | None] = {}
         # sequence numbers in 2 bytes where a queue is short enough (a mesh's queues are)
         self.seqs = [_seq_type(len(q)) for q in steps.queues]  # of each queue's reads
-        self.wseqs = _seq_type(max(map(len, steps.queues)))  # of any queue's writes
+        # of a last writer's mark (`mark`): VGG-19's in 4 bytes, was 2 for the queue and 4
+        self.writers = _seq_type(self.mark(max(map(len, steps.queues)), len(steps.qnames) - 1))
         self.reuse = _Reuse(stream)
         self.segments = {key: _Segments(spans) for key, spans in _spans(stream, steps).items()}
 
@@ -152,8 +155,14 @@ class RaceDetector:
         vc[0] = _NEVER
         return vc
 
+    def mark(self, seq: int, qid: int) -> int:
+        """The last-writer mark of queue `qid`'s `seq`-th step (0: the initial writer)."""
+        return seq * len(self.steps.qnames) + qid
+
     def begin(self, step: Step) -> np.ndarray:
         """The clock of a step: its queue's, joined with every flag it waits for, then itself."""
+        if not step.qid and not step.line.waits:
+            return self.initial  # NOTE: an event's clock is only published, never changed
         vc = self.qvc[step.qid] if step.qid else self.clock()
         for flag in step.line.waits:
             # a flag is waited once (the parser checks): its clock goes with the wait
@@ -191,7 +200,7 @@ class RaceDetector:
         if writers is None:
             start = segments.starts[i]
             writers = self.state[(*key, i)] = _Writers(
-                start, segments.ends[i] - start, len(self.steps.qnames), self.wseqs
+                start, segments.ends[i] - start, self.writers
             )
         return writers
 
@@ -246,12 +255,14 @@ class RaceDetector:
         write in the segment not ordered before `step` that may meet `acc`, the only ones that
         can fail)."""
         qnames = self.steps.qnames
-        wq = acc.get(state.wq, state.start)
-        wseq = acc.get(state.wseq, state.start)
+        writer = acc.get(state.writer, state.start)
+        nq = len(qnames)
         if len(late) == 1:  # one queue's units: no gather of the clock per unit
-            q = late[0]
-            if not np.logical_and(wq == q, wseq > state.wseq.dtype.type(vc[q])).any():
+            q = late[0]  # a unit q wrote after vc[q]: its mark is q's, and above mark(vc[q], q)
+            after = state.writer.dtype.type(self.mark(int(vc[q]), q))
+            if not np.logical_and(writer % nq == q, writer > after).any():
                 return
+        wseq, wq = np.divmod(writer, nq)
         bad = wseq > vc[wq]
         if bad.any():
             pos, text = locate(acc, bad, op, write, qnames[step.qid])
@@ -268,7 +279,7 @@ class RaceDetector:
                 continue  # no step writes there
             seqs = state.readers.get(step.qid)
             if seqs is None:
-                seqs = state.readers[step.qid] = np.zeros(len(state.wq), self.seqs[step.qid])
+                seqs = state.readers[step.qid] = np.zeros(len(state.writer), self.seqs[step.qid])
             acc.put(seqs, step.seq, state.start)
             recent = state.rrecent.get(step.qid)
             if recent is None:
@@ -277,8 +288,7 @@ class RaceDetector:
         for acc in step.writes:
             state = self._of(step.core, acc)
             assert state is not None  # a write's segment is written
-            acc.put(state.wq, step.qid, state.start)
-            acc.put(state.wseq, step.seq, state.start)
+            acc.put(state.writer, self.mark(step.seq, step.qid), state.start)
             recent = state.wrecent.get(step.qid)
             if recent is None:
                 recent = state.wrecent[step.qid] = _Recent()
@@ -292,10 +302,15 @@ def _spans(stream: Stream, steps: Steps) -> dict[tuple[int, str], set[tuple[int,
     storage = np.dtype(NUMPY_DTYPES[stream.target.dtype]).itemsize
     unit = check_unit(stream.target)
     spans: dict[tuple[int, str], set[tuple[int, int, bool]]] = {}
+    seen: set[tuple[int, int]] = set()  # (core, id of an instruction) already looked at
     for step in steps.all:
         if not step.qid:
             continue  # events access nothing
         ins = step.line.instr
+        # NOTE: the steps of one instruction share its accesses (`Steps`): one look per core
+        if (step.core, id(ins)) in seen:
+            continue
+        seen.add((step.core, id(ins)))
         table = (Access("table", ins.table, (ins.rows * ins.row,), (1,), None, (storage, unit)),
                  ) if isinstance(ins, Gather) else ()  # fmt: skip
         for write, group in ((False, step.reads), (False, table), (True, step.writes)):
