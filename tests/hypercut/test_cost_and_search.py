@@ -123,16 +123,6 @@ def test_children_are_safe_by_construction(mesh: MeshParams):
         frontier = [c for c in frontier if any(len(g.layers) > 1 for s in c for g in s.groups)]
 
 
-def test_time_split_parts_pick_their_own_sub_batches(mesh: MeshParams):
-    wl = chain(10, batch=8)
-    search = BeamSearch(wl, mesh, BeamOptions(width=4))
-    start = (Step((Group(tuple(range(10)), mesh.whole),)),)
-    apart = [c for c in search.expand(start) if len(c) > 1 and c[0].nsub == 1]
-    assert apart and all(not s.loop for c in apart for s in c)  # steps of their own at nsub 1
-    nsubs = {tuple(s.nsub for s in c) for c in search.expand(apart[0])}
-    assert any(len(set(n)) > 1 for n in nsubs)  # one part pipelines, the others do not
-
-
 def test_partial_plan_score_is_its_completion(mesh: MeshParams):
     wl = chain(8, batch=4)
     search = BeamSearch(wl, mesh, BeamOptions(width=4))

@@ -189,12 +189,8 @@ class BeamSearch:
         children: list[Plan] = []
         if len(step.groups) == 1:  # a pair alone in its step may run its parts in turn
             for nsub in nsubs:  # ... inside one sub-batch loop
-                # NOTE: a fresh step's parts at one sub-batch are steps of their own, each
-                # still fresh (a later split picks its own sub-batch count, as LP's segments
-                # do); a loop of one sub-batch runs its steps in graph order all the same
-                alone = fresh and nsub == 1
                 steps = tuple(
-                    Step((Group(p, group.rect),), nsub, not alone and (step.loop or j > 0))
+                    Step((Group(p, group.rect),), nsub, step.loop or j > 0)
                     for j, p in enumerate(parts)
                 )
                 children.append(plan[:s] + steps + plan[s + 1 :])
