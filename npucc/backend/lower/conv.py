@@ -224,8 +224,12 @@ def lower_cube_conv(ctx: LowerContext, layer: Layer, one_unit: bool = False) -> 
         onchip = (x_onchip, ctx.onchip(fused.out) is not None, r_onchip)
         spec = (fused.pool, fused.cols)
         kept = (noc[0], noc[1], ctx.on_noc(fused.out), noc[2])
-        # NOTE: the searches of one key but `kept` share their candidates (`Candidates`)
-        known = once(ctx, layer, (Candidates, onchip, one_unit, spec, planes), _no_candidates)
+        # NOTE: the searches of one key but `kept` share their candidates (`Candidates`);
+        # only a mesh plan's operands on chip make such searches (on one core none share one,
+        # so none is kept there: it would only hold memory)
+        shares = bool(ctx.program.onchip)
+        key = (Candidates, onchip, one_unit, spec, planes)
+        known = once(ctx, layer, key, _no_candidates) if shares else None
         work = partial(
             _blocking, onchip=onchip, one_unit=one_unit, spec=spec, noc=kept, planes=planes,
             known=known,
