@@ -104,7 +104,6 @@ def _round(plan: _Plan, order: list[int]) -> list[int] | None:
         return None
     total = len(order)
     spans = _Spans(
-        first,
         sorted((i, last.get(a, total)) for a, i in first.items()),
         sorted((i, first[a]) for a, i in last.items()),
         [p for p, c in enumerate(cost) if c == peak],
@@ -176,7 +175,6 @@ class _Rows:
 class _Spans:
     """The counted buffers' (start, end) positions in an order, and its peak positions."""
 
-    first: dict[int, int]  # counted ALLOC -> the position that starts it
     by_start: list[tuple[int, int]]  # (start, end; the order's length if never freed)
     by_end: list[tuple[int, int]]  # (end, start) of the freed ones
     tops: list[int]  # the positions at the peak
