@@ -34,7 +34,7 @@ import itertools
 import math
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from npucc.backend.lower.context import LowerContext
 from npucc.backend.lower.l0_tiles import MatTiles, acc_group, candidates, l0c_fits
@@ -227,9 +227,19 @@ def _variants(
     return out
 
 
-# (DMAs, W passes, X passes, share of the units per core, `_single_l0c`, W bytes, X bytes,
-# W's and X's DMA cycles of one pass, the first X block's fill) of a plan through DDR
-_Part = tuple[int, int, int, float, bool, int, int, int, int, int]
+class _Part(NamedTuple):
+    """What `_variants` reads of a plan but its tiles' pipes, its operands through DDR."""
+
+    dmas: int  # the DMAs of every W and X pass
+    passes_w: int
+    passes_x: int
+    per_core: float  # the share of the units a core runs
+    single: bool  # `_single_l0c`
+    w_bytes: int
+    x_bytes: int
+    w_cyc: int  # W's DMA cycles of one pass
+    x_cyc: int  # X's
+    fill: int  # the first X block's load (`_fill`)
 
 
 def _part(
@@ -260,7 +270,7 @@ def _part(
     x_dmas = 0 if shape.x_onchip else len(blocks) * len(x_pieces) * passes_x
     eb, inst = ctx.target.elem_bytes, shape.instances
     units *= inst
-    return (
+    return _Part(
         w_dmas * passes_w + x_dmas,
         passes_w,
         passes_x,
@@ -291,9 +301,9 @@ def _noc_pass(
     if value is None:
         x_pieces = _x_pieces(shape, plan)
         value = memo[flags] = (
-            _w_cycles(ctx, shape, plan, True) if w_noc else part[7],
-            _x_pass(ctx, shape, blocks, x_pieces, True, memo)[0] if x_noc else part[8],
-            _fill(ctx, shape, blocks, x_pieces, True) if x_noc else part[9],
+            _w_cycles(ctx, shape, plan, True) if w_noc else part.w_cyc,
+            _x_pass(ctx, shape, blocks, x_pieces, True, memo)[0] if x_noc else part.x_cyc,
+            _fill(ctx, shape, blocks, x_pieces, True) if x_noc else part.fill,
         )
     return value
 
