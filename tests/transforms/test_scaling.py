@@ -74,7 +74,11 @@ def test_ten_thousand_layers_import_in_seconds_and_linearly() -> None:
     large_rest = _rest_seconds(large, ctx)
     assert time.process_time() - start < 10.0  # the whole graph-level pipeline, CPU seconds
     assert len(large.layers) > 5_000
-    large_rest = min(large_rest, _rest_seconds(importer.run(ladder(10_000), ctx), ctx))
-    small_rest = min(_rest_seconds(importer.run(ladder(2_500), ctx), ctx) for _ in range(2))
-    # 4x the layers: linear passes take ~4x (quadratic ones 16x); 8x leaves room for noise
-    assert large_rest / small_rest < 8.0, (small_rest, large_rest)
+    # Alternate the sizes so a burst of load from the other test worker hits both, and keep
+    # each size's fastest of three (CI once saw the large graph's two runs at 1.7x its usual time).
+    small_rest = float("inf")
+    for _ in range(3):
+        small_rest = min(small_rest, _rest_seconds(importer.run(ladder(2_500), ctx), ctx))
+        large_rest = min(large_rest, _rest_seconds(importer.run(ladder(10_000), ctx), ctx))
+    # 4x the layers: linear passes take ~4.7x here (quadratic ones 16x); 10x leaves room for noise
+    assert large_rest / small_rest < 10.0, (small_rest, large_rest)
