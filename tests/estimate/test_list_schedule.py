@@ -8,7 +8,6 @@ from npucc.backend.estimate.list_schedule import (
     LayerRun,
     LayerTiming,
     RunCost,
-    Timeline,
     channel_bound,
     decisive,
     schedule,
@@ -70,15 +69,19 @@ def test_the_channel_bound_is_a_lower_bound_of_the_latency() -> None:
     assert channel_bound(load_target("davinci-core"), [runs[0].cost]) == 0  # no shared channel
 
 
-def test_a_schedule_continued_from_its_timeline_is_the_whole_schedule() -> None:
+def test_a_later_runs_const_bytes_pass_an_earlier_runs_input_bytes_on_the_channel() -> None:
     target = load_target("mesh8x8")
-    rng = random.Random(7)
-    for _ in range(100):
-        runs = _random_runs(rng, rng.randint(1, 8))
-        whole = schedule(target, runs)
-        for k in range(len(runs) + 1):
-            at = Timeline.start(target.cores)
-            schedule(target, runs[:k], at)
-            before = at.copy()
-            assert schedule(target, runs[k:], at) == whole
-            assert schedule(target, runs[k:], before) == whole  # the copy is independent
+    reads = LayerTiming(1, 0, ((1, 1),))
+    # A: 100 channel cycles of input bytes; B: 50 of const bytes; C: 10 cycles after A's end
+    a = LayerRun(
+        RunCost((reads,), 1.0, 64, 0, 100, 0), ((0, 2),), (0, 0, 0, 1), (1,), (((0, 0),),), 0
+    )
+    c = LayerRun(
+        RunCost((LayerTiming(10, 0, ((1, 10),)),), 1.0, 0, 0, 0, 0), ((4, 5),), (0, 0, 0, 1), (1,),
+        (((1, 0),),), 0,
+    )  # fmt: skip
+    weights = RunCost((LayerTiming(1, 0, ((0, 1),)),), 1.0, 64, 50, 0, 0)
+    idle = LayerRun(weights, ((2, 4),), (0, 0, 0, 1), (), (), 0)  # its cores free from 0
+    assert schedule(target, [a, idle, c]) == 100 + 50 + 10  # B's 50 go ahead of A's 100, once
+    busy = LayerRun(weights, ((0, 2),), (0, 0, 0, 1), (), (), 0)  # on A's cores: after A
+    assert schedule(target, [a, busy, c]) == 100 + 50

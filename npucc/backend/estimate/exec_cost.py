@@ -37,7 +37,7 @@ from npucc.backend.estimate.list_schedule import (
     oldest_first,
     schedule,
 )
-from npucc.backend.estimate.prefix import Prefixes, Trace, timeline
+from npucc.backend.estimate.prefix import Prefixes, Trace
 from npucc.backend.estimate.profile import (
     LayerProfile,
     TimedShape,
@@ -328,10 +328,8 @@ class ExecCostModel:
             held += bound[1]
             ddr.append((ddr_energy, held))
         runs = self._linked(priced, trace.runs[:items] if trace is not None else None)
-        before = timeline(self.target, trace, items)
-        after = before.copy()
-        edp = total * float(schedule(self.target, runs[items:], after))
-        made = Trace(placed, kept, priced, runs, energy, {items: before}, edp, ddr, where_ids)
+        edp = total * float(schedule(self.target, runs))
+        made = Trace(placed, kept, priced, runs, energy, edp, ddr, where_ids)
         self._prefixes.add(keys, newer, made)
         return made
 
@@ -414,7 +412,8 @@ class ExecCostModel:
         used = _used_cores(r, prof.ntiles)
         over: list[dict[int, int]] = [{} for _ in used]
         energy = prof.energy_pj
-        ddr, lead = prof.ddr_bytes, prof.lead_ddr_bytes
+        ddr, lead = prof.ddr_bytes, prof.leading(len(used))
+        first_dep = prof.first_dep(len(used))
         offsets = {
             o: slice_offset(self.graph, names[o], j, n, where)
             if n > 1 and not self.graph.is_const(names[o])
@@ -435,7 +434,7 @@ class ExecCostModel:
             over[k][c.node] = priced[0]
             energy += priced[1] - c.energy_pj
             ddr -= c.ddr
-            lead -= c.ddr if c.lead else 0
+            lead -= c.ddr if c.lead and c.tile <= first_dep[k] else 0
         # NOTE: equal timings once each (the list schedule takes the first of the latest)
         timings = tuple(
             dict.fromkeys(self._core_timing(prof, cores, k, over[k]) for k in range(cores))
@@ -684,7 +683,10 @@ class ExecCostModel:
         their number (`_footprint_id`)."""
         prof = self.profile(index, r.cores, n)
         cost = self._run_cost(
-            self.timing(index, r.cores, n), prof.energy_pj, prof.ddr_bytes, prof.lead_ddr_bytes
+            self.timing(index, r.cores, n),
+            prof.energy_pj,
+            prof.ddr_bytes,
+            prof.leading(min(r.cores, prof.ntiles)),
         )
         cores, first, box = _footprint(r, prof.ntiles, self.target.mesh.cols)
         return cost, core_spans(cores), first, box, self._footprint_id(cores)
@@ -692,7 +694,8 @@ class ExecCostModel:
     def _run_cost(
         self, timings: tuple[LayerTiming, ...], energy: float, ddr: int, lead: int
     ) -> RunCost:
-        """A run's figures from its timings, energy, DDR bytes and leading const DDR bytes."""
+        """A run's figures from its timings, energy, DDR bytes and leading const DDR bytes
+        (`LayerProfile.leading`)."""
         held = ddr_channel_held(self.target, lead)
         rest = ddr_channel_held(self.target, ddr - lead)
         after = max(t.mte2_tail for t in timings)
