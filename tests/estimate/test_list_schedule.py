@@ -85,3 +85,15 @@ def test_a_later_runs_const_bytes_pass_an_earlier_runs_input_bytes_on_the_channe
     assert schedule(target, [a, idle, c]) == 100 + 50 + 10  # B's 50 go ahead of A's 100, once
     busy = LayerRun(weights, ((0, 2),), (0, 0, 0, 1), (), (), 0)  # on A's cores: after A
     assert schedule(target, [a, busy, c]) == 100 + 50
+
+
+def test_a_runs_input_loads_queue_behind_its_leading_const_loads_on_the_channel() -> None:
+    target = load_target("mesh8x8")
+    # 50 channel cycles of leading const bytes; its input (on chip: no channel bytes) is ready
+    # at 0, and its loads and the 10 cycles after them wait for those const loads (in-order MTE2)
+    timing = LayerTiming(1, 0, ((0, 1), (1, 10)))
+    run = LayerRun(
+        RunCost((timing,), 1.0, 64, 50, 0, 0), ((0, 2),), (0, 0, 0, 1), (1,), (((0, 0),),), 0
+    )
+    assert schedule(target, [run]) == 50 + 10
+    assert schedule(load_target("davinci-core"), [run]) == 10  # no shared channel: no wait

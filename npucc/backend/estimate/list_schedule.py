@@ -76,8 +76,10 @@ def schedule(target: Target, runs: list[LayerRun]) -> int:
     order they become ready, among the bytes of the runs still loading. So when a run's bytes
     pass the channel, the shares of the later runs' const bytes whose cores are done with
     their previous runs and free before the run's last byte go ahead of its other bytes (a
-    run takes only the rest of its const bytes in its turn). A plan's schedule then depends
-    on its later runs: it is not continued from a prefix's."""
+    run takes only the rest of its const bytes in its turn). Each core's MTE2 runs its loads
+    in order, so a run's input loads (from DDR or over the NoC) start no earlier than the
+    channel is done with its leading const bytes. A plan's schedule then depends on its later
+    runs: it is not continued from a prefix's."""
     ends = [0]  # READY's finish, then each run's
     core_free = [0] * target.cores  # per core: after its last barrier
     mte2_free = [0] * target.cores  # per core: after its last DDR load
@@ -101,9 +103,18 @@ def schedule(target: Target, runs: list[LayerRun]) -> int:
         else:
             barrier = max([max(core_free[a:b]) for a, b in spans])
             loaded = max([max(mte2_free[a:b]) for a, b in spans])
+        lead_done = 0  # when the channel is done with its leading const bytes
+        if shared:
+            for k, share, p in opens[j]:  # these cores of k are done with their previous runs
+                heapq.heappush(waiting, (freed[p + 1], k, share))
+            lead_done = loaded_at[j]
+            if const_held > taken[j]:
+                channel = lead_done = max(channel, loaded) + const_held - taken[j]
         releases = [loaded]  # by release class
         for writers in srcs:
-            release = barrier
+            # NOTE: in-order MTE2: its input loads (DDR or NoC) queue behind its leading const
+            # loads, which wait for the channel
+            release = barrier if barrier > lead_done else lead_done
             for k, flag in writers:
                 t = ends[k] + flag
                 if t > release:
@@ -125,12 +136,7 @@ def schedule(target: Target, runs: list[LayerRun]) -> int:
             if t_end > end:
                 end, tail = t_end, timing.mte2_tail
         if shared:
-            for k, share, p in opens[j]:  # these cores of k are done with their previous runs
-                heapq.heappush(waiting, (freed[p + 1], k, share))
-            done = loaded_at[j]
-            if const_held > taken[j]:
-                channel = max(channel, loaded) + const_held - taken[j]
-                done = channel
+            done = lead_done
             if rest_held:
                 ready = releases[data[0]] if data else loaded
                 for c in data:
