@@ -74,12 +74,12 @@ def schedule(target: Target, runs: list[LayerRun]) -> int:
     NOTE: a run's leading const loads need no input: on the mesh each of its cores loads its
     share of them as soon as its MTE2 is free, and the interpreter's channel serves them in the
     order they become ready, among the bytes of the runs still loading. So when a run's bytes
-    pass the channel, the shares of the later runs' const bytes whose cores are done with
-    their previous runs and free before the run's last byte go ahead of its other bytes (a
-    run takes only the rest of its const bytes in its turn). Each core's MTE2 runs its loads
-    in order, so a run's input loads (from DDR or over the NoC) start no earlier than the
-    channel is done with its leading const bytes. A plan's schedule then depends on its later
-    runs: it is not continued from a prefix's."""
+    pass the channel (its leading const bytes, then its other bytes), the shares of the later
+    runs' const bytes whose cores are done with their previous runs and free before the run's
+    last byte go ahead of them (a run takes only the rest of its const bytes in its turn).
+    Each core's MTE2 runs its loads in order, so a run's input loads (from DDR or over the
+    NoC) start no earlier than the channel is done with its leading const bytes. A plan's
+    schedule then depends on its later runs: it is not continued from a prefix's."""
     ends = [0]  # READY's finish, then each run's
     core_free = [0] * target.cores  # per core: after its last barrier
     mte2_free = [0] * target.cores  # per core: after its last DDR load
@@ -109,7 +109,9 @@ def schedule(target: Target, runs: list[LayerRun]) -> int:
                 heapq.heappush(waiting, (freed[p + 1], k, share))
             lead_done = loaded_at[j]
             if const_held > taken[j]:
-                channel = lead_done = max(channel, loaded) + const_held - taken[j]
+                own = const_held - taken[j]
+                channel = _go_ahead(waiting, j, channel, loaded, own, loaded_at, taken)
+                channel = lead_done = max(channel, loaded) + own
         releases = [loaded]  # by release class
         for writers in srcs:
             # NOTE: in-order MTE2: its input loads (DDR or NoC) queue behind its leading const
@@ -142,11 +144,7 @@ def schedule(target: Target, runs: list[LayerRun]) -> int:
                 for c in data:
                     if releases[c] < ready:
                         ready = releases[c]
-                while waiting and waiting[0][0] < max(channel, ready) + rest_held:
-                    free, k, share = heapq.heappop(waiting)
-                    if k > j:  # NOTE: a run before j took its own const bytes in its turn
-                        channel = loaded_at[k] = max(channel, free) + share
-                        taken[k] += share
+                channel = _go_ahead(waiting, j, channel, ready, rest_held, loaded_at, taken)
                 channel = max(channel, ready) + rest_held
                 done = channel
             if done + after > end:  # its bytes came late through the channel
@@ -160,6 +158,26 @@ def schedule(target: Target, runs: list[LayerRun]) -> int:
                 mte2_free[a:b] = [end - tail] * (b - a)
         ends.append(end)
     return max(ends)
+
+
+def _go_ahead(
+    waiting: list[tuple[int, int, int]],
+    j: int,
+    channel: int,
+    ready: int,
+    held: int,
+    loaded_at: list[int],
+    taken: list[int],
+) -> int:
+    """Let the `waiting` shares of later runs' const bytes free before run j's bytes (ready
+    at `ready`, holding the channel `held` cycles) would be through pass the channel ahead of
+    them, first free first; the channel's free time after them."""
+    while waiting and waiting[0][0] < max(channel, ready) + held:
+        free, k, share = heapq.heappop(waiting)
+        if k > j:  # NOTE: a run before j took its own const bytes in its turn
+            channel = loaded_at[k] = max(channel, free) + share
+            taken[k] += share
+    return channel
 
 
 def _opens(runs: list[LayerRun], cores: int) -> list[list[tuple[int, int, int]]]:
