@@ -101,18 +101,22 @@ def test_a_runs_input_loads_queue_behind_its_leading_const_loads_on_the_channel(
 
 def test_a_later_runs_const_bytes_pass_a_runs_leading_const_bytes_on_the_channel() -> None:
     target = load_target("mesh8x8")
-    # A: 100 channel cycles of leading const bytes, then its input loads (1 cycle); B: 50 of
-    # const bytes on cores free from 0; C: 10 cycles after A's end
+    # Z: 20 cycles on A's cores; A: then 100 channel cycles of leading const bytes and its input
+    # loads (1 cycle); B: 50 of const bytes on cores free from 0; C: 10 cycles after A's end
+    z = LayerRun(
+        RunCost((LayerTiming(20, 0, ((0, 20),)),), 1.0, 0, 0, 0, 0), ((0, 2),), (0, 0, 0, 1), (),
+        (), 0,
+    )  # fmt: skip
     reads = LayerTiming(1, 0, ((1, 1),))
     a = LayerRun(
         RunCost((reads,), 1.0, 64, 100, 0, 0), ((0, 2),), (0, 0, 0, 1), (1,), (((0, 0),),), 0
     )
     c = LayerRun(
         RunCost((LayerTiming(10, 0, ((1, 10),)),), 1.0, 0, 0, 0, 0), ((4, 5),), (0, 0, 0, 1), (1,),
-        (((1, 0),),), 0,
+        (((2, 0),),), 0,
     )  # fmt: skip
     weights = RunCost((LayerTiming(1, 0, ((0, 1),)),), 1.0, 64, 50, 0, 0)
-    idle = LayerRun(weights, ((2, 4),), (0, 0, 0, 1), (), (), 0)
-    assert schedule(target, [a, idle, c]) == 50 + 100 + 1 + 10  # B's 50 first, once
+    idle = LayerRun(weights, ((2, 4),), (0, 0, 0, 1), (), (), 0)  # free before A's bytes
+    assert schedule(target, [z, a, idle, c]) == 50 + 100 + 1 + 10  # B's 50 first, once
     busy = LayerRun(weights, ((0, 2),), (0, 0, 0, 1), (), (), 0)  # on A's cores: after A
-    assert schedule(target, [a, busy, c]) == 100 + 1 + 50
+    assert schedule(target, [z, a, busy, c]) == 20 + 100 + 1 + 50

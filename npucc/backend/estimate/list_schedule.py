@@ -73,10 +73,10 @@ def schedule(target: Target, runs: list[LayerRun]) -> int:
 
     NOTE: a run's leading const loads need no input: on the mesh each of its cores loads its
     share of them as soon as its MTE2 is free, and the interpreter's channel serves them in the
-    order they become ready, among the bytes of the runs still loading. So when a run's bytes
-    pass the channel (its leading const bytes, then its other bytes), the shares of the later
-    runs' const bytes whose cores are done with their previous runs and free before the run's
-    last byte go ahead of them (a run takes only the rest of its const bytes in its turn).
+    order they become ready, among the bytes of the runs still loading. So the shares of the
+    later runs' const bytes whose cores are done with their previous runs go ahead of a run's
+    leading const bytes if free before them, and of its other bytes if free before its last
+    byte (a run takes only the rest of its const bytes in its turn).
     Each core's MTE2 runs its loads in order, so a run's input loads (from DDR or over the
     NoC) start no earlier than the channel is done with its leading const bytes. A plan's
     schedule then depends on its later runs: it is not continued from a prefix's."""
@@ -109,9 +109,8 @@ def schedule(target: Target, runs: list[LayerRun]) -> int:
                 heapq.heappush(waiting, (freed[p + 1], k, share))
             lead_done = loaded_at[j]
             if const_held > taken[j]:
-                own = const_held - taken[j]
-                channel = _go_ahead(waiting, j, channel, loaded, own, loaded_at, taken)
-                channel = lead_done = max(channel, loaded) + own
+                channel = _go_ahead(waiting, j, channel, loaded, 0, loaded_at, taken)
+                channel = lead_done = max(channel, loaded) + const_held - taken[j]
         releases = [loaded]  # by release class
         for writers in srcs:
             # NOTE: in-order MTE2: its input loads (DDR or NoC) queue behind its leading const
@@ -169,10 +168,12 @@ def _go_ahead(
     loaded_at: list[int],
     taken: list[int],
 ) -> int:
-    """Let the `waiting` shares of later runs' const bytes free before run j's bytes (ready
-    at `ready`, holding the channel `held` cycles) would be through pass the channel ahead of
-    them, first free first; the channel's free time after them."""
-    while waiting and waiting[0][0] < max(channel, ready) + held:
+    """Let the `waiting` shares of later runs' const bytes pass the channel ahead of run j's
+    bytes, first free first: those free before its bytes are ready (`ready`; its leading const
+    bytes, `held` 0: its cores issue them at once) or, for its other bytes (issued tile by
+    tile, holding the channel `held` cycles), before they would be through. The channel's
+    free time after them."""
+    while waiting and waiting[0][0] < (max(channel, ready) + held if held else ready):
         free, k, share = heapq.heappop(waiting)
         if k > j:  # NOTE: a run before j took its own const bytes in its turn
             channel = loaded_at[k] = max(channel, free) + share
