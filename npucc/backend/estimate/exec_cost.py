@@ -49,13 +49,12 @@ from npucc.backend.estimate.profile import (
     stage_profile,
     timed_shape,
 )
-from npucc.backend.hypercut.onchip_plan import Placed, plan_onchip, staged_key, tensor_consumers
+from npucc.backend.hypercut.onchip_plan import Placed, staged_key, tensor_consumers
 from npucc.backend.lower.subbatch import (
     Part,
     loop_parts,
     part_layer,
-    part_loops,
-    part_spans,
+    parts_onchip,
     separable,
     slice_offset,
 )
@@ -189,9 +188,9 @@ class ExecCostModel:
         parts: list[Part] | None = None,
         resume: tuple[list[Placed], dict[str, OnChip], int] | None = None,
     ) -> dict[str, OnChip]:
-        """The tensors the lowering keeps on chip under `steps` (as `plan_tensors` decides, but
-        each tensor's life whole: without its lives home by home), none of `offchip`; `parts`:
-        the plan's `loop_parts`, if known; `resume`: as `plan_onchip`'s."""
+        """The tensors the lowering keeps on chip under `steps` (`parts_onchip`, as `plan_tensors`
+        decides), none of `offchip`; `parts`: the plan's `loop_parts`, if known; `resume`: as
+        `plan_onchip`'s."""
         cols = self.target.mesh.cols
         cores_of: list[tuple[int, ...] | None] = [None] * len(self.graph.layers)
         for step in steps:
@@ -202,18 +201,8 @@ class ExecCostModel:
                         cores_of[index] = cores
         if parts is None:
             parts = loop_parts(self.graph, steps, self.splits)
-        n = len(self.graph.layers)
-        loops: list[tuple[int, int, int]] | None = None
-        spans: list[tuple[int, int]] | None = None
-        # NOTE: one part per layer is no split (a split layer has a part per sub-batch), in
-        # graph order (`loop_parts`): `plan_onchip`'s defaults, which place alike (no handoff
-        # and no staged weight without a split), without building them per plan
-        if len(parts) != n:
-            loops, spans = part_loops(parts, n), part_spans(parts, n)
-        # NOTE: without `positions`: the estimate prices every tensor's life whole, and the
-        # lowering's lives home by home only free room for it (npucc.backend.hypercut.onchip_plan)
-        return plan_onchip(
-            self.graph, cores_of, self.target, offchip, loops, spans, self._consumers, resume
+        return parts_onchip(
+            self.graph, cores_of, self.target, offchip, parts, self._consumers, resume
         )
 
     @property
