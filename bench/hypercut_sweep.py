@@ -65,9 +65,6 @@ def main() -> None:
         help="SA iterations ('' for none; with --executed: HyperCut alone)",
     )
     ap.add_argument("--seeds", default="0,1,2,3,4", help="SA seeds (one run each)")
-    ap.add_argument(
-        "--finalists", type=int, default=BeamOptions.finalists, help="HyperCut's finalists (K)"
-    )
     ap.add_argument("--repeat", type=int, default=5, help="HyperCut runs per width (median)")
     ap.add_argument("--json", type=Path, help="file the runs accumulate in (read, then updated)")
     ap.add_argument(
@@ -142,7 +139,7 @@ def executed(args: argparse.Namespace) -> None:
         chosen = plan_graph(graph, target, PlanOptions(method=method, **fields))
         return chosen, time.process_time() - begin
 
-    chosen = {"hypercut": plan("hypercut", beam=BeamOptions(width, finalists=args.finalists))}
+    chosen = {"hypercut": plan("hypercut", beam=BeamOptions(width=width))}
     goal = chosen["hypercut"][0].cost.edp
     sa_runs: list[dict] = []
     reach: list[float] = []
@@ -163,7 +160,6 @@ def executed(args: argparse.Namespace) -> None:
         "batch": args.batch,
         "estimate": "exec",
         "hypercut_width": width,
-        "hypercut_finalists": args.finalists,
         "sa_runs": sa_runs,
         "sa_reach_cpu_s": [None if math.isinf(t) else t for t in reach],
         "methods": {

@@ -90,17 +90,6 @@ def plan_graph(
     # beam memoises its prices itself, the baselines revisit plans through `cache`
     exact = None if execution is None else execution.best_edp
     price = None if exact is None else cache(exact)
-    reported: dict[tuple[Step, ...], tuple[frozenset[str], Cost]] = {}
-
-    def report(steps: tuple[Step, ...]) -> tuple[frozenset[str], Cost]:
-        """What goes through DDR and the cost a plan is reported at (memoised)."""
-        value = reported.get(steps)
-        if value is None:
-            assert execution is not None
-            offchip = execution.refine_offchip(steps)
-            value = reported[steps] = (offchip, execution.evaluate(steps, offchip))
-        return value
-
     # NOTE: the cyclic collector paused (also when called outside the pass manager, which
     # pauses it): its passes over what the estimate keeps (memos, the priced plans' prefixes)
     # cost more than the rest of the search (light ResNet-50 mesh8x8, `plan_graph` CPU s on
@@ -108,8 +97,7 @@ def plan_graph(
     with gc_paused():
         if options.method == "hypercut":
             beam = BeamOptions(**{**_fields(options.beam), "seed": options.seed})
-            judge = None if execution is None else (lambda steps: report(steps)[1].edp)
-            steps = BeamSearch(wl, mesh, beam, exact, judge).run()
+            steps = BeamSearch(wl, mesh, beam, exact).run()
         elif options.method == "sa":
             anneal_options = AnnealOptions(
                 iterations=options.sa_iterations, seed=options.seed, goal=options.sa_goal
@@ -119,12 +107,12 @@ def plan_graph(
             steps = layer_sequential(wl, mesh, price)
         else:
             steps = layer_pipelined(wl, mesh, price)
-        offchip, cost = (frozenset(), None) if execution is None else report(steps)
+        offchip = execution.refine_offchip(steps) if execution is not None else frozenset()
     if memo is not None:
         drop_candidates(memo)  # NOTE: the profiles' blocking searches are done
     search_s = time.perf_counter() - start
     analytic = evaluate(mesh, wl, steps)
-    cost = analytic if cost is None else cost
+    cost = analytic if execution is None else execution.evaluate(steps, offchip)
     return MeshPlan(
         wl, mesh.rows, mesh.cols, steps, options.method, cost, analytic,
         options.estimate, search_s, offchip,

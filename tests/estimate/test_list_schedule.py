@@ -8,6 +8,7 @@ from npucc.backend.estimate.list_schedule import (
     LayerRun,
     LayerTiming,
     RunCost,
+    Timeline,
     channel_bound,
     decisive,
     schedule,
@@ -69,54 +70,15 @@ def test_the_channel_bound_is_a_lower_bound_of_the_latency() -> None:
     assert channel_bound(load_target("davinci-core"), [runs[0].cost]) == 0  # no shared channel
 
 
-def test_a_later_runs_const_bytes_pass_an_earlier_runs_input_bytes_on_the_channel() -> None:
+def test_a_schedule_continued_from_its_timeline_is_the_whole_schedule() -> None:
     target = load_target("mesh8x8")
-    reads = LayerTiming(1, 0, ((1, 1),))
-    # A: 100 channel cycles of input bytes; B: 50 of const bytes; C: 10 cycles after A's end
-    a = LayerRun(
-        RunCost((reads,), 1.0, 64, 0, 100, 0), ((0, 2),), (0, 0, 0, 1), (1,), (((0, 0),),), 0
-    )
-    c = LayerRun(
-        RunCost((LayerTiming(10, 0, ((1, 10),)),), 1.0, 0, 0, 0, 0), ((4, 5),), (0, 0, 0, 1), (1,),
-        (((1, 0),),), 0,
-    )  # fmt: skip
-    weights = RunCost((LayerTiming(1, 0, ((0, 1),)),), 1.0, 64, 50, 0, 0)
-    idle = LayerRun(weights, ((2, 4),), (0, 0, 0, 1), (), (), 0)  # its cores free from 0
-    assert schedule(target, [a, idle, c]) == 100 + 50 + 10  # B's 50 go ahead of A's 100, once
-    busy = LayerRun(weights, ((0, 2),), (0, 0, 0, 1), (), (), 0)  # on A's cores: after A
-    assert schedule(target, [a, busy, c]) == 100 + 50
-
-
-def test_a_runs_input_loads_queue_behind_its_leading_const_loads_on_the_channel() -> None:
-    target = load_target("mesh8x8")
-    # 50 channel cycles of leading const bytes; its input (on chip: no channel bytes) is ready
-    # at 0, and its loads and the 10 cycles after them wait for those const loads (in-order MTE2)
-    timing = LayerTiming(1, 0, ((0, 1), (1, 10)))
-    run = LayerRun(
-        RunCost((timing,), 1.0, 64, 50, 0, 0), ((0, 2),), (0, 0, 0, 1), (1,), (((0, 0),),), 0
-    )
-    assert schedule(target, [run]) == 50 + 10
-    assert schedule(load_target("davinci-core"), [run]) == 10  # no shared channel: no wait
-
-
-def test_a_later_runs_const_bytes_pass_a_runs_leading_const_bytes_on_the_channel() -> None:
-    target = load_target("mesh8x8")
-    # Z: 20 cycles on A's cores; A: then 100 channel cycles of leading const bytes and its input
-    # loads (1 cycle); B: 50 of const bytes on cores free from 0; C: 10 cycles after A's end
-    z = LayerRun(
-        RunCost((LayerTiming(20, 0, ((0, 20),)),), 1.0, 0, 0, 0, 0), ((0, 2),), (0, 0, 0, 1), (),
-        (), 0,
-    )  # fmt: skip
-    reads = LayerTiming(1, 0, ((1, 1),))
-    a = LayerRun(
-        RunCost((reads,), 1.0, 64, 100, 0, 0), ((0, 2),), (0, 0, 0, 1), (1,), (((0, 0),),), 0
-    )
-    c = LayerRun(
-        RunCost((LayerTiming(10, 0, ((1, 10),)),), 1.0, 0, 0, 0, 0), ((4, 5),), (0, 0, 0, 1), (1,),
-        (((2, 0),),), 0,
-    )  # fmt: skip
-    weights = RunCost((LayerTiming(1, 0, ((0, 1),)),), 1.0, 64, 50, 0, 0)
-    idle = LayerRun(weights, ((2, 4),), (0, 0, 0, 1), (), (), 0)  # free before A's bytes
-    assert schedule(target, [z, a, idle, c]) == 50 + 100 + 1 + 10  # B's 50 first, once
-    busy = LayerRun(weights, ((0, 2),), (0, 0, 0, 1), (), (), 0)  # on A's cores: after A
-    assert schedule(target, [z, a, busy, c]) == 20 + 100 + 1 + 50
+    rng = random.Random(7)
+    for _ in range(100):
+        runs = _random_runs(rng, rng.randint(1, 8))
+        whole = schedule(target, runs)
+        for k in range(len(runs) + 1):
+            at = Timeline.start(target.cores)
+            schedule(target, runs[:k], at)
+            before = at.copy()
+            assert schedule(target, runs[k:], at) == whole
+            assert schedule(target, runs[k:], before) == whole  # the copy is independent

@@ -82,23 +82,6 @@ def test_beam_beats_baselines_and_is_deterministic(mesh: MeshParams):
     assert "step 0" in priced_plan(mesh, wl, plan, "hypercut").to_text()
 
 
-def test_the_pick_among_finalists_is_the_reports(mesh: MeshParams):
-    wl = chain(10, batch=8)
-    one = BeamSearch(wl, mesh, BeamOptions(width=4)).run()
-    assert (
-        one == BeamSearch(wl, mesh, BeamOptions(width=4, finalists=1), report=lambda p: 0.0).run()
-    )
-    # a report that refuses the one-finalist pick: a wider final stage returns another plan,
-    # complete and priced by the search
-    search = BeamSearch(
-        wl, mesh, BeamOptions(width=4, finalists=4), report=lambda p: 1.0 if p == one else 0.0
-    )
-    other = search.run()
-    assert other != one and is_safe(wl, other)
-    assert all(len(g.layers) == 1 for step in other for g in step.groups)
-    priced_plan(mesh, wl, other, "hypercut").verify()
-
-
 def big_maps(batch: int) -> Workload:
     """Three layers whose batch-wide feature maps overflow the mesh SRAM but one sample fits."""
     big = 1 << 20  # elements per sample

@@ -4,20 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from npucc.backend.estimate.exec_cost import ExecCostModel
-from npucc.backend.hypercut.onchip_plan import plan_onchip
-from npucc.backend.lower.subbatch import (
-    Part,
-    loop_parts,
-    part_loops,
-    part_positions,
-    part_spans,
-    parts_onchip,
-    separable,
-)
+from npucc.backend.lower.subbatch import Part, loop_parts, part_positions, part_spans, separable
 from npucc.ir.graph_text import graph_from_text
 from npucc.ir.plan import Group, Rect, Step
-from npucc.target import load_target, target_from_dict
 
 Z = "0" * 64
 
@@ -101,31 +90,3 @@ def test_a_loop_with_a_layer_that_cannot_split_runs_whole_and_no_split_keeps_gra
     assert loop_parts(CHAIN, _steps((0,), (1,), (2,), nsub=1, loop=False)) == [
         Part(0), Part(1), Part(2),
     ]  # fmt: skip
-
-
-def test_the_estimate_stages_a_weight_in_the_bytes_a_loops_input_frees_home_by_home():
-    g = graph(
-        'input %"x" : f32[8,64]',
-        f'const %"w" : f32[64,64] sha256={Z}',
-        '%"a" = relu(%"x") : f32[8,64] loc("a")',
-        '%"b" = relu(%"a") : f32[8,64] loc("b")',
-        '%"c" = matmul(%"b", %"w") : f32[8,64] loc("c")',
-        'output %"c"',
-    )
-    rect = Rect(0, 0, 2, 2)
-    steps = (Step((Group((0,), rect),), 1), Step((Group((1,), rect),), 2),
-             Step((Group((2,), rect),), 2, True))  # fmt: skip
-    tight = load_target("mesh8x8").to_dict()
-    tight["mesh"]["onchip_buffer"] = 64 * 64 * 4  # the weight's 16 KiB on one home, no more
-    target = target_from_dict(tight)
-    model = ExecCostModel(g, target)
-    parts = loop_parts(g, steps, model.splits)
-    cores, off = [rect.indices(8)] * 3, frozenset({"b"})
-    # `a` (whole, read by b's 2 parts) frees the homes of its first half after b's first part,
-    # before c's first part stages `w`: by its whole life `a` holds them through the loop
-    whole = plan_onchip(g, cores, target, off, part_loops(parts, 3), part_spans(parts, 3))
-    assert sorted(whole) == ["a"]
-    kept = parts_onchip(g, cores, target, off, parts)
-    assert kept["a"].lives == ((0, 1), (0, 1), (0, 3), (0, 3))
-    assert kept["w@chip1"].at == kept["a"].at == 0
-    assert model.onchip(steps, off) == kept  # the estimate keeps what the lowering keeps

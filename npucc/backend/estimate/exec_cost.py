@@ -37,7 +37,7 @@ from npucc.backend.estimate.list_schedule import (
     oldest_first,
     schedule,
 )
-from npucc.backend.estimate.prefix import Prefixes, Trace
+from npucc.backend.estimate.prefix import Prefixes, Trace, timeline
 from npucc.backend.estimate.profile import (
     LayerProfile,
     TimedShape,
@@ -49,12 +49,13 @@ from npucc.backend.estimate.profile import (
     stage_profile,
     timed_shape,
 )
-from npucc.backend.hypercut.onchip_plan import Placed, staged_key, tensor_consumers
+from npucc.backend.hypercut.onchip_plan import Placed, plan_onchip, staged_key, tensor_consumers
 from npucc.backend.lower.subbatch import (
     Part,
     loop_parts,
     part_layer,
-    parts_onchip,
+    part_loops,
+    part_spans,
     separable,
     slice_offset,
 )
@@ -188,9 +189,9 @@ class ExecCostModel:
         parts: list[Part] | None = None,
         resume: tuple[list[Placed], dict[str, OnChip], int] | None = None,
     ) -> dict[str, OnChip]:
-        """The tensors the lowering keeps on chip under `steps` (`parts_onchip`, as `plan_tensors`
-        decides), none of `offchip`; `parts`: the plan's `loop_parts`, if known; `resume`: as
-        `plan_onchip`'s."""
+        """The tensors the lowering keeps on chip under `steps` (as `plan_tensors` decides, but
+        each tensor's life whole: without its lives home by home), none of `offchip`; `parts`:
+        the plan's `loop_parts`, if known; `resume`: as `plan_onchip`'s."""
         cols = self.target.mesh.cols
         cores_of: list[tuple[int, ...] | None] = [None] * len(self.graph.layers)
         for step in steps:
@@ -201,8 +202,18 @@ class ExecCostModel:
                         cores_of[index] = cores
         if parts is None:
             parts = loop_parts(self.graph, steps, self.splits)
-        return parts_onchip(
-            self.graph, cores_of, self.target, offchip, parts, self._consumers, resume
+        n = len(self.graph.layers)
+        loops: list[tuple[int, int, int]] | None = None
+        spans: list[tuple[int, int]] | None = None
+        # NOTE: one part per layer is no split (a split layer has a part per sub-batch), in
+        # graph order (`loop_parts`): `plan_onchip`'s defaults, which place alike (no handoff
+        # and no staged weight without a split), without building them per plan
+        if len(parts) != n:
+            loops, spans = part_loops(parts, n), part_spans(parts, n)
+        # NOTE: without `positions`: the estimate prices every tensor's life whole, and the
+        # lowering's lives home by home only free room for it (npucc.backend.hypercut.onchip_plan)
+        return plan_onchip(
+            self.graph, cores_of, self.target, offchip, loops, spans, self._consumers, resume
         )
 
     @property
@@ -317,8 +328,10 @@ class ExecCostModel:
             held += bound[1]
             ddr.append((ddr_energy, held))
         runs = self._linked(priced, trace.runs[:items] if trace is not None else None)
-        edp = total * float(schedule(self.target, runs))
-        made = Trace(placed, kept, priced, runs, energy, edp, ddr, where_ids)
+        before = timeline(self.target, trace, items)
+        after = before.copy()
+        edp = total * float(schedule(self.target, runs[items:], after))
+        made = Trace(placed, kept, priced, runs, energy, {items: before}, edp, ddr, where_ids)
         self._prefixes.add(keys, newer, made)
         return made
 
@@ -401,8 +414,7 @@ class ExecCostModel:
         used = _used_cores(r, prof.ntiles)
         over: list[dict[int, int]] = [{} for _ in used]
         energy = prof.energy_pj
-        ddr, lead = prof.ddr_bytes, prof.leading(len(used))
-        first_dep = prof.first_dep(len(used))
+        ddr, lead = prof.ddr_bytes, prof.lead_ddr_bytes
         offsets = {
             o: slice_offset(self.graph, names[o], j, n, where)
             if n > 1 and not self.graph.is_const(names[o])
@@ -423,7 +435,7 @@ class ExecCostModel:
             over[k][c.node] = priced[0]
             energy += priced[1] - c.energy_pj
             ddr -= c.ddr
-            lead -= c.ddr if c.lead and c.tile <= first_dep[k] else 0
+            lead -= c.ddr if c.lead else 0
         # NOTE: equal timings once each (the list schedule takes the first of the latest)
         timings = tuple(
             dict.fromkeys(self._core_timing(prof, cores, k, over[k]) for k in range(cores))
@@ -672,10 +684,7 @@ class ExecCostModel:
         their number (`_footprint_id`)."""
         prof = self.profile(index, r.cores, n)
         cost = self._run_cost(
-            self.timing(index, r.cores, n),
-            prof.energy_pj,
-            prof.ddr_bytes,
-            prof.leading(min(r.cores, prof.ntiles)),
+            self.timing(index, r.cores, n), prof.energy_pj, prof.ddr_bytes, prof.lead_ddr_bytes
         )
         cores, first, box = _footprint(r, prof.ntiles, self.target.mesh.cols)
         return cost, core_spans(cores), first, box, self._footprint_id(cores)
@@ -683,8 +692,7 @@ class ExecCostModel:
     def _run_cost(
         self, timings: tuple[LayerTiming, ...], energy: float, ddr: int, lead: int
     ) -> RunCost:
-        """A run's figures from its timings, energy, DDR bytes and leading const DDR bytes
-        (`LayerProfile.leading`)."""
+        """A run's figures from its timings, energy, DDR bytes and leading const DDR bytes."""
         held = ddr_channel_held(self.target, lead)
         rest = ddr_channel_held(self.target, ddr - lead)
         after = max(t.mte2_tail for t in timings)

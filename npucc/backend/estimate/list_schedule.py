@@ -8,7 +8,6 @@ the runs of a plan and states the rules).
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -68,32 +67,36 @@ def channel_bound(target: Target, costs: Iterable[RunCost]) -> int:
     return sum(cost.lead_held + cost.rest_held for cost in costs)
 
 
-def schedule(target: Target, runs: list[LayerRun]) -> int:
-    """The latency of one list schedule of the layer runs in lowering order.
+@dataclass(slots=True)
+class Timeline:
+    """Where a list schedule stands after some runs (`schedule` continues from it)."""
 
-    NOTE: a run's leading const loads need no input: on the mesh each of its cores loads its
-    share of them as soon as its MTE2 is free, and the interpreter's channel serves them in the
-    order they become ready, among the bytes of the runs still loading. So the shares of the
-    later runs' const bytes whose cores are done with their previous runs go ahead of a run's
-    leading const bytes if free before them, and of its other bytes if free before its last
-    byte (a run takes only the rest of its const bytes in its turn).
-    Each core's MTE2 runs its loads in order, so a run's input loads (from DDR or over the
-    NoC) start no earlier than the channel is done with its leading const bytes. A plan's
-    schedule then depends on its later runs: it is not continued from a prefix's."""
-    ends = [0]  # READY's finish, then each run's
-    core_free = [0] * target.cores  # per core: after its last barrier
-    mte2_free = [0] * target.cores  # per core: after its last DDR load
-    channel = 0  # when the shared DDR channel takes the next bytes
+    ends: list[int]  # READY's finish, then each run's
+    core_free: list[int]  # per core: after its last barrier
+    mte2_free: list[int]  # per core: after its last DDR load
+    channel: int = 0  # when the shared DDR channel takes the next bytes (`ddr_channel`)
+
+    @classmethod
+    def start(cls, cores: int) -> Timeline:
+        """Before the first run: every core and the channel free at 0."""
+        return cls([0], [0] * cores, [0] * cores)
+
+    def copy(self) -> Timeline:
+        """An independent copy (`schedule` extends the one it is given)."""
+        return Timeline(self.ends[:], self.core_free[:], self.mte2_free[:], self.channel)
+
+
+def schedule(target: Target, runs: list[LayerRun], at: Timeline | None = None) -> int:
+    """The latency of one list schedule of the layer runs in lowering order, continued from
+    `at` (which it then extends to after them) if given, else from the start."""
+    if at is None:
+        at = Timeline.start(target.cores)
+    ends, core_free, mte2_free, channel = at.ends, at.core_free, at.mte2_free, at.channel
     shared = DdrChannel(target).shared
-    opens = _opens(runs, target.cores) if shared else []
-    waiting: list[tuple[int, int, int]] = []  # (MTE2 free, run, share) of later runs' loads
-    taken = [0] * len(runs)  # per run: channel cycles of its const bytes gone ahead
-    loaded_at = [-1] * len(runs)  # ... and when the channel was done with them
-    freed = [0] * (len(runs) + 1)  # per run + 1: when its cores' MTE2 were free after it
     # NOTE: a run unpacked at once and a one-core span indexed, not sliced (the search lists
     # schedules of some 60 runs each over 10,000 times)
-    for j, (cost, spans, _, data, srcs, _) in enumerate(runs):
-        timings, _, _, const_held, rest_held, after = cost
+    for cost, spans, _, data, srcs, _ in runs:
+        timings, _, _, lead_held, rest_held, after = cost
         if len(spans) == 1:
             a, b = spans[0]
             if b - a == 1:
@@ -103,19 +106,9 @@ def schedule(target: Target, runs: list[LayerRun]) -> int:
         else:
             barrier = max([max(core_free[a:b]) for a, b in spans])
             loaded = max([max(mte2_free[a:b]) for a, b in spans])
-        lead_done = 0  # when the channel is done with its leading const bytes
-        if shared:
-            for k, share, p in opens[j]:  # these cores of k are done with their previous runs
-                heapq.heappush(waiting, (freed[p + 1], k, share))
-            lead_done = loaded_at[j]
-            if const_held > taken[j]:
-                channel = _go_ahead(waiting, j, channel, loaded, 0, loaded_at, taken)
-                channel = lead_done = max(channel, loaded) + const_held - taken[j]
         releases = [loaded]  # by release class
         for writers in srcs:
-            # NOTE: in-order MTE2: its input loads (DDR or NoC) queue behind its leading const
-            # loads, which wait for the channel
-            release = barrier if barrier > lead_done else lead_done
+            release = barrier
             for k, flag in writers:
                 t = ends[k] + flag
                 if t > release:
@@ -137,18 +130,16 @@ def schedule(target: Target, runs: list[LayerRun]) -> int:
             if t_end > end:
                 end, tail = t_end, timing.mte2_tail
         if shared:
-            done = lead_done
+            if lead_held:
+                channel = max(channel, loaded) + lead_held
             if rest_held:
                 ready = releases[data[0]] if data else loaded
                 for c in data:
                     if releases[c] < ready:
                         ready = releases[c]
-                channel = _go_ahead(waiting, j, channel, ready, rest_held, loaded_at, taken)
                 channel = max(channel, ready) + rest_held
-                done = channel
-            if done + after > end:  # its bytes came late through the channel
-                end, tail = done + after, after
-        freed[j + 1] = end - tail
+            if channel + after > end:  # its bytes came late through the channel
+                end, tail = channel + after, after
         for a, b in spans:
             if b - a == 1:
                 core_free[a], mte2_free[a] = end, end - tail
@@ -156,56 +147,8 @@ def schedule(target: Target, runs: list[LayerRun]) -> int:
                 core_free[a:b] = [end] * (b - a)
                 mte2_free[a:b] = [end - tail] * (b - a)
         ends.append(end)
+    at.channel = channel
     return max(ends)
-
-
-def _go_ahead(
-    waiting: list[tuple[int, int, int]],
-    j: int,
-    channel: int,
-    ready: int,
-    held: int,
-    loaded_at: list[int],
-    taken: list[int],
-) -> int:
-    """Let the `waiting` shares of later runs' const bytes pass the channel ahead of run j's
-    bytes, first free first: those free before its bytes are ready (`ready`; its leading const
-    bytes, `held` 0: its cores issue them at once) or, for its other bytes (issued tile by
-    tile, holding the channel `held` cycles), before they would be through. The channel's
-    free time after them."""
-    while waiting and waiting[0][0] < (max(channel, ready) + held if held else ready):
-        free, k, share = heapq.heappop(waiting)
-        if k > j:  # NOTE: a run before j took its own const bytes in its turn
-            channel = loaded_at[k] = max(channel, free) + share
-            taken[k] += share
-    return channel
-
-
-def _opens(runs: list[LayerRun], cores: int) -> list[list[tuple[int, int, int]]]:
-    """Per run j, the shares of later runs' const bytes whose cores are done with their
-    previous runs once the runs before j are: (run, its channel cycles for those cores, the
-    cores' previous run or -1), a run's cycles dealt over its cores evenly."""
-    last = [-1] * cores  # per core: its latest run so far
-    opens: list[list[tuple[int, int, int]]] = [[] for _ in runs]
-    for k, run in enumerate(runs):
-        held = run.cost.lead_held
-        if held:
-            counts: dict[int, int] = {}
-            for a, b in run.spans:
-                cut = last[a:b]
-                for p in set(cut):
-                    counts[p] = counts.get(p, 0) + cut.count(p)
-            total = sum(counts.values())
-            dealt, seen = 0, 0
-            for p in sorted(counts):
-                seen += counts[p]
-                share = held * seen // total - dealt  # NOTE: the shares sum to `held`
-                dealt += share
-                if p + 1 < k and share:
-                    opens[p + 1].append((k, share, p))
-        for a, b in run.spans:
-            last[a:b] = [k] * (b - a)
-    return opens
 
 
 class RunCost(NamedTuple):
@@ -218,7 +161,7 @@ class RunCost(NamedTuple):
     timings: tuple[LayerTiming, ...]  # per distinct core (see LayerProfile.timing), `decisive`
     energy: float  # pJ
     ddr: int  # bytes to or from DDR
-    lead_held: int  # cycles its leading const loads (`LayerProfile.leading`) hold
+    lead_held: int  # cycles its const loads ahead of its first input-dependent DDR copy hold
     rest_held: int  # ... and its other DDR bytes hold the shared channel (`ddr_channel_held`)
     after: int  # cycles its slowest core runs after its last load
 

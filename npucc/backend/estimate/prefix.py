@@ -10,8 +10,8 @@ from one priced before only from some layer on (the children of a plan share eve
 before the group they split), so `Prefixes` keeps a trie of the rectangle sequences priced,
 each node naming the plan that first passed through it (its `Trace`), and the pricing goes
 on from where the longest known prefix ends: the placements and the runs before it are that
-plan's (the list schedule takes every run: a run's const bytes may pass an earlier run's
-bytes on the channel, so the schedule of a prefix depends on the runs after it).
+plan's, and the list schedule continues from that plan's timeline there (kept for each point
+a plan went on from, else replayed from the nearest such point before it).
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from npucc.backend.estimate.list_schedule import LayerRun
+from npucc.backend.estimate.list_schedule import LayerRun, Timeline, schedule
 from npucc.backend.hypercut.onchip_plan import Placed
 from npucc.ir.onchip import OnChip
+from npucc.target import Target
 
 
 @dataclass(slots=True)
@@ -34,6 +35,7 @@ class Trace:
     priced: list  # the items of `ExecCostModel._priced`, one per non-view layer, in order
     runs: list[LayerRun]  # the same linked
     energy: list[float]  # the running energy sum before each item, and after the last
+    timelines: dict[int, Timeline]  # the list schedule after some numbers of runs
     edp: float = math.inf
     # all through DDR (`ExecCostModel.best_edp`'s bound of it): the running energy sum and
     # channel bound of its runs before each item, and after the last
@@ -86,3 +88,19 @@ class Prefixes:
         for key in keys[depth:]:
             child[(node, key)] = node = len(owner)
             owner.append(trace)
+
+
+def timeline(target: Target, trace: Trace | None, runs: int) -> Timeline:
+    """The list schedule after the first `runs` runs of `trace` (none: the start), kept for
+    the next plan going on from there; not to be extended."""
+    if trace is None:
+        return Timeline.start(target.cores)
+    value = trace.timelines.get(runs)
+    if value is None:
+        # NOTE: none before `runs` when the plan made the newer generation's nodes of a
+        # prefix it went on from in the older
+        before = max((k for k in trace.timelines if k <= runs), default=0)
+        value = trace.timelines[before].copy() if before else Timeline.start(target.cores)
+        schedule(target, trace.runs[before:runs], value)
+        trace.timelines[runs] = value
+    return value

@@ -41,7 +41,7 @@ class DdrCopy:
     lo: int  # first element of the tensor the copy touches
     hi: int  # one past the last
     instr: Copy
-    lead: bool = False  # a const load ahead of its tile's first input-dependent DDR copy
+    lead: bool = False  # among the const loads ahead of the first input-dependent DDR copy
     tile: int = 0  # the tile it belongs to
     energy_pj: float = 0.0  # instr_energy of `instr`
     ddr: int = 0  # ddr_bytes of `instr`
@@ -61,9 +61,7 @@ class LayerProfile:
     tile_classes: tuple[int, ...]  # the classes of each tile's nodes
     energy_pj: float  # sum of instr_energy
     ddr_bytes: int  # bytes moved to or from DDR
-    tile_lead: tuple[int, ...]  # per tile, bytes its const loads ahead of its first
-    # input-dependent DDR copy move
-    tile_dep: tuple[bool, ...]  # per tile, whether it has an input-dependent DDR copy
+    lead_ddr_bytes: int  # of those, by const loads ahead of the first input-dependent DDR copy
     busy: tuple[int, ...]  # cycles per pipe
     copies: tuple[DdrCopy, ...] = ()  # copies to or from the layer's non-const tensors
     copied: tuple[int, ...] = ()  # the operands those copies touch, each once
@@ -107,29 +105,6 @@ class LayerProfile:
         nodes, pipe, preds, classes = self.core_nodes(cores, core)
         over = cycles or {}
         return core_timing([over.get(v, self.cycles[v]) for v in nodes], pipe, preds, classes)
-
-    def first_dep(self, cores: int) -> list[int]:
-        """Per core of `cores`, its first tile with an input-dependent DDR copy (past its
-        last tile if none): its const loads up to that copy lead."""
-        tiles = len(self.tiles)
-        out = []
-        for core in range(cores):
-            t = core
-            while t < tiles and not self.tile_dep[t]:
-                t += cores
-            out.append(t)
-        return out
-
-    def leading(self, cores: int) -> int:
-        """DDR bytes the const loads move that lead on `cores` cores: on each core, those of
-        its tiles (dealt round-robin) ahead of its first input-dependent DDR copy (the program
-        issues them as soon as the core's MTE2 is free: in-order, a const load behind an
-        input load waits for it)."""
-        lead = self.tile_lead
-        total = 0
-        for core, first in enumerate(self.first_dep(cores)):
-            total += sum(lead[t] for t in range(core, min(first + 1, len(lead)), cores))
-        return total
 
     def span(self, tile: int) -> range:
         """Node indices of one tile (the first tile includes the prologue)."""
@@ -368,10 +343,8 @@ def _summarise(
     classes: list[int] = []
     busy = [0] * len(PIPES)
     energy = 0.0
-    ddr = 0
-    ntiles = max(len(starts), 1)
-    tile_lead, tile_dep = [0] * ntiles, [False] * ntiles
-    tile, leading = 0, True  # no input-dependent DDR copy seen yet in the tile
+    ddr = lead_ddr = 0
+    leading = True  # no input-dependent DDR copy seen yet
     copies: list[DdrCopy] = []
     for node in g.nodes:
         p = PIPES.index(node.pipe) if node.pipe is not None else None
@@ -391,13 +364,9 @@ def _summarise(
             mask = mask or 1  # needs no input (a fill): free to run ahead as a const load
             moved = ddr_bytes(target, ins)
             ddr += moved
-            at = max(bisect_right(starts, len(pipe)) - 1, 0)
-            if at != tile:
-                tile, leading = at, True
             if moved and mask != 1:
                 leading = False
-                tile_dep[tile] = True
-            tile_lead[tile] += moved if leading else 0
+            lead_ddr += moved if leading else 0
             if type(ins) is Copy:
                 side, strides = (
                     (ins.src, ins.src_strides) if isinstance(ins.src, DdrRef) else
@@ -406,8 +375,9 @@ def _summarise(
                 if isinstance(side, DdrRef) and side.key in (movable or {}):
                     hi = side.off + pattern_extent(ins.dims, strides)
                     operand = (movable or {})[side.key]
-                    shape = (ins.src.tier, ins.dst.tier, math.prod(ins.dims))
                     lead = leading and mask == 1
+                    tile = max(bisect_right(starts, len(pipe)) - 1, 0)
+                    shape = (ins.src.tier, ins.dst.tier, math.prod(ins.dims))
                     copies.append(
                         DdrCopy(
                             len(pipe), operand, side.off, hi, ins, lead, tile, spent, moved, shape
@@ -433,8 +403,7 @@ def _summarise(
         tuple(tile_classes),
         energy,
         ddr,
-        tuple(tile_lead),
-        tuple(tile_dep),
+        lead_ddr,
         tuple(busy),
         tuple(copies),
         tuple(dict.fromkeys(c.operand for c in copies)),

@@ -33,7 +33,6 @@ class BeamOptions:
     completed_quota: int = 16  # Gamma_completed: completed plans kept per round
     seed: int = 0
     refine_moves: int = 1000  # moves the final local refinement may price (0: none)
-    finalists: int = 1  # complete plans tuned and refined at the end; the pick: the report's
 
 
 def batch_splits(batch: int, limit: int = 64) -> list[int]:
@@ -55,13 +54,9 @@ class BeamSearch:
         params: MeshParams,
         options: BeamOptions,
         price: Callable[[Plan], float] | None = None,
-        report: Callable[[Plan], float] | None = None,
     ) -> None:
         self.wl, self.params, self.opt = wl, params, options
         self.price = price  # EDP of a complete plan; None: the analytic model (mesh_cost)
-        # NOTE: the EDP a plan is reported at, when the search's `price` is a cheaper bound of
-        # it (the exec estimate's `best_edp` against its `refine_offchip`): the finalists' judge
-        self.report = self.edp if report is None else report
         self.rng = random.Random(options.seed)
         self.splits = batch_splits(wl.batch)
         self._parts: dict[tuple[tuple[int, ...], int], list[list[tuple[int, ...]]]] = {}
@@ -248,8 +243,11 @@ class BeamSearch:
         return None
 
     def run(self) -> Plan:
-        """Grow plans from the whole graph on the whole mesh until every pair is one layer, then
-        `finish` the best complete plans priced (`finalists`)."""
+        """Grow plans from the whole graph on the whole mesh until every pair is one layer; the
+        best complete plan seen and the all-temporal one get their sub-batch loops tuned (a
+        well-tuned layer-sequential plan can beat the tuned search result); the better one is
+        refined by single moves across its step boundaries (`Refiner`, at most `refine_moves`
+        priced)."""
         n = len(self.wl.layers)
         start: Plan = (Step((Group(tuple(range(n)), self.params.whole),), 1),)
         sequential = tuple(Step((Group((i,), self.params.whole),)) for i in range(n))
@@ -272,35 +270,15 @@ class BeamSearch:
                     break
                 beam = self._select(open_)
         found = min([*done, *([self.best[1]] if self.best else [])], key=self.edp)
-        return self.finish(self.finalists(found, sequential))
-
-    def finalists(self, found: Plan, sequential: Plan) -> list[Plan]:
-        """The complete plans the search ends with: `found` (the best complete plan seen),
-        then the next best priced, `finalists` in all, and the all-temporal plan."""
-        rest = sorted(
-            (value, order, p)
-            for order, (p, value) in enumerate(self._score.items())
-            if p != found and p != sequential and _complete(p)
-        )
-        ranked = [p for _, _, p in rest[: self.opt.finalists - 1]]
-        return [found, *ranked, sequential]
-
-    def finish(self, plans: list[Plan]) -> Plan:
-        """Each plan's sub-batch loops tuned (a well-tuned layer-sequential plan can beat the
-        tuned search result); the `finalists` best tuned plans refined by single moves across
-        their step boundaries (`Refiner`, at most `refine_moves` priced each); the pick: the
-        lowest `report`."""
         # the analytic model can re-price just the loops a move changes; `price` sees whole plans
         by_loops = self.loop_costs if self.price is None else None
-        tuned = sorted(
-            dict.fromkeys(tune_loops(p, self.edp, self.splits, by_loops) for p in plans),
-            key=self.edp,
+        tuned = (
+            tune_loops(p, self.edp, self.splits, by_loops)
+            for p in dict.fromkeys((found, sequential))
         )
+        chosen = min(tuned, key=self.edp)
         refiner = Refiner(self.wl, self.params.whole, self.splits, self.edp)
-        refined = dict.fromkeys(
-            refiner.run(p, self.opt.refine_moves) for p in tuned[: self.opt.finalists]
-        )
-        return min(refined, key=self.report)
+        return refiner.run(chosen, self.opt.refine_moves)
 
     def _select(self, plans: list[Plan]) -> list[Plan]:
         """60 % best, 30 % structurally diverse, 10 % exploratory (random, seeded)."""

@@ -9,9 +9,9 @@ from its producer's first part to its last reader's last part in the lowering's 
 (`spans`); each is placed first come first served at the lowest byte offset that is free on
 all its homes among the tensors live at the same time (interval colouring per home), so a
 home's bytes serve one tensor after another. The lowering makes the first writes of a tensor
-wait for the readers of those it reuses bytes of. The lowering and the execution-faithful
-estimate call `plan_onchip` the same way (`npucc.backend.lower.subbatch.parts_onchip`), so they
-keep the same tensors and staged weights in the same bytes.
+wait for the readers of those it reuses bytes of. Both the lowering and the
+execution-faithful estimate call `plan_onchip`, so they agree, but for the lives home by home
+below, which only the lowering asks for.
 
 Inside a split sub-batch loop (npucc.backend.lower.subbatch), a tensor that only the loop's
 own layers read is a handoff per sub-batch: it holds `slots` sub-batches, slice j in slot
@@ -38,10 +38,9 @@ there and gains only tensors kept on chip that would not fit (placing everything
 lives moved tensors into bytes that die late on some homes, adding waits: GoogLeNet b8
 mesh8x8 1.7 % slower on the same plan, docs/cost-model.md, meshb12). The lowering makes the
 writes of a tensor wait for the readers of those whose life ends before its own on some home
-they share (`OnChip.precedes`). The estimate places with the same `positions`: without them
-it found no room for weights the lowering stages in bytes such lives free (ResNet-50 b8
-mesh8x8: res2's 4-part loop reloading its weights every part, +11.5 % channel cycles,
-docs/cost-model.md, bertest7).
+they share (`OnChip.precedes`). The estimate places without `positions` (each tensor's life
+whole): priced with these lives the search rated the room they free above what execution
+gets from it (meshb11), so the lowering gets that room as a gain on the plan chosen.
 
 The weights of a split loop's cube layers (the constants of `STAGED_OPS`) are kept on chip
 for its sub-batches when they fit the room the tensors above left: the lowering stages each

@@ -52,7 +52,9 @@ from npucc.backend.lower.resume import (
 from npucc.backend.lower.stage import stage_const
 from npucc.backend.lower.subbatch import (
     Part,
-    parts_onchip,
+    part_loops,
+    part_positions,
+    part_spans,
     slice_offset,
     slice_plan,
 )
@@ -530,7 +532,10 @@ def plan_tensors(
     cores = [None if layer.op in VIEW_OPS else placement[layer.name] for layer in graph.layers]
     if parts is None:
         return plan_onchip(graph, cores, target, plan.offchip)
-    return parts_onchip(graph, cores, target, plan.offchip, parts)
+    n = len(graph.layers)
+    return plan_onchip(graph, cores, target, plan.offchip, part_loops(parts, n),
+                       part_spans(parts, n), positions=part_positions(parts, n) if len(parts) > n
+                       else None)  # fmt: skip
 
 
 @dataclass(slots=True)

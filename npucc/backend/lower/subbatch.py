@@ -24,12 +24,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from npucc.backend.hypercut.onchip_plan import Placed, plan_onchip
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.ir.graph_schema import BINARY_OPS, UNARY_OPS, VIEW_OPS
 from npucc.ir.onchip import OnChip
 from npucc.ir.plan import MeshPlan, Step
-from npucc.target import Target
 
 # ops that compute output row r of axis 0 from row r of their inputs (equal leading dims)
 ROW_OPS = frozenset(
@@ -76,30 +74,6 @@ def part_positions(parts: Sequence[Part], layers: int) -> list[tuple[int, ...]]:
             row.extend([-1] * (p.parts - len(row)))
         row[p.part] = at
     return [tuple(row) for row in found]
-
-
-def parts_onchip(
-    graph: Graph,
-    cores_of: Sequence[tuple[int, ...] | None],
-    target: Target,
-    offchip: frozenset[str],
-    parts: Sequence[Part],
-    consumers: dict[str, list[int] | None] | None = None,
-    resume: tuple[list[Placed], dict[str, OnChip], int] | None = None,
-) -> dict[str, OnChip]:
-    """The tensors kept on chip (`plan_onchip`) with the layers lowered as `parts`: the one
-    call of it that the lowering and the estimate share, so they keep the same tensors and
-    staged weights in the same bytes."""
-    n = len(graph.layers)
-    if len(parts) == n:
-        # NOTE: one part per layer is no split (a split layer has a part per sub-batch), in
-        # graph order (`loop_parts`): `plan_onchip`'s defaults, which place alike (no handoff,
-        # no staged weight and no lives home by home without a split)
-        return plan_onchip(graph, cores_of, target, offchip, consumers=consumers, resume=resume)
-    return plan_onchip(
-        graph, cores_of, target, offchip, part_loops(parts, n), part_spans(parts, n),
-        consumers, resume, part_positions(parts, n),
-    )  # fmt: skip
 
 
 @dataclass(slots=True)
