@@ -82,17 +82,3 @@ def test_a_schedule_continued_from_its_timeline_is_the_whole_schedule() -> None:
             before = at.copy()
             assert schedule(target, runs[k:], at) == whole
             assert schedule(target, runs[k:], before) == whole  # the copy is independent
-
-
-def test_a_runs_input_bytes_take_the_channel_once_its_first_core_is_past_its_barrier() -> None:
-    target = load_target("mesh8x8")
-    busy = LayerRun(  # core 0 busy until 1,000, no DDR bytes
-        RunCost((LayerTiming(1000, 0, ()),), 1.0, 0, 0, 0, 0), ((0, 1),), (0, 0, 0, 0), (), (), 0
-    )
-    # on cores 0-1, reading a graph input (READY): core 1 is free from 0, so its bytes (500
-    # channel cycles) pass while core 0 is busy, not after it
-    reader = RunCost((LayerTiming(10, 0, ((1, 10),)),), 1.0, 64, 0, 500, 0)
-    copy = LayerRun(reader, ((0, 2),), (0, 0, 0, 1), (1,), (((0, 0),),), 0)
-    at = Timeline.start(target.cores)
-    assert schedule(target, [busy, copy], at) == 1010  # its cores' last barrier + its tail
-    assert at.channel == 500

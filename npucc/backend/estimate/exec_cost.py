@@ -571,9 +571,8 @@ class ExecCostModel:
         latest of (release + tail) over its classes and (earliest release + cold duration).
         On a mesh each layer's DDR bytes also pass the shared DDR channel, in lowering order:
         its leading const loads once its cores' MTE2 is free, the rest once its first non-const
-        input is released on the first of its cores past its previous barrier; it ends no
-        earlier than the channel is done with it plus the cycles its slowest core runs after
-        its last load.
+        input is released; it ends no earlier than the channel is done with it plus the cycles
+        its slowest core runs after its last load.
         """
         parts = loop_parts(self.graph, steps, self.splits)
         return self._cost(steps, parts, self.onchip(steps, offchip, parts))

@@ -101,24 +101,19 @@ def schedule(target: Target, runs: list[LayerRun], at: Timeline | None = None) -
             a, b = spans[0]
             if b - a == 1:
                 barrier, loaded = core_free[a], mte2_free[a]
-                first = barrier
             else:
                 barrier, loaded = max(core_free[a:b]), max(mte2_free[a:b])
-                first = min(core_free[a:b])
         else:
             barrier = max([max(core_free[a:b]) for a, b in spans])
             loaded = max([max(mte2_free[a:b]) for a, b in spans])
-            first = min([min(core_free[a:b]) for a, b in spans])
         releases = [loaded]  # by release class
-        early = [loaded]  # the same on the run's first core past its previous barrier
         for writers in srcs:
-            written = 0
+            release = barrier
             for k, flag in writers:
                 t = ends[k] + flag
-                if t > written:
-                    written = t
-            releases.append(barrier if barrier > written else written)
-            early.append(first if first > written else written)
+                if t > release:
+                    release = t
+            releases.append(release)
         end, tail = -1, 0
         for timing in timings:
             begin = -1  # the earliest release of its classes (barrier if it has none)
@@ -138,13 +133,10 @@ def schedule(target: Target, runs: list[LayerRun], at: Timeline | None = None) -
             if lead_held:
                 channel = max(channel, loaded) + lead_held
             if rest_held:
-                # NOTE: each core passes its own barrier: the run's input bytes are ready for
-                # the channel once its first core may read an input, as the interpreter serves
-                # transfers when they become ready (not once its last core may)
-                ready = early[data[0]] if data else loaded
+                ready = releases[data[0]] if data else loaded
                 for c in data:
-                    if early[c] < ready:
-                        ready = early[c]
+                    if releases[c] < ready:
+                        ready = releases[c]
                 channel = max(channel, ready) + rest_held
             if channel + after > end:  # its bytes came late through the channel
                 end, tail = channel + after, after
