@@ -196,7 +196,7 @@ class TileBuilder(Generic[G]):
         A read of a DDR tensor waits for the BARRIER that closed the tensor's writes. A copy
         through a band view is remapped to its tensor (one or more copies; the last one's id).
         """
-        if type(instr) is Copy:  # NOTE: `instr` may become another class here (a NocCopy)
+        if type(instr) is Copy:
             if self._views:
                 pieces = self._in_band(instr)
                 if pieces is not None:
@@ -207,7 +207,7 @@ class TileBuilder(Generic[G]):
                 instr = self._in_l1(instr)
         # NOTE: one pass over the operands (not a comprehension per list: this runs for every
         # instruction of every lowering tried)
-        readers, core, cls = self._readers, self.core, type(instr)
+        readers, core = self._readers, self.core
         ddr: list[DdrRef] = []
         ddr_writes: list[DdrRef] = []
         read_bufs: list[int] = []
@@ -221,7 +221,7 @@ class TileBuilder(Generic[G]):
                     foreign.append(ref)
             elif type(ref) is DdrRef:
                 ddr.append(ref)
-        if (cls is Mmad and instr.acc) or (cls is VBinary and instr.accumulates):
+        if (type(instr) is Mmad and instr.acc) or (type(instr) is VBinary and instr.accumulates):
             ref = instr.dst  # an accumulator is read too (a buffer)
             if type(ref) is BufRef:
                 read_bufs.append(ref.buf)
@@ -259,7 +259,7 @@ class TileBuilder(Generic[G]):
                     seen.append(b)
             bufs = tuple(seen)
         graph = self.graph
-        own = _OWN_KEYS.get(cls)  # NOTE: `_form` inlined where it knows the form
+        own = _OWN_KEYS.get(type(instr))  # NOTE: `_form` inlined where it knows the form
         found = None if own is None else self._forms.get(own(instr))
         op, pipe, cycles = self._form(instr) if found is None else found
         node_id = graph.add(op, pipe, cycles, bufs, instr, self.layer)
