@@ -246,6 +246,8 @@ def _overlapped(
     keeps only its prefix), and the lowering without cascades is not held here: whole tiled
     programs, four of them were alive at once.
     """
+    if not tried:
+        return program
     chains, marks = kept  # marks: source layer -> the kept program's mark before it
     timed = _timed(program, marks)
     best = timed.span
@@ -293,7 +295,8 @@ def _overlapped(
 
 
 def _timed(program: TiledProgram, marks: dict[int, Mark]) -> Timed:
-    """The one-core `program`'s graph run (its pipes' free times kept at its `marks`)."""
+    """The one-core `program`'s graph run, when first read (its pipes' free times kept at its
+    `marks`)."""
     graph = program.cores[0].graph
     return Timed.of(graph, [m.nodes[0] for m in marks.values() if m.graphs[0] is graph])
 

@@ -338,32 +338,66 @@ def _canonical(mark: Mark) -> tuple[Hashable, list[int]] | None:
         return None
 
 
-@dataclass(slots=True)
+_Run = tuple[list[int], list[str | None], list[int], dict[int, dict[Hashable, int]]]
+
+
 class Timed:
     """A core graph's nodes run in lowering order as `flow` runs them: their cycles, pipes and
-    finish times, and each pipe's free time after the first n nodes for each cut n."""
+    finish times, and each pipe's free time after the first n nodes for each cut n.
 
-    graph: TileGraph
-    cycles: list[int]
-    pipes: list[str | None]
-    finish: list[int]
-    free: dict[int, dict[Hashable, int]]
+    NOTE: run when first read (`Splice.flow`, `span`): a cascaded lowering judged by
+    `layer_spans` (npucc.backend.lower `_paid`) reads only `graph` of its Splice's."""
+
+    __slots__ = ("graph", "_cuts", "_run")
+
+    def __init__(self, graph: TileGraph, cuts: list[int]) -> None:
+        self.graph = graph
+        self._cuts = cuts
+        self._run: _Run | None = None  # (cycles, pipes, finish, free), once run
 
     @classmethod
     def of(cls, graph: TileGraph, cuts: list[int]) -> Timed:
         """`graph` run, the pipes' free times kept at each of `cuts` (node counts)."""
-        nodes = graph.nodes
-        n = len(nodes)
-        out = cls(graph, [v.cycles for v in nodes], [v.pipe for v in nodes], [0] * n, {})
-        start: list[int] = [0] * n
-        pipe_free: dict[Hashable, int] = {}
-        at = 0
-        for cut in sorted({c for c in cuts if 0 < c < n} | {n}):
-            in_order(range(at, cut), out.cycles, out.pipes, graph.preds,
-                     timed=(start, out.finish, pipe_free))  # fmt: skip
-            out.free[cut] = dict(pipe_free)
-            at = cut
-        return out
+        return cls(graph, cuts)
+
+    def _ran(self) -> _Run:
+        """The run: each node's cycles, pipe and finish, each cut's pipes' free times."""
+        if self._run is None:
+            graph = self.graph
+            nodes = graph.nodes
+            n = len(nodes)
+            cycles, pipes = [v.cycles for v in nodes], [v.pipe for v in nodes]
+            finish, start = [0] * n, [0] * n
+            free: dict[int, dict[Hashable, int]] = {}
+            pipe_free: dict[Hashable, int] = {}
+            at = 0
+            for cut in sorted({c for c in self._cuts if 0 < c < n} | {n}):
+                in_order(range(at, cut), cycles, pipes, graph.preds,
+                         timed=(start, finish, pipe_free))  # fmt: skip
+                free[cut] = dict(pipe_free)
+                at = cut
+            self._run = cycles, pipes, finish, free
+        return self._run
+
+    @property
+    def cycles(self) -> list[int]:
+        """Each node's cycles."""
+        return self._ran()[0]
+
+    @property
+    def pipes(self) -> list[str | None]:
+        """Each node's pipe."""
+        return self._ran()[1]
+
+    @property
+    def finish(self) -> list[int]:
+        """Each node's finish."""
+        return self._ran()[2]
+
+    @property
+    def free(self) -> dict[int, dict[Hashable, int]]:
+        """Each cut's (node count's) pipes' free times."""
+        return self._ran()[3]
 
     @property
     def span(self) -> int:
