@@ -48,7 +48,9 @@ class LabelMap:
             if i == j or starts[i] >= lo + size:  # the first offset meets no labelled range
                 return (-1, lo)
             if j - i > NUMPY_WINDOW:
-                return self._coldest_np(i, j, lo, hi, size, al)
+                return self._coldest_in(i, j, lo, hi, size, al) or self._coldest_np(
+                    i, j, lo, hi, size, al
+                )
             offsets = [lo]
             for k in range(i, j):
                 x = starts[k]
@@ -61,7 +63,9 @@ class LabelMap:
                 offsets.append(last)
             return self._window_min(i, j, offsets, size)
         if j - i > NUMPY_WINDOW:
-            return self._coldest_np(i, j, lo, hi, size, al)
+            return self._coldest_in(i, j, lo, hi, size, al) or self._coldest_np(
+                i, j, lo, hi, size, al
+            )
         # NOTE: the bounds inside (lo, hi) ascend (disjoint sorted ranges), so do they aligned
         # up: the distinct offsets come out sorted, each compared with the last one kept
         first = -(-lo // al) * al  # align_up, inlined
@@ -88,6 +92,30 @@ class LabelMap:
         if lo <= top and top != prev:
             offsets.append(top)
         return self._window_min(i, j, offsets, size)
+
+    def _coldest_in(
+        self, i: int, j: int, lo: int, hi: int, size: int, al: int
+    ) -> tuple[int, int] | None:
+        """`coldest` over ranges i..j-1 when its window lies in the one range of the least
+        label, else None (a hole in [lo, hi), the label repeated, or the window not inside)."""
+        # NOTE: with ranges i..j-1 covering [lo, hi) without a hole every window meets one,
+        # so none is colder than the least label m; a window as cold meets only ranges
+        # labelled m, i.e. (m once) lies in its range k, and the lowest offset tried there is
+        # lo or k's start aligned up (offsets below it meet the range before k, above m)
+        starts, ends, label = self.starts, self.ends, self.label
+        if starts[i] > lo or ends[j - 1] < hi or starts[i + 1 : j] != ends[i : j - 1]:
+            return None
+        m = min(label[i:j])
+        k = label.index(m, i, j)
+        start = starts[k]
+        off = -(-(start if start > lo else lo) // al) * al  # align_up, inlined
+        if off + size > ends[k] or off + size > hi:
+            return None
+        try:
+            label.index(m, k + 1, j)
+        except ValueError:
+            return (m, off)
+        return None
 
     def _coldest_np(
         self, i: int, j: int, lo: int, hi: int, size: int, al: int
