@@ -6,6 +6,7 @@ range was released longest ago (`LabelMap.coldest`); `replay` records releases t
 
 from __future__ import annotations
 
+import heapq
 from bisect import bisect_left, bisect_right
 from collections import deque
 
@@ -23,12 +24,19 @@ def align_up(value: int, alignment: int) -> int:
 class LabelMap:
     """Disjoint address ranges, each labelled with an int (a release position or node)."""
 
-    __slots__ = ("starts", "ends", "label")
+    __slots__ = ("starts", "ends", "label", "heap", "holes", "held")
 
     def __init__(self) -> None:
         self.starts: list[int] = []
         self.ends: list[int] = []
         self.label: list[int] = []
+        # NOTE: from the first query over more than NUMPY_WINDOW ranges (`_least`), a lazy
+        # min-heap of (label, start, end), an entry stale once no range is exactly it, and
+        # the number of holes between ranges, both kept by put/assign; `held`: the lists
+        # they describe (lists assigned from outside, a restored copy, make them rebuilt)
+        self.heap: list[tuple[int, int, int]] | None = None
+        self.holes = 0
+        self.held: tuple[list[int], list[int], list[int]] | None = None
 
     def coldest(self, lo: int, hi: int, size: int, al: int) -> tuple[int, int] | None:
         """The least (latest release over [off, off+size), off) inside [lo, hi), or None.
@@ -48,7 +56,9 @@ class LabelMap:
             if i == j or starts[i] >= lo + size:  # the first offset meets no labelled range
                 return (-1, lo)
             if j - i > NUMPY_WINDOW:
-                return self._coldest_np(i, j, lo, hi, size, al)
+                return self._coldest_in(i, j, lo, hi, size, al) or self._coldest_np(
+                    i, j, lo, hi, size, al
+                )
             offsets = [lo]
             for k in range(i, j):
                 x = starts[k]
@@ -61,7 +71,9 @@ class LabelMap:
                 offsets.append(last)
             return self._window_min(i, j, offsets, size)
         if j - i > NUMPY_WINDOW:
-            return self._coldest_np(i, j, lo, hi, size, al)
+            return self._coldest_in(i, j, lo, hi, size, al) or self._coldest_np(
+                i, j, lo, hi, size, al
+            )
         # NOTE: the bounds inside (lo, hi) ascend (disjoint sorted ranges), so do they aligned
         # up: the distinct offsets come out sorted, each compared with the last one kept
         first = -(-lo // al) * al  # align_up, inlined
@@ -88,6 +100,61 @@ class LabelMap:
         if lo <= top and top != prev:
             offsets.append(top)
         return self._window_min(i, j, offsets, size)
+
+    def _coldest_in(
+        self, i: int, j: int, lo: int, hi: int, size: int, al: int
+    ) -> tuple[int, int] | None:
+        """`coldest` over ranges i..j-1 when its window lies in the first range of their least
+        label, else None (a hole in [lo, hi), or the window not inside that range)."""
+        # NOTE: with ranges i..j-1 covering [lo, hi) without a hole every window meets one,
+        # so none is colder than their least label m, and a window as cold starts in a range
+        # labelled m: at or above the first one, k; the lowest offset tried there is lo or
+        # k's start aligned up, and where its window lies inside k it is the answer
+        starts, ends, label = self.starts, self.ends, self.label
+        if starts[i] > lo or ends[j - 1] < hi:
+            return None
+        m, start, end = self._least()
+        if self.holes and starts[i + 1 : j] != ends[i : j - 1]:
+            return None
+        if not i <= bisect_left(starts, start) < j:  # the map's least is not theirs
+            m = min(label[i:j])
+            k = label.index(m, i, j)
+            start, end = starts[k], ends[k]
+        off = -(-(start if start > lo else lo) // al) * al  # align_up, inlined
+        if off + size > end or off + size > hi:
+            return None
+        return (m, off)
+
+    def _least(self) -> tuple[int, int, int]:
+        """The heap's top (label, start, end): the least label, on its first range."""
+        heap, held = self.heap, self.held
+        starts, ends, label = self.starts, self.ends, self.label
+        if (
+            heap is None
+            or held is None
+            or held[0] is not starts
+            or held[1] is not ends
+            or held[2] is not label
+            or len(heap) > 4 * len(starts) + 64  # stale entries: compacted
+        ):
+            heap = self.heap = list(zip(label, starts, ends, strict=True))
+            heapq.heapify(heap)
+            self.holes = sum(e < s for e, s in zip(ends, starts[1:], strict=False))
+            self.held = (starts, ends, label)
+        while not self._exists(heap[0]):
+            heapq.heappop(heap)
+        return heap[0]
+
+    def _exists(self, entry: tuple[int, int, int]) -> bool:
+        """Is a range exactly `entry`'s (label, start, end)?"""
+        label, start, end = entry
+        x = bisect_left(self.starts, start)
+        return (
+            x < len(self.starts)
+            and self.starts[x] == start
+            and self.ends[x] == end
+            and self.label[x] == label
+        )
 
     def _coldest_np(
         self, i: int, j: int, lo: int, hi: int, size: int, al: int
@@ -191,6 +258,8 @@ class LabelMap:
         if j == i + 1 and starts[i] == lo and self.ends[i] == hi:  # the same range again
             prev = [labels[i]]
             labels[i] = label
+            if self.heap is not None:
+                heapq.heappush(self.heap, (label, lo, hi))
             return prev
         prev = list(dict.fromkeys(labels[i:j])) if j > i + 1 else labels[i:j]
         self._splice(i, j, lo, hi, label)
@@ -207,6 +276,8 @@ class LabelMap:
         j = bisect_left(starts, hi)
         if j == i + 1 and starts[i] == lo and self.ends[i] == hi:  # the same range again
             self.label[i] = label
+            if self.heap is not None:
+                heapq.heappush(self.heap, (label, lo, hi))
         else:
             self._splice(i, j, lo, hi, label)
 
@@ -214,26 +285,46 @@ class LabelMap:
         """Replace ranges i..j-1 (those meeting [lo, hi)) by [lo, hi) and what they keep
         outside it."""
         starts, ends, labels = self.starts, self.ends, self.label
+        heap = self.heap
+        if heap is not None:  # the holes between ranges i-1..j, counted again after
+            self.holes -= sum(
+                e < s
+                for e, s in zip(ends[max(i - 1, 0) : j], starts[max(i, 1) : j + 1], strict=False)
+            )
         if i == j:
             starts.insert(i, lo)
             ends.insert(i, hi)
             labels.insert(i, label)
-            return
-        below = starts[i] < lo  # the first range keeps a piece below lo
-        above = ends[j - 1] > hi  # the last range keeps a piece above hi
-        if below and above:
-            starts[i:j] = [starts[i], lo, hi]
-            ends[i:j] = [lo, hi, ends[j - 1]]
-            labels[i:j] = [labels[i], label, labels[j - 1]]
-        elif below:
-            starts[i:j] = [starts[i], lo]
-            ends[i:j] = [lo, hi]
-            labels[i:j] = [labels[i], label]
-        elif above:
-            starts[i:j] = [lo, hi]
-            ends[i:j] = [hi, ends[j - 1]]
-            labels[i:j] = [label, labels[j - 1]]
+            new = 1
         else:
-            starts[i:j] = [lo]
-            ends[i:j] = [hi]
-            labels[i:j] = [label]
+            below = starts[i] < lo  # the first range keeps a piece below lo
+            above = ends[j - 1] > hi  # the last range keeps a piece above hi
+            if below and above:
+                starts[i:j] = [starts[i], lo, hi]
+                ends[i:j] = [lo, hi, ends[j - 1]]
+                labels[i:j] = [labels[i], label, labels[j - 1]]
+                new = 3
+            elif below:
+                starts[i:j] = [starts[i], lo]
+                ends[i:j] = [lo, hi]
+                labels[i:j] = [labels[i], label]
+                new = 2
+            elif above:
+                starts[i:j] = [lo, hi]
+                ends[i:j] = [hi, ends[j - 1]]
+                labels[i:j] = [label, labels[j - 1]]
+                new = 2
+            else:
+                starts[i:j] = [lo]
+                ends[i:j] = [hi]
+                labels[i:j] = [label]
+                new = 1
+        if heap is not None:
+            for x in range(i, i + new):
+                heapq.heappush(heap, (labels[x], starts[x], ends[x]))
+            self.holes += sum(
+                e < s
+                for e, s in zip(
+                    ends[max(i - 1, 0) : i + new], starts[max(i, 1) : i + new + 1], strict=False
+                )
+            )

@@ -77,3 +77,32 @@ def test_coldest_numpy_path_matches_brute_force(monkeypatch):
             fast = m.coldest(lo, hi, size, al)
             assert fast == slow == brute_coldest(m, lo, hi, size, al)
             assert fast is None or all(type(x) is int for x in fast)
+
+
+def test_coldest_least_label_path_matches_brute_force():
+    # many ranges, releases between the queries: where they cover the free range, the range
+    # of the least label answers (its heap kept by put and assign, rebuilt when the lists are
+    # replaced, as a restored scan does), else numpy
+    rng = random.Random(3)
+    answered = 0
+    for case in range(16):
+        cap, al = rng.choice([(4096, 32), (3000, 1), (8192, 8)])
+        m = LabelMap()
+        if case % 4:  # else holes stay between the ranges
+            for k, lo in enumerate(range(0, cap, cap // 64)):
+                m.put(lo, min(cap, lo + cap // 64), k)
+        for step in range(64, 560):
+            lo = rng.randrange(cap // al) * al
+            hi = min(cap, lo + al * rng.choice([1, 1, 2, 5]))
+            label = step if rng.random() < 0.95 else rng.randrange(step)  # a few repeated
+            (m.put if step % 2 else m.assign)(lo, hi, label)
+            if step % 97 == 0:
+                m.starts, m.ends, m.label = m.starts[:], m.ends[:], m.label[:]
+            if len(m.starts) > labelmap.NUMPY_WINDOW and step % 9 == 0:
+                size = rng.choice([1, al, al, 2 * al, 7 * al])
+                lo, hi = (0, cap) if step % 2 else (rng.randrange(cap // 3), cap - 5)
+                assert m.coldest(lo, hi, size, al) == brute_coldest(m, lo, hi, size, al)
+                answered += m._coldest_in(0, len(m.starts), 0, cap, size, al) is not None
+                if m.held is not None and m.held[0] is m.starts:  # the heap kept: its holes
+                    assert m.holes == sum(e < s for e, s in zip(m.ends, m.starts[1:], strict=False))
+    assert answered > 30
