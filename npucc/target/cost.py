@@ -85,10 +85,11 @@ def ddr_bound(target: Target, read: int, write: int) -> int:
     mesh the cores share the DDR channel, reads and writes alike (`ddr_channel`).
     """
     dma, cores = target.dma, target.cores
-    read_bw = max(dma.path(p).bandwidth for p in ("DDR_L1", "DDR_UB", "DDR_L0"))
+    # NOTE: the paths by attribute, not `Dma.path` (a name check each): the blocking search
+    # asks this per plan priced
+    read_bw = max(dma.DDR_L1.bandwidth, dma.DDR_UB.bandwidth, dma.DDR_L0.bandwidth)
     cycles = max(
-        math.ceil(read / (read_bw * cores)),
-        math.ceil(write / (dma.path("TIER_DDR").bandwidth * cores)),
+        math.ceil(read / (read_bw * cores)), math.ceil(write / (dma.TIER_DDR.bandwidth * cores))
     )
     shared = shared_ddr_bandwidth(target)
     return cycles if shared is None else max(cycles, math.ceil((read + write) / shared))

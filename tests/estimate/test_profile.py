@@ -7,7 +7,14 @@ import itertools
 import random
 from pathlib import Path
 
-from npucc.backend.estimate.profile import MTE2, contracted, core_timing, profile_layer
+from npucc.backend.estimate.profile import (
+    FIGURES,
+    MTE2,
+    contracted,
+    core_timing,
+    profile_layer,
+)
+from npucc.backend.lower.context import LOWERINGS
 from npucc.target import load_target
 from npucc.target.timing import in_order
 from npucc.transforms.graph_pipeline import import_model
@@ -101,3 +108,23 @@ def test_a_profile_cut_at_a_known_decision_equals_its_whole_lowering() -> None:
                     taken += id(shared) in before
                     assert shared == profile_layer(graph, layer, target, single, noc, {})
     assert taken, "some profile was taken at its decision"
+
+
+def test_profiles_sharing_the_forms_figures_equal_profiles_alone() -> None:
+    # every layer of three models profiled in turn through one lowerings' memo (each
+    # instruction form's energy and DDR bytes worked out once, `FIGURES`) and each alone with
+    # a fresh memo: the profiles are equal, their energy to the last bit
+    target = load_target("mesh8x8")
+    for model in ("residual_block", "transformer_encoder", "lrn_concat"):
+        graph = import_model(MODELS / f"{model}.onnx")
+        memo: dict = {}
+        for layer in graph.layers:
+            if layer.op not in LOWERINGS:  # a view: no run of its own
+                continue
+            names = (*layer.inputs, *layer.outputs)
+            noc = tuple(o for o, name in enumerate(names) if name and not graph.is_const(name))
+            for single, on in ((True, ()), (False, noc)):
+                shared = profile_layer(graph, layer, target, single, on, memo)
+                alone = profile_layer(graph, layer, target, single, on, {})
+                assert shared == alone and shared.energy_pj == alone.energy_pj
+        assert len(memo[FIGURES]) > 10

@@ -23,7 +23,8 @@ from npucc.backend.lower.context import LOWERINGS, LowerContext
 from npucc.backend.lower.stage import stage_chunk
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph, Layer
-from npucc.ir.isa import PIPES, Copy, DdrRef, pattern_extent
+from npucc.ir.instr_form import instr_fields
+from npucc.ir.isa import PIPES, Copy, DdrRef, HostOp, pattern_extent
 from npucc.ir.isa_cost import ddr_bytes, instr_energy
 from npucc.ir.onchip import OnChip
 from npucc.ir.program import TiledProgram
@@ -312,7 +313,9 @@ def profile_layer(
     for i, name in enumerate(layer.inputs):
         if name:
             bit.setdefault(name, 1 if graph.is_const(name) else 1 << (1 + i))
-    prof = _summarise(tile_graph, lctx.starts or [0], target, bit, operand_positions(names))
+    figures = shared.setdefault(FIGURES, {})
+    starts = lctx.starts or [0]
+    prof = _summarise(tile_graph, starts, target, bit, operand_positions(names), figures)
     if known is not None and lctx.decision is not None and not lctx.late:
         known[lctx.decision] = prof
     return prof
@@ -328,15 +331,21 @@ def stage_profile(target: Target, elems: int) -> LayerProfile:
     return _summarise(builder.graph, [0], target, {})
 
 
+FIGURES = ("profile figures",)  # the lowerings' memo's key of `_summarise`'s `figures`
+
+
 def _summarise(
     g: TileGraph,
     starts: list[int],
     target: Target,
     bit: dict[str, int],
     movable: dict[str, int] | None = None,
+    figures: dict[tuple, tuple[float, int]] | None = None,
 ) -> LayerProfile:
     """Pack a lowered TileGraph into a LayerProfile (`bit`: release class of each DDR key;
-    `movable`: the keys a plan may keep on chip, by operand position)."""
+    `movable`: the keys a plan may keep on chip, by operand position; `figures`: each
+    instruction form's (`form_key`) energy and DDR bytes, read and filled in)."""
+    known = {} if figures is None else figures
     pipe: list[int | None] = []
     cycles: list[int] = []
     preds: list[tuple[int, ...]] = []
@@ -354,7 +363,16 @@ def _summarise(
         ins = node.instr
         if ins is not None:
             assert p is not None  # NOTE: every instruction runs on a pipe
-            spent = instr_energy(target, ins)
+            # NOTE: an instruction's energy and DDR bytes depend on its form alone
+            # (npucc.ir.instr_form): worked out once per form, a few hundred a compile
+            cls = type(ins)
+            key = None if cls is HostOp else instr_fields(cls).own_key(ins)
+            found = known.get(key) if key is not None else None
+            if found is None:
+                found = instr_energy(target, ins), ddr_bytes(target, ins)
+                if key is not None:
+                    known[key] = found
+            spent, moved = found
             energy += spent
             busy[p] += node.cycles
             for name in ins.reads:
@@ -362,7 +380,6 @@ def _summarise(
                 if isinstance(ref, DdrRef):
                     mask |= bit.get(ref.key, 1)  # a const the lowering generated: bit 0
             mask = mask or 1  # needs no input (a fill): free to run ahead as a const load
-            moved = ddr_bytes(target, ins)
             ddr += moved
             if moved and mask != 1:
                 leading = False
