@@ -109,7 +109,8 @@ def plan_flags(replay: Replay, first_flag: int = 0) -> Flags:
                 waits[v].append(item)
             else:
                 waits[v] = [item]
-            base = list(map(max, base, known[u]))
+            # (a comprehension: `list(map(max, ...))` takes twice as long)
+            base = [b if b >= k else k for b, k in zip(base, known[u], strict=True)]
             fresh = True
         if q >= 0:
             if not fresh:

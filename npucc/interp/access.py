@@ -101,7 +101,8 @@ def resolved(ref: Operand) -> MemRef:
 class Access:
     """The set of elements one operand of one instruction touches, for checks and bookkeeping."""
 
-    __slots__ = ("name", "tier", "base", "dims", "strides", "index", "lo", "hi", "unit", "_span")
+    __slots__ = ("name", "tier", "base", "dims", "strides", "index", "lo", "hi", "unit", "_span",
+                 "key")  # fmt: skip
 
     def __init__(
         self,
@@ -129,6 +130,9 @@ class Access:
         self.lo = self.base if dense else -1  # a dense pattern is the slice [lo, hi)
         self.hi = self.base + math.prod(self.dims)
         self._span: tuple[int, int] | None = None
+        # NOTE: equal keys touch the same units of a memory: a dense pattern's are its slice,
+        # another's its own identity (valid while the Access lives)
+        self.key: object = (self.lo, self.hi) if dense else id(self)
 
     def span(self) -> tuple[int, int]:
         """The units [first, last + 1) between which every touched unit lies."""

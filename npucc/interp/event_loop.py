@@ -24,7 +24,7 @@ from npucc.gcpause import gc_paused
 from npucc.interp.access import Access, resolved
 from npucc.interp.counters import Counters, Tally
 from npucc.interp.exec_trace import Trace, Tracer
-from npucc.interp.memories import Memories
+from npucc.interp.memories import Memories, Memory
 from npucc.interp.ops import EXEC, View, gather_indices, gather_rows
 from npucc.interp.races import RaceDetector
 from npucc.interp.steps import Step, Steps, fail
@@ -40,13 +40,14 @@ from npucc.ir.stream_parse import load_stream
 class MemView:
     """The data of one core's memories, as ops.py reads and writes them (a `View`)."""
 
-    __slots__ = ("memories", "core", "target", "dtypes")
+    __slots__ = ("memories", "core", "target", "dtypes", "mems")
 
     def __init__(self, memories: Memories, core: int) -> None:
         self.memories = memories
         self.core = core
         self.target = memories.stream.target
         self.dtypes: dict[str, np.dtype] = {}  # tier -> its elements' numpy type
+        self.mems: dict[str, Memory] = {}  # tier -> its memory (`Memories.mem`'s, kept)
 
     def __call__(
         self, ref: Operand, dims: tuple[int, ...], strides: tuple[int, ...],
@@ -54,8 +55,12 @@ class MemView:
     ) -> np.ndarray:  # fmt: skip
         """The elements of a pattern at `ref`, as `dtype` (default: its tier's element type)."""
         mref = cast(MemRef, ref)  # the parser accepts only resolved (MemRef) operands
-        kind = self.dtype(mref.tier) if dtype is None else dtype
-        return self.memories.mem(self.core, mref.tier).view(mref.addr, dims, strides, kind)
+        tier = mref.tier
+        kind = self.dtype(tier) if dtype is None else dtype
+        mem = self.mems.get(tier)
+        if mem is None:
+            mem = self.mems[tier] = self.memories.mem(self.core, tier)
+        return mem.view(mref.addr, dims, strides, kind)
 
     def dtype(self, tier: str) -> np.dtype:
         """The numpy type of one tier's elements (L0C: the accumulator's)."""

@@ -204,10 +204,12 @@ def exec_copy(view: View, ins: Copy) -> None:
     """dst[i] = src[i] over the strided pattern, src read whole before dst is written.
 
     NOTE: src is copied first only where the two may overlap (numpy's own assignment does
-    not always: a 1-D pair of different strides runs backwards)."""
+    not always: a 1-D pair of different strides runs backwards): in one tier (two tiers
+    are two memories)."""
     dst = view(ins.dst, ins.dims, ins.dst_strides)
     src = view(ins.src, ins.dims, ins.src_strides)
-    dst[...] = src.copy() if np.may_share_memory(dst, src) else src
+    same = ins.src.tier == ins.dst.tier and np.may_share_memory(dst, src)
+    dst[...] = src.copy() if same else src
 
 
 def exec_spill(view: View, ins: Spill) -> None:

@@ -37,6 +37,7 @@ def _seq_type(steps: int) -> type[np.integer]:
 
 
 _RECENT = 16  # at least a queue's latest accesses of a segment kept as spans (`_Recent`)
+_LATE = 64  # at most so many accesses of a segment's writer (a queue's reads) not yet put
 
 
 class _Recent:
@@ -72,9 +73,15 @@ class _Recent:
 
 
 class _Writers:
-    """The last writer and the readers of each unit of one written segment of a memory."""
+    """The last writer and the readers of each unit of one written segment of a memory.
 
-    __slots__ = ("start", "writer", "readers", "wrecent", "rrecent")
+    NOTE: the per-unit arrays are filled late (`later`): a write (a queue's read) is held as
+    its Access until the array is read or `_LATE` are held, and one that touches the same units
+    as a held one replaces it (the newer value is what each of those units would hold), so that
+    a buffer written and read over and over is filled once per compare, not once per access.
+    """
+
+    __slots__ = ("start", "writer", "readers", "wrecent", "rrecent", "wlate", "rlate")
 
     def __init__(self, start: int, n: int, writers: type[np.integer]) -> None:
         self.start = start  # the segment's first unit: its arrays' entry 0
@@ -86,6 +93,30 @@ class _Writers:
         # units are compared only where one not ordered before an access may meet it
         self.wrecent: dict[int, _Recent] = {}
         self.rrecent: dict[int, _Recent] = {}
+        # the writes (each queue's reads) not yet put in `writer` (`readers`), oldest first
+        self.wlate: dict[object, tuple[Access, int]] = {}
+        self.rlate: dict[int, dict[object, tuple[Access, int]]] = {}
+
+    def later(self, late: dict[object, tuple[Access, int]], arr: np.ndarray, acc: Access,
+              value: int) -> None:  # fmt: skip
+        """Put `value` in `acc`'s units of `arr` (`writer` or a reader's), held in `late`."""
+        if late.pop(acc.key, None) is None and len(late) >= _LATE:
+            self.settle(late, arr)
+        late[acc.key] = (acc, value)
+
+    def settle(self, late: dict[object, tuple[Access, int]], arr: np.ndarray) -> np.ndarray:
+        """`arr` with the values held in `late` put, oldest first."""
+        start = self.start
+        for acc, value in late.values():
+            acc.put(arr, value, start)
+        late.clear()
+        return arr
+
+    def settled(self) -> None:
+        """Every held value put (the arrays as a fill at each access would have left them)."""
+        self.settle(self.wlate, self.writer)
+        for q, late in self.rlate.items():
+            self.settle(late, self.readers[q])
 
 
 class _Segments:
@@ -161,10 +192,20 @@ class RaceDetector:
 
     def begin(self, step: Step) -> np.ndarray:
         """The clock of a step: its queue's, joined with every flag it waits for, then itself."""
-        if not step.qid and not step.line.waits:
-            return self.initial  # NOTE: an event's clock is only published, never changed
-        vc = self.qvc[step.qid] if step.qid else self.clock()
-        for flag in step.line.waits:
+        waits = step.line.waits
+        if not step.qid:
+            # NOTE: an event's clock is only published, never changed: one that waits for one
+            # flag shares its clock (every clock is at least `clock()`, so the join is it)
+            if not waits:
+                return self.initial
+            vc = self.flag_vc.pop(waits[0].key)
+            if len(waits) == 1:
+                return vc
+            vc = vc.copy()
+            waits = waits[1:]
+        else:
+            vc = self.qvc[step.qid]
+        for flag in waits:
             # a flag is waited once (the parser checks): its clock goes with the wait
             np.maximum(vc, self.flag_vc.pop(flag.key), out=vc)
         if step.qid:
@@ -232,7 +273,7 @@ class RaceDetector:
                 if (r == step.qid or recent.spans[-1][0] <= vc[r]
                         or not recent.may_meet(vc[r], first, end)):  # fmt: skip
                     continue
-                rseq = acc.get(seqs, state.start)
+                rseq = acc.get(state.settle(state.rlate[r], seqs), state.start)
                 bad = rseq > vc[r]
                 if bad.any():
                     pos, text = locate(acc, bad, op, write, qnames[step.qid])
@@ -255,7 +296,7 @@ class RaceDetector:
         write in the segment not ordered before `step` that may meet `acc`, the only ones that
         can fail)."""
         qnames = self.steps.qnames
-        writer = acc.get(state.writer, state.start)
+        writer = acc.get(state.settle(state.wlate, state.writer), state.start)
         nq = len(qnames)
         if len(late) == 1:  # one queue's units: no gather of the clock per unit
             q = late[0]  # a unit q wrote after vc[q]: its mark is q's, and above mark(vc[q], q)
@@ -280,7 +321,8 @@ class RaceDetector:
             seqs = state.readers.get(step.qid)
             if seqs is None:
                 seqs = state.readers[step.qid] = np.zeros(len(state.writer), self.seqs[step.qid])
-            acc.put(seqs, step.seq, state.start)
+                state.rlate[step.qid] = {}
+            state.later(state.rlate[step.qid], seqs, acc, step.seq)
             recent = state.rrecent.get(step.qid)
             if recent is None:
                 recent = state.rrecent[step.qid] = _Recent()
@@ -288,7 +330,7 @@ class RaceDetector:
         for acc in step.writes:
             state = self._of(step.core, acc)
             assert state is not None  # a write's segment is written
-            acc.put(state.writer, self.mark(step.seq, step.qid), state.start)
+            state.later(state.wlate, state.writer, acc, self.mark(step.seq, step.qid))
             recent = state.wrecent.get(step.qid)
             if recent is None:
                 recent = state.wrecent[step.qid] = _Recent()

@@ -145,11 +145,13 @@ def test_reads_are_recorded_only_where_some_step_writes():
     assert races.state[(0, "UB", 0)].readers == {}  # the load reads nothing back
     races.record(store)  # the store reads UB, which the load writes
     written = races.state[(0, "UB", 0)]
+    written.settled()  # the fills held (`_Writers.later`) put
     assert list(written.readers) == [store.qid]
     assert written.readers[store.qid].dtype == written.writer.dtype == np.uint16  # 2 bytes
     assert written.readers[store.qid][0] == store.seq
     assert written.writer[0] == races.mark(load.seq, load.qid)
     out = races.state[(-1, "DDR", 1)]  # y's segment: its arrays start at unit 64
+    out.settled()
     assert out.start == 64 and len(out.writer) == 64
     assert out.writer[0] == races.mark(store.seq, store.qid)
     with pytest.raises(StreamError, match=r"copy: read of DDR\[0x000100\] by MTE2 not ordered "
