@@ -125,7 +125,7 @@ def test_a_mark_whose_layers_before_it_lower_otherwise_is_not_used():
 
 
 def _timed(kept: TiledProgram, recorded: Resume) -> Timed:
-    return Timed.of(kept.cores[0].graph, [m.nodes[0] for m in recorded.made.values()])
+    return Timed(kept.cores[0].graph, [m.nodes[0] for m in recorded.made.values()])
 
 
 def test_a_graph_run_in_cuts_is_its_flow():

@@ -298,7 +298,7 @@ def _timed(program: TiledProgram, marks: dict[int, Mark]) -> Timed:
     """The one-core `program`'s graph run, when first read (its pipes' free times kept at its
     `marks`)."""
     graph = program.cores[0].graph
-    return Timed.of(graph, [m.nodes[0] for m in marks.values() if m.graphs[0] is graph])
+    return Timed(graph, [m.nodes[0] for m in marks.values() if m.graphs[0] is graph])
 
 
 def _lower_cascaded(

@@ -351,14 +351,10 @@ class Timed:
     __slots__ = ("graph", "_cuts", "_run")
 
     def __init__(self, graph: TileGraph, cuts: list[int]) -> None:
+        """`graph`, to be run with the pipes' free times kept at each of `cuts` (node counts)."""
         self.graph = graph
         self._cuts = cuts
         self._run: _Run | None = None  # (cycles, pipes, finish, free), once run
-
-    @classmethod
-    def of(cls, graph: TileGraph, cuts: list[int]) -> Timed:
-        """`graph` run, the pipes' free times kept at each of `cuts` (node counts)."""
-        return cls(graph, cuts)
 
     def _ran(self) -> _Run:
         """The run: each node's cycles, pipe and finish, each cut's pipes' free times."""
