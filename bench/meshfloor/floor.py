@@ -2,9 +2,9 @@
 the least a split of that layer on its group needs, and the plan's floor.
 
 Split of a cube layer on c cores: a grid of p M parts (pixels x images) by q N parts (output
-channels), p q <= c, each part reading its X rows (X / p, no halo) and its W columns (W / q)
-whole, once: the operand kept on chip over the NoC (24 B/cycle on the core's MTE2), the one in
-DDR through the shared channel (64 B/cycle) and the core's MTE2 (64 B/cycle); the output
+channels, at least 16 each), p q <= c, each part reading its X rows (X / p, no halo) and its
+W columns (W / q) whole, once: the operand kept on chip over the NoC (24 B/cycle on the core's
+MTE2), the one in DDR through the shared channel (64 B/cycle) and the core's MTE2 (64 B/cycle); the output
 written once (MTE3); the layer's cube, MTE1 and vector cycles as lowered, spread evenly. A
 layer's floor is the least over (p, q) of max(its busiest core's MTE2, MTE3, cube, MTE1,
 vector, the channel). Relaxed: no L1 capacity, no DMA latency, no halo, no dependency inside
@@ -26,7 +26,7 @@ Plan floors (efficiency = the roofline bound / floor):
            overlapping layers (sub-batch pipelines, groups side by side) is bounded below only
            by the channel's floor (the roofline bound).
 
-    python bench/meshfloor/floor.py ROWS.json [--table]
+    python bench/meshfloor/floor.py ROWS.json [--table] [--by-layer] [--layers]
 """
 
 import collections
@@ -59,55 +59,62 @@ def cmax(d):
     return max(d.values(), default=0)
 
 
-def split_floor(row, c):
-    """(floor cycles, binding term, p, q, NoC bytes, DDR bytes) of the row's layer on c cores."""
-    ins = row["inputs"]
-    outs = row["outputs"]
-    srcs = row["noc_read"]
-    o_bytes = sum(o["bytes"] for o in outs)
-    o_on = all(o["onchip"] for o in outs)
-    cube, mte1, vec = (csum(row[k]) for k in ("cube", "mte1", "vector"))
-    staged = {k for k in srcs if "@chip" in k}
+def operands(row):
+    """(X, X on chip, W with bias, W on chip, residual, residual on chip, output, output on
+    chip, N) in bytes of the row's layer (any op but a cube's: its inputs as X, N = 1)."""
+    ins, outs = row["inputs"], row["outputs"]
+    staged = {k for k in row["noc_read"] if "@chip" in k}
 
     def onchip(t):
         return t["onchip"] or any(k.startswith(t["name"] + "@chip") for k in staged)
 
-    if row["op"] in CUBE_OPS and row["blocking"]:
+    o_b = sum(o["bytes"] for o in outs)
+    o_on = all(o["onchip"] for o in outs)
+    if row["op"] in CUBE_OPS:
         x, w, rest = ins[0], ins[1:3], ins[3:]
-        x_b, x_on = x["bytes"], onchip(x)
-        w_b = sum(t["bytes"] for t in w)
-        w_on = all(onchip(t) for t in w)
-        r_b = sum(t["bytes"] for t in rest)
-        r_on = all(onchip(t) for t in rest)
-        b = row["blocking"]
-        n_max = max(1, math.ceil(b["n"] / 16))
-    else:  # read every input once, spread over the cores
-        x_b, x_on = sum(t["bytes"] for t in ins), all(onchip(t) for t in ins)
-        w_b, w_on, r_b, r_on, n_max = 0, True, 0, True, 1
-    best = None
-    for q in range(1, min(c, n_max) + 1):
-        p = c // q
+        n = w[1]["bytes"] // 4 if len(w) > 1 else 1  # the bias: one f32 per output channel
+        return (
+            x["bytes"],
+            onchip(x),
+            sum(t["bytes"] for t in w),
+            all(onchip(t) for t in w),
+            sum(t["bytes"] for t in rest),
+            all(onchip(t) for t in rest),
+            o_b,
+            o_on,
+            n,
+        )
+    return sum(t["bytes"] for t in ins), all(onchip(t) for t in ins), 0, True, 0, True, o_b, o_on, 1
+
+
+def splits(row, c):
+    """Every p x q split of the row's layer on c cores: (p, q, NoC bytes, DDR bytes, terms)."""
+    x_b, x_on, w_b, w_on, r_b, r_on, o_b, o_on, n = operands(row)
+    cube, mte1, vec = (csum(row[k]) for k in ("cube", "mte1", "vector"))
+    grid = [(a, b) for a in range(1, min(c, max(1, n // 16)) + 1) for b in range(1, c // a + 1)]
+    for q, p in grid:
         parts = p * q
         mte2 = x_b / p / (NOC if x_on else DDR) + w_b / q / (NOC if w_on else DDR)
         mte2 += r_b / parts / (NOC if r_on else DDR)
-        mte3 = o_bytes / parts / (NOC if o_on else DDR)
-        ddr = x_b * q * (not x_on) + w_b * p * (not w_on) + r_b * (not r_on) + o_bytes * (not o_on)
+        mte3 = o_b / parts / (NOC if o_on else DDR)
+        ddr = x_b * q * (not x_on) + w_b * p * (not w_on) + r_b * (not r_on) + o_b * (not o_on)
         noc = x_b * q * x_on + w_b * p * w_on + r_b * r_on
         terms = dict(mte2=mte2, mte3=mte3, chan=ddr / DDR, cube=cube / parts, mte1=mte1 / parts,
                      vector=vec / parts)  # fmt: skip
-        t = max(terms.values())
-        key = (t, noc)
-        if best is None or key < best[0]:
-            best = (key, max(terms, key=terms.get), p, q, noc, ddr, terms)
-    (t, _), term, p, q, noc, ddr, terms = best
-    return t, term, p, q, noc, ddr, terms
+        yield p, q, noc, ddr, terms
+
+
+def split_floor(row, c):
+    """(floor cycles, binding term, p, q, NoC bytes, DDR bytes) of the row's layer on c cores."""
+    best = min(splits(row, c), key=lambda s: (max(s[4].values()), s[2]))
+    p, q, noc, ddr, terms = best
+    return max(terms.values()), max(terms, key=terms.get), p, q, noc, ddr
 
 
 def least_per_pipe(row, c):
     """Each pipe's least per-core cycles and the least DDR bytes over the splits on c cores."""
     out = collections.defaultdict(lambda: math.inf)
-    for cc in range(1, c + 1):  # fewer cores than the group is a split too
-        *_, ddr, terms = split_floor(row, cc)
+    for *_, ddr, terms in splits(row, c):
         for k, v in terms.items():
             out[k] = min(out[k], v)
         out["ddr"] = min(out["ddr"], ddr)
@@ -119,10 +126,9 @@ def layer_floor(x_b, w_b, r_b, o_b, cube, n_max, cores=64):
     grid, W read from DDR once (staged: each core then reads W / q over the NoC) or once per M
     part straight from DDR, X, the residual and the output over the NoC or through DDR."""
     best = None
-    for c in range(1, cores + 1):
-        for q in range(1, min(c, n_max) + 1):
-            p = c // q
-            parts = p * q
+    for q in range(1, min(cores, n_max) + 1):
+        for p in range(1, cores // q + 1):
+            parts = c = p * q
             for staged, x_on, o_on in itertools.product((False, True), repeat=3):
                 if staged and p == 1:
                     continue
@@ -147,7 +153,7 @@ for row in rows:
     if not row["end"] or row["layer"] not in rect_of:
         continue
     c = rect_of[row["layer"]]
-    t, term, p, q, noc, ddr, _ = split_floor(row, c)
+    t, term, p, q, noc, ddr = split_floor(row, c)
     si, gi = group_of[row["layer"]]
     per_step[si][gi] += t
     step_ddr[si] += ddr
@@ -181,8 +187,10 @@ if table:
         print(f"| {si}.{gi} | {row['name']} | {len(row['cores'])}/{c} | {blk} | {x} | {w} "
               f"| {got / 1e6:.1f} | {mte2:,} | {row['end'] - row['start']:,} "
               f"| {noc / 1e6:.1f} ({p}x{q}) | {t:,.0f} | {term} |")  # fmt: skip
-print(f"program makespan {data['pred']:,}, roofline bound {bound:,} "
-      f"(efficiency {bound / data['pred']:.3f})")
+print(
+    f"program makespan {data['pred']:,}, roofline bound {bound:,} "
+    f"(efficiency {bound / data['pred']:.3f})"
+)
 print(f"NoC read bytes: program {actual_noc:,}, at each layer's floor split {floor_noc:,.0f}")
 print(f"steps floor {steps_floor:,.0f} (efficiency {bound / steps_floor:.3f})")
 print(f"cores floor {cores_floor:,.0f} (efficiency {bound / cores_floor:.3f}): busiest core pipe "
@@ -190,22 +198,12 @@ print(f"cores floor {cores_floor:,.0f} (efficiency {bound / cores_floor:.3f}): b
 
 by_layer: dict[str, list] = {}
 for _s, _g, row, *_ in out_rows:
-    ins = row["inputs"]
-    b = row["blocking"]
-    cube = csum(row["cube"])
-    o_b = sum(o["bytes"] for o in row["outputs"])
-    if row["op"] in CUBE_OPS and b:
-        x_b, w_b, r_b = ins[0]["bytes"], sum(t["bytes"] for t in ins[1:3]), sum(
-            t["bytes"] for t in ins[3:]
-        )
-        n_max = max(1, math.ceil(b["n"] / 16))
-    else:
-        x_b, w_b, r_b, n_max = sum(t["bytes"] for t in ins), 0, 0, 1
-    acc = by_layer.setdefault(row["layer"], [0, w_b, 0, 0, 0, n_max])
+    x_b, _, w_b, _, r_b, _, o_b, _, n = operands(row)
+    acc = by_layer.setdefault(row["layer"], [0, w_b, 0, 0, 0, max(1, n // 16)])
     acc[0] += x_b
     acc[2] += r_b
     acc[3] += o_b
-    acc[4] += cube
+    acc[4] += csum(row["cube"])
 layers_floor = 0.0
 for name, (x_b, w_b, r_b, o_b, cube, n_max) in by_layer.items():
     t, c, p, q, how = layer_floor(x_b, w_b, r_b, o_b, cube, n_max)
@@ -213,3 +211,44 @@ for name, (x_b, w_b, r_b, o_b, cube, n_max) in by_layer.items():
     if "--layers" in sys.argv:
         print(f"  {name:40s} {t:>10,.0f} c {c} ({p}x{q}) {how}")
 print(f"layers floor {layers_floor:,.0f} (efficiency {bound / layers_floor:.3f})")
+
+if "--by-layer" in sys.argv:  # question 1's table: a layer's runs (sub-batch parts) summed
+    print("| layer | step.group | cores used/rect | blocking | X MB (NoC?) | W MB (staged?) "
+          "| NoC read MB: X, W, res | X read x | busiest core NoC MB | spatial split | "
+          "channel split | at the floor split |")  # fmt: skip
+    print("|" + "---|" * 12)
+    agg: dict[str, dict] = {}
+    for si, gi, row, c, t, term, p, q, noc, got, mte2 in out_rows:
+        x_b, x_on, w_b, w_on, r_b, r_on, o_b, o_on, n = operands(row)
+        a = agg.setdefault(row["layer"], dict(
+            step=f"{si}.{gi}", c=c, used=set(), blk=None, x=0, w=w_b, w_on=w_on, x_on=x_on,
+            r=0, reads=collections.Counter(), core=collections.Counter(), floor=0,
+        ))  # fmt: skip
+        a["used"] |= set(row["cores"])
+        a["blk"] = a["blk"] or row["blocking"]
+        a["x"] += x_b
+        a["r"] += r_b
+        a["floor"] += noc
+        xk = row["inputs"][0]["key"] if row["inputs"] else ""
+        for key, per in row["noc_read"].items():
+            kind = "x" if key == xk else "w" if "@chip" in key else "r"
+            a["reads"][kind] += csum(per)
+            for core, v in per.items():
+                a["core"][core] += v
+    for name, a in agg.items():
+        b = a["blk"]
+        blk = (
+            f"{b['order']} nb {b['nb']}/{b['n']} kb {b['kb']}/{b['k']} x{b['chunks']}" if b else "="
+        )
+        u = len(a["used"])
+        w_noc = a["w"] * a["w_on"]
+        spatial = a["x"] * a["x_on"] + w_noc * u + a["r"]
+        channel = a["x"] * a["x_on"] * u + w_noc + a["r"]
+        rd = a["reads"]
+        xr = rd["x"] / a["x"] if a["x"] and a["x_on"] else 0
+        print(f"| {name} | {a['step']} | {u}/{a['c']} | {blk} "
+              f"| {a['x'] / 1e6:.1f} ({'y' if a['x_on'] else 'n'}) "
+              f"| {a['w'] / 1e6:.2f} ({'y' if a['w_on'] else 'n'}) "
+              f"| {rd['x'] / 1e6:.1f}, {rd['w'] / 1e6:.1f}, {rd['r'] / 1e6:.1f} | {xr:.1f} "
+              f"| {max(a['core'].values(), default=0) / 1e6:.2f} | {spatial / 1e6:.1f} "
+              f"| {channel / 1e6:.1f} | {a['floor'] / 1e6:.1f} |")  # fmt: skip

@@ -158,8 +158,10 @@ for v, (c, r, node) in enumerate(info):
         else:
             row["noc_write"][c] += b
             row["noc_write_cyc"][c] += node.cycles
-    elif node.pipe in ("MTE2", "MTE3") and isinstance(ins, Copy) and (
-        isinstance(ins.src, DdrRef) or isinstance(ins.dst, DdrRef)
+    elif (
+        node.pipe in ("MTE2", "MTE3")
+        and isinstance(ins, Copy)
+        and (isinstance(ins.src, DdrRef) or isinstance(ins.dst, DdrRef))
     ):
         row["ddr"][c] += node_ddr_bytes(target, r, node)
         row["ddr_cyc"][c] += node.cycles
