@@ -3,12 +3,13 @@ the least a split of that layer on its group needs, and the plan's floor.
 
 Split of a cube layer on c cores: a grid of p M parts (pixels x images) by q N parts (output
 channels, at least 16 each), p q <= c, each part reading its X rows (X / p, no halo) and its
-W columns (W / q) whole, once: the operand kept on chip over the NoC (24 B/cycle on the core's
-MTE2), the one in DDR through the shared channel (64 B/cycle) and the core's MTE2 (64 B/cycle); the output
-written once (MTE3); the layer's cube, MTE1 and vector cycles as lowered, spread evenly. A
-layer's floor is the least over (p, q) of max(its busiest core's MTE2, MTE3, cube, MTE1,
-vector, the channel). Relaxed: no L1 capacity, no DMA latency, no halo, no dependency inside
-the layer. Any other layer (pool, add, ...) reads its inputs once, spread over its cores.
+W columns (W / q) whole, once: the operand kept on chip over the NoC (24 B/cycle on the
+core's MTE2), the one in DDR through the shared channel (64 B/cycle) and the core's MTE2
+(64 B/cycle); the output written once (MTE3); the layer's cube, MTE1 and vector cycles as
+lowered, spread evenly. A layer's floor is the least over (p, q) of max(its busiest core's
+MTE2, MTE3, cube, MTE1, vector, the channel). Relaxed: no L1 capacity, no DMA latency, no
+halo, no dependency inside the layer. Any other layer (pool, add, ...) reads its inputs
+once, spread over its cores.
 
 Plan floors (efficiency = the roofline bound / floor):
   steps    each step's layers at their floors, a group's layers one after another, the step
@@ -218,7 +219,7 @@ if "--by-layer" in sys.argv:  # question 1's table: a layer's runs (sub-batch pa
           "channel split | at the floor split |")  # fmt: skip
     print("|" + "---|" * 12)
     agg: dict[str, dict] = {}
-    for si, gi, row, c, t, term, p, q, noc, got, mte2 in out_rows:
+    for si, gi, row, c, _t, _term, _p, _q, noc, _got, _mte2 in out_rows:
         x_b, x_on, w_b, w_on, r_b, r_on, o_b, o_on, n = operands(row)
         a = agg.setdefault(row["layer"], dict(
             step=f"{si}.{gi}", c=c, used=set(), blk=None, x=0, w=w_b, w_on=w_on, x_on=x_on,
