@@ -576,7 +576,7 @@ def _scored(
     NOTE: on one core's DDR (no operand on chip) a plan whose `_floor` is beyond the cycle
     tolerance of a plan already priced in its list is not priced: it can be neither the least
     nor near it (`_pick`). The plans are priced by rising floor, so that the least comes early
-    (VGG-19: 30,757 plans priced -> see docs/design.md, lowvgg); which are kept, and their
+    (VGG-19: 30,757 plans priced -> 11,887); which are kept, and their
     order, are as when every plan is priced."""
     plans = [(blocks, *entry) for blocks, entries in table.found or () for entry in entries]
     if any(shape.noc):  # the least cycles x bytes wins: no bound on cycles alone
