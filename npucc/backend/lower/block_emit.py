@@ -301,7 +301,7 @@ class _Nest:
             k_abs = w.r0 + k0
             a0 = stage_a(x, tile, k_abs, kt)
             for acc, (n0, nt) in zip(accs, cols, strict=True):
-                kept = held.get((k_abs, n0))
+                kept = held.get((k_abs, n0)) if held else None
                 b0 = kept if kept is not None else stage_b(w, k_abs, kt, n0, nt)
                 emit(Mmad(acc, a0, b0, m, nt, kt, 0 if k_abs == 0 else 1))
                 if kept is None:

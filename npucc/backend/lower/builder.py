@@ -67,6 +67,7 @@ EVERYTHING = 1 << 62  # one past the last element of any tensor
 
 
 _OWN_KEYS: dict[type[Instr], Callable[[Instr], tuple[Any, ...]]] = {}  # class -> its own_key
+_new_ref = tuple.__new__  # a BufRef from its fields, without its __new__'s argument handling
 # class -> its operands, written then read (`emit_local`)
 _OPERANDS: dict[type[Instr], Callable[[Instr], tuple[Any, ...]]] = {}
 
@@ -181,10 +182,10 @@ class TileBuilder(Generic[G]):
         per, align = found
         size = max(align, math.ceil(elems * per / align) * align)
         graph = self.graph
-        buf = graph.add_buffer(size, tier, name)
-        graph.add("ALLOC", None, 0, (buf.id,), layer=self.layer)
-        self._readers[buf.id] = []
-        return BufRef(buf.id, tier, 0, self.core)
+        bid = graph.add_buffer(size, tier, name).id
+        graph.add("ALLOC", None, 0, (bid,), None, self.layer)
+        self._readers[bid] = []
+        return _new_ref(BufRef, (bid, tier, 0, self.core))
 
     def free(self, ref: BufRef) -> None:
         """Free a buffer after every node that used it."""
@@ -298,8 +299,8 @@ class TileBuilder(Generic[G]):
         cls = type(instr)
         get = _OPERANDS.get(cls)
         if get is None:
-            names = (*cls.writes, *cls.reads)
-            if len(cls.writes) != 1 or len(names) < 2:
+            names = (*instr.writes, *instr.reads)
+            if len(instr.writes) != 1 or len(names) < 2:
                 return self.emit(instr)
             get = _OPERANDS[cls] = attrgetter(*names)
         refs = get(instr)
@@ -307,7 +308,6 @@ class TileBuilder(Generic[G]):
         for ref in refs:
             if type(ref) is not BufRef:
                 return self.emit(instr)
-        for ref in refs:
             if ref.core != core or ref.buf not in readers:
                 self._own(ref)
         written = refs[0].buf
