@@ -366,3 +366,41 @@ def test_searches_sharing_candidates_pick_what_each_picks_alone():
         assert block_cost(ctx, shape, *found, shared.memo) == block_cost(ctx, shape, *alone)
     with pytest.raises(AssertionError):  # another layer's shape may not share them
         choose_blocking(ctx, replace(base, n=128), tiles, m_blocks, 7, shared)
+
+
+@pytest.mark.parametrize("target", ["davinci-core", "mesh8x8"])
+def test_plans_bounded_out_unpriced_leave_every_pick_as_it_was(monkeypatch, target):
+    # a plan whose CUBE floor is beyond the tolerance of one priced is not priced
+    # (`blocking._scored`): each search picks what it picks with every plan priced
+    import npucc.backend.lower.blocking as blocking
+
+    ctx = LowerContext(None, None, None, load_target(target))  # type: ignore[arg-type]
+    tiles = [MatTiles(16, 16, 64), MatTiles(56, 128, 32), MatTiles(112, 64, 64)]
+
+    def m_blocks(t: MatTiles, count: int) -> list[MBlock]:
+        rows = [(m0, min(count * t.m, 784 - m0)) for m0 in range(0, 784, count * t.m)]
+        return [
+            MBlock(tuple(MTile(m0 + i, min(t.m, mb - i)) for i in range(0, mb, t.m)), mb)
+            for m0, mb in rows
+        ]
+
+    priced = []
+    plain = blocking._bias_plan
+    monkeypatch.setattr(blocking, "_bias_plan", lambda *a: priced.append(1) or plain(*a))
+    shapes = [
+        CubeShape(n, k, 9, inst, bias, res, 1, x_by_channels=chan)
+        for n, k, inst, bias, res, chan in [
+            (256, 576, 1, True, True, False),
+            (64, 27, 1, True, False, False),
+            (512, 4608, 2, False, False, True),
+            (1000, 4096, 1, True, False, False),
+        ]
+    ]
+    bounded, counts = [], []
+    for floor in (blocking._floor, lambda *a: 0):
+        monkeypatch.setattr(blocking, "_floor", floor)
+        priced.clear()
+        bounded.append([choose_blocking(ctx, s, tiles, m_blocks, 7) for s in shapes])
+        counts.append(len(priced))
+    assert bounded[0] == bounded[1]
+    assert counts[0] < counts[1]

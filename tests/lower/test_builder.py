@@ -78,3 +78,37 @@ def test_a_cross_core_barrier_waits_for_each_other_cores_latest_close_only() -> 
     gate = mine.graph.preds[write][-1]
     assert mine.graph.nodes[gate].op == "BARRIER"
     assert tracker.cross_edges == [(0, closes[2][1], 2, gate), (1, closes[1][1], 2, gate)]
+
+
+def test_emit_local_adds_the_nodes_and_edges_emit_adds() -> None:
+    # the inner loops' fast path (img2col, L1 -> L0 copies, mmad on this core's buffers):
+    # the same graph as `emit`, and `emit` itself for an instruction with a DDR operand
+    graphs = []
+    for local in (False, True):
+        bld = _builder()
+        emit = bld.emit_local if local else bld.emit
+        x, w = bld.alloc("L1", 512), bld.alloc("L1", 512)
+        emit(Copy(x, DdrRef("x"), (512,), (1,), (1,)))  # a DDR side: `emit`'s path
+        emit(Copy(w, DdrRef("w"), (512,), (1,), (1,)))
+        c = bld.alloc("L0C", 256)
+        for k in range(3):
+            a, b = bld.alloc("L0A", 256), bld.alloc("L0B", 256)
+            emit(Copy(a, x.at(k * 16), (16, 16), (16, 1), (32, 1)))
+            emit(Copy(b, w.at(k * 16), (16, 16), (16, 1), (32, 1)))
+            emit(Mmad(c, a, b, 16, 16, 16, int(k > 0)))
+            u = bld.alloc("UB", 256)
+            emit(Copy(u, c, (256,), (1,), (1,)))
+            emit(Copy(u, u.at(8), (8,), (1,), (1,)))  # one buffer read and written
+            bld.free(u)
+            bld.free(a)
+            bld.free(b)
+        for ref in (x, w, c):
+            bld.free(ref)
+        g = bld.graph
+        graphs.append(([(n.op, n.pipe, n.cycles, n.bufs, n.instr) for n in g.nodes], g.preds))
+    assert graphs[0] == graphs[1]
+    bld = _builder()
+    a = bld.alloc("L0A", 64)
+    bld.free(a)
+    with pytest.raises(ValueError, match="after its FREE"):
+        bld.emit_local(Copy(a, bld.alloc("L1", 64), (64,), (1,), (1,)))

@@ -228,7 +228,7 @@ class _Nest:
         """Move W[k0:k0+kt, n0:n0+nt] from its L1 block into L0B (row-major kt x nt)."""
         bld = self.ctx.builder
         b0 = bld.alloc("L0B", kt * nt, f"{self.layer.name}.b0")
-        bld.emit(Copy(b0, w.at(k0, n0), (kt, nt), (nt, 1), w.strides or (w.cols, 1)))
+        bld.emit_local(Copy(b0, w.at(k0, n0), (kt, nt), (nt, 1), w.strides or (w.cols, 1)))
         return b0
 
     def hold_b(self, w: L1Block, tiles: int) -> dict[tuple[int, int], BufRef]:
@@ -295,16 +295,18 @@ class _Nest:
         staged once for all the columns, one B tile (`held`'s, or staged here) and one mmad
         per column."""
         bld = self.ctx.builder
+        emit, free, m = bld.emit_local, bld.free, tile.m
+        stage_a, stage_b = self.ops.stage_a, self.stage_b
         for k0, kt in split(w.rows, self.plan.tiles.k):
             k_abs = w.r0 + k0
-            a0 = self.ops.stage_a(x, tile, k_abs, kt)
+            a0 = stage_a(x, tile, k_abs, kt)
             for acc, (n0, nt) in zip(accs, cols, strict=True):
-                kept = held.get((k_abs, n0))
-                b0 = kept if kept is not None else self.stage_b(w, k_abs, kt, n0, nt)
-                bld.emit(Mmad(acc, a0, b0, tile.m, nt, kt, 0 if k_abs == 0 else 1))
+                kept = held.get((k_abs, n0)) if held else None
+                b0 = kept if kept is not None else stage_b(w, k_abs, kt, n0, nt)
+                emit(Mmad(acc, a0, b0, m, nt, kt, 0 if k_abs == 0 else 1))
                 if kept is None:
-                    bld.free(b0)
-            bld.free(a0)
+                    free(b0)
+            free(a0)
 
     def accs(self, tile: MTile, cols: list[tuple[int, int]]) -> list[BufRef]:
         """One L0C accumulator per column range of `tile`."""

@@ -261,20 +261,14 @@ def _part(
         w_el += shape.n * shape.bias_elems
     x_cyc, x_el = _x_pass(ctx, shape, blocks, x_pieces, False, memo)
     w_dmas = n_blocks * k_blocks * (1 + int(shape.bias))
-    if plan.order == "ws":  # W once per chunk, X once per N block
-        passes_w, passes_x, units = plan.chunks, n_blocks, n_blocks * plan.chunks
-    elif plan.order == "is":  # X once per chunk, W once per M block
-        passes_w, passes_x, units = len(blocks), plan.chunks, len(blocks) * plan.chunks
-    else:  # both once per output block
-        passes_w, passes_x, units = len(blocks), n_blocks, len(blocks) * n_blocks
+    passes_w, passes_x, per_core = _passes(ctx, shape, plan, len(blocks), n_blocks)
     x_dmas = 0 if shape.x_onchip else len(blocks) * len(x_pieces) * passes_x
-    eb, inst = ctx.target.elem_bytes, shape.instances
-    units *= inst
+    eb = ctx.target.elem_bytes
     return _Part(
         w_dmas * passes_w + x_dmas,
         passes_w,
         passes_x,
-        math.ceil(units / ctx.target.cores) * inst / units,
+        per_core,
         _single_l0c(ctx, plan, shape.k),
         w_el * passes_w * eb,
         x_el * passes_x * eb,
@@ -282,6 +276,52 @@ def _part(
         x_cyc,
         _fill(ctx, shape, blocks, x_pieces, False),
     )
+
+
+def _passes(
+    ctx: LowerContext, shape: CubeShape, plan: Blocking, m_blocks: int, n_blocks: int
+) -> tuple[int, int, float]:
+    """Passes over W and over X of `plan` (M blocks and N blocks as given) and the share of
+    the layer's units a core runs (`_Part.per_core`)."""
+    if plan.order == "ws":  # W once per chunk, X once per N block
+        passes_w, passes_x, units = plan.chunks, n_blocks, n_blocks * plan.chunks
+    elif plan.order == "is":  # X once per chunk, W once per M block
+        passes_w, passes_x, units = m_blocks, plan.chunks, m_blocks * plan.chunks
+    else:  # both once per output block
+        passes_w, passes_x, units = m_blocks, n_blocks, m_blocks * n_blocks
+    inst = shape.instances
+    units *= inst
+    return passes_w, passes_x, math.ceil(units / ctx.target.cores) * inst / units
+
+
+def _floor(
+    ctx: LowerContext,
+    shape: CubeShape,
+    plan: Blocking,
+    blocks: list[MBlock],
+    memo: dict[Hashable, Any],
+) -> int:
+    """A lower bound of the cycles `_variants` gives `plan` (either place of its bias): its L0
+    tiles' CUBE cycles on the busiest core (the busiest pipe's are no fewer), 0 where X blocks
+    hide behind the producer's writes (`_hidden`, which `_variants` takes off)."""
+    if shape.x_by_channels and plan.order == "os" and plan.x_kb < shape.k:
+        return 0
+    t = plan.tiles
+    key = ("cube", id(blocks), t)
+    cube = memo.get(key)
+    if cube is None:  # NOTE: `_tile_pipes`' CUBE of the vector-bias variant (the cube's adds)
+        m_count: dict[int, int] = {}
+        for b in blocks:
+            for tile in b.tiles:
+                m_count[tile.m] = m_count.get(tile.m, 0) + 1
+        cube = memo[key] = sum(
+            cm * cn * ck * mmad_cycles(ctx.target, m, n, k)
+            for (m, cm), (n, cn), (k, ck) in itertools.product(
+                m_count.items(), _pieces(shape.n, t.n), _pieces(shape.k, t.k)
+            )
+        )
+    n_blocks = -(-shape.n // plan.nb)
+    return math.ceil(cube * _passes(ctx, shape, plan, len(blocks), n_blocks)[2])
 
 
 def _noc_pass(
@@ -509,12 +549,7 @@ def choose_blocking(
     if table.found is None:
         table.key, table.found = key, _candidates(ctx, shape, tiles, m_blocks, max_m_tiles)
     assert table.key == key  # NOTE: see Candidates
-    scored: list[Scored] = []
-    held: list[Scored] = []
-    for blocks, plans in table.found:
-        for plan, once, cube in plans:
-            priced = _bias_plan(ctx, shape, plan, blocks, table.memo, cube)
-            (held if once else scored).append(priced)
+    scored, held = _scored(ctx, shape, table)
     if not scored:
         raise AssertionError("no blocking fits although its one-tile blocking does")
     # NOTE: with operands on chip no channel bounds the bytes, and the fastest plan re-reads
@@ -530,6 +565,39 @@ def choose_blocking(
     fast = bool(held) and _pick(held)[0][0] * (CYCLE_TOLERANCE + 1) <= least * CYCLE_TOLERANCE
     _, plan, blocks = _pick(held if fast else scored)
     return plan, blocks
+
+
+def _scored(
+    ctx: LowerContext, shape: CubeShape, table: Candidates
+) -> tuple[list[Scored], list[Scored]]:
+    """The plans `choose_blocking` may pick, scored, in enumeration order: those ping-ponged
+    and those held (`_plans`' flag).
+
+    NOTE: on one core's DDR (no operand on chip) a plan whose `_floor` is beyond the cycle
+    tolerance of a plan already priced in its list is not priced: it can be neither the least
+    nor near it (`_pick`). The plans are priced by rising floor, so that the least comes early
+    (VGG-19: 30,757 plans priced -> 11,887); which are kept, and their
+    order, are as when every plan is priced."""
+    plans = [(blocks, *entry) for blocks, entries in table.found or () for entry in entries]
+    if any(shape.noc):  # the least cycles x bytes wins: no bound on cycles alone
+        order: list[int] = list(range(len(plans)))
+        floors = [0] * len(plans)
+    else:
+        floors = [_floor(ctx, shape, plan, blocks, table.memo) for blocks, plan, _, _ in plans]
+        order = sorted(range(len(plans)), key=floors.__getitem__)
+    least: dict[bool, int] = {}
+    found: list[Scored | None] = [None] * len(plans)
+    for i in order:
+        blocks, plan, once, cube = plans[i]
+        top = least.get(once)
+        if top is not None and floors[i] * CYCLE_TOLERANCE > top * (CYCLE_TOLERANCE + 1):
+            continue
+        priced = found[i] = _bias_plan(ctx, shape, plan, blocks, table.memo, cube)
+        if top is None or priced[0][0] < top:
+            least[once] = priced[0][0]
+    scored = [s for s, p in zip(found, plans, strict=True) if s is not None and not p[2]]
+    held = [s for s, p in zip(found, plans, strict=True) if s is not None and p[2]]
+    return scored, held
 
 
 def _candidates(
@@ -554,11 +622,17 @@ def _candidates(
                 if len(blocks) == len(half):
                     continue  # no fewer blocks than half as many tiles each
             plans = [
-                (plan, once, replace(plan, cube_bias=True) if shape.float_bias else None)
+                (plan, once, _with_cube_bias(plan) if shape.float_bias else None)
                 for plan, once in _plans(ctx, shape, t, count, blocks)
             ]
             found.append((blocks, plans))
     return found
+
+
+def _with_cube_bias(plan: Blocking) -> Blocking:
+    """`plan` with its float bias added by the cube (`replace`, without its field walk: one
+    per plan enumerated)."""
+    return Blocking(plan.order, plan.tiles, plan.mb, plan.nb, plan.kb, plan.chunks, True, plan.xk)
 
 
 def _bias_plan(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, Generic, TypeVar
 
 from npucc.backend.lower.band_view import BandView
@@ -66,6 +67,9 @@ EVERYTHING = 1 << 62  # one past the last element of any tensor
 
 
 _OWN_KEYS: dict[type[Instr], Callable[[Instr], tuple[Any, ...]]] = {}  # class -> its own_key
+_new_ref = tuple.__new__  # a BufRef from its fields, without its __new__'s argument handling
+# class -> its operands, written then read (`emit_local`)
+_OPERANDS: dict[type[Instr], Callable[[Instr], tuple[Any, ...]]] = {}
 
 
 def _read_span(instr: Instr, ref: DdrRef) -> tuple[str, int, int, Copy | None]:
@@ -178,10 +182,10 @@ class TileBuilder(Generic[G]):
         per, align = found
         size = max(align, math.ceil(elems * per / align) * align)
         graph = self.graph
-        buf = graph.add_buffer(size, tier, name)
-        graph.add("ALLOC", None, 0, (buf.id,), layer=self.layer)
-        self._readers[buf.id] = []
-        return BufRef(buf.id, tier, 0, self.core)
+        bid = graph.add_buffer(size, tier, name).id
+        graph.add("ALLOC", None, 0, (bid,), None, self.layer)
+        self._readers[bid] = []
+        return _new_ref(BufRef, (bid, tier, 0, self.core))
 
     def free(self, ref: BufRef) -> None:
         """Free a buffer after every node that used it."""
@@ -283,6 +287,54 @@ class TileBuilder(Generic[G]):
             gate = self._gates.get(key)
             if gate is not None and gate not in preds:
                 self.graph.add_edge(gate, node_id)
+        return node_id
+
+    def emit_local(self, instr: Instr) -> int:
+        """`emit` of an instruction that writes one buffer of this core and reads buffers of
+        this core only (an img2col, an L1 -> L0 copy, an mmad); `emit` itself for any other.
+
+        NOTE: the same node and edges as `emit` (no DDR side: no band view, NoC copy, resident
+        tensor, import or DDR write; an accumulator read is its write's buffer, which `emit`
+        lists once, as written): the cube lowerings' inner loops, most of their nodes."""
+        cls = type(instr)
+        get = _OPERANDS.get(cls)
+        if get is None:
+            names = (*instr.writes, *instr.reads)
+            if len(instr.writes) != 1 or len(names) < 2:
+                return self.emit(instr)
+            get = _OPERANDS[cls] = attrgetter(*names)
+        refs = get(instr)
+        readers, core = self._readers, self.core
+        for ref in refs:
+            if type(ref) is not BufRef:
+                return self.emit(instr)
+            if ref.core != core or ref.buf not in readers:
+                self._own(ref)
+        written = refs[0].buf
+        if len(refs) == 2:
+            read = refs[1].buf
+            bufs: tuple[int, ...] = (written,) if read == written else (written, read)
+        else:
+            bufs = tuple(dict.fromkeys(ref.buf for ref in refs))
+        own = _OWN_KEYS.get(cls)
+        found = None if own is None else self._forms.get(own(instr))
+        op, pipe, cycles = self._form(instr) if found is None else found
+        graph = self.graph
+        node_id = graph.add(op, pipe, cycles, bufs, instr, self.layer)
+        last_write, alloc_of = self._last_write, graph.alloc_of
+        before = readers[written]
+        if before:
+            preds = list(before)
+        else:
+            last = last_write.get(written)
+            preds = [alloc_of[written] if last is None else last]
+        last_write[written] = node_id
+        readers[written] = []
+        for b in bufs[1:]:
+            last = last_write.get(b)
+            preds.append(alloc_of[b] if last is None else last)
+            readers[b].append(node_id)
+        graph.add_edges(preds, node_id)
         return node_id
 
     def _form(self, instr: Instr) -> tuple[str, str, int]:
@@ -502,7 +554,7 @@ class MeshBuilder:
     moves to the next core of the layer's group; buffers never cross cores (checked).
     """
 
-    __slots__ = ("builders", "_current", "alloc", "free", "emit")
+    __slots__ = ("builders", "_current", "alloc", "free", "emit", "emit_local")
 
     def __init__(self, builders: list[TileBuilder]) -> None:
         self.builders = builders  # one per core, in program order
@@ -511,6 +563,7 @@ class MeshBuilder:
         self.alloc: Callable[..., BufRef]  # alloc(tier, elems, name=""): on the current core
         self.free: Callable[[BufRef], None]  # free a buffer of the current core
         self.emit: Callable[[Instr], int]  # append an instruction to the current core
+        self.emit_local: Callable[[Instr], int]  # ... of its buffers only (TileBuilder's)
         self._current = -1
         self.current = 0  # index into builders
 
@@ -525,6 +578,7 @@ class MeshBuilder:
             builder = self.builders[index]
             self._current = index
             self.alloc, self.free, self.emit = builder.alloc, builder.free, builder.emit
+            self.emit_local = builder.emit_local
 
     @property
     def target(self) -> Target:

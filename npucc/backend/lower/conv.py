@@ -574,12 +574,12 @@ class _ConvOps:
             src = x.ref.at((k0 - x.c0) // g.taps * g.h * g.w)
             pads = (g.pad_t - r0 * g.sh, g.pad_l - q0 * g.sw)
             window = (g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, *pads)
-            bld.emit(Img2Col(a0, src, kt // g.taps, g.h, g.w, *window, rows, cols, pad))
+            bld.emit_local(Img2Col(a0, src, kt // g.taps, g.h, g.w, *window, rows, cols, pad))
             return a0
         src = x.ref.at(((k0 - x.c0) // g.taps * ih + off) * iw)
         strides = (1, 1) if _pointwise(g) else (g.sh, g.sw)
         window = (g.kh, g.kw, *strides, g.dh, g.dw, pt, pl)
-        bld.emit(Img2Col(a0, src, kt // g.taps, ih, iw, *window, rows, cols, pad))
+        bld.emit_local(Img2Col(a0, src, kt // g.taps, ih, iw, *window, rows, cols, pad))
         return a0
 
     def out_view(self, tile: MTile, n0: int, nt: int) -> OutView:

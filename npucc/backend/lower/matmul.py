@@ -121,7 +121,7 @@ class _MatOps:
         """A[tile rows, k0:k0+kt] from its L1 block into L0A."""
         bld = self.ctx.builder
         a0 = bld.alloc("L0A", tile.m * kt, f"{self.layer.name}.a0")
-        bld.emit(Copy(a0, x.at(tile.m0, k0), (tile.m, kt), (kt, 1), x.strides or (x.cols, 1)))
+        bld.emit_local(Copy(a0, x.at(tile.m0, k0), (tile.m, kt), (kt, 1), x.strides or (x.cols, 1)))
         return a0
 
     def out_view(self, tile: MTile, n0: int, nt: int) -> OutView:
