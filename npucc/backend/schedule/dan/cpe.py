@@ -34,7 +34,13 @@ import math
 from bisect import bisect_left
 from collections.abc import Sequence
 
-from npucc.backend.schedule.dan.headroom import Headroom, order_peak, sunk_peak
+from npucc.backend.schedule.dan.headroom import (
+    Events,
+    Headroom,
+    order_peak,
+    peak_steps,
+    plan_events,
+)
 from npucc.backend.schedule.dan.mpas import tails
 from npucc.backend.schedule.dan.repeak import lower_peak
 from npucc.ir.replay import L0_TIERS, Replay
@@ -234,17 +240,20 @@ def list_order(
     cap: int | None = None,
     critical: Sequence[int] | None = None,
     beat: int | None = None,
+    tables: Tables | None = None,
 ) -> tuple[list[int], list[int]] | None:
     """Refinement 1: earliest-start list scheduling over G2 (ties: the larger `critical`, the
     nodes' `downstream` criticality, or without the plan's order), memory order per group
     kept; with `cap`, only L1+UB's ALLOCs keep their order, each run once the live bytes fit
     `cap`. The order and its finish times under rule 5; None once a bound proves
-    its makespan is not below `beat`."""
+    its makespan is not below `beat` (`tables`: the replay's, if the caller has them)."""
     nodes = r.nodes
     total = len(nodes)
+    if tables is None:
+        tables = Tables(r, preds)
     last: dict[int, int] = {}
     chain_next = [-1] * total
-    indeg = [len(p) for p in preds]
+    indeg = tables.indeg[:]
     for v in r.order:
         g = group[v]
         if g >= 0 and (cap is None or (g == 0 and nodes[v].op == "ALLOC")):
@@ -259,11 +268,11 @@ def list_order(
     # not: its order is timed apart (`timed`); without, the two timings are the same
     timed = finish if cap is None else [0] * total
     ready_at = [0] * total
-    pipes, queue, cycles, left = _queues(nodes)
-    pending: list[list[tuple[int, int, int, int]]] = [[] for _ in range(len(pipes) + 1)]
-    avail: list[list[tuple[int, int, int]]] = [[] for _ in range(len(pipes) + 1)]
-    pipe_free = [0] * (len(pipes) + 1)
-    timed_free = pipe_free if cap is None else [0] * (len(pipes) + 1)
+    queue, cycles, left, queues = tables.queue, tables.cycles, tables.work[:], tables.count
+    pending: list[list[tuple[int, int, int, int]]] = [[] for _ in range(queues)]
+    avail: list[list[tuple[int, int, int]]] = [[] for _ in range(queues)]
+    pipe_free = [0] * queues
+    timed_free = pipe_free if cap is None else [0] * queues
     # NOTE: rule 5 runs a pipe's later nodes after its last finish, and a node's successors
     # after it: once timed_free[p] plus the pipe's work left, or a finish plus the downstream
     # criticality, reaches `beat`, so does the makespan
@@ -285,7 +294,7 @@ def list_order(
     fits = (1 << 62) if cap is None else cap
     heappush, heappop = heapq.heappush, heapq.heappop
     avail0 = avail[0]  # the pipe-less nodes, ready and so available (their pipe is never busy)
-    idle = len(pipes)  # pipes not yet busy past time 0
+    idle = queues - 1  # pipes not yet busy past time 0
     ready = [v for v in range(total) if not indeg[v]]
     order: list[int] = []
     v = -1
@@ -370,6 +379,35 @@ def _queues(nodes: Sequence[TileNode]) -> tuple[list[str], list[int], list[int],
     return pipes, queue, cycles, left
 
 
+class Tables:
+    """What CPE's orders over one replay's G2 (`preds`) share: the pipe queues (`_queues`), the
+    in-degrees, per node whether an ALLOC and its L1+UB step, and each reference order's events."""
+
+    __slots__ = ("r", "preds", "count", "queue", "cycles", "work", "indeg", "is_alloc", "steps")
+    __slots__ += ("_events",)
+
+    def __init__(self, r: Replay, preds: Preds) -> None:
+        self.r, self.preds = r, preds
+        pipes, self.queue, self.cycles, self.work = _queues(r.nodes)
+        self.count = len(pipes) + 1  # queues, the pipe-less one first
+        self.indeg = [len(p) for p in preds]
+        self.is_alloc = [node.op == "ALLOC" for node in r.nodes]
+        self.steps = peak_steps(r.graph, r.nodes)
+        self._events: dict[int, tuple[Sequence[int], Events]] = {}
+
+    def events(self, plan: Sequence[int]) -> Events:
+        """`headroom.plan_events` of the order `plan` (worked out once per order object)."""
+        kept = self._events.get(id(plan))
+        if kept is None or kept[0] is not plan:
+            r = self.r
+            kept = self._events[id(plan)] = (plan, plan_events(r.graph, r.nodes, self.preds, plan))
+        return kept[1]
+
+    def peak(self, order: Sequence[int]) -> int:
+        """The L1+UB peak of `order` (`headroom.order_peak`)."""
+        return order_peak(self.steps, order)
+
+
 def budget_order(
     r: Replay,
     preds: Preds,
@@ -378,6 +416,7 @@ def budget_order(
     critical: Sequence[int],
     beat: int | None = None,
     ref: Sequence[int] | None = None,
+    tables: Tables | None = None,
 ) -> tuple[list[int], list[int]] | None:
     """Refinement 1 with no memory order kept, within `cap` live L1+UB bytes (at least the sunk
     peak of `ref`, a topological order of G2, default the plan's): earliest-start list
@@ -385,31 +424,34 @@ def budget_order(
     pipe whose next node would start buffers beyond the `Headroom` of `ref` waits, and when
     every pipe waits the first node of `ref` not run yet runs (it always fits).
     The order and its finish times under rule 5; None once a bound (`critical`: the nodes'
-    `downstream` criticality) proves its makespan is not below `beat`."""
+    `downstream` criticality) proves its makespan is not below `beat` (`tables`: the
+    replay's, if the caller has them)."""
     nodes = r.nodes
     total = len(nodes)
     ref = r.order if ref is None else ref
-    room = Headroom(r.graph, nodes, preds, ref, cap)
+    if tables is None:
+        tables = Tables(r, preds)
+    room = Headroom(r.graph, nodes, preds, ref, cap, tables.events(ref))
     size, event = room.size, room.event
     ends = [False] * total  # the FREEs of counted buffers
     for v, a in room.alloc_of.items():
         ends[v] = size[a] > 0
     pos = r.position
-    is_alloc = [node.op == "ALLOC" for node in nodes]
+    is_alloc = tables.is_alloc
     plan = [v for v in ref if not is_alloc[v]]
-    pipes, queue, cycles, left = _queues(nodes)
+    queue, cycles, left, queues = tables.queue, tables.cycles, tables.work[:], tables.count
     stop = (1 << 62) if beat is None else beat
-    indeg = [len(p) for p in preds]
+    indeg = tables.indeg[:]
     pulled: list[list[int]] = [[] for _ in range(total)]  # per node: its ALLOC preds, ready
     done = [False] * total
     finish = [0] * total  # NOTE: a ready ALLOC's finish is its ready time, whenever it runs
-    pending: list[list[tuple[int, int, int]]] = [[] for _ in range(len(pipes) + 1)]
-    avail: list[list[tuple[int, int]]] = [[] for _ in range(len(pipes) + 1)]
-    pipe_free = [0] * (len(pipes) + 1)
+    pending: list[list[tuple[int, int, int]]] = [[] for _ in range(queues)]
+    avail: list[list[tuple[int, int]]] = [[] for _ in range(queues)]
+    pipe_free = [0] * queues
     # NOTE: a pipe's candidate (start, key, node) depends on its queues and pipe_free alone,
     # so it is recomputed only for the pipes pushed to or run since (`dirty`)
-    cands: list[tuple[int, int, int] | None] = [None] * (len(pipes) + 1)
-    dirty = set(range(1, len(pipes) + 1))
+    cands: list[tuple[int, int, int] | None] = [None] * queues
+    dirty = set(range(1, queues))
     waiting: list[int] = []  # pipe-less nodes ready (they run at once if they fit)
     held: list[int] = []  # ... that did not fit
     heappush, heappop = heapq.heappush, heapq.heappop
@@ -538,7 +580,7 @@ def critical_chain(
             last[pipe] = v
     if not nodes:  # an empty DAG (a core with no work) has no chain
         return []
-    v = max(range(len(nodes)), key=lambda x: (finish[x], -x))
+    v = finish.index(max(finish))  # NOTE: the last finisher of least id
     chain = [v]
     while True:
         start = finish[v] - (nodes[v].cycles if nodes[v].pipe is not None else 0)
@@ -608,20 +650,21 @@ def _lower(
     cap: int,
     order: list[int],
     timed: list[int],
+    tables: Tables,
 ) -> tuple[list[int], list[int]]:
     """The budgeted order within `overlap` times the sunk peak of the plan's order re-sequenced
     where its peak sits (`repeak`), when that budget is below `cap` and the order's L1+UB peak
     below `order`'s (timed `timed`) at most 1/PEAK_TRADE slower; else `order`."""
     ref = lower_peak(r.graph, r.nodes, preds, r.order)
-    low = int(sunk_peak(r.graph, r.nodes, preds, ref) * overlap)
+    low = int(max(tables.events(ref)[3]) * overlap)  # NOTE: the sunk peak of ref
     if low >= cap:
         return order, timed
     best = max(timed, default=0)
     limit = best + best // PEAK_TRADE
-    found = budget_order(r, preds, succs, low, critical, limit + 1, ref)
+    found = budget_order(r, preds, succs, low, critical, limit + 1, ref, tables)
     if found is None or max(found[1], default=0) > limit:
         return order, timed
-    if order_peak(r.graph, r.nodes, found[0]) >= order_peak(r.graph, r.nodes, order):
+    if tables.peak(found[0]) >= tables.peak(order):
         return order, timed
     return found
 
@@ -643,27 +686,29 @@ def cpe(
     # NOTE: measured on bench/roofline.py's models, each of the first three wins somewhere;
     # the budgeted order (`overlap` only) wins on all five (r50f, danpeak)
     h = downstream(r, succs)
+    tables = Tables(r, preds)
     cap = None  # with `overlap`: the budget every order kept must stay within
     if overlap is not None and not r.spills:
         # NOTE: a multiple of the plan's peak with its ALLOCs sunk to their first users (the
         # sequence budget_order follows; at most r.peak), so the plan's next node always fits
-        peak = sunk_peak(r.graph, r.nodes, preds, r.order)
+        peak = max(tables.events(r.order)[3])
         cap = UNCAPPED if math.isinf(overlap) else int(peak * overlap)
-    kept_ok = cap is None or order_peak(r.graph, r.nodes, order) <= cap
+    kept_ok = cap is None or tables.peak(order) <= cap
     tries: list[tuple[list[int], int | None, list[int] | None]] = [(group, None, h)]
     if not r.spills:
         tries += [(group, r.peak, h), (group, r.peak, None)]
     for kept, limit, critical in tries:
-        found = list_order(r, preds, succs, kept, limit, critical, max(timed, default=0))
-        if found is None or (cap is not None and order_peak(r.graph, r.nodes, found[0]) > cap):
+        found = list_order(r, preds, succs, kept, limit, critical, max(timed, default=0), tables)
+        if found is None or (cap is not None and tables.peak(found[0]) > cap):
             continue
         if not kept_ok or max(found[1], default=0) < max(timed, default=0):
             (order, timed), kept_ok = found, True
     if cap is not None:
-        found = budget_order(r, preds, succs, cap, h, max(timed, default=0) if kept_ok else None)
+        beat = max(timed, default=0) if kept_ok else None
+        found = budget_order(r, preds, succs, cap, h, beat, tables=tables)
         if found is not None and (not kept_ok or max(found[1], default=0) < max(timed, default=0)):
             order, timed = found
         if overlap is not None and not math.isinf(overlap):
-            order, timed = _lower(r, preds, succs, h, overlap, cap, order, timed)
+            order, timed = _lower(r, preds, succs, h, overlap, cap, order, timed, tables)
     order = local_moves(r, preds, succs, group, order, timed, window)
     return Schedule(order, dict(schedule.offsets), list(schedule.spills))
