@@ -568,25 +568,28 @@ def budget_order(
 
 
 def critical_chain(
-    nodes: list[TileNode], preds: Preds, order: list[int], finish: list[int]
+    lanes: Lanes, preds: Preds, order: list[int], pos: dict[int, int], finish: list[int]
 ) -> list[int]:
-    """Eq. 34: walk back from the last finisher through the binding edge or pipe predecessor."""
-    pipe_prev = [-1] * len(nodes)
-    last: dict[str, int] = {}
-    for v in order:
-        pipe = nodes[v].pipe
-        if pipe is not None:
-            pipe_prev[v] = last.get(pipe, -1)
-            last[pipe] = v
-    if not nodes:  # an empty DAG (a core with no work) has no chain
+    """Eq. 34: walk back from the last finisher through the binding edge or pipe predecessor
+    (`lanes`, `pos`: the order's pipes and positions)."""
+    if not finish:  # an empty DAG (a core with no work) has no chain
         return []
+    pipe, cycles, at = lanes.pipe, lanes.cycles, lanes.at
     v = finish.index(max(finish))  # NOTE: the last finisher of least id
     chain = [v]
     while True:
-        start = finish[v] - (nodes[v].cycles if nodes[v].pipe is not None else 0)
-        nxt = next((u for u in preds[v] if finish[u] == start and start > 0), -1)
-        if nxt < 0 and pipe_prev[v] >= 0 and finish[pipe_prev[v]] == start and start > 0:
-            nxt = pipe_prev[v]
+        x = pipe[v]
+        start = finish[v] - (cycles[v] if x >= 0 else 0)
+        nxt = -1
+        if start > 0:
+            for u in preds[v]:
+                if finish[u] == start:
+                    nxt = u
+                    break
+        if nxt < 0 and x >= 0 and start > 0:
+            k = bisect_left(at[x], pos[v])  # NOTE: its pipe predecessor is at at[x][k - 1]
+            if k and finish[order[at[x][k - 1]]] == start:
+                nxt = order[at[x][k - 1]]
         if nxt < 0:
             return chain[::-1]
         chain.append(nxt)
@@ -614,7 +617,7 @@ def local_moves(
         lanes = Lanes(nodes, order)
         tops = [x for x, f in enumerate(finish) if f == best]  # a faster trial moves them all
         last = max(pos[x] for x in tops) if tops else -1
-        chain = critical_chain(nodes, preds, order, finish)
+        chain = critical_chain(lanes, preds, order, pos, finish)
         on_chain = set(chain)
         for v in chain:
             p = pos[v]
