@@ -34,6 +34,8 @@ import math
 from bisect import bisect_left
 from collections.abc import Sequence
 
+import numpy as np
+
 from npucc.backend.schedule.dan.headroom import (
     Events,
     Headroom,
@@ -53,7 +55,7 @@ MOVE_BUDGET = 4_000_000  # node-visits of re-timing spent on local moves (determ
 # ranks makespan before peak, and this is the price paid for a peak below the plan's
 PEAK_TRADE = 256
 UNCAPPED = 1 << 62  # an overlap budget of inf: the plan's addresses alone bound the live bytes
-NONE = (1 << 62, 0, 0, -1)  # list_order's candidate of a pipe with nothing queued
+NONE = (1 << 62, 0, -1)  # list_order's candidate of a pipe with nothing queued
 Preds = Sequence[Sequence[int]]  # per node: its predecessors (or successors) in G2
 
 
@@ -195,32 +197,31 @@ def _succs(r: Replay) -> list[list[int]]:
 
 def _pick(
     dirty: set[int],
-    pending: list[list[tuple[int, int, int, int]]],
-    avail: list[list[tuple[int, int, int]]],
+    pending: list[list[tuple[int, int]]],
+    avail: list[list[int]],
     pipe_free: list[int],
-    cands: list[tuple[int, int, int, int]],
-    avail0: list[tuple[int, int, int]],
+    cands: list[tuple[int, int, int]],
+    avail0: list[int],
 ) -> int:
     """list_order's next pipe (0: pipe-less; -1: nothing queued): the candidates of the pipes
-    in `dirty` brought up to date (their queues moved, `dirty` emptied), the earliest start."""
+    in `dirty` brought up to date (their queues moved, `dirty` emptied), the earliest start
+    (ties: the least rank)."""
     heappush, heappop = heapq.heappush, heapq.heappop
     for p in dirty:
         free = pipe_free[p]
         waiting, running = pending[p], avail[p]
         while waiting and waiting[0][0] <= free:
-            _, nh, ps, w = heappop(waiting)
-            heappush(running, (nh, ps, w))
+            heappush(running, heappop(waiting)[1])
         if running:
-            nh, ps, _ = running[0]
-            cands[p] = (free, nh, ps, p)
+            cands[p] = (free, running[0], p)
         elif waiting:
-            t, nh, ps, _ = waiting[0]
-            cands[p] = (max(t, free), nh, ps, p)
+            t, k = waiting[0]
+            cands[p] = (t if t > free else free, k, p)
         else:
             cands[p] = NONE
     dirty.clear()
-    cands[0] = (0, *avail0[0][:2], 0) if avail0 else NONE
-    p = min(cands)[3]
+    cands[0] = (0, avail0[0], 0) if avail0 else NONE
+    p = min(cands)[2]
     if p > 0:
         dirty.add(p)
     return p
@@ -262,15 +263,17 @@ def list_order(
                 indeg[v] += 1
             last[g] = v
     h = [0] * total if critical is None else critical
-    pos = r.position
     finish = [0] * total
     # NOTE: with `cap` a parked ALLOC waits for the FREE that lets it fit, which rule 5 does
     # not: its order is timed apart (`timed`); without, the two timings are the same
     timed = finish if cap is None else [0] * total
     ready_at = [0] * total
     queue, cycles, left, queues = tables.queue, tables.cycles, tables.work[:], tables.count
-    pending: list[list[tuple[int, int, int, int]]] = [[] for _ in range(queues)]
-    avail: list[list[tuple[int, int, int]]] = [[] for _ in range(queues)]
+    # NOTE: a node's tie key (-h, its position in the plan's order) is unique: its rank in
+    # that key's order stands for it in the queues (`Tables.ranks`)
+    rank, ranked = tables.ranks(critical)
+    pending: list[list[tuple[int, int]]] = [[] for _ in range(queues)]  # (ready time, rank)
+    avail: list[list[int]] = [[] for _ in range(queues)]  # ranks
     pipe_free = [0] * queues
     timed_free = pipe_free if cap is None else [0] * queues
     # NOTE: rule 5 runs a pipe's later nodes after its last finish, and a node's successors
@@ -281,7 +284,7 @@ def list_order(
     # recomputed only for the pipes pushed to or run since (`dirty`)
     # NOTE: a pipe with nothing queued holds NONE, which every real candidate beats (times
     # stay far below it), so the pick is a plain min over the list
-    cands: list[tuple[int, int, int, int]] = [NONE] * len(pending)
+    cands: list[tuple[int, int, int]] = [NONE] * len(pending)
     dirty: set[int] = set()
     sizes = [0] * total  # with `cap`: per L1+UB ALLOC its size, per FREE minus it
     if cap is not None:
@@ -314,19 +317,19 @@ def list_order(
             ready_at[w] = t
             q = queue[w]
             if q:
-                heappush(pending[q], (t, -h[w], pos[w], w))
+                heappush(pending[q], (t, rank[w]))
                 dirty.add(q)
             else:  # NOTE: a pipe-less node is available once ready
-                heappush(avail0, (-h[w], pos[w], w))
+                heappush(avail0, rank[w])
         if len(order) == total:
             return order, timed
         if avail0 and not idle:  # NOTE: every pipe's candidate starts after time 0
-            p, v = 0, heappop(avail0)[2]
+            p, v = 0, ranked[heappop(avail0)]
         else:
             p = _pick(dirty, pending, avail, pipe_free, cands, avail0)
             if p < 0:  # NOTE: cannot happen with `cap` at least the order's own peak
                 raise AssertionError("the list order stalled: an ALLOC never fits the cap")
-            v = heappop(avail[p])[2] if avail[p] else heappop(pending[p])[3]
+            v = ranked[heappop(avail[p]) if avail[p] else heappop(pending[p])[1]]
         if p:
             c = cycles[v]
             free = ready_at[v] if ready_at[v] > pipe_free[p] else pipe_free[p]
@@ -384,7 +387,7 @@ class Tables:
     in-degrees, per node whether an ALLOC and its L1+UB step, and each reference order's events."""
 
     __slots__ = ("r", "preds", "count", "queue", "cycles", "work", "indeg", "is_alloc", "steps")
-    __slots__ += ("_events",)
+    __slots__ += ("_events", "_ranks")
 
     def __init__(self, r: Replay, preds: Preds) -> None:
         self.r, self.preds = r, preds
@@ -394,6 +397,7 @@ class Tables:
         self.is_alloc = [node.op == "ALLOC" for node in r.nodes]
         self.steps = peak_steps(r.graph, r.nodes)
         self._events: dict[int, tuple[Sequence[int], Events]] = {}
+        self._ranks: dict[int, tuple[Sequence[int], list[int], list[int]]] = {}
 
     def events(self, plan: Sequence[int]) -> Events:
         """`headroom.plan_events` of the order `plan` (worked out once per order object)."""
@@ -402,6 +406,20 @@ class Tables:
             r = self.r
             kept = self._events[id(plan)] = (plan, plan_events(r.graph, r.nodes, self.preds, plan))
         return kept[1]
+
+    def ranks(self, critical: Sequence[int] | None) -> tuple[Sequence[int], Sequence[int]]:
+        """Per node its rank by (-`critical`, position in the plan's order), and per rank its
+        node (None: by position alone; worked out once per `critical` object)."""
+        r = self.r
+        if critical is None:
+            return r.position, r.order
+        kept = self._ranks.get(id(critical))
+        if kept is None or kept[0] is not critical:
+            by = np.lexsort((np.asarray(r.position), -np.asarray(critical, dtype=np.int64)))
+            rank = np.empty(len(by), dtype=np.int64)
+            rank[by] = np.arange(len(by))
+            kept = self._ranks[id(critical)] = (critical, rank.tolist(), by.tolist())
+        return kept[1], kept[2]
 
     def peak(self, order: Sequence[int]) -> int:
         """The L1+UB peak of `order` (`headroom.order_peak`)."""
