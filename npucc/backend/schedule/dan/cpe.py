@@ -463,12 +463,14 @@ def budget_order(
     pulled: list[list[int]] = [[] for _ in range(total)]  # per node: its ALLOC preds, ready
     done = [False] * total
     finish = [0] * total  # NOTE: a ready ALLOC's finish is its ready time, whenever it runs
-    pending: list[list[tuple[int, int, int]]] = [[] for _ in range(queues)]
-    avail: list[list[tuple[int, int]]] = [[] for _ in range(queues)]
+    # NOTE: a node's position in the plan's order (its tie key) stands for it in the queues
+    at = r.order
+    pending: list[list[tuple[int, int]]] = [[] for _ in range(queues)]  # (ready time, key)
+    avail: list[list[int]] = [[] for _ in range(queues)]  # keys
     pipe_free = [0] * queues
-    # NOTE: a pipe's candidate (start, key, node) depends on its queues and pipe_free alone,
+    # NOTE: a pipe's candidate (start, key) depends on its queues and pipe_free alone,
     # so it is recomputed only for the pipes pushed to or run since (`dirty`)
-    cands: list[tuple[int, int, int] | None] = [None] * queues
+    cands: list[tuple[int, int] | None] = [None] * queues
     dirty = set(range(1, queues))
     waiting: list[int] = []  # pipe-less nodes ready (they run at once if they fit)
     held: list[int] = []  # ... that did not fit
@@ -495,7 +497,7 @@ def budget_order(
                     if not indeg[x]:
                         stack.append(x)
             elif queue[w]:
-                heappush(pending[queue[w]], (t, pos[w], w))
+                heappush(pending[queue[w]], (t, pos[w]))
                 dirty.add(queue[w])
             else:
                 waiting.append(w)
@@ -543,26 +545,26 @@ def budget_order(
             break
         for p in dirty:
             free, later, now = pipe_free[p], pending[p], avail[p]
-            while later and (later[0][0] <= free or done[later[0][2]]):
-                t, key, w = heappop(later)
-                if not done[w]:
-                    heappush(now, (key, w))
-            while now and done[now[0][1]]:
+            while later and (later[0][0] <= free or done[at[later[0][1]]]):
+                key = heappop(later)[1]
+                if not done[at[key]]:
+                    heappush(now, key)
+            while now and done[at[now[0]]]:
                 heappop(now)
             if now:
-                cands[p] = (free, *now[0])
+                cands[p] = (free, now[0])
             elif later:
-                t, key, w = later[0]
-                cands[p] = (max(t, free), key, w)
+                t, key = later[0]
+                cands[p] = (t if t > free else free, key)
             else:
                 cands[p] = None
         dirty.clear()
-        best: tuple[int, int, int] | None = None
+        best: tuple[int, int] | None = None
         p = 0
         for q, cand in enumerate(cands):
             # NOTE: a candidate without room waits: no later node of its pipe jumps the queue
             if cand is not None and (best is None or cand < best):
-                w = cand[2]
+                w = at[cand[1]]
                 if pulled[w] and not fits(w):
                     continue
                 best, p = cand, q
@@ -574,7 +576,7 @@ def budget_order(
                 run(w, finish[w])
                 continue
         else:
-            w = best[2]
+            w = at[best[1]]
         c = cycles[w]
         t = pipe_free[p] = max(finish[w], pipe_free[p]) + c
         dirty.add(p)
