@@ -478,9 +478,17 @@ def budget_order(
     order: list[int] = []
     frontier = 0  # the plan's first node (ALLOCs aside) not run yet
 
+    # NOTE: a queued node's ALLOCs are all pulled, and only room.start marks one done, so
+    # its answer holds until the room moves
+    asked = [-1] * total  # per node: room.moves when it was last asked about
+    answer = [False] * total  # ... and the answer then
+
     def fits(w: int) -> bool:
+        if asked[w] == room.moves:
+            return answer[w]
         wanted = [a for a in pulled[w] if size[a] and not done[a]]
-        return not wanted or room.fits(wanted)
+        asked[w], answer[w] = room.moves, not wanted or room.fits(wanted)
+        return answer[w]
 
     def ready(stack: list[int]) -> None:
         while stack:

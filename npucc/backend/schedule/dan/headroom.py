@@ -45,6 +45,7 @@ class Headroom:
         self.ahead: dict[int, int] = {}  # ALLOC started ahead of the plan -> its event
         self.cap = cap
         self.live = 0  # L1+UB bytes started and not freed
+        self.moves = 0  # starts and ends so far: `fits` answers the same until it changes
 
     def fits(self, allocs: list[int]) -> bool:
         """Can the L1+UB ALLOCs `allocs` (not started) start now?"""
@@ -65,6 +66,7 @@ class Headroom:
     def start(self, a: int) -> None:
         """ALLOC `a` (counted) starts: its buffer's first user runs."""
         e = self.event[a]
+        self.moves += 1
         self.live += self.size[a]
         if e > self.first:
             self.slack[self.first : e + 1] -= self.size[a]
@@ -76,6 +78,7 @@ class Headroom:
         a = self.alloc_of[v]
         size = self.size[a]
         e, first = self.event[a], self.first
+        self.moves += 1
         self.live -= size
         if self.ahead.pop(a, -1) >= first:
             self.slack[first : e + 1] += size
