@@ -107,23 +107,27 @@ def _retime(
     move: tuple[int, int],
     beat: int = 1 << 62,
     last: int = -1,
-) -> tuple[list[int], int] | None:
+) -> tuple[dict[int, int], int] | None:
     """Finish times under rule 5 of `order` (timed `finish`, positions `pos`, its `lanes`)
-    with the node at position p moved to position q, `move` = (q, p), and the latest finish
-    re-timed; None once the moved order's makespan is proven not below `beat`: a re-timed
-    finish reaches it, or the node at position `last` (finishing at `beat`) can no longer
-    finish earlier.
+    with the node at position p moved to position q, `move` = (q, p): those that differ from
+    `finish` (node -> finish), and the latest finish re-timed; None once the moved order's
+    makespan is proven not below `beat`: a re-timed finish reaches it, or the node at
+    position `last` (finishing at `beat`) can no longer finish earlier.
 
     NOTE: past p the order is the old one, so once every pipe is free when it was in the old
     timing and no node whose finish moved has a successor still to come, every later finish
     is the old one: re-timing stops there. Likewise (rule 5 is monotone) once no pipe is free
     earlier than in the old timing and no node that finishes earlier has a successor still to
     come, no later finish is earlier than the old one.
+
+    NOTE: the re-timed finishes are written into `finish` itself (each node is re-timed once,
+    after its old finish is read) and the old ones put back before returning.
     """
     q, p = move
     pipe_of, cycles = lanes.pipe, lanes.cycles
     old_finish = finish
-    finish = finish[:]
+    moved: list[int] = []  # the nodes whose finish differs, in re-timing order
+    olds: list[int] = []  # ... their old finishes
     # each pipe is free at its last finish before q (0: none before q)
     pipe_free = [0] * len(lanes.at)
     for x, at in enumerate(lanes.at):
@@ -149,6 +153,7 @@ def _retime(
             if not differ and horizon < i:
                 break
             if not ahead and early < i <= last:
+                _restore(finish, moved, olds)
                 return None
         else:
             v = order[p] if i == q else order[i - 1]
@@ -172,12 +177,23 @@ def _retime(
                     horizon = pos[w]
                 if t < old_finish[v] and pos[w] > early:
                     early = pos[w]
+            moved.append(v)
+            olds.append(old_finish[v])
+            finish[v] = t
         if t > top:
             if t >= beat:
+                _restore(finish, moved, olds)
                 return None
             top = t
+    changes = {v: finish[v] for v in moved}
+    _restore(finish, moved, olds)
+    return changes, top
+
+
+def _restore(finish: list[int], moved: list[int], olds: list[int]) -> None:
+    """Put the old finishes `olds` of the nodes `moved` back into `finish`."""
+    for v, t in zip(moved, olds, strict=True):
         finish[v] = t
-    return finish, top
 
 
 def _succs(r: Replay) -> list[list[int]]:
@@ -662,10 +678,13 @@ def local_moves(
                 moved = _retime(lanes, preds, succs, order, pos, finish, (q, p), best, last)
                 if moved is None:
                     continue
-                tfinish, top = moved
-                if all(tfinish[x] < best for x in tops):
+                changes = moved[0]
+                if all(changes.get(x, best) < best for x in tops):  # NOTE: tops finish at best
                     order = order[:q] + [v] + order[q:p] + order[p + 1 :]
-                    finish, best, improved = tfinish, max(tfinish), True
+                    finish = finish[:]
+                    for x, t in changes.items():
+                        finish[x] = t
+                    best, improved = max(finish), True
                     break
             if improved:
                 break
