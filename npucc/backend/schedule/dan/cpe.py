@@ -402,8 +402,19 @@ class Tables:
     """What CPE's orders over one replay's G2 (`preds`) share: the pipe queues (`_queues`), the
     in-degrees, per node whether an ALLOC and its L1+UB step, and each reference order's events."""
 
-    __slots__ = ("r", "preds", "count", "queue", "cycles", "work", "indeg", "is_alloc", "steps")
-    __slots__ += ("_events", "_ranks")
+    __slots__ = (
+        "r",
+        "preds",
+        "count",
+        "queue",
+        "cycles",
+        "work",
+        "indeg",
+        "is_alloc",
+        "steps",
+        "_events",
+        "_ranks",
+    )
 
     def __init__(self, r: Replay, preds: Preds) -> None:
         self.r, self.preds = r, preds
