@@ -6,6 +6,7 @@ import pytest
 
 from npucc.backend.schedule.dan import cpe
 from npucc.backend.schedule.dan.dlr import dlr
+from npucc.backend.schedule.dan.headroom import sunk_peak
 from npucc.backend.schedule.dan.mpas import mpas
 from npucc.backend.schedule.original import bounds
 from npucc.backend.schedule.registry import schedule_graph
@@ -301,7 +302,7 @@ def test_overlap_budget_is_the_plans_peak_with_allocs_sunk():
         [(0, 1), (1, 4), (3, 4), (4, 5), (2, 6), (6, 7), (4, 7), (7, 8), (7, 9), (9, 10)],
     )
     plan, r = schedule_graph(g, "original", CAPS, MODEL)
-    assert r.peak == 2560 and cpe.sunk_peak(g, r.nodes, r.preds, r.order) == 1536
+    assert r.peak == 2560 and sunk_peak(g, r.nodes, r.preds, r.order) == 1536
     kept = replay(g, cpe.cpe(plan, r, overlap=1.0), CAPS, MODEL)
     free = replay(g, cpe.cpe(plan, r, overlap=float("inf")), CAPS, MODEL)
     assert kept.peak == 1536 < free.peak

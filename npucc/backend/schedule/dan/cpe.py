@@ -34,7 +34,15 @@ import math
 from bisect import bisect_left
 from collections.abc import Sequence
 
-from npucc.backend.schedule.dan.headroom import Headroom, order_peak, sunk_peak
+import numpy as np
+
+from npucc.backend.schedule.dan.headroom import (
+    Events,
+    Headroom,
+    order_peak,
+    peak_steps,
+    plan_events,
+)
 from npucc.backend.schedule.dan.mpas import tails
 from npucc.backend.schedule.dan.repeak import lower_peak
 from npucc.ir.replay import L0_TIERS, Replay
@@ -47,7 +55,7 @@ MOVE_BUDGET = 4_000_000  # node-visits of re-timing spent on local moves (determ
 # ranks makespan before peak, and this is the price paid for a peak below the plan's
 PEAK_TRADE = 256
 UNCAPPED = 1 << 62  # an overlap budget of inf: the plan's addresses alone bound the live bytes
-NONE = (1 << 62, 0, 0, -1)  # list_order's candidate of a pipe with nothing queued
+NONE = (1 << 62, 0, -1)  # list_order's candidate of a pipe with nothing queued
 Preds = Sequence[Sequence[int]]  # per node: its predecessors (or successors) in G2
 
 
@@ -99,23 +107,27 @@ def _retime(
     move: tuple[int, int],
     beat: int = 1 << 62,
     last: int = -1,
-) -> tuple[list[int], int] | None:
+) -> tuple[dict[int, int], int] | None:
     """Finish times under rule 5 of `order` (timed `finish`, positions `pos`, its `lanes`)
-    with the node at position p moved to position q, `move` = (q, p), and the latest finish
-    re-timed; None once the moved order's makespan is proven not below `beat`: a re-timed
-    finish reaches it, or the node at position `last` (finishing at `beat`) can no longer
-    finish earlier.
+    with the node at position p moved to position q, `move` = (q, p): those that differ from
+    `finish` (node -> finish), and the latest finish re-timed; None once the moved order's
+    makespan is proven not below `beat`: a re-timed finish reaches it, or the node at
+    position `last` (finishing at `beat`) can no longer finish earlier.
 
     NOTE: past p the order is the old one, so once every pipe is free when it was in the old
     timing and no node whose finish moved has a successor still to come, every later finish
     is the old one: re-timing stops there. Likewise (rule 5 is monotone) once no pipe is free
     earlier than in the old timing and no node that finishes earlier has a successor still to
     come, no later finish is earlier than the old one.
+
+    NOTE: the re-timed finishes are written into `finish` itself (each node is re-timed once,
+    after its old finish is read) and the old ones put back before returning.
     """
     q, p = move
     pipe_of, cycles = lanes.pipe, lanes.cycles
     old_finish = finish
-    finish = finish[:]
+    moved: list[int] = []  # the nodes whose finish differs, in re-timing order
+    olds: list[int] = []  # ... their old finishes
     # each pipe is free at its last finish before q (0: none before q)
     pipe_free = [0] * len(lanes.at)
     for x, at in enumerate(lanes.at):
@@ -141,6 +153,7 @@ def _retime(
             if not differ and horizon < i:
                 break
             if not ahead and early < i <= last:
+                _restore(finish, moved, olds)
                 return None
         else:
             v = order[p] if i == q else order[i - 1]
@@ -164,12 +177,23 @@ def _retime(
                     horizon = pos[w]
                 if t < old_finish[v] and pos[w] > early:
                     early = pos[w]
+            moved.append(v)
+            olds.append(old_finish[v])
+            finish[v] = t
         if t > top:
             if t >= beat:
+                _restore(finish, moved, olds)
                 return None
             top = t
+    changes = {v: finish[v] for v in moved}
+    _restore(finish, moved, olds)
+    return changes, top
+
+
+def _restore(finish: list[int], moved: list[int], olds: list[int]) -> None:
+    """Put the old finishes `olds` of the nodes `moved` back into `finish`."""
+    for v, t in zip(moved, olds, strict=True):
         finish[v] = t
-    return finish, top
 
 
 def _succs(r: Replay) -> list[list[int]]:
@@ -189,32 +213,31 @@ def _succs(r: Replay) -> list[list[int]]:
 
 def _pick(
     dirty: set[int],
-    pending: list[list[tuple[int, int, int, int]]],
-    avail: list[list[tuple[int, int, int]]],
+    pending: list[list[tuple[int, int]]],
+    avail: list[list[int]],
     pipe_free: list[int],
-    cands: list[tuple[int, int, int, int]],
-    avail0: list[tuple[int, int, int]],
+    cands: list[tuple[int, int, int]],
+    avail0: list[int],
 ) -> int:
     """list_order's next pipe (0: pipe-less; -1: nothing queued): the candidates of the pipes
-    in `dirty` brought up to date (their queues moved, `dirty` emptied), the earliest start."""
+    in `dirty` brought up to date (their queues moved, `dirty` emptied), the earliest start
+    (ties: the least rank)."""
     heappush, heappop = heapq.heappush, heapq.heappop
     for p in dirty:
         free = pipe_free[p]
         waiting, running = pending[p], avail[p]
         while waiting and waiting[0][0] <= free:
-            _, nh, ps, w = heappop(waiting)
-            heappush(running, (nh, ps, w))
+            heappush(running, heappop(waiting)[1])
         if running:
-            nh, ps, _ = running[0]
-            cands[p] = (free, nh, ps, p)
+            cands[p] = (free, running[0], p)
         elif waiting:
-            t, nh, ps, _ = waiting[0]
-            cands[p] = (max(t, free), nh, ps, p)
+            t, k = waiting[0]
+            cands[p] = (t if t > free else free, k, p)
         else:
             cands[p] = NONE
     dirty.clear()
-    cands[0] = (0, *avail0[0][:2], 0) if avail0 else NONE
-    p = min(cands)[3]
+    cands[0] = (0, avail0[0], 0) if avail0 else NONE
+    p = min(cands)[2]
     if p > 0:
         dirty.add(p)
     return p
@@ -234,17 +257,20 @@ def list_order(
     cap: int | None = None,
     critical: Sequence[int] | None = None,
     beat: int | None = None,
+    tables: Tables | None = None,
 ) -> tuple[list[int], list[int]] | None:
     """Refinement 1: earliest-start list scheduling over G2 (ties: the larger `critical`, the
     nodes' `downstream` criticality, or without the plan's order), memory order per group
     kept; with `cap`, only L1+UB's ALLOCs keep their order, each run once the live bytes fit
     `cap`. The order and its finish times under rule 5; None once a bound proves
-    its makespan is not below `beat`."""
+    its makespan is not below `beat` (`tables`: the replay's, if the caller has them)."""
     nodes = r.nodes
     total = len(nodes)
+    if tables is None:
+        tables = Tables(r, preds)
     last: dict[int, int] = {}
     chain_next = [-1] * total
-    indeg = [len(p) for p in preds]
+    indeg = tables.indeg[:]
     for v in r.order:
         g = group[v]
         if g >= 0 and (cap is None or (g == 0 and nodes[v].op == "ALLOC")):
@@ -253,17 +279,19 @@ def list_order(
                 indeg[v] += 1
             last[g] = v
     h = [0] * total if critical is None else critical
-    pos = r.position
     finish = [0] * total
     # NOTE: with `cap` a parked ALLOC waits for the FREE that lets it fit, which rule 5 does
     # not: its order is timed apart (`timed`); without, the two timings are the same
     timed = finish if cap is None else [0] * total
     ready_at = [0] * total
-    pipes, queue, cycles, left = _queues(nodes)
-    pending: list[list[tuple[int, int, int, int]]] = [[] for _ in range(len(pipes) + 1)]
-    avail: list[list[tuple[int, int, int]]] = [[] for _ in range(len(pipes) + 1)]
-    pipe_free = [0] * (len(pipes) + 1)
-    timed_free = pipe_free if cap is None else [0] * (len(pipes) + 1)
+    queue, cycles, left, queues = tables.queue, tables.cycles, tables.work[:], tables.count
+    # NOTE: a node's tie key (-h, its position in the plan's order) is unique: its rank in
+    # that key's order stands for it in the queues (`Tables.ranks`)
+    rank, ranked = tables.ranks(critical)
+    pending: list[list[tuple[int, int]]] = [[] for _ in range(queues)]  # (ready time, rank)
+    avail: list[list[int]] = [[] for _ in range(queues)]  # ranks
+    pipe_free = [0] * queues
+    timed_free = pipe_free if cap is None else [0] * queues
     # NOTE: rule 5 runs a pipe's later nodes after its last finish, and a node's successors
     # after it: once timed_free[p] plus the pipe's work left, or a finish plus the downstream
     # criticality, reaches `beat`, so does the makespan
@@ -272,7 +300,7 @@ def list_order(
     # recomputed only for the pipes pushed to or run since (`dirty`)
     # NOTE: a pipe with nothing queued holds NONE, which every real candidate beats (times
     # stay far below it), so the pick is a plain min over the list
-    cands: list[tuple[int, int, int, int]] = [NONE] * len(pending)
+    cands: list[tuple[int, int, int]] = [NONE] * len(pending)
     dirty: set[int] = set()
     sizes = [0] * total  # with `cap`: per L1+UB ALLOC its size, per FREE minus it
     if cap is not None:
@@ -285,7 +313,7 @@ def list_order(
     fits = (1 << 62) if cap is None else cap
     heappush, heappop = heapq.heappush, heapq.heappop
     avail0 = avail[0]  # the pipe-less nodes, ready and so available (their pipe is never busy)
-    idle = len(pipes)  # pipes not yet busy past time 0
+    idle = queues - 1  # pipes not yet busy past time 0
     ready = [v for v in range(total) if not indeg[v]]
     order: list[int] = []
     v = -1
@@ -305,19 +333,19 @@ def list_order(
             ready_at[w] = t
             q = queue[w]
             if q:
-                heappush(pending[q], (t, -h[w], pos[w], w))
+                heappush(pending[q], (t, rank[w]))
                 dirty.add(q)
             else:  # NOTE: a pipe-less node is available once ready
-                heappush(avail0, (-h[w], pos[w], w))
+                heappush(avail0, rank[w])
         if len(order) == total:
             return order, timed
         if avail0 and not idle:  # NOTE: every pipe's candidate starts after time 0
-            p, v = 0, heappop(avail0)[2]
+            p, v = 0, ranked[heappop(avail0)]
         else:
             p = _pick(dirty, pending, avail, pipe_free, cands, avail0)
             if p < 0:  # NOTE: cannot happen with `cap` at least the order's own peak
                 raise AssertionError("the list order stalled: an ALLOC never fits the cap")
-            v = heappop(avail[p])[2] if avail[p] else heappop(pending[p])[3]
+            v = ranked[heappop(avail[p]) if avail[p] else heappop(pending[p])[1]]
         if p:
             c = cycles[v]
             free = ready_at[v] if ready_at[v] > pipe_free[p] else pipe_free[p]
@@ -370,6 +398,61 @@ def _queues(nodes: Sequence[TileNode]) -> tuple[list[str], list[int], list[int],
     return pipes, queue, cycles, left
 
 
+class Tables:
+    """What CPE's orders over one replay's G2 (`preds`) share: the pipe queues (`_queues`), the
+    in-degrees, per node whether an ALLOC and its L1+UB step, and each reference order's events."""
+
+    __slots__ = (
+        "r",
+        "preds",
+        "count",
+        "queue",
+        "cycles",
+        "work",
+        "indeg",
+        "is_alloc",
+        "steps",
+        "_events",
+        "_ranks",
+    )
+
+    def __init__(self, r: Replay, preds: Preds) -> None:
+        self.r, self.preds = r, preds
+        pipes, self.queue, self.cycles, self.work = _queues(r.nodes)
+        self.count = len(pipes) + 1  # queues, the pipe-less one first
+        self.indeg = [len(p) for p in preds]
+        self.is_alloc = [node.op == "ALLOC" for node in r.nodes]
+        self.steps = peak_steps(r.graph, r.nodes)
+        self._events: dict[int, tuple[Sequence[int], Events]] = {}
+        self._ranks: dict[int, tuple[Sequence[int], list[int], list[int]]] = {}
+
+    def events(self, plan: Sequence[int]) -> Events:
+        """`headroom.plan_events` of the order `plan` (worked out once per order object)."""
+        kept = self._events.get(id(plan))
+        if kept is None or kept[0] is not plan:
+            r = self.r
+            kept = self._events[id(plan)] = (plan, plan_events(r.graph, r.nodes, self.preds, plan))
+        return kept[1]
+
+    def ranks(self, critical: Sequence[int] | None) -> tuple[Sequence[int], Sequence[int]]:
+        """Per node its rank by (-`critical`, position in the plan's order), and per rank its
+        node (None: by position alone; worked out once per `critical` object)."""
+        r = self.r
+        if critical is None:
+            return r.position, r.order
+        kept = self._ranks.get(id(critical))
+        if kept is None or kept[0] is not critical:
+            by = np.lexsort((np.asarray(r.position), -np.asarray(critical, dtype=np.int64)))
+            rank = np.empty(len(by), dtype=np.int64)
+            rank[by] = np.arange(len(by))
+            kept = self._ranks[id(critical)] = (critical, rank.tolist(), by.tolist())
+        return kept[1], kept[2]
+
+    def peak(self, order: Sequence[int]) -> int:
+        """The L1+UB peak of `order` (`headroom.order_peak`)."""
+        return order_peak(self.steps, order)
+
+
 def budget_order(
     r: Replay,
     preds: Preds,
@@ -378,6 +461,7 @@ def budget_order(
     critical: Sequence[int],
     beat: int | None = None,
     ref: Sequence[int] | None = None,
+    tables: Tables | None = None,
 ) -> tuple[list[int], list[int]] | None:
     """Refinement 1 with no memory order kept, within `cap` live L1+UB bytes (at least the sunk
     peak of `ref`, a topological order of G2, default the plan's): earliest-start list
@@ -385,40 +469,53 @@ def budget_order(
     pipe whose next node would start buffers beyond the `Headroom` of `ref` waits, and when
     every pipe waits the first node of `ref` not run yet runs (it always fits).
     The order and its finish times under rule 5; None once a bound (`critical`: the nodes'
-    `downstream` criticality) proves its makespan is not below `beat`."""
+    `downstream` criticality) proves its makespan is not below `beat` (`tables`: the
+    replay's, if the caller has them)."""
     nodes = r.nodes
     total = len(nodes)
     ref = r.order if ref is None else ref
-    room = Headroom(r.graph, nodes, preds, ref, cap)
+    if tables is None:
+        tables = Tables(r, preds)
+    room = Headroom(r.graph, nodes, preds, ref, cap, tables.events(ref))
     size, event = room.size, room.event
     ends = [False] * total  # the FREEs of counted buffers
     for v, a in room.alloc_of.items():
         ends[v] = size[a] > 0
     pos = r.position
-    is_alloc = [node.op == "ALLOC" for node in nodes]
+    is_alloc = tables.is_alloc
     plan = [v for v in ref if not is_alloc[v]]
-    pipes, queue, cycles, left = _queues(nodes)
+    queue, cycles, left, queues = tables.queue, tables.cycles, tables.work[:], tables.count
     stop = (1 << 62) if beat is None else beat
-    indeg = [len(p) for p in preds]
+    indeg = tables.indeg[:]
     pulled: list[list[int]] = [[] for _ in range(total)]  # per node: its ALLOC preds, ready
     done = [False] * total
     finish = [0] * total  # NOTE: a ready ALLOC's finish is its ready time, whenever it runs
-    pending: list[list[tuple[int, int, int]]] = [[] for _ in range(len(pipes) + 1)]
-    avail: list[list[tuple[int, int]]] = [[] for _ in range(len(pipes) + 1)]
-    pipe_free = [0] * (len(pipes) + 1)
-    # NOTE: a pipe's candidate (start, key, node) depends on its queues and pipe_free alone,
+    # NOTE: a node's position in the plan's order (its tie key) stands for it in the queues
+    at = r.order
+    pending: list[list[tuple[int, int]]] = [[] for _ in range(queues)]  # (ready time, key)
+    avail: list[list[int]] = [[] for _ in range(queues)]  # keys
+    pipe_free = [0] * queues
+    # NOTE: a pipe's candidate (start, key) depends on its queues and pipe_free alone,
     # so it is recomputed only for the pipes pushed to or run since (`dirty`)
-    cands: list[tuple[int, int, int] | None] = [None] * (len(pipes) + 1)
-    dirty = set(range(1, len(pipes) + 1))
+    cands: list[tuple[int, int] | None] = [None] * queues
+    dirty = set(range(1, queues))
     waiting: list[int] = []  # pipe-less nodes ready (they run at once if they fit)
     held: list[int] = []  # ... that did not fit
     heappush, heappop = heapq.heappush, heapq.heappop
     order: list[int] = []
     frontier = 0  # the plan's first node (ALLOCs aside) not run yet
 
+    # NOTE: a queued node's ALLOCs are all pulled, and only room.start marks one done, so
+    # its answer holds until the room moves
+    asked = [-1] * total  # per node: room.moves when it was last asked about
+    answer = [False] * total  # ... and the answer then
+
     def fits(w: int) -> bool:
+        if asked[w] == room.moves:
+            return answer[w]
         wanted = [a for a in pulled[w] if size[a] and not done[a]]
-        return not wanted or room.fits(wanted)
+        asked[w], answer[w] = room.moves, not wanted or room.fits(wanted)
+        return answer[w]
 
     def ready(stack: list[int]) -> None:
         while stack:
@@ -435,7 +532,7 @@ def budget_order(
                     if not indeg[x]:
                         stack.append(x)
             elif queue[w]:
-                heappush(pending[queue[w]], (t, pos[w], w))
+                heappush(pending[queue[w]], (t, pos[w]))
                 dirty.add(queue[w])
             else:
                 waiting.append(w)
@@ -483,26 +580,26 @@ def budget_order(
             break
         for p in dirty:
             free, later, now = pipe_free[p], pending[p], avail[p]
-            while later and (later[0][0] <= free or done[later[0][2]]):
-                t, key, w = heappop(later)
-                if not done[w]:
-                    heappush(now, (key, w))
-            while now and done[now[0][1]]:
+            while later and (later[0][0] <= free or done[at[later[0][1]]]):
+                key = heappop(later)[1]
+                if not done[at[key]]:
+                    heappush(now, key)
+            while now and done[at[now[0]]]:
                 heappop(now)
             if now:
-                cands[p] = (free, *now[0])
+                cands[p] = (free, now[0])
             elif later:
-                t, key, w = later[0]
-                cands[p] = (max(t, free), key, w)
+                t, key = later[0]
+                cands[p] = (t if t > free else free, key)
             else:
                 cands[p] = None
         dirty.clear()
-        best: tuple[int, int, int] | None = None
+        best: tuple[int, int] | None = None
         p = 0
         for q, cand in enumerate(cands):
             # NOTE: a candidate without room waits: no later node of its pipe jumps the queue
             if cand is not None and (best is None or cand < best):
-                w = cand[2]
+                w = at[cand[1]]
                 if pulled[w] and not fits(w):
                     continue
                 best, p = cand, q
@@ -514,7 +611,7 @@ def budget_order(
                 run(w, finish[w])
                 continue
         else:
-            w = best[2]
+            w = at[best[1]]
         c = cycles[w]
         t = pipe_free[p] = max(finish[w], pipe_free[p]) + c
         dirty.add(p)
@@ -526,25 +623,28 @@ def budget_order(
 
 
 def critical_chain(
-    nodes: list[TileNode], preds: Preds, order: list[int], finish: list[int]
+    lanes: Lanes, preds: Preds, order: list[int], pos: dict[int, int], finish: list[int]
 ) -> list[int]:
-    """Eq. 34: walk back from the last finisher through the binding edge or pipe predecessor."""
-    pipe_prev = [-1] * len(nodes)
-    last: dict[str, int] = {}
-    for v in order:
-        pipe = nodes[v].pipe
-        if pipe is not None:
-            pipe_prev[v] = last.get(pipe, -1)
-            last[pipe] = v
-    if not nodes:  # an empty DAG (a core with no work) has no chain
+    """Eq. 34: walk back from the last finisher through the binding edge or pipe predecessor
+    (`lanes`, `pos`: the order's pipes and positions)."""
+    if not finish:  # an empty DAG (a core with no work) has no chain
         return []
-    v = max(range(len(nodes)), key=lambda x: (finish[x], -x))
+    pipe, cycles, at = lanes.pipe, lanes.cycles, lanes.at
+    v = finish.index(max(finish))  # NOTE: the last finisher of least id
     chain = [v]
     while True:
-        start = finish[v] - (nodes[v].cycles if nodes[v].pipe is not None else 0)
-        nxt = next((u for u in preds[v] if finish[u] == start and start > 0), -1)
-        if nxt < 0 and pipe_prev[v] >= 0 and finish[pipe_prev[v]] == start and start > 0:
-            nxt = pipe_prev[v]
+        x = pipe[v]
+        start = finish[v] - (cycles[v] if x >= 0 else 0)
+        nxt = -1
+        if start > 0:
+            for u in preds[v]:
+                if finish[u] == start:
+                    nxt = u
+                    break
+        if nxt < 0 and x >= 0 and start > 0:
+            k = bisect_left(at[x], pos[v])  # NOTE: its pipe predecessor is at at[x][k - 1]
+            if k and finish[order[at[x][k - 1]]] == start:
+                nxt = order[at[x][k - 1]]
         if nxt < 0:
             return chain[::-1]
         chain.append(nxt)
@@ -572,7 +672,7 @@ def local_moves(
         lanes = Lanes(nodes, order)
         tops = [x for x, f in enumerate(finish) if f == best]  # a faster trial moves them all
         last = max(pos[x] for x in tops) if tops else -1
-        chain = critical_chain(nodes, preds, order, finish)
+        chain = critical_chain(lanes, preds, order, pos, finish)
         on_chain = set(chain)
         for v in chain:
             p = pos[v]
@@ -589,10 +689,13 @@ def local_moves(
                 moved = _retime(lanes, preds, succs, order, pos, finish, (q, p), best, last)
                 if moved is None:
                     continue
-                tfinish, top = moved
-                if all(tfinish[x] < best for x in tops):
+                changes = moved[0]
+                if all(changes.get(x, best) < best for x in tops):  # NOTE: tops finish at best
                     order = order[:q] + [v] + order[q:p] + order[p + 1 :]
-                    finish, best, improved = tfinish, max(tfinish), True
+                    finish = finish[:]
+                    for x, t in changes.items():
+                        finish[x] = t
+                    best, improved = max(finish), True
                     break
             if improved:
                 break
@@ -608,20 +711,21 @@ def _lower(
     cap: int,
     order: list[int],
     timed: list[int],
+    tables: Tables,
 ) -> tuple[list[int], list[int]]:
     """The budgeted order within `overlap` times the sunk peak of the plan's order re-sequenced
     where its peak sits (`repeak`), when that budget is below `cap` and the order's L1+UB peak
     below `order`'s (timed `timed`) at most 1/PEAK_TRADE slower; else `order`."""
     ref = lower_peak(r.graph, r.nodes, preds, r.order)
-    low = int(sunk_peak(r.graph, r.nodes, preds, ref) * overlap)
+    low = int(max(tables.events(ref)[3]) * overlap)  # NOTE: the sunk peak of ref
     if low >= cap:
         return order, timed
     best = max(timed, default=0)
     limit = best + best // PEAK_TRADE
-    found = budget_order(r, preds, succs, low, critical, limit + 1, ref)
+    found = budget_order(r, preds, succs, low, critical, limit + 1, ref, tables)
     if found is None or max(found[1], default=0) > limit:
         return order, timed
-    if order_peak(r.graph, r.nodes, found[0]) >= order_peak(r.graph, r.nodes, order):
+    if tables.peak(found[0]) >= tables.peak(order):
         return order, timed
     return found
 
@@ -643,27 +747,29 @@ def cpe(
     # NOTE: measured on bench/roofline.py's models, each of the first three wins somewhere;
     # the budgeted order (`overlap` only) wins on all five (r50f, danpeak)
     h = downstream(r, succs)
+    tables = Tables(r, preds)
     cap = None  # with `overlap`: the budget every order kept must stay within
     if overlap is not None and not r.spills:
         # NOTE: a multiple of the plan's peak with its ALLOCs sunk to their first users (the
         # sequence budget_order follows; at most r.peak), so the plan's next node always fits
-        peak = sunk_peak(r.graph, r.nodes, preds, r.order)
+        peak = max(tables.events(r.order)[3])
         cap = UNCAPPED if math.isinf(overlap) else int(peak * overlap)
-    kept_ok = cap is None or order_peak(r.graph, r.nodes, order) <= cap
+    kept_ok = cap is None or tables.peak(order) <= cap
     tries: list[tuple[list[int], int | None, list[int] | None]] = [(group, None, h)]
     if not r.spills:
         tries += [(group, r.peak, h), (group, r.peak, None)]
     for kept, limit, critical in tries:
-        found = list_order(r, preds, succs, kept, limit, critical, max(timed, default=0))
-        if found is None or (cap is not None and order_peak(r.graph, r.nodes, found[0]) > cap):
+        found = list_order(r, preds, succs, kept, limit, critical, max(timed, default=0), tables)
+        if found is None or (cap is not None and tables.peak(found[0]) > cap):
             continue
         if not kept_ok or max(found[1], default=0) < max(timed, default=0):
             (order, timed), kept_ok = found, True
     if cap is not None:
-        found = budget_order(r, preds, succs, cap, h, max(timed, default=0) if kept_ok else None)
+        beat = max(timed, default=0) if kept_ok else None
+        found = budget_order(r, preds, succs, cap, h, beat, tables=tables)
         if found is not None and (not kept_ok or max(found[1], default=0) < max(timed, default=0)):
             order, timed = found
         if overlap is not None and not math.isinf(overlap):
-            order, timed = _lower(r, preds, succs, h, overlap, cap, order, timed)
+            order, timed = _lower(r, preds, succs, h, overlap, cap, order, timed, tables)
     order = local_moves(r, preds, succs, group, order, timed, window)
     return Schedule(order, dict(schedule.offsets), list(schedule.spills))

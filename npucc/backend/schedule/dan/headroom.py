@@ -34,14 +34,18 @@ class Headroom:
         preds: Sequence[Sequence[int]],
         plan: Sequence[int],
         cap: int,
+        events: Events | None = None,
     ) -> None:
-        self.size, self.alloc_of, self.event, live = _events(graph, nodes, preds, plan)
+        if events is None:  # NOTE: `plan_events` of `plan`, given when the caller has them
+            events = plan_events(graph, nodes, preds, plan)
+        self.size, self.alloc_of, self.event, live = events
         self.slack = cap - np.array(live, dtype=np.int64)  # per plan state s (events 0..s-1 done)
         self.done = [False] * (len(live) - 1)  # per event
         self.first = 0  # the first event not done
         self.ahead: dict[int, int] = {}  # ALLOC started ahead of the plan -> its event
         self.cap = cap
         self.live = 0  # L1+UB bytes started and not freed
+        self.moves = 0  # starts and ends so far: `fits` answers the same until it changes
 
     def fits(self, allocs: list[int]) -> bool:
         """Can the L1+UB ALLOCs `allocs` (not started) start now?"""
@@ -62,6 +66,7 @@ class Headroom:
     def start(self, a: int) -> None:
         """ALLOC `a` (counted) starts: its buffer's first user runs."""
         e = self.event[a]
+        self.moves += 1
         self.live += self.size[a]
         if e > self.first:
             self.slack[self.first : e + 1] -= self.size[a]
@@ -73,6 +78,7 @@ class Headroom:
         a = self.alloc_of[v]
         size = self.size[a]
         e, first = self.event[a], self.first
+        self.moves += 1
         self.live -= size
         if self.ahead.pop(a, -1) >= first:
             self.slack[first : e + 1] += size
@@ -95,12 +101,16 @@ def alloc_sizes(graph: TileGraph, total: int) -> list[int]:
     return size
 
 
-def _events(
+# per ALLOC node its bytes, FREE -> ALLOC, per event node its event, the live bytes per state
+Events = tuple[list[int], dict[int, int], list[int], list[int]]
+
+
+def plan_events(
     graph: TileGraph,
     nodes: Sequence[TileNode],
     preds: Sequence[Sequence[int]],
     plan: Sequence[int],
-) -> tuple[list[int], dict[int, int], list[int], list[int]]:
+) -> Events:
     """The plan's L1+UB events, each ALLOC sunk to its first user: per ALLOC node its bytes,
     FREE -> ALLOC, per counted ALLOC its start event and per its FREE its end, and the live
     bytes after each event (from 0)."""
@@ -132,17 +142,25 @@ def sunk_peak(
     plan: Sequence[int],
 ) -> int:
     """The plan's L1+UB peak with each ALLOC sunk to its first user (at most its own peak)."""
-    return max(_events(graph, nodes, preds, plan)[3])
+    return max(plan_events(graph, nodes, preds, plan)[3])
 
 
-def order_peak(graph: TileGraph, nodes: Sequence[TileNode], order: Sequence[int]) -> int:
-    """The L1+UB peak of `order` (npucc.ir.residency's: ALLOC and FREE events alone count)."""
-    live = peak = 0
-    for v in order:
-        node = nodes[v]
+def peak_steps(graph: TileGraph, nodes: Sequence[TileNode]) -> np.ndarray:
+    """Per node: what it adds to the live L1+UB bytes (an ALLOC its size, a FREE minus it)."""
+    steps = np.zeros(len(nodes), dtype=np.int64)
+    buffers = graph.buffers
+    for v, node in enumerate(nodes):
         if node.op == "ALLOC" or node.op == "FREE":
-            buf = graph.buffers[node.bufs[0]]
+            buf = buffers[node.bufs[0]]
             if buf.tier in PEAK_TIERS:
-                live += buf.size if node.op == "ALLOC" else -buf.size
-                peak = max(peak, live)
-    return peak
+                steps[v] = buf.size if node.op == "ALLOC" else -buf.size
+    return steps
+
+
+def order_peak(steps: np.ndarray, order: Sequence[int]) -> int:
+    """The L1+UB peak of `order` (npucc.ir.residency's: ALLOC and FREE events alone count;
+    `steps`: `peak_steps`)."""
+    # NOTE: the live bytes change only at those events, so the highest prefix sum is theirs
+    if not len(order):
+        return 0
+    return max(0, int(np.cumsum(steps[np.asarray(order, dtype=np.int64)]).max()))
