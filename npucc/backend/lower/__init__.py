@@ -74,6 +74,9 @@ from npucc.target import Target
 Placement = dict[str, tuple[int, ...]]  # layer name -> indices of the cores that run it
 Staged = dict[str, dict[str, str]]  # layer name -> {constant: key of the on-chip copy it reads}
 Memo = dict[Hashable, Any]
+# the graph, the compile context, the placement, the layers' work and memo, the marks' sources
+_Lowering = tuple[Graph, CompileContext, Placement | None, tuple[list[LayerWork], Memo],
+                  frozenset[int]]  # fmt: skip
 
 
 def lower_graph(
@@ -134,6 +137,7 @@ def lower_graph(
         # NOTE: kept if its layers' spans sum below the program's so far (`paying`'s measure)
         beat = sum(c for _, c in kept.layer_spans())
         _paid(lowering, before, {**kept.chains, **wider}, kept, beat)
+    kept.settle(lowering)
     tried = trials(graph, kept.chains, ctx.target, bound)
     return _overlapped(ctx, placement, graph, (work, memo), (kept.chains, kept.marks),
                        kept.program, tried)  # fmt: skip
@@ -143,12 +147,22 @@ def lower_graph(
 class _Kept:
     """The lowering kept so far: its chains, its program and its marks (source layer -> the
     mark before it). NOTE: the one reference to the program, so that a lowering replacing
-    it need not hold it while it is made (`_paid`)."""
+    it need not hold it while it is made (`_paid`).
+
+    A kept lowering that met the one before it (`Splice`) may stand unfinished: `program`
+    up to the meet, `rest` the lowering of its tail (the earlier kept tail, renamed), made
+    only when the program is read (`settle`); a later lowering that replaces it first never
+    makes it. Meanwhile its `marks` from the meet on are the earlier kept program's, states of
+    this one renamed (`tails`: such graphs, each with the first source layer it holds them
+    from).
+    """
 
     chains: Chains
     program: TiledProgram
     marks: dict[int, Mark]
     spans: list[tuple[int, int]] | None = None  # the program's `layer_spans`, once known
+    rest: tuple[Cascades, Resume, dict[int, Mark]] | None = None  # the tail's lowering, marks
+    tails: tuple[tuple[TileGraph, int], ...] = ()
 
     def layer_spans(self) -> list[tuple[int, int]]:
         """The program's `layer_spans` (what `paying` compares), worked out once."""
@@ -156,11 +170,25 @@ class _Kept:
             self.spans = layer_spans(self.program)
         return self.spans
 
+    def settle(self, lowering: _Lowering) -> None:
+        """Lower the unfinished program's tail, if it is (`rest`), and take its marks."""
+        if self.rest is None:
+            return
+        _, ctx, placement, (work, memo), _ = lowering
+        cascades, resume, marks = self.rest
+        partial = self.program
+        self.rest, self.tails = None, ()
+        del self.program, self.marks  # NOTE: the earlier kept graph goes (its marks: shed)
+        shed(marks, partial)
+        del partial
+        program = _lower_cascaded(ctx, placement, cascades, work, memo, resume)
+        marks = {**marks, **resume.made}
+        shed(marks, program)
+        self.program, self.marks, self.spans = program, marks, None
+
 
 def _paid(
-    lowering: tuple[
-        Graph, CompileContext, Placement | None, tuple[list[LayerWork], Memo], frozenset[int]
-    ],
+    lowering: _Lowering,
     before: list[tuple[int, int]],
     chains: Chains,
     kept: _Kept,
@@ -187,8 +215,11 @@ def _paid(
         new = [first for first, chain in chains.items() if had.get(first) != chain]
         if not new:
             break
+        if kept.rest is not None and min(new) - 1 >= min(first for _, first in kept.tails):
+            kept.settle(lowering)  # NOTE: it starts in the unfinished tail: from its own mark
+            marks, timed, spans = kept.marks, _timed(kept.program, kept.marks), kept.layer_spans()
         cascades = band_graph(graph, chains, ctx.target)
-        splice = Splice(marks, timed, max(chains[first][0] for first in new) - 1)
+        splice = Splice(marks, timed, max(chains[first][0] for first in new) - 1, kept.tails)
         resume = Resume(record, marks.get(min(new) - 1), splice=splice)
         try:
             banded = _lower_cascaded(ctx, placement, cascades, work, memo, resume)
@@ -204,16 +235,19 @@ def _paid(
                 return True
             marks = {**marks, **made}
             del timed, splice, resume, made, spans
+            old = kept.marks
             del kept.program, kept.marks  # NOTE: its graph goes here (its marks: shed)
-            if met is not None:
+            tails, kept.rest, kept.tails = kept.tails, None, ()
+            if met is not None:  # NOTE: its tail is lowered when read (`_Kept.settle`)
                 rest = Resume(record, met[2])
                 # NOTE: the marks it records anew (from its start on) are let go first
                 ahead = record.intersection(cascades.origin[met[2].index :])
                 marks = {source: mark for source, mark in marks.items() if source not in ahead}
-                shed(marks, banded)
-                del met
-                banded = _lower_cascaded(ctx, placement, cascades, work, memo, rest)
-                marks = {**marks, **rest.made}
+                kept.rest = cascades, rest, marks
+                kept.tails = ((met[0].graphs[0], meet), *tails)
+                marks = {**marks, **{s: old[s] for s in ahead if s in old}}
+                kept.chains, kept.program, kept.marks, kept.spans = chains, banded, marks, after
+                return True
             shed(marks, banded)
             kept.chains, kept.program, kept.marks, kept.spans = chains, banded, marks, None
             return True
