@@ -112,10 +112,13 @@ def lower_graph(
         folds = fold_concats(graph, residency)
     args = (graph, ctx, placement, onchip, slices, staged or {})
     memo: Memo = ctx.memo  # what every lowering of a layer signature computes alike (memo.once)
-    # the layers feeding the convs trials may try (their marks: npucc.backend.lower.resume)
+    chains = plan_chains(graph, target) if one_core and resident else {}
+    # the layers feeding the chains and the convs trials may try (their marks:
+    # npucc.backend.lower.resume), and every later one: a cascaded lowering or a trial may
+    # splice the kept program's tail from its mark there
     feeding = [i - 1 for i, _ in links(graph, {}, target)] if one_core and resident else []
-    # (and every later one: a trial may splice the kept program's tail from its mark there)
-    record = frozenset(range(min(feeding), len(graph.layers))) if feeding else frozenset()
+    feeding += [first - 1 for first in chains]
+    record = frozenset(range(max(min(feeding), 0), len(graph.layers))) if feeding else frozenset()
     first = Resume(record)
     try:
         base = _lower_all(*args, residency, folds, work, memo, resume=first)
@@ -123,7 +126,6 @@ def lower_graph(
         return _lower_all(*args, NO_RESIDENT, folds, work, memo)
     if not (one_core and resident):
         return base
-    chains = plan_chains(graph, target)
     before = layer_spans(base) if chains else []
     bound = busiest_pipes(base)  # all `trials` needs of the lowering without cascades
     lowering = (graph, ctx, placement, (work, memo), record)
