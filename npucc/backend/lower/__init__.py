@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from npucc import progress
@@ -48,6 +48,7 @@ from npucc.backend.lower.resume import (
     Timed,
     same_prefix,
     shed,
+    skeleton,
 )
 from npucc.backend.lower.stage import stage_const
 from npucc.backend.lower.subbatch import (
@@ -152,18 +153,20 @@ class _Kept:
     it need not hold it while it is made (`_paid`).
 
     A kept lowering that met the one before it (`Splice`) may stand unfinished: `program`
-    up to the meet, `rest` the lowering of its tail (the earlier kept tail, renamed), made
-    only when the program is read (`settle`); a later lowering that replaces it first never
-    makes it. Meanwhile its `marks` from the meet on are the earlier kept program's, states of
-    this one renamed (`tails`: such graphs, each with the first source layer it holds them
-    from).
+    up to the meet, `rest` the lowering of its tail (the earlier kept tail, renamed; its
+    marks so far), made only when the program is read (`settle`); a later lowering that
+    replaces it first never makes it. Meanwhile the earlier kept program's marks from the
+    meet on are this one's states renamed: a later lowering may meet them (`tail_marks`, on
+    graphs without nodes: `resume.skeleton`; `tails`: each such graph with the first source
+    layer it holds them from), not start from them.
     """
 
     chains: Chains
     program: TiledProgram
     marks: dict[int, Mark]
     spans: list[tuple[int, int]] | None = None  # the program's `layer_spans`, once known
-    rest: tuple[Cascades, Resume, dict[int, Mark]] | None = None  # the tail's lowering, marks
+    rest: tuple[Cascades, Resume, dict[int, Mark]] | None = None
+    tail_marks: dict[int, Mark] = field(default_factory=dict)
     tails: tuple[tuple[TileGraph, int], ...] = ()
 
     def layer_spans(self) -> list[tuple[int, int]]:
@@ -172,17 +175,33 @@ class _Kept:
             self.spans = layer_spans(self.program)
         return self.spans
 
+    def unfinished(self, met: tuple[Mark, dict[int, int], Mark], marks: dict[int, Mark],
+                   ahead: frozenset[int]) -> None:  # fmt: skip
+        """Take the tail marks of the lowering that met this one at `met` (those of `ahead`,
+        the source layers from the meet on): this one's marks, `marks`, from there on, and
+        its tail marks."""
+        graph = self.program.cores[0].graph
+        bare = skeleton(graph)
+        tail: dict[int, Mark] = {}
+        for source in ahead:
+            mark = self.tail_marks.get(source) or marks.get(source)
+            if mark is not None and mark.graphs[0] is graph:
+                tail[source] = replace(mark, graphs=[bare])
+            elif mark is not None and any(mark.graphs[0] is g for g, _ in self.tails):
+                tail[source] = mark
+        kept = met[0].graphs[0]
+        meet = met[0].decisions.origin[met[0].index]
+        self.tails = ((bare if kept is graph else kept, meet), *self.tails)
+        self.tail_marks = tail
+
     def settle(self, lowering: _Lowering) -> None:
         """Lower the unfinished program's tail, if it is (`rest`), and take its marks."""
         if self.rest is None:
             return
         _, ctx, placement, (work, memo), _ = lowering
         cascades, resume, marks = self.rest
-        partial = self.program
-        self.rest, self.tails = None, ()
-        del self.program, self.marks  # NOTE: the earlier kept graph goes (its marks: shed)
-        shed(marks, partial)
-        del partial
+        self.rest, self.tails, self.tail_marks = None, (), {}
+        del self.program, self.marks
         program = _lower_cascaded(ctx, placement, cascades, work, memo, resume)
         marks = {**marks, **resume.made}
         shed(marks, program)
@@ -221,7 +240,8 @@ def _paid(
             kept.settle(lowering)  # NOTE: it starts in the unfinished tail: from its own mark
             marks, timed, spans = kept.marks, _timed(kept.program, kept.marks), kept.layer_spans()
         cascades = band_graph(graph, chains, ctx.target)
-        splice = Splice(marks, timed, max(chains[first][0] for first in new) - 1, kept.tails)
+        last = max(chains[first][0] for first in new) - 1
+        splice = Splice({**marks, **kept.tail_marks}, timed, last, kept.tails)
         resume = Resume(record, marks.get(min(new) - 1), splice=splice)
         try:
             banded = _lower_cascaded(ctx, placement, cascades, work, memo, resume)
@@ -235,23 +255,22 @@ def _paid(
         if paid == chains:
             if beat is not None and sum(c for _, c in after) >= beat:
                 return True
+            old = marks
             marks = {**marks, **made}
             del timed, splice, resume, made, spans
-            old = kept.marks
-            del kept.program, kept.marks  # NOTE: its graph goes here (its marks: shed)
-            tails, kept.rest, kept.tails = kept.tails, None, ()
             if met is not None:  # NOTE: its tail is lowered when read (`_Kept.settle`)
                 rest = Resume(record, met[2])
                 # NOTE: the marks it records anew (from its start on) are let go first
                 ahead = record.intersection(cascades.origin[met[2].index :])
                 marks = {source: mark for source, mark in marks.items() if source not in ahead}
-                kept.rest = cascades, rest, marks
-                kept.tails = ((met[0].graphs[0], meet), *tails)
-                marks = {**marks, **{s: old[s] for s in ahead if s in old}}
-                kept.chains, kept.program, kept.marks, kept.spans = chains, banded, marks, after
-                return True
+                kept.unfinished(met, old, ahead)
+                kept.rest = cascades, rest, dict(marks)
+            else:
+                kept.rest, kept.tails, kept.tail_marks = None, (), {}
+            del kept.program, kept.marks, old  # NOTE: its graph goes here (its marks: shed)
             shed(marks, banded)
-            kept.chains, kept.program, kept.marks, kept.spans = chains, banded, marks, None
+            kept.chains, kept.program, kept.marks = chains, banded, marks
+            kept.spans = None if met is None else after
             return True
         chains = paid
         # NOTE: not held while the next is made (a tiled program; its marks hold its graph)

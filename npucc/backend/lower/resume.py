@@ -225,6 +225,14 @@ def shed(marks: dict[int, Mark], program: TiledProgram) -> None:
             mark.graphs = prefix
 
 
+def skeleton(graph: TileGraph) -> TileGraph:
+    """A graph of `graph`'s buffers and ALLOCs without its nodes: what `Splice.meets` reads of
+    a mark's graph (a mark on it is met, never restored)."""
+    out = TileGraph(graph.name)
+    out.buffers, out.alloc_of = graph.buffers, graph.alloc_of
+    return out
+
+
 def _continues(graph: TileGraph, old: TileGraph) -> bool:
     """Whether `graph` begins with all of `old`'s nodes and buffers (a lowering resumed
     from its end)."""
