@@ -299,3 +299,25 @@ def test_a_paying_lowering_spliced_onto_the_kept_tail_is_the_whole_lowering(monk
     whole = npucc.compile(model, TARGET)
     assert spliced.stream == whole.stream and spliced.image == whole.image
     assert "ar.band1" in compile_until(model, "lower-tiles", TARGET).tensors  # the chain paid
+
+
+def test_a_kept_lowering_left_unfinished_at_its_meet_settles_to_the_whole_lowering(monkeypatch):
+    model = _stem_then()
+    pending: list[bool] = []
+    settle = lower._Kept.settle
+
+    def watched(self, lowering):  # noqa: ANN001, ANN202
+        pending.append(self.rest is not None)
+        settle(self, lowering)
+
+    monkeypatch.setattr(lower._Kept, "settle", watched)
+    unfinished = npucc.compile(model, TARGET)
+    assert any(pending)  # the kept tail was lowered only when read
+
+    class Never(Splice):
+        def wants(self, source):  # noqa: ANN001, ANN202
+            return False
+
+    monkeypatch.setattr(lower, "Splice", Never)
+    whole = npucc.compile(model, TARGET)
+    assert unfinished.stream == whole.stream and unfinished.image == whole.image

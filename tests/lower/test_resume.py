@@ -164,6 +164,25 @@ def test_a_trial_meeting_the_kept_state_is_priced_as_its_whole_lowering():
     _same(_lower(trial, Resume(frozenset(), splice.met[2])), whole)
 
 
+def test_an_earlier_kept_graphs_marks_are_met_only_from_its_tail_on():
+    recorded = Resume(EVERY)
+    kept = _lower({}, recorded)
+    trial = {1: (3, 2, False)}
+    # an unfinished kept program (its own graph, up to its meet) whose state before layer 4
+    # is the earlier kept graph's mark there (npucc.backend.lower `_Kept.tails`)
+    unfinished = _lower(trial, Resume(EVERY, recorded.made[0], splice=Splice(
+        recorded.made, _timed(kept, recorded), 1)))  # fmt: skip
+    timed = Timed(unfinished.cores[0].graph, [])
+    graph = kept.cores[0].graph
+    marks = {4: recorded.made[4]}
+    met = []
+    for tails in ((), ((graph, 5),), ((graph, 4),)):
+        splice = Splice(marks, timed, 1, tails)
+        _lower(trial, Resume(EVERY, recorded.made[0], splice=splice))
+        met.append(splice.met is not None)
+    assert met == [False, False, True]
+
+
 def test_a_trial_whose_later_layers_lower_otherwise_meets_no_kept_state():
     recorded = Resume(EVERY)
     kept = _lower({}, recorded)

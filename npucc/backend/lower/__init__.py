@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from npucc import progress
@@ -48,6 +48,7 @@ from npucc.backend.lower.resume import (
     Timed,
     same_prefix,
     shed,
+    skeleton,
 )
 from npucc.backend.lower.stage import stage_const
 from npucc.backend.lower.subbatch import (
@@ -74,6 +75,9 @@ from npucc.target import Target
 Placement = dict[str, tuple[int, ...]]  # layer name -> indices of the cores that run it
 Staged = dict[str, dict[str, str]]  # layer name -> {constant: key of the on-chip copy it reads}
 Memo = dict[Hashable, Any]
+# the graph, the compile context, the placement, the layers' work and memo, the marks' sources
+_Lowering = tuple[Graph, CompileContext, Placement | None, tuple[list[LayerWork], Memo],
+                  frozenset[int]]  # fmt: skip
 
 
 def lower_graph(
@@ -109,10 +113,13 @@ def lower_graph(
         folds = fold_concats(graph, residency)
     args = (graph, ctx, placement, onchip, slices, staged or {})
     memo: Memo = ctx.memo  # what every lowering of a layer signature computes alike (memo.once)
-    # the layers feeding the convs trials may try (their marks: npucc.backend.lower.resume)
+    chains = plan_chains(graph, target) if one_core and resident else {}
+    # the layers feeding the chains and the convs trials may try (their marks:
+    # npucc.backend.lower.resume), and every later one: a cascaded lowering or a trial may
+    # splice the kept program's tail from its mark there
     feeding = [i - 1 for i, _ in links(graph, {}, target)] if one_core and resident else []
-    # (and every later one: a trial may splice the kept program's tail from its mark there)
-    record = frozenset(range(min(feeding), len(graph.layers))) if feeding else frozenset()
+    feeding += [first - 1 for first in chains]
+    record = frozenset(range(max(min(feeding), 0), len(graph.layers))) if feeding else frozenset()
     first = Resume(record)
     try:
         base = _lower_all(*args, residency, folds, work, memo, resume=first)
@@ -120,7 +127,6 @@ def lower_graph(
         return _lower_all(*args, NO_RESIDENT, folds, work, memo)
     if not (one_core and resident):
         return base
-    chains = plan_chains(graph, target)
     before = layer_spans(base) if chains else []
     bound = busiest_pipes(base)  # all `trials` needs of the lowering without cascades
     lowering = (graph, ctx, placement, (work, memo), record)
@@ -134,6 +140,7 @@ def lower_graph(
         # NOTE: kept if its layers' spans sum below the program's so far (`paying`'s measure)
         beat = sum(c for _, c in kept.layer_spans())
         _paid(lowering, before, {**kept.chains, **wider}, kept, beat)
+    kept.settle(lowering)
     tried = trials(graph, kept.chains, ctx.target, bound)
     return _overlapped(ctx, placement, graph, (work, memo), (kept.chains, kept.marks),
                        kept.program, tried)  # fmt: skip
@@ -143,12 +150,24 @@ def lower_graph(
 class _Kept:
     """The lowering kept so far: its chains, its program and its marks (source layer -> the
     mark before it). NOTE: the one reference to the program, so that a lowering replacing
-    it need not hold it while it is made (`_paid`)."""
+    it need not hold it while it is made (`_paid`).
+
+    A kept lowering that met the one before it (`Splice`) may stand unfinished: `program`
+    up to the meet, `rest` the lowering of its tail (the earlier kept tail, renamed; its
+    marks so far), made only when the program is read (`settle`); a later lowering that
+    replaces it first never makes it. Meanwhile the earlier kept program's marks from the
+    meet on are this one's states renamed: a later lowering may meet them (`tail_marks`, on
+    graphs without nodes: `resume.skeleton`; `tails`: each such graph with the first source
+    layer it holds them from), not start from them.
+    """
 
     chains: Chains
     program: TiledProgram
     marks: dict[int, Mark]
     spans: list[tuple[int, int]] | None = None  # the program's `layer_spans`, once known
+    rest: tuple[Cascades, Resume, dict[int, Mark]] | None = None
+    tail_marks: dict[int, Mark] = field(default_factory=dict)
+    tails: tuple[tuple[TileGraph, int], ...] = ()
 
     def layer_spans(self) -> list[tuple[int, int]]:
         """The program's `layer_spans` (what `paying` compares), worked out once."""
@@ -156,11 +175,41 @@ class _Kept:
             self.spans = layer_spans(self.program)
         return self.spans
 
+    def unfinished(self, met: tuple[Mark, dict[int, int], Mark], marks: dict[int, Mark],
+                   ahead: frozenset[int]) -> None:  # fmt: skip
+        """Take the tail marks of the lowering that met this one at `met` (those of `ahead`,
+        the source layers from the meet on): this one's marks, `marks`, from there on, and
+        its tail marks."""
+        graph = self.program.cores[0].graph
+        bare = skeleton(graph)
+        tail: dict[int, Mark] = {}
+        for source in ahead:
+            mark = self.tail_marks.get(source) or marks.get(source)
+            if mark is not None and mark.graphs[0] is graph:
+                tail[source] = replace(mark, graphs=[bare])
+            elif mark is not None and any(mark.graphs[0] is g for g, _ in self.tails):
+                tail[source] = mark
+        kept = met[0].graphs[0]
+        meet = met[0].decisions.origin[met[0].index]
+        self.tails = ((bare if kept is graph else kept, meet), *self.tails)
+        self.tail_marks = tail
+
+    def settle(self, lowering: _Lowering) -> None:
+        """Lower the unfinished program's tail, if it is (`rest`), and take its marks."""
+        if self.rest is None:
+            return
+        _, ctx, placement, (work, memo), _ = lowering
+        cascades, resume, marks = self.rest
+        self.rest, self.tails, self.tail_marks = None, (), {}
+        del self.program, self.marks
+        program = _lower_cascaded(ctx, placement, cascades, work, memo, resume)
+        marks = {**marks, **resume.made}
+        shed(marks, program)
+        self.program, self.marks, self.spans = program, marks, None
+
 
 def _paid(
-    lowering: tuple[
-        Graph, CompileContext, Placement | None, tuple[list[LayerWork], Memo], frozenset[int]
-    ],
+    lowering: _Lowering,
     before: list[tuple[int, int]],
     chains: Chains,
     kept: _Kept,
@@ -187,8 +236,12 @@ def _paid(
         new = [first for first, chain in chains.items() if had.get(first) != chain]
         if not new:
             break
+        if kept.rest is not None and min(new) - 1 >= min(first for _, first in kept.tails):
+            kept.settle(lowering)  # NOTE: it starts in the unfinished tail: from its own mark
+            marks, timed, spans = kept.marks, _timed(kept.program, kept.marks), kept.layer_spans()
         cascades = band_graph(graph, chains, ctx.target)
-        splice = Splice(marks, timed, max(chains[first][0] for first in new) - 1)
+        last = max(chains[first][0] for first in new) - 1
+        splice = Splice({**marks, **kept.tail_marks}, timed, last, kept.tails)
         resume = Resume(record, marks.get(min(new) - 1), splice=splice)
         try:
             banded = _lower_cascaded(ctx, placement, cascades, work, memo, resume)
@@ -202,20 +255,22 @@ def _paid(
         if paid == chains:
             if beat is not None and sum(c for _, c in after) >= beat:
                 return True
+            old = marks
             marks = {**marks, **made}
             del timed, splice, resume, made, spans
-            del kept.program, kept.marks  # NOTE: its graph goes here (its marks: shed)
-            if met is not None:
+            if met is not None:  # NOTE: its tail is lowered when read (`_Kept.settle`)
                 rest = Resume(record, met[2])
                 # NOTE: the marks it records anew (from its start on) are let go first
                 ahead = record.intersection(cascades.origin[met[2].index :])
                 marks = {source: mark for source, mark in marks.items() if source not in ahead}
-                shed(marks, banded)
-                del met
-                banded = _lower_cascaded(ctx, placement, cascades, work, memo, rest)
-                marks = {**marks, **rest.made}
+                kept.unfinished(met, old, ahead)
+                kept.rest = cascades, rest, dict(marks)
+            else:
+                kept.rest, kept.tails, kept.tail_marks = None, (), {}
+            del kept.program, kept.marks, old  # NOTE: its graph goes here (its marks: shed)
             shed(marks, banded)
-            kept.chains, kept.program, kept.marks, kept.spans = chains, banded, marks, None
+            kept.chains, kept.program, kept.marks = chains, banded, marks
+            kept.spans = None if met is None else after
             return True
         chains = paid
         # NOTE: not held while the next is made (a tiled program; its marks hold its graph)

@@ -225,6 +225,14 @@ def shed(marks: dict[int, Mark], program: TiledProgram) -> None:
             mark.graphs = prefix
 
 
+def skeleton(graph: TileGraph) -> TileGraph:
+    """A graph of `graph`'s buffers and ALLOCs without its nodes: what `Splice.meets` reads of
+    a mark's graph (a mark on it is met, never restored)."""
+    out = TileGraph(graph.name)
+    out.buffers, out.alloc_of = graph.buffers, graph.alloc_of
+    return out
+
+
 def _continues(graph: TileGraph, old: TileGraph) -> bool:
     """Whether `graph` begins with all of `old`'s nodes and buffers (a lowering resumed
     from its end)."""
@@ -413,11 +421,14 @@ class Splice:
     renumbered in the same order), the layers after it lower alike, the kept tail renamed, so
     the trial stops there (`met`: the kept mark, kept -> trial ids of the nodes the tail
     reads, and the trial's mark, from which its lowering may go on) and `flow` prices it with
-    the kept program's tail."""
+    the kept program's tail. `tails`: other graphs whose marks are the kept program's states
+    renamed, each from a source layer on (an unfinished kept program's: npucc.backend.lower
+    `_Kept`; met only where `flow` is not read)."""
 
     marks: dict[int, Mark]
     kept: Timed
     after: int
+    tails: tuple[tuple[TileGraph, int], ...] = ()
     met: tuple[Mark, dict[int, int], Mark] | None = None
     tried: set[int] = field(default_factory=set)
     known: dict[int, tuple[Hashable, list[int]] | None] = field(default_factory=dict)
@@ -430,7 +441,10 @@ class Splice:
         """Whether the trial's state `mark` before `source` is the kept one's, renamed."""
         self.tried.add(source)
         kept = self.marks[source]
-        if kept.graphs[0] is not self.kept.graph:
+        graph = kept.graphs[0]
+        if graph is not self.kept.graph and not any(
+            graph is g and source >= first for g, first in self.tails
+        ):
             return False
         if source not in self.known:
             self.known[source] = _canonical(kept)
