@@ -222,6 +222,7 @@ class _Machine:
         if executed != len(steps):
             raise self._deadlock()
         tally = self.tally
+        tally.close()
         return RunResult(
             outputs=self.memories.outputs(self.check),
             pipe_cycles=tally.busy,
