@@ -238,14 +238,25 @@ def img2col_index(
 
 
 @lru_cache(maxsize=256)
-def img2col_reads(*args: int) -> np.ndarray:
-    """The distinct src offsets an img2col of geometry `args` reads (read-only, shared)."""
+def img2col_reads(*args: int) -> tuple[int, tuple[int, ...], tuple[int, ...], np.ndarray | None]:
+    """The distinct src offsets an img2col of geometry `args` reads, as (first, dims, strides,
+    None), the strided pattern from offset `first` that touches them (equal blocks at equal
+    steps: each channel's rows read whole), or else (0, (), (), the offsets, read-only)."""
     index, pads = img2col_index(*args)
     valid = np.ones(index.size, bool)
     valid[pads] = False
     reads = np.unique(index.reshape(-1)[valid])
+    if reads.size:
+        gaps = np.flatnonzero(np.diff(reads) != 1)
+        run = int(gaps[0]) + 1 if gaps.size else reads.size  # the first block's length
+        if reads.size % run == 0:
+            blocks = reads.reshape(-1, run)
+            step = int(blocks[1, 0] - blocks[0, 0]) if len(blocks) > 1 else 0
+            pattern = reads[0] + np.arange(len(blocks))[:, None] * step + np.arange(run)
+            if np.array_equal(blocks, pattern):
+                return int(reads[0]), (len(blocks), run), (step, 1), None
     reads.flags.writeable = False
-    return reads
+    return 0, (), (), reads
 
 
 def img2col_args(ins: Img2Col) -> tuple[int, ...]:
