@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -73,3 +74,16 @@ def test_load_checks_the_image_sha256(tmp_path):
     image.unlink()
     with pytest.raises(NpuccError, match="cannot read image"):
         npucc.load(tmp_path / "o.cmd")
+
+
+def test_a_program_hashes_only_an_image_it_did_not_check(tmp_path):
+    program = npucc.compile(ROOT / "models" / "small_cnn.onnx")
+    program.save(tmp_path / "o.cmd")
+    x = {"input": np.zeros(program.inputs["input"], np.float32)}
+    program.run(x)  # the compile's own image: checked when codegen hashed it
+    changed = program.image[:-1] + bytes([program.image[-1] ^ 1])
+    loaded = npucc.load(tmp_path / "o.cmd")
+    for other in (replace(program, image=changed), program, loaded):
+        other.image = changed
+        with pytest.raises(NpuccError, match=r"image: sha256 differs from the stream header"):
+            other.run(x)

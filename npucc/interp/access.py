@@ -202,7 +202,10 @@ def accesses(ins: Instr, target: Target, unit: int) -> tuple[list[Access], list[
         writes.append(make("dst", ins.dst, (ins.size,), (1,)))
     elif isinstance(ins, Img2Col):
         args = img2col_args(ins)
-        reads.append(make("src", ins.src, (), (), img2col_reads(*args)))
+        # NOTE: a pattern where the offsets are one (a view, not a gather, in every check)
+        first, dims, strides, offsets = img2col_reads(*args)
+        src = resolved(ins.src).at(first, operand_bytes(target, ins, "src"))
+        reads.append(make("src", src, dims, strides, offsets))
         writes.append(make("dst", ins.dst, (img2col_index(*args)[0].size,), (1,)))
     elif isinstance(ins, Mmad):
         reads.append(make("a", ins.a, (ins.m * ins.k,), (1,)))

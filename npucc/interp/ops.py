@@ -223,7 +223,8 @@ def img2col_index(
     c: int, h: int, w: int, kh: int, kw: int, sh: int, sw: int, dh: int, dw: int, pt: int,
     pl: int, oh: int, ow: int,
 ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-    """Flat source offset (clamped) and in-range mask of every dst[oh*ow, c*kh*kw] element."""
+    """Flat source offset (clamped) of every dst[oh*ow, c*kh*kw] element, and the flat dst
+    positions of those outside the src tile (the padding)."""
     rows = (np.arange(oh) * sh)[:, None] + (np.arange(kh) * dh)[None, :] - pt  # (oh, kh)
     cols = (np.arange(ow) * sw)[:, None] + (np.arange(kw) * dw)[None, :] - pl  # (ow, kw)
     r = rows[:, None, None, :, None]
@@ -233,16 +234,29 @@ def img2col_index(
     valid = np.broadcast_to((r >= 0) & (r < h) & (q >= 0) & (q < w), shape)
     flat = ch * (h * w) + np.clip(r, 0, h - 1) * w + np.clip(q, 0, w - 1)
     index = np.broadcast_to(flat, shape).reshape(oh * ow, c * kh * kw)
-    return index, valid.reshape(oh * ow, c * kh * kw)
+    return index, np.flatnonzero(~valid)
 
 
 @lru_cache(maxsize=256)
-def img2col_reads(*args: int) -> np.ndarray:
-    """The distinct src offsets an img2col of geometry `args` reads (read-only, shared)."""
-    index, valid = img2col_index(*args)
-    reads = np.unique(index[valid])
+def img2col_reads(*args: int) -> tuple[int, tuple[int, ...], tuple[int, ...], np.ndarray | None]:
+    """The distinct src offsets an img2col of geometry `args` reads, as (first, dims, strides,
+    None), the strided pattern from offset `first` that touches them (equal blocks at equal
+    steps: each channel's rows read whole), or else (0, (), (), the offsets, read-only)."""
+    index, pads = img2col_index(*args)
+    valid = np.ones(index.size, bool)
+    valid[pads] = False
+    reads = np.unique(index.reshape(-1)[valid])
+    if reads.size:
+        gaps = np.flatnonzero(np.diff(reads) != 1)
+        run = int(gaps[0]) + 1 if gaps.size else reads.size  # the first block's length
+        if reads.size % run == 0:
+            blocks = reads.reshape(-1, run)
+            step = int(blocks[1, 0] - blocks[0, 0]) if len(blocks) > 1 else 0
+            pattern = reads[0] + np.arange(len(blocks))[:, None] * step + np.arange(run)
+            if np.array_equal(blocks, pattern):
+                return int(reads[0]), (len(blocks), run), (step, 1), None
     reads.flags.writeable = False
-    return reads
+    return 0, (), (), reads
 
 
 def img2col_args(ins: Img2Col) -> tuple[int, ...]:
@@ -252,11 +266,17 @@ def img2col_args(ins: Img2Col) -> tuple[int, ...]:
 
 
 def exec_img2col(view: View, ins: Img2Col) -> None:
-    """dst[M, K] gathered from the src[c, h, w] tile, zero outside it."""
-    index, valid = img2col_index(*img2col_args(ins))
+    """dst[M, K] gathered from the src[c, h, w] tile, `pad` outside it.
+
+    NOTE: `take` into dst (dense) then the pads, not `where(valid, src[index], pad)`: one
+    temporary fewer, 40 % less time on VGG-19's tiles (numpy buffers `out` if it overlaps src).
+    """
+    index, pads = img2col_index(*img2col_args(ins))
     src = view(ins.src, (ins.c * ins.h * ins.w,), (1,))
     dst = view(ins.dst, index.shape, (index.shape[1], 1))
-    dst[...] = np.where(valid, src[index], dst.dtype.type(ins.pad))
+    np.take(src, index, out=dst, mode="clip")  # the offsets are clamped into the tile
+    if pads.size:
+        dst.reshape(-1)[pads] = dst.dtype.type(ins.pad)
 
 
 I32 = np.dtype(np.int32)

@@ -54,38 +54,36 @@ class Steps:
         self.queues: list[list[Step]] = [[] for _ in self.qnames]
         self.all: list[Step] = []
         self.waiter: dict[FlagKey, Step] = {}
-        # (cycles, energy, DDR bytes) and accesses by instruction: a parsed stream's repeated
-        # lines share one (VGG-19: 182 k pipe steps, 47 k instructions; the event loop replaces
-        # a step's reads, never changes them)
-        costs: dict[int, tuple[int, float, int]] = {}
-        shared: dict[int, tuple[list[Access], list[Access]]] = {}
+        # (cycles, energy, DDR bytes, reads, writes) by instruction, one lookup a step: a parsed
+        # stream's repeated lines share one (VGG-19: 182 k pipe steps, 47 k instructions; the
+        # event loop replaces a step's reads, never changes them)
+        known: dict[int, tuple[int, float, int, Sequence[Access], Sequence[Access]]] = {}
+        pipe_of = {p: i for i, p in enumerate(PIPES)}
+        steps, waiter, queues = self.all, self.waiter, self.queues
         for ci, core in enumerate(stream.cores):
+            first = 1 + ci * len(PIPES)  # the queue id of the core's first pipe
             for line in core.lines:
-                if isinstance(line.instr, Event):
+                ins = line.instr
+                if isinstance(ins, Event):
                     step = Step(line, ci, 0, 0, line.lineno)
                 else:
-                    qid = 1 + ci * len(PIPES) + PIPES.index(line.queue)
-                    queue = self.queues[qid]
+                    qid = first + pipe_of[line.queue]
+                    queue = queues[qid]
                     step = Step(line, ci, qid, len(queue) + 1, _PIPE_RANK + qid)
-                    ins = line.instr
-                    cost = costs.get(id(ins))
+                    cost = known.get(id(ins))
                     if cost is None:
-                        cost = (instr_cycles(target, ins), instr_energy(target, ins),
-                                ddr_bytes(target, ins))  # fmt: skip
-                        costs[id(ins)] = cost
-                    step.cycles, step.energy, step.ddr_bytes = cost
-                    step.reads, step.writes = ((), ())
-                    if not timing_only:
-                        acc = shared.get(id(ins))
-                        if acc is None:
-                            acc = shared[id(ins)] = accesses(ins, target, unit)
-                        step.reads, step.writes = acc
+                        acc = ((), ()) if timing_only else accesses(ins, target, unit)
+                        cost = known[id(ins)] = (
+                            instr_cycles(target, ins), instr_energy(target, ins),
+                            ddr_bytes(target, ins), *acc,
+                        )  # fmt: skip
+                    step.cycles, step.energy, step.ddr_bytes, step.reads, step.writes = cost
                     queue.append(step)
                 if serial:
                     step.rank = line.lineno
-                self.all.append(step)
+                steps.append(step)
                 for flag in line.waits:
-                    self.waiter[flag.key] = step
+                    waiter[flag.key] = step
 
     def line_of(self, qid: int, seq: int) -> int:
         """The stream line of the `seq`-th step of queue `qid`."""

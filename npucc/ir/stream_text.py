@@ -153,10 +153,16 @@ def format_event(tier: str, addr: int, size: int, buf: int) -> str:
 def match_event(tokens: Sequence[str]) -> tuple[str, int, int, int] | None:
     """(tier, address, bytes, buffer id) of an alloc/free body's tokens, or None."""
     ref = match_ref(tokens[0]) if len(tokens) == 2 else None
-    buf = tokens[1].removeprefix("b=") if ref else ""
-    if ref is None or not tokens[1].startswith("b=") or not buf.isdigit():
+    buf = match_buf(tokens[1]) if ref else None
+    if ref is None or buf is None:
         return None
-    return (*ref, int(buf))
+    return (*ref, buf)
+
+
+def match_buf(token: str) -> int | None:
+    """The buffer id of an alloc/free body's `b=ID` token, or None."""
+    buf = token.removeprefix("b=")
+    return int(buf) if buf.isdigit() and token.startswith("b=") else None
 
 
 def format_body(instr: Instr, target: Target | None = None, symbolic: bool = False) -> str:

@@ -98,7 +98,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     stream = load_stream(args.stream)
     image = load_image(args.stream, stream)
     inputs = match_inputs(stream, load_inputs(args.input), args.timing_only)
-    result = run_stream(stream, image, inputs, timing_only=args.timing_only)
+    result = run_stream(stream, image, inputs, timing_only=args.timing_only, image_checked=True)
     line = stream_roofline(stream, result.makespan)
     print(run_summary(result))
     print(f"{line.summary()} (the stream's own work: cube MACs as issued)")

@@ -181,6 +181,8 @@ def test_tally_counts_bytes_cycles_and_energy():
     tally.instr(load.line.instr, "MTE2", load.cycles, load.energy)
     tally.instr(load.line.instr, "MTE2", load.cycles, load.energy)
     tally.event()
+    assert tally.counters["instructions"] == 0 and tally.energy == 2 * load.energy
+    tally.close()  # the runs are added up at the run's end
     c = tally.counters
     assert c["bytes"] == {"DDR->UB": 512} and c["instructions"] == 2 and c["events"] == 1
     assert c["opcodes"] == {"copy": 2} and tally.busy["MTE2"] == 2 * load.cycles
