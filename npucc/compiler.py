@@ -75,10 +75,16 @@ class Program:
     inputs: dict[str, TensorSpec]  # model input name -> shape (a tuple) with `.dtype`
     outputs: dict[str, TensorSpec]  # model output name -> shape (a tuple) with `.dtype`
     stats: dict[str, Any] = field(default_factory=dict)
-    # NOTE: the image the compile (or `load`) checked against the stream's header, while
-    # `image` is still that object `execute` does not hash it again (VGG-19: 0.45 CPU s);
-    # not an init field, so `replace` leaves it None
-    checked_image: bytes | None = field(default=None, init=False, repr=False, compare=False)
+    # NOTE: the (stream, image) pair the compile (or `load`) checked against each other; while
+    # `stream` and `image` are still those objects `execute` does not hash the image again
+    # (VGG-19: 0.45 CPU s); not an init field, so `replace` leaves it None
+    checked: tuple[str, bytes] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def _checked(self) -> bool:
+        """Whether `image` is the one checked against `stream`'s header, both unchanged."""
+        return self.checked is not None and (
+            self.checked[0] is self.stream and self.checked[1] is self.image
+        )
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write PATH and PATH.bin, each through a temporary file renamed into place."""
@@ -97,7 +103,7 @@ class Program:
 
         stream = parse_stream(self.stream, "<program>")
         return run_stream(stream, self.image, inputs, check=check, timing_only=timing_only,
-                          image_checked=self.image is self.checked_image)  # fmt: skip
+                          image_checked=self._checked())  # fmt: skip
 
     def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run the stream in the interpreter and return the model's outputs by name."""
@@ -116,7 +122,7 @@ class Program:
 
             stream = parse_stream(self.stream, "<program>")
             result = run_stream(stream, self.image, {}, check=False, timing_only=True,
-                                image_checked=self.image is self.checked_image)  # fmt: skip
+                                image_checked=self._checked())  # fmt: skip
             self.stats.update(stream_stats(stream, result))
         return summarize(self.target, self.stats)
 
@@ -132,7 +138,7 @@ def load(path: str | os.PathLike[str]) -> Program:
     stats = {"stream_lines": text.count("\n"), "image_bytes": len(image)}
     program = Program(text, image, stream.target, stream.specs("input"), stream.specs("output"),
                       stats)  # fmt: skip
-    program.checked_image = image
+    program.checked = (text, image)
     return program
 
 
@@ -355,7 +361,7 @@ def compile_program(
         generated.outputs,
         ctx.stats,
     )
-    program.checked_image = generated.image  # NOTE: codegen hashed it into the header
+    program.checked = (generated.stream, generated.image)  # NOTE: codegen hashed it in
     return program
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 from dataclasses import replace
@@ -87,3 +88,13 @@ def test_a_program_hashes_only_an_image_it_did_not_check(tmp_path):
         other.image = changed
         with pytest.raises(NpuccError, match=r"image: sha256 differs from the stream header"):
             other.run(x)
+
+
+def test_a_program_hashes_its_image_again_when_its_stream_is_replaced():
+    program = npucc.compile(ROOT / "models" / "small_cnn.onnx")
+    x = {"input": np.zeros(program.inputs["input"], np.float32)}
+    sha = hashlib.sha256(program.image).hexdigest()
+    # the image stays the one checked, against a header that names another sha256
+    program.stream = program.stream.replace(sha, "0" * 64, 1)
+    with pytest.raises(NpuccError, match=r"image: sha256 differs from the stream header"):
+        program.run(x)
