@@ -80,9 +80,9 @@ def plan_graph(
     ):
         if value < 1:
             raise NpuccError(f"{name} must be positive, got {value}")
-    for start in options.beam.starts:
-        if start not in STARTS:
-            raise NpuccError(f"unknown start '{start}' (one of {', '.join(STARTS)})")
+    for name in options.beam.starts:
+        if name not in STARTS:
+            raise NpuccError(f"unknown start '{name}' (one of {', '.join(STARTS)})")
     mesh = MeshParams.from_target(target, **params)
     wl = workload_from_graph(graph, options.batch)
     start = time.perf_counter()
