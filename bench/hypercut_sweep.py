@@ -264,6 +264,7 @@ def _interpret(graph, later: list, target, plan: MeshPlan, search_cpu: float) ->
         raise AssertionError(f"interpreted {result.makespan} != predicted")
     figures = {
         "plan": plan.to_text().splitlines()[0],
+        "plan_text": plan.to_text(),
         "steps": len(plan.steps),
         "nsub": sorted({s.nsub for s in plan.steps}),
         "search_cpu_s": search_cpu,
