@@ -36,7 +36,7 @@ from npucc.backend.hypercut.beam import BeamOptions
 from npucc.backend.planner import PlanOptions, plan_graph
 from npucc.compiler import Program, batch_input_shapes, pipeline
 from npucc.ir.plan import MeshPlan, PlannedGraph
-from npucc.options import CompileOptions
+from npucc.options import STARTS, CompileOptions
 from npucc.passes import CompileContext, PassManager
 from npucc.target import load_target
 from npucc.tools.bench_hypercut import MODELS, ZOO
@@ -65,6 +65,9 @@ def main() -> None:
         help="SA iterations ('' for none; with --executed: HyperCut alone)",
     )
     ap.add_argument("--seeds", default="0,1,2,3,4", help="SA seeds (one run each)")
+    ap.add_argument(
+        "--starts", default=",".join(STARTS), help="HyperCut's descent starts (with --executed)"
+    )
     ap.add_argument("--repeat", type=int, default=5, help="HyperCut runs per width (median)")
     ap.add_argument("--json", type=Path, help="file the runs accumulate in (read, then updated)")
     ap.add_argument(
@@ -139,7 +142,8 @@ def executed(args: argparse.Namespace) -> None:
         chosen = plan_graph(graph, target, PlanOptions(method=method, **fields))
         return chosen, time.process_time() - begin
 
-    chosen = {"hypercut": plan("hypercut", beam=BeamOptions(width=width))}
+    starts = tuple(args.starts.split(","))
+    chosen = {"hypercut": plan("hypercut", beam=BeamOptions(width=width, starts=starts))}
     goal = chosen["hypercut"][0].cost.edp
     sa_runs: list[dict] = []
     reach: list[float] = []
@@ -160,6 +164,7 @@ def executed(args: argparse.Namespace) -> None:
         "batch": args.batch,
         "estimate": "exec",
         "hypercut_width": width,
+        "hypercut_starts": list(starts),
         "sa_runs": sa_runs,
         "sa_reach_cpu_s": [None if math.isinf(t) else t for t in reach],
         "methods": {
@@ -259,6 +264,7 @@ def _interpret(graph, later: list, target, plan: MeshPlan, search_cpu: float) ->
         raise AssertionError(f"interpreted {result.makespan} != predicted")
     figures = {
         "plan": plan.to_text().splitlines()[0],
+        "plan_text": plan.to_text(),
         "steps": len(plan.steps),
         "nsub": sorted({s.nsub for s in plan.steps}),
         "search_cpu_s": search_cpu,

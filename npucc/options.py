@@ -5,13 +5,17 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from npucc.target import Target
 
 # the mesh plan searches (the hypercut pass's methods; here so the CLI lists them cheaply)
 SEARCHES = ("hypercut", "sa", "layer-sequential", "layer-pipelined")
+# the plans HyperCut's final descent starts from: the beam's best complete plan, and the
+# layer-sequential and layer-pipelined plans as its plan space represents them
+Start = Literal["beam", "layer-sequential", "layer-pipelined"]
+STARTS: tuple[Start, ...] = ("beam", "layer-sequential", "layer-pipelined")
 # --precision: a target precision (npucc.target.PRECISIONS) or auto (int8 for a quantized
 # model, the target's own precision otherwise)
 PRECISION_CHOICES = ("fp32", "fp16", "int8", "auto")

@@ -27,7 +27,7 @@ from npucc.errors import NpuccError
 from npucc.gcpause import gc_paused
 from npucc.ir.graph import Graph
 from npucc.ir.plan import Cost, Group, MeshPlan, PlannedGraph, Rect, Step
-from npucc.options import SEARCHES
+from npucc.options import SEARCHES, STARTS, Start
 from npucc.passes import CompileContext, IRType, Pass
 from npucc.target import Target
 
@@ -80,6 +80,9 @@ def plan_graph(
     ):
         if value < 1:
             raise NpuccError(f"{name} must be positive, got {value}")
+    for name in options.beam.starts:
+        if name not in STARTS:
+            raise NpuccError(f"unknown start '{name}' (one of {', '.join(STARTS)})")
     mesh = MeshParams.from_target(target, **params)
     wl = workload_from_graph(graph, options.batch)
     start = time.perf_counter()
@@ -90,6 +93,17 @@ def plan_graph(
     # beam memoises its prices itself, the baselines revisit plans through `cache`
     exact = None if execution is None else execution.best_edp
     price = None if exact is None else cache(exact)
+    reported: dict[tuple[Step, ...], tuple[frozenset[str], Cost]] = {}
+
+    def report(steps: tuple[Step, ...]) -> tuple[frozenset[str], Cost]:
+        """What goes through DDR and the cost a plan is reported at (memoised)."""
+        value = reported.get(steps)
+        if value is None:
+            assert execution is not None
+            offchip = execution.refine_offchip(steps)
+            value = reported[steps] = (offchip, execution.evaluate(steps, offchip))
+        return value
+
     # NOTE: the cyclic collector paused (also when called outside the pass manager, which
     # pauses it): its passes over what the estimate keeps (memos, the priced plans' prefixes)
     # cost more than the rest of the search (light ResNet-50 mesh8x8, `plan_graph` CPU s on
@@ -97,7 +111,8 @@ def plan_graph(
     with gc_paused():
         if options.method == "hypercut":
             beam = BeamOptions(**{**_fields(options.beam), "seed": options.seed})
-            steps = BeamSearch(wl, mesh, beam, exact).run()
+            judge = None if execution is None else (lambda steps: report(steps)[1].edp)
+            steps = BeamSearch(wl, mesh, beam, exact, judge).run()
         elif options.method == "sa":
             anneal_options = AnnealOptions(
                 iterations=options.sa_iterations, seed=options.seed, goal=options.sa_goal
@@ -107,12 +122,12 @@ def plan_graph(
             steps = layer_sequential(wl, mesh, price)
         else:
             steps = layer_pipelined(wl, mesh, price)
-        offchip = execution.refine_offchip(steps) if execution is not None else frozenset()
+        offchip, cost = (frozenset(), None) if execution is None else report(steps)
     if memo is not None:
         drop_candidates(memo)  # NOTE: the profiles' blocking searches are done
     search_s = time.perf_counter() - start
     analytic = evaluate(mesh, wl, steps)
-    cost = analytic if execution is None else execution.evaluate(steps, offchip)
+    cost = analytic if cost is None else cost
     return MeshPlan(
         wl, mesh.rows, mesh.cols, steps, options.method, cost, analytic,
         options.estimate, search_s, offchip,
@@ -147,6 +162,7 @@ class HypercutPass(Pass):
     k_max: int = 6
     epsilon: float = 0.1
     sa_iterations: int = 20_000
+    starts: tuple[Start, ...] = STARTS  # where HyperCut's final descent starts (BeamOptions)
 
     def run(self, ir: Graph, ctx: CompileContext) -> PlannedGraph:
         """Plan `ir` on the target's mesh; a single-core target gets the trivial plan."""
@@ -157,6 +173,7 @@ class HypercutPass(Pass):
             max_iterations=self.max_iterations,
             k_max=self.k_max,
             epsilon=self.epsilon,
+            starts=self.starts,
         )
         # NOTE: the graph carries its batch (CompileOptions.batch fixes the inputs' leading
         # dimension on import): the plan's workload is that batch, so its sub-batch splits are

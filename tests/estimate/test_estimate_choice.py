@@ -6,9 +6,11 @@ from pathlib import Path
 import pytest
 
 from npucc.backend.estimate.exec_cost import ExecCostModel
+from npucc.backend.hypercut.beam import BeamOptions
 from npucc.backend.hypercut.set_model import MeshParams, evaluate
 from npucc.backend.hypercut.workload import workload_from_graph
 from npucc.backend.planner import METHODS, PlanOptions, plan_graph
+from npucc.errors import NpuccError
 from npucc.target import load_target
 from npucc.tools.cli import main
 from npucc.transforms.graph_pipeline import import_model
@@ -57,3 +59,15 @@ def test_bench_hypercut_defaults_to_the_set_model(tmp_path: Path) -> None:
     args += ["--platforms", "mesh8x8", "--batches", "1", "--methods", "layer-sequential"]
     assert main(args) == 0
     assert json.loads(out.read_text())["runs"][0]["estimate"] == "set"
+
+
+def test_hypercut_ends_at_or_below_the_baselines_it_starts_from() -> None:
+    graph = import_model(MODELS / "residual_block.onnx")
+    plan = plan_graph(graph, MESH, PlanOptions(beam=BeamOptions(width=2)))
+    model = ExecCostModel(graph, MESH)
+    assert plan.cost == model.evaluate(plan.steps, model.refine_offchip(plan.steps))
+    for method in ("layer-sequential", "layer-pipelined"):  # its starts, by one estimate
+        assert plan.cost.edp <= plan_graph(graph, MESH, PlanOptions(method=method)).cost.edp
+    starts = BeamOptions(starts=("beam", "x"))  # type: ignore[arg-type]
+    with pytest.raises(NpuccError, match="unknown start 'x'"):
+        plan_graph(graph, MESH, PlanOptions(beam=starts))

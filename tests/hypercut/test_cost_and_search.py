@@ -6,6 +6,7 @@ import pytest
 
 from npucc.backend.hypercut.baselines import (
     AnnealOptions,
+    all_temporal,
     anneal,
     layer_pipelined,
     layer_sequential,
@@ -80,6 +81,26 @@ def test_beam_beats_baselines_and_is_deterministic(mesh: MeshParams):
     sa = anneal(wl, mesh, AnnealOptions(iterations=300, seed=1))
     priced_plan(mesh, wl, sa, "sa").verify()
     assert "step 0" in priced_plan(mesh, wl, plan, "hypercut").to_text()
+
+
+def test_the_pick_is_the_reports_and_never_above_a_start(mesh: MeshParams):
+    wl = chain(10, batch=8)
+    ls, lp = layer_sequential(wl, mesh), layer_pipelined(wl, mesh)
+    one = BeamOptions(width=4, starts=("beam",))
+    assert BeamSearch(wl, mesh, one).starts(ls) == [ls]
+    search = BeamSearch(wl, mesh, BeamOptions(width=4))
+    assert search.starts(ls)[1:] == [all_temporal(wl, mesh), lp]
+    # a report that ranks the searched prices backwards: the pick is the report's lowest of
+    # the starts and their descents, so no start's report is below it
+    reported: dict = {}
+    search = BeamSearch(
+        wl, mesh, BeamOptions(width=4), report=lambda p: reported.setdefault(p, -search.edp(p))
+    )
+    pick = search.run()
+    assert reported[pick] == min(reported.values())
+    assert reported[pick] <= min(reported[p] for p in (ls, lp))
+    assert is_safe(wl, pick) and all(len(g.layers) == 1 for step in pick for g in step.groups)
+    priced_plan(mesh, wl, pick, "hypercut").verify()
 
 
 def big_maps(batch: int) -> Workload:

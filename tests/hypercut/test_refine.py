@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from npucc.backend.hypercut.beam import batch_splits
+from npucc.backend.hypercut.loops import batch_splits
 from npucc.backend.hypercut.refine import Refiner
 from npucc.backend.hypercut.set_model import MeshParams, evaluate, priced_plan
 from npucc.ir.plan import Group, Step, is_safe

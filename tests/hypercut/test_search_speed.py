@@ -8,8 +8,9 @@ import pytest
 
 from npucc.backend.hypercut import baselines, beam, partition
 from npucc.backend.hypercut.baselines import AnnealOptions, anneal
-from npucc.backend.hypercut.beam import BeamOptions, BeamSearch, tune_loops
+from npucc.backend.hypercut.beam import BeamOptions, BeamSearch
 from npucc.backend.hypercut.hypergraph import DEST, SOURCE, Hypergraph
+from npucc.backend.hypercut.loops import tune_loops
 from npucc.backend.hypercut.partition import k_range
 from npucc.backend.hypercut.set_model import MeshParams, evaluate, step_costs
 from npucc.ir.plan import Step

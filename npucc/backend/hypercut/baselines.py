@@ -13,8 +13,8 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from npucc.backend.hypercut.beam import Plan, batch_splits, tune_loops
 from npucc.backend.hypercut.gridcut import allocate, compute_weight, cut_many
+from npucc.backend.hypercut.loops import Plan, batch_splits, tune_loops
 from npucc.backend.hypercut.set_model import MeshParams, evaluate, plan_edp
 from npucc.ir.plan import Group, LayerLoad, Step, Workload
 
@@ -27,10 +27,15 @@ def set_price(wl: Workload, params: MeshParams) -> Price:
     return lambda plan: plan_edp(params, wl, plan, cache)
 
 
+def all_temporal(wl: Workload, params: MeshParams) -> Plan:
+    """Every layer on the whole mesh, one step each, the whole batch at once."""
+    return tuple(Step((Group((i,), params.whole),), 1) for i in range(len(wl.layers)))
+
+
 def layer_sequential(wl: Workload, params: MeshParams, price: Price | None = None) -> Plan:
-    """Every layer on the whole mesh, one after another, inside tuned sub-batch loops (as
-    SET's LS: the batch is cut so that runs of layers keep their feature maps on chip)."""
-    plan = tuple(Step((Group((i,), params.whole),), 1) for i in range(len(wl.layers)))
+    """The all-temporal plan inside tuned sub-batch loops (as SET's LS: the batch is cut so
+    that runs of layers keep their feature maps on chip)."""
+    plan = all_temporal(wl, params)
     cache: dict = {}
 
     def set_edp(p: Plan) -> float:

@@ -9,15 +9,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from npucc import progress
+from npucc.backend.hypercut.baselines import all_temporal, layer_pipelined
 from npucc.backend.hypercut.gridcut import cut_many
 from npucc.backend.hypercut.hypergraph import Hypergraph
+from npucc.backend.hypercut.loops import Plan, batch_splits, tune_loops
 from npucc.backend.hypercut.partition import k_range, partition
 from npucc.backend.hypercut.placement import place
 from npucc.backend.hypercut.refine import Refiner
 from npucc.backend.hypercut.set_model import MeshParams, loop_costs, plan_edp
 from npucc.ir.plan import Cost, Group, Rect, Step, Workload
-
-Plan = tuple[Step, ...]
+from npucc.options import STARTS, Start
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,17 +33,8 @@ class BeamOptions:
     diverse_share: float = 0.3  # the remaining share is exploratory
     completed_quota: int = 16  # Gamma_completed: completed plans kept per round
     seed: int = 0
-    refine_moves: int = 1000  # moves the final local refinement may price (0: none)
-
-
-def batch_splits(batch: int, limit: int = 64) -> list[int]:
-    """Sub-batch counts tried when a step starts pipelining: powers of two dividing the batch."""
-    out, n = [], 1
-    while n <= min(batch, limit):
-        if batch % n == 0:
-            out.append(n)
-        n *= 2
-    return out
+    refine_moves: int = 1000  # moves the final local refinement may price per start (0: none)
+    starts: tuple[Start, ...] = STARTS  # the plans the final descent starts from
 
 
 class BeamSearch:
@@ -54,9 +46,13 @@ class BeamSearch:
         params: MeshParams,
         options: BeamOptions,
         price: Callable[[Plan], float] | None = None,
+        report: Callable[[Plan], float] | None = None,
     ) -> None:
         self.wl, self.params, self.opt = wl, params, options
         self.price = price  # EDP of a complete plan; None: the analytic model (mesh_cost)
+        # NOTE: the EDP a plan is reported at, when the search's `price` is a cheaper bound of
+        # it (the exec estimate's `best_edp` against its `refine_offchip`): the pick's judge
+        self.report = self.edp if report is None else report
         self.rng = random.Random(options.seed)
         self.splits = batch_splits(wl.batch)
         self._parts: dict[tuple[tuple[int, ...], int], list[list[tuple[int, ...]]]] = {}
@@ -243,14 +239,11 @@ class BeamSearch:
         return None
 
     def run(self) -> Plan:
-        """Grow plans from the whole graph on the whole mesh until every pair is one layer; the
-        best complete plan seen and the all-temporal one get their sub-batch loops tuned (a
-        well-tuned layer-sequential plan can beat the tuned search result); the better one is
-        refined by single moves across its step boundaries (`Refiner`, at most `refine_moves`
-        priced)."""
+        """Grow plans from the whole graph on the whole mesh until every pair is one layer, then
+        descend from the `starts` (`finish`)."""
         n = len(self.wl.layers)
         start: Plan = (Step((Group(tuple(range(n)), self.params.whole),), 1),)
-        sequential = tuple(Step((Group((i,), self.params.whole),)) for i in range(n))
+        sequential = all_temporal(self.wl, self.params)
         beam: list[Plan] = [start]
         done: list[Plan] = [sequential]
         with progress.task("hypercut beam", max(n - 1, 1)) as bar:
@@ -270,15 +263,39 @@ class BeamSearch:
                     break
                 beam = self._select(open_)
         found = min([*done, *([self.best[1]] if self.best else [])], key=self.edp)
+        return self.finish(self.starts(found))
+
+    def starts(self, found: Plan) -> list[Plan]:
+        """The plans of `starts`, in its order: the beam's best complete plan (`found`), the
+        all-temporal plan (whose tuned loops are layer-sequential's plan) and layer-pipelined's
+        plan, chosen by this search's price."""
+        plans: list[Plan] = []
+        for name in self.opt.starts:
+            if name == "beam":
+                plans.append(found)
+            elif name == "layer-sequential":
+                plans.append(all_temporal(self.wl, self.params))
+            else:
+                price = None if self.price is None else self.edp
+                plans.append(layer_pipelined(self.wl, self.params, price))
+        return plans
+
+    def finish(self, starts: list[Plan]) -> Plan:
+        """The descent from each start: its sub-batch loops tuned (`tune_loops`), then refined by
+        single moves across its step boundaries (`Refiner`, at most `refine_moves` priced);
+        the pick: the lowest `report` among the starts and their tuned and refined plans, so
+        never above a start's."""
         # the analytic model can re-price just the loops a move changes; `price` sees whole plans
         by_loops = self.loop_costs if self.price is None else None
-        tuned = (
-            tune_loops(p, self.edp, self.splits, by_loops)
-            for p in dict.fromkeys((found, sequential))
-        )
-        chosen = min(tuned, key=self.edp)
         refiner = Refiner(self.wl, self.params.whole, self.splits, self.edp)
-        return refiner.run(chosen, self.opt.refine_moves)
+        candidates: dict[Plan, None] = {}
+        refined: dict[Plan, Plan] = {}
+        for plan in dict.fromkeys(starts):
+            tuned = tune_loops(plan, self.edp, self.splits, by_loops)
+            if tuned not in refined:
+                refined[tuned] = refiner.run(tuned, self.opt.refine_moves)
+            candidates.update(dict.fromkeys((plan, tuned, refined[tuned])))
+        return min(candidates, key=self.report)
 
     def _select(self, plans: list[Plan]) -> list[Plan]:
         """60 % best, 30 % structurally diverse, 10 % exploratory (random, seeded)."""
@@ -303,103 +320,6 @@ class BeamSearch:
         n_explore = width - len(chosen) - len(diverse)
         explore = self.rng.sample(leftover, min(n_explore, len(leftover)))
         return chosen + diverse + sorted(explore, key=self.score)
-
-
-def tune_loops(
-    plan: Plan,
-    edp: Callable[[Plan], float],
-    splits: list[int],
-    loop_costs: Callable[[Plan, int, int], list[Cost]] | None = None,
-) -> Plan:
-    """Greedy last pass over sub-batch loops: change a loop's sub-batch count, join a step
-    to the previous loop or split it off, while the EDP improves.
-
-    With `loop_costs` (the costs of the steps of loop a..b-1 of a plan, as `edp` prices
-    them) a move re-prices only the loops it changes; the moves, EDPs and result are the same.
-    """
-    if loop_costs is not None:
-        return _tune_by_loops(plan, loop_costs, splits)
-    current, improved = edp(plan), True
-    while improved:
-        improved = False
-        for s in range(len(plan)):
-            for _, _, child in _loop_moves(plan, s, splits):
-                value = edp(child)
-                if value < current:
-                    plan, current, improved = child, value, True
-    return plan
-
-
-def _tune_by_loops(
-    plan: Plan, loop_costs: Callable[[Plan, int, int], list[Cost]], splits: list[int]
-) -> Plan:
-    """`tune_loops` pricing a move from its parent's step costs and its changed loops."""
-    energy, latency = _figures(plan, loop_costs, 0, len(plan))
-    current, improved = sum(energy) * sum(latency), True
-    while improved:
-        improved = False
-        for s in range(len(plan)):
-            base, base_e, base_l = plan, energy, latency
-            for x, y, child in _loop_moves(base, s, splits):
-                e, lat = _figures(child, loop_costs, x, y)
-                e, lat = base_e[:x] + e + base_e[y:], base_l[:x] + lat + base_l[y:]
-                value = sum(e) * sum(lat)
-                if value < current:
-                    plan, energy, latency, current, improved = child, e, lat, value, True
-    return plan
-
-
-def _figures(
-    plan: Plan, loop_costs: Callable[[Plan, int, int], list[Cost]], x: int, y: int
-) -> tuple[list[float], list[float]]:
-    """Energy and latency of steps x..y-1 (whole loops)."""
-    energy: list[float] = []
-    latency: list[float] = []
-    a = x
-    while a < y:
-        b = a + 1
-        while b < y and plan[b].loop:
-            b += 1
-        for cost in loop_costs(plan, a, b):
-            energy.append(cost.energy_pj)
-            latency.append(cost.latency_cycles)
-        a = b
-    return energy, latency
-
-
-def _loop_moves(plan: Plan, s: int, splits: list[int]) -> list[tuple[int, int, Plan]]:
-    """Plans one loop move away at step s, each with the steps lo..hi-1 it changes (whole
-    loops in both plans)."""
-    lid = loop_start(plan, s)
-    end = s + 1
-    while end < len(plan) and plan[end].loop:
-        end += 1
-    out = [
-        (lid, end, _with_nsub(plan, lid, end, n)) for n in splits if n != plan[s].nsub and lid == s
-    ]
-    if s and not plan[s].loop:  # join the previous loop, with any sub-batch count
-        joined = plan[:s] + (Step(plan[s].groups, plan[s].nsub, True),) + plan[s + 1 :]
-        lo = loop_start(plan, s - 1)
-        out += [(lo, end, _with_nsub(joined, lo, end, n)) for n in splits]
-    elif plan[s].loop:
-        out.append((lid, end, plan[:s] + (Step(plan[s].groups, plan[s].nsub),) + plan[s + 1 :]))
-    return out
-
-
-def loop_start(plan: Plan, s: int) -> int:
-    """First step of the sub-batch loop that step s belongs to."""
-    while s and plan[s].loop:
-        s -= 1
-    return s
-
-
-def _with_nsub(plan: Plan, start: int, end: int, nsub: int) -> Plan:
-    """Steps start..end-1 take `nsub` sub-batches."""
-    mid = tuple(
-        step if step.nsub == nsub else Step(step.groups, nsub, step.loop)
-        for step in plan[start:end]
-    )
-    return plan[:start] + mid + plan[end:]
 
 
 def _complete(plan: Plan) -> bool:

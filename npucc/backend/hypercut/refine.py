@@ -13,9 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from npucc.backend.hypercut.gridcut import compute_weight, cut_many
+from npucc.backend.hypercut.loops import Plan, loop_start
 from npucc.ir.plan import Group, Rect, Step, Workload
-
-Plan = tuple[Step, ...]
 
 
 class Refiner:
@@ -52,7 +51,7 @@ class Refiner:
         group moved to the next step or the next step's first group moved into it, the two
         merged, the step split in two at its compute midpoint."""
         step = plan[s]
-        if s == _loop_start(plan, s):
+        if s == loop_start(plan, s):
             k = self.splits.index(step.nsub)
             for j in (k + 1, k - 1):
                 if 0 <= j < len(self.splits):
@@ -121,13 +120,6 @@ class Refiner:
 def _flags(step: Step, nsub: int, loop: bool | None = None) -> Step:
     """The step with another sub-batch count (and loop flag)."""
     return Step(step.groups, nsub, step.loop if loop is None else loop)
-
-
-def _loop_start(plan: Plan, s: int) -> int:
-    """First step of the sub-batch loop that step s belongs to."""
-    while s and plan[s].loop:
-        s -= 1
-    return s
 
 
 def _aligned(plan: Plan) -> Plan:
