@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import Counter
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
@@ -310,10 +311,7 @@ def _floor(
     key = ("cube", id(blocks), t)
     cube = memo.get(key)
     if cube is None:  # NOTE: `_tile_pipes`' CUBE of the vector-bias variant (the cube's adds)
-        m_count: dict[int, int] = {}
-        for b in blocks:
-            for tile in b.tiles:
-                m_count[tile.m] = m_count.get(tile.m, 0) + 1
+        m_count = Counter(tile.m for b in blocks for tile in b.tiles)
         cube = memo[key] = sum(
             cm * cn * ck * mmad_cycles(ctx.target, m, n, k)
             for (m, cm), (n, cn), (k, ck) in itertools.product(
