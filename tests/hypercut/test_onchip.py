@@ -112,21 +112,6 @@ def test_a_staged_weight_too_large_for_its_rectangle_spreads_to_the_nearest_core
     assert set(where.homes[4:]) == {(0, 2), (1, 2), (2, 0), (2, 1)}  # one hop away
 
 
-def test_a_staged_weight_whose_nearest_core_is_full_goes_to_the_nearest_with_room():
-    graph = import_model(MODELS / "small_cnn.onnx")
-    n = len(graph.layers)
-    loops = [(0, 2, -1)] * n
-    roomy = plan_onchip(graph, [(8,)] * n, MESH, loops=loops)
-    handoff = roomy["relu1"]  # conv1's output, live while conv1 runs
-    tight = MESH.to_dict()
-    tight["mesh"]["onchip_buffer"] = chunk_bytes(handoff.chunk, 4)  # it fills core (1, 0)
-    kept = plan_onchip(graph, [(8,)] * n, target_from_dict(tight), loops=loops)
-    assert kept["relu1"].homes == ((1, 0),)
-    # one home past any count of the nearest: not (1, 0), full, but the next nearest, (0, 0)
-    assert kept[staged_key("conv1.w.bn", 0)].homes == ((0, 0),)
-    assert roomy[staged_key("conv1.w.bn", 0)].homes == ((1, 0),)  # with room: its own core
-
-
 def test_staged_weights_take_only_the_room_the_handoffs_left():
     graph = import_model(MODELS / "transformer_encoder.onnx")
     n = len(graph.layers)

@@ -45,8 +45,7 @@ gets from it (meshb11), so the lowering gets that room as a gain on the plan cho
 The weights of a split loop's cube layers (the constants of `STAGED_OPS`) are kept on chip
 for its sub-batches when they fit the room the tensors above left: the lowering stages each
 once from DDR into chunks on the layer's rectangle, or on the nearest cores as well when the
-rectangle has no room, or on the nearest cores with a chunk's room when some of those are full
-(`staged_key`: one on-chip copy per loop), and every sub-batch reads it
+rectangle has no room (`staged_key`: one on-chip copy per loop), and every sub-batch reads it
 over the NoC instead of fetching it from DDR again: live from the loop's first part that reads
 it to its last.
 """
@@ -206,42 +205,13 @@ def plan_onchip(
         kept[key] = OnChip(where, chunk, slot, slots, at, life, turn, lives)
         return True
 
-    def roomy(cores: tuple[int, ...], need: int, life: tuple[int, int]) -> tuple[int, ...]:
-        """Those of `cores` (in order) with `need` bytes free somewhere in their buffer while
-        `life` lasts (each tensor's life whole)."""
-        lo, hi = life
-        found = []
-        for core in cores:
-            bit = 1 << core
-            busy = sorted(
-                (at, end) for at, end, first, last, theirs, _, _ in placed
-                if theirs & bit and first <= hi and lo <= last
-            )  # fmt: skip
-            at = 0
-            for start, end in busy:
-                if start >= at + need:
-                    break
-                at = max(at, end)
-            if at + need <= budget:
-                found.append(core)
-        return tuple(found)
-
     def stage(key: str, held: int, cores: tuple[int, ...], life: tuple[int, int]) -> None:
         """Keep a constant on the layer's cores, else on twice, four times ... as many of the
-        nearest cores (`_nearby`), in chunks of at least a staging piece; else on the nearest
-        cores that have a chunk's room."""
+        nearest cores (`_nearby`), in chunks of at least a staging piece."""
         near = _nearby(cores, target.mesh.rows, cols)
         count = len(cores)
         while not keep(key, held, near[:count], life, least=piece) and count < len(near):
             count = min(2 * count, len(near))
-        if key in kept:
-            return
-        # NOTE: the nearest `count` cores hold the chunks: past held / piece of them a larger
-        # count adds no home, so a crowded core among the nearest kept the constant in DDR
-        chunk = min(held, max(-(-held // len(near)), piece))
-        homes = roomy(near, chunk_bytes(chunk, eb), life)
-        if len(homes) * chunk >= held:
-            keep(key, held, homes, life, least=chunk)
 
     def later(j: int) -> set[int]:
         """Layer j and the layers of its sub-batch loop reading what it writes, transitively."""
