@@ -37,7 +37,7 @@ from npucc.backend.estimate.list_schedule import (
     oldest_first,
     schedule,
 )
-from npucc.backend.estimate.prefix import Prefixes, Trace, timeline
+from npucc.backend.estimate.prefix import Prefixes, Trace, extend, timeline
 from npucc.backend.estimate.profile import (
     LayerProfile,
     TimedShape,
@@ -328,10 +328,9 @@ class ExecCostModel:
             held += bound[1]
             ddr.append((ddr_energy, held))
         runs = self._linked(priced, trace.runs[:items] if trace is not None else None)
-        before = timeline(self.target, trace, items)
-        after = before.copy()
-        edp = total * float(schedule(self.target, runs[items:], after))
-        made = Trace(placed, kept, priced, runs, energy, {items: before}, edp, ddr, where_ids)
+        latency, timelines = extend(self.target, runs, items, timeline(self.target, trace, items))
+        edp = total * float(latency)
+        made = Trace(placed, kept, priced, runs, energy, timelines, edp, ddr, where_ids)
         self._prefixes.add(keys, newer, made)
         return made
 
