@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from npucc.backend.estimate import prefix
 from npucc.backend.estimate.exec_cost import ExecCostModel, _cost_of
-from npucc.backend.estimate.list_schedule import channel_bound
+from npucc.backend.estimate.list_schedule import Timeline, channel_bound, schedule
 from npucc.backend.estimate.prefix import Prefixes, Trace
 from npucc.backend.hypercut.beam import BeamOptions, BeamSearch
 from npucc.backend.hypercut.set_model import MeshParams
@@ -67,6 +68,25 @@ def test_a_trace_carries_its_plan_through_ddr_energy_and_channel_bound() -> None
         assert held == channel_bound(target, costs) > 0
         assert energy == pytest.approx(sum(c.energy for c in costs), rel=1e-12)
         assert trace.ids == [model._where_id(where) for where in trace.kept.values()]
+
+
+def test_a_trace_keeps_the_schedule_every_stride_runs_past_its_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(prefix, "STRIDE", 2)
+    model, _, _ = _searched("residual_block")
+    traces = {id(t): t for _, owner in model._prefixes._tries for t in owner if t}.values()
+    checked = 0
+    for trace in traces:
+        start = min(trace.timelines)
+        strides = set(range(start - start % 2 + 2, len(trace.runs), 2))
+        assert strides <= set(trace.timelines)
+        for k, kept in trace.timelines.items():
+            at = Timeline.start(model.target.cores)
+            schedule(model.target, trace.runs[:k], at)
+            assert kept == at
+            checked += k in strides
+    assert checked > 0
 
 
 def test_the_trie_finds_the_longest_prefix_across_two_generations() -> None:

@@ -14,6 +14,7 @@ from npucc.backend.hypercut.onchip_plan import (
     stage_piece,
     staged_key,
     tensor_consumers,
+    whole_tensors,
 )
 from npucc.backend.lower import plan_tensors
 from npucc.backend.planner import PlanOptions, plan_graph
@@ -203,3 +204,28 @@ def test_a_loops_whole_input_passes_its_bytes_to_its_output_home_by_home():
     assert parse_onchip(kept["r3"].text().split()) == kept["r3"]
     for a, b in combinations(kept.values(), 2):
         assert not a.clashes(b, 4)
+
+
+@pytest.mark.parametrize("name", ["residual_block", "small_cnn", "transformer_encoder"])
+def test_an_unsplit_plan_keeps_what_the_general_rule_keeps(name: str) -> None:
+    graph = import_model(MODELS / f"{name}.onnx")
+    n = len(graph.layers)
+    consumers = tensor_consumers(graph)
+    whole = whole_tensors(graph, consumers)
+    targets = [MESH]
+    for share in (16, 4096):  # some tensors do not fit
+        tight = MESH.to_dict()
+        tight["mesh"]["onchip_buffer"] = MESH.mesh.onchip_buffer // share
+        targets.append(target_from_dict(tight))
+    counts = set()
+    for target in targets:
+        for width in (1, 2, 4, 8):
+            cores = [tuple(range(i % width, 64, width)) for i in range(n)]
+            identity = [(i, i) for i in range(n)]  # spans given: the general rule
+            for offchip in (frozenset(), frozenset(list(graph.tensors)[1::3])):
+                general = plan_onchip(graph, cores, target, offchip, spans=identity)
+                assert plan_onchip(graph, cores, target, offchip, whole=whole) == general
+                assert plan_onchip(graph, cores, target, offchip) == general
+                assert list(plan_onchip(graph, cores, target, offchip)) == list(general)
+                counts.add(len(general))
+    assert len(counts) > 2  # all, none and some kept

@@ -37,7 +37,7 @@ from npucc.backend.estimate.list_schedule import (
     oldest_first,
     schedule,
 )
-from npucc.backend.estimate.prefix import Prefixes, Trace, timeline
+from npucc.backend.estimate.prefix import Prefixes, Trace, extend, timeline
 from npucc.backend.estimate.profile import (
     LayerProfile,
     TimedShape,
@@ -49,7 +49,14 @@ from npucc.backend.estimate.profile import (
     stage_profile,
     timed_shape,
 )
-from npucc.backend.hypercut.onchip_plan import Placed, plan_onchip, staged_key, tensor_consumers
+from npucc.backend.hypercut.onchip_plan import (
+    Placed,
+    Whole,
+    plan_onchip,
+    staged_key,
+    tensor_consumers,
+    whole_tensors,
+)
 from npucc.backend.lower.subbatch import (
     Part,
     loop_parts,
@@ -119,6 +126,7 @@ class ExecCostModel:
     _flags: dict[int, dict[int, int]] = field(default_factory=dict)
     _footprints: dict[tuple[int, ...], int] = field(default_factory=dict)  # `_footprint_id`
     _consumers: dict[str, list[int] | None] = field(default_factory=dict)  # tensor_consumers
+    _whole: Whole = ()  # whole_tensors
     _where: dict[tuple, int] = field(default_factory=dict)  # `_where_id`
     # `_where_id`'s homes: by the id of a homes tuple, the tuple (alive: the id stays its own)
     # and its number in `_home_numbers`
@@ -136,6 +144,7 @@ class ExecCostModel:
 
     def __post_init__(self) -> None:
         self._consumers = tensor_consumers(self.graph)
+        self._whole = whole_tensors(self.graph, self._consumers)
         producer = self._producer
         for index, layer in enumerate(self.graph.layers):
             self._srcs.append(tuple(producer.get(t) for t in layer.inputs))
@@ -213,8 +222,9 @@ class ExecCostModel:
         # NOTE: without `positions`: the estimate prices every tensor's life whole, and the
         # lowering's lives home by home only free room for it (npucc.backend.hypercut.onchip_plan)
         return plan_onchip(
-            self.graph, cores_of, self.target, offchip, loops, spans, self._consumers, resume
-        )
+            self.graph, cores_of, self.target, offchip, loops, spans, self._consumers, resume,
+            whole=self._whole,
+        )  # fmt: skip
 
     @property
     def every_tensor(self) -> frozenset[str]:
@@ -328,10 +338,9 @@ class ExecCostModel:
             held += bound[1]
             ddr.append((ddr_energy, held))
         runs = self._linked(priced, trace.runs[:items] if trace is not None else None)
-        before = timeline(self.target, trace, items)
-        after = before.copy()
-        edp = total * float(schedule(self.target, runs[items:], after))
-        made = Trace(placed, kept, priced, runs, energy, {items: before}, edp, ddr, where_ids)
+        latency, timelines = extend(self.target, runs, items, timeline(self.target, trace, items))
+        edp = total * float(latency)
+        made = Trace(placed, kept, priced, runs, energy, timelines, edp, ddr, where_ids)
         self._prefixes.add(keys, newer, made)
         return made
 

@@ -10,8 +10,8 @@ from one priced before only from some layer on (the children of a plan share eve
 before the group they split), so `Prefixes` keeps a trie of the rectangle sequences priced,
 each node naming the plan that first passed through it (its `Trace`), and the pricing goes
 on from where the longest known prefix ends: the placements and the runs before it are that
-plan's, and the list schedule continues from that plan's timeline there (kept for each point
-a plan went on from, else replayed from the nearest such point before it).
+plan's, and the list schedule continues from that plan's timeline there (kept where the plan
+went on from and every `STRIDE` runs past it, else replayed from the nearest kept point before).
 """
 
 from __future__ import annotations
@@ -104,3 +104,24 @@ def timeline(target: Target, trace: Trace | None, runs: int) -> Timeline:
         schedule(target, trace.runs[before:runs], value)
         trace.timelines[runs] = value
     return value
+
+
+# NOTE: a plan going on from a point of a trace where no timeline was kept replays its runs
+# from the nearest kept point before it: one kept every `STRIDE` runs bounds that replay
+STRIDE = 8
+
+
+def extend(
+    target: Target, runs: list[LayerRun], start: int, before: Timeline
+) -> tuple[int, dict[int, Timeline]]:
+    """The list schedule of `runs` from run `start` on, continued from `before` (the schedule
+    after the first `start`, kept as it is): its latency, and the timelines a `Trace` keeps:
+    `before` and a copy after every multiple of `STRIDE` runs past `start`."""
+    timelines = {start: before}
+    after = before.copy()
+    done = start
+    for stop in range(start - start % STRIDE + STRIDE, len(runs), STRIDE):
+        schedule(target, runs[done:stop], after)
+        timelines[stop] = after.copy()
+        done = stop
+    return schedule(target, runs[done:], after), timelines

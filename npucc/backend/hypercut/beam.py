@@ -83,8 +83,9 @@ class BeamSearch:
     def score(self, plan: Plan) -> float:
         """EDP of a partial plan's default completion (an achievable bound on its subtree's
         best; infinite when a group cannot be completed); the best completion is remembered."""
-        if plan in self._score:
-            return self._score[plan]
+        value = self._score.get(plan)
+        if value is not None:
+            return value
         full = self.completion(plan)
         value = math.inf if full is None else self.edp(full)
         self._score[plan] = value

@@ -73,6 +73,8 @@ _Segments = tuple[tuple[int, int, int], ...]
 # and last positions in its loop's first sub-batch, else None), the homes by life when not all
 # (first, last) (`_segments`)
 Placed = tuple[int, int, int, int, int, tuple[int, int] | None, _Segments]
+# per layer, (tensor, elements, life) of each output kept whole if it fits (`whole_tensors`)
+Whole = tuple[tuple[tuple[str, int, tuple[int, int]], ...], ...]
 
 
 def staged_key(name: str, loop: int) -> str:
@@ -124,6 +126,7 @@ def plan_onchip(
     consumers: dict[str, list[int] | None] | None = None,
     resume: tuple[list[Placed], dict[str, OnChip], int] | None = None,
     positions: Sequence[tuple[int, ...]] | None = None,
+    whole: Whole | None = None,
 ) -> dict[str, OnChip]:
     """The tensors kept on chip (layer i runs on the row-major core indices `cores_of[i]`;
     None for a view op), none of `offchip`. `loops[i]`: layer i's
@@ -133,7 +136,8 @@ def plan_onchip(
     placements and the tensors kept of the outputs of the layers before a layer index, as
     this function made them, to go on from that layer (both extended in place);
     `positions[i]`: the positions of layer i's parts, by sub-batch (`slice_lives`; default or
-    None: none split). Empty on one core or without a buffer."""
+    None: none split); `whole`: the graph's `whole_tensors`, if known (read only without
+    `loops`, `spans` and `positions`). Empty on one core or without a buffer."""
     budget = target.mesh.onchip_budget
     if budget <= 0 or target.cores <= 1:
         return {}
@@ -224,6 +228,17 @@ def plan_onchip(
                         todo.append(k)
         return seen
 
+    if loops is None and spans is None and positions is None:
+        # NOTE: no split: every tensor held whole over its graph-order life, whatever the plan
+        if whole is None:
+            whole = whole_tensors(graph, consumers)
+        for i in range(start, len(graph.layers)):
+            cores = cores_of[i]
+            if cores is not None:
+                for t, elems, life in whole[i]:
+                    if t not in offchip:
+                        keep(t, elems, cores, life)
+        return kept
     for i in range(start, len(graph.layers)):
         layer, cores = graph.layers[i], cores_of[i]
         if layer.op in VIEW_OPS or layer.op == HOST_OP or cores is None:
@@ -252,6 +267,24 @@ def plan_onchip(
     for key, (t, cores, first, last) in weights.items():  # in the room the tensors left
         stage(key, math.prod(graph.tensors[t].shape), cores, (first, last))
     return kept
+
+
+def whole_tensors(graph: Graph, consumers: dict[str, list[int] | None]) -> Whole:
+    """Per layer, the outputs `plan_onchip` may keep on chip when nothing is split, with their
+    elements and life in graph order (its producer to its last reader; none of a view, a
+    host segment, a graph output or a tensor a NO_NOC_READERS op reads); `consumers`: the
+    graph's `tensor_consumers`."""
+    outputs = set(graph.outputs)
+    out = []
+    for i, layer in enumerate(graph.layers):
+        mine = []
+        if layer.op not in VIEW_OPS and layer.op != HOST_OP:
+            for t in layer.outputs:
+                found = consumers[t] if t not in outputs else None
+                if found and not any(graph.layers[j].op in NO_NOC_READERS for j in found):
+                    mine.append((t, math.prod(graph.tensors[t].shape), (i, max(found))))
+        out.append(tuple(mine))
+    return tuple(out)
 
 
 def slice_lives(
