@@ -273,7 +273,7 @@ def _part(
         _single_l0c(ctx, plan, shape.k),
         w_el * passes_w * eb,
         x_el * passes_x * eb,
-        _w_cycles(ctx, shape, plan, False),
+        _w_pass(ctx, shape, plan, memo),
         x_cyc,
         _fill(ctx, shape, blocks, x_pieces, False),
     )
@@ -349,6 +349,17 @@ def _noc_pass(
 def _x_pieces(shape: CubeShape, plan: Blocking) -> list[tuple[int, int]]:
     """The K pieces of the plan's X blocks (all of K but under `os`)."""
     return _pieces(shape.k, plan.x_kb) if plan.order == "os" else [(shape.k, 1)]
+
+
+def _w_pass(
+    ctx: LowerContext, shape: CubeShape, plan: Blocking, memo: dict[Hashable, Any]
+) -> int:
+    """`_w_cycles` through DDR, memoised by the plan's N and K blocks (plans share them)."""
+    key = ("w", plan.nb, plan.kb)
+    value = memo.get(key)
+    if value is None:
+        value = memo[key] = _w_cycles(ctx, shape, plan, False)
+    return value
 
 
 def _w_cycles(ctx: LowerContext, shape: CubeShape, plan: Blocking, w_noc: bool) -> int:
