@@ -351,9 +351,7 @@ def _x_pieces(shape: CubeShape, plan: Blocking) -> list[tuple[int, int]]:
     return _pieces(shape.k, plan.x_kb) if plan.order == "os" else [(shape.k, 1)]
 
 
-def _w_pass(
-    ctx: LowerContext, shape: CubeShape, plan: Blocking, memo: dict[Hashable, Any]
-) -> int:
+def _w_pass(ctx: LowerContext, shape: CubeShape, plan: Blocking, memo: dict[Hashable, Any]) -> int:
     """`_w_cycles` through DDR, memoised by the plan's N and K blocks (plans share them)."""
     key = ("w", plan.nb, plan.kb)
     value = memo.get(key)
