@@ -314,6 +314,12 @@ class TileBuilder(Generic[G]):
         if len(refs) == 2:
             read = refs[1].buf
             bufs: tuple[int, ...] = (written,) if read == written else (written, read)
+        elif len(refs) == 3:  # NOTE: `dict.fromkeys`' order, spelled out (a vector op, an mmad)
+            a, b = refs[1].buf, refs[2].buf
+            if a == written:
+                bufs = (written,) if b == written else (written, b)
+            else:
+                bufs = (written, a) if b == written or b == a else (written, a, b)
         else:
             bufs = tuple(dict.fromkeys(ref.buf for ref in refs))
         own = _OWN_KEYS.get(cls)
