@@ -370,8 +370,8 @@ def test_searches_sharing_candidates_pick_what_each_picks_alone():
 
 @pytest.mark.parametrize("target", ["davinci-core", "mesh8x8"])
 def test_plans_bounded_out_unpriced_leave_every_pick_as_it_was(monkeypatch, target):
-    # a plan whose CUBE floor is beyond the tolerance of one priced is not priced
-    # (`blocking._scored`): each search picks what it picks with every plan priced
+    # a plan whose floor (CUBE or its passes' DMAs) is beyond the tolerance of one priced is
+    # not priced (`blocking._scored`): each search picks what it picks with every plan priced
     import npucc.backend.lower.blocking as blocking
 
     ctx = LowerContext(None, None, None, load_target(target))  # type: ignore[arg-type]
@@ -388,12 +388,13 @@ def test_plans_bounded_out_unpriced_leave_every_pick_as_it_was(monkeypatch, targ
     plain = blocking._bias_plan
     monkeypatch.setattr(blocking, "_bias_plan", lambda *a: priced.append(1) or plain(*a))
     shapes = [
-        CubeShape(n, k, 9, inst, bias, res, 1, x_by_channels=chan)
-        for n, k, inst, bias, res, chan in [
-            (256, 576, 1, True, True, False),
-            (64, 27, 1, True, False, False),
-            (512, 4608, 2, False, False, True),
-            (1000, 4096, 1, True, False, False),
+        CubeShape(n, k, taps, inst, bias, res, 1, x_by_channels=chan)
+        for n, k, taps, inst, bias, res, chan in [
+            (256, 576, 9, 1, True, True, False),
+            (64, 27, 9, 1, True, False, False),
+            (512, 4608, 9, 2, False, False, True),
+            (1000, 4096, 9, 1, True, False, False),
+            (144, 24, 1, 1, True, False, False),  # a 1x1 conv's: its DMAs bind
         ]
     ]
     bounded, counts = [], []

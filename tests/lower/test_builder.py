@@ -99,6 +99,12 @@ def test_emit_local_adds_the_nodes_and_edges_emit_adds() -> None:
             u = bld.alloc("UB", 256)
             emit(Copy(u, c, (256,), (1,), (1,)))
             emit(Copy(u, u.at(8), (8,), (1,), (1,)))  # one buffer read and written
+            v = bld.alloc("UB", 256)
+            d = (16, 16), (16, 1), (16, 1), (16, 1)
+            emit(VBinary("mla", v, u, u.at(16), *d))  # the accumulator read too
+            for one, two in ((v, u), (u, v), (u, u), (v, v)):  # operands repeating the dst
+                emit(VBinary("add", v, one, two, *d))
+            bld.free(v)
             bld.free(u)
             bld.free(a)
             bld.free(b)

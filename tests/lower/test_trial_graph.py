@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from npucc.backend.lower.builder import MeshBuilder, TileBuilder
+from npucc.backend.lower.builder import MeshBuilder, TileBuilder, TrialBuilder
 from npucc.backend.lower.context import LowerContext, flow
 from npucc.backend.lower.depthwise import _lower_split
 from npucc.backend.lower.trial_graph import TrialGraph
@@ -28,11 +28,12 @@ def _depthwise() -> tuple[Graph, Layer]:
     return graph, layer
 
 
-def _lowered(tiles: TileGraph | TrialGraph, channels: int) -> None:
+def _lowered(tiles: TileGraph | TrialGraph, channels: int, trial: bool = False) -> None:
     graph, layer = _depthwise()
     target = load_target("davinci-core")
-    ctx = LowerContext(graph, TiledProgram("t", target), MeshBuilder([TileBuilder(tiles, target)]),
-                       target)  # fmt: skip
+    builder = TrialBuilder(tiles, target) if isinstance(tiles, TrialGraph) and trial else None
+    ctx = LowerContext(graph, TiledProgram("t", target),
+                       MeshBuilder([builder or TileBuilder(tiles, target)]), target)  # fmt: skip
     ctx.begin_layer((0,))
     _lower_split(ctx, layer, channels)
 
@@ -51,6 +52,34 @@ def test_a_trial_graph_keeps_the_flow_busiest_pipe_and_finishes_of_the_tile_grap
             busy[v.pipe] = busy.get(v.pipe, 0) + v.cycles
     assert trial.busy() == max(busy.values()) > 0
     assert flow(trial) == flow(whole) > trial.busy() // 2
+
+
+@pytest.mark.parametrize("channels", [0, 16, 32])
+def test_a_trial_builder_keeps_the_finishes_of_the_tile_graph_but_allocs_and_frees(channels):
+    whole, trial = TileGraph("t"), TrialGraph()
+    _lowered(whole, channels)
+    _lowered(trial, channels, trial=True)
+    _, finish = in_order(range(len(whole.nodes)), *whole.timing_columns(), whole.preds)
+    kept = [f for f, v in zip(finish, whole.nodes, strict=True) if v.op not in ("ALLOC", "FREE")]
+    assert len(trial.finish) == len(kept) + 1 < len(whole.nodes)  # node 0: START
+    assert trial.finish[0] == 0 and set(trial.alloc_of.values()) == {0}
+    assert trial.finish[1:-1] == kept[:-1]  # the newest node is timed when asked (`flow`)
+    assert flow(trial) == flow(whole) and trial.busy() == _busiest(whole)
+
+
+def _busiest(graph: TileGraph) -> int:
+    busy: dict[str, int] = {}
+    for v in graph.nodes:
+        if v.pipe is not None:
+            busy[v.pipe] = busy.get(v.pipe, 0) + v.cycles
+    return max(busy.values())
+
+
+def test_a_trial_builder_starts_on_an_empty_trial_graph():
+    trial = TrialGraph()
+    trial.add("VEC_ADD", "VECTOR", 5, ())
+    with pytest.raises(AssertionError, match="empty trial graph"):
+        TrialBuilder(trial, load_target("davinci-core"))
 
 
 def test_an_edge_into_a_node_before_the_newest_is_refused():

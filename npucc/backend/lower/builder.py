@@ -314,6 +314,12 @@ class TileBuilder(Generic[G]):
         if len(refs) == 2:
             read = refs[1].buf
             bufs: tuple[int, ...] = (written,) if read == written else (written, read)
+        elif len(refs) == 3:  # NOTE: `dict.fromkeys`' order, spelled out (a vector op, an mmad)
+            a, b = refs[1].buf, refs[2].buf
+            if a == written:
+                bufs = (written,) if b == written else (written, b)
+            else:
+                bufs = (written, a) if b == written or b == a else (written, a, b)
         else:
             bufs = tuple(dict.fromkeys(ref.buf for ref in refs))
         own = _OWN_KEYS.get(cls)
@@ -545,6 +551,42 @@ class TileBuilder(Generic[G]):
         out._resident = dict(resident)
         out._views = dict(views)
         return out
+
+
+class TrialBuilder(TileBuilder[TrialGraph]):
+    """A TileBuilder of a trial lowering's graph (`memo.fresh`): no ALLOC or FREE nodes, every
+    buffer's first reader or writer waiting for the graph's first node instead (a pipe-less
+    node of no predecessors, added here: its finish is 0, as an ALLOC's).
+
+    NOTE: the same `flow` and busiest pipe as TileBuilder's nodes give: an ALLOC's finish is 0
+    (no pipe, no predecessors); a FREE is no node's predecessor (no id of it is kept) and
+    finishes with its latest predecessor, which the flow already counts; neither has a pipe."""
+
+    __slots__ = ()
+
+    def __init__(self, graph: TrialGraph, target: Target, forms: Forms | None = None) -> None:
+        super().__init__(graph, target, forms=forms)
+        if graph.finish:
+            raise AssertionError("a trial builder starts on an empty trial graph")
+        graph.add("START", None, 0, ())  # node 0: what a buffer's ALLOC would be
+
+    def alloc(self, tier: str, elems: int, name: str = "") -> BufRef:
+        """`TileBuilder.alloc` without its ALLOC node."""
+        found = self._sizes.get(tier)
+        if found is None:
+            found = self._sizes[tier] = self.target.tier_bytes(tier), self.target.memory.alignment
+        per, align = found
+        size = max(align, math.ceil(elems * per / align) * align)
+        graph = self.graph
+        bid = graph.add_buffer(size, tier, name).id
+        graph.alloc_of[bid] = 0
+        self._readers[bid] = []
+        return _new_ref(BufRef, (bid, tier, 0, self.core))
+
+    def free(self, ref: BufRef) -> None:
+        """`TileBuilder.free` without its FREE node."""
+        self._own(ref)
+        del self._readers[ref.buf]
 
 
 class MeshBuilder:

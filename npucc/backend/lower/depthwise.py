@@ -390,17 +390,19 @@ def vector_taps(
     k = g.cg * g.taps
     b_st = (g.cog * k, k, 0, 0)
     first = bias is None
+    # NOTE: every operand a buffer of this core: `emit_local` (the same node and edges)
+    emit = bld.emit_local
     if bias is not None:  # the accumulator starts as the bias: a broadcast on MTE1, not VECTOR
         dst_st, src_st = (g.cog * pixels, pixels, 1), (g.cog, 1, 0)
         cd, (ds, ss) = coalesce((gl, g.cog, pixels), dst_st, src_st)
-        bld.emit(Copy(acc, bias, cd, ds, ss))
+        emit(Copy(acc, bias, cd, ds, ss))
     cd, (ds, as_, bs) = coalesce(dims, dense, a_st, b_st)  # every tap's pattern
     for c in range(g.cg):
         for ki in range(g.kh):
             for kj in range(g.kw):
                 a = win.at(c * wr * wc + ki * g.dh * wc + kj * g.dw)
                 w = wts.at(c * g.taps + ki * g.kw + kj)
-                bld.emit(VBinary("mul" if first else "mla", acc, a, w, cd, ds, as_, bs))
+                emit(VBinary("mul" if first else "mla", acc, a, w, cd, ds, as_, bs))
                 first = False
     bld.free(win)
     epilogue(ctx, layer, g, item, acc)

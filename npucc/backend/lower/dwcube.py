@@ -195,10 +195,10 @@ class CubeShare:
                 bld.free(self.l0b)
             self.l0b = bld.alloc("L0B", nb * k * cb, f"{layer.name}.b0")
             assert self.zeros is not None
-            bld.emit(Copy(self.l0b, self.zeros, (nb * k * cb,), (1,), (1,)))
+            bld.emit_local(Copy(self.l0b, self.zeros, (nb * k * cb,), (1,), (1,)))
             # the block-diagonal: channel c's taps into column c of rows c * taps..
             dims, st = (nb, cb, g.taps), (k * cb, k + 1, cb)
-            bld.emit(Copy(self.l0b, self.wts.at(c0 * g.taps), dims, st, (k, g.taps, 1)))
+            bld.emit_local(Copy(self.l0b, self.wts.at(c0 * g.taps), dims, st, (k, g.taps, 1)))
         assert self.l0b is not None
         x, ih, top, owned = self.window(n, plan.first + c0, cc, band)
         for sub in split(band[1], plan.rows):
@@ -213,6 +213,7 @@ class CubeShare:
         rows and the image row of its first)."""
         ctx, g, plan, layer = self.ctx, self.g, self.plan, self.layer
         bld, cb, k = ctx.builder, plan.cb, plan.cb * g.taps
+        emit = bld.emit_local  # NOTE: every operand but the store's a buffer of this core
         (b0, nb), (x, ih, top) = blocks, win
         c0, cc = b0 * cb, nb * cb
         assert self.l0b is not None
@@ -227,16 +228,16 @@ class CubeShare:
             acc = bld.alloc("L0C", nb * m * cb, f"{layer.name}.cacc")
             for j in range(nb):
                 a0 = bld.alloc("L0A", m * k, f"{layer.name}.a0")
-                bld.emit(Img2Col(a0, x.at(j * cb * ih * g.w), cb, ih, g.w, *geom))
-                bld.emit(Mmad(acc.at(j * m * cb), a0, self.l0b.at(j * k * cb), m, cb, k, 0))
+                emit(Img2Col(a0, x.at(j * cb * ih * g.w), cb, ih, g.w, *geom))
+                emit(Mmad(acc.at(j * m * cb), a0, self.l0b.at(j * k * cb), m, cb, k, 0))
                 bld.free(a0)
             dims, (ds, ss) = coalesce((nb, m * cb), (pixels * cb, 1), (m * cb, 1))
-            bld.emit(Copy(out.at(p0 * cb), acc, dims, ds, ss))
+            emit(Copy(out.at(p0 * cb), acc, dims, ds, ss))
             bld.free(acc)
         if self.bias is not None:
             b, dims = self.bias.at(c0), (nb, pixels, cb)
             st, (ds, bs) = coalesce(dims, (pixels * cb, cb, 1), (cb, 0, 1))
-            bld.emit(VBinary("add", out, out, b, st, ds, ds, bs))
+            emit(VBinary("add", out, out, b, st, ds, ds, bs))
         apply_activation(ctx, out, cc * pixels, layer.attrs)
         y = ctx.ddr(layer.outputs[0]).at(((n * g.co + plan.first + c0) * g.oh + r0) * g.ow)
         dims, (ds, ss) = coalesce(

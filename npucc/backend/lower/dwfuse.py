@@ -244,24 +244,25 @@ class _Expand:
         (g0, gl), (lo, hi), (out, plane, row) = chans, span, dst
         ctx, expand, bld, cin, w = self.ctx, self.expand, self.ctx.builder, self.cin, self.g.w
         x, xh, top = self._input(lo, hi)
+        emit = bld.emit_local  # NOTE: `emit` itself for an operand in DDR (the weights')
         l0b = bld.alloc("L0B", cin * gl, f"{expand.name}.b0")
-        bld.emit(Copy(l0b, self.w.at(g0 * cin), (cin, gl), (gl, 1), (1, cin)))
+        emit(Copy(l0b, self.w.at(g0 * cin), (cin, gl), (gl, 1), (1, cin)))
         l0b1 = None
         if self.bias is not None:
             l0b1 = bld.alloc("L0B", gl, f"{expand.name}.b1")
-            bld.emit(Copy(l0b1, self.bias.at(g0), (gl,), (1,), (1,)))
+            emit(Copy(l0b1, self.bias.at(g0), (gl,), (1,), (1,)))
         l0a, l0c = (ctx.capacity(t) // TILE_SHARE for t in ("L0A", "L0C"))
         per = max(1, min(l0a // (w * cin), l0c // (w * gl)))
         for t0, tr in split(hi - lo, per):
             m = tr * w
             a0 = bld.alloc("L0A", m * cin, f"{expand.name}.a0")
-            bld.emit(Img2Col(a0, x, cin, xh, w, 1, 1, 1, 1, 1, 1, top - lo - t0, 0, tr, w))
+            emit(Img2Col(a0, x, cin, xh, w, 1, 1, 1, 1, 1, 1, top - lo - t0, 0, tr, w))
             acc = bld.alloc("L0C", m * gl, f"{expand.name}.acc")
-            bld.emit(Mmad(acc, a0, l0b, m, gl, cin, 0))
+            emit(Mmad(acc, a0, l0b, m, gl, cin, 0))
             bld.free(a0)
             self._bias_into(acc, m, gl, l0b1)
             dims, (ds, ss) = coalesce((gl, tr, w), (plane, row, 1), (1, w * gl, gl))
-            bld.emit(Copy(out.at(t0 * row), acc, dims, ds, ss))
+            emit(Copy(out.at(t0 * row), acc, dims, ds, ss))
             bld.free(acc)
         bld.free(l0b)
         if l0b1 is not None:
@@ -272,7 +273,7 @@ class _Expand:
             a = expand.attrs
             scalars = () if act == "relu" else (float(a.get("act_min", -math.inf)),
                                                  float(a.get("act_max", math.inf)))  # fmt: skip
-            bld.emit(VUnary(act, out, out, dims, st, st, scalars))
+            emit(VUnary(act, out, out, dims, st, st, scalars))
 
 
 class _CubeTaps:
@@ -346,7 +347,7 @@ class _CubeTaps:
         plane = g.in_rows(rows) * g.in_cols(cols)
         x = bld.alloc("L1", gl * plane, f"{self.layer.name}.fx")
         nb = gl // cb
-        bld.emit(Copy(x, win, (nb, plane, cb), (plane * cb, cb, 1), (cb * plane, 1, plane)))
+        bld.emit_local(Copy(x, win, (nb, plane, cb), (plane * cb, cb, 1), (cb * plane, 1, plane)))
         bld.free(win)
         return x
 
@@ -360,15 +361,16 @@ class _CubeTaps:
         wr, wc = g.in_rows(rows), g.in_cols(cols)
         nb, plane = gl // cb, wr * wc
         acc = bld.alloc("L0C", gl * rows * wc, f"{name}.facc")
+        emit = bld.emit_local  # NOTE: every operand a buffer of this core
         for j in range(nb):
             l0b = bld.alloc("L0B", g.taps * cb * cb, f"{name}.fb0")
-            bld.emit(Copy(l0b, self.zeros, (g.taps * cb * cb,), (1,), (1,)))
+            emit(Copy(l0b, self.zeros, (g.taps * cb * cb,), (1,), (1,)))
             dims, st = (g.taps, cb), (cb * cb, cb + 1)
-            bld.emit(Copy(l0b, self.wts.at((g0 + j * cb) * g.taps), dims, st, (1, g.taps)))
+            emit(Copy(l0b, self.wts.at((g0 + j * cb) * g.taps), dims, st, (1, g.taps)))
             l0b1 = None
             if bias is not None and self.ones is not None:
                 l0b1 = bld.alloc("L0B", cb, f"{name}.fb1")
-                bld.emit(Copy(l0b1, bias.at(j * cb), (cb,), (1,), (1,)))
+                emit(Copy(l0b1, bias.at(j * cb), (cb,), (1,), (1,)))
             for t0, tr in split(rows, self.per):
                 self._tile(acc.at((j * rows + t0) * wc * cb), x.at((j * plane + t0 * wc) * cb),
                            (tr, wc), (l0b, l0b1))  # fmt: skip
@@ -387,13 +389,14 @@ class _CubeTaps:
         (tr, wc), (l0b, l0b1) = shape, b
         size = (tr + (g.kh - 1) * g.dh) * wc * cb
         a0 = bld.alloc("L0A", size, f"{name}.fa0")
-        bld.emit(Copy(a0, x, (size,), (1,), (1,)))
+        emit = bld.emit_local  # NOTE: every operand a buffer of this core
+        emit(Copy(a0, x, (size,), (1,), (1,)))
         m = tr * wc - (g.kw - 1) * g.dw  # every output pixel's row; the border columns' too
         for ki in range(g.kh):
             for kj in range(g.kw):
                 a = a0.at((ki * g.dh * wc + kj * g.dw) * cb)
                 tap = ki * g.kw + kj
-                bld.emit(Mmad(acc, a, l0b.at(tap * cb * cb), m, cb, cb, 1 if tap else 0))
+                emit(Mmad(acc, a, l0b.at(tap * cb * cb), m, cb, cb, 1 if tap else 0))
         bld.free(a0)
         if l0b1 is not None and self.ones is not None:
             cube_bias(bld, acc, self.ones, l0b1, (m, cb), f"{name}.fa1")
@@ -432,6 +435,6 @@ class _CubeTaps:
             (cb * pixels, pixels, cols, 1),
             (rows * wc * cb, 1, wc * cb, cb),
         )
-        bld.emit(Copy(y, acc, dims, ds, ss))
+        bld.emit_local(Copy(y, acc, dims, ds, ss))
         bld.free(acc)
         epilogue(ctx, self.layer, g, item, y)

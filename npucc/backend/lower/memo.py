@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from npucc.backend.lower.builder import Forms, MeshBuilder, TileBuilder
+from npucc.backend.lower.builder import Forms, MeshBuilder, TrialBuilder
 from npucc.backend.lower.context import LowerContext
 from npucc.backend.lower.trial_graph import TrialGraph
 from npucc.errors import NpuccError
@@ -83,7 +83,7 @@ def fresh(ctx: LowerContext, graph: Graph) -> LowerContext:
     """A context on `graph` with `ctx`'s target, L1 reservation and memo, a fresh program and
     one fresh core (what is emitted there reaches no output: a `TrialGraph`, `trial_graph`)."""
     program = TiledProgram(graph.name, ctx.target)
-    builder = MeshBuilder([TileBuilder(TrialGraph(), ctx.target, forms=forms(ctx.memo))])
+    builder = MeshBuilder([TrialBuilder(TrialGraph(), ctx.target, forms(ctx.memo))])
     out = LowerContext(graph, program, builder, ctx.target, reserved=ctx.reserved, memo=ctx.memo)
     out.begin_layer((0,))
     return out

@@ -2,10 +2,10 @@
 
 A lowering tried on a fresh context (`memo.fresh`: a depthwise conv's cube shares, a fused
 expand and depthwise pair) reaches no output; what is read of it is its `flow` and each pipe's
-busy cycles. Its builder (TileBuilder, the same edges as any lowering) appends to a TrialGraph,
-which times each node as it comes (`target.timing.in_order`'s rule: lowering order, in-order
-pipes) and keeps its finish: no node objects, no edge lists (MobileNet v2 tries ~140 k nodes a
-compile).
+busy cycles. Its builder (TrialBuilder: TileBuilder's edges, no ALLOC or FREE node) appends
+to a TrialGraph, which times each node as it comes (`target.timing.in_order`'s rule: lowering
+order, in-order pipes) and keeps its finish: no node objects, no edge lists (MobileNet v2 tries
+~100 k nodes a compile).
 """
 
 from __future__ import annotations
