@@ -24,7 +24,7 @@ from npucc.errors import NpuccError
 from npucc.frontend.onnx_import import read_model
 from npucc.ir.isa import HostOp
 from npucc.ir.stream import Stream, TensorSpec
-from npucc.ir.stream_parse import STREAM_TYPES, parse_stream, read_stream_text
+from npucc.ir.stream_text import STREAM_TYPES
 from npucc.options import CompileOptions
 from npucc.passes import CompileContext, Pass, PassManager
 from npucc.summary import summarize
@@ -100,6 +100,7 @@ class Program:
         `timing_only` times every instruction without computing data (no outputs, no checks).
         """
         from npucc.interp import run_stream  # NOTE: deferred: a compile needs no interpreter
+        from npucc.ir.stream_parse import parse_stream  # (nor a stream parser)
 
         stream = parse_stream(self.stream, "<program>")
         return run_stream(stream, self.image, inputs, check=check, timing_only=timing_only,
@@ -119,6 +120,7 @@ class Program:
         """
         if "predicted_makespan" not in self.stats:
             from npucc.interp import run_stream
+            from npucc.ir.stream_parse import parse_stream
 
             stream = parse_stream(self.stream, "<program>")
             result = run_stream(stream, self.image, {}, check=False, timing_only=True,
@@ -131,6 +133,7 @@ def load(path: str | os.PathLike[str]) -> Program:
     """Reload a saved stream PATH and its image PATH.bin (size and sha256 checked against the
     stream's header) without compiling; `stats` holds only what the stream itself tells."""
     from npucc.interp import load_image
+    from npucc.ir.stream_parse import parse_stream, read_stream_text
 
     text = read_stream_text(path)
     stream = parse_stream(text, os.fspath(path))

@@ -10,17 +10,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from npucc.backend.estimate.exec_cost import ExecCostModel
-from npucc.backend.hypercut.baselines import (
-    AnnealOptions,
-    anneal,
-    layer_pipelined,
-    layer_sequential,
-)
-from npucc.backend.hypercut.beam import BeamOptions, BeamSearch
-from npucc.backend.hypercut.set_model import MeshParams, evaluate
 from npucc.backend.hypercut.workload import graph_batch, workload_from_graph
 from npucc.backend.lower.blocking import drop_candidates
 from npucc.errors import NpuccError
@@ -31,8 +22,21 @@ from npucc.options import SEARCHES, STARTS, Start
 from npucc.passes import CompileContext, IRType, Pass
 from npucc.target import Target
 
+if TYPE_CHECKING:
+    from npucc.backend.hypercut.beam import BeamOptions
+
+# NOTE: the searches and their estimate (hypercut's beam, baselines and SET model, kahypar,
+# backend.estimate) are imported by the functions that plan a mesh: a one-core compile, which
+# gets `single_core_plan`, does not load them (MobileNet v2: ~20 ms of start-up)
+
 METHODS = SEARCHES
 ESTIMATES = ("exec", "set")  # what the lowering will execute | the SET-aligned comparison
+
+
+def _beam_options(**fields: Any) -> BeamOptions:
+    from npucc.backend.hypercut.beam import BeamOptions
+
+    return BeamOptions(**fields)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +54,7 @@ class PlanOptions:
     method: str = "hypercut"
     batch: int | None = None  # None: the batch the graph carries (graph_batch)
     seed: int = 0
-    beam: BeamOptions = field(default_factory=BeamOptions)
+    beam: BeamOptions = field(default_factory=_beam_options)
     sa_iterations: int = 20_000
     estimate: str = "exec"
     sa_goal: float = 0.0  # SA stops at the first plan priced at or below this EDP
@@ -66,6 +70,16 @@ def plan_graph(
     """Plan a graph on a mesh target; `memo`: the compile's (CompileContext.memo), which the
     estimate's profiles share with the lowering; `params` override MeshParams fields (e.g.
     elem_bytes)."""
+    from npucc.backend.estimate.exec_cost import ExecCostModel
+    from npucc.backend.hypercut.baselines import (
+        AnnealOptions,
+        anneal,
+        layer_pipelined,
+        layer_sequential,
+    )
+    from npucc.backend.hypercut.beam import BeamOptions, BeamSearch
+    from npucc.backend.hypercut.set_model import MeshParams, evaluate
+
     if options.method not in METHODS:
         raise NpuccError(f"unknown search '{options.method}' (one of {', '.join(METHODS)})")
     if options.estimate not in ESTIMATES:
@@ -168,7 +182,7 @@ class HypercutPass(Pass):
         """Plan `ir` on the target's mesh; a single-core target gets the trivial plan."""
         if ctx.target.cores == 1:
             return PlannedGraph(ir, single_core_plan(ir))
-        beam = BeamOptions(
+        beam = _beam_options(
             width=self.beam_width,
             max_iterations=self.max_iterations,
             k_max=self.k_max,

@@ -16,13 +16,10 @@ import numpy as np
 from npucc.errors import NpuccError
 from npucc.ir.dtypes import data_digest, dtype_name
 from npucc.ir.graph import Graph
-from npucc.ir.graph_text import graph_from_text
 from npucc.ir.program import TiledProgram
 from npucc.ir.scheduled_program import ScheduledProgram
 from npucc.ir.stream import Generated, Stream
-from npucc.ir.stream_parse import parse_stream
 from npucc.ir.stream_text import format_body
-from npucc.ir.tiled_parse import scheduled_from_text, tiled_from_text
 
 LEVELS = ("graph", "tiled", "schedule", "cmd")
 FORMATS = ("text", "json", "dot")
@@ -33,6 +30,8 @@ _FIRST_WORD = {
     "scheduled-program": "schedule",
     "npucc-stream": "cmd",
 }
+# NOTE: the parsers (graph_text, tiled_parse, stream_parse) are imported where a dump is read:
+# the CLI takes LEVELS and FORMATS from here on every compile, which reads none
 PIPE_COLORS = {
     "MTE1": "#8dd3c7",
     "MTE2": "#80b1d3",
@@ -57,6 +56,10 @@ def detect_level(text: str, path: str = "<text>") -> str:
 
 def parse_ir(text: str, path: str = "<text>") -> tuple[str, Any]:
     """Parse a dump of any level; returns (level, IR)."""
+    from npucc.ir.graph_text import graph_from_text
+    from npucc.ir.stream_parse import parse_stream
+    from npucc.ir.tiled_parse import scheduled_from_text, tiled_from_text
+
     level = detect_level(text, path)
     if level == "graph":
         try:
@@ -277,6 +280,8 @@ def to_json(ir: Any) -> dict[str, Any]:
         return _tiled_json(ir)
     if level == "schedule":
         return _schedule_json(ir)
+    from npucc.ir.stream_parse import parse_stream
+
     stream = ir if isinstance(ir, Stream) else parse_stream(ir.stream, "<program>")
     return _stream_json(stream)
 

@@ -26,6 +26,7 @@ from npucc.ir.stream_text import (
     EVENTS,
     MAGIC,
     QUEUE_NAMES,
+    STREAM_TYPES,
     TENSOR_KINDS,
     VERSION,
     is_sha256,
@@ -42,8 +43,6 @@ from npucc.target import DTYPE_BYTES, Target, target_from_json
 
 _JSON = json.JSONDecoder()
 _UNPRINTABLE = re.compile(r"[^\t\n\x20-\x7e]")  # not printable ASCII, a tab or a newline
-# (storage, accumulator) element types a stream may declare (docs/precision.md)
-STREAM_TYPES = (("f32", "f32"), ("f16", "f32"), ("i8", "i32"))
 
 
 def read_stream_text(path: str | os.PathLike[str]) -> str:

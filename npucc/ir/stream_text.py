@@ -40,6 +40,8 @@ VERSION = 1
 EVENTS = ("alloc", "free", "barrier")  # the queues of pipe-less lines
 QUEUE_NAMES = (*(p.lower() for p in PIPES), "ctrl")  # queue names in flags
 TENSOR_KINDS = ("const", "input", "output", "temp", "onchip")
+# (storage, accumulator) element types a stream may declare (docs/precision.md)
+STREAM_TYPES = (("f32", "f32"), ("f16", "f32"), ("i8", "i32"))
 END = "end"
 
 _FLAG_RE = re.compile(r"^([a-z0-9]+)(?:@(\d+),(\d+))?>([a-z0-9]+)(?:@(\d+),(\d+))?#(\d+)$")
