@@ -109,9 +109,15 @@ def plan_flags(replay: Replay, first_flag: int = 0) -> Flags:
                 waits[v].append(item)
             else:
                 waits[v] = [item]
-            # (a comprehension: `list(map(max, ...))` takes twice as long)
-            base = [b if b >= k else k for b, k in zip(base, known[u], strict=True)]
-            fresh = True
+            # NOTE: entries are >= 0, so `zeros` merged with a vector is that vector: shared,
+            # not copied (a ctrl node's first flag; `fresh` stays False, a pipe node copies it)
+            theirs = known[u]
+            if base is zeros:
+                base = theirs
+            elif theirs is not zeros:
+                # (a comprehension: `list(map(max, ...))` takes twice as long)
+                base = [b if b >= k else k for b, k in zip(base, theirs, strict=True)]
+                fresh = True
         if q >= 0:
             if not fresh:
                 base = base[:]
@@ -160,35 +166,29 @@ class _Printer:
     def __init__(self, target: Target, layout: DdrLayout) -> None:
         self.target = target
         self.layout = layout
-        self.forms: dict[tuple[Any, ...], tuple[tuple[str, ...], tuple[int, ...], float]] = {}
+        self.forms: dict[tuple[Any, ...], tuple[str, tuple[int, ...], float]] = {}
 
     def body(self, instr: Instr, node: int, replay: Replay, tiers: list[str]) -> tuple[str, float]:
         """The text of `instr` resolved at `node` of `replay` (`tiers`: its core's buffer tiers)
         and the picojoules it spends."""
         fields = instr_fields(type(instr))
         tier_of = tiers.__getitem__
-        at: list[str] = []
-        bases: list[int] = []
-        offs: list[int] = []
-        for ref in fields.operands(instr):
-            placed = _place(ref, node, replay, self.layout, tier_of)
-            if placed is None:
-                assert isinstance(ref, MemRef)
-                placed = ref.tier, ref.addr, 0
-            at.append(placed[0])
-            bases.append(placed[1])
-            offs.append(placed[2])
-        key = form_key(instr, fields, at)
+        layout = self.layout
+        placed = [
+            _place(ref, node, replay, layout, tier_of) or (ref.tier, ref.addr, 0)
+            for ref in fields.operands(instr)
+        ]  # NOTE: (tier, base, offset); a MemRef operand is already resolved
+        key = form_key(instr, fields, [tier for tier, _, _ in placed])
         form = self.forms.get(key)
         if form is None:
             target = self.target
-            resolved = _resolve(instr, node, replay, self.layout, target, tier_of)
+            resolved = _resolve(instr, node, replay, layout, target, tier_of)
             sizes = tuple(operand_bytes(target, resolved, n) for n in fields.names)
             form = instr_template(resolved, target), sizes, instr_energy(target, resolved)
             self.forms[key] = form
-        pieces, sizes, energy = form
-        addrs = [b + o * e for b, o, e in zip(bases, offs, sizes, strict=True)]
-        return fill_template(pieces, addrs), energy
+        template, sizes, energy = form
+        addrs = tuple([base + off * e for (_, base, off), e in zip(placed, sizes, strict=True)])
+        return fill_template(template, addrs), energy
 
 
 def render_core(
@@ -224,19 +224,22 @@ def render_core(
     tiers = [buf.tier for buf in graph.buffers]
 
     every = progress.EVERY
+    nodes, buffers, offset_at = replay.nodes, graph.buffers, replay.offset_at
+    waits_of, sets_of, add = flags.waits.get, flags.sets.get, lines.append
     for i, v in enumerate(replay.order, 1):
         if bar is not None and i % every == 0:
             bar.update(done + i)
-        node = replay.nodes[v]
-        waits, sets = flags.waits.get(v), flags.sets.get(v)
-        sync = format_sync(waits or (), sets or ())
-        if node.pipe is None:
+        node = nodes[v]
+        waits, sets = waits_of(v), sets_of(v)
+        sync = format_sync(waits or (), sets or ()) if waits or sets else ""
+        pipe = node.pipe
+        if pipe is None:
             if node.op == "BARRIER":
-                lines.append(format_line("barrier", "", sync))
+                add(format_line("barrier", "", sync))
                 continue
-            buf = graph.buffers[node.bufs[0]]
-            body = format_event(buf.tier, replay.offset_at(v, buf.id), buf.size, buf.id)
-            lines.append(format_line(node.op.lower(), body, sync))
+            buf = buffers[node.bufs[0]]
+            body = format_event(buf.tier, offset_at(v, buf.id), buf.size, buf.id)
+            add(format_line(node.op.lower(), body, sync))
             continue
         if v >= n_orig:
             instr = _spill_instr(v - n_orig, node.bufs[0], v, replay, layout, graph, core_index,
@@ -249,7 +252,7 @@ def render_core(
             assert node.instr is not None, f"node {v} ({node.op}) has no instruction"
             body, pj = printer.body(node.instr, v, replay, tiers)
         energy += pj
-        lines.append(format_line(node.pipe, body, sync))
+        add(format_line(pipe, body, sync))
     return lines, flags.count, energy
 
 

@@ -39,6 +39,7 @@ _TOKEN_RE = re.compile(r'(?:"(?:[^"\\]|\\.)*"|\S)+?(?=\s|$)')
 
 
 _ADDR_SPEC = "06x"  # a resolved operand's byte address: hex, at least six digits
+_PERCENT_ADDR = f"%{_ADDR_SPEC}"  # the same as a %-format (`instr_template`)
 
 
 def format_ref(tier: str, addr: int, nbytes: int | None = None) -> str:
@@ -109,11 +110,13 @@ def _value_text(value: object) -> str:
     return str(value)
 
 
-def instr_template(instr: Instr, target: Target | None = None) -> tuple[str, ...]:
-    """The text of a resolved instruction cut around its operands' hex addresses (in field
-    order): `fill_template` of it and any addresses in the same tiers is `format_instr`'s text.
+def instr_template(instr: Instr, target: Target | None = None) -> str:
+    """The text of a resolved instruction as a %-format with one `%06x` per operand's hex
+    address (in field order): `fill_template` of it and any addresses in the same tiers is
+    `format_instr`'s text.
 
-    Codegen prints instructions alike but for their addresses from one template.
+    Codegen prints instructions alike but for their addresses from one template, each with one
+    %-format (no Python per operand).
     """
     nbytes = operand_nbytes(target, instr)
     parts = [instr.opcode]
@@ -125,16 +128,13 @@ def instr_template(instr: Instr, target: Target | None = None) -> tuple[str, ...
             parts.append(f"{name}={head}\0{tail}")
         else:
             parts.append(f"{name}={_value_text(value)}")
-    return tuple(" ".join(parts).split("\0"))
+    pieces = " ".join(parts).replace("%", "%%").split("\0")
+    return _PERCENT_ADDR.join(pieces)
 
 
-def fill_template(pieces: Sequence[str], addrs: Sequence[int]) -> str:
+def fill_template(template: str, addrs: tuple[int, ...]) -> str:
     """An instruction's text from its `instr_template` and its operands' byte addresses."""
-    out = [pieces[0]]
-    for addr, piece in zip(addrs, pieces[1:], strict=True):
-        out.append(format(addr, _ADDR_SPEC))
-        out.append(piece)
-    return "".join(out)
+    return template % addrs
 
 
 def symbolic_ref(ref: BufRef | DdrRef | MemRef) -> str:
