@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 
 import numpy as np
@@ -114,49 +114,40 @@ def _retime(
     makespan is proven not below `beat`: a re-timed finish reaches it, or the node at
     position `last` (finishing at `beat`) can no longer finish earlier.
 
-    NOTE: past p the order is the old one, so once every pipe is free when it was in the old
-    timing and no node whose finish moved has a successor still to come, every later finish
-    is the old one: re-timing stops there. Likewise (rule 5 is monotone) once no pipe is free
-    earlier than in the old timing and no node that finishes earlier has a successor still to
-    come, no later finish is earlier than the old one.
+    NOTE: past p the order is the old one, so a node there finishes as in the old timing
+    unless its pipe is free at another time than in the old timing or a predecessor's finish
+    moved: only those nodes are re-timed (`events`: the successors of the moved finishes;
+    `after`: per pipe whose free time differs, its next position), in order, and re-timing
+    stops once there are none. Likewise (rule 5 is monotone) once no pipe is free earlier
+    than in the old timing and no node that finishes earlier has a successor still to come,
+    no later finish is earlier than the old one.
 
     NOTE: the re-timed finishes are written into `finish` itself (each node is re-timed once,
     after its old finish is read) and the old ones put back before returning.
     """
     q, p = move
-    pipe_of, cycles = lanes.pipe, lanes.cycles
+    pipe_of, cycles, at = lanes.pipe, lanes.cycles, lanes.at
     old_finish = finish
     moved: list[int] = []  # the nodes whose finish differs, in re-timing order
     olds: list[int] = []  # ... their old finishes
     # each pipe is free at its last finish before q (0: none before q)
-    pipe_free = [0] * len(lanes.at)
-    for x, at in enumerate(lanes.at):
-        k = bisect_left(at, q)
+    pipe_free = [0] * len(at)
+    for x, lane in enumerate(at):
+        k = bisect_left(lane, q)
         if k:
-            pipe_free[x] = finish[order[at[k - 1]]]
+            pipe_free[x] = finish[order[lane[k - 1]]]
     old_free = pipe_free[:]  # the old timing's pipes, from position p + 1 on
     for i in range(q, p + 1):
         x = pipe_of[order[i]]
         if x >= 0:
             old_free[x] = old_finish[order[i]]
-    horizon = -1  # the last position of a successor of a node whose finish moved
-    differ = 0  # pipes free at another time than in the old timing
+    events: list[int] = []  # a heap of positions past p (repeats allowed)
     early = -1  # the last position of a successor of a node that finishes earlier
-    ahead = 0  # pipes free earlier than in the old timing
     top = 0
-    for i in range(q, len(order)):
-        if i > p:
-            v = order[i]
-            if i == p + 1:
-                differ = sum(f != t for f, t in zip(pipe_free, old_free, strict=True))
-                ahead = sum(f < t for f, t in zip(pipe_free, old_free, strict=True))
-            if not differ and horizon < i:
-                break
-            if not ahead and early < i <= last:
-                _restore(finish, moved, olds)
-                return None
-        else:
-            v = order[p] if i == q else order[i - 1]
+    heappush, heappop = heapq.heappush, heapq.heappop
+    # the moved span: the node at p, then those at q .. p - 1
+    for i in range(q, p + 1):
+        v = order[p] if i == q else order[i - 1]
         t = 0
         for u in preds[v]:
             if finish[u] > t:
@@ -164,21 +155,76 @@ def _retime(
         x = pipe_of[v]
         if x >= 0:
             free = pipe_free[x]
-            t = (t if t > free else free) + cycles[v]
-            if i > p:
-                was = old_free[x]
-                differ += (t != old_finish[v]) - (free != was)
-                ahead += (t < old_finish[v]) - (free < was)
-                old_free[x] = old_finish[v]
-            pipe_free[x] = t
-        if t != old_finish[v]:
+            t = pipe_free[x] = (t if t > free else free) + cycles[v]
+        was = old_finish[v]
+        if t != was:
             for w in succs[v]:
-                if pos[w] > horizon:
-                    horizon = pos[w]
-                if t < old_finish[v] and pos[w] > early:
-                    early = pos[w]
+                k = pos[w]
+                if k > p:
+                    heappush(events, k)
+                    if t < was and k > early:
+                        early = k
             moved.append(v)
-            olds.append(old_finish[v])
+            olds.append(was)
+            finish[v] = t
+        if t > top:
+            if t >= beat:
+                _restore(finish, moved, olds)
+                return None
+            top = t
+    never = len(order)
+    after = [never] * len(at)  # per pipe free at another time: its next position past p
+    nxt = [0] * len(at)  # ... and that position's index in its lane
+    ahead = 0  # pipes free earlier than in the old timing
+    for x, lane in enumerate(at):
+        if pipe_free[x] != old_free[x]:
+            ahead += pipe_free[x] < old_free[x]
+            k = nxt[x] = bisect_right(lane, p)
+            if k < len(lane):
+                after[x] = lane[k]
+    while True:
+        i = min(after)
+        if events and events[0] <= i:
+            i = events[0]
+            while events and events[0] == i:
+                heappop(events)
+        if i == never:
+            break
+        if not ahead and early < i <= last:
+            _restore(finish, moved, olds)
+            return None
+        v = order[i]
+        t = 0
+        for u in preds[v]:
+            if finish[u] > t:
+                t = finish[u]
+        was = old_finish[v]
+        x = pipe_of[v]
+        if x >= 0:
+            lane = at[x]
+            if after[x] == i:  # NOTE: its pipe's free time differs
+                free = pipe_free[x]
+                k = nxt[x]
+                ahead -= free < old_free[x]
+            else:  # NOTE: as in the old timing: the pipe's last finish, unchanged
+                k = bisect_left(lane, i)
+                free = finish[order[lane[k - 1]]] if k and lane[k - 1] > p else pipe_free[x]
+            t = pipe_free[x] = (t if t > free else free) + cycles[v]
+            old_free[x] = was
+            if t != was:
+                ahead += t < was
+                k = nxt[x] = k + 1
+                after[x] = lane[k] if k < len(lane) else never
+            else:
+                after[x] = never
+        if t != was:
+            for w in succs[v]:
+                k = pos[w]
+                heappush(events, k)
+                if t < was and k > early:
+                    early = k
+            moved.append(v)
+            olds.append(was)
             finish[v] = t
         if t > top:
             if t >= beat:
