@@ -151,6 +151,11 @@ def test_retiming_stops_once_the_makespan_cannot_drop():
                 stopped += 1
             else:
                 assert _applied(finish, got[0]) == want
+            got = cpe._retime(lanes, preds, succs, order, pos, finish, (q, p), best)
+            if got is None:  # the makespan rose
+                assert max(want) >= best
+            else:
+                assert _applied(finish, got[0]) == want
                 kept += 1
     assert stopped > 10 and kept > 100
 

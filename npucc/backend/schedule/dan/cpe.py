@@ -127,6 +127,20 @@ def _retime(
     """
     q, p = move
     pipe_of, cycles, at = lanes.pipe, lanes.cycles, lanes.at
+    if last >= 0:
+        # NOTE: the moved node cannot start later; if it finishes as before, no node finishes
+        # earlier (rule 5 is monotone: each node now waits for the same nodes or later ones)
+        v, t = order[p], 0
+        for u in preds[v]:
+            if finish[u] > t:
+                t = finish[u]
+        x = pipe_of[v]
+        if x >= 0:
+            k = bisect_left(at[x], q)
+            free = finish[order[at[x][k - 1]]] if k else 0
+            t = (t if t > free else free) + cycles[v]
+        if t == finish[v]:
+            return None
     old_finish = finish
     moved: list[int] = []  # the nodes whose finish differs, in re-timing order
     olds: list[int] = []  # ... their old finishes
