@@ -297,7 +297,7 @@ class Tables:
             order = np.asarray(r.order, dtype=np.int64)
             of = np.asarray(group, dtype=np.int64)[order]
             if capped:
-                mask = (of == 0) & np.asarray(self.is_alloc)[order]
+                mask = (of == 0) & np.asarray(self.is_alloc, dtype=bool)[order]
             else:
                 mask = of >= 0
             # NOTE: a stable sort by group keeps each group's nodes in the plan's order
