@@ -116,8 +116,16 @@ def list_order(
     total = len(nodes)
     if tables is None:
         tables = Tables(r, preds)
-    chain_next, indeg = tables.chains(group, cap is not None)
-    indeg = indeg[:]
+    last: dict[int, int] = {}
+    chain_next = [-1] * total
+    indeg = tables.indeg[:]
+    for v in r.order:
+        g = group[v]
+        if g >= 0 and (cap is None or (g == 0 and nodes[v].op == "ALLOC")):
+            if g in last:
+                chain_next[last[g]] = v
+                indeg[v] += 1
+            last[g] = v
     h = [0] * total if critical is None else critical
     finish = [0] * total
     # NOTE: with `cap` a parked ALLOC waits for the FREE that lets it fit, which rule 5 does
@@ -142,7 +150,12 @@ def list_order(
     # stay far below it), so the pick is a plain min over the list
     cands: list[tuple[int, int, int]] = [NONE] * len(pending)
     dirty: set[int] = set()
-    sizes = [0] * total if cap is None else tables.sizes(group)
+    sizes = [0] * total  # with `cap`: per L1+UB ALLOC its size, per FREE minus it
+    if cap is not None:
+        for node in nodes:
+            if group[node.id] == 0:
+                size = r.graph.buffers[node.bufs[0]].size
+                sizes[node.id] = size if node.op == "ALLOC" else -size
     live = 0
     parked = -1  # the next L1+UB ALLOC (with `cap`), ready but not fitting yet
     fits = (1 << 62) if cap is None else cap
@@ -271,8 +284,6 @@ class Tables:
         "steps",
         "_events",
         "_ranks",
-        "_chains",
-        "_sizes",
     )
 
     def __init__(self, r: Replay, preds: Preds) -> None:
@@ -284,47 +295,6 @@ class Tables:
         self.steps = peak_steps(r.graph, r.nodes)
         self._events: dict[int, tuple[Sequence[int], Events]] = {}
         self._ranks: dict[int, tuple[Sequence[int], list[int], list[int]]] = {}
-        self._chains: dict[tuple[int, bool], tuple[Sequence[int], list[int], list[int]]] = {}
-        self._sizes: tuple[Sequence[int], list[int]] | None = None
-
-    def chains(self, group: Sequence[int], capped: bool) -> tuple[list[int], list[int]]:
-        """`list_order`'s memory order: per node the next node of its group (`group`) in the
-        plan's order (-1: none) and its in-degree over G2 and those links; `capped`: L1+UB's
-        ALLOCs alone linked (worked out once per `group` object and mode; read only)."""
-        kept = self._chains.get((id(group), capped))
-        if kept is None or kept[0] is not group:
-            r = self.r
-            order = np.asarray(r.order, dtype=np.int64)
-            of = np.asarray(group, dtype=np.int64)[order]
-            if capped:
-                mask = (of == 0) & np.asarray(self.is_alloc, dtype=bool)[order]
-            else:
-                mask = of >= 0
-            # NOTE: a stable sort by group keeps each group's nodes in the plan's order
-            by = np.argsort(of[mask], kind="stable")
-            linked, groups = order[mask][by], of[mask][by]
-            same = groups[1:] == groups[:-1]
-            src, dst = linked[:-1][same], linked[1:][same]
-            chain_next = np.full(len(r.nodes), -1, dtype=np.int64)
-            chain_next[src] = dst
-            indeg = np.asarray(self.indeg, dtype=np.int64)
-            indeg[dst] += 1  # NOTE: each node has one link in at most
-            kept = (group, chain_next.tolist(), indeg.tolist())
-            self._chains[(id(group), capped)] = kept
-        return kept[1], kept[2]
-
-    def sizes(self, group: Sequence[int]) -> list[int]:
-        """Per L1+UB memory event of `group` (group 0) an ALLOC's bytes, minus its buffer's
-        bytes for the others, else 0 (worked out once per `group` object; read only)."""
-        if self._sizes is None or self._sizes[0] is not group:
-            r = self.r
-            size = [buf.size for buf in r.graph.buffers]
-            sizes = [0] * len(r.nodes)
-            for v in np.flatnonzero(np.asarray(group) == 0).tolist():
-                b = size[r.nodes[v].bufs[0]]
-                sizes[v] = b if self.is_alloc[v] else -b
-            self._sizes = (group, sizes)
-        return self._sizes[1]
 
     def events(self, plan: Sequence[int]) -> Events:
         """`headroom.plan_events` of the order `plan` (worked out once per order object)."""
