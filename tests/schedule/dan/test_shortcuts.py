@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import npucc
-from npucc.backend.schedule.dan import cpe
+from npucc.backend.schedule.dan import cpe, moves
 from npucc.backend.schedule.dan.dlr import DlrVictim, dlr
 from npucc.backend.schedule.dan.pipeline import AHEAD, ORDERS, dan, stage1
 from npucc.backend.schedule.registry import schedule_graph
@@ -105,24 +105,24 @@ def test_retiming_a_move_matches_timing_the_moved_order():
     finish = _timing(r.nodes, preds, order)
     assert finish == r.finish  # what cpe takes as the plan's timing
     pos = {v: i for i, v in enumerate(order)}
-    lanes = cpe.Lanes(r.nodes, order)
+    lanes = moves.Lanes(r.nodes, order)
     rng = random.Random(0)
-    moves = 0
+    tried = 0
     for _ in range(1000):
         p = rng.randrange(1, len(order))
-        q = max(0, p - rng.randrange(1, cpe.WINDOW + 1))
+        q = max(0, p - rng.randrange(1, moves.WINDOW + 1))
         if any(order[x] in preds[order[p]] for x in range(q, p)):
             continue  # not a legal move
         trial = order[:q] + [order[p]] + order[q:p] + order[p + 1 :]
         before = finish[:]
-        changes, top = cpe._retime(lanes, preds, succs, order, pos, finish, (q, p))
+        changes, top = moves._retime(lanes, preds, succs, order, pos, finish, (q, p))
         assert finish == before  # put back
         want = _timing(r.nodes, preds, trial)
         assert _applied(finish, changes) == want
         assert all(finish[v] != t for v, t in changes.items())
         assert top <= max(want)
-        moves += 1
-    assert moves > 150
+        tried += 1
+    assert tried > 150
 
 
 def test_retiming_stops_once_the_makespan_cannot_drop():
@@ -135,20 +135,25 @@ def test_retiming_stops_once_the_makespan_cannot_drop():
     order = list(s.order)
     finish = _timing(r.nodes, preds, order)
     pos = {v: i for i, v in enumerate(order)}
-    lanes = cpe.Lanes(r.nodes, order)
+    lanes = moves.Lanes(r.nodes, order)
     best = max(finish)
     last = max(pos[x] for x, f in enumerate(finish) if f == best)
     stopped = kept = 0
     for p in range(1, len(order)):  # every legal move within the window
-        for q in range(p - 1, max(p - cpe.WINDOW, 0) - 1, -1):
+        for q in range(p - 1, max(p - moves.WINDOW, 0) - 1, -1):
             if order[q] in preds[order[p]]:
                 break
             trial = order[:q] + [order[p]] + order[q:p] + order[p + 1 :]
             want = _timing(r.nodes, preds, trial)
-            got = cpe._retime(lanes, preds, succs, order, pos, finish, (q, p), best, last)
+            got = moves._retime(lanes, preds, succs, order, pos, finish, (q, p), best, last)
             if got is None:  # the node at `last` cannot finish earlier, or the makespan rose
                 assert want[order[last]] >= best or max(want) >= best
                 stopped += 1
+            else:
+                assert _applied(finish, got[0]) == want
+            got = moves._retime(lanes, preds, succs, order, pos, finish, (q, p), best)
+            if got is None:  # the makespan rose
+                assert max(want) >= best
             else:
                 assert _applied(finish, got[0]) == want
                 kept += 1

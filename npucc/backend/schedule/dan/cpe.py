@@ -21,17 +21,17 @@ Two refinements, each kept only when the replayed makespan strictly drops (eq. 3
    built within `overlap` times the peak of the plan's order re-sequenced where its peak sits
    (`repeak`), followed instead of the plan's, and kept when its peak is lower and it is at
    most 1/PEAK_TRADE slower (so DAN's peak can go below the lowering order's);
-2. Alg. 3's local moves: along the critical chain (eq. 34), move a node before up to W
-   predecessors in the order (eq. 35) when no G2 edge or memory-order constraint forbids it.
-   A trial re-times only the suffix from the moved-to position (incremental), and the trials
-   share a fixed budget of re-timed nodes (bounded, deterministic).
+2. Alg. 3's local moves (`moves.py`): along the critical chain (eq. 34), move a node before up
+   to W predecessors in the order (eq. 35) when no G2 edge or memory-order constraint forbids
+   it. A trial re-times only the nodes past the moved-to position whose timing can change
+   (incremental), and the trials share a fixed budget of re-timed nodes (bounded,
+   deterministic).
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from bisect import bisect_left
 from collections.abc import Sequence
 
 import numpy as np
@@ -43,20 +43,18 @@ from npucc.backend.schedule.dan.headroom import (
     peak_steps,
     plan_events,
 )
+from npucc.backend.schedule.dan.moves import WINDOW, Preds, local_moves
 from npucc.backend.schedule.dan.mpas import tails
 from npucc.backend.schedule.dan.repeak import lower_peak
 from npucc.ir.replay import L0_TIERS, Replay
 from npucc.ir.schedule import Schedule
 from npucc.ir.tiled import TileNode
 
-WINDOW = 8
-MOVE_BUDGET = 4_000_000  # node-visits of re-timing spent on local moves (deterministic)
 # A lower overlap budget (repeak) is kept when its order is at most 1/PEAK_TRADE slower: DAN
 # ranks makespan before peak, and this is the price paid for a peak below the plan's
 PEAK_TRADE = 256
 UNCAPPED = 1 << 62  # an overlap budget of inf: the plan's addresses alone bound the live bytes
 NONE = (1 << 62, 0, -1)  # list_order's candidate of a pipe with nothing queued
-Preds = Sequence[Sequence[int]]  # per node: its predecessors (or successors) in G2
 
 
 def _groups(r: Replay) -> list[int]:
@@ -78,124 +76,6 @@ def _groups(r: Replay) -> list[int]:
     return group
 
 
-class Lanes:
-    """An order's pipes for `_retime`: per node its pipe's number (-1: pipe-less) and cycles,
-    and per pipe the positions of its nodes in the order (ascending)."""
-
-    __slots__ = ("pipe", "cycles", "at")
-
-    def __init__(self, nodes: list[TileNode], order: list[int]) -> None:
-        numbers: dict[str, int] = {}
-        self.pipe = [
-            -1 if v.pipe is None else numbers.setdefault(v.pipe, len(numbers)) for v in nodes
-        ]
-        self.cycles = [v.cycles for v in nodes]
-        self.at: list[list[int]] = [[] for _ in numbers]
-        pipe = self.pipe
-        for i, v in enumerate(order):
-            if pipe[v] >= 0:
-                self.at[pipe[v]].append(i)
-
-
-def _retime(
-    lanes: Lanes,
-    preds: Preds,
-    succs: Preds,
-    order: list[int],
-    pos: dict[int, int],
-    finish: list[int],
-    move: tuple[int, int],
-    beat: int = 1 << 62,
-    last: int = -1,
-) -> tuple[dict[int, int], int] | None:
-    """Finish times under rule 5 of `order` (timed `finish`, positions `pos`, its `lanes`)
-    with the node at position p moved to position q, `move` = (q, p): those that differ from
-    `finish` (node -> finish), and the latest finish re-timed; None once the moved order's
-    makespan is proven not below `beat`: a re-timed finish reaches it, or the node at
-    position `last` (finishing at `beat`) can no longer finish earlier.
-
-    NOTE: past p the order is the old one, so once every pipe is free when it was in the old
-    timing and no node whose finish moved has a successor still to come, every later finish
-    is the old one: re-timing stops there. Likewise (rule 5 is monotone) once no pipe is free
-    earlier than in the old timing and no node that finishes earlier has a successor still to
-    come, no later finish is earlier than the old one.
-
-    NOTE: the re-timed finishes are written into `finish` itself (each node is re-timed once,
-    after its old finish is read) and the old ones put back before returning.
-    """
-    q, p = move
-    pipe_of, cycles = lanes.pipe, lanes.cycles
-    old_finish = finish
-    moved: list[int] = []  # the nodes whose finish differs, in re-timing order
-    olds: list[int] = []  # ... their old finishes
-    # each pipe is free at its last finish before q (0: none before q)
-    pipe_free = [0] * len(lanes.at)
-    for x, at in enumerate(lanes.at):
-        k = bisect_left(at, q)
-        if k:
-            pipe_free[x] = finish[order[at[k - 1]]]
-    old_free = pipe_free[:]  # the old timing's pipes, from position p + 1 on
-    for i in range(q, p + 1):
-        x = pipe_of[order[i]]
-        if x >= 0:
-            old_free[x] = old_finish[order[i]]
-    horizon = -1  # the last position of a successor of a node whose finish moved
-    differ = 0  # pipes free at another time than in the old timing
-    early = -1  # the last position of a successor of a node that finishes earlier
-    ahead = 0  # pipes free earlier than in the old timing
-    top = 0
-    for i in range(q, len(order)):
-        if i > p:
-            v = order[i]
-            if i == p + 1:
-                differ = sum(f != t for f, t in zip(pipe_free, old_free, strict=True))
-                ahead = sum(f < t for f, t in zip(pipe_free, old_free, strict=True))
-            if not differ and horizon < i:
-                break
-            if not ahead and early < i <= last:
-                _restore(finish, moved, olds)
-                return None
-        else:
-            v = order[p] if i == q else order[i - 1]
-        t = 0
-        for u in preds[v]:
-            if finish[u] > t:
-                t = finish[u]
-        x = pipe_of[v]
-        if x >= 0:
-            free = pipe_free[x]
-            t = (t if t > free else free) + cycles[v]
-            if i > p:
-                was = old_free[x]
-                differ += (t != old_finish[v]) - (free != was)
-                ahead += (t < old_finish[v]) - (free < was)
-                old_free[x] = old_finish[v]
-            pipe_free[x] = t
-        if t != old_finish[v]:
-            for w in succs[v]:
-                if pos[w] > horizon:
-                    horizon = pos[w]
-                if t < old_finish[v] and pos[w] > early:
-                    early = pos[w]
-            moved.append(v)
-            olds.append(old_finish[v])
-            finish[v] = t
-        if t > top:
-            if t >= beat:
-                _restore(finish, moved, olds)
-                return None
-            top = t
-    changes = {v: finish[v] for v in moved}
-    _restore(finish, moved, olds)
-    return changes, top
-
-
-def _restore(finish: list[int], moved: list[int], olds: list[int]) -> None:
-    """Put the old finishes `olds` of the nodes `moved` back into `finish`."""
-    for v, t in zip(moved, olds, strict=True):
-        finish[v] = t
-
-
 def _succs(r: Replay) -> list[list[int]]:
     """The successor lists of `r.preds` (the same edges; order within a list is free)."""
     # NOTE: the graph's lists are shared, read only; a node with spill or reuse edges out of
@@ -209,38 +89,6 @@ def _succs(r: Replay) -> list[list[int]]:
                 copied.add(src)
             succs[src].append(dst)
     return succs
-
-
-def _pick(
-    dirty: set[int],
-    pending: list[list[tuple[int, int]]],
-    avail: list[list[int]],
-    pipe_free: list[int],
-    cands: list[tuple[int, int, int]],
-    avail0: list[int],
-) -> int:
-    """list_order's next pipe (0: pipe-less; -1: nothing queued): the candidates of the pipes
-    in `dirty` brought up to date (their queues moved, `dirty` emptied), the earliest start
-    (ties: the least rank)."""
-    heappush, heappop = heapq.heappush, heapq.heappop
-    for p in dirty:
-        free = pipe_free[p]
-        waiting, running = pending[p], avail[p]
-        while waiting and waiting[0][0] <= free:
-            heappush(running, heappop(waiting)[1])
-        if running:
-            cands[p] = (free, running[0], p)
-        elif waiting:
-            t, k = waiting[0]
-            cands[p] = (t if t > free else free, k, p)
-        else:
-            cands[p] = NONE
-    dirty.clear()
-    cands[0] = (0, avail0[0], 0) if avail0 else NONE
-    p = min(cands)[2]
-    if p > 0:
-        dirty.add(p)
-    return p
 
 
 def downstream(r: Replay, succs: Preds) -> list[int]:
@@ -333,7 +181,12 @@ def list_order(
             ready_at[w] = t
             q = queue[w]
             if q:
-                heappush(pending[q], (t, rank[w]))
+                # NOTE: a node ready by its pipe's free time is available at once (the pick
+                # would move it there before its pipe's next candidate)
+                if t > pipe_free[q]:
+                    heappush(pending[q], (t, rank[w]))
+                else:
+                    heappush(avail[q], rank[w])
                 dirty.add(q)
             else:  # NOTE: a pipe-less node is available once ready
                 heappush(avail0, rank[w])
@@ -342,8 +195,25 @@ def list_order(
         if avail0 and not idle:  # NOTE: every pipe's candidate starts after time 0
             p, v = 0, ranked[heappop(avail0)]
         else:
-            p = _pick(dirty, pending, avail, pipe_free, cands, avail0)
-            if p < 0:  # NOTE: cannot happen with `cap` at least the order's own peak
+            # the next pipe: the candidates of the pipes in `dirty` brought up to date, the
+            # earliest start (ties: the least rank)
+            for p in dirty:
+                free, waiting, running = pipe_free[p], pending[p], avail[p]
+                while waiting and waiting[0][0] <= free:
+                    heappush(running, heappop(waiting)[1])
+                if running:
+                    cands[p] = (free, running[0], p)
+                elif waiting:
+                    t, k = waiting[0]
+                    cands[p] = (t if t > free else free, k, p)
+                else:
+                    cands[p] = NONE
+            dirty.clear()
+            cands[0] = (0, avail0[0], 0) if avail0 else NONE
+            p = min(cands)[2]
+            if p > 0:
+                dirty.add(p)
+            elif p < 0:  # NOTE: cannot happen with `cap` at least the order's own peak
                 raise AssertionError("the list order stalled: an ALLOC never fits the cap")
             v = ranked[heappop(avail[p]) if avail[p] else heappop(pending[p])[1]]
         if p:
@@ -532,8 +402,14 @@ def budget_order(
                     if not indeg[x]:
                         stack.append(x)
             elif queue[w]:
-                heappush(pending[queue[w]], (t, pos[w]))
-                dirty.add(queue[w])
+                q = queue[w]
+                # NOTE: a node ready by its pipe's free time is available at once (the
+                # candidates' update would move it there first)
+                if t > pipe_free[q]:
+                    heappush(pending[q], (t, pos[w]))
+                else:
+                    heappush(avail[q], pos[w])
+                dirty.add(q)
             else:
                 waiting.append(w)
 
@@ -620,86 +496,6 @@ def budget_order(
         if t + left[p] >= stop or t + critical[w] - c >= stop:
             return None
     return order, finish
-
-
-def critical_chain(
-    lanes: Lanes, preds: Preds, order: list[int], pos: dict[int, int], finish: list[int]
-) -> list[int]:
-    """Eq. 34: walk back from the last finisher through the binding edge or pipe predecessor
-    (`lanes`, `pos`: the order's pipes and positions)."""
-    if not finish:  # an empty DAG (a core with no work) has no chain
-        return []
-    pipe, cycles, at = lanes.pipe, lanes.cycles, lanes.at
-    v = finish.index(max(finish))  # NOTE: the last finisher of least id
-    chain = [v]
-    while True:
-        x = pipe[v]
-        start = finish[v] - (cycles[v] if x >= 0 else 0)
-        nxt = -1
-        if start > 0:
-            for u in preds[v]:
-                if finish[u] == start:
-                    nxt = u
-                    break
-        if nxt < 0 and x >= 0 and start > 0:
-            k = bisect_left(at[x], pos[v])  # NOTE: its pipe predecessor is at at[x][k - 1]
-            if k and finish[order[at[x][k - 1]]] == start:
-                nxt = order[at[x][k - 1]]
-        if nxt < 0:
-            return chain[::-1]
-        chain.append(nxt)
-        v = nxt
-
-
-def local_moves(
-    r: Replay,
-    preds: Preds,
-    succs: Preds,
-    group: list[int],
-    order: list[int],
-    finish: list[int],
-    window: int = WINDOW,
-) -> list[int]:
-    """Refinement 2 (Alg. 3): move critical-chain nodes earlier within the window (`finish`:
-    the order's timing)."""
-    nodes = r.nodes
-    best = max(finish, default=0)
-    budget = MOVE_BUDGET
-    improved = True
-    while improved and budget > 0:
-        improved = False
-        pos = {v: i for i, v in enumerate(order)}
-        lanes = Lanes(nodes, order)
-        tops = [x for x, f in enumerate(finish) if f == best]  # a faster trial moves them all
-        last = max(pos[x] for x in tops) if tops else -1
-        chain = critical_chain(lanes, preds, order, pos, finish)
-        on_chain = set(chain)
-        for v in chain:
-            p = pos[v]
-            pset = set(preds[v])
-            for q in range(p - 1, max(p - window, 0) - 1, -1):
-                u = order[q]
-                if u in pset or (group[v] >= 0 and group[u] == group[v]):
-                    break
-                if u in on_chain:
-                    continue
-                if budget <= 0:
-                    return order
-                budget -= len(order) - q
-                moved = _retime(lanes, preds, succs, order, pos, finish, (q, p), best, last)
-                if moved is None:
-                    continue
-                changes = moved[0]
-                if all(changes.get(x, best) < best for x in tops):  # NOTE: tops finish at best
-                    order = order[:q] + [v] + order[q:p] + order[p + 1 :]
-                    finish = finish[:]
-                    for x, t in changes.items():
-                        finish[x] = t
-                    best, improved = max(finish), True
-                    break
-            if improved:
-                break
-    return order
 
 
 def _lower(
