@@ -14,6 +14,7 @@ import numpy as np
 
 SMALL_WINDOW = 16  # LabelMap.coldest over at most this many ranges: slices, not a deque
 NUMPY_WINDOW = 96  # ... over more than this many: numpy, a sparse table of range maxima
+RUN_WINDOW = 1024  # ... over at most this many released end to end: _coldest_run first
 
 
 def align_up(value: int, alignment: int) -> int:
@@ -50,7 +51,7 @@ class LabelMap:
             i += 1
         j = bisect_left(starts, hi)
         last = hi - size  # the highest offset that fits
-        if j - i <= NUMPY_WINDOW and size > 0:
+        if j - i <= RUN_WINDOW and size > 0:
             found = self._coldest_run(i, j, lo, hi, size, al)
             if found is not False:
                 return found
