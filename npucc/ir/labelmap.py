@@ -9,6 +9,7 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_left, bisect_right
 from collections import deque
+from typing import Literal
 
 import numpy as np
 
@@ -108,7 +109,7 @@ class LabelMap:
 
     def _coldest_run(
         self, i: int, j: int, lo: int, hi: int, size: int, al: int
-    ) -> tuple[int, int] | None | bool:
+    ) -> tuple[int, int] | None | Literal[False]:
         """`coldest` over ranges i..j-1 when no hole lies between them (holes below the first
         or above the last allowed), trying only the offsets whose first range is colder than
         the best so far; False where a hole lies between them (the per-offset loop answers).
