@@ -9,11 +9,13 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_left, bisect_right
 from collections import deque
+from typing import Literal
 
 import numpy as np
 
 SMALL_WINDOW = 16  # LabelMap.coldest over at most this many ranges: slices, not a deque
 NUMPY_WINDOW = 96  # ... over more than this many: numpy, a sparse table of range maxima
+RUN_WINDOW = 1024  # ... over at most this many released end to end: _coldest_run first
 
 
 def align_up(value: int, alignment: int) -> int:
@@ -50,6 +52,10 @@ class LabelMap:
             i += 1
         j = bisect_left(starts, hi)
         last = hi - size  # the highest offset that fits
+        if j - i <= RUN_WINDOW and size > 0:
+            found = self._coldest_run(i, j, lo, hi, size, al)
+            if found is not False:
+                return found
         if al == 1:  # the same offsets: ranges are disjoint and sorted, so are their bounds
             if last < lo:
                 return None
@@ -100,6 +106,68 @@ class LabelMap:
         if lo <= top and top != prev:
             offsets.append(top)
         return self._window_min(i, j, offsets, size)
+
+    def _coldest_run(
+        self, i: int, j: int, lo: int, hi: int, size: int, al: int
+    ) -> tuple[int, int] | None | Literal[False]:
+        """`coldest` over ranges i..j-1 when no hole lies between them (holes below the first
+        or above the last allowed), trying only the offsets whose first range is colder than
+        the best so far; False where a hole lies between them (the per-offset loop answers).
+        `size` > 0."""
+        # NOTE: DLR's tiers are mostly released ranges end to end, so this answers nearly
+        # every placement of a compiled program or trace
+        starts, ends, label = self.starts, self.ends, self.label
+        last = hi - size
+        first = -(-lo // al) * al  # align_up, inlined
+        if first > last:
+            return None
+        if i == j:
+            return (-1, first)
+        if starts[i + 1 : j] != ends[i : j - 1]:
+            return False
+        s, e = starts[i], ends[j - 1]
+        # no hole between the ranges: a window meeting none lies below s or above e, and the
+        # lowest offsets tried there are first and e aligned up
+        if s > lo and first + size <= s:
+            return (-1, first)
+        top = -(-e // al) * al
+        if e < hi and top + size <= hi:
+            return (-1, top)
+        # so every window meets a range (one below e: e aligned up is past last): none is
+        # colder than their least label m, and one as cold starts in the first range labelled
+        # m, k (it meets only ranges labelled m, those below k are labelled otherwise and no
+        # hole lies between them, k == i aside)
+        m = min(label[i:j])
+        k = label.index(m, i, j)
+        if k > i or s <= lo:
+            x, y = starts[k], ends[k]
+            off = -(-(x if x > lo else lo) // al) * al
+            if off + size <= (y if y < hi else hi):
+                return (m, off)
+        # else by ascending offset: first, each range's start aligned up (the ends are the
+        # next starts), last aligned down; an offset in range a has a window at least as
+        # late as label[a] (one past it is the next range's offset), so it is tried only
+        # when label[a] is below the best so far, which no later offset can tie
+        x = bisect_right(ends, first, i, j)
+        y = bisect_left(starts, first + size, x, j)
+        best, best_off = max(label[x:y]), first
+        for a in range(i if s > lo else i + 1, j):
+            if label[a] < best:
+                off = -(-starts[a] // al) * al
+                if off > last:
+                    break
+                x = bisect_right(ends, off, a, j)
+                y = bisect_left(starts, off + size, x, j)
+                latest = max(label[x:y])
+                if latest < best:
+                    best, best_off = latest, off
+                    if latest == m:
+                        return (m, off)
+        off = last // al * al
+        x = bisect_right(ends, off, i, j)
+        y = bisect_left(starts, off + size, x, j)
+        latest = max(label[x:y])
+        return (latest, off) if latest < best else (best, best_off)
 
     def _coldest_in(
         self, i: int, j: int, lo: int, hi: int, size: int, al: int

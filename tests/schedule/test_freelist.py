@@ -1,4 +1,5 @@
 import random
+from bisect import bisect_left, bisect_right
 
 from npucc.ir import labelmap
 from npucc.ir.labelmap import LabelMap, align_up
@@ -60,6 +61,7 @@ def test_assign_and_put_match_a_per_address_map():
 
 def test_coldest_numpy_path_matches_brute_force(monkeypatch):
     # many ranges per query: the numpy path (a sparse table of range maxima) answers
+    monkeypatch.setattr(labelmap, "RUN_WINDOW", -1)  # not the path of ranges end to end
     rng = random.Random(2)
     for _ in range(60):
         cap, al = rng.choice([3000, 20000]), rng.choice([1, 8, 32])
@@ -106,3 +108,33 @@ def test_coldest_least_label_path_matches_brute_force():
                 if m.held is not None and m.held[0] is m.starts:  # the heap kept: its holes
                     assert m.holes == sum(e < s for e, s in zip(m.ends, m.starts[1:], strict=False))
     assert answered > 30
+
+
+def test_coldest_end_to_end_ranges_match_brute_force():
+    # released ranges end to end (DLR's usual tier), holes only below and above them, labels
+    # repeated at times and bounds aligned or not: the run path (_coldest_run) answers
+    rng = random.Random(4)
+    answered = 0
+    for _ in range(300):
+        al = rng.choice([1, 8, 32])
+        grain = rng.choice([1, al])
+        m = LabelMap()
+        at = rng.randrange(0, 200) * grain
+        for _ in range(rng.randint(1, 40)):
+            width = rng.randint(1, rng.choice([2, 12])) * grain
+            m.put(at, at + width, rng.randrange(30))
+            at += width
+        cap = at + rng.randrange(0, 300) * grain
+        for _ in range(20):
+            lo = rng.randrange(cap)
+            hi = rng.randint(lo, cap)
+            size = rng.randint(1, max(1, rng.choice([hi - lo + 1, (hi - lo) // 4 + 1])))
+            want = brute_coldest(m, lo, hi, size, al)
+            assert m.coldest(lo, hi, size, al) == want
+            i = bisect_right(m.starts, lo) - 1
+            i += i < 0 or m.ends[i] <= lo
+            got = m._coldest_run(i, bisect_left(m.starts, hi), lo, hi, size, al)
+            assert got is not False
+            assert got == want
+            answered += want is not None and want[0] >= 0
+    assert answered > 800
