@@ -73,8 +73,9 @@ _Segments = tuple[tuple[int, int, int], ...]
 # and last positions in its loop's first sub-batch, else None), the homes by life when not all
 # (first, last) (`_segments`)
 Placed = tuple[int, int, int, int, int, tuple[int, int] | None, _Segments]
-# per layer, (tensor, elements, life) of each output kept whole if it fits (`whole_tensors`)
-Whole = tuple[tuple[tuple[str, int, tuple[int, int]], ...], ...]
+# per layer, (tensor, elements, readers, last reader) of each output it may keep on chip
+# (`whole_tensors`)
+Whole = tuple[tuple[tuple[str, int, tuple[int, ...], int], ...], ...]
 
 
 def staged_key(name: str, loop: int) -> str:
@@ -136,16 +137,17 @@ def plan_onchip(
     placements and the tensors kept of the outputs of the layers before a layer index, as
     this function made them, to go on from that layer (both extended in place);
     `positions[i]`: the positions of layer i's parts, by sub-batch (`slice_lives`; default or
-    None: none split); `whole`: the graph's `whole_tensors`, if known (read only without
-    `loops`, `spans` and `positions`). Empty on one core or without a buffer."""
+    None: none split); `whole`: the graph's `whole_tensors`, if known. Empty on one core or
+    without a buffer."""
     budget = target.mesh.onchip_budget
     if budget <= 0 or target.cores <= 1:
         return {}
     cols = target.mesh.cols
     eb = target.elem_bytes
-    outputs = set(graph.outputs)
     if consumers is None:
         consumers = tensor_consumers(graph)
+    if whole is None:
+        whole = whole_tensors(graph, consumers)
     span = spans or _identity(len(graph.layers))
     placed, kept, start = resume or ([], {}, 0)
     piece = stage_piece(target)  # a staged constant: at least one staging copy per home
@@ -230,24 +232,20 @@ def plan_onchip(
 
     if loops is None and spans is None and positions is None:
         # NOTE: no split: every tensor held whole over its graph-order life, whatever the plan
-        if whole is None:
-            whole = whole_tensors(graph, consumers)
         for i in range(start, len(graph.layers)):
             cores = cores_of[i]
             if cores is not None:
-                for t, elems, life in whole[i]:
+                for t, elems, _, last in whole[i]:
                     if t not in offchip:
-                        keep(t, elems, cores, life)
+                        keep(t, elems, cores, (i, last))
         return kept
     for i in range(start, len(graph.layers)):
-        layer, cores = graph.layers[i], cores_of[i]
-        if layer.op in VIEW_OPS or layer.op == HOST_OP or cores is None:
-            continue  # NOTE: a host segment writes DDR only
-        for t in layer.outputs:
-            found = consumers[t] if t not in outputs and t not in offchip else None
-            if not found or any(graph.layers[j].op in NO_NOC_READERS for j in found):
+        cores = cores_of[i]
+        if cores is None:
+            continue
+        for t, elems, found, _ in whole[i]:
+            if t in offchip:
                 continue
-            elems = math.prod(graph.tensors[t].shape)
             slot, slots = _handoff(i, found, elems, loops, cores_of, later)
             life = (span[i][0], max(span[j][1] for j in found))
             turn = (span[i][0], max(span[j][0] for j in found)) if slot and slots == 1 else None
@@ -270,19 +268,18 @@ def plan_onchip(
 
 
 def whole_tensors(graph: Graph, consumers: dict[str, list[int] | None]) -> Whole:
-    """Per layer, the outputs `plan_onchip` may keep on chip when nothing is split, with their
-    elements and life in graph order (its producer to its last reader; none of a view, a
-    host segment, a graph output or a tensor a NO_NOC_READERS op reads); `consumers`: the
-    graph's `tensor_consumers`."""
+    """Per layer, the outputs `plan_onchip` may keep on chip, with their elements, readers and
+    last reader (none of a view, a host segment -- it writes DDR only --, a graph output or a
+    tensor a NO_NOC_READERS op reads); `consumers`: the graph's `tensor_consumers`."""
     outputs = set(graph.outputs)
     out = []
-    for i, layer in enumerate(graph.layers):
+    for layer in graph.layers:
         mine = []
         if layer.op not in VIEW_OPS and layer.op != HOST_OP:
             for t in layer.outputs:
                 found = consumers[t] if t not in outputs else None
                 if found and not any(graph.layers[j].op in NO_NOC_READERS for j in found):
-                    mine.append((t, math.prod(graph.tensors[t].shape), (i, max(found))))
+                    mine.append((t, math.prod(graph.tensors[t].shape), tuple(found), max(found)))
         out.append(tuple(mine))
     return tuple(out)
 
@@ -291,7 +288,7 @@ def slice_lives(
     graph: Graph,
     tensor: str,
     producer: int,
-    readers: list[int],
+    readers: Sequence[int],
     positions: Sequence[tuple[int, ...]],
 ) -> tuple[tuple[int, int], ...]:
     """The first and last positions at which each of the n equal slices of `tensor` (its
@@ -374,7 +371,7 @@ def _nearby(cores: tuple[int, ...], rows: int, cols: int) -> tuple[int, ...]:
 
 def _handoff(
     producer: int,
-    readers: list[int],
+    readers: Sequence[int],
     elems: int,
     loops: Sequence[tuple[int, int, int]] | None,
     cores_of: Sequence[tuple[int, ...] | None],
