@@ -176,16 +176,21 @@ class TileBuilder(Generic[G]):
 
     def alloc(self, tier: str, elems: int, name: str = "") -> BufRef:
         """Allocate a buffer of `elems` elements in `tier` (size rounded up to the alignment)."""
+        bid = self._buffer(tier, elems, name)
+        self.graph.add("ALLOC", None, 0, (bid,), None, self.layer)
+        return _new_ref(BufRef, (bid, tier, 0, self.core))
+
+    def _buffer(self, tier: str, elems: int, name: str) -> int:
+        """A new buffer of `elems` elements in `tier`, its size rounded up to the alignment,
+        with no readers yet: its id."""
         found = self._sizes.get(tier)
         if found is None:  # NOTE: the target is fixed: its figures are read once per tier
             found = self._sizes[tier] = self.target.tier_bytes(tier), self.target.memory.alignment
         per, align = found
         size = max(align, math.ceil(elems * per / align) * align)
-        graph = self.graph
-        bid = graph.add_buffer(size, tier, name).id
-        graph.add("ALLOC", None, 0, (bid,), None, self.layer)
+        bid = self.graph.add_buffer(size, tier, name).id
         self._readers[bid] = []
-        return _new_ref(BufRef, (bid, tier, 0, self.core))
+        return bid
 
     def free(self, ref: BufRef) -> None:
         """Free a buffer after every node that used it."""
@@ -572,15 +577,8 @@ class TrialBuilder(TileBuilder[TrialGraph]):
 
     def alloc(self, tier: str, elems: int, name: str = "") -> BufRef:
         """`TileBuilder.alloc` without its ALLOC node."""
-        found = self._sizes.get(tier)
-        if found is None:
-            found = self._sizes[tier] = self.target.tier_bytes(tier), self.target.memory.alignment
-        per, align = found
-        size = max(align, math.ceil(elems * per / align) * align)
-        graph = self.graph
-        bid = graph.add_buffer(size, tier, name).id
-        graph.alloc_of[bid] = 0
-        self._readers[bid] = []
+        bid = self._buffer(tier, elems, name)
+        self.graph.alloc_of[bid] = 0
         return _new_ref(BufRef, (bid, tier, 0, self.core))
 
     def free(self, ref: BufRef) -> None:
