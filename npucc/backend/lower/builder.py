@@ -149,7 +149,7 @@ class TileBuilder(Generic[G]):
         self._gates: dict[str, int] = {}  # key -> BARRIER its writes wait for (until closed)
         self._resident: dict[str, BufRef] = {}  # DDR tensor key -> L1 buffer holding it
         self._views: dict[str, BandView] = {}  # band key -> the rows of a DDR tensor it is
-        # form_key -> _form's, on `target`: shared by the builders of one compile (`forms`)
+        # form_key -> `form`'s, on `target`: shared by the builders of one compile (`forms`)
         self._forms: Forms = {} if forms is None else forms
         self._sizes: dict[str, tuple[int, int]] = {}  # tier -> (bytes an element, alignment)
 
@@ -176,13 +176,6 @@ class TileBuilder(Generic[G]):
 
     def alloc(self, tier: str, elems: int, name: str = "") -> BufRef:
         """Allocate a buffer of `elems` elements in `tier` (size rounded up to the alignment)."""
-        bid = self._buffer(tier, elems, name)
-        self.graph.add("ALLOC", None, 0, (bid,), None, self.layer)
-        return _new_ref(BufRef, (bid, tier, 0, self.core))
-
-    def _buffer(self, tier: str, elems: int, name: str) -> int:
-        """A new buffer of `elems` elements in `tier`, its size rounded up to the alignment,
-        with no readers yet: its id."""
         found = self._sizes.get(tier)
         if found is None:  # NOTE: the target is fixed: its figures are read once per tier
             found = self._sizes[tier] = self.target.tier_bytes(tier), self.target.memory.alignment
@@ -190,7 +183,8 @@ class TileBuilder(Generic[G]):
         size = max(align, math.ceil(elems * per / align) * align)
         bid = self.graph.add_buffer(size, tier, name).id
         self._readers[bid] = []
-        return bid
+        self.graph.add("ALLOC", None, 0, (bid,), None, self.layer)
+        return _new_ref(BufRef, (bid, tier, 0, self.core))
 
     def free(self, ref: BufRef) -> None:
         """Free a buffer after every node that used it."""
@@ -268,9 +262,9 @@ class TileBuilder(Generic[G]):
                     seen.append(b)
             bufs = tuple(seen)
         graph = self.graph
-        own = _OWN_KEYS.get(type(instr))  # NOTE: `_form` inlined where it knows the form
+        own = _OWN_KEYS.get(type(instr))  # NOTE: `form` inlined where it knows the form
         found = None if own is None else self._forms.get(own(instr))
-        op, pipe, cycles = self._form(instr) if found is None else found
+        op, pipe, cycles = self.form(instr) if found is None else found
         node_id = graph.add(op, pipe, cycles, bufs, instr, self.layer)
         last_write, alloc_of = self._last_write, graph.alloc_of
         for b in bufs:
@@ -294,9 +288,11 @@ class TileBuilder(Generic[G]):
                 self.graph.add_edge(gate, node_id)
         return node_id
 
-    def emit_local(self, instr: Instr) -> int:
+    def emit_local(self, instr: Instr, form: tuple[str, str, int] | None = None) -> int:
         """`emit` of an instruction that writes one buffer of this core and reads buffers of
         this core only (an img2col, an L1 -> L0 copy, an mmad); `emit` itself for any other.
+        `form`: its `form`, when the caller has it (a loop of instructions apart only in their
+        operands' buffers and offsets, which no form reads: `instr_form.form_key`).
 
         NOTE: the same node and edges as `emit` (no DDR side: no band view, NoC copy, resident
         tensor, import or DDR write; an accumulator read is its write's buffer, which `emit`
@@ -327,9 +323,11 @@ class TileBuilder(Generic[G]):
                 bufs = (written, a) if b == written or b == a else (written, a, b)
         else:
             bufs = tuple(dict.fromkeys(ref.buf for ref in refs))
-        own = _OWN_KEYS.get(cls)
-        found = None if own is None else self._forms.get(own(instr))
-        op, pipe, cycles = self._form(instr) if found is None else found
+        if form is None:
+            own = _OWN_KEYS.get(cls)
+            found = None if own is None else self._forms.get(own(instr))
+            form = self.form(instr) if found is None else found
+        op, pipe, cycles = form
         graph = self.graph
         node_id = graph.add(op, pipe, cycles, bufs, instr, self.layer)
         last_write, alloc_of = self._last_write, graph.alloc_of
@@ -348,7 +346,7 @@ class TileBuilder(Generic[G]):
         graph.add_edges(preds, node_id)
         return node_id
 
-    def _form(self, instr: Instr) -> tuple[str, str, int]:
+    def form(self, instr: Instr) -> tuple[str, str, int]:
         """The trace op name, pipe and cycles of `instr`, worked out once per form."""
         cls = type(instr)
         if cls is HostOp:
@@ -576,9 +574,10 @@ class TrialBuilder(TileBuilder[TrialGraph]):
         graph.add("START", None, 0, ())  # node 0: what a buffer's ALLOC would be
 
     def alloc(self, tier: str, elems: int, name: str = "") -> BufRef:
-        """`TileBuilder.alloc` without its ALLOC node."""
-        bid = self._buffer(tier, elems, name)
-        self.graph.alloc_of[bid] = 0
+        """`TileBuilder.alloc` without its ALLOC node, nor a Buffer (`TrialGraph.new_buffer`:
+        no size, tier or name, which no flow or busy cycles read)."""
+        bid = self.graph.new_buffer()
+        self._readers[bid] = []
         return _new_ref(BufRef, (bid, tier, 0, self.core))
 
     def free(self, ref: BufRef) -> None:
@@ -594,7 +593,7 @@ class MeshBuilder:
     moves to the next core of the layer's group; buffers never cross cores (checked).
     """
 
-    __slots__ = ("builders", "_current", "alloc", "free", "emit", "emit_local")
+    __slots__ = ("builders", "_current", "alloc", "free", "emit", "emit_local", "form")
 
     def __init__(self, builders: list[TileBuilder]) -> None:
         self.builders = builders  # one per core, in program order
@@ -603,7 +602,9 @@ class MeshBuilder:
         self.alloc: Callable[..., BufRef]  # alloc(tier, elems, name=""): on the current core
         self.free: Callable[[BufRef], None]  # free a buffer of the current core
         self.emit: Callable[[Instr], int]  # append an instruction to the current core
-        self.emit_local: Callable[[Instr], int]  # ... of its buffers only (TileBuilder's)
+        # ... of its buffers only (TileBuilder's; with the instruction's `form`, if known)
+        self.emit_local: Callable[..., int]
+        self.form: Callable[[Instr], tuple[str, str, int]]  # an instruction's (TileBuilder's)
         self._current = -1
         self.current = 0  # index into builders
 
@@ -618,7 +619,7 @@ class MeshBuilder:
             builder = self.builders[index]
             self._current = index
             self.alloc, self.free, self.emit = builder.alloc, builder.free, builder.emit
-            self.emit_local = builder.emit_local
+            self.emit_local, self.form = builder.emit_local, builder.form
 
     @property
     def target(self) -> Target:

@@ -397,13 +397,20 @@ def vector_taps(
         cd, (ds, ss) = coalesce((gl, g.cog, pixels), dst_st, src_st)
         emit(Copy(acc, bias, cd, ds, ss))
     cd, (ds, as_, bs) = coalesce(dims, dense, a_st, b_st)  # every tap's pattern
+    mla = None  # the form of every `mla` tap (they differ in their operands' offsets only)
     for c in range(g.cg):
         for ki in range(g.kh):
             for kj in range(g.kw):
                 a = win.at(c * wr * wc + ki * g.dh * wc + kj * g.dw)
                 w = wts.at(c * g.taps + ki * g.kw + kj)
-                emit(VBinary("mul" if first else "mla", acc, a, w, cd, ds, as_, bs))
-                first = False
+                if first:
+                    emit(VBinary("mul", acc, a, w, cd, ds, as_, bs))
+                    first = False
+                    continue
+                tap = VBinary("mla", acc, a, w, cd, ds, as_, bs)
+                if mla is None:
+                    mla = bld.form(tap)
+                emit(tap, mla)
     bld.free(win)
     epilogue(ctx, layer, g, item, acc)
 

@@ -226,10 +226,15 @@ class CubeShare:
             pads = (top + g.pad_t - tr * g.sh, g.pad_l - q0 * g.sw)
             geom = (g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, *pads, *shape)
             acc = bld.alloc("L0C", nb * m * cb, f"{layer.name}.cacc")
+            forms = None  # every block's img2col and mmad forms (apart in their operands only)
             for j in range(nb):
                 a0 = bld.alloc("L0A", m * k, f"{layer.name}.a0")
-                emit(Img2Col(a0, x.at(j * cb * ih * g.w), cb, ih, g.w, *geom))
-                emit(Mmad(acc.at(j * m * cb), a0, self.l0b.at(j * k * cb), m, cb, k, 0))
+                load = Img2Col(a0, x.at(j * cb * ih * g.w), cb, ih, g.w, *geom)
+                mmad = Mmad(acc.at(j * m * cb), a0, self.l0b.at(j * k * cb), m, cb, k, 0)
+                if forms is None:
+                    forms = bld.form(load), bld.form(mmad)
+                emit(load, forms[0])
+                emit(mmad, forms[1])
                 bld.free(a0)
             dims, (ds, ss) = coalesce((nb, m * cb), (pixels * cb, 1), (m * cb, 1))
             emit(Copy(out.at(p0 * cb), acc, dims, ds, ss))

@@ -18,7 +18,8 @@ from npucc.ir.tiled import Buffer
 
 class TrialGraph:
     """TileGraph's building methods (`add_buffer`, `add`, `add_edge(s)`, `alloc_of`) keeping
-    each node's finish in lowering order and each pipe's busy cycles.
+    each node's finish in lowering order and each pipe's busy cycles; `new_buffer` for a
+    TrialBuilder's buffers (no Buffer object).
 
     NOTE: an edge's head is the newest node (the builder adds a node's predecessors before the
     next node), so a node is timed once the next one comes: its start is its predecessors'
@@ -26,12 +27,12 @@ class TrialGraph:
     checks `flow` against it on a TileGraph).
     """
 
-    __slots__ = ("name", "buffers", "alloc_of", "finish", "_pipe", "_cycles", "_ready",
+    __slots__ = ("name", "made", "alloc_of", "finish", "_pipe", "_cycles", "_ready",
                  "_free", "_busy", "_flow")  # fmt: skip
 
     def __init__(self, name: str = "trial") -> None:
         self.name = name
-        self.buffers: list[Buffer] = []
+        self.made = 0  # buffers made so far (none kept: no flow or busy cycles read them)
         self.alloc_of: dict[int, int] = {}  # buffer id -> its ALLOC node id
         self.finish: list[int] = []  # each node's finish (the newest's: 0 until the next comes)
         self._pipe: str | None = None  # the newest node's pipe and cycles
@@ -42,10 +43,18 @@ class TrialGraph:
         self._flow = 0  # the latest finish before the newest node
 
     def add_buffer(self, size: int, tier: str, name: str = "") -> Buffer:
-        """Create a buffer (TileGraph.add_buffer)."""
-        buf = Buffer(len(self.buffers), size, tier, name)
-        self.buffers.append(buf)
-        return buf
+        """Create a buffer (TileGraph.add_buffer; not kept)."""
+        bid = self.made
+        self.made = bid + 1
+        return Buffer(bid, size, tier, name)
+
+    def new_buffer(self) -> int:
+        """A new buffer's id, its ALLOC the graph's first node (`TrialBuilder`): no flow or
+        busy cycles read a buffer's size, tier or name."""
+        bid = self.made
+        self.made = bid + 1
+        self.alloc_of[bid] = 0
+        return bid
 
     def add(
         self,
