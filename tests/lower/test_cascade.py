@@ -138,7 +138,7 @@ def _conv_lrn(h: int = 61, w: int = 59, k: int = 3) -> onnx.ModelProto:
 def _trials(model: onnx.ModelProto, chains, monkeypatch) -> list[tuple[int, list[int]]]:
     """`trials` of `model` beside `chains`, its base lowered without cascades."""
     with monkeypatch.context() as m:
-        m.setattr(lower, "plan_chains", lambda g, t, *wider: {})
+        m.setattr(lower, "plan_chains", lambda g, t, *wider, **_: {})
         m.setattr(lower, "trials", lambda g, c, t, b: [])
         base = compile_until(model, "lower-tiles", TARGET)
     graph = compile_until(model, "prune-unused", TARGET)
@@ -156,11 +156,11 @@ def test_trials_offer_a_cube_bound_conv_into_a_vector_layer_not_already_chained(
 
 def test_a_trial_cascade_kept_for_its_overlap_runs_faster_and_matches_onnxruntime(monkeypatch):
     model = _conv_lrn()
-    monkeypatch.setattr(lower, "plan_chains", lambda g, t, *wider: {})
+    monkeypatch.setattr(lower, "plan_chains", lambda g, t, *wider, **_: {})
     monkeypatch.setattr(lower, "trials", lambda g, c, t, b: [])
     plain = npucc.compile(model, TARGET).stats["predicted_makespan"]
     monkeypatch.undo()
-    monkeypatch.setattr(lower, "plan_chains", lambda g, t, *wider: {})
+    monkeypatch.setattr(lower, "plan_chains", lambda g, t, *wider, **_: {})
     tiled = compile_until(model, "lower-tiles", TARGET)
     assert "a.band1" in tiled.tensors  # a computed band by band
     _agrees_with_onnxruntime(model)
@@ -236,7 +236,9 @@ def test_weights_held_across_bands_are_loaded_once_and_read_in_place(monkeypatch
     graph = compile_until(model, "prune-unused", TARGET)
     ((first, (end, rows, _)),) = plan_chains(graph, TARGET).items()
     monkeypatch.setattr(
-        lower, "plan_chains", lambda g, t, *wider: {first: (end, rows, True)} if not wider else {}
+        lower,
+        "plan_chains",
+        lambda g, t, *wider, **_: {first: (end, rows, True)} if not wider else {},
     )
     monkeypatch.setattr(lower, "paying", lambda chains, base, banded: chains)
     _agrees_with_onnxruntime(model)
@@ -270,7 +272,7 @@ def test_chains_planned_only_within_the_wider_share_are_lowered_and_agree(monkey
     real = lower.plan_chains
     # none planned within a third of L1: the wider pass alone plans the chain
     monkeypatch.setattr(
-        lower, "plan_chains", lambda g, t, *wider: real(g, t, *wider) if wider else {}
+        lower, "plan_chains", lambda g, t, *wider, **_: real(g, t, *wider) if wider else {}
     )
     monkeypatch.setattr(lower, "paying", lambda chains, before, after: chains)
     tiled = compile_until(model, "lower-tiles", TARGET)
@@ -321,3 +323,14 @@ def test_a_kept_lowering_left_unfinished_at_its_meet_settles_to_the_whole_loweri
     monkeypatch.setattr(lower, "Splice", Never)
     whole = npucc.compile(model, TARGET)
     assert unfinished.stream == whole.stream and unfinished.image == whole.image
+
+
+def test_chains_priced_under_one_share_are_planned_alike_under_another():
+    graph = compile_until(_inverted_residual(1), "prune-unused", TARGET)
+    priced: dict = {}
+    narrow = plan_chains(graph, TARGET, priced=priced)
+    assert narrow == plan_chains(graph, TARGET)
+    # the wider share reads the prices made within a third of L1 (those cut short at that
+    # third priced again): the longer bands a wider share alone plans
+    wide = plan_chains(graph, TARGET, WIDE_SHARE, priced=priced)
+    assert wide == plan_chains(graph, TARGET, WIDE_SHARE) != narrow

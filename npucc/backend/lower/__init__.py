@@ -26,6 +26,7 @@ from npucc.backend.lower.cascade import (
     WIDE_SHARE,
     Cascades,
     Chains,
+    Priced,
     band_graph,
     busiest_pipes,
     layer_spans,
@@ -113,7 +114,8 @@ def lower_graph(
         folds = fold_concats(graph, residency)
     args = (graph, ctx, placement, onchip, slices, staged or {})
     memo: Memo = ctx.memo  # what every lowering of a layer signature computes alike (memo.once)
-    chains = plan_chains(graph, target) if one_core and resident else {}
+    priced: Priced = {}  # the chains `plan_chains` priced (both calls: every share alike)
+    chains = plan_chains(graph, target, priced=priced) if one_core and resident else {}
     # the layers feeding the chains and the convs trials may try (their marks:
     # npucc.backend.lower.resume), and every later one: a cascaded lowering or a trial may
     # splice the kept program's tail from its mark there
@@ -134,7 +136,7 @@ def lower_graph(
     del base, first  # NOTE: held on only as kept's program, until a cascaded one replaces it
     if not _paid(lowering, before, chains, kept):
         return kept.program
-    wider = plan_chains(graph, target, WIDE_SHARE, kept.chains)
+    wider = plan_chains(graph, target, WIDE_SHARE, kept.chains, priced)
     before = before or (kept.layer_spans() if wider else [])
     if wider:
         # NOTE: kept if its layers' spans sum below the program's so far (`paying`'s measure)

@@ -208,9 +208,29 @@ def _gain(
     bands' intermediates, with the weights if `hold` holds them (`_held`; else they are
     fetched again per band), do not fit 1/`share` of L1, or a band reads no input row);
     `bands`: its `_bands`, if known."""
+    room = target.memory.capacity("L1") // share
+    need, gain, _ = _priced(graph, chain, r, target, hold, room, bands)
+    return gain if need <= room else None
+
+
+Price = tuple[int, int | None, bool]  # `_priced`'s
+
+
+def _priced(
+    graph: Graph,
+    chain: list[Layer],
+    r: int,
+    target: Target,
+    hold: bool,
+    room: int,
+    bands: list[Band] | None = None,
+) -> Price:
+    """`_gain` of `room` L1 bytes: the L1 bytes the bands need at most (a layer's input and
+    output bands, aligned, with the held weights), the gain (None: a band reads no input row)
+    and whether both are known (False: the bands passed `room` at the bytes given, the rest
+    not priced)."""
     eb, align = _elem_bytes(target), target.memory.alignment
     held, held_bytes = _held(graph, chain, target) if hold else (frozenset(), 0)
-    budget = target.memory.capacity("L1") // share - held_bytes
     bands = _bands(graph, chain, r) if bands is None else bands
     computed = [0] * len(chain)
     x_rows = 0
@@ -219,23 +239,27 @@ def _gain(
     # the last's), in bytes
     in_row = [_row_elems(graph, layer.inputs[0]) * eb if k else 0 for k, layer in enumerate(chain)]
     out_row = [_row_elems(graph, chain[k].outputs[0]) * eb for k in range(last)]
+    need, empty = held_bytes, False
     for band in bands:
         for k in range(len(chain)):
             (lo, hi), _, _ = band[k]
             computed[k] += hi - lo
-            live = 0
+            live = held_bytes
             if k > 0:
                 lo, hi = band[k - 1][0]
                 live += -(-(hi - lo) * in_row[k] // align) * align
             if k < last:
                 lo, hi = band[k][0]
                 live += -(-(hi - lo) * out_row[k] // align) * align
-            if live > budget:
-                return None
+            if live > need:
+                need = live
+                if need > room:
+                    return need, None, False
         lo, hi = band[-1][0]
-        if hi <= lo:
-            return None
+        empty = empty or hi <= lo
         x_rows += hi - lo
+    if empty:
+        return need, None, True
     # each intermediate written once and read once, on two pipes that overlap (ddr_bound)
     saved = sum(math.prod(graph.tensors[a.outputs[0]].shape) for a in chain[:-1]) * eb
     x = chain[0].inputs[0]
@@ -259,31 +283,44 @@ def _gain(
             macs += over
     latency = dma_cycles(target, "DDR_L1", 0) * BAND_DMAS * len(chain) * (len(bands) - 1)
     cost = ddr_bound(target, extra, 0) + cube_bound(target, macs) + vector_bound(target, vec)
-    return ddr_bound(target, saved, saved) - cost - latency
+    return need, ddr_bound(target, saved, saved) - cost - latency, True
 
 
-def _best(graph: Graph, chain: list[Layer], target: Target, share: int) -> tuple[int, bool, int]:
+# (a chain's first layer, its layers, band rows, weights held) -> `_priced`: one graph's, for
+# every L1 share (`plan_chains` under CASCADE_SHARE, then WIDE_SHARE)
+Priced = dict[tuple[str, int, int, bool], Price]
+
+
+def _best(
+    graph: Graph, chain: list[Layer], target: Target, share: int, priced: Priced
+) -> tuple[int, bool, int]:
     """The band height and weight holding of most gain for `chain` within 1/`share` of L1, and
-    that gain (0, False, 0: none gains)."""
+    that gain (0, False, 0: none gains); `priced`: the chains of `graph` priced so far (one
+    priced but in part under a smaller share is priced again, if it may fit)."""
     oh = graph.tensors[chain[-1].outputs[0]].shape[2]
+    room = target.memory.capacity("L1") // share
     best = (0, False, 0)
     known: dict[int, list[Band]] = {}  # each band height's bands, for both holds
     for hold in (False, True) if _held(graph, chain, target)[0] else (False,):
         for r in range(1, oh):
-            bands = known.get(r)
-            if bands is None:
-                bands = known[r] = _bands(graph, chain, r)
-            gain = _gain(graph, chain, r, target, hold, share, bands)
-            if gain is not None and gain > best[2]:
+            key = (chain[0].name, len(chain), r, hold)
+            found = priced.get(key)
+            if found is None or not found[2] and found[0] <= room:
+                bands = known.get(r)
+                if bands is None:
+                    bands = known[r] = _bands(graph, chain, r)
+                found = priced[key] = _priced(graph, chain, r, target, hold, room, bands)
+            need, gain, _ = found
+            if need <= room and gain is not None and gain > best[2]:
                 best = (r, hold, gain)
     return best
 
 
 def _split(
-    graph: Graph, run: list[Layer], target: Target, share: int
+    graph: Graph, run: list[Layer], target: Target, share: int, priced: Priced
 ) -> list[tuple[int, int, int, bool]]:
     """The chains (first, one past the last, band rows, weights held) of `run` (linked
-    layers) of most total gain within 1/`share` of L1."""
+    layers) of most total gain within 1/`share` of L1 (`priced`: `_best`'s)."""
     m = len(run)
     score = [0] * (m + 1)
     # (chain start, rows, weights held) of the chain ending here
@@ -291,7 +328,7 @@ def _split(
     for t in range(1, m + 1):
         score[t], choice[t] = score[t - 1], None
         for s in range(t - 1):
-            rows, hold, gain = _best(graph, run[s:t], target, share)
+            rows, hold, gain = _best(graph, run[s:t], target, share, priced)
             if rows and score[s] + gain > score[t]:
                 score[t], choice[t] = score[s] + gain, (s, rows, hold)
     chains = []
@@ -311,10 +348,16 @@ Chains = dict[int, tuple[int, int, bool]]
 
 
 def plan_chains(
-    graph: Graph, target: Target, share: int = CASCADE_SHARE, taken: Chains | None = None
+    graph: Graph,
+    target: Target,
+    share: int = CASCADE_SHARE,
+    taken: Chains | None = None,
+    priced: Priced | None = None,
 ) -> Chains:
     """The chains of `graph` worth cascading on one core within 1/`share` of L1, by `_gain`,
-    of layers in none of `taken`."""
+    of layers in none of `taken` (`priced`: the chains of `graph` priced by an earlier call,
+    under any share; filled in)."""
+    priced = {} if priced is None else priced
     layers = graph.layers
     skip = {k for first, (end, _, _) in (taken or {}).items() for k in range(first, end)}
     chains: Chains = {}
@@ -327,7 +370,7 @@ def plan_chains(
             and _linked(graph, layers[j], layers[j + 1], target)
         ):
             j += 1
-        for s, t, rows, hold in _split(graph, list(layers[i : j + 1]), target, share):
+        for s, t, rows, hold in _split(graph, list(layers[i : j + 1]), target, share, priced):
             chains[i + s] = (i + t, rows, hold)
         i = j + 1
     return chains
