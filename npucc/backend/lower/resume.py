@@ -250,9 +250,19 @@ def _wholes(d: Decisions, name: str) -> list[str]:
     return [w[0] for w in (d.views.get(name), d.folds.parts.get(name)) if w is not None]
 
 
+def _decided(mark: Mark) -> Hashable:
+    """The layers from `mark` on and their decisions (`_interface` reads the rest of what they
+    may read of the lowering before them; no node or buffer id here)."""
+    d, at = mark.decisions, mark.index
+    spans = {n: (max(f - at, -1), last - at) for n, (f, last) in d.held.items() if last >= at}
+    known: LayerKeys = {}
+    return (tuple(_layer_decisions(d, i, known) for i in range(at, len(d.graph.layers))),
+            tuple(d.graph.inputs), tuple(d.graph.outputs), spans)  # fmt: skip
+
+
 def _interface(mark: Mark, ids: Callable[[int], int], bufs: Callable[[int], int]) -> Hashable:
-    """What the layers from `mark` on may read of the lowering before them, its node and
-    buffer ids passed through `ids` and `bufs`: the layers and their decisions, the live
+    """What the layers from `mark` on may read of the lowering before them but their decisions
+    (`_decided`), its node and buffer ids passed through `ids` and `bufs`: the live
     buffers (size, tier, ALLOC, last writer, readers since), the resident tensors and, of the
     DDR tensors those layers name (and the graph's outputs, and the tensors their band views
     and folded concat parts lie in), the closes of their writes with
@@ -264,10 +274,7 @@ def _interface(mark: Mark, ids: Callable[[int], int], bufs: Callable[[int], int]
     """
     d, at = mark.decisions, mark.index
     layers = d.graph.layers[at:]
-    spans = {n: (max(f - at, -1), last - at) for n, (f, last) in d.held.items() if last >= at}
     known: LayerKeys = {}
-    decisions = (tuple(_layer_decisions(d, i, known) for i in range(at, len(d.graph.layers))),
-                 tuple(d.graph.inputs), tuple(d.graph.outputs), spans)  # fmt: skip
     names = {n for layer in layers for n in (*layer.inputs, *layer.outputs) if n}
     names.update(d.graph.outputs)
     wholes = names
@@ -296,7 +303,6 @@ def _interface(mark: Mark, ids: Callable[[int], int], bufs: Callable[[int], int]
     pooled, col_pooled, fused = mark.context
     layer_names = {layer.name for layer in layers}
     return (
-        decisions,
         live,
         {k: (bufs(r.buf), r.tier, r.off, r.core) for k, r in resident.items()},
         ready,
@@ -325,9 +331,9 @@ def _noting(seen: list[int]) -> Callable[[int], int]:
 
 
 def _canonical(mark: Mark) -> tuple[Hashable, list[int]] | None:
-    """`_interface` of a one-core mark with its node and buffer ids renumbered in order
-    (0, 1, ...), and the node ids in that order; None: a mesh's or an open DDR write's
-    state (not compared)."""
+    """`_decided` and `_interface` of a one-core mark, the latter with its node and buffer ids
+    renumbered in order (0, 1, ...), and the node ids in that order; None: a mesh's or an open
+    DDR write's state (not compared)."""
     _, _, _, writers, gates, _, _, _ = mark.builders[0]
     tracker = mark.tracker
     if len(mark.builders) != 1 or writers or gates or tracker.cross_edges or tracker.onchip:
@@ -341,7 +347,7 @@ def _canonical(mark: Mark) -> tuple[Hashable, list[int]] | None:
         ids = sorted(set(nodes))
         ranks = {v: i for i, v in enumerate(ids)}
         buf_ranks = {b: i for i, b in enumerate(sorted(set(bufs)))}
-        return _interface(mark, ranks.__getitem__, buf_ranks.__getitem__), ids
+        return (_decided(mark), _interface(mark, ranks.__getitem__, buf_ranks.__getitem__)), ids
     except TypeError:  # an attribute without a signature (memo.frozen): not compared
         return None
 
