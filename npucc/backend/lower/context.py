@@ -247,7 +247,8 @@ def apply_activation(ctx: LowerContext, ref: BufRef, elems: int, attrs: dict) ->
         scalars = (float(attrs.get("act_min", -math.inf)), float(attrs.get("act_max", math.inf)))
     else:
         raise NpuccError(f"unsupported fused activation {act!r}")
-    ctx.builder.emit(VUnary(act, ref, ref, (elems,), (1,), (1,), scalars))
+    # NOTE: in place on a buffer of this core: `emit_local` (the same node and edges)
+    ctx.builder.emit_local(VUnary(act, ref, ref, (elems,), (1,), (1,), scalars))
 
 
 def quant_epilogue(layer: Layer) -> tuple[int, int, int] | None:
