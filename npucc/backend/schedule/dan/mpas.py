@@ -187,15 +187,16 @@ def mpas(
     # NOTE: no field carries into the next, so a key is the sum of its fields' parts
     levels = (span << shift, ((1 << dbits) | span) << shift, ((2 << dbits) | span) << shift)
 
-    # a key's low fields ((hmax - h) << vbits | id) per node, and the scale of its Delta field
-    lows = [((hmax - hv) << vbits) | v for v, hv in enumerate(h)] if use_h else range(n)
+    # a key's low fields are ((hmax - h) << vbits) | id (hs: h, or zeros without -h), its
+    # Delta field Delta * scale
+    hs = h if use_h else [0] * n
     scale = 1 << shift if use_delta else 0
 
     def make_key(v: int) -> int:
         if is_free[v]:
-            return levels[0] - size_pk[v] * scale + lows[v]
+            return levels[0] - size_pk[v] * scale + (((hmax - hs[v]) << vbits) | v)
         top = levels[2] if jit_count[v] else levels[1]
-        return top + (jit[v] - enabled[v]) * scale + lows[v]
+        return top + (jit[v] - enabled[v]) * scale + (((hmax - hs[v]) << vbits) | v)
 
     def refresh(v: int) -> None:
         if in_ready[v]:
@@ -207,11 +208,11 @@ def mpas(
     def make_ready(v: int) -> None:
         in_ready[v] = True
         if is_free[v]:  # NOTE: make_key(v), inline
-            k = key[v] = levels[0] - size_pk[v] * scale + lows[v]
+            k = key[v] = levels[0] - size_pk[v] * scale + (((hmax - hs[v]) << vbits) | v)
             heappush(frees, k)
         else:
             top = levels[2] if jit_count[v] else levels[1]
-            k = key[v] = top + (jit[v] - enabled[v]) * scale + lows[v]
+            k = key[v] = top + (jit[v] - enabled[v]) * scale + (((hmax - hs[v]) << vbits) | v)
             heappush(ready, k)
 
     def free_progress(f: int) -> None:
@@ -303,14 +304,17 @@ def mpas(
         return blocker(v) < 0 and not (jit[v] and futile(v) >= 0)
 
     # NOTE: with no L0 tier live, passes(v) is decided by strict's ancestor checks and futility
-    # alone. Once v passed with no check left to make (its own pending L0 admissions cleared,
-    # and, if it allocates, its first successor that is not a FREE likewise, which makes futile
-    # stop there), it passes in every later state with no tier live (cleared pairs stay
-    # cleared, `jit` only falls), and the test would record nothing: sure[v]
+    # alone (without strict it is true). Once v passed with no check left to make (its own
+    # pending L0 admissions cleared, and, if it allocates, its first successor that is not a
+    # FREE likewise, which makes futile stop there), it passes in every later state with no
+    # tier live (cleared pairs stay cleared, `jit` only falls), and the test would record
+    # nothing (no needs_tier call): sure[v]
     sure = [False] * n
 
     def settled(v: int) -> bool:
-        """Is every pending L0 admission of v a cleared pair?"""
+        """Is every pending L0 admission of v a cleared pair (without strict: checked by none)?"""
+        if not strict:
+            return True
         ok = cleared[v]
         bit = 1
         for u in l0_preds[v]:
@@ -428,20 +432,17 @@ def mpas(
         waiting[c] = live
         return next((k for k in live if test(k & vmask)), None)
 
-    def wake() -> None:
-        """Make ready the best node of each class that can run, if any."""
+    def wake(tested: bool = False) -> None:
+        """Make ready the best node of each class that can run, if any (`tested`: the caller
+        has made its first test)."""
         # a class with none idles until the next L0 change (without `strict`, nothing else
         # changes what can run)
         # NOTE: waking makes nodes ready and schedules none, so what is done, which L0 tiers
         # are live and near_live stay the same for the four classes, and waking a node of one
         # class changes no other class's parked nodes
-        if strict and (near_epoch[0] == epoch[0] or near_current()) and not near_parked:
-            return  # (near_live is current, so a tier is live) no parked node can pass
-        wake_parked()
-
-    def wake_parked() -> None:
-        """wake() past its first test (which found a parked node that may pass)."""
         e = epoch[0]
+        if not tested and strict and (near_epoch[0] == e or near_current()) and not near_parked:
+            return  # (near_live is current, so a tier is live) no parked node can pass
         near: list[list[int]] | None = None  # companions, per class
         any_live = live_l0 != no_live
         if any_live and strict:
@@ -467,7 +468,7 @@ def mpas(
                     k = next((x for x in cands if passes(x & vmask)), None)
             else:  # no tier live: only strict's ancestor check or futility can hold it back
                 k = head(c)
-                if k is not None and not passes_unheld(k & vmask):
+                if k is not None and not (sure[k & vmask] or passes_unheld(k & vmask)):
                     k = None
             if k is not None:
                 unpark(k & vmask)
@@ -548,7 +549,7 @@ def mpas(
                         free_progress(w)
                 else:  # NOTE: make_ready(w), inline
                     in_ready[w] = True
-                    k = key[w] = levels[0] - size_pk[w] * scale + lows[w]
+                    k = key[w] = levels[0] - size_pk[w] * scale + (((hmax - hs[w]) << vbits) | w)
                     heappush(frees, k)
             elif not left:
                 make_ready(w)
@@ -583,7 +584,8 @@ def mpas(
         in_ready[v] = False
         stale = woken_at[v] == epoch[0]  # woken, and no L0 tier changed since
         woken_at[v] = -1
-        if single_l0 and jit_count[v]:
+        # NOTE: a sure node passes while no L0 tier is live (see sure)
+        if single_l0 and jit_count[v] and not (sure[v] and first_live[0] < 0):
             b = blocker(v)
             if b >= 0 or (jit[v] and futile(v) >= 0):
                 c = need(v) if b >= 0 else 3
@@ -601,5 +603,5 @@ def mpas(
         if single_l0 and not (
             strict and (near_epoch[0] == epoch[0] or near_current()) and not near_parked
         ):
-            wake_parked()
+            wake(True)
     return order
