@@ -187,12 +187,16 @@ def mpas(
     # NOTE: no field carries into the next, so a key is the sum of its fields' parts
     levels = (span << shift, ((1 << dbits) | span) << shift, ((2 << dbits) | span) << shift)
 
+    # a key's low fields are ((hmax - h) << vbits) | id (hs: h, or zeros without -h), its
+    # Delta field Delta * scale
+    hs = h if use_h else [0] * n
+    scale = 1 << shift if use_delta else 0
+
     def make_key(v: int) -> int:
-        low = ((hmax - h[v]) << vbits) | v if use_h else v
         if is_free[v]:
-            return levels[0] - (size_pk[v] << shift) + low if use_delta else levels[0] + low
+            return levels[0] - size_pk[v] * scale + (((hmax - hs[v]) << vbits) | v)
         top = levels[2] if jit_count[v] else levels[1]
-        return top + ((jit[v] - enabled[v]) << shift) + low if use_delta else top + low
+        return top + (jit[v] - enabled[v]) * scale + (((hmax - hs[v]) << vbits) | v)
 
     def refresh(v: int) -> None:
         if in_ready[v]:
@@ -203,11 +207,13 @@ def mpas(
 
     def make_ready(v: int) -> None:
         in_ready[v] = True
-        k = key[v] = make_key(v)
-        heappush(frees if is_free[v] else ready, k)
-
-    # a FREE's key, make_key's without a call: levels[0] - size_pk * scale + low
-    scale = 1 << shift if use_delta else 0
+        if is_free[v]:  # NOTE: make_key(v), inline
+            k = key[v] = levels[0] - size_pk[v] * scale + (((hmax - hs[v]) << vbits) | v)
+            heappush(frees, k)
+        else:
+            top = levels[2] if jit_count[v] else levels[1]
+            k = key[v] = top + (jit[v] - enabled[v]) * scale + (((hmax - hs[v]) << vbits) | v)
+            heappush(ready, k)
 
     def free_progress(f: int) -> None:
         # FREE f lost a pending predecessor: credit its last one, or make f ready
@@ -225,6 +231,7 @@ def mpas(
     live_l0: list[int] = [-1, -1, -1]  # per L0 tier: its live ALLOC node, or -1
     no_live = [-1, -1, -1]  # NOTE: live_l0 with no tier live (ids are >= 0)
     live_count = [0, 0, 0]
+    first_live = [-1]  # the live ALLOC node of the first tier holding one, or -1 (emit keeps it)
     # parked nodes by what they wait for: class t < 3 = their own L0 tier t, class 3 = futile
     waiting: list[list[int]] = [[], [], [], []]  # lazy heaps of keys
     parked = [-1] * n  # the class of a parked node, or -1
@@ -296,6 +303,37 @@ def mpas(
         """Would v run now (no tier to wait for, no allocation for nothing)?"""
         return blocker(v) < 0 and not (jit[v] and futile(v) >= 0)
 
+    # NOTE: with no L0 tier live, passes(v) is decided by strict's ancestor checks and futility
+    # alone (without strict it is true). Once v passed with no check left to make (its own
+    # pending L0 admissions cleared, and, if it allocates, its first successor that is not a
+    # FREE likewise, which makes futile stop there), it passes in every later state with no
+    # tier live (cleared pairs stay cleared, `jit` only falls), and the test would record
+    # nothing (no needs_tier call): sure[v]
+    sure = [False] * n
+
+    def settled(v: int) -> bool:
+        """Is every pending L0 admission of v a cleared pair (without strict: checked by none)?"""
+        if not strict:
+            return True
+        ok = cleared[v]
+        bit = 1
+        for u in l0_preds[v]:
+            if not ok & bit and not done[u]:
+                return False
+            bit <<= 1
+        return True
+
+    def passes_unheld(v: int) -> bool:
+        """passes(v) while no L0 tier is live (sure[v] kept)."""
+        if sure[v]:
+            return True
+        if not passes(v):
+            return False
+        if settled(v):
+            w = next((w for w in succs[v] if not is_free[w]), -1) if jit[v] else -1
+            sure[v] = w < 0 or settled(w)
+        return True
+
     def need(v: int) -> int:
         """The L0 tier of v's first unscheduled L0 allocation."""
         for u in l0_preds[v]:
@@ -346,12 +384,7 @@ def mpas(
         the same first live buffer leaves it so: it depends on that buffer and what is done.)"""
         if near_epoch[0] == epoch[0]:
             return True
-        if near_epoch[0] < 0:
-            return False
-        for a in live_l0:
-            if a >= 0:
-                break
-        if a != near_of[0]:
+        if near_epoch[0] < 0 or first_live[0] != near_of[0]:
             return False
         near_epoch[0] = epoch[0]
         return True
@@ -362,9 +395,7 @@ def mpas(
         # cannot finish), so waking costs the local fan-out, not a scan of every waiter
         if near_epoch[0] == epoch[0] or near_current():
             return near_found[0]
-        for a in live_l0:
-            if a >= 0:
-                break
+        a = first_live[0]
         found: dict[int, None] = {}
         producers = near_producers
         producers.clear()
@@ -401,15 +432,16 @@ def mpas(
         waiting[c] = live
         return next((k for k in live if test(k & vmask)), None)
 
-    def wake() -> None:
-        """Make ready the best node of each class that can run, if any."""
+    def wake(tested: bool = False) -> None:
+        """Make ready the best node of each class that can run, if any (`tested`: the caller
+        has made its first test)."""
         # a class with none idles until the next L0 change (without `strict`, nothing else
         # changes what can run)
         # NOTE: waking makes nodes ready and schedules none, so what is done, which L0 tiers
         # are live and near_live stay the same for the four classes, and waking a node of one
         # class changes no other class's parked nodes
         e = epoch[0]
-        if strict and (near_epoch[0] == e or near_current()) and not near_parked:
+        if not tested and strict and (near_epoch[0] == e or near_current()) and not near_parked:
             return  # (near_live is current, so a tier is live) no parked node can pass
         near: list[list[int]] | None = None  # companions, per class
         any_live = live_l0 != no_live
@@ -436,7 +468,7 @@ def mpas(
                     k = next((x for x in cands if passes(x & vmask)), None)
             else:  # no tier live: only strict's ancestor check or futility can hold it back
                 k = head(c)
-                if k is not None and not passes(k & vmask):
+                if k is not None and not (sure[k & vmask] or passes_unheld(k & vmask)):
                     k = None
             if k is not None:
                 unpark(k & vmask)
@@ -491,6 +523,8 @@ def mpas(
                 live_l0[t] = v
                 live_count[t] += 1
                 epoch[0] += 1
+                a0, a1, a2 = live_l0
+                first_live[0] = a0 if a0 >= 0 else a1 if a1 >= 0 else a2
             for w in succs[v]:
                 jit[w] -= size_pk[v]
                 jit_count[w] -= 1
@@ -501,6 +535,8 @@ def mpas(
             live_count[t] -= 1
             if not live_count[t]:
                 live_l0[t] = -1
+                a0, a1, a2 = live_l0
+                first_live[0] = a0 if a0 >= 0 else a1 if a1 >= 0 else a2
             epoch[0] += 1
             wake()
         for w in succs[v]:
@@ -513,8 +549,7 @@ def mpas(
                         free_progress(w)
                 else:  # NOTE: make_ready(w), inline
                     in_ready[w] = True
-                    low = ((hmax - h[w]) << vbits) | w if use_h else w
-                    k = key[w] = levels[0] - size_pk[w] * scale + low
+                    k = key[w] = levels[0] - size_pk[w] * scale + (((hmax - hs[w]) << vbits) | w)
                     heappush(frees, k)
             elif not left:
                 make_ready(w)
@@ -549,7 +584,8 @@ def mpas(
         in_ready[v] = False
         stale = woken_at[v] == epoch[0]  # woken, and no L0 tier changed since
         woken_at[v] = -1
-        if single_l0 and jit_count[v]:
+        # NOTE: a sure node passes while no L0 tier is live (see sure)
+        if single_l0 and jit_count[v] and not (sure[v] and first_live[0] < 0):
             b = blocker(v)
             if b >= 0 or (jit[v] and futile(v) >= 0):
                 c = need(v) if b >= 0 else 3
@@ -567,5 +603,5 @@ def mpas(
         if single_l0 and not (
             strict and (near_epoch[0] == epoch[0] or near_current()) and not near_parked
         ):
-            wake()
+            wake(True)
     return order
