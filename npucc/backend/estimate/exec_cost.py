@@ -11,7 +11,8 @@ BARRIER chain per core, every tensor through DDR): a layer's reads of an input w
 producers' closing barriers plus the flag's hops and for its cores' previous barrier; its
 const loads wait only for its cores' DMA. Sub-batch splits are priced as the lowering executes
 them (npucc.backend.lower.subbatch): a split loop's layers run once per sub-batch, each part
-profiled on its slices, and a part waits for the parts of its producers that cover its slice.
+profiled on its slices, and a part waits for the parts of its producers that cover its slice
+and its on-chip writes for the runs the lowering gates them on (npucc.backend.estimate.gates).
 docs/cost-model.md ("Interpreter vs cost model") states the rules and the measured errors.
 """
 
