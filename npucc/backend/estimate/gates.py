@@ -37,7 +37,7 @@ def gate_keys(
 class Gates:
     """Who touched and who read each on-chip tensor so far, run by run in lowering order."""
 
-    __slots__ = ("onchip", "elem_bytes", "touched", "read", "_before")
+    __slots__ = ("onchip", "elem_bytes", "touched", "read", "_before", "_ranges")
 
     def __init__(self, onchip: dict[str, OnChip], elem_bytes: int) -> None:
         self.onchip = onchip
@@ -47,6 +47,8 @@ class Gates:
         self.touched: dict[str, dict[int, int]] = {}
         self.read: dict[tuple[str, int], dict[int, int]] = {}
         self._before: dict[str, tuple[str, ...]] = {}  # key -> the keys whose bytes it reuses
+        # each on-chip key, where it lives, its byte range and its homes (built when asked)
+        self._ranges: list[tuple[str, OnChip, int, int, set[tuple[int, int]]]] | None = None
 
     def waits(self, keys: Sequence[str], j: int, n: int) -> set[int]:
         """The runs that the writes of output `keys` (of sub-batch j of n) wait for."""
@@ -79,15 +81,18 @@ class Gates:
         value = self._before.get(key)
         if value is None:
             eb = self.elem_bytes
-            mine = chunk_bytes(home.chunk, eb)
-            out = []
-            for other, was in self.onchip.items():
-                # NOTE: the byte ranges first (cheap), then lives, then homes (`shares`)
-                if home.at >= was.at + chunk_bytes(was.chunk, eb) or was.at >= home.at + mine:
-                    continue
-                if was.precedes(home) and was.shares(home, eb):
-                    out.append(other)
-            value = self._before[key] = tuple(out)
+            if self._ranges is None:
+                self._ranges = [
+                    (other, was, was.at, was.at + chunk_bytes(was.chunk, eb), set(was.homes))
+                    for other, was in self.onchip.items()
+                ]
+            lo, hi = home.at, home.at + chunk_bytes(home.chunk, eb)
+            # NOTE: `was.shares(home)` as its byte ranges (cheap) and its homes, lives between
+            value = self._before[key] = tuple(
+                other
+                for other, was, a, b, homes in self._ranges
+                if a < hi and lo < b and was.precedes(home) and not homes.isdisjoint(home.homes)
+            )
         return value
 
     def _turns(self, key: str, home: OnChip, j: int) -> list[int]:
