@@ -1,8 +1,10 @@
-"""The estimate's write gates on on-chip tensors (npucc.backend.estimate.gates)."""
+"""The estimate's write gates on on-chip tensors (npucc.backend.estimate.gates); that an unsplit
+plan priced from its placements (`Tenants`) prices as `Gates` do is tests/estimate/test_prefix.py's
+(transformer_encoder's search waits so in about half its plans)."""
 
 from __future__ import annotations
 
-from npucc.backend.estimate.gates import Gates, gate_keys
+from npucc.backend.estimate.gates import Gates, Tenants, gate_keys
 from npucc.ir.onchip import OnChip
 
 HOME = ((0, 0), (0, 1))
@@ -39,3 +41,31 @@ def test_gate_keys_split_outputs_and_read_slices():
     lookups = ((0, "x"), (1, "w@chip0"), (2, "y"))  # inputs x, w (staged), output y
     assert gate_keys(("x", "w"), lookups, 2, 0) == (("x", "w@chip0", "y"), ("y",), ("x",))
     assert gate_keys(("x", "w"), lookups, 1, 0)[2] == ()  # unsplit: no slices read
+
+
+def test_unsplit_tenants_wait_for_the_touchers_not_behind_every_data_input():
+    # 0: in -> x0; 1: x0 -> x1; 2: x0 -> x2; 3: x1, x2 -> x3; 4: x3 -> out
+    origin = ((None,), (0,), (0,), (1, 2), (3,))
+    data = ((1,), (1,), (1,), (1, 2), (1,))
+    whole = (
+        (("x0", 16, (1, 2), 2),),
+        (("x1", 16, (3,), 3),),
+        (("x2", 16, (3,), 3),),
+        (("x3", 16, (4,), 4),),
+        (),
+    )
+    tenants = Tenants(origin, data, whole)
+    assert tenants.of(3) == (("x0", (1, 2)),)  # 0 is behind both inputs of 3; 1 and 2 not
+    assert tenants.of(4) == ()  # everything dead before 4 is behind its input
+    placed = [
+        (0, 64, 0, 2, 0b11, None, ()),  # x0 on cores 0, 1
+        (64, 128, 1, 3, 0b11, None, ()),
+        (128, 192, 2, 3, 0b11, None, ()),
+        (0, 64, 3, 4, 0b01, None, ()),  # x3 in x0's bytes on core 0
+    ]
+    names = ["x0", "x1", "x2", "x3"]
+    assert tenants.waits(placed, names, 3) == {3: {1, 2}}
+    placed[3] = (0, 64, 3, 4, 0b100, None, ())  # another core
+    assert tenants.waits(placed, names, 3) == {}
+    placed[3] = (192, 256, 3, 4, 0b01, None, ())  # other bytes
+    assert tenants.waits(placed, names, 3) == {}

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import islice
 
-from npucc.backend.estimate.gates import Gates, gate_keys
+from npucc.backend.estimate.gates import Gates, Tenants, gate_keys
 from npucc.backend.estimate.list_schedule import (
     READY,
     READY_AT,
@@ -143,6 +143,7 @@ class ExecCostModel:
     )  # (layer, n, loop) -> (operand, on-chip key) of each operand a plan may keep on chip
     _producer: dict[str, int] = field(default_factory=dict)  # tensor -> the layer writing it
     _gate_keys: dict[tuple[int, int, int], tuple] = field(default_factory=dict)  # `gate_keys`
+    _tenants: Tenants = field(init=False)  # the write gates of unsplit plans
     _prefixes: Prefixes = field(default_factory=Prefixes)  # the unsplit plans priced
 
     def __post_init__(self) -> None:
@@ -161,6 +162,7 @@ class ExecCostModel:
             if layer.op in VIEW_OPS:
                 self._views.add(index)
                 self._key[layer.outputs[0]] = self._key.get(layer.inputs[0], layer.inputs[0])
+        self._tenants = Tenants(self._origin, self._data, self._whole)
 
     def _past_views(self, producer: int | None) -> int | None:
         """The layer that wrote the data `producer` writes (a view's: its input's writer)."""
@@ -340,7 +342,10 @@ class ExecCostModel:
             ddr_energy += bound[0]
             held += bound[1]
             ddr.append((ddr_energy, held))
-        runs = self._linked(priced, kept, trace.runs[:items] if trace is not None else None)
+        runs = self._linked(
+            priced, kept, trace.runs[:items] if trace is not None else None,
+            self._tenants.waits(placed, kept, tensors),
+        )  # fmt: skip
         latency, timelines = extend(self.target, runs, items, timeline(self.target, trace, items))
         edp = total * float(latency)
         made = Trace(placed, kept, priced, runs, energy, timelines, edp, ddr, where_ids)
@@ -649,14 +654,16 @@ class ExecCostModel:
         priced: list[LayerRun | tuple[Part, _Base]],
         onchip: dict[str, OnChip],
         done: list[LayerRun] | None = None,
+        unsplit: dict[int, set[int]] | None = None,
     ) -> list[LayerRun]:
         """The runs of `_priced` (keeping `onchip` on chip), each input linked to the runs
         writing it and to those its on-chip writes wait for (`Gates`), with their flags;
-        `done`: those of its first items, already linked (extended in place)."""
+        `done`: those of its first items, already linked (extended in place); `unsplit`: of an
+        unsplit plan, the layers each layer's writes wait for (`Tenants.waits`), if known."""
         runs: list[LayerRun] = [] if done is None else done
         runs_of: dict[int, list[int]] = {}  # layer -> its runs so far, part by part
         parts_of: dict[int, int] = {}  # layer -> how many parts it runs in
-        gates = Gates(onchip, self.target.elem_bytes) if onchip else None
+        gates = Gates(onchip, self.target.elem_bytes) if onchip and unsplit is None else None
         for k, item in enumerate(priced[: len(runs)]):
             if not isinstance(item, LayerRun):
                 runs_of.setdefault(item[0].layer, []).append(k)
@@ -692,15 +699,22 @@ class ExecCostModel:
                         flag = row[fp] = sync_cycles(self.target, far, first)
                     flagged.append((k + 1, flag))
                 srcs.append(tuple(flagged))
-            waits = () if gates is None else sorted(self._gated(gates, len(runs), p, onchip))
-            for k in waits:  # NOTE: each data input's release waits for the run's gates
-                flag = row.get(runs[k].at)
-                if flag is None:
-                    flag = row[runs[k].at] = sync_cycles(
-                        self.target, farthest(runs[k].box, first), first
-                    )
+            if gates is not None:
+                waits = sorted(self._gated(gates, len(runs), p, onchip))
+            else:  # NOTE: unsplit, a layer's one run is its last
+                got = unsplit.get(index) if unsplit else None
+                waits = sorted([runs_of[j][-1] for j in got]) if got else []
+            if waits:  # NOTE: each data input's release waits for the run's gates
+                gated = []
+                for k in waits:
+                    flag = row.get(runs[k].at)
+                    if flag is None:
+                        flag = row[runs[k].at] = sync_cycles(
+                            self.target, farthest(runs[k].box, first), first
+                        )
+                    gated.append((k + 1, flag))
                 for c in data[index]:
-                    srcs[c - 1] += ((k + 1, flag),)
+                    srcs[c - 1] += tuple(gated)
             runs_of.setdefault(index, []).append(len(runs))
             parts_of[index] = n
             runs.append(LayerRun(cost, spans, box, data[index], tuple(srcs), at))

@@ -14,9 +14,9 @@ the run's inputs (the estimate's writes of a run follow its reads).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
-from npucc.backend.hypercut.onchip_plan import staged_key
+from npucc.backend.hypercut.onchip_plan import Placed, Whole, staged_key
 from npucc.ir.onchip import OnChip, chunk_bytes
 
 
@@ -32,6 +32,85 @@ def gate_keys(
     outs = tuple(dict.fromkeys(key for o, key in lookups if o >= ins))
     reads = [key for o, key in lookups if o < ins and n > 1 and key not in consts]
     return every, outs, tuple(dict.fromkeys(reads))
+
+
+class Tenants:
+    """`Gates`' waits of unsplit plans, found from their placements: per layer, the earlier
+    tensors whose bytes its outputs may take after their lives, and of the layers that wrote
+    or read each (which `Gates` waits for) those not behind every one of its data inputs.
+
+    NOTE: a run's end is no earlier than the release of each of its data inputs, which waits
+    for the end of the input's writer plus its flag, and a flag's hops obey the triangle
+    inequality (the farthest core of a box from a first core): the end of an ancestor along
+    every data input plus its flag never exceeds what each input already waits for, so
+    leaving it out prices the same (most of what `Gates` waits for at batch 1: ResNet's chain
+    of dead tensors)."""
+
+    __slots__ = ("_behind", "_touched", "_of")
+
+    def __init__(
+        self,
+        origin: Sequence[tuple[int | None, ...]],
+        datas: Sequence[tuple[int, ...]],
+        whole: Whole,
+    ) -> None:
+        # per layer, as bits, its ancestors along data edges (`behind`: those along every one
+        # of its data inputs; none if one is a graph input)
+        ancestors: list[int] = []
+        behind: list[int] = []
+        for srcs, data in zip(origin, datas, strict=True):
+            bits, common = 0, -1
+            for c in data:
+                p = srcs[c - 1]
+                mine = 0 if p is None else ancestors[p] | 1 << p
+                bits |= mine
+                common &= mine
+            ancestors.append(bits)
+            behind.append(common if data else 0)
+        self._behind = behind
+        # per tensor a plan may keep: its producer, last reader and the layers touching it
+        self._touched = [
+            (t, j, last, (j, *readers))
+            for j, mine in enumerate(whole)
+            for t, _, readers, last in mine
+        ]
+        self._of: dict[int, tuple[tuple[str, tuple[int, ...]], ...]] = {}
+
+    def of(self, layer: int) -> tuple[tuple[str, tuple[int, ...]], ...]:
+        """The tensors dead before `layer` with layers touching them not behind all its data
+        inputs (those layers)."""
+        value = self._of.get(layer)
+        if value is None:
+            mine = self._behind[layer]
+            value = self._of[layer] = tuple(
+                (t, rest)
+                for t, _, last, by in self._touched
+                if last < layer and (rest := tuple(j for j in by if not mine >> j & 1))
+            )
+        return value
+
+    def waits(
+        self, placed: Sequence[Placed], names: Iterable[str], start: int
+    ) -> dict[int, set[int]]:
+        """Of an unsplit plan's `plan_onchip` placements (of tensors `names`, in order) from
+        `start` on: per layer whose outputs take bytes of earlier tensors after their lives on
+        some home (`Gates._reused`'s rule), the layers it waits for (`of`'s)."""
+        out: dict[int, set[int]] = {}
+        at: dict[str, int] | None = None
+        for k in range(start, len(placed)):
+            lo, hi, first, _, mine, _, _ = placed[k]
+            dead = self.of(first)  # NOTE: an unsplit life starts at its producer
+            if not dead:
+                continue
+            if at is None:
+                at = {t: i for i, t in enumerate(names)}
+            for t, rest in dead:
+                i = at.get(t)
+                if i is not None:
+                    a, b, _, _, theirs, _, _ = placed[i]
+                    if mine & theirs and a < hi and lo < b:
+                        out.setdefault(first, set()).update(rest)
+        return out
 
 
 class Gates:
