@@ -11,7 +11,8 @@ BARRIER chain per core, every tensor through DDR): a layer's reads of an input w
 producers' closing barriers plus the flag's hops and for its cores' previous barrier; its
 const loads wait only for its cores' DMA. Sub-batch splits are priced as the lowering executes
 them (npucc.backend.lower.subbatch): a split loop's layers run once per sub-batch, each part
-profiled on its slices, and a part waits for the parts of its producers that cover its slice.
+profiled on its slices, and a part waits for the parts of its producers that cover its slice
+and its on-chip writes for the runs the lowering gates them on (npucc.backend.estimate.gates).
 docs/cost-model.md ("Interpreter vs cost model") states the rules and the measured errors.
 """
 
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import islice
 
+from npucc.backend.estimate.gates import Gates, Tenants, gate_keys
 from npucc.backend.estimate.list_schedule import (
     READY,
     READY_AT,
@@ -140,6 +142,8 @@ class ExecCostModel:
         default_factory=dict
     )  # (layer, n, loop) -> (operand, on-chip key) of each operand a plan may keep on chip
     _producer: dict[str, int] = field(default_factory=dict)  # tensor -> the layer writing it
+    _gate_keys: dict[tuple[int, int, int], tuple] = field(default_factory=dict)  # `gate_keys`
+    _tenants: Tenants = field(init=False)  # the write gates of unsplit plans
     _prefixes: Prefixes = field(default_factory=Prefixes)  # the unsplit plans priced
 
     def __post_init__(self) -> None:
@@ -158,6 +162,7 @@ class ExecCostModel:
             if layer.op in VIEW_OPS:
                 self._views.add(index)
                 self._key[layer.outputs[0]] = self._key.get(layer.inputs[0], layer.inputs[0])
+        self._tenants = Tenants(self._origin, self._data, self._whole)
 
     def _past_views(self, producer: int | None) -> int | None:
         """The layer that wrote the data `producer` writes (a view's: its input's writer)."""
@@ -275,7 +280,7 @@ class ExecCostModel:
         energy = sum(_cost_of(item).energy for item in priced)
         if energy * float(channel_bound(self.target, map(_cost_of, priced))) >= beat:
             return math.inf
-        return self._timed(energy, self._linked(priced)).edp
+        return self._timed(energy, self._linked(priced, onchip)).edp
 
     def _unsplit_edp(
         self, steps: tuple[Step, ...], parts: list[Part], offchip: frozenset[str] = frozenset()
@@ -337,7 +342,10 @@ class ExecCostModel:
             ddr_energy += bound[0]
             held += bound[1]
             ddr.append((ddr_energy, held))
-        runs = self._linked(priced, trace.runs[:items] if trace is not None else None)
+        runs = self._linked(
+            priced, kept, trace.runs[:items] if trace is not None else None,
+            self._tenants.waits(placed, kept, tensors),
+        )  # fmt: skip
         latency, timelines = extend(self.target, runs, items, timeline(self.target, trace, items))
         edp = total * float(latency)
         made = Trace(placed, kept, priced, runs, energy, timelines, edp, ddr, where_ids)
@@ -603,7 +611,7 @@ class ExecCostModel:
         """How each layer (each part of a split one) runs under the plan (its `loop_parts`,
         keeping `onchip` on chip), in lowering order; views are none (a reader waits for the
         layer that wrote the data)."""
-        return self._linked(self._priced(steps, parts, onchip))
+        return self._linked(self._priced(steps, parts, onchip), onchip)
 
     def _priced(
         self,
@@ -642,17 +650,26 @@ class ExecCostModel:
         return out
 
     def _linked(
-        self, priced: list[LayerRun | tuple[Part, _Base]], done: list[LayerRun] | None = None
+        self,
+        priced: list[LayerRun | tuple[Part, _Base]],
+        onchip: dict[str, OnChip],
+        done: list[LayerRun] | None = None,
+        unsplit: dict[int, set[int]] | None = None,
     ) -> list[LayerRun]:
-        """The runs of `_priced`, each input linked to the runs writing it (and its flag);
-        `done`: those of its first items, already linked (extended in place)."""
+        """The runs of `_priced` (keeping `onchip` on chip), each input linked to the runs
+        writing it and to those its on-chip writes wait for (`Gates`), with their flags;
+        `done`: those of its first items, already linked (extended in place); `unsplit`: of an
+        unsplit plan, the layers each layer's writes wait for (`Tenants.waits`), if known."""
         runs: list[LayerRun] = [] if done is None else done
         runs_of: dict[int, list[int]] = {}  # layer -> its runs so far, part by part
         parts_of: dict[int, int] = {}  # layer -> how many parts it runs in
+        gates = Gates(onchip, self.target.elem_bytes) if onchip and unsplit is None else None
         for k, item in enumerate(priced[: len(runs)]):
             if not isinstance(item, LayerRun):
                 runs_of.setdefault(item[0].layer, []).append(k)
                 parts_of[item[0].layer] = item[0].parts
+                if gates is not None:
+                    self._gated(gates, k, item[0], onchip)
         flags, origin, data = self._flags, self._origin, self._data
         for item in priced[len(runs) :]:
             if isinstance(item, LayerRun):  # a staging: read by none
@@ -682,10 +699,43 @@ class ExecCostModel:
                         flag = row[fp] = sync_cycles(self.target, far, first)
                     flagged.append((k + 1, flag))
                 srcs.append(tuple(flagged))
+            if gates is not None:
+                waits = sorted(self._gated(gates, len(runs), p, onchip))
+            else:  # NOTE: unsplit, a layer's one run is its last
+                got = unsplit.get(index) if unsplit else None
+                waits = sorted([runs_of[j][-1] for j in got]) if got else []
+            if waits:  # NOTE: each data input's release waits for the run's gates
+                gated = []
+                for k in waits:
+                    flag = row.get(runs[k].at)
+                    if flag is None:
+                        flag = row[runs[k].at] = sync_cycles(
+                            self.target, farthest(runs[k].box, first), first
+                        )
+                    gated.append((k + 1, flag))
+                for c in data[index]:
+                    srcs[c - 1] += tuple(gated)
             runs_of.setdefault(index, []).append(len(runs))
             parts_of[index] = n
             runs.append(LayerRun(cost, spans, box, data[index], tuple(srcs), at))
         return runs
+
+    def _gated(self, gates: Gates, run: int, p: Part, onchip: dict[str, OnChip]) -> set[int]:
+        """The runs whose ends the on-chip writes of run `run` (part `p`) wait for; then note
+        its on-chip accesses in `gates`."""
+        index, n = p.layer, p.parts
+        keys = self._gate_keys.get((index, n, p.loop))
+        if keys is None:
+            lookups = self._homes.get((index, n, p.loop))
+            if lookups is None:
+                lookups = self._homes[(index, n, p.loop)] = self._lookups(index, n, p.loop)
+            keys = self._gate_keys[(index, n, p.loop)] = gate_keys(
+                self.graph.layers[index].inputs, lookups, n, p.loop
+            )
+        every, outs, slices = ([key for key in ks if key in onchip] for ks in keys)
+        waits = gates.waits(outs, p.part, n) if outs else set()
+        gates.note(run, index, every, slices, p.part)
+        return waits
 
     def _base_run(self, index: int, r: Rect, n: int) -> _Base:
         """Layer `index` (on one of n sub-batches) on `r` with every tensor through DDR: its
