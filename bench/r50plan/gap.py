@@ -8,7 +8,8 @@ rules): `rect`, the least over p x q splits on the layer's rectangle with the pl
 (what is on chip, which weights are staged), runs summed; `best`, the layer alone on its best
 rectangle and split (floor.py's `layer_floor`). Per layer also: the cores its runs use, the
 busiest core's MTE2 (NoC and DDR copies), CUBE cycles, the layer's DDR bytes over the channel
-(64 B/cycle), and per core the MTE2 cycles summed over the whole program.
+(64 B/cycle) and the most of those three (its own bound, had it the mesh alone); per core the
+MTE2 cycles summed over the whole program.
 
     python bench/r50plan/gap.py ROWS.json
 """
@@ -85,18 +86,22 @@ for name in sorted(runs, key=lambda n: (order[n], min(r["start"] for r in runs[n
     for k, v in zip(("share", "rect", "best", "mte2", "cube", "chan"), out[-1][5:], strict=True):
         tot[k] += v
 print(
-    "| layer | runs | cores used/rect | blocking | executed share | floor on rect | best floor "
-    "| share / best | busiest MTE2 (runs summed) | busiest CUBE | channel (DDR B / 64) |"
+    "| layer | runs | cores used/rect | blocking | executed share | busiest MTE2 (runs summed) "
+    "| busiest CUBE | channel (DDR B / 64) | own bound | floor on rect | best floor "
+    "| share / best |"
 )
-print("|" + "---|" * 11)
+print("|" + "---|" * 12)
 for name, n, u, c, b, share, rect, best, mte2, cube, chan in out:
+    own = max((mte2, "MTE2"), (cube, "CUBE"), (chan, "chan"))
+    tot["own"] += own[0]
     print(
-        f"| {name} | {n} | {u}/{c} | {b} | {share:,} | {rect:,.0f} | {best:,.0f} "
-        f"| {share / best:.1f} | {mte2:,} | {cube:,} | {chan:,.0f} |"
+        f"| {name} | {n} | {u}/{c} | {b} | {share:,} | {mte2:,} | {cube:,} | {chan:,.0f} "
+        f"| {own[0]:,.0f} {own[1]} | {rect:,.0f} | {best:,.0f} | {share / best:.1f} |"
     )
 print(
-    f"| total | | | | {tot['share']:,} | {tot['rect']:,.0f} | {tot['best']:,.0f} "
-    f"| {tot['share'] / tot['best']:.2f} | {tot['mte2']:,} | {tot['cube']:,} | {tot['chan']:,.0f} |"
+    f"| total | | | | {tot['share']:,} | {tot['mte2']:,} | {tot['cube']:,} | {tot['chan']:,.0f} "
+    f"| {tot['own']:,.0f} | {tot['rect']:,.0f} | {tot['best']:,.0f} "
+    f"| {tot['share'] / tot['best']:.2f} |"
 )
 print(
     "MTE2 cycles per core (copies over the NoC and from DDR), busiest 8:",
