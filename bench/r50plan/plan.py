@@ -13,6 +13,7 @@ import onnx
 sys.path.insert(0, __file__.rsplit("/", 2)[0])
 import hypercut_sweep as hs
 
+from npucc.backend.hypercut.beam import BeamOptions
 from npucc.backend.planner import PlanOptions, plan_graph
 from npucc.compiler import batch_input_shapes, pipeline
 from npucc.options import CompileOptions
@@ -33,7 +34,8 @@ passes = pipeline(
 split = [p.name for p in passes].index("hypercut")
 graph = PassManager(passes[:split]).run(model, CompileContext(target))
 t0 = time.process_time()
-plan = plan_graph(graph, target, PlanOptions(method=method))
+beam = {"beam": BeamOptions(width=8)} if method == "hypercut" else {}
+plan = plan_graph(graph, target, PlanOptions(method=method, **beam))
 print(
     f"{method}: {len(plan.steps)} steps, est {plan.cost.latency_cycles:.0f} "
     f"edp {plan.cost.edp:.4g} "
