@@ -1,0 +1,123 @@
+"""The critical path of a lowered plan's mesh timing, tallied by what its nodes do and by layer.
+
+Lowers and schedules a pickled (graph, plan) (as bench/meshfloor/nocreads.py does), times the
+mesh DAG, and walks back from the last finish: at each node, the predecessor whose finish (plus
+its edge's latency) set the start (a data or cross-core edge before one in the same pipe), or
+none (start 0). Each node on the path counts its cycles by kind (a DDR copy, a NoC copy, CUBE,
+MTE1, VECTOR, other), its wait for the DDR channel, and the latency of the cross-core flag it
+waited for; per layer the same. The tallies sum to the makespan.
+
+    python bench/r50plan/critpath.py PLAN.pkl [model] [batch] [platform]
+"""
+
+import collections
+import pickle
+import sys
+from dataclasses import replace
+
+import onnx
+
+sys.path.insert(0, __file__.rsplit("/", 2)[0])
+import hypercut_sweep as hs
+
+from npucc.compiler import batch_input_shapes, pipeline
+from npucc.ir.isa import PIPES, Copy, DdrRef, NocCopy
+from npucc.ir.plan import PlannedGraph
+from npucc.ir.scheduled_program import node_ddr_bytes
+from npucc.options import CompileOptions
+from npucc.passes import CompileContext, PassManager
+from npucc.target import load_target
+from npucc.target.cost import sync_cycles
+from npucc.target.timing import TimingDag
+
+args = sys.argv[2:] + ["resnet50", "8", "mesh8x8"][len(sys.argv) - 2 :]
+model_name, batch, platform = args[0], int(args[1]), args[2]
+graph, plan = pickle.load(open(sys.argv[1], "rb"))
+model = hs.symbolic_batch(onnx.load(hs.SWEPT[model_name]))
+target = load_target(platform)
+options = replace(
+    CompileOptions(target=platform), input_shapes=batch_input_shapes(model, None, batch)
+)
+passes = pipeline(options)
+later = passes[[p.name for p in passes].index("hypercut") + 1 :]
+upto = [p.name for p in later].index("schedule") + 1
+ctx = CompileContext(target)
+sched = PassManager(later[:upto]).run(PlannedGraph(graph, plan), ctx)
+prog = sched.program
+replays = [r for _, r in sched.schedules]
+dag = TimingDag()
+info, bases = [], []
+for c, r in enumerate(replays):
+    base = len(dag.cycles)
+    bases.append(base)
+    for node in r.nodes:
+        pipe = None if node.pipe is None else (c, PIPES.index(node.pipe))
+        dag.node(node.cycles, pipe, node_ddr_bytes(target, r, node))
+        info.append((c, node))
+    dag.in_pipe_order(base + v for v in r.order)
+    for u, v in r.edges():
+        dag.edge(base + u, base + v)
+coords = [(core.row, core.col) for core in prog.cores]
+for sc, s, dc, d in prog.cross_edges:
+    dag.edge(bases[sc] + s, bases[dc] + d, sync_cycles(target, coords[sc], coords[dc]))
+start, finish = dag.times(target)
+makespan = max(finish)
+print("makespan", makespan, "predicted", ctx.stats["predicted_makespan"], flush=True)
+preds = [[] for _ in dag.cycles]
+for u, succ in enumerate(dag.succs):
+    for w, lat in succ:
+        preds[w].append((u, lat))
+lname = {i: layer.name.split("@")[0] for i, layer in enumerate(prog.layers)}
+
+
+def kind(node) -> str:
+    """What a node does, for the tally."""
+    ins = node.instr
+    if isinstance(ins, NocCopy):
+        return f"NoC copy ({node.pipe})"
+    if isinstance(ins, Copy) and (isinstance(ins.src, DdrRef) or isinstance(ins.dst, DdrRef)):
+        return f"DDR copy ({node.pipe})"
+    return node.pipe or "none"
+
+
+by_kind = collections.Counter()
+by_layer = collections.defaultdict(collections.Counter)
+cores_on = collections.Counter()
+v = max(range(len(finish)), key=finish.__getitem__)
+t = makespan
+while v is not None:
+    c, node = info[v]
+    name = lname.get(node.layer, "-")
+    wait = finish[v] - start[v] - dag.cycles[v]  # the DDR channel's
+    own = dag.cycles[v]
+    k = kind(node)
+    by_kind[k] += own
+    by_kind["channel wait"] += wait
+    by_layer[name][k] += own
+    by_layer[name]["channel wait"] += wait
+    cores_on[c] += own + wait
+    best, cause, lat_best = None, None, 0
+    for u, lat in preds[v]:
+        if finish[u] + lat == start[v]:
+            same = dag.pipes[u] is not None and dag.pipes[u] == dag.pipes[v]
+            k2 = "pipe" if same else ("flag" if info[u][0] != c else "dep")
+            if best is None or (k2 != "pipe" and cause == "pipe"):
+                best, cause, lat_best = u, k2, lat
+    if best is None:
+        by_kind["start gap"] += start[v]
+        by_layer[name]["start gap"] += start[v]
+        break
+    if lat_best:
+        by_kind[f"{cause} latency"] += lat_best
+        by_layer[name][f"{cause} latency"] += lat_best
+    v = best
+total = sum(by_kind.values())
+print(f"critical path tallied {total:,} of {makespan:,}")
+for k, n in by_kind.most_common():
+    print(f"  {k:24s} {n:>10,} {n / makespan:6.1%}")
+print("busiest cores on the path:", ", ".join(f"{c}: {n:,}" for c, n in cores_on.most_common(6)))
+kinds = [k for k, _ in by_kind.most_common()]
+print("| layer | on the path | " + " | ".join(kinds) + " |")
+print("|" + "---|" * (len(kinds) + 2))
+for name, cnt in sorted(by_layer.items(), key=lambda x: -sum(x[1].values())):
+    print(f"| {name} | {sum(cnt.values()):,} | " + " | ".join(f"{cnt[k]:,}" for k in kinds) + " |")
