@@ -405,3 +405,48 @@ def test_plans_bounded_out_unpriced_leave_every_pick_as_it_was(monkeypatch, targ
         counts.append(len(priced))
     assert bounded[0] == bounded[1]
     assert counts[0] < counts[1]
+
+
+def test_plans_bounded_out_with_operands_on_chip_leave_every_pick_as_it_was(monkeypatch):
+    # with operands on chip the least cycles x bytes moved wins, and a plan whose floor of that
+    # product is above one priced is not priced (`blocking._least_product`): each search picks
+    # what it picks with every plan priced, and no plan costs less than its floor
+    import npucc.backend.lower.blocking as blocking
+
+    ctx = LowerContext(None, None, None, load_target("mesh8x8"))  # type: ignore[arg-type]
+    tiles = [MatTiles(16, 16, 64), MatTiles(56, 128, 32), MatTiles(112, 64, 64)]
+
+    def m_blocks(t: MatTiles, count: int) -> list[MBlock]:
+        rows = [(m0, min(count * t.m, 784 - m0)) for m0 in range(0, 784, count * t.m)]
+        return [
+            MBlock(tuple(MTile(m0 + i, min(t.m, mb - i)) for i in range(0, mb, t.m)), mb)
+            for m0, mb in rows
+        ]
+
+    priced = []
+    plain, floor = blocking._bias_plan, blocking._noc_floor
+
+    def bias_plan(*a):
+        scored = plain(*a)
+        priced.append(scored[0][0] * scored[0][1] >= floor(*a[:5]))
+        return scored
+
+    monkeypatch.setattr(blocking, "_bias_plan", bias_plan)
+    shapes = [
+        CubeShape(n, k, taps, inst, bias, res, 1, x_by_channels=chan, noc=flags)
+        for n, k, taps, inst, bias, res, chan in [
+            (256, 576, 9, 1, True, True, False),
+            (512, 4608, 9, 2, False, False, True),
+            (144, 24, 1, 1, True, False, False),
+        ]
+        for flags in [(True, False, False, False), (False, True, True, False), (True,) * 4]
+    ]
+    bounded, counts = [], []
+    for noc_floor in (floor, lambda *a: 0):
+        monkeypatch.setattr(blocking, "_noc_floor", noc_floor)
+        priced.clear()
+        bounded.append([choose_blocking(ctx, s, tiles, m_blocks, 7) for s in shapes])
+        counts.append(len(priced))
+        assert all(priced)
+    assert bounded[0] == bounded[1]
+    assert counts[0] < counts[1]

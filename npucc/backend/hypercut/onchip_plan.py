@@ -162,10 +162,12 @@ def plan_onchip(
         least: int = 1,
         turn: tuple[int, int] | None = None,
         sliced: Sequence[tuple[int, int]] = (),
+        among: list[Placed] | None = None,
     ) -> bool:
         """Keep `held` elements of `key`, live over `life` (its equal slices over `sliced`, if
         given), in chunks (of at least `least`) on `cores` at the lowest offset their buffers
-        have free then on each home; whether it is kept."""
+        have free then on each home; whether it is kept. `among`: the placements whose lives
+        may meet `life` (default: all), extended with it as `placed` is."""
         if held == 0:
             return False
         chunk = min(held, max(-(-held // len(cores)), least))
@@ -178,6 +180,16 @@ def plan_onchip(
         def lowest(by_home: bool) -> int:
             """The lowest offset free on every home while `key` lives there (`by_home`: by
             the lives home by home, else by each tensor's whole life)."""
+            if turn is None and not by_home:  # NOTE: no turns to take, no lives by home
+                pool = placed if among is None else among
+                busy = sorted(
+                    [
+                        (at, end)
+                        for at, end, first, last, theirs, _, _ in pool
+                        if first <= hi and lo <= last and mine & theirs
+                    ]
+                )
+                return _lowest(busy, need)
             busy = sorted(
                 [
                     (at, end)
@@ -194,12 +206,7 @@ def plan_onchip(
                     )
                 ]
             )
-            at = 0
-            for start, end in busy:
-                if start >= at + need:
-                    break
-                at = max(at, end)
-            return at
+            return _lowest(busy, need)
 
         # NOTE: by the lives home by home only where the whole lives leave no room
         at = lowest(False)
@@ -208,6 +215,8 @@ def plan_onchip(
         if at + need > budget:
             return False
         placed.append((at, at + need, lo, hi, mine, turn, segments))
+        if among is not None:
+            among.append(placed[-1])
         kept[key] = OnChip(where, chunk, slot, slots, at, life, turn, lives)
         return True
 
@@ -231,13 +240,17 @@ def plan_onchip(
         return seen
 
     if loops is None and spans is None and positions is None:
-        # NOTE: no split: every tensor held whole over its graph-order life, whatever the plan
+        # NOTE: no split: every tensor held whole over its graph-order life, whatever the plan;
+        # a tensor's life starts at its producer, so one that ended before layer i meets
+        # none of layer i's or a later layer's: each is looked at only while it lives
+        live = [p for p in placed if p[3] >= start]
         for i in range(start, len(graph.layers)):
             cores = cores_of[i]
             if cores is not None:
+                live = [p for p in live if p[3] >= i]
                 for t, elems, _, last in whole[i]:
                     if t not in offchip:
-                        keep(t, elems, cores, (i, last))
+                        keep(t, elems, cores, (i, last), among=live)
         return kept
     for i in range(start, len(graph.layers)):
         cores = cores_of[i]
@@ -265,6 +278,16 @@ def plan_onchip(
     for key, (t, cores, first, last) in weights.items():  # in the room the tensors left
         stage(key, math.prod(graph.tensors[t].shape), cores, (first, last))
     return kept
+
+
+def _lowest(busy: list[tuple[int, int]], need: int) -> int:
+    """The lowest offset with `need` bytes free of every byte range of `busy` (sorted)."""
+    at = 0
+    for start, end in busy:
+        if start >= at + need:
+            break
+        at = max(at, end)
+    return at
 
 
 def whole_tensors(graph: Graph, consumers: dict[str, list[int] | None]) -> Whole:
