@@ -21,7 +21,6 @@ from __future__ import annotations
 import math
 import pickle
 from dataclasses import dataclass, field
-from functools import lru_cache
 from itertools import islice
 
 from npucc.backend.estimate.gates import Gates, Tenants, gate_keys
@@ -36,8 +35,10 @@ from npucc.backend.estimate.list_schedule import (
     covering,
     decisive,
     farthest,
+    footprint,
     oldest_first,
     schedule,
+    used_cores,
 )
 from npucc.backend.estimate.prefix import Prefixes, Trace, extend, timeline
 from npucc.backend.estimate.profile import (
@@ -428,7 +429,7 @@ class ExecCostModel:
         prof = self.profile(index, r.cores, n, tuple(sorted(homes)))
         layer = self.graph.layers[index]
         names = (*layer.inputs, *layer.outputs)  # a shared profile's operands, by position
-        used = _used_cores(r, prof.ntiles)
+        used = used_cores(r, prof.ntiles)
         over: list[dict[int, int]] = [{} for _ in used]
         energy = prof.energy_pj
         ddr, lead = prof.ddr_bytes, prof.lead_ddr_bytes
@@ -457,13 +458,13 @@ class ExecCostModel:
         timings = tuple(
             dict.fromkeys(self._core_timing(prof, cores, k, over[k]) for k in range(cores))
         )
-        footprint, first, box = _footprint(r, prof.ntiles, self.target.mesh.cols)
+        cores_used, first, box = footprint(r, prof.ntiles, self.target.mesh.cols)
         value = self._noc[memo] = (
             self._run_cost(timings, energy, ddr, lead),
-            core_spans(footprint),
+            core_spans(cores_used),
             first,
             box,
-            self._footprint_id(footprint),
+            self._footprint_id(cores_used),
         )
         return value
 
@@ -669,7 +670,7 @@ class ExecCostModel:
                 runs_of.setdefault(item[0].layer, []).append(k)
                 parts_of[item[0].layer] = item[0].parts
                 if gates is not None:
-                    self._gated(gates, k, item[0], onchip)
+                    self._gated(gates, k, item[0])
         flags, origin, data = self._flags, self._origin, self._data
         for item in priced[len(runs) :]:
             if isinstance(item, LayerRun):  # a staging: read by none
@@ -700,7 +701,7 @@ class ExecCostModel:
                     flagged.append((k + 1, flag))
                 srcs.append(tuple(flagged))
             if gates is not None:
-                waits = sorted(self._gated(gates, len(runs), p, onchip))
+                waits = sorted(self._gated(gates, len(runs), p))
             else:  # NOTE: unsplit, a layer's one run is its last
                 got = unsplit.get(index) if unsplit else None
                 waits = sorted([runs_of[j][-1] for j in got]) if got else []
@@ -720,9 +721,8 @@ class ExecCostModel:
             runs.append(LayerRun(cost, spans, box, data[index], tuple(srcs), at))
         return runs
 
-    def _gated(self, gates: Gates, run: int, p: Part, onchip: dict[str, OnChip]) -> set[int]:
-        """The runs whose ends the on-chip writes of run `run` (part `p`) wait for; then note
-        its on-chip accesses in `gates`."""
+    def _gated(self, gates: Gates, run: int, p: Part) -> set[int]:
+        """The runs the on-chip writes of run `run` (part `p`) wait for (`Gates.gate`)."""
         index, n = p.layer, p.parts
         keys = self._gate_keys.get((index, n, p.loop))
         if keys is None:
@@ -732,20 +732,17 @@ class ExecCostModel:
             keys = self._gate_keys[(index, n, p.loop)] = gate_keys(
                 self.graph.layers[index].inputs, lookups, n, p.loop
             )
-        every, outs, slices = ([key for key in ks if key in onchip] for ks in keys)
-        waits = gates.waits(outs, p.part, n) if outs else set()
-        gates.note(run, index, every, slices, p.part)
-        return waits
+        return gates.gate(run, index, keys, p.part, n)
 
     def _base_run(self, index: int, r: Rect, n: int) -> _Base:
         """Layer `index` (on one of n sub-batches) on `r` with every tensor through DDR: its
-        cost, its cores (`core_spans`), its first core, their bounding box (`_footprint`) and
+        cost, its cores (`core_spans`), its first core, their bounding box (`footprint`) and
         their number (`_footprint_id`)."""
         prof = self.profile(index, r.cores, n)
         cost = self._run_cost(
             self.timing(index, r.cores, n), prof.energy_pj, prof.ddr_bytes, prof.lead_ddr_bytes
         )
-        cores, first, box = _footprint(r, prof.ntiles, self.target.mesh.cols)
+        cores, first, box = footprint(r, prof.ntiles, self.target.mesh.cols)
         return cost, core_spans(cores), first, box, self._footprint_id(cores)
 
     def _run_cost(
@@ -787,24 +784,6 @@ class ExecCostModel:
                 LayerRun(cost, core_spans(cores), box, (), (), READY_AT)
             )  # NOTE: read by none
         return runs
-
-
-@lru_cache(maxsize=65536)
-def _footprint(
-    r: Rect, tiles: int, cols: int
-) -> tuple[tuple[int, ...], tuple[int, int], tuple[int, int, int, int]]:
-    """Of the cores of `r` that get a tile: their row-major indices, the first's (row, col)
-    and their bounding box y0, x0, y1, x1."""
-    used = _used_cores(r, tiles)
-    ys = [y for y, _ in used]
-    xs = [x for _, x in used]
-    return tuple(y * cols + x for y, x in used), used[0], (min(ys), min(xs), max(ys), max(xs))
-
-
-@lru_cache(maxsize=65536)
-def _used_cores(r: Rect, tiles: int) -> tuple[tuple[int, int], ...]:
-    """(row, col) of the cores of `r` that get a tile: the first `tiles` in row-major order."""
-    return r.coords()[:tiles]
 
 
 def _cost_of(item: LayerRun | tuple[Part, _Base]) -> RunCost:

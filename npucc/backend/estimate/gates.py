@@ -155,6 +155,16 @@ class Gates:
         for key in slices:
             read.setdefault((key, j), {})[layer] = run
 
+    def gate(
+        self, run: int, layer: int, keys: tuple[tuple[str, ...], ...], j: int, n: int
+    ) -> set[int]:
+        """The runs that run `run` of `layer` (sub-batch j of n) waits for, its `gate_keys`
+        kept on chip; then note its on-chip accesses."""
+        every, outs, slices = ([key for key in ks if key in self.onchip] for ks in keys)
+        waits = self.waits(outs, j, n) if outs else set()
+        self.note(run, layer, every, slices, j)
+        return waits
+
     def _reused(self, key: str, home: OnChip) -> tuple[str, ...]:
         """The on-chip tensors whose bytes `key` takes on some home after their lives."""
         value = self._before.get(key)

@@ -14,6 +14,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from npucc.backend.lower.subbatch import Part
+from npucc.ir.plan import Rect
 from npucc.target import Target
 from npucc.target.timing import DdrChannel
 
@@ -222,3 +223,21 @@ def core_spans(cores: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
         else:
             out.append((c, c + 1))
     return tuple(out)
+
+
+@lru_cache(maxsize=65536)
+def footprint(
+    r: Rect, tiles: int, cols: int
+) -> tuple[tuple[int, ...], tuple[int, int], tuple[int, int, int, int]]:
+    """Of the cores of `r` that get a tile: their row-major indices, the first's (row, col)
+    and their bounding box y0, x0, y1, x1."""
+    used = used_cores(r, tiles)
+    ys = [y for y, _ in used]
+    xs = [x for _, x in used]
+    return tuple(y * cols + x for y, x in used), used[0], (min(ys), min(xs), max(ys), max(xs))
+
+
+@lru_cache(maxsize=65536)
+def used_cores(r: Rect, tiles: int) -> tuple[tuple[int, int], ...]:
+    """(row, col) of the cores of `r` that get a tile: the first `tiles` in row-major order."""
+    return r.coords()[:tiles]
