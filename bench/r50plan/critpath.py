@@ -11,38 +11,20 @@ waited for; per layer the same. The tallies sum to the makespan.
 """
 
 import collections
-import pickle
 import sys
-from dataclasses import replace
 
-import onnx
+from lowered import planned
 
-sys.path.insert(0, __file__.rsplit("/", 2)[0])
-import hypercut_sweep as hs
-
-from npucc.compiler import batch_input_shapes, pipeline
 from npucc.ir.isa import PIPES, Copy, DdrRef, NocCopy
-from npucc.ir.plan import PlannedGraph
 from npucc.ir.scheduled_program import node_ddr_bytes
-from npucc.options import CompileOptions
 from npucc.passes import CompileContext, PassManager
-from npucc.target import load_target
 from npucc.target.cost import sync_cycles
 from npucc.target.timing import TimingDag
 
-args = sys.argv[2:] + ["resnet50", "8", "mesh8x8"][len(sys.argv) - 2 :]
-model_name, batch, platform = args[0], int(args[1]), args[2]
-graph, plan = pickle.load(open(sys.argv[1], "rb"))
-model = hs.symbolic_batch(onnx.load(hs.SWEPT[model_name]))
-target = load_target(platform)
-options = replace(
-    CompileOptions(target=platform), input_shapes=batch_input_shapes(model, None, batch)
-)
-passes = pipeline(options)
-later = passes[[p.name for p in passes].index("hypercut") + 1 :]
+start_at, target, later = planned(sys.argv)
 upto = [p.name for p in later].index("schedule") + 1
 ctx = CompileContext(target)
-sched = PassManager(later[:upto]).run(PlannedGraph(graph, plan), ctx)
+sched = PassManager(later[:upto]).run(start_at, ctx)
 prog = sched.program
 replays = [r for _, r in sched.schedules]
 dag = TimingDag()
