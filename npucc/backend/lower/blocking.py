@@ -349,13 +349,13 @@ def _noc_floor(
     bias) with operands on chip (`shape.noc`): `_floor`'s cycles with W's and X's passes at
     their NoC or DDR DMA cycles (`_noc_pass`), times the bytes of those passes (the epilogue's
     residual and output bytes only add to them)."""
+    if shape.x_by_channels and plan.order == "os" and plan.x_kb < shape.k:
+        return 0  # NOTE: `_hidden` takes cycles off (as `_floor`'s)
     at = (id(blocks), plan)
     part = memo.get(at)
     if part is None:
         part = memo[at] = _part(ctx, shape, plan, blocks, memo)
     moved = (part.w_bytes + part.x_bytes) * shape.instances
-    if shape.x_by_channels and plan.order == "os" and plan.x_kb < shape.k:
-        return 0  # NOTE: `_hidden` takes cycles off
     w_cyc, x_cyc, _ = _noc_pass(ctx, shape, plan, blocks, memo, at, part)
     dma = w_cyc * part.passes_w + x_cyc * part.passes_x
     return math.ceil(max(_cube(ctx, shape, plan.tiles, blocks, memo), dma) * part.per_core) * moved
