@@ -73,6 +73,7 @@ class Prep:
     jit_count: list[int]  # ALLOC predecessors
     users_l0: dict[int, set[int]] | None  # L0 ALLOC node -> consumers of its buffer (rule 7)
     l0_preds: list[tuple[int, ...]]  # per node: its L0 ALLOC predecessors, in preds order
+    low: list[int]  # per node: the low fields of its key with -h, ((hmax - h) << vbits) | id
 
 
 def prepare(graph: TileGraph, single_l0: bool = True, topo: list[int] | None = None) -> Prep:
@@ -83,54 +84,75 @@ def prepare(graph: TileGraph, single_l0: bool = True, topo: list[int] | None = N
     n = len(nodes)
     preds = graph.preds
     h = criticality(graph, topo)
-    is_alloc = [node.op == "ALLOC" for node in nodes]
-    is_free = [node.op == "FREE" for node in nodes]
+    alloc_of, succs = graph.alloc_of, graph.succs
+    ops = [node.op for node in nodes]
+    is_alloc = [op == "ALLOC" for op in ops]
+    is_free = [op == "FREE" for op in ops]
+    events = [v for v in range(n) if is_alloc[v] or is_free[v]]  # ALLOC and FREE nodes
     size_pk = [0] * n  # L1+UB bytes of an ALLOC/FREE node
     l0_tier = [-1] * n  # L0 tier index of an ALLOC node
-    for node in nodes:
-        if is_alloc[node.id] or is_free[node.id]:
-            buf = buffers[node.bufs[0]]
-            if buf.tier in PEAK_TIERS:
-                size_pk[node.id] = buf.size
-            elif node.op == "ALLOC" and buf.tier in L0_TIERS:
-                l0_tier[node.id] = L0_TIERS.index(buf.tier)
+    for v in events:
+        buf = buffers[nodes[v].bufs[0]]
+        if buf.tier in PEAK_TIERS:
+            size_pk[v] = buf.size
+        elif is_alloc[v] and buf.tier in L0_TIERS:
+            l0_tier[v] = L0_TIERS.index(buf.tier)
     free_l0 = [-1] * n
-    for node in nodes:
-        if is_free[node.id]:
-            free_l0[node.id] = l0_tier[graph.alloc_of[node.bufs[0]]]
-    pending = [0] * n
+    for v in events:
+        if is_free[v]:
+            free_l0[v] = l0_tier[alloc_of[nodes[v].bufs[0]]]
     jit = [0] * n
     jit_count = [0] * n
-    for v in range(n):
-        for u in preds[v]:
-            if is_alloc[u]:
-                jit[v] += size_pk[u]
-                jit_count[v] += 1
-            else:
-                pending[v] += 1
+    l0_allocs: list[int] = []
+    for a in events:  # NOTE: succs mirror preds, each edge once
+        if is_alloc[a]:
+            size = size_pk[a]
+            for w in succs[a]:
+                jit[w] += size
+                jit_count[w] += 1
+            if l0_tier[a] >= 0:
+                l0_allocs.append(a)
+    pending = [len(p) - c for p, c in zip(preds, jit_count, strict=True)]
     users_l0: dict[int, set[int]] | None = {} if single_l0 else None
     if users_l0 is not None:
-        for v in range(n):
-            if l0_tier[v] >= 0:
-                users_l0[v] = set()
+        for a in l0_allocs:
+            users_l0[a] = set()
         for node in nodes:
             if not is_alloc[node.id] and not is_free[node.id]:
                 for b in node.bufs:
-                    a = graph.alloc_of[b]
+                    a = alloc_of[b]
                     if l0_tier[a] >= 0:
                         users_l0[a].add(node.id)
     none: tuple[int, ...] = ()
     l0_preds = [none] * n
-    for v in range(n):
-        if l0_tier[v] >= 0:
-            for w in graph.succs[v]:
-                l0_preds[w] = (*l0_preds[w], v)
-    for v in range(n):  # NOTE: in preds order, as blocker and need walk them
-        if len(l0_preds[v]) > 1:
-            l0_preds[v] = tuple(u for u in preds[v] if l0_tier[u] >= 0)
+    for a in l0_allocs:
+        for w in succs[a]:
+            l0_preds[w] = (*l0_preds[w], a)
+    for a in l0_allocs:  # NOTE: in preds order, as blocker and need walk them
+        for w in succs[a]:
+            if len(l0_preds[w]) > 1:
+                l0_preds[w] = tuple(u for u in preds[w] if l0_tier[u] >= 0)
+    hmax, vbits = max(h, default=0), _vbits(n)
+    low = [((hmax - x) << vbits) | v for v, x in enumerate(h)]
     return Prep(
-        h, is_alloc, is_free, size_pk, l0_tier, free_l0, pending, jit, jit_count, users_l0, l0_preds
+        h,
+        is_alloc,
+        is_free,
+        size_pk,
+        l0_tier,
+        free_l0,
+        pending,
+        jit,
+        jit_count,
+        users_l0,
+        l0_preds,
+        low,
     )
+
+
+def _vbits(n: int) -> int:
+    """The bits of a key's id field for a graph of n nodes."""
+    return max(n - 1, 1).bit_length()
 
 
 def mpas(
@@ -179,7 +201,7 @@ def mpas(
     # Delta + span (|Delta| <= span), hmax - h and the id
     span = sum(size_pk)
     hmax = max(h, default=0) if use_h else 0
-    vbits = max(n - 1, 1).bit_length()
+    vbits = _vbits(n)
     vmask = (1 << vbits) - 1
     dbits = (2 * span).bit_length()
     shift = hmax.bit_length() + vbits
@@ -187,16 +209,16 @@ def mpas(
     # NOTE: no field carries into the next, so a key is the sum of its fields' parts
     levels = (span << shift, ((1 << dbits) | span) << shift, ((2 << dbits) | span) << shift)
 
-    # a key's low fields are ((hmax - h) << vbits) | id (hs: h, or zeros without -h), its
+    # a key's low fields are ((hmax - h) << vbits) | id (prep.low; without -h the id), its
     # Delta field Delta * scale
-    hs = h if use_h else [0] * n
+    low = prep.low if use_h else list(range(n))
     scale = 1 << shift if use_delta else 0
 
     def make_key(v: int) -> int:
         if is_free[v]:
-            return levels[0] - size_pk[v] * scale + (((hmax - hs[v]) << vbits) | v)
+            return levels[0] - size_pk[v] * scale + low[v]
         top = levels[2] if jit_count[v] else levels[1]
-        return top + (jit[v] - enabled[v]) * scale + (((hmax - hs[v]) << vbits) | v)
+        return top + (jit[v] - enabled[v]) * scale + low[v]
 
     def refresh(v: int) -> None:
         if in_ready[v]:
@@ -208,11 +230,11 @@ def mpas(
     def make_ready(v: int) -> None:
         in_ready[v] = True
         if is_free[v]:  # NOTE: make_key(v), inline
-            k = key[v] = levels[0] - size_pk[v] * scale + (((hmax - hs[v]) << vbits) | v)
+            k = key[v] = levels[0] - size_pk[v] * scale + low[v]
             heappush(frees, k)
         else:
             top = levels[2] if jit_count[v] else levels[1]
-            k = key[v] = top + (jit[v] - enabled[v]) * scale + (((hmax - hs[v]) << vbits) | v)
+            k = key[v] = top + (jit[v] - enabled[v]) * scale + low[v]
             heappush(ready, k)
 
     def free_progress(f: int) -> None:
@@ -229,15 +251,14 @@ def mpas(
 
     users_l0 = prep.users_l0 or {}  # L0 ALLOC node -> consumers of its buffer (rule 7)
     live_l0: list[int] = [-1, -1, -1]  # per L0 tier: its live ALLOC node, or -1
-    no_live = [-1, -1, -1]  # NOTE: live_l0 with no tier live (ids are >= 0)
     live_count = [0, 0, 0]
-    first_live = [-1]  # the live ALLOC node of the first tier holding one, or -1 (emit keeps it)
+    first_live = -1  # the live ALLOC node of the first tier holding one, or -1 (emit keeps it)
     # parked nodes by what they wait for: class t < 3 = their own L0 tier t, class 3 = futile
     waiting: list[list[int]] = [[], [], [], []]  # lazy heaps of keys
     parked = [-1] * n  # the class of a parked node, or -1
     park_key: list[int | None] = [None] * n
     n_parked = [0, 0, 0, 0]
-    epoch = [0]  # L0 allocations and releases so far
+    epoch = 0  # L0 allocations and releases so far
     woken_at = [-1] * n  # the epoch a node was woken in, or -1
     idle = [-1] * 4  # per class: the epoch in which it had no node able to run
 
@@ -280,9 +301,10 @@ def mpas(
                 t = l0_tier[u]
                 if live_count[t] or (strict and not ok & bit and needs_tier(u, v, t)):
                     return t
-                for a in live_l0:  # NOTE: tier t holds none (live_count[t] == 0)
-                    if a >= 0 and users_l0[a].isdisjoint(users_l0[u]):
-                        return l0_tier[a]
+                if first_live >= 0:  # some tier is live
+                    for a in live_l0:  # NOTE: tier t holds none (live_count[t] == 0)
+                        if a >= 0 and users_l0[a].isdisjoint(users_l0[u]):
+                            return l0_tier[a]
             bit <<= 1
         return -1
 
@@ -346,7 +368,7 @@ def mpas(
         v = k & vmask
         parked[v] = c
         park_key[v] = k
-        if near_epoch[0] >= 0 and v in near_found[0]:
+        if near_epoch >= 0 and v in near_found:
             near_parked.add(v)
         n_parked[c] += 1
         idle[c] = -1
@@ -373,29 +395,31 @@ def mpas(
     # near_live() of the first live L0 buffer near_of, and the unscheduled producers it went
     # through: valid while none of those producers is scheduled (emit drops it: near_epoch -1;
     # else the last epoch at which near_of was confirmed the first live buffer)
-    near_epoch = [-1]
-    near_of = [-1]
-    near_found: list[dict[int, None]] = [{}]
+    near_epoch = -1
+    near_of = -1
+    near_found: dict[int, None] = {}
     near_producers: set[int] = set()
     near_parked: set[int] = set()  # the parked nodes of near_found (kept by park and unpark)
 
     def near_current() -> bool:
         """Is near_live() of the current state the one kept? (An L0 change since that leaves
         the same first live buffer leaves it so: it depends on that buffer and what is done.)"""
-        if near_epoch[0] == epoch[0]:
+        nonlocal near_epoch
+        if near_epoch == epoch:
             return True
-        if near_epoch[0] < 0 or first_live[0] != near_of[0]:
+        if near_epoch < 0 or first_live != near_of:
             return False
-        near_epoch[0] = epoch[0]
+        near_epoch = epoch
         return True
 
     def near_live() -> dict[int, None]:
         """The nodes sharing a consumer with the first live L0 buffer (no repeats)."""
+        nonlocal near_epoch, near_of, near_found
         # while an L0 tier is live only these can pass (any other would start a tile that
         # cannot finish), so waking costs the local fan-out, not a scan of every waiter
-        if near_epoch[0] == epoch[0] or near_current():
-            return near_found[0]
-        a = first_live[0]
+        if near_epoch == epoch or near_current():
+            return near_found
+        a = first_live
         found: dict[int, None] = {}
         producers = near_producers
         producers.clear()
@@ -407,8 +431,8 @@ def mpas(
                     producers.add(x)
                     for y in preds[x]:
                         found[y] = None
-        near_epoch[0], near_of[0] = epoch[0], a
-        near_found[0] = found
+        near_epoch, near_of = epoch, a
+        near_found = found
         near_parked.clear()
         near_parked.update([x for x in found if parked[x] >= 0])
         return found
@@ -440,11 +464,11 @@ def mpas(
         # NOTE: waking makes nodes ready and schedules none, so what is done, which L0 tiers
         # are live and near_live stay the same for the four classes, and waking a node of one
         # class changes no other class's parked nodes
-        e = epoch[0]
-        if not tested and strict and (near_epoch[0] == e or near_current()) and not near_parked:
+        e = epoch
+        if not tested and strict and (near_epoch == e or near_current()) and not near_parked:
             return  # (near_live is current, so a tier is live) no parked node can pass
         near: list[list[int]] | None = None  # companions, per class
-        any_live = live_l0 != no_live
+        any_live = first_live >= 0
         if any_live and strict:
             near_live()
             if not near_parked:  # no parked node can pass
@@ -488,7 +512,7 @@ def mpas(
     def fallback() -> int | None:
         """When nothing is ready: the best parked node no tier holds back, futile ones last."""
         # NOTE: testing changes nothing parked nor near_live, so the companions are found once
-        live = max(live_l0) >= 0
+        live = first_live >= 0
         near: list[list[int]] | None = None
         for test in (useful, unblocked):
             cands = []
@@ -513,22 +537,30 @@ def mpas(
     order: list[int] = []
 
     def emit(v: int) -> None:
+        nonlocal near_epoch, epoch, first_live
         done[v] = True
         if v in near_producers:
-            near_epoch[0] = -1
+            near_epoch = -1
         order.append(v)
         if is_alloc[v]:
             t = l0_tier[v]
             if single_l0 and t >= 0:
                 live_l0[t] = v
                 live_count[t] += 1
-                epoch[0] += 1
+                epoch += 1
                 a0, a1, a2 = live_l0
-                first_live[0] = a0 if a0 >= 0 else a1 if a1 >= 0 else a2
+                first_live = a0 if a0 >= 0 else a1 if a1 >= 0 else a2
+            size = size_pk[v]
             for w in succs[v]:
-                jit[w] -= size_pk[v]
+                jit[w] -= size
                 jit_count[w] -= 1
-                refresh(w)
+                # NOTE: refresh(w), inline (a FREE's key does not depend on jit)
+                if in_ready[w] and not is_free[w]:
+                    top = levels[2] if jit_count[w] else levels[1]
+                    k = top + (jit[w] - enabled[w]) * scale + low[w]
+                    if k != key[w]:
+                        key[w] = k
+                        heappush(ready, k)
             return
         t = free_l0[v]
         if t >= 0 and single_l0:
@@ -536,8 +568,8 @@ def mpas(
             if not live_count[t]:
                 live_l0[t] = -1
                 a0, a1, a2 = live_l0
-                first_live[0] = a0 if a0 >= 0 else a1 if a1 >= 0 else a2
-            epoch[0] += 1
+                first_live = a0 if a0 >= 0 else a1 if a1 >= 0 else a2
+            epoch += 1
             wake()
         for w in succs[v]:
             left = pending[w] = pending[w] - 1
@@ -549,10 +581,13 @@ def mpas(
                         free_progress(w)
                 else:  # NOTE: make_ready(w), inline
                     in_ready[w] = True
-                    k = key[w] = levels[0] - size_pk[w] * scale + (((hmax - hs[w]) << vbits) | w)
+                    k = key[w] = levels[0] - size_pk[w] * scale + low[w]
                     heappush(frees, k)
-            elif not left:
-                make_ready(w)
+            elif not left:  # NOTE: make_ready(w), inline
+                in_ready[w] = True
+                top = levels[2] if jit_count[w] else levels[1]
+                k = key[w] = top + (jit[w] - enabled[w]) * scale + low[w]
+                heappush(ready, k)
 
     for v in range(n):
         if is_free[v] and pending[v] == 1:
@@ -582,17 +617,19 @@ def mpas(
         if done[v] or not in_ready[v] or k != key[v]:
             continue  # a stale entry
         in_ready[v] = False
-        stale = woken_at[v] == epoch[0]  # woken, and no L0 tier changed since
+        stale = woken_at[v] == epoch  # woken, and no L0 tier changed since
         woken_at[v] = -1
         # NOTE: a sure node passes while no L0 tier is live (see sure)
-        if single_l0 and jit_count[v] and not (sure[v] and first_live[0] < 0):
+        if single_l0 and jit_count[v] and not (sure[v] and first_live < 0):
             b = blocker(v)
             if b >= 0 or (jit[v] and futile(v) >= 0):
                 c = need(v) if b >= 0 else 3
                 park(k, c)
                 if stale:  # nothing changed since it was woken: do not wake it again yet
-                    idle[c] = epoch[0]
-                wake()
+                    idle[c] = epoch
+                # NOTE: wake's first test, inline (as below)
+                if not (strict and (near_epoch == epoch or near_current()) and not near_parked):
+                    wake(True)
                 continue
         if jit_count[v]:  # NOTE: its ALLOC predecessors not yet done, if any
             for u in preds[v]:
@@ -601,7 +638,7 @@ def mpas(
         emit(v)
         # NOTE: wake's first test, inline: most wakes find near_live current and unparked
         if single_l0 and not (
-            strict and (near_epoch[0] == epoch[0] or near_current()) and not near_parked
+            strict and (near_epoch == epoch or near_current()) and not near_parked
         ):
             wake(True)
     return order
