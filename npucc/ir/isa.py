@@ -12,8 +12,8 @@ is `npucc.ir.instr_text`.
 from __future__ import annotations
 
 import math
-from dataclasses import MISSING, dataclass, fields
-from typing import Any, ClassVar, NamedTuple
+from dataclasses import dataclass, fields
+from typing import ClassVar, NamedTuple
 
 from npucc.target import TIERS
 
@@ -163,7 +163,14 @@ def pattern_extent(dims: tuple[int, ...], strides: tuple[int, ...]) -> int:
 
 
 class Instr:
-    """Base of all instructions: declares the operand fields and how they are accessed."""
+    """Base of all instructions: declares the operand fields and how they are accessed.
+
+    NOTE: an instruction is a value, built once and never assigned to (equal and hashed by its
+    fields). The concrete classes are slotted dataclasses that are not declared frozen: a frozen
+    class's __init__ sets each slot through a descriptor call, ~3x the machine instructions of
+    storing it (a lowering builds one for every node it emits or tries: MobileNet v2 ~167 k a
+    compile).
+    """
 
     __slots__ = ()
     opcode: ClassVar[str]
@@ -185,7 +192,7 @@ class Instr:
         return type(self)(**values)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Copy(Instr):
     """Strided N-d copy dst[i] = src[i] (a DMA on MTE1/2/3, or a VECTOR move)."""
 
@@ -205,7 +212,7 @@ class Copy(Instr):
         }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class NocCopy(Copy):
     """A copy between a core tier and an on-chip tensor (NOC), `hops` mesh hops away."""
 
@@ -213,7 +220,7 @@ class NocCopy(Copy):
     hops: int  # Manhattan hops between this core and the farthest home the access touches
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Spill(Instr):
     """Contiguous copy of a whole buffer to/from DDR that moves its residency (SPILL_OUT/IN)."""
 
@@ -228,7 +235,7 @@ class Spill(Instr):
         return {"dst": self.size, "src": self.size}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Img2Col(Instr):
     """MTE1 load3d: dst[M=oh*ow, K=c*kh*kw] from an input tile src[c, h, w]; out of range -> pad.
 
@@ -264,7 +271,7 @@ class Img2Col(Instr):
         }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Mmad(Instr):
     """CUBE matrix multiply: dst[m,n] (+)= a[m,k] @ b[k,n], all row-major and contiguous."""
 
@@ -286,7 +293,7 @@ class Mmad(Instr):
 REQUANT_BYTES = 8  # bytes of a requant parameter record: int32 bias, float32 scale (per column)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Requant(Instr):
     """VECTOR fix-pipe step out of L0C: int32 accumulators to int8 (docs/precision.md, int8).
 
@@ -311,7 +318,7 @@ class Requant(Instr):
         return {"dst": self.m * self.n, "src": self.m * self.n, "params": REQUANT_BYTES * self.n}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class VUnary(Instr):
     """VECTOR element-wise dst[i] = op(src[i], *scalars) over a strided pattern."""
 
@@ -334,7 +341,7 @@ class VUnary(Instr):
         }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class VBinary(Instr):
     """VECTOR element-wise dst[i] = a[i] op b[i] (mla: dst[i] + a[i] * b[i]); stride 0
     broadcasts."""
@@ -365,7 +372,7 @@ class VBinary(Instr):
         }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class VReduce(Instr):
     """VECTOR reduction over the last `nred` dims of src's pattern into dst's (outer) pattern."""
 
@@ -389,7 +396,7 @@ class VReduce(Instr):
         }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class VSoftmax(Instr):
     """VECTOR softmax of each row of a dense [rows, cols] src into dst: in float32, the row's
     max, exp(x - max), their sum and each exp divided by it (int8: `q` as a vunary's)."""
@@ -407,7 +414,7 @@ class VSoftmax(Instr):
         return {"dst": self.rows * self.cols, "src": self.rows * self.cols}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class VFill(Instr):
     """VECTOR fill dst[i] = value over a strided pattern."""
 
@@ -428,7 +435,7 @@ class VFill(Instr):
 GATHER_INDEX = {"i64": 2, "f32": 1, "f16": 1}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Gather(Instr):
     """MTE2 indirect copy (embedding lookup): dst[i, :] = table[idx[i], :] for i < n.
 
@@ -456,7 +463,7 @@ class Gather(Instr):
         return {"dst": self.n * self.row, "table": self.rows * self.row, "idx": words}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class HostOp(Instr):
     """A host segment: one ONNX node the host runs (with onnxruntime) on DDR operands.
 
@@ -517,28 +524,6 @@ def field_names(cls: type[Instr]) -> tuple[str, ...]:
     return names
 
 
-def _quick_init(cls: type[Instr]) -> None:
-    """Give frozen dataclass `cls` an __init__ that sets each slot through its descriptor, the
-    same fields and defaults: the dataclass's calls object.__setattr__ per field, ~1.5x as
-    slow, and a lowering builds an instruction for every node it emits or tries."""
-    # NOTE: only plain fields with plain defaults; a __post_init__ or a default factory would be
-    # skipped silently by this __init__, so they are refused here
-    if hasattr(cls, "__post_init__") or any(
-        f.default_factory is not MISSING  # type: ignore[misc]
-        for f in fields(cls)  # type: ignore[arg-type]
-    ):
-        raise TypeError(f"{cls.__name__}: __post_init__ or a default factory (_quick_init)")
-    names = field_names(cls)
-    defaults = {f.name: f.default for f in fields(cls) if f.default is not MISSING}  # type: ignore[arg-type]
-    params = ", ".join(f"{n}=_d_{n}" if n in defaults else n for n in names)
-    body = "".join(f"    _s_{n}(self, {n})\n" for n in names)
-    env: dict[str, Any] = {f"_s_{n}": getattr(cls, n).__set__ for n in names}
-    env.update({f"_d_{n}": value for n, value in defaults.items()})
-    exec(f"def __init__(self, {params}):\n{body}", env)  # noqa: S102  (a plain function)
-    env["__init__"].__qualname__ = f"{cls.__name__}.__init__"
-    setattr(cls, "__init__", env["__init__"])  # noqa: B010  (mypy: no assignment to a method)
-
-
 INSTRUCTIONS: dict[str, type[Instr]] = {
     cls.opcode: cls
     for cls in (
@@ -546,8 +531,6 @@ INSTRUCTIONS: dict[str, type[Instr]] = {
         VFill, Gather,
     )
 }  # fmt: skip
-for _cls in INSTRUCTIONS.values():
-    _quick_init(_cls)
 # fields the text omits at their default (so that streams without them read as before)
 OPTIONAL_FIELDS: dict[str, object] = {"pad": 0, "q": ()}
 # NOTE: a vector instruction's `q` (int8, docs/precision.md): each operand read is dequantized,
