@@ -12,6 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import npucc
 from npucc.backend.lower import LowerTiles
+from npucc.backend.lower.block_price import block_cost
 from npucc.backend.lower.blocking import (
     Blocking,
     Candidates,
@@ -19,7 +20,6 @@ from npucc.backend.lower.blocking import (
     MBlock,
     MTile,
     _bias_plan,
-    block_cost,
     choose_blocking,
 )
 from npucc.backend.lower.context import LowerContext
@@ -372,6 +372,7 @@ def test_searches_sharing_candidates_pick_what_each_picks_alone():
 def test_plans_bounded_out_unpriced_leave_every_pick_as_it_was(monkeypatch, target):
     # a plan whose floor (CUBE or its passes' DMAs) is beyond the tolerance of one priced is
     # not priced (`blocking._scored`): each search picks what it picks with every plan priced
+    import npucc.backend.lower.block_price as block_price
     import npucc.backend.lower.blocking as blocking
 
     ctx = LowerContext(None, None, None, load_target(target))  # type: ignore[arg-type]
@@ -398,8 +399,8 @@ def test_plans_bounded_out_unpriced_leave_every_pick_as_it_was(monkeypatch, targ
         ]
     ]
     bounded, counts = [], []
-    for floor in (blocking._floor, lambda *a: 0):
-        monkeypatch.setattr(blocking, "_floor", floor)
+    for floor in (block_price.cycle_floor, lambda *a: 0):
+        monkeypatch.setattr(block_price, "cycle_floor", floor)
         priced.clear()
         bounded.append([choose_blocking(ctx, s, tiles, m_blocks, 7) for s in shapes])
         counts.append(len(priced))
@@ -411,6 +412,7 @@ def test_plans_bounded_out_with_operands_on_chip_leave_every_pick_as_it_was(monk
     # with operands on chip the least cycles x bytes moved wins, and a plan whose floor of that
     # product is above one priced is not priced (`blocking._least_product`): each search picks
     # what it picks with every plan priced, and no plan costs less than its floor
+    import npucc.backend.lower.block_price as block_price
     import npucc.backend.lower.blocking as blocking
 
     ctx = LowerContext(None, None, None, load_target("mesh8x8"))  # type: ignore[arg-type]
@@ -424,7 +426,7 @@ def test_plans_bounded_out_with_operands_on_chip_leave_every_pick_as_it_was(monk
         ]
 
     priced = []
-    plain, floor = blocking._bias_plan, blocking._noc_floor
+    plain, floor = blocking._bias_plan, block_price.product_floor
 
     def bias_plan(*a):
         scored = plain(*a)
@@ -443,7 +445,7 @@ def test_plans_bounded_out_with_operands_on_chip_leave_every_pick_as_it_was(monk
     ]
     bounded, counts = [], []
     for noc_floor in (floor, lambda *a: 0):
-        monkeypatch.setattr(blocking, "_noc_floor", noc_floor)
+        monkeypatch.setattr(block_price, "product_floor", noc_floor)
         priced.clear()
         bounded.append([choose_blocking(ctx, s, tiles, m_blocks, 7) for s in shapes])
         counts.append(len(priced))

@@ -45,7 +45,9 @@ from npucc.backend.estimate.profile import (
     LayerProfile,
     TimedShape,
     contracted,
+    copy_rows,
     layer_signature,
+    noc_priced,
     operand_positions,
     profile_layer,
     shape_timing,
@@ -115,6 +117,7 @@ class ExecCostModel:
     _noc: dict[tuple, _Base] = field(default_factory=dict)  # `noc_layer`
     # `_noc_copy` by (DdrCopy.shape, hops)
     _noc_copies: dict[tuple, tuple[int, float]] = field(default_factory=dict)
+    _copy_rows: dict[tuple[int, int], tuple] = field(default_factory=dict)  # (profile, cores)
     # `_core_timing` by the core's nodes' shape (pipes, predecessors, classes) and cycles
     _core: dict[tuple, LayerTiming] = field(default_factory=dict)
     # the same by (profile, cores, core, the overridden cycles)
@@ -207,17 +210,16 @@ class ExecCostModel:
         """The tensors the lowering keeps on chip under `steps` (as `plan_tensors` decides, but
         each tensor's life whole: without its lives home by home), none of `offchip`; `parts`:
         the plan's `loop_parts`, if known; `resume`: as `plan_onchip`'s."""
-        cols = self.target.mesh.cols
-        cores_of: list[tuple[int, ...] | None] = [None] * len(self.graph.layers)
+        cols, views, n = self.target.mesh.cols, self._views, len(self.graph.layers)
+        cores_of: list[tuple[int, ...] | None] = [None] * n
         for step in steps:
             for group in step.groups:
                 cores = group.rect.indices(cols)
                 for index in group.layers:
-                    if self.graph.layers[index].op not in VIEW_OPS:
+                    if index not in views:
                         cores_of[index] = cores
         if parts is None:
             parts = loop_parts(self.graph, steps, self.splits)
-        n = len(self.graph.layers)
         loops: list[tuple[int, int, int]] | None = None
         spans: list[tuple[int, int]] | None = None
         # NOTE: one part per layer is no split (a split layer has a part per sub-batch), in
@@ -430,9 +432,6 @@ class ExecCostModel:
         layer = self.graph.layers[index]
         names = (*layer.inputs, *layer.outputs)  # a shared profile's operands, by position
         used = used_cores(r, prof.ntiles)
-        over: list[dict[int, int]] = [{} for _ in used]
-        energy = prof.energy_pj
-        ddr, lead = prof.ddr_bytes, prof.lead_ddr_bytes
         offsets = {
             o: slice_offset(self.graph, names[o], j, n, where)
             if n > 1 and not self.graph.is_const(names[o])
@@ -440,20 +439,12 @@ class ExecCostModel:
             for o, where in homes.items()
         }
         cores = len(used)
-        for c in prof.copies:
-            where = homes.get(c.operand)
-            if where is None:
-                continue
-            k = c.tile % cores
-            at = offsets[c.operand]
-            hops = where.hops(used[k], c.lo + at, c.hi + at)
-            priced = self._noc_copies.get((c.shape, hops))
-            if priced is None:
-                priced = self._noc_copies[(c.shape, hops)] = self._noc_copy(c.instr, hops)
-            over[k][c.node] = priced[0]
-            energy += priced[1] - c.energy_pj
-            ddr -= c.ddr
-            lead -= c.ddr if c.lead else 0
+        rows = self._copy_rows.get((id(prof), cores))
+        if rows is None:
+            rows = self._copy_rows[(id(prof), cores)] = copy_rows(prof, cores)
+        over, energy, ddr, lead = noc_priced(
+            prof, rows, homes, offsets, used, self._noc_copies, self._noc_copy
+        )
         # NOTE: equal timings once each (the list schedule takes the first of the latest)
         timings = tuple(
             dict.fromkeys(self._core_timing(prof, cores, k, over[k]) for k in range(cores))

@@ -113,6 +113,59 @@ class LayerProfile:
         return range(0 if tile == 0 else self.tiles[tile], end)
 
 
+# a copy as `ExecCostModel.noc_layer` walks it: operand, core (of the rectangle's), node, first
+# and one-past-last element, shape (`DdrCopy.shape`), instruction and energy
+CopyRow = tuple[int, int, int, int, int, tuple[str, str, int], Copy, float]
+
+
+def copy_rows(
+    prof: LayerProfile, cores: int
+) -> tuple[tuple[CopyRow, ...], dict[int, tuple[int, int]]]:
+    """`prof.copies` in order as rows on `cores` cores (a tile's core: tiles go round-robin),
+    and per operand the DDR bytes of its copies and of those among the leading const loads."""
+    rows = []
+    sums: dict[int, tuple[int, int]] = {}
+    for c in prof.copies:
+        rows.append((c.operand, c.tile % cores, c.node, c.lo, c.hi, c.shape, c.instr, c.energy_pj))
+        ddr, lead = sums.get(c.operand, (0, 0))
+        sums[c.operand] = (ddr + c.ddr, lead + c.ddr * c.lead)
+    return tuple(rows), sums
+
+
+def noc_priced(
+    prof: LayerProfile,
+    rows: tuple[tuple[CopyRow, ...], dict[int, tuple[int, int]]],
+    homes: dict[int, OnChip],
+    offsets: dict[int, int],
+    used: tuple[tuple[int, int], ...],
+    known: dict[tuple, tuple[int, float]],
+    price: Callable[[Copy, int], tuple[int, float]],
+) -> tuple[list[dict[int, int]], float, int, int]:
+    """`prof`'s copies (`rows`: its `copy_rows` on `len(used)` cores) of the operands kept on
+    chip (`homes`; `offsets`: where a sub-batch's slice starts in its tensor) made NoC
+    transfers from each tile's core (`used`: row, col) to the farthest home they reach: per
+    core its nodes' NoC cycles, and the profile's energy, DDR bytes and leading DDR bytes
+    after. `known`: cycles and energy by (copy shape, hops), filled in by `price`."""
+    over: list[dict[int, int]] = [{} for _ in used]
+    energy = prof.energy_pj
+    ddr, lead = prof.ddr_bytes, prof.lead_ddr_bytes
+    for o, k, node, lo, hi, shape, instr, spent in rows[0]:
+        where = homes.get(o)
+        if where is None:
+            continue
+        at = offsets[o]
+        hops = where.hops(used[k], lo + at, hi + at)
+        priced = known.get((shape, hops))
+        if priced is None:
+            priced = known[(shape, hops)] = price(instr, hops)
+        over[k][node] = priced[0]
+        energy += priced[1] - spent  # NOTE: copy by copy, in order (a float sum)
+    for o in homes.keys() & rows[1].keys():
+        ddr -= rows[1][o][0]
+        lead -= rows[1][o][1]
+    return over, energy, ddr, lead
+
+
 MTE2 = PIPES.index("MTE2")
 CoreNodes = tuple[list[int], list[int | None], list[tuple[int, ...]], list[int]]
 CoreShape = tuple[list[int | None], list[tuple[int, ...]], list[int]]  # pipes, preds, classes
