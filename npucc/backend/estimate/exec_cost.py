@@ -117,7 +117,9 @@ class ExecCostModel:
     _noc: dict[tuple, _Base] = field(default_factory=dict)  # `noc_layer`
     # `_noc_copy` by (DdrCopy.shape, hops)
     _noc_copies: dict[tuple, tuple[int, float]] = field(default_factory=dict)
-    _copy_rows: dict[tuple[int, int], tuple] = field(default_factory=dict)  # (profile, cores)
+    # `copy_rows` by (id of the profile, cores); NOTE: an id stays its profile's: `_profiles`
+    # holds every profile for the model's life
+    _copy_rows: dict[tuple[int, int], tuple] = field(default_factory=dict)
     # `_core_timing` by the core's nodes' shape (pipes, predecessors, classes) and cycles
     _core: dict[tuple, LayerTiming] = field(default_factory=dict)
     # the same by (profile, cores, core, the overridden cycles)
