@@ -26,15 +26,13 @@ from npucc.backend.estimate.list_schedule import Timeline  # noqa: E402
 from npucc.backend.hypercut.workload import workload_from_graph  # noqa: E402
 from npucc.backend.lower.subbatch import loop_parts  # noqa: E402
 from npucc.compiler import batch_input_shapes, pipeline  # noqa: E402
-from npucc.ir.isa import PIPES  # noqa: E402
 from npucc.ir.isa_cost import instr_energy  # noqa: E402
 from npucc.ir.plan import Cost, Group, MeshPlan, PlannedGraph, Rect, Step  # noqa: E402
-from npucc.ir.scheduled_program import node_ddr_bytes  # noqa: E402
+from npucc.ir.scheduled_program import mesh_timing_dag  # noqa: E402
 from npucc.options import CompileOptions  # noqa: E402
 from npucc.passes import CompileContext, PassManager  # noqa: E402
 from npucc.target import load_target  # noqa: E402
-from npucc.target.cost import sync_cycles  # noqa: E402
-from npucc.target.timing import DdrChannel, TimingDag  # noqa: E402
+from npucc.target.timing import DdrChannel  # noqa: E402
 
 
 def graph_and_target(model: str, platform: str, batch: int):
@@ -151,21 +149,11 @@ def executed_layers(graph, target, later, plan):
     sched = PassManager(later[:upto]).run(PlannedGraph(graph, plan), ctx)
     prog = sched.program
     replays = [r for _, r in sched.schedules]
-    dag, base, layer_of, pj, core_of = TimingDag(), [], [], [], []
-    for c, r in enumerate(replays):
-        base.append(len(dag.cycles))
-        for node in r.nodes:
-            pipe = None if node.pipe is None else (c, PIPES.index(node.pipe))
-            dag.node(node.cycles, pipe, node_ddr_bytes(target, r, node))
-            layer_of.append(node.layer)
-            core_of.append(c)
-            pj.append(0.0 if node.instr is None else instr_energy(target, node.instr))
-        dag.in_pipe_order(base[-1] + v for v in r.order)
-        for u, v in r.edges():
-            dag.edge(base[-1] + u, base[-1] + v)
-    coords = [(core.row, core.col) for core in prog.cores]
-    for sc, s, dc, d in prog.cross_edges:
-        dag.edge(base[sc] + s, base[dc] + d, sync_cycles(target, coords[sc], coords[dc]))
+    dag, _ = mesh_timing_dag(prog, replays)
+    core_of = [c for c, r in enumerate(replays) for _ in r.nodes]  # per dag node
+    nodes = [node for r in replays for node in r.nodes]
+    layer_of = [node.layer for node in nodes]
+    pj = [0.0 if node.instr is None else instr_energy(target, node.instr) for node in nodes]
     start, finish = dag.times(target)
     first, last = {}, collections.Counter()
     energy, ddr, cores = collections.Counter(), collections.Counter(), collections.defaultdict(set)

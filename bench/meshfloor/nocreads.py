@@ -24,15 +24,13 @@ import hypercut_sweep as hs
 import npucc.backend.lower as lower_pkg
 from npucc.backend.lower import conv, matmul
 from npucc.compiler import batch_input_shapes, pipeline
-from npucc.ir.isa import PIPES, Copy, DdrRef, NocCopy
+from npucc.ir.isa import Copy, DdrRef, NocCopy
 from npucc.ir.isa_cost import copy_bytes
 from npucc.ir.plan import PlannedGraph
-from npucc.ir.scheduled_program import node_ddr_bytes
+from npucc.ir.scheduled_program import mesh_timing_dag, node_ddr_bytes
 from npucc.options import CompileOptions
 from npucc.passes import CompileContext, PassManager
 from npucc.target import load_target
-from npucc.target.cost import sync_cycles
-from npucc.target.timing import TimingDag
 
 pkl, out = sys.argv[1], sys.argv[2]
 model_name = sys.argv[3] if len(sys.argv) > 3 else "resnet50"
@@ -90,20 +88,8 @@ rf = ctx.stats["roofline"]
 print("pred", ctx.stats["predicted_makespan"], "ddr", rf["ddr_bytes"], "min", rf["min_ddr_bytes"],
       "bound", rf["bound"], rf["bound_by"], flush=True)  # fmt: skip
 
-dag = TimingDag()
-base, info = [], []
-for c, r in enumerate(replays):
-    base.append(len(dag.cycles))
-    for node in r.nodes:
-        pipe = None if node.pipe is None else (c, PIPES.index(node.pipe))
-        dag.node(node.cycles, pipe, node_ddr_bytes(target, r, node))
-        info.append((c, r, node))
-    dag.in_pipe_order(base[c] + v for v in r.order)
-    for u, v in r.edges():
-        dag.edge(base[c] + u, base[c] + v)
-coords = [(core.row, core.col) for core in prog.cores]
-for sc, s, dc, d in prog.cross_edges:
-    dag.edge(base[sc] + s, base[dc] + d, sync_cycles(target, coords[sc], coords[dc]))
+dag, base = mesh_timing_dag(prog, replays)
+info = [(c, r, node) for c, r in enumerate(replays) for node in r.nodes]  # per dag node
 start, finish = dag.times(target)
 print("makespan", max(finish), flush=True)
 

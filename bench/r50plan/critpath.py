@@ -15,11 +15,9 @@ import sys
 
 from lowered import planned
 
-from npucc.ir.isa import PIPES, Copy, DdrRef, NocCopy
-from npucc.ir.scheduled_program import node_ddr_bytes
+from npucc.ir.isa import Copy, DdrRef, NocCopy
+from npucc.ir.scheduled_program import mesh_timing_dag
 from npucc.passes import CompileContext, PassManager
-from npucc.target.cost import sync_cycles
-from npucc.target.timing import TimingDag
 
 start_at, target, later = planned(sys.argv)
 upto = [p.name for p in later].index("schedule") + 1
@@ -27,21 +25,8 @@ ctx = CompileContext(target)
 sched = PassManager(later[:upto]).run(start_at, ctx)
 prog = sched.program
 replays = [r for _, r in sched.schedules]
-dag = TimingDag()
-info, bases = [], []
-for c, r in enumerate(replays):
-    base = len(dag.cycles)
-    bases.append(base)
-    for node in r.nodes:
-        pipe = None if node.pipe is None else (c, PIPES.index(node.pipe))
-        dag.node(node.cycles, pipe, node_ddr_bytes(target, r, node))
-        info.append((c, node))
-    dag.in_pipe_order(base + v for v in r.order)
-    for u, v in r.edges():
-        dag.edge(base + u, base + v)
-coords = [(core.row, core.col) for core in prog.cores]
-for sc, s, dc, d in prog.cross_edges:
-    dag.edge(bases[sc] + s, bases[dc] + d, sync_cycles(target, coords[sc], coords[dc]))
+dag, _ = mesh_timing_dag(prog, replays)
+info = [(c, node) for c, r in enumerate(replays) for node in r.nodes]  # per dag node
 start, finish = dag.times(target)
 makespan = max(finish)
 print("makespan", makespan, "predicted", ctx.stats["predicted_makespan"], flush=True)

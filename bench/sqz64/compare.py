@@ -19,13 +19,10 @@ from plans import graph_and_target  # noqa: E402
 from npucc.backend.estimate.exec_cost import ExecCostModel, LayerRun, _cost_of  # noqa: E402
 from npucc.backend.estimate.list_schedule import Timeline, schedule  # noqa: E402
 from npucc.backend.lower.subbatch import loop_parts  # noqa: E402
-from npucc.ir.isa import PIPES  # noqa: E402
 from npucc.ir.isa_cost import instr_energy  # noqa: E402
 from npucc.ir.plan import PlannedGraph  # noqa: E402
-from npucc.ir.scheduled_program import node_ddr_bytes  # noqa: E402
+from npucc.ir.scheduled_program import mesh_timing_dag  # noqa: E402
 from npucc.passes import CompileContext, PassManager  # noqa: E402
-from npucc.target.cost import sync_cycles  # noqa: E402
-from npucc.target.timing import TimingDag  # noqa: E402
 
 
 def estimate_runs(graph, target, plan):
@@ -56,20 +53,10 @@ def executed_layers(graph, target, later, plan):
     sched = PassManager(later[:upto]).run(PlannedGraph(graph, plan), ctx)
     prog = sched.program
     replays = [r for _, r in sched.schedules]
-    dag, base, layer_of, pj = TimingDag(), [], [], []
-    for c, r in enumerate(replays):
-        base.append(len(dag.cycles))
-        for node in r.nodes:
-            pipe = None if node.pipe is None else (c, PIPES.index(node.pipe))
-            dag.node(node.cycles, pipe, node_ddr_bytes(target, r, node))
-            layer_of.append(node.layer)
-            pj.append(0.0 if node.instr is None else instr_energy(target, node.instr))
-        dag.in_pipe_order(base[-1] + v for v in r.order)
-        for u, v in r.edges():
-            dag.edge(base[-1] + u, base[-1] + v)
-    coords = [(core.row, core.col) for core in prog.cores]
-    for sc, s, dc, d in prog.cross_edges:
-        dag.edge(base[sc] + s, base[dc] + d, sync_cycles(target, coords[sc], coords[dc]))
+    dag, _ = mesh_timing_dag(prog, replays)
+    nodes = [node for r in replays for node in r.nodes]  # per dag node
+    layer_of = [node.layer for node in nodes]
+    pj = [0.0 if node.instr is None else instr_energy(target, node.instr) for node in nodes]
     start, finish = dag.times(target)
     first, last, energy = {}, collections.Counter(), collections.Counter()
     for v, layer in enumerate(layer_of):

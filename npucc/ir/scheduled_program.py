@@ -54,12 +54,13 @@ class ScheduledProgram:
         return scheduled_to_text(self)
 
 
-def mesh_makespan(program: TiledProgram, replays: Sequence[Replay]) -> int:
-    """The latest finish over all cores once cross-core edges and the DDR channel are
-    honoured."""
+def mesh_timing_dag(
+    program: TiledProgram, replays: Sequence[Replay]
+) -> tuple[TimingDag, list[int]]:
+    """The whole mesh's timing DAG and each core's first node in it: every core's nodes (core c's
+    replay node v is `base[c] + v`) in their pipes' schedule order with their edges, and the
+    cross-core edges with their flags' NoC latencies."""
     target = program.target
-    if not program.cross_edges and shared_ddr_bandwidth(target) is None:
-        return max((r.makespan for r in replays), default=0)
     dag = TimingDag()
     base: list[int] = []  # first dag node of each core
     for c, r in enumerate(replays):
@@ -75,6 +76,16 @@ def mesh_makespan(program: TiledProgram, replays: Sequence[Replay]) -> int:
     for src_core, src, dst_core, dst in program.cross_edges:
         latency = sync_cycles(target, coords[src_core], coords[dst_core])
         dag.edge(base[src_core] + src, base[dst_core] + dst, latency)
+    return dag, base
+
+
+def mesh_makespan(program: TiledProgram, replays: Sequence[Replay]) -> int:
+    """The latest finish over all cores once cross-core edges and the DDR channel are
+    honoured."""
+    target = program.target
+    if not program.cross_edges and shared_ddr_bandwidth(target) is None:
+        return max((r.makespan for r in replays), default=0)
+    dag, _ = mesh_timing_dag(program, replays)
     try:
         _, finish = dag.times(target)
     except ValueError:
