@@ -1,0 +1,90 @@
+"""A profile's DDR copies re-priced as NoC transfers (npucc.backend.estimate.profile.copy_rows,
+noc_priced): the rows per core, the hops to the farthest home, the bytes left on the channel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from npucc.backend.estimate.profile import copy_rows, noc_priced, profile_layer
+from npucc.ir.isa import NocCopy
+from npucc.ir.isa_cost import instr_cycles, instr_energy
+from npucc.ir.onchip import OnChip
+from npucc.target import load_target
+from npucc.transforms.graph_pipeline import import_model
+
+MODELS = Path(__file__).parents[2] / "models"
+MESH = load_target("mesh8x8")
+
+
+def _conv_profiles():
+    """Each conv of residual_block profiled on a larger rectangle with its non-const operands
+    known to stay on chip, and those operands."""
+    graph = import_model(MODELS / "residual_block.onnx")
+    for layer in graph.layers:
+        if layer.op != "conv2d":
+            continue
+        names = (*layer.inputs, *layer.outputs)
+        noc = tuple(o for o, name in enumerate(names) if name and not graph.is_const(name))
+        yield profile_layer(graph, layer, MESH, False, noc, {}), noc
+
+
+def test_copy_rows_deal_the_copies_round_robin_and_sum_each_operands_bytes() -> None:
+    seen = 0
+    for prof, _ in _conv_profiles():
+        for cores in (1, 3, 8):
+            rows, sums = copy_rows(prof, cores)
+            assert len(rows) == len(prof.copies)
+            for row, c in zip(rows, prof.copies, strict=True):
+                assert row[:5] == (c.operand, c.tile % cores, c.node, c.lo, c.hi)
+                assert row[5:] == (c.shape, c.instr, c.energy_pj)
+            for o in {c.operand for c in prof.copies}:
+                mine = [c for c in prof.copies if c.operand == o]
+                assert sums[o] == (sum(c.ddr for c in mine), sum(c.ddr for c in mine if c.lead))
+            seen += len(rows)
+    assert seen, "some conv copies a non-const operand"
+
+
+def _price(ins, hops: int) -> tuple[int, float]:
+    """What `ExecCostModel._noc_copy` prices: the copy as a NoC transfer over `hops`."""
+    noc = NocCopy(ins.dst, ins.src, ins.dims, ins.dst_strides, ins.src_strides, hops)
+    return instr_cycles(MESH, noc), instr_energy(MESH, noc)
+
+
+def test_noc_priced_charges_each_copy_of_a_kept_operand_by_its_hops_and_frees_its_ddr() -> None:
+    for prof, noc in _conv_profiles():
+        if not prof.copies:
+            continue
+        used = ((0, 0), (0, 1), (1, 0), (1, 1))
+        rows = copy_rows(prof, len(used))
+        kept = noc[0]  # one operand on chip, on two homes far from the rectangle
+        size = max(c.hi for c in prof.copies if c.operand == kept)
+        homes = {kept: OnChip(((5, 5), (7, 7)), -(-size // 2))}
+        known: dict = {}
+        calls = []
+
+        def price(ins, hops, calls=calls):
+            calls.append(hops)
+            return _price(ins, hops)
+
+        over, energy, ddr, lead = noc_priced(prof, rows, homes, {kept: 0}, used, known, price)
+        want: list[dict[int, int]] = [{} for _ in used]
+        spent = moved = lead_moved = 0
+        for c in prof.copies:
+            if c.operand != kept:
+                continue
+            k = c.tile % len(used)
+            hops = homes[kept].hops(used[k], c.lo, c.hi)
+            assert hops >= 8  # (5, 5) and (7, 7) are 8 or more hops from every used core
+            cycles, pj = _price(c.instr, hops)
+            want[k][c.node] = cycles
+            spent += pj - c.energy_pj
+            moved += c.ddr
+            lead_moved += c.ddr * c.lead
+        assert over == want
+        assert abs(energy - (prof.energy_pj + spent)) <= 1e-6 * max(1.0, abs(energy))
+        assert (ddr, lead) == (prof.ddr_bytes - moved, prof.lead_ddr_bytes - lead_moved)
+        assert len(calls) == len(known)  # each (shape, hops) priced once
+        again = noc_priced(prof, rows, homes, {kept: 0}, used, known, price)
+        assert again == (over, energy, ddr, lead) and len(calls) == len(known)
+        nothing = noc_priced(prof, rows, {}, {}, used, known, price)
+        assert nothing == ([{} for _ in used], prof.energy_pj, prof.ddr_bytes, prof.lead_ddr_bytes)
