@@ -115,8 +115,8 @@ class ExecCostModel:
     _timings: dict[tuple[tuple, int], tuple[LayerTiming, ...]] = field(default_factory=dict)
     _key: dict[str, str] = field(default_factory=dict)  # view tensor -> the tensor it views
     _noc: dict[tuple, _Base] = field(default_factory=dict)  # `noc_layer`
-    # `_noc_copy` by (DdrCopy.shape, hops)
-    _noc_copies: dict[tuple, tuple[int, float]] = field(default_factory=dict)
+    # `_noc_copy` by DdrCopy.shape, then hops
+    _noc_copies: dict[tuple, dict[int, tuple[int, float]]] = field(default_factory=dict)
     # `copy_rows` by (id of the profile, cores); NOTE: an id stays its profile's: `_profiles`
     # holds every profile for the model's life
     _copy_rows: dict[tuple[int, int], tuple] = field(default_factory=dict)
@@ -443,10 +443,8 @@ class ExecCostModel:
         cores = len(used)
         rows = self._copy_rows.get((id(prof), cores))
         if rows is None:
-            rows = self._copy_rows[(id(prof), cores)] = copy_rows(prof, cores)
-        over, energy, ddr, lead = noc_priced(
-            prof, rows, homes, offsets, used, self._noc_copies, self._noc_copy
-        )
+            rows = self._copy_rows[(id(prof), cores)] = copy_rows(prof, cores, self._noc_copies)
+        over, energy, ddr, lead = noc_priced(prof, rows, homes, offsets, used, self._noc_copy)
         # NOTE: equal timings once each (the list schedule takes the first of the latest)
         timings = tuple(
             dict.fromkeys(self._core_timing(prof, cores, k, over[k]) for k in range(cores))
