@@ -49,8 +49,8 @@ from npucc.backend.estimate.profile import (
     layer_signature,
     noc_priced,
     operand_positions,
+    piped_timing,
     profile_layer,
-    shape_timing,
     stage_profile,
     timed_shape,
 )
@@ -515,7 +515,9 @@ class ExecCostModel:
                 self._shapes.append((keep, timed_shape(*kept)))
             keep, walked = self._shapes[shape]
             kept_nodes = [nodes[i] for i in keep]
-            own = [prof.cycles[v] for v in kept_nodes]
+            # NOTE: a node without a pipe takes no time (`shape_timing`): 0 here, once
+            piped = walked.piped[: len(kept_nodes)]
+            own = [prof.cycles[v] if on else 0 for v, on in zip(kept_nodes, piped, strict=True)]
             own += [0] * (len(walked.waits) - len(own))  # the last node: contracted ones
             local = self._core_nodes[(id(prof), cores, core)] = (
                 own, {v: i for i, v in enumerate(kept_nodes)}, shape
@@ -527,7 +529,7 @@ class ExecCostModel:
         key = (shape, tuple(timed))
         value = self._core.get(key)
         if value is None:
-            value = self._core[key] = shape_timing(timed, self._shapes[shape][1])
+            value = self._core[key] = piped_timing(timed, self._shapes[shape][1])
         self._core_of[mine] = value
         return value
 

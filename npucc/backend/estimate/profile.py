@@ -244,9 +244,15 @@ def core_timing(
 
 def shape_timing(duration: list[int], shape: TimedShape) -> LayerTiming:
     """`core_timing` of nodes of `shape` taking `duration` cycles each."""
-    waits, piped, groups, last_mte2 = shape
+    return piped_timing(
+        [d if on else 0 for d, on in zip(duration, shape.piped, strict=True)], shape
+    )
+
+
+def piped_timing(cycles: list[int], shape: TimedShape) -> LayerTiming:
+    """`shape_timing` of `cycles` that are already 0 on every node without a pipe."""
+    waits, _, groups, last_mte2 = shape
     n = len(waits)
-    cycles = [d if on else 0 for d, on in zip(duration, piped, strict=True)]
     finish = [0] * n
     v = 0
     for us, d in zip(waits, cycles, strict=True):
