@@ -128,3 +128,42 @@ def test_profiles_sharing_the_forms_figures_equal_profiles_alone() -> None:
                 alone = profile_layer(graph, layer, target, single, on, {})
                 assert shared == alone and shared.energy_pj == alone.energy_pj
         assert len(memo[FIGURES]) > 10
+
+
+def test_noc_priced_takes_each_copys_farthest_home_as_onchip_hops() -> None:
+    """`noc_priced`'s hops per copy (by each core's hops per home) are `OnChip.hops`' over the
+    copy's elements, its slice offset added; operands not kept keep their DDR copies."""
+    from types import SimpleNamespace
+
+    from npucc.backend.estimate.profile import noc_priced
+    from npucc.ir.onchip import OnChip
+
+    rng = random.Random(7)
+    for _ in range(200):
+        used = tuple((rng.randrange(8), rng.randrange(8)) for _ in range(rng.randint(1, 6)))
+        homes = {
+            o: OnChip(
+                tuple((rng.randrange(8), rng.randrange(8)) for _ in range(rng.randint(1, 9))),
+                rng.randint(1, 40),
+            )
+            for o in rng.sample(range(4), rng.randint(1, 3))
+        }
+        offsets = {o: rng.choice((0, rng.randrange(50))) for o in homes}
+        known: dict[int, tuple[int, float]] = {}
+        rows, want = [], {}
+        for node in range(rng.randint(1, 30)):
+            o, k = rng.randrange(4), rng.randrange(len(used))
+            where = homes.get(o)
+            top = len(where.homes) * where.chunk - offsets[o] if where else 60
+            lo = rng.randrange(max(top, 1))
+            hi = rng.randint(lo, max(top, lo))
+            rows.append((o, k, node, lo, hi, known, None, 1.0))
+            if where is not None:
+                want[(k, node)] = where.hops(used[k], lo + offsets[o], hi + offsets[o])
+        prof = SimpleNamespace(energy_pj=100.0, ddr_bytes=0, lead_ddr_bytes=0)
+        over, energy, _, _ = noc_priced(  # type: ignore[arg-type]
+            prof, (tuple(rows), {}), homes, offsets, used, lambda _, hops: (10 * hops, hops)
+        )
+        got = {(k, node): c // 10 for k, cycles in enumerate(over) for node, c in cycles.items()}
+        assert got == want
+        assert energy == 100.0 + sum(hops - 1.0 for hops in want.values())

@@ -49,8 +49,8 @@ from npucc.backend.estimate.profile import (
     layer_signature,
     noc_priced,
     operand_positions,
+    piped_timing,
     profile_layer,
-    shape_timing,
     stage_profile,
     timed_shape,
 )
@@ -115,8 +115,8 @@ class ExecCostModel:
     _timings: dict[tuple[tuple, int], tuple[LayerTiming, ...]] = field(default_factory=dict)
     _key: dict[str, str] = field(default_factory=dict)  # view tensor -> the tensor it views
     _noc: dict[tuple, _Base] = field(default_factory=dict)  # `noc_layer`
-    # `_noc_copy` by (DdrCopy.shape, hops)
-    _noc_copies: dict[tuple, tuple[int, float]] = field(default_factory=dict)
+    # `_noc_copy` by DdrCopy.shape, then hops
+    _noc_copies: dict[tuple, dict[int, tuple[int, float]]] = field(default_factory=dict)
     # `copy_rows` by (id of the profile, cores); NOTE: an id stays its profile's: `_profiles`
     # holds every profile for the model's life
     _copy_rows: dict[tuple[int, int], tuple] = field(default_factory=dict)
@@ -443,10 +443,8 @@ class ExecCostModel:
         cores = len(used)
         rows = self._copy_rows.get((id(prof), cores))
         if rows is None:
-            rows = self._copy_rows[(id(prof), cores)] = copy_rows(prof, cores)
-        over, energy, ddr, lead = noc_priced(
-            prof, rows, homes, offsets, used, self._noc_copies, self._noc_copy
-        )
+            rows = self._copy_rows[(id(prof), cores)] = copy_rows(prof, cores, self._noc_copies)
+        over, energy, ddr, lead = noc_priced(prof, rows, homes, offsets, used, self._noc_copy)
         # NOTE: equal timings once each (the list schedule takes the first of the latest)
         timings = tuple(
             dict.fromkeys(self._core_timing(prof, cores, k, over[k]) for k in range(cores))
@@ -517,7 +515,9 @@ class ExecCostModel:
                 self._shapes.append((keep, timed_shape(*kept)))
             keep, walked = self._shapes[shape]
             kept_nodes = [nodes[i] for i in keep]
-            own = [prof.cycles[v] for v in kept_nodes]
+            # NOTE: a node without a pipe takes no time (`shape_timing`): 0 here, once
+            piped = walked.piped[: len(kept_nodes)]
+            own = [prof.cycles[v] if on else 0 for v, on in zip(kept_nodes, piped, strict=True)]
             own += [0] * (len(walked.waits) - len(own))  # the last node: contracted ones
             local = self._core_nodes[(id(prof), cores, core)] = (
                 own, {v: i for i, v in enumerate(kept_nodes)}, shape
@@ -529,7 +529,7 @@ class ExecCostModel:
         key = (shape, tuple(timed))
         value = self._core.get(key)
         if value is None:
-            value = self._core[key] = shape_timing(timed, self._shapes[shape][1])
+            value = self._core[key] = piped_timing(timed, self._shapes[shape][1])
         self._core_of[mine] = value
         return value
 

@@ -114,19 +114,23 @@ class LayerProfile:
 
 
 # a copy as `ExecCostModel.noc_layer` walks it: operand, core (of the rectangle's), node, first
-# and one-past-last element, shape (`DdrCopy.shape`), instruction and energy
-CopyRow = tuple[int, int, int, int, int, tuple[str, str, int], Copy, float]
+# and one-past-last element, the NoC prices of its shape (`DdrCopy.shape`) by hops,
+# instruction and energy
+CopyRow = tuple[int, int, int, int, int, dict[int, tuple[int, float]], Copy, float]
 
 
 def copy_rows(
-    prof: LayerProfile, cores: int
+    prof: LayerProfile, cores: int, known: dict[tuple, dict[int, tuple[int, float]]]
 ) -> tuple[tuple[CopyRow, ...], dict[int, tuple[int, int]]]:
     """`prof.copies` in order as rows on `cores` cores (a tile's core: tiles go round-robin),
-    and per operand the DDR bytes of its copies and of those among the leading const loads."""
+    and per operand the DDR bytes of its copies and of those among the leading const loads.
+    `known`: a NoC copy's cycles and energy by its shape then hops (shared by every profile:
+    each row holds its shape's)."""
     rows = []
     sums: dict[int, tuple[int, int]] = {}
     for c in prof.copies:
-        rows.append((c.operand, c.tile % cores, c.node, c.lo, c.hi, c.shape, c.instr, c.energy_pj))
+        by_hops = known.setdefault(c.shape, {})
+        rows.append((c.operand, c.tile % cores, c.node, c.lo, c.hi, by_hops, c.instr, c.energy_pj))
         ddr, lead = sums.get(c.operand, (0, 0))
         sums[c.operand] = (ddr + c.ddr, lead + c.ddr * c.lead)
     return tuple(rows), sums
@@ -138,32 +142,49 @@ def noc_priced(
     homes: dict[int, OnChip],
     offsets: dict[int, int],
     used: tuple[tuple[int, int], ...],
-    known: dict[tuple, tuple[int, float]],
     price: Callable[[Copy, int], tuple[int, float]],
 ) -> tuple[list[dict[int, int]], float, int, int]:
     """`prof`'s copies (`rows`: its `copy_rows` on `len(used)` cores) of the operands kept on
     chip (`homes`; `offsets`: where a sub-batch's slice starts in its tensor) made NoC
     transfers from each tile's core (`used`: row, col) to the farthest home they reach: per
     core its nodes' NoC cycles, and the profile's energy, DDR bytes and leading DDR bytes
-    after. `known`: cycles and energy by (copy shape, hops), filled in by `price`."""
+    after. A copy's cycles and energy over some hops: its row's by hops, else `price`'s."""
     over: list[dict[int, int]] = [{} for _ in used]
     energy = prof.energy_pj
     ddr, lead = prof.ddr_bytes, prof.lead_ddr_bytes
-    for o, k, node, lo, hi, shape, instr, spent in rows[0]:
-        where = homes.get(o)
-        if where is None:
+    # per operand kept: its homes, chunk and slice offset, and per core (made at its first
+    # copy) the hops to each home, so that a copy's farthest home is an index or a slice's max
+    tables: dict[int, tuple[tuple[tuple[int, int], ...], int, int, list[list[int] | None]]] = {
+        o: (where.homes, where.chunk, offsets[o], [None] * len(used)) for o, where in homes.items()
+    }
+    for o, k, node, lo, hi, by_hops, instr, spent in rows[0]:
+        table = tables.get(o)
+        if table is None:
             continue
-        at = offsets[o]
-        hops = where.hops(used[k], lo + at, hi + at)
-        priced = known.get((shape, hops))
+        if hi > lo:  # NOTE: `OnChip.hops` of the copy's elements, by the core's hops per home
+            where, chunk, at, by_core = table
+            far = by_core[k]
+            if far is None:
+                far = by_core[k] = home_hops(where, used[k])
+            first, last = (lo + at) // chunk, (hi + at - 1) // chunk
+            hops = far[first] if first == last else max(far[first : last + 1])
+        else:  # an empty copy moves nothing
+            hops = 0
+        priced = by_hops.get(hops)
         if priced is None:
-            priced = known[(shape, hops)] = price(instr, hops)
+            priced = by_hops[hops] = price(instr, hops)
         over[k][node] = priced[0]
         energy += priced[1] - spent  # NOTE: copy by copy, in order (a float sum)
     for o in homes.keys() & rows[1].keys():
         ddr -= rows[1][o][0]
         lead -= rows[1][o][1]
     return over, energy, ddr, lead
+
+
+def home_hops(homes: tuple[tuple[int, int], ...], core: tuple[int, int]) -> list[int]:
+    """Mesh hops from `core` (row, col) to each of `homes`, in order."""
+    y, x = core
+    return [abs(r - y) + abs(c - x) for r, c in homes]
 
 
 MTE2 = PIPES.index("MTE2")
@@ -223,9 +244,15 @@ def core_timing(
 
 def shape_timing(duration: list[int], shape: TimedShape) -> LayerTiming:
     """`core_timing` of nodes of `shape` taking `duration` cycles each."""
-    waits, piped, groups, last_mte2 = shape
+    return piped_timing(
+        [d if on else 0 for d, on in zip(duration, shape.piped, strict=True)], shape
+    )
+
+
+def piped_timing(cycles: list[int], shape: TimedShape) -> LayerTiming:
+    """`shape_timing` of `cycles` that are already 0 on every node without a pipe."""
+    waits, _, groups, last_mte2 = shape
     n = len(waits)
-    cycles = [d if on else 0 for d, on in zip(duration, piped, strict=True)]
     finish = [0] * n
     v = 0
     for us, d in zip(waits, cycles, strict=True):
