@@ -32,11 +32,13 @@ def test_copy_rows_deal_the_copies_round_robin_and_sum_each_operands_bytes() -> 
     seen = 0
     for prof, _ in _conv_profiles():
         for cores in (1, 3, 8):
-            rows, sums = copy_rows(prof, cores)
+            known: dict = {}
+            rows, sums = copy_rows(prof, cores, known)
             assert len(rows) == len(prof.copies)
             for row, c in zip(rows, prof.copies, strict=True):
                 assert row[:5] == (c.operand, c.tile % cores, c.node, c.lo, c.hi)
-                assert row[5:] == (c.shape, c.instr, c.energy_pj)
+                assert row[5] is known[c.shape]  # one table of prices by hops per shape
+                assert row[6:] == (c.instr, c.energy_pj)
             for o in {c.operand for c in prof.copies}:
                 mine = [c for c in prof.copies if c.operand == o]
                 assert sums[o] == (sum(c.ddr for c in mine), sum(c.ddr for c in mine if c.lead))
@@ -55,18 +57,18 @@ def test_noc_priced_charges_each_copy_of_a_kept_operand_by_its_hops_and_frees_it
         if not prof.copies:
             continue
         used = ((0, 0), (0, 1), (1, 0), (1, 1))
-        rows = copy_rows(prof, len(used))
+        known: dict = {}
+        rows = copy_rows(prof, len(used), known)
         kept = noc[0]  # one operand on chip, on two homes far from the rectangle
         size = max(c.hi for c in prof.copies if c.operand == kept)
         homes = {kept: OnChip(((5, 5), (7, 7)), -(-size // 2))}
-        known: dict = {}
         calls = []
 
         def price(ins, hops, calls=calls):
             calls.append(hops)
             return _price(ins, hops)
 
-        over, energy, ddr, lead = noc_priced(prof, rows, homes, {kept: 0}, used, known, price)
+        over, energy, ddr, lead = noc_priced(prof, rows, homes, {kept: 0}, used, price)
         want: list[dict[int, int]] = [{} for _ in used]
         spent = moved = lead_moved = 0
         for c in prof.copies:
@@ -83,8 +85,9 @@ def test_noc_priced_charges_each_copy_of_a_kept_operand_by_its_hops_and_frees_it
         assert over == want
         assert abs(energy - (prof.energy_pj + spent)) <= 1e-6 * max(1.0, abs(energy))
         assert (ddr, lead) == (prof.ddr_bytes - moved, prof.lead_ddr_bytes - lead_moved)
-        assert len(calls) == len(known)  # each (shape, hops) priced once
-        again = noc_priced(prof, rows, homes, {kept: 0}, used, known, price)
-        assert again == (over, energy, ddr, lead) and len(calls) == len(known)
-        nothing = noc_priced(prof, rows, {}, {}, used, known, price)
+        priced = sum(len(by_hops) for by_hops in known.values())
+        assert len(calls) == priced  # each (shape, hops) priced once
+        again = noc_priced(prof, rows, homes, {kept: 0}, used, price)
+        assert again == (over, energy, ddr, lead) and len(calls) == priced
+        nothing = noc_priced(prof, rows, {}, {}, used, price)
         assert nothing == ([{} for _ in used], prof.energy_pj, prof.ddr_bytes, prof.lead_ddr_bytes)
