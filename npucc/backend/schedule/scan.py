@@ -199,6 +199,11 @@ class LinearScan:
         "now",
         "events",
         "labels",
+        "fit",
+        "free_of",
+        "live_of",
+        "size_of",
+        "labels_of",
     )
 
     def __init__(
@@ -231,6 +236,13 @@ class LinearScan:
             self.free[tier] = FreeList(capacity[tier], alignment)
             self.released[tier] = LabelMap()
         self.live: dict[str, dict[int, int]] = {t: {} for t in self.free}  # resident -> offset
+        # NOTE: per buffer its tier's FreeList, resident dict, release labels and its size;
+        # the scan keeps those objects for its life (_restore and _follow refill them)
+        tier_of = list(map(attrgetter("tier"), graph.buffers))
+        self.free_of = list(map(self.free.__getitem__, tier_of))
+        self.live_of = list(map(self.live.__getitem__, tier_of))
+        self.size_of = list(map(attrgetter("size"), graph.buffers))
+        self.labels_of = list(map(self.released.__getitem__, tier_of))
         self.where: dict[int, int] = {}  # buffer -> offset at ALLOC
         self.out: dict[int, int] = {}  # spilled-out buffer -> its spill index
         # positions of each buffer's uses, ALLOC excluded (`uses`: Uses of the order)
@@ -245,7 +257,7 @@ class LinearScan:
         self.limit = limit  # (extra DDR, spills) beyond which the scan is abandoned
         self.traffic = traffic  # per buffer: extra DDR bytes of one spill (needed with `limit`)
         self.extra = 0  # extra DDR bytes of the spills so far (with `limit`)
-        self.packed = False  # the current node's buffers were repacked from offset 0
+        self.packed = -1  # the position whose node's buffers were repacked from offset 0
         self.ahead = ahead  # reload a spilled buffer once its next use is this many nodes away
         self.wanted: list[tuple[int, int]] = []  # (next use, buffer) heap of spilled buffers
         # `outliving`: outliving_buffers(graph), if the caller has it
@@ -262,6 +274,8 @@ class LinearScan:
         # NOTE: the release labels are read by the cold and timed placements, by prefetch and
         # by a Trail's marks alone: a best-fit or first-fit scan with none of them keeps none
         self.labels = placement in ("cold", "timed") or prefetch
+        # 0 first-fit, 1 best-fit, 2 coldest fit (cold and timed: by their labels)
+        self.fit = 2 if placement in ("cold", "timed") else 1 if placement == "best" else 0
 
     def next_use(self, b: int, k: int) -> int:
         """Position of the first use of `b` after position k (INF if none)."""
@@ -298,6 +312,8 @@ class LinearScan:
         wanted = self.wanted
         times = self.times
         end = len(order)
+        live_of, size_of, free_of = self.live_of, self.size_of, self.free_of
+        labels, labels_of = self.labels, self.labels_of
         record = follow = None
         if trail is not None and trail.marks:
             follow = trail
@@ -326,25 +342,35 @@ class LinearScan:
                 bufs = node.bufs
                 if times is not None:
                     self.now = times[v]
-                self.packed = False
                 if ahead and wanted and wanted[0][0] <= k + ahead:
                     self._reload_ahead(k, bufs, victim)
                 op = node.op
                 if op == "ALLOC":
                     b = bufs[0]
                     where[b] = self._place(b, bufs, k, victim)
-                else:
-                    if out:
-                        for b in bufs:
-                            if b in out:
+                    result.append(v)
+                    last_use[b] = k
+                    continue
+                if out:
+                    for b in bufs:
+                        if b in out:
+                            pending = [x for x in bufs if x in out]
+                            # a repack (_place) may spill the node's other buffers
+                            while pending:
+                                self._reload(pending[0], bufs, k, victim)
                                 pending = [x for x in bufs if x in out]
-                                # a repack (_place) may spill the node's other buffers
-                                while pending:
-                                    self._reload(pending[0], bufs, k, victim)
-                                    pending = [x for x in bufs if x in out]
-                                break
-                    if op == "FREE":
-                        self._give(bufs[0])
+                            break
+                if op == "FREE":  # NOTE: _give(b), inline
+                    b = bufs[0]
+                    off = live_of[b].pop(b)
+                    size = size_of[b]
+                    free_of[b].give(off, size)
+                    if labels:
+                        label = len(result) if times is None else self.now
+                        labels_of[b].put(off, off + size, label)
+                    result.append(v)
+                    last_use[b] = k
+                    continue
                 result.append(v)
                 for b in bufs:
                     last_use[b] = k
@@ -371,33 +397,34 @@ class LinearScan:
         return Schedule(order, offsets, self.spills)
 
     def _place(self, b: int, pinned: tuple[int, ...], k: int, victim) -> int:
-        buf = self.graph.buffers[b]
-        free = self.free[buf.tier]
-        live = self.live[buf.tier]
+        free = self.free_of[b]
+        live = self.live_of[b]
+        size = self.size_of[b]
         while True:
-            if self.packed:
-                off = free.first_fit(buf.size)
+            if self.packed == k:
+                off = free.first_fit(size)
             elif b in self.outliving:
-                off = free.last_fit(buf.size)
-            elif self.placement == "cold" or self.placement == "timed":
-                off = free.coldest_fit(buf.size, self.released[buf.tier])
-            elif self.placement == "best":
-                off = free.best_fit(buf.size)
+                off = free.last_fit(size)
+            elif self.fit == 2:
+                off = free.coldest_fit(size, self.labels_of[b])
+            elif self.fit:
+                off = free.best_fit(size)
             else:
-                off = free.first_fit(buf.size)
+                off = free.first_fit(size)
             if off is not None:
-                free.take(off, buf.size)
+                free.take(off, size)
                 live[b] = off
                 return off
             candidates = [x for x in live if x not in pinned]
-            if not candidates and not self.packed and live:
+            if not candidates and self.packed != k and live:
                 # NOTE: the node's own resident buffers fragment the tier: spill them too and
                 # place this node's buffers first-fit from offset 0 (they fit together)
-                self.packed = True
+                self.packed = k
                 for x in sorted(live):
                     self._evict(x)
                 continue
             if not candidates:
+                buf = self.graph.buffers[b]
                 raise NpuccError(
                     f"buffer {b} ({buf.size} B) does not fit in {buf.tier} "
                     f"(capacity {self.capacity[buf.tier]}) even after spilling every other "
@@ -461,8 +488,9 @@ class LinearScan:
         shift = len(self.result) - mark.rlen
         for fl, (starts, ends) in zip(self.free.values(), target.free, strict=True):
             fl.starts, fl.ends = starts[:], ends[:]
-        for t, items in zip(self.free, target.live, strict=True):
-            self.live[t] = dict(items)
+        for live, items in zip(self.live.values(), target.live, strict=True):
+            live.clear()
+            live.update(items)
         for b, last in zip(
             (b for items in target.live for b, _ in items), target.last, strict=True
         ):
@@ -502,7 +530,8 @@ class LinearScan:
             m = self.released[t]
             m.starts, m.ends, m.label = starts[:], ends[:], label[:]
         for t, live in state.live.items():
-            self.live[t] = dict(live)
+            self.live[t].clear()
+            self.live[t].update(live)
         self.where = dict(state.where)
         self.last_use[:] = state.last_use
         self.result = state.result[:]
@@ -527,12 +556,12 @@ class LinearScan:
             heapq.heappush(self.wanted, (self.next_use(x, self.last_use[x]), x))
 
     def _give(self, b: int) -> None:
-        buf = self.graph.buffers[b]
-        off = self.live[buf.tier].pop(b)
-        self.free[buf.tier].give(off, buf.size)
+        off = self.live_of[b].pop(b)
+        size = self.size_of[b]
+        self.free_of[b].give(off, size)
         if self.labels:
             label = len(self.result) if self.times is None else self.now
-            self.released[buf.tier].put(off, off + buf.size, label)
+            self.labels_of[b].put(off, off + size, label)
 
     def _reload_ahead(self, k: int, pinned: tuple[int, ...], victim) -> None:
         """Reload spilled buffers used within `ahead` positions, evicting only buffers used
