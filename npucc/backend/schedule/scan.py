@@ -99,6 +99,13 @@ def buffer_tiers(graph: TileGraph) -> list[str]:
     return list(dict.fromkeys(map(attrgetter("tier"), graph.buffers)))
 
 
+def buffer_columns(graph: TileGraph, tiers: list[str]) -> tuple[list[int], list[int]]:
+    """Per buffer the index of its tier in `tiers` (buffer_tiers(graph)) and its size."""
+    index = {t: i for i, t in enumerate(tiers)}
+    buffers = graph.buffers
+    return [index[buf.tier] for buf in buffers], [buf.size for buf in buffers]
+
+
 def outliving_buffers(graph: TileGraph) -> set[int]:
     """The buffers that outlive the layer allocating them (resident layer outputs)."""
     # NOTE: LinearScan places them from the top of their tier, the layers' tiles where the
@@ -200,10 +207,11 @@ class LinearScan:
         "events",
         "labels",
         "fit",
-        "free_of",
-        "live_of",
+        "tier_of",
         "size_of",
-        "labels_of",
+        "frees",
+        "lives",
+        "labelmaps",
     )
 
     def __init__(
@@ -221,6 +229,7 @@ class LinearScan:
         outliving: set[int] | None = None,
         times: list[int] | None = None,
         tiers: list[str] | None = None,
+        columns: tuple[list[int], list[int]] | None = None,
     ) -> None:
         self.graph = graph
         self.order = order
@@ -230,19 +239,21 @@ class LinearScan:
         self.free: dict[str, FreeList] = {}
         self.released: dict[str, LabelMap] = {}
         # `tiers`: buffer_tiers(graph), if the caller has it
-        for tier in buffer_tiers(graph) if tiers is None else tiers:
+        tiers = buffer_tiers(graph) if tiers is None else tiers
+        for tier in tiers:
             if tier not in capacity:
                 raise NpuccError(f"no capacity given for tier {tier} ({graph.name})")
             self.free[tier] = FreeList(capacity[tier], alignment)
             self.released[tier] = LabelMap()
         self.live: dict[str, dict[int, int]] = {t: {} for t in self.free}  # resident -> offset
-        # NOTE: per buffer its tier's FreeList, resident dict, release labels and its size;
-        # the scan keeps those objects for its life (_restore and _follow refill them)
-        tier_of = list(map(attrgetter("tier"), graph.buffers))
-        self.free_of = list(map(self.free.__getitem__, tier_of))
-        self.live_of = list(map(self.live.__getitem__, tier_of))
-        self.size_of = list(map(attrgetter("size"), graph.buffers))
-        self.labels_of = list(map(self.released.__getitem__, tier_of))
+        # per buffer the index of its tier in `tiers` and its size (`columns`:
+        # buffer_columns(graph, tiers), if the caller has it), per tier index its FreeList,
+        # resident dict and release labels. NOTE: the scan keeps those objects for its life
+        # (_restore and _follow refill them)
+        self.tier_of, self.size_of = buffer_columns(graph, tiers) if columns is None else columns
+        self.frees = list(self.free.values())
+        self.lives = list(self.live.values())
+        self.labelmaps = list(self.released.values())
         self.where: dict[int, int] = {}  # buffer -> offset at ALLOC
         self.out: dict[int, int] = {}  # spilled-out buffer -> its spill index
         # positions of each buffer's uses, ALLOC excluded (`uses`: Uses of the order)
@@ -312,8 +323,8 @@ class LinearScan:
         wanted = self.wanted
         times = self.times
         end = len(order)
-        live_of, size_of, free_of = self.live_of, self.size_of, self.free_of
-        labels, labels_of = self.labels, self.labels_of
+        tier_of, size_of, frees, lives = self.tier_of, self.size_of, self.frees, self.lives
+        labels, labelmaps = self.labels, self.labelmaps
         record = follow = None
         if trail is not None and trail.marks:
             follow = trail
@@ -362,12 +373,13 @@ class LinearScan:
                             break
                 if op == "FREE":  # NOTE: _give(b), inline
                     b = bufs[0]
-                    off = live_of[b].pop(b)
+                    t = tier_of[b]
+                    off = lives[t].pop(b)
                     size = size_of[b]
-                    free_of[b].give(off, size)
+                    frees[t].give(off, size)
                     if labels:
                         label = len(result) if times is None else self.now
-                        labels_of[b].put(off, off + size, label)
+                        labelmaps[t].put(off, off + size, label)
                     result.append(v)
                     last_use[b] = k
                     continue
@@ -397,8 +409,9 @@ class LinearScan:
         return Schedule(order, offsets, self.spills)
 
     def _place(self, b: int, pinned: tuple[int, ...], k: int, victim) -> int:
-        free = self.free_of[b]
-        live = self.live_of[b]
+        t = self.tier_of[b]
+        free = self.frees[t]
+        live = self.lives[t]
         size = self.size_of[b]
         while True:
             if self.packed == k:
@@ -406,7 +419,7 @@ class LinearScan:
             elif b in self.outliving:
                 off = free.last_fit(size)
             elif self.fit == 2:
-                off = free.coldest_fit(size, self.labels_of[b])
+                off = free.coldest_fit(size, self.labelmaps[t])
             elif self.fit:
                 off = free.best_fit(size)
             else:
@@ -556,12 +569,13 @@ class LinearScan:
             heapq.heappush(self.wanted, (self.next_use(x, self.last_use[x]), x))
 
     def _give(self, b: int) -> None:
-        off = self.live_of[b].pop(b)
+        t = self.tier_of[b]
+        off = self.lives[t].pop(b)
         size = self.size_of[b]
-        self.free_of[b].give(off, size)
+        self.frees[t].give(off, size)
         if self.labels:
             label = len(self.result) if self.times is None else self.now
-            self.labels_of[b].put(off, off + size, label)
+            self.labelmaps[t].put(off, off + size, label)
 
     def _reload_ahead(self, k: int, pinned: tuple[int, ...], victim) -> None:
         """Reload spilled buffers used within `ahead` positions, evicting only buffers used
