@@ -99,6 +99,13 @@ def buffer_tiers(graph: TileGraph) -> list[str]:
     return list(dict.fromkeys(map(attrgetter("tier"), graph.buffers)))
 
 
+def buffer_columns(graph: TileGraph, tiers: list[str]) -> tuple[list[int], list[int]]:
+    """Per buffer the index of its tier in `tiers` (buffer_tiers(graph)) and its size."""
+    index = {t: i for i, t in enumerate(tiers)}
+    buffers = graph.buffers
+    return [index[buf.tier] for buf in buffers], [buf.size for buf in buffers]
+
+
 def outliving_buffers(graph: TileGraph) -> set[int]:
     """The buffers that outlive the layer allocating them (resident layer outputs)."""
     # NOTE: LinearScan places them from the top of their tier, the layers' tiles where the
@@ -199,6 +206,12 @@ class LinearScan:
         "now",
         "events",
         "labels",
+        "fit",
+        "tier_of",
+        "size_of",
+        "frees",
+        "lives",
+        "labelmaps",
     )
 
     def __init__(
@@ -216,6 +229,7 @@ class LinearScan:
         outliving: set[int] | None = None,
         times: list[int] | None = None,
         tiers: list[str] | None = None,
+        columns: tuple[list[int], list[int]] | None = None,
     ) -> None:
         self.graph = graph
         self.order = order
@@ -225,12 +239,21 @@ class LinearScan:
         self.free: dict[str, FreeList] = {}
         self.released: dict[str, LabelMap] = {}
         # `tiers`: buffer_tiers(graph), if the caller has it
-        for tier in buffer_tiers(graph) if tiers is None else tiers:
+        tiers = buffer_tiers(graph) if tiers is None else tiers
+        for tier in tiers:
             if tier not in capacity:
                 raise NpuccError(f"no capacity given for tier {tier} ({graph.name})")
             self.free[tier] = FreeList(capacity[tier], alignment)
             self.released[tier] = LabelMap()
         self.live: dict[str, dict[int, int]] = {t: {} for t in self.free}  # resident -> offset
+        # per buffer the index of its tier in `tiers` and its size (`columns`:
+        # buffer_columns(graph, tiers), if the caller has it), per tier index its FreeList,
+        # resident dict and release labels. NOTE: the scan keeps those objects for its life
+        # (_restore and _follow refill them)
+        self.tier_of, self.size_of = buffer_columns(graph, tiers) if columns is None else columns
+        self.frees = list(self.free.values())
+        self.lives = list(self.live.values())
+        self.labelmaps = list(self.released.values())
         self.where: dict[int, int] = {}  # buffer -> offset at ALLOC
         self.out: dict[int, int] = {}  # spilled-out buffer -> its spill index
         # positions of each buffer's uses, ALLOC excluded (`uses`: Uses of the order)
@@ -245,7 +268,7 @@ class LinearScan:
         self.limit = limit  # (extra DDR, spills) beyond which the scan is abandoned
         self.traffic = traffic  # per buffer: extra DDR bytes of one spill (needed with `limit`)
         self.extra = 0  # extra DDR bytes of the spills so far (with `limit`)
-        self.packed = False  # the current node's buffers were repacked from offset 0
+        self.packed = -1  # the position whose node's buffers were repacked from offset 0
         self.ahead = ahead  # reload a spilled buffer once its next use is this many nodes away
         self.wanted: list[tuple[int, int]] = []  # (next use, buffer) heap of spilled buffers
         # `outliving`: outliving_buffers(graph), if the caller has it
@@ -262,6 +285,8 @@ class LinearScan:
         # NOTE: the release labels are read by the cold and timed placements, by prefetch and
         # by a Trail's marks alone: a best-fit or first-fit scan with none of them keeps none
         self.labels = placement in ("cold", "timed") or prefetch
+        # 0 first-fit, 1 best-fit, 2 coldest fit (cold and timed: by their labels)
+        self.fit = 2 if placement in ("cold", "timed") else 1 if placement == "best" else 0
 
     def next_use(self, b: int, k: int) -> int:
         """Position of the first use of `b` after position k (INF if none)."""
@@ -298,6 +323,8 @@ class LinearScan:
         wanted = self.wanted
         times = self.times
         end = len(order)
+        tier_of, size_of, frees, lives = self.tier_of, self.size_of, self.frees, self.lives
+        labels, labelmaps = self.labels, self.labelmaps
         record = follow = None
         if trail is not None and trail.marks:
             follow = trail
@@ -326,25 +353,36 @@ class LinearScan:
                 bufs = node.bufs
                 if times is not None:
                     self.now = times[v]
-                self.packed = False
                 if ahead and wanted and wanted[0][0] <= k + ahead:
                     self._reload_ahead(k, bufs, victim)
                 op = node.op
                 if op == "ALLOC":
                     b = bufs[0]
                     where[b] = self._place(b, bufs, k, victim)
-                else:
-                    if out:
-                        for b in bufs:
-                            if b in out:
+                    result.append(v)
+                    last_use[b] = k
+                    continue
+                if out:
+                    for b in bufs:
+                        if b in out:
+                            pending = [x for x in bufs if x in out]
+                            # a repack (_place) may spill the node's other buffers
+                            while pending:
+                                self._reload(pending[0], bufs, k, victim)
                                 pending = [x for x in bufs if x in out]
-                                # a repack (_place) may spill the node's other buffers
-                                while pending:
-                                    self._reload(pending[0], bufs, k, victim)
-                                    pending = [x for x in bufs if x in out]
-                                break
-                    if op == "FREE":
-                        self._give(bufs[0])
+                            break
+                if op == "FREE":  # NOTE: _give(b), inline
+                    b = bufs[0]
+                    t = tier_of[b]
+                    off = lives[t].pop(b)
+                    size = size_of[b]
+                    frees[t].give(off, size)
+                    if labels:
+                        label = len(result) if times is None else self.now
+                        labelmaps[t].put(off, off + size, label)
+                    result.append(v)
+                    last_use[b] = k
+                    continue
                 result.append(v)
                 for b in bufs:
                     last_use[b] = k
@@ -371,33 +409,35 @@ class LinearScan:
         return Schedule(order, offsets, self.spills)
 
     def _place(self, b: int, pinned: tuple[int, ...], k: int, victim) -> int:
-        buf = self.graph.buffers[b]
-        free = self.free[buf.tier]
-        live = self.live[buf.tier]
+        t = self.tier_of[b]
+        free = self.frees[t]
+        live = self.lives[t]
+        size = self.size_of[b]
         while True:
-            if self.packed:
-                off = free.first_fit(buf.size)
+            if self.packed == k:
+                off = free.first_fit(size)
             elif b in self.outliving:
-                off = free.last_fit(buf.size)
-            elif self.placement == "cold" or self.placement == "timed":
-                off = free.coldest_fit(buf.size, self.released[buf.tier])
-            elif self.placement == "best":
-                off = free.best_fit(buf.size)
+                off = free.last_fit(size)
+            elif self.fit == 2:
+                off = free.coldest_fit(size, self.labelmaps[t])
+            elif self.fit:
+                off = free.best_fit(size)
             else:
-                off = free.first_fit(buf.size)
+                off = free.first_fit(size)
             if off is not None:
-                free.take(off, buf.size)
+                free.take(off, size)
                 live[b] = off
                 return off
             candidates = [x for x in live if x not in pinned]
-            if not candidates and not self.packed and live:
+            if not candidates and self.packed != k and live:
                 # NOTE: the node's own resident buffers fragment the tier: spill them too and
                 # place this node's buffers first-fit from offset 0 (they fit together)
-                self.packed = True
+                self.packed = k
                 for x in sorted(live):
                     self._evict(x)
                 continue
             if not candidates:
+                buf = self.graph.buffers[b]
                 raise NpuccError(
                     f"buffer {b} ({buf.size} B) does not fit in {buf.tier} "
                     f"(capacity {self.capacity[buf.tier]}) even after spilling every other "
@@ -461,8 +501,9 @@ class LinearScan:
         shift = len(self.result) - mark.rlen
         for fl, (starts, ends) in zip(self.free.values(), target.free, strict=True):
             fl.starts, fl.ends = starts[:], ends[:]
-        for t, items in zip(self.free, target.live, strict=True):
-            self.live[t] = dict(items)
+        for live, items in zip(self.live.values(), target.live, strict=True):
+            live.clear()
+            live.update(items)
         for b, last in zip(
             (b for items in target.live for b, _ in items), target.last, strict=True
         ):
@@ -502,7 +543,8 @@ class LinearScan:
             m = self.released[t]
             m.starts, m.ends, m.label = starts[:], ends[:], label[:]
         for t, live in state.live.items():
-            self.live[t] = dict(live)
+            self.live[t].clear()
+            self.live[t].update(live)
         self.where = dict(state.where)
         self.last_use[:] = state.last_use
         self.result = state.result[:]
@@ -527,12 +569,13 @@ class LinearScan:
             heapq.heappush(self.wanted, (self.next_use(x, self.last_use[x]), x))
 
     def _give(self, b: int) -> None:
-        buf = self.graph.buffers[b]
-        off = self.live[buf.tier].pop(b)
-        self.free[buf.tier].give(off, buf.size)
+        t = self.tier_of[b]
+        off = self.lives[t].pop(b)
+        size = self.size_of[b]
+        self.frees[t].give(off, size)
         if self.labels:
             label = len(self.result) if self.times is None else self.now
-            self.released[buf.tier].put(off, off + buf.size, label)
+            self.labelmaps[t].put(off, off + size, label)
 
     def _reload_ahead(self, k: int, pinned: tuple[int, ...], victim) -> None:
         """Reload spilled buffers used within `ahead` positions, evicting only buffers used

@@ -15,6 +15,7 @@ from npucc.backend.schedule.scan import (
     TooManySpills,
     Trail,
     Uses,
+    buffer_columns,
     buffer_tiers,
     outliving_buffers,
     topo_order,
@@ -55,6 +56,7 @@ class _Plans:
         "timed",
         "outliving",
         "tiers",
+        "columns",
         "base",
     )
 
@@ -73,6 +75,7 @@ class _Plans:
         self.timed: Replay | None = None  # its replay, once needed
         self.outliving = outliving_buffers(graph)  # what every scan of the graph needs
         self.tiers = buffer_tiers(graph)
+        self.columns = buffer_columns(graph, self.tiers)
         self.base = replay_base(graph)  # what every replay of the graph needs
 
     def offer(
@@ -116,6 +119,7 @@ class _Plans:
             self.outliving,
             times,
             self.tiers,
+            self.columns,
         )
         try:
             cand = scan.run(self.victim, start, trail)
