@@ -585,6 +585,56 @@ class TrialBuilder(TileBuilder[TrialGraph]):
         self._own(ref)
         del self._readers[ref.buf]
 
+    def emit_local(self, instr: Instr, form: tuple[str, str, int] | None = None) -> int:
+        """`TileBuilder.emit_local` on a trial graph: the same node, its predecessors' latest
+        finish passed to it (`TrialGraph.wait`) instead of their list.
+
+        NOTE: every buffer's ALLOC is node 0 here, whose finish is 0: a buffer not yet written
+        adds nothing to the node's start (tests/lower/test_trial_graph checks the finishes
+        against a TileGraph's)."""
+        get = _OPERANDS.get(type(instr))
+        refs = None if get is None else get(instr)
+        if refs is None or len(refs) > 3:
+            return super().emit_local(instr, form)
+        readers, core = self._readers, self.core
+        for ref in refs:
+            if type(ref) is not BufRef:
+                return self.emit(instr)
+            if ref.core != core or ref.buf not in readers:
+                self._own(ref)
+        if form is None:
+            own = _OWN_KEYS.get(type(instr))
+            found = None if own is None else self._forms.get(own(instr))
+            form = self.form(instr) if found is None else found
+        graph = self.graph
+        node_id = graph.add(form[0], form[1], form[2], ())
+        finish, last_write = graph.finish, self._last_write
+        written = refs[0].buf
+        ready = 0
+        before = readers[written]
+        if before:
+            for p in before:
+                if finish[p] > ready:
+                    ready = finish[p]
+            readers[written] = []
+        else:
+            last = last_write.get(written)
+            if last is not None:
+                ready = finish[last]
+        last_write[written] = node_id
+        seen = written
+        for ref in refs[1:]:
+            b = ref.buf
+            if b == written or b == seen:  # NOTE: each buffer once (`emit_local`'s `bufs`)
+                continue
+            seen = b
+            last = last_write.get(b)
+            if last is not None and finish[last] > ready:
+                ready = finish[last]
+            readers[b].append(node_id)
+        graph.wait(ready)
+        return node_id
+
 
 class MeshBuilder:
     """TileBuilder's API over several cores: each call goes to the current core's builder.

@@ -85,6 +85,12 @@ class TrialGraph:
             self.alloc_of[bufs[0]] = v
         return v
 
+    def wait(self, ready: int) -> None:
+        """Make the newest node start no earlier than `ready` (`add_edges` from predecessors
+        whose latest finish is `ready`, worked out by the caller: `TrialBuilder.emit_local`)."""
+        if ready > self._ready:
+            self._ready = ready
+
     def _end(self) -> int:
         """The newest node's finish (were no more predecessors added)."""
         t = self._ready
