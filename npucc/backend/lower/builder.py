@@ -265,21 +265,21 @@ class TileBuilder(Generic[G]):
         own = _OWN_KEYS.get(type(instr))  # NOTE: `form` inlined where it knows the form
         found = None if own is None else self._forms.get(own(instr))
         op, pipe, cycles = self.form(instr) if found is None else found
-        node_id = graph.add(op, pipe, cycles, bufs, instr, self.layer)
         last_write, alloc_of = self._last_write, graph.alloc_of
         for b in bufs:
-            last = last_write.get(b)  # NOTE: node ids are >= 0: None is no write yet
+            if b in write_bufs and readers[b]:
+                preds.extend(readers[b])
+            else:
+                last = last_write.get(b)  # NOTE: node ids are >= 0: None is no write yet
+                preds.append(alloc_of[b] if last is None else last)
+        # NOTE: a TileGraph drops the repeats (and keeps `preds`, the node's own list)
+        node_id = graph.append(op, pipe, cycles, bufs, instr, self.layer, preds)
+        for b in bufs:
             if b in write_bufs:
-                if readers[b]:
-                    preds.extend(readers[b])
-                else:
-                    preds.append(alloc_of[b] if last is None else last)
                 last_write[b] = node_id
                 readers[b] = []
             else:
-                preds.append(alloc_of[b] if last is None else last)
                 readers[b].append(node_id)
-        graph.add_edges(preds, node_id)  # NOTE: a TileGraph drops the repeats
         for ref in ddr_writes:
             key = ref.key
             self._ddr_writers.setdefault(key, []).append((node_id, self._written(instr, ref)))
@@ -329,22 +329,30 @@ class TileBuilder(Generic[G]):
             form = self.form(instr) if found is None else found
         op, pipe, cycles = form
         graph = self.graph
-        node_id = graph.add(op, pipe, cycles, bufs, instr, self.layer)
         last_write, alloc_of = self._last_write, graph.alloc_of
-        before = readers[written]
-        if before:
-            preds = list(before)
-        else:
+        preds = readers[written]  # NOTE: the readers' list itself: `written`'s gets a new one
+        if not preds:
             last = last_write.get(written)
             preds = [alloc_of[written] if last is None else last]
-        last_write[written] = node_id
-        readers[written] = []
         for b in bufs[1:]:
             last = last_write.get(b)
             preds.append(alloc_of[b] if last is None else last)
+        node_id = graph.append(op, pipe, cycles, bufs, instr, self.layer, preds)
+        last_write[written] = node_id
+        readers[written] = []
+        for b in bufs[1:]:
             readers[b].append(node_id)
-        graph.add_edges(preds, node_id)
         return node_id
+
+    def emit_run(self, make: Callable[[int], Instr], count: int) -> None:
+        """`emit_local` of `make(0)`, ..., `make(count - 1)`: a run of instructions of one form
+        (apart in their operands' offsets only: taps accumulating into one buffer)."""
+        form = None
+        for i in range(count):
+            instr = make(i)
+            if form is None:
+                form = self.form(instr)
+            self.emit_local(instr, form)
 
     def form(self, instr: Instr) -> tuple[str, str, int]:
         """The trace op name, pipe and cycles of `instr`, worked out once per form."""
@@ -635,6 +643,32 @@ class TrialBuilder(TileBuilder[TrialGraph]):
         graph.wait(ready)
         return node_id
 
+    def emit_run(self, make: Callable[[int], Instr], count: int) -> None:
+        """`TileBuilder.emit_run` on a trial graph: of a run whose instructions write a buffer
+        none of them reads, only the first is made; each later one waits for the one before
+        alone (the last writer of the buffer it writes; the buffers it reads were last
+        written before the run began), on the same pipe (`TrialGraph.repeat`).
+
+        NOTE: the readers of a buffer the run reads are kept as the first and the last of the
+        run: a later write waits for their latest finish, the last's (a chain)."""
+        if count <= 0:
+            return
+        instr = make(0)
+        self.emit_local(instr)
+        get = _OPERANDS.get(type(instr))
+        refs = None if get is None else get(instr)
+        local = refs is not None and all(type(r) is BufRef for r in refs)
+        written = refs[0].buf if local else -1
+        reads = list(dict.fromkeys(r.buf for r in refs[1:])) if local else []
+        if not local or written in reads:
+            for i in range(1, count):
+                self.emit_local(make(i))
+            return
+        last = self.graph.repeat(count - 1)
+        self._last_write[written] = last
+        for b in reads:
+            self._readers[b].append(last)
+
 
 class MeshBuilder:
     """TileBuilder's API over several cores: each call goes to the current core's builder.
@@ -643,7 +677,7 @@ class MeshBuilder:
     moves to the next core of the layer's group; buffers never cross cores (checked).
     """
 
-    __slots__ = ("builders", "_current", "alloc", "free", "emit", "emit_local", "form")
+    __slots__ = ("builders", "_current", "alloc", "free", "emit", "emit_local", "emit_run", "form")
 
     def __init__(self, builders: list[TileBuilder]) -> None:
         self.builders = builders  # one per core, in program order
@@ -654,6 +688,7 @@ class MeshBuilder:
         self.emit: Callable[[Instr], int]  # append an instruction to the current core
         # ... of its buffers only (TileBuilder's; with the instruction's `form`, if known)
         self.emit_local: Callable[..., int]
+        self.emit_run: Callable[[Callable[[int], Instr], int], None]  # a run: TileBuilder's
         self.form: Callable[[Instr], tuple[str, str, int]]  # an instruction's (TileBuilder's)
         self._current = -1
         self.current = 0  # index into builders
@@ -669,7 +704,8 @@ class MeshBuilder:
             builder = self.builders[index]
             self._current = index
             self.alloc, self.free, self.emit = builder.alloc, builder.free, builder.emit
-            self.emit_local, self.form = builder.emit_local, builder.form
+            self.emit_local, self.emit_run = builder.emit_local, builder.emit_run
+            self.form = builder.form
 
     @property
     def target(self) -> Target:
