@@ -346,13 +346,36 @@ class TileBuilder(Generic[G]):
 
     def emit_run(self, make: Callable[[int], Instr], count: int) -> None:
         """`emit_local` of `make(0)`, ..., `make(count - 1)`: a run of instructions of one form
-        (apart in their operands' offsets only: taps accumulating into one buffer)."""
-        form = None
-        for i in range(count):
+        (apart in their operands' offsets only: taps accumulating into one buffer).
+
+        NOTE: where they write a buffer none of them reads, each after the first has the same
+        predecessors but the one before (the reads' last writers): worked out once, and each
+        instruction's buffers checked to be the first's."""
+        if count <= 0:
+            return
+        instr = make(0)
+        form = self.form(instr)
+        node = self.emit_local(instr, form)
+        run = _run_buffers(instr)
+        if run is None:
+            for i in range(1, count):
+                self.emit_local(make(i), form)
+            return
+        get, graph, layer, readers = _OPERANDS[type(instr)], self.graph, self.layer, self._readers
+        written, reads = run[0], list(dict.fromkeys(run[1:]))
+        bufs = (written, *reads)  # `emit_local`'s node's
+        last_write, alloc_of = self._last_write, graph.alloc_of
+        tail = [alloc_of[b] if last_write.get(b) is None else last_write[b] for b in reads]
+        op, pipe, cycles = form
+        first = node
+        for i in range(1, count):
             instr = make(i)
-            if form is None:
-                form = self.form(instr)
-            self.emit_local(instr, form)
+            if [ref.buf for ref in get(instr)] != run:
+                raise AssertionError(f"a run's instruction {i} on other buffers than its first")
+            node = graph.append(op, pipe, cycles, bufs, instr, layer, [node, *tail])
+        last_write[written] = node
+        for b in reads:
+            readers[b].extend(range(first + 1, node + 1))
 
     def form(self, instr: Instr) -> tuple[str, str, int]:
         """The trace op name, pipe and cycles of `instr`, worked out once per form."""
@@ -564,6 +587,17 @@ class TileBuilder(Generic[G]):
         return out
 
 
+def _run_buffers(instr: Instr) -> list[int] | None:
+    """The buffers of an instruction `emit_local` emitted, the one it writes first (each
+    operand's); None if it went through `emit`, or if it reads the buffer it writes."""
+    get = _OPERANDS.get(type(instr))
+    refs = None if get is None else get(instr)
+    if refs is None or any(type(r) is not BufRef for r in refs):
+        return None
+    bufs = [r.buf for r in refs]
+    return None if bufs[0] in bufs[1:] else bufs
+
+
 class TrialBuilder(TileBuilder[TrialGraph]):
     """A TileBuilder of a trial lowering's graph (`memo.fresh`): no ALLOC or FREE nodes, every
     buffer's first reader or writer waiting for the graph's first node instead (a pipe-less
@@ -655,15 +689,12 @@ class TrialBuilder(TileBuilder[TrialGraph]):
             return
         instr = make(0)
         self.emit_local(instr)
-        get = _OPERANDS.get(type(instr))
-        refs = None if get is None else get(instr)
-        local = refs is not None and all(type(r) is BufRef for r in refs)
-        written = refs[0].buf if local else -1
-        reads = list(dict.fromkeys(r.buf for r in refs[1:])) if local else []
-        if not local or written in reads:
+        run = _run_buffers(instr)
+        if run is None:
             for i in range(1, count):
                 self.emit_local(make(i))
             return
+        written, reads = run[0], dict.fromkeys(run[1:])
         last = self.graph.repeat(count - 1)
         self._last_write[written] = last
         for b in reads:
