@@ -362,10 +362,13 @@ class TileBuilder(Generic[G]):
                 self.emit_local(make(i), form)
             return
         get, graph, layer, readers = _OPERANDS[type(instr)], self.graph, self.layer, self._readers
-        written, reads = run[0], list(dict.fromkeys(run[1:]))
+        written = run[0]
+        reads: list[int] = list(dict.fromkeys(run[1:]))
         bufs = (written, *reads)  # `emit_local`'s node's
         last_write, alloc_of = self._last_write, graph.alloc_of
-        tail = [alloc_of[b] if last_write.get(b) is None else last_write[b] for b in reads]
+        tail: list[int] = [
+            alloc_of[b] if last_write.get(b) is None else last_write[b] for b in reads
+        ]
         op, pipe, cycles = form
         first = node
         for i in range(1, count):
