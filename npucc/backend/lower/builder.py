@@ -297,20 +297,10 @@ class TileBuilder(Generic[G]):
         NOTE: the same node and edges as `emit` (no DDR side: no band view, NoC copy, resident
         tensor, import or DDR write; an accumulator read is its write's buffer, which `emit`
         lists once, as written): the cube lowerings' inner loops, most of their nodes."""
-        cls = type(instr)
-        get = _OPERANDS.get(cls)
-        if get is None:
-            names = (*instr.writes, *instr.reads)
-            if len(instr.writes) != 1 or len(names) < 2:
-                return self.emit(instr)
-            get = _OPERANDS[cls] = attrgetter(*names)
-        refs = get(instr)
-        readers, core = self._readers, self.core
-        for ref in refs:
-            if type(ref) is not BufRef:
-                return self.emit(instr)
-            if ref.core != core or ref.buf not in readers:
-                self._own(ref)
+        refs = self._local(instr)
+        if refs is None:
+            return self.emit(instr)
+        readers = self._readers
         written = refs[0].buf
         if len(refs) == 2:
             read = refs[1].buf
@@ -324,7 +314,7 @@ class TileBuilder(Generic[G]):
         else:
             bufs = tuple(dict.fromkeys(ref.buf for ref in refs))
         if form is None:
-            own = _OWN_KEYS.get(cls)
+            own = _OWN_KEYS.get(type(instr))
             found = None if own is None else self._forms.get(own(instr))
             form = self.form(instr) if found is None else found
         op, pipe, cycles = form
@@ -343,6 +333,25 @@ class TileBuilder(Generic[G]):
         for b in bufs[1:]:
             readers[b].append(node_id)
         return node_id
+
+    def _local(self, instr: Instr) -> tuple[Any, ...] | None:
+        """The operands of an instruction that writes one buffer and reads others, the written
+        one first, when each is a buffer of this core (checked: not freed); None: `emit`'s."""
+        cls = type(instr)
+        get = _OPERANDS.get(cls)
+        if get is None:
+            names = (*instr.writes, *instr.reads)
+            if len(instr.writes) != 1 or len(names) < 2:
+                return None
+            get = _OPERANDS[cls] = attrgetter(*names)
+        refs = get(instr)
+        readers, core = self._readers, self.core
+        for ref in refs:
+            if type(ref) is not BufRef:
+                return None
+            if ref.core != core or ref.buf not in readers:
+                self._own(ref)
+        return refs
 
     def emit_run(self, make: Callable[[int], Instr], count: int) -> None:
         """`emit_local` of `make(0)`, ..., `make(count - 1)`: a run of instructions of one form
@@ -637,21 +646,14 @@ class TrialBuilder(TileBuilder[TrialGraph]):
         NOTE: every buffer's ALLOC is node 0 here, whose finish is 0: a buffer not yet written
         adds nothing to the node's start (tests/lower/test_trial_graph checks the finishes
         against a TileGraph's)."""
-        get = _OPERANDS.get(type(instr))
-        refs = None if get is None else get(instr)
-        if refs is None or len(refs) > 3:
+        refs = self._local(instr)
+        if refs is None:
+            return self.emit(instr)
+        if len(refs) > 3:
             return super().emit_local(instr, form)
-        readers, core = self._readers, self.core
-        for ref in refs:
-            if type(ref) is not BufRef:
-                return self.emit(instr)
-            if ref.core != core or ref.buf not in readers:
-                self._own(ref)
         if form is None:
-            own = _OWN_KEYS.get(type(instr))
-            found = None if own is None else self._forms.get(own(instr))
-            form = self.form(instr) if found is None else found
-        graph = self.graph
+            form = self.form(instr)
+        readers, graph = self._readers, self.graph
         node_id = graph.add(form[0], form[1], form[2], ())
         finish, last_write = graph.finish, self._last_write
         written = refs[0].buf
