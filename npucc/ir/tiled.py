@@ -99,6 +99,29 @@ class TileGraph:
             self.free_of[bufs[0]] = v
         return v
 
+    def append(
+        self,
+        op: str,
+        pipe: str | None,
+        cycles: int,
+        bufs: tuple[int, ...],
+        instr: Instr | None,
+        layer: int,
+        preds: list[int],
+    ) -> int:
+        """`add` of a node that is no buffer's ALLOC or FREE, then `add_edges(preds, ...)`;
+        its id. NOTE: `preds` becomes the node's predecessor list (the caller's no longer)."""
+        v = len(self.nodes)
+        self.nodes.append(TileNode(v, op, pipe, cycles, bufs, instr, layer))
+        if len(preds) > 2 or (len(preds) == 2 and preds[0] == preds[1]):
+            preds = list(dict.fromkeys(preds))
+        succs = self.succs
+        for src in preds:  # NOTE: no self-edge: the node is new
+            succs[src].append(v)
+        succs.append([])
+        self.preds.append(preds)
+        return v
+
     def add_edge(self, src: int, dst: int) -> None:
         """Add precedence src -> dst (callers avoid duplicates; self-edges are ignored)."""
         if src != dst:

@@ -118,3 +118,41 @@ def test_emit_local_adds_the_nodes_and_edges_emit_adds() -> None:
     bld.free(a)
     with pytest.raises(ValueError, match="after its FREE"):
         bld.emit_local(Copy(a, bld.alloc("L1", 64), (64,), (1,), (1,)))
+
+
+def _taps(bld: TileBuilder, run: bool, same: bool = True) -> None:
+    """Nine taps into one accumulator from a window and weights, as a run (`emit_run`) or one
+    by one (`emit_local`); then a write of the window after its readers. `same`: every tap on
+    the first's buffers (else the last on another window: not a run)."""
+    win, wts, other = bld.alloc("UB", 512), bld.alloc("UB", 64), bld.alloc("UB", 512)
+    for ref in (win, wts, other):
+        bld.emit(Copy(ref, DdrRef("x"), (64,), (1,), (1,)))
+    acc = bld.alloc("UB", 64)
+    d = (64,), (1,), (1,), (0,)
+
+    def tap(i: int) -> VBinary:
+        src = win if same or i < 8 else other
+        return VBinary("mla", acc, src.at(i * 8), wts.at(i), *d)
+
+    if run:
+        bld.emit_run(tap, 9)
+    else:
+        for i in range(9):
+            bld.emit_local(tap(i))
+    bld.emit(Copy(win, DdrRef("x"), (64,), (1,), (1,)))  # waits for every tap reading it
+    bld.emit(VBinary("add", acc, acc, wts, *d))
+    for ref in (win, wts, other, acc):
+        bld.free(ref)
+
+
+def test_a_run_adds_the_nodes_and_edges_of_its_instructions_one_by_one() -> None:
+    graphs = []
+    for run in (False, True):
+        bld = _builder()
+        _taps(bld, run)
+        g = bld.graph
+        nodes = [(n.op, n.pipe, n.cycles, n.bufs, n.instr) for n in g.nodes]
+        graphs.append((nodes, g.preds, g.succs))
+    assert graphs[0] == graphs[1]
+    with pytest.raises(AssertionError, match="other buffers than its first"):
+        _taps(_builder(), True, same=False)

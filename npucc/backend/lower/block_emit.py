@@ -418,7 +418,7 @@ class _Nest:
         if self.io.requant is not None:
             self.requant(ub, acc, tile, n0, nt, bias)
         else:
-            bld.emit(Copy(ub, acc, (m * nt,), (1,), (1,)))
+            bld.emit_local(Copy(ub, acc, (m * nt,), (1,), (1,)))  # NOTE: both this core's
             bld.free(acc)
         if bias is not None and self.io.requant is None and not self.cube_bias:
             b = bld.alloc("UB", nt, "bias")
@@ -431,7 +431,7 @@ class _Nest:
             r = res if res is not None else self.residual(tile, n0, nt)
             assert r is not None
             q = tuple(layer.attrs.get("res_q", ()))  # int8: the fused add's requantization
-            bld.emit(VBinary("add", ub, ub, r, (m * nt,), (1,), (1,), (1,), q))
+            bld.emit_local(VBinary("add", ub, ub, r, (m * nt,), (1,), (1,), (1,), q))
             bld.free(r)
         apply_activation(self.ctx, ub, m * nt, layer.attrs)
         if self.io.pool:  # a whole image's tile: its means at the view's offset / pixels

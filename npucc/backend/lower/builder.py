@@ -265,21 +265,21 @@ class TileBuilder(Generic[G]):
         own = _OWN_KEYS.get(type(instr))  # NOTE: `form` inlined where it knows the form
         found = None if own is None else self._forms.get(own(instr))
         op, pipe, cycles = self.form(instr) if found is None else found
-        node_id = graph.add(op, pipe, cycles, bufs, instr, self.layer)
         last_write, alloc_of = self._last_write, graph.alloc_of
         for b in bufs:
-            last = last_write.get(b)  # NOTE: node ids are >= 0: None is no write yet
+            if b in write_bufs and readers[b]:
+                preds.extend(readers[b])
+            else:
+                last = last_write.get(b)  # NOTE: node ids are >= 0: None is no write yet
+                preds.append(alloc_of[b] if last is None else last)
+        # NOTE: a TileGraph drops the repeats (and keeps `preds`, the node's own list)
+        node_id = graph.append(op, pipe, cycles, bufs, instr, self.layer, preds)
+        for b in bufs:
             if b in write_bufs:
-                if readers[b]:
-                    preds.extend(readers[b])
-                else:
-                    preds.append(alloc_of[b] if last is None else last)
                 last_write[b] = node_id
                 readers[b] = []
             else:
-                preds.append(alloc_of[b] if last is None else last)
                 readers[b].append(node_id)
-        graph.add_edges(preds, node_id)  # NOTE: a TileGraph drops the repeats
         for ref in ddr_writes:
             key = ref.key
             self._ddr_writers.setdefault(key, []).append((node_id, self._written(instr, ref)))
@@ -297,20 +297,10 @@ class TileBuilder(Generic[G]):
         NOTE: the same node and edges as `emit` (no DDR side: no band view, NoC copy, resident
         tensor, import or DDR write; an accumulator read is its write's buffer, which `emit`
         lists once, as written): the cube lowerings' inner loops, most of their nodes."""
-        cls = type(instr)
-        get = _OPERANDS.get(cls)
-        if get is None:
-            names = (*instr.writes, *instr.reads)
-            if len(instr.writes) != 1 or len(names) < 2:
-                return self.emit(instr)
-            get = _OPERANDS[cls] = attrgetter(*names)
-        refs = get(instr)
-        readers, core = self._readers, self.core
-        for ref in refs:
-            if type(ref) is not BufRef:
-                return self.emit(instr)
-            if ref.core != core or ref.buf not in readers:
-                self._own(ref)
+        refs = self._local(instr)
+        if refs is None:
+            return self.emit(instr)
+        readers = self._readers
         written = refs[0].buf
         if len(refs) == 2:
             read = refs[1].buf
@@ -324,27 +314,80 @@ class TileBuilder(Generic[G]):
         else:
             bufs = tuple(dict.fromkeys(ref.buf for ref in refs))
         if form is None:
-            own = _OWN_KEYS.get(cls)
+            own = _OWN_KEYS.get(type(instr))
             found = None if own is None else self._forms.get(own(instr))
             form = self.form(instr) if found is None else found
         op, pipe, cycles = form
         graph = self.graph
-        node_id = graph.add(op, pipe, cycles, bufs, instr, self.layer)
         last_write, alloc_of = self._last_write, graph.alloc_of
-        before = readers[written]
-        if before:
-            preds = list(before)
-        else:
+        preds = readers[written]  # NOTE: the readers' list itself: `written`'s gets a new one
+        if not preds:
             last = last_write.get(written)
             preds = [alloc_of[written] if last is None else last]
-        last_write[written] = node_id
-        readers[written] = []
         for b in bufs[1:]:
             last = last_write.get(b)
             preds.append(alloc_of[b] if last is None else last)
+        node_id = graph.append(op, pipe, cycles, bufs, instr, self.layer, preds)
+        last_write[written] = node_id
+        readers[written] = []
+        for b in bufs[1:]:
             readers[b].append(node_id)
-        graph.add_edges(preds, node_id)
         return node_id
+
+    def _local(self, instr: Instr) -> tuple[Any, ...] | None:
+        """The operands of an instruction that writes one buffer and reads others, the written
+        one first, when each is a buffer of this core (checked: not freed); None: `emit`'s."""
+        cls = type(instr)
+        get = _OPERANDS.get(cls)
+        if get is None:
+            names = (*instr.writes, *instr.reads)
+            if len(instr.writes) != 1 or len(names) < 2:
+                return None
+            get = _OPERANDS[cls] = attrgetter(*names)
+        refs = get(instr)
+        readers, core = self._readers, self.core
+        for ref in refs:
+            if type(ref) is not BufRef:
+                return None
+            if ref.core != core or ref.buf not in readers:
+                self._own(ref)
+        return refs
+
+    def emit_run(self, make: Callable[[int], Instr], count: int) -> None:
+        """`emit_local` of `make(0)`, ..., `make(count - 1)`: a run of instructions of one form
+        (apart in their operands' offsets only: taps accumulating into one buffer).
+
+        NOTE: where they write a buffer none of them reads, each after the first has the same
+        predecessors but the one before (the reads' last writers): worked out once, and each
+        instruction's buffers checked to be the first's."""
+        if count <= 0:
+            return
+        instr = make(0)
+        form = self.form(instr)
+        node = self.emit_local(instr, form)
+        run = _run_buffers(instr)
+        if run is None:
+            for i in range(1, count):
+                self.emit_local(make(i), form)
+            return
+        get, graph, layer, readers = _OPERANDS[type(instr)], self.graph, self.layer, self._readers
+        written = run[0]
+        reads: list[int] = list(dict.fromkeys(run[1:]))
+        bufs = (written, *reads)  # `emit_local`'s node's
+        last_write, alloc_of = self._last_write, graph.alloc_of
+        tail: list[int] = [
+            alloc_of[b] if last_write.get(b) is None else last_write[b] for b in reads
+        ]
+        op, pipe, cycles = form
+        first = node
+        for i in range(1, count):
+            instr = make(i)
+            if [ref.buf for ref in get(instr)] != run:
+                raise AssertionError(f"a run's instruction {i} on other buffers than its first")
+            node = graph.append(op, pipe, cycles, bufs, instr, layer, [node, *tail])
+        last_write[written] = node
+        for b in reads:
+            readers[b].extend(range(first + 1, node + 1))
 
     def form(self, instr: Instr) -> tuple[str, str, int]:
         """The trace op name, pipe and cycles of `instr`, worked out once per form."""
@@ -556,6 +599,17 @@ class TileBuilder(Generic[G]):
         return out
 
 
+def _run_buffers(instr: Instr) -> list[int] | None:
+    """The buffers of an instruction `emit_local` emitted, the one it writes first (each
+    operand's); None if it went through `emit`, or if it reads the buffer it writes."""
+    get = _OPERANDS.get(type(instr))
+    refs = None if get is None else get(instr)
+    if refs is None or any(type(r) is not BufRef for r in refs):
+        return None
+    bufs = [r.buf for r in refs]
+    return None if bufs[0] in bufs[1:] else bufs
+
+
 class TrialBuilder(TileBuilder[TrialGraph]):
     """A TileBuilder of a trial lowering's graph (`memo.fresh`): no ALLOC or FREE nodes, every
     buffer's first reader or writer waiting for the graph's first node instead (a pipe-less
@@ -585,6 +639,72 @@ class TrialBuilder(TileBuilder[TrialGraph]):
         self._own(ref)
         del self._readers[ref.buf]
 
+    def emit_local(self, instr: Instr, form: tuple[str, str, int] | None = None) -> int:
+        """`TileBuilder.emit_local` on a trial graph: the same node, its predecessors' latest
+        finish passed to it (`TrialGraph.wait`) instead of their list.
+
+        NOTE: every buffer's ALLOC is node 0 here, whose finish is 0: a buffer not yet written
+        adds nothing to the node's start (tests/lower/test_trial_graph checks the finishes
+        against a TileGraph's)."""
+        refs = self._local(instr)
+        if refs is None:
+            return self.emit(instr)
+        if len(refs) > 3:
+            return super().emit_local(instr, form)
+        if form is None:
+            form = self.form(instr)
+        readers, graph = self._readers, self.graph
+        node_id = graph.add(form[0], form[1], form[2], ())
+        finish, last_write = graph.finish, self._last_write
+        written = refs[0].buf
+        ready = 0
+        before = readers[written]
+        if before:
+            for p in before:
+                if finish[p] > ready:
+                    ready = finish[p]
+            readers[written] = []
+        else:
+            last = last_write.get(written)
+            if last is not None:
+                ready = finish[last]
+        last_write[written] = node_id
+        seen = written
+        for ref in refs[1:]:
+            b = ref.buf
+            if b == written or b == seen:  # NOTE: each buffer once (`emit_local`'s `bufs`)
+                continue
+            seen = b
+            last = last_write.get(b)
+            if last is not None and finish[last] > ready:
+                ready = finish[last]
+            readers[b].append(node_id)
+        graph.wait(ready)
+        return node_id
+
+    def emit_run(self, make: Callable[[int], Instr], count: int) -> None:
+        """`TileBuilder.emit_run` on a trial graph: of a run whose instructions write a buffer
+        none of them reads, only the first is made; each later one waits for the one before
+        alone (the last writer of the buffer it writes; the buffers it reads were last
+        written before the run began), on the same pipe (`TrialGraph.repeat`).
+
+        NOTE: the readers of a buffer the run reads are kept as the first and the last of the
+        run: a later write waits for their latest finish, the last's (a chain)."""
+        if count <= 0:
+            return
+        instr = make(0)
+        self.emit_local(instr)
+        run = _run_buffers(instr)
+        if run is None:
+            for i in range(1, count):
+                self.emit_local(make(i))
+            return
+        written, reads = run[0], dict.fromkeys(run[1:])
+        last = self.graph.repeat(count - 1)
+        self._last_write[written] = last
+        for b in reads:
+            self._readers[b].append(last)
+
 
 class MeshBuilder:
     """TileBuilder's API over several cores: each call goes to the current core's builder.
@@ -593,7 +713,7 @@ class MeshBuilder:
     moves to the next core of the layer's group; buffers never cross cores (checked).
     """
 
-    __slots__ = ("builders", "_current", "alloc", "free", "emit", "emit_local", "form")
+    __slots__ = ("builders", "_current", "alloc", "free", "emit", "emit_local", "emit_run", "form")
 
     def __init__(self, builders: list[TileBuilder]) -> None:
         self.builders = builders  # one per core, in program order
@@ -604,6 +724,7 @@ class MeshBuilder:
         self.emit: Callable[[Instr], int]  # append an instruction to the current core
         # ... of its buffers only (TileBuilder's; with the instruction's `form`, if known)
         self.emit_local: Callable[..., int]
+        self.emit_run: Callable[[Callable[[int], Instr], int], None]  # a run: TileBuilder's
         self.form: Callable[[Instr], tuple[str, str, int]]  # an instruction's (TileBuilder's)
         self._current = -1
         self.current = 0  # index into builders
@@ -619,7 +740,8 @@ class MeshBuilder:
             builder = self.builders[index]
             self._current = index
             self.alloc, self.free, self.emit = builder.alloc, builder.free, builder.emit
-            self.emit_local, self.form = builder.emit_local, builder.form
+            self.emit_local, self.emit_run = builder.emit_local, builder.emit_run
+            self.form = builder.form
 
     @property
     def target(self) -> Target:

@@ -310,6 +310,6 @@ def cube_bias(
     the accumulators (`label` names the ones' L0A copy)."""
     m, n = mn
     a1 = bld.alloc("L0A", m, label)
-    bld.emit(Copy(a1, ones, (m,), (1,), (1,)))
-    bld.emit(Mmad(acc, a1, bias, m, n, 1, 1))
+    bld.emit_local(Copy(a1, ones, (m,), (1,), (1,)))  # NOTE: every operand this core's buffer
+    bld.emit_local(Mmad(acc, a1, bias, m, n, 1, 1))
     bld.free(a1)

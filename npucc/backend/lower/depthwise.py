@@ -397,20 +397,20 @@ def vector_taps(
         cd, (ds, ss) = coalesce((gl, g.cog, pixels), dst_st, src_st)
         emit(Copy(acc, bias, cd, ds, ss))
     cd, (ds, as_, bs) = coalesce(dims, dense, a_st, b_st)  # every tap's pattern
-    mla = None  # the form of every `mla` tap (they differ in their operands' offsets only)
-    for c in range(g.cg):
-        for ki in range(g.kh):
-            for kj in range(g.kw):
-                a = win.at(c * wr * wc + ki * g.dh * wc + kj * g.dw)
-                w = wts.at(c * g.taps + ki * g.kw + kj)
-                if first:
-                    emit(VBinary("mul", acc, a, w, cd, ds, as_, bs))
-                    first = False
-                    continue
-                tap = VBinary("mla", acc, a, w, cd, ds, as_, bs)
-                if mla is None:
-                    mla = bld.form(tap)
-                emit(tap, mla)
+    taps = [
+        (c * wr * wc + ki * g.dh * wc + kj * g.dw, c * g.taps + ki * g.kw + kj)
+        for c in range(g.cg)
+        for ki in range(g.kh)
+        for kj in range(g.kw)
+    ]
+    if first:
+        a, w = taps.pop(0)
+        emit(VBinary("mul", acc, win.at(a), wts.at(w), cd, ds, as_, bs))
+    # NOTE: the `mla` taps differ in their operands' offsets only: one run (`emit_run`)
+    bld.emit_run(
+        lambda i: VBinary("mla", acc, win.at(taps[i][0]), wts.at(taps[i][1]), cd, ds, as_, bs),
+        len(taps),
+    )
     bld.free(win)
     epilogue(ctx, layer, g, item, acc)
 

@@ -392,15 +392,14 @@ class _CubeTaps:
         emit = bld.emit_local  # NOTE: every operand a buffer of this core
         emit(Copy(a0, x, (size,), (1,), (1,)))
         m = tr * wc - (g.kw - 1) * g.dw  # every output pixel's row; the border columns' too
-        form = None  # the form of every tap's mmad after the first (they accumulate)
-        for ki in range(g.kh):
-            for kj in range(g.kw):
-                a = a0.at((ki * g.dh * wc + kj * g.dw) * cb)
-                tap = ki * g.kw + kj
-                mmad = Mmad(acc, a, l0b.at(tap * cb * cb), m, cb, cb, 1 if tap else 0)
-                if tap and form is None:
-                    form = bld.form(mmad)
-                emit(mmad, form)
+        taps = [(ki * g.dh * wc + kj * g.dw) * cb for ki in range(g.kh) for kj in range(g.kw)]
+        emit(Mmad(acc, a0.at(taps[0]), l0b.at(0), m, cb, cb, 0))
+        # NOTE: every later tap's mmad accumulates, apart in its operands' offsets only: a run
+        sq = cb * cb
+        bld.emit_run(
+            lambda t: Mmad(acc, a0.at(taps[t + 1]), l0b.at((t + 1) * sq), m, cb, cb, 1),
+            len(taps) - 1,
+        )
         bld.free(a0)
         if l0b1 is not None and self.ones is not None:
             cube_bias(bld, acc, self.ones, l0b1, (m, cb), f"{name}.fa1")

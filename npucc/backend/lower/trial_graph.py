@@ -85,6 +85,22 @@ class TrialGraph:
             self.alloc_of[bufs[0]] = v
         return v
 
+    def wait(self, ready: int) -> None:
+        """Make the newest node start no earlier than `ready` (`add_edges` from predecessors
+        whose latest finish is `ready`, worked out by the caller: `TrialBuilder.emit_local`)."""
+        if ready > self._ready:
+            self._ready = ready
+
+    def repeat(self, count: int) -> int:
+        """Append `count` nodes of the newest one's pipe and cycles, each a successor of the
+        one before (no other predecessor finishing later: `TrialBuilder.emit_run`); the
+        last's id."""
+        finish = self.finish
+        for _ in range(count):
+            v = self.add("", self._pipe, self._cycles, ())
+            self._ready = finish[v - 1]
+        return len(finish) - 1
+
     def _end(self) -> int:
         """The newest node's finish (were no more predecessors added)."""
         t = self._ready
@@ -92,6 +108,21 @@ class TrialGraph:
             return t
         free = self._free.get(self._pipe, 0)
         return (t if t > free else free) + self._cycles
+
+    def append(
+        self,
+        op: str,
+        pipe: str | None,
+        cycles: int,
+        bufs: tuple[int, ...],
+        instr: Instr | None,
+        layer: int,
+        preds: list[int],
+    ) -> int:
+        """`add`, then `add_edges(preds, ...)` (TileGraph.append); its id."""
+        v = self.add(op, pipe, cycles, bufs, instr, layer)
+        self.add_edges(preds, v)
+        return v
 
     def add_edge(self, src: int, dst: int) -> None:
         """Add precedence src -> dst (self-edges are ignored)."""
