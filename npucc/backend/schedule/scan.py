@@ -323,8 +323,6 @@ class LinearScan:
         wanted = self.wanted
         times = self.times
         end = len(order)
-        tier_of, size_of, frees, lives = self.tier_of, self.size_of, self.frees, self.lives
-        labels, labelmaps = self.labels, self.labelmaps
         record = follow = None
         if trail is not None and trail.marks:
             follow = trail
@@ -371,15 +369,9 @@ class LinearScan:
                                 self._reload(pending[0], bufs, k, victim)
                                 pending = [x for x in bufs if x in out]
                             break
-                if op == "FREE":  # NOTE: _give(b), inline
+                if op == "FREE":
                     b = bufs[0]
-                    t = tier_of[b]
-                    off = lives[t].pop(b)
-                    size = size_of[b]
-                    frees[t].give(off, size)
-                    if labels:
-                        label = len(result) if times is None else self.now
-                        labelmaps[t].put(off, off + size, label)
+                    self._give(b)
                     result.append(v)
                     last_use[b] = k
                     continue
