@@ -367,8 +367,9 @@ def _x_cost(
     x_cyc = x_el = 0
     for b in blocks if not shape.x_onchip else ():
         for kb, ck in x_pieces:
-            x_cyc += ck * _dma(ctx, "DDR_L1", b.x_elems(kb, shape.k_quantum) - b.slack, x_noc)
-            x_el += ck * (b.x_elems(kb, shape.k_quantum) - b.slack)
+            elems = b.x_elems(kb, shape.k_quantum) - b.slack
+            x_cyc += ck * _dma(ctx, "DDR_L1", elems, x_noc)
+            x_el += ck * elems
     return x_cyc, x_el
 
 
