@@ -1,0 +1,88 @@
+"""Forked worker processes (npucc.parallel): results in the work's order, whatever the workers."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from npucc import parallel
+from npucc.errors import NpuccError
+
+_seen: list[int] = []
+
+
+def _square_and_note(x: int) -> tuple[int, int]:
+    _seen.append(x)  # NOTE: a side effect, lost with a worker
+    return x * x, os.getpid()
+
+
+def test_fork_map_keeps_the_order_of_the_work_and_forks():
+    _seen.clear()
+    done: list[int] = []
+    weights = [1, 5, 3, 5, 0, 2]
+    out = parallel.fork_map(_square_and_note, list(range(6)), 2, weights=weights, done=done.append)
+    assert [v for v, _ in out] == [x * x for x in range(6)]
+    assert sorted(done) == list(range(6))
+    assert {pid for _, pid in out} - {os.getpid()}, "no item ran in a worker"
+    assert os.getpid() not in {pid for _, pid in out}
+    assert _seen == []  # the workers' side effects stay in them
+
+
+def test_fork_map_with_one_job_runs_here_in_order():
+    _seen.clear()
+    done: list[int] = []
+    out = parallel.fork_map(_square_and_note, [3, 1, 2], 1, done=done.append)
+    assert out == [(9, os.getpid()), (1, os.getpid()), (4, os.getpid())]
+    assert done == [0, 1, 2] and _seen == [3, 1, 2]
+
+
+def _nested(x: int) -> bool:
+    return parallel.forks(2, 2)
+
+
+def test_no_pool_inside_a_worker():
+    assert parallel.forks(2, 2)
+    assert parallel.fork_map(_nested, [0, 1], 2) == [False, False]
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, x: int) -> tuple[int, int]:
+        self.calls += 1  # the worker's own state, kept across maps
+        return -x, self.calls
+
+
+def test_worker_pool_keeps_each_workers_state_across_maps():
+    counter = _Counter()
+    with parallel.WorkerPool(counter, 2) as pool:
+        first = pool.map(list(range(8)))
+        second = pool.map(list(range(8, 16)))
+    assert [v for v, _ in first + second] == [-x for x in range(16)]
+    assert counter.calls == 0  # every call ran in a worker
+    assert sum(n for _, n in second) > sum(n for _, n in first)
+
+
+def test_worker_pool_with_one_job_runs_here():
+    counter = _Counter()
+    with parallel.WorkerPool(counter, 1) as pool:
+        assert pool.map([1, 2]) == [(-1, 1), (-2, 2)]
+    assert counter.calls == 2
+
+
+def test_worker_errors_reach_the_caller():
+    with pytest.raises(ZeroDivisionError):
+        parallel.fork_map(lambda x: 1 // x, [1, 0, 2], 2)
+
+
+def test_default_jobs(monkeypatch):
+    monkeypatch.setenv(parallel.JOBS_ENV, "3")
+    assert parallel.default_jobs() == 3
+    monkeypatch.delenv(parallel.JOBS_ENV)
+    assert parallel.default_jobs() >= 1
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv(parallel.JOBS_ENV, bad)
+        with pytest.raises(NpuccError, match=parallel.JOBS_ENV):
+            parallel.default_jobs()
