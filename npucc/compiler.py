@@ -26,6 +26,7 @@ from npucc.ir.isa import HostOp
 from npucc.ir.stream import Stream, TensorSpec
 from npucc.ir.stream_text import STREAM_TYPES
 from npucc.options import CompileOptions
+from npucc.parallel import default_jobs
 from npucc.passes import CompileContext, Pass, PassManager
 from npucc.summary import summarize
 from npucc.target import Target, load_target
@@ -44,13 +45,17 @@ LEVEL_PASSES = {  # the IR level -> the pass whose output it is
 
 def backend_passes(options: CompileOptions) -> list[Pass]:
     """The backend's pass instances, in order, their fields from `options`."""
+    jobs = default_jobs() if options.jobs is None else options.jobs
     return [
-        HypercutPass(search=options.search, seed=options.seed, beam_width=options.beam_width),
+        HypercutPass(
+            search=options.search, seed=options.seed, beam_width=options.beam_width, jobs=jobs
+        ),
         LowerTiles(),
         SchedulePass(
             method=options.schedule,
             overlap_peak=options.overlap_peak,
             peak_floor=options.peak_floor,
+            jobs=jobs,
         ),
         CodegenPass(debug_map=options.debug_map is not None),
     ]
@@ -395,6 +400,7 @@ def compile(
     precision: str | None = None,
     overlap_peak: float = 1.0,
     peak_floor: bool = False,
+    jobs: int | None = None,
 ) -> Program:
     """Compile an ONNX model (path or ModelProto) for `target` with the `schedule` method.
 
@@ -408,8 +414,9 @@ def compile(
     core, DAN's live L1+UB bytes to that multiple of its memory plan's peak while it overlaps
     layers (default 1: no more than the plan's own; inf: the plan's addresses alone bound
     them). `peak_floor` adds `stats["peak_floor"]`, lower bounds on the L1+UB peak of every
-    order of the program's DAGs (docs/roofline.md "Peak floor"). The keywords are
-    `CompileOptions`' fields.
+    order of the program's DAGs (docs/roofline.md "Peak floor"). `jobs` is the number of
+    worker processes for independent work (default: $NPUCC_JOBS, else the CPUs this process
+    may use; the same bytes whatever it is). The keywords are `CompileOptions`' fields.
     """
     return compile_program(model, _options(locals()))
 
@@ -442,6 +449,7 @@ def compile_until(
     precision: str | None = None,
     overlap_peak: float = 1.0,
     peak_floor: bool = False,
+    jobs: int | None = None,
 ) -> Any:
     """Run the pipeline up to and including pass `stop_after`; returns the IR it produced.
 

@@ -45,6 +45,10 @@ class CompileOptions:
     # stats["peak_floor"]: lower bounds on the L1+UB peak of every order of each core's DAG
     # (schedule pass; ~1 CPU s on ResNet-50, so only when asked)
     peak_floor: bool = False
+    # worker processes for independent work (each core's schedule, a search round's prices);
+    # None: npucc.parallel.default_jobs() ($NPUCC_JOBS, else the CPUs this process may use).
+    # NOTE: the output is the same bytes whatever the number
+    jobs: int | None = None
     debug_map: str | os.PathLike[str] | None = None  # write the ONNX node -> stream map here
     print_before: frozenset[str] = frozenset()  # pass names: print the IR before them
     print_after: frozenset[str] = frozenset()  # pass names: print the IR after them

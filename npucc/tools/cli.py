@@ -91,7 +91,22 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
         help="one core: DAN overlaps layers with at most X times its memory plan's live L1+UB "
         "bytes (default 1: the plan's peak; inf: as DLR's addresses allow)",
     )
+    p.add_argument(
+        "-j",
+        "--jobs",
+        type=_positive,
+        metavar="N",
+        help="worker processes for independent work (default: $NPUCC_JOBS, else the CPUs "
+        "this process may use); the output is the same whatever N",
+    )
     add_model_options(p)
+
+
+def _positive(text: str) -> int:
+    """An argparse type: a positive integer."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not '{text}'")
+    return int(text)
 
 
 def compile_options(args: argparse.Namespace, **more: Any) -> CompileOptions:
@@ -106,6 +121,7 @@ def compile_options(args: argparse.Namespace, **more: Any) -> CompileOptions:
         fallback=args.fallback,
         precision=args.precision,
         overlap_peak=args.overlap_peak,
+        jobs=args.jobs,
         **more,
     )
 

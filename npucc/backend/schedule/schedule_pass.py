@@ -37,6 +37,7 @@ class SchedulePass(Pass):
     overlap: bool = True
     overlap_peak: float = 1.0
     peak_floor: bool = False  # stats["peak_floor"]: the peak's lower bounds (peak_floor.py)
+    jobs: int = 1  # worker processes (npucc.parallel); the same schedules whatever the number
 
     def run(self, ir: TiledProgram, ctx: CompileContext) -> ScheduledProgram:
         target = ctx.target
