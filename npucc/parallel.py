@@ -10,6 +10,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from npucc import progress
 from npucc.errors import NpuccError
 
 JOBS_ENV = "NPUCC_JOBS"  # the default number of worker processes, when set
@@ -48,10 +49,14 @@ def forks(jobs: int, work: int) -> bool:
 
 
 def _start_worker() -> None:
-    """A new worker: no pools inside it, and what it inherited kept out of the collector's walks
-    (they would touch, and so copy, every inherited page)."""
+    """A new worker: no pools inside it, no progress shown from it, and what it inherited kept
+    out of the collector's walks (they would touch, and so copy, every inherited page)."""
     global _in_worker
     _in_worker = True
+    # NOTE: its copy of the parent's bars and stage lines would draw over the parent's: the
+    # parent alone reports (through `fork_map`'s `done`)
+    progress._active.clear()
+    progress._lines.clear()
     gc.freeze()
 
 

@@ -14,14 +14,15 @@ pipes by core and pipe).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
 from npucc.ir.isa import PIPES
 from npucc.ir.isa_cost import ddr_bytes
 from npucc.ir.program import TiledProgram
 from npucc.ir.replay import Replay
 from npucc.ir.schedule import Schedule
-from npucc.ir.tiled import TileNode
+from npucc.ir.tiled import TileGraph, TileNode
 from npucc.ir.tiled_text import scheduled_to_text
 from npucc.target import Target
 from npucc.target.cost import shared_ddr_bandwidth, sync_cycles
@@ -102,3 +103,41 @@ def node_ddr_bytes(target: Target, replay: Replay, node: TileNode) -> int:
         eb = target.tier_bytes(buf.tier)
         return buf.size // eb * eb
     return 0
+
+
+# NOTE: the Replay fields that hold the graph or its objects; `detach` leaves them out and
+# `attach` puts the parent's own back (every other field is plain data: ints, strings, lists)
+_GRAPH_FIELDS = ("graph", "nodes", "preds")
+
+
+@dataclass(slots=True)
+class Detached:
+    """One core's schedule and replay without its graph: what a worker process sends back
+    (`detach`), far cheaper to pickle; `attach` joins it to the parent's copy of the graph."""
+
+    schedule: Schedule
+    fields: dict[str, Any]  # the replay's fields but _GRAPH_FIELDS
+    added: list[TileNode]  # the replay's nodes after the graph's (SPILL_OUT/SPILL_IN)
+    tail: list[Sequence[int]]  # the predecessors of the added nodes
+    changed: dict[int, Sequence[int]]  # graph node -> its predecessors, where not the graph's
+
+
+def detach(graph: TileGraph, schedule: Schedule, replay: Replay) -> Detached:
+    """`replay` (of `schedule` on `graph`) without the graph's objects."""
+    n = len(graph.nodes)
+    gpreds, preds = graph.preds, replay.preds
+    # NOTE: a replay shares the graph's predecessor list of each node it gave no spill or
+    # reuse edge (it replaces the others by tuples): the shared ones are the graph's
+    changed = {v: preds[v] for v in range(n) if preds[v] is not gpreds[v]}
+    rest = {f.name: getattr(replay, f.name) for f in fields(Replay) if f.name not in _GRAPH_FIELDS}
+    return Detached(schedule, rest, replay.nodes[n:], list(preds[n:]), changed)
+
+
+def attach(graph: TileGraph, detached: Detached) -> tuple[Schedule, Replay]:
+    """The schedule and replay `detached` holds, on `graph` (the one it was detached from, or
+    a copy of it)."""
+    preds: list[Sequence[int]] = [*graph.preds, *detached.tail]
+    for v, srcs in detached.changed.items():
+        preds[v] = srcs
+    nodes = graph.nodes + detached.added
+    return detached.schedule, Replay(graph=graph, nodes=nodes, preds=preds, **detached.fields)

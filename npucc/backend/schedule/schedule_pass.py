@@ -13,11 +13,17 @@ from npucc.backend.schedule.roofline import scheduled_roofline
 from npucc.errors import NpuccError
 from npucc.ir.isa_cost import TargetSpillModel
 from npucc.ir.program import TiledProgram
-from npucc.ir.replay import ScheduleError, validate
+from npucc.ir.replay import Replay, ScheduleError, validate
 from npucc.ir.residency import COMBINED, merge_peaks
-from npucc.ir.schedule import UNBOUNDED, capacities
-from npucc.ir.scheduled_program import ScheduledProgram
+from npucc.ir.schedule import UNBOUNDED, Schedule, capacities
+from npucc.ir.scheduled_program import Detached, ScheduledProgram, attach, detach
+from npucc.parallel import fork_map, forks
 from npucc.passes import CompileContext, IRType, Pass
+
+# NOTE: the cores of a program are scheduled in worker processes (npucc.parallel) only when
+# they hold this many tile nodes in all: the workers' start and the results' pickling cost
+# about 0.05 CPU s, won back from about 2,500 nodes (docs/design.md "jobs31")
+FORK_NODES = 8000
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,17 +52,35 @@ class SchedulePass(Pass):
             raise NpuccError(f"overlap_peak must be at least 1, not {self.overlap_peak}")
         overlap = self.overlap_peak if self.overlap and target.cores == 1 else None
         spill_model = TargetSpillModel(target)
-        schedules = []
-        with progress.task("schedule", len(ir.cores)) as bar:
-            for i, core in enumerate(ir.cores):
-                if bar is not None:
-                    bar.update(i, f"schedule: core {core.row},{core.col} ({len(core.graph)} nodes)")
-                align = target.memory.alignment
-                schedules.append(
-                    schedule_graph(
-                        core.graph, self.method, capacity, spill_model, align, overlap=overlap
-                    )
-                )
+        align = target.memory.alignment
+        graphs = [core.graph for core in ir.cores]
+        sizes = [len(graph) for graph in graphs]
+        forked = forks(self.jobs, len(graphs)) and sum(sizes) >= FORK_NODES
+
+        with progress.task("schedule", len(graphs)) as bar:
+
+            def one(i: int) -> tuple[Schedule, Replay] | Detached:
+                graph, core = graphs[i], ir.cores[i]
+                if bar is not None and not forked:
+                    bar.update(i, f"schedule: core {core.row},{core.col} ({sizes[i]} nodes)")
+                result = schedule_graph(graph, self.method, capacity, spill_model, align,
+                                        overlap=overlap)  # fmt: skip
+                return detach(graph, *result) if forked else result
+
+            finished = 0
+
+            def done(i: int) -> None:
+                nonlocal finished
+                finished += 1
+                if bar is not None and forked:
+                    core = ir.cores[i]
+                    bar.update(finished, f"schedule: core {core.row},{core.col} done")
+
+            results = fork_map(one, range(len(graphs)), self.jobs if forked else 1, sizes, done)
+        schedules = [
+            attach(graph, result) if isinstance(result, Detached) else result
+            for graph, result in zip(graphs, results, strict=True)
+        ]
         if self.method in UNBOUNDED:
             # NOTE: an ordering-only method lays buffers out in unbounded tiers; its program
             # runs only where that layout happens to fit the target's tiers
