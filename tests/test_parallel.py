@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from npucc import parallel
+from npucc import parallel, progress
 from npucc.errors import NpuccError
 
 _seen: list[int] = []
@@ -86,3 +86,29 @@ def test_default_jobs(monkeypatch):
         monkeypatch.setenv(parallel.JOBS_ENV, bad)
         with pytest.raises(NpuccError, match=parallel.JOBS_ENV):
             parallel.default_jobs()
+
+
+def _report(x: int) -> bool:
+    """A stage and a bar in a worker: whether the bar shows."""
+    with progress.stage(f"worker {x}"):
+        pass
+    with progress.task("work", 1) as bar:
+        return bar is not None
+
+
+def test_workers_show_no_progress(tmp_path, monkeypatch):
+    """Only the parent reports: a worker's copies of its bars and stage lines stay silent."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    monkeypatch.setenv("NPUCC_PROGRESS_DELAY", "0")
+    with open(tmp_path / "lines", "w") as out, progress.reporting("lines", out=out):
+        assert parallel.fork_map(_report, [0, 1], 2) == [False, False]
+        with progress.stage("parent"):
+            pass
+    text = (tmp_path / "lines").read_text()
+    assert text.startswith("npucc: parent ") and "worker" not in text
+    with progress.bars(True, Console(file=StringIO(), force_terminal=True)):
+        assert parallel.fork_map(_report, [0, 1], 2) == [False, False]
+        assert _report(2)  # the parent's own bar shows

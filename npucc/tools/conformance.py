@@ -309,7 +309,8 @@ def _npucc_status(
         note = _FROZEN_NOTE if int8 and frozen else note
         model = _freeze(case.model, feeds, frozen)
         try:
-            program = npucc.compile(model, target="davinci-core", precision=at)
+            # NOTE: jobs=1: the cases already run in a pool's workers, one core each
+            program = npucc.compile(model, target="davinci-core", precision=at, jobs=1)
         except NpuccError as exc:
             if int8 or not any(w in str(exc) for w in ("constant", "static")) or len(feeds) < 2:
                 return "unsupported", _one_line(exc) + note
@@ -317,7 +318,7 @@ def _npucc_status(
             note = _FROZEN_NOTE
             model = _freeze(case.model, feeds, frozen)
             try:
-                program = npucc.compile(model, target="davinci-core", precision=at)
+                program = npucc.compile(model, target="davinci-core", precision=at, jobs=1)
             except NpuccError as exc2:
                 return "unsupported", _one_line(exc2) + note
         try:
