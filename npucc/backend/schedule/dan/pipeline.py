@@ -301,7 +301,7 @@ def dan(
                 if bar is not None:
                     bar.update(len(ORDERS) + 1, "dan: timing refinement (CPE)")
                 t3 = time.perf_counter()
-                schedule = cpe(schedule, plans.replay(), overlap=overlap)
+                schedule = cpe(schedule, plans.replay(), overlap=overlap, jobs=jobs)
                 seconds["cpe"] = time.perf_counter() - t3
             # NOTE: CPE keeps G2's edges, so the final replay is derived from the plan's
             schedule.basis = plans.timed
