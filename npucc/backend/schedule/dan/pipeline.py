@@ -41,6 +41,11 @@ AHEAD = (8, 16)  # reload distances tried (`dlr(..., ahead=)`) when the best pla
 FORK_NODES = 20_000
 
 
+# A plan's replay measured by a worker within a makespan: (that makespan, its (makespan, peak)
+# or None when slower)
+Hint = tuple[int, tuple[int, int] | None]
+
+
 class _Plans:
     """The best Stage-2 plan so far. Plans compare by extra DDR traffic, spills, makespan, then
     peak residency (then the ORDERS index); a plan is replayed only to break a tie on the first
@@ -149,13 +154,25 @@ class _Plans:
             if placement not in first and scan.first is not None:
                 first[placement] = scan.first
 
-    def keep(self, cand: Schedule, order: list[int], index: int) -> tuple[int, int]:
+    def rank(self, cand: Schedule) -> tuple[int, int]:
+        """Plan `cand`'s (extra DDR, spills)."""
+        return (sum(self.victim.traffic[b] for b, _ in cand.spills), len(cand.spills))
+
+    def keep(
+        self, cand: Schedule, order: list[int], index: int, hint: Hint | None = None
+    ) -> tuple[int, int]:
         """Keep plan `cand` (of `order`, ORDERS index `index`) if it ranks better than the
-        best; its (extra DDR, spills)."""
-        key = (sum(self.victim.traffic[b] for b, _ in cand.spills), len(cand.spills))
+        best; its (extra DDR, spills). `hint`: cand's replay measured against an earlier
+        best's (`Hint`)."""
+        key = self.rank(cand)
         timed = None
         if self.key == key:  # a tie: makespan, peak, then the ORDERS index decide
             best = self.replay()
+            # NOTE: a hint measured within a makespan at least the best's tells a plan that
+            # loses without its replay (one that wins is replayed as it would be without)
+            if hint is not None and hint[0] >= best.makespan:
+                if hint[1] is None or (*hint[1], index) >= (best.makespan, best.peak, self.win):
+                    return key
             # NOTE: a plan slower than the best loses, so its replay stops once it is; it
             # goes on from the best's replay where the two plans part (the spill variants
             # part late, where a reload moves or is issued ahead)
@@ -336,25 +353,34 @@ Variant = tuple[list[int], str, bool, int]  # order, placement, prefetch, reload
 def _offer_variants(plans: _Plans, variants: list[Variant], jobs: int) -> None:
     """Offer each variant's plan in turn (ORDERS index: a spill variant); with `jobs` that
     fork, each placed by a worker process within the best plan's (extra DDR, spills) before
-    them, then kept in turn as without workers.
+    them, and a plan that ties them replayed there within the best's makespan, then kept in
+    turn as without workers.
 
     NOTE: the same choice: a plan placed within a looser limit than its turn's is the same
     plan where it fits that turn's limit, and ranks worse than the best where it does not
-    (the limit only grows looser, and (extra DDR, spills) only grows during a scan)."""
+    (the limit only grows looser, and (extra DDR, spills) only grows during a scan); the
+    best's makespan only drops, so a replay within the earlier best's tells the losers."""
     if not forks(jobs, len(variants)):
         for order, placement, prefetch, ahead in variants:
             plans.offer(order, len(ORDERS), placement, prefetch, ahead)
         return
     limit = plans.key
+    best = plans.replay()
 
-    def place(variant: Variant) -> Schedule | None:
-        return plans.place(*variant, limit)
+    def place(variant: Variant) -> tuple[Schedule, Hint | None] | None:
+        cand = plans.place(*variant, limit)
+        if cand is None:
+            return None
+        if plans.rank(cand) != limit:
+            return cand, None
+        timed = replay_within(plans.graph, cand, plans.model, best.makespan, plans.base, best)
+        return cand, (best.makespan, None if timed is None else (timed.makespan, timed.peak))
 
     # NOTE: a cold variant follows the trail of the plain scan of its order: the light ones
     weights = [1 if placement == "cold" else 8 for _, placement, _, _ in variants]
-    for variant, cand in zip(variants, fork_map(place, variants, jobs, weights), strict=True):
-        if cand is not None:
-            plans.keep(cand, variant[0], len(ORDERS))
+    for variant, got in zip(variants, fork_map(place, variants, jobs, weights), strict=True):
+        if got is not None:
+            plans.keep(got[0], variant[0], len(ORDERS), got[1])
 
 
 def _spill_variants(
