@@ -27,6 +27,9 @@ SCHEDULERS: dict[str, Scheduler] = {
 # within an L1+UB budget (`overlap`: a multiple of the plan's peak); traces keep the paper's
 # contract, the plan's memory order (`schedule_graph`)
 OVERLAP: dict[str, Callable[..., Schedule]] = {"dan": dan}  # called with overlap=budget
+# Methods whose independent tries may run in worker processes (called with jobs=N): the same
+# schedule whatever N (npucc.parallel)
+PARALLEL = frozenset({"dan", "dan-dlr"})
 
 
 def schedule_graph(
@@ -37,17 +40,21 @@ def schedule_graph(
     alignment: int = 1,
     check: bool = True,
     overlap: float | None = None,
+    jobs: int = 1,
 ) -> tuple[Schedule, Replay]:
     """Schedule `graph` with the named method (its OVERLAP variant given `overlap`, an L1+UB
-    budget as a multiple of the plan's peak, or inf), validate it (unless check=False) and
-    replay it."""
+    budget as a multiple of the plan's peak, or inf; a PARALLEL method's tries in up to `jobs`
+    worker processes), validate it (unless check=False) and replay it."""
     if method not in SCHEDULERS:
         raise NpuccError(f"unknown scheduler '{method}' (known: {', '.join(sorted(SCHEDULERS))})")
     with gc_paused():  # NOTE: see gc_paused; a 1e6-node graph is millions of objects
+        more = {"jobs": jobs} if method in PARALLEL else {}
         if overlap is not None and method in OVERLAP:
-            schedule = OVERLAP[method](graph, capacity, spill_model, alignment, overlap=overlap)
+            schedule = OVERLAP[method](
+                graph, capacity, spill_model, alignment, overlap=overlap, **more
+            )
         else:
-            schedule = SCHEDULERS[method](graph, capacity, spill_model, alignment)
+            schedule = SCHEDULERS[method](graph, capacity, spill_model, alignment, **more)
         checked = None
         if check:
             if method in UNBOUNDED:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -49,6 +49,7 @@ from npucc.backend.schedule.dan.repeak import lower_peak
 from npucc.ir.replay import L0_TIERS, Replay
 from npucc.ir.schedule import Schedule
 from npucc.ir.tiled import TileNode
+from npucc.parallel import fork_map, forks
 
 # A lower overlap budget (repeak) is kept when its order is at most 1/PEAK_TRADE slower: DAN
 # ranks makespan before peak, and this is the price paid for a peak below the plan's
@@ -505,35 +506,33 @@ def _lower(
     critical: Sequence[int],
     overlap: float,
     cap: int,
-    order: list[int],
-    timed: list[int],
+    beat: int | None,
     tables: Tables,
-) -> tuple[list[int], list[int]]:
+) -> tuple[list[int], list[int], int] | None:
     """The budgeted order within `overlap` times the sunk peak of the plan's order re-sequenced
-    where its peak sits (`repeak`), when that budget is below `cap` and the order's L1+UB peak
-    below `order`'s (timed `timed`) at most 1/PEAK_TRADE slower; else `order`."""
+    where its peak sits (`repeak`), its finish times and L1+UB peak; None when that budget is
+    not below `cap` or a bound proves its makespan is not below `beat`."""
     ref = lower_peak(r.graph, r.nodes, preds, r.order)
     low = int(max(tables.events(ref)[3]) * overlap)  # NOTE: the sunk peak of ref
     if low >= cap:
-        return order, timed
-    best = max(timed, default=0)
-    limit = best + best // PEAK_TRADE
-    found = budget_order(r, preds, succs, low, critical, limit + 1, ref, tables)
-    if found is None or max(found[1], default=0) > limit:
-        return order, timed
-    if tables.peak(found[0]) >= tables.peak(order):
-        return order, timed
-    return found
+        return None
+    found = budget_order(r, preds, succs, low, critical, beat, ref, tables)
+    return None if found is None else (found[0], found[1], tables.peak(found[0]))
 
 
 def cpe(
-    schedule: Schedule, r: Replay, window: int = WINDOW, overlap: float | None = None
+    schedule: Schedule,
+    r: Replay,
+    window: int = WINDOW,
+    overlap: float | None = None,
+    jobs: int = 1,
 ) -> Schedule:
     """A refined Stage-2 schedule (same offsets and spills); the input order if none is faster.
 
     With `overlap` (a compiled program: an L1+UB budget, a multiple of the plan's peak, or inf)
     and no spills also the list order that keeps no memory order, within that budget
-    (`budget_order`); with None, the paper's contract: the plan's memory order stays."""
+    (`budget_order`); with None, the paper's contract: the plan's memory order stays. `jobs`:
+    worker processes for the orders tried (the same schedule whatever the number)."""
     preds = r.preds
     succs = _succs(r)
     group = _groups(r)
@@ -554,18 +553,72 @@ def cpe(
     tries: list[tuple[list[int], int | None, list[int] | None]] = [(group, None, h)]
     if not r.spills:
         tries += [(group, r.peak, h), (group, r.peak, None)]
-    for kept, limit, critical in tries:
-        found = list_order(r, preds, succs, kept, limit, critical, max(timed, default=0), tables)
-        if found is None or (cap is not None and tables.peak(found[0]) > cap):
+    budget = len(tries)  # the index of the budgeted order's try, then of the lower budget's
+    lower = cap is not None and overlap is not None and not math.isinf(overlap)
+
+    def attempt(j: int, beat: int | None) -> tuple[list[int], list[int], int] | None:
+        """Try j's order, finish times and L1+UB peak (with `cap`; else 0), None once a
+        bound proves its makespan is not below `beat`."""
+        if j < budget:
+            kept, limit, critical = tries[j]
+            found = list_order(r, preds, succs, kept, limit, critical, beat, tables)
+        elif j == budget:
+            assert cap is not None
+            found = budget_order(r, preds, succs, cap, h, beat, tables=tables)
+        else:
+            assert cap is not None and overlap is not None
+            return _lower(r, preds, succs, h, overlap, cap, beat, tables)
+        if found is None:
+            return None
+        return found[0], found[1], 0 if cap is None else tables.peak(found[0])
+
+    # NOTE: bounds of the tries made ahead: the plan's makespan, and for the lower budget's
+    # the makespan it may trade up to (the list tries 1, the budgeted ones about twice that;
+    # the lower budget's also re-sequences the plan)
+    best = max(timed, default=0)
+    beats = [best] * (budget + (cap is not None)) + [best + best // PEAK_TRADE + 1] * lower
+    weights = [1] * budget + [2] * (cap is not None) + [4] * lower
+    ahead = _tries_ahead(attempt, beats, weights, kept_ok, jobs)
+    get = attempt if ahead is None else lambda j, _: ahead[j]
+    for j in range(budget):
+        found = get(j, max(timed, default=0))
+        if found is None or (cap is not None and found[2] > cap):
             continue
         if not kept_ok or max(found[1], default=0) < max(timed, default=0):
-            (order, timed), kept_ok = found, True
+            order, timed, kept_ok = found[0], found[1], True
     if cap is not None:
-        beat = max(timed, default=0) if kept_ok else None
-        found = budget_order(r, preds, succs, cap, h, beat, tables=tables)
+        found = get(budget, max(timed, default=0) if kept_ok else None)
         if found is not None and (not kept_ok or max(found[1], default=0) < max(timed, default=0)):
-            order, timed = found
-        if overlap is not None and not math.isinf(overlap):
-            order, timed = _lower(r, preds, succs, h, overlap, cap, order, timed, tables)
+            order, timed = found[0], found[1]
+        if lower:
+            # NOTE: kept when its peak is lower and it is at most 1/PEAK_TRADE slower
+            best = max(timed, default=0)
+            limit = best + best // PEAK_TRADE
+            found = get(budget + 1, limit + 1)
+            if (
+                found is not None
+                and max(found[1], default=0) <= limit
+                and found[2] < tables.peak(order)
+            ):
+                order, timed = found[0], found[1]
     order = local_moves(r, preds, succs, group, order, timed, window)
     return Schedule(order, dict(schedule.offsets), list(schedule.spills))
+
+
+def _tries_ahead(
+    attempt: Callable[[int, int | None], tuple[list[int], list[int], int] | None],
+    beats: list[int],
+    weights: list[int],
+    kept_ok: bool,
+    jobs: int,
+) -> list[tuple[list[int], list[int], int] | None] | None:
+    """`cpe`'s tries, try j made by a worker process bounded by `beats[j]`, when `jobs` forks
+    and the plan's order is within the budget (`kept_ok`); else None (they are made in turn).
+
+    NOTE: the same choice: a try is kept when it beats the makespan of the best so far (the
+    lower budget's: when within 1/PEAK_TRADE of it), which only drops from the plan's, so a
+    try bounded by the plan's either is the same order or loses; with the plan's order over
+    the budget the first order within it is kept however slow, so its bound is its turn's."""
+    if not kept_ok or not forks(jobs, len(beats)):
+        return None
+    return fork_map(lambda j: attempt(j, beats[j]), range(len(beats)), jobs, weights)

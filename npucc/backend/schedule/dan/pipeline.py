@@ -24,6 +24,7 @@ from npucc.errors import NpuccError
 from npucc.ir.replay import Replay, replay, replay_base, replay_within
 from npucc.ir.schedule import Schedule
 from npucc.ir.tiled import TileGraph
+from npucc.parallel import fork_map, forks
 from npucc.target.cost import SpillModel
 
 # Stage-1 orders placed by DLR: MPAS with the paper's key (lambda, Delta, -h, ord), MPAS with the
@@ -35,6 +36,14 @@ ORDERS = ("full", "memory", "lowering")
 # it worse instead of running to the end
 TRIAL = ("lowering", "memory", "full")
 AHEAD = (8, 16)  # reload distances tried (`dlr(..., ahead=)`) when the best plan spills
+# NOTE: measured (docs/design.md, danpar31): below this many nodes a graph's tries stay in this
+# process, as forking workers and pickling their results back costs more than it saves
+FORK_NODES = 20_000
+
+
+# A plan's replay measured by a worker within a makespan: (that makespan, its (makespan, peak)
+# or None when slower)
+Hint = tuple[int, tuple[int, int] | None]
 
 
 class _Plans:
@@ -92,6 +101,22 @@ class _Plans:
         if DLR abandoned it: once it ranks worse (`stop` "worse"), at its first spill
         ("spill"; a later offer of the order resumes there) or never ("never"). `times`:
         the release times of placement "timed" (LinearScan)."""
+        limit = {"worse": self.key, "spill": (-1, -1), "never": None}[stop]
+        cand = self.place(order, placement, prefetch, ahead, limit, times)
+        if cand is None:
+            return None
+        return self.keep(cand, order, index)
+
+    def place(
+        self,
+        order: list[int],
+        placement: str,
+        prefetch: bool,
+        ahead: int,
+        limit: tuple[int, int] | None,
+        times: list[int] | None = None,
+    ) -> Schedule | None:
+        """DLR's plan of `order`, None once its (extra DDR, spills) exceed `limit`."""
         known = next((x for x in self.known if x[0] is order), None)
         if known is None:
             known = (order, Uses(self.graph, order), {}, {})
@@ -112,7 +137,7 @@ class _Plans:
             self.alignment,
             placement,
             prefetch,
-            {"worse": self.key, "spill": (-1, -1), "never": None}[stop],
+            limit,
             ahead,
             self.victim.traffic,
             uses,
@@ -122,16 +147,32 @@ class _Plans:
             self.columns,
         )
         try:
-            cand = scan.run(self.victim, start, trail)
+            return scan.run(self.victim, start, trail)
         except TooManySpills:
             return None
         finally:
             if placement not in first and scan.first is not None:
                 first[placement] = scan.first
-        key = (sum(self.victim.traffic[b] for b, _ in cand.spills), len(cand.spills))
+
+    def rank(self, cand: Schedule) -> tuple[int, int]:
+        """Plan `cand`'s (extra DDR, spills)."""
+        return (sum(self.victim.traffic[b] for b, _ in cand.spills), len(cand.spills))
+
+    def keep(
+        self, cand: Schedule, order: list[int], index: int, hint: Hint | None = None
+    ) -> tuple[int, int]:
+        """Keep plan `cand` (of `order`, ORDERS index `index`) if it ranks better than the
+        best; its (extra DDR, spills). `hint`: cand's replay measured against an earlier
+        best's (`Hint`)."""
+        key = self.rank(cand)
         timed = None
         if self.key == key:  # a tie: makespan, peak, then the ORDERS index decide
             best = self.replay()
+            # NOTE: a hint measured within a makespan at least the best's tells a plan that
+            # loses without its replay (one that wins is replayed as it would be without)
+            if hint is not None and hint[0] >= best.makespan:
+                if hint[1] is None or (*hint[1], index) >= (best.makespan, best.peak, self.win):
+                    return key
             # NOTE: a plan slower than the best loses, so its replay stops once it is; it
             # goes on from the best's replay where the two plans part (the spill variants
             # part late, where a reload moves or is issued ahead)
@@ -181,10 +222,13 @@ def dan(
     alignment: int = 1,
     stage: str = "full",
     overlap: float | None = None,
+    jobs: int = 1,
 ) -> Schedule:
     """Run DAN up to `stage` ("mpas" alone: no capacities, strict rule 7; else best order);
     `overlap` (a budget, a multiple of the plan's L1+UB peak, or inf): CPE may drop the plan's
-    memory order within it (`cpe.cpe`); None: the paper's contract."""
+    memory order within it (`cpe.cpe`); None: the paper's contract. `jobs`: worker processes
+    for the independent tries of a large graph (the same schedule whatever the number)."""
+    jobs = jobs if len(graph.nodes) >= FORK_NODES else 1
     seconds = {"mpas": 0.0, "dlr": 0.0, "cpe": 0.0}
     t0 = time.perf_counter()
     if stage == "mpas":
@@ -208,6 +252,7 @@ def dan(
             # any order of trial).
             tried = [ORDERS.index(mode) for mode in TRIAL]
             prep: Prep | None = None  # what the MPAS runs share
+            premade: dict[int, list[int] | NpuccError] = {}  # MPAS orders made by workers
             orders: dict[int, list[int]] = {}
             keys: dict[int, tuple[int, int]] = {}  # ORDERS index -> (extra DDR, spills)
             waits = -1  # the ORDERS index of the lowering order while its plan waits
@@ -218,7 +263,11 @@ def dan(
                 try:
                     if ORDERS[i] != "lowering" and prep is None:
                         prep = prepare(graph, topo=orders.get(ORDERS.index("lowering")))
-                    order = orders[i] = stage1(graph, ORDERS[i], prep)
+                        premade = _stage1_ahead(graph, tried[k:], prep, jobs)
+                    made = premade.pop(i, None)
+                    if isinstance(made, NpuccError):
+                        raise made
+                    order = orders[i] = stage1(graph, ORDERS[i], prep) if made is None else made
                     t2 = time.perf_counter()
                     stop = "spill" if ORDERS[i] == "lowering" else "worse"
                     key = plans.offer(order, i, stop=stop)
@@ -250,12 +299,11 @@ def dan(
             if plans.schedule.spills:
                 if bar is not None:
                     bar.update(len(ORDERS), "dan: spill variants (DLR)")
-                for order, placement, prefetch, ahead in _spill_variants(
-                    plans.order, placed, plans.key, packed
-                ):
-                    t2 = time.perf_counter()
-                    plans.offer(order, len(ORDERS), placement, prefetch, ahead)
-                    seconds["dlr"] += time.perf_counter() - t2
+                t2 = time.perf_counter()
+                _offer_variants(
+                    plans, _spill_variants(plans.order, placed, plans.key, packed), jobs
+                )
+                seconds["dlr"] += time.perf_counter() - t2
             else:
                 # the winner's order placed again, each range's release labelled with its
                 # time in the winner's replay instead of its position: a layer's first loads
@@ -270,7 +318,7 @@ def dan(
                 if bar is not None:
                     bar.update(len(ORDERS) + 1, "dan: timing refinement (CPE)")
                 t3 = time.perf_counter()
-                schedule = cpe(schedule, plans.replay(), overlap=overlap)
+                schedule = cpe(schedule, plans.replay(), overlap=overlap, jobs=jobs)
                 seconds["cpe"] = time.perf_counter() - t3
             # NOTE: CPE keeps G2's edges, so the final replay is derived from the plan's
             schedule.basis = plans.timed
@@ -280,7 +328,59 @@ def dan(
     return schedule
 
 
+def _stage1_ahead(
+    graph: TileGraph, tried: list[int], prep: Prep, jobs: int
+) -> dict[int, list[int] | NpuccError]:
+    """The Stage-1 orders (or their errors) of the MPAS entries of `tried` (ORDERS indices),
+    each made by a worker process, when `jobs` forks; else none."""
+    modes = [i for i in tried if ORDERS[i] != "lowering"]
+    if not forks(jobs, len(modes)):
+        return {}
+
+    def made(i: int) -> list[int] | NpuccError:
+        # NOTE: an order's error is raised where the order is used, as without workers
+        try:
+            return stage1(graph, ORDERS[i], prep)
+        except NpuccError as exc:
+            return exc
+
+    return dict(zip(modes, fork_map(made, modes, jobs), strict=True))
+
+
 Variant = tuple[list[int], str, bool, int]  # order, placement, prefetch, reload distance
+
+
+def _offer_variants(plans: _Plans, variants: list[Variant], jobs: int) -> None:
+    """Offer each variant's plan in turn (ORDERS index: a spill variant); with `jobs` that
+    fork, each placed by a worker process within the best plan's (extra DDR, spills) before
+    them, and a plan that ties them replayed there within the best's makespan, then kept in
+    turn as without workers.
+
+    NOTE: the same choice: a plan placed within a looser limit than its turn's is the same
+    plan where it fits that turn's limit, and ranks worse than the best where it does not
+    (the limit only grows looser, and (extra DDR, spills) only grows during a scan); the
+    best's makespan only drops, so a replay within the earlier best's tells the losers."""
+    if not forks(jobs, len(variants)):
+        for order, placement, prefetch, ahead in variants:
+            plans.offer(order, len(ORDERS), placement, prefetch, ahead)
+        return
+    limit = plans.key
+    best = plans.replay()
+
+    def place(variant: Variant) -> tuple[Schedule, Hint | None] | None:
+        cand = plans.place(*variant, limit)
+        if cand is None:
+            return None
+        if plans.rank(cand) != limit:
+            return cand, None
+        timed = replay_within(plans.graph, cand, plans.model, best.makespan, plans.base, best)
+        return cand, (best.makespan, None if timed is None else (timed.makespan, timed.peak))
+
+    # NOTE: a cold variant follows the trail of the plain scan of its order: the light ones
+    weights = [1 if placement == "cold" else 8 for _, placement, _, _ in variants]
+    for variant, got in zip(variants, fork_map(place, variants, jobs, weights), strict=True):
+        if got is not None:
+            plans.keep(got[0], variant[0], len(ORDERS), got[1])
 
 
 def _spill_variants(
@@ -332,6 +432,6 @@ def dan_mpas(graph, capacity, spill_model, alignment=1) -> Schedule:
     return dan(graph, capacity, spill_model, alignment, "mpas")
 
 
-def dan_dlr(graph, capacity, spill_model, alignment=1) -> Schedule:
+def dan_dlr(graph, capacity, spill_model, alignment=1, jobs=1) -> Schedule:
     """DAN Stages 1-2 (registry entry "dan-dlr")."""
-    return dan(graph, capacity, spill_model, alignment, "dlr")
+    return dan(graph, capacity, spill_model, alignment, "dlr", jobs=jobs)
