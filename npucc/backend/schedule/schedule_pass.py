@@ -63,8 +63,9 @@ class SchedulePass(Pass):
                 graph, core = graphs[i], ir.cores[i]
                 if bar is not None and not forked:
                     bar.update(i, f"schedule: core {core.row},{core.col} ({sizes[i]} nodes)")
+                # NOTE: inside a worker DAN's own tries stay in it (no pools inside pools)
                 result = schedule_graph(graph, self.method, capacity, spill_model, align,
-                                        overlap=overlap)  # fmt: skip
+                                        overlap=overlap, jobs=self.jobs)  # fmt: skip
                 return detach(graph, *result) if forked else result
 
             finished = 0
