@@ -76,13 +76,15 @@ def fork_map(
     jobs: int,
     weights: Sequence[float] | None = None,
     done: Callable[[int], None] | None = None,
+    here: int | None = None,
 ) -> list[Any]:
     """[fn(item) for item in items], computed by up to `jobs` forked workers (in this process
     when `forks` says no); the heaviest items (by `weights`) are handed out first, and `done(i)`
-    is called here as item i's result arrives.
+    is called here as item i's result arrives. With `here`, item `here` is computed in this
+    process while up to `jobs` - 1 workers compute the others: its result is not pickled.
 
     NOTE: `fn` must be a function of its item alone: a worker's side effects (caches it fills,
-    objects it changes) are lost with it.
+    objects it changes) are lost with it (those of item `here`'s call are kept).
     """
     global _fn, _items
     if not forks(jobs, len(items)):
@@ -92,15 +94,21 @@ def fork_map(
             if done is not None:
                 done(i)
         return results
-    order = list(range(len(items)))
+    order = [i for i in range(len(items)) if i != here]
     if weights is not None:
         order.sort(key=lambda i: -weights[i])  # NOTE: stable: equal weights keep their order
     _fn, _items = fn, items
     out: list[Any] = [None] * len(items)
     try:
         context = multiprocessing.get_context("fork")
-        with context.Pool(min(jobs, len(items)), initializer=_start_worker) as pool:
-            for i, result in zip(order, pool.imap(_call_index, order), strict=True):
+        workers = min(jobs if here is None else jobs - 1, len(order))
+        with context.Pool(workers, initializer=_start_worker) as pool:
+            running = pool.imap(_call_index, order)
+            if here is not None:  # NOTE: after the fork: the workers never see its side effects
+                out[here] = fn(items[here])
+                if done is not None:
+                    done(here)
+            for i, result in zip(order, running, strict=True):
                 out[i] = result
                 if done is not None:
                     done(i)

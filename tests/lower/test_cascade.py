@@ -9,6 +9,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import npucc
 import npucc.backend.lower as lower
+import npucc.backend.lower.overlap as overlap
 from npucc.backend.lower.cascade import (
     TRIAL_ROWS,
     WIDE_SHARE,
@@ -298,6 +299,7 @@ def test_a_paying_lowering_spliced_onto_the_kept_tail_is_the_whole_lowering(monk
             return False
 
     monkeypatch.setattr(lower, "Splice", Never)
+    monkeypatch.setattr(overlap, "Splice", Never)
     whole = npucc.compile(model, TARGET)
     assert spliced.stream == whole.stream and spliced.image == whole.image
     assert "ar.band1" in compile_until(model, "lower-tiles", TARGET).tensors  # the chain paid
@@ -321,6 +323,7 @@ def test_a_kept_lowering_left_unfinished_at_its_meet_settles_to_the_whole_loweri
             return False
 
     monkeypatch.setattr(lower, "Splice", Never)
+    monkeypatch.setattr(overlap, "Splice", Never)
     whole = npucc.compile(model, TARGET)
     assert unfinished.stream == whole.stream and unfinished.image == whole.image
 

@@ -8,8 +8,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import npucc.backend.lower as lower
-from npucc.backend.lower.cascade import band_graph
+from npucc.backend.lower.cascade import Cascades, band_graph
 from npucc.backend.lower.context import flow
+from npucc.backend.lower.overlap import overlapped
 from npucc.backend.lower.resume import Resume, Splice, SpliceMiss, Timed, same_prefix, shed
 from npucc.backend.lower.work import layer_work
 from npucc.compiler import compile_until
@@ -206,13 +207,15 @@ def test_a_spliced_tail_reading_an_unmapped_node_fails():
 
 
 def _overlapped(tried: list[tuple[int, list[int]]]) -> TiledProgram:
-    """`_overlapped` from the lowering without chains (its marks kept) over `tried`."""
+    """`overlapped` from the lowering without chains (its marks kept) over `tried`."""
     recorded = Resume(EVERY)
     kept = _lower({}, recorded)
-    ctx = CompileContext(TARGET)
-    return lower._overlapped(
-        ctx, None, GRAPH, (layer_work(GRAPH), {}), ({}, recorded.made), kept, tried
-    )
+    ctx, work, memo = CompileContext(TARGET), layer_work(GRAPH), {}
+
+    def lowered(cascades: Cascades, resume: Resume) -> TiledProgram:
+        return lower._lower_cascaded(ctx, None, cascades, work, memo, resume)
+
+    return overlapped(lowered, GRAPH, TARGET, ({}, recorded.made), kept, tried)
 
 
 def test_a_trial_whose_splice_misses_is_lowered_whole(monkeypatch):

@@ -38,6 +38,7 @@ from npucc.backend.lower.cascade import (
 from npucc.backend.lower.concat_fold import NO_FOLDS, ConcatFolds, fold_concats
 from npucc.backend.lower.context import LOWERINGS, LowerContext, ReservedFitError
 from npucc.backend.lower.memo import forms
+from npucc.backend.lower.overlap import overlapped, timed_run
 from npucc.backend.lower.resident import NONE as NO_RESIDENT
 from npucc.backend.lower.resident import Residency, choose_resident
 from npucc.backend.lower.resume import (
@@ -45,8 +46,6 @@ from npucc.backend.lower.resume import (
     Mark,
     Resume,
     Splice,
-    SpliceMiss,
-    Timed,
     same_prefix,
     shed,
     skeleton,
@@ -89,8 +88,10 @@ def lower_graph(
     slices: dict[str, tuple[str, int, int]] | None = None,
     resident: bool = True,
     staged: Staged | None = None,
+    jobs: int = 1,
 ) -> TiledProgram:
-    """Lower every layer of `graph`, layer after layer, onto the target's cores.
+    """Lower every layer of `graph`, layer after layer, onto the target's cores (`jobs`:
+    worker processes for the overlap trials, npucc.backend.lower.overlap).
 
     Each layer's independent tiles go round-robin over its cores (`placement`; by default every
     layer uses every core of the mesh in turn, i.e. layer-sequential execution). The tensors in
@@ -144,8 +145,11 @@ def lower_graph(
         _paid(lowering, before, {**kept.chains, **wider}, kept, beat)
     kept.settle(lowering)
     tried = trials(graph, kept.chains, ctx.target, bound)
-    return _overlapped(ctx, placement, graph, (work, memo), (kept.chains, kept.marks),
-                       kept.program, tried)  # fmt: skip
+
+    def lower(cascades: Cascades, resume: Resume) -> TiledProgram:
+        return _lower_cascaded(ctx, placement, cascades, work, memo, resume)
+
+    return overlapped(lower, graph, target, (kept.chains, kept.marks), kept.program, tried, jobs)
 
 
 @dataclass(slots=True)
@@ -233,14 +237,15 @@ def _paid(
     """
     graph, ctx, placement, (work, memo), record = lowering
     had, marks = kept.chains, kept.marks
-    timed, spans = _timed(kept.program, marks), kept.layer_spans()
+    timed, spans = timed_run(kept.program, marks), kept.layer_spans()
     while chains:
         new = [first for first, chain in chains.items() if had.get(first) != chain]
         if not new:
             break
         if kept.rest is not None and min(new) - 1 >= min(first for _, first in kept.tails):
             kept.settle(lowering)  # NOTE: it starts in the unfinished tail: from its own mark
-            marks, timed, spans = kept.marks, _timed(kept.program, kept.marks), kept.layer_spans()
+            marks, spans = kept.marks, kept.layer_spans()
+            timed = timed_run(kept.program, marks)
         cascades = band_graph(graph, chains, ctx.target)
         last = max(chains[first][0] for first in new) - 1
         splice = Splice({**marks, **kept.tail_marks}, timed, last, kept.tails)
@@ -278,84 +283,6 @@ def _paid(
         # NOTE: not held while the next is made (a tiled program; its marks hold its graph)
         del banded, resume, splice, made, met
     return True
-
-
-def _overlapped(
-    ctx: CompileContext,
-    placement: Placement | None,
-    graph: Graph,
-    work: tuple[list[LayerWork], Memo],
-    kept: tuple[Chains, dict[int, Mark]],
-    program: TiledProgram,
-    tried: list[tuple[int, list[int]]],
-) -> TiledProgram:
-    """`program` (`graph` lowered with `chains`, its marks `marks`: `kept`) or, trial after
-    trial (`tried`, of `trials`), that with a conv into a vector layer cascaded too, at the
-    band height of shortest `flow`, if it is shorter (`work`: the layers' work and the
-    lowerings' memo).
-
-    A lowering records its state before every source layer from the one feeding its link's
-    conv (npucc.backend.lower.resume): the trials of a link start from the program kept so
-    far's mark, or the link's first trial's, when the layers before it lower alike, and stop
-    where their state meets the kept program's before a later layer (`Splice`): they are
-    priced with its tail, and the link's pick, if one is shorter, then lowers on from there.
-    NOTE: a trial's lowering that is not kept goes before the next is made (a mark it leaves
-    keeps only its prefix), and the lowering without cascades is not held here: whole tiled
-    programs, four of them were alive at once.
-    """
-    if not tried:
-        return program
-    chains, marks = kept  # marks: source layer -> the kept program's mark before it
-    timed = _timed(program, marks)
-    best = timed.span
-    for first, heights in tried:
-        record = frozenset(range(first - 1, len(graph.layers)))
-        pick, won = chains, None
-        for rows in heights:
-            chosen = {**chains, first: (first + 2, rows, False)}
-            splice = Splice(marks, timed, first)
-            resume = Resume(record, marks.get(first - 1), splice=splice)
-            try:
-                cascades = band_graph(graph, chosen, ctx.target)
-                banded = _lower_cascaded(ctx, placement, cascades, *work, resume)
-            except ReservedFitError:
-                continue
-            try:
-                span = splice.flow(banded.cores[0].graph)
-            except SpliceMiss:  # the kept tail reads what the mark does not map: lower it whole
-                del banded
-                splice = Splice({}, timed, first)
-                resume = Resume(record, marks.get(first - 1), splice=splice)
-                banded = _lower_cascaded(ctx, placement, cascades, *work, resume)
-                span = splice.flow(banded.cores[0].graph)
-            if span < best:
-                best, pick, won = span, chosen, (cascades, banded, resume.made, splice.met)
-            elif first - 1 in resume.made and first - 1 not in marks:
-                marks[first - 1] = resume.made[first - 1]
-                marks[first - 1].detach()
-            del cascades, banded, resume, splice
-        if won is not None:
-            cascades, program, marks, met = won
-            del won
-            if met is not None:  # a spliced trial: its lowering goes on where it stopped
-                resume = Resume(record, met[2])
-                program = _lower_cascaded(ctx, placement, cascades, *work, resume)
-                marks = {**marks, **resume.made}
-                del resume
-            del cascades, met
-            timed = _timed(program, marks)
-            if timed.span != best:
-                raise AssertionError(f"a trial priced at {best} lowers to {timed.span}")
-        chains = pick
-        marks = {source: mark for source, mark in marks.items() if source >= first}
-    return program
-
-
-def _timed(program: TiledProgram, marks: dict[int, Mark]) -> Timed:
-    """The one-core `program`'s graph run, when first read (its pipes' free times kept at its
-    `marks`)."""
-    graph = program.cores[0].graph
-    return Timed(graph, [m.nodes[0] for m in marks.values() if m.graphs[0] is graph])
 
 
 def _lower_cascaded(
@@ -757,6 +684,7 @@ class LowerTiles(Pass):
     name: ClassVar[str] = "lower-tiles"
     input_ir: ClassVar[IRType] = PlannedGraph
     output_ir: ClassVar[IRType] = TiledProgram
+    jobs: int = 1  # worker processes (npucc.parallel); the same program whatever the number
 
     def run(self, ir: PlannedGraph, ctx: CompileContext) -> TiledProgram:
         """Lower the planned graph: each layer on its group's rectangle, planned tensors on chip."""
@@ -775,7 +703,9 @@ class LowerTiles(Pass):
                 key = staged_key(name, part.loop) if name else ""
                 if part.parts > 1 and key in onchip:
                     staged.setdefault(layer.name, {})[name] = key
-        program = lower_graph(sliced.graph, ctx, parts, onchip, sliced.slices, staged=staged)
+        program = lower_graph(
+            sliced.graph, ctx, parts, onchip, sliced.slices, staged=staged, jobs=self.jobs
+        )
         ctx.stats["tile_ops"] = sum(len(c.graph) for c in program.cores)
         # NOTE: no pass after lowering reads the memo (the planner's profiles are before it):
         # its blocks (~3 MiB on MobileNet v2) go to the scheduler's objects, not to the peak

@@ -1,6 +1,6 @@
 """A lowering resumed where another one, alike up to a layer, stood before that layer.
 
-The cascade trials (npucc.backend.lower `_overlapped`) lower the whole graph again for each
+The cascade trials (npucc.backend.lower.overlap `overlapped`) lower the whole graph again for each
 link they try, though the layers before the link lower as in the program kept so far. A
 lowering records `Mark`s before the layers asked for (the builders', the tracker's, the
 program's and the context's state, and how many nodes and buffers each core had), and a later
