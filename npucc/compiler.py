@@ -50,7 +50,7 @@ def backend_passes(options: CompileOptions) -> list[Pass]:
         HypercutPass(
             search=options.search, seed=options.seed, beam_width=options.beam_width, jobs=jobs
         ),
-        LowerTiles(),
+        LowerTiles(jobs=jobs),
         SchedulePass(
             method=options.schedule,
             overlap_peak=options.overlap_peak,
