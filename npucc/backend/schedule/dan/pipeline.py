@@ -117,11 +117,7 @@ class _Plans:
         times: list[int] | None = None,
     ) -> Schedule | None:
         """DLR's plan of `order`, None once its (extra DDR, spills) exceed `limit`."""
-        known = next((x for x in self.known if x[0] is order), None)
-        if known is None:
-            known = (order, Uses(self.graph, order), {}, {})
-            self.known.append(known)
-        _, uses, first, trails = known
+        _, uses, first, trails = self._known(order)
         start = first.get(placement)
         trail = trails.get(placement)
         # NOTE: a plain scan records its trail where variants may follow it: the cold
@@ -153,6 +149,28 @@ class _Plans:
         finally:
             if placement not in first and scan.first is not None:
                 first[placement] = scan.first
+
+    def _known(self, order: list[int]) -> tuple[list[int], Uses, dict, dict]:
+        """What the scans of `order` so far left (`known`)."""
+        known = next((x for x in self.known if x[0] is order), None)
+        if known is None:
+            known = (order, Uses(self.graph, order), {}, {})
+            self.known.append(known)
+        return known
+
+    def probe(self, order: list[int]) -> tuple[Schedule | None, ScanState | None]:
+        """`order`'s cold plan if it places without spills; else None and the scan's state at
+        its first spill (None if it failed before: its offer meets the error in turn)."""
+        try:
+            cand = self.place(order, "cold", False, 0, (-1, -1))
+        except NpuccError:
+            return None, None
+        return cand, None if cand is not None else self._known(order)[2].get("cold")
+
+    def resume(self, order: list[int], first: ScanState) -> None:
+        """Let the cold scans of `order` resume at `first`, its cold scan's state at its first
+        spill (made by a worker's `probe`)."""
+        self._known(order)[2]["cold"] = first
 
     def rank(self, cand: Schedule) -> tuple[int, int]:
         """Plan `cand`'s (extra DDR, spills)."""
@@ -252,7 +270,7 @@ def dan(
             # any order of trial).
             tried = [ORDERS.index(mode) for mode in TRIAL]
             prep: Prep | None = None  # what the MPAS runs share
-            premade: dict[int, list[int] | NpuccError] = {}  # MPAS orders made by workers
+            premade: dict[int, Premade] = {}  # MPAS orders made (and probed) by workers
             orders: dict[int, list[int]] = {}
             keys: dict[int, tuple[int, int]] = {}  # ORDERS index -> (extra DDR, spills)
             waits = -1  # the ORDERS index of the lowering order while its plan waits
@@ -263,14 +281,24 @@ def dan(
                 try:
                     if ORDERS[i] != "lowering" and prep is None:
                         prep = prepare(graph, topo=orders.get(ORDERS.index("lowering")))
-                        premade = _stage1_ahead(graph, tried[k:], prep, jobs)
+                        premade = _stage1_ahead(plans, tried[k:], prep, jobs)
                     made = premade.pop(i, None)
                     if isinstance(made, NpuccError):
                         raise made
-                    order = orders[i] = stage1(graph, ORDERS[i], prep) if made is None else made
+                    cand = None
+                    if made is None:
+                        order = stage1(graph, ORDERS[i], prep)
+                    else:
+                        order, cand, first = made
+                        if first is not None:
+                            plans.resume(order, first)
+                    orders[i] = order
                     t2 = time.perf_counter()
                     stop = "spill" if ORDERS[i] == "lowering" else "worse"
-                    key = plans.offer(order, i, stop=stop)
+                    if cand is None:
+                        key = plans.offer(order, i, stop=stop)
+                    else:  # NOTE: without spills a limit never acts: the plan offer would place
+                        key = plans.keep(cand, order, i)
                 except NpuccError:  # the waiting plan's error comes first, as it did
                     if waits >= 0:
                         plans.offer(orders[waits], waits, stop="never")
@@ -328,21 +356,24 @@ def dan(
     return schedule
 
 
-def _stage1_ahead(
-    graph: TileGraph, tried: list[int], prep: Prep, jobs: int
-) -> dict[int, list[int] | NpuccError]:
+# A Stage-1 order made by a worker with its `_Plans.probe`, or the error of its MPAS run
+Premade = tuple[list[int], Schedule | None, ScanState | None] | NpuccError
+
+
+def _stage1_ahead(plans: _Plans, tried: list[int], prep: Prep, jobs: int) -> dict[int, Premade]:
     """The Stage-1 orders (or their errors) of the MPAS entries of `tried` (ORDERS indices),
-    each made by a worker process, when `jobs` forks; else none."""
+    each made and probed (`_Plans.probe`) by a worker process, when `jobs` forks; else none."""
     modes = [i for i in tried if ORDERS[i] != "lowering"]
     if not forks(jobs, len(modes)):
         return {}
 
-    def made(i: int) -> list[int] | NpuccError:
+    def made(i: int) -> Premade:
         # NOTE: an order's error is raised where the order is used, as without workers
         try:
-            return stage1(graph, ORDERS[i], prep)
+            order = stage1(plans.graph, ORDERS[i], prep)
         except NpuccError as exc:
             return exc
+        return (order, *plans.probe(order))
 
     return dict(zip(modes, fork_map(made, modes, jobs), strict=True))
 
