@@ -8,9 +8,10 @@ on one worker so that two of them never add up. The heaviest of those (a light z
 checked against onnxruntime) run their body in a fresh interpreter (tests/apart.py), so that
 the worker does not keep what they leave behind.
 
-On those workers a compile uses one process (NPUCC_JOBS=1, unless set): the two workers keep
-the two CPUs busy already, and a compile's own workers (npucc.parallel) would only add their
-forks' cost; the tests that compile with jobs=2 say so (tests/e2e/test_jobs.py).
+A test's compile uses one process (NPUCC_JOBS=1, unless set): on the two workers the CPUs are
+busy already, so a compile's own workers (npucc.parallel) would only add their forks' cost, and
+a test's defaults do not depend on the machine's CPUs; the tests that compile with jobs=2 say
+so (tests/e2e/test_jobs.py).
 """
 
 from __future__ import annotations
@@ -23,9 +24,8 @@ from npucc.parallel import JOBS_ENV
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """On an xdist worker, compiles default to one process."""
-    if hasattr(config, "workerinput"):  # NOTE: how pytest-xdist marks its workers' configs
-        os.environ.setdefault(JOBS_ENV, "1")
+    """Compiles default to one process (NPUCC_JOBS), unless the environment says otherwise."""
+    os.environ.setdefault(JOBS_ENV, "1")
 
 
 @pytest.hookimpl(tryfirst=True)
