@@ -94,7 +94,7 @@ def test_the_pipeline_is_the_documented_pass_order():
 CLI = [
     "--target", "mesh8x8", "--schedule", "original", "--search", "sa", "--beam-width", "17",
     "--batch", "2", "--input-shape", "input=2x3x32x32", "--print-ir-after", "hypercut,codegen",
-    "--print-ir-before", "schedule", "--print-ir-after-all", "--dump-dir", "d",
+    "--print-ir-before", "schedule", "--print-ir-after-all", "--dump-dir", "d", "-j", "3",
 ]  # fmt: skip
 
 
@@ -121,14 +121,16 @@ def test_cli_and_api_build_the_same_options_and_pass_fields(monkeypatch):
         print_before=frozenset({"schedule"}),
         print_after_all=True,
         dump_dir="d",
+        jobs=3,
     )
     assert seen == [from_cli]
     passes = pipeline(from_cli)
     assert passes == pipeline(seen[0])
     by_name = {p.name: p for p in passes}
     assert by_name["import-onnx"].input_shapes == {"input": (2, 3, 32, 32)}
-    assert by_name["hypercut"] == HypercutPass(search="sa", beam_width=17)
+    assert by_name["hypercut"] == HypercutPass(search="sa", beam_width=17, jobs=3)
     assert by_name["schedule"].method == "original"
+    assert by_name["schedule"].jobs == by_name["lower-tiles"].jobs == 3
 
 
 def test_a_single_core_plan_is_trivial_and_prints_as_the_graph(graph):
@@ -138,3 +140,11 @@ def test_a_single_core_plan_is_trivial_and_prints_as_the_graph(graph):
     assert (plan.rows, plan.cols, len(plan.steps), len(plan.steps[0].groups)) == (1, 1, 1, 1)
     assert plan.steps[0].groups[0].layers == tuple(range(len(planned.graph.layers)))
     assert planned.to_text() == graph.to_text()
+
+
+def test_jobs_default_to_npucc_jobs(monkeypatch):
+    monkeypatch.setenv("NPUCC_JOBS", "5")
+    by_name = {p.name: p for p in pipeline(CompileOptions())}
+    assert by_name["hypercut"].jobs == by_name["lower-tiles"].jobs == 5
+    assert by_name["schedule"].jobs == 5
+    assert {p.name: p for p in pipeline(CompileOptions(jobs=2))}["schedule"].jobs == 2
