@@ -47,9 +47,7 @@ def backend_passes(options: CompileOptions) -> list[Pass]:
     """The backend's pass instances, in order, their fields from `options`."""
     jobs = default_jobs() if options.jobs is None else options.jobs
     return [
-        HypercutPass(
-            search=options.search, seed=options.seed, beam_width=options.beam_width, jobs=jobs
-        ),
+        HypercutPass(search=options.search, seed=options.seed, beam_width=options.beam_width),
         LowerTiles(jobs=jobs),
         SchedulePass(
             method=options.schedule,

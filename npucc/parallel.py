@@ -1,6 +1,6 @@
-"""Forked worker processes for a compile's independent work (each core's schedule, the prices of
-a search round's plans): results come back in the order of the work, so a compile writes the same
-bytes whatever the number of workers."""
+"""Forked worker processes for a compile's independent work (a mesh's per-core schedules, DAN's
+tries on a big graph, a lowering's overlap trials): results come back in the order of the work,
+so a compile writes the same bytes whatever the number of workers."""
 
 from __future__ import annotations
 
@@ -15,9 +15,8 @@ from npucc.errors import NpuccError
 
 JOBS_ENV = "NPUCC_JOBS"  # the default number of worker processes, when set
 
-# NOTE: a worker finds its function (and `fork_map`'s items) in these globals, copied into it by
-# fork: neither is pickled, so they may hold anything (graphs, caches, closures); only the
-# items of `WorkerPool.map` and every result are pickled
+# NOTE: a worker finds its function and items in these globals, copied into it by fork: neither
+# is pickled, so they may hold anything (graphs, caches, closures); only results are pickled
 _fn: Callable[[Any], Any] | None = None
 _items: Sequence[Any] = ()
 _in_worker = False
@@ -65,11 +64,6 @@ def _call_index(i: int) -> Any:
     return _fn(_items[i])
 
 
-def _call(item: Any) -> Any:
-    assert _fn is not None
-    return _fn(item)
-
-
 def fork_map(
     fn: Callable[[Any], Any],
     items: Sequence[Any],
@@ -115,40 +109,3 @@ def fork_map(
     finally:
         _fn, _items = None, ()
     return out
-
-
-class WorkerPool:
-    """Workers forked once, each holding `fn` and whatever state it keeps (caches that fill across
-    calls of `map`); each `map` pickles its items to them. In this process when `forks` says no."""
-
-    def __init__(self, fn: Callable[[Any], Any], jobs: int) -> None:
-        self.fn = fn
-        self.jobs = jobs
-        self._pool: Any = None
-
-    def __enter__(self) -> WorkerPool:
-        global _fn
-        if forks(self.jobs, self.jobs):
-            _fn = self.fn
-            try:
-                context = multiprocessing.get_context("fork")
-                self._pool = context.Pool(self.jobs, initializer=_start_worker)
-            finally:
-                _fn = None
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._pool is not None:
-            self._pool.terminate()
-            self._pool.join()
-            self._pool = None
-
-    def map(self, items: Sequence[Any], chunksize: int = 1) -> list[Any]:
-        """[fn(item) for item in items], in their order.
-
-        NOTE: `fn` must give the same answer for an item whatever it computed before (in the
-        workers each sees only some of the items, in another order than this process would).
-        """
-        if self._pool is None or len(items) < 2:
-            return [self.fn(item) for item in items]
-        return list(self._pool.map(_call, items, chunksize=chunksize))

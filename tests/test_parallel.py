@@ -46,32 +46,6 @@ def test_no_pool_inside_a_worker():
     assert parallel.fork_map(_nested, [0, 1], 2) == [False, False]
 
 
-class _Counter:
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def __call__(self, x: int) -> tuple[int, int]:
-        self.calls += 1  # the worker's own state, kept across maps
-        return -x, self.calls
-
-
-def test_worker_pool_keeps_each_workers_state_across_maps():
-    counter = _Counter()
-    with parallel.WorkerPool(counter, 2) as pool:
-        first = pool.map(list(range(8)))
-        second = pool.map(list(range(8, 16)))
-    assert [v for v, _ in first + second] == [-x for x in range(16)]
-    assert counter.calls == 0  # every call ran in a worker
-    assert sum(n for _, n in second) > sum(n for _, n in first)
-
-
-def test_worker_pool_with_one_job_runs_here():
-    counter = _Counter()
-    with parallel.WorkerPool(counter, 1) as pool:
-        assert pool.map([1, 2]) == [(-1, 1), (-2, 2)]
-    assert counter.calls == 2
-
-
 def test_worker_errors_reach_the_caller():
     with pytest.raises(ZeroDivisionError):
         parallel.fork_map(lambda x: 1 // x, [1, 0, 2], 2)

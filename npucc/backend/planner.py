@@ -177,7 +177,6 @@ class HypercutPass(Pass):
     epsilon: float = 0.1
     sa_iterations: int = 20_000
     starts: tuple[Start, ...] = STARTS  # where HyperCut's final descent starts (BeamOptions)
-    jobs: int = 1  # worker processes (npucc.parallel); the same plan whatever the number
 
     def run(self, ir: Graph, ctx: CompileContext) -> PlannedGraph:
         """Plan `ir` on the target's mesh; a single-core target gets the trivial plan."""
