@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -38,11 +39,18 @@ def default_jobs() -> int:
 
 def forks(jobs: int, work: int) -> bool:
     """Whether `work` items at `jobs` workers go to forked processes: more than one of each, a
-    platform that forks, and not already inside a worker (no pools inside pools)."""
+    platform that forks, not already inside a worker (no pools inside pools), and no other
+    thread in this process.
+
+    NOTE: a fork copies only the calling thread; a lock another thread held stays held in the
+    child, so a caller's threads (a deployment script's, a server's) keep the work here
+    (npucc's progress bars draw without a thread for this reason).
+    """
     return (
         jobs > 1
         and work > 1
         and not _in_worker
+        and threading.active_count() == 1
         and "fork" in multiprocessing.get_all_start_methods()
     )
 

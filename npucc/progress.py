@@ -147,6 +147,7 @@ def bars(show: bool, console: Console | None = None) -> Iterator[None]:
         TimeElapsedColumn(),
         console=console or Console(stderr=True),
         transient=True,
+        auto_refresh=False,  # NOTE: no refresh thread: a compile forks only without threads
     )
     with progress:
         _active.append(progress)
@@ -164,12 +165,12 @@ class Bar:
     id: TaskID
 
     def update(self, completed: int, description: str | None = None) -> None:
-        """Set the number of finished steps (and optionally the description, shown at once)."""
+        """Set the number of finished steps (and optionally the description); shown at once."""
         if description is None:
             self.progress.update(self.id, completed=completed)
         else:
             self.progress.update(self.id, completed=completed, description=description)
-            self.progress.refresh()
+        self.progress.refresh()
 
 
 @contextmanager

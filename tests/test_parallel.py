@@ -86,3 +86,20 @@ def test_workers_show_no_progress(tmp_path, monkeypatch):
     with progress.bars(True, Console(file=StringIO(), force_terminal=True)):
         assert parallel.fork_map(_report, [0, 1], 2) == [False, False]
         assert _report(2)  # the parent's own bar shows
+
+
+def test_no_fork_while_another_thread_runs():
+    import threading
+
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert not parallel.forks(2, 2)
+        assert [pid for _, pid in parallel.fork_map(_square_and_note, [1, 2], 2)] == [
+            os.getpid()
+        ] * 2
+    finally:
+        stop.set()
+        other.join()
+    assert parallel.forks(2, 2)
