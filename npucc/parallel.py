@@ -62,8 +62,7 @@ def _start_worker() -> None:
     _in_worker = True
     # NOTE: its copy of the parent's bars and stage lines would draw over the parent's: the
     # parent alone reports (through `fork_map`'s `done`)
-    progress._active.clear()
-    progress._lines.clear()
+    progress.silence()
     gc.freeze()
 
 

@@ -70,6 +70,13 @@ class _StageLines:
         self.out.flush()
 
 
+def silence() -> None:
+    """Show nothing more from this process (a forked worker): forget the bars and stage lines
+    it inherited from the command that shows them."""
+    _active.clear()
+    _lines.clear()
+
+
 def progress_delay() -> float:
     """The delay before stage lines show: NPUCC_PROGRESS_DELAY CPU seconds, default DELAY."""
     try:
