@@ -39,8 +39,9 @@ def default_jobs() -> int:
 
 def forks(jobs: int, work: int) -> bool:
     """Whether `work` items at `jobs` workers go to forked processes: more than one of each, a
-    platform that forks, not already inside a worker (no pools inside pools), and no other
-    thread in this process.
+    platform that forks, not already inside a worker (no pools inside pools, ours or a caller's
+    `multiprocessing` pool, whose daemonic workers may not have children), and no other thread
+    in this process.
 
     NOTE: a fork copies only the calling thread; a lock another thread held stays held in the
     child, so a caller's threads (a deployment script's, a server's) keep the work here
@@ -50,6 +51,7 @@ def forks(jobs: int, work: int) -> bool:
         jobs > 1
         and work > 1
         and not _in_worker
+        and not multiprocessing.current_process().daemon
         and threading.active_count() == 1
         and "fork" in multiprocessing.get_all_start_methods()
     )

@@ -103,3 +103,15 @@ def test_no_fork_while_another_thread_runs():
         stop.set()
         other.join()
     assert parallel.forks(2, 2)
+
+
+def _forks_in_a_pool_worker(_: int) -> tuple[bool, list[int]]:
+    return parallel.forks(2, 2), [pid for _, pid in parallel.fork_map(_square_and_note, [1, 2], 2)]
+
+
+def test_no_fork_inside_a_callers_multiprocessing_pool():
+    import multiprocessing
+
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        forked, pids = pool.map(_forks_in_a_pool_worker, [0])[0]
+    assert not forked and len(set(pids)) == 1 and os.getpid() not in pids
