@@ -20,7 +20,6 @@ JOBS_ENV = "NPUCC_JOBS"  # the default number of worker processes, when set
 # is pickled, so they may hold anything (graphs, caches, closures); only results are pickled
 _fn: Callable[[Any], Any] | None = None
 _items: Sequence[Any] = ()
-_in_worker = False
 
 
 def default_jobs() -> int:
@@ -39,9 +38,9 @@ def default_jobs() -> int:
 
 def forks(jobs: int, work: int) -> bool:
     """Whether `work` items at `jobs` workers go to forked processes: more than one of each, a
-    platform that forks, not already inside a worker (no pools inside pools, ours or a caller's
-    `multiprocessing` pool, whose daemonic workers may not have children), and no other thread
-    in this process.
+    platform that forks, not inside a pool's worker (no pools inside pools: a `multiprocessing`
+    pool's workers, ours or a caller's, are daemonic and may not have children), and no other
+    thread in this process.
 
     NOTE: a fork copies only the calling thread; a lock another thread held stays held in the
     child, so a caller's threads (a deployment script's, a server's) keep the work here
@@ -50,7 +49,6 @@ def forks(jobs: int, work: int) -> bool:
     return (
         jobs > 1
         and work > 1
-        and not _in_worker
         and not multiprocessing.current_process().daemon
         and threading.active_count() == 1
         and "fork" in multiprocessing.get_all_start_methods()
@@ -58,10 +56,8 @@ def forks(jobs: int, work: int) -> bool:
 
 
 def _start_worker() -> None:
-    """A new worker: no pools inside it, no progress shown from it, and what it inherited kept
-    out of the collector's walks (they would touch, and so copy, every inherited page)."""
-    global _in_worker
-    _in_worker = True
+    """A new worker: no progress shown from it, and what it inherited kept out of the
+    collector's walks (they would touch, and so copy, every inherited page)."""
     # NOTE: its copy of the parent's bars and stage lines would draw over the parent's: the
     # parent alone reports (through `fork_map`'s `done`)
     progress.silence()
