@@ -141,8 +141,7 @@ def randomize_weights(model: onnx.ModelProto, seed: int = 0) -> onnx.ModelProto:
     uniform in [0.5, 1.5], its scales in [0.2, 0.6] and its means and biases small, so that the
     activations of deep networks stay in a sensible range.
     """
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
+    out = _without_float_weights(model)
     _materialize_constant_of_shape(out, unfilled=True)  # their values are drawn below
     rng = np.random.default_rng(seed)
     role: dict[str, str] = {}
@@ -168,6 +167,37 @@ def randomize_weights(model: onnx.ModelProto, seed: int = 0) -> onnx.ModelProto:
         init.dims.extend(shape)
         init.raw_data = _drawn(draw, math.prod(shape)).astype("<f4", copy=False).tobytes()
     return out
+
+
+def _without_float_weights(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of `model` whose FLOAT initializers have their names, types and dims, no values.
+
+    NOTE: not a whole copy whose weights are then replaced: a protobuf's arena keeps what a
+    message held until it dies, so the copy would hold the old weights beside the drawn ones
+    (VGG-19: `randomize_weights`' peak 2,031 -> 1,483 MiB, the copy it returns 1,171 -> 623 MiB).
+    """
+    out = onnx.ModelProto()
+    _copy_fields(model, out, skip="graph")
+    _copy_fields(model.graph, out.graph, skip="initializer")
+    for init in model.graph.initializer:
+        if init.data_type == onnx.TensorProto.FLOAT:
+            out.graph.initializer.add(name=init.name, dims=init.dims, data_type=init.data_type)
+        else:
+            out.graph.initializer.append(init)
+    return out
+
+
+def _copy_fields(src: Any, dst: Any, skip: str) -> None:
+    """Copy every field of protobuf message `src` that is set into `dst`, but `skip`."""
+    for field, value in src.ListFields():
+        if field.name == skip:
+            continue
+        if field.is_repeated:
+            getattr(dst, field.name).extend(value)
+        elif field.cpp_type == field.CPPTYPE_MESSAGE:
+            getattr(dst, field.name).CopyFrom(value)
+        else:
+            setattr(dst, field.name, value)
 
 
 def _drawn(draw: Callable[[int], np.ndarray | float], size: int) -> np.ndarray:
