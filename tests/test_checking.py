@@ -187,6 +187,24 @@ def test_a_model_file_keeps_its_weights_apart_and_onnxruntime_runs_it_the_same(t
     np.testing.assert_array_equal(run_onnxruntime(path, x)["y"], expected)
 
 
+def test_a_model_file_of_random_weights_holds_randomize_weights_values(tmp_path):
+    for i, model in enumerate((_conv_bn(), _big_conv(np.random.default_rng(3))[0])):
+        for folder in (f"{i}drawn", f"{i}kept"):
+            (tmp_path / folder).mkdir()
+        drawn = model_file(model, tmp_path / f"{i}drawn", seed=5)
+        kept = model_file(randomize_weights(model, seed=5), tmp_path / f"{i}kept")
+        a, b = onnx.load(drawn), onnx.load(kept)
+        assert [t.name for t in a.graph.initializer] == [t.name for t in b.graph.initializer]
+        for x, y in zip(a.graph.initializer, b.graph.initializer, strict=True):
+            np.testing.assert_array_equal(numpy_helper.to_array(x), numpy_helper.to_array(y))
+            assert numpy_helper.to_array(x).dtype == numpy_helper.to_array(y).dtype
+        del a.graph.initializer[:], b.graph.initializer[:]
+        assert a.SerializeToString() == b.SerializeToString()
+    apart = onnx.load(tmp_path / "1drawn" / "model.onnx", load_external_data=False)
+    assert apart.graph.initializer[0].data_location == onnx.TensorProto.EXTERNAL
+    assert model.graph.initializer[0].data_location != onnx.TensorProto.EXTERNAL  # left as is
+
+
 def test_a_check_runs_a_model_holding_its_weights_apart_from_its_own_file(tmp_path, monkeypatch):
     model, _ = _big_conv(np.random.default_rng(2))
     embedded = tmp_path / "embedded.onnx"
@@ -195,8 +213,8 @@ def test_a_check_runs_a_model_holding_its_weights_apart_from_its_own_file(tmp_pa
     assert checking.holds_weights_apart(apart) and not checking.holds_weights_apart(embedded)
     assert not checking.holds_weights_apart(tmp_path / "missing.onnx")
     written = []
-    monkeypatch.setattr(checking, "model_file", lambda m, folder: written.append(folder) or
-                        model_file(m, folder))  # fmt: skip
+    monkeypatch.setattr(checking, "model_file", lambda m, folder, seed=None:
+                        written.append(folder) or model_file(m, folder, seed))  # fmt: skip
     assert main(["check", str(apart), "--quiet"]) == 0
     assert written == []  # checked as it lies
     assert main(["check", str(embedded), "--quiet"]) == 0

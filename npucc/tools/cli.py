@@ -557,7 +557,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     NOTE: a model is checked from a file holding its weights apart (`model_file`): its own
     when nothing changes it (no random weights, no fixed input shapes) and it already holds
     them so (`holds_weights_apart`; VGG-19: 548 MB not read and written again, 2.6 CPU s)."""
-    from npucc.checking import holds_weights_apart, model_file, randomize_weights
+    from npucc.checking import holds_weights_apart, model_file
     from npucc.compiler import batch_input_shapes
     from npucc.frontend.onnx_import import load_model
 
@@ -569,10 +569,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     if not args.random_weights and not shapes and holds_weights_apart(args.model):
         return _check_file(args, options, Path(args.model))
     model = load_model(args.model, shapes, options.fallback)
-    if args.random_weights:
-        model = randomize_weights(model, args.seed)
     with tempfile.TemporaryDirectory(prefix="npucc-check-") as folder:
-        path = model_file(model, folder)
+        # NOTE: random weights are drawn into the file, one at a time (model_file)
+        path = model_file(model, folder, args.seed if args.random_weights else None)
         del model  # NOTE: not held in memory while it compiles and runs (model_file)
         return _check_file(args, options, path)
 
