@@ -29,17 +29,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from npucc.backend.schedule.dan import mpas_kernel as kernel
 from npucc.backend.schedule.scan import topo_order
 from npucc.errors import NpuccError
 from npucc.ir.replay import L0_TIERS
 from npucc.ir.residency import PEAK_TIERS
 from npucc.ir.tiled import TileGraph, TileNode
 
+if TYPE_CHECKING:
+    from npucc.backend.schedule.dan import mpas_kernel
+
 KEY_BITS = 63  # a key is a non-negative int64
+HEAP_ROOM = 2  # a run's heaps hold HEAP_ROOM * n + 1 keys each (full: stale keys dropped)
 
 
 def tails(
@@ -176,7 +181,7 @@ def prepare(graph: TileGraph, single_l0: bool = True, topo: list[int] | None = N
         l0p_idx,
         by_h,
         delta,
-        most_users + kernel.CONE_LIMIT + indeg,
+        most_users + _kernel().CONE_LIMIT + indeg,
     )
 
 
@@ -185,6 +190,14 @@ def _csr(lists: Sequence[Sequence[int] | set[int]]) -> tuple[np.ndarray, np.ndar
     off = np.zeros(len(lists) + 1, np.int64)
     np.cumsum([len(x) for x in lists], out=off[1:])
     return off, np.fromiter(chain.from_iterable(lists), np.int64, int(off[-1]))
+
+
+def _kernel() -> ModuleType:
+    """The compiled kernel's module, imported on first use (importing numba costs ~0.4 s, which
+    the commands that schedule nothing do not pay)."""
+    from npucc.backend.schedule.dan import mpas_kernel
+
+    return mpas_kernel
 
 
 def _vbits(n: int) -> int:
@@ -218,6 +231,7 @@ def mpas(
         users = (np.zeros(n + 1, np.int64), np.zeros(0, np.int64))
     else:
         users = prep.users
+    kernel = _kernel()
     g = kernel.Graph(
         prep.pred_off,
         prep.pred_idx,
@@ -240,7 +254,7 @@ def mpas(
         single_l0,
         strict,
     )
-    s = _state(prep, n)
+    s = _state(kernel, prep, n)
     if not kernel.run(g, s):
         stuck = int(np.argmin(s.done))  # the first node not done
         what = nodes[stuck].op
@@ -251,10 +265,11 @@ def mpas(
     return s.order.tolist()
 
 
-def _state(prep: Prep, n: int) -> kernel.State:
+def _state(kernel: ModuleType, prep: Prep, n: int) -> mpas_kernel.State:
     """A run's fresh arrays."""
     pairs = len(prep.l0p_idx)
-    heaps = np.empty((6, 2 * n + 2), np.int64)  # NOTE: touched as far as used
+    # NOTE: a node has one live key per heap, so HEAP_ROOM >= 1 leaves a full heap room
+    heaps = np.empty((6, HEAP_ROOM * n + 2), np.int64)  # touched as far as used
     heaps[:, 0] = 0
     return kernel.State(
         np.zeros(kernel.SCALARS, np.int64),

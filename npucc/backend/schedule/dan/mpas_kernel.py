@@ -17,8 +17,9 @@ import numba
 import numpy as np
 
 # NOTE: no NRT: the kernel allocates nothing (mpas.py makes every array), and with NRT each
-# read of a State field would count a reference
-jit = numba.njit(cache=True, _nrt=False)
+# read of a State field would count a reference. Only `run` is cached: its machine code holds
+# its callees', so a new process loads one entry
+jit = numba.njit(_nrt=False)
 
 CONE_LIMIT = 256  # unscheduled ancestors searched per L0 admission (rule 7 deadlock check)
 
@@ -649,7 +650,7 @@ def _emit_with_allocs(g: Graph, s: State, v: int) -> None:
     _emit(g, s, v)
 
 
-@jit
+@numba.njit(cache=True, _nrt=False)
 def run(g: Graph, s: State) -> bool:
     """Order every node into s.order; false when the rest would wait forever (strict)."""
     n = len(s.done)

@@ -1,0 +1,68 @@
+"""MPAS's compiled kernel: its heaps, its sort, the key bits and the stuck error."""
+
+import numpy as np
+import pytest
+
+from npucc.backend.schedule.dan import mpas as mpas_module
+from npucc.backend.schedule.dan.mpas import mpas, prepare
+from npucc.backend.schedule.dan.mpas_kernel import _sort
+from npucc.errors import NpuccError
+from npucc.tools.dan_hard import HARD_WORKLOADS
+from npucc.tools.dan_synthetic import synthetic_graph
+from tests.schedule.tgraphs import build
+
+MODES = [(m, s) for m in ("full", "memory", "critical") for s in (True, False)]
+
+
+def _runs(g):
+    """Every mode's order (or error message), strict or not."""
+    prep = prepare(g)
+    out = []
+    for mode, strict in MODES:
+        try:
+            out.append(mpas(g, True, mode, strict, prep))
+        except NpuccError as exc:
+            out.append(str(exc))
+    return out
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda: synthetic_graph(3000, seed=1, group=3), HARD_WORKLOADS["HardConv_Case0"]],
+)
+def test_full_heaps_drop_stale_keys_and_keep_the_order(make, monkeypatch):
+    g = make()
+    roomy = _runs(g)
+    monkeypatch.setattr(mpas_module, "HEAP_ROOM", 1)  # full as soon as a heap can be
+    assert _runs(g) == roomy
+    assert any(isinstance(o, list) for o in roomy)
+
+
+def test_sort_sorts_in_place():
+    rng = np.random.default_rng(0)
+    for m in (0, 1, 2, 7, 100, 1001):
+        a = rng.integers(-50, 50, m).astype(np.int64)
+        want = np.sort(a)
+        _sort(a)
+        assert a.tolist() == want.tolist()
+
+
+def test_keys_that_would_pass_63_bits_are_refused():
+    g = build(
+        [("ALLOC", 0, 1 << 61, "L1"), ("LOAD", "MTE2", 10, [0]), ("FREE", 0)],
+        [(0, 1), (1, 2)],
+    )
+    with pytest.raises(NpuccError, match="63 bits"):
+        prepare(g)
+    ok = build(
+        [("ALLOC", 0, 1 << 40, "L1"), ("LOAD", "MTE2", 10, [0]), ("FREE", 0)],
+        [(0, 1), (1, 2)],
+    )
+    assert mpas(ok, True) == [0, 1, 2]
+
+
+def test_a_node_that_waits_forever_is_named():
+    # a cycle: nothing ever gets ready, so the first node not done is named
+    g = build([("A", "VECTOR", 1, []), ("B", "VECTOR", 1, [])], [(0, 1), (1, 0)])
+    with pytest.raises(NpuccError, match="node 0 .A. waits forever"):
+        mpas(g, True)
