@@ -26,6 +26,7 @@ The order loop is a compiled kernel (`mpas_kernel`, numba) over the arrays `prep
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain
@@ -90,7 +91,7 @@ class Prep:
     l0p_idx: np.ndarray
     by_h: np.ndarray  # the nodes in (-h, id) order: the paper key's ranks
     delta: int  # D: every key's |Delta| is at most D
-    stack: int  # needs_tier's stack: the most entries it can hold
+    stack: int  # needs_tier's stack: the most entries it holds, less CONE_LIMIT
 
 
 def prepare(graph: TileGraph, single_l0: bool = True, topo: list[int] | None = None) -> Prep:
@@ -165,6 +166,8 @@ def prepare(graph: TileGraph, single_l0: bool = True, topo: list[int] | None = N
     l0p_off, l0p_idx = _csr(_lens(l0_preds), l0_preds)
     by_h = np.argsort(-np.array(h, np.int64), kind="stable")
     indeg = int(np.diff(pred_off).max(initial=0))
+    if n:  # NOTE: the kernel loaded here, before pipeline's workers fork: they inherit it
+        _kernel()
     return Prep(
         pred_off,
         pred_idx,
@@ -183,7 +186,7 @@ def prepare(graph: TileGraph, single_l0: bool = True, topo: list[int] | None = N
         l0p_idx,
         by_h,
         delta,
-        most_users + _kernel().CONE_LIMIT + indeg,
+        most_users + indeg,
     )
 
 
@@ -199,11 +202,14 @@ def _lens(lists: Sequence[Sequence[int]]) -> np.ndarray:
     return np.fromiter(map(len, lists), np.int64, len(lists))
 
 
+@functools.cache
 def _kernel() -> ModuleType:
     """The compiled kernel's module, imported on first use (importing numba costs ~0.4 s, which
-    the commands that schedule nothing do not pay)."""
+    the commands that schedule nothing do not pay), its machine code loaded (a run on an empty
+    graph: numba loads a cached kernel at its first call)."""
     from npucc.backend.schedule.dan import mpas_kernel
 
+    _run(mpas_kernel, prepare(TileGraph("empty")), 0, True, "full", True)
     return mpas_kernel
 
 
@@ -228,6 +234,21 @@ def mpas(
     n = len(nodes)
     if prep is None or (single_l0 and prep.users is None):
         prep = prepare(graph, single_l0)
+    ok, s = _run(_kernel(), prep, n, single_l0, mode, strict)
+    if not ok:
+        stuck = int(np.argmin(s.done))  # the first node not done
+        what = nodes[stuck].op
+        if nodes[stuck].bufs:
+            buf = graph.buffers[nodes[stuck].bufs[0]]
+            what += f" of {buf.tier} buffer b{buf.id} '{buf.name}'"
+        raise NpuccError(f"no schedule: node {stuck} ({what}) waits forever ({graph.name})")
+    return s.order.tolist()
+
+
+def _run(
+    kernel: ModuleType, prep: Prep, n: int, single_l0: bool, mode: str, strict: bool
+) -> tuple[bool, mpas_kernel.State]:
+    """Run the kernel: did it order every node, and its state (the order, or how far it got)."""
     vbits = _vbits(n)
     dbits = (2 * prep.delta).bit_length()
     levels = np.array([((lev << dbits) + prep.delta) << vbits for lev in range(3)], np.int64)
@@ -238,7 +259,6 @@ def mpas(
         users = (np.zeros(n + 1, np.int64), np.zeros(0, np.int64))
     else:
         users = prep.users
-    kernel = _kernel()
     g = kernel.Graph(
         prep.pred_off,
         prep.pred_idx,
@@ -262,14 +282,7 @@ def mpas(
         strict,
     )
     s = _state(kernel, prep, n)
-    if not kernel.run(g, s):
-        stuck = int(np.argmin(s.done))  # the first node not done
-        what = nodes[stuck].op
-        if nodes[stuck].bufs:
-            buf = graph.buffers[nodes[stuck].bufs[0]]
-            what += f" of {buf.tier} buffer b{buf.id} '{buf.name}'"
-        raise NpuccError(f"no schedule: node {stuck} ({what}) waits forever ({graph.name})")
-    return s.order.tolist()
+    return kernel.run(g, s), s
 
 
 def _state(kernel: ModuleType, prep: Prep, n: int) -> mpas_kernel.State:
@@ -302,7 +315,7 @@ def _state(kernel: ModuleType, prep: Prep, n: int) -> mpas_kernel.State:
         np.full(n, -1, np.int64),
         np.zeros(n, np.int64),
         np.full(n, -1, np.int64),
-        np.zeros(prep.stack, np.int64),
+        np.zeros(prep.stack + kernel.CONE_LIMIT, np.int64),
         np.full(n, -1, np.int64),
         np.zeros(n, np.int64),
         np.empty(n, np.int64),
