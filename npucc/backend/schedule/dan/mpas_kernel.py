@@ -5,8 +5,8 @@ arrays (CSR lists: `*_off` offsets, `*_idx` entries) and the run's constants, `S
 run's arrays; the scalars a run changes live in `State.sc` at the indices below. A key is one
 int64 that orders as eq. 21's tuple (lambda, Delta, -h, id): ((lambda << dbits) + D + Delta)
 << vbits | rank, rank the node's place in (-h, id) order (mode "memory": its id), so
-`inv[key & vmask]` is its node; `mpas.prepare` proves the bits fit. A heap is an int64 array
-with its size at [0] and a 1-based binary min-heap after it (a sorted run is a valid heap).
+`inv[key & vmask]` is its node; `mpas.prepare` proves the bits fit. A heap is a row of
+`State.heaps`: its size at [0], a 1-based binary min-heap after it (a sorted run is a valid heap).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import numpy as np
 
 # NOTE: no NRT: the kernel allocates nothing (mpas.py makes every array), and with NRT each
 # read of a State field would count a reference. Only `run` is cached: its machine code holds
-# its callees', so a new process loads one entry
-jit = numba.njit(_nrt=False)
+# its callees', so a new process loads one entry. (`_nrt` is numba's own flag, not in its stubs.)
+jit = numba.njit(_nrt=False)  # type: ignore[call-overload]
 
 CONE_LIMIT = 256  # unscheduled ancestors searched per L0 admission (rule 7 deadlock check)
 
@@ -650,7 +650,7 @@ def _emit_with_allocs(g: Graph, s: State, v: int) -> None:
     _emit(g, s, v)
 
 
-@numba.njit(cache=True, _nrt=False)
+@numba.njit(cache=True, _nrt=False)  # type: ignore[call-overload]
 def run(g: Graph, s: State) -> bool:
     """Order every node into s.order; false when the rest would wait forever (strict)."""
     n = len(s.done)
