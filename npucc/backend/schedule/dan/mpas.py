@@ -242,7 +242,7 @@ def mpas(
             buf = graph.buffers[nodes[stuck].bufs[0]]
             what += f" of {buf.tier} buffer b{buf.id} '{buf.name}'"
         raise NpuccError(f"no schedule: node {stuck} ({what}) waits forever ({graph.name})")
-    return s.order.tolist()
+    return np.asarray(s.order).tolist()
 
 
 def _run(

@@ -1,103 +1,111 @@
-"""MPAS's order loop as a compiled kernel (numba) over the struct-of-arrays of `mpas.Prep`.
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
+# cython: infer_types=True, cdivision=True
+"""MPAS's order loop as a kernel compiled ahead of time (Cython, pure-Python mode) over the
+struct-of-arrays of `mpas.Prep`.
 
-The rules are mpas.py's docstring's; this module is their one home. `Graph` holds the graph's
-arrays (CSR lists: `*_off` offsets, `*_idx` entries) and the run's constants, `State` the
-run's arrays; the scalars a run changes live in `State.sc` at the indices below. A key is one
-int64 that orders as eq. 21's tuple (lambda, Delta, -h, id): ((lambda << dbits) + D + Delta)
-<< vbits | rank, rank the node's place in (-h, id) order (mode "memory": its id), so
-`inv[key & vmask]` is its node; `mpas.prepare` proves the bits fit. A heap is a row of
-`State.heaps`: its size at [0], a 1-based binary min-heap after it (a sorted run is a valid heap).
+The rules are mpas.py's docstring's; this module is their one home. It is valid Python too: built
+(`cythonize -i -3` on this file, or the package's build, setup.py) Python imports the extension
+module next to it; without one it runs as it is (slow, the same orders). `Graph` holds the graph's
+arrays (CSR lists: `*_off` offsets, `*_idx` entries) and the run's constants, `State` the run's
+arrays; the scalars a run changes live in `State.sc` at the indices below. A key is one int64
+that orders as eq. 21's tuple (lambda, Delta, -h, id): ((lambda << dbits) + D + Delta) << vbits |
+rank, rank the node's place in (-h, id) order (mode "memory": its id), so `inv[key & vmask]` is
+its node; `mpas.prepare` proves the bits fit. A heap is a row of `State.heaps`: its size at [0],
+a 1-based binary min-heap after it (a sorted run is a valid heap).
 """
 
-from __future__ import annotations
+import cython
 
-from typing import NamedTuple
-
-import numba
-import numpy as np
-
-# NOTE: no NRT: the kernel allocates nothing (mpas.py makes every array), and with NRT each
-# read of a State field would count a reference. Only `run` is cached: its machine code holds
-# its callees', so a new process loads one entry. (`_nrt` is numba's own flag, not in its stubs.)
-jit = numba.njit(_nrt=False)  # type: ignore[call-overload]
+# NOTE: the kernel allocates nothing (mpas.py makes every array) and raises nothing: no bounds
+# checks (mpas.py sizes every array for its indices), no exceptions from its C functions
+I64 = cython.typedef(cython.longlong)
+Py = cython.typedef(cython.Py_ssize_t)
+I64s = cython.typedef(cython.longlong[:])
+I64s2 = cython.typedef(cython.longlong[:, ::1])
+Bools = cython.typedef(cython.uchar[:])  # numpy bool_ arrays
 
 CONE_LIMIT = 256  # unscheduled ancestors searched per L0 admission (rule 7 deadlock check)
-
+SCALARS = 9  # State.sc's length
 # State.sc: the run's scalars
-EPOCH = 0  # L0 allocations and releases so far
-FIRST_LIVE = 1  # the live ALLOC node of the first tier holding one, or -1 (emit keeps it)
-NEAR_EPOCH = 2  # the epoch near_live was last confirmed at, or -1 (dropped by emit)
-NEAR_OF = 3  # the first live buffer near_live was made for
-NEAR_GEN = 4  # near_live's rebuilds: `found`/`prod` marks equal to it are its sets
-SEEN_GEN = 5  # needs_tier's searches: `seen` marks equal to it are the search's
-MARK_GEN = 6  # disjointness tests: `mark` marks equal to it are the first set's
-NORD = 7  # nodes ordered so far
-NPK = 8  # size of near_parked (the parked nodes of near_live's set)
-SCALARS = 9
+EPOCH = cython.declare(Py, 0)  # L0 allocations and releases so far
+FIRST_LIVE = cython.declare(Py, 1)  # the live ALLOC node of the first tier holding one, or -1
+NEAR_EPOCH = cython.declare(Py, 2)  # the epoch near_live was last confirmed at, or -1 (emit drops)
+NEAR_OF = cython.declare(Py, 3)  # the first live buffer near_live was made for
+NEAR_GEN = cython.declare(Py, 4)  # near_live's rebuilds: `found`/`prod` marks equal to it are its
+SEEN_GEN = cython.declare(Py, 5)  # needs_tier's searches: `seen` marks equal to it are the search's
+MARK_GEN = cython.declare(Py, 6)  # disjointness tests: `mark` marks equal to it: the first set's
+NORD = cython.declare(Py, 7)  # nodes ordered so far
+NPK = cython.declare(Py, 8)  # size of near_parked (the parked nodes of near_live's set)
+CONE = cython.declare(Py, CONE_LIMIT)
+READY = cython.declare(Py, 0)  # State.heaps: the ready heap
+FREES = cython.declare(Py, 1)  # the ready FREEs; 2 + c: parked class c
 
-READY, FREES = 0, 1  # State.heaps: the ready heap, the ready FREEs; 2 + c: parked class c
 
-
-class Graph(NamedTuple):
+@cython.dataclasses.dataclass(eq=False)
+@cython.cclass
+class Graph:
     """The graph's arrays and the run's constants (read only)."""
 
-    pred_off: np.ndarray
-    pred_idx: np.ndarray
-    succ_off: np.ndarray
-    succ_idx: np.ndarray
-    is_alloc: np.ndarray
-    is_free: np.ndarray
-    size_pk: np.ndarray
-    l0_tier: np.ndarray
-    free_l0: np.ndarray
-    users_off: np.ndarray  # L0 ALLOC node -> consumers of its buffer (rule 7), Python set order
-    users_idx: np.ndarray
-    l0p_off: np.ndarray  # per node: its L0 ALLOC predecessors, in preds order (pairs j)
-    l0p_idx: np.ndarray
-    low: np.ndarray  # per node: its key's low field (rank)
-    inv: np.ndarray  # rank -> node
-    levels: np.ndarray  # per lambda: ((lambda << dbits) + D) << vbits
-    scale: int  # 1 << vbits, or 0 without Delta
-    vmask: int
-    single_l0: bool
-    strict: bool
+    pred_off: I64s
+    pred_idx: I64s
+    succ_off: I64s
+    succ_idx: I64s
+    is_alloc: Bools
+    is_free: Bools
+    size_pk: I64s
+    l0_tier: I64s
+    free_l0: I64s
+    users_off: I64s  # L0 ALLOC node -> consumers of its buffer (rule 7), Python set order
+    users_idx: I64s
+    l0p_off: I64s  # per node: its L0 ALLOC predecessors, in preds order (pairs j)
+    l0p_idx: I64s
+    low: I64s  # per node: its key's low field (rank)
+    inv: I64s  # rank -> node
+    levels: I64s  # per lambda: ((lambda << dbits) + D) << vbits
+    scale: I64  # 1 << vbits, or 0 without Delta
+    vmask: I64
+    single_l0: cython.bint
+    strict: cython.bint
 
 
-class State(NamedTuple):
+@cython.dataclasses.dataclass(eq=False)
+@cython.cclass
+class State:
     """A run's arrays."""
 
-    sc: np.ndarray
-    done: np.ndarray
-    pending: np.ndarray  # unfinished non-ALLOC predecessors
-    jit: np.ndarray  # L1+UB bytes of not-yet-done ALLOC predecessors
-    jit_count: np.ndarray
-    enabled: np.ndarray  # L1+UB bytes of FREEs whose last pending predecessor is v
-    key: np.ndarray
-    in_ready: np.ndarray
-    parked: np.ndarray  # the class of a parked node, or -1
-    park_key: np.ndarray  # its key, or -1
-    woken_at: np.ndarray  # the epoch a node was woken in, or -1
-    sure: np.ndarray  # passes in every state with no tier live (mpas.py: sure)
-    cleared: np.ndarray  # per pair j: needs_tier's no is final
-    witness: np.ndarray  # per pair j: the ancestor needs_tier last found, or -1
-    live_l0: np.ndarray  # per L0 tier: its live ALLOC node, or -1
-    live_count: np.ndarray
-    n_parked: np.ndarray  # per class
-    idle: np.ndarray  # per class: the epoch in which it had no node able to run, or -1
-    found: np.ndarray  # near_live's set: marks
-    prod: np.ndarray  # near_live's unscheduled producers: marks
-    npk_pos: np.ndarray  # near_parked: a node's place in npk, or -1
-    npk: np.ndarray
-    seen: np.ndarray  # needs_tier's marks
-    stack: np.ndarray  # needs_tier's stack
-    mark: np.ndarray  # disjointness marks
-    order: np.ndarray
-    keys: np.ndarray  # _near_keys's
-    heaps: np.ndarray  # per heap a row: its size at [0], a 1-based binary min-heap after it
+    sc: I64s
+    done: Bools
+    pending: I64s  # unfinished non-ALLOC predecessors
+    jit: I64s  # L1+UB bytes of not-yet-done ALLOC predecessors
+    jit_count: I64s
+    enabled: I64s  # L1+UB bytes of FREEs whose last pending predecessor is v
+    key: I64s
+    in_ready: Bools
+    parked: I64s  # the class of a parked node, or -1
+    park_key: I64s  # its key, or -1
+    woken_at: I64s  # the epoch a node was woken in, or -1
+    sure: Bools  # passes in every state with no tier live (mpas.py: sure)
+    cleared: Bools  # per pair j: needs_tier's no is final
+    witness: I64s  # per pair j: the ancestor needs_tier last found, or -1
+    live_l0: I64s  # per L0 tier: its live ALLOC node, or -1
+    live_count: I64s
+    n_parked: I64s  # per class
+    idle: I64s  # per class: the epoch in which it had no node able to run, or -1
+    found: I64s  # near_live's set: marks
+    prod: I64s  # near_live's unscheduled producers: marks
+    npk_pos: I64s  # near_parked: a node's place in npk, or -1
+    npk: I64s
+    seen: I64s  # needs_tier's marks
+    stack: I64s  # needs_tier's stack
+    mark: I64s  # disjointness marks
+    order: I64s
+    keys: I64s  # _near_keys's
+    heaps: I64s2  # per heap a row: its size at [0], a 1-based binary min-heap after it
 
 
-@jit
-def _push(g: Graph, s: State, i: int, k: int) -> None:
+@cython.cfunc
+@cython.exceptval(check=False)
+def _push(g: Graph, s: State, i: Py, k: I64) -> cython.void:
     """Push k on heap i (its stale entries dropped first when it is full)."""
     h = s.heaps[i]
     if h[0] + 1 == len(h):
@@ -114,8 +122,9 @@ def _push(g: Graph, s: State, i: int, k: int) -> None:
     h[0] = m
 
 
-@jit
-def _pop(h: np.ndarray) -> int:
+@cython.cfunc
+@cython.exceptval(check=False)
+def _pop(h: I64s) -> I64:
     """Pop the least key."""
     m = h[0]
     top = h[1]
@@ -138,8 +147,9 @@ def _pop(h: np.ndarray) -> int:
     return top
 
 
-@jit
-def _sift(a: np.ndarray, i: int, m: int) -> None:
+@cython.cfunc
+@cython.exceptval(check=False)
+def _sift(a: I64s, i: Py, m: Py) -> cython.void:
     """Sift a[i] down the max-heap a[:m]."""
     x = a[i]
     while True:
@@ -155,8 +165,9 @@ def _sift(a: np.ndarray, i: int, m: int) -> None:
     a[i] = x
 
 
-@jit
-def _sort(a: np.ndarray) -> None:
+@cython.ccall
+@cython.exceptval(check=False)
+def _sort(a: I64s) -> cython.void:
     """Sort a in place (heapsort: numba's sorts allocate)."""
     m = len(a)
     for i in range(m // 2 - 1, -1, -1):
@@ -166,8 +177,9 @@ def _sort(a: np.ndarray) -> None:
         _sift(a, 0, end)
 
 
-@jit
-def _live(g: Graph, s: State, i: int, k: int) -> bool:
+@cython.cfunc
+@cython.exceptval(check=False)
+def _live(g: Graph, s: State, i: Py, k: I64) -> cython.bint:
     """Is k a live entry of heap i: the key its node is ready with (i < 2) or parked with in
     class i - 2? (A stale entry is skipped wherever it is met: dropping it changes nothing.)"""
     x = g.inv[k & g.vmask]
@@ -176,8 +188,9 @@ def _live(g: Graph, s: State, i: int, k: int) -> bool:
     return s.parked[x] == i - 2 and s.park_key[x] == k
 
 
-@jit
-def _compact(g: Graph, s: State, i: int) -> None:
+@cython.cfunc
+@cython.exceptval(check=False)
+def _compact(g: Graph, s: State, i: Py) -> cython.void:
     """Keep heap i's live entries, once each, sorted (a valid heap)."""
     # NOTE: a node has one live key per heap, so at most n entries stay (heaps hold 2n + 1)
     h = s.heaps[i]
@@ -195,15 +208,17 @@ def _compact(g: Graph, s: State, i: int) -> None:
     h[0] = u
 
 
-@jit
-def _first_live(s: State) -> None:
+@cython.cfunc
+@cython.exceptval(check=False)
+def _first_live(s: State) -> cython.void:
     """Recompute FIRST_LIVE from live_l0."""
     a0, a1, a2 = s.live_l0[0], s.live_l0[1], s.live_l0[2]
     s.sc[FIRST_LIVE] = a0 if a0 >= 0 else a1 if a1 >= 0 else a2
 
 
-@jit
-def _ready_key(g: Graph, s: State, v: int) -> int:
+@cython.cfunc
+@cython.exceptval(check=False)
+def _ready_key(g: Graph, s: State, v: Py) -> I64:
     """v's key now (eq. 21)."""
     if g.is_free[v]:
         return g.levels[0] - g.size_pk[v] * g.scale + g.low[v]
@@ -211,8 +226,9 @@ def _ready_key(g: Graph, s: State, v: int) -> int:
     return top + (s.jit[v] - s.enabled[v]) * g.scale + g.low[v]
 
 
-@jit
-def _make_ready(g: Graph, s: State, v: int) -> None:
+@cython.cfunc
+@cython.exceptval(check=False)
+def _make_ready(g: Graph, s: State, v: Py) -> cython.void:
     """Make v ready (FREEs apart: their level is below every other key)."""
     s.in_ready[v] = True
     k = s.key[v] = _ready_key(g, s, v)
@@ -222,8 +238,9 @@ def _make_ready(g: Graph, s: State, v: int) -> None:
         _push(g, s, READY, k)
 
 
-@jit
-def _refresh(g: Graph, s: State, v: int) -> None:
+@cython.cfunc
+@cython.exceptval(check=False)
+def _refresh(g: Graph, s: State, v: Py) -> cython.void:
     """Re-push a ready v whose key changed (lazy decrease-key)."""
     if s.in_ready[v]:
         k = _ready_key(g, s, v)
@@ -232,8 +249,9 @@ def _refresh(g: Graph, s: State, v: int) -> None:
             _push(g, s, READY, k)
 
 
-@jit
-def _free_progress(g: Graph, s: State, f: int) -> None:
+@cython.cfunc
+@cython.exceptval(check=False)
+def _free_progress(g: Graph, s: State, f: Py) -> cython.void:
     """FREE f lost a pending predecessor: credit its last one, or make f ready."""
     if s.pending[f] == 1:
         p = -1
@@ -247,8 +265,9 @@ def _free_progress(g: Graph, s: State, f: int) -> None:
         _make_ready(g, s, f)
 
 
-@jit
-def _needs_tier(g: Graph, s: State, u: int, v: int, t: int, j: int) -> bool:
+@cython.cfunc
+@cython.exceptval(check=False)
+def _needs_tier(g: Graph, s: State, u: Py, v: Py, t: I64, j: Py) -> cython.bint:
     """Does an unscheduled ancestor of a consumer of u's buffer (not v) allocate tier t?
     (Pair j = (u, v), not cleared.)"""
     w = s.witness[j]
@@ -266,7 +285,7 @@ def _needs_tier(g: Graph, s: State, u: int, v: int, t: int, j: int) -> bool:
         if c != v:
             stack[top] = c
             top += 1
-    while top and count < CONE_LIMIT:
+    while top and count < CONE:
         top -= 1
         x = stack[top]
         for i in range(g.pred_off[x], g.pred_off[x + 1]):
@@ -284,8 +303,9 @@ def _needs_tier(g: Graph, s: State, u: int, v: int, t: int, j: int) -> bool:
     return False
 
 
-@jit
-def _disjoint(g: Graph, s: State, a: int, u: int) -> bool:
+@cython.cfunc
+@cython.exceptval(check=False)
+def _disjoint(g: Graph, s: State, a: Py, u: Py) -> cython.bint:
     """Do the L0 buffers of a and u share no consumer?"""
     gen = s.sc[MARK_GEN] = s.sc[MARK_GEN] + 1
     for i in range(g.users_off[a], g.users_off[a + 1]):
@@ -296,8 +316,9 @@ def _disjoint(g: Graph, s: State, a: int, u: int) -> bool:
     return True
 
 
-@jit
-def _blocker(g: Graph, s: State, v: int) -> int:
+@cython.cfunc
+@cython.exceptval(check=False)
+def _blocker(g: Graph, s: State, v: Py) -> I64:
     """The L0 tier v must wait for (rule 7), or -1."""
     for j in range(g.l0p_off[v], g.l0p_off[v + 1]):
         u = g.l0p_idx[j]
@@ -306,14 +327,16 @@ def _blocker(g: Graph, s: State, v: int) -> int:
             if s.live_count[t] or (g.strict and not s.cleared[j] and _needs_tier(g, s, u, v, t, j)):
                 return t
             if s.sc[FIRST_LIVE] >= 0:  # some tier is live
-                for a in s.live_l0:  # NOTE: tier t holds none (live_count[t] == 0)
+                for i in range(len(s.live_l0)):  # NOTE: tier t holds none (live_count[t] == 0)
+                    a = s.live_l0[i]
                     if a >= 0 and _disjoint(g, s, a, u):
                         return g.l0_tier[a]
     return -1
 
 
-@jit
-def _futile(g: Graph, s: State, v: int) -> int:
+@cython.cfunc
+@cython.exceptval(check=False)
+def _futile(g: Graph, s: State, v: Py) -> I64:
     """The L0 tier blocking every successor of v, when v would allocate L1/UB for nothing."""
     tier = -1
     for i in range(g.succ_off[v], g.succ_off[v + 1]):
@@ -328,14 +351,16 @@ def _futile(g: Graph, s: State, v: int) -> int:
     return tier
 
 
-@jit
-def _passes(g: Graph, s: State, v: int) -> bool:
+@cython.cfunc
+@cython.exceptval(check=False)
+def _passes(g: Graph, s: State, v: Py) -> cython.bint:
     """Would v run now (no tier to wait for, no allocation for nothing)?"""
     return _blocker(g, s, v) < 0 and not (s.jit[v] and _futile(g, s, v) >= 0)
 
 
-@jit
-def _settled(g: Graph, s: State, v: int) -> bool:
+@cython.cfunc
+@cython.exceptval(check=False)
+def _settled(g: Graph, s: State, v: Py) -> cython.bint:
     """Is every pending L0 admission of v a cleared pair (without strict: checked by none)?"""
     if not g.strict:
         return True
@@ -345,8 +370,9 @@ def _settled(g: Graph, s: State, v: int) -> bool:
     return True
 
 
-@jit
-def _passes_unheld(g: Graph, s: State, v: int) -> bool:
+@cython.cfunc
+@cython.exceptval(check=False)
+def _passes_unheld(g: Graph, s: State, v: Py) -> cython.bint:
     """passes(v) while no L0 tier is live (sure[v] kept)."""
     if s.sure[v]:
         return True
@@ -363,14 +389,16 @@ def _passes_unheld(g: Graph, s: State, v: int) -> bool:
     return True
 
 
-@jit
-def _test(g: Graph, s: State, v: int, useful: bool) -> bool:
+@cython.cfunc
+@cython.exceptval(check=False)
+def _test(g: Graph, s: State, v: Py, useful: cython.bint) -> cython.bint:
     """fallback's tests: unblocked, and (`useful`) not allocating for nothing."""
     return _blocker(g, s, v) < 0 and not (useful and _futile(g, s, v) >= 0)
 
 
-@jit
-def _need(g: Graph, s: State, v: int) -> int:
+@cython.cfunc
+@cython.exceptval(check=False)
+def _need(g: Graph, s: State, v: Py) -> I64:
     """The L0 tier of v's first unscheduled L0 allocation."""
     u = -1
     for j in range(g.l0p_off[v], g.l0p_off[v + 1]):
@@ -380,8 +408,9 @@ def _need(g: Graph, s: State, v: int) -> int:
     return g.l0_tier[u]
 
 
-@jit
-def _npk_add(s: State, v: int) -> None:
+@cython.cfunc
+@cython.exceptval(check=False)
+def _npk_add(s: State, v: Py) -> cython.void:
     """Add v to near_parked."""
     if s.npk_pos[v] < 0:
         m = s.sc[NPK]
@@ -390,8 +419,9 @@ def _npk_add(s: State, v: int) -> None:
         s.sc[NPK] = m + 1
 
 
-@jit
-def _npk_discard(s: State, v: int) -> None:
+@cython.cfunc
+@cython.exceptval(check=False)
+def _npk_discard(s: State, v: Py) -> cython.void:
     """Take v out of near_parked, if there."""
     i = s.npk_pos[v]
     if i >= 0:
@@ -403,8 +433,9 @@ def _npk_discard(s: State, v: int) -> None:
         s.sc[NPK] = m
 
 
-@jit
-def _park(g: Graph, s: State, k: int, c: int) -> None:
+@cython.cfunc
+@cython.exceptval(check=False)
+def _park(g: Graph, s: State, k: I64, c: Py) -> cython.void:
     """Park the node of key k in class c."""
     v = g.inv[k & g.vmask]
     s.parked[v] = c
@@ -416,8 +447,9 @@ def _park(g: Graph, s: State, k: int, c: int) -> None:
     _push(g, s, 2 + c, k)
 
 
-@jit
-def _unpark(s: State, v: int) -> None:
+@cython.cfunc
+@cython.exceptval(check=False)
+def _unpark(s: State, v: Py) -> cython.void:
     """Take v out of its class (its heap entry goes stale)."""
     s.n_parked[s.parked[v]] -= 1
     s.parked[v] = -1
@@ -425,8 +457,9 @@ def _unpark(s: State, v: int) -> None:
     _npk_discard(s, v)
 
 
-@jit
-def _head(g: Graph, s: State, c: int) -> int:
+@cython.cfunc
+@cython.exceptval(check=False)
+def _head(g: Graph, s: State, c: Py) -> I64:
     """The best key parked in class c (stale heap entries dropped), or -1."""
     h = s.heaps[2 + c]
     while h[0]:
@@ -437,8 +470,9 @@ def _head(g: Graph, s: State, c: int) -> int:
     return -1
 
 
-@jit
-def _near_current(s: State) -> bool:
+@cython.cfunc
+@cython.exceptval(check=False)
+def _near_current(s: State) -> cython.bint:
     """Is near_live() of the current state the one kept? (An L0 change since that leaves the
     same first live buffer leaves it so: it depends on that buffer and what is done.)"""
     sc = s.sc
@@ -450,23 +484,26 @@ def _near_current(s: State) -> bool:
     return True
 
 
-@jit
-def _no_wake(g: Graph, s: State) -> bool:
+@cython.cfunc
+@cython.exceptval(check=False)
+def _no_wake(g: Graph, s: State) -> cython.bint:
     """wake's first test: with strict and near_live current, no parked node near it can pass."""
     sc = s.sc
     return g.strict and (sc[NEAR_EPOCH] == sc[EPOCH] or _near_current(s)) and not sc[NPK]
 
 
-@jit
-def _found(s: State, x: int, gen: int) -> None:
+@cython.cfunc
+@cython.exceptval(check=False)
+def _found(s: State, x: Py, gen: I64) -> cython.void:
     """Put x in near_live's set (and near_parked if parked)."""
     s.found[x] = gen
     if s.parked[x] >= 0:
         _npk_add(s, x)
 
 
-@jit
-def _near_live(g: Graph, s: State) -> None:
+@cython.cfunc
+@cython.exceptval(check=False)
+def _near_live(g: Graph, s: State) -> cython.void:
     """Keep the set of nodes sharing a consumer with the first live L0 buffer, and its parked
     ones (near_parked)."""
     # while an L0 tier is live only these can pass (any other would start a tile that cannot
@@ -493,8 +530,9 @@ def _near_live(g: Graph, s: State) -> None:
     sc[NEAR_OF] = a
 
 
-@jit
-def _near_keys(s: State, c: int) -> int:
+@cython.cfunc
+@cython.exceptval(check=False)
+def _near_keys(s: State, c: Py) -> Py:
     """Put the keys of class c's nodes in near_parked in s.keys, best first; their number."""
     m = 0
     for i in range(s.sc[NPK]):
@@ -506,8 +544,9 @@ def _near_keys(s: State, c: int) -> int:
     return m
 
 
-@jit
-def _wake(g: Graph, s: State, tested: bool) -> None:
+@cython.cfunc
+@cython.exceptval(check=False)
+def _wake(g: Graph, s: State, tested: cython.bint) -> cython.void:
     """Make ready the best node of each class that can run, if any (`tested`: the caller has
     made its first test)."""
     # a class with none idles until the next L0 change (without `strict`, nothing else
@@ -551,8 +590,9 @@ def _wake(g: Graph, s: State, tested: bool) -> None:
             s.idle[c] = e
 
 
-@jit
-def _first(g: Graph, s: State, c: int, useful: bool) -> int:
+@cython.cfunc
+@cython.exceptval(check=False)
+def _first(g: Graph, s: State, c: Py, useful: cython.bint) -> I64:
     """The best key of class c that passes fallback's test, or -1 (its heap compacted: scanned
     in key order without popping each)."""
     _compact(g, s, 2 + c)
@@ -563,12 +603,14 @@ def _first(g: Graph, s: State, c: int, useful: bool) -> int:
     return -1
 
 
-@jit
-def _fallback(g: Graph, s: State) -> int:
+@cython.cfunc
+@cython.exceptval(check=False)
+def _fallback(g: Graph, s: State) -> I64:
     """When nothing is ready: the best parked key no tier holds back, futile ones last; -1."""
     # NOTE: testing changes nothing parked nor near_live (made when a class first needs it)
     live = s.sc[FIRST_LIVE] >= 0
-    for useful in (True, False):
+    for pas in range(2):
+        useful = pas == 0
         best = -1
         for c in range(4):
             if not s.n_parked[c] or (c < 3 and s.live_count[c]):
@@ -596,8 +638,9 @@ def _fallback(g: Graph, s: State) -> int:
     return best
 
 
-@jit
-def _emit(g: Graph, s: State, v: int) -> None:
+@cython.cfunc
+@cython.exceptval(check=False)
+def _emit(g: Graph, s: State, v: Py) -> cython.void:
     """Schedule v."""
     sc = s.sc
     s.done[v] = True
@@ -640,8 +683,9 @@ def _emit(g: Graph, s: State, v: int) -> None:
             _make_ready(g, s, w)
 
 
-@jit
-def _emit_with_allocs(g: Graph, s: State, v: int) -> None:
+@cython.cfunc
+@cython.exceptval(check=False)
+def _emit_with_allocs(g: Graph, s: State, v: Py) -> cython.void:
     """Schedule v's ALLOC predecessors not yet done (just in time), then v."""
     for i in range(g.pred_off[v], g.pred_off[v + 1]):
         u = g.pred_idx[i]
@@ -650,7 +694,6 @@ def _emit_with_allocs(g: Graph, s: State, v: int) -> None:
     _emit(g, s, v)
 
 
-@numba.njit(cache=True, _nrt=False)  # type: ignore[call-overload]
 def run(g: Graph, s: State) -> bool:
     """Order every node into s.order; false when the rest would wait forever (strict)."""
     n = len(s.done)
