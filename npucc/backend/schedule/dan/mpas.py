@@ -21,28 +21,24 @@ Waiting nodes are indexed by what they wait for (their own L0 tier, or "futile")
 tier is live only the companions of its buffer can run, so waking looks at those (local fan-out)
 or, with no tier live, at each class's best node: no scan over all waiters.
 
-The order loop is a compiled kernel (`mpas_kernel`, numba) over the arrays `prepare` makes.
+The order loop is a kernel compiled ahead of time (`mpas_kernel`, Cython) over the arrays
+`prepare` makes.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain
-from types import ModuleType
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from npucc.backend.schedule.dan import mpas_kernel
 from npucc.backend.schedule.scan import topo_order
 from npucc.errors import NpuccError
 from npucc.ir.replay import L0_TIERS
 from npucc.ir.residency import PEAK_TIERS
 from npucc.ir.tiled import TileGraph, TileNode
-
-if TYPE_CHECKING:
-    from npucc.backend.schedule.dan import mpas_kernel
 
 KEY_BITS = 63  # a key is a non-negative int64
 HEAP_ROOM = 2  # a run's heaps hold HEAP_ROOM * n + 1 keys each (full: stale keys dropped)
@@ -166,8 +162,6 @@ def prepare(graph: TileGraph, single_l0: bool = True, topo: list[int] | None = N
     l0p_off, l0p_idx = _csr(_lens(l0_preds), l0_preds)
     by_h = np.argsort(-np.array(h, np.int64), kind="stable")
     indeg = int(np.diff(pred_off).max(initial=0))
-    if n:  # NOTE: the kernel loaded here, before pipeline's workers fork: they inherit it
-        _kernel()
     return Prep(
         pred_off,
         pred_idx,
@@ -202,17 +196,6 @@ def _lens(lists: Sequence[Sequence[int]]) -> np.ndarray:
     return np.fromiter(map(len, lists), np.int64, len(lists))
 
 
-@functools.cache
-def _kernel() -> ModuleType:
-    """The compiled kernel's module, imported on first use (importing numba costs ~0.4 s, which
-    the commands that schedule nothing do not pay), its machine code loaded (a run on an empty
-    graph: numba loads a cached kernel at its first call)."""
-    from npucc.backend.schedule.dan import mpas_kernel
-
-    _run(mpas_kernel, prepare(TileGraph("empty")), 0, True, "full", True)
-    return mpas_kernel
-
-
 def _vbits(n: int) -> int:
     """The bits of a key's rank field for a graph of n nodes."""
     return max(n - 1, 1).bit_length()
@@ -234,7 +217,7 @@ def mpas(
     n = len(nodes)
     if prep is None or (single_l0 and prep.users is None):
         prep = prepare(graph, single_l0)
-    ok, s = _run(_kernel(), prep, n, single_l0, mode, strict)
+    ok, s = _run(prep, n, single_l0, mode, strict)
     if not ok:
         stuck = int(np.argmin(s.done))  # the first node not done
         what = nodes[stuck].op
@@ -246,7 +229,7 @@ def mpas(
 
 
 def _run(
-    kernel: ModuleType, prep: Prep, n: int, single_l0: bool, mode: str, strict: bool
+    prep: Prep, n: int, single_l0: bool, mode: str, strict: bool
 ) -> tuple[bool, mpas_kernel.State]:
     """Run the kernel: did it order every node, and its state (the order, or how far it got)."""
     vbits = _vbits(n)
@@ -259,7 +242,7 @@ def _run(
         users = (np.zeros(n + 1, np.int64), np.zeros(0, np.int64))
     else:
         users = prep.users
-    g = kernel.Graph(
+    g = mpas_kernel.Graph(
         prep.pred_off,
         prep.pred_idx,
         prep.succ_off,
@@ -281,18 +264,18 @@ def _run(
         single_l0,
         strict,
     )
-    s = _state(kernel, prep, n)
-    return kernel.run(g, s), s
+    s = _state(prep, n)
+    return mpas_kernel.run(g, s), s
 
 
-def _state(kernel: ModuleType, prep: Prep, n: int) -> mpas_kernel.State:
+def _state(prep: Prep, n: int) -> mpas_kernel.State:
     """A run's fresh arrays."""
     pairs = len(prep.l0p_idx)
     # NOTE: a node has one live key per heap, so HEAP_ROOM >= 1 leaves a full heap room
     heaps = np.empty((6, HEAP_ROOM * n + 2), np.int64)  # touched as far as used
     heaps[:, 0] = 0
-    return kernel.State(
-        np.zeros(kernel.SCALARS, np.int64),
+    return mpas_kernel.State(
+        np.zeros(mpas_kernel.SCALARS, np.int64),
         np.zeros(n, np.bool_),
         prep.pending.copy(),
         prep.jit.copy(),
@@ -315,7 +298,7 @@ def _state(kernel: ModuleType, prep: Prep, n: int) -> mpas_kernel.State:
         np.full(n, -1, np.int64),
         np.zeros(n, np.int64),
         np.full(n, -1, np.int64),
-        np.zeros(prep.stack + kernel.CONE_LIMIT, np.int64),
+        np.zeros(prep.stack + mpas_kernel.CONE_LIMIT, np.int64),
         np.full(n, -1, np.int64),
         np.zeros(n, np.int64),
         np.empty(n, np.int64),
