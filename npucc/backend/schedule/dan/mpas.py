@@ -242,7 +242,7 @@ def _run(
         users = (np.zeros(n + 1, np.int64), np.zeros(0, np.int64))
     else:
         users = prep.users
-    g = mpas_kernel.Graph(
+    g = mpas_kernel.Graph(  # type: ignore[call-arg]  # a Cython dataclass: mypy sees no __init__
         prep.pred_off,
         prep.pred_idx,
         prep.succ_off,
@@ -274,7 +274,7 @@ def _state(prep: Prep, n: int) -> mpas_kernel.State:
     # NOTE: a node has one live key per heap, so HEAP_ROOM >= 1 leaves a full heap room
     heaps = np.empty((6, HEAP_ROOM * n + 2), np.int64)  # touched as far as used
     heaps[:, 0] = 0
-    return mpas_kernel.State(
+    return mpas_kernel.State(  # type: ignore[call-arg]  # the same
         np.zeros(mpas_kernel.SCALARS, np.int64),
         np.zeros(n, np.bool_),
         prep.pending.copy(),
