@@ -1,4 +1,8 @@
-"""MPAS's compiled kernel: its heaps, its sort, the key bits and the stuck error."""
+"""MPAS's compiled kernel: its heaps, its sort, the key bits, the stuck error, and its source run
+as plain Python (no build)."""
+
+import importlib.util
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -38,6 +42,18 @@ def test_full_heaps_drop_stale_keys_and_keep_the_order(make, monkeypatch):
     monkeypatch.setattr(mpas_module, "HEAP_ROOM", 1)  # full as soon as a heap can be
     assert _runs(g) == roomy
     assert any(isinstance(o, list) for o in roomy)
+
+
+def test_the_source_as_plain_python_gives_the_same_orders(monkeypatch):
+    # the module is valid Python: without its build (the extension module) it runs as it is
+    source = Path(mpas_module.__file__).with_name("mpas_kernel.py")
+    spec = importlib.util.spec_from_file_location("mpas_kernel_py", source)
+    plain = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plain)
+    g = synthetic_graph(1500, seed=1, group=3)
+    built = _runs(g)
+    monkeypatch.setattr(mpas_module, "mpas_kernel", plain)
+    assert _runs(g) == built
 
 
 def test_sort_sorts_in_place():

@@ -168,7 +168,7 @@ def _sift(a: I64s, i: Py, m: Py) -> cython.void:
 @cython.ccall
 @cython.exceptval(check=False)
 def _sort(a: I64s) -> cython.void:
-    """Sort a in place (heapsort: numba's sorts allocate)."""
+    """Sort a in place (heapsort: the kernel allocates nothing)."""
     m = len(a)
     for i in range(m // 2 - 1, -1, -1):
         _sift(a, i, m)
