@@ -20,21 +20,28 @@ buffer's consumers allocates the same tier (that buffer could never be released:
 Waiting nodes are indexed by what they wait for (their own L0 tier, or "futile"); while an L0
 tier is live only the companions of its buffer can run, so waking looks at those (local fan-out)
 or, with no tier live, at each class's best node: no scan over all waiters.
+
+The order loop is a kernel compiled ahead of time (`mpas_kernel`, Cython) over the arrays
+`prepare` makes.
 """
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Callable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import chain
 
+import numpy as np
+
+from npucc.backend.schedule.dan import mpas_kernel
 from npucc.backend.schedule.scan import topo_order
 from npucc.errors import NpuccError
 from npucc.ir.replay import L0_TIERS
 from npucc.ir.residency import PEAK_TIERS
 from npucc.ir.tiled import TileGraph, TileNode
 
-CONE_LIMIT = 256  # unscheduled ancestors searched per L0 admission (rule 7 deadlock check)
+KEY_BITS = 63  # a key is a non-negative int64
+HEAP_ROOM = 2  # a run's heaps hold HEAP_ROOM * n + 1 keys each (full: stale keys dropped)
 
 
 def tails(
@@ -60,20 +67,27 @@ def criticality(graph: TileGraph, topo: list[int] | None = None) -> list[int]:
 
 @dataclass(slots=True)
 class Prep:
-    """What MPAS derives from the graph alone, shared by the runs on one graph."""
+    """What MPAS derives from the graph alone, shared by the runs on one graph (int64 arrays;
+    `*_off`/`*_idx`: per-node lists as offsets and entries)."""
 
-    h: list[int]  # criticality
-    is_alloc: list[bool]
-    is_free: list[bool]
-    size_pk: list[int]  # L1+UB bytes of an ALLOC/FREE node
-    l0_tier: list[int]  # L0 tier index of an ALLOC node, or -1
-    free_l0: list[int]  # L0 tier index of a FREE node's buffer, or -1
-    pending: list[int]  # non-ALLOC predecessors
-    jit: list[int]  # L1+UB bytes of ALLOC predecessors
-    jit_count: list[int]  # ALLOC predecessors
-    users_l0: dict[int, set[int]] | None  # L0 ALLOC node -> consumers of its buffer (rule 7)
-    l0_preds: list[tuple[int, ...]]  # per node: its L0 ALLOC predecessors, in preds order
-    low: list[int]  # per node: the low fields of its key with -h, ((hmax - h) << vbits) | id
+    pred_off: np.ndarray
+    pred_idx: np.ndarray
+    succ_off: np.ndarray
+    succ_idx: np.ndarray
+    is_alloc: np.ndarray  # bool
+    is_free: np.ndarray  # bool
+    size_pk: np.ndarray  # L1+UB bytes of an ALLOC/FREE node
+    l0_tier: np.ndarray  # L0 tier index of an ALLOC node, or -1
+    free_l0: np.ndarray  # L0 tier index of a FREE node's buffer, or -1
+    pending: np.ndarray  # non-ALLOC predecessors
+    jit: np.ndarray  # L1+UB bytes of ALLOC predecessors
+    jit_count: np.ndarray  # ALLOC predecessors
+    users: tuple[np.ndarray, np.ndarray] | None  # L0 ALLOC node -> its buffer's consumers
+    l0p_off: np.ndarray  # per node: its L0 ALLOC predecessors, in preds order
+    l0p_idx: np.ndarray
+    by_h: np.ndarray  # the nodes in (-h, id) order: the paper key's ranks
+    delta: int  # D: every key's |Delta| is at most D
+    stack: int  # needs_tier's stack: the most entries it holds, less CONE_LIMIT
 
 
 def prepare(graph: TileGraph, single_l0: bool = True, topo: list[int] | None = None) -> Prep:
@@ -103,55 +117,87 @@ def prepare(graph: TileGraph, single_l0: bool = True, topo: list[int] | None = N
             free_l0[v] = l0_tier[alloc_of[nodes[v].bufs[0]]]
     jit = [0] * n
     jit_count = [0] * n
+    enables = [0] * n  # L1+UB bytes of FREE successors: the most a node's `enabled` reaches
     l0_allocs: list[int] = []
     for a in events:  # NOTE: succs mirror preds, each edge once
+        size = size_pk[a]
         if is_alloc[a]:
-            size = size_pk[a]
             for w in succs[a]:
                 jit[w] += size
                 jit_count[w] += 1
             if l0_tier[a] >= 0:
                 l0_allocs.append(a)
+        else:
+            for p in preds[a]:
+                enables[p] += size
     pending = [len(p) - c for p, c in zip(preds, jit_count, strict=True)]
-    users_l0: dict[int, set[int]] | None = {} if single_l0 else None
-    if users_l0 is not None:
-        for a in l0_allocs:
-            users_l0[a] = set()
+    users: tuple[np.ndarray, np.ndarray] | None = None
+    most_users = 0
+    if single_l0:
+        sets: dict[int, set[int]] = {a: set() for a in l0_allocs}
         for node in nodes:
             if not is_alloc[node.id] and not is_free[node.id]:
                 for b in node.bufs:
                     a = alloc_of[b]
                     if l0_tier[a] >= 0:
-                        users_l0[a].add(node.id)
-    none: tuple[int, ...] = ()
-    l0_preds = [none] * n
+                        sets[a].add(node.id)
+        # NOTE: each set in its iteration order, the order needs_tier's search went in (the
+        # sets in node order, as l0_allocs made them)
+        lens = np.zeros(n, np.int64)
+        lens[l0_allocs] = [len(x) for x in sets.values()]
+        users = _csr(lens, sets.values())
+        most_users = int(lens.max(initial=0))
+    l0_preds: list[Sequence[int]] = [()] * n
     for a in l0_allocs:
         for w in succs[a]:
-            l0_preds[w] = (*l0_preds[w], a)
-    for a in l0_allocs:  # NOTE: in preds order, as blocker and need walk them
-        for w in succs[a]:
-            if len(l0_preds[w]) > 1:
-                l0_preds[w] = tuple(u for u in preds[w] if l0_tier[u] >= 0)
-    hmax, vbits = max(h, default=0), _vbits(n)
-    low = [((hmax - x) << vbits) | v for v, x in enumerate(h)]
+            if not l0_preds[w]:  # NOTE: in preds order, as blocker and need walk them
+                l0_preds[w] = [u for u in preds[w] if l0_tier[u] >= 0]
+    # NOTE: |Delta| of a FREE's key is its size, of another's jit - enabled, each term within
+    # its bound here: D sizes the Delta field, which with lambda and the rank must fit 63 bits
+    delta = max(max(jit, default=0), max(enables, default=0), max(size_pk, default=0))
+    if 2 + (2 * delta).bit_length() + _vbits(n) > KEY_BITS:
+        raise NpuccError(f"MPAS keys need more than {KEY_BITS} bits ({graph.name})")
+    pred_off, pred_idx = _csr(_lens(preds), preds)
+    succ_off, succ_idx = _csr(_lens(succs), succs)
+    l0p_off, l0p_idx = _csr(_lens(l0_preds), l0_preds)
+    by_h = np.argsort(-np.array(h, np.int64), kind="stable")
+    indeg = int(np.diff(pred_off).max(initial=0))
     return Prep(
-        h,
-        is_alloc,
-        is_free,
-        size_pk,
-        l0_tier,
-        free_l0,
-        pending,
-        jit,
-        jit_count,
-        users_l0,
-        l0_preds,
-        low,
+        pred_off,
+        pred_idx,
+        succ_off,
+        succ_idx,
+        np.array(is_alloc, np.bool_),
+        np.array(is_free, np.bool_),
+        np.array(size_pk, np.int64),
+        np.array(l0_tier, np.int64),
+        np.array(free_l0, np.int64),
+        np.array(pending, np.int64),
+        np.array(jit, np.int64),
+        np.array(jit_count, np.int64),
+        users,
+        l0p_off,
+        l0p_idx,
+        by_h,
+        delta,
+        most_users + indeg,
     )
 
 
+def _csr(lens: np.ndarray, lists: Iterable[Iterable[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Per-item int lists (`lens` their lengths) as (offsets, entries) int64 arrays."""
+    off = np.zeros(len(lens) + 1, np.int64)
+    np.cumsum(lens, out=off[1:])
+    return off, np.fromiter(chain.from_iterable(lists), np.int64, int(off[-1]))
+
+
+def _lens(lists: Sequence[Sequence[int]]) -> np.ndarray:
+    """The lengths of `lists`."""
+    return np.fromiter(map(len, lists), np.int64, len(lists))
+
+
 def _vbits(n: int) -> int:
-    """The bits of a key's id field for a graph of n nodes."""
+    """The bits of a key's rank field for a graph of n nodes."""
     return max(n - 1, 1).bit_length()
 
 
@@ -168,477 +214,93 @@ def mpas(
     raising) when L0 tiers would wait for each other, as before Stage 2 on compiled programs.
     """
     nodes = graph.nodes
-    buffers = graph.buffers
     n = len(nodes)
-    preds, succs = graph.preds, graph.succs
-    if prep is None or (single_l0 and prep.users_l0 is None):
+    if prep is None or (single_l0 and prep.users is None):
         prep = prepare(graph, single_l0)
-    h, is_alloc, is_free, size_pk, l0_tier, free_l0 = (
-        prep.h,
+    ok, s = _run(prep, n, single_l0, mode, strict)
+    if not ok:
+        stuck = int(np.argmin(s.done))  # the first node not done
+        what = nodes[stuck].op
+        if nodes[stuck].bufs:
+            buf = graph.buffers[nodes[stuck].bufs[0]]
+            what += f" of {buf.tier} buffer b{buf.id} '{buf.name}'"
+        raise NpuccError(f"no schedule: node {stuck} ({what}) waits forever ({graph.name})")
+    return np.asarray(s.order).tolist()
+
+
+def _run(
+    prep: Prep, n: int, single_l0: bool, mode: str, strict: bool
+) -> tuple[bool, mpas_kernel.State]:
+    """Run the kernel: did it order every node, and its state (the order, or how far it got)."""
+    vbits = _vbits(n)
+    dbits = (2 * prep.delta).bit_length()
+    levels = np.array([((lev << dbits) + prep.delta) << vbits for lev in range(3)], np.int64)
+    inv = prep.by_h if mode != "memory" else np.arange(n, dtype=np.int64)
+    low = np.empty(n, np.int64)
+    low[inv] = np.arange(n, dtype=np.int64)
+    if prep.users is None:
+        users = (np.zeros(n + 1, np.int64), np.zeros(0, np.int64))
+    else:
+        users = prep.users
+    g = mpas_kernel.Graph(  # type: ignore[call-arg]  # a Cython dataclass: mypy sees no __init__
+        prep.pred_off,
+        prep.pred_idx,
+        prep.succ_off,
+        prep.succ_idx,
         prep.is_alloc,
         prep.is_free,
         prep.size_pk,
         prep.l0_tier,
         prep.free_l0,
+        users[0],
+        users[1],
+        prep.l0p_off,
+        prep.l0p_idx,
+        low,
+        inv,
+        levels,
+        1 << vbits if mode != "critical" else 0,
+        (1 << vbits) - 1,
+        single_l0,
+        strict,
     )
-    use_delta = mode != "critical"
-    use_h = mode != "memory"
-    done = [False] * n
-    pending = prep.pending[:]  # unfinished non-ALLOC predecessors
-    jit = prep.jit[:]  # L1+UB bytes of not-yet-done ALLOC predecessors
-    jit_count = prep.jit_count[:]
-    enabled = [0] * n  # L1+UB bytes of FREEs whose last pending predecessor is v
-    last_pred = [-1] * n  # for a FREE with one pending predecessor: which one
-    key = [-1] * n
-    in_ready = [False] * n
-    ready: list[int] = []
-    heappush, heappop = heapq.heappush, heapq.heappop
-    # NOTE: ready FREEs apart: a FREE's key (level 0) is below every other key, so the heaps'
-    # joint minimum is the FREEs' when there is one
-    frees: list[int] = []
-    # NOTE: a key is one int that orders as the tuple (lambda, Delta, -h, id) of eq. 21 (the
-    # heaps spend their time comparing keys): each field made non-negative in its own bits,
-    # Delta + span (|Delta| <= span), hmax - h and the id
-    span = sum(size_pk)
-    hmax = max(h, default=0) if use_h else 0
-    vbits = _vbits(n)
-    vmask = (1 << vbits) - 1
-    dbits = (2 * span).bit_length()
-    shift = hmax.bit_length() + vbits
+    s = _state(prep, n)
+    return mpas_kernel.run(g, s), s
 
-    # NOTE: no field carries into the next, so a key is the sum of its fields' parts
-    levels = (span << shift, ((1 << dbits) | span) << shift, ((2 << dbits) | span) << shift)
 
-    # a key's low fields are ((hmax - h) << vbits) | id (prep.low; without -h the id), its
-    # Delta field Delta * scale
-    low = prep.low if use_h else list(range(n))
-    scale = 1 << shift if use_delta else 0
-
-    def make_key(v: int) -> int:
-        if is_free[v]:
-            return levels[0] - size_pk[v] * scale + low[v]
-        top = levels[2] if jit_count[v] else levels[1]
-        return top + (jit[v] - enabled[v]) * scale + low[v]
-
-    def refresh(v: int) -> None:
-        if in_ready[v]:
-            k = make_key(v)
-            if k != key[v]:
-                key[v] = k
-                heappush(ready, k)
-
-    def make_ready(v: int) -> None:
-        in_ready[v] = True
-        if is_free[v]:  # NOTE: make_key(v), inline
-            k = key[v] = levels[0] - size_pk[v] * scale + low[v]
-            heappush(frees, k)
-        else:
-            top = levels[2] if jit_count[v] else levels[1]
-            k = key[v] = top + (jit[v] - enabled[v]) * scale + low[v]
-            heappush(ready, k)
-
-    def free_progress(f: int) -> None:
-        # FREE f lost a pending predecessor: credit its last one, or make f ready
-        if pending[f] == 1:
-            for p in preds[f]:
-                if not done[p] and not is_alloc[p]:
-                    break
-            last_pred[f] = p
-            enabled[p] += size_pk[f]
-            refresh(p)
-        elif pending[f] == 0:
-            make_ready(f)
-
-    users_l0 = prep.users_l0 or {}  # L0 ALLOC node -> consumers of its buffer (rule 7)
-    live_l0: list[int] = [-1, -1, -1]  # per L0 tier: its live ALLOC node, or -1
-    live_count = [0, 0, 0]
-    first_live = -1  # the live ALLOC node of the first tier holding one, or -1 (emit keeps it)
-    # parked nodes by what they wait for: class t < 3 = their own L0 tier t, class 3 = futile
-    waiting: list[list[int]] = [[], [], [], []]  # lazy heaps of keys
-    parked = [-1] * n  # the class of a parked node, or -1
-    park_key: list[int | None] = [None] * n
-    n_parked = [0, 0, 0, 0]
-    epoch = 0  # L0 allocations and releases so far
-    woken_at = [-1] * n  # the epoch a node was woken in, or -1
-    idle = [-1] * 4  # per class: the epoch in which it had no node able to run
-
-    # (u, v) pairs are keyed u * n + v
-    witness: dict[int, int] = {}  # (u, v) -> the ancestor needs_tier last found
-    # NOTE: done only grows, so the unscheduled ancestors needs_tier searches only shrink: once
-    # a search covered them all (not cut at CONE_LIMIT) without a match, the answer stays no
-    # per node v: the (u, v) pairs answered so, bit i for u = l0_preds[v][i] (no pair key made)
-    cleared = [0] * n
-
-    def needs_tier(u: int, v: int, t: int) -> bool:
-        """Does an unscheduled ancestor of a consumer of u's buffer (not v) allocate tier t?
-        (The caller has checked that (u, v) is not cleared.)"""
-        w = witness.get(u * n + v, -1)
-        if w >= 0 and not done[w]:  # still unscheduled: the answer stands
-            return True
-        seen = {u, v}
-        stack = [c for c in users_l0[u] if c != v]
-        while stack and len(seen) < CONE_LIMIT:
-            x = stack.pop()
-            for y in preds[x]:
-                if y not in seen and not done[y]:
-                    if l0_tier[y] == t:
-                        witness[u * n + v] = y
-                        return True
-                    seen.add(y)
-                    stack.append(y)
-        if not stack:
-            cleared[v] |= 1 << l0_preds[v].index(u)
-        return False
-
-    l0_preds = prep.l0_preds
-
-    def blocker(v: int) -> int:
-        """The L0 tier v must wait for (rule 7), or -1."""
-        ok = cleared[v]
-        bit = 1
-        for u in l0_preds[v]:
-            if not done[u]:
-                t = l0_tier[u]
-                if live_count[t] or (strict and not ok & bit and needs_tier(u, v, t)):
-                    return t
-                if first_live >= 0:  # some tier is live
-                    for a in live_l0:  # NOTE: tier t holds none (live_count[t] == 0)
-                        if a >= 0 and users_l0[a].isdisjoint(users_l0[u]):
-                            return l0_tier[a]
-            bit <<= 1
-        return -1
-
-    def futile(v: int) -> int:
-        """The L0 tier blocking every successor of v, when v would allocate L1/UB for nothing."""
-        tier = -1
-        for w in succs[v]:
-            if is_free[w]:
-                continue
-            b = blocker(w)
-            if b < 0:
-                return -1
-            if tier < 0:
-                tier = b
-        return tier
-
-    def passes(v: int) -> bool:
-        """Would v run now (no tier to wait for, no allocation for nothing)?"""
-        return blocker(v) < 0 and not (jit[v] and futile(v) >= 0)
-
-    # NOTE: with no L0 tier live, passes(v) is decided by strict's ancestor checks and futility
-    # alone (without strict it is true). Once v passed with no check left to make (its own
-    # pending L0 admissions cleared, and, if it allocates, its first successor that is not a
-    # FREE likewise, which makes futile stop there), it passes in every later state with no
-    # tier live (cleared pairs stay cleared, `jit` only falls), and the test would record
-    # nothing (no needs_tier call): sure[v]
-    sure = [False] * n
-
-    def settled(v: int) -> bool:
-        """Is every pending L0 admission of v a cleared pair (without strict: checked by none)?"""
-        if not strict:
-            return True
-        ok = cleared[v]
-        bit = 1
-        for u in l0_preds[v]:
-            if not ok & bit and not done[u]:
-                return False
-            bit <<= 1
-        return True
-
-    def passes_unheld(v: int) -> bool:
-        """passes(v) while no L0 tier is live (sure[v] kept)."""
-        if sure[v]:
-            return True
-        if not passes(v):
-            return False
-        if settled(v):
-            w = next((w for w in succs[v] if not is_free[w]), -1) if jit[v] else -1
-            sure[v] = w < 0 or settled(w)
-        return True
-
-    def need(v: int) -> int:
-        """The L0 tier of v's first unscheduled L0 allocation."""
-        for u in l0_preds[v]:
-            if not done[u]:
-                break
-        return l0_tier[u]
-
-    def park(k: int, c: int) -> None:
-        """Park the node of key k in class c."""
-        v = k & vmask
-        parked[v] = c
-        park_key[v] = k
-        if near_epoch >= 0 and v in near_found:
-            near_parked.add(v)
-        n_parked[c] += 1
-        idle[c] = -1
-        heappush(waiting[c], k)
-
-    def unpark(v: int) -> None:
-        """Take v out of its class (its heap entry goes stale)."""
-        n_parked[parked[v]] -= 1
-        parked[v] = -1
-        park_key[v] = None
-        near_parked.discard(v)
-
-    def head(c: int) -> int | None:
-        """The best node parked in class c (stale heap entries dropped)."""
-        heap = waiting[c]
-        while heap:
-            k = heap[0]
-            x = k & vmask
-            if parked[x] == c and park_key[x] == k:
-                return k
-            heappop(heap)
-        return None
-
-    # near_live() of the first live L0 buffer near_of, and the unscheduled producers it went
-    # through: valid while none of those producers is scheduled (emit drops it: near_epoch -1;
-    # else the last epoch at which near_of was confirmed the first live buffer)
-    near_epoch = -1
-    near_of = -1
-    near_found: dict[int, None] = {}
-    near_producers: set[int] = set()
-    near_parked: set[int] = set()  # the parked nodes of near_found (kept by park and unpark)
-
-    def near_current() -> bool:
-        """Is near_live() of the current state the one kept? (An L0 change since that leaves
-        the same first live buffer leaves it so: it depends on that buffer and what is done.)"""
-        nonlocal near_epoch
-        if near_epoch == epoch:
-            return True
-        if near_epoch < 0 or first_live != near_of:
-            return False
-        near_epoch = epoch
-        return True
-
-    def near_live() -> dict[int, None]:
-        """The nodes sharing a consumer with the first live L0 buffer (no repeats)."""
-        nonlocal near_epoch, near_of, near_found
-        # while an L0 tier is live only these can pass (any other would start a tile that
-        # cannot finish), so waking costs the local fan-out, not a scan of every waiter
-        if near_epoch == epoch or near_current():
-            return near_found
-        a = first_live
-        found: dict[int, None] = {}
-        producers = near_producers
-        producers.clear()
-        for w in users_l0[a]:  # its consumers, their producers and those producers' loads
-            found[w] = None
-            for x in preds[w]:
-                if not done[x]:
-                    found[x] = None
-                    producers.add(x)
-                    for y in preds[x]:
-                        found[y] = None
-        near_epoch, near_of = epoch, a
-        near_found = found
-        near_parked.clear()
-        near_parked.update([x for x in found if parked[x] >= 0])
-        return found
-
-    def companions() -> list[list[int]]:
-        """Per class, the keys of its nodes sharing a consumer with a live L0 buffer, best
-        first (one pass over near_live())."""
-        near: list[list[int]] = [[], [], [], []]
-        near_live()
-        for x in near_parked:
-            near[parked[x]].append(park_key[x])  # type: ignore[arg-type]
-        for keys in near:
-            keys.sort()
-        return near
-
-    def first(c: int, test: Callable[[int], bool]) -> int | None:
-        """The best node of class c that passes `test` (heap order; the head unless strict)."""
-        # NOTE: a sorted list is a valid heap, so the class keeps its live keys, stale ones
-        # dropped, and is scanned in key order without popping and re-pushing each
-        live = sorted(k for k in waiting[c] if parked[k & vmask] == c and park_key[k & vmask] == k)
-        waiting[c] = live
-        return next((k for k in live if test(k & vmask)), None)
-
-    def wake(tested: bool = False) -> None:
-        """Make ready the best node of each class that can run, if any (`tested`: the caller
-        has made its first test)."""
-        # a class with none idles until the next L0 change (without `strict`, nothing else
-        # changes what can run)
-        # NOTE: waking makes nodes ready and schedules none, so what is done, which L0 tiers
-        # are live and near_live stay the same for the four classes, and waking a node of one
-        # class changes no other class's parked nodes
-        e = epoch
-        if not tested and strict and (near_epoch == e or near_current()) and not near_parked:
-            return  # (near_live is current, so a tier is live) no parked node can pass
-        near: list[list[int]] | None = None  # companions, per class
-        any_live = first_live >= 0
-        if any_live and strict:
-            near_live()
-            if not near_parked:  # no parked node can pass
-                return
-        for c in range(4):
-            if not n_parked[c] or idle[c] == e:
-                continue
-            k: int | None = None
-            if c < 3 and live_count[c]:
-                pass  # its own tier is held: nothing in it can run
-            elif any_live:  # only the nodes near the live buffer can pass
-                if near is None:
-                    near = [[], [], [], []]
-                    near_live()
-                    for x in near_parked:
-                        near[parked[x]].append(park_key[x])  # type: ignore[arg-type]
-                cands = near[c]
-                if cands:
-                    if len(cands) > 1:
-                        cands.sort()
-                    k = next((x for x in cands if passes(x & vmask)), None)
-            else:  # no tier live: only strict's ancestor check or futility can hold it back
-                k = head(c)
-                if k is not None and not (sure[k & vmask] or passes_unheld(k & vmask)):
-                    k = None
-            if k is not None:
-                unpark(k & vmask)
-                woken_at[k & vmask] = e
-                make_ready(k & vmask)
-            elif not strict:
-                idle[c] = e
-
-    def unblocked(v: int) -> bool:
-        """Does no L0 tier hold v back?"""
-        return blocker(v) < 0
-
-    def useful(v: int) -> bool:
-        """Unblocked, and not allocating for nothing?"""
-        return blocker(v) < 0 and futile(v) < 0
-
-    def fallback() -> int | None:
-        """When nothing is ready: the best parked node no tier holds back, futile ones last."""
-        # NOTE: testing changes nothing parked nor near_live, so the companions are found once
-        live = first_live >= 0
-        near: list[list[int]] | None = None
-        for test in (useful, unblocked):
-            cands = []
-            for c in range(4):
-                if not n_parked[c] or (c < 3 and live_count[c]):
-                    continue
-                if live:
-                    if near is None:
-                        near = companions()
-                    cands += [k for k in near[c] if test(k & vmask)]
-                else:
-                    k = first(c, test)
-                    if k is not None:
-                        cands.append(k)
-            if cands:
-                return min(cands)
-        if strict:
-            return None
-        # rule 7 is a preference here: break the wait
-        return min((k for k in map(head, range(4)) if k is not None), default=None)
-
-    order: list[int] = []
-
-    def emit(v: int) -> None:
-        nonlocal near_epoch, epoch, first_live
-        done[v] = True
-        if v in near_producers:
-            near_epoch = -1
-        order.append(v)
-        if is_alloc[v]:
-            t = l0_tier[v]
-            if single_l0 and t >= 0:
-                live_l0[t] = v
-                live_count[t] += 1
-                epoch += 1
-                a0, a1, a2 = live_l0
-                first_live = a0 if a0 >= 0 else a1 if a1 >= 0 else a2
-            size = size_pk[v]
-            for w in succs[v]:
-                jit[w] -= size
-                jit_count[w] -= 1
-                # NOTE: refresh(w), inline (a FREE's key does not depend on jit)
-                if in_ready[w] and not is_free[w]:
-                    top = levels[2] if jit_count[w] else levels[1]
-                    k = top + (jit[w] - enabled[w]) * scale + low[w]
-                    if k != key[w]:
-                        key[w] = k
-                        heappush(ready, k)
-            return
-        t = free_l0[v]
-        if t >= 0 and single_l0:
-            live_count[t] -= 1
-            if not live_count[t]:
-                live_l0[t] = -1
-                a0, a1, a2 = live_l0
-                first_live = a0 if a0 >= 0 else a1 if a1 >= 0 else a2
-            epoch += 1
-            wake()
-        for w in succs[v]:
-            left = pending[w] = pending[w] - 1
-            if is_free[w]:
-                if last_pred[w] == v:
-                    last_pred[w] = -1
-                if left:
-                    if left == 1:
-                        free_progress(w)
-                else:  # NOTE: make_ready(w), inline
-                    in_ready[w] = True
-                    k = key[w] = levels[0] - size_pk[w] * scale + low[w]
-                    heappush(frees, k)
-            elif not left:  # NOTE: make_ready(w), inline
-                in_ready[w] = True
-                top = levels[2] if jit_count[w] else levels[1]
-                k = key[w] = top + (jit[w] - enabled[w]) * scale + low[w]
-                heappush(ready, k)
-
-    for v in range(n):
-        if is_free[v] and pending[v] == 1:
-            free_progress(v)
-    for v in range(n):
-        if not pending[v] and not is_alloc[v]:
-            make_ready(v)
-    while len(order) < n:
-        if not ready and not frees:
-            k = fallback()
-            if k is None:
-                stuck = min(v for v in range(n) if not done[v])
-                what = nodes[stuck].op
-                if nodes[stuck].bufs:
-                    buf = buffers[nodes[stuck].bufs[0]]
-                    what += f" of {buf.tier} buffer b{buf.id} '{buf.name}'"
-                raise NpuccError(f"no schedule: node {stuck} ({what}) waits forever ({graph.name})")
-            unpark(k & vmask)
-            for u in preds[k & vmask]:
-                if is_alloc[u] and not done[u]:
-                    emit(u)
-            emit(k & vmask)
-            wake()
-            continue
-        k = heappop(frees) if frees else heappop(ready)
-        v = k & vmask
-        if done[v] or not in_ready[v] or k != key[v]:
-            continue  # a stale entry
-        in_ready[v] = False
-        stale = woken_at[v] == epoch  # woken, and no L0 tier changed since
-        woken_at[v] = -1
-        # NOTE: a sure node passes while no L0 tier is live (see sure)
-        if single_l0 and jit_count[v] and not (sure[v] and first_live < 0):
-            b = blocker(v)
-            if b >= 0 or (jit[v] and futile(v) >= 0):
-                c = need(v) if b >= 0 else 3
-                park(k, c)
-                if stale:  # nothing changed since it was woken: do not wake it again yet
-                    idle[c] = epoch
-                # NOTE: wake's first test, inline (as below)
-                if not (strict and (near_epoch == epoch or near_current()) and not near_parked):
-                    wake(True)
-                continue
-        if jit_count[v]:  # NOTE: its ALLOC predecessors not yet done, if any
-            for u in preds[v]:
-                if is_alloc[u] and not done[u]:
-                    emit(u)
-        emit(v)
-        # NOTE: wake's first test, inline: most wakes find near_live current and unparked
-        if single_l0 and not (
-            strict and (near_epoch == epoch or near_current()) and not near_parked
-        ):
-            wake(True)
-    return order
+def _state(prep: Prep, n: int) -> mpas_kernel.State:
+    """A run's fresh arrays."""
+    pairs = len(prep.l0p_idx)
+    # NOTE: a node has one live key per heap, so HEAP_ROOM >= 1 leaves a full heap room
+    heaps = np.empty((6, HEAP_ROOM * n + 2), np.int64)  # touched as far as used
+    heaps[:, 0] = 0
+    return mpas_kernel.State(  # type: ignore[call-arg]  # the same
+        np.zeros(mpas_kernel.SCALARS, np.int64),
+        np.zeros(n, np.bool_),
+        prep.pending.copy(),
+        prep.jit.copy(),
+        prep.jit_count.copy(),
+        np.zeros(n, np.int64),
+        np.full(n, -1, np.int64),
+        np.zeros(n, np.bool_),
+        np.full(n, -1, np.int64),
+        np.full(n, -1, np.int64),
+        np.full(n, -1, np.int64),
+        np.zeros(n, np.bool_),
+        np.zeros(pairs, np.bool_),
+        np.full(pairs, -1, np.int64),
+        np.full(3, -1, np.int64),
+        np.zeros(3, np.int64),
+        np.zeros(4, np.int64),
+        np.full(4, -1, np.int64),
+        np.full(n, -1, np.int64),
+        np.full(n, -1, np.int64),
+        np.full(n, -1, np.int64),
+        np.zeros(n, np.int64),
+        np.full(n, -1, np.int64),
+        np.zeros(prep.stack + mpas_kernel.CONE_LIMIT, np.int64),
+        np.full(n, -1, np.int64),
+        np.zeros(n, np.int64),
+        np.empty(n, np.int64),
+        heaps,
+    )
