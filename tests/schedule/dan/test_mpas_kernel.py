@@ -56,6 +56,14 @@ def test_the_source_as_plain_python_gives_the_same_orders(monkeypatch):
     assert _runs(g) == built
 
 
+def test_the_installed_kernel_is_the_built_one():
+    # NOTE: an install builds it (setup.py); the source alone runs ~4.5x slower than main's
+    # Python loop did, with the same orders, so a missing build would show only as time
+    from npucc.backend.schedule.dan import mpas_kernel
+
+    assert not mpas_kernel.__file__.endswith(".py"), f"{mpas_kernel.__file__}: not built"
+
+
 def test_sort_sorts_in_place():
     rng = np.random.default_rng(0)
     for m in (0, 1, 2, 7, 100, 1001):
