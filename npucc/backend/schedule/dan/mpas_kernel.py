@@ -355,7 +355,7 @@ def _futile(g: Graph, s: State, v: Py) -> I64:
 @cython.exceptval(check=False)
 def _passes(g: Graph, s: State, v: Py) -> cython.bint:
     """Would v run now (no tier to wait for, no allocation for nothing)?"""
-    return _blocker(g, s, v) < 0 and not (s.jit[v] and _futile(g, s, v) >= 0)
+    return _test(g, s, v, s.jit[v] != 0)
 
 
 @cython.cfunc
