@@ -316,27 +316,43 @@ def run_onnxruntime(
     (`optimized`: a QDQ model's nodes fused into onnxruntime's integer kernels)."""
     import onnxruntime as ort
 
+    if isinstance(model, Path):  # its external weights are mapped, not copied
+        cpu = ["CPUExecutionProvider"]
+        return _session_outputs(ort.InferenceSession(os.fspath(model), _ort_options(optimized),
+                                                     providers=cpu), inputs)  # fmt: skip
+    # NOTE: the big weights reach onnxruntime as numpy arrays it uses in place, not inside the
+    # serialized model it would parse into copies of its own (VGG-19: 1.5 GB more, not 0.55)
+    session, values = _weights_apart_session(*external_weights(model), optimized)
+    outputs = _session_outputs(session, inputs)
+    del session, values  # NOTE: the session uses the arrays: they outlive it
+    return outputs
+
+
+def _ort_options(optimized: bool) -> Any:
+    """onnxruntime's session options: every graph optimization or none, quiet."""
+    import onnxruntime as ort
+
     options = ort.SessionOptions()
     level = ort.GraphOptimizationLevel
     options.graph_optimization_level = level.ORT_ENABLE_ALL if optimized else level.ORT_DISABLE_ALL
     options.log_severity_level = 3
-    if isinstance(model, Path):  # its external weights are mapped, not copied
-        cpu = ["CPUExecutionProvider"]
-        return _session_outputs(ort.InferenceSession(os.fspath(model), options, providers=cpu),
-                                inputs)  # fmt: skip
-    # NOTE: the big weights reach onnxruntime as numpy arrays it uses in place, not inside the
-    # serialized model it would parse into copies of its own (VGG-19: 1.5 GB more, not 0.55)
-    apart, weights = external_weights(model)
+    return options
+
+
+def _weights_apart_session(
+    apart: onnx.ModelProto, weights: dict[str, onnx.TensorProto], optimized: bool = False
+) -> tuple[Any, list[Any]]:
+    """A session of `apart` (`external_weights`'s copy) given `weights` as numpy arrays it uses
+    in place, and those arrays (to outlive the session)."""
+    import onnxruntime as ort
+
+    options = _ort_options(optimized)
     names = list(weights)
     values = [ort.OrtValue.ortvalue_from_numpy(numpy_helper.to_array(weights[n])) for n in names]
     if names:
         options.add_external_initializers(names, values)
-    session = ort.InferenceSession(
-        apart.SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
-    outputs = _session_outputs(session, inputs)
-    del session, values  # NOTE: the session uses the arrays: they outlive it
-    return outputs
+    cpu = ["CPUExecutionProvider"]
+    return ort.InferenceSession(apart.SerializeToString(), options, providers=cpu), values
 
 
 def _session_outputs(session: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -628,10 +644,18 @@ def reference_spread(
     seed: int = 0,
 ) -> dict[str, np.ndarray]:
     """Per output, how far onnxruntime's own result moves, element by element, when every
-    float input element moves by one rounding step of its type (a random sign, PERTURBATIONS
-    draws): the result's sensitivity to rounding, which no compiler can be asked to beat."""
+    float input element moves by one rounding step of its type and every float32 or float16
+    value a node computes by up to one (random signs, PERTURBATIONS draws): the result's
+    sensitivity to rounding, which no compiler can be asked to beat.
+
+    NOTE: the nodes' values are perturbed too because another correct evaluation order rounds
+    them differently: inputs alone miss it where equal values cancel (a LayerNormalization of
+    near-equal values: only its input's own rounding noise is normalized)."""
     rng = np.random.default_rng(seed)
     spread = {name: np.zeros(np.shape(v)) for name, v in reference.items()}
+    apart, weights = external_weights(model)
+    _round_node_values(apart, seed)
+    session, values = _weights_apart_session(apart, weights)
     for _ in range(PERTURBATIONS):
         moved = {}
         for name, x in inputs.items():
@@ -640,10 +664,50 @@ def reference_spread(
                 toward = np.where(rng.random(x.shape) < 0.5, -np.inf, np.inf).astype(x.dtype)
                 x = np.nextafter(x, toward)
             moved[name] = x
-        for name, value in run_onnxruntime(model, moved).items():
+        for name, value in _session_outputs(session, moved).items():
             change = np.abs(np.asarray(value, np.float64) - np.asarray(reference[name], np.float64))
             spread[name] = np.maximum(spread[name], np.nan_to_num(change, nan=np.inf))
+    del session, values  # NOTE: the session uses the arrays: they outlive it
     return spread
+
+
+_ROUNDED = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.FLOAT16: np.float16}
+
+
+def _round_node_values(model: onnx.ModelProto, seed: int) -> None:
+    """Multiply each float32 or float16 value a top-level node computes by a random factor
+    within one machine epsilon of 1 (onnxruntime's RandomUniformLike, seeded; each run of a
+    session draws anew), in place: the value moves by up to one rounding step."""
+    graph = model.graph
+    typed = onnx.shape_inference.infer_shapes(model).graph
+    types = {v.name: v.type.tensor_type.elem_type
+             for v in (*typed.value_info, *typed.output)}  # fmt: skip
+    taken = {v for node in graph.node for v in (*node.input, *node.output)}
+    taken |= {v.name for v in (*graph.input, *graph.output, *graph.initializer)}
+
+    def fresh(name: str) -> str:
+        while name in taken:
+            name += "_"
+        taken.add(name)
+        return name
+
+    nodes = list(graph.node)
+    del graph.node[:]
+    for node in nodes:
+        rounding = []
+        for i, out in enumerate(node.output):
+            dtype = _ROUNDED.get(types.get(out, 0))
+            if not out or dtype is None:
+                continue
+            exact, factor = fresh(f"{out}.exact"), fresh(f"{out}.rounding")
+            node.output[i] = exact
+            eps = float(np.finfo(dtype).eps)
+            rounding += [
+                onnx.helper.make_node("RandomUniformLike", [exact], [factor], low=1.0 - eps,
+                                      high=1.0 + eps, seed=float(seed * 7919 + len(taken))),
+                onnx.helper.make_node("Mul", [exact, factor], [out]),
+            ]  # fmt: skip
+        graph.node.extend([node, *rounding])  # NOTE: appends copies: `node` is edited first
 
 
 def ill_conditioned(c: Comparison, spread: np.ndarray) -> bool:

@@ -73,6 +73,27 @@ def test_a_cancelling_sum_is_ill_conditioned_and_a_stable_result_is_not():
     assert not c2.ok and not ill_conditioned(c2, spread2["y"])
 
 
+def test_the_spread_counts_the_rounding_of_the_values_nodes_compute():
+    # LayerNormalization of a duplicated mean: every input draw keeps the pairs equal, so
+    # only a node's own rounding (another evaluation order's) shows the output is pure noise
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 1, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4, 1, 1])
+    scale = numpy_helper.from_array(np.ones((2, 4, 1, 1), np.float32), "s")
+    nodes = [
+        helper.make_node("Softmax", ["x"], ["p"], axis=-1),
+        helper.make_node("GlobalAveragePool", ["p"], ["m"]),
+        helper.make_node("Concat", ["m", "m"], ["c"], axis=0),
+        helper.make_node("LayerNormalization", ["c", "s"], ["y"], axis=0),
+    ]
+    graph = helper.make_graph(nodes, "noise", [x], [y], [scale])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    inputs = {"x": np.random.default_rng(1).standard_normal((1, 4, 1, 3)).astype(np.float32)}
+    ref = run_onnxruntime(model, inputs)
+    spread = reference_spread(model, inputs, ref)["y"]
+    assert np.all(spread > 1e-7)  # each element is rounding noise scaled by 1/sqrt(eps)
+    assert len(model.graph.node) == 4  # the caller's model is not edited
+
+
 def test_within_spread_is_elementwise():
     expected = np.array([1.0, 100.0])
     spread = np.array([0.0, 50.0])  # the second element is rounding-sensitive, the first is not

@@ -204,10 +204,12 @@ class TileBuilder(Generic[G]):
                 pieces = self._in_band(instr)
                 if pieces is not None:
                     return [self.emit(piece) for piece in pieces][-1]
+            # NOTE: residency first: a tensor this core holds in L1 is read there, even when the
+            # mesh plan keeps it on chip (a staged constant the lowering holds, `stage_consts`)
+            if self._resident:
+                instr = self._in_l1(instr)
             if self.tracker.onchip:
                 instr = self._over_noc(instr)
-            if self._resident and type(instr) is Copy:
-                instr = self._in_l1(instr)
         # NOTE: one pass over the operands (not a comprehension per list: this runs for every
         # instruction of every lowering tried)
         readers, core = self._readers, self.core
