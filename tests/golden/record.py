@@ -23,6 +23,7 @@ from pathlib import Path
 import onnx
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # NOTE: as a script it checks this tree's npucc, not the installed
 FIXTURE = Path(__file__).with_name("golden.json")
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 MODELS = sorted((ROOT / "models").glob("*.onnx"))
