@@ -518,7 +518,7 @@ class ExecCostModel:
             # NOTE: a node without a pipe takes no time (`shape_timing`): 0 here, once
             piped = walked.piped[: len(kept_nodes)]
             own = [prof.cycles[v] if on else 0 for v, on in zip(kept_nodes, piped, strict=True)]
-            own += [0] * (len(walked.waits) - len(own))  # the last node: contracted ones
+            own += [0] * (len(walked.piped) - len(own))  # the last node: contracted ones
             local = self._core_nodes[(id(prof), cores, core)] = (
                 own, {v: i for i, v in enumerate(kept_nodes)}, shape
             )  # fmt: skip

@@ -14,9 +14,11 @@ from bisect import bisect_right
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from operator import itemgetter
 from typing import NamedTuple
 
+import numpy as np
+
+from npucc.backend.estimate import timing_kernel
 from npucc.backend.estimate.list_schedule import LayerTiming
 from npucc.backend.lower.builder import DdrTracker, MeshBuilder, TileBuilder
 from npucc.backend.lower.context import LOWERINGS, LowerContext
@@ -193,14 +195,19 @@ CoreShape = tuple[list[int | None], list[tuple[int, ...]], list[int]]  # pipes, 
 
 
 class TimedShape(NamedTuple):
-    """A core's nodes as `shape_timing` walks them (what their timing depends on but cycles)."""
+    """A core's nodes as `shape_timing` walks them (what their timing depends on but cycles):
+    the arrays of `timing_kernel.longest_paths`.
 
-    waits: list[tuple[int, ...]]  # per node: its earlier predecessors and its pipe's previous
-    piped: list[bool]  # whether it runs on a pipe (takes its cycles)
-    # per distinct classes of a node: the classes and what picks their nodes from a list
-    # (`itemgetter`; an index for one node)
-    groups: tuple[tuple[int, Callable[[list[int]], tuple[int, ...]] | int], ...]
+    NOTE: with scratch arrays of its own, which every timing of the shape overwrites (a
+    process times one at a time)."""
+
+    piped: list[bool]  # whether each node runs on a pipe (takes its cycles)
+    wait_off: np.ndarray  # per node: its earlier predecessors and its pipe's previous (CSR)
+    wait_idx: np.ndarray
+    bit_off: np.ndarray  # per node: the release classes it belongs to (CSR)
+    bit_idx: np.ndarray
     last_mte2: int  # the last MTE2 node (-1: none)
+    scratch: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # dur, finish, path, tail
 
 
 def timed_shape(
@@ -210,19 +217,29 @@ def timed_shape(
     waits for its predecessors and the previous node on its pipe (a later predecessor
     finishes at 0 then, so it never delays it)."""
     last: dict[int, int] = {}  # each pipe's node so far
-    waits = []
+    wait_off, wait_idx = [0], []
     for v, (ps, p) in enumerate(zip(preds, pipe, strict=True)):
-        earlier = [u for u in ps if u < v]
+        wait_idx += [u for u in ps if u < v]
         if p is not None:
             if p in last:
-                earlier.append(last[p])
+                wait_idx.append(last[p])
             last[p] = v
-        waits.append(tuple(earlier))
-    nodes: dict[int, list[int]] = {}
-    for v, c in enumerate(classes):
-        nodes.setdefault(c, []).append(v)
-    groups = tuple((c, vs[0] if len(vs) == 1 else itemgetter(*vs)) for c, vs in nodes.items())
-    return TimedShape(waits, [p is not None for p in pipe], groups, last.get(MTE2, -1))
+        wait_off.append(len(wait_idx))
+    bit_off, bit_idx = [0], []
+    for c in classes:
+        bit_idx += [k for k in range(c.bit_length()) if c >> k & 1]
+        bit_off.append(len(bit_idx))
+    n, bits = len(pipe), max(bit_idx, default=-1) + 1
+    return TimedShape(
+        [p is not None for p in pipe],
+        np.array(wait_off, np.int64),
+        np.array(wait_idx, np.int64),
+        np.array(bit_off, np.int64),
+        np.array(bit_idx, np.int64),
+        last.get(MTE2, -1),
+        (np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64),
+         np.zeros(bits, np.int64)),
+    )  # fmt: skip
 
 
 def core_timing(
@@ -251,39 +268,11 @@ def shape_timing(duration: list[int], shape: TimedShape) -> LayerTiming:
 
 def piped_timing(cycles: list[int], shape: TimedShape) -> LayerTiming:
     """`shape_timing` of `cycles` that are already 0 on every node without a pipe."""
-    waits, _, groups, last_mte2 = shape
-    n = len(waits)
-    finish = [0] * n
-    v = 0
-    for us, d in zip(waits, cycles, strict=True):
-        t = 0
-        for u in us:
-            f = finish[u]
-            if f > t:
-                t = f
-        finish[v] = t + d
-        v += 1
-    cold = max(finish, default=0)
-    mte2 = finish[last_mte2] if last_mte2 >= 0 else 0
-    # the longest path from each node to the end: from its successors' (final when it is
-    # reached, walking back) plus its cycles
-    path = [0] * n
-    for v in range(n - 1, -1, -1):
-        b = path[v] + cycles[v]
-        path[v] = b
-        for u in waits[v]:
-            if path[u] < b:
-                path[u] = b
-    tail: dict[int, int] = {}  # per class, its longest path to the end
-    for c, pick in groups:
-        b = path[pick] if isinstance(pick, int) else max(pick(path))
-        k = 0
-        while c:
-            if c & 1 and b > tail.get(k, -1):
-                tail[k] = b
-            c >>= 1
-            k += 1
-    tails = tuple(sorted(tail.items()))
+    _, wait_off, wait_idx, bit_off, bit_idx, last_mte2, scratch = shape
+    cold, mte2 = timing_kernel.longest_paths(
+        cycles, wait_off, wait_idx, bit_off, bit_idx, last_mte2, *scratch
+    )
+    tails = tuple((k, t) for k, t in enumerate(scratch[3].tolist()) if t >= 0)
     return LayerTiming(cold, cold - mte2 if mte2 else cold, tails)
 
 
