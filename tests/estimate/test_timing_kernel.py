@@ -49,9 +49,9 @@ def test_the_installed_kernel_is_the_built_one():
 
 def test_cycles_past_the_limit_are_refused():
     shape = timed_shape([0, 0], [(), (0,)], [1, 2])
-    ok = profile_module.piped_timing([timing_kernel.CYCLES_LIMIT - 1, 5], shape)
+    ok = profile_module.shape_timing([timing_kernel.CYCLES_LIMIT - 1, 5], shape)
     assert ok.cold == timing_kernel.CYCLES_LIMIT + 4
     with pytest.raises((ValueError, OverflowError)):
-        profile_module.piped_timing([timing_kernel.CYCLES_LIMIT, 5], shape)
+        profile_module.shape_timing([timing_kernel.CYCLES_LIMIT, 5], shape)
     with pytest.raises((ValueError, OverflowError)):
-        profile_module.piped_timing([1 << 70, 5], shape)
+        profile_module.shape_timing([1 << 70, 5], shape)
