@@ -128,8 +128,7 @@ class ExecCostModel:
     # the same by (profile, cores, core, the overridden cycles)
     _core_of: dict[tuple, LayerTiming] = field(default_factory=dict)
     # (profile, cores, core) -> the cycles of the core's nodes `contracted` keeps (and a last
-    # 0), the positions among them of its copies' nodes (`CopyRows.nodes`) and the number of
-    # their shape
+    # 0), where its copies' nodes (`CopyRows.nodes`) are among them and their shape's number
     _core_nodes: dict[tuple, tuple[np.ndarray, np.ndarray, int]] = field(default_factory=dict)
     # by number: the nodes `contracted` keeps and their shape, as `shape_timing` walks it
     _shapes: list[tuple[list[int], TimedShape]] = field(default_factory=list)
@@ -498,12 +497,10 @@ class ExecCostModel:
     def _core_timing(
         self, prof: LayerProfile, rows: CopyRows, core: int, over: np.ndarray
     ) -> LayerTiming:
-        """`prof.core_timing` of core `core` of its `rows`' cores, its copies' cycles
-        overridden by `over` (`noc_priced`'s: -1 keeps a copy's own), memoised by what it
-        depends on, the core's nodes' shape and cycles: cores with alike tiles and layers of
-        one signature often get the same NoC cycles (repeated blocks on equal rectangles).
-        First by the profile, the core and its copies' cycles (the same copies' NoC cycles
-        come back with another placement): no array of every node's cycles to build then."""
+        """`prof.core_timing` of core `core` of its `rows`' cores, its copies' cycles `over`'s
+        (`noc_priced`'s; -1: its own), memoised by its nodes' shape and cycles (alike tiles and
+        layers of one signature often get the same NoC cycles), first by the profile, the core
+        and its copies' cycles (they come back with other placements)."""
         cores = len(rows.nodes)
         mine = over[rows.core_off[core] : rows.core_off[core + 1]]
         memo = (id(prof), cores, core, mine.tobytes())
@@ -525,14 +522,13 @@ class ExecCostModel:
             kept_nodes = [nodes[i] for i in keep]
             # NOTE: a node without a pipe takes no time (`shape_timing`): 0 here, once
             piped = walked.piped[: len(kept_nodes)]
-            own = [prof.cycles[v] if on else 0 for v, on in zip(kept_nodes, piped, strict=True)]
-            own += [0] * (len(walked.piped) - len(own))  # the last node: contracted ones
+            base = [prof.cycles[v] if on else 0 for v, on in zip(kept_nodes, piped, strict=True)]
+            base += [0] * (len(walked.piped) - len(base))  # the last node: contracted ones
             at = {v: i for i, v in enumerate(kept_nodes)}
             # NOTE: a copy runs on a pipe: none is contracted
             copies = np.array([at[v] for v in rows.nodes[core]], np.int64)
-            local = self._core_nodes[(id(prof), cores, core)] = (
-                np.array(own, np.int64), copies, shape
-            )  # fmt: skip
+            local = (np.array(base, np.int64), copies, shape)
+            self._core_nodes[(id(prof), cores, core)] = local
         own, copies, shape = local
         timed = own.copy()
         moved = mine >= 0
