@@ -14,6 +14,7 @@ from npucc.transforms.graph_pipeline import import_model
 
 MODELS = Path(__file__).parents[2] / "models"
 MESH = load_target("mesh8x8")
+HOPS = MESH.mesh.rows + MESH.mesh.cols - 1  # more than the longest path
 
 
 def _conv_profiles():
@@ -33,16 +34,25 @@ def test_copy_rows_deal_the_copies_round_robin_and_sum_each_operands_bytes() -> 
     for prof, _ in _conv_profiles():
         for cores in (1, 3, 8):
             known: dict = {}
-            rows, sums = copy_rows(prof, cores, known)
-            assert len(rows) == len(prof.copies)
-            for row, c in zip(rows, prof.copies, strict=True):
-                assert row[:5] == (c.operand, c.tile % cores, c.node, c.lo, c.hi)
-                assert row[5] is known[c.shape]  # one table of prices by hops per shape
-                assert row[6:] == (c.instr, c.energy_pj)
+            rows = copy_rows(prof, cores, known, HOPS)
+            assert len(rows.instrs) == len(prof.copies)
+            laid: list[list[int]] = [[] for _ in range(cores)]
+            for i, c in enumerate(prof.copies):
+                row = (rows.operand[i], rows.core[i], rows.lo[i], rows.hi[i], rows.spent[i])
+                assert row == (c.operand, c.tile % cores, c.lo, c.hi, c.energy_pj)
+                assert rows.prices[rows.shape[i]] is known[c.shape]  # one table per shape
+                assert rows.instrs[i] is c.instr
+                k = c.tile % cores
+                assert rows.core_off[k] + len(laid[k]) == rows.dest[i]  # core by core, in order
+                laid[k].append(c.node)
+            assert rows.nodes == laid and rows.core_off[-1] == len(prof.copies)
             for o in {c.operand for c in prof.copies}:
                 mine = [c for c in prof.copies if c.operand == o]
-                assert sums[o] == (sum(c.ddr for c in mine), sum(c.ddr for c in mine if c.lead))
-            seen += len(rows)
+                assert rows.sums[o] == (
+                    sum(c.ddr for c in mine),
+                    sum(c.ddr for c in mine if c.lead),
+                )
+            seen += len(prof.copies)
     assert seen, "some conv copies a non-const operand"
 
 
@@ -58,7 +68,7 @@ def test_noc_priced_charges_each_copy_of_a_kept_operand_by_its_hops_and_frees_it
             continue
         used = ((0, 0), (0, 1), (1, 0), (1, 1))
         known: dict = {}
-        rows = copy_rows(prof, len(used), known)
+        rows = copy_rows(prof, len(used), known, HOPS)
         kept = noc[0]  # one operand on chip, on two homes far from the rectangle
         size = max(c.hi for c in prof.copies if c.operand == kept)
         homes = {kept: OnChip(((5, 5), (7, 7)), -(-size // 2))}
@@ -69,25 +79,27 @@ def test_noc_priced_charges_each_copy_of_a_kept_operand_by_its_hops_and_frees_it
             return _price(ins, hops)
 
         over, energy, ddr, lead = noc_priced(prof, rows, homes, {kept: 0}, used, price)
-        want: list[dict[int, int]] = [{} for _ in used]
+        want = [-1] * len(prof.copies)  # by place in the core by core layout
         spent = moved = lead_moved = 0
-        for c in prof.copies:
+        for i, c in enumerate(prof.copies):
             if c.operand != kept:
                 continue
             k = c.tile % len(used)
             hops = homes[kept].hops(used[k], c.lo, c.hi)
             assert hops >= 8  # (5, 5) and (7, 7) are 8 or more hops from every used core
             cycles, pj = _price(c.instr, hops)
-            want[k][c.node] = cycles
+            want[rows.dest[i]] = cycles
             spent += pj - c.energy_pj
             moved += c.ddr
             lead_moved += c.ddr * c.lead
-        assert over == want
+        assert over.tolist() == want
         assert abs(energy - (prof.energy_pj + spent)) <= 1e-6 * max(1.0, abs(energy))
         assert (ddr, lead) == (prof.ddr_bytes - moved, prof.lead_ddr_bytes - lead_moved)
         priced = sum(len(by_hops) for by_hops in known.values())
         assert len(calls) == priced  # each (shape, hops) priced once
         again = noc_priced(prof, rows, homes, {kept: 0}, used, price)
-        assert again == (over, energy, ddr, lead) and len(calls) == priced
+        assert again[0].tolist() == want and again[1:] == (energy, ddr, lead)
+        assert len(calls) == priced
         nothing = noc_priced(prof, rows, {}, {}, used, price)
-        assert nothing == ([{} for _ in used], prof.energy_pj, prof.ddr_bytes, prof.lead_ddr_bytes)
+        assert nothing[0].tolist() == [-1] * len(prof.copies)
+        assert nothing[1:] == (prof.energy_pj, prof.ddr_bytes, prof.lead_ddr_bytes)

@@ -131,11 +131,12 @@ def test_profiles_sharing_the_forms_figures_equal_profiles_alone() -> None:
 
 
 def test_noc_priced_takes_each_copys_farthest_home_as_onchip_hops() -> None:
-    """`noc_priced`'s hops per copy (by each core's hops per home) are `OnChip.hops`' over the
-    copy's elements, its slice offset added; operands not kept keep their DDR copies."""
+    """`noc_priced`'s hops per copy (the kernel's farthest home of its elements) are
+    `OnChip.hops`' over the copy's elements, its slice offset added; operands not kept keep
+    their DDR copies."""
     from types import SimpleNamespace
 
-    from npucc.backend.estimate.profile import noc_priced
+    from npucc.backend.estimate.profile import copy_rows, noc_priced
     from npucc.ir.onchip import OnChip
 
     rng = random.Random(7)
@@ -149,21 +150,31 @@ def test_noc_priced_takes_each_copys_farthest_home_as_onchip_hops() -> None:
             for o in rng.sample(range(4), rng.randint(1, 3))
         }
         offsets = {o: rng.choice((0, rng.randrange(50))) for o in homes}
-        known: dict[int, tuple[int, float]] = {}
-        rows, want = [], {}
+        copies, want = [], {}
         for node in range(rng.randint(1, 30)):
             o, k = rng.randrange(4), rng.randrange(len(used))
             where = homes.get(o)
             top = len(where.homes) * where.chunk - offsets[o] if where else 60
             lo = rng.randrange(max(top, 1))
             hi = rng.randint(lo, max(top, lo))
-            rows.append((o, k, node, lo, hi, known, None, 1.0))
+            copies.append(
+                SimpleNamespace(
+                    operand=o, tile=k, node=node, lo=lo, hi=hi, shape=("L1", "UB", node % 3),
+                    instr=None, energy_pj=1.0, ddr=0, lead=False,
+                )
+            )  # fmt: skip
             if where is not None:
                 want[(k, node)] = where.hops(used[k], lo + offsets[o], hi + offsets[o])
-        prof = SimpleNamespace(energy_pj=100.0, ddr_bytes=0, lead_ddr_bytes=0)
+        prof = SimpleNamespace(energy_pj=100.0, ddr_bytes=0, lead_ddr_bytes=0, copies=copies)
+        rows = copy_rows(prof, len(used), {}, 15)  # type: ignore[arg-type]
         over, energy, _, _ = noc_priced(  # type: ignore[arg-type]
-            prof, (tuple(rows), {}), homes, offsets, used, lambda _, hops: (10 * hops, hops)
+            prof, rows, homes, offsets, used, lambda _, hops: (10 * hops, hops)
         )
-        got = {(k, node): c // 10 for k, cycles in enumerate(over) for node, c in cycles.items()}
+        got = {
+            (k, node): c // 10
+            for k, nodes in enumerate(rows.nodes)
+            for node, c in zip(nodes, over[rows.core_off[k] : rows.core_off[k + 1]], strict=True)
+            if c >= 0
+        }
         assert got == want
         assert energy == 100.0 + sum(hops - 1.0 for hops in want.values())

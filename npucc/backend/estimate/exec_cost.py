@@ -23,6 +23,8 @@ import pickle
 from dataclasses import dataclass, field
 from itertools import islice
 
+import numpy as np
+
 from npucc.backend.estimate.gates import Gates, Tenants, gate_keys
 from npucc.backend.estimate.list_schedule import (
     READY,
@@ -42,6 +44,7 @@ from npucc.backend.estimate.list_schedule import (
 )
 from npucc.backend.estimate.prefix import Prefixes, Trace, extend, timeline
 from npucc.backend.estimate.profile import (
+    CopyRows,
     LayerProfile,
     TimedShape,
     contracted,
@@ -119,14 +122,14 @@ class ExecCostModel:
     _noc_copies: dict[tuple, dict[int, tuple[int, float]]] = field(default_factory=dict)
     # `copy_rows` by (id of the profile, cores); NOTE: an id stays its profile's: `_profiles`
     # holds every profile for the model's life
-    _copy_rows: dict[tuple[int, int], tuple] = field(default_factory=dict)
+    _copy_rows: dict[tuple[int, int], CopyRows] = field(default_factory=dict)
     # `_core_timing` by the core's nodes' shape (pipes, predecessors, classes) and cycles
     _core: dict[tuple, LayerTiming] = field(default_factory=dict)
     # the same by (profile, cores, core, the overridden cycles)
     _core_of: dict[tuple, LayerTiming] = field(default_factory=dict)
     # (profile, cores, core) -> the cycles of the core's nodes `contracted` keeps (and a last
-    # 0), their positions by node and the number of their shape
-    _core_nodes: dict[tuple, tuple[list[int], dict[int, int], int]] = field(default_factory=dict)
+    # 0), where its copies' nodes (`CopyRows.nodes`) are among them and their shape's number
+    _core_nodes: dict[tuple, tuple[np.ndarray, np.ndarray, int]] = field(default_factory=dict)
     # by number: the nodes `contracted` keeps and their shape, as `shape_timing` walks it
     _shapes: list[tuple[list[int], TimedShape]] = field(default_factory=list)
     _shape_ids: dict[bytes, int] = field(default_factory=dict)  # a shape -> its number
@@ -443,12 +446,13 @@ class ExecCostModel:
         cores = len(used)
         rows = self._copy_rows.get((id(prof), cores))
         if rows is None:
-            rows = self._copy_rows[(id(prof), cores)] = copy_rows(prof, cores, self._noc_copies)
+            mesh = self.target.mesh
+            rows = self._copy_rows[(id(prof), cores)] = copy_rows(
+                prof, cores, self._noc_copies, mesh.rows + mesh.cols - 1
+            )
         over, energy, ddr, lead = noc_priced(prof, rows, homes, offsets, used, self._noc_copy)
         # NOTE: equal timings once each (the list schedule takes the first of the latest)
-        timings = tuple(
-            dict.fromkeys(self._core_timing(prof, cores, k, over[k]) for k in range(cores))
-        )
+        timings = tuple(dict.fromkeys(self._core_timing(prof, rows, k, over) for k in range(cores)))
         cores_used, first, box = footprint(r, prof.ntiles, self.target.mesh.cols)
         value = self._noc[memo] = (
             self._run_cost(timings, energy, ddr, lead),
@@ -491,15 +495,16 @@ class ExecCostModel:
         return tuple(out)
 
     def _core_timing(
-        self, prof: LayerProfile, cores: int, core: int, cycles: dict[int, int]
+        self, prof: LayerProfile, rows: CopyRows, core: int, over: np.ndarray
     ) -> LayerTiming:
-        """`prof.core_timing` memoised by what it depends on, the core's nodes' shape and cycles:
-        cores with alike tiles and layers of one signature often get the same NoC cycles
-        (repeated blocks on equal rectangles). First by the profile, the core and `cycles`
-        (the same copies' NoC cycles come back with another placement): no list of every
-        node's cycles to build then."""
-        mine = (id(prof), cores, core, tuple(cycles.items()))
-        value = self._core_of.get(mine)
+        """`prof.core_timing` of core `core` of its `rows`' cores, its copies' cycles `over`'s
+        (`noc_priced`'s; -1: its own), memoised by its nodes' shape and cycles (alike tiles and
+        layers of one signature often get the same NoC cycles), first by the profile, the core
+        and its copies' cycles (they come back with other placements)."""
+        cores = len(rows.nodes)
+        mine = over[rows.core_off[core] : rows.core_off[core + 1]]
+        memo = (id(prof), cores, core, mine.tobytes())
+        value = self._core_of.get(memo)
         if value is not None:
             return value
         local = self._core_nodes.get((id(prof), cores, core))
@@ -517,20 +522,22 @@ class ExecCostModel:
             kept_nodes = [nodes[i] for i in keep]
             # NOTE: a node without a pipe takes no time (`shape_timing`): 0 here, once
             piped = walked.piped[: len(kept_nodes)]
-            own = [prof.cycles[v] if on else 0 for v, on in zip(kept_nodes, piped, strict=True)]
-            own += [0] * (len(walked.waits) - len(own))  # the last node: contracted ones
-            local = self._core_nodes[(id(prof), cores, core)] = (
-                own, {v: i for i, v in enumerate(kept_nodes)}, shape
-            )  # fmt: skip
-        own, at, shape = local
-        timed = own[:]
-        for v, c in cycles.items():  # NOTE: overridden nodes run on a pipe: none contracted
-            timed[at[v]] = c
-        key = (shape, tuple(timed))
+            base = [prof.cycles[v] if on else 0 for v, on in zip(kept_nodes, piped, strict=True)]
+            base += [0] * (len(walked.piped) - len(base))  # the last node: contracted ones
+            at = {v: i for i, v in enumerate(kept_nodes)}
+            # NOTE: a copy runs on a pipe: none is contracted
+            copies = np.array([at[v] for v in rows.nodes[core]], np.int64)
+            local = (np.array(base, np.int64), copies, shape)
+            self._core_nodes[(id(prof), cores, core)] = local
+        own, copies, shape = local
+        timed = own.copy()
+        moved = mine >= 0
+        timed[copies[moved]] = mine[moved]
+        key = (shape, timed.tobytes())
         value = self._core.get(key)
         if value is None:
             value = self._core[key] = piped_timing(timed, self._shapes[shape][1])
-        self._core_of[mine] = value
+        self._core_of[memo] = value
         return value
 
     def profile(

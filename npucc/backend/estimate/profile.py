@@ -14,9 +14,11 @@ from bisect import bisect_right
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from operator import itemgetter
 from typing import NamedTuple
 
+import numpy as np
+
+from npucc.backend.estimate import timing_kernel
 from npucc.backend.estimate.list_schedule import LayerTiming
 from npucc.backend.lower.builder import DdrTracker, MeshBuilder, TileBuilder
 from npucc.backend.lower.context import LOWERINGS, LowerContext
@@ -113,78 +115,133 @@ class LayerProfile:
         return range(0 if tile == 0 else self.tiles[tile], end)
 
 
-# a copy as `ExecCostModel.noc_layer` walks it: operand, core (of the rectangle's), node, first
-# and one-past-last element, the NoC prices of its shape (`DdrCopy.shape`) by hops,
-# instruction and energy
-CopyRow = tuple[int, int, int, int, int, dict[int, tuple[int, float]], Copy, float]
+class CopyRows(NamedTuple):
+    """A profile's copies on some cores as `timing_kernel.noc_cycles` walks them (`copy_rows`),
+    in order, and where their cycles go: laid out core by core."""
+
+    operand: np.ndarray  # per copy: its operand
+    core: np.ndarray  # its tile's core (of the rectangle's)
+    lo: np.ndarray  # its first element and one past its last
+    hi: np.ndarray
+    shape: np.ndarray  # its shape's number among `prices`
+    spent: np.ndarray  # its energy as a DDR copy
+    dest: np.ndarray  # its place in the cycles laid out core by core
+    core_off: np.ndarray  # per core: where its copies start in that layout (and the end)
+    nodes: list[list[int]]  # per core: its copies' nodes in that layout
+    instrs: list[Copy]  # per copy: its instruction (what `price` prices)
+    prices: list[dict[int, tuple[int, float]]]  # per shape: the NoC prices by hops (shared)
+    # the same as arrays by (shape, hops), filled as the prices are known (-1: not yet)
+    cycles_by_hops: np.ndarray
+    energy_by_hops: np.ndarray
+    sums: dict[int, tuple[int, int]]  # per operand: DDR bytes of its copies, and leading ones
 
 
 def copy_rows(
-    prof: LayerProfile, cores: int, known: dict[tuple, dict[int, tuple[int, float]]]
-) -> tuple[tuple[CopyRow, ...], dict[int, tuple[int, int]]]:
-    """`prof.copies` in order as rows on `cores` cores (a tile's core: tiles go round-robin),
-    and per operand the DDR bytes of its copies and of those among the leading const loads.
-    `known`: a NoC copy's cycles and energy by its shape then hops (shared by every profile:
-    each row holds its shape's)."""
-    rows = []
+    prof: LayerProfile,
+    cores: int,
+    known: dict[tuple, dict[int, tuple[int, float]]],
+    hops: int,
+) -> CopyRows:
+    """`prof.copies` on `cores` cores (a tile's core: tiles go round-robin), and per operand
+    the DDR bytes of its copies and of those among the leading const loads. `known`: a NoC
+    copy's cycles and energy by its shape then hops (shared by every profile); `hops`: more
+    than the mesh's longest path in hops."""
     sums: dict[int, tuple[int, int]] = {}
+    numbers: dict[tuple, int] = {}
+    prices: list[dict[int, tuple[int, float]]] = []
+    shape, core = [], []
+    nodes: list[list[int]] = [[] for _ in range(cores)]
     for c in prof.copies:
-        by_hops = known.setdefault(c.shape, {})
-        rows.append((c.operand, c.tile % cores, c.node, c.lo, c.hi, by_hops, c.instr, c.energy_pj))
+        number = numbers.get(c.shape)
+        if number is None:
+            number = numbers[c.shape] = len(prices)
+            prices.append(known.setdefault(c.shape, {}))
+        shape.append(number)
+        core.append(c.tile % cores)
+        nodes[core[-1]].append(c.node)
         ddr, lead = sums.get(c.operand, (0, 0))
         sums[c.operand] = (ddr + c.ddr, lead + c.ddr * c.lead)
-    return tuple(rows), sums
+    core_off = [0]
+    for mine in nodes:
+        core_off.append(core_off[-1] + len(mine))
+    filled = core_off[:-1]
+    dest = []
+    for k in core:
+        dest.append(filled[k])
+        filled[k] += 1
+    by_cycles = np.full((len(prices), hops), -1, np.int64)
+    by_energy = np.zeros((len(prices), hops), np.float64)
+    for number, by_hops in enumerate(prices):
+        for h, (cycles, energy) in by_hops.items():
+            by_cycles[number, h], by_energy[number, h] = cycles, energy
+    copies = prof.copies
+    return CopyRows(
+        np.array([c.operand for c in copies], np.int64),
+        np.array(core, np.int64),
+        np.array([c.lo for c in copies], np.int64),
+        np.array([c.hi for c in copies], np.int64),
+        np.array(shape, np.int64),
+        np.array([c.energy_pj for c in copies], np.float64),
+        np.array(dest, np.int64),
+        np.array(core_off, np.int64),
+        nodes,
+        [c.instr for c in copies],
+        prices,
+        by_cycles,
+        by_energy,
+        sums,
+    )
 
 
 def noc_priced(
     prof: LayerProfile,
-    rows: tuple[tuple[CopyRow, ...], dict[int, tuple[int, int]]],
+    rows: CopyRows,
     homes: dict[int, OnChip],
     offsets: dict[int, int],
     used: tuple[tuple[int, int], ...],
     price: Callable[[Copy, int], tuple[int, float]],
-) -> tuple[list[dict[int, int]], float, int, int]:
+) -> tuple[np.ndarray, float, int, int]:
     """`prof`'s copies (`rows`: its `copy_rows` on `len(used)` cores) of the operands kept on
     chip (`homes`; `offsets`: where a sub-batch's slice starts in its tensor) made NoC
-    transfers from each tile's core (`used`: row, col) to the farthest home they reach: per
-    core its nodes' NoC cycles, and the profile's energy, DDR bytes and leading DDR bytes
-    after. A copy's cycles and energy over some hops: its row's by hops, else `price`'s."""
-    over: list[dict[int, int]] = [{} for _ in used]
-    energy = prof.energy_pj
-    ddr, lead = prof.ddr_bytes, prof.lead_ddr_bytes
-    # per operand kept: its homes, chunk and slice offset, and per core (made at its first
-    # copy) the hops to each home, so that a copy's farthest home is an index or a slice's max
-    tables: dict[int, tuple[tuple[tuple[int, int], ...], int, int, list[list[int] | None]]] = {
-        o: (where.homes, where.chunk, offsets[o], [None] * len(used)) for o, where in homes.items()
-    }
-    for o, k, node, lo, hi, by_hops, instr, spent in rows[0]:
-        table = tables.get(o)
-        if table is None:
-            continue
-        if hi > lo:  # NOTE: `OnChip.hops` of the copy's elements, by the core's hops per home
-            where, chunk, at, by_core = table
-            far = by_core[k]
-            if far is None:
-                far = by_core[k] = home_hops(where, used[k])
-            first, last = (lo + at) // chunk, (hi + at - 1) // chunk
-            hops = far[first] if first == last else max(far[first : last + 1])
-        else:  # an empty copy moves nothing
-            hops = 0
+    transfers from each tile's core (`used`: row, col) to the farthest home they reach: the
+    copies' NoC cycles laid out core by core (-1: a copy left to DDR), and the profile's
+    energy, DDR bytes and leading DDR bytes after. A copy's cycles and energy over some hops:
+    its shape's by hops, else `price`'s (`timing_kernel.noc_cycles` states the rule)."""
+    # per operand of a copy or kept: its number among the kept (-1: not kept)
+    slot = np.full(max(max(homes, default=0), int(rows.operand.max(initial=0))) + 1, -1, np.int64)
+    home_off, home_y, home_x, chunk, offset = [0], [], [], [], []
+    for s, (o, where) in enumerate(homes.items()):
+        slot[o] = s
+        home_y += [y for y, _ in where.homes]
+        home_x += [x for _, x in where.homes]
+        home_off.append(len(home_y))
+        chunk.append(where.chunk)
+        offset.append(offsets[o])
+    arrays = (
+        rows.operand, rows.core, rows.lo, rows.hi, rows.shape, rows.spent, rows.dest, slot,
+        np.array(home_off, np.int64), np.array(home_y, np.int64), np.array(home_x, np.int64),
+        np.array(chunk, np.int64), np.array(offset, np.int64),
+        np.array([y for y, _ in used], np.int64), np.array([x for _, x in used], np.int64),
+        rows.cycles_by_hops, rows.energy_by_hops,
+    )  # fmt: skip
+    out = np.empty(len(rows.instrs), np.int64)
+    done, energy = 0, prof.energy_pj
+    while True:
+        done, energy, hops = timing_kernel.noc_cycles(*arrays, out, done, energy)
+        if done == len(rows.instrs):
+            break
+        hops = int(hops)  # NOTE: numpy's scalar where the kernel is not built
+        number = int(rows.shape[done])
+        by_hops = rows.prices[number]
         priced = by_hops.get(hops)
         if priced is None:
-            priced = by_hops[hops] = price(instr, hops)
-        over[k][node] = priced[0]
-        energy += priced[1] - spent  # NOTE: copy by copy, in order (a float sum)
-    for o in homes.keys() & rows[1].keys():
-        ddr -= rows[1][o][0]
-        lead -= rows[1][o][1]
-    return over, energy, ddr, lead
-
-
-def home_hops(homes: tuple[tuple[int, int], ...], core: tuple[int, int]) -> list[int]:
-    """Mesh hops from `core` (row, col) to each of `homes`, in order."""
-    y, x = core
-    return [abs(r - y) + abs(c - x) for r, c in homes]
+            priced = by_hops[hops] = price(rows.instrs[done], hops)
+        rows.cycles_by_hops[number, hops], rows.energy_by_hops[number, hops] = priced
+    ddr, lead = prof.ddr_bytes, prof.lead_ddr_bytes
+    for o in homes.keys() & rows.sums.keys():
+        ddr -= rows.sums[o][0]
+        lead -= rows.sums[o][1]
+    return out, float(energy), ddr, lead
 
 
 MTE2 = PIPES.index("MTE2")
@@ -193,14 +250,19 @@ CoreShape = tuple[list[int | None], list[tuple[int, ...]], list[int]]  # pipes, 
 
 
 class TimedShape(NamedTuple):
-    """A core's nodes as `shape_timing` walks them (what their timing depends on but cycles)."""
+    """A core's nodes as `shape_timing` walks them (what their timing depends on but cycles):
+    the arrays of `timing_kernel.longest_paths`.
 
-    waits: list[tuple[int, ...]]  # per node: its earlier predecessors and its pipe's previous
-    piped: list[bool]  # whether it runs on a pipe (takes its cycles)
-    # per distinct classes of a node: the classes and what picks their nodes from a list
-    # (`itemgetter`; an index for one node)
-    groups: tuple[tuple[int, Callable[[list[int]], tuple[int, ...]] | int], ...]
+    NOTE: with scratch arrays of its own, which every timing of the shape overwrites (a
+    process times one at a time)."""
+
+    piped: list[bool]  # whether each node runs on a pipe (takes its cycles)
+    wait_off: np.ndarray  # per node: its earlier predecessors and its pipe's previous (CSR)
+    wait_idx: np.ndarray
+    bit_off: np.ndarray  # per node: the release classes it belongs to (CSR)
+    bit_idx: np.ndarray
     last_mte2: int  # the last MTE2 node (-1: none)
+    scratch: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # dur, finish, path, tail
 
 
 def timed_shape(
@@ -210,19 +272,29 @@ def timed_shape(
     waits for its predecessors and the previous node on its pipe (a later predecessor
     finishes at 0 then, so it never delays it)."""
     last: dict[int, int] = {}  # each pipe's node so far
-    waits = []
+    wait_off, wait_idx = [0], []
     for v, (ps, p) in enumerate(zip(preds, pipe, strict=True)):
-        earlier = [u for u in ps if u < v]
+        wait_idx += [u for u in ps if u < v]
         if p is not None:
             if p in last:
-                earlier.append(last[p])
+                wait_idx.append(last[p])
             last[p] = v
-        waits.append(tuple(earlier))
-    nodes: dict[int, list[int]] = {}
-    for v, c in enumerate(classes):
-        nodes.setdefault(c, []).append(v)
-    groups = tuple((c, vs[0] if len(vs) == 1 else itemgetter(*vs)) for c, vs in nodes.items())
-    return TimedShape(waits, [p is not None for p in pipe], groups, last.get(MTE2, -1))
+        wait_off.append(len(wait_idx))
+    bit_off, bit_idx = [0], []
+    for c in classes:
+        bit_idx += [k for k in range(c.bit_length()) if c >> k & 1]
+        bit_off.append(len(bit_idx))
+    n, bits = len(pipe), max(bit_idx, default=-1) + 1
+    return TimedShape(
+        [p is not None for p in pipe],
+        np.array(wait_off, np.int64),
+        np.array(wait_idx, np.int64),
+        np.array(bit_off, np.int64),
+        np.array(bit_idx, np.int64),
+        last.get(MTE2, -1),
+        (np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64),
+         np.zeros(bits, np.int64)),
+    )  # fmt: skip
 
 
 def core_timing(
@@ -244,46 +316,18 @@ def core_timing(
 
 def shape_timing(duration: list[int], shape: TimedShape) -> LayerTiming:
     """`core_timing` of nodes of `shape` taking `duration` cycles each."""
-    return piped_timing(
-        [d if on else 0 for d, on in zip(duration, shape.piped, strict=True)], shape
+    piped = [d if on else 0 for d, on in zip(duration, shape.piped, strict=True)]
+    return piped_timing(np.array(piped, np.int64), shape)
+
+
+def piped_timing(cycles: np.ndarray, shape: TimedShape) -> LayerTiming:
+    """`shape_timing` of `cycles` (int64) that are already 0 on every node without a pipe."""
+    _, wait_off, wait_idx, bit_off, bit_idx, last_mte2, scratch = shape
+    cold, mte2 = timing_kernel.longest_paths(
+        cycles, wait_off, wait_idx, bit_off, bit_idx, last_mte2, *scratch
     )
-
-
-def piped_timing(cycles: list[int], shape: TimedShape) -> LayerTiming:
-    """`shape_timing` of `cycles` that are already 0 on every node without a pipe."""
-    waits, _, groups, last_mte2 = shape
-    n = len(waits)
-    finish = [0] * n
-    v = 0
-    for us, d in zip(waits, cycles, strict=True):
-        t = 0
-        for u in us:
-            f = finish[u]
-            if f > t:
-                t = f
-        finish[v] = t + d
-        v += 1
-    cold = max(finish, default=0)
-    mte2 = finish[last_mte2] if last_mte2 >= 0 else 0
-    # the longest path from each node to the end: from its successors' (final when it is
-    # reached, walking back) plus its cycles
-    path = [0] * n
-    for v in range(n - 1, -1, -1):
-        b = path[v] + cycles[v]
-        path[v] = b
-        for u in waits[v]:
-            if path[u] < b:
-                path[u] = b
-    tail: dict[int, int] = {}  # per class, its longest path to the end
-    for c, pick in groups:
-        b = path[pick] if isinstance(pick, int) else max(pick(path))
-        k = 0
-        while c:
-            if c & 1 and b > tail.get(k, -1):
-                tail[k] = b
-            c >>= 1
-            k += 1
-    tails = tuple(sorted(tail.items()))
+    cold, mte2 = int(cold), int(mte2)  # NOTE: numpy's scalars where the kernel is not built
+    tails = tuple((k, t) for k, t in enumerate(scratch[3].tolist()) if t >= 0)
     return LayerTiming(cold, cold - mte2 if mte2 else cold, tails)
 
 

@@ -1,0 +1,161 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
+# cython: infer_types=True, cdivision=True
+"""The estimate's per-core loops as kernels compiled ahead of time (Cython, pure-Python mode):
+the per-core replay (`profile.piped_timing`) over a `TimedShape`'s arrays, the longest paths to
+and from each node of a core's nodes on in-order pipes; and a profile's DDR copies made NoC
+transfers (`profile.noc_priced`) over its `CopyRows`.
+
+The rules (profile.core_timing's docstring, `noc_cycles`') have their one home here. The module
+is valid Python too: built (`cythonize -i -3` on this file, or the package's build, setup.py)
+Python imports the extension module next to it; without one it runs as it is (slower, the same
+timings). The shape's lists are CSR arrays: `wait_off`/`wait_idx` the nodes each node waits
+for (its earlier predecessors and its pipe's previous node), `bit_off`/`bit_idx` the release
+classes each node belongs to (the set bits of its classes).
+"""
+
+import cython
+
+I64 = cython.typedef(cython.longlong)
+Py = cython.typedef(cython.Py_ssize_t)
+I64s = cython.typedef(cython.longlong[:])
+I64s2 = cython.typedef(cython.longlong[:, ::1])
+F64s = cython.typedef(cython.double[:])
+F64s2 = cython.typedef(cython.double[:, ::1])
+
+# NOTE: what proves the C longs do not overflow: a node's cycles are below CYCLES_LIMIT and a
+# core has fewer than NODES_LIMIT nodes, so every path (a sum of cycles of distinct nodes) is
+# below 2**62; `longest_paths` refuses anything else
+CYCLES_LIMIT = 1 << 40
+NODES_LIMIT = 1 << 22
+
+
+@cython.ccall
+def longest_paths(
+    cycles: I64s,
+    wait_off: I64s,
+    wait_idx: I64s,
+    bit_off: I64s,
+    bit_idx: I64s,
+    last_mte2: Py,
+    dur: I64s,
+    finish: I64s,
+    path: I64s,
+    tail: I64s,
+) -> tuple:
+    """Of nodes 0.. in order taking `cycles` each (0 on a pipe-less node): their cold makespan
+    and the finish of node `last_mte2` (0 when it is -1); `tail[k]` is set to the longest path
+    from a node of class k to the end (-1: no node of it). `dur`, `finish`, `path`: scratch of
+    the nodes' number each (overwritten)."""
+    n: Py = cycles.shape[0]
+    if n >= NODES_LIMIT:
+        raise ValueError(f"{n} nodes on one core: at most {NODES_LIMIT - 1} are timed")
+    v: Py
+    j: Py
+    u: Py
+    d: I64
+    t: I64
+    f: I64
+    b: I64
+    cold: I64 = 0
+    for v in range(n):
+        d = cycles[v]
+        if d < 0 or d >= CYCLES_LIMIT:
+            raise ValueError(f"a node of {d} cycles: only 0 .. {CYCLES_LIMIT - 1} are timed")
+        dur[v] = d
+        t = 0
+        for j in range(wait_off[v], wait_off[v + 1]):
+            f = finish[wait_idx[j]]
+            if f > t:
+                t = f
+        t += d
+        finish[v] = t
+        path[v] = 0
+        if t > cold:
+            cold = t
+    mte2: I64 = finish[last_mte2] if last_mte2 >= 0 else 0
+    # the longest path from each node to the end: from its successors' (final when it is
+    # reached, walking back) plus its cycles
+    for v in range(n - 1, -1, -1):
+        b = path[v] + dur[v]
+        path[v] = b
+        for j in range(wait_off[v], wait_off[v + 1]):
+            u = wait_idx[j]
+            if path[u] < b:
+                path[u] = b
+    for j in range(tail.shape[0]):
+        tail[j] = -1
+    for v in range(n):
+        b = path[v]
+        for j in range(bit_off[v], bit_off[v + 1]):
+            u = bit_idx[j]
+            if b > tail[u]:
+                tail[u] = b
+    return cold, mte2
+
+
+@cython.ccall
+def noc_cycles(
+    operand: I64s,
+    core: I64s,
+    lo: I64s,
+    hi: I64s,
+    shape: I64s,
+    spent: F64s,
+    dest: I64s,
+    slot: I64s,
+    home_off: I64s,
+    home_y: I64s,
+    home_x: I64s,
+    chunk: I64s,
+    offset: I64s,
+    used_y: I64s,
+    used_x: I64s,
+    cycles_by_hops: I64s2,
+    energy_by_hops: F64s2,
+    out: I64s,
+    start: Py,
+    energy: cython.double,
+) -> tuple:
+    """From copy `start` on, in order: a copy of an operand kept on chip (`slot[operand]`, its
+    number among the kept, else -1) is a NoC transfer from its core (`used_y`, `used_x`) to the
+    farthest of the homes its elements lo .. hi - 1 lie in (the kept operand's `home_off` ..
+    CSR rows of `home_y`, `home_x`; `chunk` elements a home, its slice starting `offset` into
+    the tensor; an empty copy: 0 hops); `out[dest[i]]` takes its cycles by its shape and hops
+    (-1 for a copy not kept), `energy` its energy by hops less what it spent, copy by copy (a
+    float sum in order). Returns (copies done, energy, hops): done < the copies when copy
+    `done`'s price over `hops` is not known yet (-1 in `cycles_by_hops`: the caller fills it
+    and goes on from there)."""
+    m: Py = operand.shape[0]
+    i: Py
+    j: Py
+    s: Py
+    k: Py
+    first: I64
+    last: I64
+    hops: I64
+    h: I64
+    c: I64
+    for i in range(start, m):
+        s = slot[operand[i]]
+        if s < 0:
+            out[dest[i]] = -1
+            continue
+        hops = 0
+        if hi[i] > lo[i]:
+            first = (lo[i] + offset[s]) // chunk[s]
+            last = (hi[i] + offset[s] - 1) // chunk[s]
+            if first < 0 or last >= home_off[s + 1] - home_off[s]:
+                raise ValueError(f"a copy of elements {lo[i]} .. {hi[i]} past its homes")
+            k = core[i]
+            for j in range(home_off[s] + first, home_off[s] + last + 1):
+                h = abs(home_y[j] - used_y[k]) + abs(home_x[j] - used_x[k])
+                if h > hops:
+                    hops = h
+        if hops >= cycles_by_hops.shape[1]:
+            raise ValueError(f"a copy over {hops} hops: the table holds fewer")
+        c = cycles_by_hops[shape[i], hops]
+        if c < 0:
+            return i, energy, hops
+        out[dest[i]] = c
+        energy += energy_by_hops[shape[i], hops] - spent[i]
+    return m, energy, 0

@@ -1,0 +1,106 @@
+"""The estimate's kernels (npucc.backend.estimate.timing_kernel): their source run as plain Python
+(no build) gives the built module's timings and NoC prices, and the limits that keep their C
+longs from overflowing are enforced."""
+
+import importlib.util
+import random
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from npucc.backend.estimate import profile as profile_module
+from npucc.backend.estimate import timing_kernel
+from npucc.backend.estimate.profile import (
+    MTE2,
+    copy_rows,
+    core_timing,
+    noc_priced,
+    timed_shape,
+)
+from npucc.ir.onchip import OnChip
+
+
+def _cases(count: int, seed: int) -> list[tuple[list[int], list, list, list[int]]]:
+    """Random cores: cycles, pipes, predecessors (some pointing forward: never waited for) and
+    classes (up to 70 release classes: bits past a C long's)."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        n = rng.randint(0, 60)
+        pipe = [rng.choice([None, 0, 1, 2, MTE2]) for _ in range(n)]
+        cycles = [rng.randint(0, 1 << rng.choice([3, 20, 39])) for _ in range(n)]
+        preds = [tuple(rng.randrange(n) for _ in range(rng.randint(0, 3))) for _ in range(n)]
+        classes = [rng.choice([1, 2, 6, 1 << 40 | 1, 1 << 69]) for _ in range(n)]
+        out.append((cycles, pipe, preds, classes))
+    return out
+
+
+def _copies(count: int, seed: int) -> list[tuple]:
+    """Random profiles' copies on some cores with some operands kept (`noc_priced`'s inputs)."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        used = tuple((rng.randrange(8), rng.randrange(8)) for _ in range(rng.randint(1, 6)))
+        homes = {
+            o: OnChip(tuple((rng.randrange(8), rng.randrange(8)) for _ in range(4)), 10)
+            for o in rng.sample(range(4), rng.randint(0, 3))
+        }
+        offsets = {o: rng.randrange(5) for o in homes}
+        copies = []
+        for node in range(rng.randint(0, 30)):
+            lo = rng.randrange(30)
+            copies.append(
+                SimpleNamespace(
+                    operand=rng.randrange(4), tile=rng.randrange(9), node=node, lo=lo,
+                    hi=rng.randint(lo, 35), shape=(node % 3,), instr=node % 3,
+                    energy_pj=rng.random(), ddr=8, lead=rng.random() < 0.5,
+                )
+            )  # fmt: skip
+        prof = SimpleNamespace(energy_pj=50.0, ddr_bytes=900, lead_ddr_bytes=300, copies=copies)
+        out.append((prof, homes, offsets, used))
+    return out
+
+
+def _priced(cases: list[tuple]) -> list[tuple]:
+    """`noc_priced` of each case, its cycles as a list."""
+    out = []
+    for prof, homes, offsets, used in cases:
+        rows = copy_rows(prof, len(used), {}, 15)
+        over, *rest = noc_priced(
+            prof, rows, homes, offsets, used, lambda ins, hops: (7 * hops + ins, hops / 3)
+        )
+        out.append((over.tolist(), *rest))
+    return out
+
+
+def test_the_source_as_plain_python_gives_the_same_timings(monkeypatch):
+    # the module is valid Python: without its build (the extension module) it runs as it is
+    source = Path(profile_module.__file__).with_name("timing_kernel.py")
+    spec = importlib.util.spec_from_file_location("timing_kernel_py", source)
+    plain = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plain)
+    cases, copies = _cases(300, 5), _copies(200, 3)
+    built = [core_timing(*case) for case in cases]
+    priced = _priced(copies)
+    monkeypatch.setattr(profile_module, "timing_kernel", plain)
+    assert [core_timing(*case) for case in cases] == built
+    assert any(len(t.tails) > 1 for t in built) and any(k > 63 for t in built for k, _ in t.tails)
+    assert _priced(copies) == priced
+    assert any(c >= 0 for over, *_ in priced for c in over)
+
+
+def test_the_installed_kernel_is_the_built_one():
+    # NOTE: an install builds it (setup.py); the source alone gives the same timings, slower,
+    # so a missing build would show only as time
+    assert not timing_kernel.__file__.endswith(".py"), f"{timing_kernel.__file__}: not built"
+
+
+def test_cycles_past_the_limit_are_refused():
+    shape = timed_shape([0, 0], [(), (0,)], [1, 2])
+    ok = profile_module.shape_timing([timing_kernel.CYCLES_LIMIT - 1, 5], shape)
+    assert ok.cold == timing_kernel.CYCLES_LIMIT + 4
+    with pytest.raises((ValueError, OverflowError)):
+        profile_module.shape_timing([timing_kernel.CYCLES_LIMIT, 5], shape)
+    with pytest.raises((ValueError, OverflowError)):
+        profile_module.shape_timing([1 << 70, 5], shape)
