@@ -55,27 +55,12 @@ def _up(x: I64, al: I64) -> I64:
 @cython.cfunc
 @cython.exceptval(check=False)
 def _first_above(a: I64s, n: Py, x: I64) -> Py:
-    """The first index i < n with a[i] > x (n if none); a[:n] ascends."""
+    """The first index i < n with a[i] > x (n if none; with x - 1: a[i] >= x); a[:n] ascends."""
     lo: Py = 0
     hi: Py = n
     while lo < hi:
         mid = (lo + hi) // 2
         if a[mid] > x:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
-
-
-@cython.cfunc
-@cython.exceptval(check=False)
-def _first_from(a: I64s, n: Py, x: I64) -> Py:
-    """The first index i < n with a[i] >= x (n if none); a[:n] ascends."""
-    lo: Py = 0
-    hi: Py = n
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if a[mid] >= x:
             hi = mid
         else:
             lo = mid + 1
@@ -239,7 +224,7 @@ class Space:
             return -1
         ls, le, lab, win = self.ls, self.le, self.lab, self.win
         i = _first_above(le, self.nl, lo)  # the first range ending past lo
-        j = _first_from(ls, self.nl, hi)  # the first starting at or past hi
+        j = _first_above(ls, self.nl, hi - 1)  # the first starting at or past hi
         # NOTE: the bounds inside (lo, hi) ascend (disjoint sorted ranges), so do they aligned
         # up: the offsets come out ascending, each window's both ends only move right, and a
         # deque of range indices with decreasing labels (win[h:t]) gives each window's latest
@@ -316,7 +301,7 @@ class Space:
     def latest(self, lo: I64, hi: I64) -> I64:
         """The latest release over [lo, hi) (-1 where never released)."""
         i = _first_above(self.le, self.nl, lo)
-        j = _first_from(self.ls, self.nl, hi)
+        j = _first_above(self.ls, self.nl, hi - 1)
         got: I64 = -1
         for x in range(i, j):
             if self.lab[x] > got:
@@ -396,7 +381,7 @@ class Space:
         self._room_labels(2)
         ls, le, lab = self.ls, self.le, self.lab
         i = _first_above(le, self.nl, lo)  # ranges i..j-1 meet [lo, hi)
-        j = _first_from(ls, self.nl, hi)
+        j = _first_above(ls, self.nl, hi - 1)
         if j == i + 1 and ls[i] == lo and le[i] == hi:  # the same range again
             lab[i] = label
             return 0
