@@ -120,8 +120,8 @@ class ScanState:
     """What a LinearScan built up to a position: free lists, release labels, residents,
     offsets, last uses and the order so far (one node per position: no spill yet)."""
 
-    free: dict[str, tuple[list[int], list[int]]]  # tier -> FreeList starts, ends
-    released: dict[str, tuple[list[int], list[int], list[int]]]  # tier -> LabelMap lists
+    free: dict[str, tuple[list[int], list[int]]]  # tier -> its Space's free starts, ends
+    released: dict[str, tuple[list[int], list[int], list[int]]]  # tier -> its release labels
     live: dict[str, dict[int, int]]
     where: dict[int, int]
     last_use: list[int]
