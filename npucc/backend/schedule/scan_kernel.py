@@ -54,10 +54,9 @@ def _up(x: I64, al: I64) -> I64:
 
 @cython.cfunc
 @cython.exceptval(check=False)
-def _first_above(a: I64s, n: Py, x: I64) -> Py:
-    """The first index i < n with a[i] > x (n if none; with x - 1: a[i] >= x); a[:n] ascends."""
-    lo: Py = 0
-    hi: Py = n
+def _first_above(a: I64s, lo: Py, hi: Py, x: I64) -> Py:
+    """The first index lo <= i < hi with a[i] > x (hi if none; with x - 1: a[i] >= x); a[lo:hi]
+    ascends."""
     while lo < hi:
         mid = (lo + hi) // 2
         if a[mid] > x:
@@ -223,8 +222,8 @@ class Space:
         if last < lo:
             return -1
         ls, le, lab, win = self.ls, self.le, self.lab, self.win
-        i = _first_above(le, self.nl, lo)  # the first range ending past lo
-        j = _first_above(ls, self.nl, hi - 1)  # the first starting at or past hi
+        i = _first_above(le, 0, self.nl, lo)  # the first range ending past lo
+        j = _first_above(ls, 0, self.nl, hi - 1)  # the first starting at or past hi
         # NOTE: the bounds inside (lo, hi) ascend (disjoint sorted ranges), so do they aligned
         # up: the offsets come out ascending, each window's both ends only move right, and a
         # deque of range indices with decreasing labels (win[h:t]) gives each window's latest
@@ -300,8 +299,8 @@ class Space:
     @cython.exceptval(check=False)
     def latest(self, lo: I64, hi: I64) -> I64:
         """The latest release over [lo, hi) (-1 where never released)."""
-        i = _first_above(self.le, self.nl, lo)
-        j = _first_above(self.ls, self.nl, hi - 1)
+        i = _first_above(self.le, 0, self.nl, lo)
+        j = _first_above(self.ls, 0, self.nl, hi - 1)
         got: I64 = -1
         for x in range(i, j):
             if self.lab[x] > got:
@@ -313,7 +312,7 @@ class Space:
         """Mark [off, off+size) used; it must lie inside one free segment."""
         if size == 0:
             return 0
-        i = _first_above(self.fs, self.nf, off) - 1
+        i = _first_above(self.fs, 0, self.nf, off) - 1
         if i < 0 or self.fe[i] < off + size:
             raise ValueError(f"[{off}, {off + size}) is not free")
         start, end = self.fs[i], self.fe[i]
@@ -337,7 +336,7 @@ class Space:
             return 0
         end = off + size
         fs, fe = self.fs, self.fe
-        i = _first_above(fs, self.nf, off)
+        i = _first_above(fs, 0, self.nf, off)
         if (i > 0 and fe[i - 1] > off) or (i < self.nf and fs[i] < end):
             raise ValueError(f"[{off}, {end}) is already free")
         below = i > 0 and fe[i - 1] == off
@@ -380,8 +379,8 @@ class Space:
             return 0
         self._room_labels(2)
         ls, le, lab = self.ls, self.le, self.lab
-        i = _first_above(le, self.nl, lo)  # ranges i..j-1 meet [lo, hi)
-        j = _first_above(ls, self.nl, hi - 1)
+        i = _first_above(le, 0, self.nl, lo)  # ranges i..j-1 meet [lo, hi)
+        j = _first_above(ls, 0, self.nl, hi - 1)
         if j == i + 1 and ls[i] == lo and le[i] == hi:  # the same range again
             lab[i] = label
             return 0
@@ -449,15 +448,8 @@ def index_uses(op: Bools, boff: I64s, bidx: I64s, order: I64s, uoff: I64s):
 @cython.exceptval(check=False)
 def _after(uoff: I64s, upos: I64s, b: I64, k: I64) -> I64:
     """The first use of b after position k (INF if none)."""
-    lo: Py = uoff[b]
-    hi: Py = uoff[b + 1]
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if upos[mid] > k:
-            hi = mid
-        else:
-            lo = mid + 1
-    return upos[lo] if lo < uoff[b + 1] else C_INF
+    i = _first_above(upos, uoff[b], uoff[b + 1], k)
+    return upos[i] if i < uoff[b + 1] else C_INF
 
 
 @cython.final
