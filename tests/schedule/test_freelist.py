@@ -1,140 +1,177 @@
+"""The scan kernel's tier space (scan_kernel.Space): its fits, take and give, release labels and
+coldest query against their definitions; the kernel's source run as plain Python (no build)."""
+
+import importlib.util
 import random
-from bisect import bisect_left, bisect_right
+from pathlib import Path
 
-from npucc.ir import labelmap
-from npucc.ir.labelmap import LabelMap, align_up
+import pytest
+
+from npucc.backend.schedule import scan as scan_module
+from npucc.backend.schedule import scan_kernel
+from npucc.backend.schedule.dan.dlr import DlrVictim
+from npucc.backend.schedule.dan.mpas import mpas
+from npucc.backend.schedule.scan import LinearScan, Trail
+from npucc.backend.schedule.scan_kernel import Space
+from npucc.target.cost import TraceSpillModel
+from npucc.tools.dan_synthetic import synthetic_graph
 
 
-def brute_coldest(m: LabelMap, lo: int, hi: int, size: int, al: int) -> tuple[int, int] | None:
-    """LabelMap.coldest by definition: every candidate offset's window maximum, one by one."""
-    inner = [x for x in m.starts + m.ends if lo < x < hi]
-    cands = {align_up(lo, al), (hi - size) // al * al} | {align_up(x, al) for x in inner}
+def up(x: int, al: int) -> int:
+    return -(-x // al) * al
+
+
+def latest(ranges, lo: int, hi: int) -> int:
+    """The latest label over the ranges meeting [lo, hi) (a zero-width window: those around
+    it), -1 if none."""
+    return max((x for s, e, x in ranges if s < hi and e > lo), default=-1)
+
+
+def brute_coldest(ranges, lo: int, hi: int, size: int, al: int):
+    """Space.coldest by definition: every candidate offset's window maximum, one by one."""
+    inner = [x for s, e, _ in ranges for x in (s, e) if lo < x < hi]
+    cands = {up(lo, al), (hi - size) // al * al} | {up(x, al) for x in inner}
     fits = [off for off in cands if lo <= off and off + size <= hi]
-    return min(((m.latest(off, off + size), off) for off in fits), default=None)
+    return min(((latest(ranges, off, off + size), off) for off in fits), default=None)
+
+
+def labelled(sp: Space):
+    return list(zip(*sp.label_lists(), strict=True))
+
+
+def test_put_matches_a_per_address_map():
+    rng = random.Random(1)
+    for _ in range(100):
+        cap = rng.choice([16, 64, 300])
+        sp = Space(cap)
+        at: list[int | None] = [None] * cap  # the label of each address
+        for step in range(rng.randint(1, 80)):
+            lo = rng.randrange(cap)
+            hi = min(cap, lo + rng.randint(0, cap // 3 + 1))
+            sp.put(lo, hi, step)
+            at[lo:hi] = [step] * (hi - lo)
+            cover: list[int | None] = [None] * cap
+            ranges = labelled(sp)
+            for s, e, x in ranges:
+                cover[s:e] = [x] * (e - s)
+            assert cover == at
+            assert all(e1 <= s2 for (_, e1, _), (s2, _, _) in zip(ranges, ranges[1:], strict=False))
+            assert all(s < e for s, e, _ in ranges)
+            lo = rng.randrange(cap)
+            hi = rng.randint(lo + 1, cap)
+            assert sp.latest(lo, hi) == max((x for x in at[lo:hi] if x is not None), default=-1)
+            assert sp.latest(lo, lo) == latest(ranges, lo, lo)
 
 
 def test_coldest_matches_brute_force():
     rng = random.Random(0)
-    for _ in range(200):
+    for case in range(300):
         cap, al = rng.choice([64, 1000, 4096]), rng.choice([1, 8, 32])
-        m = LabelMap()
+        sp = Space(cap, al)
+        if case % 3:  # released end to end, as DLR's tiers mostly are
+            at = rng.randrange(0, cap // 4)
+            while at < cap:
+                width = rng.randint(1, rng.choice([6, 40, cap // 8 + 1]))
+                sp.put(at, min(cap, at + width), rng.randrange(30))
+                at += width + (rng.random() < 0.1) * rng.randint(1, 50)
         for _ in range(rng.randint(1, 120)):
             lo = rng.randrange(cap)
-            m.assign(
+            sp.put(
                 lo, min(cap, lo + rng.randint(1, rng.choice([6, cap // 4 + 1]))), rng.randrange(40)
             )
             lo = rng.randrange(cap)
             hi = rng.randint(lo, cap)
             size = rng.randint(0, hi - lo + 2)
-            assert m.coldest(lo, hi, size, al) == brute_coldest(m, lo, hi, size, al)
+            assert sp.coldest(lo, hi, size) == brute_coldest(labelled(sp), lo, hi, size, al)
 
 
 def test_coldest_prefers_old_release_then_low_offset():
-    m = LabelMap()
-    m.assign(0, 16, 5)
-    m.assign(16, 32, 2)
-    m.assign(32, 48, 2)
-    assert m.coldest(0, 64, 16, 16) == (-1, 48)  # never released beats any release
-    assert m.coldest(0, 48, 16, 16) == (2, 16)  # equal releases: the lower offset
+    sp = Space(64, 16)
+    sp.put(0, 16, 5)
+    sp.put(16, 32, 2)
+    sp.put(32, 48, 2)
+    assert sp.coldest(0, 64, 16) == (-1, 48)  # never released beats any release
+    assert sp.coldest(0, 48, 16) == (2, 16)  # equal releases: the lower offset
+    assert sp.coldest_fit(16) == 48
+    sp.take(48, 16)
+    assert sp.coldest_fit(16) == 16
 
 
-def test_assign_and_put_match_a_per_address_map():
-    rng = random.Random(1)
-    for _ in range(100):
-        cap = rng.choice([16, 64, 300])
-        m, p = LabelMap(), LabelMap()
-        at: list[int | None] = [None] * cap  # the label of each address
-        for step in range(rng.randint(1, 80)):
-            lo = rng.randrange(cap)
-            hi = min(cap, lo + rng.randint(0, cap // 3 + 1))
-            want = list(dict.fromkeys(x for x in at[lo:hi] if x is not None))
-            assert m.assign(lo, hi, step) == want
-            p.put(lo, hi, step)
-            at[lo:hi] = [step] * (hi - lo)
-            assert (m.starts, m.ends, m.label) == (p.starts, p.ends, p.label)
-            cover = [None] * cap
-            for s, e, x in zip(m.starts, m.ends, m.label, strict=True):
-                cover[s:e] = [x] * (e - s)
-            assert cover == at
-            assert all(e <= s for e, s in zip(m.ends[:-1], m.starts[1:], strict=True))
-
-
-def test_coldest_numpy_path_matches_brute_force(monkeypatch):
-    # many ranges per query: the numpy path (a sparse table of range maxima) answers
-    monkeypatch.setattr(labelmap, "RUN_WINDOW", -1)  # not the path of ranges end to end
+def test_fits_take_and_give_match_a_per_address_map():
     rng = random.Random(2)
-    for _ in range(60):
-        cap, al = rng.choice([3000, 20000]), rng.choice([1, 8, 32])
-        m = LabelMap()
-        for _ in range(rng.randint(100, 400)):
-            lo = rng.randrange(cap)
-            m.put(lo, min(cap, lo + rng.randint(1, rng.choice([40, cap // 8]))), rng.randrange(90))
-        for _ in range(10):
-            lo = rng.randrange(cap // 4)
-            hi = rng.randint(cap // 2, cap)
-            size = rng.randint(1, rng.choice([64, hi - lo + 2]))
-            monkeypatch.setattr(labelmap, "NUMPY_WINDOW", len(m.starts))  # the Python paths
-            slow = m.coldest(lo, hi, size, al)
-            monkeypatch.setattr(labelmap, "NUMPY_WINDOW", 0)
-            fast = m.coldest(lo, hi, size, al)
-            assert fast == slow == brute_coldest(m, lo, hi, size, al)
-            assert fast is None or all(type(x) is int for x in fast)
+    for _ in range(200):
+        cap, al = rng.choice([(64, 1), (300, 4), (1024, 32)])
+        sp = Space(cap, al)
+        free = [True] * cap
+        held: list[tuple[int, int]] = []
+        for step in range(rng.randint(1, 60)):
+            starts, ends = sp.free_lists()
+            segs = []
+            for a in range(cap):  # the free segments by definition
+                if free[a] and (a == 0 or not free[a - 1]):
+                    segs.append([a, a])
+                if free[a]:
+                    segs[-1][1] = a + 1
+            assert [list(s) for s in zip(starts, ends, strict=True)] == segs
+            size = rng.randint(1, cap // 4)
+            offs = [(s, up(s, al), e) for s, e in segs if up(s, al) + size <= e]
+            assert sp.first_fit(size) == (offs[0][1] if offs else -1)
+            best = min(offs, key=lambda o: (o[2] - o[1] - size, o[1]), default=None)
+            assert sp.best_fit(size) == (best[1] if best else -1)
+            tops = [(e - size) // al * al for s, e in segs if e - size >= s]
+            tops = [o for o in tops if any(s <= o and o + size <= e for s, e in segs)]
+            assert sp.last_fit(size) == (tops[-1] if tops else -1)
+            if held and (rng.random() < 0.4 or not offs):
+                off, n = held.pop(rng.randrange(len(held)))
+                sp.give(off, n)
+                free[off : off + n] = [True] * n
+                with pytest.raises(ValueError):
+                    sp.give(off, n)
+            elif offs:
+                off = rng.choice([sp.first_fit(size), sp.best_fit(size), sp.last_fit(size)])
+                sp.take(off, size)
+                free[off : off + size] = [False] * size
+                held.append((off, size))
+                with pytest.raises(ValueError):
+                    sp.take(off, size)
+            sp.put(0, cap, step)  # labels leave the free segments alone
 
 
-def test_coldest_least_label_path_matches_brute_force():
-    # many ranges, releases between the queries: where they cover the free range, the range
-    # of the least label answers (its heap kept by put and assign, rebuilt when the lists are
-    # replaced, as a restored scan does), else numpy
-    rng = random.Random(3)
-    answered = 0
-    for case in range(16):
-        cap, al = rng.choice([(4096, 32), (3000, 1), (8192, 8)])
-        m = LabelMap()
-        if case % 4:  # else holes stay between the ranges
-            for k, lo in enumerate(range(0, cap, cap // 64)):
-                m.put(lo, min(cap, lo + cap // 64), k)
-        for step in range(64, 560):
-            lo = rng.randrange(cap // al) * al
-            hi = min(cap, lo + al * rng.choice([1, 1, 2, 5]))
-            label = step if rng.random() < 0.95 else rng.randrange(step)  # a few repeated
-            (m.put if step % 2 else m.assign)(lo, hi, label)
-            if step % 97 == 0:
-                m.starts, m.ends, m.label = m.starts[:], m.ends[:], m.label[:]
-            if len(m.starts) > labelmap.NUMPY_WINDOW and step % 9 == 0:
-                size = rng.choice([1, al, al, 2 * al, 7 * al])
-                lo, hi = (0, cap) if step % 2 else (rng.randrange(cap // 3), cap - 5)
-                assert m.coldest(lo, hi, size, al) == brute_coldest(m, lo, hi, size, al)
-                answered += m._coldest_in(0, len(m.starts), 0, cap, size, al) is not None
-                if m.held is not None and m.held[0] is m.starts:  # the heap kept: its holes
-                    assert m.holes == sum(e < s for e, s in zip(m.ends, m.starts[1:], strict=False))
-    assert answered > 30
+def _plans():
+    """A DLR-style spilling scan of each placement, a prefetching and a reloading-ahead one,
+    and one following a trail: their plans."""
+    g = synthetic_graph(2500, seed=2)
+    caps = {"L1": 1536, "UB": 768, "L0A": 256, "L0B": 256, "L0C": 512}
+    order = mpas(g, single_l0=True, mode="full", strict=False)
+    victim = DlrVictim(g, TraceSpillModel())
+    plans = []
+    trail = Trail()
+    for placement, prefetch, ahead in [
+        ("cold", False, 0),
+        ("best", False, 0),
+        ("first", False, 0),
+        ("cold", True, 0),
+        ("cold", False, 8),
+    ]:
+        got = LinearScan(g, order, caps, 4, placement, prefetch, ahead=ahead).run(
+            victim, None, trail if placement == "cold" and not prefetch else None
+        )
+        plans.append((got.order, got.offsets, got.spills))
+    assert plans[0][2] and trail.marks  # spills, a trail recorded and followed
+    return plans
 
 
-def test_coldest_end_to_end_ranges_match_brute_force():
-    # released ranges end to end (DLR's usual tier), holes only below and above them, labels
-    # repeated at times and bounds aligned or not: the run path (_coldest_run) answers
-    rng = random.Random(4)
-    answered = 0
-    for _ in range(300):
-        al = rng.choice([1, 8, 32])
-        grain = rng.choice([1, al])
-        m = LabelMap()
-        at = rng.randrange(0, 200) * grain
-        for _ in range(rng.randint(1, 40)):
-            width = rng.randint(1, rng.choice([2, 12])) * grain
-            m.put(at, at + width, rng.randrange(30))
-            at += width
-        cap = at + rng.randrange(0, 300) * grain
-        for _ in range(20):
-            lo = rng.randrange(cap)
-            hi = rng.randint(lo, cap)
-            size = rng.randint(1, max(1, rng.choice([hi - lo + 1, (hi - lo) // 4 + 1])))
-            want = brute_coldest(m, lo, hi, size, al)
-            assert m.coldest(lo, hi, size, al) == want
-            i = bisect_right(m.starts, lo) - 1
-            i += i < 0 or m.ends[i] <= lo
-            got = m._coldest_run(i, bisect_left(m.starts, hi), lo, hi, size, al)
-            assert got is not False
-            assert got == want
-            answered += want is not None and want[0] >= 0
-    assert answered > 800
+def test_the_source_as_plain_python_gives_the_same_plans(monkeypatch):
+    # the module is valid Python: without its build (the extension module) it runs as it is
+    source = Path(scan_kernel.__file__).with_name("scan_kernel.py")
+    spec = importlib.util.spec_from_file_location("scan_kernel_py", source)
+    plain = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plain)
+    built = _plans()
+    monkeypatch.setattr(scan_module, "scan_kernel", plain)
+    assert _plans() == built
+
+
+def test_the_installed_kernel_is_the_built_one():
+    # NOTE: an install builds it (setup.py); the source alone runs the same plans, slowly
+    assert not scan_kernel.__file__.endswith(".py"), f"{scan_kernel.__file__}: not built"

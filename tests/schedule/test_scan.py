@@ -90,28 +90,26 @@ def test_a_scan_following_a_trail_makes_the_plan_it_makes_alone(
     )
 
 
-def test_uses_answer_as_a_full_index_of_the_order_would():
+def test_next_use_answers_as_a_list_of_each_buffers_uses_would():
     import random
     from bisect import bisect_right
 
-    from npucc.backend.schedule.scan import INF, USES_CHUNK, Uses
+    from npucc.backend.schedule.scan import INF
     from npucc.tools.dan_synthetic import synthetic_graph
 
-    g = synthetic_graph(3 * USES_CHUNK, seed=4)
+    g = synthetic_graph(3000, seed=4)
     order = topo_order(g)
     full: list[list[int]] = [[] for _ in g.buffers]
     for k, v in enumerate(order):
         if g.nodes[v].op != "ALLOC":
             for b in g.nodes[v].bufs:
                 full[b].append(k)
-    uses = Uses(g, order)
-    assert uses.after(0, 0) == full[0][0] and uses.upto < len(order)  # indexed lazily
+    scan = LinearScan(g, order, {t: 1 << 20 for t in buffer_tiers(g)})
     rng = random.Random(0)
-    # questions at growing positions, as a scan asks them, some about buffers used far ahead
-    for k in sorted(rng.randrange(len(order)) for _ in range(300)):
+    for k in [*(rng.randrange(len(order)) for _ in range(300)), -1, len(order)]:
         for b in (rng.randrange(len(g.buffers)), len(g.buffers) - 1, 0):
             i = bisect_right(full[b], k)
-            assert uses.after(b, k) == (full[b][i] if i < len(full[b]) else INF)
+            assert scan.next_use(b, k) == (full[b][i] if i < len(full[b]) else INF)
 
 
 def test_buffer_tiers_name_each_tier_once_in_the_order_of_its_first_buffer():

@@ -86,7 +86,7 @@ def dan_lru(graph, capacity, spill_model, alignment=1) -> Schedule:
 
 def belady_victim(scan: LinearScan, candidates: list[int], k: int) -> int:
     """Belady: the candidate whose next use is farthest (lowest id on ties)."""
-    return min(candidates, key=lambda b: (-scan.next_use(b, k), b))
+    return scan.core.farthest(candidates, k)
 
 
 def belady(graph, capacity, spill_model, alignment=1) -> Schedule:

@@ -12,20 +12,18 @@ the spill edges of rule 1 still hold, and the reload can overlap earlier work.
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import pairwise
+from itertools import chain, pairwise, repeat
 from operator import attrgetter
 
-from npucc.backend.schedule.freelist import FreeList
+import numpy as np
+
+from npucc.backend.schedule import scan_kernel
+from npucc.backend.schedule.scan_kernel import INF
 from npucc.errors import NpuccError
-from npucc.ir.labelmap import LabelMap
 from npucc.ir.schedule import Schedule
 from npucc.ir.tiled import TileGraph
-
-INF = 1 << 62
-USES_CHUNK = 4096  # Uses indexes at least this many positions at a time
 
 
 def topo_order(graph: TileGraph) -> list[int]:
@@ -61,37 +59,18 @@ def _forward(succs: list[list[int]]) -> bool:
 
 
 class Uses:
-    """Per buffer: the positions in an order of the nodes using it, its ALLOC excluded; found
-    only as far into the order as the questions asked so far needed (a scan abandoned early
-    does not index the whole order)."""
+    """Per buffer: the positions in an order of the nodes using it, its ALLOC excluded (the
+    kernel's CSR, `scan_kernel.index_uses`), and the order as an int64 array."""
 
-    __slots__ = ("nodes", "order", "lists", "upto")
+    __slots__ = ("order", "uoff", "upos")
 
-    def __init__(self, graph: TileGraph, order: list[int]) -> None:
-        self.nodes = graph.nodes
-        self.order = order
-        self.lists: list[list[int]] = [[] for _ in graph.buffers]
-        self.upto = 0  # every use before this position is listed
-
-    def after(self, b: int, k: int) -> int:
-        """Position of the first use of `b` after position k (INF if none)."""
-        uses = self.lists[b]
-        i = bisect_right(uses, k)
-        while i == len(uses) and self.upto < len(self.order):
-            self._index(max(2 * self.upto, k + 1, USES_CHUNK))
-            i = bisect_right(uses, k)
-        return uses[i] if i < len(uses) else INF
-
-    def _index(self, to: int) -> None:
-        """List the uses at the positions from `upto` to `to`."""
-        lists, nodes, order = self.lists, self.nodes, self.order
-        end = min(to, len(order))
-        for k in range(self.upto, end):
-            node = nodes[order[k]]
-            if node.op != "ALLOC":
-                for b in node.bufs:
-                    lists[b].append(k)
-        self.upto = end
+    def __init__(
+        self, graph: TileGraph, order: list[int], arrays: ScanArrays | None = None
+    ) -> None:
+        op, boff, bidx, *_ = scan_arrays(graph) if arrays is None else arrays
+        self.order = np.array(order, np.int64)
+        self.uoff = np.zeros(len(graph.buffers) + 1, np.int64)
+        self.upos = scan_kernel.index_uses(op, boff, bidx, self.order, self.uoff)
 
 
 def buffer_tiers(graph: TileGraph) -> list[str]:
@@ -99,11 +78,28 @@ def buffer_tiers(graph: TileGraph) -> list[str]:
     return list(dict.fromkeys(map(attrgetter("tier"), graph.buffers)))
 
 
-def buffer_columns(graph: TileGraph, tiers: list[str]) -> tuple[list[int], list[int]]:
-    """Per buffer the index of its tier in `tiers` (buffer_tiers(graph)) and its size."""
-    index = {t: i for i, t in enumerate(tiers)}
-    buffers = graph.buffers
-    return [index[buf.tier] for buf in buffers], [buf.size for buf in buffers]
+# per node its kind (scan_kernel.OP_*) and its buffers as a CSR (offsets, entries), per buffer
+# the index of its tier in buffer_tiers(graph), its size and whether it outlives its layer
+ScanArrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def scan_arrays(graph: TileGraph, tiers: list[str] | None = None) -> ScanArrays:
+    """The graph's arrays a scan's kernel reads (ScanArrays; `tiers`: buffer_tiers(graph))."""
+    nodes, buffers = graph.nodes, graph.buffers
+    kinds = {"ALLOC": scan_kernel.OP_ALLOC, "FREE": scan_kernel.OP_FREE}
+    other = scan_kernel.OP_OTHER
+    ops = map(attrgetter("op"), nodes)
+    op = np.fromiter(map(kinds.get, ops, repeat(other)), np.uint8, len(nodes))
+    bufs = list(map(attrgetter("bufs"), nodes))
+    boff = np.zeros(len(nodes) + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, bufs), np.int64, len(nodes)), out=boff[1:])
+    bidx = np.fromiter(chain.from_iterable(bufs), np.int64, boff[-1])
+    index = {t: i for i, t in enumerate(buffer_tiers(graph) if tiers is None else tiers)}
+    tier_of = np.fromiter((index[buf.tier] for buf in buffers), np.int64, len(buffers))
+    size_of = np.fromiter(map(attrgetter("size"), buffers), np.int64, len(buffers))
+    outl = np.zeros(len(buffers), np.uint8)
+    outl[list(outliving_buffers(graph))] = 1
+    return op, boff, bidx, tier_of, size_of, outl
 
 
 def outliving_buffers(graph: TileGraph) -> set[int]:
@@ -125,8 +121,8 @@ class ScanState:
     """What a LinearScan built up to a position: free lists, release labels, residents,
     offsets, last uses and the order so far (one node per position: no spill yet)."""
 
-    free: dict[str, tuple[list[int], list[int]]]  # tier -> FreeList starts, ends
-    released: dict[str, tuple[list[int], list[int], list[int]]]  # tier -> LabelMap lists
+    free: dict[str, tuple[list[int], list[int]]]  # tier -> its Space's free starts, ends
+    released: dict[str, tuple[list[int], list[int], list[int]]]  # tier -> its release labels
     live: dict[str, dict[int, int]]
     where: dict[int, int]
     last_use: list[int]
@@ -145,7 +141,6 @@ class Mark:
     pos: int
     events: int  # evictions and reloads before pos
     rlen: int  # len(result)
-    nwhere: int  # buffers placed before pos
     free: list[tuple[list[int], list[int]]]
     live: list[list[tuple[int, int]]]  # resident -> offset, in insertion order
     last: list[int]  # last_use of the residents, in that order
@@ -166,8 +161,7 @@ class Trail:
 
     start: int = 0
     marks: list[Mark] = field(default_factory=list)
-    where: dict[int, int] = field(default_factory=dict)  # the recording scan's offsets
-    allocs: list[int] = field(default_factory=list)  # its buffers in placement order, once read
+    where: np.ndarray | None = None  # the recording scan's offsets at ALLOC (-1: not placed)
 
 
 class TooManySpills(Exception):
@@ -175,7 +169,9 @@ class TooManySpills(Exception):
 
 
 class LinearScan:
-    """One pass over a fixed order of graph nodes that yields offsets and a spill plan."""
+    """One pass over a fixed order of graph nodes that yields offsets and a spill plan; its
+    per-node loop, placements and releases run in the kernel (scan_kernel.Core), the spill
+    decisions here."""
 
     __slots__ = (
         "graph",
@@ -183,35 +179,25 @@ class LinearScan:
         "capacity",
         "placement",
         "free",
-        "released",
-        "live",
         "where",
         "out",
         "uses",
         "last_use",
         "spills",
-        "result",
         "prefetch",
         "out_at",
         "early",
         "limit",
         "traffic",
         "extra",
-        "packed",
         "ahead",
         "wanted",
-        "outliving",
         "first",
-        "times",
-        "now",
         "events",
         "labels",
-        "fit",
+        "core",
         "tier_of",
         "size_of",
-        "frees",
-        "lives",
-        "labelmaps",
     )
 
     def __init__(
@@ -226,41 +212,32 @@ class LinearScan:
         ahead: int = 0,
         traffic: list[int] | None = None,
         uses: Uses | None = None,
-        outliving: set[int] | None = None,
         times: list[int] | None = None,
         tiers: list[str] | None = None,
-        columns: tuple[list[int], list[int]] | None = None,
+        arrays: ScanArrays | None = None,
     ) -> None:
         self.graph = graph
         self.order = order
         self.capacity = capacity
-        # first, best, cold (FreeList.coldest_fit) or timed (coldest by `times`)
+        # first, best, cold (coldest fit, Space.coldest_fit) or timed (coldest by `times`)
         self.placement = placement
-        self.free: dict[str, FreeList] = {}
-        self.released: dict[str, LabelMap] = {}
-        # `tiers`: buffer_tiers(graph), if the caller has it
+        # `tiers`: buffer_tiers(graph), if the caller has it; per tier its Space (free
+        # segments and release labels). NOTE: the scan keeps those objects for its life
+        # (_restore and _follow refill them)
         tiers = buffer_tiers(graph) if tiers is None else tiers
+        self.free: dict[str, scan_kernel.Space] = {}
         for tier in tiers:
             if tier not in capacity:
                 raise NpuccError(f"no capacity given for tier {tier} ({graph.name})")
-            self.free[tier] = FreeList(capacity[tier], alignment)
-            self.released[tier] = LabelMap()
-        self.live: dict[str, dict[int, int]] = {t: {} for t in self.free}  # resident -> offset
-        # per buffer the index of its tier in `tiers` and its size (`columns`:
-        # buffer_columns(graph, tiers), if the caller has it), per tier index its FreeList,
-        # resident dict and release labels. NOTE: the scan keeps those objects for its life
-        # (_restore and _follow refill them)
-        self.tier_of, self.size_of = buffer_columns(graph, tiers) if columns is None else columns
-        self.frees = list(self.free.values())
-        self.lives = list(self.live.values())
-        self.labelmaps = list(self.released.values())
-        self.where: dict[int, int] = {}  # buffer -> offset at ALLOC
+            self.free[tier] = scan_kernel.Space(capacity[tier], alignment)
+        # `arrays`: scan_arrays(graph, tiers), `uses`: Uses of the order, if the caller has them
+        arrays = scan_arrays(graph, tiers) if arrays is None else arrays
+        self.tier_of, self.size_of = arrays[3], arrays[4]
+        self.uses = Uses(graph, order, arrays) if uses is None else uses
+        self.where = np.full(len(graph.buffers), -1, np.int64)  # buffer -> offset at ALLOC
+        self.last_use = np.full(len(graph.buffers), -1, np.int64)
         self.out: dict[int, int] = {}  # spilled-out buffer -> its spill index
-        # positions of each buffer's uses, ALLOC excluded (`uses`: Uses of the order)
-        self.uses = Uses(graph, order) if uses is None else uses
-        self.last_use = [-1] * len(graph.buffers)
         self.spills: list[tuple[int, int]] = []
-        self.result: list[int] = []
         self.prefetch = prefetch
         self.out_at: dict[int, int] = {}  # spilled-out buffer -> index of its SPILL_OUT in result
         self.early: list[tuple[int, int]] = []  # (result index to precede, SPILL_IN node)
@@ -268,29 +245,39 @@ class LinearScan:
         self.limit = limit  # (extra DDR, spills) beyond which the scan is abandoned
         self.traffic = traffic  # per buffer: extra DDR bytes of one spill (needed with `limit`)
         self.extra = 0  # extra DDR bytes of the spills so far (with `limit`)
-        self.packed = -1  # the position whose node's buffers were repacked from offset 0
         self.ahead = ahead  # reload a spilled buffer once its next use is this many nodes away
         self.wanted: list[tuple[int, int]] = []  # (next use, buffer) heap of spilled buffers
-        # `outliving`: outliving_buffers(graph), if the caller has it
-        self.outliving = outliving_buffers(graph) if outliving is None else outliving
         self.first: ScanState | None = None  # the state at the first spill, once there is one
         # `times` (placement "timed"): per graph node, the time its releases are labelled with
         # (a replay's finish times), instead of their position; SPILL_IN prefetch reads
         # positions, so the two do not mix
         if (placement == "timed") != (times is not None) or (times is not None and prefetch):
             raise ValueError("times go with placement 'timed' and without prefetch")
-        self.times = times
-        self.now = 0  # the release label of the node being placed (with `times`)
         self.events = 0  # evictions and reloads so far (Trail)
         # NOTE: the release labels are read by the cold and timed placements, by prefetch and
         # by a Trail's marks alone: a best-fit or first-fit scan with none of them keeps none
         self.labels = placement in ("cold", "timed") or prefetch
-        # 0 first-fit, 1 best-fit, 2 coldest fit (cold and timed: by their labels)
-        self.fit = 2 if placement in ("cold", "timed") else 1 if placement == "best" else 0
+        fit = (
+            scan_kernel.FIT_COLD
+            if placement in ("cold", "timed")
+            else scan_kernel.FIT_BEST
+            if placement == "best"
+            else scan_kernel.FIT_FIRST
+        )
+        self.core = scan_kernel.Core(
+            list(self.free.values()),
+            arrays,
+            (self.uses.order, self.uses.uoff, self.uses.upos),
+            times,
+            self.where,
+            self.last_use,
+            fit,
+            self.labels,
+        )
 
     def next_use(self, b: int, k: int) -> int:
         """Position of the first use of `b` after position k (INF if none)."""
-        return self.uses.after(b, k)
+        return self.core.next_use(b, k)
 
     def run(
         self,
@@ -308,29 +295,43 @@ class LinearScan:
         order, capacities, alignment, placement and victim rule, whose decisions this scan
         copies where it reaches the same state.
         """
-        graph = self.graph
-        nodes = graph.nodes
-        order = self.order
-        last_use = self.last_use
-        out = self.out
+        core = self.core
         self.labels = self.labels or trail is not None
+        core.labels = self.labels
         if start is not None and start.labels != self.labels:  # NOTE: its labels do not fit
             start = None
         k0 = 0 if start is None else self._restore(start)
-        ahead = self.ahead
-        result = self.result  # NOTE: only _restore rebinds it, above
-        where = self.where
-        wanted = self.wanted
-        times = self.times
-        end = len(order)
+        end = len(self.order)
         record = follow = None
         if trail is not None and trail.marks:
             follow = trail
-        elif trail is not None and not (self.prefetch or ahead or times is not None):
+        elif trail is not None and not (self.prefetch or self.ahead or self.placement == "timed"):
             record = trail
-            trail.start, trail.where = k0, where
-        # NOTE: with a trail the order is scanned in pieces between its marks
-        k = k0
+            trail.start = k0
+        try:
+            self._scan(k0, end, victim, record, follow)
+        finally:
+            if record is not None:  # NOTE: its marks are good up to where it stopped
+                record.where = self.where.copy()
+        result = core.order_so_far()
+        order = result
+        if self.early:
+            order = []
+            done = 0  # result[:done] is in order
+            # stable: ties in decision order
+            for k, v in sorted(self.early, key=lambda e: e[0]):
+                order += result[done:k]
+                order.append(v)
+                done = k
+            order += result[done:]
+        placed = np.flatnonzero(self.where >= 0)
+        offsets = dict(zip(placed.tolist(), self.where[placed].tolist(), strict=True))
+        return Schedule(order, offsets, self.spills)
+
+    def _scan(self, k: int, end: int, victim, record: Trail | None, follow: Trail | None) -> None:
+        """Take positions k..end-1: in the kernel up to a node needing a spill decision, that
+        node here (`_node`); with a trail in pieces between its marks."""
+        advance = self.core.advance
         while k < end:
             stop = end
             if record is not None:
@@ -345,86 +346,61 @@ class LinearScan:
                 stop = min(origin + ((k - origin) // TRAIL_EVERY + 1) * TRAIL_EVERY, end)
                 if k < origin:
                     stop = min(origin, end)
-            for k in range(k, stop):  # noqa: B020
-                v = order[k]
-                node = nodes[v]
-                bufs = node.bufs
-                if times is not None:
-                    self.now = times[v]
-                if ahead and wanted and wanted[0][0] <= k + ahead:
-                    self._reload_ahead(k, bufs, victim)
-                op = node.op
-                if op == "ALLOC":
-                    b = bufs[0]
-                    where[b] = self._place(b, bufs, k, victim)
-                    result.append(v)
-                    last_use[b] = k
-                    continue
-                if out:
-                    for b in bufs:
-                        if b in out:
-                            pending = [x for x in bufs if x in out]
-                            # a repack (_place) may spill the node's other buffers
-                            while pending:
-                                self._reload(pending[0], bufs, k, victim)
-                                pending = [x for x in bufs if x in out]
-                            break
-                if op == "FREE":
-                    b = bufs[0]
-                    self._give(b)
-                    result.append(v)
-                    last_use[b] = k
-                    continue
-                result.append(v)
-                for b in bufs:
-                    last_use[b] = k
-            k = stop
+            while k < stop:
+                wake = self.wanted[0][0] - self.ahead if self.ahead and self.wanted else INF
+                k = advance(k, stop, wake)
+                if k < stop:
+                    self._node(k, victim)
+                    k += 1
         if record is not None:
             record.marks.append(self._mark(end))
-        order = self.result
-        if self.early:
-            order = []
-            done = 0  # result[:done] is in order
-            # stable: ties in decision order
-            for k, v in sorted(self.early, key=lambda e: e[0]):
-                order += self.result[done:k]
-                order.append(v)
-                done = k
-            order += self.result[done:]
-        nbuf = len(graph.buffers)
-        # NOTE: in buffer order, without a sort where every buffer was placed (a whole scan)
-        offsets = (
-            {b: where[b] for b in range(nbuf)}
-            if len(where) == nbuf
-            else dict(sorted(where.items()))
-        )
-        return Schedule(order, offsets, self.spills)
+
+    def _node(self, k: int, victim) -> None:
+        """Take position k, whose node needs a spill decision (kernel Core.advance)."""
+        core = self.core
+        v = self.order[k]
+        node = self.graph.nodes[v]
+        bufs = node.bufs
+        wanted = self.wanted
+        if self.ahead and wanted and wanted[0][0] <= k + self.ahead:
+            self._reload_ahead(k, bufs, victim)
+        op = node.op
+        if op == "ALLOC":
+            b = bufs[0]
+            self.where[b] = self._place(b, bufs, k, victim)
+            core.push(v)
+            self.last_use[b] = k
+            return
+        out = self.out
+        if out:
+            for b in bufs:
+                if b in out:
+                    pending = [x for x in bufs if x in out]
+                    # a repack (_place) may spill the node's other buffers
+                    while pending:
+                        self._reload(pending[0], bufs, k, victim)
+                        pending = [x for x in bufs if x in out]
+                    break
+        if op == "FREE":
+            core.release(bufs[0])
+        core.push(v)
+        for b in bufs:
+            self.last_use[b] = k
 
     def _place(self, b: int, pinned: tuple[int, ...], k: int, victim) -> int:
-        t = self.tier_of[b]
-        free = self.frees[t]
-        live = self.lives[t]
-        size = self.size_of[b]
+        core = self.core
+        t = int(self.tier_of[b])
         while True:
-            if self.packed == k:
-                off = free.first_fit(size)
-            elif b in self.outliving:
-                off = free.last_fit(size)
-            elif self.fit == 2:
-                off = free.coldest_fit(size, self.labelmaps[t])
-            elif self.fit:
-                off = free.best_fit(size)
-            else:
-                off = free.first_fit(size)
-            if off is not None:
-                free.take(off, size)
-                live[b] = off
-                return off
+            off = core.place(b, k)
+            if off >= 0:
+                core.occupy(b, off)
+                return int(off)
+            live = core.residents(t)
             candidates = [x for x in live if x not in pinned]
-            if not candidates and self.packed != k and live:
+            if not candidates and core.packed != k and live:
                 # NOTE: the node's own resident buffers fragment the tier: spill them too and
                 # place this node's buffers first-fit from offset 0 (they fit together)
-                self.packed = k
+                core.set_packed(k)
                 for x in sorted(live):
                     self._evict(x)
                 continue
@@ -437,18 +413,28 @@ class LinearScan:
                 )
             self._evict(victim(self, candidates, k))
 
+    def _lists(self) -> tuple[list, list, list]:
+        """Per tier its free lists, its (resident, offset) pairs and its released lists."""
+        spaces = self.free.values()
+        core = self.core
+        return (
+            [sp.free_lists() for sp in spaces],
+            [core.items(t) for t in range(len(spaces))],
+            [sp.label_lists() for sp in spaces],
+        )
+
     def _mark(self, k: int) -> Mark:
         """The Trail mark of the state before position k."""
-        live = [list(x.items()) for x in self.live.values()]
+        free, live, released = self._lists()
+        last = self.last_use
         return Mark(
             k,
             self.events,
-            len(self.result),
-            len(self.where),
-            [(fl.starts[:], fl.ends[:]) for fl in self.free.values()],
+            self.core.nres,
+            free,
             live,
-            [self.last_use[b] for items in live for b, _ in items],
-            [(m.starts[:], m.ends[:], m.label[:]) for m in self.released.values()],
+            [int(last[b]) for items in live for b, _ in items],
+            released,
         )
 
     def _follow(self, trail: Trail, k: int) -> int:
@@ -466,23 +452,22 @@ class LinearScan:
             m += 1
         if m == j:
             return k
-        for fl, (starts, ends) in zip(self.free.values(), mark.free, strict=True):
-            if fl.starts != starts or fl.ends != ends:
-                return k
-        for live, items in zip(self.live.values(), mark.live, strict=True):
-            if len(live) != len(items) or list(live.items()) != items:
-                return k
+        free, live, released = self._lists()
+        if free != mark.free or live != mark.live:
+            return k
         last_use = self.last_use
-        if [last_use[b] for items in mark.live for b, _ in items] != mark.last:
+        if [int(last_use[b]) for items in live for b, _ in items] != mark.last:
             return k
         # the labels: the same ranges, ordered alike (then every comparison of the placement
         # goes the same way, and later releases are later in both)
         maps: list[dict[int, int]] = []
-        for lm, (starts, ends, labels) in zip(self.released.values(), mark.released, strict=True):
-            if lm.starts != starts or lm.ends != ends:
+        for (starts, ends, labels), (starts2, ends2, labels2) in zip(
+            mark.released, released, strict=True
+        ):
+            if starts2 != starts or ends2 != ends:
                 return k
             to: dict[int, int] = {}
-            for x, y in zip(labels, lm.label, strict=True):
+            for x, y in zip(labels, labels2, strict=True):
                 if to.setdefault(x, y) != y:
                     return k
             keys = sorted(to)
@@ -490,57 +475,47 @@ class LinearScan:
                 return k
             maps.append(to)
         target = marks[m]
-        shift = len(self.result) - mark.rlen
-        for fl, (starts, ends) in zip(self.free.values(), target.free, strict=True):
-            fl.starts, fl.ends = starts[:], ends[:]
-        for live, items in zip(self.live.values(), target.live, strict=True):
-            live.clear()
-            live.update(items)
+        core = self.core
+        shift = core.nres - mark.rlen
+        old = mark.rlen  # labels below were released before the mark
+        for t, (sp, to) in enumerate(zip(self.free.values(), maps, strict=True)):
+            starts, ends, labels = target.released[t]
+            sp.load(
+                target.free[t], (starts, ends, [x + shift if x >= old else to[x] for x in labels])
+            )
+            core.set_items(t, target.live[t])
         for b, last in zip(
             (b for items in target.live for b, _ in items), target.last, strict=True
         ):
             last_use[b] = last
-        old = mark.rlen  # labels below were released before the mark
-        for lm, to, (starts, ends, labels) in zip(
-            self.released.values(), maps, target.released, strict=True
-        ):
-            lm.starts, lm.ends = starts[:], ends[:]
-            lm.label = [x + shift if x >= old else to[x] for x in labels]
-        if not trail.allocs:
-            trail.allocs = list(trail.where)
-        where = self.where
-        base = trail.where
-        for b in trail.allocs[mark.nwhere : target.nwhere]:
-            where[b] = base[b]
-        self.result.extend(self.order[k : target.pos])
+        assert trail.where is not None  # NOTE: set when its recording scan stopped
+        core.extend(k, target.pos, trail.where)
         return target.pos
 
     def _state(self) -> ScanState:
         """A copy of what the scan built so far (its position: len(result))."""
+        free, live, released = self._lists()
+        placed = np.flatnonzero(self.where >= 0)
         return ScanState(
-            {t: (fl.starts[:], fl.ends[:]) for t, fl in self.free.items()},
-            {t: (m.starts[:], m.ends[:], m.label[:]) for t, m in self.released.items()},
-            {t: dict(live) for t, live in self.live.items()},
-            dict(self.where),
-            self.last_use[:],
-            self.result[:],
+            dict(zip(self.free, free, strict=True)),
+            dict(zip(self.free, released, strict=True)),
+            {t: dict(items) for t, items in zip(self.free, live, strict=True)},
+            dict(zip(placed.tolist(), self.where[placed].tolist(), strict=True)),
+            self.last_use.tolist(),
+            self.core.order_so_far(),
             self.labels,
         )
 
     def _restore(self, state: ScanState) -> int:
         """Take over a copy of `state`; the position to resume at."""
-        for t, (starts, ends) in state.free.items():
-            self.free[t].starts, self.free[t].ends = starts[:], ends[:]
-        for t, (starts, ends, label) in state.released.items():
-            m = self.released[t]
-            m.starts, m.ends, m.label = starts[:], ends[:], label[:]
-        for t, live in state.live.items():
-            self.live[t].clear()
-            self.live[t].update(live)
-        self.where = dict(state.where)
+        core = self.core
+        for t, (tier, sp) in enumerate(self.free.items()):
+            sp.load(state.free[tier], state.released[tier])
+            core.set_items(t, state.live[tier].items())
+        self.where[list(state.where)] = list(state.where.values())
         self.last_use[:] = state.last_use
-        self.result = state.result[:]
-        return len(self.result)
+        core.set_order(state.result)
+        return len(state.result)
 
     def _evict(self, x: int) -> None:
         self.events += 1
@@ -552,22 +527,15 @@ class LinearScan:
             if (extra, len(self.spills) + 1) > self.limit:
                 raise TooManySpills(len(self.spills) + 1)
             self.extra = extra
+        core = self.core
         self.out[x] = len(self.spills)
-        self.out_at[x] = len(self.result)
-        self.result.append(len(self.graph.nodes) + 2 * len(self.spills))
+        core.set_out(x, True)
+        self.out_at[x] = core.nres
+        core.push(len(self.graph.nodes) + 2 * len(self.spills))
         self.spills.append((x, -1))
-        self._give(x)
+        core.release(x)
         if self.ahead:
-            heapq.heappush(self.wanted, (self.next_use(x, self.last_use[x]), x))
-
-    def _give(self, b: int) -> None:
-        t = self.tier_of[b]
-        off = self.lives[t].pop(b)
-        size = self.size_of[b]
-        self.frees[t].give(off, size)
-        if self.labels:
-            label = len(self.result) if self.times is None else self.now
-            self.labelmaps[t].put(off, off + size, label)
+            heapq.heappush(self.wanted, (self.next_use(x, int(self.last_use[x])), x))
 
     def _reload_ahead(self, k: int, pinned: tuple[int, ...], victim) -> None:
         """Reload spilled buffers used within `ahead` positions, evicting only buffers used
@@ -577,11 +545,11 @@ class LinearScan:
             use, b = heapq.heappop(wanted)
             if b not in self.out or use <= k:
                 continue
-            buf = self.graph.buffers[b]
-            free, live = self.free[buf.tier], self.live[buf.tier]
+            t = int(self.tier_of[b])
+            space = self.core.spaces[t]
             keep = (*pinned, b)
-            while free.best_fit(buf.size) is None:
-                candidates = [x for x in live if x not in keep]
+            while space.best_fit(int(self.size_of[b])) < 0:
+                candidates = [x for x in self.core.residents(t) if x not in keep]
                 x = victim(self, candidates, k) if candidates else None
                 if x is None or self.next_use(x, k) <= use:
                     heapq.heappush(wanted, (use, b))
@@ -592,20 +560,23 @@ class LinearScan:
 
     def _reload(self, b: int, pinned: tuple[int, ...], k: int, victim) -> None:
         self.events += 1
+        core = self.core
         off = self._place(b, pinned, k, victim)
         s = self.out.pop(b)
+        core.set_out(b, False)
         self.spills[s] = (b, off)
         node = len(self.graph.nodes) + 2 * s + 1
         at = self.out_at.pop(b) + 1
         if self.prefetch:
-            buf = self.graph.buffers[b]
-            at = max(at, self.released[buf.tier].latest(off, off + buf.size) + 1)
-            if at < len(self.result):
+            size = int(self.size_of[b])
+            at = max(at, core.spaces[int(self.tier_of[b])].latest(off, off + size) + 1)
+            if at < core.nres:
                 self.early.append((at, node))
                 return
-        self.result.append(node)
+        core.push(node)
 
 
 def lru_victim(scan: LinearScan, candidates: list[int], k: int) -> int:
     """The least recently used candidate (lowest id on ties)."""
-    return min(candidates, key=lambda x: (scan.last_use[x], x))
+    last_use = scan.last_use
+    return min(candidates, key=lambda x: (last_use[x], x))

@@ -10,7 +10,9 @@ as early as its new addresses are free (LinearScan), else just before the buffer
 
 from __future__ import annotations
 
-from npucc.backend.schedule.scan import INF, LinearScan
+import numpy as np
+
+from npucc.backend.schedule.scan import LinearScan
 from npucc.ir.replay import L0_TIERS, clean_buffers
 from npucc.ir.schedule import Schedule
 from npucc.ir.tiled import TileGraph
@@ -22,13 +24,14 @@ EPS = 1.0
 
 
 class DlrVictim:
-    """The DLR eviction rule (eqs. 25-31) as a LinearScan victim policy."""
+    """The DLR eviction rule (eqs. 25-31; its home: scan_kernel.Core.dlr_victim) as a LinearScan
+    victim policy."""
 
     __slots__ = ("cost", "traffic")
 
     def __init__(self, graph: TileGraph, spill_model: SpillModel) -> None:
         clean = clean_buffers(graph)
-        self.cost: list[float] = []  # lambda_byte * T + lambda_cyc * S + eps, per buffer
+        cost: list[float] = []  # lambda_byte * T + lambda_cyc * S + eps, per buffer
         self.traffic: list[int] = []  # T: extra DDR bytes of one spill, per buffer
         # NOTE: a spill's figures depend on (tier, size, clean) alone, few distinct triples
         known: dict[tuple[str, int, bool], tuple[int, float]] = {}
@@ -45,20 +48,13 @@ class DlrVictim:
                     LAMBDA_BYTE * traffic + LAMBDA_CYC * cycles + EPS,
                 )
             self.traffic.append(got[0])
-            self.cost.append(got[1])
+            cost.append(got[1])
+        self.cost = np.array(cost, np.float64)
 
     def __call__(self, scan: LinearScan, candidates: list[int], k: int) -> int:
         """Pick the buffer to evict among `candidates` at Stage-1 position k."""
-        tier = scan.graph.buffers[candidates[0]].tier
-        if tier in L0_TIERS:
-            return min(candidates, key=lambda b: (-scan.next_use(b, k), b))
-        best, best_score = candidates[0], -1.0
-        for b in candidates:
-            nu = scan.next_use(b, k)
-            score = float("inf") if nu >= INF else (nu - k) / self.cost[b]
-            if score > best_score:
-                best, best_score = b, score
-        return best
+        l0 = scan.graph.buffers[candidates[0]].tier in L0_TIERS
+        return scan.core.dlr_victim(candidates, k, self.cost, l0)
 
 
 def dlr(

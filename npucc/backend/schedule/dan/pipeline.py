@@ -8,18 +8,17 @@ from npucc import progress
 from npucc.backend.schedule.dan.cpe import cpe
 from npucc.backend.schedule.dan.dlr import DlrVictim
 from npucc.backend.schedule.dan.mpas import Prep, mpas, prepare
-from npucc.backend.schedule.freelist import FreeList
 from npucc.backend.schedule.scan import (
     LinearScan,
     ScanState,
     TooManySpills,
     Trail,
     Uses,
-    buffer_columns,
     buffer_tiers,
-    outliving_buffers,
+    scan_arrays,
     topo_order,
 )
+from npucc.backend.schedule.scan_kernel import Space
 from npucc.errors import NpuccError
 from npucc.ir.replay import Replay, replay, replay_base, replay_within
 from npucc.ir.schedule import Schedule
@@ -63,9 +62,8 @@ class _Plans:
         "order",
         "win",
         "timed",
-        "outliving",
         "tiers",
-        "columns",
+        "arrays",
         "base",
     )
 
@@ -82,9 +80,8 @@ class _Plans:
         self.order: list[int] = []  # its Stage-1 order
         self.win = len(ORDERS)  # its ORDERS index (len(ORDERS): a spill variant)
         self.timed: Replay | None = None  # its replay, once needed
-        self.outliving = outliving_buffers(graph)  # what every scan of the graph needs
-        self.tiers = buffer_tiers(graph)
-        self.columns = buffer_columns(graph, self.tiers)
+        self.tiers = buffer_tiers(graph)  # what every scan of the graph needs
+        self.arrays = scan_arrays(graph, self.tiers)
         self.base = replay_base(graph)  # what every replay of the graph needs
 
     def offer(
@@ -137,10 +134,9 @@ class _Plans:
             ahead,
             self.victim.traffic,
             uses,
-            self.outliving,
             times,
             self.tiers,
-            self.columns,
+            self.arrays,
         )
         try:
             return scan.run(self.victim, start, trail)
@@ -154,7 +150,7 @@ class _Plans:
         """What the scans of `order` so far left (`known`)."""
         known = next((x for x in self.known if x[0] is order), None)
         if known is None:
-            known = (order, Uses(self.graph, order), {}, {})
+            known = (order, Uses(self.graph, order, self.arrays), {}, {})
             self.known.append(known)
         return known
 
@@ -438,7 +434,7 @@ def _spill_variants(
 
 def unbounded_layout(graph: TileGraph, order: list[int], alignment: int = 1) -> Schedule:
     """Stage-1 layout: first-fit in tiers of unbounded size, no spills."""
-    free: dict[str, FreeList] = {}
+    free: dict[str, Space] = {}
     offsets: dict[int, int] = {}
     unbounded = 1 << 60
     for v in order:
@@ -447,12 +443,12 @@ def unbounded_layout(graph: TileGraph, order: list[int], alignment: int = 1) -> 
             continue
         b = node.bufs[0]
         buf = graph.buffers[b]
-        fl = free.setdefault(buf.tier, FreeList(unbounded, alignment))
+        fl = free.setdefault(buf.tier, Space(unbounded, alignment))
         if node.op == "ALLOC":
             off = fl.first_fit(buf.size)
-            assert off is not None
+            assert off >= 0
             fl.take(off, buf.size)
-            offsets[b] = off
+            offsets[b] = int(off)
         else:
             fl.give(offsets[b], buf.size)
     return Schedule(order, dict(sorted(offsets.items())))
