@@ -77,7 +77,7 @@ def plan_flags(replay: Replay, first_flag: int = 0) -> Flags:
     count = first_flag
     sets: dict[int, list[str]] = {}
     waits: dict[int, list[str]] = {}
-    position = replay.position.__getitem__
+    position = replay.position
     # `format_flag(names[uq], names[q], n)` is prefix[uq][q] + n (queue index -1: ctrl)
     prefix = [[format_flag(src, dst, 0)[:-1] for dst in names] for src in names]
     # NOTE: a vector in `known` is never changed in place once stored: a node without flags
@@ -92,8 +92,16 @@ def plan_flags(replay: Replay, first_flag: int = 0) -> Flags:
         else:
             base = zeros
         near = preds[v]
-        if len(near) > 1:  # NOTE: positions are distinct: latest first, whatever the edge order
-            near = sorted(set(near), key=position, reverse=True)
+        # NOTE: positions are distinct: latest first, whatever the edge order (two, the most
+        # common case after one, compared without a set and a sort)
+        if len(near) == 2:
+            a, b = near
+            if a == b:
+                near = (a,)
+            elif position[a] < position[b]:
+                near = (b, a)
+        elif len(near) > 2:
+            near = sorted(set(near), key=position.__getitem__, reverse=True)
         fresh = False  # whether `base` is this node's own list
         for u in near:
             uq = queue[u]
@@ -226,6 +234,7 @@ def render_core(
     every = progress.EVERY
     nodes, buffers, offset_at = replay.nodes, graph.buffers, replay.offset_at
     waits_of, sets_of, add = flags.waits.get, flags.sets.get, lines.append
+    events: dict[tuple[int, int], str] = {}  # (buffer, offset) -> its alloc/free body
     for i, v in enumerate(replay.order, 1):
         if bar is not None and i % every == 0:
             bar.update(done + i)
@@ -237,8 +246,13 @@ def render_core(
             if node.op == "BARRIER":
                 add(format_line("barrier", "", sync))
                 continue
-            buf = buffers[node.bufs[0]]
-            body = format_event(buf.tier, offset_at(v, buf.id), buf.size, buf.id)
+            # NOTE: a buffer's FREE prints its ALLOC's body, unless a spill moved it between
+            b = node.bufs[0]
+            at = offset_at(v, b)
+            body = events.pop((b, at), None)
+            if body is None:
+                buf = buffers[b]
+                body = events[b, at] = format_event(buf.tier, at, buf.size, b)
             add(format_line(node.op.lower(), body, sync))
             continue
         if v >= n_orig:

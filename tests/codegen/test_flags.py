@@ -86,3 +86,24 @@ def test_flags_are_unique_and_paired():
     wait_ids = [i.split("#")[1] for items in flags.waits.values() for i in items]
     assert sorted(set_ids) == sorted(wait_ids)
     assert len(set(set_ids)) == len(set_ids) == flags.count
+
+
+def test_two_predecessors_go_latest_first_as_more_do():
+    # a node's two predecessors are ordered by one comparison, more by a sort: a repeat of one
+    # of the two (a third entry) must plan the same flags, in either edge order
+    graph, target = _matmul_graph(6)
+    capacity = target.memory.on_chip()
+    _, replay = schedule_graph(graph, "original", capacity, TargetSpillModel(target), 32)
+    want = plan_flags(replay)
+    two = [v for v, near in enumerate(replay.preds) if len(near) == 2]
+    assert two
+    preds = list(replay.preds)
+    for v in two:
+        a, b = preds[v]
+        replay.preds[v] = [b, a]
+    assert plan_flags(replay) == want
+    for v in two:
+        a, b = preds[v]
+        replay.preds[v] = [a, b, a]
+    assert plan_flags(replay) == want
+    assert sum(len(w) for w in want.waits.values()) == want.count

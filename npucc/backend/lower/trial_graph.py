@@ -94,11 +94,27 @@ class TrialGraph:
     def repeat(self, count: int) -> int:
         """Append `count` nodes of the newest one's pipe and cycles, each a successor of the
         one before (no other predecessor finishing later: `TrialBuilder.emit_run`); the
-        last's id."""
-        finish = self.finish
-        for _ in range(count):
-            v = self.add("", self._pipe, self._cycles, ())
-            self._ready = finish[v - 1]
+        last's id.
+
+        NOTE: on a pipe, each node after the first of the run starts when the one before
+        finishes (its one predecessor, the last on that pipe): the run's finishes step by its
+        cycles, written at once (the node by node `add`s gave the same)."""
+        finish, pipe, cycles = self.finish, self._pipe, self._cycles
+        if count <= 0 or pipe is None or not finish:
+            for _ in range(count):
+                v = self.add("", pipe, cycles, ())
+                self._ready = finish[v - 1]
+            return len(finish) - 1
+        self.add("", pipe, cycles, ())  # times the run's first node
+        end = finish[-2]
+        last = end + cycles * (count - 1)  # the finish of the newest node's predecessor
+        finish[-1:] = range(end + cycles, last + 1, cycles) if cycles else [end] * (count - 1)
+        finish.append(0)
+        self._free[pipe] = last
+        self._busy[pipe] += cycles * (count - 1)
+        if last > self._flow:
+            self._flow = last
+        self._ready = last
         return len(finish) - 1
 
     def _end(self) -> int:
