@@ -11,7 +11,8 @@ is not among the first s events, gone(s) the buffers the plan holds at s that ar
 So buffers may start now when they fit the live bytes now and, for every later state s up to
 their own start events, slack(s) = cap - live(s) - ahead(s) + gone(s) covers those of them that
 start at or after s. The plan's next node always fits (its events come next), so an order that
-runs it when nothing else fits never stalls, and it ends within `cap`.
+runs it when nothing else fits never stalls, and it ends within `cap`. That rule's home is the
+kernel (`cpe_kernel.Room`, made by `room`); this module works out the plan's events.
 """
 
 from __future__ import annotations
@@ -20,76 +21,32 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from npucc.backend.schedule.dan import cpe_kernel
 from npucc.ir.residency import PEAK_TIERS
 from npucc.ir.tiled import TileGraph, TileNode
 
 
-class Headroom:
-    """The plan's L1+UB events and the slack an order running ahead of them still has."""
-
-    def __init__(
-        self,
-        graph: TileGraph,
-        nodes: Sequence[TileNode],
-        preds: Sequence[Sequence[int]],
-        plan: Sequence[int],
-        cap: int,
-        events: Events | None = None,
-    ) -> None:
-        if events is None:  # NOTE: `plan_events` of `plan`, given when the caller has them
-            events = plan_events(graph, nodes, preds, plan)
-        self.size, self.alloc_of, self.event, live = events
-        self.slack = cap - np.array(live, dtype=np.int64)  # per plan state s (events 0..s-1 done)
-        self.done = [False] * (len(live) - 1)  # per event
-        self.first = 0  # the first event not done
-        self.ahead: dict[int, int] = {}  # ALLOC started ahead of the plan -> its event
-        self.cap = cap
-        self.live = 0  # L1+UB bytes started and not freed
-        self.moves = 0  # starts and ends so far: `fits` answers the same until it changes
-
-    def fits(self, allocs: list[int]) -> bool:
-        """Can the L1+UB ALLOCs `allocs` (not started) start now?"""
-        size = self.size
-        if self.live + sum(size[a] for a in allocs) > self.cap:
-            return False
-        if len(allocs) > 1:
-            allocs = sorted(allocs, key=lambda a: -self.event[a])
-        need = 0
-        first = self.first + 1  # NOTE: the state now is the live bytes, checked above
-        for a in allocs:
-            need += size[a]
-            e = self.event[a]
-            if e >= first and self.slack[first : e + 1].min() < need:
-                return False
-        return True
-
-    def start(self, a: int) -> None:
-        """ALLOC `a` (counted) starts: its buffer's first user runs."""
-        e = self.event[a]
-        self.moves += 1
-        self.live += self.size[a]
-        if e > self.first:
-            self.slack[self.first : e + 1] -= self.size[a]
-            self.ahead[a] = e
-        self._done(e)
-
-    def end(self, v: int) -> None:
-        """FREE `v` runs (its buffer counted)."""
-        a = self.alloc_of[v]
-        size = self.size[a]
-        e, first = self.event[a], self.first
-        self.moves += 1
-        self.live -= size
-        if self.ahead.pop(a, -1) >= first:
-            self.slack[first : e + 1] += size
-        end = self.event[v]
-        self.slack[max(e + 1, first) : end + 1] += size  # the plan holds it in states e+1..end
-        self._done(end)
-
-    def _done(self, e: int) -> None:
-        self.done[e] = True
-        while self.first < len(self.done) and self.done[self.first]:
-            self.first += 1
+def room(
+    graph: TileGraph,
+    nodes: Sequence[TileNode],
+    preds: Sequence[Sequence[int]],
+    plan: Sequence[int],
+    cap: int,
+    events: Events | None = None,
+) -> cpe_kernel.Room:
+    """The plan's L1+UB events and the slack an order running ahead of them still has, within
+    `cap` (the rule's home is the kernel: `cpe_kernel.Room`; `events`: `plan_events` of `plan`,
+    given when the caller has them)."""
+    if events is None:
+        events = plan_events(graph, nodes, preds, plan)
+    size, alloc_of, event, live = events
+    frees = np.full(len(size), -1, np.int64)  # per node: a FREE's ALLOC, or -1
+    frees[np.fromiter(alloc_of, np.int64, len(alloc_of))] = np.fromiter(
+        alloc_of.values(), np.int64, len(alloc_of)
+    )
+    return cpe_kernel.Room(  # type: ignore[call-arg]  # a Cython class
+        np.array(size, np.int64), frees, np.array(event, np.int64), np.array(live, np.int64), cap
+    )
 
 
 def alloc_sizes(graph: TileGraph, total: int) -> list[int]:
