@@ -168,6 +168,7 @@ class Tables:
         "preds",
         "arrays",
         "is_alloc",
+        "g2",
         "zeros",
         "_sizes",
         "_steps",
@@ -185,6 +186,7 @@ class Tables:
             raise NpuccError(f"{sum(work)} cycles of work: more than CPE's int64 times hold")
         pred_off, pred_idx = cpe_kernel.csr(preds)
         self.is_alloc = np.array([node.op == "ALLOC" for node in r.nodes], np.bool_)
+        self.g2 = (pred_off, pred_idx, self.is_alloc)
         self.arrays = cpe_kernel.Arrays(  # type: ignore[call-arg]  # a Cython class
             pred_off,
             pred_idx,
@@ -216,7 +218,8 @@ class Tables:
         kept = self._events.get(id(plan))
         if kept is None or kept[0] is not plan:
             r = self.r
-            kept = self._events[id(plan)] = (plan, plan_events(r.graph, r.nodes, self.preds, plan))
+            events = plan_events(r.graph, r.nodes, self.preds, plan, self.g2)
+            kept = self._events[id(plan)] = (plan, events)
         return kept[1]
 
     def ranks(self, critical: Sequence[int] | None) -> tuple[np.ndarray, np.ndarray]:
@@ -305,7 +308,7 @@ def _lower(
     where its peak sits (`repeak`), its finish times and L1+UB peak; None when that budget is
     not below `cap` or a bound proves its makespan is not below `beat`."""
     ref = lower_peak(r.graph, r.nodes, preds, r.order)
-    low = int(max(tables.events(ref)[3]) * overlap)  # NOTE: the sunk peak of ref
+    low = int(int(tables.events(ref)[3].max()) * overlap)  # NOTE: the sunk peak of ref
     if low >= cap:
         return None
     found = budget_order(r, preds, succs, low, critical, beat, ref, tables)
@@ -339,7 +342,7 @@ def cpe(
     if overlap is not None and not r.spills:
         # NOTE: a multiple of the plan's peak with its ALLOCs sunk to their first users (the
         # sequence budget_order follows; at most r.peak), so the plan's next node always fits
-        peak = max(tables.events(r.order)[3])
+        peak = int(tables.events(r.order)[3].max())
         cap = UNCAPPED if math.isinf(overlap) else int(peak * overlap)
     kept_ok = cap is None or tables.peak(order) <= cap
     tries: list[tuple[list[int], int | None, list[int] | None]] = [(group, None, h)]

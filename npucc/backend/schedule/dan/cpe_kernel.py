@@ -719,3 +719,39 @@ def budget_order(
         if t + left[p] >= stop or t + h[w] - c >= stop:
             return BEATEN
     return DONE
+
+
+@cython.locals(i=Py, v=Py, e=Py, x=Py, f=Py, n=Py)
+def plan_events(
+    pred_off: I64s,
+    pred_idx: I64s,
+    is_alloc: Bools,
+    size: I64s,
+    alloc_of: I64s,
+    plan: I64s,
+    started: Bools,
+    event: I64s,
+    live: I64s,
+) -> Py:
+    """`headroom.plan_events` of `plan` over G2's preds in CSR form: each counted ALLOC's start
+    event and each of its FREEs' end event into `event` (-1 elsewhere), the live bytes after
+    each event into `live` (from 0; `started`: all false); the number of states."""
+    n = 1
+    live[0] = 0
+    for i in range(plan.shape[0]):
+        v = plan[i]
+        if is_alloc[v]:
+            continue
+        for e in range(pred_off[v], pred_off[v + 1]):
+            x = pred_idx[e]
+            if size[x] and not started[x]:
+                started[x] = True
+                event[x] = n - 1
+                live[n] = live[n - 1] + size[x]
+                n += 1
+        f = alloc_of[v]
+        if f >= 0 and size[f]:
+            event[v] = n - 1
+            live[n] = live[n - 1] - size[f]
+            n += 1
+    return n

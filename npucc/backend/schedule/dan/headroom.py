@@ -40,13 +40,7 @@ def room(
     if events is None:
         events = plan_events(graph, nodes, preds, plan)
     size, alloc_of, event, live = events
-    frees = np.full(len(size), -1, np.int64)  # per node: a FREE's ALLOC, or -1
-    frees[np.fromiter(alloc_of, np.int64, len(alloc_of))] = np.fromiter(
-        alloc_of.values(), np.int64, len(alloc_of)
-    )
-    return cpe_kernel.Room(  # type: ignore[call-arg]  # a Cython class
-        np.array(size, np.int64), frees, np.array(event, np.int64), np.array(live, np.int64), cap
-    )
+    return cpe_kernel.Room(size, alloc_of, event, live, cap)  # type: ignore[call-arg]
 
 
 def alloc_sizes(graph: TileGraph, total: int) -> list[int]:
@@ -58,8 +52,9 @@ def alloc_sizes(graph: TileGraph, total: int) -> list[int]:
     return size
 
 
-# per ALLOC node its bytes, FREE -> ALLOC, per event node its event, the live bytes per state
-Events = tuple[list[int], dict[int, int], list[int], list[int]]
+# per node: an ALLOC's L1+UB bytes, a FREE's ALLOC (or -1), a counted ALLOC's start event and
+# its FREE's end event (or -1); the live bytes per state
+Events = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
 def plan_events(
@@ -67,29 +62,25 @@ def plan_events(
     nodes: Sequence[TileNode],
     preds: Sequence[Sequence[int]],
     plan: Sequence[int],
+    g2: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> Events:
     """The plan's L1+UB events, each ALLOC sunk to its first user: per ALLOC node its bytes,
-    FREE -> ALLOC, per counted ALLOC its start event and per its FREE its end, and the live
-    bytes after each event (from 0)."""
+    per FREE its ALLOC, per counted ALLOC its start event and per its FREE its end, and the
+    live bytes after each event (from 0). `g2`: `preds` in CSR form and per node whether an
+    ALLOC (`cpe_kernel.csr`), when the caller has them; the rule's home is the kernel."""
     total = len(nodes)
-    size = alloc_sizes(graph, total)
-    alloc_of = {graph.free_of[b]: a for b, a in graph.alloc_of.items()}
-    event = [-1] * total
-    live = [0]
-    started = [False] * total
-    for v in plan:
-        if nodes[v].op == "ALLOC":
-            continue
-        for a in preds[v]:
-            if size[a] and not started[a]:
-                started[a] = True
-                event[a] = len(live) - 1
-                live.append(live[-1] + size[a])
-        a = alloc_of.get(v, -1)
-        if a >= 0 and size[a]:
-            event[v] = len(live) - 1
-            live.append(live[-1] - size[a])
-    return size, alloc_of, event, live
+    if g2 is None:
+        g2 = (*cpe_kernel.csr(list(preds)), np.array([n.op == "ALLOC" for n in nodes], np.bool_))
+    size = np.array(alloc_sizes(graph, total), np.int64)
+    alloc_of = np.full(total, -1, np.int64)
+    bufs = list(graph.alloc_of)
+    alloc_of[[graph.free_of[b] for b in bufs]] = [graph.alloc_of[b] for b in bufs]
+    event = np.full(total, -1, np.int64)
+    live = np.zeros(2 * total + 1, np.int64)  # NOTE: at most two events per ALLOC node
+    plan_array = np.asarray(plan, np.int64)
+    started = np.zeros(total, np.bool_)
+    n = cpe_kernel.plan_events(*g2, size, alloc_of, plan_array, started, event, live)
+    return size, alloc_of, event, live[:n]
 
 
 def sunk_peak(
@@ -99,7 +90,7 @@ def sunk_peak(
     plan: Sequence[int],
 ) -> int:
     """The plan's L1+UB peak with each ALLOC sunk to its first user (at most its own peak)."""
-    return max(plan_events(graph, nodes, preds, plan)[3])
+    return int(plan_events(graph, nodes, preds, plan)[3].max())
 
 
 def peak_steps(graph: TileGraph, nodes: Sequence[TileNode]) -> np.ndarray:
