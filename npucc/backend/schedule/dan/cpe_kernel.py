@@ -76,6 +76,15 @@ def _before(t: I64, key: I64, u: I64, other: I64) -> cython.bint:
 
 
 @cython.cfunc
+@cython.inline
+@cython.exceptval(check=False)
+def _put(times: I64s, keys: I64s, j: Py, t: I64, key: I64) -> cython.void:
+    """Set the pair at j to (t, key)."""
+    times[j] = t
+    keys[j] = key
+
+
+@cython.cfunc
 @cython.exceptval(check=False)
 def _push(times: I64s, keys: I64s, base: Py, n: Py, t: I64, key: I64) -> Py:
     """Push (t, key) on the heap of pairs times/keys[base:base + n]; its new size."""
@@ -84,11 +93,9 @@ def _push(times: I64s, keys: I64s, base: Py, n: Py, t: I64, key: I64) -> Py:
         up: Py = (i - 1) >> 1
         if _before(times[base + up], keys[base + up], t, key):
             break
-        times[base + i] = times[base + up]
-        keys[base + i] = keys[base + up]
+        _put(times, keys, base + i, times[base + up], keys[base + up])
         i = up
-    times[base + i] = t
-    keys[base + i] = key
+    _put(times, keys, base + i, t, key)
     return n + 1
 
 
@@ -110,18 +117,48 @@ def _pop(times: I64s, keys: I64s, base: Py, n: Py) -> Py:
             c += 1
         if _before(t, key, times[base + c], keys[base + c]):
             break
-        times[base + i] = times[base + c]
-        keys[base + i] = keys[base + c]
+        _put(times, keys, base + i, times[base + c], keys[base + c])
         i = c
-    times[base + i] = t
-    keys[base + i] = key
+    _put(times, keys, base + i, t, key)
     return n
+
+
+@cython.cclass
+class _Heaps:
+    """Per queue a heap of (ready time, key) pairs not yet ready to start and one of (0, key)
+    available, each in one flat array at the queue's base (a node is in one at a time)."""
+
+    base: I64s
+    ptime: I64s
+    pkey: I64s
+    atime: I64s
+    akey: I64s
+    npend: I64s  # per queue: its heaps' sizes
+    navail: I64s
+
+    @cython.locals(total=Py, v=Py, q=Py, spot=Py, count=Py)
+    def __init__(self, queue: I64s, queues: Py) -> None:
+        total = queue.shape[0]
+        base = np.zeros(queues, np.int64)
+        for v in range(total):
+            base[queue[v]] += 1
+        spot = 0
+        for q in range(queues):
+            count = base[q]
+            base[q] = spot
+            spot += count
+        self.base = base
+        self.ptime = np.zeros(total, np.int64)
+        self.pkey = np.zeros(total, np.int64)
+        self.atime = np.zeros(total, np.int64)
+        self.akey = np.zeros(total, np.int64)
+        self.npend = np.zeros(queues, np.int64)
+        self.navail = np.zeros(queues, np.int64)
 
 
 @cython.locals(
     total=Py, queues=Py, v=Py, w=Py, u=Py, e=Py, g=Py, q=Py, p=Py, b=Py, i=Py, best=Py,
-    nready=Py, done=Py, idle=Py, room=Py, count=Py, k=I64, t=I64, c=I64, free=I64, live=I64,
-    parked=Py,
+    nready=Py, done=Py, idle=Py, k=I64, t=I64, c=I64, free=I64, live=I64, parked=Py, hp=_Heaps,
 )  # fmt: skip
 def list_order(
     a: Arrays,
@@ -175,21 +212,15 @@ def list_order(
         timed_free = np.zeros(queues, np.int64)
     ready_at: I64s = np.zeros(total, np.int64)
     # per queue a heap of (ready time, rank) not yet ready to start and one of (0, rank)
-    # available, in one flat array each at the queue's base
-    base: I64s = np.zeros(queues, np.int64)
-    for v in range(total):
-        base[a.queue[v]] += 1
-    room = 0
-    for q in range(queues):
-        count = base[q]
-        base[q] = room
-        room += count
-    ptime: I64s = np.zeros(total, np.int64)
-    pkey: I64s = np.zeros(total, np.int64)
-    atime: I64s = np.zeros(total, np.int64)
-    akey: I64s = np.zeros(total, np.int64)
-    npend: I64s = np.zeros(queues, np.int64)
-    navail: I64s = np.zeros(queues, np.int64)
+    # available
+    hp = _Heaps(a.queue, queues)
+    base: I64s = hp.base
+    ptime: I64s = hp.ptime
+    pkey: I64s = hp.pkey
+    atime: I64s = hp.atime
+    akey: I64s = hp.akey
+    npend: I64s = hp.npend
+    navail: I64s = hp.navail
     # per queue its candidate (start, rank, pipe); (NO_BOUND, 0, -1) with nothing queued
     cstart: I64s = np.full(queues, NO_BOUND, np.int64)
     crank: I64s = np.zeros(queues, np.int64)
@@ -458,7 +489,7 @@ class _Budget:
     norder: Py
     frontier: Py  # the plan's first node (ALLOCs aside) not run yet
 
-    @cython.locals(total=Py, queues=Py, v=Py, q=Py, spot=Py, count=Py, most=Py)
+    @cython.locals(total=Py, queues=Py, v=Py, most=Py, hp=_Heaps)
     def __init__(
         self, a: Arrays, room: Room, pos: I64s, plan: I64s, order: I64s, finish: I64s
     ) -> None:
@@ -468,21 +499,9 @@ class _Budget:
         self.order, self.finish = order, finish
         self.indeg = np.array(a.indeg, np.int64)
         self.done = np.zeros(total, np.uint8)
-        base = np.zeros(queues, np.int64)
-        for v in range(total):
-            base[a.queue[v]] += 1
-        spot = 0
-        for q in range(queues):
-            count = base[q]
-            base[q] = spot
-            spot += count
-        self.base = base
-        self.ptime = np.zeros(total, np.int64)
-        self.pkey = np.zeros(total, np.int64)
-        self.atime = np.zeros(total, np.int64)
-        self.akey = np.zeros(total, np.int64)
-        self.npend = np.zeros(queues, np.int64)
-        self.navail = np.zeros(queues, np.int64)
+        hp = _Heaps(a.queue, queues)
+        self.base, self.ptime, self.pkey, self.atime = hp.base, hp.ptime, hp.pkey, hp.atime
+        self.akey, self.npend, self.navail = hp.akey, hp.npend, hp.navail
         self.pipe_free = np.zeros(queues, np.int64)
         # NOTE: a pipe's candidate (start, key) depends on its queues and pipe_free alone, so
         # it is recomputed only for the pipes pushed to or run since (`dirty`)
@@ -532,12 +551,7 @@ class _Budget:
                     t = self.finish[a.pred_idx[e]]
             self.finish[w] = t
             if a.is_alloc[w]:  # NOTE: an ALLOC runs with the first of its users to run
-                for e in range(a.succ_off[w], a.succ_off[w + 1]):
-                    x = a.succ_idx[e]
-                    self.indeg[x] -= 1
-                    if not self.indeg[x]:
-                        self.stack[n] = x
-                        n += 1
+                n = self._release(w, n)
             elif a.queue[w]:
                 q = a.queue[w]
                 # NOTE: a node ready by its pipe's free time is available at once (the
@@ -591,14 +605,20 @@ class _Budget:
             room.end(w)
         while self.frontier < self.plan.shape[0] and self.done[self.plan[self.frontier]]:
             self.frontier += 1
-        n = 0
-        for e in range(a.succ_off[w], a.succ_off[w + 1]):
-            x = a.succ_idx[e]
+        self._ready(self._release(w, 0))
+
+    @cython.cfunc
+    @cython.exceptval(check=False)
+    @cython.locals(e=Py, x=Py)
+    def _release(self, w: Py, n: Py) -> Py:
+        """Push the successors of w it was the last predecessor of on stack[n:]; the new n."""
+        for e in range(self.a.succ_off[w], self.a.succ_off[w + 1]):
+            x = self.a.succ_idx[e]
             self.indeg[x] -= 1
             if not self.indeg[x]:
                 self.stack[n] = x
                 n += 1
-        self._ready(n)
+        return n
 
 
 @cython.locals(
