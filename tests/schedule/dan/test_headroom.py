@@ -1,4 +1,6 @@
-from npucc.backend.schedule.dan.headroom import Headroom
+import numpy as np
+
+from npucc.backend.schedule.dan.headroom import room as make_room
 from npucc.backend.schedule.registry import schedule_graph
 from npucc.tools.dan_synthetic import synthetic_graph
 from tests.schedule.dan.test_dan import CAPS, MODEL
@@ -24,20 +26,24 @@ def _two_layers():
 
 def _room(cap):
     g = _two_layers()
-    return g, Headroom(g, g.nodes, g.preds, list(range(len(g.nodes))), cap)
+    return make_room(g, g.nodes, g.preds, list(range(len(g.nodes))), cap)
+
+
+def _fits(room, allocs):
+    return room.fits(np.array(allocs, np.int64), len(allocs))
 
 
 def test_a_buffer_starts_ahead_of_the_plan_only_within_the_slack():
-    _, room = _room(100)  # the plan's own peak: b cannot start before a ends
-    assert room.fits([0]) and not room.fits([4])
+    room = _room(100)  # the plan's own peak: b cannot start before a ends
+    assert _fits(room, [0]) and not _fits(room, [4])
     room.start(0)
-    assert not room.fits([4])
+    assert not _fits(room, [4])
     room.end(3)
-    assert room.fits([4])
-    _, room = _room(200)  # room for both
-    assert room.fits([4])
+    assert _fits(room, [4])
+    room = _room(200)  # room for both
+    assert _fits(room, [4])
     room.start(4)
-    assert room.fits([0]) and room.live == 100
+    assert _fits(room, [0]) and room.live == 100
     room.start(0)
     room.end(3)
     room.end(7)
@@ -47,18 +53,19 @@ def test_a_buffer_starts_ahead_of_the_plan_only_within_the_slack():
 def test_the_plans_next_buffers_always_fit_its_own_peak():
     g = synthetic_graph(2000, seed=4)
     _, r = schedule_graph(g, "dan-dlr", CAPS, MODEL)
-    room = Headroom(g, r.nodes, r.preds, r.order, r.peak)
+    room = make_room(g, r.nodes, r.preds, r.order, r.peak)
     started = set()
     top = 0
     for v in r.order:
         if r.nodes[v].op == "ALLOC":
             continue
         wanted = [a for a in r.preds[v] if room.size[a] and a not in started]
-        assert room.fits(wanted)
+        assert _fits(room, wanted)
         for a in sorted(wanted, key=lambda a: room.event[a]):
             room.start(a)
             started.add(a)
         top = max(top, room.live)
-        if v in room.alloc_of and room.size[room.alloc_of[v]]:
+        f = room.alloc_of[v]
+        if f >= 0 and room.size[f]:
             room.end(v)
     assert room.live == 0 and 0 < top <= r.peak

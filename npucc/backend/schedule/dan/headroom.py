@@ -11,7 +11,8 @@ is not among the first s events, gone(s) the buffers the plan holds at s that ar
 So buffers may start now when they fit the live bytes now and, for every later state s up to
 their own start events, slack(s) = cap - live(s) - ahead(s) + gone(s) covers those of them that
 start at or after s. The plan's next node always fits (its events come next), so an order that
-runs it when nothing else fits never stalls, and it ends within `cap`.
+runs it when nothing else fits never stalls, and it ends within `cap`. That rule's home is the
+kernel (`cpe_kernel.Room`, made by `room`); this module works out the plan's events.
 """
 
 from __future__ import annotations
@@ -20,76 +21,26 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from npucc.backend.schedule.dan import cpe_kernel
 from npucc.ir.residency import PEAK_TIERS
 from npucc.ir.tiled import TileGraph, TileNode
 
 
-class Headroom:
-    """The plan's L1+UB events and the slack an order running ahead of them still has."""
-
-    def __init__(
-        self,
-        graph: TileGraph,
-        nodes: Sequence[TileNode],
-        preds: Sequence[Sequence[int]],
-        plan: Sequence[int],
-        cap: int,
-        events: Events | None = None,
-    ) -> None:
-        if events is None:  # NOTE: `plan_events` of `plan`, given when the caller has them
-            events = plan_events(graph, nodes, preds, plan)
-        self.size, self.alloc_of, self.event, live = events
-        self.slack = cap - np.array(live, dtype=np.int64)  # per plan state s (events 0..s-1 done)
-        self.done = [False] * (len(live) - 1)  # per event
-        self.first = 0  # the first event not done
-        self.ahead: dict[int, int] = {}  # ALLOC started ahead of the plan -> its event
-        self.cap = cap
-        self.live = 0  # L1+UB bytes started and not freed
-        self.moves = 0  # starts and ends so far: `fits` answers the same until it changes
-
-    def fits(self, allocs: list[int]) -> bool:
-        """Can the L1+UB ALLOCs `allocs` (not started) start now?"""
-        size = self.size
-        if self.live + sum(size[a] for a in allocs) > self.cap:
-            return False
-        if len(allocs) > 1:
-            allocs = sorted(allocs, key=lambda a: -self.event[a])
-        need = 0
-        first = self.first + 1  # NOTE: the state now is the live bytes, checked above
-        for a in allocs:
-            need += size[a]
-            e = self.event[a]
-            if e >= first and self.slack[first : e + 1].min() < need:
-                return False
-        return True
-
-    def start(self, a: int) -> None:
-        """ALLOC `a` (counted) starts: its buffer's first user runs."""
-        e = self.event[a]
-        self.moves += 1
-        self.live += self.size[a]
-        if e > self.first:
-            self.slack[self.first : e + 1] -= self.size[a]
-            self.ahead[a] = e
-        self._done(e)
-
-    def end(self, v: int) -> None:
-        """FREE `v` runs (its buffer counted)."""
-        a = self.alloc_of[v]
-        size = self.size[a]
-        e, first = self.event[a], self.first
-        self.moves += 1
-        self.live -= size
-        if self.ahead.pop(a, -1) >= first:
-            self.slack[first : e + 1] += size
-        end = self.event[v]
-        self.slack[max(e + 1, first) : end + 1] += size  # the plan holds it in states e+1..end
-        self._done(end)
-
-    def _done(self, e: int) -> None:
-        self.done[e] = True
-        while self.first < len(self.done) and self.done[self.first]:
-            self.first += 1
+def room(
+    graph: TileGraph,
+    nodes: Sequence[TileNode],
+    preds: Sequence[Sequence[int]],
+    plan: Sequence[int],
+    cap: int,
+    events: Events | None = None,
+) -> cpe_kernel.Room:
+    """The plan's L1+UB events and the slack an order running ahead of them still has, within
+    `cap` (the rule's home is the kernel: `cpe_kernel.Room`; `events`: `plan_events` of `plan`,
+    given when the caller has them)."""
+    if events is None:
+        events = plan_events(graph, nodes, preds, plan)
+    size, alloc_of, event, live = events
+    return cpe_kernel.Room(size, alloc_of, event, live, cap)  # type: ignore[call-arg]
 
 
 def alloc_sizes(graph: TileGraph, total: int) -> list[int]:
@@ -101,8 +52,9 @@ def alloc_sizes(graph: TileGraph, total: int) -> list[int]:
     return size
 
 
-# per ALLOC node its bytes, FREE -> ALLOC, per event node its event, the live bytes per state
-Events = tuple[list[int], dict[int, int], list[int], list[int]]
+# per node: an ALLOC's L1+UB bytes, a FREE's ALLOC (or -1), a counted ALLOC's start event and
+# its FREE's end event (or -1); the live bytes per state
+Events = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
 def plan_events(
@@ -110,29 +62,25 @@ def plan_events(
     nodes: Sequence[TileNode],
     preds: Sequence[Sequence[int]],
     plan: Sequence[int],
+    g2: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> Events:
     """The plan's L1+UB events, each ALLOC sunk to its first user: per ALLOC node its bytes,
-    FREE -> ALLOC, per counted ALLOC its start event and per its FREE its end, and the live
-    bytes after each event (from 0)."""
+    per FREE its ALLOC, per counted ALLOC its start event and per its FREE its end, and the
+    live bytes after each event (from 0). `g2`: `preds` in CSR form and per node whether an
+    ALLOC (`cpe_kernel.csr`), when the caller has them; the rule's home is the kernel."""
     total = len(nodes)
-    size = alloc_sizes(graph, total)
-    alloc_of = {graph.free_of[b]: a for b, a in graph.alloc_of.items()}
-    event = [-1] * total
-    live = [0]
-    started = [False] * total
-    for v in plan:
-        if nodes[v].op == "ALLOC":
-            continue
-        for a in preds[v]:
-            if size[a] and not started[a]:
-                started[a] = True
-                event[a] = len(live) - 1
-                live.append(live[-1] + size[a])
-        a = alloc_of.get(v, -1)
-        if a >= 0 and size[a]:
-            event[v] = len(live) - 1
-            live.append(live[-1] - size[a])
-    return size, alloc_of, event, live
+    if g2 is None:
+        g2 = (*cpe_kernel.csr(list(preds)), np.array([n.op == "ALLOC" for n in nodes], np.bool_))
+    size = np.array(alloc_sizes(graph, total), np.int64)
+    alloc_of = np.full(total, -1, np.int64)
+    bufs = list(graph.alloc_of)
+    alloc_of[[graph.free_of[b] for b in bufs]] = [graph.alloc_of[b] for b in bufs]
+    event = np.full(total, -1, np.int64)
+    live = np.zeros(2 * total + 1, np.int64)  # NOTE: at most two events per ALLOC node
+    plan_array = np.asarray(plan, np.int64)
+    started = np.zeros(total, np.bool_)
+    n = cpe_kernel.plan_events(*g2, size, alloc_of, plan_array, started, event, live)
+    return size, alloc_of, event, live[:n]
 
 
 def sunk_peak(
@@ -142,7 +90,7 @@ def sunk_peak(
     plan: Sequence[int],
 ) -> int:
     """The plan's L1+UB peak with each ALLOC sunk to its first user (at most its own peak)."""
-    return max(plan_events(graph, nodes, preds, plan)[3])
+    return int(plan_events(graph, nodes, preds, plan)[3].max())
 
 
 def peak_steps(graph: TileGraph, nodes: Sequence[TileNode]) -> np.ndarray:
