@@ -96,18 +96,22 @@ class Program:
         _atomic_write(path, self.stream)
 
     def execute(
-        self, inputs: dict[str, np.ndarray], check: bool = True, timing_only: bool = False
-    ) -> Any:
+        self, inputs: dict[str, np.ndarray], check: bool = True, timing_only: bool = False,
+        jobs: int | None = None,
+    ) -> Any:  # fmt: skip
         """Run the stream in the interpreter; returns its full result (outputs, cycles, ...).
 
         `timing_only` times every instruction without computing data (no outputs, no checks).
+        `jobs` (default `default_jobs()`): processes a big checked run may use (its checks in
+        a forked worker; the same result whatever `jobs`).
         """
         from npucc.interp import run_stream  # NOTE: deferred: a compile needs no interpreter
         from npucc.ir.stream_parse import parse_stream  # (nor a stream parser)
 
         stream = parse_stream(self.stream, "<program>")
         return run_stream(stream, self.image, inputs, check=check, timing_only=timing_only,
-                          image_checked=self._checked())  # fmt: skip
+                          image_checked=self._checked(),
+                          jobs=default_jobs() if jobs is None else jobs)  # fmt: skip
 
     def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run the stream in the interpreter and return the model's outputs by name."""

@@ -35,12 +35,17 @@ from npucc.ir.isa_cost import operand_bytes
 from npucc.ir.residency import stream_residency
 from npucc.ir.stream import Event, Stream, StreamError
 from npucc.ir.stream_parse import load_stream
+from npucc.parallel import fork_map, forks
+
+# NOTE: a checked run of at least so many steps runs its checks in a forked worker while this
+# process computes the data (`jobs` > 1): below it the fork's cost (~0.05-0.1 CPU s) is not won
+SPLIT_STEPS = 20_000
 
 
 class MemView:
     """The data of one core's memories, as ops.py reads and writes them (a `View`)."""
 
-    __slots__ = ("memories", "core", "target", "dtypes", "mems")
+    __slots__ = ("memories", "core", "target", "dtypes", "mems", "views")
 
     def __init__(self, memories: Memories, core: int) -> None:
         self.memories = memories
@@ -48,19 +53,33 @@ class MemView:
         self.target = memories.stream.target
         self.dtypes: dict[str, np.dtype] = {}  # tier -> its elements' numpy type
         self.mems: dict[str, Memory] = {}  # tier -> its memory (`Memories.mem`'s, kept)
+        # (id of an operand, dims, strides, dtype) -> (the operand, its view) of an on-chip
+        # tier. NOTE: a view of an on-chip memory stays valid for the whole run (its `data`
+        # is never replaced); DDR's are not kept (the image's pages give way to `data` when
+        # it is materialized). The operand is held so that its id is not reused. VGG-19:
+        # 405,929 views asked for, 82,976 distinct on-chip ones kept
+        self.views: dict[tuple[int, tuple[int, ...], tuple[int, ...], np.dtype | None],
+                         tuple[Operand, np.ndarray]] = {}  # fmt: skip
 
     def __call__(
         self, ref: Operand, dims: tuple[int, ...], strides: tuple[int, ...],
         dtype: np.dtype | None = None,
     ) -> np.ndarray:  # fmt: skip
         """The elements of a pattern at `ref`, as `dtype` (default: its tier's element type)."""
+        key = (id(ref), dims, strides, dtype)
+        known = self.views.get(key)
+        if known is not None:
+            return known[1]
         mref = cast(MemRef, ref)  # the parser accepts only resolved (MemRef) operands
         tier = mref.tier
         kind = self.dtype(tier) if dtype is None else dtype
         mem = self.mems.get(tier)
         if mem is None:
             mem = self.mems[tier] = self.memories.mem(self.core, tier)
-        return mem.view(mref.addr, dims, strides, kind)
+        view = mem.view(mref.addr, dims, strides, kind)
+        if tier != DDR:
+            self.views[key] = (ref, view)
+        return view
 
     def dtype(self, tier: str) -> np.dtype:
         """The numpy type of one tier's elements (L0C: the accumulator's)."""
@@ -127,13 +146,16 @@ def run_stream(
     trace: bool = False,
     timing_only: bool = False,
     image_checked: bool = False,
+    jobs: int = 1,
 ) -> RunResult:
     """Run a stream; `check=False` skips per-access checks, `serial=True` runs one at a time.
 
     `trace=True` records every instruction and alloc/free in `RunResult.trace` (for reports).
     `timing_only=True` times every instruction but computes no data (implies `check=False`;
     the outputs are then meaningless). `image_checked=True`: the caller checked `image`
-    against the stream's header (`load_image`, or the compile that wrote both).
+    against the stream's header (`load_image`, or the compile that wrote both). `jobs` > 1
+    lets a big checked run check in a forked worker while this process computes (`_split`):
+    the same result and the same first error.
     """
     if not image_checked:
         _check_image(stream, image, "image")
@@ -141,8 +163,49 @@ def run_stream(
     # (light ResNet-50, timing-only or checked), and full collections over the steps and
     # the stream's objects took a third of a timing-only run
     with progress.stage("interpret"), gc_paused():
+        if check and not timing_only and not trace and _splits(stream, jobs):
+            return _split(stream, image, inputs, serial)
         machine = _Machine(stream, check and not timing_only, serial, trace, timing_only)
         return machine.run(image, inputs)
+
+
+def _splits(stream: Stream, jobs: int) -> bool:
+    """Whether a checked run of `stream` checks in a forked worker (`_split`): a big stream,
+    no gather (the rows a gather's table read checks are the values of its indices, data the
+    worker does not compute), and `jobs` and the platform allowing a fork."""
+    lines = sum(len(core.lines) for core in stream.cores)
+    return (
+        lines >= SPLIT_STEPS
+        and forks(jobs, 2)
+        and not any(isinstance(line.instr, Gather) for core in stream.cores for line in core.lines)
+    )
+
+
+def _split(stream: Stream, image: bytes, inputs: dict[str, np.ndarray], serial: bool) -> RunResult:
+    """A checked run as two runs of the same steps in the same order: this process computes
+    the data without the checks, a forked worker checks without computing data.
+
+    NOTE: both runs take every step in the one order the clock gives (it depends on no data)
+    and both make the same liveness changes; each error is placed at the step that raised it
+    (`_Machine.at`) and the earlier one is raised, the worker's at the same step (a step's
+    checks come before its execution): the error a checked run in one process raises.
+    """
+
+    def part(checks: bool) -> tuple[RunResult | None, int, NpuccError | None]:
+        machine = _Machine(stream, checks, serial, False, False, compute=not checks)
+        try:
+            result = machine.run(image, inputs)
+        except NpuccError as exc:
+            return None, machine.at, exc
+        return (None if checks else result), machine.at, None
+
+    (result, at, error), (_, check_at, check_error) = fork_map(part, [False, True], 2, here=0)
+    if check_error is not None and (error is None or check_at <= at):
+        raise check_error
+    if error is not None:
+        raise error
+    assert result is not None
+    return result
 
 
 def load_image(cmd_path: str | os.PathLike[str], stream: Stream) -> bytes:
@@ -170,15 +233,18 @@ def _check_image(stream: Stream, image: bytes, name: str) -> None:
 class _Machine:
     """One run: the steps, the ready heap, and the state each concern keeps."""
 
-    __slots__ = ("stream", "check", "timing_only", "steps", "qhead", "heap", "timing",
-                 "memories", "races", "tally", "tracer")  # fmt: skip
+    __slots__ = ("stream", "check", "timing_only", "compute", "steps", "qhead", "heap",
+                 "timing", "memories", "races", "tally", "tracer", "at")  # fmt: skip
 
     def __init__(
-        self, stream: Stream, check: bool, serial: bool, trace: bool, timing_only: bool
-    ) -> None:
+        self, stream: Stream, check: bool, serial: bool, trace: bool, timing_only: bool,
+        compute: bool = True,
+    ) -> None:  # fmt: skip
         self.stream = stream
         self.check = check
         self.timing_only = timing_only
+        self.compute = compute and not timing_only  # whether instructions compute their data
+        self.at = 0  # the steps taken when an error is raised (1 + all of them: at the end)
         self.steps = Steps(stream, serial, timing_only)
         self.qhead = [0] * len(self.steps.qnames)  # index of each queue's next step
         self.heap: list[tuple[int, int, Step]] = []  # (start, or 0 when serial; rank; step)
@@ -207,20 +273,24 @@ class _Machine:
         every = progress.EVERY
         timing = self.timing
         with progress.task("interpret", len(steps)) as bar:
-            while self.heap:
-                _, _, step = heapq.heappop(self.heap)
-                start = timing.start(step)
-                self.memories.release_until(start)
-                executed += 1
-                if step.qid:
-                    finish = self._execute(step, start, views[step.core])
-                else:
-                    finish = self._event(step, start)
-                timing.done(step, finish)
-                if bar is not None and executed % every == 0:
-                    bar.update(executed)
+            try:
+                while self.heap:
+                    _, _, step = heapq.heappop(self.heap)
+                    start = timing.start(step)
+                    self.memories.release_until(start)
+                    executed += 1
+                    if step.qid:
+                        finish = self._execute(step, start, views[step.core])
+                    else:
+                        finish = self._event(step, start)
+                    timing.done(step, finish)
+                    if bar is not None and executed % every == 0:
+                        bar.update(executed)
+            finally:
+                self.at = executed
         if executed != len(steps):
             raise self._deadlock()
+        self.at = executed + 1
         tally = self.tally
         tally.close()
         return RunResult(
@@ -276,14 +346,14 @@ class _Machine:
         spill = isinstance(ins, Spill)
         if isinstance(ins, Spill):
             self._spill_residency(step, ins, finish)
-        if isinstance(ins, Gather) and not self.timing_only:
+        if isinstance(ins, Gather) and self.compute:
             self._gather_rows(step, ins, vc, view)
         if vc is not None:
             for acc in step.reads:
                 self._check(step, acc, vc, False, spill)
             for acc in step.writes:
                 self._check(step, acc, vc, True, spill, acc in step.reads)
-        if not self.timing_only:
+        if self.compute:
             self.memories.before_writes(step)
             EXEC[ins.opcode](view, ins)
         if races is not None:

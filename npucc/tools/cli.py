@@ -605,7 +605,7 @@ def _check_file(args: argparse.Namespace, options: CompileOptions, path: Path) -
     _write_summary(args, program)
     inputs = random_inputs(program.inputs, args.seed, onnx.load(path, load_external_data=False))
     release_memory()  # NOTE: what the compile freed goes back to the OS before the run
-    result = program.execute(inputs)
+    result = program.execute(inputs, jobs=options.jobs)
     # NOTE: the image is not needed after the run: it goes before onnxruntime loads the model
     # (VGG-19: 548 MB less at that stage), and so does what the run freed
     program = replace(program, image=b"")
