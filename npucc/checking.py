@@ -671,7 +671,10 @@ def reference_spread(
     return spread
 
 
-_ROUNDED = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.FLOAT16: np.float16}
+_ROUNDED: dict[int, type[np.floating]] = {
+    onnx.TensorProto.FLOAT: np.float32,
+    onnx.TensorProto.FLOAT16: np.float16,
+}
 
 
 def _round_node_values(model: onnx.ModelProto, seed: int) -> None:
