@@ -2,9 +2,7 @@
 (no build) gives the built module's timings and NoC prices, and the limits that keep their C
 longs from overflowing are enforced."""
 
-import importlib.util
 import random
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -19,6 +17,7 @@ from npucc.backend.estimate.profile import (
     timed_shape,
 )
 from npucc.ir.onchip import OnChip
+from tests.kernels import plain_source
 
 
 def _cases(count: int, seed: int) -> list[tuple[list[int], list, list, list[int]]]:
@@ -76,10 +75,7 @@ def _priced(cases: list[tuple]) -> list[tuple]:
 
 def test_the_source_as_plain_python_gives_the_same_timings(monkeypatch):
     # the module is valid Python: without its build (the extension module) it runs as it is
-    source = Path(profile_module.__file__).with_name("timing_kernel.py")
-    spec = importlib.util.spec_from_file_location("timing_kernel_py", source)
-    plain = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(plain)
+    plain = plain_source(timing_kernel)
     cases, copies = _cases(300, 5), _copies(200, 3)
     built = [core_timing(*case) for case in cases]
     priced = _priced(copies)

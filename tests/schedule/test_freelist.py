@@ -1,9 +1,7 @@
 """The scan kernel's tier space (scan_kernel.Space): its fits, take and give, release labels and
 coldest query against their definitions; the kernel's source run as plain Python (no build)."""
 
-import importlib.util
 import random
-from pathlib import Path
 
 import pytest
 
@@ -15,6 +13,7 @@ from npucc.backend.schedule.scan import LinearScan, Trail
 from npucc.backend.schedule.scan_kernel import Space
 from npucc.target.cost import TraceSpillModel
 from npucc.tools.dan_synthetic import synthetic_graph
+from tests.kernels import plain_source
 
 
 def up(x: int, al: int) -> int:
@@ -163,10 +162,7 @@ def _plans():
 
 def test_the_source_as_plain_python_gives_the_same_plans(monkeypatch):
     # the module is valid Python: without its build (the extension module) it runs as it is
-    source = Path(scan_kernel.__file__).with_name("scan_kernel.py")
-    spec = importlib.util.spec_from_file_location("scan_kernel_py", source)
-    plain = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(plain)
+    plain = plain_source(scan_kernel)
     built = _plans()
     monkeypatch.setattr(scan_module, "scan_kernel", plain)
     assert _plans() == built

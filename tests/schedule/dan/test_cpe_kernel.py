@@ -1,9 +1,6 @@
 """CPE's compiled kernel: its source run as plain Python (no build) gives the built module's
 list and budgeted orders, and times past 2^60 cycles are refused."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from npucc.backend.schedule.dan import cpe, cpe_kernel, headroom
@@ -13,6 +10,7 @@ from npucc.target.cost import TraceSpillModel
 from npucc.tools import dan_command as command
 from npucc.tools.dan_hard import HARD_WORKLOADS
 from npucc.tools.dan_synthetic import synthetic_graph
+from tests.kernels import plain_source
 from tests.schedule.tgraphs import build
 
 CAPS = dict(command.DEFAULT_CAPACITY)
@@ -39,10 +37,7 @@ def _orders(r):
 
 def test_the_source_as_plain_python_gives_the_same_orders(monkeypatch):
     # the module is valid Python: without its build (the extension module) it runs as it is
-    source = Path(cpe.__file__).with_name("cpe_kernel.py")
-    spec = importlib.util.spec_from_file_location("cpe_kernel_py", source)
-    plain = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(plain)
+    plain = plain_source(cpe_kernel)
     replays = []
     for g in (synthetic_graph(1500, seed=4), HARD_WORKLOADS["HardConv_Case0"]()):
         replays.append(schedule_graph(g, "dan-dlr", CAPS, MODEL)[1])

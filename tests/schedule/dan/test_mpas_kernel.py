@@ -1,20 +1,18 @@
 """MPAS's compiled kernel: its heaps, its sort, the key bits, the stuck error, and its source run
 as plain Python (no build)."""
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 import npucc
 from npucc.backend.schedule.dan import mpas as mpas_module
-from npucc.backend.schedule.dan import pipeline
+from npucc.backend.schedule.dan import mpas_kernel, pipeline
 from npucc.backend.schedule.dan.mpas import mpas, prepare
 from npucc.backend.schedule.dan.mpas_kernel import _sort
 from npucc.errors import NpuccError
 from npucc.tools.dan_hard import HARD_WORKLOADS
 from npucc.tools.dan_synthetic import synthetic_graph
+from tests.kernels import plain_source
 from tests.schedule.tgraphs import build
 
 MODES = [(m, s) for m in ("full", "memory", "critical") for s in (True, False)]
@@ -46,10 +44,7 @@ def test_full_heaps_drop_stale_keys_and_keep_the_order(make, monkeypatch):
 
 def test_the_source_as_plain_python_gives_the_same_orders(monkeypatch):
     # the module is valid Python: without its build (the extension module) it runs as it is
-    source = Path(mpas_module.__file__).with_name("mpas_kernel.py")
-    spec = importlib.util.spec_from_file_location("mpas_kernel_py", source)
-    plain = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(plain)
+    plain = plain_source(mpas_kernel)
     g = synthetic_graph(1500, seed=1, group=3)
     built = _runs(g)
     monkeypatch.setattr(mpas_module, "mpas_kernel", plain)
@@ -59,8 +54,6 @@ def test_the_source_as_plain_python_gives_the_same_orders(monkeypatch):
 def test_the_installed_kernel_is_the_built_one():
     # NOTE: an install builds it (setup.py); the source alone runs ~4.5x slower than main's
     # Python loop did, with the same orders, so a missing build would show only as time
-    from npucc.backend.schedule.dan import mpas_kernel
-
     assert not mpas_kernel.__file__.endswith(".py"), f"{mpas_kernel.__file__}: not built"
 
 
