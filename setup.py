@@ -10,6 +10,7 @@ KERNELS = [
     "npucc/backend/schedule/dan/cpe_kernel.py",
     "npucc/backend/schedule/scan_kernel.py",
     "npucc/backend/estimate/timing_kernel.py",
+    "npucc/codegen/flags_kernel.py",
 ]
 
 setup(ext_modules=cythonize(KERNELS, language_level=3))

@@ -12,9 +12,13 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any, ClassVar
 
+import numpy as np
+
 from npucc import progress
+from npucc.codegen import flags_kernel
 from npucc.codegen.ddr_layout import DdrLayout, build_image, layout_ddr
 from npucc.codegen.debug_map import debug_map, host_segments
 from npucc.ir.dtypes import host_dtype
@@ -42,7 +46,8 @@ from npucc.ir.tiled import TileGraph
 from npucc.passes import CompileContext, IRType, Pass
 from npucc.target import DTYPE_BYTES, Target
 
-_QUEUE_INDEX = {p: i for i, p in enumerate(PIPES)}
+# a node's queue: its pipe's index in PIPES, -1 for a ctrl node (no pipe)
+_QUEUE_INDEX: dict[str | None, int] = {None: -1} | {p: i for i, p in enumerate(PIPES)}
 
 
 @dataclass(slots=True)
@@ -59,79 +64,28 @@ def _queue(node_pipe: str | None) -> str:
 
 
 def plan_flags(replay: Replay, first_flag: int = 0) -> Flags:
-    """One flag per cross-queue edge that pipe order and earlier flags do not already imply.
-
-    Each node carries a vector of the latest position of every pipe known to have finished
-    before it; an edge from pipe q's k-th node is implied when that entry is already >= k.
-    """
-    nodes = replay.nodes
-    total = len(nodes)
+    """One flag per cross-queue edge that pipe order and earlier flags do not already imply
+    (the rule's home: npucc.codegen.flags_kernel)."""
     preds = replay.preds  # the augmented graph's: original, spill and address-reuse edges
-    width = len(PIPES)
-    queue = [-1 if node.pipe is None else _QUEUE_INDEX[node.pipe] for node in nodes]
-    names = [_queue(p) for p in PIPES] + [_queue(None)]  # by queue index (-1: ctrl)
-    known: list[list[int]] = [[]] * total
-    seq = [0] * total
-    last_on_pipe = [-1] * width
-    zeros = [0] * width
-    count = first_flag
-    sets: dict[int, list[str]] = {}
-    waits: dict[int, list[str]] = {}
-    position = replay.position
-    # `format_flag(names[uq], names[q], n)` is prefix[uq][q] + n (queue index -1: ctrl)
+    total = len(preds)
+    queue = np.fromiter(map(_QUEUE_INDEX.__getitem__, replay.pipes), np.int64, total)
+    counts = np.fromiter(map(len, preds), np.int64, total)
+    offsets = np.zeros(total + 1, np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    sources = np.fromiter(chain.from_iterable(preds), np.int64, int(offsets[-1]))
+    names = [_queue(p) for p in PIPES] + [_queue(None)]  # by queue index (-1, the last: ctrl)
+    # `format_flag(names[uq], names[q], n)` is prefix[uq][q] + n
     prefix = [[format_flag(src, dst, 0)[:-1] for dst in names] for src in names]
-    # NOTE: a vector in `known` is never changed in place once stored: a node without flags
-    # shares its pipe predecessor's until it sets its own entry (a copy), a ctrl node's may
-    # be `zeros` itself
-    for v in replay.order:
-        q = queue[v]
-        if q >= 0:
-            prev = last_on_pipe[q]
-            base = known[prev] if prev >= 0 else zeros
-            mine = seq[v] = base[q] + 1
-        else:
-            base = zeros
-        near = preds[v]
-        # NOTE: positions are distinct: latest first, whatever the edge order (two, the most
-        # common case after one, compared without a set and a sort)
-        if len(near) == 2:
-            a, b = near
-            if a == b:
-                near = (a,)
-            elif position[a] < position[b]:
-                near = (b, a)
-        elif len(near) > 2:
-            near = sorted(set(near), key=position.__getitem__, reverse=True)
-        fresh = False  # whether `base` is this node's own list
-        for u in near:
-            uq = queue[u]
-            if uq >= 0 and base[uq] >= seq[u]:
-                continue
-            count += 1
-            item = prefix[uq][q] + str(count)
-            if u in sets:
-                sets[u].append(item)
-            else:
-                sets[u] = [item]
-            if v in waits:
-                waits[v].append(item)
-            else:
-                waits[v] = [item]
-            # NOTE: entries are >= 0, so `zeros` merged with a vector is that vector: shared,
-            # not copied (a ctrl node's first flag; `fresh` stays False, a pipe node copies it)
-            theirs = known[u]
-            if base is zeros:
-                base = theirs
-            elif theirs is not zeros:
-                # (a comprehension: `list(map(max, ...))` takes twice as long)
-                base = [b if b >= k else k for b, k in zip(base, theirs, strict=True)]
-                fresh = True
-        if q >= 0:
-            if not fresh:
-                base = base[:]
-            base[q] = mine
-            last_on_pipe[q] = v
-        known[v] = base
+    waits, sets, count = flags_kernel.flag_edges(
+        np.asarray(replay.order, np.int64),
+        queue,
+        np.asarray(replay.position, np.int64),
+        offsets,
+        sources,
+        len(PIPES),
+        prefix,
+        first_flag,
+    )
     return Flags(waits, sets, count)
 
 
