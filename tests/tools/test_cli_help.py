@@ -114,6 +114,29 @@ def test_help_starts_fast():
     assert time.perf_counter() - start < 20  # generous: the machine is shared
 
 
+def test_a_command_builds_only_its_own_parser():
+    """`npucc run` and `npucc ir` import neither onnx, the compiler nor the other commands'
+    modules (`_sub_parser(command)`); every command's parser is the one of the full set."""
+    code = (
+        "import sys\n"
+        "from npucc.tools.cli import main\n"
+        "for argv in (['run', '--help'], ['ir', '--help']):\n"
+        "    try: main(argv)\n"
+        "    except SystemExit: pass\n"
+        "heavy = ('onnx', 'npucc.compiler', 'npucc.backend.schedule.registry',\n"
+        "         'npucc.tools.conformance', 'npucc.tools.bench_dan')\n"
+        "print([m for m in heavy if m in sys.modules], file=sys.stderr)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stderr.strip() == "[]"
+    every = next(a for a in _sub_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for name in COMMANDS:
+        sub = _sub_parser(name)
+        only = next(a for a in sub._actions if isinstance(a, argparse._SubParsersAction))
+        assert name in only.choices
+        assert only.choices[name].format_help() == every.choices[name].format_help()
+
+
 def test_inspect_reads_a_model_with_the_compile_options():
     """--batch, --input-shape and --fallback are one definition (cli_parsing.add_model_options)."""
     sub = next(a for a in _sub_parser()._actions if isinstance(a, argparse._SubParsersAction))
