@@ -68,6 +68,7 @@ def plan_flags(replay: Replay, first_flag: int = 0) -> Flags:
     (the rule's home: npucc.codegen.flags_kernel)."""
     preds = replay.preds  # the augmented graph's: original, spill and address-reuse edges
     total = len(preds)
+    # NOTE: `replay.pipes[v]` is `replay.nodes[v].pipe` (spill nodes' included), one list
     queue = np.fromiter(map(_QUEUE_INDEX.__getitem__, replay.pipes), np.int64, total)
     counts = np.fromiter(map(len, preds), np.int64, total)
     offsets = np.zeros(total + 1, np.int64)
