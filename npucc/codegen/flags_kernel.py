@@ -10,7 +10,8 @@ it (its `known` row); an edge from pipe q's k-th node is implied when that entry
 waits for merges the setter's row in (entrywise max). The module is valid Python too: built
 (`cythonize -i -3` on this file, or the package's build, setup.py) Python imports the extension
 module next to it; without one it runs as it is (slower, the same flags). The predecessors come
-as CSR arrays: `pred_off`/`pred_idx` the sources of each node's edges.
+as CSR arrays: `pred_off`/`pred_idx` the sources of each node's edges, which `latest_first`
+sorts (numpy: no node's many sources sorted one by one).
 """
 
 import cython
@@ -19,6 +20,24 @@ import numpy as np
 I64 = cython.typedef(cython.longlong)
 Py = cython.typedef(cython.Py_ssize_t)
 I64s = cython.typedef(cython.longlong[:])
+
+
+@cython.wraparound(True)  # numpy's slices below count from the end
+def latest_first(position, pred_off, pred_idx) -> tuple:
+    """The CSR sources of each node (`pred_off`/`pred_idx`) latest first by `position`, each
+    once: (offsets, sources), sorted in O(E log E) whatever a node's number of sources.
+
+    NOTE: positions are distinct (one per node of the order), so the order is the only one."""
+    off = np.asarray(pred_off, np.int64)
+    src = np.asarray(pred_idx, np.int64)
+    owner = np.repeat(np.arange(len(off) - 1, dtype=np.int64), np.diff(off))
+    ranked = np.lexsort((-np.asarray(position, np.int64)[src], owner))
+    owner, src = owner[ranked], src[ranked]
+    keep = np.ones(len(src), bool)
+    keep[1:] = (src[1:] != src[:-1]) | (owner[1:] != owner[:-1])
+    offsets = np.zeros(len(off), np.int64)
+    np.cumsum(np.bincount(owner[keep], minlength=len(off) - 1), out=offsets[1:])
+    return offsets, np.ascontiguousarray(src[keep])
 
 
 @cython.ccall
@@ -37,8 +56,8 @@ def flag_edges(
     texts it waits for / sets, `prefix[src queue][dst queue] + str(number)` (index -1: ctrl)
     numbered from `first_flag` + 1, and the last number used.
 
-    NOTE: a node's sources are taken latest first (by `position`, each once): the numbering
-    follows that order.
+    NOTE: a node's sources are taken latest first (by `position`, each once, `latest_first`):
+    the numbering follows that order.
     """
     total: Py = queue.shape[0]
     known_a = np.zeros(max(total, 1) * width, np.int64)
@@ -47,20 +66,15 @@ def flag_edges(
     seq: I64s = seq_a
     last_a = np.full(max(width, 1), -1, np.int64)
     last_on_pipe: I64s = last_a
-    most = 0
-    for v in range(total):
-        if pred_off[v + 1] - pred_off[v] > most:
-            most = pred_off[v + 1] - pred_off[v]
-    near_a = np.zeros(max(most, 1), np.int64)
-    near: I64s = near_a
+    sorted_off, sorted_idx = latest_first(position, pred_off, pred_idx)
+    sources_off: I64s = sorted_off
+    sources: I64s = sorted_idx
     waits: dict = {}
     sets: dict = {}
     count: Py = first_flag
     i: Py
     j: Py
     k: Py
-    m: Py
-    n: Py
     v: Py
     u: Py
     q: Py
@@ -80,21 +94,8 @@ def flag_edges(
                     known[row + k] = known[prev * width + k]
             mine = known[row + q] + 1
             seq[v] = mine
-        # the sources, latest first, each once (insertion sort: a node has a few)
-        n = 0
-        for j in range(pred_off[v], pred_off[v + 1]):
-            u = pred_idx[j]
-            m = n
-            while m > 0 and position[near[m - 1]] < position[u]:
-                m -= 1
-            if m > 0 and near[m - 1] == u:
-                continue
-            for k in range(n, m, -1):
-                near[k] = near[k - 1]
-            near[m] = u
-            n += 1
-        for j in range(n):
-            u = near[j]
+        for j in range(sources_off[v], sources_off[v + 1]):
+            u = sources[j]
             uq = queue[u]
             if uq >= 0 and known[row + uq] >= seq[u]:
                 continue
