@@ -183,9 +183,14 @@ def schedule_runs(
     spans: tuple
     span: tuple
     writers: tuple
+    srcs: tuple
+    timings: tuple
+    tails: tuple
     pair: tuple
     data: tuple
     releases: list
+    done: object
+    loads: object
     a: Py
     b: Py
     c: Py
@@ -208,6 +213,8 @@ def schedule_runs(
         cost = run[0]
         spans = run[1]
         data = run[3]
+        srcs = run[4]
+        timings = cost[0]
         lead_held = cost[3]
         rest_held = cost[4]
         after = cost[5]
@@ -226,7 +233,7 @@ def schedule_runs(
         if first:
             raise ValueError("a run on no cores")
         releases = [loaded]  # by release class
-        for writers in run[4]:
+        for writers in srcs:
             release = barrier
             for pair in writers:
                 k = pair[0]
@@ -237,10 +244,11 @@ def schedule_runs(
             releases.append(release)
         end = -1
         tail = 0
-        for timing in cost[0]:
+        for timing in timings:
             begin = -1  # the earliest release of its classes (barrier if it has none)
             t_end = 0  # the latest release + tail
-            for pair in timing.tails:
+            tails = timing.tails
+            for pair in tails:
                 c = pair[0]
                 r = releases[c]
                 if begin < 0 or r < begin:
@@ -270,10 +278,12 @@ def schedule_runs(
             if t > end:  # its bytes came late through the channel
                 end = t
                 tail = after
-        t = end - tail
+        # NOTE: each boxed once, shared by the cores it is set on
+        done = end
+        loads = end - tail
         for span in spans:
             for c in range(span[0], span[1]):
-                core_free[c] = end
-                mte2_free[c] = t
-        ends.append(end)
+                core_free[c] = done
+                mte2_free[c] = loads
+        ends.append(done)
     return channel
