@@ -146,6 +146,7 @@ class ExecCostModel:
     _views: set[int] = field(default_factory=set)  # the view layers (no run of their own)
     # per layer, its run's position in an unsplit plan's runs (its number among the non-views)
     _run_of: list[int] = field(default_factory=list)
+    _whole_parts: list[Part] = field(default_factory=list)  # every layer whole, graph order
     _base: dict[tuple, _Base] = field(default_factory=dict)  # `_base_run` by (layer, n, rect)
     # the same: its run's energy and `channel_bound`
     _base_ddr: dict[tuple, tuple[float, int]] = field(default_factory=dict)
@@ -175,6 +176,7 @@ class ExecCostModel:
                 self._views.add(index)
                 self._key[layer.outputs[0]] = self._key.get(layer.inputs[0], layer.inputs[0])
         self._tenants = Tenants(self._origin, self._data, self._whole)
+        self._whole_parts = [Part(index) for index in range(len(self.graph.layers))]
 
     def _past_views(self, producer: int | None) -> int | None:
         """The layer that wrote the data `producer` writes (a view's: its input's writer)."""
@@ -250,7 +252,10 @@ class ExecCostModel:
     def best_edp(self, steps: tuple[Step, ...]) -> float:
         """EDP of a complete plan: the lowest of keeping on chip all it can, all but the staged
         weights, and nothing."""
-        parts = loop_parts(self.graph, steps, self.splits)
+        # NOTE: no step split, graph order (`loop_parts`): an unsplit plan's pricing never
+        # reads its parts' loop numbers (they name a split loop's staged constants only)
+        nosplit = all(step.nsub == 1 for step in steps)
+        parts = self._whole_parts if nosplit else loop_parts(self.graph, steps, self.splits)
         # NOTE: with every tensor through DDR only a split loop's weights may stay on chip
         split = any(p.parts > 1 for p in parts)
         if not split:  # nothing staged: all it can on chip, and nothing
@@ -364,12 +369,7 @@ class ExecCostModel:
             if self._producer[key] >= depth:
                 break
             tensors += 1
-        items = 0
-        for item in trace.priced:
-            if isinstance(item, LayerRun) or item[0].layer >= depth:
-                break
-            items += 1
-        return tensors, items
+        return tensors, self._run_of[depth]  # NOTE: a run per non-view layer, in graph order
 
     def refine_offchip(self, steps: tuple[Step, ...]) -> frozenset[str]:
         """Tensors to send through DDR although they could stay on chip (NoC copies save
