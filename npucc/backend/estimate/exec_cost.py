@@ -308,8 +308,9 @@ class ExecCostModel:
         for step in steps:
             for group in step.groups:
                 r = group.rect
+                key = (r.x, r.y, r.w, r.h)  # NOTE: one tuple a group (the trie compares it)
                 for index in group.layers:
-                    keys[index] = (r.x, r.y, r.w, r.h)
+                    keys[index] = key
         for index in self._views:
             keys[index] = None
         layers = self.graph.layers
