@@ -1,6 +1,6 @@
 """The estimate's kernels (npucc.backend.estimate.timing_kernel): their source run as plain Python
-(no build) gives the built module's timings and NoC prices, and the limits that keep their C
-longs from overflowing are enforced."""
+(no build) gives the built module's timings, NoC prices and list schedules, and the limits that
+keep their C longs from overflowing are enforced."""
 
 import random
 from types import SimpleNamespace
@@ -9,6 +9,7 @@ import pytest
 
 from npucc.backend.estimate import profile as profile_module
 from npucc.backend.estimate import timing_kernel
+from npucc.backend.estimate.list_schedule import LayerRun, LayerTiming, RunCost, core_spans
 from npucc.backend.estimate.profile import (
     MTE2,
     copy_rows,
@@ -71,6 +72,70 @@ def _priced(cases: list[tuple]) -> list[tuple]:
         )
         out.append((over.tolist(), *rest))
     return out
+
+
+def _runs(count: int, seed: int) -> list[tuple[list[LayerRun], int]]:
+    """Random layer runs on 16 cores (inputs written by earlier runs or READY, flags, classes,
+    stagings with no input), each batch with the list schedule's start channel."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        runs = []
+        for i in range(rng.randint(1, 12)):
+            srcs = tuple(
+                tuple((rng.randint(0, i), rng.randrange(40)) for _ in range(rng.randint(0, 3)))
+                for _ in range(rng.randint(0, 3))
+            )
+            classes = range(len(srcs) + 1)
+            timings = tuple(
+                LayerTiming(
+                    rng.randrange(1 << rng.choice([4, 30])), rng.randrange(50),
+                    tuple(
+                        (c, rng.randrange(1 << 20))
+                        for c in sorted(rng.sample(classes, rng.randint(0, len(classes))))
+                    ),
+                )
+                for _ in range(rng.randint(1, 3))
+            )  # fmt: skip
+            data = tuple(sorted(rng.sample(range(1, len(srcs) + 1), rng.randint(0, len(srcs)))))
+            held = (rng.choice([0, rng.randrange(500)]), rng.choice([0, rng.randrange(500)]))
+            cost = RunCost(timings, 1.0, 8, *held, rng.randrange(90))
+            cores = tuple(rng.sample(range(16), rng.randint(1, 16)))
+            runs.append(LayerRun(cost, core_spans(cores), (0, 0, 3, 3), data, srcs, i))
+        out.append((runs, rng.randrange(100)))
+    return out
+
+
+def _scheduled(kernel, cases: list, shared: bool) -> list[tuple]:
+    """`schedule_runs` of each case from the start: its ends, cores' and channel's times."""
+    out = []
+    for runs, channel in cases:
+        ends, core_free, mte2_free = [0], [0] * 16, [0] * 16
+        channel = kernel.schedule_runs(runs, ends, core_free, mte2_free, channel, shared)
+        out.append((ends, core_free, mte2_free, channel))
+    return out
+
+
+def test_the_source_as_plain_python_gives_the_same_list_schedules():
+    plain = plain_source(timing_kernel)
+    cases = _runs(300, 11)
+    for shared in (True, False):
+        built = _scheduled(timing_kernel, cases, shared)
+        assert _scheduled(plain, cases, shared) == built
+        assert len({e[-1] for e, *_ in built}) > 100  # the cases are not alike
+    with pytest.raises(ValueError):  # a run on no cores
+        timing_kernel.schedule_runs([cases[0][0][0]._replace(spans=())], [0], [0], [0], 0, True)
+
+
+def test_a_list_schedule_past_a_c_long_is_refused():
+    run = LayerRun(
+        RunCost((LayerTiming(5, 0, ((1, 3),)),), 1.0, 8, 0, 0, 0), ((0, 1),), (0, 0, 0, 0),
+        (1,), (((0, 7),),), 0,
+    )  # fmt: skip
+    assert timing_kernel.schedule_runs([run], [0], [(1 << 62) - 9], [0], 0, True) == 0
+    for late in ([(1 << 63) - 2], [0]), ([0], [1 << 63]):
+        with pytest.raises(OverflowError):  # past a C long: refused, not wrapped
+            timing_kernel.schedule_runs([run], [0], *late, 0, True)
 
 
 def test_the_source_as_plain_python_gives_the_same_timings(monkeypatch):

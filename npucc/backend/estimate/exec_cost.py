@@ -144,6 +144,9 @@ class ExecCostModel:
     _home_ids: dict[int, tuple[tuple, int]] = field(default_factory=dict)
     _home_numbers: dict[tuple, int] = field(default_factory=dict)
     _views: set[int] = field(default_factory=set)  # the view layers (no run of their own)
+    # per layer, its run's position in an unsplit plan's runs (its number among the non-views)
+    _run_of: list[int] = field(default_factory=list)
+    _whole_parts: list[Part] = field(default_factory=list)  # every layer whole, graph order
     _base: dict[tuple, _Base] = field(default_factory=dict)  # `_base_run` by (layer, n, rect)
     # the same: its run's energy and `channel_bound`
     _base_ddr: dict[tuple, tuple[float, int]] = field(default_factory=dict)
@@ -168,10 +171,12 @@ class ExecCostModel:
             )
             for t in layer.outputs:
                 producer[t] = index
+            self._run_of.append(index - len(self._views))
             if layer.op in VIEW_OPS:
                 self._views.add(index)
                 self._key[layer.outputs[0]] = self._key.get(layer.inputs[0], layer.inputs[0])
         self._tenants = Tenants(self._origin, self._data, self._whole)
+        self._whole_parts = [Part(index) for index in range(len(self.graph.layers))]
 
     def _past_views(self, producer: int | None) -> int | None:
         """The layer that wrote the data `producer` writes (a view's: its input's writer)."""
@@ -247,7 +252,10 @@ class ExecCostModel:
     def best_edp(self, steps: tuple[Step, ...]) -> float:
         """EDP of a complete plan: the lowest of keeping on chip all it can, all but the staged
         weights, and nothing."""
-        parts = loop_parts(self.graph, steps, self.splits)
+        # NOTE: no step split, graph order (`loop_parts`): an unsplit plan's pricing never
+        # reads its parts' loop numbers (they name a split loop's staged constants only)
+        nosplit = all(step.nsub == 1 for step in steps)
+        parts = self._whole_parts if nosplit else loop_parts(self.graph, steps, self.splits)
         # NOTE: with every tensor through DDR only a split loop's weights may stay on chip
         split = any(p.parts > 1 for p in parts)
         if not split:  # nothing staged: all it can on chip, and nothing
@@ -290,13 +298,6 @@ class ExecCostModel:
             return math.inf
         return self._timed(energy, self._linked(priced, onchip)).edp
 
-    def _unsplit_edp(
-        self, steps: tuple[Step, ...], parts: list[Part], offchip: frozenset[str] = frozenset()
-    ) -> float:
-        """`_edp` of an unsplit plan (its `loop_parts`: graph order) keeping on chip all it can
-        but `offchip` (`_unsplit_trace`'s EDP)."""
-        return self._unsplit_trace(steps, parts, offchip).edp
-
     def _unsplit_trace(
         self, steps: tuple[Step, ...], parts: list[Part], offchip: frozenset[str] = frozenset()
     ) -> Trace:
@@ -307,8 +308,9 @@ class ExecCostModel:
         for step in steps:
             for group in step.groups:
                 r = group.rect
+                key = (r.x, r.y, r.w, r.h)  # NOTE: one tuple a group (the trie compares it)
                 for index in group.layers:
-                    keys[index] = (r.x, r.y, r.w, r.h)
+                    keys[index] = key
         for index in self._views:
             keys[index] = None
         layers = self.graph.layers
@@ -350,8 +352,8 @@ class ExecCostModel:
             ddr_energy += bound[0]
             held += bound[1]
             ddr.append((ddr_energy, held))
-        runs = self._linked(
-            priced, kept, trace.runs[:items] if trace is not None else None,
+        runs = self._unsplit_linked(
+            priced, trace.runs[:items] if trace is not None else [],
             self._tenants.waits(placed, kept, tensors),
         )  # fmt: skip
         latency, timelines = extend(self.target, runs, items, timeline(self.target, trace, items))
@@ -368,12 +370,7 @@ class ExecCostModel:
             if self._producer[key] >= depth:
                 break
             tensors += 1
-        items = 0
-        for item in trace.priced:
-            if isinstance(item, LayerRun) or item[0].layer >= depth:
-                break
-            items += 1
-        return tensors, items
+        return tensors, self._run_of[depth]  # NOTE: a run per non-view layer, in graph order
 
     def refine_offchip(self, steps: tuple[Step, ...]) -> frozenset[str]:
         """Tensors to send through DDR although they could stay on chip (NoC copies save
@@ -388,7 +385,7 @@ class ExecCostModel:
             when it is not below `beat`: either way not chosen)."""
             if split:
                 return self._edp(steps, parts, self.onchip(steps, offchip, parts), beat)
-            return self._unsplit_edp(steps, parts, offchip)  # NOTE: shares the trial's prefix
+            return self._unsplit_trace(steps, parts, offchip).edp  # NOTE: shares the prefix
 
         candidates = list(self.onchip(steps, frozenset(), parts))
         offchip: frozenset[str] = frozenset()
@@ -596,8 +593,9 @@ class ExecCostModel:
         return self._cost(steps, parts, self.onchip(steps, offchip, parts))
 
     def _cost(self, steps: tuple[Step, ...], parts: list[Part], onchip: dict[str, OnChip]) -> Cost:
-        """`evaluate` given the plan's `loop_parts` and what it keeps on chip."""
-        runs = self._runs(steps, parts, onchip)
+        """`evaluate` given the plan's `loop_parts` and what it keeps on chip: how each layer
+        (each part of a split one) runs, in lowering order, list-scheduled."""
+        runs = self._linked(self._priced(steps, parts, onchip), onchip)
         return self._timed(sum(run.cost.energy for run in runs), runs)
 
     def _timed(self, energy: float, runs: list[LayerRun]) -> Cost:
@@ -605,14 +603,6 @@ class ExecCostModel:
         ddr = sum(run.cost.ddr for run in runs)
         latency = schedule(self.target, runs)
         return Cost(energy_pj=energy, latency_cycles=float(latency), dram_bytes=float(ddr))
-
-    def _runs(
-        self, steps: tuple[Step, ...], parts: list[Part], onchip: dict[str, OnChip]
-    ) -> list[LayerRun]:
-        """How each layer (each part of a split one) runs under the plan (its `loop_parts`,
-        keeping `onchip` on chip), in lowering order; views are none (a reader waits for the
-        layer that wrote the data)."""
-        return self._linked(self._priced(steps, parts, onchip), onchip)
 
     def _priced(
         self,
@@ -651,28 +641,16 @@ class ExecCostModel:
         return out
 
     def _linked(
-        self,
-        priced: list[LayerRun | tuple[Part, _Base]],
-        onchip: dict[str, OnChip],
-        done: list[LayerRun] | None = None,
-        unsplit: dict[int, set[int]] | None = None,
+        self, priced: list[LayerRun | tuple[Part, _Base]], onchip: dict[str, OnChip]
     ) -> list[LayerRun]:
         """The runs of `_priced` (keeping `onchip` on chip), each input linked to the runs
-        writing it and to those its on-chip writes wait for (`Gates`), with their flags;
-        `done`: those of its first items, already linked (extended in place); `unsplit`: of an
-        unsplit plan, the layers each layer's writes wait for (`Tenants.waits`), if known."""
-        runs: list[LayerRun] = [] if done is None else done
+        writing it and to those its on-chip writes wait for (`Gates`), with their flags."""
+        runs: list[LayerRun] = []
         runs_of: dict[int, list[int]] = {}  # layer -> its runs so far, part by part
         parts_of: dict[int, int] = {}  # layer -> how many parts it runs in
-        gates = Gates(onchip, self.target.elem_bytes) if onchip and unsplit is None else None
-        for k, item in enumerate(priced[: len(runs)]):
-            if not isinstance(item, LayerRun):
-                runs_of.setdefault(item[0].layer, []).append(k)
-                parts_of[item[0].layer] = item[0].parts
-                if gates is not None:
-                    self._gated(gates, k, item[0])
+        gates = Gates(onchip, self.target.elem_bytes) if onchip else None
         flags, origin, data = self._flags, self._origin, self._data
-        for item in priced[len(runs) :]:
+        for item in priced:
             if isinstance(item, LayerRun):  # a staging: read by none
                 runs.append(item)
                 continue
@@ -691,35 +669,56 @@ class ExecCostModel:
                     ks = (runs_of[src][0],)
                 else:
                     ks = covering(runs_of[src], parts_of[src], p.part, n)
-                flagged = []
-                for k in ks or (-1,):
-                    fp = READY_AT if k < 0 else runs[k].at
-                    flag = row.get(fp)
-                    if flag is None:
-                        far = farthest(READY if k < 0 else runs[k].box, first)
-                        flag = row[fp] = sync_cycles(self.target, far, first)
-                    flagged.append((k + 1, flag))
-                srcs.append(tuple(flagged))
+                srcs.append(tuple([(k + 1, self._flag(row, runs, k, first)) for k in ks or (-1,)]))
             if gates is not None:
-                waits = sorted(self._gated(gates, len(runs), p))
-            else:  # NOTE: unsplit, a layer's one run is its last
-                got = unsplit.get(index) if unsplit else None
-                waits = sorted([runs_of[j][-1] for j in got]) if got else []
-            if waits:  # NOTE: each data input's release waits for the run's gates
-                gated = []
-                for k in waits:
-                    flag = row.get(runs[k].at)
-                    if flag is None:
-                        flag = row[runs[k].at] = sync_cycles(
-                            self.target, farthest(runs[k].box, first), first
-                        )
-                    gated.append((k + 1, flag))
-                for c in data[index]:
-                    srcs[c - 1] += tuple(gated)
+                self._gate(row, runs, sorted(self._gated(gates, len(runs), p)), first, srcs, index)
             runs_of.setdefault(index, []).append(len(runs))
             parts_of[index] = n
             runs.append(LayerRun(cost, spans, box, data[index], tuple(srcs), at))
         return runs
+
+    def _unsplit_linked(self, priced: list, done: list[LayerRun], waits: dict) -> list[LayerRun]:
+        """`_linked` of an unsplit plan (its `_priced`: a run per non-view layer, in graph
+        order), its runs `done` already linked (extended in place); `waits`: the layers each
+        layer's writes wait for (`Tenants.waits`).
+
+        NOTE: a layer's one run is its last, at its number among the non-views (`_run_of`)."""
+        flags, origin, data, run_of = self._flags, self._origin, self._data, self._run_of
+        for item in priced[len(done) :]:
+            p, (cost, spans, first, box, at) = item
+            index = p.layer
+            row = flags.get(at)
+            if row is None:
+                row = flags[at] = {}
+            srcs = []
+            for src in origin[index]:
+                k = -1 if src is None else run_of[src]
+                srcs.append(((k + 1, self._flag(row, done, k, first)),))
+            got = waits.get(index)
+            if got:
+                self._gate(row, done, sorted([run_of[j] for j in got]), first, srcs, index)
+            done.append(LayerRun(cost, spans, box, data[index], tuple(srcs), at))
+        return done
+
+    def _flag(self, row: dict[int, int], runs: list[LayerRun], k: int, first: tuple) -> int:
+        """The cycles of run k's closing flag (k < 0: READY's) to core `first`, by the footprint
+        id of run k in `row` (the reader's: `_flags`)."""
+        fp = READY_AT if k < 0 else runs[k].at
+        flag = row.get(fp)
+        if flag is None:
+            far = farthest(READY if k < 0 else runs[k].box, first)
+            flag = row[fp] = sync_cycles(self.target, far, first)
+        return flag
+
+    def _gate(
+        self, row: dict, runs: list[LayerRun], waits: list, first: tuple, srcs: list, index: int
+    ) -> None:
+        """Each data input of layer `index` (its `srcs`) waits for the runs `waits` too, with
+        their flags (its writes' gates hold its data inputs' release)."""
+        if waits:
+            gated = tuple([(k + 1, self._flag(row, runs, k, first)) for k in waits])
+            for c in self._data[index]:
+                srcs[c - 1] += gated
 
     def _gated(self, gates: Gates, run: int, p: Part) -> set[int]:
         """The runs the on-chip writes of run `run` (part `p`) wait for (`Gates.gate`)."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
+from npucc.backend.estimate.timing_kernel import schedule_runs
 from npucc.backend.lower.subbatch import Part
 from npucc.ir.plan import Rect
 from npucc.target import Target
@@ -89,67 +90,13 @@ class Timeline:
 
 def schedule(target: Target, runs: list[LayerRun], at: Timeline | None = None) -> int:
     """The latency of one list schedule of the layer runs in lowering order, continued from
-    `at` (which it then extends to after them) if given, else from the start."""
+    `at` (which it then extends to after them) if given, else from the start (the rules:
+    `timing_kernel.schedule_runs`)."""
     if at is None:
         at = Timeline.start(target.cores)
-    ends, core_free, mte2_free, channel = at.ends, at.core_free, at.mte2_free, at.channel
     shared = DdrChannel(target).shared
-    # NOTE: a run unpacked at once and a one-core span indexed, not sliced (the search lists
-    # schedules of some 60 runs each over 10,000 times)
-    for cost, spans, _, data, srcs, _ in runs:
-        timings, _, _, lead_held, rest_held, after = cost
-        if len(spans) == 1:
-            a, b = spans[0]
-            if b - a == 1:
-                barrier, loaded = core_free[a], mte2_free[a]
-            else:
-                barrier, loaded = max(core_free[a:b]), max(mte2_free[a:b])
-        else:
-            barrier = max([max(core_free[a:b]) for a, b in spans])
-            loaded = max([max(mte2_free[a:b]) for a, b in spans])
-        releases = [loaded]  # by release class
-        for writers in srcs:
-            release = barrier
-            for k, flag in writers:
-                t = ends[k] + flag
-                if t > release:
-                    release = t
-            releases.append(release)
-        end, tail = -1, 0
-        for timing in timings:
-            begin = -1  # the earliest release of its classes (barrier if it has none)
-            t_end = 0  # the latest release + tail
-            for c, t in timing.tails:
-                r = releases[c]
-                if begin < 0 or r < begin:
-                    begin = r
-                if r + t > t_end:
-                    t_end = r + t
-            t = (barrier if begin < 0 else begin) + timing.cold
-            if t > t_end:
-                t_end = t
-            if t_end > end:
-                end, tail = t_end, timing.mte2_tail
-        if shared:
-            if lead_held:
-                channel = max(channel, loaded) + lead_held
-            if rest_held:
-                ready = releases[data[0]] if data else loaded
-                for c in data:
-                    if releases[c] < ready:
-                        ready = releases[c]
-                channel = max(channel, ready) + rest_held
-            if channel + after > end:  # its bytes came late through the channel
-                end, tail = channel + after, after
-        for a, b in spans:
-            if b - a == 1:
-                core_free[a], mte2_free[a] = end, end - tail
-            else:
-                core_free[a:b] = [end] * (b - a)
-                mte2_free[a:b] = [end - tail] * (b - a)
-        ends.append(end)
-    at.channel = channel
-    return max(ends)
+    at.channel = schedule_runs(runs, at.ends, at.core_free, at.mte2_free, at.channel, shared)
+    return max(at.ends)
 
 
 class RunCost(NamedTuple):

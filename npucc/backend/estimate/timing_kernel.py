@@ -3,7 +3,8 @@
 """The estimate's per-core loops as kernels compiled ahead of time (Cython, pure-Python mode):
 the per-core replay (`profile.piped_timing`) over a `TimedShape`'s arrays, the longest paths to
 and from each node of a core's nodes on in-order pipes; and a profile's DDR copies made NoC
-transfers (`profile.noc_priced`) over its `CopyRows`.
+transfers (`profile.noc_priced`) over its `CopyRows`; and the plan estimate's list schedule
+(`list_schedule.schedule`) over its layer runs.
 
 The rules (profile.core_timing's docstring, `noc_cycles`') have their one home here. The module
 is valid Python too: built (`cythonize -i -3` on this file, or the package's build, setup.py)
@@ -159,3 +160,130 @@ def noc_cycles(
         out[dest[i]] = c
         energy += energy_by_hops[shape[i], hops] - spent[i]
     return m, energy, 0
+
+
+@cython.ccall
+@cython.overflowcheck(True)
+def schedule_runs(
+    runs: list, ends: list, core_free: list, mte2_free: list, channel: I64, shared: cython.bint
+) -> I64:
+    """One list schedule of the layer runs `runs` (`list_schedule.LayerRun`s) in order, going on
+    from `ends` (READY's finish, then each run's), `core_free`/`mte2_free` (per core: after its
+    last barrier, after its last DDR load) and `channel` (when the shared DDR channel takes the
+    next bytes; used only when `shared`), all of which it extends; returns the new `channel`.
+
+    A run's input classes are released at the latest of its cores' barrier and its writers'
+    ends plus their flags (class 0: its cores' last DDR load); a timing ends at the latest of
+    (release + tail) over its classes and (earliest release + cold); the run at the latest of
+    its timings' ends (the first of the latest gives its MTE2 tail) and, with a shared channel,
+    of its bytes' passage plus the cycles it runs after its last load.
+
+    NOTE: compiled, C long longs with overflow checks (an overflow raises, never wraps); as
+    plain Python, Python ints: the same values either way."""
+    spans: tuple
+    span: tuple
+    writers: tuple
+    srcs: tuple
+    timings: tuple
+    tails: tuple
+    pair: tuple
+    data: tuple
+    releases: list
+    done: object
+    loads: object
+    a: Py
+    b: Py
+    c: Py
+    k: Py
+    first: cython.bint
+    barrier: I64 = 0
+    loaded: I64 = 0
+    release: I64
+    t: I64
+    r: I64
+    end: I64
+    tail: I64
+    begin: I64
+    t_end: I64
+    ready: I64
+    lead_held: I64
+    rest_held: I64
+    after: I64
+    for run in runs:
+        cost = run[0]
+        spans = run[1]
+        data = run[3]
+        srcs = run[4]
+        timings = cost[0]
+        lead_held = cost[3]
+        rest_held = cost[4]
+        after = cost[5]
+        first = True
+        for span in spans:
+            a = span[0]
+            b = span[1]
+            for c in range(a, b):
+                t = core_free[c]
+                if first or t > barrier:
+                    barrier = t
+                t = mte2_free[c]
+                if first or t > loaded:
+                    loaded = t
+                first = False
+        if first:
+            raise ValueError("a run on no cores")
+        releases = [loaded]  # by release class
+        for writers in srcs:
+            release = barrier
+            for pair in writers:
+                k = pair[0]
+                t = ends[k]
+                t += pair[1]
+                if t > release:
+                    release = t
+            releases.append(release)
+        end = -1
+        tail = 0
+        for timing in timings:
+            begin = -1  # the earliest release of its classes (barrier if it has none)
+            t_end = 0  # the latest release + tail
+            tails = timing.tails
+            for pair in tails:
+                c = pair[0]
+                r = releases[c]
+                if begin < 0 or r < begin:
+                    begin = r
+                t = pair[1]
+                t += r
+                if t > t_end:
+                    t_end = t
+            t = timing.cold
+            t += barrier if begin < 0 else begin
+            if t > t_end:
+                t_end = t
+            if t_end > end:
+                end = t_end
+                tail = timing.mte2_tail
+        if shared:
+            if lead_held:
+                channel = max(channel, loaded) + lead_held
+            if rest_held:
+                ready = releases[data[0]] if len(data) > 0 else loaded
+                for c in data:
+                    r = releases[c]
+                    if r < ready:
+                        ready = r
+                channel = max(channel, ready) + rest_held
+            t = channel + after
+            if t > end:  # its bytes came late through the channel
+                end = t
+                tail = after
+        # NOTE: each boxed once, shared by the cores it is set on
+        done = end
+        loads = end - tail
+        for span in spans:
+            for c in range(span[0], span[1]):
+                core_free[c] = done
+                mte2_free[c] = loads
+        ends.append(done)
+    return channel
