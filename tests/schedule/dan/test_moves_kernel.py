@@ -2,6 +2,7 @@
 the built module's re-timings."""
 
 import random
+from itertools import pairwise
 
 from npucc.backend.schedule.dan import cpe, moves, moves_kernel
 from npucc.backend.schedule.registry import schedule_graph
@@ -25,7 +26,7 @@ def _retimings(kernel, r):
     best = max(finish)
     last = max(i for i, v in enumerate(order) if finish[v] == best)
     rng = random.Random(1)
-    out = []
+    out = [retimer.chain()]
     for _ in range(400):
         p = rng.randrange(1, len(order))
         q = max(0, p - rng.randrange(1, moves.WINDOW + 1))
@@ -42,7 +43,23 @@ def test_the_source_as_plain_python_gives_the_same_retimings():
     r = schedule_graph(g, "dan-dlr", CAPS, TraceSpillModel())[1]
     built = _retimings(moves_kernel, r)
     assert _retimings(plain, r) == built
-    assert sum(top >= 0 for top, _ in built) > 100 and sum(top < 0 for top, _ in built) > 10
+    tops = [top for top, _ in built[1:]]
+    assert sum(top >= 0 for top in tops) > 100 and sum(top < 0 for top in tops) > 10
+
+
+def test_the_critical_chain_runs_from_time_0_to_the_makespan_through_binding_links():
+    g = HARD_WORKLOADS["HardConv_Case0"]()
+    r = schedule_graph(g, "dan-dlr", CAPS, TraceSpillModel())[1]
+    a = cpe.Tables(r, r.preds, cpe._succs(r)).arrays
+    retimer = moves_kernel.Retimer(
+        a.pred_off, a.pred_idx, a.succ_off, a.succ_idx, a.queue, a.cycles, len(a.work) - 1
+    )
+    retimer.start(list(r.order), list(r.finish))
+    chain = retimer.chain()
+    assert len(chain) > 2 and r.start[chain[0]] == 0 and r.finish[chain[-1]] == r.makespan
+    for u, v in pairwise(chain):  # v starts as u finishes: an edge or the same pipe
+        assert r.finish[u] == r.start[v]
+        assert u in r.preds[v] or (r.nodes[u].pipe == r.nodes[v].pipe is not None)
 
 
 def test_the_installed_kernel_is_the_built_one():

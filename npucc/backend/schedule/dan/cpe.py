@@ -396,7 +396,7 @@ def cpe(
                 and found[2] < tables.peak(order)
             ):
                 order, timed = found[0], found[1]
-    order = local_moves(r, preds, tables.arrays, group, order, timed, window)
+    order = local_moves(preds, tables.arrays, group, order, timed, window)
     return Schedule(order, dict(schedule.offsets), list(schedule.spills))
 
 

@@ -163,6 +163,50 @@ class Retimer:
                 at[off[x] + fill[x]] = i
                 fill[x] += 1
 
+    @cython.locals(i=Py)
+    def position(self, v: Py) -> Py:
+        """Node v's position in the order `start` was given."""
+        i = self.pos[v]
+        return i
+
+    @cython.locals(
+        order=I64s, pos=I64s, finish=I64s, queue=I64s, cycles=I64s, po=I64s, pi=I64s, lo=I64s,
+        lp=I64s, n=Py, i=Py, j=Py, k=Py, v=Py, u=Py, x=Py, nxt=Py, t=I64,
+    )  # fmt: skip
+    def chain(self) -> list:
+        """Eq. 34: the critical chain of the order `start` was given, first node first: from
+        its last finisher (of least id) back through the binding edge (the first predecessor,
+        in G2's order, finishing at the node's start) or else its pipe predecessor."""
+        order, pos, finish = self.order, self.pos, self.finish
+        queue, cycles = self.queue, self.cycles
+        po, pi, lo, lp = self.pred_off, self.pred_idx, self.lane_off, self.lane_pos
+        n = len(finish)
+        if n == 0:  # an empty DAG (a core with no work) has no chain
+            return []
+        v = 0
+        for i in range(1, n):
+            if finish[i] > finish[v]:
+                v = i
+        out = [v]
+        while True:
+            x = queue[v] - 1
+            t = finish[v] - (cycles[v] if x >= 0 else 0)
+            nxt = -1
+            if t > 0:
+                for j in range(po[v], po[v + 1]):
+                    if finish[pi[j]] == t:
+                        nxt = pi[j]
+                        break
+                if nxt < 0 and x >= 0:
+                    k = _left(lp, lo[x], lo[x + 1], pos[v])  # its pipe predecessor: at k - 1
+                    if k > lo[x] and finish[order[lp[k - 1]]] == t:
+                        nxt = order[lp[k - 1]]
+            if nxt < 0:
+                out.reverse()
+                return out
+            out.append(nxt)
+            v = nxt
+
     @cython.locals(
         order=I64s, pos=I64s, finish=I64s, queue=I64s,
         cycles=I64s, po=I64s, pi=I64s, so=I64s, si=I64s, lo=I64s, lp=I64s, heap=I64s,
