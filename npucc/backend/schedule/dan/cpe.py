@@ -46,6 +46,7 @@ from npucc.backend.schedule.dan.headroom import (
 from npucc.backend.schedule.dan.moves import WINDOW, Preds, local_moves
 from npucc.backend.schedule.dan.mpas import tails
 from npucc.backend.schedule.dan.repeak import lower_peak
+from npucc.backend.schedule.scan_kernel import csr
 from npucc.errors import NpuccError
 from npucc.ir.replay import L0_TIERS, Replay
 from npucc.ir.schedule import Schedule
@@ -184,13 +185,13 @@ class Tables:
         # bound's sums stay below the kernel's NO_BOUND (2^62) in int64
         if sum(work) >= 1 << 60:
             raise NpuccError(f"{sum(work)} cycles of work: more than CPE's int64 times hold")
-        pred_off, pred_idx = cpe_kernel.csr(preds)
+        pred_off, pred_idx = csr(preds)
         self.is_alloc = np.array([node.op == "ALLOC" for node in r.nodes], np.bool_)
         self.g2 = (pred_off, pred_idx, self.is_alloc)
         self.arrays = cpe_kernel.Arrays(  # type: ignore[call-arg]  # a Cython class
             pred_off,
             pred_idx,
-            *cpe_kernel.csr(succs),
+            *csr(succs),
             np.array(queue, np.int64),
             np.array(cycles, np.int64),
             np.diff(pred_off),

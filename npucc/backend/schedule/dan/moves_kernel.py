@@ -6,7 +6,7 @@ kernel compiled ahead of time (Cython, pure-Python mode) over the int64 arrays o
 The rule is `Retimer.retime`'s docstring's; this module is its one home. It is valid Python too:
 built (`cythonize -i -3` on this file, or the package's build, setup.py) Python imports the
 extension module next to it; without one it runs as it is (slow, the same timings). G2 comes as
-CSR lists (`*_off` offsets, `*_idx` entries, `cpe_kernel.csr`), the pipes as `cpe_kernel.Arrays`'
+CSR lists (`*_off` offsets, `*_idx` entries, `scan_kernel.csr`), the pipes as `cpe_kernel.Arrays`'
 queues (0: pipe-less, else 1 + the pipe's index).
 
 NOTE: every value is an int64: times are sums of node cycles, which `cpe.Tables` refuses at 2^60

@@ -29,12 +29,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from itertools import chain
 
 import numpy as np
 
 from npucc.backend.schedule.dan import mpas_kernel
 from npucc.backend.schedule.scan import topo_order
+from npucc.backend.schedule.scan_kernel import csr
 from npucc.errors import NpuccError
 from npucc.ir.replay import L0_TIERS
 from npucc.ir.residency import PEAK_TIERS
@@ -141,12 +141,12 @@ def prepare(graph: TileGraph, single_l0: bool = True, topo: list[int] | None = N
                     a = alloc_of[b]
                     if l0_tier[a] >= 0:
                         sets[a].add(node.id)
-        # NOTE: each set in its iteration order, the order needs_tier's search went in (the
-        # sets in node order, as l0_allocs made them)
-        lens = np.zeros(n, np.int64)
-        lens[l0_allocs] = [len(x) for x in sets.values()]
-        users = _csr(lens, sets.values())
-        most_users = int(lens.max(initial=0))
+        # NOTE: each set in its iteration order, the order needs_tier's search went in
+        lists: list[Iterable[int]] = [()] * n
+        for a, x in sets.items():
+            lists[a] = x
+        users = csr(lists)
+        most_users = max(map(len, sets.values()), default=0)
     l0_preds: list[Sequence[int]] = [()] * n
     for a in l0_allocs:
         for w in succs[a]:
@@ -157,9 +157,9 @@ def prepare(graph: TileGraph, single_l0: bool = True, topo: list[int] | None = N
     delta = max(max(jit, default=0), max(enables, default=0), max(size_pk, default=0))
     if 2 + (2 * delta).bit_length() + _vbits(n) > KEY_BITS:
         raise NpuccError(f"MPAS keys need more than {KEY_BITS} bits ({graph.name})")
-    pred_off, pred_idx = _csr(_lens(preds), preds)
-    succ_off, succ_idx = _csr(_lens(succs), succs)
-    l0p_off, l0p_idx = _csr(_lens(l0_preds), l0_preds)
+    pred_off, pred_idx = csr(preds)
+    succ_off, succ_idx = csr(succs)
+    l0p_off, l0p_idx = csr(l0_preds)
     by_h = np.argsort(-np.array(h, np.int64), kind="stable")
     indeg = int(np.diff(pred_off).max(initial=0))
     return Prep(
@@ -182,18 +182,6 @@ def prepare(graph: TileGraph, single_l0: bool = True, topo: list[int] | None = N
         delta,
         most_users + indeg,
     )
-
-
-def _csr(lens: np.ndarray, lists: Iterable[Iterable[int]]) -> tuple[np.ndarray, np.ndarray]:
-    """Per-item int lists (`lens` their lengths) as (offsets, entries) int64 arrays."""
-    off = np.zeros(len(lens) + 1, np.int64)
-    np.cumsum(lens, out=off[1:])
-    return off, np.fromiter(chain.from_iterable(lists), np.int64, int(off[-1]))
-
-
-def _lens(lists: Sequence[Sequence[int]]) -> np.ndarray:
-    """The lengths of `lists`."""
-    return np.fromiter(map(len, lists), np.int64, len(lists))
 
 
 def _vbits(n: int) -> int:
