@@ -93,10 +93,12 @@ def _succs(r: Replay) -> list[list[int]]:
     return succs
 
 
-def downstream(r: Replay, succs: Preds) -> list[int]:
+def downstream(r: Replay, succs: Preds, tables: Tables | None = None) -> list[int]:
     """Per augmented node: its downstream criticality, the longest path of pipe cycles from it
-    (itself included) over G2's successors `succs`."""
-    return tails(r.order, succs, r.nodes)
+    (itself included) over G2's successors `succs` (`tables`: the replay's, if the caller has
+    them)."""
+    succ = csr(succs) if tables is None else (tables.arrays.succ_off, tables.arrays.succ_idx)
+    return tails(r.order, succ, r.nodes).tolist()
 
 
 def list_order(
@@ -337,8 +339,8 @@ def cpe(
     timed = list(r.finish)
     # NOTE: measured on bench/roofline.py's models, each of the first three wins somewhere;
     # the budgeted order (`overlap` only) wins on all five (r50f, danpeak)
-    h = downstream(r, succs)
     tables = Tables(r, preds, succs)
+    h = downstream(r, succs, tables)
     cap = None  # with `overlap`: the budget every order kept must stay within
     if overlap is not None and not r.spills:
         # NOTE: a multiple of the plan's peak with its ALLOCs sunk to their first users (the
