@@ -1,14 +1,17 @@
-"""The local moves' compiled re-timing kernel: its source run as plain Python (no build) gives
-the built module's re-timings."""
+"""CPE's local re-sequencing kernel: its source run as plain Python (no build) gives the built
+module's re-timings, critical chains and window peaks (repeak)."""
 
 import random
 from itertools import pairwise
 
-from npucc.backend.schedule.dan import cpe, moves, moves_kernel
+from npucc.backend.schedule.dan import cpe, moves, moves_kernel, repeak
+from npucc.backend.schedule.dan.repeak import lower_peak
 from npucc.backend.schedule.registry import schedule_graph
+from npucc.backend.schedule.scan import topo_order
 from npucc.target.cost import TraceSpillModel
 from npucc.tools import dan_command as command
 from npucc.tools.dan_hard import HARD_WORKLOADS
+from npucc.tools.dan_synthetic import synthetic_graph
 from tests.kernels import plain_source
 
 CAPS = dict(command.DEFAULT_CAPACITY)
@@ -65,3 +68,12 @@ def test_the_critical_chain_runs_from_time_0_to_the_makespan_through_binding_lin
 def test_the_installed_kernel_is_the_built_one():
     # NOTE: an install builds it (setup.py); the source alone runs the same moves, slower
     assert not moves_kernel.__file__.endswith(".py"), f"{moves_kernel.__file__}: not built"
+
+
+def test_window_tops_of_the_source_as_plain_python_are_the_built_ones(monkeypatch):
+    g = synthetic_graph(3000, seed=2, group=3)
+    order = topo_order(g)
+    built = lower_peak(g, g.nodes, g.preds, order, rounds=3)
+    assert built != order  # windows re-sequenced
+    monkeypatch.setattr(repeak, "moves_kernel", plain_source(moves_kernel))
+    assert lower_peak(g, g.nodes, g.preds, order, rounds=3) == built

@@ -1,13 +1,16 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
 # cython: infer_types=True, cdivision=True
-"""CPE's local moves' incremental re-timing (`moves.local_moves`, paper 000 eqs. 34-35) as a
-kernel compiled ahead of time (Cython, pure-Python mode) over the int64 arrays of `cpe.Tables`.
+"""CPE's local re-sequencing as a kernel compiled ahead of time (Cython, pure-Python mode): the
+local moves' critical chain and incremental re-timing (`moves.local_moves`, paper 000 eqs.
+34-35) over the int64 arrays of `cpe.Tables`, and the highest live bytes of a re-sequenced
+window of the plan (`repeak`).
 
-The rule is `Retimer.retime`'s docstring's; this module is its one home. It is valid Python too:
-built (`cythonize -i -3` on this file, or the package's build, setup.py) Python imports the
-extension module next to it; without one it runs as it is (slow, the same timings). G2 comes as
-CSR lists (`*_off` offsets, `*_idx` entries, `scan_kernel.csr`), the pipes as `cpe_kernel.Arrays`'
-queues (0: pipe-less, else 1 + the pipe's index).
+The rules are `Retimer.chain`'s, `Retimer.retime`'s and `window_top`'s docstrings'; this module
+is their one home. It is valid Python too: built (`cythonize -i -3` on this file, or the
+package's build, setup.py) Python imports the extension module next to it; without one it runs
+as it is (slow, the same results). G2 comes as CSR lists (`*_off` offsets, `*_idx` entries,
+`scan_kernel.csr`), the pipes as `cpe_kernel.Arrays`' queues (0: pipe-less, else 1 + the
+pipe's index).
 
 NOTE: every value is an int64: times are sums of node cycles, which `cpe.Tables` refuses at 2^60
 or more; positions and ids are below the node count.
@@ -377,3 +380,43 @@ class Retimer:
         """Node -> its re-timed finish, for each node whose finish differs after the last
         `retime` that did not return -1."""
         return {int(self.moved[j]): int(self.news[j]) for j in range(self.count)}
+
+
+@cython.locals(
+    n=Py, i=Py, j=Py, s=Py, e=Py, a=Py, r=Py, cs=I64, cg=I64, best=I64, rank=I64s, start=I64s
+)  # fmt: skip
+def window_top(
+    seq: I64s, lo: Py, at: I64s, alloc: I64s, size: I64s, first: I64s, gone: I64s, low: I64s
+) -> I64:
+    """repeak's window rule (`repeak._Rows.top`): the highest live bytes, past those before
+    the window, of the positions `seq` (a re-sequencing of lo..lo+len-1) run in their place;
+    a buffer starts at its first user in `seq` unless started before lo. Per counted use (by
+    position `at`, ascending): its ALLOC, that buffer's bytes and start position; per position
+    `gone`, the bytes its FREE ends; `low`: per node -1 (scratch, left so)."""
+    n = len(seq)
+    ranks = np.zeros(n, np.int64)
+    starts = np.zeros(n, np.int64)
+    rank, start = ranks, starts
+    for i in range(n):
+        rank[seq[i] - lo] = i
+    s = _left(at, 0, len(at), lo)
+    e = _left(at, s, len(at), lo + n)
+    for j in range(s, e):  # each buffer started inside: its first user in seq
+        if first[j] >= lo:
+            a = alloc[j]
+            r = rank[at[j] - lo]
+            if low[a] < 0 or r < low[a]:
+                low[a] = r
+    for j in range(s, e):
+        a = alloc[j]
+        if first[j] >= lo and low[a] >= 0:
+            start[low[a]] += size[j]
+            low[a] = -1
+    cs = cg = 0
+    best = -(1 << 62)
+    for i in range(n):  # live bytes at each position: started so far less ended before it
+        cs += start[i]
+        if cs - cg > best:
+            best = cs - cg
+        cg += gone[seq[i]]
+    return best
