@@ -436,15 +436,16 @@ def reordered(graph: TileGraph, schedule: Schedule, like: Replay, at: np.ndarray
     start, finish = in_order(order, like.cycles, like.pipes, preds)
     makespan = max(finish, default=0)
     position: list[int] = at.tolist()
-    n = len(graph.nodes)
     res = Residency()
     buffers = graph.buffers
-    for v in order:
-        if v < n:
-            op = nodes[v].op
-            if op == "ALLOC" or op == "FREE":
-                buf = buffers[nodes[v].bufs[0]]
-                (res.alloc if op == "ALLOC" else res.free)(buf.tier, buf.size)
+    # NOTE: the ALLOC and FREE nodes (graph.alloc_of, free_of) alone change the residency:
+    # they are walked in the order's sequence, +1 + b an ALLOC of buffer b, -1 - b a FREE
+    events = [(position[a], 1 + b) for b, a in graph.alloc_of.items()]
+    events += [(position[f], -1 - b) for b, f in graph.free_of.items()]
+    events.sort()
+    for _, e in events:
+        buf = buffers[e - 1 if e > 0 else -1 - e]
+        (res.alloc if e > 0 else res.free)(buf.tier, buf.size)
     return Replay(
         graph=graph,
         nodes=nodes,
