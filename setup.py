@@ -8,6 +8,7 @@ from setuptools import setup
 KERNELS = [
     "npucc/backend/schedule/dan/mpas_kernel.py",
     "npucc/backend/schedule/dan/cpe_kernel.py",
+    "npucc/backend/schedule/dan/moves_kernel.py",
     "npucc/backend/schedule/scan_kernel.py",
     "npucc/backend/estimate/timing_kernel.py",
     "npucc/codegen/flags_kernel.py",

@@ -436,15 +436,16 @@ def reordered(graph: TileGraph, schedule: Schedule, like: Replay, at: np.ndarray
     start, finish = in_order(order, like.cycles, like.pipes, preds)
     makespan = max(finish, default=0)
     position: list[int] = at.tolist()
-    n = len(graph.nodes)
     res = Residency()
     buffers = graph.buffers
-    for v in order:
-        if v < n:
-            op = nodes[v].op
-            if op == "ALLOC" or op == "FREE":
-                buf = buffers[nodes[v].bufs[0]]
-                (res.alloc if op == "ALLOC" else res.free)(buf.tier, buf.size)
+    # NOTE: the ALLOC and FREE nodes (graph.alloc_of, free_of) alone change the residency:
+    # they are walked in the order's sequence, +1 + b an ALLOC of buffer b, -1 - b a FREE
+    events = [(position[a], 1 + b) for b, a in graph.alloc_of.items()]
+    events += [(position[f], -1 - b) for b, f in graph.free_of.items()]
+    events.sort()
+    for _, e in events:
+        buf = buffers[e - 1 if e > 0 else -1 - e]
+        (res.alloc if e > 0 else res.free)(buf.tier, buf.size)
     return Replay(
         graph=graph,
         nodes=nodes,
@@ -542,26 +543,33 @@ def validate(
                 f"buffer {b}: ALLOC, SPILL_OUT/SPILL_IN pairs and FREE are out of order "
                 f"(positions {s}) ({name})"
             )
-    for node in graph.nodes:
-        op = node.op
-        if op == "ALLOC" or op == "FREE":
-            continue
-        p = pos[node.id]
-        for b in node.bufs:
-            s = spans[b]
-            if s[0] < p < s[1] and len(s) == 2:  # never spilled, used inside its lifetime
-                continue
-            j = bisect_left(s, p)
-            if j % 2 == 0 or j >= len(s):
-                raise ScheduleError(
-                    f"node {node.id} ({node.op}) at position {p} uses buffer {b} while it is "
-                    f"not resident (ALLOC/SPILL/FREE positions {spans[b]}) ({name})"
-                )
+    # every use within a span: the uses of never spilled buffers inside their lifetime by
+    # arrays, then the others (spilled buffers' uses, faults) one by one, in node order and
+    # each node's buffers in its order, so the first fault is the one named
+    nodes = graph.nodes
+    used = [() if node.op == "ALLOC" or node.op == "FREE" else node.bufs for node in nodes]
+    count = np.fromiter(map(len, used), np.int64, n)
+    bufs = np.fromiter(chain.from_iterable(used), np.int64, int(count.sum()))
+    users = np.repeat(np.arange(n), count)
+    first = np.fromiter((s[0] for s in spans), np.int64, nbuf)
+    last = np.fromiter((s[1] for s in spans), np.int64, nbuf)
+    whole = np.fromiter((len(s) == 2 for s in spans), np.bool_, nbuf)
+    at_use = at[users]
+    inside = whole[bufs] & (first[bufs] < at_use) & (at_use < last[bufs])
+    for k in np.flatnonzero(~inside).tolist():
+        v, b = int(users[k]), int(bufs[k])
+        p, s = pos[v], spans[b]
+        j = bisect_left(s, p)
+        if j % 2 == 0 or j >= len(s):
+            raise ScheduleError(
+                f"node {v} ({nodes[v].op}) at position {p} uses buffer {b} while it is "
+                f"not resident (ALLOC/SPILL/FREE positions {s}) ({name})"
+            )
 
     # memory: per tier, live ranges never overlap and stay within capacity
     live: dict[str, tuple[list[int], list[int], list[int]]] = {}
     where: dict[int, int] = {}
-    nodes, buffers, offsets = graph.nodes, graph.buffers, schedule.offsets
+    buffers, offsets = graph.buffers, schedule.offsets
     for i, v in enumerate(order):
         if v < n:
             node = nodes[v]

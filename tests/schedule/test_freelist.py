@@ -1,5 +1,6 @@
 """The scan kernel's tier space (scan_kernel.Space): its fits, take and give, release labels and
-coldest query against their definitions; the kernel's source run as plain Python (no build)."""
+coldest query against their definitions; its CSR lists (the one home, `csr`); the kernel's source
+run as plain Python (no build)."""
 
 import random
 
@@ -171,3 +172,16 @@ def test_the_source_as_plain_python_gives_the_same_plans(monkeypatch):
 def test_the_installed_kernel_is_the_built_one():
     # NOTE: an install builds it (setup.py); the source alone runs the same plans, slowly
     assert not scan_kernel.__file__.endswith(".py"), f"{scan_kernel.__file__}: not built"
+
+
+@pytest.mark.parametrize("kernel", ["built", "plain"])
+def test_csr_lists_every_item_s_entries_in_its_order(kernel):
+    csr = (scan_kernel if kernel == "built" else plain_source(scan_kernel)).csr
+    lists = [[3, 1], [], (7,), {5}, [0, 0, 2]]  # lists, tuples, sets: each in its own order
+    off, idx = csr(lists)
+    assert off.dtype == idx.dtype == "int64"
+    assert [idx[off[v] : off[v + 1]].tolist() for v in range(len(lists))] == [
+        list(x) for x in lists
+    ]
+    off, idx = csr([])
+    assert off.tolist() == [0] and idx.tolist() == []

@@ -362,3 +362,24 @@ def test_replay_within_goes_on_from_a_marked_replay():
             assert ([tuple(x) for x in a] if f.name == "preds" else a) == (
                 [tuple(x) for x in b] if f.name == "preds" else b
             ), f.name
+
+
+@pytest.mark.parametrize(
+    ("order", "spills", "fault"),
+    [
+        ([0, 1, 2], [], None),
+        ([0, 1, 3, 4, 2], [(0, 0)], None),  # used before its SPILL_OUT
+        ([0, 3, 4, 1, 2], [(0, 0)], None),  # ... after its SPILL_IN
+        ([0, 3, 1, 4, 2], [(0, 0)], "node 1 (VEC) at position 2 uses buffer 0 while it is not "
+         "resident (ALLOC/SPILL/FREE positions [0, 1, 3, 4])"),
+    ],
+)  # fmt: skip
+def test_validator_names_the_use_outside_its_buffer_s_spans(order, spills, fault):
+    g = build([("ALLOC", 0, 64, "UB"), ("VEC", "VECTOR", 5, [0]), ("FREE", 0)], [])
+    schedule = Schedule(order, {0: 0}, spills)
+    if fault is None:
+        validate(g, schedule, CAPS)
+    else:
+        with pytest.raises(ScheduleError) as info:
+            validate(g, schedule, CAPS)
+        assert str(info.value) == f"{fault} ({g.name})"

@@ -21,11 +21,10 @@ import io
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from npucc.backend.schedule.roofline import node_layers, reads_ddr
+from npucc.backend.schedule.roofline import node_layers, node_traffic
 from npucc.ir.isa import PIPES
 from npucc.ir.residency import Residency
-from npucc.ir.scheduled_program import ScheduledProgram, node_ddr_bytes
-from npucc.ir.tiled import TileNode
+from npucc.ir.scheduled_program import ScheduledProgram
 
 COLUMNS = (
     "layer", "name", "op", "macs", "cycles", "start", "finish", "busiest_pipe", "busiest_cycles",
@@ -76,28 +75,45 @@ def layer_table(scheduled: ScheduledProgram) -> list[LayerRow]:
         seen: set[int] = set()
         res = Residency()
         buffers = rep.graph.buffers
+        nodes, start, finish = rep.nodes, rep.start, rep.finish
         for v in rep.order:
-            node = rep.nodes[v]
-            if node.op == "ALLOC":
-                res.alloc(buffers[node.bufs[0]].tier, buffers[node.bufs[0]].size)
-            elif node.op == "FREE":
-                res.free(buffers[node.bufs[0]].tier, buffers[node.bufs[0]].size)
+            node = nodes[v]
+            op = node.op
+            if op == "ALLOC":
+                buf = buffers[node.bufs[0]]
+                res.alloc(buf.tier, buf.size)
+            elif op == "FREE":
+                buf = buffers[node.bufs[0]]
+                res.free(buf.tier, buf.size)
             index = layers[v]
             if index < 0:
                 continue
             acc = accs[index]
-            acc.peak = max(acc.peak, res.combined)
-            if node.pipe is None:
+            if res.combined > acc.peak:
+                acc.peak = res.combined
+            pipe = node.pipe
+            if pipe is None:
                 continue
             if index not in seen:
                 seen.add(index)
                 acc.cores += 1
-            _add_node(acc, node, rep.start[v], rep.finish[v])
-            nbytes = node_ddr_bytes(target, rep, node)
-            if reads_ddr(node):
-                acc.read += nbytes
+            busy = acc.busy
+            if busy is None:
+                busy = acc.busy = {}
+                acc.start = start[v]
+            elif start[v] < acc.start:
+                acc.start = start[v]
+            if finish[v] > acc.finish:
+                acc.finish = finish[v]
+            busy[pipe] = busy.get(pipe, 0) + node.cycles
+        for v, nbytes, reads, _, _ in node_traffic(target, rep):
+            index = layers[v]
+            if index < 0 or nodes[v].pipe is None:
+                continue
+            if reads:
+                accs[index].read += nbytes
             else:
-                acc.write += nbytes
+                accs[index].write += nbytes
     rows = []
     peak_macs = target.cube.macs
     for index, (work, acc) in enumerate(zip(program.layers, accs, strict=True)):
@@ -115,16 +131,6 @@ def layer_table(scheduled: ScheduledProgram) -> list[LayerRow]:
         row.ddr_read, row.ddr_write, row.onchip_peak = acc.read, acc.write, acc.peak
         rows.append(row)
     return rows
-
-
-def _add_node(acc: _Acc, node: TileNode, start: int, finish: int) -> None:
-    assert node.pipe is not None
-    if acc.busy is None:
-        acc.busy = {}
-        acc.start = start
-    acc.start = min(acc.start, start)
-    acc.finish = max(acc.finish, finish)
-    acc.busy[node.pipe] = acc.busy.get(node.pipe, 0) + node.cycles
 
 
 def rows_as_dicts(rows: list[LayerRow]) -> list[dict[str, Any]]:

@@ -62,16 +62,14 @@ class Usage:
     noc_read: int = 0  # bytes read from on-chip homes over the NoC
     noc_write: int = 0  # bytes written to them
 
-    def count(self, target: Target, ins: Instr | None, nbytes: int, reads: bool) -> None:
-        """Add a node's DDR bytes (`nbytes`, a read or not) and its instruction's NoC bytes."""
+    def count(self, nbytes: int, reads: bool, noc_read: int, noc_write: int) -> None:
+        """Add a node's DDR bytes (`nbytes`, a read or not) and its NoC bytes."""
         if reads:
             self.read += nbytes
         else:
             self.write += nbytes
-        if ins is not None:
-            noc_read, noc_write = noc_bytes(target, ins)
-            self.noc_read += noc_read
-            self.noc_write += noc_write
+        self.noc_read += noc_read
+        self.noc_write += noc_write
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,10 +176,11 @@ def scheduled_usage(scheduled: ScheduledProgram, makespan: int | None = None) ->
     usage = Usage(scheduled.makespan if makespan is None else makespan)
     for _, rep in scheduled.schedules:
         busy = dict.fromkeys(PIPES, 0)
-        for node in rep.nodes:
-            if node.pipe is not None:
-                busy[node.pipe] += node.cycles
-            usage.count(target, node.instr, node_ddr_bytes(target, rep, node), reads_ddr(node))
+        for pipe, cycles in zip(rep.pipes, rep.cycles, strict=True):
+            if pipe is not None:
+                busy[pipe] += cycles
+        for _, nbytes, reads, noc_read, noc_write in node_traffic(target, rep):
+            usage.count(nbytes, reads, noc_read, noc_write)
         _keep_max(usage.busy, busy)
     return usage
 
@@ -212,7 +211,7 @@ def stream_roofline(stream: Stream, makespan: int) -> Roofline:
                 macs += ins.m * ins.n * ins.k
             else:
                 vector += vector_elements(ins)
-            usage.count(target, ins, ddr_bytes(target, ins), _instr_reads_ddr(ins))
+            usage.count(ddr_bytes(target, ins), _instr_reads_ddr(ins), *noc_bytes(target, ins))
         _keep_max(usage.busy, busy)
     tensors = stream.tensors.values()
     read = sum(t.nbytes for t in tensors if t.kind in ("const", "input") and t.onchip is None)
@@ -235,6 +234,36 @@ def reads_ddr(node: TileNode) -> bool:
     if node.instr is not None:
         return _instr_reads_ddr(node.instr)
     return node.op == "SPILL_IN"
+
+
+# NOTE: the node kinds that may move DDR or NoC bytes (`node_ddr_bytes`, `noc_bytes`): every
+# other instruction, and a node without one but a spill, moves none
+_MOVERS = (Copy, Spill, Gather)
+_SPILLS = ("SPILL_OUT", "SPILL_IN")
+
+
+def node_traffic(target: Target, rep: Replay) -> list[tuple[int, int, bool, int, int]]:
+    """Per node of `rep` that moves DDR or NoC bytes, in id order: (its id, its DDR bytes,
+    whether they are read, NoC bytes read, NoC bytes written)."""
+    out = []
+    movers: dict[type, bool] = {}
+    for v, node in enumerate(rep.nodes):
+        ins = node.instr
+        if ins is None:
+            if node.op not in _SPILLS:
+                continue
+        else:
+            kind = type(ins)
+            mover = movers.get(kind)
+            if mover is None:
+                mover = movers[kind] = issubclass(kind, _MOVERS)
+            if not mover:
+                continue
+        nbytes = node_ddr_bytes(target, rep, node)
+        noc_read, noc_write = (0, 0) if ins is None else noc_bytes(target, ins)
+        if nbytes or noc_read or noc_write:
+            out.append((v, nbytes, reads_ddr(node), noc_read, noc_write))
+    return out
 
 
 def node_layers(rep: Replay) -> list[int]:

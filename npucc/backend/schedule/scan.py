@@ -14,7 +14,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import chain, pairwise, repeat
+from itertools import pairwise, repeat
 from operator import attrgetter
 
 import numpy as np
@@ -90,10 +90,7 @@ def scan_arrays(graph: TileGraph, tiers: list[str] | None = None) -> ScanArrays:
     other = scan_kernel.OP_OTHER
     ops = map(attrgetter("op"), nodes)
     op = np.fromiter(map(kinds.get, ops, repeat(other)), np.uint8, len(nodes))
-    bufs = list(map(attrgetter("bufs"), nodes))
-    boff = np.zeros(len(nodes) + 1, np.int64)
-    np.cumsum(np.fromiter(map(len, bufs), np.int64, len(nodes)), out=boff[1:])
-    bidx = np.fromiter(chain.from_iterable(bufs), np.int64, boff[-1])
+    boff, bidx = scan_kernel.csr(list(map(attrgetter("bufs"), nodes)))
     index = {t: i for i, t in enumerate(buffer_tiers(graph) if tiers is None else tiers)}
     tier_of = np.fromiter((index[buf.tier] for buf in buffers), np.int64, len(buffers))
     size_of = np.fromiter(map(attrgetter("size"), buffers), np.int64, len(buffers))

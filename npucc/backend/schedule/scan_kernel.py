@@ -37,6 +37,28 @@ BEST = cython.declare(cython.int, FIT_BEST)
 COLD = cython.declare(cython.int, FIT_COLD)
 
 
+@cython.locals(n=Py, m=Py, v=Py, k=Py, off=I64s, idx=I64s)
+def csr(lists: list) -> tuple:
+    """Per node (or item) lists of ints as int64 arrays (offsets, entries): node v's at
+    entries[offsets[v]:offsets[v + 1]], in its list's order. The one home of npucc's CSR lists
+    (a graph's buffer lists, MPAS's and CPE's edges)."""
+    n = len(lists)
+    offsets = np.zeros(n + 1, np.int64)
+    off = offsets
+    m = 0
+    for v in range(n):
+        m += len(lists[v])
+        off[v + 1] = m
+    entries = np.zeros(m, np.int64)
+    idx = entries
+    k = 0
+    for v in range(n):
+        for x in lists[v]:
+            idx[k] = x
+            k += 1
+    return offsets, entries
+
+
 def _grown(a, n: Py):
     """A copy of int64 array `a` with room for at least n entries (twice its length)."""
     b = np.zeros(max(n, 2 * len(a), 8), np.int64)

@@ -1,5 +1,5 @@
-"""MPAS's compiled kernel: its heaps, its sort, the key bits, the stuck error, and its source run
-as plain Python (no build)."""
+"""MPAS's compiled kernel: its heaps, its sort, the key bits, the stuck error, its tails (eq. 20),
+and its source run as plain Python (no build)."""
 
 import numpy as np
 import pytest
@@ -9,6 +9,8 @@ from npucc.backend.schedule.dan import mpas as mpas_module
 from npucc.backend.schedule.dan import mpas_kernel, pipeline
 from npucc.backend.schedule.dan.mpas import mpas, prepare
 from npucc.backend.schedule.dan.mpas_kernel import _sort
+from npucc.backend.schedule.scan import topo_order
+from npucc.backend.schedule.scan_kernel import csr
 from npucc.errors import NpuccError
 from npucc.tools.dan_hard import HARD_WORKLOADS
 from npucc.tools.dan_synthetic import synthetic_graph
@@ -93,3 +95,17 @@ def test_a_node_that_waits_forever_is_named(monkeypatch):
     where = {v: i for i, v in enumerate(order)}
     assert sorted(order) == list(range(len(g.nodes)))
     assert all(where[u] < where[v] for v in range(len(g.nodes)) for u in g.preds[v])
+
+
+@pytest.mark.parametrize("kernel", ["built", "plain"])
+def test_tails_are_the_longest_pipe_cycle_paths(kernel, monkeypatch):
+    if kernel == "plain":
+        monkeypatch.setattr(mpas_module, "mpas_kernel", plain_source(mpas_kernel))
+    g = HARD_WORKLOADS["HardConv_Case0"]()
+    order = topo_order(g)
+    want = [0] * len(g.nodes)  # eq. 20 by definition, one node at a time
+    for v in reversed(order):
+        own = g.nodes[v].cycles if g.nodes[v].pipe is not None else 0
+        want[v] = own + max((want[w] for w in g.succs[v]), default=0)
+    got = mpas_module.tails(order, csr(g.succs), g.nodes)
+    assert got.tolist() == want and max(want) > 0

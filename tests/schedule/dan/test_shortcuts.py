@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import npucc
-from npucc.backend.schedule.dan import cpe, moves
+from npucc.backend.schedule.dan import cpe, moves, moves_kernel
 from npucc.backend.schedule.dan.dlr import DlrVictim, dlr
 from npucc.backend.schedule.dan.pipeline import AHEAD, ORDERS, dan, stage1
 from npucc.backend.schedule.registry import schedule_graph
@@ -88,8 +88,25 @@ def test_a_scan_resumed_at_the_first_spill_equals_a_fresh_one(prefetch, ahead):
     )
 
 
+def _retimer(r, preds, order, finish, kernel=None):
+    """A `moves_kernel.Retimer` (of `kernel`, the module or its plain source) started on
+    `order` timed `finish`."""
+    a = cpe.Tables(r, preds, cpe._succs(r)).arrays
+    retimer = (kernel or moves_kernel).Retimer(
+        a.pred_off, a.pred_idx, a.succ_off, a.succ_idx, a.queue, a.cycles, len(a.work) - 1
+    )
+    retimer.start(order, finish)
+    return retimer
+
+
+def _retime(retimer, q, p, beat=1 << 62, last=-1):
+    """`Retimer.retime`'s (changes, latest finish), None where it returns -1."""
+    top = retimer.retime(q, p, beat, last)
+    return None if top < 0 else (retimer.changes(), top)
+
+
 def _applied(finish, changes):
-    """`finish` with `_retime`'s changed finishes written in."""
+    """`finish` with `Retimer.retime`'s changed finishes written in."""
     out = list(finish)
     for v, t in changes.items():
         out[v] = t
@@ -100,12 +117,11 @@ def test_retiming_a_move_matches_timing_the_moved_order():
     g = HARD_WORKLOADS["HardConv_Case0"]()  # spills: spill and reuse edges reach far
     s = dlr(g, stage1(g, "memory"), CAPS, MODEL)
     r = replay(g, s, CAPS, MODEL)
-    preds, succs = r.preds, cpe._succs(r)
+    preds = r.preds
     order = list(s.order)
     finish = _timing(r.nodes, preds, order)
     assert finish == r.finish  # what cpe takes as the plan's timing
-    pos = {v: i for i, v in enumerate(order)}
-    lanes = moves.Lanes(r.nodes, order)
+    retimer = _retimer(r, preds, order, finish)
     rng = random.Random(0)
     tried = 0
     for _ in range(1000):
@@ -114,9 +130,8 @@ def test_retiming_a_move_matches_timing_the_moved_order():
         if any(order[x] in preds[order[p]] for x in range(q, p)):
             continue  # not a legal move
         trial = order[:q] + [order[p]] + order[q:p] + order[p + 1 :]
-        before = finish[:]
-        changes, top = moves._retime(lanes, preds, succs, order, pos, finish, (q, p))
-        assert finish == before  # put back
+        changes, top = _retime(retimer, q, p)
+        assert _retime(retimer, q, p) == (changes, top)  # the old finishes were put back
         want = _timing(r.nodes, preds, trial)
         assert _applied(finish, changes) == want
         assert all(finish[v] != t for v, t in changes.items())
@@ -131,11 +146,11 @@ def test_retiming_stops_once_the_makespan_cannot_drop():
     g = program.cores[0].graph
     caps, model = capacities(target), TargetSpillModel(target)
     s, r = schedule_graph(g, "dan-dlr", caps, model, target.memory.alignment)
-    preds, succs = r.preds, cpe._succs(r)
+    preds = r.preds
     order = list(s.order)
     finish = _timing(r.nodes, preds, order)
     pos = {v: i for i, v in enumerate(order)}
-    lanes = moves.Lanes(r.nodes, order)
+    retimer = _retimer(r, preds, order, finish)
     best = max(finish)
     last = max(pos[x] for x, f in enumerate(finish) if f == best)
     stopped = kept = 0
@@ -145,13 +160,13 @@ def test_retiming_stops_once_the_makespan_cannot_drop():
                 break
             trial = order[:q] + [order[p]] + order[q:p] + order[p + 1 :]
             want = _timing(r.nodes, preds, trial)
-            got = moves._retime(lanes, preds, succs, order, pos, finish, (q, p), best, last)
+            got = _retime(retimer, q, p, best, last)
             if got is None:  # the node at `last` cannot finish earlier, or the makespan rose
                 assert want[order[last]] >= best or max(want) >= best
                 stopped += 1
             else:
                 assert _applied(finish, got[0]) == want
-            got = moves._retime(lanes, preds, succs, order, pos, finish, (q, p), best)
+            got = _retime(retimer, q, p, best)
             if got is None:  # the makespan rose
                 assert max(want) >= best
             else:

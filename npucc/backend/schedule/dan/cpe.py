@@ -46,6 +46,7 @@ from npucc.backend.schedule.dan.headroom import (
 from npucc.backend.schedule.dan.moves import WINDOW, Preds, local_moves
 from npucc.backend.schedule.dan.mpas import tails
 from npucc.backend.schedule.dan.repeak import lower_peak
+from npucc.backend.schedule.scan_kernel import csr
 from npucc.errors import NpuccError
 from npucc.ir.replay import L0_TIERS, Replay
 from npucc.ir.schedule import Schedule
@@ -92,10 +93,12 @@ def _succs(r: Replay) -> list[list[int]]:
     return succs
 
 
-def downstream(r: Replay, succs: Preds) -> list[int]:
+def downstream(r: Replay, succs: Preds, tables: Tables | None = None) -> list[int]:
     """Per augmented node: its downstream criticality, the longest path of pipe cycles from it
-    (itself included) over G2's successors `succs`."""
-    return tails(r.order, succs, r.nodes)
+    (itself included) over G2's successors `succs` (`tables`: the replay's, if the caller has
+    them)."""
+    succ = csr(succs) if tables is None else (tables.arrays.succ_off, tables.arrays.succ_idx)
+    return tails(r.order, succ, r.nodes).tolist()
 
 
 def list_order(
@@ -184,13 +187,13 @@ class Tables:
         # bound's sums stay below the kernel's NO_BOUND (2^62) in int64
         if sum(work) >= 1 << 60:
             raise NpuccError(f"{sum(work)} cycles of work: more than CPE's int64 times hold")
-        pred_off, pred_idx = cpe_kernel.csr(preds)
+        pred_off, pred_idx = csr(preds)
         self.is_alloc = np.array([node.op == "ALLOC" for node in r.nodes], np.bool_)
         self.g2 = (pred_off, pred_idx, self.is_alloc)
         self.arrays = cpe_kernel.Arrays(  # type: ignore[call-arg]  # a Cython class
             pred_off,
             pred_idx,
-            *cpe_kernel.csr(succs),
+            *csr(succs),
             np.array(queue, np.int64),
             np.array(cycles, np.int64),
             np.diff(pred_off),
@@ -336,8 +339,8 @@ def cpe(
     timed = list(r.finish)
     # NOTE: measured on bench/roofline.py's models, each of the first three wins somewhere;
     # the budgeted order (`overlap` only) wins on all five (r50f, danpeak)
-    h = downstream(r, succs)
     tables = Tables(r, preds, succs)
+    h = downstream(r, succs, tables)
     cap = None  # with `overlap`: the budget every order kept must stay within
     if overlap is not None and not r.spills:
         # NOTE: a multiple of the plan's peak with its ALLOCs sunk to their first users (the
@@ -396,7 +399,7 @@ def cpe(
                 and found[2] < tables.peak(order)
             ):
                 order, timed = found[0], found[1]
-    order = local_moves(r, preds, succs, group, order, timed, window)
+    order = local_moves(preds, tables.arrays, group, order, timed, window)
     return Schedule(order, dict(schedule.offsets), list(schedule.spills))
 
 

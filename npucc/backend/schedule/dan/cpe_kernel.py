@@ -45,27 +45,6 @@ class Arrays:
     work: I64s  # per queue: the cycles of its nodes
 
 
-@cython.locals(n=Py, m=Py, v=Py, k=Py, off=I64s, idx=I64s)
-def csr(lists: list) -> tuple:
-    """Per node lists of ints (G2's preds or succs) as int64 arrays (offsets, entries): node
-    v's at entries[offsets[v]:offsets[v + 1]], in its list's order."""
-    n = len(lists)
-    offsets = np.zeros(n + 1, np.int64)
-    off = offsets
-    m = 0
-    for v in range(n):
-        m += len(lists[v])
-        off[v + 1] = m
-    entries = np.zeros(m, np.int64)
-    idx = entries
-    k = 0
-    for v in range(n):
-        for x in lists[v]:
-            idx[k] = x
-            k += 1
-    return offsets, entries
-
-
 @cython.cfunc
 @cython.inline
 @cython.exceptval(check=False)

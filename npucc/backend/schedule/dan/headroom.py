@@ -22,6 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from npucc.backend.schedule.dan import cpe_kernel
+from npucc.backend.schedule.scan_kernel import csr
 from npucc.ir.residency import PEAK_TIERS
 from npucc.ir.tiled import TileGraph, TileNode
 
@@ -67,10 +68,10 @@ def plan_events(
     """The plan's L1+UB events, each ALLOC sunk to its first user: per ALLOC node its bytes,
     per FREE its ALLOC, per counted ALLOC its start event and per its FREE its end, and the
     live bytes after each event (from 0). `g2`: `preds` in CSR form and per node whether an
-    ALLOC (`cpe_kernel.csr`), when the caller has them; the rule's home is the kernel."""
+    ALLOC (`scan_kernel.csr`), when the caller has them; the rule's home is the kernel."""
     total = len(nodes)
     if g2 is None:
-        g2 = (*cpe_kernel.csr(list(preds)), np.array([n.op == "ALLOC" for n in nodes], np.bool_))
+        g2 = (*csr(list(preds)), np.array([n.op == "ALLOC" for n in nodes], np.bool_))
     size = np.array(alloc_sizes(graph, total), np.int64)
     alloc_of = np.full(total, -1, np.int64)
     bufs = list(graph.alloc_of)

@@ -29,12 +29,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from itertools import chain
 
 import numpy as np
 
 from npucc.backend.schedule.dan import mpas_kernel
 from npucc.backend.schedule.scan import topo_order
+from npucc.backend.schedule.scan_kernel import csr
 from npucc.errors import NpuccError
 from npucc.ir.replay import L0_TIERS
 from npucc.ir.residency import PEAK_TIERS
@@ -45,24 +45,15 @@ HEAP_ROOM = 2  # a run's heaps hold HEAP_ROOM * n + 1 keys each (full: stale key
 
 
 def tails(
-    order: Sequence[int], succs: Sequence[Sequence[int]], nodes: Sequence[TileNode]
-) -> list[int]:
-    """Per node, the longest path of pipe cycles from it (itself included) over `succs`;
-    `order` is a topological order of those edges."""
-    h = [0] * len(nodes)
-    for v in reversed(order):
-        best = 0
-        for w in succs[v]:
-            if h[w] > best:
-                best = h[w]
-        h[v] = best + (nodes[v].cycles if nodes[v].pipe is not None else 0)
+    order: Sequence[int], succ: tuple[np.ndarray, np.ndarray], nodes: Sequence[TileNode]
+) -> np.ndarray:
+    """Per node, the longest path of pipe cycles from it (itself included) over the successor
+    lists `succ` (CSR, `csr`); `order` is a topological order of those edges (the rule's home
+    is the kernel, `mpas_kernel.tails`)."""
+    cost = np.fromiter((v.cycles if v.pipe is not None else 0 for v in nodes), np.int64, len(nodes))
+    h = np.zeros(len(nodes), np.int64)
+    mpas_kernel.tails(np.asarray(order, np.int64), *succ, cost, h)
     return h
-
-
-def criticality(graph: TileGraph, topo: list[int] | None = None) -> list[int]:
-    """h(v) of eq. 20: the node's cycles plus the largest h of its successors (`topo`:
-    topo_order(graph), if the caller has it)."""
-    return tails(topo_order(graph) if topo is None else topo, graph.succs, graph.nodes)
 
 
 @dataclass(slots=True)
@@ -97,8 +88,11 @@ def prepare(graph: TileGraph, single_l0: bool = True, topo: list[int] | None = N
     buffers = graph.buffers
     n = len(nodes)
     preds = graph.preds
-    h = criticality(graph, topo)
     alloc_of, succs = graph.alloc_of, graph.succs
+    pred_off, pred_idx = csr(preds)
+    succ_off, succ_idx = csr(succs)
+    # h(v) of eq. 20: the node's cycles plus the largest h of its successors
+    h = tails(topo_order(graph) if topo is None else topo, (succ_off, succ_idx), nodes)
     ops = [node.op for node in nodes]
     is_alloc = [op == "ALLOC" for op in ops]
     is_free = [op == "FREE" for op in ops]
@@ -141,12 +135,12 @@ def prepare(graph: TileGraph, single_l0: bool = True, topo: list[int] | None = N
                     a = alloc_of[b]
                     if l0_tier[a] >= 0:
                         sets[a].add(node.id)
-        # NOTE: each set in its iteration order, the order needs_tier's search went in (the
-        # sets in node order, as l0_allocs made them)
-        lens = np.zeros(n, np.int64)
-        lens[l0_allocs] = [len(x) for x in sets.values()]
-        users = _csr(lens, sets.values())
-        most_users = int(lens.max(initial=0))
+        # NOTE: each set in its iteration order, the order needs_tier's search went in
+        lists: list[Iterable[int]] = [()] * n
+        for a, x in sets.items():
+            lists[a] = x
+        users = csr(lists)
+        most_users = max(map(len, sets.values()), default=0)
     l0_preds: list[Sequence[int]] = [()] * n
     for a in l0_allocs:
         for w in succs[a]:
@@ -157,10 +151,8 @@ def prepare(graph: TileGraph, single_l0: bool = True, topo: list[int] | None = N
     delta = max(max(jit, default=0), max(enables, default=0), max(size_pk, default=0))
     if 2 + (2 * delta).bit_length() + _vbits(n) > KEY_BITS:
         raise NpuccError(f"MPAS keys need more than {KEY_BITS} bits ({graph.name})")
-    pred_off, pred_idx = _csr(_lens(preds), preds)
-    succ_off, succ_idx = _csr(_lens(succs), succs)
-    l0p_off, l0p_idx = _csr(_lens(l0_preds), l0_preds)
-    by_h = np.argsort(-np.array(h, np.int64), kind="stable")
+    l0p_off, l0p_idx = csr(l0_preds)
+    by_h = np.argsort(-h, kind="stable")
     indeg = int(np.diff(pred_off).max(initial=0))
     return Prep(
         pred_off,
@@ -182,18 +174,6 @@ def prepare(graph: TileGraph, single_l0: bool = True, topo: list[int] | None = N
         delta,
         most_users + indeg,
     )
-
-
-def _csr(lens: np.ndarray, lists: Iterable[Iterable[int]]) -> tuple[np.ndarray, np.ndarray]:
-    """Per-item int lists (`lens` their lengths) as (offsets, entries) int64 arrays."""
-    off = np.zeros(len(lens) + 1, np.int64)
-    np.cumsum(lens, out=off[1:])
-    return off, np.fromiter(chain.from_iterable(lists), np.int64, int(off[-1]))
-
-
-def _lens(lists: Sequence[Sequence[int]]) -> np.ndarray:
-    """The lengths of `lists`."""
-    return np.fromiter(map(len, lists), np.int64, len(lists))
 
 
 def _vbits(n: int) -> int:

@@ -739,3 +739,17 @@ def run(g: Graph, s: State) -> bool:
         if g.single_l0 and not _no_wake(g, s):
             _wake(g, s, True)
     return True
+
+
+@cython.locals(i=Py, j=Py, v=Py, best=I64)
+def tails(order: I64s, succ_off: I64s, succ_idx: I64s, cost: I64s, h: I64s) -> None:
+    """Per node into `h`, the longest path of `cost` from it (itself included) over the
+    successor lists (eq. 20's h; CPE's downstream criticality over G2); `order` is a
+    topological order of those edges."""
+    for i in range(len(order) - 1, -1, -1):
+        v = order[i]
+        best = 0
+        for j in range(succ_off[v], succ_off[v + 1]):
+            if h[succ_idx[j]] > best:
+                best = h[succ_idx[j]]
+        h[v] = best + cost[v]

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from npucc.backend.schedule.dan import moves_kernel
 from npucc.backend.schedule.dan.headroom import alloc_sizes
 from npucc.ir.tiled import TileGraph, TileNode
 
@@ -127,9 +128,9 @@ def _round(plan: _Plan, order: list[int]) -> list[int] | None:
 
 class _Rows:
     """An order's counted uses and FREEs as arrays: the highest live bytes of a window's
-    re-sequencing by numpy (`_Plan.costs` of it, its max)."""
+    re-sequencing (`top`)."""
 
-    __slots__ = ("at", "alloc", "size", "first", "gone", "base")
+    __slots__ = ("at", "alloc", "size", "first", "gone", "base", "low")
 
     def __init__(
         self,
@@ -149,26 +150,16 @@ class _Rows:
         self.gone = np.where(freed >= 0, size[freed], 0)  # per position: the bytes its FREE ends
         # live bytes before each position
         self.base = [0, *(live - gone for live, gone in zip(cost, self.gone.tolist(), strict=True))]
+        self.low = np.full(len(size), -1, dtype=np.int64)  # window_top's scratch
 
     def top(self, seq: np.ndarray, lo: int) -> int:
         """The highest live bytes of the positions `seq` (a re-sequencing of lo..lo+len-1) run
-        in their place: a buffer starts at its first user in `seq` unless started before lo."""
-        n = len(seq)
-        rank = np.empty(n, dtype=np.int64)
-        rank[seq - lo] = np.arange(n)
-        s, e = np.searchsorted(self.at, (lo, lo + n))
-        inside = self.first[s:e] >= lo
-        alloc = self.alloc[s:e][inside]
-        ranks = rank[self.at[s:e][inside] - lo]
-        by = np.lexsort((ranks, alloc))  # each buffer's uses, the first in seq first
-        alloc, ranks = alloc[by], ranks[by]
-        head = np.ones(len(alloc), dtype=bool)
-        head[1:] = alloc[1:] != alloc[:-1]
-        start = np.zeros(n, dtype=np.int64)
-        np.add.at(start, ranks[head], self.size[s:e][inside][by][head])
-        gone = self.gone[seq]
-        live = np.cumsum(start) - np.cumsum(gone) + gone
-        return self.base[lo] + int(live.max())
+        in their place: a buffer starts at its first user in `seq` unless started before lo
+        (the rule's home is the kernel, `moves_kernel.window_top`)."""
+        top = moves_kernel.window_top(
+            seq, lo, self.at, self.alloc, self.size, self.first, self.gone, self.low
+        )
+        return self.base[lo] + int(top)
 
 
 @dataclass(frozen=True, slots=True)
