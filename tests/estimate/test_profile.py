@@ -10,6 +10,7 @@ from pathlib import Path
 from npucc.backend.estimate.profile import (
     FIGURES,
     MTE2,
+    LayerProfile,
     contracted,
     core_timing,
     profile_layer,
@@ -58,6 +59,25 @@ def test_core_timing_matches_one_replay_per_class() -> None:
         assert (timing.cold, timing.mte2_tail, timing.tails) == _by_replays(
             duration, pipe, preds, classes
         )
+
+
+def test_a_cores_nodes_are_its_tiles_with_the_predecessors_among_them() -> None:
+    # tiles go round-robin: core 0 of 2 runs tiles 0 (with the prologue) and 2, renumbered
+    # in order; a predecessor on the other core is dropped
+    rng = random.Random(3)
+    n, starts = 40, (5, 14, 27)
+    preds = tuple(tuple(sorted(rng.sample(range(v), min(v, 3)))) for v in range(n))
+    prof = LayerProfile(
+        tuple(rng.choice((None, 0, 1)) for _ in range(n)), (1,) * n, preds,
+        tuple(rng.randrange(1, 8) for _ in range(n)), starts, (1, 1, 1), 0.0, 0, 0, (0,) * 5,
+    )  # fmt: skip
+    for cores, core in [(1, 0), (2, 0), (2, 1), (3, 2), (5, 0)]:
+        mine = [v for t in range(core, len(starts), cores) for v in prof.span(t)]
+        nodes, pipe, got, classes = prof.core_nodes(cores, core)
+        assert nodes == mine
+        assert pipe == [prof.pipe[v] for v in mine]
+        assert classes == [prof.classes[v] for v in mine]
+        assert got == [tuple(mine.index(u) for u in preds[v] if u in mine) for v in mine]
 
 
 def test_a_contracted_core_times_alike_with_fewer_nodes() -> None:

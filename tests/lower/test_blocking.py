@@ -370,8 +370,9 @@ def test_searches_sharing_candidates_pick_what_each_picks_alone():
 
 @pytest.mark.parametrize("target", ["davinci-core", "mesh8x8"])
 def test_plans_bounded_out_unpriced_leave_every_pick_as_it_was(monkeypatch, target):
-    # a plan whose floor (CUBE or its passes' DMAs) is beyond the tolerance of one priced is
-    # not priced (`blocking._scored`): each search picks what it picks with every plan priced
+    # a plan whose floor (CUBE, its passes' DMAs or their DDR bound) is beyond the tolerance of
+    # one priced is not priced (`blocking._scored`): each search picks what it picks with every
+    # plan priced, and no plan costs less than its floor
     import npucc.backend.lower.block_price as block_price
     import npucc.backend.lower.blocking as blocking
 
@@ -386,8 +387,14 @@ def test_plans_bounded_out_unpriced_leave_every_pick_as_it_was(monkeypatch, targ
         ]
 
     priced = []
-    plain = blocking._bias_plan
-    monkeypatch.setattr(blocking, "_bias_plan", lambda *a: priced.append(1) or plain(*a))
+    plain, cycle_floor = blocking._bias_plan, block_price.cycle_floor
+
+    def bias_plan(*a):
+        scored = plain(*a)
+        priced.append(scored[0][0] >= cycle_floor(*a[:5]))  # no plan costs less than its floor
+        return scored
+
+    monkeypatch.setattr(blocking, "_bias_plan", bias_plan)
     shapes = [
         CubeShape(n, k, taps, inst, bias, res, 1, x_by_channels=chan)
         for n, k, taps, inst, bias, res, chan in [
@@ -399,11 +406,12 @@ def test_plans_bounded_out_unpriced_leave_every_pick_as_it_was(monkeypatch, targ
         ]
     ]
     bounded, counts = [], []
-    for floor in (block_price.cycle_floor, lambda *a: 0):
+    for floor in (cycle_floor, lambda *a: 0):
         monkeypatch.setattr(block_price, "cycle_floor", floor)
         priced.clear()
         bounded.append([choose_blocking(ctx, s, tiles, m_blocks, 7) for s in shapes])
         counts.append(len(priced))
+        assert all(priced)
     assert bounded[0] == bounded[1]
     assert counts[0] < counts[1]
 
@@ -425,15 +433,21 @@ def test_plans_bounded_out_with_operands_on_chip_leave_every_pick_as_it_was(monk
             for m0, mb in rows
         ]
 
-    priced = []
-    plain, floor = blocking._bias_plan, block_price.product_floor
+    priced, floors, bound = [], {}, [True]
+    plain, product_floors = blocking._bias_plan, block_price.product_floors
+
+    def floored(ctx, shape, plans, memo):
+        found = product_floors(ctx, shape, plans, memo)
+        floors.update(((id(p[0]), p[1]), f) for p, f in zip(plans, found.tolist(), strict=True))
+        return found if bound[0] else np.zeros(len(plans))  # 0: every plan priced
 
     def bias_plan(*a):
         scored = plain(*a)
-        priced.append(scored[0][0] * scored[0][1] >= floor(*a[:5]))
+        priced.append(scored[0][0] * scored[0][1] >= floors[id(a[3]), a[2]])
         return scored
 
     monkeypatch.setattr(blocking, "_bias_plan", bias_plan)
+    monkeypatch.setattr(block_price, "product_floors", floored)
     shapes = [
         CubeShape(n, k, taps, inst, bias, res, 1, x_by_channels=chan, noc=flags)
         for n, k, taps, inst, bias, res, chan in [
@@ -444,8 +458,8 @@ def test_plans_bounded_out_with_operands_on_chip_leave_every_pick_as_it_was(monk
         for flags in [(True, False, False, False), (False, True, True, False), (True,) * 4]
     ]
     bounded, counts = [], []
-    for noc_floor in (floor, lambda *a: 0):
-        monkeypatch.setattr(block_price, "product_floor", noc_floor)
+    for on in (True, False):
+        bound[0] = on
         priced.clear()
         bounded.append([choose_blocking(ctx, s, tiles, m_blocks, 7) for s in shapes])
         counts.append(len(priced))

@@ -78,13 +78,19 @@ class LayerProfile:
         """The nodes of the tiles core `core` of `cores` runs, in lowering order, renumbered
         0..: their index in the profile, pipe, predecessors among them (one outside finishes
         at 0, so it never delays a node) and classes."""
-        nodes = [i for t in range(core, len(self.tiles), cores) for i in self.span(t)]
-        pos = {v: k for k, v in enumerate(nodes)}
+        span = self.span
+        nodes = [i for t in range(core, len(self.tiles), cores) for i in span(t)]
         pipe, preds, classes = self.pipe, self.preds, self.classes
+        if len(nodes) == len(pipe):  # every tile: the nodes as they are
+            return nodes, list(pipe), list(preds), list(classes)
+        pos = [-1] * len(pipe)  # each node's place among them (-1: another core's)
+        for k, v in enumerate(nodes):
+            pos[v] = k
+        at = pos.__getitem__
         return (
             nodes,
             [pipe[v] for v in nodes],
-            [tuple(pos[u] for u in preds[v] if u in pos) for v in nodes],
+            [tuple([u for u in map(at, preds[v]) if u >= 0]) for v in nodes],
             [classes[v] for v in nodes],
         )
 

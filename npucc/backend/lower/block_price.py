@@ -1,7 +1,7 @@
 """The cost function of a cube layer's blockings (`blocking.py`'s search prices every candidate
 here): per plan its busiest pipe's cycles on the busiest core (or the DDR channel's bound),
 bytes moved and DMAs, with target/cost.py's formulas, and the lower bounds the search orders
-and cuts its plans by (`cycle_floor`, `product_floor`)."""
+and cuts its plans by (`cycle_floor`, `product_floors`)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from collections import Counter
 from collections.abc import Hashable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
 
 from npucc.backend.lower.context import LowerContext
 from npucc.backend.lower.l0_tiles import MatTiles, acc_group
@@ -85,16 +87,16 @@ def variants(
     inst = shape.instances
     out = []
     for variant in plans:
-        # NOTE: the tiles' pipes read of the plan only its L0 tile, N block, whether K is
-        # blocked and where the bias is added
-        key = (id(blocks), variant.tiles, variant.nb, variant.kb < shape.k, variant.cube_bias,
-               out_noc, res_noc)  # fmt: skip
-        if key not in memo:
-            memo[key] = _tile_pipes(ctx, shape, variant, blocks)
-        pipes = dict(memo[key])
-        pipes["MTE2"] += w_cyc * passes_w + x_cyc * passes_x
-        dmas = through + pipes.pop("dmas")
-        res, written = pipes.pop("res_bytes"), pipes.pop("out_bytes")
+        tp = _tiles_of(ctx, shape, variant, blocks, memo)
+        pipes = {
+            "MTE1": tp.mte1,
+            "MTE2": (tp.mte2_noc if res_noc else tp.mte2) + w_cyc * passes_w + x_cyc * passes_x,
+            "CUBE": tp.cube,
+            "VECTOR": tp.vector,
+            "MTE3": tp.mte3_noc if out_noc else tp.mte3,
+        }
+        dmas = through + tp.dmas
+        res, written = tp.res_bytes, tp.out_bytes
         moved = (w_bytes + x_bytes + res + written) * inst
         reads = (w_bytes * (not w_noc) + x_bytes * (not x_noc) + res * (not res_noc)) * inst
         writes = written * (not out_noc) * inst
@@ -155,9 +157,7 @@ def _part(
     k_pieces = _pieces(shape.k, plan.kb)
     k_blocks = sum(c for _, c in k_pieces)
     x_pieces = _x_pieces(shape, plan)
-    w_el = shape.n * shape.k
-    if shape.bias:
-        w_el += shape.n * shape.bias_elems
+    w_el = _w_elems(shape)
     x_cyc, x_el = _x_pass(ctx, shape, blocks, x_pieces, False, memo)
     w_dmas = n_blocks * k_blocks * (1 + int(shape.bias))
     passes_w, passes_x, per_core = _passes(ctx, shape, plan, len(blocks), n_blocks)
@@ -203,14 +203,24 @@ def cycle_floor(
     """A lower bound of the cycles `variants` gives `plan` (either place of its bias) through
     DDR: its L0 tiles' CUBE cycles or its W and X passes' DMA cycles (MTE2's, without the
     epilogue's residual loads), the more, on the busiest core (the busiest pipe's are no
-    fewer); 0 where X blocks may hide behind the producer's writes (`_x_hides`)."""
+    fewer), or the DDR bound of those passes' bytes (on a mesh, whose cores share the DDR
+    channel, what binds most plans: light ResNet-50 mesh8x8's profiles' 24 searches without
+    operands on chip, 11,027 plans priced -> 2,478); 0 where X blocks may hide behind the
+    producer's writes (`_x_hides`)."""
     if _x_hides(shape, plan):
         return 0
     n_blocks = -(-shape.n // plan.nb)
     passes_w, passes_x, per_core = _passes(ctx, shape, plan, len(blocks), n_blocks)
-    x_cyc = _x_pass(ctx, shape, blocks, _x_pieces(shape, plan), False, memo)[0]
+    x_cyc, x_el = _x_pass(ctx, shape, blocks, _x_pieces(shape, plan), False, memo)
     dma = _w_pass(ctx, shape, plan, memo) * passes_w + x_cyc * passes_x
-    return math.ceil(max(_cube(ctx, shape, plan.tiles, blocks, memo), dma) * per_core)
+    cycles = math.ceil(max(_cube(ctx, shape, plan.tiles, blocks, memo), dma) * per_core)
+    reads = (_w_elems(shape) * passes_w + x_el * passes_x) * ctx.target.elem_bytes
+    return max(cycles, ddr_bound(ctx.target, reads * shape.instances, 0))
+
+
+def _w_elems(shape: CubeShape) -> int:
+    """Elements of W with its bias."""
+    return shape.n * shape.k + (shape.n * shape.bias_elems if shape.bias else 0)
 
 
 def _cube(
@@ -235,24 +245,128 @@ def _cube(
     return cube
 
 
-def product_floor(
+Plan = tuple["list[MBlock]", "Blocking", bool, "Blocking | None"]  # blocks, plan, held, cube
+
+
+def product_floors(
+    ctx: LowerContext, shape: CubeShape, plans: list[Plan], memo: dict[Hashable, Any]
+) -> np.ndarray:
+    """Per plan of `plans` (its M blocks, itself, whether held and its `cube_bias` variant or
+    None: one `Candidates`' plans, whose `memo` this is), a lower bound of the cycles x bytes
+    moved `variants` gives either variant with operands on chip (`shape.noc`), float64.
+
+    NOTE: the figures `variants` works out, for every plan at once: a plan's floor is its
+    product within a cycle (one cycle below, and a part in 1e12 below, whatever the floats'
+    rounding), so that the search prices little more than the least (light ResNet-50
+    mesh8x8's profiles: 45,369 plans, 31,730 priced by the floor of CUBE and the passes' DMAs
+    -> 1,558)."""
+    part, xb, mb, hides, per_core = _part_arrays(ctx, shape, plans, memo)
+    w_cyc, x_cyc, fill = _noc_arrays(ctx, shape, plans, memo, part)
+    _, passes_w, passes_x, single, w_bytes, x_bytes = part[:6]
+    x_noc, w_noc, out_noc, res_noc = shape.noc
+    inst = shape.instances
+    bounds: dict[tuple[int, int], int] = memo.setdefault(_DDR_BOUNDS, {})
+    dma = w_cyc * passes_w + x_cyc * passes_x
+    product: np.ndarray | None = None
+    for cube in (False, True) if shape.float_bias else (False,):
+        mte1, mte2, mte2_noc, cub, vector, mte3, mte3_noc, _, res, out = _pipe_arrays(
+            ctx, shape, plans, memo, cube
+        )
+        mte2, mte3 = (mte2_noc if res_noc else mte2), (mte3_noc if out_noc else mte3)
+        top = np.maximum.reduce([mte1, mte2 + dma, cub, vector, mte3])
+        busiest = top.astype(np.float64) * per_core
+        drain = busiest + (vector + mte3).astype(np.float64) * per_core
+        busiest = np.where(single != 0, drain, busiest)
+        reads = (w_bytes * (not w_noc) + x_bytes * (not x_noc) + res * (not res_noc)) * inst
+        writes = out * (not out_noc) * inst
+        ddr = []
+        for pair in zip(reads.tolist(), writes.tolist(), strict=True):
+            bound = bounds.get(pair)
+            if bound is None:
+                bound = bounds[pair] = ddr_bound(ctx.target, *pair)
+            ddr.append(bound)
+        low = np.maximum(np.ceil(busiest).astype(np.int64) - 1, np.array(ddr, np.int64))
+        low -= np.where(hides, low * (xb - 1) // (xb * mb), 0)
+        moved = (w_bytes + x_bytes + res + out) * inst
+        floor = (low + fill).astype(np.float64) * moved.astype(np.float64) * (1 - 1e-12)
+        product = floor if product is None else np.minimum(product, floor)
+    assert product is not None
+    return product
+
+
+def _part_arrays(
+    ctx: LowerContext, shape: CubeShape, plans: list[Plan], memo: dict[Hashable, Any]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """`product_floors`' figures of `plans` that do not depend on the operands on chip (memoised):
+    their `_Part`s' DMAs, passes over W and X, `single`, W and X bytes, W and X cycles and
+    fill as rows of one array; X's K blocks and the M blocks (`_hidden`'s), whether X hides
+    (`_x_hides`) and the share of the units a core runs."""
+    found = memo.get(_PART_ARRAYS)
+    if found is None:
+        rows, xb, mb, hides, per_core = [], [], [], [], []
+        for blocks, plan, _, _ in plans:
+            p = _part_of(ctx, shape, plan, blocks, memo)[1]
+            rows.append((p.dmas, p.passes_w, p.passes_x, p.single, p.w_bytes, p.x_bytes,
+                         p.w_cyc, p.x_cyc, p.fill))  # fmt: skip
+            xb.append(-(-shape.k // plan.x_kb))
+            mb.append(len(blocks))
+            hides.append(_x_hides(shape, plan))
+            per_core.append(p.per_core)
+        found = memo[_PART_ARRAYS] = (
+            np.array(rows, np.int64).reshape(len(plans), 9).T,
+            np.array(xb, np.int64),
+            np.array(mb, np.int64),
+            np.array(hides, np.bool_),
+            np.array(per_core, np.float64),
+        )
+    return found
+
+
+_PART_ARRAYS = ("part arrays",)  # `_part_arrays`' key in a `Candidates`' memo
+_DDR_BOUNDS = ("ddr bounds",)  # `product_floors`' `ddr_bound` by (reads, writes) there
+
+
+def _noc_arrays(
     ctx: LowerContext,
     shape: CubeShape,
-    plan: Blocking,
-    blocks: list[MBlock],
+    plans: list[Plan],
     memo: dict[Hashable, Any],
-) -> int:
-    """A lower bound of the cycles x bytes moved `variants` gives `plan` (either place of its
-    bias) with operands on chip (`shape.noc`): `cycle_floor`'s cycles with W's and X's passes at
-    their NoC or DDR DMA cycles (`_noc_pass`), times the bytes of those passes (the epilogue's
-    residual and output bytes only add to them); 0 where `_x_hides`."""
-    if _x_hides(shape, plan):
-        return 0
-    at, part = _part_of(ctx, shape, plan, blocks, memo)
-    moved = (part.w_bytes + part.x_bytes) * shape.instances
-    w_cyc, x_cyc, _ = _noc_pass(ctx, shape, plan, blocks, memo, at, part)
-    dma = w_cyc * part.passes_w + x_cyc * part.passes_x
-    return math.ceil(max(_cube(ctx, shape, plan.tiles, blocks, memo), dma) * part.per_core) * moved
+    part: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`_noc_pass` of every plan (W and X cycles of one pass, fill) with W and X on chip as
+    `shape.noc` says (memoised by those flags)."""
+    flags = shape.noc[:2]
+    if not any(flags):
+        return part[6], part[7], part[8]
+    key = ("noc arrays", *flags)
+    found = memo.get(key)
+    if found is None:
+        rows = []
+        for blocks, plan, _, _ in plans:
+            at, p = _part_of(ctx, shape, plan, blocks, memo)
+            rows.append(_noc_pass(ctx, shape, plan, blocks, memo, at, p))
+        found = memo[key] = tuple(np.array(rows, np.int64).reshape(len(plans), 3).T)
+    return found
+
+
+def _pipe_arrays(
+    ctx: LowerContext,
+    shape: CubeShape,
+    plans: list[Plan],
+    memo: dict[Hashable, Any],
+    cube: bool,
+) -> np.ndarray:
+    """`_tile_pipes` of every plan (its `cube_bias` variant if `cube`), the fields of `_Pipes`
+    as rows (memoised)."""
+    key = ("pipe arrays", cube)
+    found = memo.get(key)
+    if found is None:
+        rows = [
+            _tiles_of(ctx, shape, (c or replace(plan, cube_bias=True)) if cube else plan, b, memo)
+            for b, plan, _, c in plans
+        ]
+        found = memo[key] = np.array(rows, np.int64).reshape(len(plans), len(_Pipes._fields)).T
+    return found
 
 
 def _noc_pass(
@@ -375,11 +489,11 @@ def _x_cost(
 
 def _tile_pipes(
     ctx: LowerContext, shape: CubeShape, plan: Blocking, blocks: list[MBlock]
-) -> dict[str, int]:
-    """Per-pipe cycles of the L0 tiles of one instance, and the epilogue's DMAs and bytes
-    (keys dmas, res_bytes, out_bytes); an A tile is staged once per group of N tiles."""
+) -> _Pipes:
+    """Per-pipe cycles of the L0 tiles of one instance, and the epilogue's DMAs and bytes; an
+    A tile is staged once per group of N tiles."""
     eb, t = ctx.target.elem_bytes, plan.tiles
-    _, _, out_noc, res_noc = shape.noc
+    mte2_noc = mte3_noc = 0
     groups = 0
     for nb, cn in _pieces(shape.n, plan.nb):
         count = -(-nb // t.n)
@@ -416,7 +530,8 @@ def _tile_pipes(
         if shape.out_onchip:
             p["VECTOR"] += c * _dma(ctx, "UB_L1", stored)
         else:
-            p["MTE3"] += c * _dma(ctx, "TIER_DDR", stored, out_noc)
+            p["MTE3"] += c * _dma(ctx, "TIER_DDR", stored)
+            mte3_noc += c * _dma(ctx, "TIER_DDR", stored, True)
             out_bytes += c * stored * eb
         dmas += c * (1 + int(shape.residual))
         if plan.cube_bias:  # ones -> L0A, bias -> L0B, a k = 1 mmad
@@ -427,9 +542,48 @@ def _tile_pipes(
         if shape.residual and shape.res_onchip:
             p["MTE1"] += c * _dma(ctx, "L1_UB", m * n)
         elif shape.residual:
-            p["MTE2"] += c * _dma(ctx, "DDR_UB", m * n, res_noc)
+            p["MTE2"] += c * _dma(ctx, "DDR_UB", m * n)
+            mte2_noc += c * _dma(ctx, "DDR_UB", m * n, True)
             res_bytes += c * m * n * eb
-    return {**p, "dmas": dmas, "res_bytes": res_bytes, "out_bytes": out_bytes}
+    return _Pipes(
+        p["MTE1"], p["MTE2"], mte2_noc, p["CUBE"], p["VECTOR"], p["MTE3"], mte3_noc, dmas,
+        res_bytes, out_bytes,
+    )  # fmt: skip
+
+
+class _Pipes(NamedTuple):
+    """`_tile_pipes`: the cycles of the L0 tiles of one instance on each pipe, MTE2's and
+    MTE3's with the residual's loads and the output's stores through DDR and over the NoC, and
+    the epilogue's DMAs and bytes."""
+
+    mte1: int
+    mte2: int
+    mte2_noc: int
+    cube: int
+    vector: int
+    mte3: int
+    mte3_noc: int
+    dmas: int
+    res_bytes: int
+    out_bytes: int
+
+
+def _tiles_of(
+    ctx: LowerContext,
+    shape: CubeShape,
+    variant: Blocking,
+    blocks: list[MBlock],
+    memo: dict[Hashable, Any],
+) -> _Pipes:
+    """`_tile_pipes` of `variant`, memoised.
+
+    NOTE: they read of the plan only its L0 tile, N block, whether K is blocked and where the
+    bias is added (whatever the operands on chip: both places of the output and residual)"""
+    key = (id(blocks), variant.tiles, variant.nb, variant.kb < shape.k, variant.cube_bias)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = _tile_pipes(ctx, shape, variant, blocks)
+    return found
 
 
 def _single_l0c(ctx: LowerContext, plan: Blocking, k: int) -> bool:

@@ -245,22 +245,18 @@ def _least_product(
     those that cannot have the least cycles x bytes moved (`choose_blocking`'s pick there;
     held plans are not picked then).
 
-    NOTE: priced by rising `block_price.product_floor`, and none whose floor is above a
+    NOTE: priced by rising `block_price.product_floors`, and none whose floor is above a
     product already priced: it is above the least, so neither it nor a tie (on a tie of
     products the fewest DMAs, then the first, win); the pick is that of every plan priced
-    (light ResNet-50 mesh8x8's profiles: 87 searches, 45,369 plans priced -> 31,730)."""
-    memo = table.memo
-    floors = [
-        0 if once else price.product_floor(ctx, shape, plan, blocks, memo)
-        for blocks, plan, once, _ in plans
-    ]
+    (light ResNet-50 mesh8x8's profiles: 87 searches, 45,369 plans priced -> 1,558)."""
+    floors = price.product_floors(ctx, shape, plans, table.memo).tolist()
     found: list[Scored | None] = [None] * len(plans)
     least = -1
     for i in sorted((i for i, p in enumerate(plans) if not p[2]), key=floors.__getitem__):
         if 0 <= least < floors[i]:
             break  # NOTE: by rising floor: every later one's is above too
         blocks, plan, _, cube = plans[i]
-        priced = found[i] = _bias_plan(ctx, shape, plan, blocks, memo, cube)
+        priced = found[i] = _bias_plan(ctx, shape, plan, blocks, table.memo, cube)
         product = priced[0][0] * priced[0][1]
         if least < 0 or product < least:
             least = product

@@ -225,9 +225,10 @@ def lower_cube_conv(ctx: LowerContext, layer: Layer, one_unit: bool = False) -> 
         spec = (fused.pool, fused.cols)
         kept = (noc[0], noc[1], ctx.on_noc(fused.out), noc[2])
         # NOTE: the searches of one key but `kept` share their candidates (`Candidates`);
-        # only a mesh plan's operands on chip make such searches (on one core none share one,
-        # so none is kept there: it would only hold memory)
-        shares = bool(ctx.program.onchip)
+        # only a mesh plan's profiles make such searches, under each set of operands on chip
+        # and none (on one core none share one, so none is kept there: it would only hold
+        # memory)
+        shares = ctx.target.cores > 1
         key = (Candidates, onchip, one_unit, spec, planes)
         known = once(ctx, layer, key, _no_candidates) if shares else None
         work = partial(
