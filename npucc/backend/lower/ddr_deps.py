@@ -38,7 +38,8 @@ def pattern_runs(off: int, dims: tuple[int, ...], strides: tuple[int, ...]) -> R
     return found[0] + off, found[1]
 
 
-RUNS_KEPT = 1 << 12  # patterns `pattern_runs` keeps (then it starts afresh)
+RUNS_KEPT = 1 << 10  # patterns `pattern_runs` keeps (then it starts afresh): each of up to
+# MAX_RUNS starts, at most 8 MiB
 _RUNS: dict[tuple[tuple[int, ...], tuple[int, ...]], Runs] = {}
 
 
