@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from npucc.backend.lower import ddr_deps
 from npucc.backend.lower.builder import TileBuilder
 from npucc.backend.lower.ddr_deps import Written, by_channels, pattern_runs
 from npucc.ir.isa import Copy, DdrRef
@@ -27,6 +28,21 @@ def test_runs_merge_the_contiguous_inner_dims() -> None:
     assert length == 1120 and len(starts) == 64
     starts, length = pattern_runs(3, (2, 3), (0, 2))  # a broadcast dim: duplicates dropped
     assert length == 1 and starts.tolist() == [3, 5, 7]
+
+
+def test_a_patterns_runs_are_worked_out_once_and_shifted_to_each_offset() -> None:
+    """The runs of one pattern at other offsets: its elements' at each (against a brute-force
+    element set), kept once (`_RUNS`), each answer a new array (a caller may keep it)."""
+    dims, strides = (3, 2, 5), (40, 9, 1)  # not nested: 2 rows 9 apart in runs of 5
+    first, length = pattern_runs(11, dims, strides)
+    assert (dims, strides) in ddr_deps._RUNS
+    for off in (0, 11, 1000):
+        starts, n = pattern_runs(off, dims, strides)
+        assert n == length == 5
+        runs = {int(a) + i for a in starts for i in range(n)}
+        assert runs == _elements(off, dims, strides)
+        starts += 1  # a caller's change reaches no later answer
+    assert pattern_runs(11, dims, strides)[0].tolist() == first.tolist()
 
 
 def test_writers_are_exactly_the_overlapping_writes() -> None:

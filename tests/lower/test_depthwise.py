@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -9,6 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 from test_breadth_ops import run
 
 import npucc
+from npucc.backend.lower import depthwise
 from npucc.backend.lower.builder import MeshBuilder, TileBuilder
 from npucc.backend.lower.context import LowerContext
 from npucc.backend.lower.depthwise import _lower_split
@@ -172,3 +175,78 @@ def test_weights_too_large_to_hold_in_ub_are_staged_in_l1_once():
     w = rng.standard_normal((512, 1, 3, 3)).astype(np.float32)
     b = rng.standard_normal(512).astype(np.float32)
     run("Conv", {"x": (1, 512, 14, 14)}, attrs | {"pads": [1, 1, 1, 1]}, consts={"w": w, "b": b})
+
+
+def _dw_graph(channels: int, size: int) -> tuple[Graph, Layer]:
+    """A depthwise 3x3 conv with a bias alone in a graph, and its layer."""
+    graph = Graph("t")
+    graph.add_tensor(Tensor("x", (1, channels, size, size)))
+    graph.inputs.append("x")
+    w = np.ones((channels, 1, 3, 3), np.float32)
+    graph.add_tensor(Tensor("w", w.shape, data=w))
+    graph.add_tensor(Tensor("b", (channels,), data=np.ones(channels, np.float32)))
+    graph.add_tensor(Tensor("y", (1, channels, size, size)))
+    attrs = {"group": channels, "pads": (1, 1, 1, 1)}
+    layer = Layer("dw", "conv2d", ["x", "w", "b"], ["y"], attrs)
+    graph.add_layer(layer)
+    return graph, layer
+
+
+def room_readers(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The functions (outside context.py) that read L1's room from now on, as they read it."""
+    readers: list[str] = []
+    room = LowerContext.room
+
+    def spy(self: LowerContext, tier: str) -> int:
+        if tier == "L1":
+            frame = sys._getframe(1)
+            while frame.f_back is not None and frame.f_code.co_filename.endswith("context.py"):
+                frame = frame.f_back
+            readers.append(frame.f_code.co_name)
+        return room(self, tier)
+
+    monkeypatch.setattr(LowerContext, "room", spy)
+    return readers
+
+
+@pytest.mark.parametrize(("channels", "size", "cube"), [(64, 14, 0), (64, 56, 24), (512, 14, 0)])
+def test_a_split_reads_l1s_room_only_through_its_split_reads(monkeypatch, channels, size, cube):
+    """Every weights-held, staged and cube-shared path of `_lower_split` reads L1's room only
+    where `_split_reads` does: its trials are kept by those, whatever the L1 reservation."""
+    readers = room_readers(monkeypatch)
+    _split_nodes(*_dw_graph(channels, size), cube)
+    assert set(readers) <= {"cube_plan", "fits_stage"}
+    if channels == 512 or cube:
+        assert readers  # the check can fail: these paths read it
+
+
+def test_a_splits_trial_serves_every_reservation_of_the_same_reads(monkeypatch):
+    """Two L1 reservations of the same `_split_reads` share one trial, whose figures are the
+    ones a trial under the second gives; a reservation that changes the cube plan tries
+    again."""
+    graph, layer = _dw_graph(64, 56)
+    target = load_target("davinci-core")
+    memo: dict = {}
+
+    def ctx(reserved: int, memo: dict = memo) -> LowerContext:
+        builder = MeshBuilder([TileBuilder(TileGraph("t"), target)])
+        program = TiledProgram("t", target)
+        out = LowerContext(graph, program, builder, target, reserved=reserved, memo=memo)
+        out.begin_layer((0,))
+        return out
+
+    def reads(reserved: int) -> object:
+        return depthwise._split_reads(ctx(reserved), layer, 24)
+
+    trials = []
+    real = depthwise._trial
+    monkeypatch.setattr(depthwise, "_trial", lambda *a: trials.append(a) or real(*a))
+    first = depthwise.flow_bound(ctx(0), layer, _lower_split, 24)
+    assert reads(0) == reads(4096)
+    assert depthwise.flow_bound(ctx(4096), layer, _lower_split, 24) == first
+    assert len(trials) == 1
+    assert depthwise.flow_bound(ctx(4096, {}), layer, _lower_split, 24) == first
+    tight = target.memory.capacity("L1") - 64 * 1024  # a quarter of the rest: a smaller plan
+    assert reads(tight) != reads(0)
+    depthwise.flow_bound(ctx(tight), layer, _lower_split, 24)
+    assert len(trials) == 3

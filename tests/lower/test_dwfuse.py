@@ -9,13 +9,18 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from test_depthwise import room_readers
 
 import npucc
 from npucc.backend.lower import conv, depthwise, dwfuse
+from npucc.backend.lower.builder import MeshBuilder, TileBuilder
 from npucc.backend.lower.context import LowerContext
 from npucc.backend.lower.conv_geom import conv_geometry, expand_depthwise
 from npucc.backend.lower.dwfuse import fused_depthwise
 from npucc.compiler import LEVEL_PASSES, compile_until
+from npucc.ir.graph import Layer
+from npucc.ir.program import TiledProgram
+from npucc.ir.tiled import TileGraph
 from npucc.target import load_target
 
 
@@ -197,3 +202,44 @@ def test_only_a_sole_depthwise_reader_of_a_plain_1x1_conv_fuses():
     mesh = load_target("mesh8x8")
     graph = compile_until(_model(), LEVEL_PASSES["graph"])
     assert expand_depthwise(graph, graph.layers[0], mesh) is None  # one core only
+
+
+def _pair_ctx(reserved: int, memo: dict) -> tuple[LowerContext, Layer, Layer]:
+    """A context of `_model()`'s graph under an L1 reservation of `reserved` bytes, and its 1x1
+    and depthwise convs."""
+    graph = compile_until(_model(), LEVEL_PASSES["graph"])
+    target = load_target("davinci-core")
+    builder = MeshBuilder([TileBuilder(TileGraph("t"), target)])
+    program = TiledProgram("t", target)
+    ctx = LowerContext(graph, program, builder, target, reserved=reserved, memo=memo)
+    ctx.begin_layer((0,))
+    return ctx, graph.layers[0], graph.layers[1]
+
+
+@pytest.mark.parametrize("share", [0, 16, 48])
+def test_the_fused_pair_reads_l1s_room_only_through_its_fused_reads(monkeypatch, share):
+    """`lower_fused` reads L1's room only where `dwfuse.fused_reads` does: its trials are kept
+    by those, whatever the L1 reservation (the check can fail: test_depthwise's)."""
+    ctx, expand, d = _pair_ctx(0, {})
+    readers = room_readers(monkeypatch)
+    dwfuse.lower_fused(ctx, expand, d, share)
+    assert readers and set(readers) <= {"fits_stage", "_holds_weights"}
+
+
+def test_a_fused_trial_serves_every_reservation_of_the_same_reads(monkeypatch):
+    """Two L1 reservations of the same `fused_reads` share one trial of each share (its flow
+    the one a trial under the second gives); one that changes them tries again."""
+    memo: dict = {}
+    tried = []
+    real = conv.lower_fused
+    monkeypatch.setattr(conv, "lower_fused", lambda *a: tried.append(a) or real(*a))
+    ctx, expand, d = _pair_ctx(0, memo)
+    first = conv._fused_flow(ctx, expand, d, 16)
+    other, _, _ = _pair_ctx(4096, memo)
+    assert dwfuse.fused_reads(other, expand, d) == dwfuse.fused_reads(ctx, expand, d)
+    assert conv._fused_flow(other, expand, d, 16) == first and len(tried) == 1
+    assert conv._fused_flow(_pair_ctx(4096, {})[0], expand, d, 16) == first
+    tight, _, _ = _pair_ctx(ctx.target.memory.capacity("L1") - 16 * 1024, memo)
+    assert dwfuse.fused_reads(tight, expand, d) != dwfuse.fused_reads(ctx, expand, d)
+    conv._fused_flow(tight, expand, d, 16)
+    assert len(tried) == 3

@@ -45,7 +45,7 @@ from npucc.backend.lower.conv_geom import (
     second_image,
 )
 from npucc.backend.lower.depthwise import low_reuse, lower_vector_conv, prefers_vector
-from npucc.backend.lower.dwfuse import cube_shares, fused_depthwise, lower_fused
+from npucc.backend.lower.dwfuse import cube_shares, fused_depthwise, fused_reads, lower_fused
 from npucc.backend.lower.l0_tiles import MatTiles, fitting_tiles
 from npucc.backend.lower.memo import fresh, layer_signature, once, trial_graph
 from npucc.ir.graph import Layer
@@ -194,15 +194,27 @@ def _fuses(ctx: LowerContext, layer: Layer) -> tuple[Layer, int] | None:
         _lower_alone(alone, d)
         best, cube = flow(trial_graph(alone)), -1
         for share in (0, *cube_shares(ctx, d)):
-            fused = fresh(ctx, ctx.graph)
-            lower_fused(fused, layer, d, share)
-            c = flow(trial_graph(fused))
+            c = _fused_flow(ctx, layer, d, share)
             tolerance = c * CYCLE_TOLERANCE < best * (CYCLE_TOLERANCE + 1)
             if c < best or (share == 0 and tolerance):
                 best, cube = c, share
         ctx.memo[key] = (cube >= 0, max(cube, 0))
     fuses, cube = ctx.memo[key]
     return (d, cube) if fuses else None
+
+
+def _fused_flow(ctx: LowerContext, layer: Layer, d: Layer, share: int) -> int:
+    """The `flow` of 1x1 conv `layer` and depthwise conv `d` lowered fused with `share` of its
+    channels on the cube (a trial on a fresh context), once per signature of the pair, share
+    and what the lowering reads of L1 (`dwfuse.fused_reads`), whatever the L1 reservation."""
+    reads = fused_reads(ctx, layer, d)
+    key = (_fused_flow, layer_signature(ctx, layer), layer_signature(ctx, d), share, reads)
+    found: int | None = ctx.memo.get(key)
+    if found is None:
+        fused = fresh(ctx, ctx.graph)
+        lower_fused(fused, layer, d, share)
+        found = ctx.memo[key] = flow(trial_graph(fused))
+    return found
 
 
 def lower_cube_unit(ctx: LowerContext, layer: Layer) -> None:

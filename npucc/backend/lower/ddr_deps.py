@@ -24,20 +24,40 @@ MAX_RUNS = 1024  # a pattern of more runs counts as its whole extent (more write
 def pattern_runs(off: int, dims: tuple[int, ...], strides: tuple[int, ...]) -> Runs:
     """The contiguous runs the pattern (`off`, `dims`, `strides`) touches, start offsets sorted
     and unique; one run over its whole extent when it has more than MAX_RUNS (or a negative
-    stride). NOTE: a superset of a write's or a read's elements only adds dependencies."""
+    stride). NOTE: a superset of a write's or a read's elements only adds dependencies.
+
+    The runs of a pattern at offset 0 are worked out once (the lowerings copy the same few
+    patterns band after band, at other offsets) and shifted by `off` (a new array: a caller
+    may keep it)."""
+    key = (dims, strides)
+    found = _RUNS.get(key)
+    if found is None:
+        if len(_RUNS) >= RUNS_KEPT:
+            _RUNS.clear()
+        found = _RUNS[key] = _runs(dims, strides)
+    return found[0] + off, found[1]
+
+
+RUNS_KEPT = 1 << 10  # patterns `pattern_runs` keeps (then it starts afresh): each of up to
+# MAX_RUNS starts, at most 8 MiB
+_RUNS: dict[tuple[tuple[int, ...], tuple[int, ...]], Runs] = {}
+
+
+def _runs(dims: tuple[int, ...], strides: tuple[int, ...]) -> Runs:
+    """`pattern_runs` of the pattern at offset 0."""
     pairs = [(d, s) for d, s in zip(dims, strides, strict=True) if d != 1]
     if any(d == 0 for d, _ in pairs):
         return np.empty(0, dtype=np.int64), 1
     length = 1
     while pairs and pairs[-1][1] == length:  # the innermost dims that continue the run
         length *= pairs.pop()[0]
-    if not pairs:  # one run (most copies): no arrays to combine
-        return np.array([off], dtype=np.int64), length
+    if not pairs:  # one run (most copies)
+        return np.zeros(1, dtype=np.int64), length
     if math.prod(d for d, _ in pairs) > MAX_RUNS or any(s < 0 for _, s in pairs):
-        lo = off + sum((d - 1) * s for d, s in pairs if s < 0)
-        hi = off + sum((d - 1) * s for d, s in pairs if s > 0) + length
+        lo = sum((d - 1) * s for d, s in pairs if s < 0)
+        hi = sum((d - 1) * s for d, s in pairs if s > 0) + length
         return np.array([lo], dtype=np.int64), hi - lo
-    starts = np.array([off], dtype=np.int64)
+    starts = np.zeros(1, dtype=np.int64)
     nested = True  # each dim's stride spans everything inside it: the starts come out sorted
     inner = length
     for d, s in reversed(pairs):

@@ -21,7 +21,7 @@ trial lowers one such unit and counts it once per unit.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 
 from npucc.backend.lower.context import (
     LowerContext,
@@ -34,7 +34,7 @@ from npucc.backend.lower.context import (
 from npucc.backend.lower.conv_geom import ConvGeom, conv_geometry
 from npucc.backend.lower.dwcube import CubePlan, CubeShare, cube_plan
 from npucc.backend.lower.layout import budget, coalesce, fill_window
-from npucc.backend.lower.memo import once, trial_graph
+from npucc.backend.lower.memo import layer_signature, once, trial_graph
 from npucc.backend.lower.trial_graph import TrialGraph
 from npucc.errors import NpuccError
 from npucc.ir.graph import Layer
@@ -134,13 +134,45 @@ def _bounds(
 ) -> tuple[int, int]:
     """`pipe_bound` and `flow_bound` of a lowering from one trial of it, once per signature
     (a depthwise conv's vector lowering is weighed against the cube's by the one and against
-    the splits by the other)."""
+    the splits by the other); a split's (`_lower_split`, `lower_vector_only`) once per
+    signature and `_split_reads`, whatever the L1 reservation."""
 
     def figures(trial: LowerContext, one: Layer) -> tuple[int, int]:
         graph = _trial(trial, one, lower, args)
         return graph.busy(), flow(graph)
 
-    return once(ctx, layer, (_bounds, lower, args), figures)
+    if lower is not _lower_split and lower is not lower_vector_only:
+        return once(ctx, layer, (_bounds, lower, args), figures)
+    key = (_bounds, layer_signature(ctx, layer), _split_reads(ctx, layer, *args))
+    found: tuple[int, int] | None = ctx.memo.get(key)
+    if found is None:
+        found = ctx.memo[key] = once(ctx, layer, (_bounds, lower, args), figures)
+    return found
+
+
+def _split_reads(ctx: LowerContext, layer: Layer, cube_channels: int = 0) -> Hashable:
+    """What `_lower_split` of `cube_channels` reads of L1's room, the one input of a lowering
+    that the L1 reservation (the resident tensors beside the layer) changes: its cube plan
+    and whether its constants fit `stage_consts`' share.
+
+    NOTE: it reads the room nowhere else (tests/lower/test_depthwise checks its reads of
+    `LowerContext.room`): two reservations that give the same reads lower it alike, so its
+    trial's figures are kept for both (the cascades' band layers, lowered beside other
+    resident tensors in each lowering tried, ask for the same splits again).
+    """
+    g = conv_geometry(ctx, layer)
+    return _split_plan(ctx, layer, g, cube_channels), fits_stage(ctx, layer, bias_of(layer))
+
+
+def _split_plan(ctx: LowerContext, layer: Layer, g: ConvGeom, channels: int) -> CubePlan | None:
+    """The cube plan of a split with `channels` of the layer's channels on the cube (its
+    output within an eighth of the UB share)."""
+    return cube_plan(ctx, g, channels, budget(ctx, layer, "UB") // 8)
+
+
+def bias_of(layer: Layer) -> str:
+    """The layer's bias ("" when absent)."""
+    return layer.inputs[2] if len(layer.inputs) > 2 and layer.inputs[2] else ""
 
 
 def _trial(
@@ -165,10 +197,9 @@ def lower_vector_conv(ctx: LowerContext, layer: Layer) -> None:
         # NOTE: a split reads its share only through its cube plan: one whose plan an earlier
         # split had (or none: all on the vector unit) emits the same nodes, so its flow is no
         # less than the best so far and it is not tried
-        ub = budget(ctx, layer, "UB") // 8
         tried: set[CubePlan | None] = {None}
         for frac in CUBE_FRACTIONS:
-            plan = cube_plan(ctx, g, int(g.group * frac), ub)
+            plan = _split_plan(ctx, layer, g, int(g.group * frac))
             if plan in tried:
                 continue
             tried.add(plan)
@@ -200,10 +231,10 @@ def _lower_split(ctx: LowerContext, layer: Layer, cube_channels: int) -> None:
     """
     g = conv_geometry(ctx, layer)
     groups_t, rows_t, cols_t = vector_tiles(ctx, layer, g)
-    plan = cube_plan(ctx, g, cube_channels, budget(ctx, layer, "UB") // 8)
+    plan = _split_plan(ctx, layer, g, cube_channels)
     on_cube = 0 if plan is None else plan.channels
     cube = None if plan is None else CubeShare(ctx, layer, g, plan)
-    bias = layer.inputs[2] if len(layer.inputs) > 2 and layer.inputs[2] else ""
+    bias = bias_of(layer)
     blocks = [(n, g0, gl) for n in range(g.n) for g0, gl in split(g.group - on_cube, groups_t)]
     rows, cols = split(g.oh, rows_t), split(g.ow, cols_t)
     bands = [(r0, nr, q0, nc) for r0, nr in rows for q0, nc in cols]
@@ -242,7 +273,7 @@ def stage_consts(ctx: LowerContext, layer: Layer, bias: str) -> list[str]:
     bld, names = ctx.builder, [layer.inputs[1], *([bias] if bias else [])]
     refs = [ctx.ddr(name) for name in names]
     sizes = [math.prod(ctx.shape(name)) for name in names]
-    if sum(sizes) > ctx.capacity("L1") // STAGE_SHARE or any(r.off for r in refs):
+    if not fits_stage(ctx, layer, bias) or any(r.off for r in refs):
         return []
     keys = []
     for ref, size in zip(refs, sizes, strict=True):
@@ -252,6 +283,13 @@ def stage_consts(ctx: LowerContext, layer: Layer, bias: str) -> list[str]:
             bld.keep(ref.key, held)
             keys.append(ref.key)
     return keys
+
+
+def fits_stage(ctx: LowerContext, layer: Layer, bias: str) -> bool:
+    """Whether the layer's weights and bias `bias` together fit 1/STAGE_SHARE of L1 (what
+    `stage_consts` reads of L1)."""
+    names = [layer.inputs[1], *([bias] if bias else [])]
+    return sum(math.prod(ctx.shape(name)) for name in names) <= ctx.capacity("L1") // STAGE_SHARE
 
 
 def _all_consts(

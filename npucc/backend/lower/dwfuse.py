@@ -18,6 +18,7 @@ when a trial of the pair runs faster so than each layer alone (conv.py, `_fuses`
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 
 from npucc.backend.lower.context import (
     TILE_SHARE,
@@ -32,8 +33,10 @@ from npucc.backend.lower.depthwise import (
     Consts,
     Item,
     Taps,
+    bias_of,
     consts_of,
     epilogue,
+    fits_stage,
     pipeline,
     stage_consts,
     vector_taps,
@@ -93,13 +96,30 @@ def fused_tiles(ctx: LowerContext, layer: Layer, g: ConvGeom) -> tuple[int, int]
     return wide, wide_tiles(ctx, layer, g, wide)
 
 
+def fused_reads(ctx: LowerContext, expand: Layer, layer: Layer) -> Hashable:
+    """What `lower_fused` reads of L1's room, the one input of a lowering that the L1
+    reservation (the resident tensors beside the pair) changes: whether the depthwise conv's
+    constants fit `stage_consts`' share and the 1x1 conv's weights `_Expand`'s.
+
+    NOTE: it reads the room nowhere else (tests/lower/test_dwfuse checks its reads of
+    `LowerContext.room`): a trial of the pair gives the same figures under two reservations
+    that give the same reads (conv.py, `_fuses`)."""
+    bias = bias_of(layer)
+    return fits_stage(ctx, layer, bias), _holds_weights(ctx, expand, conv_geometry(ctx, layer))
+
+
+def _holds_weights(ctx: LowerContext, expand: Layer, g: ConvGeom) -> bool:
+    """Whether the 1x1 conv's weights fit 1/WEIGHT_SHARE of L1 (`_Expand` holds them there)."""
+    return g.group * ctx.shape(expand.inputs[0])[1] <= ctx.capacity("L1") // WEIGHT_SHARE
+
+
 def lower_fused(ctx: LowerContext, expand: Layer, layer: Layer, cube: int = 0) -> None:
     """Depthwise conv `layer`, its windows computed by 1x1 conv `expand`: its last `cube`
     channels on the cube (`_CubeTaps`, when the layer's weights are staged in L1 and its tiles
     fit), the others on the vector unit."""
     g = conv_geometry(ctx, layer)
     groups_t, rows_t = fused_tiles(ctx, layer, g)
-    bias = layer.inputs[2] if len(layer.inputs) > 2 and layer.inputs[2] else ""
+    bias = bias_of(layer)
     staged = stage_consts(ctx, layer, bias)
     share = _CubeTaps.make(ctx, layer, g, (cube, groups_t, rows_t))
     first = g.group - (0 if share is None else cube)
@@ -153,7 +173,7 @@ class _Expand:
         self.w: BufRef | DdrRef = w
         if whole is not None:
             self.w = whole.at(w.off)
-        elif elems <= ctx.capacity("L1") // WEIGHT_SHARE:
+        elif _holds_weights(ctx, expand, g):
             self.w = bld.alloc("L1", elems, f"{expand.name}.w")
             bld.emit(Copy(self.w, w, (elems,), (1,), (1,)))
             self.owned.append(self.w)
