@@ -32,10 +32,11 @@ def test_runs_merge_the_contiguous_inner_dims() -> None:
 
 def test_a_patterns_runs_are_worked_out_once_and_shifted_to_each_offset() -> None:
     """The runs of one pattern at other offsets: its elements' at each (against a brute-force
-    element set), kept once (`_RUNS`), each answer a new array (a caller may keep it)."""
+    element set), worked out once (`_runs`' cache), each answer a new array (a caller may keep
+    it)."""
     dims, strides = (3, 2, 5), (40, 9, 1)  # not nested: 2 rows 9 apart in runs of 5
+    ddr_deps._runs.cache_clear()
     first, length = pattern_runs(11, dims, strides)
-    assert (dims, strides) in ddr_deps._RUNS
     for off in (0, 11, 1000):
         starts, n = pattern_runs(off, dims, strides)
         assert n == length == 5
@@ -43,6 +44,7 @@ def test_a_patterns_runs_are_worked_out_once_and_shifted_to_each_offset() -> Non
         assert runs == _elements(off, dims, strides)
         starts += 1  # a caller's change reaches no later answer
     assert pattern_runs(11, dims, strides)[0].tolist() == first.tolist()
+    assert ddr_deps._runs.cache_info()[:2] == (4, 1)  # (hits, misses)
 
 
 def test_writers_are_exactly_the_overlapping_writes() -> None:

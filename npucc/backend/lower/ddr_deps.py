@@ -10,6 +10,7 @@ last ones (the read of rows 0-9 of a conv's output waits for the stores of rows 
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -29,20 +30,14 @@ def pattern_runs(off: int, dims: tuple[int, ...], strides: tuple[int, ...]) -> R
     The runs of a pattern at offset 0 are worked out once (the lowerings copy the same few
     patterns band after band, at other offsets) and shifted by `off` (a new array: a caller
     may keep it)."""
-    key = (dims, strides)
-    found = _RUNS.get(key)
-    if found is None:
-        if len(_RUNS) >= RUNS_KEPT:
-            _RUNS.clear()
-        found = _RUNS[key] = _runs(dims, strides)
-    return found[0] + off, found[1]
+    starts, length = _runs(dims, strides)
+    return starts + off, length
 
 
-RUNS_KEPT = 1 << 10  # patterns `pattern_runs` keeps (then it starts afresh): each of up to
-# MAX_RUNS starts, at most 8 MiB
-_RUNS: dict[tuple[tuple[int, ...], tuple[int, ...]], Runs] = {}
+RUNS_KEPT = 1 << 10  # patterns `pattern_runs` keeps: each of up to MAX_RUNS starts, <= 8 MiB
 
 
+@functools.lru_cache(maxsize=RUNS_KEPT)
 def _runs(dims: tuple[int, ...], strides: tuple[int, ...]) -> Runs:
     """`pattern_runs` of the pattern at offset 0."""
     pairs = [(d, s) for d, s in zip(dims, strides, strict=True) if d != 1]

@@ -6,6 +6,7 @@ L1 -> DDR with another, so a permutation or an offset costs nothing beyond the t
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -39,19 +40,14 @@ def budget(ctx: LowerContext, layer: Layer, tier: str = "UB", least: int = 1) ->
 def coalesce(dims: Dims, *strides: Dims) -> tuple[Dims, list[Dims]]:
     """Drop unit dims and merge neighbours that every stride list walks as one dim (worked out
     once per pattern: the lowerings ask for the same few patterns band after band)."""
-    key = (dims, strides)
-    found = _COALESCED.get(key)
-    if found is None:
-        if len(_COALESCED) >= COALESCED_KEPT:
-            _COALESCED.clear()
-        found = _COALESCED[key] = _coalesced(dims, strides)
-    return found[0], list(found[1])
+    out_dims, out_strides = _coalesced(dims, strides)
+    return out_dims, list(out_strides)
 
 
-COALESCED_KEPT = 1 << 14  # patterns `coalesce` keeps (then it starts afresh)
-_COALESCED: dict[tuple[Dims, tuple[Dims, ...]], tuple[Dims, tuple[Dims, ...]]] = {}
+COALESCED_KEPT = 1 << 14  # patterns `coalesce` keeps
 
 
+@functools.lru_cache(maxsize=COALESCED_KEPT)
 def _coalesced(dims: Dims, strides: tuple[Dims, ...]) -> tuple[Dims, tuple[Dims, ...]]:
     """`coalesce`'s dims and strides, computed."""
     out_dims: list[int] = []
