@@ -54,9 +54,9 @@ from npucc.backend.estimate.profile import (
     operand_positions,
     piped_timing,
     profile_layer,
-    stage_profile,
     timed_shape,
 )
+from npucc.backend.estimate.staging import stage_runs
 from npucc.backend.hypercut.onchip_plan import (
     Placed,
     Whole,
@@ -221,13 +221,6 @@ class ExecCostModel:
         each tensor's life whole: without its lives home by home), none of `offchip`; `parts`:
         the plan's `loop_parts`, if known; `resume`: as `plan_onchip`'s."""
         cols, views, n = self.target.mesh.cols, self._views, len(self.graph.layers)
-        cores_of: list[tuple[int, ...] | None] = [None] * n
-        for step in steps:
-            for group in step.groups:
-                cores = group.rect.indices(cols)
-                for index in group.layers:
-                    if index not in views:
-                        cores_of[index] = cores
         if parts is None:
             parts = loop_parts(self.graph, steps, self.splits)
         loops: list[tuple[int, int, int]] | None = None
@@ -237,6 +230,17 @@ class ExecCostModel:
         # and no staged weight without a split), without building them per plan
         if len(parts) != n:
             loops, spans = part_loops(parts, n), part_spans(parts, n)
+        # NOTE: unsplit, `plan_onchip` resumed at `start` reads the cores of layers from it on
+        start = resume[2] if resume is not None and loops is None else 0
+        cores_of: list[tuple[int, ...] | None] = [None] * n
+        for step in steps:
+            for group in step.groups:
+                if start and max(group.layers) < start:
+                    continue
+                cores = group.rect.indices(cols)
+                for index in group.layers:
+                    if index not in views:
+                        cores_of[index] = cores
         # NOTE: without `positions`: the estimate prices every tensor's life whole, and the
         # lowering's lives home by home only free room for it (npucc.backend.hypercut.onchip_plan)
         return plan_onchip(
@@ -292,7 +296,7 @@ class ExecCostModel:
         """The EDP of `evaluate` given the plan's `loop_parts` and what it keeps on chip;
         infinite, unscheduled, when its energy times its DDR channel bound (`channel_bound`)
         is not below `beat` (then neither is its EDP)."""
-        priced = self._priced(steps, parts, onchip)
+        priced = self._priced(_rects(steps), parts, onchip)
         energy = sum(_cost_of(item).energy for item in priced)
         if energy * float(channel_bound(self.target, map(_cost_of, priced))) >= beat:
             return math.inf
@@ -305,12 +309,14 @@ class ExecCostModel:
         going on from the longest prefix of its rectangles (and of its layers whose output
         `offchip` holds) a plan priced before shares (npucc.backend.estimate.prefix)."""
         keys: list[tuple[int, ...] | None] = [None] * len(parts)
+        rect_of: list = [None] * len(parts)  # `_priced`'s
         for step in steps:
             for group in step.groups:
                 r = group.rect
                 key = (r.x, r.y, r.w, r.h)  # NOTE: one tuple a group (the trie compares it)
+                where = (r, key)
                 for index in group.layers:
-                    keys[index] = key
+                    keys[index], rect_of[index] = key, where
         for index in self._views:
             keys[index] = None
         layers = self.graph.layers
@@ -321,21 +327,19 @@ class ExecCostModel:
             return trace
         placed: list[Placed] = []
         kept: dict[str, OnChip] = {}
-        priced: list[LayerRun | tuple[Part, _Base]] = []
         energy: list[float] = [0]
         ddr: list[tuple[float, int]] = [(0.0, 0)]
         tensors, items = 0, 0
         if trace is not None:
             tensors, items = self._upto(trace, depth)
-            placed, priced = trace.placed[:tensors], trace.priced[:items]
+            placed = trace.placed[:tensors]
             kept = dict(islice(trace.kept.items(), tensors))
             energy = trace.energy[: items + 1]
             ddr = trace.ddr[: items + 1]
         self.onchip(steps, offchip, parts, (placed, kept, depth))
         where_ids = trace.ids[:tensors] if trace is not None else []
         where_ids += [self._where_id(where) for where in islice(kept.values(), tensors, None)]
-        new = self._priced(steps, parts[depth:], kept, dict(zip(kept, where_ids, strict=True)))
-        priced += new
+        new = self._priced(rect_of, parts[depth:], kept, dict(zip(kept, where_ids, strict=True)))
         total = energy[-1]
         ddr_energy, held = ddr[-1]
         ddr_of = self._base_ddr
@@ -353,12 +357,12 @@ class ExecCostModel:
             held += bound[1]
             ddr.append((ddr_energy, held))
         runs = self._unsplit_linked(
-            priced, trace.runs[:items] if trace is not None else [],
+            new, trace.runs[:items] if trace is not None else [],
             self._tenants.waits(placed, kept, tensors),
         )  # fmt: skip
         latency, timelines = extend(self.target, runs, items, timeline(self.target, trace, items))
         edp = total * float(latency)
-        made = Trace(placed, kept, priced, runs, energy, timelines, edp, ddr, where_ids)
+        made = Trace(placed, kept, runs, energy, timelines, edp, ddr, where_ids)
         self._prefixes.add(keys, newer, made)
         return made
 
@@ -405,27 +409,26 @@ class ExecCostModel:
         self,
         index: int,
         r: Rect,
+        corners: tuple[int, int, int, int],
         onchip: dict[str, OnChip],
-        part: Part | None = None,
-        ids: dict[str, int] | None = None,
+        part: Part,
+        ids: dict[str, int],
     ) -> _Base | None:
         """As `_base_run` (the run cost: timings of every used core, energy, DDR bytes and
         channel cycles; and the cores it uses) of layer `index` (or of its `part`) on `r` when
         some of its tensors stay on chip (None when none does; a constant of a split part: its
         staged copy), profiled with the tilers knowing which. Copies of those become NoC
-        transfers, priced by cost.py from each tile's core to the homes it reaches. `ids`:
-        `_where_id` of each of `onchip`, if known."""
-        j, n, loop = (0, 1, -1) if part is None else (part.part, part.parts, part.loop)
+        transfers, priced by cost.py from each tile's core to the homes it reaches. `corners`:
+        `r`'s (x, y, w, h); `ids`: `_where_id` of each of `onchip`."""
+        j, n, loop = part.part, part.parts, part.loop
         lookups = self._homes.get((index, n, loop))
         if lookups is None:
             lookups = self._homes[(index, n, loop)] = self._lookups(index, n, loop)
-        if ids is None:
-            ids = {key: self._where_id(onchip[key]) for _, key in lookups if key in onchip}
         # NOTE: `ids` holds exactly the keys of `onchip` a lookup may find
         placed = tuple([(o, i) for o, key in lookups if (i := ids.get(key)) is not None])
         if not placed:
             return None
-        memo = (index, j, n, r.x, r.y, r.w, r.h, placed)
+        memo = (index, j, n, corners, placed)
         value = self._noc.get(memo)
         if value is not None:
             return value
@@ -595,7 +598,7 @@ class ExecCostModel:
     def _cost(self, steps: tuple[Step, ...], parts: list[Part], onchip: dict[str, OnChip]) -> Cost:
         """`evaluate` given the plan's `loop_parts` and what it keeps on chip: how each layer
         (each part of a split one) runs, in lowering order, list-scheduled."""
-        runs = self._linked(self._priced(steps, parts, onchip), onchip)
+        runs = self._linked(self._priced(_rects(steps), parts, onchip), onchip)
         return self._timed(sum(run.cost.energy for run in runs), runs)
 
     def _timed(self, energy: float, runs: list[LayerRun]) -> Cost:
@@ -606,21 +609,14 @@ class ExecCostModel:
 
     def _priced(
         self,
-        steps: tuple[Step, ...],
+        rect_of: list | dict[int, tuple[Rect, tuple[int, int, int, int]]],
         parts: list[Part],
         onchip: dict[str, OnChip],
         ids: dict[str, int] | None = None,
     ) -> list[LayerRun | tuple[Part, _Base]]:
         """`_runs` before their inputs are linked: per layer part its `_base_run` (or
-        `noc_layer`), per staging its run, in lowering order; `ids`: `_where_id` of each of
-        `onchip`, if known."""
-        rect_of: dict[int, tuple[Rect, tuple[int, int, int, int]]] = {}
-        for step in steps:
-            for group in step.groups:
-                r = group.rect
-                where = (r, (r.x, r.y, r.w, r.h))
-                for index in group.layers:
-                    rect_of[index] = where
+        `noc_layer`), per staging its run, in lowering order; `rect_of`: per layer its
+        rectangle and its corners (`_rects`); `ids`: `_where_id` of each of `onchip`, if known."""
         out: list[LayerRun | tuple[Part, _Base]] = []
         views, base_runs = self._views, self._base
         if ids is None:
@@ -631,12 +627,12 @@ class ExecCostModel:
                 continue
             r, corners = rect_of[index]
             if n > 1 and p.part == 0:
-                out += self._stages(index, p.loop, onchip)
+                out += stage_runs(self.graph, self.target, index, p.loop, onchip)
             base = base_runs.get((index, n, corners))
             if base is None:
                 base = base_runs[(index, n, corners)] = self._base_run(index, r, n)
             if onchip:
-                base = self.noc_layer(index, r, onchip, p, ids) or base
+                base = self.noc_layer(index, r, corners, onchip, p, ids) or base
             out.append((p, base))
         return out
 
@@ -677,15 +673,14 @@ class ExecCostModel:
             runs.append(LayerRun(cost, spans, box, data[index], tuple(srcs), at))
         return runs
 
-    def _unsplit_linked(self, priced: list, done: list[LayerRun], waits: dict) -> list[LayerRun]:
+    def _unsplit_linked(self, new: list, done: list[LayerRun], waits: dict) -> list[LayerRun]:
         """`_linked` of an unsplit plan (its `_priced`: a run per non-view layer, in graph
-        order), its runs `done` already linked (extended in place); `waits`: the layers each
-        layer's writes wait for (`Tenants.waits`).
+        order), its runs `done` already linked (extended in place by those of `new`, its
+        items after them); `waits`: the layers each layer's writes wait for (`Tenants.waits`).
 
         NOTE: a layer's one run is its last, at its number among the non-views (`_run_of`)."""
         flags, origin, data, run_of = self._flags, self._origin, self._data, self._run_of
-        for item in priced[len(done) :]:
-            p, (cost, spans, first, box, at) = item
+        for p, (cost, spans, first, box, at) in new:
             index = p.layer
             row = flags.get(at)
             if row is None:
@@ -757,32 +752,17 @@ class ExecCostModel:
         """A number per distinct set of cores a run uses (its first core and box follow)."""
         return _number(self._footprints, cores)
 
-    def _stages(self, index: int, loop: int, onchip: dict[str, OnChip]) -> list[LayerRun]:
-        """The stagings of layer `index`'s constants that sub-batch loop `loop` keeps on chip
-        (the lowering's `stage_const`, before the layer's first sub-batch): each home core
-        copies its chunk from DDR into its on-chip buffer."""
-        runs = []
-        cols, eb = self.target.mesh.cols, self.target.elem_bytes
-        for name in self.graph.layers[index].inputs:
-            home = onchip.get(staged_key(name, loop)) if name else None
-            if home is None:
-                continue
-            elems = math.prod(self.graph.tensors[name].shape)
-            sizes = [min(home.chunk, elems - i * home.chunk) for i in range(len(home.homes))]
-            timing = stage_profile(self.target, sizes[0]).timing(1)
-            ys = [y for y, _ in home.homes]
-            xs = [x for _, x in home.homes]
-            energy = sum(stage_profile(self.target, size).energy_pj for size in sizes)
-            cost = RunCost(
-                timing, energy, elems * eb, ddr_channel_held(self.target, elems * eb), 0,
-                timing[0].mte2_tail,
-            )  # fmt: skip
-            cores = tuple(y * cols + x for y, x in home.homes)
-            box = (min(ys), min(xs), max(ys), max(xs))
-            runs.append(
-                LayerRun(cost, core_spans(cores), box, (), (), READY_AT)
-            )  # NOTE: read by none
-        return runs
+
+def _rects(steps: tuple[Step, ...]) -> dict[int, tuple[Rect, tuple[int, int, int, int]]]:
+    """Per layer of `steps`, its rectangle and its corners (x, y, w, h), for `_priced`."""
+    out = {}
+    for step in steps:
+        for group in step.groups:
+            r = group.rect
+            where = (r, (r.x, r.y, r.w, r.h))
+            for index in group.layers:
+                out[index] = where
+    return out
 
 
 def _cost_of(item: LayerRun | tuple[Part, _Base]) -> RunCost:

@@ -32,8 +32,7 @@ class Trace:
 
     placed: list[Placed]  # `plan_onchip`'s placements, in order
     kept: dict[str, OnChip]  # the tensors kept on chip, in the same order
-    priced: list  # the items of `ExecCostModel._priced`, one per non-view layer, in order
-    runs: list[LayerRun]  # the same linked
+    runs: list[LayerRun]  # `ExecCostModel._priced`'s items linked, one per non-view layer, in order
     energy: list[float]  # the running energy sum before each item, and after the last
     timelines: dict[int, Timeline]  # the list schedule after some numbers of runs
     edp: float = math.inf
