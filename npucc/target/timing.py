@@ -166,8 +166,8 @@ class TimingDag:
             for v in succs[u]:
                 if f > start[v]:
                     start[v] = f
-                indegree[v] -= 1
-                if indegree[v] == 0:
+                d = indegree[v] = indegree[v] - 1
+                if not d:
                     push(ready, start[v] * radix + key[v])
             for v, latency in later.get(u, ()):
                 if f + latency > start[v]:
