@@ -65,13 +65,15 @@ def mesh_timing_dag(
     dag = TimingDag()
     base: list[int] = []  # first dag node of each core
     for c, r in enumerate(replays):
-        off = len(dag.cycles)
+        keys: dict[str | None, tuple[int, int] | None] = {p: (c, i) for i, p in enumerate(PIPES)}
+        keys[None] = None
+        nbytes = [node_ddr_bytes(target, r, node) for node in r.nodes]
+        off = dag.nodes(r.cycles, [keys[p] for p in r.pipes], nbytes)
         base.append(off)
-        for node in r.nodes:
-            pipe = None if node.pipe is None else (c, PIPES.index(node.pipe))
-            dag.node(node.cycles, pipe, node_ddr_bytes(target, r, node))
-        dag.in_pipe_order(off + v for v in r.order)
-        for u, v in r.edges():
+        dag.in_pipe_order([off + v for v in r.order])
+        graph = r.graph
+        dag.block(off, graph.succs, [len(p) for p in graph.preds])
+        for u, v in (*r.spill_edges, *r.reuse_edges):
             dag.edge(off + u, off + v)
     coords = [(core.row, core.col) for core in program.cores]
     for src_core, src, dst_core, dst in program.cross_edges:

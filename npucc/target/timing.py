@@ -87,32 +87,56 @@ class TimingDag:
     cycles: list[int] = field(default_factory=list)
     nbytes: list[int] = field(default_factory=list)
     pipes: list[PipeKey | None] = field(default_factory=list)
-    succs: list[list[tuple[int, int]]] = field(default_factory=list)
+    succs: list[list[int]] = field(default_factory=list)  # the edges without latency
     indegree: list[int] = field(default_factory=list)
+    later: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # u -> [(v, latency)]
 
     def node(self, cycles: int, pipe: PipeKey | None = None, nbytes: int = 0) -> int:
         """Add a node on `pipe` (None: a pipe-less event); return its id."""
-        self.cycles.append(cycles if pipe is not None else 0)
-        self.nbytes.append(nbytes)
-        self.pipes.append(pipe)
-        self.succs.append([])
-        self.indegree.append(0)
-        return len(self.cycles) - 1
+        return self.nodes([cycles], [pipe], [nbytes])
+
+    def nodes(
+        self, cycles: Sequence[int], pipes: Sequence[PipeKey | None], nbytes: Sequence[int]
+    ) -> int:
+        """Add one node per item (as `node`, without edges); return the first one's id."""
+        first = len(self.cycles)
+        self.cycles += [0 if p is None else c for c, p in zip(cycles, pipes, strict=True)]
+        self.nbytes += nbytes
+        self.pipes += pipes
+        self.succs += [[] for _ in pipes]
+        self.indegree += [0] * len(pipes)
+        return first
 
     def edge(self, u: int, v: int, latency: int = 0) -> None:
         """Node v starts no earlier than `latency` cycles after u finishes."""
-        self.succs[u].append((v, latency))
+        if latency:
+            self.later.setdefault(u, []).append((v, latency))
+        else:
+            self.succs[u].append(v)
         self.indegree[v] += 1
+
+    def block(self, first: int, succs: Sequence[Sequence[int]], counts: Sequence[int]) -> None:
+        """Edges without latency among the nodes from `first` on: node first + u precedes
+        first + v for each v in succs[u]; counts[v] is how many of them enter v."""
+        mine = self.succs
+        for u, outs in enumerate(succs, first):
+            if outs:
+                mine[u] += [first + v for v in outs]
+        indegree = self.indegree
+        for v, k in enumerate(counts, first):
+            indegree[v] += k
 
     def in_pipe_order(self, nodes: Iterable[int]) -> None:
         """Nodes of one pipe run in this order: each waits for the one before it."""
         last: dict[PipeKey, int] = {}
-        pipes = self.pipes
+        pipes, succs, indegree = self.pipes, self.succs, self.indegree
         for v in nodes:
             pipe = pipes[v]
             if pipe is not None:
-                if pipe in last:
-                    self.edge(last[pipe], v)
+                u = last.get(pipe)
+                if u is not None:
+                    succs[u].append(v)
+                    indegree[v] += 1
                 last[pipe] = v
 
     def times(self, target: Target) -> tuple[list[int], list[int]]:
@@ -120,24 +144,37 @@ class TimingDag:
         total = len(self.cycles)
         keys = sorted({p for p in self.pipes if p is not None})
         rank_of = {key: total + i for i, key in enumerate(keys)}
-        rank = [v if p is None else rank_of[p] for v, p in enumerate(self.pipes)]
+        # NOTE: a ready node's heap entry is one int, (start, rank, node) in mixed radix: the
+        # same order as the tuple, as rank < total + len(keys) and node < total
+        radix = (total + len(keys)) * total
+        key = [(v if p is None else rank_of[p]) * total + v for v, p in enumerate(self.pipes)]
         indegree = list(self.indegree)
         start = [0] * total
         finish = [0] * total
-        ready = [(0, rank[v], v) for v in range(total) if indegree[v] == 0]
+        ready = [key[v] for v in range(total) if indegree[v] == 0]
         heapq.heapify(ready)
+        pop, push = heapq.heappop, heapq.heappush
         channel = DdrChannel(target)
+        cycles, nbytes, succs, later = self.cycles, self.nbytes, self.succs, self.later
         done = 0
         while ready:
-            _, _, u = heapq.heappop(ready)
+            u = pop(ready) % total
             done += 1
-            f = finish[u] = channel.transfer(self.nbytes[u], self.cycles[u], start[u])
-            for v, latency in self.succs[u]:
+            # NOTE: a transfer without bytes never takes the channel (`ddr_channel`)
+            b = nbytes[u]
+            f = finish[u] = channel.transfer(b, cycles[u], start[u]) if b else start[u] + cycles[u]
+            for v in succs[u]:
+                if f > start[v]:
+                    start[v] = f
+                d = indegree[v] = indegree[v] - 1
+                if not d:
+                    push(ready, start[v] * radix + key[v])
+            for v, latency in later.get(u, ()):
                 if f + latency > start[v]:
                     start[v] = f + latency
                 indegree[v] -= 1
                 if indegree[v] == 0:
-                    heapq.heappush(ready, (start[v], rank[v], v))
+                    push(ready, start[v] * radix + key[v])
         if done != total:
             raise ValueError("the timing edges form a cycle")
         return start, finish

@@ -124,3 +124,26 @@ def test_engine_result_is_the_replay_result() -> None:
         dag.edge(u, v)
     assert dag.times(CORE) == (r.start, r.finish)
     assert r.makespan == max(finish) == 129
+
+
+def test_a_block_of_edges_times_as_its_edges_one_by_one() -> None:
+    g = _graph()
+    order = [1, 0, 3, 2, 4, 6, 5, 7]  # the two loads swapped on MTE2
+    cycles = [n.cycles for n in g.nodes]
+    pipes = [None if n.pipe is None else (1, PIPES.index(n.pipe)) for n in g.nodes]
+    one, bulk = TimingDag(), TimingDag()
+    one.node(3, (0, 0), 100)  # a node before the block: the block's ids start at 1
+    bulk.node(3, (0, 0), 100)
+    for c, p in zip(cycles, pipes, strict=True):
+        one.node(c, p, 64)
+    for u, v in g.edges():
+        one.edge(1 + u, 1 + v)
+    one.in_pipe_order([1 + v for v in order])
+    one.edge(0, 8, latency=5)
+    assert bulk.nodes(cycles, pipes, [64] * len(cycles)) == 1
+    bulk.block(1, g.succs, [len(p) for p in g.preds])
+    bulk.in_pipe_order([1 + v for v in order])
+    bulk.edge(0, 8, latency=5)
+    assert bulk.indegree == one.indegree
+    assert bulk.times(MESH) == one.times(MESH)
+    assert bulk.times(CORE) == one.times(CORE)
