@@ -12,12 +12,12 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import chain
 from typing import Any, ClassVar
 
 import numpy as np
 
 from npucc import progress
+from npucc.backend.schedule.scan_kernel import csr
 from npucc.codegen import flags_kernel
 from npucc.codegen.ddr_layout import DdrLayout, build_image, layout_ddr
 from npucc.codegen.debug_map import debug_map, host_segments
@@ -70,10 +70,7 @@ def plan_flags(replay: Replay, first_flag: int = 0) -> Flags:
     total = len(preds)
     # NOTE: `replay.pipes[v]` is `replay.nodes[v].pipe` (spill nodes' included), one list
     queue = np.fromiter(map(_QUEUE_INDEX.__getitem__, replay.pipes), np.int64, total)
-    counts = np.fromiter(map(len, preds), np.int64, total)
-    offsets = np.zeros(total + 1, np.int64)
-    np.cumsum(counts, out=offsets[1:])
-    sources = np.fromiter(chain.from_iterable(preds), np.int64, int(offsets[-1]))
+    offsets, sources = csr(preds)
     names = [_queue(p) for p in PIPES] + [_queue(None)]  # by queue index (-1, the last: ctrl)
     # `format_flag(names[uq], names[q], n)` is prefix[uq][q] + n
     prefix = [[format_flag(src, dst, 0)[:-1] for dst in names] for src in names]
