@@ -236,29 +236,12 @@ def reads_ddr(node: TileNode) -> bool:
     return node.op == "SPILL_IN"
 
 
-# NOTE: the node kinds that may move DDR or NoC bytes (`node_ddr_bytes`, `noc_bytes`): every
-# other instruction, and a node without one but a spill, moves none
-_MOVERS = (Copy, Spill, Gather)
-_SPILLS = ("SPILL_OUT", "SPILL_IN")
-
-
 def node_traffic(target: Target, rep: Replay) -> list[tuple[int, int, bool, int, int]]:
-    """Per node of `rep` that moves DDR or NoC bytes, in id order: (its id, its DDR bytes,
-    whether they are read, NoC bytes read, NoC bytes written)."""
+    """Per node of `rep` that moves DDR or NoC bytes (`node_ddr_bytes`, `noc_bytes`), in id
+    order: (its id, its DDR bytes, whether they are read, NoC bytes read, NoC bytes written)."""
     out = []
-    movers: dict[type, bool] = {}
     for v, node in enumerate(rep.nodes):
         ins = node.instr
-        if ins is None:
-            if node.op not in _SPILLS:
-                continue
-        else:
-            kind = type(ins)
-            mover = movers.get(kind)
-            if mover is None:
-                mover = movers[kind] = issubclass(kind, _MOVERS)
-            if not mover:
-                continue
         nbytes = node_ddr_bytes(target, rep, node)
         noc_read, noc_write = (0, 0) if ins is None else noc_bytes(target, ins)
         if nbytes or noc_read or noc_write:
