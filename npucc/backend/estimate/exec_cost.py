@@ -308,15 +308,10 @@ class ExecCostModel:
         """The `Trace` of an unsplit plan keeping on chip all it can but `offchip`, priced
         going on from the longest prefix of its rectangles (and of its layers whose output
         `offchip` holds) a plan priced before shares (npucc.backend.estimate.prefix)."""
+        rect_of = _rects(steps)  # `_priced`'s
         keys: list[tuple[int, ...] | None] = [None] * len(parts)
-        rect_of: list = [None] * len(parts)  # `_priced`'s
-        for step in steps:
-            for group in step.groups:
-                r = group.rect
-                key = (r.x, r.y, r.w, r.h)  # NOTE: one tuple a group (the trie compares it)
-                where = (r, key)
-                for index in group.layers:
-                    keys[index], rect_of[index] = key, where
+        for index, (_, corners) in rect_of.items():
+            keys[index] = corners  # NOTE: one tuple a group (the trie compares it)
         for index in self._views:
             keys[index] = None
         layers = self.graph.layers
@@ -609,7 +604,7 @@ class ExecCostModel:
 
     def _priced(
         self,
-        rect_of: list | dict[int, tuple[Rect, tuple[int, int, int, int]]],
+        rect_of: dict[int, tuple[Rect, tuple[int, int, int, int]]],
         parts: list[Part],
         onchip: dict[str, OnChip],
         ids: dict[str, int] | None = None,
