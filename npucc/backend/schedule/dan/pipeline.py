@@ -35,9 +35,10 @@ ORDERS = ("full", "memory", "lowering")
 # it worse instead of running to the end
 TRIAL = ("lowering", "memory", "full")
 AHEAD = (8, 16)  # reload distances tried (`dlr(..., ahead=)`) when the best plan spills
-# NOTE: measured (docs/design.md, danpar31): below this many nodes a graph's tries stay in this
-# process, as forking workers and pickling their results back costs more than it saves
-FORK_NODES = 20_000
+# NOTE: measured (docs/design.md, danpar31, sched35): below this many nodes a graph's tries stay
+# in this process, as forking workers and pickling their results back costs more than it saves
+# (at 2 workers the tries' workers cost 2-3x their work in process; 1e6 nodes broke even)
+FORK_NODES = 1_000_000
 
 
 # A plan's replay measured by a worker within a makespan: (that makespan, its (makespan, peak)
