@@ -68,7 +68,8 @@ def test_a_mesh_scheduled_in_workers_gives_the_same_bytes(pids, monkeypatch):
     here = compile_until(model, "schedule", target="mesh8x8", jobs=1)
     there = compile_until(model, "schedule", target="mesh8x8", jobs=2)
     assert _made_in(here) == {os.getpid()}
-    assert os.getpid() not in _made_in(there) and len(_made_in(there)) == 2
+    # NOTE: two shares of the cores: this process schedules one, a worker the other
+    assert os.getpid() in _made_in(there) and len(_made_in(there)) == 2
     _same_schedules(here, there)
     assert here.makespan == there.makespan
     one, two = (npucc.compile(model, "mesh8x8", jobs=j) for j in (1, 2))

@@ -26,6 +26,18 @@ from npucc.passes import CompileContext, IRType, Pass
 FORK_NODES = 8000
 
 
+def shares(sizes: list[int], jobs: int) -> list[list[int]]:
+    """The cores (indices into `sizes`, their node counts) in `jobs` shares of about equal nodes:
+    the largest first, each to the share with the fewest nodes so far (the first such)."""
+    parts: list[list[int]] = [[] for _ in range(jobs)]
+    loads = [0] * jobs
+    for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):  # NOTE: stable
+        k = loads.index(min(loads))
+        parts[k].append(i)
+        loads[k] += sizes[i]
+    return [sorted(p) for p in parts if p]
+
+
 @dataclass(frozen=True, slots=True)
 class SchedulePass(Pass):
     """Schedule each core with `method` (original, dan, ...) under the target's capacities."""
@@ -57,31 +69,40 @@ class SchedulePass(Pass):
         sizes = [len(graph) for graph in graphs]
         forked = forks(self.jobs, len(graphs)) and sum(sizes) >= FORK_NODES
 
+        # NOTE: forked, the cores go in `jobs` shares of about equal nodes (`shares`): this
+        # process schedules share 0 while workers schedule the others (no worker of its own,
+        # no pickling of its results)
+        parts = shares(sizes, self.jobs) if forked else [list(range(len(graphs)))]
+        finished = 0
         with progress.task("schedule", len(graphs)) as bar:
 
-            def one(i: int) -> tuple[Schedule, Replay] | Detached:
-                graph, core = graphs[i], ir.cores[i]
-                if bar is not None and not forked:
-                    bar.update(i, f"schedule: core {core.row},{core.col} ({sizes[i]} nodes)")
-                # NOTE: inside a worker DAN's own tries stay in it (no pools inside pools)
-                result = schedule_graph(graph, self.method, capacity, spill_model, align,
-                                        overlap=overlap, jobs=self.jobs)  # fmt: skip
-                return detach(graph, *result) if forked else result
-
-            finished = 0
-
-            def done(i: int) -> None:
+            def part(k: int) -> list[tuple[Schedule, Replay]] | list[Detached]:
                 nonlocal finished
-                finished += 1
-                if bar is not None and forked:
-                    core = ir.cores[i]
-                    bar.update(finished, f"schedule: core {core.row},{core.col} done")
+                results = []
+                for i in parts[k]:
+                    graph, core = graphs[i], ir.cores[i]
+                    if bar is not None and k == 0:  # NOTE: a worker's bar is not shown
+                        bar.update(finished, f"schedule: core {core.row},{core.col} "
+                                             f"({sizes[i]} nodes)")  # fmt: skip
+                        finished += 1
+                    # NOTE: inside a worker DAN's own tries stay in it (no pools inside pools)
+                    result = schedule_graph(graph, self.method, capacity, spill_model, align,
+                                            overlap=overlap, jobs=self.jobs)  # fmt: skip
+                    results.append(result if k == 0 else detach(graph, *result))
+                return results
 
-            results = fork_map(one, range(len(graphs)), self.jobs if forked else 1, sizes, done)
-        schedules = [
-            attach(graph, result) if isinstance(result, Detached) else result
-            for graph, result in zip(graphs, results, strict=True)
-        ]
+            def done(k: int) -> None:
+                nonlocal finished
+                if bar is not None and k:
+                    finished += len(parts[k])
+                    bar.update(finished, f"schedule: {finished} cores done")
+
+            weights = [sum(sizes[i] for i in p) for p in parts]
+            got = fork_map(part, range(len(parts)), self.jobs, weights, done, here=0)
+        schedules: list[tuple[Schedule, Replay]] = [None] * len(graphs)  # type: ignore[list-item]
+        for p, results in zip(parts, got, strict=True):
+            for i, result in zip(p, results, strict=True):
+                schedules[i] = attach(graphs[i], result) if isinstance(result, Detached) else result
         if self.method in UNBOUNDED:
             # NOTE: an ordering-only method lays buffers out in unbounded tiers; its program
             # runs only where that layout happens to fit the target's tiers
