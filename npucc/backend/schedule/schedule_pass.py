@@ -76,7 +76,7 @@ class SchedulePass(Pass):
         finished = 0
         with progress.task("schedule", len(graphs)) as bar:
 
-            def part(k: int) -> list[tuple[Schedule, Replay]] | list[Detached]:
+            def part(k: int) -> list[tuple[Schedule, Replay] | Detached]:
                 nonlocal finished
                 results = []
                 for i in parts[k]:
@@ -99,10 +99,13 @@ class SchedulePass(Pass):
 
             weights = [sum(sizes[i] for i in p) for p in parts]
             got = fork_map(part, range(len(parts)), self.jobs, weights, done, here=0)
-        schedules: list[tuple[Schedule, Replay]] = [None] * len(graphs)  # type: ignore[list-item]
+        made: dict[int, tuple[Schedule, Replay] | Detached] = {}
         for p, results in zip(parts, got, strict=True):
-            for i, result in zip(p, results, strict=True):
-                schedules[i] = attach(graphs[i], result) if isinstance(result, Detached) else result
+            made.update(zip(p, results, strict=True))
+        schedules = [
+            attach(graphs[i], result) if isinstance(result, Detached) else result
+            for i, result in sorted(made.items())
+        ]
         if self.method in UNBOUNDED:
             # NOTE: an ordering-only method lays buffers out in unbounded tiers; its program
             # runs only where that layout happens to fit the target's tiers
