@@ -29,7 +29,7 @@ from npucc.frontend.onnx_control import CONTROL_OPS, expand_control_flow, live_n
 from npucc.frontend.onnx_order import topologically_sorted
 from npucc.frontend.weights_apart import (
     Weights,
-    embedded_weights,
+    load_embedded,
     mapped_weight,
     restore_places,
     split_weights,
@@ -65,7 +65,8 @@ def _read_model(
 ) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     """`read_model`; with `mapped`, also the big initializers mapped from their files rather
     than loaded: from their external data files (`weights_apart.mapped_weight`; they stay
-    external) or from the model file itself (`weights_apart.embedded_weights`)."""
+    external) or from the model file itself (`weights_apart.load_embedded`: a protobuf file's
+    big raw data neither read nor parsed)."""
     if isinstance(source, onnx.ModelProto):
         if not copy and not (external_data and _external_tensors(source)):
             return source, {}
@@ -75,11 +76,16 @@ def _read_model(
             _load_external_data(model, None)
         return model, {}
     where = "" if isinstance(source, bytes) else f" ({source!s})"
+    embedded: dict[str, np.ndarray] = {}
     try:
         if isinstance(source, bytes):
             model = onnx.load_from_string(source)
         else:
-            model = onnx.load(str(source), load_external_data=False)
+            loaded = load_embedded(Path(source)) if mapped and _protobuf(source) else None
+            if loaded is None:
+                model = onnx.load(str(source), load_external_data=False)
+            else:
+                model, embedded = loaded
     except OSError as exc:
         raise NpuccError(f"cannot read model: {exc.strerror or one_line(exc)}{where}") from None
     except Exception as exc:  # protobuf DecodeError and friends
@@ -97,9 +103,15 @@ def _read_model(
     if isinstance(source, bytes):
         return model, _load_external_data(model, None)
     arrays = _load_external_data(model, Path(source).parent, mapped)
-    if mapped:  # NOTE: the weights stored in the file itself: mapped from it as well
-        arrays.update(embedded_weights(model, Path(source)))
+    arrays.update(embedded)  # NOTE: the weights stored in the file itself: mapped from it
     return model, arrays
+
+
+def _protobuf(path: str | os.PathLike[str]) -> bool:
+    """Whether onnx reads the file `path` as a binary protobuf (by its extension, as onnx.load
+    does: the text formats' files are parsed by onnx)."""
+    fmt = onnx.serialization.registry.get_format_from_file_extension(os.path.splitext(path)[1])
+    return fmt in (None, "protobuf")
 
 
 def _graph_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:

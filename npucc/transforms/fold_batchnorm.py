@@ -20,6 +20,7 @@ from npucc.frontend.onnx_seq import Seq
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.ir.graph_schema import ONNX_PREFIX
 from npucc.passes import CompileContext, GraphPass
+from npucc.transforms.fold_conv_affine import scaled_weights
 
 
 def _scale_shift(g: Graph, layer: Layer) -> tuple[np.ndarray, np.ndarray]:
@@ -38,9 +39,8 @@ def _fold_into_conv(g: Graph, conv: Layer, bn: Layer, s: np.ndarray, t: np.ndarr
     """Rescale the conv's weights and bias; the conv then writes the BN's output."""
     w = conv.inputs[1]
     b = conv.inputs[2] if len(conv.inputs) > 2 else ""
-    weights = const(g, w).astype(np.float64) * s.reshape(-1, *[1] * (len(g.tensors[w].shape) - 1))
     bias = (const(g, b).astype(np.float64) if b else 0.0) * s + t
-    new_w = add_const(g, f"{w}.bn", weights.astype(np.float32))
+    new_w = add_const(g, f"{w}.bn", scaled_weights(const(g, w), s))
     new_b = add_const(g, f"{b or w}.bn_bias", bias.astype(np.float32))
     old = conv.outputs[0]
     g.remove_layer(bn)

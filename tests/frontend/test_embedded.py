@@ -1,4 +1,5 @@
-"""Initializers' raw data found in a model file's bytes, and mapped from it on import."""
+"""Initializers' raw data found in a model file's bytes, left out of the bytes parsed and mapped
+from the file on import."""
 
 from __future__ import annotations
 
@@ -11,15 +12,16 @@ import pytest
 from onnx import numpy_helper
 from test_weights_apart import conv_model
 
-from npucc.frontend.embedded import WireError, initializer_places
+from npucc.frontend.embedded import WireError, without_raw_data
 from npucc.frontend.onnx_import import load_model, load_model_apart, model_to_graph
-from npucc.frontend.weights_apart import embedded_weights, with_weights
+from npucc.frontend.weights_apart import load_embedded, with_weights
 
 
 def test_each_initializers_raw_data_is_found_where_the_file_holds_it() -> None:
     model = conv_model(8)
     data = model.SerializeToString()
-    places = initializer_places(io.BytesIO(data))
+    kept, places = without_raw_data(io.BytesIO(data), lambda place: False)
+    assert kept == data
     assert [p.name for p in places] == [i.name for i in model.graph.initializer]
     for place, init in zip(places, model.graph.initializer, strict=True):
         assert place.dims == tuple(init.dims) and place.data_type == init.data_type
@@ -33,13 +35,13 @@ def test_an_initializer_without_raw_data_has_no_place() -> None:
     bias = model.graph.initializer[2]
     bias.float_data.extend(numpy_helper.to_array(bias).tolist())
     bias.ClearField("raw_data")
-    places = initializer_places(io.BytesIO(model.SerializeToString()))
+    _, places = without_raw_data(io.BytesIO(model.SerializeToString()), lambda place: True)
     assert places[2].raw is None and places[0].raw is not None
 
 
 def test_bytes_that_are_not_a_message_are_refused() -> None:
-    with pytest.raises(WireError):
-        initializer_places(io.BytesIO(b"\x3a\x7f\x01"))  # graph field longer than the file
+    with pytest.raises(WireError):  # a graph field longer than the file
+        without_raw_data(io.BytesIO(b"\x3a\x7f\x01"), lambda place: True)
 
 
 def test_big_weights_in_the_file_are_mapped_from_it(tmp_path: Path) -> None:
@@ -61,13 +63,32 @@ def test_big_weights_in_the_file_are_mapped_from_it(tmp_path: Path) -> None:
     assert back.SerializeToString() == plain.SerializeToString()
 
 
-def test_a_file_that_does_not_read_as_the_model_maps_nothing(tmp_path: Path) -> None:
+def test_the_bytes_kept_parse_as_the_model_without_the_raw_data_left_out() -> None:
+    model = conv_model(8)
+    extra = onnx.ModelProto()  # NOTE: a second graph field, merged into the first on parsing
+    extra.graph.node.add().CopyFrom(model.graph.node[0])
+    extra.graph.initializer.add().CopyFrom(model.graph.initializer[0])
+    extra.graph.initializer[0].name = "w2"
+    data = model.SerializeToString() + extra.SerializeToString()
+    kept, places = without_raw_data(io.BytesIO(data), lambda place: place.name in ("w", "w2"))
+    parsed, expected = onnx.ModelProto(), onnx.ModelProto()
+    parsed.ParseFromString(kept)
+    expected.ParseFromString(data)
+    assert len(kept) < len(data) - 2 * len(model.graph.initializer[0].raw_data)
+    for init in expected.graph.initializer:
+        if init.name in ("w", "w2"):
+            init.ClearField("raw_data")
+    assert parsed == expected and len(parsed.graph.node) == len(model.graph.node) + 1
+    assert [p.name for p in places] == [i.name for i in parsed.graph.initializer]
+
+
+def test_a_file_that_does_not_read_as_a_model_here_is_parsed_whole(tmp_path: Path) -> None:
     path = tmp_path / "m.onnx"
+    path.write_bytes(b"\x3a\x7f\x01")
+    assert load_embedded(path) is None
     onnx.save_model(conv_model(8), str(path))
-    other = conv_model(8)
-    other.graph.initializer[0].name = "v"  # not the model the file holds
-    assert embedded_weights(other, path) == {}
-    assert sorted(embedded_weights(conv_model(8), path)) == ["w"]
+    loaded = load_embedded(path)
+    assert loaded is not None and sorted(loaded[1]) == ["w"]
 
 
 def test_weights_not_mapped_for_want_of_descriptors_are_loaded(tmp_path: Path, monkeypatch) -> None:
@@ -78,6 +99,8 @@ def test_weights_not_mapped_for_want_of_descriptors_are_loaded(tmp_path: Path, m
         raise OSError(24, "Too many open files")
 
     monkeypatch.setattr("npucc.frontend.weights_apart.map_array", no_descriptors)
-    assert embedded_weights(conv_model(8), path) == {}
+    loaded = load_embedded(path)
+    assert loaded is not None and loaded[1] == {}
+    assert loaded[0] == conv_model(8)  # read into its message, as parsed
     placeheld, weights = load_model_apart(path, {"x": (1, 8, 8, 8)}, mapped=True)
     assert isinstance(weights["w"], onnx.TensorProto)  # held apart as parsed

@@ -10,6 +10,7 @@ from frontend_testutil import assert_matches_onnxruntime, tiny_model
 from onnx import TensorProto, helper
 
 from npucc.errors import NpuccError
+from npucc.transforms.fold_conv_affine import scaled_weights
 from npucc.transforms.graph_pipeline import import_model
 
 
@@ -181,3 +182,13 @@ def test_folding_log_of_zero_is_quiet_and_gives_minus_infinity():
         g = import_model(model)
     assert [layer.op for layer in g.layers] == ["max"]
     assert np.isneginf(g.tensors[g.layers[0].inputs[1]].data).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
+def test_scaled_weights_round_each_float64_product_once_to_float32(dtype) -> None:
+    rng = np.random.default_rng(3)
+    weights = (rng.standard_normal((5, 3, 70, 70)) * 1e3).astype(dtype)  # > one ufunc buffer
+    scale = rng.standard_normal(5) * 1e-2
+    got = scaled_weights(weights, scale)
+    expected = (weights.astype(np.float64) * scale.reshape(-1, 1, 1, 1)).astype(np.float32)
+    assert got.dtype == np.float32 and got.tobytes() == expected.tobytes()
