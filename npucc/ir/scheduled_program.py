@@ -56,19 +56,22 @@ class ScheduledProgram:
 
 
 def mesh_timing_dag(
-    program: TiledProgram, replays: Sequence[Replay]
+    program: TiledProgram,
+    replays: Sequence[Replay],
+    nbytes: Sequence[Sequence[int]] | None = None,
 ) -> tuple[TimingDag, list[int]]:
     """The whole mesh's timing DAG and each core's first node in it: every core's nodes (core c's
     replay node v is `base[c] + v`) in their pipes' schedule order with their edges, and the
-    cross-core edges with their flags' NoC latencies."""
+    cross-core edges with their flags' NoC latencies. `nbytes`: each core's `core_ddr_bytes`,
+    if the caller has them."""
     target = program.target
     dag = TimingDag()
     base: list[int] = []  # first dag node of each core
     for c, r in enumerate(replays):
         keys: dict[str | None, tuple[int, int] | None] = {p: (c, i) for i, p in enumerate(PIPES)}
         keys[None] = None
-        nbytes = [node_ddr_bytes(target, r, node) for node in r.nodes]
-        off = dag.nodes(r.cycles, [keys[p] for p in r.pipes], nbytes)
+        moved = core_ddr_bytes(target, r) if nbytes is None else nbytes[c]
+        off = dag.nodes(r.cycles, [keys[p] for p in r.pipes], moved)
         base.append(off)
         dag.in_pipe_order([off + v for v in r.order])
         graph = r.graph
@@ -82,13 +85,17 @@ def mesh_timing_dag(
     return dag, base
 
 
-def mesh_makespan(program: TiledProgram, replays: Sequence[Replay]) -> int:
+def mesh_makespan(
+    program: TiledProgram,
+    replays: Sequence[Replay],
+    nbytes: Sequence[Sequence[int]] | None = None,
+) -> int:
     """The latest finish over all cores once cross-core edges and the DDR channel are
-    honoured."""
+    honoured (`nbytes`: each core's `core_ddr_bytes`, if the caller has them)."""
     target = program.target
     if not program.cross_edges and shared_ddr_bandwidth(target) is None:
         return max((r.makespan for r in replays), default=0)
-    dag, _ = mesh_timing_dag(program, replays)
+    dag, _ = mesh_timing_dag(program, replays, nbytes)
     try:
         _, finish = dag.times(target)
     except ValueError:
@@ -105,6 +112,11 @@ def node_ddr_bytes(target: Target, replay: Replay, node: TileNode) -> int:
         eb = target.tier_bytes(buf.tier)
         return buf.size // eb * eb
     return 0
+
+
+def core_ddr_bytes(target: Target, replay: Replay) -> list[int]:
+    """The DDR bytes of every node of `replay` (`node_ddr_bytes`), in id order."""
+    return [node_ddr_bytes(target, replay, node) for node in replay.nodes]
 
 
 # NOTE: the Replay fields that hold the graph or its objects; `detach` leaves them out and

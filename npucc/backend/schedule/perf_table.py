@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from npucc.backend.schedule.roofline import node_layers, node_traffic
+from npucc.backend.schedule.roofline import Traffic, node_layers
 from npucc.ir.isa import PIPES
 from npucc.ir.residency import Residency
 from npucc.ir.scheduled_program import ScheduledProgram
@@ -65,12 +66,13 @@ class _Acc:
     peak: int = 0
 
 
-def layer_table(scheduled: ScheduledProgram) -> list[LayerRow]:
-    """One row per non-view layer of the program (layers with no node have zero cycles)."""
+def layer_table(scheduled: ScheduledProgram, traffic: Sequence[Traffic]) -> list[LayerRow]:
+    """One row per non-view layer of the program (layers with no node have zero cycles;
+    `traffic`: each core's `node_traffic`)."""
     program = scheduled.program
     target = program.target
     accs = [_Acc() for _ in program.layers]
-    for _, rep in scheduled.schedules:
+    for (_, rep), moves in zip(scheduled.schedules, traffic, strict=True):
         layers = node_layers(rep)
         seen: set[int] = set()
         res = Residency()
@@ -106,7 +108,7 @@ def layer_table(scheduled: ScheduledProgram) -> list[LayerRow]:
             if finish[v] > acc.finish:
                 acc.finish = finish[v]
             busy[pipe] = busy.get(pipe, 0) + node.cycles
-        for v, nbytes, reads, _, _ in node_traffic(target, rep):
+        for v, nbytes, reads, _, _ in moves:
             index = layers[v]
             if index < 0 or nodes[v].pipe is None:
                 continue

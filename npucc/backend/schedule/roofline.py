@@ -18,6 +18,7 @@ issued, its constants, inputs and outputs. See docs/roofline.md.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -34,11 +35,14 @@ from npucc.ir.isa import (
 from npucc.ir.isa_cost import ddr_bytes, instr_cycles, noc_bytes
 from npucc.ir.program import TiledProgram
 from npucc.ir.replay import Replay
-from npucc.ir.scheduled_program import ScheduledProgram, node_ddr_bytes
+from npucc.ir.scheduled_program import ScheduledProgram
 from npucc.ir.stream import Stream
 from npucc.ir.tiled import TileNode
 from npucc.target import Target
 from npucc.target.cost import cube_bound, ddr_bound, noc_bound, vector_bound
+
+# NOTE: a core's moving nodes (`node_traffic`): (id, DDR bytes, read?, NoC read, NoC written)
+Traffic = list[tuple[int, int, bool, int, int]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,27 +173,30 @@ def program_work(program: TiledProgram) -> Work:
     )
 
 
-def scheduled_usage(scheduled: ScheduledProgram, makespan: int | None = None) -> Usage:
+def scheduled_usage(
+    scheduled: ScheduledProgram, traffic: Sequence[Traffic], makespan: int | None = None
+) -> Usage:
     """The predicted makespan (`makespan`, if the caller has it), per-pipe busy cycles and DDR
-    traffic of a scheduled program."""
-    target = scheduled.program.target
+    traffic of a scheduled program (`traffic`: each core's `node_traffic`)."""
     usage = Usage(scheduled.makespan if makespan is None else makespan)
-    for _, rep in scheduled.schedules:
+    for (_, rep), moves in zip(scheduled.schedules, traffic, strict=True):
         busy = dict.fromkeys(PIPES, 0)
         for pipe, cycles in zip(rep.pipes, rep.cycles, strict=True):
             if pipe is not None:
                 busy[pipe] += cycles
-        for _, nbytes, reads, noc_read, noc_write in node_traffic(target, rep):
+        for _, nbytes, reads, noc_read, noc_write in moves:
             usage.count(nbytes, reads, noc_read, noc_write)
         _keep_max(usage.busy, busy)
     return usage
 
 
-def scheduled_roofline(scheduled: ScheduledProgram, makespan: int | None = None) -> Roofline:
-    """The roofline of a compiled program, timed by its predicted makespan (`makespan`, if the
-    caller has it: a mesh's is a replay of every core)."""
+def scheduled_roofline(
+    scheduled: ScheduledProgram, traffic: Sequence[Traffic], makespan: int | None = None
+) -> Roofline:
+    """The roofline of a compiled program (`traffic`: each core's `node_traffic`), timed by its
+    predicted makespan (`makespan`, if the caller has it: a mesh's is a replay of every core)."""
     program = scheduled.program
-    usage = scheduled_usage(scheduled, makespan)
+    usage = scheduled_usage(scheduled, traffic, makespan)
     return roofline(program.target, program_work(program), usage)
 
 
@@ -236,16 +243,16 @@ def reads_ddr(node: TileNode) -> bool:
     return node.op == "SPILL_IN"
 
 
-def node_traffic(target: Target, rep: Replay) -> list[tuple[int, int, bool, int, int]]:
-    """Per node of `rep` that moves DDR or NoC bytes (`node_ddr_bytes`, `noc_bytes`), in id
-    order: (its id, its DDR bytes, whether they are read, NoC bytes read, NoC bytes written)."""
+def node_traffic(target: Target, rep: Replay, nbytes: Sequence[int]) -> Traffic:
+    """Per node of `rep` that moves DDR or NoC bytes (`nbytes`: its nodes' `core_ddr_bytes`;
+    `noc_bytes`), in id order: (its id, its DDR bytes, whether they are read, NoC bytes read,
+    NoC bytes written)."""
     out = []
     for v, node in enumerate(rep.nodes):
         ins = node.instr
-        nbytes = node_ddr_bytes(target, rep, node)
         noc_read, noc_write = (0, 0) if ins is None else noc_bytes(target, ins)
-        if nbytes or noc_read or noc_write:
-            out.append((v, nbytes, reads_ddr(node), noc_read, noc_write))
+        if nbytes[v] or noc_read or noc_write:
+            out.append((v, nbytes[v], reads_ddr(node), noc_read, noc_write))
     return out
 
 

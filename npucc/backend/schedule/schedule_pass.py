@@ -9,14 +9,21 @@ from npucc import progress
 from npucc.backend.schedule.peak_floor import peak_floor
 from npucc.backend.schedule.perf_table import layer_table, rows_as_dicts
 from npucc.backend.schedule.registry import schedule_graph
-from npucc.backend.schedule.roofline import scheduled_roofline
+from npucc.backend.schedule.roofline import node_traffic, scheduled_roofline
 from npucc.errors import NpuccError
 from npucc.ir.isa_cost import TargetSpillModel
 from npucc.ir.program import TiledProgram
 from npucc.ir.replay import Replay, ScheduleError, validate
 from npucc.ir.residency import COMBINED, merge_peaks
 from npucc.ir.schedule import UNBOUNDED, Schedule, capacities
-from npucc.ir.scheduled_program import Detached, ScheduledProgram, attach, detach
+from npucc.ir.scheduled_program import (
+    Detached,
+    ScheduledProgram,
+    attach,
+    core_ddr_bytes,
+    detach,
+    mesh_makespan,
+)
 from npucc.parallel import fork_map, forks
 from npucc.passes import CompileContext, IRType, Pass
 
@@ -118,7 +125,10 @@ class SchedulePass(Pass):
                         f"alone) and its layout does not fit the target: {exc}; use dan"
                     ) from None
         scheduled = ScheduledProgram(ir, schedules)
-        makespan = ctx.stats["predicted_makespan"] = scheduled.makespan
+        # NOTE: each core's nodes' DDR bytes once, for the mesh timing, roofline and layer table
+        replays = [r for _, r in schedules]
+        nbytes = [core_ddr_bytes(target, r) for r in replays]
+        makespan = ctx.stats["predicted_makespan"] = mesh_makespan(ir, replays, nbytes)
         ctx.stats["spills"] = sum(r.spills for _, r in schedules)
         peaks = merge_peaks(r.residency for _, r in schedules)  # npucc.ir.residency
         ctx.stats["peak"] = peaks
@@ -130,6 +140,7 @@ class SchedulePass(Pass):
                 "unspilled": max((f.unspilled for f in floors), default=0),
             }
         ctx.stats["extra_ddr"] = sum(r.extra_ddr for _, r in schedules)
-        ctx.stats["roofline"] = scheduled_roofline(scheduled, makespan).as_dict()
-        ctx.stats["layers"] = rows_as_dicts(layer_table(scheduled))
+        traffic = [node_traffic(target, r, nb) for r, nb in zip(replays, nbytes, strict=True)]
+        ctx.stats["roofline"] = scheduled_roofline(scheduled, traffic, makespan).as_dict()
+        ctx.stats["layers"] = rows_as_dicts(layer_table(scheduled, traffic))
         return scheduled
