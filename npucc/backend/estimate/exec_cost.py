@@ -339,12 +339,13 @@ class ExecCostModel:
         total = energy[-1]
         ddr_energy, held = ddr[-1]
         ddr_of = self._base_ddr
-        for item in new:
-            total += _cost_of(item).energy
+        # NOTE: unsplit, every item is a layer's run (a staging is a split loop's)
+        for p, run in new:  # type: ignore[misc]
+            total += run[0].energy
             energy.append(total)
-            index = item[0].layer  # type: ignore[union-attr]
+            index = p.layer
             # NOTE: `_priced` made the layer's all-DDR run; the channel bound is a sum by run
-            base = (index, 1, keys[index][:4])  # type: ignore[index]
+            base = (index, 1, rect_of[index][1])
             bound = ddr_of.get(base)
             if bound is None:
                 cost = self._base[base][0]
@@ -684,7 +685,10 @@ class ExecCostModel:
             srcs = []
             for src in origin[index]:
                 k = -1 if src is None else run_of[src]
-                srcs.append(((k + 1, self._flag(row, done, k, first)),))
+                flag = row.get(READY_AT if k < 0 else done[k].at)  # NOTE: `_flag`'s, inline
+                if flag is None:
+                    flag = self._flag(row, done, k, first)
+                srcs.append(((k + 1, flag),))
             got = waits.get(index)
             if got:
                 self._gate(row, done, sorted([run_of[j] for j in got]), first, srcs, index)
@@ -752,7 +756,7 @@ class ExecCostModel:
         """Per non-view layer of `step`: its index, its rectangle and corners, and its cores
         (memoised: the children of a plan and their completions share most of its steps)."""
         cols, views = self.target.mesh.cols, self._views
-        out = []
+        out: list = []
         for group in step.groups:
             r = group.rect
             where, cores = (r, (r.x, r.y, r.w, r.h)), r.indices(cols)
