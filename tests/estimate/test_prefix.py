@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from npucc.backend.estimate import prefix
-from npucc.backend.estimate.exec_cost import ExecCostModel, _cost_of, _rects
+from npucc.backend.estimate.exec_cost import ExecCostModel, _cost_of
 from npucc.backend.estimate.list_schedule import Timeline, channel_bound, schedule
 from npucc.backend.estimate.prefix import Prefixes, Trace
 from npucc.backend.hypercut.beam import BeamOptions, BeamSearch
@@ -63,7 +63,7 @@ def test_a_trace_carries_its_plan_through_ddr_energy_and_channel_bound() -> None
     for plan in plans:
         parts = loop_parts(graph, plan, alone.splits)
         trace = model._unsplit_trace(plan, parts)
-        costs = [_cost_of(item) for item in alone._priced(_rects(plan), parts, {})]
+        costs = [_cost_of(item) for item in alone._priced(alone._rects(plan), parts, {})]
         energy, held = trace.ddr[-1]
         assert held == channel_bound(target, costs) > 0
         assert energy == pytest.approx(sum(c.energy for c in costs), rel=1e-12)

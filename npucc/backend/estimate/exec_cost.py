@@ -90,6 +90,8 @@ _MARGIN = 1e-9
 _Base = tuple[
     "RunCost", tuple[tuple[int, int], ...], tuple[int, int], tuple[int, int, int, int], int
 ]
+# per non-view layer of a step: its index, its rectangle and corners (x, y, w, h), its cores
+_Layout = tuple[tuple[int, tuple[Rect, tuple[int, int, int, int]], tuple[int, ...]], ...]
 
 
 @dataclass(slots=True)
@@ -157,6 +159,7 @@ class ExecCostModel:
     _gate_keys: dict[tuple[int, int, int], tuple] = field(default_factory=dict)  # `gate_keys`
     _tenants: Tenants = field(init=False)  # the write gates of unsplit plans
     _prefixes: Prefixes = field(default_factory=Prefixes)  # the unsplit plans priced
+    _layouts: dict[Step, _Layout] = field(default_factory=dict)  # `_layout`
 
     def __post_init__(self) -> None:
         self._consumers = tensor_consumers(self.graph)
@@ -220,7 +223,7 @@ class ExecCostModel:
         """The tensors the lowering keeps on chip under `steps` (as `plan_tensors` decides, but
         each tensor's life whole: without its lives home by home), none of `offchip`; `parts`:
         the plan's `loop_parts`, if known; `resume`: as `plan_onchip`'s."""
-        cols, views, n = self.target.mesh.cols, self._views, len(self.graph.layers)
+        n = len(self.graph.layers)
         if parts is None:
             parts = loop_parts(self.graph, steps, self.splits)
         loops: list[tuple[int, int, int]] | None = None
@@ -233,14 +236,11 @@ class ExecCostModel:
         # NOTE: unsplit, `plan_onchip` resumed at `start` reads the cores of layers from it on
         start = resume[2] if resume is not None and loops is None else 0
         cores_of: list[tuple[int, ...] | None] = [None] * n
+        layout = self._layouts.get
         for step in steps:
-            for group in step.groups:
-                if start and max(group.layers) < start:
-                    continue
-                cores = group.rect.indices(cols)
-                for index in group.layers:
-                    if index not in views:
-                        cores_of[index] = cores
+            for index, _, cores in layout(step) or self._layout(step):
+                if index >= start:
+                    cores_of[index] = cores
         # NOTE: without `positions`: the estimate prices every tensor's life whole, and the
         # lowering's lives home by home only free room for it (npucc.backend.hypercut.onchip_plan)
         return plan_onchip(
@@ -296,7 +296,7 @@ class ExecCostModel:
         """The EDP of `evaluate` given the plan's `loop_parts` and what it keeps on chip;
         infinite, unscheduled, when its energy times its DDR channel bound (`channel_bound`)
         is not below `beat` (then neither is its EDP)."""
-        priced = self._priced(_rects(steps), parts, onchip)
+        priced = self._priced(self._rects(steps), parts, onchip)
         energy = sum(_cost_of(item).energy for item in priced)
         if energy * float(channel_bound(self.target, map(_cost_of, priced))) >= beat:
             return math.inf
@@ -308,12 +308,13 @@ class ExecCostModel:
         """The `Trace` of an unsplit plan keeping on chip all it can but `offchip`, priced
         going on from the longest prefix of its rectangles (and of its layers whose output
         `offchip` holds) a plan priced before shares (npucc.backend.estimate.prefix)."""
-        rect_of = _rects(steps)  # `_priced`'s
-        keys: list[tuple[int, ...] | None] = [None] * len(parts)
-        for index, (_, corners) in rect_of.items():
-            keys[index] = corners  # NOTE: one tuple a group (the trie compares it)
-        for index in self._views:
-            keys[index] = None
+        rect_of = {}  # `_priced`'s
+        keys: list[tuple[int, ...] | None] = [None] * len(parts)  # a view's: None
+        layout = self._layouts.get
+        for step in steps:
+            for index, where, _ in layout(step) or self._layout(step):
+                rect_of[index] = where
+                keys[index] = where[1]  # NOTE: one tuple a group (the trie compares it)
         layers = self.graph.layers
         for index, t in sorted((self._producer[t], t) for t in offchip):
             keys[index] = (*(keys[index] or ()), -1 - layers[index].outputs.index(t))  # DDR
@@ -338,12 +339,13 @@ class ExecCostModel:
         total = energy[-1]
         ddr_energy, held = ddr[-1]
         ddr_of = self._base_ddr
-        for item in new:
-            total += _cost_of(item).energy
+        # NOTE: unsplit, every item is a layer's run (a staging is a split loop's)
+        for p, run in new:  # type: ignore[misc]
+            total += run[0].energy
             energy.append(total)
-            index = item[0].layer  # type: ignore[union-attr]
+            index = p.layer
             # NOTE: `_priced` made the layer's all-DDR run; the channel bound is a sum by run
-            base = (index, 1, keys[index][:4])  # type: ignore[index]
+            base = (index, 1, rect_of[index][1])
             bound = ddr_of.get(base)
             if bound is None:
                 cost = self._base[base][0]
@@ -593,7 +595,7 @@ class ExecCostModel:
     def _cost(self, steps: tuple[Step, ...], parts: list[Part], onchip: dict[str, OnChip]) -> Cost:
         """`evaluate` given the plan's `loop_parts` and what it keeps on chip: how each layer
         (each part of a split one) runs, in lowering order, list-scheduled."""
-        runs = self._linked(self._priced(_rects(steps), parts, onchip), onchip)
+        runs = self._linked(self._priced(self._rects(steps), parts, onchip), onchip)
         return self._timed(sum(run.cost.energy for run in runs), runs)
 
     def _timed(self, energy: float, runs: list[LayerRun]) -> Cost:
@@ -683,7 +685,10 @@ class ExecCostModel:
             srcs = []
             for src in origin[index]:
                 k = -1 if src is None else run_of[src]
-                srcs.append(((k + 1, self._flag(row, done, k, first)),))
+                flag = row.get(READY_AT if k < 0 else done[k].at)  # NOTE: `_flag`'s, inline
+                if flag is None:
+                    flag = self._flag(row, done, k, first)
+                srcs.append(((k + 1, flag),))
             got = waits.get(index)
             if got:
                 self._gate(row, done, sorted([run_of[j] for j in got]), first, srcs, index)
@@ -747,17 +752,24 @@ class ExecCostModel:
         """A number per distinct set of cores a run uses (its first core and box follow)."""
         return _number(self._footprints, cores)
 
-
-def _rects(steps: tuple[Step, ...]) -> dict[int, tuple[Rect, tuple[int, int, int, int]]]:
-    """Per layer of `steps`, its rectangle and its corners (x, y, w, h), for `_priced`."""
-    out = {}
-    for step in steps:
+    def _layout(self, step: Step) -> _Layout:
+        """Per non-view layer of `step`: its index, its rectangle and corners, and its cores
+        (memoised: the children of a plan and their completions share most of its steps)."""
+        cols, views = self.target.mesh.cols, self._views
+        out: list = []
         for group in step.groups:
             r = group.rect
-            where = (r, (r.x, r.y, r.w, r.h))
-            for index in group.layers:
-                out[index] = where
-    return out
+            where, cores = (r, (r.x, r.y, r.w, r.h)), r.indices(cols)
+            out.extend((index, where, cores) for index in group.layers if index not in views)
+        value = self._layouts[step] = tuple(out)
+        return value
+
+    def _rects(self, steps: tuple[Step, ...]) -> dict[int, tuple[Rect, tuple[int, int, int, int]]]:
+        """Per non-view layer of `steps`, its rectangle and its corners, for `_priced`."""
+        layout = self._layouts.get
+        return {
+            index: where for step in steps for index, where, _ in layout(step) or self._layout(step)
+        }
 
 
 def _cost_of(item: LayerRun | tuple[Part, _Base]) -> RunCost:
