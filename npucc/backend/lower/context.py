@@ -64,11 +64,16 @@ class LowerContext:
         """The cores of the next `count` independent tiles (round-robin, as `next_tile`).
 
         NOTE: for a lowering that emits one core's tiles together (software pipelining across
-        tiles): it sets `builder.current` to a tile's core before emitting that tile.
+        tiles): it calls `emit_share` with a core before emitting that core's tiles, and reads
+        the cores for nothing else (a profile's are its tiles, npucc.backend.estimate.profile).
         """
         cores = [self.cores[(self.tiles + j) % len(self.cores)] for j in range(count)]
         self.tiles += count
         return cores
+
+    def emit_share(self, core: int) -> None:
+        """Emit the tiles `claim_tiles` dealt to `core` from now on."""
+        self.builder.current = core
 
     def shape(self, name: str) -> tuple[int, ...]:
         """Static shape of graph tensor `name`."""

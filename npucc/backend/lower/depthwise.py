@@ -244,13 +244,13 @@ def _lower_split(ctx: LowerContext, layer: Layer, cube_channels: int) -> None:
     whole = g.group * g.cog * (g.cg * g.taps + 1)
     if len(on_core) == 1 and len(blocks) > g.n and whole <= budget(ctx, layer, "UB") // 8:
         (core,) = on_core
-        ctx.builder.current = core
+        ctx.emit_share(core)
         items = [(b, band) for n in range(g.n) for band in bands for b in blocks if b[0] == n]
         held = _all_consts(ctx, layer, g, bias, blocks)
         pipeline(ctx, layer, g, items, bias, _loader(ctx, layer, g, bias), held, cube)
         return
     for core, mine in on_core.items():
-        ctx.builder.current = core
+        ctx.emit_share(core)
         items = [(block, band) for block in mine for band in bands]
         staged = stage_consts(ctx, layer, bias) if len(on_core) == 1 else []
         pipeline(ctx, layer, g, items, bias, _loader(ctx, layer, g, bias), cube=cube)
