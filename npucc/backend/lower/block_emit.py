@@ -36,7 +36,7 @@ class MatOperand:
         return self.ref.at(i * self.rows + j * self.cols)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class L1Block:
     """A block staged in L1 at `ref`: `rows` x `cols` from (r0, c0), row-major (an X block of
     a conv: K from r0, `meta` its window's (ih, iw, pt, pl))."""
@@ -64,7 +64,7 @@ def release(ctx: LowerContext, block: L1Block) -> None:
         ctx.builder.free(block.ref)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class OutView:
     """Where an output tile goes: DDR offset, pattern, DDR strides and UB strides."""
 

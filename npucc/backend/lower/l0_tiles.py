@@ -10,9 +10,9 @@ from npucc.backend.lower.context import LowerContext, largest
 from npucc.ir.graph import Layer
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class MatTiles:
-    """Tile sizes of a tiled matrix multiply."""
+    """Tile sizes of a tiled matrix multiply (a value: not frozen, as blocking.MTile)."""
 
     m: int
     n: int
