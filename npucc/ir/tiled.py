@@ -67,6 +67,23 @@ class TileGraph:
         self.buffers.append(buf)
         return buf
 
+    def add_alloc(self, size: int, tier: str, name: str, layer: int) -> int:
+        """`add_buffer` and its ALLOC node (`add`, stamped `layer`); the buffer's id."""
+        b = len(self.buffers)
+        self.buffers.append(Buffer(b, size, tier, name))
+        v = len(self.nodes)
+        self.nodes.append(TileNode(v, "ALLOC", None, 0, (b,), None, layer))
+        self.succs.append([])
+        self.preds.append([])
+        self.alloc_of[b] = v
+        return b
+
+    def add_free(self, buf: int, layer: int, preds: list[int]) -> None:
+        """`add` of buffer `buf`'s FREE node (stamped `layer`), then `add_edges(preds, ...)`.
+        NOTE: `preds` becomes the node's predecessor list, as `append`'s."""
+        v = self.append("FREE", None, 0, (buf,), None, layer, preds)
+        self.free_of[buf] = v
+
     def add_node(
         self,
         op: str,

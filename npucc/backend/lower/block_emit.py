@@ -3,8 +3,8 @@ read on chip), the L0 tiles inside each, the accumulators and the epilogue's sto
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from npucc.backend.lower.blocking import Blocking, MBlock, MTile
 from npucc.backend.lower.context import LowerContext, apply_activation, l1_ones, split
@@ -36,7 +36,7 @@ class MatOperand:
         return self.ref.at(i * self.rows + j * self.cols)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class L1Block:
     """A block staged in L1 at `ref`: `rows` x `cols` from (r0, c0), row-major (an X block of
     a conv: K from r0, `meta` its window's (ih, iw, pt, pl))."""
@@ -64,7 +64,7 @@ def release(ctx: LowerContext, block: L1Block) -> None:
         ctx.builder.free(block.ref)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class OutView:
     """Where an output tile goes: DDR offset, pattern, DDR strides and UB strides."""
 
@@ -192,6 +192,12 @@ class _Nest:
     ops: CubeOps
     io: CubeIo
     k: int
+    # NOTE: the forms (`TileBuilder.form`) of the L1 -> L0B copies and of the mmads, by the
+    # fields of their form keys that vary in a nest (a form is a function of its key: the
+    # copies' B tiles in L0B; the mmads' accumulators in L0C, B tiles in L0B and A tiles in
+    # `stage_a`'s tier): each worked out once, not per instruction
+    b_forms: dict[tuple[Any, ...], tuple[str, str, int]] = field(default_factory=dict)
+    mmad_forms: dict[tuple[Any, ...], tuple[str, str, int]] = field(default_factory=dict)
 
     def load_w(self, n0: int, nb: int, k0: int, kb: int) -> L1Block:
         """W[k0:k0+kb, n0:n0+nb] into an L1 block (row-major); of W held in L1 (a cascaded
@@ -228,7 +234,13 @@ class _Nest:
         """Move W[k0:k0+kt, n0:n0+nt] from its L1 block into L0B (row-major kt x nt)."""
         bld = self.ctx.builder
         b0 = bld.alloc("L0B", kt * nt, f"{self.layer.name}.b0")
-        bld.emit_local(Copy(b0, w.at(k0, n0), (kt, nt), (nt, 1), w.strides or (w.cols, 1)))
+        strides = w.strides or (w.cols, 1)
+        copy = Copy(b0, w.at(k0, n0), (kt, nt), (nt, 1), strides)
+        key = (w.ref.tier, kt, nt, strides)
+        form = self.b_forms.get(key)
+        if form is None:
+            form = self.b_forms[key] = bld.form(copy)
+        bld.emit_local(copy, form)
         return b0
 
     def hold_b(self, w: L1Block, tiles: int) -> dict[tuple[int, int], BufRef]:
@@ -295,15 +307,21 @@ class _Nest:
         staged once for all the columns, one B tile (`held`'s, or staged here) and one mmad
         per column."""
         bld = self.ctx.builder
-        emit, free, m = bld.emit_local, bld.free, tile.m
+        emit, free, m, forms = bld.emit_local, bld.free, tile.m, self.mmad_forms
         stage_a, stage_b = self.ops.stage_a, self.stage_b
         for k0, kt in split(w.rows, self.plan.tiles.k):
             k_abs = w.r0 + k0
             a0 = stage_a(x, tile, k_abs, kt)
+            acc_in = 0 if k_abs == 0 else 1
             for acc, (n0, nt) in zip(accs, cols, strict=True):
                 kept = held.get((k_abs, n0)) if held else None
                 b0 = kept if kept is not None else stage_b(w, k_abs, kt, n0, nt)
-                emit(Mmad(acc, a0, b0, m, nt, kt, 0 if k_abs == 0 else 1))
+                mmad = Mmad(acc, a0, b0, m, nt, kt, acc_in)
+                key = (a0.tier, m, nt, kt, acc_in)
+                form = forms.get(key)
+                if form is None:
+                    form = forms[key] = bld.form(mmad)
+                emit(mmad, form)
                 if kept is None:
                     free(b0)
             free(a0)

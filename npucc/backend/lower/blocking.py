@@ -42,18 +42,22 @@ ORDERS = ("ws", "is", "os")
 CYCLE_TOLERANCE = 32  # plans within 1/32 of the fewest estimated cycles compete on bytes moved
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class MTile:
     """One L0 tile of M: `m` rows (pixels) at `m0`; `band`: where a conv's tile lies, (r0,
     rows, q0, cols) of the output, (ih0, ih, pt, iw0, iw, pl) of its block's input window and
-    the row of that window the tile starts at."""
+    the row of that window the tile starts at.
+
+    NOTE: a value, never assigned to (equal and hashed by its fields), as MBlock and Blocking:
+    not declared frozen, whose __init__ sets each slot through a call (`isa.Instr`'s note; a
+    layer's blocking search makes them by the thousand)."""
 
     m0: int
     m: int
     band: tuple[int, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class MBlock:
     """One L1 block of M: its L0 tiles and the X elements it holds per K quantum (a conv: its
     input window's pixels per channel; a matmul: its rows), plus `slack` elements."""
@@ -67,7 +71,7 @@ class MBlock:
         return kb // k_quantum * self.window + self.slack
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Blocking:
     """A layer's loop order, L0 tile and L1 block sizes (N and K blocks in elements, M blocks
     in L0 tiles); `chunks`: units each stationary block's stream is split into (mesh).

@@ -181,17 +181,17 @@ class TileBuilder(Generic[G]):
             found = self._sizes[tier] = self.target.tier_bytes(tier), self.target.memory.alignment
         per, align = found
         size = max(align, math.ceil(elems * per / align) * align)
-        bid = self.graph.add_buffer(size, tier, name).id
+        bid = self.graph.add_alloc(size, tier, name, self.layer)
         self._readers[bid] = []
-        self.graph.add("ALLOC", None, 0, (bid,), None, self.layer)
         return _new_ref(BufRef, (bid, tier, 0, self.core))
 
     def free(self, ref: BufRef) -> None:
         """Free a buffer after every node that used it."""
-        self._own(ref)
-        node = self.graph.add("FREE", None, 0, (ref.buf,), layer=self.layer)
+        buf = ref.buf
+        if ref.core != self.core or buf not in self._readers:
+            self._own(ref)
         # NOTE: readers since the last write depend on it, so they alone imply it.
-        self.graph.add_edges(self._readers.pop(ref.buf) or [self._last(ref.buf)], node)
+        self.graph.add_free(buf, self.layer, self._readers.pop(buf) or [self._last(buf)])
 
     def emit(self, instr: Instr) -> int:
         """Append an instruction (symbolic operands) and its dependency edges; returns its id.

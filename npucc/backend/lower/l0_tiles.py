@@ -10,9 +10,9 @@ from npucc.backend.lower.context import LowerContext, largest
 from npucc.ir.graph import Layer
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class MatTiles:
-    """Tile sizes of a tiled matrix multiply."""
+    """Tile sizes of a tiled matrix multiply (a value: not frozen, as blocking.MTile)."""
 
     m: int
     n: int
@@ -85,12 +85,26 @@ def fitting_tiles(
         ms = m_options if m_options and m0 > 1 else candidates(m, m0)
         found = [t for t in itertools.product(ms, candidates(n, n0), k_options) if fits(*t)]
         if found:
-            return [MatTiles(*t) for t in found if not any(_contains(o, t) for o in found)]
+            return [MatTiles(*t) for t in _maximal(found)]
     # NOTE: every tier's need grows with each tile dimension, so the smallest tile is the one
     # that fits if any does: the first tier it overflows is the one to name
     smallest = buffers(1, 1, k_options[0])
     tier = next(t for t, b in smallest.items() if not ctx.share_fits(t, b))
     raise ctx.share_error(layer, tier, smallest[tier])
+
+
+def _maximal(tiles: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """The tiles no other tile contains (`_contains`), in their order.
+
+    NOTE: a tile that contains another comes before it in descending order, so each is checked
+    against the maximal ones before it alone (one containing it is, or is contained by one
+    that is): a few each, not every tile (light ResNet-50 mesh8x8's ~90 fitting tiles)."""
+    top: list[tuple[int, int, int]] = []
+    for t in sorted(set(tiles), reverse=True):
+        if not any(_contains(big, t) for big in top):
+            top.append(t)
+    kept = set(top)
+    return [t for t in tiles if t in kept]
 
 
 def _contains(big: tuple[int, int, int], small: tuple[int, int, int]) -> bool:

@@ -140,6 +140,16 @@ class TrialGraph:
         self.add_edges(preds, v)
         return v
 
+    def add_alloc(self, size: int, tier: str, name: str, layer: int) -> int:
+        """`add_buffer` and its ALLOC node (TileGraph.add_alloc); the buffer's id."""
+        bid = self.add_buffer(size, tier, name).id
+        self.add("ALLOC", None, 0, (bid,), None, layer)
+        return bid
+
+    def add_free(self, buf: int, layer: int, preds: list[int]) -> None:
+        """`append` of buffer `buf`'s FREE node (TileGraph.add_free)."""
+        self.append("FREE", None, 0, (buf,), None, layer, preds)
+
     def add_edge(self, src: int, dst: int) -> None:
         """Add precedence src -> dst (self-edges are ignored)."""
         self.add_edges((src,), dst)
