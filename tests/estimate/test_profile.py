@@ -13,7 +13,9 @@ import pytest
 from npucc.backend.estimate.profile import (
     FIGURES,
     MTE2,
+    KnownProfile,
     LayerProfile,
+    ProfileContext,
     _summarise,
     contracted,
     core_timing,
@@ -117,26 +119,55 @@ def test_a_core_with_a_forward_predecessor_is_not_contracted() -> None:
 
 
 def test_a_profile_cut_at_a_known_decision_equals_its_whole_lowering() -> None:
-    # each conv of residual_block with each set of its operands on chip: profiled sharing
-    # `known` (a lowering whose first decision is known stops there and takes that profile)
-    # and alone (lowered to the end), the profiles are equal
+    # each conv of residual_block on one core and more, with each set of its operands on
+    # chip: profiled sharing `known` (a lowering whose first decision is known stops there
+    # and takes that profile, one lowered on the other core count too) and alone (lowered to
+    # the end), the profiles are equal
     graph = import_model(MODELS / "residual_block.onnx")
     target = load_target("mesh8x8")
-    taken = 0
+    taken = across = 0
     for layer in graph.layers:
         if layer.op != "conv2d":
             continue
         names = (*layer.inputs, *layer.outputs)
         operands = [o for o, name in enumerate(names) if name and not graph.is_const(name)]
-        for single in (True, False):
+        for first in (True, False):
             known: dict = {}
-            for r in range(len(operands) + 1):
-                for noc in itertools.combinations(operands, r):
-                    before = [id(p) for p in known.values()]
-                    shared = profile_layer(graph, layer, target, single, noc, {}, known)
-                    taken += id(shared) in before
-                    assert shared == profile_layer(graph, layer, target, single, noc, {})
+            for single in (first, not first):
+                for r in range(len(operands) + 1):
+                    for noc in itertools.combinations(operands, r):
+                        before = {id(p): s for (_, s), p in known.items()}
+                        shared = profile_layer(graph, layer, target, single, noc, {}, known)
+                        taken += id(shared) in before
+                        across += id(shared) in before and before[id(shared)] is None
+                        assert shared == profile_layer(graph, layer, target, single, noc, {})
     assert taken, "some profile was taken at its decision"
+    assert across, "some profile was taken on the other core count"
+
+
+def test_a_profile_that_read_the_core_count_is_known_on_that_count_only() -> None:
+    # `decided` takes a profile known on any count only while the count is unread, and one
+    # known on its own count always
+    graph, layer = _depthwise(16, 4)
+    target = load_target("mesh8x8")
+    prof = profile_layer(graph, layer, target, True)
+    for single, read, known, hit in [
+        (True, False, {("d", None): prof}, True),
+        (True, True, {("d", None): prof}, False),
+        (True, True, {("d", True): prof}, True),
+        (False, False, {("d", True): prof}, False),
+    ]:
+        builders = [TileBuilder(TileGraph("p"), target, c) for c in range(1 if single else 2)]
+        ctx = ProfileContext(graph, TiledProgram("t", target), MeshBuilder(builders), target)
+        ctx.known = known
+        ctx.begin_layer(tuple(range(len(builders))))
+        if read:
+            assert ctx.one_core() == single and ctx.counted
+        if hit:
+            with pytest.raises(KnownProfile):
+                ctx.decided("d")
+        else:
+            ctx.decided("d")
 
 
 def test_profiles_sharing_the_forms_figures_equal_profiles_alone() -> None:

@@ -555,7 +555,7 @@ class ExecCostModel:
         prof = self._profiles.get(key)
         if prof is None:
             graph, layer = self.part(index, n)
-            known = self._decided.setdefault(key[:-1], {})
+            known = self._decided.setdefault(key[:-2], {})  # NOTE: any `single` and `noc`
             prof = self._profiles[key] = profile_layer(
                 graph, layer, self.target, single, noc, self.memo, known
             )

@@ -428,7 +428,7 @@ def profile_layer(
     (*inputs, *outputs)) the plan keeps on chip, which the tilers know (their copies stay DDR
     copies here, re-priced by the caller). `memo`: what lowerings of a layer signature compute
     alike (`LowerContext.memo`), shared with other profiles and lowerings of the compile.
-    `known`: the profiles of the layer's signature (and `single`), whatever their `noc`, by
+    `known`: the profiles of the layer's signature, whatever their `noc` and `single`, by
     their lowering's first decision (`ProfileContext.decided`; read and filled in).
     """
     program = TiledProgram(graph.name, target)
@@ -458,7 +458,7 @@ def profile_layer(
     starts = lctx.starts or [0]
     prof = _summarise(tile_graph, starts, target, bit, operand_positions(names), figures)
     if known is not None and lctx.decision is not None and not lctx.late:
-        known[lctx.decision] = prof
+        known[lctx.decision, single if lctx.counted else None] = prof
     return prof
 
 
@@ -580,27 +580,44 @@ class KnownProfile(Exception):  # noqa: N818 (not an error: a lowering cut short
 class ProfileContext(LowerContext):
     """A LowerContext that keeps every tile on the first core and records where tiles start.
 
-    NOTE: the profiles of one layer signature differ by the operands on chip (`on_noc`) only;
-    the answers a lowering read before its first decision (`decided`) reach what it emits only
-    through that decision, so two lowerings of one decision, neither reading `on_noc` after
-    it, emit alike: the second stops there and takes the first's profile."""
+    NOTE: the profiles of one layer signature differ by the operands on chip (`on_noc`) and
+    the core count (one core or more) only; the answers a lowering read before its first
+    decision (`decided`) reach what it emits only through that decision, so two lowerings of
+    one decision, neither reading `on_noc` after it, emit alike on one core count: the second
+    stops there and takes the first's profile (`known` by the decision and the count). A
+    lowering that never reads the count (`one_core`, `claim_tiles`: `counted`) emits alike on
+    any: its profile is known by the decision alone, to a lowering that has not read it.
+    (The profile's builders, one or two, reach nothing but through the count: a lowering
+    moves between cores only by `next_tile` and `emit_share`, here always core 0.)"""
 
     starts: list[int] = field(default_factory=list)  # first node of each tile
-    known: dict[Hashable, LayerProfile] | None = None  # the profiles by decision (shared)
+    # the profiles by (decision, one core or not; None: on any count), shared
+    known: dict[Hashable, LayerProfile] | None = None
     decision: Hashable = None  # the lowering's first decision (None: none yet)
     late: bool = False  # whether it read `on_noc` after it
+    counted: bool = False  # whether it read the core count
 
     def on_noc(self, name: str) -> bool:
         """LowerContext.on_noc, noting a read after the first decision."""
         self.late = self.late or self.decision is not None
         return LowerContext.on_noc(self, name)
 
+    def one_core(self) -> bool:
+        """LowerContext.one_core, noting the read."""
+        self.counted = True
+        return LowerContext.one_core(self)
+
     def decided(self, decision: Hashable) -> None:
-        """The first decision: stop with its profile if known."""
+        """The first decision: stop with its profile if known (on any core count, unless
+        the count was read, or on this one)."""
         if self.decision is not None:
             return
         self.decision = decision
-        known = self.known.get(decision) if self.known is not None else None
+        if self.known is None:
+            return
+        known = None if self.counted else self.known.get((decision, None))
+        if known is None:
+            known = self.known.get((decision, len(self.cores) == 1))
         if known is not None:
             raise KnownProfile(known)
 
@@ -624,6 +641,7 @@ class ProfileContext(LowerContext):
         on MobileNet v2's depthwise convs a core of several tiles is predicted up to 19 %
         faster than its share (its next window's fills queue ahead of those taps on the
         in-order vector pipe and wait for that window's DMA), one tile exactly."""
+        self.counted = True
         if len(self.cores) == 1:
             return LowerContext.claim_tiles(self, count)
         first = self.tiles

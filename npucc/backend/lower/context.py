@@ -33,6 +33,8 @@ class LowerContext:
     program: TiledProgram
     builder: MeshBuilder  # appends to the current core; see next_tile
     target: Target
+    # NOTE: a lowering reads how many only through `one_core` and `claim_tiles` (a profile
+    # notes those reads, npucc.backend.estimate.profile)
     cores: tuple[int, ...] = (0,)  # cores of the layer being lowered
     tiles: int = 0  # independent tiles started in this layer
     reserved: int = 0  # L1 bytes resident tensors hold while this layer is lowered
@@ -74,6 +76,10 @@ class LowerContext:
     def emit_share(self, core: int) -> None:
         """Emit the tiles `claim_tiles` dealt to `core` from now on."""
         self.builder.current = core
+
+    def one_core(self) -> bool:
+        """Whether the layer runs on one core."""
+        return len(self.cores) == 1
 
     def shape(self, name: str) -> tuple[int, ...]:
         """Static shape of graph tensor `name`."""

@@ -93,7 +93,7 @@ def _operands(ctx: LowerContext, layer: Layer) -> tuple[Dims, Dims, list[_Operan
     for o, name in zip(ops, layer.inputs, strict=True):
         elems = math.prod(ctx.shape(name))
         # NOTE: an operand loaded once serves every tile, so only when all run on one core
-        if len(ctx.cores) == 1 and not o.full() and elems <= share // 4:
+        if ctx.one_core() and not o.full() and elems <= share // 4:
             o.whole = load(ctx, o.ref, (elems,), (1,), o.name)
             cap -= elems
     return dims, out_strides, ops, cap
