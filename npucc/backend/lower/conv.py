@@ -7,8 +7,9 @@ inputs[3]) is added to each output tile before the activation.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
 from npucc.backend.lower.block_emit import (
     CubeIo,
@@ -503,10 +504,12 @@ def _lower_grouped(
                     bld.free(buf)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class _Image:
     """An input image of a conv: its DDR tensor's name, channels, rows, columns, and the
-    strides at which a band's window reads it (a pointwise conv's own, else 1)."""
+    strides at which a band's window reads it (a pointwise conv's own, else 1).
+
+    NOTE: a value made per load, never assigned to (not frozen: `ConvGeom`)."""
 
     name: str
     c: int
@@ -527,16 +530,22 @@ class _Image:
         ctx.builder.emit(Copy(dst, src.at(off), dims, (ih * iw, iw, 1), st))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class _ConvOps:
     """The conv's side of the blocked loop nest: input windows, img2col, output tiles (of
-    image `n`, or of the image a folded batch's tile lies in: `_every_image`)."""
+    image `n`, or of the image a folded batch's tile lies in: `_every_image`).
+
+    NOTE: made per image and group, never assigned to (not frozen: `ConvGeom`)."""
 
     ctx: LowerContext
     layer: Layer
     g: ConvGeom
     n: int
     group: int
+    # NOTE: the forms (`TileBuilder.form`) of its img2cols by the fields of their form keys that
+    # vary (as `block_emit._Nest`'s): the window's (whole image or band: `tile.band`'s sizes,
+    # pads and origin), its K tile and the source's tier; the rest is the conv's
+    forms: dict[tuple[Any, ...], tuple[str, str, int]] = field(default_factory=dict, compare=False)
 
     def image(self, tile: MTile) -> int:
         """The image `tile` computes."""
@@ -587,12 +596,17 @@ class _ConvOps:
             src = x.ref.at((k0 - x.c0) // g.taps * g.h * g.w)
             pads = (g.pad_t - r0 * g.sh, g.pad_l - q0 * g.sw)
             window = (g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, *pads)
-            bld.emit_local(Img2Col(a0, src, kt // g.taps, g.h, g.w, *window, rows, cols, pad))
-            return a0
-        src = x.ref.at(((k0 - x.c0) // g.taps * ih + off) * iw)
-        strides = (1, 1) if _pointwise(g) else (g.sh, g.sw)
-        window = (g.kh, g.kw, *strides, g.dh, g.dw, pt, pl)
-        bld.emit_local(Img2Col(a0, src, kt // g.taps, ih, iw, *window, rows, cols, pad))
+            instr = Img2Col(a0, src, kt // g.taps, g.h, g.w, *window, rows, cols, pad)
+        else:
+            src = x.ref.at(((k0 - x.c0) // g.taps * ih + off) * iw)
+            strides = (1, 1) if _pointwise(g) else (g.sh, g.sw)
+            window = (g.kh, g.kw, *strides, g.dh, g.dw, pt, pl)
+            instr = Img2Col(a0, src, kt // g.taps, ih, iw, *window, rows, cols, pad)
+        key = (x.owned, x.ref.tier, kt, tile.band)
+        form = self.forms.get(key)
+        if form is None:
+            form = self.forms[key] = bld.form(instr)
+        bld.emit_local(instr, form)
         return a0
 
     def out_view(self, tile: MTile, n0: int, nt: int) -> OutView:

@@ -10,9 +10,14 @@ from npucc.ir.graph import Graph, Layer
 from npucc.target import Target
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class ConvGeom:
-    """Shapes and window parameters of one conv2d layer."""
+    """Shapes and window parameters of one conv2d layer.
+
+    NOTE: a value, never assigned to (equal and hashed by its fields), not declared frozen: a
+    frozen class's `__init__` sets each field through `object.__setattr__` (3-5x the cost),
+    and the lowering makes one per conv it looks at (`conv_geometry`), per load its `_Image`s
+    and per image and group its `_ConvOps` (as `blocking.MTile`)."""
 
     n: int
     c: int
