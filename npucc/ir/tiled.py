@@ -69,13 +69,8 @@ class TileGraph:
 
     def add_alloc(self, size: int, tier: str, name: str, layer: int) -> int:
         """`add_buffer` and its ALLOC node (`add`, stamped `layer`); the buffer's id."""
-        b = len(self.buffers)
-        self.buffers.append(Buffer(b, size, tier, name))
-        v = len(self.nodes)
-        self.nodes.append(TileNode(v, "ALLOC", None, 0, (b,), None, layer))
-        self.succs.append([])
-        self.preds.append([])
-        self.alloc_of[b] = v
+        b = self.add_buffer(size, tier, name).id
+        self.add("ALLOC", None, 0, (b,), None, layer)
         return b
 
     def add_free(self, buf: int, layer: int, preds: list[int]) -> None:
