@@ -15,9 +15,11 @@ in a separate environment (TensorFlow pins its own protobuf and numpy):
 
 Run it with the venv's python (model building needs TensorFlow); npucc is run as
 `NPUCC_PYTHON -m npucc` (`--npucc-python`, default `python3`: the first on PATH, which must be
-the environment that has npucc installed, not the venv). `--models-dir` keeps the built model
-files; an existing file is reused (delete it to rebuild). npucc's package is byte-compiled
-first (`compileall`), as Vela's wheel install left its own.
+the environment that has npucc installed, not the venv; resolved to the interpreter itself, as
+Vela's console script starts its own, not through a launcher such as pyenv's shims).
+`--models-dir` keeps the built model files; an existing file is reused (delete it to
+rebuild). npucc's package is byte-compiled first (`compileall`), as Vela's wheel install left
+its own.
 """
 
 from __future__ import annotations
@@ -92,17 +94,22 @@ def measure(cmd: list[str]) -> dict[str, float]:
     }
 
 
-def cache_bytecode(python: str) -> None:
-    """Byte-compile the npucc package that PYTHON imports, as a pip install leaves it.
+def cache_bytecode(python: str) -> str:
+    """Byte-compile the npucc package that PYTHON imports, as a pip install leaves it; the
+    interpreter itself (its `sys.executable`), which the timed runs then start.
 
     NOTE: Vela comes from a wheel whose install wrote its byte code; npucc from an editable
     install under PYTHONDONTWRITEBYTECODE would otherwise recompile its sources on every run.
+    And Vela's console script starts its interpreter directly, where a `python3` found on PATH
+    may be a launcher (pyenv's shims are bash scripts: ~0.25 s wall a run on this machine).
     """
-    where = subprocess.run(
-        [python, "-c", "import npucc, os; print(os.path.dirname(npucc.__file__))"],
+    exe, where = subprocess.run(
+        [python, "-c", "import npucc, os, sys; print(sys.executable);"
+         " print(os.path.dirname(npucc.__file__))"],
         capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
-    subprocess.run([python, "-m", "compileall", "-q", where], check=True)
+    ).stdout.split("\n")[:2]  # fmt: skip
+    subprocess.run([exe, "-m", "compileall", "-q", where], check=True)
+    return exe
 
 
 def compare(net: str, onnx_path: Path, tflite_path: Path, args: argparse.Namespace) -> dict:
@@ -140,9 +147,8 @@ def main() -> None:
     p.add_argument("--vela", default=shutil.which("vela") or "vela")
     p.add_argument("--npucc-python", default="python3", help="the python that has npucc")
     args = p.parse_args()
-    args.npucc = [args.npucc_python, "-m", "npucc"]
     args.models_dir.mkdir(parents=True, exist_ok=True)
-    cache_bytecode(args.npucc_python)
+    args.npucc = [cache_bytecode(args.npucc_python), "-m", "npucc"]
     if args.build:
         build(args.build, args.models_dir)
         return
