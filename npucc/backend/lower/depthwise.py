@@ -38,7 +38,7 @@ from npucc.backend.lower.memo import layer_signature, once, trial_graph
 from npucc.backend.lower.trial_graph import TrialGraph
 from npucc.errors import NpuccError
 from npucc.ir.graph import Layer
-from npucc.ir.isa import BufRef, Copy, VBinary
+from npucc.ir.isa import BufRef, Copy, Instr, VBinary
 
 # a tile holds at most 2/3 of the UB share (TILE_SHARE): the pipelined lowering keeps two
 # windows and two accumulators live (the next band's load, the store of the last), and coldest
@@ -263,6 +263,7 @@ Item = tuple[tuple[int, int, int], tuple[int, int, int, int]]  # (image, g0, gro
 
 Consts = dict[tuple[int, int, int], tuple[BufRef, BufRef | None]]  # block -> weights, bias
 Taps = Callable[[Item, BufRef, tuple[BufRef, BufRef | None]], None]  # an item's taps, its window
+Window = tuple[BufRef, list[Instr]]  # a loaded window, its fills still to emit (before its taps)
 
 
 def stage_consts(ctx: LowerContext, layer: Layer, bias: str) -> list[str]:
@@ -316,22 +317,29 @@ def pipeline(
     g: ConvGeom,
     items: list[Item],
     bias: str,
-    load: Callable[[Item, Consts], BufRef],
+    load: Callable[[Item, Consts], Window],
     held: tuple[Consts, list[BufRef]] | None = None,
     cube: CubeShare | None = None,
     taps: Taps | None = None,
 ) -> None:
     """One core's bands in order, each band's window loaded (`load`: the item's window, its
     block's weights and bias added to the consts first) before the previous band's taps (by
-    `taps` when given, else on the vector unit); a block's weights loaded with its first band
-    and freed after its last (unless `held`: every block's, loaded before and freed after
-    all); the cube's units spread among them."""
+    `taps` when given, else on the vector unit), its border fills emitted just before its own
+    taps; a block's weights loaded with its first band and freed after its last (unless
+    `held`: every block's, loaded before and freed after all); the cube's units spread among
+    them.
+
+    NOTE: a window's fills wait for its DMA; emitted with its load, ahead of the previous
+    band's taps on the in-order vector pipe, they would hold those taps until that DMA ends.
+    """
     consts: Consts = {} if held is None else dict(held[0])
     ready = load(items[0], consts)
     for i, (block, band) in enumerate(items):
-        win = ready
+        win, fills = ready
         if i + 1 < len(items):
             ready = load(items[i + 1], consts)
+        for instr in fills:
+            ctx.builder.emit(instr)
         if taps is None:
             vector_taps(ctx, layer, g, (block, band), win, consts[block])
         else:
@@ -349,7 +357,7 @@ def pipeline(
 
 def _loader(
     ctx: LowerContext, layer: Layer, g: ConvGeom, bias: str
-) -> Callable[[Item, Consts], BufRef]:
+) -> Callable[[Item, Consts], Window]:
     """`pipeline`'s load of a band's window from the layer's input (`_load`)."""
     return lambda item, consts: _load(ctx, layer, g, item, bias, consts)
 
@@ -390,9 +398,9 @@ def _load(
     item: Item,
     bias: str,
     consts: Consts,
-) -> BufRef:
+) -> Window:
     """Load one band's padded input window into UB (first, at a new block, its weights and
-    bias into `consts`); the window."""
+    bias into `consts`); the window and its border fills, not emitted."""
     (n, g0, gl), (r0, rows, q0, cols) = item
     bld = ctx.builder
     consts_of(ctx, layer, g, (n, g0, gl), bias, consts)
@@ -401,8 +409,9 @@ def _load(
     win = bld.alloc("UB", ci * wr * wc, f"{layer.name}.win")
     x = ctx.ddr(layer.inputs[0]).at((n * g.c + g0 * g.cg) * g.h * g.w)
     box = (r0 * g.sh - g.pad_t, wr, q0 * g.sw - g.pad_l, wc)
-    fill_window(ctx, (g.h, g.w), win, x, ci, box, 0.0)
-    return win
+    fills: list[Instr] = []
+    fill_window(ctx, (g.h, g.w), win, x, ci, box, 0.0, fills)
+    return win, fills
 
 
 def vector_taps(

@@ -33,6 +33,7 @@ from npucc.backend.lower.depthwise import (
     Consts,
     Item,
     Taps,
+    Window,
     bias_of,
     consts_of,
     epilogue,
@@ -130,12 +131,12 @@ def lower_fused(ctx: LowerContext, expand: Layer, layer: Layer, cube: int = 0) -
     items = [(b, (r0, nr, 0, g.ow)) for r0, nr in split(g.oh, rows_t) for b in blocks]
     src = _Expand(ctx, expand, g)
 
-    def load(item: Item, consts: Consts) -> BufRef:
+    def load(item: Item, consts: Consts) -> Window:
         consts_of(ctx, layer, g, item[0], bias, consts)
         win = src.window(layer, item)
         if share is not None and item[0][1] >= first:
-            return share.store(item, win)
-        return win
+            return share.store(item, win), []
+        return win, []
 
     taps = None if share is None else share.taps(first)
     pipeline(ctx, layer, g, items, bias, load, taps=taps)

@@ -12,7 +12,7 @@ import math
 
 from npucc.backend.lower.context import TILE_SHARE, LowerContext, lowering, split
 from npucc.ir.graph import Layer, row_major_strides
-from npucc.ir.isa import BufRef, Copy, DdrRef, VFill
+from npucc.ir.isa import BufRef, Copy, DdrRef, Instr, VFill
 
 MAX_TILE_BUFFERS = 4  # most buffers a vector tile keeps live at once (softmax: x, max, sum, part)
 STAGE_TIER = "L1"  # where layout ops stage their tiles (keeps UB free for vector work)
@@ -143,8 +143,10 @@ def fill_window(
     planes: int,
     band: tuple[int, int, int, int],
     pad: float,
+    defer: list[Instr] | None = None,
 ) -> None:
-    """Fill `win` [planes, rows, cols] with the [h, w] input planes starting at `x`, padded.
+    """Fill `win` [planes, rows, cols] with the [h, w] input planes starting at `x`, padded
+    (the border fills appended to `defer` when given, for the caller to emit later).
 
     `band` is (r0, rows, q0, cols) in input coordinates; positions outside the image get `pad`.
     NOTE: the copy comes first and the border fills after it (they write disjoint parts of
@@ -155,8 +157,9 @@ def fill_window(
     h, w = plane
     top, bottom = max(r0, 0), min(r0 + rows, h)
     left, right = max(q0, 0), min(q0 + cols, w)
+    fill = ctx.builder.emit if defer is None else defer.append
     if not (top < bottom and left < right):
-        ctx.builder.emit(VFill(win, (planes * rows * cols,), (1,), pad))
+        fill(VFill(win, (planes * rows * cols,), (1,), pad))
         return
     dst = win.at((top - r0) * cols + left - q0)
     inner = (planes, bottom - top, right - left)
@@ -172,7 +175,7 @@ def fill_window(
     ):
         if nrows and ncols:
             dims, (st,) = coalesce((planes, nrows, ncols), (rows * cols, cols, 1))
-            ctx.builder.emit(VFill(win.at(row * cols + col), dims, st, pad))
+            fill(VFill(win.at(row * cols + col), dims, st, pad))
 
 
 @lowering("concat", onchip=None)
