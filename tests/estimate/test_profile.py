@@ -1,8 +1,9 @@
 """The estimate's per-core replay (npucc.backend.estimate.profile.core_timing, contracted) and
-its profiles cut at a known decision (profile_layer, ProfileContext.decided)."""
+its profiles cut at a known decision (profile_layer, ProfileContext.decided, take)."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 from pathlib import Path
@@ -13,18 +14,21 @@ import pytest
 from npucc.backend.estimate.profile import (
     FIGURES,
     MTE2,
+    UNREAD,
     KnownProfile,
     LayerProfile,
     ProfileContext,
     _summarise,
     contracted,
     core_timing,
+    layer_signature,
+    operand_positions,
     profile_layer,
 )
 from npucc.backend.lower.builder import MeshBuilder, TileBuilder
 from npucc.backend.lower.context import LOWERINGS, LowerContext
 from npucc.ir.graph import Graph, Layer, Tensor
-from npucc.ir.isa import PIPES
+from npucc.ir.isa import PIPES, DdrRef, Operand
 from npucc.ir.program import TiledProgram
 from npucc.ir.tiled import TileGraph
 from npucc.target import Target, load_target
@@ -143,6 +147,77 @@ def test_a_profile_cut_at_a_known_decision_equals_its_whole_lowering() -> None:
                         assert shared == profile_layer(graph, layer, target, single, noc, {})
     assert taken, "some profile was taken at its decision"
     assert across, "some profile was taken on the other core count"
+
+
+def _positional(prof: LayerProfile, names: tuple[str, ...]) -> LayerProfile:
+    """`prof` (lowered from a layer of operands `names`) with its copies' DDR tensors named by
+    their operand positions (what a profile means by them)."""
+    at = operand_positions(names)
+
+    def ref(side: Operand) -> Operand:
+        return DdrRef(at[side.key], side.off) if isinstance(side, DdrRef) else side
+
+    copies = tuple(
+        dataclasses.replace(c, instr=dataclasses.replace(c.instr, src=ref(c.instr.src),
+                                                         dst=ref(c.instr.dst)))
+        for c in prof.copies
+    )  # fmt: skip
+    return dataclasses.replace(prof, copies=copies)
+
+
+def _conv_chain(convs: int) -> Graph:
+    """`convs` 3x3 convs of one signature (16 channels, 12x12, a bias) one after another."""
+    graph = Graph("chain")
+    plane = (1, 16, 12, 12)
+    graph.add_tensor(Tensor("x", plane))
+    graph.inputs.append("x")
+    rng = np.random.default_rng(5)
+    for i in range(convs):
+        w = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
+        graph.add_tensor(Tensor(f"w{i}", w.shape, data=w))
+        graph.add_tensor(Tensor(f"b{i}", (16,), data=w[:, 0, 0, 0].copy()))
+        graph.add_tensor(Tensor(f"y{i}", plane))
+        x = f"y{i - 1}" if i else "x"
+        graph.add_layer(
+            Layer(f"c{i}", "conv2d", [x, f"w{i}", f"b{i}"], [f"y{i}"], {"pads": (1,) * 4})
+        )
+    return graph
+
+
+def test_profiles_taken_from_another_layer_of_the_signature_equal_its_own_lowering() -> None:
+    # every layer of three convs of one signature, a small CNN and a decoder block, on
+    # one core and more, with each set of its operands on chip: profiled sharing one `known`
+    # per signature across layers (a decision names no tensor; a lowering that read no
+    # `on_noc` is known whatever is on chip) and alone, the profiles are equal, each copy's
+    # DDR tensor as its operand position
+    target = load_target("mesh8x8")
+    taken = across = unread = 0
+    for graph in (
+        _conv_chain(3),
+        import_model(MODELS / "small_cnn.onnx"),
+        import_model(MODELS / "decoder_block.onnx"),
+    ):
+        known: dict = {}
+        owner: dict = {}  # id of a profile -> the operands of the layer lowered to it
+        for layer in graph.layers:
+            if layer.op not in LOWERINGS:  # a view: no run of its own
+                continue
+            names = (*layer.inputs, *layer.outputs)
+            operands = [o for o, name in enumerate(names) if name and not graph.is_const(name)]
+            mine = known.setdefault(layer_signature(graph, layer, True)[:-1], {})
+            nocs = dict.fromkeys([(), *((o,) for o in operands), tuple(operands)])
+            for single, noc in itertools.product((True, False), nocs):
+                before = {id(p): d for (d, _), p in mine.items()}
+                shared = profile_layer(graph, layer, target, single, noc, {}, mine)
+                alone = profile_layer(graph, layer, target, single, noc, {})
+                if id(shared) in before:
+                    taken += 1
+                    across += owner[id(shared)] != names
+                    unread += before[id(shared)] == UNREAD
+                else:
+                    owner[id(shared)] = names
+                assert _positional(shared, owner[id(shared)]) == _positional(alone, names)
+    assert taken and across and unread, (taken, across, unread)
 
 
 def test_a_profile_that_read_the_core_count_is_known_on_that_count_only() -> None:

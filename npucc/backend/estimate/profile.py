@@ -429,7 +429,8 @@ def profile_layer(
     copies here, re-priced by the caller). `memo`: what lowerings of a layer signature compute
     alike (`LowerContext.memo`), shared with other profiles and lowerings of the compile.
     `known`: the profiles of the layer's signature, whatever their `noc` and `single`, by
-    their lowering's first decision (`ProfileContext.decided`; read and filled in).
+    their lowering's first decision (`ProfileContext.decided`), or `UNREAD` for a lowering
+    that read no `on_noc` (read and filled in).
     """
     program = TiledProgram(graph.name, target)
     names = (*layer.inputs, *layer.outputs)
@@ -445,6 +446,7 @@ def profile_layer(
     if lower is None:
         raise NpuccError(f"no lowering for operator {layer.op} (node '{layer.name}')")
     try:
+        lctx.take(UNREAD)
         lower(lctx, layer)
     except KnownProfile as hit:
         return hit.profile
@@ -457,8 +459,12 @@ def profile_layer(
     figures = shared.setdefault(FIGURES, {})
     starts = lctx.starts or [0]
     prof = _summarise(tile_graph, starts, target, bit, operand_positions(names), figures)
-    if known is not None and lctx.decision is not None and not lctx.late:
-        known[lctx.decision, single if lctx.counted else None] = prof
+    if known is not None:
+        count = single if lctx.counted else None
+        if not lctx.read:
+            known[UNREAD, count] = prof
+        if lctx.decision is not None and not lctx.late:
+            known[lctx.decision, count] = prof
     return prof
 
 
@@ -472,6 +478,7 @@ def stage_profile(target: Target, elems: int) -> LayerProfile:
     return _summarise(builder.graph, [0], target, {})
 
 
+UNREAD = ("no on_noc read",)  # `known`'s decision of a lowering that never read `on_noc`
 FIGURES = ("profile figures",)  # the lowerings' memo's key of `_summarise`'s `figures`
 
 
@@ -580,26 +587,32 @@ class KnownProfile(Exception):  # noqa: N818 (not an error: a lowering cut short
 class ProfileContext(LowerContext):
     """A LowerContext that keeps every tile on the first core and records where tiles start.
 
-    NOTE: the profiles of one layer signature differ by the operands on chip (`on_noc`) and
-    the core count (one core or more) only; the answers a lowering read before its first
-    decision (`decided`) reach what it emits only through that decision, so two lowerings of
-    one decision, neither reading `on_noc` after it, emit alike on one core count: the second
-    stops there and takes the first's profile (`known` by the decision and the count). A
-    lowering that never reads the count (`one_core`, `claim_tiles`: `counted`) emits alike on
-    any: its profile is known by the decision alone, to a lowering that has not read it.
-    (The profile's builders, one or two, reach nothing but through the count: a lowering
-    moves between cores only by `next_tile` and `emit_share`, here always core 0.)"""
+    NOTE: the profiles of one layer signature differ by the operands on chip (`on_noc`, a
+    lowering's one read of `program.onchip`) and the core count (one core or more) only, names
+    only as operand positions (`operand_positions`); the answers a lowering read before its
+    first decision (`decided`) reach what it emits only through that decision, so two
+    lowerings of one decision, neither reading `on_noc` after it, emit alike on one core
+    count: the second stops there and takes the first's profile (`known` by the decision and
+    the count). A decision names no tensor: layers of one signature share it. A lowering
+    that never reads `on_noc` emits alike whatever is on chip: its profile is known by
+    `UNREAD` before a lowering starts (`take`). A lowering that never reads the count
+    (`one_core`, `claim_tiles`: `counted`) emits alike on any: its profile is known by the
+    decision alone, to a lowering that has not read it. (The profile's builders, one or two,
+    reach nothing but through the count: a lowering moves between cores only by `next_tile`
+    and `emit_share`, here always core 0.)"""
 
     starts: list[int] = field(default_factory=list)  # first node of each tile
     # the profiles by (decision, one core or not; None: on any count), shared
     known: dict[Hashable, LayerProfile] | None = None
     decision: Hashable = None  # the lowering's first decision (None: none yet)
     late: bool = False  # whether it read `on_noc` after it
+    read: bool = False  # whether it read `on_noc` at all
     counted: bool = False  # whether it read the core count
 
     def on_noc(self, name: str) -> bool:
-        """LowerContext.on_noc, noting a read after the first decision."""
+        """LowerContext.on_noc, noting the read (and one after the first decision)."""
         self.late = self.late or self.decision is not None
+        self.read = True
         return LowerContext.on_noc(self, name)
 
     def one_core(self) -> bool:
@@ -613,6 +626,11 @@ class ProfileContext(LowerContext):
         if self.decision is not None:
             return
         self.decision = decision
+        self.take(decision)
+
+    def take(self, decision: Hashable) -> None:
+        """Stop with the profile known by `decision` on any core count (unless the count was
+        read) or on this one, if any."""
         if self.known is None:
             return
         known = None if self.counted else self.known.get((decision, None))

@@ -108,10 +108,10 @@ class LowerContext:
         return bool(name) and self.program.key(name) in self.program.onchip
 
     def decided(self, decision: Hashable) -> None:
-        """Mark where the lowering has made its `decision` (hashable), through which alone
-        the `on_noc` answers it read so far reach what it emits (a profile's lowering,
-        npucc.backend.estimate.profile, may stop there: a lowering of the same decision is
-        known). Nothing here."""
+        """Mark where the lowering has made its `decision` (hashable, naming no tensor),
+        through which alone the `on_noc` answers and the layer's neighbours it read so far
+        reach what it emits (a profile's lowering, npucc.backend.estimate.profile, may stop
+        there: a lowering of the same decision is known). Nothing here."""
 
     def room(self, tier: str) -> int:
         """Bytes of `tier` this layer's tiles may use: its capacity less the resident bytes."""

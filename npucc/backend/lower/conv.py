@@ -252,8 +252,12 @@ def lower_cube_conv(ctx: LowerContext, layer: Layer, one_unit: bool = False) -> 
         if found is not None:
             break
     assert found is not None  # the last of _fusions is the plain conv, which always blocks
-    # NOTE: `noc` reaches what follows only through `fused` and `found`
-    ctx.decided(("cube_conv", one_unit, fused, found[0], tuple(found[1]), found[2]))
+    # NOTE: `noc` and the layer's neighbours (`planes`, `_fusions`) reach what follows only
+    # through `fused` and `found`, and `fused` only through `spec`: its `out` is the conv's
+    # output, or with `pool` the global pool's (not an operand of the layer), so the decision
+    # names no tensor and layers of one signature share it (a profile reads names only as
+    # operand positions, npucc.backend.estimate.profile.operand_positions)
+    ctx.decided(("cube_conv", one_unit, spec, found[0], tuple(found[1]), found[2]))
     if fused.pool:
         ctx.pooled.add(ctx.graph.users(layer.outputs[0])[0].name)
     elif fused.cols:

@@ -63,7 +63,10 @@ def plan_matmul(
             for m0, mb in split(m, count * t.m)
         ]
 
-    return choose_blocking(ctx, shape, tiles, blocks, m)
+    found = choose_blocking(ctx, shape, tiles, blocks, m)
+    # NOTE: `noc` reaches what the lowering emits only through the blocking
+    ctx.decided(("matmul", found[0], tuple(found[1])))
+    return found
 
 
 def _residual(layer: Layer) -> str:
