@@ -233,7 +233,8 @@ def noc_priced(
     energy, DDR bytes and leading DDR bytes after. A copy's cycles and energy over some hops:
     its shape's by hops, else `price`'s (`timing_kernel.noc_cycles` states the rule)."""
     # per operand of a copy or kept: its number among the kept (-1: not kept)
-    slot = np.full(max(max(homes, default=0), rows.top) + 1, -1, np.int64)
+    slot = np.empty(max(max(homes, default=0), rows.top) + 1, np.int64)
+    slot.fill(-1)  # NOTE: `np.full`'s own Python costs more than the array at this size
     kept, pairs = [], []
     for s, (o, where) in enumerate(homes.items()):
         slot[o] = s
