@@ -47,17 +47,14 @@ from npucc.backend.estimate.profile import (
     LayerProfile,
     ProfileArrays,
     TimedShape,
-    contracted,
     copy_rows,
-    core_share,
+    core_cycles,
     layer_signature,
     noc_priced,
     operand_positions,
     piped_timing,
     profile_arrays,
     profile_layer,
-    share_lists,
-    timed_shape,
 )
 from npucc.backend.estimate.staging import stage_runs
 from npucc.backend.hypercut.onchip_plan import (
@@ -523,21 +520,9 @@ class ExecCostModel:
             arrays = self._arrays.get(id(prof))
             if arrays is None:
                 arrays = self._arrays[id(prof)] = profile_arrays(prof)
-            share = core_share(arrays, cores, core)
-            shape = self._shape_ids.setdefault(share.key, len(self._shapes))
-            if shape == len(self._shapes):
-                keep, kept = contracted(*share_lists(arrays, share))
-                walked = timed_shape(*kept)
-                self._shapes.append((np.array(keep, np.int64), np.array(walked.piped), walked))
-            keep, piped, _ = self._shapes[shape]
-            kept_nodes = share.nodes[keep]
-            # NOTE: a node without a pipe takes no time (`shape_timing`): 0 here, once; the
-            # last node (of contracted ones) past the kept nodes takes none either
-            base = np.zeros(len(piped), np.int64)
-            base[: len(keep)] = arrays.cycles[kept_nodes] * piped[: len(keep)]
-            # NOTE: a copy runs on a pipe: none is contracted (and the kept nodes are sorted)
-            copies = np.searchsorted(kept_nodes, np.array(rows.nodes[core], np.int64))
-            local = (base, copies, shape)
+            local = core_cycles(
+                arrays, cores, core, rows.nodes[core], self._shapes, self._shape_ids
+            )
             self._core_nodes[(id(prof), cores, core)] = local
         own, copies, shape = local
         timed = own.copy()

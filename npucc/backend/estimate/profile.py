@@ -335,6 +335,28 @@ def share_lists(arrays: ProfileArrays, share: CoreShare) -> CoreShape:
     )
 
 
+def core_cycles(
+    arrays: ProfileArrays, cores: int, core: int, copied: list[int], shapes: list, ids: dict
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Core `core` of `cores`'s share of a profile (its `arrays`) as `piped_timing` times it:
+    its kept nodes' cycles (0 off a pipe, and on the last node of contracted ones), where its
+    copies (`copied`: their nodes) are among them, and its shape's number in `shapes` (the
+    nodes `contracted` keeps, whether each runs on a pipe, its `TimedShape`), by its
+    `CoreShare.key` in `ids` (both read and filled in)."""
+    share = core_share(arrays, cores, core)
+    shape = ids.setdefault(share.key, len(shapes))
+    if shape == len(shapes):
+        keep, kept = contracted(*share_lists(arrays, share))
+        walked = timed_shape(*kept)
+        shapes.append((np.array(keep, np.int64), np.array(walked.piped), walked))
+    keep, piped, _ = shapes[shape]
+    kept_nodes = share.nodes[keep]
+    base = np.zeros(len(piped), np.int64)
+    base[: len(keep)] = arrays.cycles[kept_nodes] * piped[: len(keep)]
+    # NOTE: a copy runs on a pipe: none is contracted (and the kept nodes are sorted)
+    return base, np.searchsorted(kept_nodes, np.array(copied, np.int64)), shape
+
+
 MTE2 = PIPES.index("MTE2")
 CoreNodes = tuple[list[int], list[int | None], list[tuple[int, ...]], list[int]]
 CoreShape = tuple[list[int | None], list[tuple[int, ...]], list[int]]  # pipes, preds, classes
