@@ -20,10 +20,13 @@ from npucc.backend.estimate.profile import (
     ProfileContext,
     _summarise,
     contracted,
+    core_share,
     core_timing,
     layer_signature,
     operand_positions,
+    profile_arrays,
     profile_layer,
+    share_lists,
 )
 from npucc.backend.lower.builder import MeshBuilder, TileBuilder
 from npucc.backend.lower.context import LOWERINGS, LowerContext
@@ -93,6 +96,33 @@ def test_a_cores_nodes_are_its_tiles_with_the_predecessors_among_them() -> None:
         assert pipe == [prof.pipe[v] for v in mine]
         assert classes == [prof.classes[v] for v in mine]
         assert got == [tuple(mine.index(u) for u in preds[v] if u in mine) for v in mine]
+
+
+def test_a_cores_share_from_arrays_is_its_nodes_and_keys_its_shape_exactly() -> None:
+    # `core_share` (numpy) gives `core_nodes`'s nodes, pipes, predecessors and classes
+    # (duplicate and forward predecessors, classes past a C long); equal keys only for
+    # equal shapes, and equal shapes of one profile have equal keys
+    rng = random.Random(5)
+    for _ in range(300):
+        n = rng.randint(1, 30)
+        starts = tuple(sorted(rng.sample(range(n), rng.randint(1, min(n, 6)))))
+        prof = LayerProfile(
+            tuple(rng.choice((None, 0, 1, MTE2)) for _ in range(n)), (3,) * n,
+            tuple(tuple(rng.randrange(n) for _ in range(rng.randint(0, 3))) for _ in range(n)),
+            tuple(rng.choice((1, 2, 6, 1 << 69 | 1)) for _ in range(n)), starts,
+            (1,) * len(starts), 0.0, 0, 0, (0,) * 5,
+        )  # fmt: skip
+        arrays = profile_arrays(prof)
+        seen: dict[tuple, tuple] = {}
+        for cores in range(1, len(starts) + 2):
+            for core in range(cores):
+                nodes, *shape = prof.core_nodes(cores, core)
+                share = core_share(arrays, cores, core)
+                assert share.nodes.tolist() == nodes
+                assert list(share_lists(arrays, share)) == shape
+                want = repr(shape)
+                assert seen.setdefault(share.key, want) == want
+                assert {k for k, v in seen.items() if v == want} == {share.key}
 
 
 def test_a_contracted_core_times_alike_with_fewer_nodes() -> None:

@@ -19,7 +19,6 @@ docs/cost-model.md ("Interpreter vs cost model") states the rules and the measur
 from __future__ import annotations
 
 import math
-import pickle
 from dataclasses import dataclass, field
 from itertools import islice
 
@@ -46,15 +45,16 @@ from npucc.backend.estimate.prefix import Prefixes, Trace, extend, timeline
 from npucc.backend.estimate.profile import (
     CopyRows,
     LayerProfile,
+    ProfileArrays,
     TimedShape,
-    contracted,
     copy_rows,
+    core_cycles,
     layer_signature,
     noc_priced,
     operand_positions,
     piped_timing,
+    profile_arrays,
     profile_layer,
-    timed_shape,
 )
 from npucc.backend.estimate.staging import stage_runs
 from npucc.backend.hypercut.onchip_plan import (
@@ -129,12 +129,17 @@ class ExecCostModel:
     _core: dict[tuple, LayerTiming] = field(default_factory=dict)
     # the same by (profile, cores, core, the overridden cycles)
     _core_of: dict[tuple, LayerTiming] = field(default_factory=dict)
+    # `noc_layer`'s timings by (profile, cores, every core's copies' cycles: `noc_priced`'s)
+    _timed_cores: dict[tuple, tuple[LayerTiming, ...]] = field(default_factory=dict)
     # (profile, cores, core) -> the cycles of the core's nodes `contracted` keeps (and a last
     # 0), where its copies' nodes (`CopyRows.nodes`) are among them and their shape's number
     _core_nodes: dict[tuple, tuple[np.ndarray, np.ndarray, int]] = field(default_factory=dict)
-    # by number: the nodes `contracted` keeps and their shape, as `shape_timing` walks it
-    _shapes: list[tuple[list[int], TimedShape]] = field(default_factory=list)
-    _shape_ids: dict[bytes, int] = field(default_factory=dict)  # a shape -> its number
+    # by number: the nodes `contracted` keeps, whether each runs on a pipe (`TimedShape.piped`)
+    # and their shape, as `shape_timing` walks it
+    _shapes: list[tuple[np.ndarray, np.ndarray, TimedShape]] = field(default_factory=list)
+    _shape_ids: dict[tuple, int] = field(default_factory=dict)  # `CoreShare.key` -> its number
+    # `profile_arrays` by the id of the profile (alive: see `_copy_rows`)
+    _arrays: dict[int, ProfileArrays] = field(default_factory=dict)
     # a closing flag's cycles by the footprint ids of reader and writer
     _flags: dict[int, dict[int, int]] = field(default_factory=dict)
     _footprints: dict[tuple[int, ...], int] = field(default_factory=dict)  # `_footprint_id`
@@ -448,8 +453,14 @@ class ExecCostModel:
                 prof, cores, self._noc_copies, mesh.rows + mesh.cols - 1
             )
         over, energy, ddr, lead = noc_priced(prof, rows, homes, offsets, used, self._noc_copy)
-        # NOTE: equal timings once each (the list schedule takes the first of the latest)
-        timings = tuple(dict.fromkeys(self._core_timing(prof, rows, k, over) for k in range(cores)))
+        # NOTE: equal timings once each (the list schedule takes the first of the latest); all
+        # of a function of the profile, its cores and their copies' cycles
+        at = (id(prof), cores, over.tobytes())
+        timings = self._timed_cores.get(at)
+        if timings is None:
+            timings = self._timed_cores[at] = tuple(
+                dict.fromkeys(self._core_timing(prof, rows, k, over) for k in range(cores))
+            )
         cores_used, first, box = footprint(r, prof.ntiles, self.target.mesh.cols)
         value = self._noc[memo] = (
             self._run_cost(timings, energy, ddr, lead),
@@ -506,25 +517,12 @@ class ExecCostModel:
             return value
         local = self._core_nodes.get((id(prof), cores, core))
         if local is None:
-            nodes, pipe, preds, classes = prof.core_nodes(cores, core)
-            # NOTE: by its pickle, which is as exact as its repr at a quarter of the CPU and
-            # half the bytes (a tuple of tuples, cheaper still, held ~13 MB more on light
-            # ResNet-50 mesh8x8); a shape pickled otherwise would only be timed anew
-            by = pickle.dumps((pipe, preds, classes), pickle.HIGHEST_PROTOCOL)
-            shape = self._shape_ids.setdefault(by, len(self._shapes))
-            if shape == len(self._shapes):
-                keep, kept = contracted(pipe, preds, classes)
-                self._shapes.append((keep, timed_shape(*kept)))
-            keep, walked = self._shapes[shape]
-            kept_nodes = [nodes[i] for i in keep]
-            # NOTE: a node without a pipe takes no time (`shape_timing`): 0 here, once
-            piped = walked.piped[: len(kept_nodes)]
-            base = [prof.cycles[v] if on else 0 for v, on in zip(kept_nodes, piped, strict=True)]
-            base += [0] * (len(walked.piped) - len(base))  # the last node: contracted ones
-            at = {v: i for i, v in enumerate(kept_nodes)}
-            # NOTE: a copy runs on a pipe: none is contracted
-            copies = np.array([at[v] for v in rows.nodes[core]], np.int64)
-            local = (np.array(base, np.int64), copies, shape)
+            arrays = self._arrays.get(id(prof))
+            if arrays is None:
+                arrays = self._arrays[id(prof)] = profile_arrays(prof)
+            local = core_cycles(
+                arrays, cores, core, rows.nodes[core], self._shapes, self._shape_ids
+            )
             self._core_nodes[(id(prof), cores, core)] = local
         own, copies, shape = local
         timed = own.copy()
@@ -533,7 +531,7 @@ class ExecCostModel:
         key = (shape, timed.tobytes())
         value = self._core.get(key)
         if value is None:
-            value = self._core[key] = piped_timing(timed, self._shapes[shape][1])
+            value = self._core[key] = piped_timing(timed, self._shapes[shape][2])
         self._core_of[memo] = value
         return value
 

@@ -14,6 +14,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import chain
 from typing import NamedTuple
 
 import numpy as np
@@ -34,10 +35,13 @@ from npucc.ir.tiled import TileGraph
 from npucc.target import Target
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class DdrCopy:
     """A copy between a core tier and a DDR tensor of the layer: a NoC transfer if it is on
-    chip (a constant: its staged copy)."""
+    chip (a constant: its staged copy).
+
+    NOTE: a value, never assigned to, not declared frozen (as `conv_geom.ConvGeom`): a profile
+    makes one per copy of an operand a plan may keep on chip."""
 
     node: int  # index in the profile
     operand: int  # the tensor: index into the layer's (*inputs, *outputs)
@@ -140,6 +144,9 @@ class CopyRows(NamedTuple):
     cycles_by_hops: np.ndarray
     energy_by_hops: np.ndarray
     sums: dict[int, tuple[int, int]]  # per operand: DDR bytes of its copies, and leading ones
+    # operand, core, lo, hi, shape and dest as the rows of one array (the above are its rows)
+    table: np.ndarray
+    top: int  # the largest operand (0: no copy)
 
 
 def copy_rows(
@@ -181,14 +188,18 @@ def copy_rows(
         for h, (cycles, energy) in by_hops.items():
             by_cycles[number, h], by_energy[number, h] = cycles, energy
     copies = prof.copies
+    operands = [c.operand for c in copies]
+    table = np.array(
+        [operands, core, [c.lo for c in copies], [c.hi for c in copies], shape, dest], np.int64
+    ).reshape(6, -1)
     return CopyRows(
-        np.array([c.operand for c in copies], np.int64),
-        np.array(core, np.int64),
-        np.array([c.lo for c in copies], np.int64),
-        np.array([c.hi for c in copies], np.int64),
-        np.array(shape, np.int64),
+        table[0],
+        table[1],
+        table[2],
+        table[3],
+        table[4],
         np.array([c.energy_pj for c in copies], np.float64),
-        np.array(dest, np.int64),
+        table[5],
         np.array(core_off, np.int64),
         nodes,
         [c.instr for c in copies],
@@ -196,7 +207,15 @@ def copy_rows(
         by_cycles,
         by_energy,
         sums,
+        table,
+        max(operands, default=0),
     )
+
+
+@lru_cache(maxsize=4096)
+def _yx(places: tuple[tuple[int, int], ...]) -> np.ndarray:
+    """`places` (row, col) as an array of rows (shared: not to be written)."""
+    return np.array(places, np.int64).reshape(-1, 2)
 
 
 def noc_priced(
@@ -214,21 +233,17 @@ def noc_priced(
     energy, DDR bytes and leading DDR bytes after. A copy's cycles and energy over some hops:
     its shape's by hops, else `price`'s (`timing_kernel.noc_cycles` states the rule)."""
     # per operand of a copy or kept: its number among the kept (-1: not kept)
-    slot = np.full(max(max(homes, default=0), int(rows.operand.max(initial=0))) + 1, -1, np.int64)
-    home_off, home_y, home_x, chunk, offset = [0], [], [], [], []
+    slot = np.empty(max(max(homes, default=0), rows.top) + 1, np.int64)
+    slot.fill(-1)  # NOTE: `np.full`'s own Python costs more than the array at this size
+    kept, pairs = [], []
     for s, (o, where) in enumerate(homes.items()):
         slot[o] = s
-        home_y += [y for y, _ in where.homes]
-        home_x += [x for _, x in where.homes]
-        home_off.append(len(home_y))
-        chunk.append(where.chunk)
-        offset.append(offsets[o])
+        kept.append((len(pairs), len(where.homes), where.chunk, offsets[o]))
+        pairs += where.homes
     arrays = (
-        rows.operand, rows.core, rows.lo, rows.hi, rows.shape, rows.spent, rows.dest, slot,
-        np.array(home_off, np.int64), np.array(home_y, np.int64), np.array(home_x, np.int64),
-        np.array(chunk, np.int64), np.array(offset, np.int64),
-        np.array([y for y, _ in used], np.int64), np.array([x for _, x in used], np.int64),
-        rows.cycles_by_hops, rows.energy_by_hops,
+        rows.table, rows.spent, slot, np.array(kept, np.int64).reshape(-1, 4),
+        np.array(pairs, np.int64).reshape(-1, 2), _yx(used), rows.cycles_by_hops,
+        rows.energy_by_hops,
     )  # fmt: skip
     out = np.empty(len(rows.instrs), np.int64)
     done, energy = 0, prof.energy_pj
@@ -248,6 +263,98 @@ def noc_priced(
         ddr -= rows.sums[o][0]
         lead -= rows.sums[o][1]
     return out, float(energy), ddr, lead
+
+
+class ProfileArrays(NamedTuple):
+    """A profile's nodes as arrays (`profile_arrays`): what `core_share` cuts a core's from."""
+
+    cycles: np.ndarray  # per node: its cycles
+    pipe: np.ndarray  # its pipe's index into PIPES (-1: none)
+    klass: np.ndarray  # its classes' number in `table`
+    table: tuple[int, ...]  # the distinct classes, in order of first use
+    tile: np.ndarray  # its tile
+    owner: np.ndarray  # per predecessor entry (node by node, in order): its node
+    pred: np.ndarray  # and the predecessor
+
+
+def profile_arrays(prof: LayerProfile) -> ProfileArrays:
+    """`prof`'s nodes as `ProfileArrays`."""
+    n = len(prof.pipe)
+    numbers: dict[int, int] = {}
+    klass = [numbers.setdefault(c, len(numbers)) for c in prof.classes]
+    starts = (0, *prof.tiles[1:], n)
+    lengths = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+    counts = [len(ps) for ps in prof.preds]
+    return ProfileArrays(
+        np.array(prof.cycles, np.int64),
+        np.array([-1 if p is None else p for p in prof.pipe], np.int64),
+        np.array(klass, np.int64),
+        tuple(numbers),
+        np.repeat(np.arange(len(lengths), dtype=np.int64), lengths),
+        np.repeat(np.arange(n, dtype=np.int64), counts),
+        np.fromiter(chain.from_iterable(prof.preds), np.int64, sum(counts)),
+    )
+
+
+class CoreShare(NamedTuple):
+    """The nodes of the tiles one core runs (`core_share`), as `LayerProfile.core_nodes`'s."""
+
+    nodes: np.ndarray  # their indices in the profile, in lowering order
+    key: tuple  # their shape (pipes, predecessors among them, classes), exactly
+    pipe: np.ndarray  # per node of theirs: its pipe (-1: none)
+    klass: np.ndarray  # its classes' number in the profile's `table`
+    pred_off: np.ndarray  # its predecessors among them, renumbered 0.. (CSR)
+    pred_idx: np.ndarray
+
+
+def core_share(arrays: ProfileArrays, cores: int, core: int) -> CoreShare:
+    """`LayerProfile.core_nodes(cores, core)` from the profile's `arrays`: equal shapes have
+    equal keys (the key holds the profile's class table, so some equal shapes do not)."""
+    mine = arrays.tile % cores == core
+    nodes = np.flatnonzero(mine)
+    pos = np.full(len(mine), -1, np.int64)
+    pos[nodes] = np.arange(len(nodes), dtype=np.int64)
+    kept = mine[arrays.owner] & mine[arrays.pred]
+    pred_idx = pos[arrays.pred[kept]]
+    counts = np.bincount(pos[arrays.owner[kept]], minlength=len(nodes))
+    pred_off = np.zeros(len(nodes) + 1, np.int64)
+    np.cumsum(counts, out=pred_off[1:])
+    pipe, klass = arrays.pipe[nodes], arrays.klass[nodes]
+    key = (arrays.table, np.stack((pipe, klass, pred_off[1:])).tobytes(), pred_idx.tobytes())
+    return CoreShare(nodes, key, pipe, klass, pred_off, pred_idx)
+
+
+def share_lists(arrays: ProfileArrays, share: CoreShare) -> CoreShape:
+    """`share`'s pipes, predecessors and classes as `LayerProfile.core_nodes` lists them."""
+    off, idx = share.pred_off.tolist(), share.pred_idx.tolist()
+    table = arrays.table
+    return (
+        [None if p < 0 else p for p in share.pipe.tolist()],
+        [tuple(idx[a:b]) for a, b in zip(off, off[1:], strict=False)],
+        [table[k] for k in share.klass.tolist()],
+    )
+
+
+def core_cycles(
+    arrays: ProfileArrays, cores: int, core: int, copied: list[int], shapes: list, ids: dict
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Core `core` of `cores`'s share of a profile (its `arrays`) as `piped_timing` times it:
+    its kept nodes' cycles (0 off a pipe, and on the last node of contracted ones), where its
+    copies (`copied`: their nodes) are among them, and its shape's number in `shapes` (the
+    nodes `contracted` keeps, whether each runs on a pipe, its `TimedShape`), by its
+    `CoreShare.key` in `ids` (both read and filled in)."""
+    share = core_share(arrays, cores, core)
+    shape = ids.setdefault(share.key, len(shapes))
+    if shape == len(shapes):
+        keep, kept = contracted(*share_lists(arrays, share))
+        walked = timed_shape(*kept)
+        shapes.append((np.array(keep, np.int64), np.array(walked.piped), walked))
+    keep, piped, _ = shapes[shape]
+    kept_nodes = share.nodes[keep]
+    base = np.zeros(len(piped), np.int64)
+    base[: len(keep)] = arrays.cycles[kept_nodes] * piped[: len(keep)]
+    # NOTE: a copy runs on a pipe: none is contracted (and the kept nodes are sorted)
+    return base, np.searchsorted(kept_nodes, np.array(copied, np.int64)), shape
 
 
 MTE2 = PIPES.index("MTE2")
@@ -287,8 +394,12 @@ def timed_shape(
             last[p] = v
         wait_off.append(len(wait_idx))
     bit_off, bit_idx = [0], []
+    bits: dict[int, list[int]] = {}  # the set bits of each distinct classes (a few a core)
     for c in classes:
-        bit_idx += [k for k in range(c.bit_length()) if c >> k & 1]
+        mine = bits.get(c)
+        if mine is None:
+            mine = bits[c] = [k for k in range(c.bit_length()) if c >> k & 1]
+        bit_idx += mine
         bit_off.append(len(bit_idx))
     n, bits = len(pipe), max(bit_idx, default=-1) + 1
     return TimedShape(

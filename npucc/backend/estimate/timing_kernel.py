@@ -96,37 +96,30 @@ def longest_paths(
 
 @cython.ccall
 def noc_cycles(
-    operand: I64s,
-    core: I64s,
-    lo: I64s,
-    hi: I64s,
-    shape: I64s,
+    rows: I64s2,
     spent: F64s,
-    dest: I64s,
     slot: I64s,
-    home_off: I64s,
-    home_y: I64s,
-    home_x: I64s,
-    chunk: I64s,
-    offset: I64s,
-    used_y: I64s,
-    used_x: I64s,
+    kept: I64s2,
+    home_yx: I64s2,
+    used_yx: I64s2,
     cycles_by_hops: I64s2,
     energy_by_hops: F64s2,
     out: I64s,
     start: Py,
     energy: cython.double,
 ) -> tuple:
-    """From copy `start` on, in order: a copy of an operand kept on chip (`slot[operand]`, its
-    number among the kept, else -1) is a NoC transfer from its core (`used_y`, `used_x`) to the
-    farthest of the homes its elements lo .. hi - 1 lie in (the kept operand's `home_off` ..
-    CSR rows of `home_y`, `home_x`; `chunk` elements a home, its slice starting `offset` into
-    the tensor; an empty copy: 0 hops); `out[dest[i]]` takes its cycles by its shape and hops
-    (-1 for a copy not kept), `energy` its energy by hops less what it spent, copy by copy (a
-    float sum in order). Returns (copies done, energy, hops): done < the copies when copy
-    `done`'s price over `hops` is not known yet (-1 in `cycles_by_hops`: the caller fills it
-    and goes on from there)."""
-    m: Py = operand.shape[0]
+    """From copy `start` on, in order (`rows`: per copy i its operand `rows[0, i]`, core
+    `rows[1, i]`, first element `rows[2, i]` and one past its last `rows[3, i]`, shape
+    `rows[4, i]` and place in `out` `rows[5, i]`): a copy of an operand kept on chip
+    (`slot[operand]`, its number s among the kept, else -1) is a NoC transfer from its core
+    (`used_yx[core]`: row, col) to the farthest of the homes its elements lie in (the kept
+    operand's `kept[s, 1]` homes from row `kept[s, 0]` of `home_yx`; `kept[s, 2]` elements a
+    home, its slice starting `kept[s, 3]` into the tensor; an empty copy: 0 hops);
+    `out[rows[5, i]]` takes its cycles by its shape and hops (-1 for a copy not kept), `energy`
+    its energy by hops less what it spent (`spent[i]`), copy by copy (a float sum in order).
+    Returns (copies done, energy, hops): done < the copies when copy `done`'s price over `hops`
+    is not known yet (-1 in `cycles_by_hops`: the caller fills it and goes on from there)."""
+    m: Py = rows.shape[1]
     i: Py
     j: Py
     s: Py
@@ -137,28 +130,28 @@ def noc_cycles(
     h: I64
     c: I64
     for i in range(start, m):
-        s = slot[operand[i]]
+        s = slot[rows[0, i]]
         if s < 0:
-            out[dest[i]] = -1
+            out[rows[5, i]] = -1
             continue
         hops = 0
-        if hi[i] > lo[i]:
-            first = (lo[i] + offset[s]) // chunk[s]
-            last = (hi[i] + offset[s] - 1) // chunk[s]
-            if first < 0 or last >= home_off[s + 1] - home_off[s]:
-                raise ValueError(f"a copy of elements {lo[i]} .. {hi[i]} past its homes")
-            k = core[i]
-            for j in range(home_off[s] + first, home_off[s] + last + 1):
-                h = abs(home_y[j] - used_y[k]) + abs(home_x[j] - used_x[k])
+        if rows[3, i] > rows[2, i]:
+            first = (rows[2, i] + kept[s, 3]) // kept[s, 2]
+            last = (rows[3, i] + kept[s, 3] - 1) // kept[s, 2]
+            if first < 0 or last >= kept[s, 1]:
+                raise ValueError(f"a copy of elements {rows[2, i]} .. {rows[3, i]} past its homes")
+            k = rows[1, i]
+            for j in range(kept[s, 0] + first, kept[s, 0] + last + 1):
+                h = abs(home_yx[j, 0] - used_yx[k, 0]) + abs(home_yx[j, 1] - used_yx[k, 1])
                 if h > hops:
                     hops = h
         if hops >= cycles_by_hops.shape[1]:
             raise ValueError(f"a copy over {hops} hops: the table holds fewer")
-        c = cycles_by_hops[shape[i], hops]
+        c = cycles_by_hops[rows[4, i], hops]
         if c < 0:
             return i, energy, hops
-        out[dest[i]] = c
-        energy += energy_by_hops[shape[i], hops] - spent[i]
+        out[rows[5, i]] = c
+        energy += energy_by_hops[rows[4, i], hops] - spent[i]
     return m, energy, 0
 
 
