@@ -37,6 +37,17 @@ class BeamOptions:
     starts: tuple[Start, ...] = STARTS  # the plans the final descent starts from
 
 
+@dataclass(frozen=True, slots=True)
+class _Split:
+    """What cutting a rectangle for a split of a pair needs of it whatever the plan."""
+
+    weights: tuple[float, ...]  # per part, its compute plus one
+    traffic: dict[tuple[int, int], float]  # (from part, to part) -> elements per sample
+    items: tuple[tuple[tuple[int, int], float], ...]  # `traffic`'s items, in order
+    outside: tuple[tuple[tuple[int, float], ...], ...]  # per part: (producer, elements) of
+    # each of its inputs from outside the split, in order
+
+
 class BeamSearch:
     """One search over one workload on one mesh; deterministic for a given seed."""
 
@@ -56,10 +67,15 @@ class BeamSearch:
         self.rng = random.Random(options.seed)
         self.splits = batch_splits(wl.batch)
         self._parts: dict[tuple[tuple[int, ...], int], list[list[tuple[int, ...]]]] = {}
+        self._splits: dict[tuple[tuple[int, ...], int], list[tuple[list, _Split]]] = {}
         self._kahypar: dict = {}  # KaHyPar answers by relabelled sub-hypergraph
         self._completed: dict[Step, tuple[Step, ...] | None] = {}  # completion of a step
         self._placed: dict = {}  # placements by rectangle, weights, traffic and anchors
         self._score: dict[Plan, float] = {}
+        # NOTE: the search's groups and steps, one object per value (`_group`, `_step`): the
+        # memos keyed by steps or plans (here and in `price`) then compare them by identity
+        self._groups: dict[tuple[tuple[int, ...], Rect], Group] = {}
+        self._unique: dict[Step, Step] = {}
         self._steps: dict = {}  # step-cost memo of the cost model
         self.best: tuple[float, Plan] | None = None  # best complete plan seen
         self._layer_work = [layer.macs + layer.vops for layer in wl.layers]
@@ -114,7 +130,7 @@ class BeamSearch:
         if len(step.groups) == 1:
             rect = step.groups[0].rect
             return tuple(
-                Step((Group((layer,), rect),), step.nsub, step.loop or j > 0)
+                self._step((self._group((layer,), rect),), step.nsub, step.loop or j > 0)
                 for j, layer in enumerate(step.groups[0].layers)
             )
         groups: list[Group] = []
@@ -122,8 +138,21 @@ class BeamSearch:
             rects = cut_many(g.rect, [self._work((i,)) + 1.0 for i in g.layers])
             if rects is None:
                 return None
-            groups.extend(Group((i,), r) for i, r in zip(g.layers, rects, strict=True))
-        return (Step(tuple(groups), step.nsub, step.loop),)
+            groups.extend(self._group((i,), r) for i, r in zip(g.layers, rects, strict=True))
+        return (self._step(tuple(groups), step.nsub, step.loop),)
+
+    def _group(self, layers: tuple[int, ...], rect: Rect) -> Group:
+        """`Group(layers, rect)`, one object per value in the search."""
+        key = (layers, rect)
+        group = self._groups.get(key)
+        if group is None:
+            group = self._groups[key] = Group(layers, rect)
+        return group
+
+    def _step(self, groups: tuple[Group, ...], nsub: int, loop: bool) -> Step:
+        """`Step(groups, nsub, loop)`, one object per value in the search."""
+        step = Step(groups, nsub, loop)
+        return self._unique.setdefault(step, step)
 
     def parts(self, layers: tuple[int, ...], k: int) -> list[list[tuple[int, ...]]]:
         """Candidate k-way splits of a pair in dependency order: KaHyPar's (when its parts do
@@ -139,6 +168,32 @@ class BeamSearch:
             chunks = self._chunks(layers, k)
             self._parts[key] = [cut] if cut == chunks else [c for c in (cut, chunks) if c]
         return self._parts[key]
+
+    def _split_of(self, layers: tuple[int, ...], k: int) -> list[tuple[list, _Split]]:
+        """Each of `parts(layers, k)` with what `_cut` needs of it whatever the plan."""
+        key = (layers, k)
+        found = self._splits.get(key)
+        if found is None:
+            found = self._splits[key] = [(p, self._split(p)) for p in self.parts(layers, k)]
+        return found
+
+    def _split(self, parts: list[tuple[int, ...]]) -> _Split:
+        """The weights of `parts` (compute, plus one), the elements each sends another per
+        sample, and per part the (producer, elements) of each input from outside them."""
+        part_of = {layer: i for i, p in enumerate(parts) for layer in p}
+        traffic: dict[tuple[int, int], float] = {}
+        outside: list[list[tuple[int, float]]] = [[] for _ in parts]
+        for i, p in enumerate(parts):
+            for layer in p:
+                for src, elems in self.wl.layers[layer].inputs:
+                    if src in part_of:
+                        if part_of[src] != i:
+                            key = (part_of[src], i)
+                            traffic[key] = traffic.get(key, 0.0) + elems
+                    else:
+                        outside[i].append((src, float(elems)))
+        weights = tuple(self._work(p) + 1.0 for p in parts)
+        return _Split(weights, traffic, tuple(traffic.items()), tuple(map(tuple, outside)))
 
     def _chunks(self, layers: tuple[int, ...], k: int) -> list[tuple[int, ...]]:
         """The layer order cut into (at most) k consecutive runs of about equal compute."""
@@ -169,14 +224,27 @@ class BeamSearch:
             return []
         s, g = largest
         group = plan[s].groups[g]
+        # NOTE: the parts' producers outside the pair run in steps up to s (a safe plan)
+        rect_of = {
+            layer: grp.rect for st in plan[: s + 1] for grp in st.groups for layer in grp.layers
+        }
         children: list[Plan] = []
         for k in k_range(len(group.layers), self.opt.k_max):
-            for parts in self.parts(group.layers, k):
-                children.extend(self._children(plan, s, g, parts))
+            for parts, split in self._split_of(group.layers, k):
+                children.extend(self._children(plan, s, g, parts, split, rect_of))
         return children
 
-    def _children(self, plan: Plan, s: int, g: int, parts: list[tuple[int, ...]]) -> list[Plan]:
-        """The temporal and the spatial children of one split of pair g of step s; a step that
+    def _children(
+        self,
+        plan: Plan,
+        s: int,
+        g: int,
+        parts: list[tuple[int, ...]],
+        split: _Split,
+        rect_of: dict[int, Rect],
+    ) -> list[Plan]:
+        """The temporal and the spatial children of one split of pair g of step s (`split`:
+        its `_split`; `rect_of`: the rectangle of each layer of the steps up to s); a step that
         still runs the whole batch at once tries every sub-batch count."""
         step, group = plan[s], plan[s].groups[g]
         # NOTE: a step the next one loops with is not fresh: its sub-batch count is the loop's
@@ -185,57 +253,41 @@ class BeamSearch:
         nsubs = self.splits if fresh else [step.nsub]
         children: list[Plan] = []
         if len(step.groups) == 1:  # a pair alone in its step may run its parts in turn
+            alone = [(self._group(p, group.rect),) for p in parts]
             for nsub in nsubs:  # ... inside one sub-batch loop
                 steps = tuple(
-                    Step((Group(p, group.rect),), nsub, step.loop or j > 0)
-                    for j, p in enumerate(parts)
+                    self._step(groups, nsub, step.loop or j > 0) for j, groups in enumerate(alone)
                 )
                 children.append(plan[:s] + steps + plan[s + 1 :])
-        rects = self._cut(plan, s, group.rect, parts)
+        rects = self._cut(group.rect, split, rect_of)
         if rects is None:
             return children
-        groups = step.groups[:g] + tuple(map(Group, parts, rects)) + step.groups[g + 1 :]
+        groups = step.groups[:g] + tuple(map(self._group, parts, rects)) + step.groups[g + 1 :]
         for nsub in nsubs if len(step.groups) == 1 else [step.nsub]:
-            children.append(plan[:s] + (Step(groups, nsub, step.loop),) + plan[s + 1 :])
+            children.append(plan[:s] + (self._step(groups, nsub, step.loop),) + plan[s + 1 :])
         return children
 
     def _work(self, layers: tuple[int, ...]) -> float:
         """MACs plus vector operations of some layers (per sample)."""
         return float(sum(self._layer_work[i] for i in layers))
 
-    def _cut(
-        self, plan: Plan, s: int, rect: Rect, parts: list[tuple[int, ...]]
-    ) -> list[Rect] | None:
-        """Grid cut in proportion to compute, parts placed near their producers."""
-        part_of = {layer: i for i, p in enumerate(parts) for layer in p}
-        rect_of = {
-            layer: grp.rect for st in plan[: s + 1] for grp in st.groups for layer in grp.layers
-        }
-        traffic: dict[tuple[int, int], float] = {}
-        anchors: list[list[tuple[Rect, float]]] = [[] for _ in parts]
-        for i, p in enumerate(parts):
-            for layer in p:
-                for src, elems in self.wl.layers[layer].inputs:
-                    if src in part_of:
-                        if part_of[src] != i:
-                            key = (part_of[src], i)
-                            traffic[key] = traffic.get(key, 0.0) + elems
-                    elif src in rect_of:
-                        anchors[i].append((rect_of[src], float(elems)))
-        weights = [self._work(p) + 1.0 for p in parts]
+    def _cut(self, rect: Rect, split: _Split, rect_of: dict[int, Rect]) -> list[Rect] | None:
+        """Grid cut of `rect` in proportion to compute, the parts of `split` placed near their
+        producers (`rect_of`: the rectangle of each layer placed so far)."""
+        anchors = tuple(
+            tuple([(rect_of[src], elems) for src, elems in outside if src in rect_of])
+            for outside in split.outside
+        )
+        k = len(split.weights)
         axis = 0 if rect.w >= rect.h else 1  # alternate: cut across the longer side
         for a in (axis, 1 - axis):
-            if (rect.w if a == 0 else rect.h) >= len(parts):
-                inputs = (
-                    rect,
-                    tuple(weights),
-                    a,
-                    tuple(traffic.items()),
-                    tuple(map(tuple, anchors)),
-                )
+            if (rect.w if a == 0 else rect.h) >= k:
+                inputs = (rect, split.weights, a, split.items, anchors)
                 placed = self._placed.get(inputs, ())
                 if placed == ():
-                    placed = self._placed[inputs] = place(rect, weights, a, traffic, anchors)
+                    placed = self._placed[inputs] = place(
+                        rect, split.weights, a, split.traffic, anchors
+                    )
                 return placed
         return None
 
