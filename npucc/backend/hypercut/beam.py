@@ -75,7 +75,7 @@ class BeamSearch:
         # NOTE: the search's groups and steps, one object per value (`_group`, `_step`): the
         # memos keyed by steps or plans (here and in `price`) then compare them by identity
         self._groups: dict[tuple[tuple[int, ...], Rect], Group] = {}
-        self._unique: dict[Step, Step] = {}
+        self._unique: dict[tuple[tuple[Group, ...], int, bool], Step] = {}
         self._steps: dict = {}  # step-cost memo of the cost model
         self.best: tuple[float, Plan] | None = None  # best complete plan seen
         self._layer_work = [layer.macs + layer.vops for layer in wl.layers]
@@ -151,8 +151,11 @@ class BeamSearch:
 
     def _step(self, groups: tuple[Group, ...], nsub: int, loop: bool) -> Step:
         """`Step(groups, nsub, loop)`, one object per value in the search."""
-        step = Step(groups, nsub, loop)
-        return self._unique.setdefault(step, step)
+        key = (groups, nsub, loop)
+        step = self._unique.get(key)
+        if step is None:
+            step = self._unique[key] = Step(groups, nsub, loop)
+        return step
 
     def parts(self, layers: tuple[int, ...], k: int) -> list[list[tuple[int, ...]]]:
         """Candidate k-way splits of a pair in dependency order: KaHyPar's (when its parts do
@@ -305,8 +308,11 @@ class BeamSearch:
                 for plan in beam:
                     for child in self.expand(plan):
                         children.setdefault(child)
-                complete = sorted((c for c in children if _complete(c)), key=self.score)
-                open_ = [c for c in children if not _complete(c)]
+                complete: list[Plan] = []
+                open_: list[Plan] = []
+                for child in children:
+                    (complete if _complete(child) else open_).append(child)
+                complete.sort(key=self.score)
                 done = sorted(done + complete[: self.opt.completed_quota], key=self.score)
                 done = done[: self.opt.completed_quota]
                 if bar is not None:
