@@ -19,12 +19,23 @@ def allocate(units: int, weights: list[float]) -> list[int] | None:
         return None
     total = sum(weights) or 1.0
     alloc = [max(1, int(units * w / total)) for w in weights]
-    while sum(alloc) > units:  # minimum-one grants may overshoot: take from the richest
-        j = min(range(k), key=lambda i: (weights[i] / alloc[i] if alloc[i] > 1 else 1e300, i))
+    spare = units - sum(alloc)
+    while spare < 0:  # minimum-one grants may overshoot: take from the richest
+        j, low = 0, weights[0] / alloc[0] if alloc[0] > 1 else 1e300
+        for i in range(1, k):  # NOTE: the least, the first of equals
+            ratio = weights[i] / alloc[i] if alloc[i] > 1 else 1e300
+            if ratio < low:
+                j, low = i, ratio
         alloc[j] -= 1
-    while sum(alloc) < units:
-        j = max(range(k), key=lambda i: (weights[i] / alloc[i], -i))
+        spare += 1
+    while spare > 0:
+        j, high = 0, weights[0] / alloc[0]
+        for i in range(1, k):  # NOTE: the most, the first of equals
+            ratio = weights[i] / alloc[i]
+            if ratio > high:
+                j, high = i, ratio
         alloc[j] += 1
+        spare -= 1
     return alloc
 
 
