@@ -74,11 +74,12 @@ class BeamSearch:
         self._score: dict[Plan, float] = {}
         # NOTE: the search's groups and steps, one object per value (`_group`, `_step`): the
         # memos keyed by steps or plans (here and in `price`) then compare them by identity
-        self._groups: dict[tuple[tuple[int, ...], Rect], Group] = {}
+        self._groups: dict[tuple[tuple[int, ...], int, int, int, int], Group] = {}
         self._unique: dict[tuple[tuple[Group, ...], int, bool], Step] = {}
         self._steps: dict = {}  # step-cost memo of the cost model
         self.best: tuple[float, Plan] | None = None  # best complete plan seen
         self._layer_work = [layer.macs + layer.vops for layer in wl.layers]
+        self._group_work: dict[tuple[int, ...], float] = {}  # `_work` of the groups expanded
 
     def edp(self, plan: Plan) -> float:
         """EDP of a complete plan by `price`, else by the analytic model (memoised)."""
@@ -143,7 +144,7 @@ class BeamSearch:
 
     def _group(self, layers: tuple[int, ...], rect: Rect) -> Group:
         """`Group(layers, rect)`, one object per value in the search."""
-        key = (layers, rect)
+        key = (layers, rect.x, rect.y, rect.w, rect.h)
         group = self._groups.get(key)
         if group is None:
             group = self._groups[key] = Group(layers, rect)
@@ -213,19 +214,18 @@ class BeamSearch:
     def expand(self, plan: Plan) -> list[Plan]:
         """Children of a plan: its largest multi-layer pair split k ways, in time or space (safe
         by construction: parts come in dependency order, so a safe parent has safe children)."""
-        largest = max(
-            (
-                (s, g)
-                for s, step in enumerate(plan)
-                for g, grp in enumerate(step.groups)
-                if len(grp.layers) > 1
-            ),
-            key=lambda sg: (self._work(plan[sg[0]].groups[sg[1]].layers), -sg[0], -sg[1]),
-            default=None,
-        )
+        largest: tuple[float, int, int] | None = None  # the most work, then the first
+        for s, step in enumerate(plan):
+            for g, grp in enumerate(step.groups):
+                if len(grp.layers) > 1:
+                    work = self._group_work.get(grp.layers)
+                    if work is None:
+                        work = self._group_work[grp.layers] = self._work(grp.layers)
+                    if largest is None or work > largest[0]:
+                        largest = (work, s, g)
         if largest is None:  # every group is one layer: nothing left to split
             return []
-        s, g = largest
+        _, s, g = largest
         group = plan[s].groups[g]
         # NOTE: the parts' producers outside the pair run in steps up to s (a safe plan)
         rect_of = {
