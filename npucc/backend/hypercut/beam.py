@@ -69,6 +69,7 @@ class BeamSearch:
         self._parts: dict[tuple[tuple[int, ...], int], list[list[tuple[int, ...]]]] = {}
         self._splits: dict[tuple[tuple[int, ...], int], list[tuple[list, _Split]]] = {}
         self._kahypar: dict = {}  # KaHyPar answers by relabelled sub-hypergraph
+        self._hypergraphs: dict[tuple[int, ...], Hypergraph] = {}  # by the pair's layers
         self._completed: dict[Step, tuple[Step, ...] | None] = {}  # completion of a step
         self._placed: dict = {}  # placements by rectangle, weights, traffic and anchors
         self._score: dict[Plan, float] = {}
@@ -163,7 +164,9 @@ class BeamSearch:
         not depend on each other in a cycle) and compute-balanced chunks of the layer order."""
         key = (layers, k)
         if key not in self._parts:
-            hg = Hypergraph.from_workload(self.wl, layers)
+            hg = self._hypergraphs.get(layers)
+            if hg is None:  # NOTE: the same for every k
+                hg = self._hypergraphs[layers] = Hypergraph.from_workload(self.wl, layers)
             assign = partition(hg, k, self.opt.epsilon, self.opt.seed, self._kahypar)
             groups: dict[int, list[int]] = {}
             for v, b in enumerate(assign):
