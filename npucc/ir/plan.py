@@ -27,7 +27,12 @@ def _indices(x: int, y: int, w: int, h: int, cols: int) -> tuple[int, ...]:
     return tuple(r * cols + c for r, c in _coords(x, y, w, h))
 
 
-@dataclass(frozen=True, slots=True)
+# NOTE: `Rect`, `Group` and `Step` are values, never assigned to (equal and hashed by their
+# fields), not declared frozen: a frozen class's `__init__` sets each field through
+# `object.__setattr__`, and a plan search makes them by the ten thousand (as ConvGeom's note)
+
+
+@dataclass(slots=True, unsafe_hash=True)
 class Rect:
     """A sub-grid of cores: columns x..x+w-1 and rows y..y+h-1."""
 
@@ -86,7 +91,7 @@ class Workload:
         object.__setattr__(self, "consumers", tuple(tuple(u) for u in users))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Group:
     """Layers that share one rectangle in one time step."""
 
@@ -95,13 +100,13 @@ class Group:
     key: int = field(init=False, repr=False, compare=False)  # cached hash (plans are dict keys)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "key", hash((self.layers, self.rect)))
+        self.key = hash((self.layers, self.rect))
 
     def __hash__(self) -> int:
         return self.key
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Step:
     """One time step: concurrent groups and the number of sub-batches they pipeline.
 
@@ -115,7 +120,7 @@ class Step:
     key: int = field(init=False, repr=False, compare=False)  # cached hash (plans are dict keys)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "key", hash((self.groups, self.nsub, self.loop)))
+        self.key = hash((self.groups, self.nsub, self.loop))
 
     def __hash__(self) -> int:
         return self.key

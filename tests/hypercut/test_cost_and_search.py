@@ -144,6 +144,19 @@ def test_children_are_safe_by_construction(mesh: MeshParams):
         frontier = [c for c in frontier if any(len(g.layers) > 1 for s in c for g in s.groups)]
 
 
+def test_equal_steps_of_a_search_are_one_object(mesh: MeshParams):
+    wl = chain(6, batch=4)
+    search = BeamSearch(wl, mesh, BeamOptions(width=4))
+    start = (Step((Group(tuple(range(6)), mesh.whole),)),)
+    again = (Step((Group(tuple(range(6)), mesh.whole),)),)
+    first, second = search.expand(start), search.expand(again)
+    assert first == second
+    for a, b in zip(first, second, strict=True):
+        assert all(x is y for x, y in zip(a, b, strict=True))  # the memos meet them by identity
+    full = search.completion(first[0])
+    assert full is not None and full == search.completion(second[0])
+
+
 def test_partial_plan_score_is_its_completion(mesh: MeshParams):
     wl = chain(8, batch=4)
     search = BeamSearch(wl, mesh, BeamOptions(width=4))

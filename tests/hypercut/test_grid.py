@@ -29,6 +29,14 @@ def test_cut_many_partitions_the_mesh(k):
     assert seen == cells(whole)
 
 
+def test_cut_many_answers_a_new_list_each_call():
+    first = cut_many(Rect(0, 0, 8, 8), [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0])
+    assert first is not None
+    first.clear()  # NOTE: the answers are memoised: a caller's edit must not reach the next
+    again = cut_many(Rect(0, 0, 8, 8), [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0])
+    assert again is not None and len(again) == 9
+
+
 def test_cut_orthogonal_fallback_and_indivisible():
     rects, axis = cut(Rect(0, 0, 2, 8), [1.0, 1.0, 1.0], 0)
     assert axis == 1 and sum(r.cores for r in rects) == 16

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from npucc.backend.hypercut.gridcut import allocate, compute_weight, cut_many
 from npucc.backend.hypercut.loops import Plan, batch_splits, tune_loops
@@ -148,7 +148,6 @@ def _segment_options(
             if rects is None:
                 continue
             sub = segments.workload(hi)
-            local = tuple(Group((k,), r) for k, r in enumerate(rects))
             steps = [
                 Step(tuple(Group((lo + k,), r) for k, r in enumerate(rects)), nsub)
                 for nsub in splits
@@ -157,6 +156,7 @@ def _segment_options(
             if not steps and hi == lo + 1:  # a layer too big for any split still runs alone
                 steps = [Step((Group((lo,), params.whole),), nsub) for nsub in splits]
             options = []
+            local = tuple(Group((k,), r) for k, r in enumerate(rects)) if steps else ()
             for step in steps:  # inputs read from DRAM, outputs written to DRAM (SET's cut)
                 cost = evaluate(params, sub, (Step(local, step.nsub),))
                 options.append((cost.energy_pj, cost.latency_cycles, step))
@@ -212,9 +212,10 @@ class _Segments:
             lo = self.lo
             inner = tuple((p - lo, e) for p, e in layer.inputs if p >= lo)
             outer = sum(dict((p, e) for p, e in layer.inputs if p < lo).values())
-            self.memo[key] = replace(
-                layer, inputs=inner, ext_in=layer.ext_in + outer, is_output=spill
-            )
+            self.memo[key] = LayerLoad(
+                layer.name, layer.macs, layer.vops, layer.weights, layer.out, inner,
+                layer.ext_in + outer, spill,
+            )  # fmt: skip
         return self.memo[key]
 
 

@@ -37,6 +37,17 @@ class BeamOptions:
     starts: tuple[Start, ...] = STARTS  # the plans the final descent starts from
 
 
+@dataclass(frozen=True, slots=True)
+class _Split:
+    """What cutting a rectangle for a split of a pair needs of it whatever the plan."""
+
+    weights: tuple[float, ...]  # per part, its compute plus one
+    traffic: dict[tuple[int, int], float]  # (from part, to part) -> elements per sample
+    items: tuple[tuple[tuple[int, int], float], ...]  # `traffic`'s items, in order
+    outside: tuple[tuple[tuple[int, float], ...], ...]  # per part: (producer, elements) of
+    # each of its inputs from outside the split, in order
+
+
 class BeamSearch:
     """One search over one workload on one mesh; deterministic for a given seed."""
 
@@ -56,13 +67,20 @@ class BeamSearch:
         self.rng = random.Random(options.seed)
         self.splits = batch_splits(wl.batch)
         self._parts: dict[tuple[tuple[int, ...], int], list[list[tuple[int, ...]]]] = {}
+        self._splits: dict[tuple[tuple[int, ...], int], list[tuple[list, _Split]]] = {}
         self._kahypar: dict = {}  # KaHyPar answers by relabelled sub-hypergraph
+        self._hypergraphs: dict[tuple[int, ...], Hypergraph] = {}  # by the pair's layers
         self._completed: dict[Step, tuple[Step, ...] | None] = {}  # completion of a step
         self._placed: dict = {}  # placements by rectangle, weights, traffic and anchors
         self._score: dict[Plan, float] = {}
+        # NOTE: the search's groups and steps, one object per value (`_group`, `_step`): the
+        # memos keyed by steps or plans (here and in `price`) then compare them by identity
+        self._groups: dict[tuple[tuple[int, ...], int, int, int, int], Group] = {}
+        self._unique: dict[tuple[tuple[Group, ...], int, bool], Step] = {}
         self._steps: dict = {}  # step-cost memo of the cost model
         self.best: tuple[float, Plan] | None = None  # best complete plan seen
         self._layer_work = [layer.macs + layer.vops for layer in wl.layers]
+        self._group_work: dict[tuple[int, ...], float] = {}  # `_work` of the groups expanded
 
     def edp(self, plan: Plan) -> float:
         """EDP of a complete plan by `price`, else by the analytic model (memoised)."""
@@ -114,7 +132,7 @@ class BeamSearch:
         if len(step.groups) == 1:
             rect = step.groups[0].rect
             return tuple(
-                Step((Group((layer,), rect),), step.nsub, step.loop or j > 0)
+                self._step((self._group((layer,), rect),), step.nsub, step.loop or j > 0)
                 for j, layer in enumerate(step.groups[0].layers)
             )
         groups: list[Group] = []
@@ -122,15 +140,33 @@ class BeamSearch:
             rects = cut_many(g.rect, [self._work((i,)) + 1.0 for i in g.layers])
             if rects is None:
                 return None
-            groups.extend(Group((i,), r) for i, r in zip(g.layers, rects, strict=True))
-        return (Step(tuple(groups), step.nsub, step.loop),)
+            groups.extend(self._group((i,), r) for i, r in zip(g.layers, rects, strict=True))
+        return (self._step(tuple(groups), step.nsub, step.loop),)
+
+    def _group(self, layers: tuple[int, ...], rect: Rect) -> Group:
+        """`Group(layers, rect)`, one object per value in the search."""
+        key = (layers, rect.x, rect.y, rect.w, rect.h)
+        group = self._groups.get(key)
+        if group is None:
+            group = self._groups[key] = Group(layers, rect)
+        return group
+
+    def _step(self, groups: tuple[Group, ...], nsub: int, loop: bool) -> Step:
+        """`Step(groups, nsub, loop)`, one object per value in the search."""
+        key = (groups, nsub, loop)
+        step = self._unique.get(key)
+        if step is None:
+            step = self._unique[key] = Step(groups, nsub, loop)
+        return step
 
     def parts(self, layers: tuple[int, ...], k: int) -> list[list[tuple[int, ...]]]:
         """Candidate k-way splits of a pair in dependency order: KaHyPar's (when its parts do
         not depend on each other in a cycle) and compute-balanced chunks of the layer order."""
         key = (layers, k)
         if key not in self._parts:
-            hg = Hypergraph.from_workload(self.wl, layers)
+            hg = self._hypergraphs.get(layers)
+            if hg is None:  # NOTE: the same for every k
+                hg = self._hypergraphs[layers] = Hypergraph.from_workload(self.wl, layers)
             assign = partition(hg, k, self.opt.epsilon, self.opt.seed, self._kahypar)
             groups: dict[int, list[int]] = {}
             for v, b in enumerate(assign):
@@ -139,6 +175,32 @@ class BeamSearch:
             chunks = self._chunks(layers, k)
             self._parts[key] = [cut] if cut == chunks else [c for c in (cut, chunks) if c]
         return self._parts[key]
+
+    def _split_of(self, layers: tuple[int, ...], k: int) -> list[tuple[list, _Split]]:
+        """Each of `parts(layers, k)` with what `_cut` needs of it whatever the plan."""
+        key = (layers, k)
+        found = self._splits.get(key)
+        if found is None:
+            found = self._splits[key] = [(p, self._split(p)) for p in self.parts(layers, k)]
+        return found
+
+    def _split(self, parts: list[tuple[int, ...]]) -> _Split:
+        """The weights of `parts` (compute, plus one), the elements each sends another per
+        sample, and per part the (producer, elements) of each input from outside them."""
+        part_of = {layer: i for i, p in enumerate(parts) for layer in p}
+        traffic: dict[tuple[int, int], float] = {}
+        outside: list[list[tuple[int, float]]] = [[] for _ in parts]
+        for i, p in enumerate(parts):
+            for layer in p:
+                for src, elems in self.wl.layers[layer].inputs:
+                    if src in part_of:
+                        if part_of[src] != i:
+                            key = (part_of[src], i)
+                            traffic[key] = traffic.get(key, 0.0) + elems
+                    else:
+                        outside[i].append((src, float(elems)))
+        weights = tuple(self._work(p) + 1.0 for p in parts)
+        return _Split(weights, traffic, tuple(traffic.items()), tuple(map(tuple, outside)))
 
     def _chunks(self, layers: tuple[int, ...], k: int) -> list[tuple[int, ...]]:
         """The layer order cut into (at most) k consecutive runs of about equal compute."""
@@ -155,28 +217,40 @@ class BeamSearch:
     def expand(self, plan: Plan) -> list[Plan]:
         """Children of a plan: its largest multi-layer pair split k ways, in time or space (safe
         by construction: parts come in dependency order, so a safe parent has safe children)."""
-        largest = max(
-            (
-                (s, g)
-                for s, step in enumerate(plan)
-                for g, grp in enumerate(step.groups)
-                if len(grp.layers) > 1
-            ),
-            key=lambda sg: (self._work(plan[sg[0]].groups[sg[1]].layers), -sg[0], -sg[1]),
-            default=None,
-        )
+        largest: tuple[float, int, int] | None = None  # the most work, then the first
+        for s, step in enumerate(plan):
+            for g, grp in enumerate(step.groups):
+                if len(grp.layers) > 1:
+                    work = self._group_work.get(grp.layers)
+                    if work is None:
+                        work = self._group_work[grp.layers] = self._work(grp.layers)
+                    if largest is None or work > largest[0]:
+                        largest = (work, s, g)
         if largest is None:  # every group is one layer: nothing left to split
             return []
-        s, g = largest
+        _, s, g = largest
         group = plan[s].groups[g]
+        # NOTE: the parts' producers outside the pair run in steps up to s (a safe plan)
+        rect_of = {
+            layer: grp.rect for st in plan[: s + 1] for grp in st.groups for layer in grp.layers
+        }
         children: list[Plan] = []
         for k in k_range(len(group.layers), self.opt.k_max):
-            for parts in self.parts(group.layers, k):
-                children.extend(self._children(plan, s, g, parts))
+            for parts, split in self._split_of(group.layers, k):
+                children.extend(self._children(plan, s, g, parts, split, rect_of))
         return children
 
-    def _children(self, plan: Plan, s: int, g: int, parts: list[tuple[int, ...]]) -> list[Plan]:
-        """The temporal and the spatial children of one split of pair g of step s; a step that
+    def _children(
+        self,
+        plan: Plan,
+        s: int,
+        g: int,
+        parts: list[tuple[int, ...]],
+        split: _Split,
+        rect_of: dict[int, Rect],
+    ) -> list[Plan]:
+        """The temporal and the spatial children of one split of pair g of step s (`split`:
+        its `_split`; `rect_of`: the rectangle of each layer of the steps up to s); a step that
         still runs the whole batch at once tries every sub-batch count."""
         step, group = plan[s], plan[s].groups[g]
         # NOTE: a step the next one loops with is not fresh: its sub-batch count is the loop's
@@ -185,57 +259,41 @@ class BeamSearch:
         nsubs = self.splits if fresh else [step.nsub]
         children: list[Plan] = []
         if len(step.groups) == 1:  # a pair alone in its step may run its parts in turn
+            alone = [(self._group(p, group.rect),) for p in parts]
             for nsub in nsubs:  # ... inside one sub-batch loop
                 steps = tuple(
-                    Step((Group(p, group.rect),), nsub, step.loop or j > 0)
-                    for j, p in enumerate(parts)
+                    self._step(groups, nsub, step.loop or j > 0) for j, groups in enumerate(alone)
                 )
                 children.append(plan[:s] + steps + plan[s + 1 :])
-        rects = self._cut(plan, s, group.rect, parts)
+        rects = self._cut(group.rect, split, rect_of)
         if rects is None:
             return children
-        groups = step.groups[:g] + tuple(map(Group, parts, rects)) + step.groups[g + 1 :]
+        groups = step.groups[:g] + tuple(map(self._group, parts, rects)) + step.groups[g + 1 :]
         for nsub in nsubs if len(step.groups) == 1 else [step.nsub]:
-            children.append(plan[:s] + (Step(groups, nsub, step.loop),) + plan[s + 1 :])
+            children.append(plan[:s] + (self._step(groups, nsub, step.loop),) + plan[s + 1 :])
         return children
 
     def _work(self, layers: tuple[int, ...]) -> float:
         """MACs plus vector operations of some layers (per sample)."""
         return float(sum(self._layer_work[i] for i in layers))
 
-    def _cut(
-        self, plan: Plan, s: int, rect: Rect, parts: list[tuple[int, ...]]
-    ) -> list[Rect] | None:
-        """Grid cut in proportion to compute, parts placed near their producers."""
-        part_of = {layer: i for i, p in enumerate(parts) for layer in p}
-        rect_of = {
-            layer: grp.rect for st in plan[: s + 1] for grp in st.groups for layer in grp.layers
-        }
-        traffic: dict[tuple[int, int], float] = {}
-        anchors: list[list[tuple[Rect, float]]] = [[] for _ in parts]
-        for i, p in enumerate(parts):
-            for layer in p:
-                for src, elems in self.wl.layers[layer].inputs:
-                    if src in part_of:
-                        if part_of[src] != i:
-                            key = (part_of[src], i)
-                            traffic[key] = traffic.get(key, 0.0) + elems
-                    elif src in rect_of:
-                        anchors[i].append((rect_of[src], float(elems)))
-        weights = [self._work(p) + 1.0 for p in parts]
+    def _cut(self, rect: Rect, split: _Split, rect_of: dict[int, Rect]) -> list[Rect] | None:
+        """Grid cut of `rect` in proportion to compute, the parts of `split` placed near their
+        producers (`rect_of`: the rectangle of each layer placed so far)."""
+        anchors = tuple(
+            tuple([(rect_of[src], elems) for src, elems in outside if src in rect_of])
+            for outside in split.outside
+        )
+        k = len(split.weights)
         axis = 0 if rect.w >= rect.h else 1  # alternate: cut across the longer side
         for a in (axis, 1 - axis):
-            if (rect.w if a == 0 else rect.h) >= len(parts):
-                inputs = (
-                    rect,
-                    tuple(weights),
-                    a,
-                    tuple(traffic.items()),
-                    tuple(map(tuple, anchors)),
-                )
+            if (rect.w if a == 0 else rect.h) >= k:
+                inputs = (rect, split.weights, a, split.items, anchors)
                 placed = self._placed.get(inputs, ())
                 if placed == ():
-                    placed = self._placed[inputs] = place(rect, weights, a, traffic, anchors)
+                    placed = self._placed[inputs] = place(
+                        rect, split.weights, a, split.traffic, anchors
+                    )
                 return placed
         return None
 
@@ -253,8 +311,11 @@ class BeamSearch:
                 for plan in beam:
                     for child in self.expand(plan):
                         children.setdefault(child)
-                complete = sorted((c for c in children if _complete(c)), key=self.score)
-                open_ = [c for c in children if not _complete(c)]
+                complete: list[Plan] = []
+                open_: list[Plan] = []
+                for child in children:
+                    (complete if _complete(child) else open_).append(child)
+                complete.sort(key=self.score)
                 done = sorted(done + complete[: self.opt.completed_quota], key=self.score)
                 done = done[: self.opt.completed_quota]
                 if bar is not None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from functools import lru_cache
+
 from npucc.ir.plan import LayerLoad, Rect
 
 
@@ -19,12 +22,23 @@ def allocate(units: int, weights: list[float]) -> list[int] | None:
         return None
     total = sum(weights) or 1.0
     alloc = [max(1, int(units * w / total)) for w in weights]
-    while sum(alloc) > units:  # minimum-one grants may overshoot: take from the richest
-        j = min(range(k), key=lambda i: (weights[i] / alloc[i] if alloc[i] > 1 else 1e300, i))
+    spare = units - sum(alloc)
+    while spare < 0:  # minimum-one grants may overshoot: take from the richest
+        j, low = 0, weights[0] / alloc[0] if alloc[0] > 1 else 1e300
+        for i in range(1, k):  # NOTE: the least, the first of equals
+            ratio = weights[i] / alloc[i] if alloc[i] > 1 else 1e300
+            if ratio < low:
+                j, low = i, ratio
         alloc[j] -= 1
-    while sum(alloc) < units:
-        j = max(range(k), key=lambda i: (weights[i] / alloc[i], -i))
+        spare += 1
+    while spare > 0:
+        j, high = 0, weights[0] / alloc[0]
+        for i in range(1, k):  # NOTE: the most, the first of equals
+            ratio = weights[i] / alloc[i]
+            if ratio > high:
+                j, high = i, ratio
         alloc[j] += 1
+        spare -= 1
     return alloc
 
 
@@ -56,17 +70,25 @@ def cut(rect: Rect, weights: list[float], axis: int) -> tuple[list[Rect], int] |
     return None
 
 
-def cut_many(rect: Rect, weights: list[float], axis: int = 0) -> list[Rect] | None:
+def cut_many(rect: Rect, weights: Sequence[float], axis: int = 0) -> list[Rect] | None:
     """Any number of parts: one round if it fits, else recursive halving with alternating
     axes (parts stay in order); None when the rectangle has fewer cores than parts."""
+    rects = _cut_many(rect, tuple(weights), axis)
+    return None if rects is None else list(rects)
+
+
+@lru_cache(maxsize=65536)
+def _cut_many(rect: Rect, weights: tuple[float, ...], axis: int) -> tuple[Rect, ...] | None:
+    """`cut_many` (memoised: the baselines and the beam cut the same runs of layers, and the
+    halves of a cut repeat among runs that share their layers)."""
     k = len(weights)
     if k == 1:
-        return [rect]
+        return (rect,)
     if rect.cores < k:
         return None
-    one = cut(rect, weights, axis)
+    one = cut(rect, list(weights), axis)
     if one is not None:
-        return one[0]
+        return tuple(one[0])
     total, acc, split = sum(weights), 0.0, 1
     for i in range(1, k):
         acc += weights[i - 1]
@@ -83,8 +105,8 @@ def cut_many(rect: Rect, weights: list[float], axis: int = 0) -> list[Rect] | No
         halves = _proportional_halves(rect, len(left), len(right), sum(left), sum(right), a)
         if halves is None:
             continue
-        first = cut_many(halves[0], left, 1 - a)
-        second = cut_many(halves[1], right, 1 - a)
+        first = _cut_many(halves[0], left, 1 - a)
+        second = _cut_many(halves[1], right, 1 - a)
         if first is not None and second is not None:
             return first + second
     return None

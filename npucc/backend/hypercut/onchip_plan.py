@@ -150,7 +150,6 @@ def plan_onchip(
         whole = whole_tensors(graph, consumers)
     span = spans or _identity(len(graph.layers))
     placed, kept, start = resume or ([], {}, 0)
-    piece = stage_piece(target)  # a staged constant: at least one staging copy per home
 
     def keep(
         key: str,
@@ -170,48 +169,20 @@ def plan_onchip(
         may meet `life` (default: all), extended with it as `placed` is."""
         if held == 0:
             return False
-        chunk = min(held, max(-(-held // len(cores)), least))
-        where, mine = _homes(cores, -(-held // chunk), cols)
-        need = chunk_bytes(chunk, eb)
+        chunk, where, mine, need = _fit(cores, held, least, cols, eb)
         lo, hi = life
         lives = _home_lives(sliced, held, chunk, len(where)) if sliced else None
         segments = _segments(cores, lives) if lives is not None else ()
-
-        def lowest(by_home: bool) -> int:
-            """The lowest offset free on every home while `key` lives there (`by_home`: by
-            the lives home by home, else by each tensor's whole life)."""
-            if turn is None and not by_home:  # NOTE: no turns to take, no lives by home
-                pool = placed if among is None else among
-                busy = sorted(
-                    [
-                        (at, end)
-                        for at, end, first, last, theirs, _, _ in pool
-                        if first <= hi and lo <= last and mine & theirs
-                    ]
-                )
-                return _lowest(busy, need)
-            busy = sorted(
-                [
-                    (at, end)
-                    for at, end, first, last, theirs, other, parts in placed
-                    if first <= hi
-                    and lo <= last
-                    and mine & theirs
-                    and not turns_apart(turn, other)
-                    and (
-                        not (by_home and (segments or parts))
-                        or _overlap(
-                            segments or ((mine, lo, hi),), parts or ((theirs, first, last),)
-                        )
-                    )
-                ]
-            )
-            return _lowest(busy, need)
-
+        if turn is None:  # NOTE: no turns to take: by each tensor's whole life, among `among`
+            pool = placed if among is None else among
+            busy = [(p[0], p[1]) for p in pool if p[2] <= hi and lo <= p[3] and mine & p[4]]
+            busy.sort()
+            at = _lowest(busy, need)
+        else:
+            at = _lowest_by(placed, need, mine, life, turn, segments, False)
         # NOTE: by the lives home by home only where the whole lives leave no room
-        at = lowest(False)
         if at + need > budget and positions:
-            at = lowest(True)
+            at = _lowest_by(placed, need, mine, life, turn, segments, True)
         if at + need > budget:
             return False
         placed.append((at, at + need, lo, hi, mine, turn, segments))
@@ -225,6 +196,7 @@ def plan_onchip(
         nearest cores (`_nearby`), in chunks of at least a staging piece."""
         near = _nearby(cores, target.mesh.rows, cols)
         count = len(cores)
+        piece = stage_piece(target)  # NOTE: at least one staging copy per home
         while not keep(key, held, near[:count], life, least=piece) and count < len(near):
             count = min(2 * count, len(near))
 
@@ -278,6 +250,36 @@ def plan_onchip(
     for key, (t, cores, first, last) in weights.items():  # in the room the tensors left
         stage(key, math.prod(graph.tensors[t].shape), cores, (first, last))
     return kept
+
+
+def _lowest_by(
+    placed: list[Placed],
+    need: int,
+    mine: int,
+    life: tuple[int, int],
+    turn: tuple[int, int] | None,
+    segments: _Segments,
+    by_home: bool,
+) -> int:
+    """The lowest offset with `need` bytes free on every home of `mine` while a tensor lives
+    there (over `life`, its homes by life `segments` if any; `turn`: its handoff's, if any),
+    among `placed` (`by_home`: by their lives home by home, else by each one's whole life)."""
+    lo, hi = life
+    busy = sorted(
+        [
+            (at, end)
+            for at, end, first, last, theirs, other, parts in placed
+            if first <= hi
+            and lo <= last
+            and mine & theirs
+            and not turns_apart(turn, other)
+            and (
+                not (by_home and (segments or parts))
+                or _overlap(segments or ((mine, lo, hi),), parts or ((theirs, first, last),))
+            )
+        ]
+    )
+    return _lowest(busy, need)
 
 
 def _lowest(busy: list[tuple[int, int]], need: int) -> int:
@@ -365,6 +367,18 @@ def _overlap(a: _Segments, b: _Segments) -> bool:
 def _identity(layers: int) -> tuple[tuple[int, int], ...]:
     """`plan_onchip`'s default spans: layer i at position i."""
     return tuple((i, i) for i in range(layers))
+
+
+@lru_cache(maxsize=65536)
+def _fit(
+    cores: tuple[int, ...], held: int, least: int, cols: int, eb: int
+) -> tuple[int, tuple[tuple[int, int], ...], int, int]:
+    """`held` elements in chunks of at least `least` on `cores` (`elem_bytes` eb, a mesh
+    `cols` wide): the chunk, its homes as (row, col) and as a bit per core (`_homes`), and
+    the bytes each home reserves."""
+    chunk = min(held, max(-(-held // len(cores)), least))
+    where, mine = _homes(cores, -(-held // chunk), cols)
+    return chunk, where, mine, chunk_bytes(chunk, eb)
 
 
 @lru_cache(maxsize=65536)

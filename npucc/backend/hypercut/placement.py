@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from npucc.backend.hypercut.gridcut import strips
 from npucc.backend.hypercut.set_model import rect_hops
 from npucc.ir.plan import Rect
@@ -9,10 +11,10 @@ from npucc.ir.plan import Rect
 
 def place(
     rect: Rect,
-    weights: list[float],
+    weights: Sequence[float],
     axis: int,
     traffic: dict[tuple[int, int], float],
-    anchors: list[list[tuple[Rect, float]]],
+    anchors: Sequence[Sequence[tuple[Rect, float]]],
 ) -> list[Rect] | None:
     """Rectangles for parts 0..k-1 (strips along `axis`).
 
