@@ -204,7 +204,7 @@ def test_profiles_taken_from_another_layer_of_the_signature_equal_its_own_loweri
                 continue
             names = (*layer.inputs, *layer.outputs)
             operands = [o for o, name in enumerate(names) if name and not graph.is_const(name)]
-            mine = known.setdefault(layer_signature(graph, layer, True)[:-1], {})
+            mine = known.setdefault(layer_signature(graph, layer, True, target)[:-1], {})
             nocs = dict.fromkeys([(), *((o,) for o in operands), tuple(operands)])
             for single, noc in itertools.product((True, False), nocs):
                 before = {id(p): d for (d, _), p in mine.items()}

@@ -550,7 +550,7 @@ class ExecCostModel:
         key = self._keys.get((index, n, single, noc))
         if key is None:
             graph, layer = self.part(index, n)
-            sig = layer_signature(graph, layer, single)
+            sig = layer_signature(graph, layer, single, self.target)
             key = self._keys[(index, n, single, noc)] = (*sig, noc)
         prof = self._profiles.get(key)
         if prof is None:

@@ -21,7 +21,7 @@ import numpy as np
 from npucc.backend.estimate import timing_kernel
 from npucc.backend.estimate.list_schedule import LayerTiming
 from npucc.backend.lower.builder import DdrTracker, MeshBuilder, TileBuilder
-from npucc.backend.lower.context import LOWERINGS, LowerContext
+from npucc.backend.lower.context import CONTEXT_READS, LOWERINGS, LowerContext
 from npucc.backend.lower.stage import stage_chunk
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph, Layer
@@ -399,9 +399,14 @@ def contracted(
     return keep, shape
 
 
-def layer_signature(graph: Graph, layer: Layer, single: bool) -> tuple:
-    """What the lowering of a layer depends on: op, operand shapes and kinds, attributes, and
-    which operands are one tensor (x * x has one input class, x * y two)."""
+def layer_signature(graph: Graph, layer: Layer, single: bool, target: Target) -> tuple:
+    """What the lowering of a layer depends on: op, operand shapes and kinds, attributes,
+    which operands are one tensor (x * x has one input class, x * y two), and what the
+    lowering reads of the layer's neighbours (`CONTEXT_READS`, on a fresh profile context).
+
+    NOTE: a lowering reads the graph beyond its layer only through its `CONTEXT_READS`
+    (context.lowering); a profile's context is fresh (`_context`), so those reads answer alike
+    here and in `profile_layer`."""
     ins = tuple(
         (graph.tensors[t].shape, graph.tensors[t].dtype, graph.is_const(t), layer.inputs.index(t))
         if t
@@ -409,7 +414,32 @@ def layer_signature(graph: Graph, layer: Layer, single: bool) -> tuple:
         for t in layer.inputs
     )
     outs = tuple(graph.tensors[t].shape for t in layer.outputs)
-    return (layer.op, ins, outs, repr(sorted(layer.attrs.items())), single)
+    reads = CONTEXT_READS.get(layer.op)
+    near = None if reads is None else reads(_context(graph, target, single), layer)
+    return (layer.op, ins, outs, repr(sorted(layer.attrs.items())), near, single)
+
+
+def _context(
+    graph: Graph,
+    target: Target,
+    single: bool,
+    noc: tuple[str, ...] = (),
+    memo: dict | None = None,
+    known: dict[Hashable, LayerProfile] | None = None,
+) -> ProfileContext:
+    """A fresh profile context on `graph` (one builder, or two unless `single`; `noc`: the
+    tensors on chip), its layer begun."""
+    program = TiledProgram(graph.name, target)
+    program.onchip = {name: OnChip(((0, 0),), 1) for name in noc}
+    builders = [TileBuilder(TileGraph("profile"), target, 0)]
+    if not single:
+        builders.append(TileBuilder(TileGraph("unused"), target, 1))
+    lctx = ProfileContext(
+        graph, program, MeshBuilder(builders), target, memo={} if memo is None else memo,
+        known=known,
+    )  # fmt: skip
+    lctx.begin_layer(tuple(range(len(builders))))
+    return lctx
 
 
 def profile_layer(
@@ -432,16 +462,9 @@ def profile_layer(
     their lowering's first decision (`ProfileContext.decided`), or `UNREAD` for a lowering
     that read no `on_noc` (read and filled in).
     """
-    program = TiledProgram(graph.name, target)
     names = (*layer.inputs, *layer.outputs)
-    program.onchip = {names[o]: OnChip(((0, 0),), 1) for o in noc}
-    tile_graph = TileGraph("profile")
-    builders = [TileBuilder(tile_graph, target, 0)]
-    if not single:
-        builders.append(TileBuilder(TileGraph("unused"), target, 1))
-    shared = {} if memo is None else memo
-    lctx = ProfileContext(graph, program, MeshBuilder(builders), target, memo=shared, known=known)
-    lctx.begin_layer(tuple(range(len(builders))))
+    lctx = _context(graph, target, single, tuple(names[o] for o in noc), memo, known)
+    shared, tile_graph = lctx.memo, lctx.builder.builders[0].graph
     lower = LOWERINGS.get(layer.op)
     if lower is None:
         raise NpuccError(f"no lowering for operator {layer.op} (node '{layer.name}')")
