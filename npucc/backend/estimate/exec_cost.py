@@ -555,7 +555,8 @@ class ExecCostModel:
         prof = self._profiles.get(key)
         if prof is None:
             graph, layer = self.part(index, n)
-            known = self._decided.setdefault(key[:-2], {})  # NOTE: any `single` and `noc`
+            # NOTE: any neighbours (`near`), `single` and `noc` (ProfileContext)
+            known = self._decided.setdefault(key[:-3], {})
             prof = self._profiles[key] = profile_layer(
                 graph, layer, self.target, single, noc, self.memo, known
             )
