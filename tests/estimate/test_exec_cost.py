@@ -10,13 +10,14 @@ from onnx import TensorProto, helper
 import npucc
 from npucc.backend.estimate.exec_cost import ExecCostModel
 from npucc.backend.estimate.list_schedule import oldest_first
-from npucc.backend.estimate.profile import layer_signature
+from npucc.backend.estimate.profile import LayerProfile, layer_signature, profile_layer
 from npucc.backend.hypercut.beam import BeamOptions
 from npucc.backend.hypercut.set_model import MeshParams, evaluate
 from npucc.backend.lower.subbatch import Part
 from npucc.backend.planner import PlanOptions, plan_graph
 from npucc.errors import NpuccError
 from npucc.interp import run_stream
+from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.ir.stream_parse import parse_stream
 from npucc.target import load_target
 from npucc.transforms.graph_pipeline import import_model
@@ -58,7 +59,10 @@ def test_a_layer_reading_one_tensor_twice_has_its_own_profile() -> None:
     model = _square_then_scale()
     graph = import_model(model)
     square, scale = graph.layers
-    assert layer_signature(graph, square, False) != layer_signature(graph, scale, False)
+    target = load_target("mesh8x8")
+    assert layer_signature(graph, square, False, target) != layer_signature(
+        graph, scale, False, target
+    )
     program = npucc.compile(model, "mesh8x8", beam_width=2)
     stream = parse_stream(program.stream, "square_then_scale")
     inputs = {k: np.zeros(s, np.float32) for k, s in program.inputs.items()}
@@ -72,7 +76,8 @@ def test_layers_with_one_signature_share_one_profile() -> None:
     by_signature: dict[tuple, list[int]] = {}
     for i, layer in enumerate(graph.layers):
         if layer.op != "reshape":
-            by_signature.setdefault(layer_signature(graph, layer, False), []).append(i)
+            sig = layer_signature(graph, layer, False, model.target)
+            by_signature.setdefault(sig, []).append(i)
     shared = [ids for ids in by_signature.values() if len(ids) > 1]
     assert shared, "the encoder's two layers are alike"
     for ids in shared:
@@ -153,3 +158,44 @@ def test_a_layer_with_its_operands_on_chip_is_profiled_as_the_tilers_lower_it() 
             assert kept is not ddr and model.profile(conv, 64, 1, noc) is kept  # memoised
             spread.append(kept.ntiles > ddr.ntiles)
     assert any(spread)
+
+
+def _beside_depthwise() -> Graph:
+    """x -> depthwise conv -> 1x1 conv a, and x -> 1x1 conv b: a and b of one signature
+    (float bias), only a beside a depthwise conv (conv._beside_vector: its blocking differs)."""
+    graph = Graph("beside")
+    c, h, co = 32, 7, 96
+    consts = {"dw": (c, 1, 3, 3), "wa": (co, c, 1, 1), "ba": (co,), "wb": (co, c, 1, 1)}
+    consts["bb"] = (co,)
+    for name, shape in consts.items():
+        graph.add_tensor(Tensor(name, shape, "float32", np.zeros(shape, np.float32)))
+    for name, shape in {"x": (1, c, h, h), "d": (1, c, h, h)}.items():
+        graph.add_tensor(Tensor(name, shape, "float32", None))
+    graph.add_tensor(Tensor("ya", (1, co, h, h), "float32", None))
+    graph.add_tensor(Tensor("yb", (1, co, h, h), "float32", None))
+    graph.add_layer(Layer("depth", "conv2d", ["x", "dw"], ["d"], {"pads": (1,) * 4, "group": c}))
+    graph.add_layer(Layer("a", "conv2d", ["d", "wa", "ba"], ["ya"], {}))
+    graph.add_layer(Layer("b", "conv2d", ["x", "wb", "bb"], ["yb"], {}))
+    graph.inputs, graph.outputs = ["x"], ["ya", "yb"]
+    return graph
+
+
+@pytest.mark.parametrize("order", [(1, 2), (2, 1)])
+def test_a_profile_is_its_own_layers_whatever_its_neighbours(order: tuple[int, int]) -> None:
+    # convs a and b differ only in a neighbour (a depthwise producer), which their lowering
+    # reads (`lowering`'s `context`): the estimate gives each the profile of its own lowering,
+    # whichever it profiles first (keyed by the signature alone, the second took the first's)
+    graph, target = _beside_depthwise(), load_target("mesh8x8")
+    model = ExecCostModel(graph, target)
+    for cores in (1, 4):
+        got = {i: model.profile(i, cores) for i in order}
+        fresh = {i: profile_layer(graph, graph.layers[i], target, cores == 1) for i in order}
+        assert _shape(fresh[1]) != _shape(fresh[2])  # the neighbour reaches the blocking
+        for i in order:
+            assert _shape(got[i]) == _shape(fresh[i])
+
+
+def _shape(prof: LayerProfile) -> tuple:
+    """A profile's nodes and totals (not its copies, which name the layer's tensors)."""
+    return (prof.pipe, prof.cycles, prof.preds, prof.classes, prof.tiles, prof.busy,
+            prof.energy_pj, prof.ddr_bytes, prof.lead_ddr_bytes)  # fmt: skip

@@ -217,8 +217,9 @@ def _conv_chain(convs: int) -> Graph:
 def test_profiles_taken_from_another_layer_of_the_signature_equal_its_own_lowering() -> None:
     # every layer of three convs of one signature, a small CNN and a decoder block, on
     # one core and more, with each set of its operands on chip: profiled sharing one `known`
-    # per signature across layers (a decision names no tensor; a lowering that read no
-    # `on_noc` is known whatever is on chip) and alone, the profiles are equal, each copy's
+    # per signature across layers, whatever their neighbours (a decision names no tensor; a
+    # lowering that read no `on_noc` is known whatever is on chip, by what it read of its
+    # neighbours) and alone, the profiles are equal, each copy's
     # DDR tensor as its operand position
     target = load_target("mesh8x8")
     taken = across = unread = 0
@@ -234,7 +235,7 @@ def test_profiles_taken_from_another_layer_of_the_signature_equal_its_own_loweri
                 continue
             names = (*layer.inputs, *layer.outputs)
             operands = [o for o, name in enumerate(names) if name and not graph.is_const(name)]
-            mine = known.setdefault(layer_signature(graph, layer, True)[:-1], {})
+            mine = known.setdefault(layer_signature(graph, layer, True, target)[:-2], {})
             nocs = dict.fromkeys([(), *((o,) for o in operands), tuple(operands)])
             for single, noc in itertools.product((True, False), nocs):
                 before = {id(p): d for (d, _), p in mine.items()}
@@ -243,7 +244,7 @@ def test_profiles_taken_from_another_layer_of_the_signature_equal_its_own_loweri
                 if id(shared) in before:
                     taken += 1
                     across += owner[id(shared)] != names
-                    unread += before[id(shared)] == UNREAD
+                    unread += before[id(shared)][0] == UNREAD
                 else:
                     owner[id(shared)] = names
                 assert _positional(shared, owner[id(shared)]) == _positional(alone, names)

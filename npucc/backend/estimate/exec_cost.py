@@ -548,12 +548,13 @@ class ExecCostModel:
         key = self._keys.get((index, n, single, noc))
         if key is None:
             graph, layer = self.part(index, n)
-            sig = layer_signature(graph, layer, single)
+            sig = layer_signature(graph, layer, single, self.target)
             key = self._keys[(index, n, single, noc)] = (*sig, noc)
         prof = self._profiles.get(key)
         if prof is None:
             graph, layer = self.part(index, n)
-            known = self._decided.setdefault(key[:-2], {})  # NOTE: any `single` and `noc`
+            # NOTE: any neighbours (`near`), `single` and `noc` (ProfileContext)
+            known = self._decided.setdefault(key[:-3], {})
             prof = self._profiles[key] = profile_layer(
                 graph, layer, self.target, single, noc, self.memo, known
             )

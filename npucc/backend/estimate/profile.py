@@ -22,7 +22,7 @@ import numpy as np
 from npucc.backend.estimate import timing_kernel
 from npucc.backend.estimate.list_schedule import LayerTiming
 from npucc.backend.lower.builder import DdrTracker, MeshBuilder, TileBuilder
-from npucc.backend.lower.context import LOWERINGS, LowerContext
+from npucc.backend.lower.context import CONTEXT_READS, LOWERINGS, LowerContext
 from npucc.backend.lower.stage import stage_chunk
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph, Layer
@@ -510,9 +510,14 @@ def contracted(
     return keep, shape
 
 
-def layer_signature(graph: Graph, layer: Layer, single: bool) -> tuple:
-    """What the lowering of a layer depends on: op, operand shapes and kinds, attributes, and
-    which operands are one tensor (x * x has one input class, x * y two)."""
+def layer_signature(graph: Graph, layer: Layer, single: bool, target: Target) -> tuple:
+    """What the lowering of a layer depends on: op, operand shapes and kinds, attributes,
+    which operands are one tensor (x * x has one input class, x * y two), and what the
+    lowering reads of the layer's neighbours (`CONTEXT_READS`, on a fresh profile context).
+
+    NOTE: a lowering reads the graph beyond its layer only through its `CONTEXT_READS`
+    (context.lowering); a profile's context is fresh (`_context`), so those reads answer alike
+    here and in `profile_layer`."""
     ins = tuple(
         (graph.tensors[t].shape, graph.tensors[t].dtype, graph.is_const(t), layer.inputs.index(t))
         if t
@@ -520,7 +525,30 @@ def layer_signature(graph: Graph, layer: Layer, single: bool) -> tuple:
         for t in layer.inputs
     )
     outs = tuple(graph.tensors[t].shape for t in layer.outputs)
-    return (layer.op, ins, outs, repr(sorted(layer.attrs.items())), single)
+    near = context_reads(_context(graph, target, single), layer)
+    return (layer.op, ins, outs, repr(sorted(layer.attrs.items())), near, single)
+
+
+def context_reads(lctx: LowerContext, layer: Layer) -> Hashable:
+    """What the layer's lowering reads of its neighbours on `lctx` (`CONTEXT_READS`; None:
+    nothing)."""
+    reads = CONTEXT_READS.get(layer.op)
+    return None if reads is None else reads(lctx, layer)
+
+
+def _context(
+    graph: Graph, target: Target, single: bool, noc: tuple[str, ...] = ()
+) -> ProfileContext:
+    """A fresh profile context on `graph` (one builder, or two unless `single`; `noc`: the
+    tensors on chip), its layer begun."""
+    program = TiledProgram(graph.name, target)
+    program.onchip = {name: OnChip(((0, 0),), 1) for name in noc}
+    builders = [TileBuilder(TileGraph("profile"), target, 0)]
+    if not single:
+        builders.append(TileBuilder(TileGraph("unused"), target, 1))
+    lctx = ProfileContext(graph, program, MeshBuilder(builders), target)
+    lctx.begin_layer(tuple(range(len(builders))))
+    return lctx
 
 
 def profile_layer(
@@ -539,25 +567,23 @@ def profile_layer(
     (*inputs, *outputs)) the plan keeps on chip, which the tilers know (their copies stay DDR
     copies here, re-priced by the caller). `memo`: what lowerings of a layer signature compute
     alike (`LowerContext.memo`), shared with other profiles and lowerings of the compile.
-    `known`: the profiles of the layer's signature, whatever their `noc` and `single`, by
-    their lowering's first decision (`ProfileContext.decided`), or `UNREAD` for a lowering
-    that read no `on_noc` (read and filled in).
+    `known`: the profiles of the layer's signature, whatever their `noc`, `single` and
+    neighbours, by their lowering's first decision (`ProfileContext.decided`), or `UNREAD`
+    and what it reads of the layer's neighbours for a lowering that read no `on_noc` (read
+    and filled in).
     """
-    program = TiledProgram(graph.name, target)
     names = (*layer.inputs, *layer.outputs)
-    program.onchip = {names[o]: OnChip(((0, 0),), 1) for o in noc}
-    tile_graph = TileGraph("profile")
-    builders = [TileBuilder(tile_graph, target, 0)]
-    if not single:
-        builders.append(TileBuilder(TileGraph("unused"), target, 1))
-    shared = {} if memo is None else memo
-    lctx = ProfileContext(graph, program, MeshBuilder(builders), target, memo=shared, known=known)
-    lctx.begin_layer(tuple(range(len(builders))))
+    lctx = _context(graph, target, single, tuple(names[o] for o in noc))
+    lctx.known = known
+    if memo is not None:
+        lctx.memo = memo
+    shared, tile_graph = lctx.memo, lctx.builder.builders[0].graph
     lower = LOWERINGS.get(layer.op)
     if lower is None:
         raise NpuccError(f"no lowering for operator {layer.op} (node '{layer.name}')")
     try:
-        lctx.take(UNREAD)
+        unread = (UNREAD, context_reads(lctx, layer))
+        lctx.take(unread)
         lower(lctx, layer)
     except KnownProfile as hit:
         return hit.profile
@@ -573,7 +599,7 @@ def profile_layer(
     if known is not None:
         count = single if lctx.counted else None
         if not lctx.read:
-            known[UNREAD, count] = prof
+            known[unread, count] = prof
         if lctx.decision is not None and not lctx.late:
             known[lctx.decision, count] = prof
     return prof
@@ -699,18 +725,19 @@ class ProfileContext(LowerContext):
     """A LowerContext that keeps every tile on the first core and records where tiles start.
 
     NOTE: the profiles of one layer signature differ by the operands on chip (`on_noc`, a
-    lowering's one read of `program.onchip`) and the core count (one core or more) only, names
-    only as operand positions (`operand_positions`); the answers a lowering read before its
-    first decision (`decided`) reach what it emits only through that decision, so two
+    lowering's one read of `program.onchip`), the core count (one core or more) and what the
+    lowering reads of the layer's neighbours (`context_reads`) only, names only as operand
+    positions (`operand_positions`); the answers a lowering read before its first decision
+    (`decided`), its neighbours' too, reach what it emits only through that decision, so two
     lowerings of one decision, neither reading `on_noc` after it, emit alike on one core
     count: the second stops there and takes the first's profile (`known` by the decision and
-    the count). A decision names no tensor: layers of one signature share it. A lowering
-    that never reads `on_noc` emits alike whatever is on chip: its profile is known by
-    `UNREAD` before a lowering starts (`take`). A lowering that never reads the count
-    (`one_core`, `claim_tiles`: `counted`) emits alike on any: its profile is known by the
-    decision alone, to a lowering that has not read it. (The profile's builders, one or two,
-    reach nothing but through the count: a lowering moves between cores only by `next_tile`
-    and `emit_share`, here always core 0.)"""
+    the count). A decision names no tensor: layers of one signature share it, whatever their
+    neighbours. A lowering that never reads `on_noc` emits alike whatever is on chip: its
+    profile is known by `UNREAD` and its neighbours' reads before a lowering starts (`take`).
+    A lowering that never reads the count (`one_core`, `claim_tiles`: `counted`) emits alike
+    on any: its profile is known by the decision alone, to a lowering that has not read it.
+    (The profile's builders, one or two, reach nothing but through the count: a lowering moves
+    between cores only by `next_tile` and `emit_share`, here always core 0.)"""
 
     starts: list[int] = field(default_factory=list)  # first node of each tile
     # the profiles by (decision, one core or not; None: on any count), shared

@@ -175,14 +175,23 @@ Lowering = Callable[[LowerContext, Layer], None]
 LOWERINGS: dict[str, Lowering] = {}
 # op -> the inputs its lowering can read from a resident L1 buffer (None: every input)
 ONCHIP_READS: dict[str, tuple[int, ...] | None] = {}
+# op -> what its lowering reads of a layer's neighbours (`lowering`'s `context`)
+CONTEXT_READS: dict[str, Callable[[LowerContext, Layer], Hashable]] = {}
 
 
-def lowering(*ops: str, onchip: tuple[int, ...] | None = ()) -> Callable[[Lowering], Lowering]:
+def lowering(
+    *ops: str,
+    onchip: tuple[int, ...] | None = (),
+    context: Callable[[LowerContext, Layer], Hashable] | None = None,
+) -> Callable[[Lowering], Lowering]:
     """Decorator registering the lowering of one or more canonical ops.
 
     `onchip`: the inputs the lowering reads only through copies into UB or L0 (which the
     builder redirects to a resident L1 buffer) or in place from L1 (None: all of them).
     NOTE: a copy of a resident tensor into L1 has no data path; such an input is not listed.
+    `context`: what the lowering reads of the layer's neighbours in the graph, beyond the layer
+    (on a fresh context: the graph and target only); a lowering without one reads none. A memo
+    of lowerings by layer signature keys by it too (npucc.backend.estimate.profile).
     """
 
     def wrap(fn: Lowering) -> Lowering:
@@ -191,6 +200,8 @@ def lowering(*ops: str, onchip: tuple[int, ...] | None = ()) -> Callable[[Loweri
                 raise ValueError(f"lowering for {op!r} registered twice")
             LOWERINGS[op] = fn
             ONCHIP_READS[op] = onchip
+            if context is not None:
+                CONTEXT_READS[op] = context
         return fn
 
     return wrap

@@ -7,6 +7,7 @@ inputs[3]) is added to each output tile before the activation.
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -149,7 +150,23 @@ def _optional(layer: Layer, index: int) -> str:
     return layer.inputs[index] if len(layer.inputs) > index else ""
 
 
-@lowering("conv2d", onchip=(0, 3))
+def neighbours(ctx: LowerContext, layer: Layer) -> Hashable:
+    """What conv `layer`'s lowering reads of its neighbours (`lowering`'s `context`): whether
+    one is a depthwise conv (`_beside_vector`), the pools its epilogue may compute (`_fusions`)
+    and the depthwise conv that may compute its output (`_fuses`: by signature, as its memo).
+    NOTE: on a fresh context (a profile's) that is all: `_staggered` finds no write of the
+    input on a fresh builder, and what earlier layers decided (`ctx.fused`, `ctx.pooled`,
+    `ctx.col_pooled`) is empty."""
+    d = fused_depthwise(ctx, layer)
+    fusions = _fusions(ctx, layer, conv_geometry(ctx, layer), one_unit=False)
+    return (
+        _beside_vector(ctx, layer),
+        tuple((f.pool, f.cols) for f in fusions),
+        None if d is None else layer_signature(ctx, d),
+    )
+
+
+@lowering("conv2d", onchip=(0, 3), context=neighbours)
 def lower_conv2d(ctx: LowerContext, layer: Layer) -> None:
     """Tiled convolution: L1 blocks of input bands and weights, L0 tiles inside them.
 
