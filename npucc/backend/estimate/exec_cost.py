@@ -42,7 +42,7 @@ from npucc.backend.estimate.list_schedule import (
     schedule,
     used_cores,
 )
-from npucc.backend.estimate.prefix import Prefixes, Trace, extend, timeline
+from npucc.backend.estimate.prefix import Prefixes, Trace, resumed
 from npucc.backend.estimate.profile import (
     CopyRows,
     LayerProfile,
@@ -357,9 +357,9 @@ class ExecCostModel:
             new, trace.runs[:items] if trace is not None else [],
             self._tenants.waits(placed, kept, tensors),
         )  # fmt: skip
-        latency, timelines = extend(self.target, runs, items, timeline(self.target, trace, items))
-        edp = total * float(latency)
-        made = Trace(placed, kept, runs, energy, timelines, edp, ddr, where_ids)
+        at = resumed(self.target, trace, items, len(runs))
+        edp = total * float(schedule(self.target, runs[items:], at))
+        made = Trace(placed, kept, runs, energy, at, edp, ddr, where_ids)
         self._prefixes.add(keys, newer, made)
         return made
 

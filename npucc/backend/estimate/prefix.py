@@ -10,8 +10,9 @@ from one priced before only from some layer on (the children of a plan share eve
 before the group they split), so `Prefixes` keeps a trie of the rectangle sequences priced,
 each node naming the plan that first passed through it (its `Trace`), and the pricing goes
 on from where the longest known prefix ends: the placements and the runs before it are that
-plan's, and the list schedule continues from that plan's timeline there (kept where the plan
-went on from and every `STRIDE` runs past it, else replayed from the nearest kept point before).
+plan's, and the list schedule continues from that plan's schedule there: its runs' ends (and
+their loads' and the channel's times) are that plan's, and its cores' times those of the last
+of its runs on each (`Timeline.upto`), so that no run is scheduled anew.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from npucc.backend.estimate.list_schedule import LayerRun, Timeline, schedule
+from npucc.backend.estimate.list_schedule import LayerRun, Timeline
 from npucc.backend.hypercut.onchip_plan import Placed
 from npucc.ir.onchip import OnChip
 from npucc.target import Target
@@ -34,7 +35,7 @@ class Trace:
     kept: dict[str, OnChip]  # the tensors kept on chip, in the same order
     runs: list[LayerRun]  # `ExecCostModel._priced`'s items linked, one per non-view layer, in order
     energy: list[float]  # the running energy sum before each item, and after the last
-    timelines: dict[int, Timeline]  # the list schedule after some numbers of runs
+    timeline: Timeline  # the list schedule after its runs
     edp: float = math.inf
     # all through DDR (`ExecCostModel.best_edp`'s bound of it): the running energy sum and
     # channel bound of its runs before each item, and after the last
@@ -89,38 +90,9 @@ class Prefixes:
             owner.append(trace)
 
 
-def timeline(target: Target, trace: Trace | None, runs: int) -> Timeline:
-    """The list schedule after the first `runs` runs of `trace` (none: the start), kept for
-    the next plan going on from there; not to be extended."""
+def resumed(target: Target, trace: Trace | None, runs: int, total: int) -> Timeline:
+    """The list schedule after the first `runs` runs of `trace` (none: the start), for a plan
+    of `total` runs going on from there."""
     if trace is None:
-        return Timeline.start(target.cores)
-    value = trace.timelines.get(runs)
-    if value is None:
-        # NOTE: none before `runs` when the plan made the newer generation's nodes of a
-        # prefix it went on from in the older
-        before = max((k for k in trace.timelines if k <= runs), default=0)
-        value = trace.timelines[before].copy() if before else Timeline.start(target.cores)
-        schedule(target, trace.runs[before:runs], value)
-        trace.timelines[runs] = value
-    return value
-
-
-# NOTE: a plan going on from a point of a trace where no timeline was kept replays its runs
-# from the nearest kept point before it: one kept every `STRIDE` runs bounds that replay
-STRIDE = 8
-
-
-def extend(
-    target: Target, runs: list[LayerRun], start: int, before: Timeline
-) -> tuple[int, dict[int, Timeline]]:
-    """The list schedule of `runs` from run `start` on, continued from `before` (the schedule
-    after the first `start`, kept as it is): its latency, and the timelines a `Trace` keeps:
-    `before` and a copy after every multiple of `STRIDE` runs past `start`."""
-    timelines = {start: before}
-    after = before.copy()
-    done = start
-    for stop in range(start - start % STRIDE + STRIDE, len(runs), STRIDE):
-        schedule(target, runs[done:stop], after)
-        timelines[stop] = after.copy()
-        done = stop
-    return schedule(target, runs[done:], after), timelines
+        return Timeline.start(target.cores, total)
+    return trace.timeline.upto(trace.runs, runs)
