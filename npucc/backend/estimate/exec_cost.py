@@ -137,6 +137,9 @@ class ExecCostModel:
     _shape_ids: dict[bytes, int] = field(default_factory=dict)  # a shape -> its number
     # a closing flag's cycles by the footprint ids of reader and writer
     _flags: dict[int, dict[int, int]] = field(default_factory=dict)
+    # `_unsplit_linked`'s links of an input, by the reader's footprint id, then the writer's
+    # run and footprint id
+    _links: dict[int, dict[int, tuple]] = field(default_factory=dict)
     _footprints: dict[tuple[int, ...], int] = field(default_factory=dict)  # `_footprint_id`
     _consumers: dict[str, list[int] | None] = field(default_factory=dict)  # tensor_consumers
     _whole: Whole = ()  # whole_tensors
@@ -662,7 +665,8 @@ class ExecCostModel:
                     ks = (runs_of[src][0],)
                 else:
                     ks = covering(runs_of[src], parts_of[src], p.part, n)
-                srcs.append(tuple([(k + 1, self._flag(row, runs, k, first)) for k in ks or (-1,)]))
+                links = [(k + 1, self._flag(row, *_written(runs, k), first)) for k in ks or (-1,)]
+                srcs.append(tuple(links))
             if gates is not None:
                 self._gate(row, runs, sorted(self._gated(gates, len(runs), p)), first, srcs, index)
             runs_of.setdefault(index, []).append(len(runs))
@@ -676,33 +680,41 @@ class ExecCostModel:
         items after them); `waits`: the layers each layer's writes wait for (`Tenants.waits`).
 
         NOTE: a layer's one run is its last, at its number among the non-views (`_run_of`)."""
-        flags, origin, data, run_of = self._flags, self._origin, self._data, self._run_of
+        flags, origin, data, run_of, links = (
+            self._flags, self._origin, self._data, self._run_of, self._links
+        )  # fmt: skip
         for p, (cost, spans, first, box, at) in new:
             index = p.layer
             row = flags.get(at)
             if row is None:
                 row = flags[at] = {}
+            known = links.get(at)
+            if known is None:
+                known = links[at] = {}
             srcs = []
             for src in origin[index]:
                 k = -1 if src is None else run_of[src]
-                flag = row.get(READY_AT if k < 0 else done[k].at)  # NOTE: `_flag`'s, inline
-                if flag is None:
-                    flag = self._flag(row, done, k, first)
-                srcs.append(((k + 1, flag),))
+                written = _written(done, k)
+                # NOTE: what the input's link depends on besides the reader's `at` (and its
+                # `first`, which `at` gives): the run and its `at` (which gives its box), one
+                # number while runs are fewer than 2**32
+                key = (written[0] << 32) | (k + 1)
+                link = known.get(key)
+                if link is None:
+                    link = known[key] = ((k + 1, self._flag(row, *written, first)),)
+                srcs.append(link)
             got = waits.get(index)
             if got:
                 self._gate(row, done, sorted([run_of[j] for j in got]), first, srcs, index)
             done.append(LayerRun(cost, spans, box, data[index], tuple(srcs), at))
         return done
 
-    def _flag(self, row: dict[int, int], runs: list[LayerRun], k: int, first: tuple) -> int:
-        """The cycles of run k's closing flag (k < 0: READY's) to core `first`, by the footprint
-        id of run k in `row` (the reader's: `_flags`)."""
-        fp = READY_AT if k < 0 else runs[k].at
-        flag = row.get(fp)
+    def _flag(self, row: dict[int, int], at: int, box: tuple, first: tuple) -> int:
+        """The cycles of the closing flag of a run of footprint id `at` and bounding box `box`
+        (`_written`) to core `first`, by `at` in `row` (the reader's: `_flags`)."""
+        flag = row.get(at)
         if flag is None:
-            far = farthest(READY if k < 0 else runs[k].box, first)
-            flag = row[fp] = sync_cycles(self.target, far, first)
+            flag = row[at] = sync_cycles(self.target, farthest(box, first), first)
         return flag
 
     def _gate(
@@ -711,7 +723,7 @@ class ExecCostModel:
         """Each data input of layer `index` (its `srcs`) waits for the runs `waits` too, with
         their flags (its writes' gates hold its data inputs' release)."""
         if waits:
-            gated = tuple([(k + 1, self._flag(row, runs, k, first)) for k in waits])
+            gated = tuple([(k + 1, self._flag(row, *_written(runs, k), first)) for k in waits])
             for c in self._data[index]:
                 srcs[c - 1] += gated
 
@@ -775,6 +787,11 @@ class ExecCostModel:
 def _cost_of(item: LayerRun | tuple[Part, _Base]) -> RunCost:
     """The RunCost of an item of `ExecCostModel._priced`."""
     return item.cost if isinstance(item, LayerRun) else item[1][0]
+
+
+def _written(runs: list[LayerRun], k: int) -> tuple[int, tuple[int, int, int, int]]:
+    """The footprint id and bounding box of run k of `runs` (k < 0: READY's, a graph input's)."""
+    return (READY_AT, READY) if k < 0 else (runs[k].at, runs[k].box)
 
 
 def _number(table: dict, key: tuple) -> int:
