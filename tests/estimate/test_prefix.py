@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -45,7 +46,7 @@ def _searched(name: str) -> tuple[ExecCostModel, list[tuple[Step, ...]], tuple[S
 def test_plans_priced_from_a_shared_prefix_cost_what_they_cost_alone(name: str) -> None:
     shared, plans, found = _searched(name)
     graph, target = shared.graph, shared.target
-    traces = {id(t): t for _, owner in shared._prefixes._tries for t in owner if t}.values()
+    traces = {id(t): t for trie in shared._prefixes._tries for t in trie.trace if t}.values()
     firsts = {id(t.runs[0]) for t in traces}  # a plan going on from a prefix shares its runs
     assert len(plans) > 20 and len(firsts) < len(traces) // 2
     alone = ExecCostModel(graph, target, shared.memo)
@@ -71,7 +72,7 @@ def test_a_trace_carries_its_plan_through_ddr_energy_and_channel_bound() -> None
 
 def test_a_trace_keeps_its_plans_whole_schedule() -> None:
     model, _, _ = _searched("residual_block")
-    traces = {id(t): t for _, owner in model._prefixes._tries for t in owner if t}.values()
+    traces = {id(t): t for trie in model._prefixes._tries for t in trie.trace if t}.values()
     for trace in traces:
         at = Timeline.start(model.target.cores)
         latency = schedule(model.target, trace.runs, at)
@@ -111,3 +112,26 @@ def _greedy_offchip(model: ExecCostModel, plan: tuple[Step, ...]) -> frozenset[s
         if value < best:
             offchip, best = trial, value
     return offchip
+
+
+def test_the_trie_finds_the_longest_prefix_and_the_first_plan_through_it() -> None:
+    rng = random.Random(3)
+    prefixes = Prefixes()
+    added: list[tuple[list[str], Trace]] = []
+    nodes = 1
+    for i in range(400):
+        keys = [rng.choice("ab") if rng.random() < 0.9 else rng.choice("cd") for _ in range(8)]
+        trace, depth, newer = prefixes.find(keys)
+        shared = [
+            next((j for j, (x, y) in enumerate(zip(keys, k, strict=True)) if x != y), 8)
+            for k, _ in added
+        ]
+        longest = max(shared, default=0)
+        first = next((t for (_, t), n in zip(added, shared, strict=True) if n == longest), None)
+        assert (trace, depth) == (first if longest else None, longest)
+        if depth < len(keys):
+            made = _trace(float(i))
+            prefixes.add(keys, newer, made)
+            added.append((keys, made))
+            nodes += len(keys) - depth
+    assert len(added) > 100 and prefixes._tries[0].nodes == nodes
