@@ -137,9 +137,6 @@ class ExecCostModel:
     _shape_ids: dict[bytes, int] = field(default_factory=dict)  # a shape -> its number
     # a closing flag's cycles by the footprint ids of reader and writer
     _flags: dict[int, dict[int, int]] = field(default_factory=dict)
-    # `_unsplit_linked`'s links of an input, by the reader's footprint id, then the writer's
-    # run and footprint id
-    _links: dict[int, dict[int, tuple]] = field(default_factory=dict)
     _footprints: dict[tuple[int, ...], int] = field(default_factory=dict)  # `_footprint_id`
     _consumers: dict[str, list[int] | None] = field(default_factory=dict)  # tensor_consumers
     _whole: Whole = ()  # whole_tensors
@@ -680,29 +677,22 @@ class ExecCostModel:
         items after them); `waits`: the layers each layer's writes wait for (`Tenants.waits`).
 
         NOTE: a layer's one run is its last, at its number among the non-views (`_run_of`)."""
-        flags, origin, data, run_of, links = (
-            self._flags, self._origin, self._data, self._run_of, self._links
-        )  # fmt: skip
+        flags, origin, data, run_of = self._flags, self._origin, self._data, self._run_of
         for p, (cost, spans, first, box, at) in new:
             index = p.layer
             row = flags.get(at)
             if row is None:
                 row = flags[at] = {}
-            known = links.get(at)
-            if known is None:
-                known = links[at] = {}
             srcs = []
             for src in origin[index]:
-                k = -1 if src is None else run_of[src]
-                written = _written(done, k)
-                # NOTE: what the input's link depends on besides the reader's `at` (and its
-                # `first`, which `at` gives): the run and its `at` (which gives its box), one
-                # number while runs are fewer than 2**32
-                key = (written[0] << 32) | (k + 1)
-                link = known.get(key)
-                if link is None:
-                    link = known[key] = ((k + 1, self._flag(row, *written, first)),)
-                srcs.append(link)
+                if src is None:  # a graph input
+                    k, flag = -1, self._flag(row, *_written(done, -1), first)
+                else:
+                    k = run_of[src]
+                    writer = done[k]
+                    known = row.get(writer.at)  # NOTE: `_flag`'s memo, probed inline (cheaper)
+                    flag = self._flag(row, writer.at, writer.box, first) if known is None else known
+                srcs.append(((k + 1, flag),))
             got = waits.get(index)
             if got:
                 self._gate(row, done, sorted([run_of[j] for j in got]), first, srcs, index)
