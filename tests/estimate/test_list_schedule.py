@@ -82,3 +82,17 @@ def test_a_schedule_continued_from_its_timeline_is_the_whole_schedule() -> None:
             before = at.copy()
             assert schedule(target, runs[k:], at) == whole
             assert schedule(target, runs[k:], before) == whole  # the copy is independent
+            first = Timeline.start(target.cores)
+            schedule(target, runs[:k], first)
+            full = Timeline.start(target.cores)
+            schedule(target, runs, full)
+            upto = full.upto(runs, k)  # the cores' times rebuilt, no run replayed
+            cores = (upto.core_free, upto.mte2_free)
+            assert (upto.done, cores) == (k, (first.core_free, first.mte2_free))
+            assert [a[: k + 1] for a in (upto.ends, upto.loads, upto.channels)] == [
+                first.ends,
+                first.loads,
+                first.channels,
+            ]
+            assert schedule(target, runs[k:], upto) == whole
+            assert upto == full

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
 
-from npucc.backend.estimate import prefix
 from npucc.backend.estimate.exec_cost import ExecCostModel, _cost_of
 from npucc.backend.estimate.list_schedule import Timeline, channel_bound, schedule
 from npucc.backend.estimate.prefix import Prefixes, Trace
@@ -22,7 +22,7 @@ MODELS = Path(__file__).parents[2] / "models"
 
 
 def _trace(edp: float) -> Trace:
-    return Trace([], {}, [], [0], {}, edp)
+    return Trace([], {}, [], [0], Timeline.start(1), edp)
 
 
 def _searched(name: str) -> tuple[ExecCostModel, list[tuple[Step, ...]], tuple[Step, ...]]:
@@ -46,9 +46,9 @@ def _searched(name: str) -> tuple[ExecCostModel, list[tuple[Step, ...]], tuple[S
 def test_plans_priced_from_a_shared_prefix_cost_what_they_cost_alone(name: str) -> None:
     shared, plans, found = _searched(name)
     graph, target = shared.graph, shared.target
-    traces = {id(t): t for _, owner in shared._prefixes._tries for t in owner if t}.values()
-    went_on = [t for t in traces if min(t.timelines) > 0]  # from a prefix of some runs
-    assert len(plans) > 20 and len(went_on) > len(traces) // 2
+    traces = {id(t): t for trie in shared._prefixes._tries for t in trie.trace if t}.values()
+    firsts = {id(t.runs[0]) for t in traces}  # a plan going on from a prefix shares its runs
+    assert len(plans) > 20 and len(firsts) < len(traces) // 2
     alone = ExecCostModel(graph, target, shared.memo)
     for plan in plans:
         whole = min(alone.evaluate(plan).edp, alone.evaluate(plan, alone.every_tensor).edp)
@@ -70,23 +70,13 @@ def test_a_trace_carries_its_plan_through_ddr_energy_and_channel_bound() -> None
         assert trace.ids == [model._where_id(where) for where in trace.kept.values()]
 
 
-def test_a_trace_keeps_the_schedule_every_stride_runs_past_its_start(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(prefix, "STRIDE", 2)
+def test_a_trace_keeps_its_plans_whole_schedule() -> None:
     model, _, _ = _searched("residual_block")
-    traces = {id(t): t for _, owner in model._prefixes._tries for t in owner if t}.values()
-    checked = 0
+    traces = {id(t): t for trie in model._prefixes._tries for t in trie.trace if t}.values()
     for trace in traces:
-        start = min(trace.timelines)
-        strides = set(range(start - start % 2 + 2, len(trace.runs), 2))
-        assert strides <= set(trace.timelines)
-        for k, kept in trace.timelines.items():
-            at = Timeline.start(model.target.cores)
-            schedule(model.target, trace.runs[:k], at)
-            assert kept == at
-            checked += k in strides
-    assert checked > 0
+        at = Timeline.start(model.target.cores)
+        latency = schedule(model.target, trace.runs, at)
+        assert at == trace.timeline and trace.edp == trace.energy[-1] * float(latency)
 
 
 def test_the_trie_finds_the_longest_prefix_across_two_generations() -> None:
@@ -122,3 +112,26 @@ def _greedy_offchip(model: ExecCostModel, plan: tuple[Step, ...]) -> frozenset[s
         if value < best:
             offchip, best = trial, value
     return offchip
+
+
+def test_the_trie_finds_the_longest_prefix_and_the_first_plan_through_it() -> None:
+    rng = random.Random(3)
+    prefixes = Prefixes()
+    added: list[tuple[list[str], Trace]] = []
+    nodes = 1
+    for i in range(400):
+        keys = [rng.choice("ab") if rng.random() < 0.9 else rng.choice("cd") for _ in range(8)]
+        trace, depth, newer = prefixes.find(keys)
+        shared = [
+            next((j for j, (x, y) in enumerate(zip(keys, k, strict=True)) if x != y), 8)
+            for k, _ in added
+        ]
+        longest = max(shared, default=0)
+        first = next((t for (_, t), n in zip(added, shared, strict=True) if n == longest), None)
+        assert (trace, depth) == (first if longest else None, longest)
+        if depth < len(keys):
+            made = _trace(float(i))
+            prefixes.add(keys, newer, made)
+            added.append((keys, made))
+            nodes += len(keys) - depth
+    assert len(added) > 100 and prefixes._tries[0].nodes == nodes

@@ -3,6 +3,7 @@
 keep their C longs from overflowing are enforced."""
 
 import random
+from array import array
 from types import SimpleNamespace
 
 import pytest
@@ -107,13 +108,32 @@ def _runs(count: int, seed: int) -> list[tuple[list[LayerRun], int]]:
 
 
 def _scheduled(kernel, cases: list, shared: bool) -> list[tuple]:
-    """`schedule_runs` of each case from the start: its ends, cores' and channel's times."""
+    """`schedule_runs` of each case from the start: its latency, its runs' ends, loads' and
+    channel's times, its cores' times, and those `cores_after` rebuilds after each k runs."""
     out = []
     for runs, channel in cases:
-        ends, core_free, mte2_free = [0], [0] * 16, [0] * 16
-        channel = kernel.schedule_runs(runs, ends, core_free, mte2_free, channel, shared)
-        out.append((ends, core_free, mte2_free, channel))
+        n = len(runs)
+        ends, loads, channels = (array("q", [0] * (n + 1)) for _ in range(3))
+        channels[0] = channel
+        core_free, mte2_free = array("q", [0] * 16), array("q", [0] * 16)
+        latency = kernel.schedule_runs(
+            runs, 0, ends, loads, channels, core_free, mte2_free, shared
+        )  # fmt: skip
+        rebuilt = []
+        for k in range(n + 1):
+            cores = array("q", [7] * 16), array("q", [7] * 16)
+            kernel.cores_after(runs, k, ends, loads, *cores)
+            rebuilt.append((cores[0].tolist(), cores[1].tolist()))
+        out.append((latency, ends.tolist(), loads.tolist(), channels.tolist(), rebuilt))
+        assert rebuilt[-1] == (core_free.tolist(), mte2_free.tolist())
     return out
+
+
+def _state(runs: list, channel: int, core_free: int, mte2_free: int) -> tuple:
+    """`schedule_runs`'s arguments after `runs` (from `channel`, on one core at these times)."""
+    ends, loads, channels = (array("q", [0] * (len(runs) + 1)) for _ in range(3))
+    channels[0] = channel
+    return runs, 0, ends, loads, channels, array("q", [core_free]), array("q", [mte2_free])
 
 
 def test_the_source_as_plain_python_gives_the_same_list_schedules():
@@ -122,9 +142,9 @@ def test_the_source_as_plain_python_gives_the_same_list_schedules():
     for shared in (True, False):
         built = _scheduled(timing_kernel, cases, shared)
         assert _scheduled(plain, cases, shared) == built
-        assert len({e[-1] for e, *_ in built}) > 100  # the cases are not alike
+        assert len({e[-1] for _, e, *_ in built}) > 100  # the cases are not alike
     with pytest.raises(ValueError):  # a run on no cores
-        timing_kernel.schedule_runs([cases[0][0][0]._replace(spans=())], [0], [0], [0], 0, True)
+        timing_kernel.schedule_runs(*_state([cases[0][0][0]._replace(spans=())], 0, 0, 0), True)
 
 
 def test_a_list_schedule_past_a_c_long_is_refused():
@@ -132,10 +152,12 @@ def test_a_list_schedule_past_a_c_long_is_refused():
         RunCost((LayerTiming(5, 0, ((1, 3),)),), 1.0, 8, 0, 0, 0), ((0, 1),), (0, 0, 0, 0),
         (1,), (((0, 7),),), 0,
     )  # fmt: skip
-    assert timing_kernel.schedule_runs([run], [0], [(1 << 62) - 9], [0], 0, True) == 0
-    for late in ([(1 << 63) - 2], [0]), ([0], [1 << 63]):
-        with pytest.raises(OverflowError):  # past a C long: refused, not wrapped
-            timing_kernel.schedule_runs([run], [0], *late, 0, True)
+    loading = run._replace(cost=run.cost._replace(lead_held=1))
+    for kernel in (timing_kernel, plain_source(timing_kernel)):
+        assert kernel.schedule_runs(*_state([run], 0, (1 << 62) - 9, 0), True) == (1 << 62) - 4
+        for late in ([run], 0, (1 << 63) - 2, 0), ([loading], 0, 0, (1 << 63) - 1):
+            with pytest.raises(OverflowError):  # past a C long: refused, not wrapped
+                kernel.schedule_runs(*_state(*late), True)
 
 
 def test_the_source_as_plain_python_gives_the_same_timings(monkeypatch):

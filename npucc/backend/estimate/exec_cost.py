@@ -41,7 +41,7 @@ from npucc.backend.estimate.list_schedule import (
     schedule,
     used_cores,
 )
-from npucc.backend.estimate.prefix import Prefixes, Trace, extend, timeline
+from npucc.backend.estimate.prefix import Prefixes, Trace, resumed
 from npucc.backend.estimate.profile import (
     CopyRows,
     LayerProfile,
@@ -362,9 +362,9 @@ class ExecCostModel:
             new, trace.runs[:items] if trace is not None else [],
             self._tenants.waits(placed, kept, tensors),
         )  # fmt: skip
-        latency, timelines = extend(self.target, runs, items, timeline(self.target, trace, items))
-        edp = total * float(latency)
-        made = Trace(placed, kept, runs, energy, timelines, edp, ddr, where_ids)
+        at = resumed(self.target, trace, items, len(runs))
+        edp = total * float(schedule(self.target, runs[items:], at))
+        made = Trace(placed, kept, runs, energy, at, edp, ddr, where_ids)
         self._prefixes.add(keys, newer, made)
         return made
 
@@ -661,7 +661,8 @@ class ExecCostModel:
                     ks = (runs_of[src][0],)
                 else:
                     ks = covering(runs_of[src], parts_of[src], p.part, n)
-                srcs.append(tuple([(k + 1, self._flag(row, runs, k, first)) for k in ks or (-1,)]))
+                links = [(k + 1, self._flag(row, *_written(runs, k), first)) for k in ks or (-1,)]
+                srcs.append(tuple(links))
             if gates is not None:
                 self._gate(row, runs, sorted(self._gated(gates, len(runs), p)), first, srcs, index)
             runs_of.setdefault(index, []).append(len(runs))
@@ -683,10 +684,13 @@ class ExecCostModel:
                 row = flags[at] = {}
             srcs = []
             for src in origin[index]:
-                k = -1 if src is None else run_of[src]
-                flag = row.get(READY_AT if k < 0 else done[k].at)  # NOTE: `_flag`'s, inline
-                if flag is None:
-                    flag = self._flag(row, done, k, first)
+                if src is None:  # a graph input
+                    k, flag = -1, self._flag(row, *_written(done, -1), first)
+                else:
+                    k = run_of[src]
+                    writer = done[k]
+                    known = row.get(writer.at)  # NOTE: `_flag`'s memo, probed inline (cheaper)
+                    flag = self._flag(row, writer.at, writer.box, first) if known is None else known
                 srcs.append(((k + 1, flag),))
             got = waits.get(index)
             if got:
@@ -694,14 +698,12 @@ class ExecCostModel:
             done.append(LayerRun(cost, spans, box, data[index], tuple(srcs), at))
         return done
 
-    def _flag(self, row: dict[int, int], runs: list[LayerRun], k: int, first: tuple) -> int:
-        """The cycles of run k's closing flag (k < 0: READY's) to core `first`, by the footprint
-        id of run k in `row` (the reader's: `_flags`)."""
-        fp = READY_AT if k < 0 else runs[k].at
-        flag = row.get(fp)
+    def _flag(self, row: dict[int, int], at: int, box: tuple, first: tuple) -> int:
+        """The cycles of the closing flag of a run of footprint id `at` and bounding box `box`
+        (`_written`) to core `first`, by `at` in `row` (the reader's: `_flags`)."""
+        flag = row.get(at)
         if flag is None:
-            far = farthest(READY if k < 0 else runs[k].box, first)
-            flag = row[fp] = sync_cycles(self.target, far, first)
+            flag = row[at] = sync_cycles(self.target, farthest(box, first), first)
         return flag
 
     def _gate(
@@ -710,7 +712,7 @@ class ExecCostModel:
         """Each data input of layer `index` (its `srcs`) waits for the runs `waits` too, with
         their flags (its writes' gates hold its data inputs' release)."""
         if waits:
-            gated = tuple([(k + 1, self._flag(row, runs, k, first)) for k in waits])
+            gated = tuple([(k + 1, self._flag(row, *_written(runs, k), first)) for k in waits])
             for c in self._data[index]:
                 srcs[c - 1] += gated
 
@@ -774,6 +776,11 @@ class ExecCostModel:
 def _cost_of(item: LayerRun | tuple[Part, _Base]) -> RunCost:
     """The RunCost of an item of `ExecCostModel._priced`."""
     return item.cost if isinstance(item, LayerRun) else item[1][0]
+
+
+def _written(runs: list[LayerRun], k: int) -> tuple[int, tuple[int, int, int, int]]:
+    """The footprint id and bounding box of run k of `runs` (k < 0: READY's, a graph input's)."""
+    return (READY_AT, READY) if k < 0 else (runs[k].at, runs[k].box)
 
 
 def _number(table: dict, key: tuple) -> int:

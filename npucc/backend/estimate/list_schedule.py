@@ -8,12 +8,13 @@ the runs of a plan and states the rules).
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
-from npucc.backend.estimate.timing_kernel import schedule_runs
+from npucc.backend.estimate.timing_kernel import cores_after, schedule_runs
 from npucc.backend.lower.subbatch import Part
 from npucc.ir.plan import Rect
 from npucc.target import Target
@@ -71,21 +72,45 @@ def channel_bound(target: Target, costs: Iterable[RunCost]) -> int:
 
 @dataclass(slots=True)
 class Timeline:
-    """Where a list schedule stands after some runs (`schedule` continues from it)."""
+    """Where a list schedule stands after its first `done` runs (`schedule` continues from it),
+    in C long long arrays (`schedule_runs`'s)."""
 
-    ends: list[int]  # READY's finish, then each run's
-    core_free: list[int]  # per core: after its last barrier
-    mte2_free: list[int]  # per core: after its last DDR load
-    channel: int = 0  # when the shared DDR channel takes the next bytes (`ddr_channel`)
+    done: int  # the runs scheduled
+    ends: array  # READY's finish, then each run's (entries past `done`: room, not yet set)
+    loads: array  # 0, then when each run's cores finished its DDR loads (the same)
+    channels: array  # 0, then when the shared DDR channel takes the next bytes after each run
+    core_free: array  # per core: after its last barrier
+    mte2_free: array  # per core: after its last DDR load
 
     @classmethod
-    def start(cls, cores: int) -> Timeline:
-        """Before the first run: every core and the channel free at 0."""
-        return cls([0], [0] * cores, [0] * cores)
+    def start(cls, cores: int, room: int = 0) -> Timeline:
+        """Before the first run, with room for `room` runs: every core and the channel free at 0."""
+        zeros, free = array("q", bytes(8 * (room + 1))), array("q", bytes(8 * cores))
+        return cls(0, zeros, zeros[:], zeros[:], free, free[:])
+
+    @property
+    def channel(self) -> int:
+        """When the shared DDR channel takes the next bytes."""
+        return self.channels[self.done]
 
     def copy(self) -> Timeline:
         """An independent copy (`schedule` extends the one it is given)."""
-        return Timeline(self.ends[:], self.core_free[:], self.mte2_free[:], self.channel)
+        return Timeline(
+            self.done, self.ends[:], self.loads[:], self.channels[:], self.core_free[:],
+            self.mte2_free[:],
+        )  # fmt: skip
+
+    def upto(self, runs: list[LayerRun], k: int) -> Timeline:
+        """The schedule after the first k (at most `done`) of `runs`, this one's: its arrays
+        copied whole (past k: room, for `schedule` to overwrite) and its cores' times rebuilt
+        from those k runs (`cores_after`), with no run scheduled anew."""
+        cores = len(self.core_free)
+        at = Timeline(
+            k, self.ends[:], self.loads[:], self.channels[:], array("q", bytes(8 * cores)),
+            array("q", bytes(8 * cores)),
+        )  # fmt: skip
+        cores_after(runs, k, at.ends, at.loads, at.core_free, at.mte2_free)
+        return at
 
 
 def schedule(target: Target, runs: list[LayerRun], at: Timeline | None = None) -> int:
@@ -93,10 +118,18 @@ def schedule(target: Target, runs: list[LayerRun], at: Timeline | None = None) -
     `at` (which it then extends to after them) if given, else from the start (the rules:
     `timing_kernel.schedule_runs`)."""
     if at is None:
-        at = Timeline.start(target.cores)
+        at = Timeline.start(target.cores, len(runs))
+    room = at.done + len(runs) + 1 - len(at.ends)
+    if room > 0:
+        more = array("q", bytes(8 * room))
+        at.ends += more
+        at.loads += more
+        at.channels += more
     shared = DdrChannel(target).shared
-    at.channel = schedule_runs(runs, at.ends, at.core_free, at.mte2_free, at.channel, shared)
-    return max(at.ends)
+    start, at.done = at.done, at.done + len(runs)
+    return schedule_runs(
+        runs, start, at.ends, at.loads, at.channels, at.core_free, at.mte2_free, shared
+    )
 
 
 class RunCost(NamedTuple):

@@ -28,6 +28,8 @@ F64s2 = cython.typedef(cython.double[:, ::1])
 # below 2**62; `longest_paths` refuses anything else
 CYCLES_LIMIT = 1 << 40
 NODES_LIMIT = 1 << 22
+# NOTE: below every run's end (at least -1: `schedule_runs`), so never one of them
+UNSET = -(1 << 63)
 
 
 @cython.ccall
@@ -158,12 +160,21 @@ def noc_cycles(
 @cython.ccall
 @cython.overflowcheck(True)
 def schedule_runs(
-    runs: list, ends: list, core_free: list, mte2_free: list, channel: I64, shared: cython.bint
+    runs: list,
+    start: Py,
+    ends: I64s,
+    loads: I64s,
+    channels: I64s,
+    core_free: I64s,
+    mte2_free: I64s,
+    shared: cython.bint,
 ) -> I64:
     """One list schedule of the layer runs `runs` (`list_schedule.LayerRun`s) in order, going on
-    from `ends` (READY's finish, then each run's), `core_free`/`mte2_free` (per core: after its
-    last barrier, after its last DDR load) and `channel` (when the shared DDR channel takes the
-    next bytes; used only when `shared`), all of which it extends; returns the new `channel`.
+    from the first `start` runs: `ends`, `loads` and `channels` hold at 0 the start's (0) and at
+    1 + i run i's end, when its cores finished its DDR loads and when the shared DDR channel takes
+    the next bytes after it (used only when `shared`), set here from `start` + 1 on (room for
+    them: the caller's); `core_free`/`mte2_free` per core after its last barrier and its last
+    DDR load, which it extends. Returns the latency: the latest of `ends` up to the last run's.
 
     A run's input classes are released at the latest of its cores' barrier and its writers'
     ends plus their flags (class 0: its cores' last DDR load); a timing ends at the latest of
@@ -172,7 +183,8 @@ def schedule_runs(
     of its bytes' passage plus the cycles it runs after its last load.
 
     NOTE: compiled, C long longs with overflow checks (an overflow raises, never wraps); as
-    plain Python, Python ints: the same values either way."""
+    plain Python, Python ints stored in the caller's C long long arrays (storing one past a
+    C long raises): the same values either way."""
     spans: tuple
     span: tuple
     writers: tuple
@@ -181,13 +193,11 @@ def schedule_runs(
     tails: tuple
     pair: tuple
     data: tuple
-    releases: list
-    done: object
-    loads: object
     a: Py
     b: Py
     c: Py
     k: Py
+    at: Py = start
     first: cython.bint
     barrier: I64 = 0
     loaded: I64 = 0
@@ -202,6 +212,9 @@ def schedule_runs(
     lead_held: I64
     rest_held: I64
     after: I64
+    channel: I64 = channels[start]
+    latest: I64 = 0
+    releases: list
     for run in runs:
         cost = run[0]
         spans = run[1]
@@ -271,12 +284,47 @@ def schedule_runs(
             if t > end:  # its bytes came late through the channel
                 end = t
                 tail = after
-        # NOTE: each boxed once, shared by the cores it is set on
-        done = end
-        loads = end - tail
+        t = end - tail
         for span in spans:
             for c in range(span[0], span[1]):
-                core_free[c] = done
-                mte2_free[c] = loads
-        ends.append(done)
-    return channel
+                core_free[c] = end
+                mte2_free[c] = t
+        at += 1
+        ends[at] = end
+        loads[at] = t
+        channels[at] = channel
+    for k in range(at + 1):
+        if ends[k] > latest:
+            latest = ends[k]
+    return latest
+
+
+@cython.ccall
+def cores_after(runs: list, k: Py, ends: I64s, loads: I64s, core_free: I64s, mte2_free: I64s):
+    """Set `core_free`/`mte2_free` (per core) to where `schedule_runs` left them after the first
+    k of `runs`, from those runs' `ends` and `loads` (as it sets them): each core's from the
+    last of them on it (0: none)."""
+    spans: tuple
+    span: tuple
+    c: Py
+    i: Py
+    cores: Py = len(core_free)
+    left: Py = cores
+    unset: I64 = UNSET
+    for c in range(cores):
+        core_free[c] = unset
+    i = k
+    while left > 0 and i > 0:
+        i -= 1
+        spans = runs[i][1]
+        for span in spans:
+            for c in range(span[0], span[1]):
+                if core_free[c] == unset:
+                    core_free[c] = ends[i + 1]
+                    mte2_free[c] = loads[i + 1]
+                    left -= 1
+    if left > 0:
+        for c in range(cores):
+            if core_free[c] == unset:
+                core_free[c] = 0
+                mte2_free[c] = 0
