@@ -9,13 +9,16 @@ from types import SimpleNamespace
 import pytest
 
 from npucc.backend.estimate import profile as profile_module
+from npucc.backend.estimate import share_timing as share_timing_module
 from npucc.backend.estimate import timing_kernel
 from npucc.backend.estimate.list_schedule import LayerRun, LayerTiming, RunCost, core_spans
 from npucc.backend.estimate.profile import (
-    MTE2,
     copy_rows,
-    core_timing,
     noc_priced,
+)
+from npucc.backend.estimate.share_timing import (
+    MTE2,
+    core_timing,
     timed_shape,
 )
 from npucc.ir.onchip import OnChip
@@ -167,6 +170,7 @@ def test_the_source_as_plain_python_gives_the_same_timings(monkeypatch):
     built = [core_timing(*case) for case in cases]
     priced = _priced(copies)
     monkeypatch.setattr(profile_module, "timing_kernel", plain)
+    monkeypatch.setattr(share_timing_module, "timing_kernel", plain)
     assert [core_timing(*case) for case in cases] == built
     assert any(len(t.tails) > 1 for t in built) and any(k > 63 for t in built for k, _ in t.tails)
     assert _priced(copies) == priced
@@ -181,9 +185,9 @@ def test_the_installed_kernel_is_the_built_one():
 
 def test_cycles_past_the_limit_are_refused():
     shape = timed_shape([0, 0], [(), (0,)], [1, 2])
-    ok = profile_module.shape_timing([timing_kernel.CYCLES_LIMIT - 1, 5], shape)
+    ok = share_timing_module.shape_timing([timing_kernel.CYCLES_LIMIT - 1, 5], shape)
     assert ok.cold == timing_kernel.CYCLES_LIMIT + 4
     with pytest.raises((ValueError, OverflowError)):
-        profile_module.shape_timing([timing_kernel.CYCLES_LIMIT, 5], shape)
+        share_timing_module.shape_timing([timing_kernel.CYCLES_LIMIT, 5], shape)
     with pytest.raises((ValueError, OverflowError)):
-        profile_module.shape_timing([1 << 70, 5], shape)
+        share_timing_module.shape_timing([1 << 70, 5], shape)

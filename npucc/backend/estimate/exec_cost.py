@@ -45,16 +45,18 @@ from npucc.backend.estimate.prefix import Prefixes, Trace, resumed
 from npucc.backend.estimate.profile import (
     CopyRows,
     LayerProfile,
-    ProfileArrays,
-    TimedShape,
     copy_rows,
-    core_cycles,
     layer_signature,
     noc_priced,
     operand_positions,
+    profile_layer,
+)
+from npucc.backend.estimate.share_timing import (
+    ProfileArrays,
+    TimedShape,
+    core_cycles,
     piped_timing,
     profile_arrays,
-    profile_layer,
 )
 from npucc.backend.estimate.staging import stage_runs
 from npucc.backend.hypercut.onchip_plan import (

@@ -1,12 +1,12 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
 # cython: infer_types=True, cdivision=True
 """The estimate's per-core loops as kernels compiled ahead of time (Cython, pure-Python mode):
-the per-core replay (`profile.piped_timing`) over a `TimedShape`'s arrays, the longest paths to
+the per-core replay (`share_timing.piped_timing`) over a `TimedShape`'s arrays, the longest paths to
 and from each node of a core's nodes on in-order pipes; and a profile's DDR copies made NoC
 transfers (`profile.noc_priced`) over its `CopyRows`; and the plan estimate's list schedule
 (`list_schedule.schedule`) over its layer runs.
 
-The rules (profile.core_timing's docstring, `noc_cycles`') have their one home here. The module
+The rules (share_timing.core_timing's docstring, `noc_cycles`') have their one home here. The module
 is valid Python too: built (`cythonize -i -3` on this file, or the package's build, setup.py)
 Python imports the extension module next to it; without one it runs as it is (slower, the same
 timings). The shape's lists are CSR arrays: `wait_off`/`wait_idx` the nodes each node waits
