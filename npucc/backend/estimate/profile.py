@@ -236,7 +236,8 @@ def noc_priced(
     # per operand of a copy or kept: its number among the kept (-1: not kept)
     slot = np.empty(max(max(homes, default=0), rows.top) + 1, np.int64)
     slot.fill(-1)  # NOTE: `np.full`'s own Python costs more than the array at this size
-    kept, pairs = [], []
+    kept: list[tuple[int, int, int, int]] = []
+    pairs: list[tuple[int, int]] = []
     for s, (o, where) in enumerate(homes.items()):
         slot[o] = s
         kept.append((len(pairs), len(where.homes), where.chunk, offsets[o]))

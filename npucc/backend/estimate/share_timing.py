@@ -148,11 +148,11 @@ def timed_shape(
             last[p] = v
         wait_off.append(len(wait_idx))
     bit_off, bit_idx = [0], []
-    bits: dict[int, list[int]] = {}  # the set bits of each distinct classes (a few a core)
+    set_bits: dict[int, list[int]] = {}  # the set bits of each distinct classes (a few a core)
     for c in classes:
-        mine = bits.get(c)
+        mine = set_bits.get(c)
         if mine is None:
-            mine = bits[c] = [k for k in range(c.bit_length()) if c >> k & 1]
+            mine = set_bits[c] = [k for k in range(c.bit_length()) if c >> k & 1]
         bit_idx += mine
         bit_off.append(len(bit_idx))
     n, bits = len(pipe), max(bit_idx, default=-1) + 1
