@@ -63,7 +63,7 @@ def test_a_trace_carries_its_plan_through_ddr_energy_and_channel_bound() -> None
     for plan in plans:
         parts = loop_parts(graph, plan, alone.splits)
         trace = model._unsplit_trace(plan, parts)
-        costs = [_cost_of(item) for item in alone._priced(alone._rects(plan), parts, {})]
+        costs = [_cost_of(item) for item in alone._priced(alone._rects(plan)[0], parts, {})]
         energy, held = trace.ddr[-1]
         assert held == channel_bound(target, costs) > 0
         assert energy == pytest.approx(sum(c.energy for c in costs), rel=1e-12)

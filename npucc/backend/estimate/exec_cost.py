@@ -167,6 +167,7 @@ class ExecCostModel:
     _tenants: Tenants = field(init=False)  # the write gates of unsplit plans
     _prefixes: Prefixes = field(default_factory=Prefixes)  # the unsplit plans priced
     _layouts: dict[Step, _Layout] = field(default_factory=dict)  # `_layout`
+    _wheres: dict[Step, tuple[dict, dict]] = field(default_factory=dict)  # `_where_of`
 
     def __post_init__(self) -> None:
         self._consumers = tensor_consumers(self.graph)
@@ -303,7 +304,7 @@ class ExecCostModel:
         """The EDP of `evaluate` given the plan's `loop_parts` and what it keeps on chip;
         infinite, unscheduled, when its energy times its DDR channel bound (`channel_bound`)
         is not below `beat` (then neither is its EDP)."""
-        priced = self._priced(self._rects(steps), parts, onchip)
+        priced = self._priced(self._rects(steps)[0], parts, onchip)
         energy = sum(_cost_of(item).energy for item in priced)
         if energy * float(channel_bound(self.target, map(_cost_of, priced))) >= beat:
             return math.inf
@@ -315,13 +316,8 @@ class ExecCostModel:
         """The `Trace` of an unsplit plan keeping on chip all it can but `offchip`, priced
         going on from the longest prefix of its rectangles (and of its layers whose output
         `offchip` holds) a plan priced before shares (npucc.backend.estimate.prefix)."""
-        rect_of = {}  # `_priced`'s
-        keys: list[tuple[int, ...] | None] = [None] * len(parts)  # a view's: None
-        layout = self._layouts.get
-        for step in steps:
-            for index, where, _ in layout(step) or self._layout(step):
-                rect_of[index] = where
-                keys[index] = where[1]  # NOTE: one tuple a group (the trie compares it)
+        rect_of, key_of = self._rects(steps)
+        keys: list[tuple[int, ...] | None] = list(map(key_of.get, range(len(parts))))  # view: None
         layers = self.graph.layers
         for index, t in sorted((self._producer[t], t) for t in offchip):
             keys[index] = (*(keys[index] or ()), -1 - layers[index].outputs.index(t))  # DDR
@@ -596,7 +592,7 @@ class ExecCostModel:
     def _cost(self, steps: tuple[Step, ...], parts: list[Part], onchip: dict[str, OnChip]) -> Cost:
         """`evaluate` given the plan's `loop_parts` and what it keeps on chip: how each layer
         (each part of a split one) runs, in lowering order, list-scheduled."""
-        runs = self._linked(self._priced(self._rects(steps), parts, onchip), onchip)
+        runs = self._linked(self._priced(self._rects(steps)[0], parts, onchip), onchip)
         return self._timed(sum(run.cost.energy for run in runs), runs)
 
     def _timed(self, energy: float, runs: list[LayerRun]) -> Cost:
@@ -677,7 +673,8 @@ class ExecCostModel:
         order), its runs `done` already linked (extended in place by those of `new`, its
         items after them); `waits`: the layers each layer's writes wait for (`Tenants.waits`).
 
-        NOTE: a layer's one run is its last, at its number among the non-views (`_run_of`)."""
+        NOTE: a layer's one run is its last, at its number among the non-views (`_run_of`);
+        a run made by `tuple.__new__` from its fields (no `__new__` argument handling)."""
         flags, origin, data, run_of = self._flags, self._origin, self._data, self._run_of
         for p, (cost, spans, first, box, at) in new:
             index = p.layer
@@ -697,7 +694,7 @@ class ExecCostModel:
             got = waits.get(index)
             if got:
                 self._gate(row, done, sorted([run_of[j] for j in got]), first, srcs, index)
-            done.append(LayerRun(cost, spans, box, data[index], tuple(srcs), at))
+            done.append(tuple.__new__(LayerRun, (cost, spans, box, data[index], tuple(srcs), at)))
         return done
 
     def _flag(self, row: dict[int, int], at: int, box: tuple, first: tuple) -> int:
@@ -767,12 +764,21 @@ class ExecCostModel:
         value = self._layouts[step] = tuple(out)
         return value
 
-    def _rects(self, steps: tuple[Step, ...]) -> dict[int, tuple[Rect, tuple[int, int, int, int]]]:
-        """Per non-view layer of `steps`, its rectangle and its corners, for `_priced`."""
-        layout = self._layouts.get
-        return {
-            index: where for step in steps for index, where, _ in layout(step) or self._layout(step)
-        }
+    def _rects(self, steps: tuple[Step, ...]) -> tuple[dict, dict]:
+        """Per non-view layer of `steps`: its rectangle and corners (`rect_of`), its corners."""
+        rect_of: dict = {}
+        key_of: dict = {}  # NOTE: one tuple a group (the prefix trie compares them)
+        for rects, corners in map(self._where_of, steps):
+            rect_of.update(rects)
+            key_of.update(corners)
+        return rect_of, key_of
+
+    def _where_of(self, step: Step) -> tuple[dict, dict]:
+        """`_rects` of one step (memoised)."""
+        if (value := self._wheres.get(step)) is None:
+            rects = {i: where for i, where, _ in self._layouts.get(step) or self._layout(step)}
+            value = self._wheres[step] = (rects, {index: w[1] for index, w in rects.items()})
+        return value
 
 
 def _cost_of(item: LayerRun | tuple[Part, _Base]) -> RunCost:
