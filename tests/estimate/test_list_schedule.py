@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import random
 
 from npucc.backend.estimate.list_schedule import (
@@ -79,7 +80,7 @@ def test_a_schedule_continued_from_its_timeline_is_the_whole_schedule() -> None:
         for k in range(len(runs) + 1):
             at = Timeline.start(target.cores)
             schedule(target, runs[:k], at)
-            before = at.copy()
+            before = copy.deepcopy(at)
             assert schedule(target, runs[k:], at) == whole
             assert schedule(target, runs[k:], before) == whole  # the copy is independent
             first = Timeline.start(target.cores)

@@ -93,13 +93,6 @@ class Timeline:
         """When the shared DDR channel takes the next bytes."""
         return self.channels[self.done]
 
-    def copy(self) -> Timeline:
-        """An independent copy (`schedule` extends the one it is given)."""
-        return Timeline(
-            self.done, self.ends[:], self.loads[:], self.channels[:], self.core_free[:],
-            self.mte2_free[:],
-        )  # fmt: skip
-
     def upto(self, runs: list[LayerRun], k: int) -> Timeline:
         """The schedule after the first k (at most `done`) of `runs`, this one's: its arrays
         copied whole (past k: room, for `schedule` to overwrite) and its cores' times rebuilt
