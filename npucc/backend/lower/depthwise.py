@@ -20,6 +20,7 @@ trial lowers one such unit and counts it once per unit.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Hashable
 
@@ -33,7 +34,7 @@ from npucc.backend.lower.context import (
 )
 from npucc.backend.lower.conv_geom import ConvGeom, conv_geometry
 from npucc.backend.lower.dwcube import CubePlan, CubeShare, cube_plan
-from npucc.backend.lower.layout import budget, coalesce, fill_window
+from npucc.backend.lower.layout import Dims, budget, coalesce, fill_window
 from npucc.backend.lower.memo import layer_signature, once, trial_graph
 from npucc.backend.lower.trial_graph import TrialGraph
 from npucc.errors import NpuccError
@@ -63,7 +64,16 @@ def vector_tiles(ctx: LowerContext, layer: Layer, g: ConvGeom) -> tuple[int, int
 
     Refuses the layer (a true fit error) when one output pixel of one group does not fit.
     """
-    cap = _tile_cap(ctx, layer, g)
+    return _tiles(g, _tile_cap(ctx, layer, g))
+
+
+TILINGS_KEPT = 1 << 12  # tilings `_tiles` and tap patterns `_tap_pattern` keep
+
+
+@functools.lru_cache(maxsize=TILINGS_KEPT)
+def _tiles(g: ConvGeom, cap: int) -> tuple[int, int, int]:
+    """`vector_tiles` of a tile of at most `cap` UB elements. NOTE: a pure function of its
+    arguments, kept per value (each decision and lowering of a layer asks again)."""
     cols = _balanced(largest(lambda v: _ub_elems(g, 1, 1, v) <= cap, g.ow), g.ow)
     rows = largest(lambda v: _ub_elems(g, 1, v, cols) <= cap, g.oh) if cols == g.ow else 1
     rows = _balanced(rows, g.oh)
@@ -427,39 +437,52 @@ def vector_taps(
     gl, (_, rows, _, cols) = item[0][2], item[1]
     wts, bias = consts
     bld = ctx.builder
-    cb = gl * g.cog
+    acc = bld.alloc("UB", gl * g.cog * rows * cols, f"{layer.name}.acc")
+    start, (cd, ds, as_, bs), taps = _tap_pattern(g, gl, rows, cols)
+    # NOTE: every operand a buffer of this core: `emit_local` (the same node and edges)
+    emit = bld.emit_local
+    if bias is not None:  # the accumulator starts as the bias: a broadcast on MTE1, not VECTOR
+        emit(Copy(acc, bias, *start))
+    else:
+        a, w = taps[0]
+        emit(VBinary("mul", acc, win.at(a), wts.at(w), cd, ds, as_, bs))
+    skip = 0 if bias is not None else 1  # the first tap was the `mul`
+    # NOTE: the `mla` taps differ in their operands' offsets only: one run (`emit_run`)
+    bld.emit_run(
+        lambda i: VBinary(
+            "mla", acc, win.at(taps[i + skip][0]), wts.at(taps[i + skip][1]), cd, ds, as_, bs
+        ),
+        len(taps) - skip,
+    )
+    bld.free(win)
+    epilogue(ctx, layer, g, item, acc)
+
+
+@functools.lru_cache(maxsize=TILINGS_KEPT)
+def _tap_pattern(
+    g: ConvGeom, gl: int, rows: int, cols: int
+) -> tuple[tuple[Dims, Dims, Dims], tuple[Dims, Dims, Dims, Dims], tuple[tuple[int, int], ...]]:
+    """`vector_taps`' patterns for `gl` groups and a rows x cols band: the bias broadcast's
+    (dims, destination and source strides), every tap's (dims, destination, window and
+    weight strides) and each tap's (window, weight) offsets. NOTE: a pure function of its
+    arguments, kept per value (the bands of a layer ask for the same few)."""
     wr, wc = g.in_rows(rows), g.in_cols(cols)
     pixels = rows * cols
-    acc = bld.alloc("UB", cb * pixels, f"{layer.name}.acc")
+    dst_st, src_st = (g.cog * pixels, pixels, 1), (g.cog, 1, 0)
+    bd, (bds, bss) = coalesce((gl, g.cog, pixels), dst_st, src_st)
     dims = (gl, g.cog, rows, cols)
     dense = (g.cog * pixels, pixels, cols, 1)
     a_st = (g.cg * wr * wc, 0, g.sh * wc, g.sw)
     k = g.cg * g.taps
     b_st = (g.cog * k, k, 0, 0)
-    first = bias is None
-    # NOTE: every operand a buffer of this core: `emit_local` (the same node and edges)
-    emit = bld.emit_local
-    if bias is not None:  # the accumulator starts as the bias: a broadcast on MTE1, not VECTOR
-        dst_st, src_st = (g.cog * pixels, pixels, 1), (g.cog, 1, 0)
-        cd, (ds, ss) = coalesce((gl, g.cog, pixels), dst_st, src_st)
-        emit(Copy(acc, bias, cd, ds, ss))
-    cd, (ds, as_, bs) = coalesce(dims, dense, a_st, b_st)  # every tap's pattern
-    taps = [
+    cd, (ds, as_, bs) = coalesce(dims, dense, a_st, b_st)
+    taps = tuple(
         (c * wr * wc + ki * g.dh * wc + kj * g.dw, c * g.taps + ki * g.kw + kj)
         for c in range(g.cg)
         for ki in range(g.kh)
         for kj in range(g.kw)
-    ]
-    if first:
-        a, w = taps.pop(0)
-        emit(VBinary("mul", acc, win.at(a), wts.at(w), cd, ds, as_, bs))
-    # NOTE: the `mla` taps differ in their operands' offsets only: one run (`emit_run`)
-    bld.emit_run(
-        lambda i: VBinary("mla", acc, win.at(taps[i][0]), wts.at(taps[i][1]), cd, ds, as_, bs),
-        len(taps),
     )
-    bld.free(win)
-    epilogue(ctx, layer, g, item, acc)
+    return (bd, bds, bss), (cd, ds, as_, bs), taps
 
 
 def epilogue(ctx: LowerContext, layer: Layer, g: ConvGeom, item: Item, acc: BufRef) -> None:

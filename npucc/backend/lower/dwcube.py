@@ -26,6 +26,7 @@ in UB, written back channel-major).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from npucc.backend.lower.context import TILE_SHARE, LowerContext, apply_activation, largest, split
@@ -34,6 +35,7 @@ from npucc.backend.lower.layout import coalesce
 from npucc.ir.graph import Layer
 from npucc.ir.isa import BufRef, Copy, Img2Col, Mmad, VBinary, VFill
 
+Form = tuple[str, str, int]  # an instruction's form: op name, pipe, cycles (`TileBuilder.form`)
 HALO_SHARE = 4  # a window's input rows: at least this many times the rows it reads again (its halo)
 # NOTE: measured on MobileNet v2: 2 or 3: 1,044,492 cycles, 4: 1,037,031, 8: 1,040,659, 16:
 # 1,058,527; a window of all the rows a quarter of L1 holds: 1,067,275 (its first band waits
@@ -70,9 +72,23 @@ def cube_plan(ctx: LowerContext, g: ConvGeom, channels: int, ub_elems: int) -> C
     cb = min(ctx.target.cube.n0 // 2, channels)
     if cb <= 0:
         return None
+    rooms = ctx.capacity("L1"), ctx.capacity("L0A"), ctx.capacity("L0B"), ctx.capacity("L0C")
+    return _planned(g, channels, ub_elems, cb, rooms)
+
+
+PLANS_KEPT = 1 << 12  # plans `_planned` keeps
+
+
+@functools.lru_cache(maxsize=PLANS_KEPT)
+def _planned(
+    g: ConvGeom, channels: int, ub_elems: int, cb: int, rooms: tuple[int, int, int, int]
+) -> CubePlan | None:
+    """`cube_plan` worked out from everything it reads: the conv, its arguments, the block's
+    channels and the elements of L1, L0A, L0B and L0C (`rooms`). NOTE: a pure function of
+    them, kept per value (the decisions and each lowering ask for the same plans again)."""
     k = cb * g.taps
-    l1 = ctx.capacity("L1") // 4
-    l0a, l0b, l0c = (ctx.capacity(t) // TILE_SHARE for t in ("L0A", "L0B", "L0C"))
+    l1 = rooms[0] // 4
+    l0a, l0b, l0c = (room // TILE_SHARE for room in rooms[1:])
 
     def fits(blocks: int, rows: int) -> bool:
         out, win = blocks * cb * rows * g.ow, blocks * cb * g.in_rows(rows) * g.w
@@ -114,6 +130,7 @@ class CubeShare:
         self.bias: BufRef | None = None
         self.l0b: BufRef | None = None
         self.zeros: BufRef | None = None
+        self.forms: dict[tuple[int, tuple[int, ...], int], tuple[Form, Form]] = {}  # `band`'s
 
     def start(self) -> None:
         """The share's weights into L1 (one DMA, the model's), zeros for the blocks' off-diagonal
@@ -226,13 +243,15 @@ class CubeShare:
             pads = (top + g.pad_t - tr * g.sh, g.pad_l - q0 * g.sw)
             geom = (g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, *pads, *shape)
             acc = bld.alloc("L0C", nb * m * cb, f"{layer.name}.cacc")
-            forms = None  # every block's img2col and mmad forms (apart in their operands only)
+            # every block's img2col and mmad forms (apart in their operands only), kept by the
+            # fields that differ between tiles (NOTE: the others and the tiers are the share's)
+            forms = self.forms.get((ih, geom, m))
             for j in range(nb):
                 a0 = bld.alloc("L0A", m * k, f"{layer.name}.a0")
                 load = Img2Col(a0, x.at(j * cb * ih * g.w), cb, ih, g.w, *geom)
                 mmad = Mmad(acc.at(j * m * cb), a0, self.l0b.at(j * k * cb), m, cb, k, 0)
                 if forms is None:
-                    forms = bld.form(load), bld.form(mmad)
+                    forms = self.forms[ih, geom, m] = bld.form(load), bld.form(mmad)
                 emit(load, forms[0])
                 emit(mmad, forms[1])
                 bld.free(a0)
