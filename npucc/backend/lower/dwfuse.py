@@ -323,6 +323,8 @@ class _CubeTaps:
         self.zeros = bld.alloc("L1", size, f"{layer.name}.zeros")
         bld.emit(Copy(self.zeros, fill, (size,), (1,), (1,)))
         self.pending: tuple[Item, BufRef] | None = None
+        self.forms: list[tuple[str, str, int]] = []  # `products`' weight copies' forms
+        self.offsets: dict[int, list[int]] = {}  # `_tile`'s taps' L0A offsets, by window width
         self.ones: BufRef | None = None
         if len(layer.inputs) > 2 and layer.inputs[2]:
             bld.emit(VFill(fill, (m,), (1,), 1.0))
@@ -383,11 +385,16 @@ class _CubeTaps:
         nb, plane = gl // cb, wr * wc
         acc = bld.alloc("L0C", gl * rows * wc, f"{name}.facc")
         emit = bld.emit_local  # NOTE: every operand a buffer of this core
+        forms = self.forms  # NOTE: each copy below has one form (its fields and tiers the share's)
         for j in range(nb):
             l0b = bld.alloc("L0B", g.taps * cb * cb, f"{name}.fb0")
-            emit(Copy(l0b, self.zeros, (g.taps * cb * cb,), (1,), (1,)))
-            dims, st = (g.taps, cb), (cb * cb, cb + 1)
-            emit(Copy(l0b, self.wts.at((g0 + j * cb) * g.taps), dims, st, (1, g.taps)))
+            zeros = Copy(l0b, self.zeros, (g.taps * cb * cb,), (1,), (1,))
+            diag = Copy(l0b, self.wts.at((g0 + j * cb) * g.taps), (g.taps, cb), (cb * cb, cb + 1),
+                        (1, g.taps))  # fmt: skip
+            if not forms:
+                forms += [bld.form(zeros), bld.form(diag)]
+            emit(zeros, forms[0])
+            emit(diag, forms[1])
             l0b1 = None
             if bias is not None and self.ones is not None:
                 l0b1 = bld.alloc("L0B", cb, f"{name}.fb1")
@@ -413,7 +420,11 @@ class _CubeTaps:
         emit = bld.emit_local  # NOTE: every operand a buffer of this core
         emit(Copy(a0, x, (size,), (1,), (1,)))
         m = tr * wc - (g.kw - 1) * g.dw  # every output pixel's row; the border columns' too
-        taps = [(ki * g.dh * wc + kj * g.dw) * cb for ki in range(g.kh) for kj in range(g.kw)]
+        taps = self.offsets.get(wc)
+        if taps is None:
+            taps = self.offsets[wc] = [
+                (ki * g.dh * wc + kj * g.dw) * cb for ki in range(g.kh) for kj in range(g.kw)
+            ]
         emit(Mmad(acc, a0.at(taps[0]), l0b.at(0), m, cb, cb, 0))
         # NOTE: every later tap's mmad accumulates, apart in its operands' offsets only: a run
         sq = cb * cb
