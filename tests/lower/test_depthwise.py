@@ -11,10 +11,13 @@ from onnx import TensorProto, helper, numpy_helper
 from test_breadth_ops import run
 
 import npucc
-from npucc.backend.lower import depthwise
+from npucc.backend.lower import depthwise, dwcube
 from npucc.backend.lower.builder import MeshBuilder, TileBuilder
 from npucc.backend.lower.context import LowerContext
+from npucc.backend.lower.conv_geom import conv_geometry
 from npucc.backend.lower.depthwise import _lower_split
+from npucc.backend.lower.dwcube import cube_plan
+from npucc.backend.lower.layout import budget
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.ir.isa import Copy, DdrRef, VFill
 from npucc.ir.program import TiledProgram
@@ -250,6 +253,30 @@ def test_a_splits_trial_serves_every_reservation_of_the_same_reads(monkeypatch):
     assert reads(tight) != reads(0)
     depthwise.flow_bound(ctx(tight), layer, _lower_split, 24)
     assert len(trials) == 3
+
+
+def test_kept_plans_and_tilings_are_those_worked_out_afresh_under_each_reservation():
+    """`cube_plan`, `vector_tiles` and the tap patterns are kept per value of what they read:
+    under two L1 reservations of different cube plans each gets its own, equal to the plan
+    worked out afresh, and a band's tap patterns equal a fresh computation's."""
+    graph, layer = _dw_graph(64, 56)
+    target = load_target("davinci-core")
+    tight = target.memory.capacity("L1") - 64 * 1024
+    plans = []
+    for reserved in (0, tight, 0):
+        builder = MeshBuilder([TileBuilder(TileGraph("t"), target)])
+        ctx = LowerContext(graph, TiledProgram("t", target), builder, target, reserved=reserved)
+        g = conv_geometry(ctx, layer)
+        ub = budget(ctx, layer, "UB") // 8
+        plan = cube_plan(ctx, g, 24, ub)
+        rooms = tuple(ctx.capacity(t) for t in ("L1", "L0A", "L0B", "L0C"))
+        assert plan == dwcube._planned.__wrapped__(g, 24, ub, target.cube.n0 // 2, rooms)
+        tiles = depthwise.vector_tiles(ctx, layer, g)
+        assert tiles == depthwise._tiles.__wrapped__(g, depthwise._tile_cap(ctx, layer, g))
+        plans.append(plan)
+    assert plans[0] != plans[1] and plans[0] == plans[2]
+    kept = depthwise._tap_pattern(g, *tiles[:2], tiles[2])
+    assert kept == depthwise._tap_pattern.__wrapped__(g, *tiles[:2], tiles[2])
 
 
 @pytest.mark.parametrize(("channels", "size", "cores"), [(256, 14, 2), (960, 7, 4), (32, 112, 1)])
