@@ -204,17 +204,22 @@ class Mark:
 
 def shed(marks: dict[int, Mark], program: TiledProgram) -> None:
     """Let the lowerings `marks` were recorded on go, but `program`'s: the marks on a graph
-    whose nodes `program` does not all continue are detached, those of one graph onto one
-    prefix copy of it (up to the longest of theirs), which restores as that graph would.
+    whose nodes `program` does not all continue are detached (`detach`).
 
     NOTE: a graph `program` continues costs only its lists (its nodes are `program`'s); one
     it left (a lowering without cascades, a wider pass's) would hold every node of its tail.
     """
     kept = [core.graph for core in program.cores]
+    detach([mark for mark in marks.values() if not all(map(_continues, kept, mark.graphs))])
+
+
+def detach(marks: list[Mark]) -> None:
+    """Keep only the prefixes of the graphs `marks` were recorded on: the marks of one graph
+    onto one prefix copy of it (up to the longest of theirs), which restores as that graph
+    would."""
     groups: dict[tuple[int, ...], list[Mark]] = {}
-    for mark in marks.values():
-        if not all(map(_continues, kept, mark.graphs)):
-            groups.setdefault(tuple(map(id, mark.graphs)), []).append(mark)
+    for mark in marks:
+        groups.setdefault(tuple(map(id, mark.graphs)), []).append(mark)
     for group in groups.values():
         first = group[0]
         prefix = [
@@ -492,13 +497,16 @@ class Splice:
 @dataclass(slots=True)
 class Resume:
     """A lowering's marks: the source layers before whose first lowered layer (a band's,
-    in a chain) it records one (`made`, by source layer), the mark it may start from, and
-    the kept lowering whose tail it may splice (it stops where it meets it)."""
+    in a chain) it records one (`made`, by source layer), the marks it may start from (the
+    first whose layers before it lower alike: `later`, then `start`), and the kept lowering
+    whose tail it may splice (it stops where it meets it)."""
 
     record: frozenset[int]
     start: Mark | None = None
     made: dict[int, Mark] = field(default_factory=dict)
     splice: Splice | None = None
+    later: Mark | None = None  # a mark tried before `start` (an earlier trial's, further on)
+    began: Mark | None = None  # the mark the lowering started from (`later`, `start`, None)
 
     def wants(self, source: int) -> bool:
         """Whether the lowering takes a mark before `source`'s first lowered layer."""
