@@ -269,9 +269,9 @@ def _paid(
             # begin with that mark's prefix, which holds the earlier marks from `low` on (the
             # kept program's there are another lowering's states)
             graphs = [core.graph for core in banded.cores]
-            ahead = {s: replace(m, graphs=graphs) for s, m in prior.items() if low <= s < dropped}
-            made = {**ahead, **made}
-            del ahead, graphs
+            carried = {s: replace(m, graphs=graphs) for s, m in prior.items() if low <= s < dropped}
+            made = {**carried, **made}
+            del carried, graphs
         prior, later = {}, None
         if met is not None:  # the kept tail from the source layer where it met
             meet = met[0].decisions.origin[met[0].index]
