@@ -18,7 +18,7 @@ from npucc.backend.lower.cascade import (
     plan_chains,
     trials,
 )
-from npucc.backend.lower.resume import Splice
+from npucc.backend.lower.resume import Resume, Splice
 from npucc.checking import compare, random_inputs, run_onnxruntime
 from npucc.compiler import compile_until
 from npucc.ir.isa import Copy, DdrRef
@@ -337,3 +337,57 @@ def test_chains_priced_under_one_share_are_planned_alike_under_another():
     # third priced again): the longer bands a wider share alone plans
     wide = plan_chains(graph, TARGET, WIDE_SHARE, priced=priced)
     assert wide == plan_chains(graph, TARGET, WIDE_SHARE) != narrow
+
+
+def _two_blocks() -> onnx.ModelProto:
+    """`_inverted_residual(1)`'s block, then `_inverted_residual(2)`'s (a chain each)."""
+    one, two = _inverted_residual(1), _inverted_residual(2)
+    rename = {"x": "y", "y": "y2", "c0": "c0", "c6": "c6"}
+    second = []
+    for node in two.graph.node[2:]:  # the constants shared
+        node = onnx.NodeProto.FromString(node.SerializeToString())
+        node.input[:] = [rename.get(n, f"{n}2") for n in node.input]
+        node.output[:] = [rename.get(n, f"{n}2") for n in node.output]
+        second.append(node)
+    inits = list(one.graph.initializer)
+    for t in two.graph.initializer:
+        twin = onnx.TensorProto.FromString(t.SerializeToString())
+        twin.name = f"{t.name}2"
+        inits.append(twin)
+    graph = helper.make_graph(
+        [*one.graph.node, *second],
+        "blocks",
+        list(one.graph.input),
+        [helper.make_tensor_value_info("y2", TensorProto.FLOAT, [1, 16, 31, 30])],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_lowering_after_a_trial_goes_on_from_the_trials_mark_before_the_chain_it_dropped(
+    monkeypatch,
+):
+    model = _two_blocks()
+    # the first chain pays, the later ones do not: the lowering judged next has the first only
+    monkeypatch.setattr(lower, "paying", lambda chains, before, after: {0: chains[0]})
+    made: list[Resume] = []
+
+    class Watched(Resume):
+        def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(lower, "Resume", Watched)
+    later = npucc.compile(model, TARGET)
+    assert lower.plan_chains(compile_until(model, "prune-unused", TARGET), TARGET).keys() == {0, 3}
+    assert any(r.began is not None and r.began is r.later for r in made)
+
+    class Never(Resume):
+        def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+            super().__init__(*args, **kwargs)
+            self.later = None
+
+    monkeypatch.setattr(lower, "Resume", Never)
+    whole = npucc.compile(model, TARGET)
+    assert later.stream == whole.stream and later.image == whole.image
+    assert "a6.band1" in compile_until(model, "lower-tiles", TARGET).tensors  # the chain kept

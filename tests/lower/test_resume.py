@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import onnx
 import pytest
@@ -11,7 +13,19 @@ import npucc.backend.lower as lower
 from npucc.backend.lower.cascade import Cascades, band_graph
 from npucc.backend.lower.context import flow
 from npucc.backend.lower.overlap import overlapped
-from npucc.backend.lower.resume import Resume, Splice, SpliceMiss, Timed, same_prefix, shed
+from npucc.backend.lower.resume import (
+    Resume,
+    Splice,
+    SpliceMiss,
+    Timed,
+    _canonical,
+    _layer_decisions,
+    _renumbered,
+    detach,
+    same_prefix,
+    shed,
+    skeleton,
+)
 from npucc.backend.lower.work import layer_work
 from npucc.compiler import compile_until
 from npucc.ir.program import TiledProgram
@@ -232,3 +246,24 @@ def test_a_trial_whose_splice_misses_is_lowered_whole(monkeypatch):
     monkeypatch.setattr(Splice, "flow", missing)
     _same(_overlapped([(1, [2])]), expected)
     assert misses == [1]  # the trial met the kept state, missed, and was lowered whole
+
+
+def test_a_marks_canonical_state_and_its_layers_decisions_are_worked_out_once_and_kept():
+    recorded = Resume(EVERY)
+    _lower({1: (3, 2, False)}, recorded)
+    marks = list(recorded.made.values())
+    found = [_canonical(m) for m in marks]
+    assert any(f is not None for f in found)
+    assert all(m.canon == (f,) for m, f in zip(marks, found, strict=True))
+    # what a mark's graphs become (a prefix: shed, detach; a skeleton) reads as it was
+    detach(marks[:2])
+    bare = [replace(m, graphs=[skeleton(m.graphs[0])], canon=None) for m in marks]
+    assert [_canonical(m) for m in bare] == found
+    assert [_renumbered(m) for m in marks] == found
+    # a layer's decisions as a fresh copy of the decisions works them out
+    d = marks[-1].decisions
+    assert d.keys  # filled by `_canonical`
+    fresh = replace(d, keys={})
+    assert all(
+        _layer_decisions(d, i, {}) == _layer_decisions(fresh, i, {}) for i in range(len(d.origin))
+    )

@@ -46,6 +46,7 @@ from npucc.backend.lower.resume import (
     Mark,
     Resume,
     Splice,
+    detach,
     same_prefix,
     shed,
     skeleton,
@@ -228,16 +229,22 @@ def _paid(
     `lowering`: the graph, the compile context, the placement, the layers' work and memo, and
     the source layers whose marks are kept.
 
-    NOTE: each lowering starts from `kept`'s mark before the first chain it lacks and stops
-    where its state meets `kept`'s after the last (npucc.backend.lower.resume): the layers
-    outside that stretch lower alike, their spans are `kept`'s (a run's span reads only its
-    own nodes: the sum is the whole lowering's, as `paying` prices it); only a lowering that
-    replaces `kept` goes on from where it stopped, `kept`'s program let go first (no two
-    whole programs alive but while a lowering is judged).
+    NOTE: each lowering starts from `kept`'s mark before the first chain it lacks (or, after
+    one `paying` cut down, from that one's mark before the first chain it dropped, if the
+    layers before it lower alike: `same_prefix`) and stops where its state meets `kept`'s
+    after the last (npucc.backend.lower.resume): the layers outside that stretch lower alike,
+    their spans are `kept`'s (a run's span reads only its own nodes: the sum is the whole
+    lowering's, as `paying` prices it); only a lowering that replaces `kept` goes on from
+    where it stopped, `kept`'s program let go first (no two whole programs alive but while a
+    lowering is judged).
     """
     graph, ctx, placement, (work, memo), record = lowering
     had, marks = kept.chains, kept.marks
     timed, spans = timed_run(kept.program, marks), kept.layer_spans()
+    # the last lowering judged's marks up to the first chain it had and `paying` dropped (the
+    # next lowering's chains are those that paid: its layers before that chain are alike)
+    prior: dict[int, Mark] = {}
+    dropped = -1
     while chains:
         new = [first for first, chain in chains.items() if had.get(first) != chain]
         if not new:
@@ -249,12 +256,23 @@ def _paid(
         cascades = band_graph(graph, chains, ctx.target)
         last = max(chains[first][0] for first in new) - 1
         splice = Splice({**marks, **kept.tail_marks}, timed, last, kept.tails)
-        resume = Resume(record, marks.get(min(new) - 1), splice=splice)
+        low = min(new) - 1
+        later = prior.get(dropped) if dropped > low else None
+        resume = Resume(record, marks.get(low), splice=splice, later=later)
         try:
             banded = _lower_cascaded(ctx, placement, cascades, work, memo, resume)
         except ReservedFitError:
             return False
         made, after, met = resume.made, layer_spans(banded), splice.met
+        if later is not None and resume.began is later:
+            # NOTE: it went on from the earlier lowering's mark (`same_prefix`): its graphs
+            # begin with that mark's prefix, which holds the earlier marks from `low` on (the
+            # kept program's there are another lowering's states)
+            graphs = [core.graph for core in banded.cores]
+            carried = {s: replace(m, graphs=graphs) for s, m in prior.items() if low <= s < dropped}
+            made = {**carried, **made}
+            del carried, graphs
+        prior, later = {}, None
         if met is not None:  # the kept tail from the source layer where it met
             meet = met[0].decisions.origin[met[0].index]
             after += [(layer, c) for layer, c in spans if layer >= meet]
@@ -279,6 +297,9 @@ def _paid(
             kept.chains, kept.program, kept.marks = chains, banded, marks
             kept.spans = None if met is None else after
             return True
+        dropped = min(first for first in chains if first not in paid)
+        prior = {source: mark for source, mark in made.items() if source <= dropped}
+        detach(list(prior.values()))  # NOTE: its prefixes only, while the next is made
         chains = paid
         # NOTE: not held while the next is made (a tiled program; its marks hold its graph)
         del banded, resume, splice, made, met
@@ -350,9 +371,10 @@ def _lower_all(
     if resume is not None:
         spans = {name: (first, held.last[name]) for name, first in held.first.items()}
         decided = Decisions(graph, origin, parts.views, residency, folds, spans)
-        mark = resume.start
-        if mark is not None and same_prefix(mark.decisions, decided, mark.index):
-            start = mark
+        for mark in (resume.later, resume.start):
+            if mark is not None and same_prefix(mark.decisions, decided, mark.index):
+                start = resume.began = mark
+                break
     if start is None:
         tracker = DdrTracker(onchip=dict(onchip or {}))
         program.onchip = tracker.onchip

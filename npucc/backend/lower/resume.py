@@ -45,6 +45,9 @@ class Decisions:
     residency: Residency
     folds: ConcatFolds
     held: dict[str, tuple[int, int]]
+    # NOTE: each layer's `_layer_decisions`, once worked out (the lowering changes none of the
+    # fields above: its banded graph, residency and folds are fixed before it starts)
+    keys: dict[int, Hashable] = field(default_factory=dict, compare=False, repr=False)
 
 
 LayerKeys = dict[int, tuple[Layer | None, Hashable]]  # id(layer) -> the layer, its key
@@ -72,13 +75,17 @@ def _tensor_key(graph: Graph, name: str, known: LayerKeys) -> Hashable:
 
 
 def _layer_decisions(d: Decisions, index: int, known: LayerKeys) -> Hashable:
-    """Layer `index` of `d` with its tensors and the decisions the loop reads for it."""
+    """Layer `index` of `d` with its tensors and the decisions the loop reads for it (kept in
+    `d.keys`)."""
+    found = d.keys.get(index)
+    if found is not None:
+        return found
     layer = d.graph.layers[index]
     names = [n for n in (*layer.inputs, *layer.outputs) if n]
     views = [d.views.get(n) for n in names]
     wholes = [d.folds.parts.get(v[0]) for v in views if v is not None]
     r = d.residency
-    return (
+    found = d.keys[index] = (
         d.origin[index],
         _layer_key(layer, known),
         tuple(_tensor_key(d.graph, n, known) for n in names),
@@ -88,6 +95,7 @@ def _layer_decisions(d: Decisions, index: int, known: LayerKeys) -> Hashable:
         index in d.folds.layers,
         (r.live_bytes(index), tuple(r.born(index)), tuple(r.dead(index))),
     )
+    return found
 
 
 def same_prefix(a: Decisions, b: Decisions, k: int) -> bool:
@@ -145,6 +153,9 @@ class Mark:
     program: tuple[dict, dict, dict, list, list]  # tensors, aliases, slices, io, cross_edges
     context: tuple[set[str], set[str], dict[str, tuple[Layer, int]]]  # pooled, col_pooled, fused
     parts: tuple[dict, dict]  # _Parts.read, _Parts.touched
+    # NOTE: its `_canonical`, once worked out (in a 1-tuple): a mark's state is copied when
+    # taken, and its graphs are only ever replaced by prefixes or skeletons of theirs
+    canon: tuple[tuple[Hashable, list[int]] | None] | None = None
 
     @classmethod
     def capture(
@@ -204,17 +215,22 @@ class Mark:
 
 def shed(marks: dict[int, Mark], program: TiledProgram) -> None:
     """Let the lowerings `marks` were recorded on go, but `program`'s: the marks on a graph
-    whose nodes `program` does not all continue are detached, those of one graph onto one
-    prefix copy of it (up to the longest of theirs), which restores as that graph would.
+    whose nodes `program` does not all continue are detached (`detach`).
 
     NOTE: a graph `program` continues costs only its lists (its nodes are `program`'s); one
     it left (a lowering without cascades, a wider pass's) would hold every node of its tail.
     """
     kept = [core.graph for core in program.cores]
+    detach([mark for mark in marks.values() if not all(map(_continues, kept, mark.graphs))])
+
+
+def detach(marks: list[Mark]) -> None:
+    """Keep only the prefixes of the graphs `marks` were recorded on: the marks of one graph
+    onto one prefix copy of it (up to the longest of theirs), which restores as that graph
+    would."""
     groups: dict[tuple[int, ...], list[Mark]] = {}
-    for mark in marks.values():
-        if not all(map(_continues, kept, mark.graphs)):
-            groups.setdefault(tuple(map(id, mark.graphs)), []).append(mark)
+    for mark in marks:
+        groups.setdefault(tuple(map(id, mark.graphs)), []).append(mark)
     for group in groups.values():
         first = group[0]
         prefix = [
@@ -320,20 +336,17 @@ def _interface(mark: Mark, ids: Callable[[int], int], bufs: Callable[[int], int]
     )
 
 
-def _noting(seen: list[int]) -> Callable[[int], int]:
-    """The identity, noting each id it is given in `seen`."""
-
-    def note(v: int) -> int:
-        seen.append(v)
-        return v
-
-    return note
-
-
 def _canonical(mark: Mark) -> tuple[Hashable, list[int]] | None:
     """`_decided` and `_interface` of a one-core mark, the latter with its node and buffer ids
     renumbered in order (0, 1, ...), and the node ids in that order; None: a mesh's or an open
-    DDR write's state (not compared)."""
+    DDR write's state (not compared). Kept in `mark.canon`."""
+    if mark.canon is None:
+        mark.canon = (_renumbered(mark),)
+    return mark.canon[0]
+
+
+def _renumbered(mark: Mark) -> tuple[Hashable, list[int]] | None:
+    """`_canonical`, worked out."""
     _, _, _, writers, gates, _, _, _ = mark.builders[0]
     tracker = mark.tracker
     if len(mark.builders) != 1 or writers or gates or tracker.cross_edges or tracker.onchip:
@@ -343,7 +356,8 @@ def _canonical(mark: Mark) -> tuple[Hashable, list[int]] | None:
     nodes: list[int] = []
     bufs: list[int] = []
     try:
-        _interface(mark, _noting(nodes), _noting(bufs))
+        # NOTE: the ids it is given noted (`append`: what it returns so is not read)
+        _interface(mark, nodes.append, bufs.append)  # type: ignore[arg-type]
         ids = sorted(set(nodes))
         ranks = {v: i for i, v in enumerate(ids)}
         buf_ranks = {b: i for i, b in enumerate(sorted(set(bufs)))}
@@ -437,7 +451,6 @@ class Splice:
     tails: tuple[tuple[TileGraph, int], ...] = ()
     met: tuple[Mark, dict[int, int], Mark] | None = None
     tried: set[int] = field(default_factory=set)
-    known: dict[int, tuple[Hashable, list[int]] | None] = field(default_factory=dict)
 
     def wants(self, source: int) -> bool:
         """Whether the trial compares its state before `source`'s first lowered layer."""
@@ -452,9 +465,7 @@ class Splice:
             graph is g and source >= first for g, first in self.tails
         ):
             return False
-        if source not in self.known:
-            self.known[source] = _canonical(kept)
-        theirs, here = self.known[source], _canonical(mark)
+        theirs, here = _canonical(kept), _canonical(mark)
         if theirs is None or here is None or theirs[0] != here[0]:
             return False
         self.met = kept, dict(zip(theirs[1], here[1], strict=True)), mark
@@ -492,13 +503,16 @@ class Splice:
 @dataclass(slots=True)
 class Resume:
     """A lowering's marks: the source layers before whose first lowered layer (a band's,
-    in a chain) it records one (`made`, by source layer), the mark it may start from, and
-    the kept lowering whose tail it may splice (it stops where it meets it)."""
+    in a chain) it records one (`made`, by source layer), the marks it may start from (the
+    first whose layers before it lower alike: `later`, then `start`), and the kept lowering
+    whose tail it may splice (it stops where it meets it)."""
 
     record: frozenset[int]
     start: Mark | None = None
     made: dict[int, Mark] = field(default_factory=dict)
     splice: Splice | None = None
+    later: Mark | None = None  # a mark tried before `start` (an earlier trial's, further on)
+    began: Mark | None = None  # the mark the lowering started from (`later`, `start`, None)
 
     def wants(self, source: int) -> bool:
         """Whether the lowering takes a mark before `source`'s first lowered layer."""
