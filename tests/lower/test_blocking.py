@@ -466,3 +466,18 @@ def test_plans_bounded_out_with_operands_on_chip_leave_every_pick_as_it_was(monk
         assert all(priced)
     assert bounded[0] == bounded[1]
     assert counts[0] < counts[1]
+
+
+def test_the_prices_pieces_and_arrays_are_splits_and_rows():
+    # `_pieces` (memoised, shared tuples) counts the pieces `split` gives; `_int_rows` lays out
+    # rows of ints (bools among them) as `np.array` does
+    from npucc.backend.lower.block_price import _int_rows, _pieces
+    from npucc.backend.lower.context import split
+
+    for total, tile in [(7, 3), (8, 4), (5, 8), (1, 1), (1000, 64)]:
+        sizes = [size for _, size in split(total, tile)]
+        assert [s for s, c in _pieces(total, tile) for _ in range(c)] == sizes
+    rows = [(1, 2, True), (4, 2**40, False), (0, -3, 1)]
+    assert np.array_equal(_int_rows(rows, 3), np.array(rows, np.int64))
+    assert _int_rows(rows, 3).dtype == np.int64
+    assert _int_rows([], 9).shape == (0, 9)

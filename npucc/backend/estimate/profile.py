@@ -28,7 +28,7 @@ from npucc.backend.lower.stage import stage_chunk
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph, Layer
 from npucc.ir.instr_form import instr_fields
-from npucc.ir.isa import PIPES, Copy, DdrRef, HostOp, pattern_extent
+from npucc.ir.isa import PIPES, Copy, DdrRef, HostOp, Instr, pattern_extent
 from npucc.ir.isa_cost import ddr_bytes, instr_energy
 from npucc.ir.onchip import OnChip
 from npucc.ir.program import TiledProgram
@@ -375,6 +375,14 @@ def stage_profile(target: Target, elems: int) -> LayerProfile:
     return _summarise(builder.graph, [0], target, {})
 
 
+_PIPE_INDEX: dict[str | None, int] = {name: i for i, name in enumerate(PIPES)}  # PIPES.index
+
+
+def _no_key(instr: Instr) -> None:
+    """No form key (a host segment's: its figures are worked out every time)."""
+    return None
+
+
 UNREAD = ("no on_noc read",)  # `known`'s decision of a lowering that never read `on_noc`
 FIGURES = ("profile figures",)  # the lowerings' memo's key of `_summarise`'s `figures`
 
@@ -391,27 +399,34 @@ def _summarise(
     `movable`: the keys a plan may keep on chip, by operand position; `figures`: each
     instruction form's (`form_key`) energy and DDR bytes, read and filled in)."""
     known = {} if figures is None else figures
-    pipe: list[int | None] = []
-    cycles: list[int] = []
-    preds: list[tuple[int, ...]] = []
+    keys: dict[type, Callable[[Instr], tuple | None]] = {}  # each class's form key
+    pipe_of = _PIPE_INDEX.get  # NOTE: None (a pipe-less node) is no key: None
+    movable = movable or {}
+    nodes = g.nodes
+    pipe: list[int | None] = [pipe_of(node.pipe) for node in nodes]
+    cycles = [node.cycles for node in nodes]
+    preds = list(map(tuple, g.preds))
     classes: list[int] = []
     busy = [0] * len(PIPES)
     energy = 0.0
     ddr = lead_ddr = 0
     leading = True  # no input-dependent DDR copy seen yet
     copies: list[DdrCopy] = []
-    for node in g.nodes:
-        p = PIPES.index(node.pipe) if node.pipe is not None else None
+    for v, (node, before) in enumerate(zip(nodes, g.preds, strict=True)):
         mask = 0
-        for q in g.preds[node.id]:
+        for q in before:
             mask |= classes[q]
         ins = node.instr
         if ins is not None:
+            p = pipe[v]
             assert p is not None  # NOTE: every instruction runs on a pipe
             # NOTE: an instruction's energy and DDR bytes depend on its form alone
             # (npucc.ir.instr_form): worked out once per form, a few hundred a compile
             cls = type(ins)
-            key = None if cls is HostOp else instr_fields(cls).own_key(ins)
+            own = keys.get(cls)
+            if own is None:
+                own = keys[cls] = _no_key if cls is HostOp else instr_fields(cls).own_key
+            key = own(ins)
             found = known.get(key) if key is not None else None
             if found is None:
                 found = instr_energy(target, ins), ddr_bytes(target, ins)
@@ -422,7 +437,7 @@ def _summarise(
             busy[p] += node.cycles
             for name in ins.reads:
                 ref = getattr(ins, name)
-                if isinstance(ref, DdrRef):
+                if type(ref) is DdrRef:
                     mask |= bit.get(ref.key, 1)  # a const the lowering generated: bit 0
             mask = mask or 1  # needs no input (a fill): free to run ahead as a const load
             ddr += moved
@@ -431,23 +446,18 @@ def _summarise(
             lead_ddr += moved if leading else 0
             if type(ins) is Copy:
                 side, strides = (
-                    (ins.src, ins.src_strides) if isinstance(ins.src, DdrRef) else
+                    (ins.src, ins.src_strides) if type(ins.src) is DdrRef else
                     (ins.dst, ins.dst_strides)
                 )  # fmt: skip
-                if isinstance(side, DdrRef) and side.key in (movable or {}):
+                if type(side) is DdrRef and side.key in movable:
                     hi = side.off + pattern_extent(ins.dims, strides)
-                    operand = (movable or {})[side.key]
+                    operand = movable[side.key]
                     lead = leading and mask == 1
-                    tile = max(bisect_right(starts, len(pipe)) - 1, 0)
+                    tile = max(bisect_right(starts, v) - 1, 0)
                     shape = (ins.src.tier, ins.dst.tier, math.prod(ins.dims))
                     copies.append(
-                        DdrCopy(
-                            len(pipe), operand, side.off, hi, ins, lead, tile, spent, moved, shape
-                        )
+                        DdrCopy(v, operand, side.off, hi, ins, lead, tile, spent, moved, shape)
                     )
-        pipe.append(p)
-        cycles.append(node.cycles)
-        preds.append(tuple(g.preds[node.id]))
         classes.append(mask)
     bounds = (0, *starts[1:], len(pipe))
     tile_classes = []

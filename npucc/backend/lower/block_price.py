@@ -8,8 +8,9 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import replace
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -22,10 +23,12 @@ if TYPE_CHECKING:  # NOTE: blocking.py (the search, and these types' home) impor
     from npucc.backend.lower.blocking import Blocking, CubeShape, MBlock
 
 
-def _pieces(total: int, tile: int) -> list[tuple[int, int]]:
-    """(size, count) of the pieces `split(total, tile)` gives."""
+@lru_cache(maxsize=4096)
+def _pieces(total: int, tile: int) -> tuple[tuple[int, int], ...]:
+    """(size, count) of the pieces `split(total, tile)` gives (memoised: a search asks the
+    same few per plan)."""
     full, rest = divmod(total, tile)
-    return [(tile, full)] * bool(full) + [(rest, 1)] * bool(rest)
+    return ((tile, full),) * bool(full) + ((rest, 1),) * bool(rest)
 
 
 def _dma(ctx: LowerContext, path: str, elems: int, noc: bool = False) -> int:
@@ -80,10 +83,10 @@ def variants(
     x_noc, w_noc, out_noc, res_noc = shape.noc
     if memo is None:
         memo = {}
-    at, part = _part_of(ctx, shape, plan, blocks, memo)
+    part = _part_of(ctx, shape, plan, blocks, memo)
     through, passes_w, passes_x, per_core, single, w_bytes, x_bytes, w_cyc, x_cyc, fill = part
     if w_noc or x_noc:  # the DMAs' cycles over the NoC
-        w_cyc, x_cyc, fill = _noc_pass(ctx, shape, plan, blocks, memo, at, part)
+        w_cyc, x_cyc, fill = _noc_pass(ctx, shape, plan, blocks, memo, (w_cyc, x_cyc, fill))
     inst = shape.instances
     out = []
     for variant in plans:
@@ -131,16 +134,16 @@ def _part_of(
     plan: Blocking,
     blocks: list[MBlock],
     memo: dict[Hashable, Any],
-) -> tuple[tuple, _Part]:
-    """`_part` of `plan` over `blocks`, memoised, and its key in `memo` (`_noc_pass`'s too)."""
-    # NOTE: keyed by the plan whatever its `cube_bias`, and by the flags of `shape.noc` each
-    # piece reads: one memo serves the searches of a layer under every set of operands on chip
-    # (`Candidates`), whose shapes differ in `noc` only
+) -> _Part:
+    """`_part` of `plan` over `blocks`, memoised."""
+    # NOTE: keyed by the plan whatever its `cube_bias` (and `_noc_pass`'s pieces by the flags of
+    # `shape.noc` each reads): one memo serves the searches of a layer under every set of
+    # operands on chip (`Candidates`), whose shapes differ in `noc` only
     at = (id(blocks), replace(plan, cube_bias=False) if plan.cube_bias else plan)
     part = memo.get(at)
     if part is None:
         part = memo[at] = _part(ctx, shape, plan, blocks, memo)
-    return at, part
+    return part
 
 
 def _part(
@@ -168,7 +171,7 @@ def _part(
         passes_w,
         passes_x,
         per_core,
-        _single_l0c(ctx, plan, shape.k),
+        _single_l0c(ctx, plan, shape.k, memo),
         w_el * passes_w * eb,
         x_el * passes_x * eb,
         _w_pass(ctx, shape, plan, memo),
@@ -305,7 +308,7 @@ def _part_arrays(
     if found is None:
         rows, xb, mb, hides, per_core = [], [], [], [], []
         for blocks, plan, _, _ in plans:
-            p = _part_of(ctx, shape, plan, blocks, memo)[1]
+            p = _part_of(ctx, shape, plan, blocks, memo)
             rows.append((p.dmas, p.passes_w, p.passes_x, p.single, p.w_bytes, p.x_bytes,
                          p.w_cyc, p.x_cyc, p.fill))  # fmt: skip
             xb.append(-(-shape.k // plan.x_kb))
@@ -313,13 +316,21 @@ def _part_arrays(
             hides.append(_x_hides(shape, plan))
             per_core.append(p.per_core)
         found = memo[_PART_ARRAYS] = (
-            np.array(rows, np.int64).reshape(len(plans), 9).T,
+            _int_rows(rows, 9).T,
             np.array(xb, np.int64),
             np.array(mb, np.int64),
             np.array(hides, np.bool_),
             np.array(per_core, np.float64),
         )
     return found
+
+
+def _int_rows(rows: Sequence[Sequence[int]], width: int) -> np.ndarray:
+    """`rows` (each `width` ints) as an int64 array of shape (len(rows), width). NOTE: through
+    `np.fromiter` over the chained rows: `np.array` walks each row as a sequence (~2x slower
+    on a search's ~500 plans)."""
+    flat = np.fromiter(itertools.chain.from_iterable(rows), np.int64, len(rows) * width)
+    return flat.reshape(len(rows), width)
 
 
 _PART_ARRAYS = ("part arrays",)  # `_part_arrays`' key in a `Candidates`' memo
@@ -341,11 +352,12 @@ def _noc_arrays(
     key = ("noc arrays", *flags)
     found = memo.get(key)
     if found is None:
-        rows = []
-        for blocks, plan, _, _ in plans:
-            at, p = _part_of(ctx, shape, plan, blocks, memo)
-            rows.append(_noc_pass(ctx, shape, plan, blocks, memo, at, p))
-        found = memo[key] = tuple(np.array(rows, np.int64).reshape(len(plans), 3).T)
+        through = zip(part[6].tolist(), part[7].tolist(), part[8].tolist(), strict=True)
+        rows = [
+            _noc_pass(ctx, shape, plan, blocks, memo, cycles)
+            for (blocks, plan, _, _), cycles in zip(plans, through, strict=True)
+        ]
+        found = memo[key] = tuple(_int_rows(rows, 3).T)
     return found
 
 
@@ -365,7 +377,7 @@ def _pipe_arrays(
             _tiles_of(ctx, shape, (c or replace(plan, cube_bias=True)) if cube else plan, b, memo)
             for b, plan, _, c in plans
         ]
-        found = memo[key] = np.array(rows, np.int64).reshape(len(plans), len(_Pipes._fields)).T
+        found = memo[key] = _int_rows(rows, len(_Pipes._fields)).T
     return found
 
 
@@ -375,35 +387,39 @@ def _noc_pass(
     plan: Blocking,
     blocks: list[MBlock],
     memo: dict[Hashable, Any],
-    key: tuple,
-    part: _Part,
+    through: tuple[int, int, int],
 ) -> tuple[int, int, int]:
-    """`_part`'s W and X cycles of one pass and fill with W and X on chip as `shape.noc`
-    says (memoised by `_part`'s `key` and those flags)."""
+    """`_part`'s W and X cycles of one pass and fill (`through`: through DDR) with W and X on
+    chip as `shape.noc` says (the passes memoised: `_w_pass`, `_x_pass`)."""
     x_noc, w_noc = shape.noc[:2]
-    flags = (*key, x_noc, w_noc)
-    value = memo.get(flags)
-    if value is None:
+    w_cyc, x_cyc, fill = through
+    if w_noc:
+        w_cyc = _w_pass(ctx, shape, plan, memo, True)
+    if x_noc:
         x_pieces = _x_pieces(shape, plan)
-        value = memo[flags] = (
-            _w_cycles(ctx, shape, plan, True) if w_noc else part.w_cyc,
-            _x_pass(ctx, shape, blocks, x_pieces, True, memo)[0] if x_noc else part.x_cyc,
-            _fill(ctx, shape, blocks, x_pieces, True) if x_noc else part.fill,
-        )
-    return value
+        x_cyc = _x_pass(ctx, shape, blocks, x_pieces, True, memo)[0]
+        fill = _fill(ctx, shape, blocks, x_pieces, True)
+    return w_cyc, x_cyc, fill
 
 
-def _x_pieces(shape: CubeShape, plan: Blocking) -> list[tuple[int, int]]:
+def _x_pieces(shape: CubeShape, plan: Blocking) -> tuple[tuple[int, int], ...]:
     """The K pieces of the plan's X blocks (all of K but under `os`)."""
-    return _pieces(shape.k, plan.x_kb) if plan.order == "os" else [(shape.k, 1)]
+    return _pieces(shape.k, plan.x_kb) if plan.order == "os" else ((shape.k, 1),)
 
 
-def _w_pass(ctx: LowerContext, shape: CubeShape, plan: Blocking, memo: dict[Hashable, Any]) -> int:
-    """`_w_cycles` through DDR, memoised by the plan's N and K blocks (plans share them)."""
-    key = ("w", plan.nb, plan.kb)
+def _w_pass(
+    ctx: LowerContext,
+    shape: CubeShape,
+    plan: Blocking,
+    memo: dict[Hashable, Any],
+    w_noc: bool = False,
+) -> int:
+    """`_w_cycles` (through DDR, or on chip as `w_noc` says), memoised by the plan's N and K
+    blocks (plans share them)."""
+    key = ("w", plan.nb, plan.kb, w_noc)
     value = memo.get(key)
     if value is None:
-        value = memo[key] = _w_cycles(ctx, shape, plan, False)
+        value = memo[key] = _w_cycles(ctx, shape, plan, w_noc)
     return value
 
 
@@ -424,7 +440,7 @@ def _fill(
     ctx: LowerContext,
     shape: CubeShape,
     blocks: list[MBlock],
-    x_pieces: list[tuple[int, int]],
+    x_pieces: tuple[tuple[int, int], ...],
     x_noc: bool,
 ) -> int:
     """The first X block's load, which nothing of the layer overlaps.
@@ -457,7 +473,7 @@ def _x_pass(
     ctx: LowerContext,
     shape: CubeShape,
     blocks: list[MBlock],
-    x_pieces: list[tuple[int, int]],
+    x_pieces: tuple[tuple[int, int], ...],
     x_noc: bool,
     memo: dict[Hashable, Any],
 ) -> tuple[int, int]:
@@ -473,7 +489,7 @@ def _x_cost(
     ctx: LowerContext,
     shape: CubeShape,
     blocks: list[MBlock],
-    x_pieces: list[tuple[int, int]],
+    x_pieces: tuple[tuple[int, int], ...],
     x_noc: bool,
 ) -> tuple[int, int]:
     """Cycles and elements of one pass over every X block, in K pieces `x_pieces` (X on chip
@@ -586,13 +602,18 @@ def _tiles_of(
     return found
 
 
-def _single_l0c(ctx: LowerContext, plan: Blocking, k: int) -> bool:
+def _single_l0c(ctx: LowerContext, plan: Blocking, k: int, memo: dict[Hashable, Any]) -> bool:
     """Whether an output block's accumulators (kept in L0C across K blocks) exceed L0C's
     share: the next block's cannot be placed until they drain (block_cost then adds the
     epilogue's VECTOR and MTE3 cycles to the busiest pipe's). NOTE: measured on ResNet-50,
     without that price its stem's bands take one output block each and it is 80 K cycles
-    slower; with it, 3,615,481 -> 3,533,955 cycles."""
+    slower; with it, 3,615,481 -> 3,533,955 cycles. Memoised by the accumulators' size and
+    count (plans share them)."""
     if plan.kb >= k:
         return False
     t = plan.tiles
-    return not ctx.share_fits("L0C", (t.m * t.n,) * (plan.mb * -(-plan.nb // t.n)))
+    key = ("l0c", t.m * t.n, plan.mb * -(-plan.nb // t.n))  # an accumulator's size, how many
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = not ctx.share_fits("L0C", (key[1],) * key[2])
+    return found
