@@ -22,8 +22,7 @@ import math
 from dataclasses import dataclass, field
 from itertools import islice
 
-import numpy as np
-
+from npucc.backend.estimate.core_times import CoreTimes
 from npucc.backend.estimate.gates import Gates, Tenants, gate_keys
 from npucc.backend.estimate.list_schedule import (
     READY,
@@ -50,13 +49,6 @@ from npucc.backend.estimate.profile import (
     noc_priced,
     operand_positions,
     profile_layer,
-)
-from npucc.backend.estimate.share_timing import (
-    ProfileArrays,
-    TimedShape,
-    core_cycles,
-    piped_timing,
-    profile_arrays,
 )
 from npucc.backend.estimate.staging import stage_runs
 from npucc.backend.hypercut.onchip_plan import (
@@ -127,21 +119,9 @@ class ExecCostModel:
     # `copy_rows` by (id of the profile, cores); NOTE: an id stays its profile's: `_profiles`
     # holds every profile for the model's life
     _copy_rows: dict[tuple[int, int], CopyRows] = field(default_factory=dict)
-    # `_core_timing` by the core's nodes' shape (pipes, predecessors, classes) and cycles
-    _core: dict[tuple, LayerTiming] = field(default_factory=dict)
-    # the same by (profile, cores, core, the overridden cycles)
-    _core_of: dict[tuple, LayerTiming] = field(default_factory=dict)
     # `noc_layer`'s timings by (profile, cores, every core's copies' cycles: `noc_priced`'s)
     _timed_cores: dict[tuple, tuple[LayerTiming, ...]] = field(default_factory=dict)
-    # (profile, cores, core) -> the cycles of the core's nodes `contracted` keeps (and a last
-    # 0), where its copies' nodes (`CopyRows.nodes`) are among them and their shape's number
-    _core_nodes: dict[tuple, tuple[np.ndarray, np.ndarray, int]] = field(default_factory=dict)
-    # by number: the nodes `contracted` keeps, whether each runs on a pipe (`TimedShape.piped`)
-    # and their shape, as `shape_timing` walks it
-    _shapes: list[tuple[np.ndarray, np.ndarray, TimedShape]] = field(default_factory=list)
-    _shape_ids: dict[tuple, int] = field(default_factory=dict)  # `CoreShare.key` -> its number
-    # `profile_arrays` by the id of the profile (alive: see `_copy_rows`)
-    _arrays: dict[int, ProfileArrays] = field(default_factory=dict)
+    _core_times: CoreTimes = field(default_factory=CoreTimes)  # `noc_layer`'s per core
     # a closing flag's cycles by the footprint ids of reader and writer
     _flags: dict[int, dict[int, int]] = field(default_factory=dict)
     _footprints: dict[tuple[int, ...], int] = field(default_factory=dict)  # `_footprint_id`
@@ -157,8 +137,6 @@ class ExecCostModel:
     _run_of: list[int] = field(default_factory=list)
     _whole_parts: list[Part] = field(default_factory=list)  # every layer whole, graph order
     _base: dict[tuple, _Base] = field(default_factory=dict)  # `_base_run` by (layer, n, rect)
-    # the same: its run's energy and `channel_bound`
-    _base_ddr: dict[tuple, tuple[float, int]] = field(default_factory=dict)
     _homes: dict[tuple[int, int, int], tuple[tuple[int, str], ...]] = field(
         default_factory=dict
     )  # (layer, n, loop) -> (operand, on-chip key) of each operand a plan may keep on chip
@@ -168,6 +146,12 @@ class ExecCostModel:
     _prefixes: Prefixes = field(default_factory=Prefixes)  # the unsplit plans priced
     _layouts: dict[Step, _Layout] = field(default_factory=dict)  # `_layout`
     _wheres: dict[Step, tuple[dict, dict]] = field(default_factory=dict)  # `_where_of`
+    # `_unsplit_runs`' runs (and their all-DDR bounds) by what they depend on
+    _runs: dict[tuple, tuple[LayerRun, tuple[float, int]]] = field(default_factory=dict)
+    # per layer, the run positions of the writers of its inputs (`_origin`; -1: a graph input)
+    _wires: list[tuple[int, ...]] = field(default_factory=list)
+    # per layer, the on-chip keys of the operands `noc_layer` may find on chip (unsplit)
+    _home_keys: list[tuple[str, ...]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._consumers = tensor_consumers(self.graph)
@@ -188,6 +172,10 @@ class ExecCostModel:
                 self._key[layer.outputs[0]] = self._key.get(layer.inputs[0], layer.inputs[0])
         self._tenants = Tenants(self._origin, self._data, self._whole)
         self._whole_parts = [Part(index) for index in range(len(self.graph.layers))]
+        self._wires = [tuple(-1 if p is None else self._run_of[p] for p in o) for o in self._origin]
+        self._home_keys = [
+            tuple(key for _, key in self._lookups(i, 1, 0)) for i in range(len(self.graph.layers))
+        ]
 
     def _past_views(self, producer: int | None) -> int | None:
         """The layer that wrote the data `producer` writes (a view's: its input's writer)."""
@@ -338,33 +326,94 @@ class ExecCostModel:
         self.onchip(steps, offchip, parts, (placed, kept, depth))
         where_ids = trace.ids[:tensors] if trace is not None else []
         where_ids += [self._where_id(where) for where in islice(kept.values(), tensors, None)]
-        new = self._priced(rect_of, parts[depth:], kept, dict(zip(kept, where_ids, strict=True)))
-        total = energy[-1]
-        ddr_energy, held = ddr[-1]
-        ddr_of = self._base_ddr
-        # NOTE: unsplit, every item is a layer's run (a staging is a split loop's)
-        for p, run in new:  # type: ignore[misc]
-            total += run[0].energy
-            energy.append(total)
-            index = p.layer
-            # NOTE: `_priced` made the layer's all-DDR run; the channel bound is a sum by run
-            base = (index, 1, rect_of[index][1])
-            bound = ddr_of.get(base)
-            if bound is None:
-                cost = self._base[base][0]
-                bound = ddr_of[base] = (cost.energy, channel_bound(self.target, (cost,)))
-            ddr_energy += bound[0]
-            held += bound[1]
-            ddr.append((ddr_energy, held))
-        runs = self._unsplit_linked(
-            new, trace.runs[:items] if trace is not None else [],
-            self._tenants.waits(placed, kept, tensors),
-        )  # fmt: skip
+        runs: list[LayerRun] = trace.runs[:items] if trace is not None else []
+        waits = self._tenants.waits(placed, kept, tensors)
+        ids = dict(zip(kept, where_ids, strict=True))
+        total = self._unsplit_runs(rect_of, depth, kept, ids, runs, energy, ddr, waits)
         at = resumed(self.target, trace, items, len(runs))
         edp = total * float(schedule(self.target, runs[items:], at))
         made = Trace(placed, kept, runs, energy, at, edp, ddr, where_ids)
         self._prefixes.add(keys, newer, made)
         return made
+
+    def _unsplit_runs(
+        self,
+        rect_of: dict[int, tuple[Rect, tuple[int, int, int, int]]],
+        depth: int,
+        kept: dict[str, OnChip],
+        ids: dict[str, int],
+        runs: list[LayerRun],
+        energy: list[float],
+        ddr: list[tuple[float, int]],
+        waits: dict[int, set[int]],
+    ) -> float:
+        """An unsplit plan's runs of its layers from `depth` on (`_priced` then `_linked`),
+        appended to `runs` (its runs before `depth`), with the running sums `energy` and
+        `ddr` (`Trace`'s); returns the energy. `ids`: `_where_id` of each of `kept`; `waits`:
+        `Tenants.waits`.
+
+        NOTE: a run is a function of its layer, its rectangle, the `_where_id` of each operand
+        `noc_layer` may find on chip (None: not on chip), the footprint ids of the runs writing
+        its inputs (a flag is one of the reader's and the writer's footprints) and the runs its
+        writes wait for with theirs: `_runs` holds each by these, shared by the plans that
+        meet it (light ResNet-50 mesh8x8: ~8,500 distinct of ~250,000)."""
+        views, memo, run_of = self._views, self._runs, self._run_of
+        wires, homes = self._wires, self._home_keys
+        total = energy[-1]
+        ddr_energy, held = ddr[-1]
+        for index in range(depth, len(self.graph.layers)):
+            if index in views:
+                continue
+            corners = rect_of[index][1]
+            got = waits.get(index)
+            key = (
+                index, corners, *map(ids.get, homes[index]),
+                *[runs[k].at if k >= 0 else READY_AT for k in wires[index]],
+            )  # fmt: skip
+            if got:
+                ks = sorted([run_of[j] for j in got])
+                key = (*key, *ks, *[runs[k].at for k in ks])
+            value = memo.get(key)
+            if value is None:
+                value = memo[key] = self._unsplit_run(index, rect_of[index], kept, ids, runs, got)
+            run, bound = value
+            runs.append(run)
+            total += run.cost.energy
+            energy.append(total)
+            ddr_energy += bound[0]
+            held += bound[1]
+            ddr.append((ddr_energy, held))
+        return total
+
+    def _unsplit_run(
+        self,
+        index: int,
+        where: tuple[Rect, tuple[int, int, int, int]],
+        kept: dict[str, OnChip],
+        ids: dict[str, int],
+        runs: list[LayerRun],
+        got: set[int] | None,
+    ) -> tuple[LayerRun, tuple[float, int]]:
+        """`_unsplit_runs`' run of layer `index` on `where` (its rectangle and corners) after
+        `runs`, and its all-DDR run's energy and `channel_bound` (`best_edp`'s bound)."""
+        r, corners = where
+        base = self._base.get((index, 1, corners))
+        if base is None:
+            base = self._base[(index, 1, corners)] = self._base_run(index, r, 1)
+        bound = (base[0].energy, channel_bound(self.target, (base[0],)))
+        if kept:
+            base = self.noc_layer(index, r, corners, kept, self._whole_parts[index], ids) or base
+        cost, spans, first, box, at = base
+        row = self._flags.get(at)
+        if row is None:
+            row = self._flags[at] = {}
+        srcs = []
+        for src in self._origin[index]:
+            k = -1 if src is None else self._run_of[src]
+            srcs.append(((k + 1, self._flag(row, *_written(runs, k), first)),))
+        if got:
+            self._gate(row, runs, sorted([self._run_of[j] for j in got]), first, srcs, index)
+        return LayerRun(cost, spans, box, self._data[index], tuple(srcs), at), bound
 
     def _upto(self, trace: Trace, depth: int) -> tuple[int, int]:
         """How many of an unsplit plan's kept tensors and priced items (both in graph order)
@@ -457,7 +506,7 @@ class ExecCostModel:
         timings = self._timed_cores.get(at)
         if timings is None:
             timings = self._timed_cores[at] = tuple(
-                dict.fromkeys(self._core_timing(prof, rows, k, over) for k in range(cores))
+                dict.fromkeys(self._core_times.timing(prof, rows, k, over) for k in range(cores))
             )
         cores_used, first, box = footprint(r, prof.ntiles, self.target.mesh.cols)
         value = self._noc[memo] = (
@@ -499,39 +548,6 @@ class ExecCostModel:
             elif n > 1:
                 out.append((operand, staged_key(name, loop)))
         return tuple(out)
-
-    def _core_timing(
-        self, prof: LayerProfile, rows: CopyRows, core: int, over: np.ndarray
-    ) -> LayerTiming:
-        """`prof.core_timing` of core `core` of its `rows`' cores, its copies' cycles `over`'s
-        (`noc_priced`'s; -1: its own), memoised by its nodes' shape and cycles (alike tiles and
-        layers of one signature often get the same NoC cycles), first by the profile, the core
-        and its copies' cycles (they come back with other placements)."""
-        cores = len(rows.nodes)
-        mine = over[rows.core_off[core] : rows.core_off[core + 1]]
-        memo = (id(prof), cores, core, mine.tobytes())
-        value = self._core_of.get(memo)
-        if value is not None:
-            return value
-        local = self._core_nodes.get((id(prof), cores, core))
-        if local is None:
-            arrays = self._arrays.get(id(prof))
-            if arrays is None:
-                arrays = self._arrays[id(prof)] = profile_arrays(prof)
-            local = core_cycles(
-                arrays, cores, core, rows.nodes[core], self._shapes, self._shape_ids
-            )
-            self._core_nodes[(id(prof), cores, core)] = local
-        own, copies, shape = local
-        timed = own.copy()
-        moved = mine >= 0
-        timed[copies[moved]] = mine[moved]
-        key = (shape, timed.tobytes())
-        value = self._core.get(key)
-        if value is None:
-            value = self._core[key] = piped_timing(timed, self._shapes[shape][2])
-        self._core_of[memo] = value
-        return value
 
     def profile(
         self, index: int, cores: int, n: int = 1, noc: tuple[int, ...] = ()
@@ -667,35 +683,6 @@ class ExecCostModel:
             parts_of[index] = n
             runs.append(LayerRun(cost, spans, box, data[index], tuple(srcs), at))
         return runs
-
-    def _unsplit_linked(self, new: list, done: list[LayerRun], waits: dict) -> list[LayerRun]:
-        """`_linked` of an unsplit plan (its `_priced`: a run per non-view layer, in graph
-        order), its runs `done` already linked (extended in place by those of `new`, its
-        items after them); `waits`: the layers each layer's writes wait for (`Tenants.waits`).
-
-        NOTE: a layer's one run is its last, at its number among the non-views (`_run_of`);
-        a run made by `tuple.__new__` from its fields (no `__new__` argument handling)."""
-        flags, origin, data, run_of = self._flags, self._origin, self._data, self._run_of
-        for p, (cost, spans, first, box, at) in new:
-            index = p.layer
-            row = flags.get(at)
-            if row is None:
-                row = flags[at] = {}
-            srcs = []
-            for src in origin[index]:
-                if src is None:  # a graph input
-                    k, flag = -1, self._flag(row, *_written(done, -1), first)
-                else:
-                    k = run_of[src]
-                    writer = done[k]
-                    known = row.get(writer.at)  # NOTE: `_flag`'s memo, probed inline (cheaper)
-                    flag = self._flag(row, writer.at, writer.box, first) if known is None else known
-                srcs.append(((k + 1, flag),))
-            got = waits.get(index)
-            if got:
-                self._gate(row, done, sorted([run_of[j] for j in got]), first, srcs, index)
-            done.append(tuple.__new__(LayerRun, (cost, spans, box, data[index], tuple(srcs), at)))
-        return done
 
     def _flag(self, row: dict[int, int], at: int, box: tuple, first: tuple) -> int:
         """The cycles of the closing flag of a run of footprint id `at` and bounding box `box`
