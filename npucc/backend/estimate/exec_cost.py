@@ -51,6 +51,7 @@ from npucc.backend.estimate.profile import (
     profile_layer,
 )
 from npucc.backend.estimate.staging import stage_runs
+from npucc.backend.estimate.unsplit_places import UnsplitPlaces, placed_from
 from npucc.backend.hypercut.onchip_plan import (
     Placed,
     Whole,
@@ -143,6 +144,7 @@ class ExecCostModel:
     _producer: dict[str, int] = field(default_factory=dict)  # tensor -> the layer writing it
     _gate_keys: dict[tuple[int, int, int], tuple] = field(default_factory=dict)  # `gate_keys`
     _tenants: Tenants = field(init=False)  # the write gates of unsplit plans
+    _places: UnsplitPlaces = field(init=False)  # the placements of unsplit plans
     _prefixes: Prefixes = field(default_factory=Prefixes)  # the unsplit plans priced
     _layouts: dict[Step, _Layout] = field(default_factory=dict)  # `_layout`
     _wheres: dict[Step, tuple[dict, dict]] = field(default_factory=dict)  # `_where_of`
@@ -171,6 +173,9 @@ class ExecCostModel:
                 self._views.add(index)
                 self._key[layer.outputs[0]] = self._key.get(layer.inputs[0], layer.inputs[0])
         self._tenants = Tenants(self._origin, self._data, self._whole)
+        self._places = UnsplitPlaces(
+            self.graph, self.target, self._consumers, self._whole, self._where_id
+        )
         self._whole_parts = [Part(index) for index in range(len(self.graph.layers))]
         self._wires = [tuple(-1 if p is None else self._run_of[p] for p in o) for o in self._origin]
         self._home_keys = [
@@ -214,11 +219,10 @@ class ExecCostModel:
         steps: tuple[Step, ...],
         offchip: frozenset[str] = frozenset(),
         parts: list[Part] | None = None,
-        resume: tuple[list[Placed], dict[str, OnChip], int] | None = None,
     ) -> dict[str, OnChip]:
         """The tensors the lowering keeps on chip under `steps` (as `plan_tensors` decides, but
         each tensor's life whole: without its lives home by home), none of `offchip`; `parts`:
-        the plan's `loop_parts`, if known; `resume`: as `plan_onchip`'s."""
+        the plan's `loop_parts`, if known."""
         n = len(self.graph.layers)
         if parts is None:
             parts = loop_parts(self.graph, steps, self.splits)
@@ -229,18 +233,15 @@ class ExecCostModel:
         # and no staged weight without a split), without building them per plan
         if len(parts) != n:
             loops, spans = part_loops(parts, n), part_spans(parts, n)
-        # NOTE: unsplit, `plan_onchip` resumed at `start` reads the cores of layers from it on
-        start = resume[2] if resume is not None and loops is None else 0
         cores_of: list[tuple[int, ...] | None] = [None] * n
         layout = self._layouts.get
         for step in steps:
             for index, _, cores in layout(step) or self._layout(step):
-                if index >= start:
-                    cores_of[index] = cores
+                cores_of[index] = cores
         # NOTE: without `positions`: the estimate prices every tensor's life whole, and the
         # lowering's lives home by home only free room for it (npucc.backend.hypercut.onchip_plan)
         return plan_onchip(
-            self.graph, cores_of, self.target, offchip, loops, spans, self._consumers, resume,
+            self.graph, cores_of, self.target, offchip, loops, spans, self._consumers,
             whole=self._whole,
         )  # fmt: skip
 
@@ -323,16 +324,16 @@ class ExecCostModel:
             kept = dict(islice(trace.kept.items(), tensors))
             energy = trace.energy[: items + 1]
             ddr = trace.ddr[: items + 1]
-        self.onchip(steps, offchip, parts, (placed, kept, depth))
+        states = trace.states[: depth + 1] if trace is not None else [0]
         where_ids = trace.ids[:tensors] if trace is not None else []
-        where_ids += [self._where_id(where) for where in islice(kept.values(), tensors, None)]
+        placed_from(self._places, keys, rect_of, offchip, states, placed, kept, where_ids)
         runs: list[LayerRun] = trace.runs[:items] if trace is not None else []
         waits = self._tenants.waits(placed, kept, tensors)
         ids = dict(zip(kept, where_ids, strict=True))
         total = self._unsplit_runs(rect_of, depth, kept, ids, runs, energy, ddr, waits)
         at = resumed(self.target, trace, items, len(runs))
         edp = total * float(schedule(self.target, runs[items:], at))
-        made = Trace(placed, kept, runs, energy, at, edp, ddr, where_ids)
+        made = Trace(placed, kept, runs, energy, at, edp, ddr, where_ids, states)
         self._prefixes.add(keys, newer, made)
         return made
 

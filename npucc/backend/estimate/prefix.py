@@ -41,6 +41,8 @@ class Trace:
     # channel bound of its runs before each item, and after the last
     ddr: list[tuple[float, int]] = field(default_factory=lambda: [(0.0, 0)])
     ids: list[int] = field(default_factory=list)  # `ExecCostModel._where_id` of each of `kept`
+    # per layer, the `UnsplitPlaces` state its placements start from, and the last's after
+    states: list[int] = field(default_factory=lambda: [0])
 
 
 class Prefixes:

@@ -1,0 +1,103 @@
+"""An unsplit plan's on-chip placements layer by layer, memoised by what each layer's depend on.
+
+Unsplit, `plan_onchip` places each layer's outputs (in graph order, each tensor's life whole)
+among the placements still live then only: what it places for layer i is a function of those,
+of layer i's cores and of which of its outputs go through DDR. `UnsplitPlaces` numbers the
+sets of live placements it meets (its states) and keeps each layer's step from a state: the
+placements it adds, the tensors it keeps (with their `ExecCostModel._where_id`) and the state
+after it. The beam's plans share most of their layers' steps (a child of a plan moves a few
+layers' rectangles), so a plan's placements cost a lookup a layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from npucc.backend.hypercut.onchip_plan import Placed, Whole, plan_onchip
+from npucc.ir.graph import Graph
+from npucc.ir.onchip import OnChip
+from npucc.ir.plan import Rect
+from npucc.target import Target
+
+# a layer's step: the state after it, the placements it adds and the tensors it keeps (with
+# their where ids), in `plan_onchip`'s order
+_Step = tuple[int, tuple[Placed, ...], tuple[tuple[str, OnChip, int], ...]]
+
+
+class UnsplitPlaces:
+    """`plan_onchip`'s placements of unsplit plans of one graph and target, layer by layer."""
+
+    __slots__ = (
+        "_graph", "_target", "_consumers", "_whole", "_where_id", "_states", "_ids", "_steps",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        graph: Graph,
+        target: Target,
+        consumers: dict[str, list[int] | None],
+        whole: Whole,
+        where_id: Callable[[OnChip], int],
+    ) -> None:
+        self._graph, self._target, self._consumers, self._whole = graph, target, consumers, whole
+        self._where_id = where_id
+        self._states: list[tuple[Placed, ...]] = [()]  # by number: the placements live
+        self._ids: dict[tuple[Placed, ...], int] = {(): 0}
+        # (state, layer, its key: its rectangle and its outputs through DDR) -> its step
+        self._steps: dict[tuple[int, int, object], _Step] = {}
+
+    def step(self, state: int, index: int, key: object, r: Rect, offchip: frozenset[str]) -> _Step:
+        """The step of layer `index` from `state` (0: none placed) on rectangle `r`, its outputs
+        through DDR those of `offchip`; `key` names both (`ExecCostModel._unsplit_trace`'s)."""
+        value = self._steps.get((state, index, key))
+        if value is None:
+            cores = r.indices(self._target.mesh.cols)
+            value = self._steps[(state, index, key)] = self._place(state, index, cores, offchip)
+        return value
+
+    def _place(
+        self, state: int, index: int, cores: tuple[int, ...], offchip: frozenset[str]
+    ) -> _Step:
+        """`step` anew: `plan_onchip` resumed at layer `index` with the live placements and
+        only its cores given, so that it places its outputs alone."""
+        live = list(self._states[state])
+        before = len(live)
+        cores_of: list[tuple[int, ...] | None] = [None] * len(self._graph.layers)
+        cores_of[index] = cores
+        kept = plan_onchip(
+            self._graph, cores_of, self._target, offchip, consumers=self._consumers,
+            resume=(live, {}, index), whole=self._whole,
+        )  # fmt: skip
+        after = tuple(p for p in live if p[3] > index)  # NOTE: those ending at it meet no later
+        number = self._ids.get(after)
+        if number is None:
+            number = self._ids[after] = len(self._states)
+            self._states.append(after)
+        items = tuple((t, where, self._where_id(where)) for t, where in kept.items())
+        return number, tuple(live[before:]), items
+
+
+def placed_from(
+    places: UnsplitPlaces,
+    keys: Sequence[object],
+    rect_of: dict[int, tuple[Rect, tuple[int, int, int, int]]],
+    offchip: frozenset[str],
+    states: list[int],
+    placed: list[Placed],
+    kept: dict[str, OnChip],
+    ids: list[int],
+) -> None:
+    """An unsplit plan's placements from layer `len(states) - 1` on (its `keys` per layer,
+    None for a view; `rect_of`: per layer its rectangle and corners), extending in place
+    `states` (per layer the state it starts from, and the last's after), `placed`, `kept` and
+    their where `ids`."""
+    state = states[-1]
+    for index in range(len(states) - 1, len(keys)):
+        key = keys[index]
+        if key is not None:
+            state, new, items = places.step(state, index, key, rect_of[index][0], offchip)
+            placed += new
+            for t, where, number in items:
+                kept[t] = where
+                ids.append(number)
+        states.append(state)
