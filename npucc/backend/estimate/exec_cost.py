@@ -149,8 +149,9 @@ class ExecCostModel:
     _layouts: dict[Step, _Layout] = field(default_factory=dict)  # `_layout`
     _wheres: dict[Step, tuple[dict, dict]] = field(default_factory=dict)  # `_where_of`
     # `_unsplit_runs`' runs (and their all-DDR bounds) by what they depend on
-    _runs: dict[tuple, tuple[LayerRun, tuple[float, int]]] = field(default_factory=dict)
-    # per layer, the run positions of the writers of its inputs (`_origin`; -1: a graph input)
+    _runs: dict[tuple, tuple[LayerRun, float, int, float, int]] = field(default_factory=dict)
+    # per layer, the run positions + 1 of the writers of its inputs (`_origin`; 0: a graph
+    # input), their places in a `Trace`'s `ats`
     _wires: list[tuple[int, ...]] = field(default_factory=list)
     # per layer, the on-chip keys of the operands `noc_layer` may find on chip (unsplit)
     _home_keys: list[tuple[str, ...]] = field(default_factory=list)
@@ -177,7 +178,9 @@ class ExecCostModel:
             self.graph, self.target, self._consumers, self._whole, self._where_id
         )
         self._whole_parts = [Part(index) for index in range(len(self.graph.layers))]
-        self._wires = [tuple(-1 if p is None else self._run_of[p] for p in o) for o in self._origin]
+        self._wires = [
+            tuple(0 if p is None else self._run_of[p] + 1 for p in o) for o in self._origin
+        ]
         self._home_keys = [
             tuple(key for _, key in self._lookups(i, 1, 0)) for i in range(len(self.graph.layers))
         ]
@@ -328,12 +331,13 @@ class ExecCostModel:
         where_ids = trace.ids[:tensors] if trace is not None else []
         placed_from(self._places, keys, rect_of, offchip, states, placed, kept, where_ids)
         runs: list[LayerRun] = trace.runs[:items] if trace is not None else []
+        ats = trace.ats[: items + 1] if trace is not None else [READY_AT]
         waits = self._tenants.waits(placed, kept, tensors)
         ids = dict(zip(kept, where_ids, strict=True))
-        total = self._unsplit_runs(rect_of, depth, kept, ids, runs, energy, ddr, waits)
+        total = self._unsplit_runs(rect_of, depth, kept, ids, runs, ats, energy, ddr, waits)
         at = resumed(self.target, trace, items, len(runs))
         edp = total * float(schedule(self.target, runs[items:], at))
-        made = Trace(placed, kept, runs, energy, at, edp, ddr, where_ids, states)
+        made = Trace(placed, kept, runs, energy, at, edp, ddr, where_ids, states, ats)
         self._prefixes.add(keys, newer, made)
         return made
 
@@ -344,14 +348,15 @@ class ExecCostModel:
         kept: dict[str, OnChip],
         ids: dict[str, int],
         runs: list[LayerRun],
+        ats: list[int],
         energy: list[float],
         ddr: list[tuple[float, int]],
         waits: dict[int, set[int]],
     ) -> float:
         """An unsplit plan's runs of its layers from `depth` on (`_priced` then `_linked`),
-        appended to `runs` (its runs before `depth`), with the running sums `energy` and
-        `ddr` (`Trace`'s); returns the energy. `ids`: `_where_id` of each of `kept`; `waits`:
-        `Tenants.waits`.
+        appended to `runs` (its runs before `depth`), with their footprint ids `ats`, the
+        running sums `energy` and `ddr` (`Trace`'s); returns the energy. `ids`: `_where_id` of
+        each of `kept`; `waits`: `Tenants.waits`.
 
         NOTE: a run is a function of its layer, its rectangle, the `_where_id` of each operand
         `noc_layer` may find on chip (None: not on chip), the footprint ids of the runs writing
@@ -359,30 +364,29 @@ class ExecCostModel:
         writes wait for with theirs: `_runs` holds each by these, shared by the plans that
         meet it (light ResNet-50 mesh8x8: ~8,500 distinct of ~250,000)."""
         views, memo, run_of = self._views, self._runs, self._run_of
-        wires, homes = self._wires, self._home_keys
+        wires, homes, id_of, at_of = self._wires, self._home_keys, ids.get, ats.__getitem__
         total = energy[-1]
         ddr_energy, held = ddr[-1]
         for index in range(depth, len(self.graph.layers)):
             if index in views:
                 continue
-            corners = rect_of[index][1]
             got = waits.get(index)
             key = (
-                index, corners, *map(ids.get, homes[index]),
-                *[runs[k].at if k >= 0 else READY_AT for k in wires[index]],
+                index, rect_of[index][1], *map(id_of, homes[index]), *map(at_of, wires[index])
             )  # fmt: skip
             if got:
-                ks = sorted([run_of[j] for j in got])
-                key = (*key, *ks, *[runs[k].at for k in ks])
+                ks = sorted([run_of[j] + 1 for j in got])
+                key = (*key, *ks, *map(at_of, ks))
             value = memo.get(key)
             if value is None:
                 value = memo[key] = self._unsplit_run(index, rect_of[index], kept, ids, runs, got)
-            run, bound = value
+            run, mine, at, bound, channel = value
             runs.append(run)
-            total += run.cost.energy
+            ats.append(at)
+            total += mine
             energy.append(total)
-            ddr_energy += bound[0]
-            held += bound[1]
+            ddr_energy += bound
+            held += channel
             ddr.append((ddr_energy, held))
         return total
 
@@ -394,14 +398,15 @@ class ExecCostModel:
         ids: dict[str, int],
         runs: list[LayerRun],
         got: set[int] | None,
-    ) -> tuple[LayerRun, tuple[float, int]]:
+    ) -> tuple[LayerRun, float, int, float, int]:
         """`_unsplit_runs`' run of layer `index` on `where` (its rectangle and corners) after
-        `runs`, and its all-DDR run's energy and `channel_bound` (`best_edp`'s bound)."""
+        `runs`, its energy and footprint id, and its all-DDR run's energy and `channel_bound`
+        (`best_edp`'s bound)."""
         r, corners = where
         base = self._base.get((index, 1, corners))
         if base is None:
             base = self._base[(index, 1, corners)] = self._base_run(index, r, 1)
-        bound = (base[0].energy, channel_bound(self.target, (base[0],)))
+        bound, channel = base[0].energy, channel_bound(self.target, (base[0],))
         if kept:
             base = self.noc_layer(index, r, corners, kept, self._whole_parts[index], ids) or base
         cost, spans, first, box, at = base
@@ -414,7 +419,8 @@ class ExecCostModel:
             srcs.append(((k + 1, self._flag(row, *_written(runs, k), first)),))
         if got:
             self._gate(row, runs, sorted([self._run_of[j] for j in got]), first, srcs, index)
-        return LayerRun(cost, spans, box, self._data[index], tuple(srcs), at), bound
+        run = LayerRun(cost, spans, box, self._data[index], tuple(srcs), at)
+        return run, cost.energy, at, bound, channel
 
     def _upto(self, trace: Trace, depth: int) -> tuple[int, int]:
         """How many of an unsplit plan's kept tensors and priced items (both in graph order)

@@ -91,11 +91,14 @@ def placed_from(
     None for a view; `rect_of`: per layer its rectangle and corners), extending in place
     `states` (per layer the state it starts from, and the last's after), `placed`, `kept` and
     their where `ids`."""
-    state = states[-1]
+    state, known = states[-1], places._steps.get
     for index in range(len(states) - 1, len(keys)):
         key = keys[index]
         if key is not None:
-            state, new, items = places.step(state, index, key, rect_of[index][0], offchip)
+            step = known((state, index, key))  # NOTE: `step`'s memo, probed inline (cheaper)
+            if step is None:
+                step = places.step(state, index, key, rect_of[index][0], offchip)
+            state, new, items = step
             placed += new
             for t, where, number in items:
                 kept[t] = where
