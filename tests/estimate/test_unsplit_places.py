@@ -34,7 +34,7 @@ def test_placements_layer_by_layer_are_plan_onchips_from_any_layer(name: str) ->
 
     wl = workload_from_graph(graph, None)
     BeamSearch(wl, MeshParams.from_target(target), BeamOptions(width=4), price).run()
-    places = UnsplitPlaces(graph, target, model._consumers, model._whole, model._where_id)
+    places = UnsplitPlaces(graph, target, model._consumers, model._whole)
     rng = random.Random(7)
     done: list[tuple[list, list[int], list[Placed], dict[str, OnChip], list[int]]] = []
     checked = 0
@@ -63,7 +63,7 @@ def test_placements_layer_by_layer_are_plan_onchips_from_any_layer(name: str) ->
             break
         placed_from(places, keys, rect_of, offchip, states, placed, kept, ids)
         assert list(kept.items()) == list(expected.items())
-        assert ids == [model._where_id(where) for where in expected.values()]
+        assert ids == [places.where_id(where) for where in expected.values()]
         assert len(placed) == len(kept) and len(states) == len(keys) + 1
         done.append((keys, states, placed, kept, ids))
         checked += 1

@@ -51,7 +51,7 @@ from npucc.backend.estimate.profile import (
     profile_layer,
 )
 from npucc.backend.estimate.staging import stage_runs
-from npucc.backend.estimate.unsplit_places import UnsplitPlaces, placed_from
+from npucc.backend.estimate.unsplit_places import UnsplitPlaces, number, placed_from
 from npucc.backend.hypercut.onchip_plan import (
     Placed,
     Whole,
@@ -128,11 +128,6 @@ class ExecCostModel:
     _footprints: dict[tuple[int, ...], int] = field(default_factory=dict)  # `_footprint_id`
     _consumers: dict[str, list[int] | None] = field(default_factory=dict)  # tensor_consumers
     _whole: Whole = ()  # whole_tensors
-    _where: dict[tuple, int] = field(default_factory=dict)  # `_where_id`
-    # `_where_id`'s homes: by the id of a homes tuple, the tuple (alive: the id stays its own)
-    # and its number in `_home_numbers`
-    _home_ids: dict[int, tuple[tuple, int]] = field(default_factory=dict)
-    _home_numbers: dict[tuple, int] = field(default_factory=dict)
     _views: set[int] = field(default_factory=set)  # the view layers (no run of their own)
     # per layer, its run's position in an unsplit plan's runs (its number among the non-views)
     _run_of: list[int] = field(default_factory=list)
@@ -174,9 +169,7 @@ class ExecCostModel:
                 self._views.add(index)
                 self._key[layer.outputs[0]] = self._key.get(layer.inputs[0], layer.inputs[0])
         self._tenants = Tenants(self._origin, self._data, self._whole)
-        self._places = UnsplitPlaces(
-            self.graph, self.target, self._consumers, self._whole, self._where_id
-        )
+        self._places = UnsplitPlaces(self.graph, self.target, self._consumers, self._whole)
         self._whole_parts = [Part(index) for index in range(len(self.graph.layers))]
         self._wires = [
             tuple(0 if p is None else self._run_of[p] + 1 for p in o) for o in self._origin
@@ -531,17 +524,8 @@ class ExecCostModel:
         return instr_cycles(self.target, noc), instr_energy(self.target, noc)
 
     def _where_id(self, where: OnChip) -> int:
-        """A number per distinct (homes, chunk, slot, slots) of an on-chip tensor: what its
-        NoC copies depend on (not its offset or life).
-
-        NOTE: its homes by the tuple's id first: `plan_onchip` shares one tuple per homes among
-        its answers, and hashing up to 64 (row, col) pairs anew per plan and tensor cost more
-        than the rest of the lookup."""
-        homes = where.homes
-        known = self._home_ids.get(id(homes))
-        if known is None:
-            known = self._home_ids[id(homes)] = (homes, _number(self._home_numbers, homes))
-        return _number(self._where, (known[1], where.chunk, where.slot, where.slots))
+        """`UnsplitPlaces.where_id` (the one numbering of on-chip tensors for NoC pricing)."""
+        return self._places.where_id(where)
 
     def _lookups(self, index: int, n: int, loop: int) -> tuple[tuple[int, str], ...]:
         """Per operand of layer `index` (on one of n sub-batches, in sub-batch loop `loop`)
@@ -744,7 +728,7 @@ class ExecCostModel:
 
     def _footprint_id(self, cores: tuple[int, ...]) -> int:
         """A number per distinct set of cores a run uses (its first core and box follow)."""
-        return _number(self._footprints, cores)
+        return number(self._footprints, cores)
 
     def _layout(self, step: Step) -> _Layout:
         """Per non-view layer of `step`: its index, its rectangle and corners, and its cores
@@ -783,11 +767,3 @@ def _cost_of(item: LayerRun | tuple[Part, _Base]) -> RunCost:
 def _written(runs: list[LayerRun], k: int) -> tuple[int, tuple[int, int, int, int]]:
     """The footprint id and bounding box of run k of `runs` (k < 0: READY's, a graph input's)."""
     return (READY_AT, READY) if k < 0 else (runs[k].at, runs[k].box)
-
-
-def _number(table: dict, key: tuple) -> int:
-    """`key`'s number in `table`, the next one if it is new (0, 1, ... in order of first use)."""
-    value = table.get(key)
-    if value is None:
-        value = table[key] = len(table)
-    return value

@@ -4,14 +4,14 @@ Unsplit, `plan_onchip` places each layer's outputs (in graph order, each tensor'
 among the placements still live then only: what it places for layer i is a function of those,
 of layer i's cores and of which of its outputs go through DDR. `UnsplitPlaces` numbers the
 sets of live placements it meets (its states) and keeps each layer's step from a state: the
-placements it adds, the tensors it keeps (with their `ExecCostModel._where_id`) and the state
+placements it adds, the tensors it keeps (with their `where_id`) and the state
 after it. The beam's plans share most of their layers' steps (a child of a plan moves a few
 layers' rectangles), so a plan's placements cost a lookup a layer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from npucc.backend.hypercut.onchip_plan import Placed, Whole, plan_onchip
 from npucc.ir.graph import Graph
@@ -28,7 +28,8 @@ class UnsplitPlaces:
     """`plan_onchip`'s placements of unsplit plans of one graph and target, layer by layer."""
 
     __slots__ = (
-        "_graph", "_target", "_consumers", "_whole", "_where_id", "_states", "_ids", "_steps",
+        "_graph", "_target", "_consumers", "_whole", "_states", "_ids", "_steps", "_where",
+        "_home_ids", "_home_numbers",
     )  # fmt: skip
 
     def __init__(
@@ -37,14 +38,30 @@ class UnsplitPlaces:
         target: Target,
         consumers: dict[str, list[int] | None],
         whole: Whole,
-        where_id: Callable[[OnChip], int],
     ) -> None:
         self._graph, self._target, self._consumers, self._whole = graph, target, consumers, whole
-        self._where_id = where_id
         self._states: list[tuple[Placed, ...]] = [()]  # by number: the placements live
         self._ids: dict[tuple[Placed, ...], int] = {(): 0}
         # (state, layer, its key: its rectangle and its outputs through DDR) -> its step
         self._steps: dict[tuple[int, int, object], _Step] = {}
+        self._where: dict[tuple, int] = {}  # `where_id`
+        # `where_id`'s homes: by the id of a homes tuple, the tuple (alive: the id stays its
+        # own) and its number in `_home_numbers`
+        self._home_ids: dict[int, tuple[tuple, int]] = {}
+        self._home_numbers: dict[tuple, int] = {}
+
+    def where_id(self, where: OnChip) -> int:
+        """A number per distinct (homes, chunk, slot, slots) of an on-chip tensor: what its
+        NoC copies depend on (not its offset or life).
+
+        NOTE: its homes by the tuple's id first: `plan_onchip` shares one tuple per homes among
+        its answers, and hashing up to 64 (row, col) pairs anew per plan and tensor cost more
+        than the rest of the lookup."""
+        homes = where.homes
+        known = self._home_ids.get(id(homes))
+        if known is None:
+            known = self._home_ids[id(homes)] = (homes, number(self._home_numbers, homes))
+        return number(self._where, (known[1], where.chunk, where.slot, where.slots))
 
     def step(self, state: int, index: int, key: object, r: Rect, offchip: frozenset[str]) -> _Step:
         """The step of layer `index` from `state` (0: none placed) on rectangle `r`, its outputs
@@ -73,7 +90,7 @@ class UnsplitPlaces:
         if number is None:
             number = self._ids[after] = len(self._states)
             self._states.append(after)
-        items = tuple((t, where, self._where_id(where)) for t, where in kept.items())
+        items = tuple((t, where, self.where_id(where)) for t, where in kept.items())
         return number, tuple(live[before:]), items
 
 
@@ -104,3 +121,11 @@ def placed_from(
                 kept[t] = where
                 ids.append(number)
         states.append(state)
+
+
+def number(table: dict, key: tuple) -> int:
+    """`key`'s number in `table`, the next one if it is new (0, 1, ... in order of first use)."""
+    value = table.get(key)
+    if value is None:
+        value = table[key] = len(table)
+    return value
