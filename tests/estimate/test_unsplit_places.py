@@ -7,33 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from npucc.backend.estimate.exec_cost import ExecCostModel
 from npucc.backend.estimate.unsplit_places import UnsplitPlaces, placed_from
-from npucc.backend.hypercut.beam import BeamOptions, BeamSearch
 from npucc.backend.hypercut.onchip_plan import Placed
-from npucc.backend.hypercut.set_model import MeshParams
-from npucc.backend.hypercut.workload import workload_from_graph
 from npucc.ir.onchip import OnChip
-from npucc.ir.plan import Step
-from npucc.target import load_target
-from npucc.transforms.graph_pipeline import import_model
+from tests.estimate.searched import searched
 
 MODELS = Path(__file__).parents[2] / "models"
 
 
 @pytest.mark.parametrize("name", ["residual_block", "transformer_encoder"])
 def test_placements_layer_by_layer_are_plan_onchips_from_any_layer(name: str) -> None:
-    graph = import_model(MODELS / f"{name}.onnx")
-    target = load_target("mesh8x8")
-    model = ExecCostModel(graph, target)
-    plans: list[tuple[Step, ...]] = []
-
-    def price(plan: tuple[Step, ...]) -> float:
-        plans.append(plan)
-        return model.best_edp(plan)
-
-    wl = workload_from_graph(graph, None)
-    BeamSearch(wl, MeshParams.from_target(target), BeamOptions(width=4), price).run()
+    model, plans, _ = searched(name)
+    graph, target = model.graph, model.target
     places = UnsplitPlaces(graph, target, model._consumers, model._whole)
     rng = random.Random(7)
     done: list[tuple[list, list[int], list[Placed], dict[str, OnChip], list[int]]] = []
