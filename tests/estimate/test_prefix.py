@@ -10,13 +10,9 @@ import pytest
 from npucc.backend.estimate.exec_cost import ExecCostModel, _cost_of
 from npucc.backend.estimate.list_schedule import Timeline, channel_bound, schedule
 from npucc.backend.estimate.prefix import Prefixes, Trace
-from npucc.backend.hypercut.beam import BeamOptions, BeamSearch
-from npucc.backend.hypercut.set_model import MeshParams
-from npucc.backend.hypercut.workload import workload_from_graph
 from npucc.backend.lower.subbatch import loop_parts
 from npucc.ir.plan import Step
-from npucc.target import load_target
-from npucc.transforms.graph_pipeline import import_model
+from tests.estimate.searched import searched
 
 MODELS = Path(__file__).parents[2] / "models"
 
@@ -25,26 +21,9 @@ def _trace(edp: float) -> Trace:
     return Trace([], {}, [], [0], Timeline.start(1), edp)
 
 
-def _searched(name: str) -> tuple[ExecCostModel, list[tuple[Step, ...]], tuple[Step, ...]]:
-    """A width-8 beam search of models/`name` on mesh8x8 priced by one ExecCostModel: the
-    model, every plan it priced and the plan found."""
-    graph = import_model(MODELS / f"{name}.onnx")
-    target = load_target("mesh8x8")
-    model = ExecCostModel(graph, target)
-    plans: list[tuple[Step, ...]] = []
-
-    def price(plan: tuple[Step, ...]) -> float:
-        plans.append(plan)
-        return model.best_edp(plan)
-
-    wl = workload_from_graph(graph, None)
-    found = BeamSearch(wl, MeshParams.from_target(target), BeamOptions(width=8), price).run()
-    return model, plans, found
-
-
 @pytest.mark.parametrize("name", ["residual_block", "transformer_encoder"])
 def test_plans_priced_from_a_shared_prefix_cost_what_they_cost_alone(name: str) -> None:
-    shared, plans, found = _searched(name)
+    shared, plans, found = searched(name)
     graph, target = shared.graph, shared.target
     traces = {id(t): t for trie in shared._prefixes._tries for t in trie.trace if t}.values()
     firsts = {id(t.runs[0]) for t in traces}  # a plan going on from a prefix shares its runs
@@ -57,7 +36,7 @@ def test_plans_priced_from_a_shared_prefix_cost_what_they_cost_alone(name: str) 
 
 
 def test_a_trace_carries_its_plan_through_ddr_energy_and_channel_bound() -> None:
-    model, plans, _ = _searched("residual_block")
+    model, plans, _ = searched("residual_block")
     graph, target = model.graph, model.target
     alone = ExecCostModel(graph, target, model.memo)
     for plan in plans:
@@ -71,7 +50,7 @@ def test_a_trace_carries_its_plan_through_ddr_energy_and_channel_bound() -> None
 
 
 def test_a_trace_keeps_its_plans_whole_schedule() -> None:
-    model, _, _ = _searched("residual_block")
+    model, _, _ = searched("residual_block")
     traces = {id(t): t for trie in model._prefixes._tries for t in trie.trace if t}.values()
     for trace in traces:
         at = Timeline.start(model.target.cores)

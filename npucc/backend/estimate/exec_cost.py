@@ -22,8 +22,7 @@ import math
 from dataclasses import dataclass, field
 from itertools import islice
 
-import numpy as np
-
+from npucc.backend.estimate.core_times import CoreTimes
 from npucc.backend.estimate.gates import Gates, Tenants, gate_keys
 from npucc.backend.estimate.list_schedule import (
     READY,
@@ -51,14 +50,8 @@ from npucc.backend.estimate.profile import (
     operand_positions,
     profile_layer,
 )
-from npucc.backend.estimate.share_timing import (
-    ProfileArrays,
-    TimedShape,
-    core_cycles,
-    piped_timing,
-    profile_arrays,
-)
 from npucc.backend.estimate.staging import stage_runs
+from npucc.backend.estimate.unsplit_places import UnsplitPlaces, number, placed_from
 from npucc.backend.hypercut.onchip_plan import (
     Placed,
     Whole,
@@ -127,47 +120,36 @@ class ExecCostModel:
     # `copy_rows` by (id of the profile, cores); NOTE: an id stays its profile's: `_profiles`
     # holds every profile for the model's life
     _copy_rows: dict[tuple[int, int], CopyRows] = field(default_factory=dict)
-    # `_core_timing` by the core's nodes' shape (pipes, predecessors, classes) and cycles
-    _core: dict[tuple, LayerTiming] = field(default_factory=dict)
-    # the same by (profile, cores, core, the overridden cycles)
-    _core_of: dict[tuple, LayerTiming] = field(default_factory=dict)
     # `noc_layer`'s timings by (profile, cores, every core's copies' cycles: `noc_priced`'s)
     _timed_cores: dict[tuple, tuple[LayerTiming, ...]] = field(default_factory=dict)
-    # (profile, cores, core) -> the cycles of the core's nodes `contracted` keeps (and a last
-    # 0), where its copies' nodes (`CopyRows.nodes`) are among them and their shape's number
-    _core_nodes: dict[tuple, tuple[np.ndarray, np.ndarray, int]] = field(default_factory=dict)
-    # by number: the nodes `contracted` keeps, whether each runs on a pipe (`TimedShape.piped`)
-    # and their shape, as `shape_timing` walks it
-    _shapes: list[tuple[np.ndarray, np.ndarray, TimedShape]] = field(default_factory=list)
-    _shape_ids: dict[tuple, int] = field(default_factory=dict)  # `CoreShare.key` -> its number
-    # `profile_arrays` by the id of the profile (alive: see `_copy_rows`)
-    _arrays: dict[int, ProfileArrays] = field(default_factory=dict)
+    _core_times: CoreTimes = field(default_factory=CoreTimes)  # `noc_layer`'s per core
     # a closing flag's cycles by the footprint ids of reader and writer
     _flags: dict[int, dict[int, int]] = field(default_factory=dict)
     _footprints: dict[tuple[int, ...], int] = field(default_factory=dict)  # `_footprint_id`
     _consumers: dict[str, list[int] | None] = field(default_factory=dict)  # tensor_consumers
     _whole: Whole = ()  # whole_tensors
-    _where: dict[tuple, int] = field(default_factory=dict)  # `_where_id`
-    # `_where_id`'s homes: by the id of a homes tuple, the tuple (alive: the id stays its own)
-    # and its number in `_home_numbers`
-    _home_ids: dict[int, tuple[tuple, int]] = field(default_factory=dict)
-    _home_numbers: dict[tuple, int] = field(default_factory=dict)
     _views: set[int] = field(default_factory=set)  # the view layers (no run of their own)
     # per layer, its run's position in an unsplit plan's runs (its number among the non-views)
     _run_of: list[int] = field(default_factory=list)
     _whole_parts: list[Part] = field(default_factory=list)  # every layer whole, graph order
     _base: dict[tuple, _Base] = field(default_factory=dict)  # `_base_run` by (layer, n, rect)
-    # the same: its run's energy and `channel_bound`
-    _base_ddr: dict[tuple, tuple[float, int]] = field(default_factory=dict)
     _homes: dict[tuple[int, int, int], tuple[tuple[int, str], ...]] = field(
         default_factory=dict
     )  # (layer, n, loop) -> (operand, on-chip key) of each operand a plan may keep on chip
     _producer: dict[str, int] = field(default_factory=dict)  # tensor -> the layer writing it
     _gate_keys: dict[tuple[int, int, int], tuple] = field(default_factory=dict)  # `gate_keys`
     _tenants: Tenants = field(init=False)  # the write gates of unsplit plans
+    _places: UnsplitPlaces = field(init=False)  # the placements of unsplit plans
     _prefixes: Prefixes = field(default_factory=Prefixes)  # the unsplit plans priced
     _layouts: dict[Step, _Layout] = field(default_factory=dict)  # `_layout`
     _wheres: dict[Step, tuple[dict, dict]] = field(default_factory=dict)  # `_where_of`
+    # `_unsplit_runs`' runs (and their all-DDR bounds) by what they depend on
+    _runs: dict[tuple, tuple[LayerRun, float, int, float, int]] = field(default_factory=dict)
+    # per layer, the run positions + 1 of the writers of its inputs (`_origin`; 0: a graph
+    # input), their places in a `Trace`'s `ats`
+    _wires: list[tuple[int, ...]] = field(default_factory=list)
+    # per layer, the on-chip keys of the operands `noc_layer` may find on chip (unsplit)
+    _home_keys: list[tuple[str, ...]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._consumers = tensor_consumers(self.graph)
@@ -187,7 +169,14 @@ class ExecCostModel:
                 self._views.add(index)
                 self._key[layer.outputs[0]] = self._key.get(layer.inputs[0], layer.inputs[0])
         self._tenants = Tenants(self._origin, self._data, self._whole)
+        self._places = UnsplitPlaces(self.graph, self.target, self._consumers, self._whole)
         self._whole_parts = [Part(index) for index in range(len(self.graph.layers))]
+        self._wires = [
+            tuple(0 if p is None else self._run_of[p] + 1 for p in o) for o in self._origin
+        ]
+        self._home_keys = [
+            tuple(key for _, key in self._lookups(i, 1, 0)) for i in range(len(self.graph.layers))
+        ]
 
     def _past_views(self, producer: int | None) -> int | None:
         """The layer that wrote the data `producer` writes (a view's: its input's writer)."""
@@ -226,11 +215,10 @@ class ExecCostModel:
         steps: tuple[Step, ...],
         offchip: frozenset[str] = frozenset(),
         parts: list[Part] | None = None,
-        resume: tuple[list[Placed], dict[str, OnChip], int] | None = None,
     ) -> dict[str, OnChip]:
         """The tensors the lowering keeps on chip under `steps` (as `plan_tensors` decides, but
         each tensor's life whole: without its lives home by home), none of `offchip`; `parts`:
-        the plan's `loop_parts`, if known; `resume`: as `plan_onchip`'s."""
+        the plan's `loop_parts`, if known."""
         n = len(self.graph.layers)
         if parts is None:
             parts = loop_parts(self.graph, steps, self.splits)
@@ -241,18 +229,15 @@ class ExecCostModel:
         # and no staged weight without a split), without building them per plan
         if len(parts) != n:
             loops, spans = part_loops(parts, n), part_spans(parts, n)
-        # NOTE: unsplit, `plan_onchip` resumed at `start` reads the cores of layers from it on
-        start = resume[2] if resume is not None and loops is None else 0
         cores_of: list[tuple[int, ...] | None] = [None] * n
         layout = self._layouts.get
         for step in steps:
             for index, _, cores in layout(step) or self._layout(step):
-                if index >= start:
-                    cores_of[index] = cores
+                cores_of[index] = cores
         # NOTE: without `positions`: the estimate prices every tensor's life whole, and the
         # lowering's lives home by home only free room for it (npucc.backend.hypercut.onchip_plan)
         return plan_onchip(
-            self.graph, cores_of, self.target, offchip, loops, spans, self._consumers, resume,
+            self.graph, cores_of, self.target, offchip, loops, spans, self._consumers,
             whole=self._whole,
         )  # fmt: skip
 
@@ -335,36 +320,100 @@ class ExecCostModel:
             kept = dict(islice(trace.kept.items(), tensors))
             energy = trace.energy[: items + 1]
             ddr = trace.ddr[: items + 1]
-        self.onchip(steps, offchip, parts, (placed, kept, depth))
+        states = trace.states[: depth + 1] if trace is not None else [0]
         where_ids = trace.ids[:tensors] if trace is not None else []
-        where_ids += [self._where_id(where) for where in islice(kept.values(), tensors, None)]
-        new = self._priced(rect_of, parts[depth:], kept, dict(zip(kept, where_ids, strict=True)))
-        total = energy[-1]
-        ddr_energy, held = ddr[-1]
-        ddr_of = self._base_ddr
-        # NOTE: unsplit, every item is a layer's run (a staging is a split loop's)
-        for p, run in new:  # type: ignore[misc]
-            total += run[0].energy
-            energy.append(total)
-            index = p.layer
-            # NOTE: `_priced` made the layer's all-DDR run; the channel bound is a sum by run
-            base = (index, 1, rect_of[index][1])
-            bound = ddr_of.get(base)
-            if bound is None:
-                cost = self._base[base][0]
-                bound = ddr_of[base] = (cost.energy, channel_bound(self.target, (cost,)))
-            ddr_energy += bound[0]
-            held += bound[1]
-            ddr.append((ddr_energy, held))
-        runs = self._unsplit_linked(
-            new, trace.runs[:items] if trace is not None else [],
-            self._tenants.waits(placed, kept, tensors),
-        )  # fmt: skip
+        placed_from(self._places, keys, rect_of, offchip, states, placed, kept, where_ids)
+        runs: list[LayerRun] = trace.runs[:items] if trace is not None else []
+        ats = trace.ats[: items + 1] if trace is not None else [READY_AT]
+        waits = self._tenants.waits(placed, kept, tensors)
+        ids = dict(zip(kept, where_ids, strict=True))
+        total = self._unsplit_runs(rect_of, depth, kept, ids, runs, ats, energy, ddr, waits)
         at = resumed(self.target, trace, items, len(runs))
         edp = total * float(schedule(self.target, runs[items:], at))
-        made = Trace(placed, kept, runs, energy, at, edp, ddr, where_ids)
+        made = Trace(placed, kept, runs, energy, at, edp, ddr, where_ids, states, ats)
         self._prefixes.add(keys, newer, made)
         return made
+
+    def _unsplit_runs(
+        self,
+        rect_of: dict[int, tuple[Rect, tuple[int, int, int, int]]],
+        depth: int,
+        kept: dict[str, OnChip],
+        ids: dict[str, int],
+        runs: list[LayerRun],
+        ats: list[int],
+        energy: list[float],
+        ddr: list[tuple[float, int]],
+        waits: dict[int, set[int]],
+    ) -> float:
+        """An unsplit plan's runs of its layers from `depth` on (`_priced` then `_linked`),
+        appended to `runs` (its runs before `depth`), with their footprint ids `ats`, the
+        running sums `energy` and `ddr` (`Trace`'s); returns the energy. `ids`: `_where_id` of
+        each of `kept`; `waits`: `Tenants.waits`.
+
+        NOTE: a run is a function of its layer, its rectangle, the `_where_id` of each operand
+        `noc_layer` may find on chip (None: not on chip), the footprint ids of the runs writing
+        its inputs (a flag is one of the reader's and the writer's footprints) and the runs its
+        writes wait for with theirs: `_runs` holds each by these, shared by the plans that
+        meet it (light ResNet-50 mesh8x8: ~8,500 distinct of ~250,000)."""
+        views, memo, run_of = self._views, self._runs, self._run_of
+        wires, homes, id_of, at_of = self._wires, self._home_keys, ids.get, ats.__getitem__
+        total = energy[-1]
+        ddr_energy, held = ddr[-1]
+        for index in range(depth, len(self.graph.layers)):
+            if index in views:
+                continue
+            got = waits.get(index)
+            key = (
+                index, rect_of[index][1], *map(id_of, homes[index]), *map(at_of, wires[index])
+            )  # fmt: skip
+            if got:
+                ks = sorted([run_of[j] + 1 for j in got])
+                key = (*key, *ks, *map(at_of, ks))
+            value = memo.get(key)
+            if value is None:
+                value = memo[key] = self._unsplit_run(index, rect_of[index], kept, ids, runs, got)
+            run, mine, at, bound, channel = value
+            runs.append(run)
+            ats.append(at)
+            total += mine
+            energy.append(total)
+            ddr_energy += bound
+            held += channel
+            ddr.append((ddr_energy, held))
+        return total
+
+    def _unsplit_run(
+        self,
+        index: int,
+        where: tuple[Rect, tuple[int, int, int, int]],
+        kept: dict[str, OnChip],
+        ids: dict[str, int],
+        runs: list[LayerRun],
+        got: set[int] | None,
+    ) -> tuple[LayerRun, float, int, float, int]:
+        """`_unsplit_runs`' run of layer `index` on `where` (its rectangle and corners) after
+        `runs`, its energy and footprint id, and its all-DDR run's energy and `channel_bound`
+        (`best_edp`'s bound)."""
+        r, corners = where
+        base = self._base.get((index, 1, corners))
+        if base is None:
+            base = self._base[(index, 1, corners)] = self._base_run(index, r, 1)
+        bound, channel = base[0].energy, channel_bound(self.target, (base[0],))
+        if kept:
+            base = self.noc_layer(index, r, corners, kept, self._whole_parts[index], ids) or base
+        cost, spans, first, box, at = base
+        row = self._flags.get(at)
+        if row is None:
+            row = self._flags[at] = {}
+        srcs = []
+        for src in self._origin[index]:
+            k = -1 if src is None else self._run_of[src]
+            srcs.append(((k + 1, self._flag(row, *_written(runs, k), first)),))
+        if got:
+            self._gate(row, runs, sorted([self._run_of[j] for j in got]), first, srcs, index)
+        run = LayerRun(cost, spans, box, self._data[index], tuple(srcs), at)
+        return run, cost.energy, at, bound, channel
 
     def _upto(self, trace: Trace, depth: int) -> tuple[int, int]:
         """How many of an unsplit plan's kept tensors and priced items (both in graph order)
@@ -457,7 +506,7 @@ class ExecCostModel:
         timings = self._timed_cores.get(at)
         if timings is None:
             timings = self._timed_cores[at] = tuple(
-                dict.fromkeys(self._core_timing(prof, rows, k, over) for k in range(cores))
+                dict.fromkeys(self._core_times.timing(prof, rows, k, over) for k in range(cores))
             )
         cores_used, first, box = footprint(r, prof.ntiles, self.target.mesh.cols)
         value = self._noc[memo] = (
@@ -475,17 +524,8 @@ class ExecCostModel:
         return instr_cycles(self.target, noc), instr_energy(self.target, noc)
 
     def _where_id(self, where: OnChip) -> int:
-        """A number per distinct (homes, chunk, slot, slots) of an on-chip tensor: what its
-        NoC copies depend on (not its offset or life).
-
-        NOTE: its homes by the tuple's id first: `plan_onchip` shares one tuple per homes among
-        its answers, and hashing up to 64 (row, col) pairs anew per plan and tensor cost more
-        than the rest of the lookup."""
-        homes = where.homes
-        known = self._home_ids.get(id(homes))
-        if known is None:
-            known = self._home_ids[id(homes)] = (homes, _number(self._home_numbers, homes))
-        return _number(self._where, (known[1], where.chunk, where.slot, where.slots))
+        """`UnsplitPlaces.where_id` (the one numbering of on-chip tensors for NoC pricing)."""
+        return self._places.where_id(where)
 
     def _lookups(self, index: int, n: int, loop: int) -> tuple[tuple[int, str], ...]:
         """Per operand of layer `index` (on one of n sub-batches, in sub-batch loop `loop`)
@@ -499,39 +539,6 @@ class ExecCostModel:
             elif n > 1:
                 out.append((operand, staged_key(name, loop)))
         return tuple(out)
-
-    def _core_timing(
-        self, prof: LayerProfile, rows: CopyRows, core: int, over: np.ndarray
-    ) -> LayerTiming:
-        """`prof.core_timing` of core `core` of its `rows`' cores, its copies' cycles `over`'s
-        (`noc_priced`'s; -1: its own), memoised by its nodes' shape and cycles (alike tiles and
-        layers of one signature often get the same NoC cycles), first by the profile, the core
-        and its copies' cycles (they come back with other placements)."""
-        cores = len(rows.nodes)
-        mine = over[rows.core_off[core] : rows.core_off[core + 1]]
-        memo = (id(prof), cores, core, mine.tobytes())
-        value = self._core_of.get(memo)
-        if value is not None:
-            return value
-        local = self._core_nodes.get((id(prof), cores, core))
-        if local is None:
-            arrays = self._arrays.get(id(prof))
-            if arrays is None:
-                arrays = self._arrays[id(prof)] = profile_arrays(prof)
-            local = core_cycles(
-                arrays, cores, core, rows.nodes[core], self._shapes, self._shape_ids
-            )
-            self._core_nodes[(id(prof), cores, core)] = local
-        own, copies, shape = local
-        timed = own.copy()
-        moved = mine >= 0
-        timed[copies[moved]] = mine[moved]
-        key = (shape, timed.tobytes())
-        value = self._core.get(key)
-        if value is None:
-            value = self._core[key] = piped_timing(timed, self._shapes[shape][2])
-        self._core_of[memo] = value
-        return value
 
     def profile(
         self, index: int, cores: int, n: int = 1, noc: tuple[int, ...] = ()
@@ -668,35 +675,6 @@ class ExecCostModel:
             runs.append(LayerRun(cost, spans, box, data[index], tuple(srcs), at))
         return runs
 
-    def _unsplit_linked(self, new: list, done: list[LayerRun], waits: dict) -> list[LayerRun]:
-        """`_linked` of an unsplit plan (its `_priced`: a run per non-view layer, in graph
-        order), its runs `done` already linked (extended in place by those of `new`, its
-        items after them); `waits`: the layers each layer's writes wait for (`Tenants.waits`).
-
-        NOTE: a layer's one run is its last, at its number among the non-views (`_run_of`);
-        a run made by `tuple.__new__` from its fields (no `__new__` argument handling)."""
-        flags, origin, data, run_of = self._flags, self._origin, self._data, self._run_of
-        for p, (cost, spans, first, box, at) in new:
-            index = p.layer
-            row = flags.get(at)
-            if row is None:
-                row = flags[at] = {}
-            srcs = []
-            for src in origin[index]:
-                if src is None:  # a graph input
-                    k, flag = -1, self._flag(row, *_written(done, -1), first)
-                else:
-                    k = run_of[src]
-                    writer = done[k]
-                    known = row.get(writer.at)  # NOTE: `_flag`'s memo, probed inline (cheaper)
-                    flag = self._flag(row, writer.at, writer.box, first) if known is None else known
-                srcs.append(((k + 1, flag),))
-            got = waits.get(index)
-            if got:
-                self._gate(row, done, sorted([run_of[j] for j in got]), first, srcs, index)
-            done.append(tuple.__new__(LayerRun, (cost, spans, box, data[index], tuple(srcs), at)))
-        return done
-
     def _flag(self, row: dict[int, int], at: int, box: tuple, first: tuple) -> int:
         """The cycles of the closing flag of a run of footprint id `at` and bounding box `box`
         (`_written`) to core `first`, by `at` in `row` (the reader's: `_flags`)."""
@@ -750,7 +728,7 @@ class ExecCostModel:
 
     def _footprint_id(self, cores: tuple[int, ...]) -> int:
         """A number per distinct set of cores a run uses (its first core and box follow)."""
-        return _number(self._footprints, cores)
+        return number(self._footprints, cores)
 
     def _layout(self, step: Step) -> _Layout:
         """Per non-view layer of `step`: its index, its rectangle and corners, and its cores
@@ -789,11 +767,3 @@ def _cost_of(item: LayerRun | tuple[Part, _Base]) -> RunCost:
 def _written(runs: list[LayerRun], k: int) -> tuple[int, tuple[int, int, int, int]]:
     """The footprint id and bounding box of run k of `runs` (k < 0: READY's, a graph input's)."""
     return (READY_AT, READY) if k < 0 else (runs[k].at, runs[k].box)
-
-
-def _number(table: dict, key: tuple) -> int:
-    """`key`'s number in `table`, the next one if it is new (0, 1, ... in order of first use)."""
-    value = table.get(key)
-    if value is None:
-        value = table[key] = len(table)
-    return value

@@ -21,7 +21,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from npucc.backend.estimate.list_schedule import LayerRun, Timeline
+from npucc.backend.estimate.list_schedule import READY_AT, LayerRun, Timeline
 from npucc.backend.hypercut.onchip_plan import Placed
 from npucc.ir.onchip import OnChip
 from npucc.target import Target
@@ -41,6 +41,10 @@ class Trace:
     # channel bound of its runs before each item, and after the last
     ddr: list[tuple[float, int]] = field(default_factory=lambda: [(0.0, 0)])
     ids: list[int] = field(default_factory=list)  # `ExecCostModel._where_id` of each of `kept`
+    # per layer, the `UnsplitPlaces` state its placements start from, and the last's after
+    states: list[int] = field(default_factory=lambda: [0])
+    # READY_AT (`list_schedule`), then each run's footprint id (`LayerRun.at`)
+    ats: list[int] = field(default_factory=lambda: [READY_AT])
 
 
 class Prefixes:
