@@ -68,16 +68,20 @@ class TileGraph:
         return buf
 
     def add_alloc(self, size: int, tier: str, name: str, layer: int) -> int:
-        """`add_buffer` and its ALLOC node (`add`, stamped `layer`); the buffer's id."""
-        b = self.add_buffer(size, tier, name).id
-        self.add("ALLOC", None, 0, (b,), None, layer)
+        """`add_buffer` and its ALLOC node (`add`, stamped `layer`); the buffer's id.
+        NOTE: both spelled out here (the builder's every buffer)."""
+        b, v = len(self.buffers), len(self.nodes)
+        self.buffers.append(Buffer(b, size, tier, name))
+        self.nodes.append(TileNode(v, "ALLOC", None, 0, (b,), None, layer))
+        self.succs.append([])
+        self.preds.append([])
+        self.alloc_of[b] = v
         return b
 
     def add_free(self, buf: int, layer: int, preds: list[int]) -> None:
-        """`add` of buffer `buf`'s FREE node (stamped `layer`), then `add_edges(preds, ...)`.
-        NOTE: `preds` becomes the node's predecessor list, as `append`'s."""
-        v = self.append("FREE", None, 0, (buf,), None, layer, preds)
-        self.free_of[buf] = v
+        """`add` of buffer `buf`'s FREE node (stamped `layer`), then `add_edges(preds, ...)`,
+        each of `preds` once already (`append_distinct`)."""
+        self.free_of[buf] = self.append_distinct("FREE", None, 0, (buf,), None, layer, preds)
 
     def add_node(
         self,
@@ -123,10 +127,24 @@ class TileGraph:
     ) -> int:
         """`add` of a node that is no buffer's ALLOC or FREE, then `add_edges(preds, ...)`;
         its id. NOTE: `preds` becomes the node's predecessor list (the caller's no longer)."""
-        v = len(self.nodes)
-        self.nodes.append(TileNode(v, op, pipe, cycles, bufs, instr, layer))
         if len(preds) > 2 or (len(preds) == 2 and preds[0] == preds[1]):
             preds = list(dict.fromkeys(preds))
+        return self.append_distinct(op, pipe, cycles, bufs, instr, layer, preds)
+
+    def append_distinct(
+        self,
+        op: str,
+        pipe: str | None,
+        cycles: int,
+        bufs: tuple[int, ...],
+        instr: Instr | None,
+        layer: int,
+        preds: list[int],
+    ) -> int:
+        """`append` of a node whose `preds` hold each node once (the caller's NOTE says why):
+        the same node and edges, without looking for repeats."""
+        v = len(self.nodes)
+        self.nodes.append(TileNode(v, op, pipe, cycles, bufs, instr, layer))
         succs = self.succs
         for src in preds:  # NOTE: no self-edge: the node is new
             succs[src].append(v)

@@ -190,7 +190,8 @@ class TileBuilder(Generic[G]):
         buf = ref.buf
         if ref.core != self.core or buf not in self._readers:
             self._own(ref)
-        # NOTE: readers since the last write depend on it, so they alone imply it.
+        # NOTE: readers since the last write depend on it, so they alone imply it; each is
+        # there once (a node joins a buffer's readers once, as it is added: ascending ids)
         self.graph.add_free(buf, self.layer, self._readers.pop(buf) or [self._last(buf)])
 
     def emit(self, instr: Instr) -> int:
@@ -326,10 +327,15 @@ class TileBuilder(Generic[G]):
         if not preds:
             last = last_write.get(written)
             preds = [alloc_of[written] if last is None else last]
+        # NOTE: `append`'s list, each node once in first-seen order: the readers are distinct
+        # (`free`), so only a read buffer's last writer can repeat one
         for b in bufs[1:]:
             last = last_write.get(b)
-            preds.append(alloc_of[b] if last is None else last)
-        node_id = graph.append(op, pipe, cycles, bufs, instr, self.layer, preds)
+            if last is None:
+                last = alloc_of[b]
+            if last not in preds:
+                preds.append(last)
+        node_id = graph.append_distinct(op, pipe, cycles, bufs, instr, self.layer, preds)
         last_write[written] = node_id
         readers[written] = []
         for b in bufs[1:]:
@@ -377,16 +383,18 @@ class TileBuilder(Generic[G]):
         reads: list[int] = list(dict.fromkeys(run[1:]))
         bufs = (written, *reads)  # `emit_local`'s node's
         last_write, alloc_of = self._last_write, graph.alloc_of
-        tail: list[int] = [
-            alloc_of[b] if last_write.get(b) is None else last_write[b] for b in reads
-        ]
+        # NOTE: each once (`append`'s order), none the run's node before: they were last
+        # written before its first node (which writes `written` alone, no read buffer)
+        last = [alloc_of[b] if last_write.get(b) is None else last_write[b] for b in reads]
+        tail: list[int] = list(dict.fromkeys(last))
         op, pipe, cycles = form
         first = node
+        append = graph.append_distinct
         for i in range(1, count):
             instr = make(i)
             if [ref.buf for ref in get(instr)] != run:
                 raise AssertionError(f"a run's instruction {i} on other buffers than its first")
-            node = graph.append(op, pipe, cycles, bufs, instr, layer, [node, *tail])
+            node = append(op, pipe, cycles, bufs, instr, layer, [node, *tail])
         last_write[written] = node
         for b in reads:
             readers[b].extend(range(first + 1, node + 1))
@@ -507,7 +515,10 @@ class TileBuilder(Generic[G]):
     def _after_writers(self, key: str, runs: Runs, closes: list[Written]) -> int | None:
         """The node after the writes (of this core) that a read of `runs` of `key` overlaps:
         the one writer, or a BARRIER after several (one per distinct set); None: no write."""
-        nodes = sorted({n for w in closes for n in w.writers(runs)})
+        if len(closes) == 1:  # NOTE: `writers` gives them ascending, each once
+            nodes = closes[0].writers(runs)
+        else:
+            nodes = sorted({n for w in closes for n in w.writers(runs)})
         if len(nodes) <= 1:
             return nodes[0] if nodes else None
         memo = (key, tuple(nodes))
@@ -653,8 +664,11 @@ class TrialBuilder(TileBuilder[TrialGraph]):
             return self.emit(instr)
         if len(refs) > 3:
             return super().emit_local(instr, form)
-        if form is None:
-            form = self.form(instr)
+        if form is None:  # NOTE: `form` inlined where it knows the form, as `emit`'s
+            own = _OWN_KEYS.get(type(instr))
+            form = None if own is None else self._forms.get(own(instr))
+            if form is None:
+                form = self.form(instr)
         readers, graph = self._readers, self.graph
         node_id = graph.add(form[0], form[1], form[2], ())
         finish, last_write = graph.finish, self._last_write

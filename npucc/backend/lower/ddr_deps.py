@@ -93,16 +93,19 @@ class Written:
                 return []
             hit = self.ends[first:last] > at
             return sorted(set(self.nodes[first:last][hit].tolist()))
-        lo = np.searchsorted(self.starts, starts - self.longest, side="right")
-        hi = np.searchsorted(self.starts, starts + length, side="left")
-        counts = hi - lo
-        total = int(counts.sum())
+        if not len(starts):
+            return []
+        # NOTE: the arrays' own methods, not numpy's functions (each a Python wrapper more)
+        lo = self.starts.searchsorted(starts - self.longest, side="right")
+        counts = self.starts.searchsorted(starts + length, side="left") - lo
+        ends = counts.cumsum()
+        total = int(ends[-1])
         if not total:
             return []
         # NOTE: every candidate run starts before the read's end; it overlaps if it ends after
         # the read's start
-        idx = np.arange(total) + np.repeat(lo - (np.cumsum(counts) - counts), counts)
-        hit = self.ends[idx] > np.repeat(starts, counts)
+        idx = np.arange(total) + (lo - (ends - counts)).repeat(counts)
+        hit = self.ends[idx] > starts.repeat(counts)
         # NOTE: a set of a few ints, not np.unique (which also imports numpy.ma, 17 ms)
         return sorted(set(self.nodes[idx[hit]].tolist()))
 

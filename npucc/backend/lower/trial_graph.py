@@ -140,6 +140,8 @@ class TrialGraph:
         self.add_edges(preds, v)
         return v
 
+    append_distinct = append  # TileGraph's: a repeat changes nothing here (`add_edges`)
+
     def add_alloc(self, size: int, tier: str, name: str, layer: int) -> int:
         """`add_buffer` and its ALLOC node (TileGraph.add_alloc); the buffer's id."""
         bid = self.add_buffer(size, tier, name).id
