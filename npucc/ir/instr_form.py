@@ -16,7 +16,7 @@ from typing import Any
 from npucc.ir.isa import Instr
 
 
-def _getter(names: tuple[str, ...]) -> Callable[[Instr], tuple[Any, ...]]:
+def fields_getter(names: tuple[str, ...]) -> Callable[[Instr], tuple[Any, ...]]:
     """A function giving these fields of an instruction as a tuple (attrgetter's, even of one)."""
     if len(names) > 1:
         return attrgetter(*names)
@@ -49,9 +49,9 @@ class InstrFields:
         names = tuple(n for n in kinds if n in ops)
         return InstrFields(
             names,
-            _getter(names),
-            _getter(others),
-            _getter(floats) if floats else None,
+            fields_getter(names),
+            fields_getter(others),
+            fields_getter(floats) if floats else None,
             _own_key(cls, names, others, floats, kinds),
         )
 
@@ -68,7 +68,7 @@ def _own_key(
     `kinds`: each field's type, as text."""
 
     # NOTE: the same tuple as form_key(instr, fields, [ref.tier for ref in operands]): a
-    # 1-tuple of one field as `_getter` gives it, the floats' tuple by repr ("" without)
+    # 1-tuple of one field as `fields_getter` gives it, the floats' tuple by repr ("" without)
     def fields_of(group: tuple[str, ...]) -> str:
         return "(" + "".join(f"i.{n}, " for n in group) + ")"
 

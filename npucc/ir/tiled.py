@@ -80,8 +80,8 @@ class TileGraph:
 
     def add_free(self, buf: int, layer: int, preds: list[int]) -> None:
         """`add` of buffer `buf`'s FREE node (stamped `layer`), then `add_edges(preds, ...)`,
-        each of `preds` once already (`append_distinct`)."""
-        self.free_of[buf] = self.append_distinct("FREE", None, 0, (buf,), None, layer, preds)
+        each of `preds` once already (`append`'s `distinct`)."""
+        self.free_of[buf] = self.append("FREE", None, 0, (buf,), None, layer, preds, True)
 
     def add_node(
         self,
@@ -124,25 +124,14 @@ class TileGraph:
         instr: Instr | None,
         layer: int,
         preds: list[int],
+        distinct: bool = False,
     ) -> int:
         """`add` of a node that is no buffer's ALLOC or FREE, then `add_edges(preds, ...)`;
-        its id. NOTE: `preds` becomes the node's predecessor list (the caller's no longer)."""
-        if len(preds) > 2 or (len(preds) == 2 and preds[0] == preds[1]):
+        its id. NOTE: `preds` becomes the node's predecessor list (the caller's no longer).
+        `distinct`: the caller's `preds` hold each node once (its NOTE says why), so no
+        repeats are looked for."""
+        if not distinct and (len(preds) > 2 or (len(preds) == 2 and preds[0] == preds[1])):
             preds = list(dict.fromkeys(preds))
-        return self.append_distinct(op, pipe, cycles, bufs, instr, layer, preds)
-
-    def append_distinct(
-        self,
-        op: str,
-        pipe: str | None,
-        cycles: int,
-        bufs: tuple[int, ...],
-        instr: Instr | None,
-        layer: int,
-        preds: list[int],
-    ) -> int:
-        """`append` of a node whose `preds` hold each node once (the caller's NOTE says why):
-        the same node and edges, without looking for repeats."""
         v = len(self.nodes)
         self.nodes.append(TileNode(v, op, pipe, cycles, bufs, instr, layer))
         succs = self.succs

@@ -75,9 +75,10 @@ class Written:
     @staticmethod
     def of(writes: list[tuple[int, Runs]]) -> Written:
         """The runs of `writes` (writer node, its runs)."""
+        counts = [len(r[0]) for _, r in writes]  # NOTE: each writer's length and node once
         starts = np.concatenate([r[0] for _, r in writes])
-        lengths = np.concatenate([np.full(len(r[0]), r[1], np.int64) for _, r in writes])
-        nodes = np.concatenate([np.full(len(r[0]), n, np.int64) for n, r in writes])
+        lengths = np.array([r[1] for _, r in writes], np.int64).repeat(counts)
+        nodes = np.array([n for n, _ in writes], np.int64).repeat(counts)
         order = np.argsort(starts, kind="stable")
         longest = int(lengths.max()) if len(lengths) else 1
         return Written(starts[order], starts[order] + lengths[order], nodes[order], longest)
