@@ -16,7 +16,7 @@ from typing import Any
 from npucc.ir.isa import Instr
 
 
-def _getter(names: tuple[str, ...]) -> Callable[[Instr], tuple[Any, ...]]:
+def fields_getter(names: tuple[str, ...]) -> Callable[[Instr], tuple[Any, ...]]:
     """A function giving these fields of an instruction as a tuple (attrgetter's, even of one)."""
     if len(names) > 1:
         return attrgetter(*names)
@@ -49,28 +49,38 @@ class InstrFields:
         names = tuple(n for n in kinds if n in ops)
         return InstrFields(
             names,
-            _getter(names),
-            _getter(others),
-            _getter(floats) if floats else None,
-            _own_key(cls, names, others, floats),
+            fields_getter(names),
+            fields_getter(others),
+            fields_getter(floats) if floats else None,
+            _own_key(cls, names, others, floats, kinds),
         )
 
 
 def _own_key(
-    cls: type[Instr], names: tuple[str, ...], others: tuple[str, ...], floats: tuple[str, ...]
+    cls: type[Instr],
+    names: tuple[str, ...],
+    others: tuple[str, ...],
+    floats: tuple[str, ...],
+    kinds: dict[str, str],
 ) -> Callable[[Instr], tuple[Any, ...]]:
     """`form_key` of an instruction of `cls` with its operands in their own tiers, as one
-    generated expression (the lowering asks it of every instruction it emits or tries)."""
+    generated expression (the lowering asks it of every instruction it emits or tries);
+    `kinds`: each field's type, as text."""
 
     # NOTE: the same tuple as form_key(instr, fields, [ref.tier for ref in operands]): a
-    # 1-tuple of one field as `_getter` gives it, the floats' tuple by repr ("" without)
+    # 1-tuple of one field as `fields_getter` gives it, the floats' tuple by repr ("" without)
     def fields_of(group: tuple[str, ...]) -> str:
         return "(" + "".join(f"i.{n}, " for n in group) + ")"
 
     floats_text = f"repr({fields_of(floats)})" if floats else '""'
+    if floats and all(kinds[n] == "tuple[float, ...]" for n in floats):
+        # NOTE: each field the empty tuple (`E`: CPython has one, so `is` holds of it alone;
+        # anything else, a tuple subclass's empty one too, takes repr): most vector ops
+        empty = " and ".join(f"i.{n} is E" for n in floats)
+        floats_text = f"{repr(tuple(() for _ in floats))!r} if {empty} else {floats_text}"
     tiers = "".join(f", i.{n}.tier" for n in names)
     body = f"(cls, {fields_of(others)}, {floats_text}{tiers})"
-    env: dict[str, Any] = {"cls": cls}
+    env: dict[str, Any] = {"cls": cls, "E": ()}
     exec(f"def own_key(i):\n    return {body}\n", env)  # noqa: S102  (a plain function)
     found: Callable[[Instr], tuple[Any, ...]] = env["own_key"]
     return found

@@ -68,16 +68,20 @@ class TileGraph:
         return buf
 
     def add_alloc(self, size: int, tier: str, name: str, layer: int) -> int:
-        """`add_buffer` and its ALLOC node (`add`, stamped `layer`); the buffer's id."""
-        b = self.add_buffer(size, tier, name).id
-        self.add("ALLOC", None, 0, (b,), None, layer)
+        """`add_buffer` and its ALLOC node (`add`, stamped `layer`); the buffer's id.
+        NOTE: both spelled out here (the builder's every buffer)."""
+        b, v = len(self.buffers), len(self.nodes)
+        self.buffers.append(Buffer(b, size, tier, name))
+        self.nodes.append(TileNode(v, "ALLOC", None, 0, (b,), None, layer))
+        self.succs.append([])
+        self.preds.append([])
+        self.alloc_of[b] = v
         return b
 
     def add_free(self, buf: int, layer: int, preds: list[int]) -> None:
-        """`add` of buffer `buf`'s FREE node (stamped `layer`), then `add_edges(preds, ...)`.
-        NOTE: `preds` becomes the node's predecessor list, as `append`'s."""
-        v = self.append("FREE", None, 0, (buf,), None, layer, preds)
-        self.free_of[buf] = v
+        """`add` of buffer `buf`'s FREE node (stamped `layer`), then `add_edges(preds, ...)`,
+        each of `preds` once already (`append`'s `distinct`)."""
+        self.free_of[buf] = self.append("FREE", None, 0, (buf,), None, layer, preds, True)
 
     def add_node(
         self,
@@ -120,13 +124,16 @@ class TileGraph:
         instr: Instr | None,
         layer: int,
         preds: list[int],
+        distinct: bool = False,
     ) -> int:
         """`add` of a node that is no buffer's ALLOC or FREE, then `add_edges(preds, ...)`;
-        its id. NOTE: `preds` becomes the node's predecessor list (the caller's no longer)."""
+        its id. NOTE: `preds` becomes the node's predecessor list (the caller's no longer).
+        `distinct`: the caller's `preds` hold each node once (its NOTE says why), so no
+        repeats are looked for."""
+        if not distinct and (len(preds) > 2 or (len(preds) == 2 and preds[0] == preds[1])):
+            preds = list(dict.fromkeys(preds))
         v = len(self.nodes)
         self.nodes.append(TileNode(v, op, pipe, cycles, bufs, instr, layer))
-        if len(preds) > 2 or (len(preds) == 2 and preds[0] == preds[1]):
-            preds = list(dict.fromkeys(preds))
         succs = self.succs
         for src in preds:  # NOTE: no self-edge: the node is new
             succs[src].append(v)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from npucc.compiler import compile_to
 from npucc.ir.instr_form import form_key, instr_fields
-from npucc.ir.isa import BufRef, Copy, DdrRef, HostOp, Mmad, VFill
+from npucc.ir.isa import BufRef, Copy, DdrRef, HostOp, Mmad, VBinary, VFill, VUnary
 from npucc.options import CompileOptions
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
@@ -37,6 +37,27 @@ def test_other_tiers_fields_or_float_texts_make_other_forms():
         _key(VFill(BufRef(1, "UB", 0), (4,), (1,), 0)),
     }
     assert len(keys) == 6
+
+
+class _Floats(tuple):
+    """A tuple subclass: its empty instance is not the empty tuple, and prints apart."""
+
+    def __repr__(self) -> str:
+        return f"_Floats{tuple(self)!r}"
+
+
+def test_empty_float_fields_key_by_their_repr_as_any_others():
+    ub = BufRef(1, "UB", 0)
+    keys = {
+        _key(VUnary("relu", ub, ub, (4,), (1,), (1,))),
+        _key(VUnary("clip", ub, ub, (4,), (1,), (1,), (0.0, 6.0))),
+        _key(VUnary("clip", ub, ub, (4,), (1,), (1,), (-0.0, 6.0))),
+        _key(VUnary("clip", ub, ub, (4,), (1,), (1,), (), (0.5,))),
+        _key(VUnary("clip", ub, ub, (4,), (1,), (1,), tuple([]), _Floats())),
+        _key(VBinary("add", ub, ub, ub, (4,), (1,), (1,), (1,))),
+    }
+    assert len(keys) == 6
+    assert _key(VUnary("relu", ub, ub, (4,), (1,), (1,)))[2] == "((), ())"
 
 
 def test_own_key_is_form_key_with_the_operands_own_tiers_for_every_instruction_lowered():

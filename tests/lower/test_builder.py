@@ -3,10 +3,13 @@ before FREE, accumulation reads its destination) and its refusals of misuse."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
 from npucc.backend.lower.builder import TileBuilder
-from npucc.ir.isa import Copy, DdrRef, Mmad, VBinary
+from npucc.ir.isa import Copy, DdrRef, Instr, Mmad, VBinary, VFill
 from npucc.ir.tiled import TileGraph
 from npucc.target import load_target
 
@@ -80,44 +83,53 @@ def test_a_cross_core_barrier_waits_for_each_other_cores_latest_close_only() -> 
     assert tracker.cross_edges == [(0, closes[2][1], 2, gate), (1, closes[1][1], 2, gate)]
 
 
-def test_emit_local_adds_the_nodes_and_edges_emit_adds() -> None:
+def test_emit_local_adds_the_nodes_and_edges_emit_adds(monkeypatch: pytest.MonkeyPatch) -> None:
     # the inner loops' fast path (img2col, L1 -> L0 copies, mmad on this core's buffers):
-    # the same graph as `emit`, and `emit` itself for an instruction with a DDR operand
+    # the same graph as `emit`'s operand pass (which `emit` itself skips for such an
+    # instruction: `_local` refused here), and `emit` itself for one with a DDR operand
     graphs = []
     for local in (False, True):
         bld = _builder()
-        emit = bld.emit_local if local else bld.emit
-        x, w = bld.alloc("L1", 512), bld.alloc("L1", 512)
-        emit(Copy(x, DdrRef("x"), (512,), (1,), (1,)))  # a DDR side: `emit`'s path
-        emit(Copy(w, DdrRef("w"), (512,), (1,), (1,)))
-        c = bld.alloc("L0C", 256)
-        for k in range(3):
-            a, b = bld.alloc("L0A", 256), bld.alloc("L0B", 256)
-            emit(Copy(a, x.at(k * 16), (16, 16), (16, 1), (32, 1)))
-            emit(Copy(b, w.at(k * 16), (16, 16), (16, 1), (32, 1)))
-            emit(Mmad(c, a, b, 16, 16, 16, int(k > 0)))
-            u = bld.alloc("UB", 256)
-            emit(Copy(u, c, (256,), (1,), (1,)))
-            emit(Copy(u, u.at(8), (8,), (1,), (1,)))  # one buffer read and written
-            v = bld.alloc("UB", 256)
-            d = (16, 16), (16, 1), (16, 1), (16, 1)
-            emit(VBinary("mla", v, u, u.at(16), *d))  # the accumulator read too
-            for one, two in ((v, u), (u, v), (u, u), (v, v)):  # operands repeating the dst
-                emit(VBinary("add", v, one, two, *d))
-            bld.free(v)
-            bld.free(u)
-            bld.free(a)
-            bld.free(b)
-        for ref in (x, w, c):
-            bld.free(ref)
-        g = bld.graph
-        graphs.append(([(n.op, n.pipe, n.cycles, n.bufs, n.instr) for n in g.nodes], g.preds))
+        with monkeypatch.context() as patch:
+            if not local:
+                patch.setattr(TileBuilder, "_local", lambda self, instr: None)
+            graphs.append(_emitted(bld, bld.emit_local if local else bld.emit))
     assert graphs[0] == graphs[1]
     bld = _builder()
     a = bld.alloc("L0A", 64)
     bld.free(a)
     with pytest.raises(ValueError, match="after its FREE"):
         bld.emit_local(Copy(a, bld.alloc("L1", 64), (64,), (1,), (1,)))
+
+
+def _emitted(bld: TileBuilder, emit: Callable[[Instr], int]) -> tuple[list[Any], list[list[int]]]:
+    """The nodes and predecessor lists of a small cube and vector lowering through `emit`."""
+    x, w = bld.alloc("L1", 512), bld.alloc("L1", 512)
+    emit(Copy(x, DdrRef("x"), (512,), (1,), (1,)))  # a DDR side: `emit`'s path
+    emit(Copy(w, DdrRef("w"), (512,), (1,), (1,)))
+    c = bld.alloc("L0C", 256)
+    for k in range(3):
+        a, b = bld.alloc("L0A", 256), bld.alloc("L0B", 256)
+        emit(Copy(a, x.at(k * 16), (16, 16), (16, 1), (32, 1)))
+        emit(Copy(b, w.at(k * 16), (16, 16), (16, 1), (32, 1)))
+        emit(Mmad(c, a, b, 16, 16, 16, int(k > 0)))
+        u = bld.alloc("UB", 256)
+        emit(Copy(u, c, (256,), (1,), (1,)))
+        emit(Copy(u, u.at(8), (8,), (1,), (1,)))  # one buffer read and written
+        v = bld.alloc("UB", 256)
+        emit(VFill(v, (256,), (1,), 0.0))  # no read
+        d = (16, 16), (16, 1), (16, 1), (16, 1)
+        emit(VBinary("mla", v, u, u.at(16), *d))  # the accumulator read too
+        for one, two in ((v, u), (u, v), (u, u), (v, v)):  # operands repeating the dst
+            emit(VBinary("add", v, one, two, *d))
+        bld.free(v)
+        bld.free(u)
+        bld.free(a)
+        bld.free(b)
+    for ref in (x, w, c):
+        bld.free(ref)
+    g = bld.graph
+    return [(n.op, n.pipe, n.cycles, n.bufs, n.instr) for n in g.nodes], g.preds
 
 
 def _taps(bld: TileBuilder, run: bool, same: bool = True) -> None:
@@ -156,3 +168,20 @@ def test_a_run_adds_the_nodes_and_edges_of_its_instructions_one_by_one() -> None
     assert graphs[0] == graphs[1]
     with pytest.raises(AssertionError, match="other buffers than its first"):
         _taps(_builder(), True, same=False)
+
+
+def test_a_ddr_load_and_store_wait_as_emit_s_operand_pass_has_them() -> None:
+    # a load waits for its import's node (once, though that store read the buffer too) and
+    # the buffer's readers; a store after a gate waits for it; a fill (no read) for the
+    # buffer's readers
+    bld = _builder()
+    a = bld.alloc("UB", 64)
+    store = bld.emit(Copy(DdrRef("t"), a, (64,), (1,), (1,)))
+    bld.close_ddr("t")
+    load = bld.emit(Copy(a, DdrRef("t"), (64,), (1,), (1,)))
+    assert bld.graph.preds[load] == [store]  # the one writer of what it reads, a reader of a
+    fill = bld.emit(VFill(a, (64,), (1,), 0.0))
+    assert bld.graph.preds[fill] == [load]
+    bld.gate("u", [(0, load)])
+    gate = bld.graph.preds[bld.emit(Copy(DdrRef("u"), a, (64,), (1,), (1,)))]
+    assert gate[0] == fill and bld.graph.nodes[gate[1]].op == "BARRIER"

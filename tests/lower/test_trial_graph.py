@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from npucc.backend.lower.builder import MeshBuilder, TileBuilder, TrialBuilder
+from npucc.backend.lower.builder import MeshBuilder, TileBuilder
 from npucc.backend.lower.context import LowerContext, flow
 from npucc.backend.lower.depthwise import _lower_split
 from npucc.backend.lower.dwfuse import lower_fused
-from npucc.backend.lower.trial_graph import TrialGraph
+from npucc.backend.lower.trial_graph import TrialBuilder, TrialGraph
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.ir.program import TiledProgram
 from npucc.ir.tiled import TileGraph

@@ -12,13 +12,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from operator import attrgetter
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from npucc.backend.lower.band_view import BandView
 from npucc.backend.lower.ddr_deps import Runs, Written, by_channels, pattern_runs
-from npucc.backend.lower.trial_graph import TrialGraph
-from npucc.ir.instr_form import instr_fields
+from npucc.ir.instr_form import fields_getter, instr_fields
 from npucc.ir.isa import (
     BufRef,
     Copy,
@@ -39,6 +37,9 @@ from npucc.ir.isa_cost import instr_cycles
 from npucc.ir.onchip import OnChip
 from npucc.ir.tiled import TileGraph
 from npucc.target import Target
+
+if TYPE_CHECKING:  # NOTE: trial_graph's TrialBuilder is a TileBuilder (imports this module)
+    from npucc.backend.lower.trial_graph import TrialGraph
 
 
 def node_op_name(instr: Instr) -> str:
@@ -99,7 +100,7 @@ class DdrTracker:
     onchip: dict[str, OnChip] = field(default_factory=dict)  # keys kept on chip (NoC handoff)
 
 
-G = TypeVar("G", TileGraph, TrialGraph)  # what a builder appends to: a trial's graph or a core's
+G = TypeVar("G", TileGraph, "TrialGraph")  # what a builder appends to: a trial's graph or a core's
 
 
 class TileBuilder(Generic[G]):
@@ -190,7 +191,8 @@ class TileBuilder(Generic[G]):
         buf = ref.buf
         if ref.core != self.core or buf not in self._readers:
             self._own(ref)
-        # NOTE: readers since the last write depend on it, so they alone imply it.
+        # NOTE: readers since the last write depend on it, so they alone imply it; each is
+        # there once (a node joins a buffer's readers once, as it is added: ascending ids)
         self.graph.add_free(buf, self.layer, self._readers.pop(buf) or [self._last(buf)])
 
     def emit(self, instr: Instr) -> int:
@@ -199,6 +201,10 @@ class TileBuilder(Generic[G]):
         A read of a DDR tensor waits for the BARRIER that closed the tensor's writes. A copy
         through a band view is remapped to its tensor (one or more copies; the last one's id).
         """
+        if type(instr) is not Copy and self._local(instr) is not None:
+            # NOTE: every operand a buffer of this core: `emit_local`'s node and edges are
+            # these (a vector fill, most of the vector ops that come here)
+            return self.emit_local(instr)
         if type(instr) is Copy:
             if self._views:
                 pieces = self._in_band(instr)
@@ -210,6 +216,12 @@ class TileBuilder(Generic[G]):
                 instr = self._in_l1(instr)
             if self.tracker.onchip:
                 instr = self._over_noc(instr)
+            if type(instr) is Copy:  # NOTE: the same node and edges as below, less per copy
+                src, dst = instr.src, instr.dst
+                if type(src) is DdrRef and type(dst) is BufRef:
+                    return self._ddr_copy(instr, src, dst)
+                if type(src) is BufRef and type(dst) is DdrRef:
+                    return self._ddr_copy(instr, dst, src)
         # NOTE: one pass over the operands (not a comprehension per list: this runs for every
         # instruction of every lowering tried)
         readers, core = self._readers, self.core
@@ -242,16 +254,12 @@ class TileBuilder(Generic[G]):
                 ddr_writes.append(ref)
         if self._resident and (ddr or ddr_writes):
             for r in (*ddr, *ddr_writes):
-                if r.key in self._resident:
-                    raise AssertionError(f"{instr.opcode} reaches a resident tensor in DDR")
+                self._in_ddr(instr, r)
         for ref in foreign:
             self._own(ref)
         preds: list[int] = []
         for r in ddr:
-            key, lo, hi, copy = _read_span(instr, r)
-            if key in self._ddr_writers:
-                raise ValueError(f"DDR tensor {key!r} read before its writes were closed")
-            ready = self._import(key, lo, hi, copy)
+            ready = self._ready(instr, r)
             if ready is not None:
                 preds.append(ready)
         if len(write_bufs) == 1 and len(read_bufs) == 1:  # most instructions
@@ -283,16 +291,66 @@ class TileBuilder(Generic[G]):
             else:
                 readers[b].append(node_id)
         for ref in ddr_writes:
-            key = ref.key
-            self._ddr_writers.setdefault(key, []).append((node_id, self._written(instr, ref)))
-            gate = self._gates.get(key)
-            if gate is not None and gate not in preds:
-                self.graph.add_edge(gate, node_id)
+            self._wrote(instr, ref, node_id, preds)
         return node_id
+
+    def _ddr_copy(self, instr: Copy, ddr: DdrRef, ref: BufRef) -> int:
+        """`emit` of a copy between DDR (`ddr`) and a buffer of this core (`ref`), a load
+        (writes the buffer) or a store (reads it): its node and edges."""
+        readers = self._readers
+        if self._resident:
+            self._in_ddr(instr, ddr)
+        buf = ref.buf
+        if ref.core != self.core or buf not in readers:
+            self._own(ref)
+        load = ddr is instr.src
+        ready = self._ready(instr, ddr) if load else None
+        own = _OWN_KEYS.get(Copy)  # NOTE: `form` inlined, as `emit`'s
+        found = None if own is None else self._forms.get(own(instr))
+        op, pipe, cycles = self.form(instr) if found is None else found
+        before: list[int] = readers[buf]
+        if load and before:
+            preds = before if ready is None else [ready, *before]
+        else:
+            last = self._last_write.get(buf)
+            preds = [self.graph.alloc_of[buf] if last is None else last]
+            if ready is not None:
+                preds.insert(0, ready)
+        # NOTE: a TileGraph drops the repeats (a load's import node may have read `buf`)
+        node_id = self.graph.append(op, pipe, cycles, (buf,), instr, self.layer, preds)
+        if load:
+            self._last_write[buf] = node_id
+            readers[buf] = []
+        else:
+            before.append(node_id)
+            self._wrote(instr, ddr, node_id, preds)
+        return node_id
+
+    def _in_ddr(self, instr: Instr, ref: DdrRef) -> None:
+        """Check that `instr` reaches no tensor this core holds in L1 (`hold`) in DDR."""
+        if ref.key in self._resident:
+            raise AssertionError(f"{instr.opcode} reaches a resident tensor in DDR")
+
+    def _ready(self, instr: Instr, ref: DdrRef) -> int | None:
+        """The node `instr`'s read of DDR through `ref` waits for (`_import`), None: none."""
+        key, lo, hi, copy = _read_span(instr, ref)
+        if key in self._ddr_writers:
+            raise ValueError(f"DDR tensor {key!r} read before its writes were closed")
+        return self._import(key, lo, hi, copy)
+
+    def _wrote(self, instr: Instr, ref: DdrRef, node: int, preds: list[int]) -> None:
+        """Record node `node` (of `instr`, its predecessors `preds`) as a write of DDR through
+        `ref`, open until `close_ddr`; a gate of the tensor comes before it."""
+        key = ref.key
+        self._ddr_writers.setdefault(key, []).append((node, self._written(instr, ref)))
+        gate = self._gates.get(key)
+        if gate is not None and gate not in preds:
+            self.graph.add_edge(gate, node)
 
     def emit_local(self, instr: Instr, form: tuple[str, str, int] | None = None) -> int:
         """`emit` of an instruction that writes one buffer of this core and reads buffers of
-        this core only (an img2col, an L1 -> L0 copy, an mmad); `emit` itself for any other.
+        this core only, if any (an img2col, an L1 -> L0 copy, an mmad, a fill); `emit` itself
+        for any other.
         `form`: its `form`, when the caller has it (a loop of instructions apart only in their
         operands' buffers and offsets, which no form reads: `instr_form.form_key`).
 
@@ -326,10 +384,15 @@ class TileBuilder(Generic[G]):
         if not preds:
             last = last_write.get(written)
             preds = [alloc_of[written] if last is None else last]
+        # NOTE: `append`'s list, each node once in first-seen order: the readers are distinct
+        # (`free`), so only a read buffer's last writer can repeat one
         for b in bufs[1:]:
             last = last_write.get(b)
-            preds.append(alloc_of[b] if last is None else last)
-        node_id = graph.append(op, pipe, cycles, bufs, instr, self.layer, preds)
+            if last is None:
+                last = alloc_of[b]
+            if last not in preds:
+                preds.append(last)
+        node_id = graph.append(op, pipe, cycles, bufs, instr, self.layer, preds, True)
         last_write[written] = node_id
         readers[written] = []
         for b in bufs[1:]:
@@ -337,15 +400,16 @@ class TileBuilder(Generic[G]):
         return node_id
 
     def _local(self, instr: Instr) -> tuple[Any, ...] | None:
-        """The operands of an instruction that writes one buffer and reads others, the written
-        one first, when each is a buffer of this core (checked: not freed); None: `emit`'s."""
+        """The operands of an instruction that writes one buffer and reads any others, the
+        written one first, when each is a buffer of this core (checked: not freed); None:
+        `emit`'s."""
         cls = type(instr)
         get = _OPERANDS.get(cls)
         if get is None:
             names = (*instr.writes, *instr.reads)
-            if len(instr.writes) != 1 or len(names) < 2:
+            if len(instr.writes) != 1 or cls is HostOp:  # NOTE: a host op's names are its own
                 return None
-            get = _OPERANDS[cls] = attrgetter(*names)
+            get = _OPERANDS[cls] = fields_getter(names)
         refs = get(instr)
         readers, core = self._readers, self.core
         for ref in refs:
@@ -367,7 +431,7 @@ class TileBuilder(Generic[G]):
         instr = make(0)
         form = self.form(instr)
         node = self.emit_local(instr, form)
-        run = _run_buffers(instr)
+        run = self._run_buffers(instr)
         if run is None:
             for i in range(1, count):
                 self.emit_local(make(i), form)
@@ -377,19 +441,32 @@ class TileBuilder(Generic[G]):
         reads: list[int] = list(dict.fromkeys(run[1:]))
         bufs = (written, *reads)  # `emit_local`'s node's
         last_write, alloc_of = self._last_write, graph.alloc_of
-        tail: list[int] = [
-            alloc_of[b] if last_write.get(b) is None else last_write[b] for b in reads
-        ]
+        # NOTE: each once (`append`'s order), none the run's node before: they were last
+        # written before its first node (which writes `written` alone, no read buffer)
+        last = [alloc_of[b] if last_write.get(b) is None else last_write[b] for b in reads]
+        tail: list[int] = list(dict.fromkeys(last))
         op, pipe, cycles = form
         first = node
+        append = graph.append
         for i in range(1, count):
             instr = make(i)
             if [ref.buf for ref in get(instr)] != run:
                 raise AssertionError(f"a run's instruction {i} on other buffers than its first")
-            node = graph.append(op, pipe, cycles, bufs, instr, layer, [node, *tail])
+            node = append(op, pipe, cycles, bufs, instr, layer, [node, *tail], True)
         last_write[written] = node
         for b in reads:
             readers[b].extend(range(first + 1, node + 1))
+
+    @staticmethod
+    def _run_buffers(instr: Instr) -> list[int] | None:
+        """The buffers of an instruction `emit_local` emitted, the one it writes first (each
+        operand's); None if it went through `emit`, or if it reads the buffer it writes."""
+        get = _OPERANDS.get(type(instr))
+        refs = None if get is None else get(instr)
+        if refs is None or any(type(r) is not BufRef for r in refs):
+            return None
+        bufs = [r.buf for r in refs]
+        return None if bufs[0] in bufs[1:] else bufs
 
     def form(self, instr: Instr) -> tuple[str, str, int]:
         """The trace op name, pipe and cycles of `instr`, worked out once per form."""
@@ -507,7 +584,10 @@ class TileBuilder(Generic[G]):
     def _after_writers(self, key: str, runs: Runs, closes: list[Written]) -> int | None:
         """The node after the writes (of this core) that a read of `runs` of `key` overlaps:
         the one writer, or a BARRIER after several (one per distinct set); None: no write."""
-        nodes = sorted({n for w in closes for n in w.writers(runs)})
+        if len(closes) == 1:  # NOTE: `writers` gives them ascending, each once
+            nodes = closes[0].writers(runs)
+        else:
+            nodes = sorted({n for w in closes for n in w.writers(runs)})
         if len(nodes) <= 1:
             return nodes[0] if nodes else None
         memo = (key, tuple(nodes))
@@ -599,113 +679,6 @@ class TileBuilder(Generic[G]):
         out._resident = dict(resident)
         out._views = dict(views)
         return out
-
-
-def _run_buffers(instr: Instr) -> list[int] | None:
-    """The buffers of an instruction `emit_local` emitted, the one it writes first (each
-    operand's); None if it went through `emit`, or if it reads the buffer it writes."""
-    get = _OPERANDS.get(type(instr))
-    refs = None if get is None else get(instr)
-    if refs is None or any(type(r) is not BufRef for r in refs):
-        return None
-    bufs = [r.buf for r in refs]
-    return None if bufs[0] in bufs[1:] else bufs
-
-
-class TrialBuilder(TileBuilder[TrialGraph]):
-    """A TileBuilder of a trial lowering's graph (`memo.fresh`): no ALLOC or FREE nodes, every
-    buffer's first reader or writer waiting for the graph's first node instead (a pipe-less
-    node of no predecessors, added here: its finish is 0, as an ALLOC's).
-
-    NOTE: the same `flow` and busiest pipe as TileBuilder's nodes give: an ALLOC's finish is 0
-    (no pipe, no predecessors); a FREE is no node's predecessor (no id of it is kept) and
-    finishes with its latest predecessor, which the flow already counts; neither has a pipe."""
-
-    __slots__ = ()
-
-    def __init__(self, graph: TrialGraph, target: Target, forms: Forms | None = None) -> None:
-        super().__init__(graph, target, forms=forms)
-        if graph.finish:
-            raise AssertionError("a trial builder starts on an empty trial graph")
-        graph.add("START", None, 0, ())  # node 0: what a buffer's ALLOC would be
-
-    def alloc(self, tier: str, elems: int, name: str = "") -> BufRef:
-        """`TileBuilder.alloc` without its ALLOC node, nor a Buffer (`TrialGraph.new_buffer`:
-        no size, tier or name, which no flow or busy cycles read)."""
-        bid = self.graph.new_buffer()
-        self._readers[bid] = []
-        return _new_ref(BufRef, (bid, tier, 0, self.core))
-
-    def free(self, ref: BufRef) -> None:
-        """`TileBuilder.free` without its FREE node."""
-        self._own(ref)
-        del self._readers[ref.buf]
-
-    def emit_local(self, instr: Instr, form: tuple[str, str, int] | None = None) -> int:
-        """`TileBuilder.emit_local` on a trial graph: the same node, its predecessors' latest
-        finish passed to it (`TrialGraph.wait`) instead of their list.
-
-        NOTE: every buffer's ALLOC is node 0 here, whose finish is 0: a buffer not yet written
-        adds nothing to the node's start (tests/lower/test_trial_graph checks the finishes
-        against a TileGraph's)."""
-        refs = self._local(instr)
-        if refs is None:
-            return self.emit(instr)
-        if len(refs) > 3:
-            return super().emit_local(instr, form)
-        if form is None:
-            form = self.form(instr)
-        readers, graph = self._readers, self.graph
-        node_id = graph.add(form[0], form[1], form[2], ())
-        finish, last_write = graph.finish, self._last_write
-        written = refs[0].buf
-        ready = 0
-        before = readers[written]
-        if before:
-            for p in before:
-                if finish[p] > ready:
-                    ready = finish[p]
-            readers[written] = []
-        else:
-            last = last_write.get(written)
-            if last is not None:
-                ready = finish[last]
-        last_write[written] = node_id
-        seen = written
-        for ref in refs[1:]:
-            b = ref.buf
-            if b == written or b == seen:  # NOTE: each buffer once (`emit_local`'s `bufs`)
-                continue
-            seen = b
-            last = last_write.get(b)
-            if last is not None and finish[last] > ready:
-                ready = finish[last]
-            readers[b].append(node_id)
-        graph.wait(ready)
-        return node_id
-
-    def emit_run(self, make: Callable[[int], Instr], count: int) -> None:
-        """`TileBuilder.emit_run` on a trial graph: of a run whose instructions write a buffer
-        none of them reads, only the first is made; each later one waits for the one before
-        alone (the last writer of the buffer it writes; the buffers it reads were last
-        written before the run began), on the same pipe (`TrialGraph.repeat`).
-
-        NOTE: the readers of a buffer the run reads are kept as the first and the last of the
-        run: a later write waits for their latest finish, the last's (a chain)."""
-        if count <= 0:
-            return
-        instr = make(0)
-        self.emit_local(instr)
-        run = _run_buffers(instr)
-        if run is None:
-            for i in range(1, count):
-                self.emit_local(make(i))
-            return
-        written, reads = run[0], dict.fromkeys(run[1:])
-        last = self.graph.repeat(count - 1)
-        self._last_write[written] = last
-        for b in reads:
-            self._readers[b].append(last)
 
 
 class MeshBuilder:

@@ -75,9 +75,10 @@ class Written:
     @staticmethod
     def of(writes: list[tuple[int, Runs]]) -> Written:
         """The runs of `writes` (writer node, its runs)."""
+        counts = [len(r[0]) for _, r in writes]  # NOTE: each writer's length and node once
         starts = np.concatenate([r[0] for _, r in writes])
-        lengths = np.concatenate([np.full(len(r[0]), r[1], np.int64) for _, r in writes])
-        nodes = np.concatenate([np.full(len(r[0]), n, np.int64) for n, r in writes])
+        lengths = np.array([r[1] for _, r in writes], np.int64).repeat(counts)
+        nodes = np.array([n for n, _ in writes], np.int64).repeat(counts)
         order = np.argsort(starts, kind="stable")
         longest = int(lengths.max()) if len(lengths) else 1
         return Written(starts[order], starts[order] + lengths[order], nodes[order], longest)
@@ -93,16 +94,19 @@ class Written:
                 return []
             hit = self.ends[first:last] > at
             return sorted(set(self.nodes[first:last][hit].tolist()))
-        lo = np.searchsorted(self.starts, starts - self.longest, side="right")
-        hi = np.searchsorted(self.starts, starts + length, side="left")
-        counts = hi - lo
-        total = int(counts.sum())
+        if not len(starts):
+            return []
+        # NOTE: the arrays' own methods, not numpy's functions (each a Python wrapper more)
+        lo = self.starts.searchsorted(starts - self.longest, side="right")
+        counts = self.starts.searchsorted(starts + length, side="left") - lo
+        ends = counts.cumsum()
+        total = int(ends[-1])
         if not total:
             return []
         # NOTE: every candidate run starts before the read's end; it overlaps if it ends after
         # the read's start
-        idx = np.arange(total) + np.repeat(lo - (np.cumsum(counts) - counts), counts)
-        hit = self.ends[idx] > np.repeat(starts, counts)
+        idx = np.arange(total) + (lo - (ends - counts)).repeat(counts)
+        hit = self.ends[idx] > starts.repeat(counts)
         # NOTE: a set of a few ints, not np.unique (which also imports numpy.ma, 17 ms)
         return sorted(set(self.nodes[idx[hit]].tolist()))
 

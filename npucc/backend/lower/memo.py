@@ -16,9 +16,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from npucc.backend.lower.builder import Forms, MeshBuilder, TrialBuilder
+from npucc.backend.lower.builder import Forms, MeshBuilder
 from npucc.backend.lower.context import LowerContext
-from npucc.backend.lower.trial_graph import TrialGraph
+from npucc.backend.lower.trial_graph import TrialBuilder, TrialGraph
 from npucc.errors import NpuccError
 from npucc.ir.graph import Graph, Layer, Tensor
 from npucc.ir.program import TiledProgram

@@ -10,10 +10,14 @@ order, in-order pipes) and keeps its finish: no node objects, no edge lists (Mob
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
-from npucc.ir.isa import Instr
+from npucc.backend.lower.builder import Forms, TileBuilder
+from npucc.ir.isa import BufRef, Instr
 from npucc.ir.tiled import Buffer
+from npucc.target import Target
+
+_new_ref = tuple.__new__  # a BufRef from its fields (as builder.py's `alloc` makes them)
 
 
 class TrialGraph:
@@ -134,8 +138,10 @@ class TrialGraph:
         instr: Instr | None,
         layer: int,
         preds: list[int],
+        distinct: bool = False,
     ) -> int:
-        """`add`, then `add_edges(preds, ...)` (TileGraph.append); its id."""
+        """`add`, then `add_edges(preds, ...)` (TileGraph.append; a repeat changes nothing
+        here, `distinct` or not); its id."""
         v = self.add(op, pipe, cycles, bufs, instr, layer)
         self.add_edges(preds, v)
         return v
@@ -179,3 +185,99 @@ class TrialGraph:
         if self.finish and self._pipe is not None:
             busy[self._pipe] = busy.get(self._pipe, 0) + self._cycles
         return max(busy.values(), default=0)
+
+
+class TrialBuilder(TileBuilder[TrialGraph]):
+    """A TileBuilder of a trial lowering's graph (`memo.fresh`): no ALLOC or FREE nodes, every
+    buffer's first reader or writer waiting for the graph's first node instead (a pipe-less
+    node of no predecessors, added here: its finish is 0, as an ALLOC's).
+
+    NOTE: the same `flow` and busiest pipe as TileBuilder's nodes give: an ALLOC's finish is 0
+    (no pipe, no predecessors); a FREE is no node's predecessor (no id of it is kept) and
+    finishes with its latest predecessor, which the flow already counts; neither has a pipe."""
+
+    __slots__ = ()
+
+    def __init__(self, graph: TrialGraph, target: Target, forms: Forms | None = None) -> None:
+        super().__init__(graph, target, forms=forms)
+        if graph.finish:
+            raise AssertionError("a trial builder starts on an empty trial graph")
+        graph.add("START", None, 0, ())  # node 0: what a buffer's ALLOC would be
+
+    def alloc(self, tier: str, elems: int, name: str = "") -> BufRef:
+        """`TileBuilder.alloc` without its ALLOC node, nor a Buffer (`TrialGraph.new_buffer`:
+        no size, tier or name, which no flow or busy cycles read)."""
+        bid = self.graph.new_buffer()
+        self._readers[bid] = []
+        return _new_ref(BufRef, (bid, tier, 0, self.core))
+
+    def free(self, ref: BufRef) -> None:
+        """`TileBuilder.free` without its FREE node."""
+        self._own(ref)
+        del self._readers[ref.buf]
+
+    def emit_local(self, instr: Instr, form: tuple[str, str, int] | None = None) -> int:
+        """`TileBuilder.emit_local` on a trial graph: the same node, its predecessors' latest
+        finish passed to it (`TrialGraph.wait`) instead of their list.
+
+        NOTE: every buffer's ALLOC is node 0 here, whose finish is 0: a buffer not yet written
+        adds nothing to the node's start (tests/lower/test_trial_graph checks the finishes
+        against a TileGraph's)."""
+        refs = self._local(instr)
+        if refs is None:
+            return self.emit(instr)
+        if len(refs) > 3:
+            return super().emit_local(instr, form)
+        if form is None:
+            form = self.form(instr)
+        readers, graph = self._readers, self.graph
+        node_id = graph.add(form[0], form[1], form[2], ())
+        finish, last_write = graph.finish, self._last_write
+        written = refs[0].buf
+        ready = 0
+        before = readers[written]
+        if before:
+            for p in before:
+                if finish[p] > ready:
+                    ready = finish[p]
+            readers[written] = []
+        else:
+            last = last_write.get(written)
+            if last is not None:
+                ready = finish[last]
+        last_write[written] = node_id
+        seen = written
+        for ref in refs[1:]:
+            b = ref.buf
+            if b == written or b == seen:  # NOTE: each buffer once (`emit_local`'s `bufs`)
+                continue
+            seen = b
+            last = last_write.get(b)
+            if last is not None and finish[last] > ready:
+                ready = finish[last]
+            readers[b].append(node_id)
+        graph.wait(ready)
+        return node_id
+
+    def emit_run(self, make: Callable[[int], Instr], count: int) -> None:
+        """`TileBuilder.emit_run` on a trial graph: of a run whose instructions write a buffer
+        none of them reads, only the first is made; each later one waits for the one before
+        alone (the last writer of the buffer it writes; the buffers it reads were last
+        written before the run began), on the same pipe (`TrialGraph.repeat`).
+
+        NOTE: the readers of a buffer the run reads are kept as the first and the last of the
+        run: a later write waits for their latest finish, the last's (a chain)."""
+        if count <= 0:
+            return
+        instr = make(0)
+        self.emit_local(instr)
+        run = self._run_buffers(instr)
+        if run is None:
+            for i in range(1, count):
+                self.emit_local(make(i))
+            return
+        written, reads = run[0], dict.fromkeys(run[1:])
+        last = self.graph.repeat(count - 1)
+        self._last_write[written] = last
+        for b in reads:
+            self._readers[b].append(last)
