@@ -35,16 +35,16 @@ class ProfileArrays(NamedTuple):
 def profile_arrays(prof: LayerProfile) -> ProfileArrays:
     """`prof`'s nodes as `ProfileArrays`."""
     n = len(prof.pipe)
-    numbers: dict[int, int] = {}
-    klass = [numbers.setdefault(c, len(numbers)) for c in prof.classes]
+    table = tuple(dict.fromkeys(prof.classes))  # in order of first use
+    numbers = {c: k for k, c in enumerate(table)}
     starts = (0, *prof.tiles[1:], n)
     lengths = [b - a for a, b in zip(starts, starts[1:], strict=False)]
-    counts = [len(ps) for ps in prof.preds]
+    counts = list(map(len, prof.preds))
     return ProfileArrays(
         np.array(prof.cycles, np.int64),
         np.array([-1 if p is None else p for p in prof.pipe], np.int64),
-        np.array(klass, np.int64),
-        tuple(numbers),
+        np.fromiter(map(numbers.__getitem__, prof.classes), np.int64, n),
+        table,
         np.repeat(np.arange(len(lengths), dtype=np.int64), lengths),
         np.repeat(np.arange(n, dtype=np.int64), counts),
         np.fromiter(chain.from_iterable(prof.preds), np.int64, sum(counts)),
