@@ -2,16 +2,17 @@
 # cython: infer_types=True, cdivision=True
 """The estimate's per-core loops as kernels compiled ahead of time (Cython, pure-Python mode):
 the per-core replay (`share_timing.piped_timing`) over a `TimedShape`'s arrays, the longest paths to
-and from each node of a core's nodes on in-order pipes; and a profile's DDR copies made NoC
+and from each node of a core's nodes on in-order pipes; the contraction of a core's pipe-less
+nodes (`share_timing.contracted`, `contract`); and a profile's DDR copies made NoC
 transfers (`profile.noc_priced`) over its `CopyRows`; and the plan estimate's list schedule
 (`list_schedule.schedule`) over its layer runs.
 
-The rules (share_timing.core_timing's docstring, `noc_cycles`') have their one home here. The module
-is valid Python too: built (`cythonize -i -3` on this file, or the package's build, setup.py)
-Python imports the extension module next to it; without one it runs as it is (slower, the same
-timings). The shape's lists are CSR arrays: `wait_off`/`wait_idx` the nodes each node waits
-for (its earlier predecessors and its pipe's previous node), `bit_off`/`bit_idx` the release
-classes each node belongs to (the set bits of its classes).
+The rules (share_timing.core_timing's docstring, `contract`'s, `noc_cycles`') have their one
+home here. The module is valid Python too: built (`cythonize -i -3` on this file, or the
+package's build, setup.py) Python imports the extension module next to it; without one it runs
+as it is (slower, the same timings). The shape's lists are CSR arrays: `wait_off`/`wait_idx`
+the nodes each node waits for (its earlier predecessors and its pipe's previous node),
+`bit_off`/`bit_idx` the release classes each node belongs to (the set bits of its classes).
 """
 
 from array import array
