@@ -102,6 +102,58 @@ def test_a_contracted_core_times_alike_with_fewer_nodes() -> None:
     assert fewer > 200  # pipe-less nodes joining no two nodes to two others are gone
 
 
+def _by_sets(
+    pipe: list[int | None], preds: list[tuple[int, ...]], classes: list[int]
+) -> tuple[list[int], tuple[list, list, list]]:
+    """`contracted` by Python sets (the rule as first written)."""
+    n = len(pipe)
+    if any(u >= v for v in range(n) for u in preds[v]):
+        return list(range(n)), (list(pipe), list(preds), list(classes))
+    succs: list[list[int]] = [[] for _ in range(n)]
+    for v, ps in enumerate(preds):
+        for u in ps:
+            succs[u].append(v)
+    reach: list[set[int]] = [set()] * n
+    alive, mask, zero = [True] * n, list(classes), 0
+    for v in range(n - 1, -1, -1):
+        out: set[int] = set()
+        for w in succs[v]:
+            out |= {w} if alive[w] else reach[w]
+        reach[v] = out
+        ps = preds[v]
+        if pipe[v] is not None or (len(ps) >= 2 and len(out) >= 2 and len(set(ps)) >= 2):
+            continue
+        alive[v] = False
+        if not out:
+            zero |= classes[v]
+        for w in out:
+            mask[w] |= classes[v]
+    keep = [v for v in range(n) if alive[v]]
+    kept_preds = [tuple(i for i, u in enumerate(keep) if v in reach[u]) for v in keep]
+    shape = ([pipe[v] for v in keep], kept_preds, [mask[v] for v in keep])
+    if zero:
+        shape[0].append(None)
+        shape[1].append(())
+        shape[2].append(zero)
+    return keep, shape
+
+
+def test_contracted_is_the_rule_by_sets() -> None:
+    # repeated predecessors, classes past a C long, some cores with a forward predecessor
+    rng = random.Random(13)
+    for _ in range(500):
+        n = rng.randint(0, 45)
+        pipe: list[int | None] = [rng.choice([None, None, None, 0, 1, MTE2]) for _ in range(n)]
+        preds = [
+            tuple(rng.randrange(v) for _ in range(rng.randint(0, 3 if v else 0))) for v in range(n)
+        ]
+        if n and rng.random() < 0.1:
+            preds[rng.randrange(n)] += (rng.randrange(n),)
+        classes = [rng.choice([1, 2, 4, 6, 1 << 69 | 1]) for _ in range(n)]
+        keep, shape = contracted(pipe, preds, classes)
+        assert (keep, tuple(shape)) == _by_sets(pipe, preds, classes)
+
+
 def test_a_core_with_a_forward_predecessor_is_not_contracted() -> None:
     pipe: list[int | None] = [None, 0, None]
     preds = [(2,), (0,), (1,)]

@@ -18,6 +18,7 @@ from npucc.backend.estimate.profile import (
 )
 from npucc.backend.estimate.share_timing import (
     MTE2,
+    contracted,
     core_timing,
     timed_shape,
 )
@@ -175,6 +176,26 @@ def test_the_source_as_plain_python_gives_the_same_timings(monkeypatch):
     assert any(len(t.tails) > 1 for t in built) and any(k > 63 for t in built for k, _ in t.tails)
     assert _priced(copies) == priced
     assert any(c >= 0 for over, *_ in priced for c in over)
+
+
+def test_the_source_as_plain_python_contracts_alike(monkeypatch):
+    # repeated predecessors, classes past a C long, some cores with a forward predecessor
+    rng = random.Random(9)
+    cases = []
+    for _ in range(300):
+        n = rng.randint(0, 50)
+        pipe = [rng.choice([None, None, None, 0, MTE2]) for _ in range(n)]
+        preds = [
+            tuple(rng.randrange(v) for _ in range(rng.randint(0, 3 if v else 0))) for v in range(n)
+        ]
+        if n and rng.random() < 0.1:
+            preds[0] = (n - 1,)
+        classes = [rng.choice([1, 2, 6, 1 << 40 | 1, 1 << 69]) for _ in range(n)]
+        cases.append((pipe, preds, classes))
+    built = [contracted(*case) for case in cases]
+    monkeypatch.setattr(share_timing_module, "timing_kernel", plain_source(timing_kernel))
+    assert [contracted(*case) for case in cases] == built
+    assert sum(len(keep) < len(case[0]) for (keep, _), case in zip(built, cases, strict=True)) > 150
 
 
 def test_the_installed_kernel_is_the_built_one():

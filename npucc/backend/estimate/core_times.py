@@ -21,18 +21,19 @@ from npucc.backend.estimate.share_timing import (
 
 @dataclass(slots=True)
 class CoreTimes:
-    """`LayerProfile.core_timing` of a core with its copies' cycles overridden, memoised.
+    """`LayerProfile.core_timing` of each core with its copies' cycles overridden, memoised.
 
     NOTE: keyed by the ids of the profiles: the caller keeps every profile it asks about
     alive for this object's life (`ExecCostModel._profiles`)."""
 
     # by the core's nodes' shape (pipes, predecessors, classes) and cycles
     _core: dict[tuple, LayerTiming] = field(default_factory=dict)
-    # the same by (profile, cores, core, the overridden cycles)
-    _core_of: dict[tuple, LayerTiming] = field(default_factory=dict)
-    # (profile, cores, core) -> the cycles of the core's nodes `contracted` keeps (and a last
-    # 0), where its copies' nodes (`CopyRows.nodes`) are among them and their shape's number
-    _core_nodes: dict[tuple, tuple[np.ndarray, np.ndarray, int]] = field(default_factory=dict)
+    # (profile, cores) -> its cores' `core_cycles` laid end to end: the cycles of the nodes
+    # `contracted` keeps (and a last 0), where the copies' nodes (`CopyRows.nodes`, laid out
+    # core by core) are among them, and per core where its nodes start, end and its shape
+    _layouts: dict[tuple, tuple[np.ndarray, np.ndarray, list[tuple[int, int, int]]]] = field(
+        default_factory=dict
+    )
     # by number: the nodes `contracted` keeps, whether each runs on a pipe (`TimedShape.piped`)
     # and their shape, as `shape_timing` walks it
     _shapes: list[tuple[np.ndarray, np.ndarray, TimedShape]] = field(default_factory=list)
@@ -40,34 +41,45 @@ class CoreTimes:
     # `profile_arrays` by the id of the profile
     _arrays: dict[int, ProfileArrays] = field(default_factory=dict)
 
-    def timing(
-        self, prof: LayerProfile, rows: CopyRows, core: int, over: np.ndarray
-    ) -> LayerTiming:
-        """`prof.core_timing` of core `core` of its `rows`' cores, its copies' cycles `over`'s
-        (`noc_priced`'s; -1: its own), memoised by its nodes' shape and cycles, first by the
-        profile, the core and its copies' cycles."""
+    def timings(
+        self, prof: LayerProfile, rows: CopyRows, over: np.ndarray
+    ) -> tuple[LayerTiming, ...]:
+        """`prof.core_timing` of each of its `rows`' cores, their copies' cycles `over`'s
+        (`noc_priced`'s; -1: its own), each distinct timing once, in core order; memoised by
+        a core's nodes' shape and cycles."""
         cores = len(rows.nodes)
-        mine = over[rows.core_off[core] : rows.core_off[core + 1]]
-        memo = (id(prof), cores, core, mine.tobytes())
-        value = self._core_of.get(memo)
-        if value is not None:
-            return value
-        local = self._core_nodes.get((id(prof), cores, core))
-        if local is None:
-            arrays = self._arrays.get(id(prof))
-            if arrays is None:
-                arrays = self._arrays[id(prof)] = profile_arrays(prof)
-            local = core_cycles(
-                arrays, cores, core, rows.nodes[core], self._shapes, self._shape_ids
-            )
-            self._core_nodes[(id(prof), cores, core)] = local
-        own, copies, shape = local
+        layout = self._layouts.get((id(prof), cores))
+        if layout is None:
+            layout = self._layouts[(id(prof), cores)] = self._layout(prof, rows)
+        own, copies, spans = layout
         timed = own.copy()
-        moved = mine >= 0
-        timed[copies[moved]] = mine[moved]
-        key = (shape, timed.tobytes())
-        value = self._core.get(key)
-        if value is None:
-            value = self._core[key] = piped_timing(timed, self._shapes[shape][2])
-        self._core_of[memo] = value
-        return value
+        moved = over >= 0
+        timed[copies[moved]] = over[moved]
+        out: dict[LayerTiming, None] = {}
+        for a, b, shape in spans:
+            mine = timed[a:b]
+            key = (shape, mine.tobytes())
+            value = self._core.get(key)
+            if value is None:
+                value = self._core[key] = piped_timing(mine, self._shapes[shape][2])
+            out[value] = None
+        return tuple(out)
+
+    def _layout(
+        self, prof: LayerProfile, rows: CopyRows
+    ) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int, int]]]:
+        """`_layouts`' entry of `prof` on its `rows`' cores."""
+        arrays = self._arrays.get(id(prof))
+        if arrays is None:
+            arrays = self._arrays[id(prof)] = profile_arrays(prof)
+        owns, copies, spans = [], [], []
+        start = 0
+        for core, copied in enumerate(rows.nodes):
+            own, at, shape = core_cycles(
+                arrays, len(rows.nodes), core, copied, self._shapes, self._shape_ids
+            )
+            owns.append(own)
+            copies.append(at + start)
+            spans.append((start, start + len(own), shape))
+            start += len(own)
+        return np.concatenate(owns), np.concatenate(copies), spans

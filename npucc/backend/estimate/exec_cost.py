@@ -505,9 +505,7 @@ class ExecCostModel:
         at = (id(prof), cores, over.tobytes())
         timings = self._timed_cores.get(at)
         if timings is None:
-            timings = self._timed_cores[at] = tuple(
-                dict.fromkeys(self._core_times.timing(prof, rows, k, over) for k in range(cores))
-            )
+            timings = self._timed_cores[at] = self._core_times.timings(prof, rows, over)
         cores_used, first, box = footprint(r, prof.ntiles, self.target.mesh.cols)
         value = self._noc[memo] = (
             self._run_cost(timings, energy, ddr, lead),

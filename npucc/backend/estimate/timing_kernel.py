@@ -2,17 +2,20 @@
 # cython: infer_types=True, cdivision=True
 """The estimate's per-core loops as kernels compiled ahead of time (Cython, pure-Python mode):
 the per-core replay (`share_timing.piped_timing`) over a `TimedShape`'s arrays, the longest paths to
-and from each node of a core's nodes on in-order pipes; and a profile's DDR copies made NoC
+and from each node of a core's nodes on in-order pipes; the contraction of a core's pipe-less
+nodes (`share_timing.contracted`, `contract`); and a profile's DDR copies made NoC
 transfers (`profile.noc_priced`) over its `CopyRows`; and the plan estimate's list schedule
 (`list_schedule.schedule`) over its layer runs.
 
-The rules (share_timing.core_timing's docstring, `noc_cycles`') have their one home here. The module
-is valid Python too: built (`cythonize -i -3` on this file, or the package's build, setup.py)
-Python imports the extension module next to it; without one it runs as it is (slower, the same
-timings). The shape's lists are CSR arrays: `wait_off`/`wait_idx` the nodes each node waits
-for (its earlier predecessors and its pipe's previous node), `bit_off`/`bit_idx` the release
-classes each node belongs to (the set bits of its classes).
+The rules (share_timing.core_timing's docstring, `contract`'s, `noc_cycles`') have their one
+home here. The module is valid Python too: built (`cythonize -i -3` on this file, or the
+package's build, setup.py) Python imports the extension module next to it; without one it runs
+as it is (slower, the same timings). The shape's lists are CSR arrays: `wait_off`/`wait_idx`
+the nodes each node waits for (its earlier predecessors and its pipe's previous node),
+`bit_off`/`bit_idx` the release classes each node belongs to (the set bits of its classes).
 """
+
+from array import array
 
 import cython
 
@@ -155,6 +158,103 @@ def noc_cycles(
         out[rows[5, i]] = c
         energy += energy_by_hops[rows[4, i], hops] - spent[i]
     return m, energy, 0
+
+
+@cython.ccall
+def contract(pipe: I64s, pred_off: I64s, pred_idx: I64s, classes: list) -> tuple:
+    """`share_timing.contracted`'s rule on nodes 0.. (`pipe`: each one's, -1 none; their
+    predecessors, CSR; their classes): the pipe-less nodes joining no two distinct
+    predecessors to two nodes are contracted from the last, each node's successors then being
+    the kept nodes it reaches through contracted ones. Returns the kept nodes (in order), their
+    predecessors among them (renumbered, sorted), their classes with those of the contracted
+    nodes reaching them, and the classes of the contracted nodes reaching none; () when a
+    predecessor is not earlier than its node (nothing is contracted then)."""
+    n: Py = pipe.shape[0]
+    v: Py
+    j: Py
+    k: Py
+    u: Py
+    w: Py
+    x: Py
+    i: Py
+    lo: Py
+    c: Py
+    for v in range(n):
+        for j in range(pred_off[v], pred_off[v + 1]):
+            if pred_idx[j] >= v:
+                return ()
+    m: Py = pred_off[n]
+    succ_off: I64s = array("q", bytes(8 * (n + 1)))
+    succ: I64s = array("q", bytes(8 * m))
+    fill: I64s = array("q", bytes(8 * n))
+    for j in range(m):
+        succ_off[pred_idx[j] + 1] += 1
+    for v in range(n):
+        succ_off[v + 1] += succ_off[v]
+        fill[v] = succ_off[v]
+    for v in range(n):  # each node's successors in order (a repeated predecessor: repeated)
+        for j in range(pred_off[v], pred_off[v + 1]):
+            u = pred_idx[j]
+            succ[fill[u]] = v
+            fill[u] += 1
+    # per node: the kept nodes it reaches (directly or through contracted ones) are
+    # reach[reach_lo[v]:reach_hi[v]], each once (`seen` marks them by the node walked)
+    reach: list = []
+    reach_lo: I64s = array("q", bytes(8 * n))
+    reach_hi: I64s = array("q", bytes(8 * n))
+    alive: I64s = array("q", [1]) * n
+    seen: I64s = array("q", [-1]) * n
+    mark: I64s = array("q", [-1]) * n
+    mask: list = list(classes)
+    zero: object = 0
+    for v in range(n - 1, -1, -1):
+        lo = len(reach)
+        for j in range(succ_off[v], succ_off[v + 1]):
+            w = succ[j]
+            if alive[w]:
+                if seen[w] != v:
+                    seen[w] = v
+                    reach.append(w)
+            else:
+                for k in range(reach_lo[w], reach_hi[w]):
+                    x = reach[k]
+                    if seen[x] != v:
+                        seen[x] = v
+                        reach.append(x)
+        reach_lo[v] = lo
+        reach_hi[v] = len(reach)
+        if pipe[v] >= 0:
+            continue
+        if reach_hi[v] - lo >= 2:
+            c = 0  # its distinct predecessors
+            for j in range(pred_off[v], pred_off[v + 1]):
+                u = pred_idx[j]
+                if mark[u] != v:
+                    mark[u] = v
+                    c += 1
+            if c >= 2:
+                continue
+        alive[v] = 0
+        if reach_hi[v] == lo:
+            zero |= classes[v]
+        for k in range(lo, reach_hi[v]):
+            x = reach[k]
+            mask[x] |= classes[v]
+    keep: list = []
+    kept: list = []
+    pos: I64s = array("q", bytes(8 * n))
+    for v in range(n):
+        if alive[v]:
+            pos[v] = len(keep)
+            keep.append(v)
+            kept.append(mask[v])
+    preds: list = [[] for _ in keep]
+    for i in range(len(keep)):  # in order: each node's predecessors come sorted
+        v = keep[i]
+        for k in range(reach_lo[v], reach_hi[v]):
+            x = reach[k]
+            preds[pos[x]].append(i)
+    return keep, [tuple(p) for p in preds], kept, zero
 
 
 @cython.ccall
