@@ -87,8 +87,10 @@ def layer_table(scheduled: ScheduledProgram, traffic: Sequence[Traffic]) -> list
         pipe = np.array([-2 if p is None else pipe_index.get(p, -1) for p in rep.pipes], np.int64)
         timed = order[counted & (pipe[order] > -2)]
         layer = np.array(layers, np.int64)[timed]
-        ran[layer] = True
-        cores[np.unique(layer)] += 1
+        here = np.zeros(count, np.bool_)  # NOTE: not np.unique (its first call imports numpy.ma)
+        here[layer] = True
+        ran |= here
+        cores += here
         np.minimum.at(first, layer, np.array(rep.start, np.int64)[timed])
         np.maximum.at(last, layer, np.array(rep.finish, np.int64)[timed])
         known = pipe[timed] >= 0
