@@ -85,18 +85,19 @@ def layer_table(scheduled: ScheduledProgram, traffic: Sequence[Traffic]) -> list
         # NOTE: per node its pipe's index in PIPES, -1 another pipe (no busy cycles kept),
         # -2 none
         pipe = np.array([-2 if p is None else pipe_index.get(p, -1) for p in rep.pipes], np.int64)
-        timed = order[counted & (pipe[order] > -2)]
-        layer = np.array(layers, np.int64)[timed]
+        piped = counted & (pipe[order] > -2)
+        timed, layer = order[piped], layer_at[piped]
         here = np.zeros(count, np.bool_)  # NOTE: not np.unique (its first call imports numpy.ma)
         here[layer] = True
         ran |= here
         cores += here
         np.minimum.at(first, layer, np.array(rep.start, np.int64)[timed])
         np.maximum.at(last, layer, np.array(rep.finish, np.int64)[timed])
-        known = pipe[timed] >= 0
+        on = pipe[timed]
+        known = on >= 0
         np.add.at(
             busy,
-            (layer[known], pipe[timed][known]),
+            (layer[known], on[known]),
             np.array(rep.cycles, np.int64)[timed][known],
         )
         nodes = rep.nodes
