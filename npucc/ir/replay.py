@@ -508,57 +508,95 @@ def validate(
         )
 
     nbuf = len(graph.buffers)
+    nodes = graph.nodes
     allocs = [0] * nbuf
     frees = [0] * nbuf
-    for node in graph.nodes:
-        if node.op in ("ALLOC", "FREE"):
-            if len(node.bufs) != 1 or not 0 <= node.bufs[0] < nbuf:
-                raise ScheduleError(f"{node.op} node {node.id} must name one buffer ({name})")
-            (allocs if node.op == "ALLOC" else frees)[node.bufs[0]] += 1
-    for b in range(nbuf):
-        if allocs[b] != 1 or frees[b] != 1:
-            raise ScheduleError(
-                f"buffer {b} has {allocs[b]} ALLOC and {frees[b]} FREE nodes, expected 1 and 1 "
-                f"({name})"
-            )
-        off = schedule.offsets.get(b)
-        if not isinstance(off, int) or off < 0 or off % alignment:
-            raise ScheduleError(f"buffer {b}: offset {off!r} is not a multiple of {alignment}")
-    if len(schedule.offsets) != nbuf:
-        raise ScheduleError(f"offsets name {len(schedule.offsets)} buffers, expected {nbuf}")
+    # NOTE: one walk of the nodes: the ALLOC and FREE nodes checked and counted (the first
+    # fault in node order), the others' buffers kept for the uses below; code[v]: b for an
+    # ALLOC of buffer b, -1 - b for a FREE, nbuf for the rest
+    used: list[tuple[int, ...]] = []
+    code: list[int] = []
+    add_used, add_code = used.append, code.append
+    for node in nodes:
+        op = node.op
+        if op == "ALLOC" or op == "FREE":
+            named = node.bufs
+            if len(named) != 1 or not 0 <= named[0] < nbuf:
+                raise ScheduleError(f"{op} node {node.id} must name one buffer ({name})")
+            b = named[0]
+            if op == "ALLOC":
+                allocs[b] += 1
+                add_code(b)
+            else:
+                frees[b] += 1
+                add_code(-1 - b)
+            add_used(())
+        else:
+            add_used(node.bufs)
+            add_code(nbuf)
+    offsets = schedule.offsets
+    given = [offsets.get(b) for b in range(nbuf)]
+    offs = np.array(given if set(map(type, given)) <= {int} else [-1])  # NOTE: ints alone
+    if not (  # NOTE: the buffers one by one only to name the first fault
+        allocs.count(1) == nbuf
+        and frees.count(1) == nbuf
+        and (
+            not nbuf
+            or (offs.dtype.kind == "i" and offs.min() >= 0 and not (offs % alignment).any())
+        )
+    ):
+        for b in range(nbuf):
+            if allocs[b] != 1 or frees[b] != 1:
+                raise ScheduleError(
+                    f"buffer {b} has {allocs[b]} ALLOC and {frees[b]} FREE nodes, expected 1 "
+                    f"and 1 ({name})"
+                )
+            off = offsets.get(b)
+            if not isinstance(off, int) or off < 0 or off % alignment:
+                raise ScheduleError(f"buffer {b}: offset {off!r} is not a multiple of {alignment}")
+    if len(offsets) != nbuf:
+        raise ScheduleError(f"offsets name {len(offsets)} buffers, expected {nbuf}")
 
     # residency spans per buffer in positions: ALLOC..OUT_1, IN_1..OUT_2, ..., IN_k..FREE
-    spans: list[list[int]] = [[pos[graph.alloc_of[b]]] for b in range(nbuf)]
+    # (as arrays, [ALLOC, FREE], but for the spilled buffers')
+    first = at[np.fromiter(map(graph.alloc_of.__getitem__, range(nbuf)), np.int64, nbuf)]
+    last = at[np.fromiter(map(graph.free_of.__getitem__, range(nbuf)), np.int64, nbuf)]
+    spilled: dict[int, list[int]] = {}
     for k, (b, off) in enumerate(spills):
         if not 0 <= b < nbuf:
             raise ScheduleError(f"spill {k} names unknown buffer {b} ({name})")
         if not isinstance(off, int) or off < 0 or off % alignment:
             raise ScheduleError(f"spill {k} of buffer {b}: offset {off!r} not aligned ({name})")
-        spans[b] += [pos[n + 2 * k], pos[n + 2 * k + 1]]
-    for b in range(nbuf):
-        s = spans[b]
-        s.append(pos[graph.free_of[b]])
-        if s[0] >= s[1] if len(s) == 2 else any(s[j] >= s[j + 1] for j in range(len(s) - 1)):
-            raise ScheduleError(
-                f"buffer {b}: ALLOC, SPILL_OUT/SPILL_IN pairs and FREE are out of order "
-                f"(positions {s}) ({name})"
-            )
+        spilled.setdefault(b, [int(first[b])]).extend((pos[n + 2 * k], pos[n + 2 * k + 1]))
+    for b, s in spilled.items():
+        s.append(int(last[b]))
+    whole = np.ones(nbuf, np.bool_)
+    whole[list(spilled)] = False
+
+    def span(b: int) -> list[int]:
+        """Buffer b's residency span."""
+        got = spilled.get(b)
+        return [int(first[b]), int(last[b])] if got is None else got
+
+    wrong = np.flatnonzero(whole & (first >= last))[:1].tolist()
+    wrong += [b for b, s in spilled.items() if any(s[j] >= s[j + 1] for j in range(len(s) - 1))]
+    if wrong:
+        b = min(wrong)
+        raise ScheduleError(
+            f"buffer {b}: ALLOC, SPILL_OUT/SPILL_IN pairs and FREE are out of order "
+            f"(positions {span(b)}) ({name})"
+        )
     # every use within a span: the uses of never spilled buffers inside their lifetime by
     # arrays, then the others (spilled buffers' uses, faults) one by one, in node order and
     # each node's buffers in its order, so the first fault is the one named
-    nodes = graph.nodes
-    used = [() if node.op == "ALLOC" or node.op == "FREE" else node.bufs for node in nodes]
     count = np.fromiter(map(len, used), np.int64, n)
     bufs = np.fromiter(chain.from_iterable(used), np.int64, int(count.sum()))
     users = np.repeat(np.arange(n), count)
-    first = np.fromiter((s[0] for s in spans), np.int64, nbuf)
-    last = np.fromiter((s[1] for s in spans), np.int64, nbuf)
-    whole = np.fromiter((len(s) == 2 for s in spans), np.bool_, nbuf)
     at_use = at[users]
     inside = whole[bufs] & (first[bufs] < at_use) & (at_use < last[bufs])
     for k in np.flatnonzero(~inside).tolist():
         v, b = int(users[k]), int(bufs[k])
-        p, s = pos[v], spans[b]
+        p, s = pos[v], span(b)
         j = bisect_left(s, p)
         if j % 2 == 0 or j >= len(s):
             raise ScheduleError(
@@ -566,17 +604,23 @@ def validate(
                 f"not resident (ALLOC/SPILL/FREE positions {s}) ({name})"
             )
 
-    # memory: per tier, live ranges never overlap and stay within capacity
+    # memory: per tier, live ranges never overlap and stay within capacity (the positions of
+    # ALLOC, FREE and spill nodes alone)
     live: dict[str, tuple[list[int], list[int], list[int]]] = {}
     where: dict[int, int] = {}
-    buffers, offsets = graph.buffers, schedule.offsets
-    for i, v in enumerate(order):
+    buffers = graph.buffers
+    ids = np.empty(total, np.int64)
+    ids[at] = np.arange(total)
+    is_event = np.ones(total, np.bool_)
+    is_event[:n] = np.array(code, np.int64) != nbuf
+    steps = np.flatnonzero(is_event[ids])
+    for i, v in zip(steps.tolist(), ids[steps].tolist(), strict=True):
         if v < n:
-            node = nodes[v]
-            op = node.op
-            if op != "ALLOC" and op != "FREE":
-                continue
-            b = node.bufs[0]
+            b = code[v]
+            if b >= 0:
+                op = "ALLOC"
+            else:
+                op, b = "FREE", -1 - b
             off = offsets[b]
         else:
             b, off = spills[(v - n) // 2]

@@ -103,20 +103,23 @@ def mesh_makespan(
     return max(finish, default=0)
 
 
-def node_ddr_bytes(target: Target, replay: Replay, node: TileNode) -> int:
-    """Bytes a node moves to or from DDR (a spill: its buffer's whole elements)."""
-    if node.instr is not None:
-        return ddr_bytes(target, node.instr)
-    if node.op in ("SPILL_OUT", "SPILL_IN"):
-        buf = replay.graph.buffers[node.bufs[0]]
-        eb = target.tier_bytes(buf.tier)
-        return buf.size // eb * eb
-    return 0
-
-
 def core_ddr_bytes(target: Target, replay: Replay) -> list[int]:
-    """The DDR bytes of every node of `replay` (`node_ddr_bytes`), in id order."""
-    return [node_ddr_bytes(target, replay, node) for node in replay.nodes]
+    """The bytes every node of `replay` moves to or from DDR (an instruction's `ddr_bytes`, a
+    spill its buffer's whole elements, else 0), in id order."""
+    out: list[int] = []
+    add = out.append
+    buffers = replay.graph.buffers
+    for node in replay.nodes:
+        ins = node.instr
+        if ins is not None:
+            add(ddr_bytes(target, ins))
+        elif node.op == "SPILL_OUT" or node.op == "SPILL_IN":
+            buf = buffers[node.bufs[0]]
+            eb = target.tier_bytes(buf.tier)
+            add(buf.size // eb * eb)
+        else:
+            add(0)
+    return out
 
 
 # NOTE: the Replay fields that hold the graph or its objects; `detach` leaves them out and

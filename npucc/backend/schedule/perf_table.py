@@ -22,9 +22,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
+
+from npucc.backend.schedule.dan.headroom import peak_steps
 from npucc.backend.schedule.roofline import Traffic, node_layers
 from npucc.ir.isa import PIPES
-from npucc.ir.residency import Residency
 from npucc.ir.scheduled_program import ScheduledProgram
 
 COLUMNS = (
@@ -53,84 +55,75 @@ class LayerRow:
     onchip_peak: int = 0
 
 
-@dataclass(slots=True)
-class _Acc:
-    """A layer's running totals while the replays are walked."""
-
-    start: int = -1
-    finish: int = 0
-    busy: dict[str, int] | None = None
-    cores: int = 0
-    read: int = 0
-    write: int = 0
-    peak: int = 0
-
-
 def layer_table(scheduled: ScheduledProgram, traffic: Sequence[Traffic]) -> list[LayerRow]:
     """One row per non-view layer of the program (layers with no node have zero cycles;
     `traffic`: each core's `node_traffic`)."""
     program = scheduled.program
     target = program.target
-    accs = [_Acc() for _ in program.layers]
+    count = len(program.layers)
+    pipe_index = {p: k for k, p in enumerate(PIPES)}
+    # per layer, over every core: its peak live L1+UB bytes at its nodes, whether pipe nodes
+    # of it ran, the cores they ran on, their earliest start and latest finish, per pipe in
+    # PIPES their busy cycles, and the DDR bytes its nodes read and write
+    peak = np.zeros(count, np.int64)
+    ran = np.zeros(count, np.bool_)
+    cores = np.zeros(count, np.int64)
+    first = np.full(count, np.iinfo(np.int64).max, np.int64)
+    last = np.zeros(count, np.int64)
+    busy = np.zeros((count, len(PIPES)), np.int64)
+    read = [0] * count
+    write = [0] * count
     for (_, rep), moves in zip(scheduled.schedules, traffic, strict=True):
         layers = node_layers(rep)
-        seen: set[int] = set()
-        res = Residency()
-        buffers = rep.graph.buffers
-        nodes, start, finish = rep.nodes, rep.start, rep.finish
-        for v in rep.order:
-            node = nodes[v]
-            op = node.op
-            if op == "ALLOC":
-                buf = buffers[node.bufs[0]]
-                res.alloc(buf.tier, buf.size)
-            elif op == "FREE":
-                buf = buffers[node.bufs[0]]
-                res.free(buf.tier, buf.size)
-            index = layers[v]
-            if index < 0:
-                continue
-            acc = accs[index]
-            if res.combined > acc.peak:
-                acc.peak = res.combined
-            pipe = node.pipe
-            if pipe is None:
-                continue
-            if index not in seen:
-                seen.add(index)
-                acc.cores += 1
-            busy = acc.busy
-            if busy is None:
-                busy = acc.busy = {}
-                acc.start = start[v]
-            elif start[v] < acc.start:
-                acc.start = start[v]
-            if finish[v] > acc.finish:
-                acc.finish = finish[v]
-            busy[pipe] = busy.get(pipe, 0) + node.cycles
+        order = np.array(rep.order, np.int64)
+        layer_at = np.array(layers, np.int64)[order]
+        counted = layer_at >= 0
+        # NOTE: the L1+UB bytes live after each position (npucc.ir.residency's: the ALLOC and
+        # FREE nodes' steps, `peak_steps`, summed in the order, as `order_peak` sums them)
+        live = np.cumsum(peak_steps(rep.graph, rep.nodes)[order])
+        np.maximum.at(peak, layer_at[counted], live[counted])
+        # NOTE: per node its pipe's index in PIPES, -1 another pipe (no busy cycles kept),
+        # -2 none
+        pipe = np.array([-2 if p is None else pipe_index.get(p, -1) for p in rep.pipes], np.int64)
+        piped = counted & (pipe[order] > -2)
+        timed, layer = order[piped], layer_at[piped]
+        here = np.zeros(count, np.bool_)  # NOTE: not np.unique (its first call imports numpy.ma)
+        here[layer] = True
+        ran |= here
+        cores += here
+        np.minimum.at(first, layer, np.array(rep.start, np.int64)[timed])
+        np.maximum.at(last, layer, np.array(rep.finish, np.int64)[timed])
+        on = pipe[timed]
+        known = on >= 0
+        np.add.at(
+            busy,
+            (layer[known], on[known]),
+            np.array(rep.cycles, np.int64)[timed][known],
+        )
+        nodes = rep.nodes
         for v, nbytes, reads, _, _ in moves:
             index = layers[v]
             if index < 0 or nodes[v].pipe is None:
                 continue
             if reads:
-                accs[index].read += nbytes
+                read[index] += nbytes
             else:
-                accs[index].write += nbytes
+                write[index] += nbytes
     rows = []
     peak_macs = target.cube.macs
-    for index, (work, acc) in enumerate(zip(program.layers, accs, strict=True)):
-        if work.op == "reshape" and acc.busy is None:
+    for index, work in enumerate(program.layers):
+        if work.op == "reshape" and not ran[index]:
             continue
         row = LayerRow(index, work.name, work.op, work.macs)
-        if acc.busy is not None:
-            busy = {p: acc.busy[p] for p in PIPES if acc.busy.get(p)}
-            row.start, row.finish = acc.start, acc.finish
-            row.cycles = acc.finish - acc.start
-            row.busiest_pipe, row.busiest_cycles = max(busy.items(), key=lambda kv: kv[1])
-            row.cube_cycles = busy.get("CUBE", 0)
+        if ran[index]:
+            cycles = {p: int(c) for p, c in zip(PIPES, busy[index].tolist(), strict=True) if c}
+            row.start, row.finish = int(first[index]), int(last[index])
+            row.cycles = row.finish - row.start
+            row.busiest_pipe, row.busiest_cycles = max(cycles.items(), key=lambda kv: kv[1])
+            row.cube_cycles = cycles.get("CUBE", 0)
             if row.cycles:
-                row.cube_util = round(work.macs / (row.cycles * peak_macs * acc.cores), 6)
-        row.ddr_read, row.ddr_write, row.onchip_peak = acc.read, acc.write, acc.peak
+                row.cube_util = round(work.macs / (row.cycles * peak_macs * int(cores[index])), 6)
+        row.ddr_read, row.ddr_write, row.onchip_peak = read[index], write[index], int(peak[index])
         rows.append(row)
     return rows
 

@@ -51,11 +51,8 @@ def topo_order(graph: TileGraph) -> list[int]:
 
 def _forward(succs: list[list[int]]) -> bool:
     """Does every edge go from a lower id to a higher one?"""
-    for v, outs in enumerate(succs):
-        for w in outs:
-            if w <= v:
-                return False
-    return True
+    off, idx = scan_kernel.csr(succs)
+    return bool((idx > np.repeat(np.arange(len(succs), dtype=np.int64), np.diff(off))).all())
 
 
 class Uses:

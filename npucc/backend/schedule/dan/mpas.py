@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -93,65 +94,87 @@ def prepare(graph: TileGraph, single_l0: bool = True, topo: list[int] | None = N
     succ_off, succ_idx = csr(succs)
     # h(v) of eq. 20: the node's cycles plus the largest h of its successors
     h = tails(topo_order(graph) if topo is None else topo, (succ_off, succ_idx), nodes)
+    # NOTE: per node and per edge by arrays, each the sum or list the node-by-node rule gives
     ops = [node.op for node in nodes]
-    is_alloc = [op == "ALLOC" for op in ops]
-    is_free = [op == "FREE" for op in ops]
-    events = [v for v in range(n) if is_alloc[v] or is_free[v]]  # ALLOC and FREE nodes
-    size_pk = [0] * n  # L1+UB bytes of an ALLOC/FREE node
-    l0_tier = [-1] * n  # L0 tier index of an ALLOC node
-    for v in events:
-        buf = buffers[nodes[v].bufs[0]]
-        if buf.tier in PEAK_TIERS:
-            size_pk[v] = buf.size
-        elif is_alloc[v] and buf.tier in L0_TIERS:
-            l0_tier[v] = L0_TIERS.index(buf.tier)
-    free_l0 = [-1] * n
-    for v in events:
-        if is_free[v]:
-            free_l0[v] = l0_tier[alloc_of[nodes[v].bufs[0]]]
-    jit = [0] * n
-    jit_count = [0] * n
-    enables = [0] * n  # L1+UB bytes of FREE successors: the most a node's `enabled` reaches
-    l0_allocs: list[int] = []
-    for a in events:  # NOTE: succs mirror preds, each edge once
-        size = size_pk[a]
-        if is_alloc[a]:
-            for w in succs[a]:
-                jit[w] += size
-                jit_count[w] += 1
-            if l0_tier[a] >= 0:
-                l0_allocs.append(a)
-        else:
-            for p in preds[a]:
-                enables[p] += size
-    pending = [len(p) - c for p, c in zip(preds, jit_count, strict=True)]
+    events = [v for v, op in enumerate(ops) if op == "ALLOC" or op == "FREE"]
+    ev = np.array(events, np.int64)
+    ev_buf = np.fromiter((nodes[v].bufs[0] for v in events), np.int64, len(events))
+    ev_alloc = np.fromiter((ops[v] == "ALLOC" for v in events), np.bool_, len(events))
+    is_alloc = np.zeros(n, np.bool_)
+    is_alloc[ev[ev_alloc]] = True
+    is_free = np.zeros(n, np.bool_)
+    is_free[ev[~ev_alloc]] = True
+    nbuf = len(buffers)
+    # per buffer: its L1+UB bytes, else its L0 tier's index (-1: neither)
+    buf_pk = np.fromiter((b.size if b.tier in PEAK_TIERS else 0 for b in buffers), np.int64, nbuf)
+    buf_l0 = np.fromiter(
+        (-1 if b.tier in PEAK_TIERS or b.tier not in L0_TIERS else L0_TIERS.index(b.tier)
+         for b in buffers), np.int64, nbuf,
+    )  # fmt: skip
+    size_pk = np.zeros(n, np.int64)  # L1+UB bytes of an ALLOC/FREE node
+    size_pk[ev] = buf_pk[ev_buf]
+    l0_tier = np.full(n, -1, np.int64)  # L0 tier index of an ALLOC node
+    l0_tier[ev[ev_alloc]] = buf_l0[ev_buf[ev_alloc]]
+    free_bufs = ev_buf[~ev_alloc].tolist()
+    of_free = np.fromiter((alloc_of[b] for b in free_bufs), np.int64, len(free_bufs))
+    free_l0 = np.full(n, -1, np.int64)
+    free_l0[ev[~ev_alloc]] = l0_tier[of_free]
+    # the edges u -> v as the succs (jit: L1+UB bytes and count of ALLOC predecessors) and as
+    # the preds (enables: L1+UB bytes of FREE successors, the most a node's `enabled` reaches)
+    s_src = np.repeat(np.arange(n, dtype=np.int64), np.diff(succ_off))
+    from_alloc = is_alloc[s_src]
+    jit = np.zeros(n, np.int64)
+    np.add.at(jit, succ_idx[from_alloc], size_pk[s_src[from_alloc]])
+    jit_count = np.bincount(succ_idx[from_alloc], minlength=n).astype(np.int64)
+    p_dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(pred_off))
+    to_free = is_free[p_dst]
+    enables = np.zeros(n, np.int64)
+    np.add.at(enables, pred_idx[to_free], size_pk[p_dst[to_free]])
+    pending = np.diff(pred_off) - jit_count
     users: tuple[np.ndarray, np.ndarray] | None = None
     most_users = 0
     if single_l0:
+        l0_allocs = ev[ev_alloc & (l0_tier[ev] >= 0)].tolist()
         sets: dict[int, set[int]] = {a: set() for a in l0_allocs}
-        for node in nodes:
-            if not is_alloc[node.id] and not is_free[node.id]:
-                for b in node.bufs:
-                    a = alloc_of[b]
-                    if l0_tier[a] >= 0:
-                        sets[a].add(node.id)
+        # the L0 buffers' uses by nodes other than ALLOC and FREE, by ALLOC node, in node
+        # order: each set filled in the order the node-by-node loop adds to it
+        used = [
+            () if is_event else node.bufs
+            for node, is_event in zip(nodes, (is_alloc | is_free).tolist(), strict=True)
+        ]
+        count = np.fromiter(map(len, used), np.int64, n)
+        bufs = np.fromiter(chain.from_iterable(used), np.int64, int(count.sum()))
+        allocs = np.full(nbuf, -1, np.int64)
+        allocs[np.fromiter(alloc_of, np.int64, len(alloc_of))] = list(alloc_of.values())
+        a_use = allocs[bufs]
+        if (a_use < 0).any():
+            raise KeyError(int(bufs[np.argmax(a_use < 0)]))  # NOTE: a buffer without ALLOC
+        keep = l0_tier[a_use] >= 0
+        a_use = a_use[keep]
+        by_a = np.argsort(a_use, kind="stable")
+        users_of = np.repeat(np.arange(n, dtype=np.int64), count)[keep][by_a]
+        a_sorted = a_use[by_a]
+        starts = np.flatnonzero(np.r_[True, a_sorted[1:] != a_sorted[:-1]])
+        if a_sorted.size:
+            flat, ends = users_of.tolist(), [*starts[1:].tolist(), len(users_of)]
+            for a, lo, hi in zip(a_sorted[starts].tolist(), starts.tolist(), ends, strict=True):
+                sets[a].update(flat[lo:hi])
         # NOTE: each set in its iteration order, the order needs_tier's search went in
         lists: list[Iterable[int]] = [()] * n
-        for a, x in sets.items():
-            lists[a] = x
+        for a, s in sets.items():
+            lists[a] = s
         users = csr(lists)
         most_users = max(map(len, sets.values()), default=0)
-    l0_preds: list[Sequence[int]] = [()] * n
-    for a in l0_allocs:
-        for w in succs[a]:
-            if not l0_preds[w]:  # NOTE: in preds order, as blocker and need walk them
-                l0_preds[w] = [u for u in preds[w] if l0_tier[u] >= 0]
+    # per node: its L0 ALLOC predecessors, in preds order (as blocker and need walk them)
+    l0_pred = l0_tier[pred_idx] >= 0
+    l0p_idx = pred_idx[l0_pred]
+    l0p_off = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(p_dst[l0_pred], minlength=n), out=l0p_off[1:])
     # NOTE: |Delta| of a FREE's key is its size, of another's jit - enabled, each term within
     # its bound here: D sizes the Delta field, which with lambda and the rank must fit 63 bits
-    delta = max(max(jit, default=0), max(enables, default=0), max(size_pk, default=0))
+    delta = int(max(jit.max(initial=0), enables.max(initial=0), size_pk.max(initial=0)))
     if 2 + (2 * delta).bit_length() + _vbits(n) > KEY_BITS:
         raise NpuccError(f"MPAS keys need more than {KEY_BITS} bits ({graph.name})")
-    l0p_off, l0p_idx = csr(l0_preds)
     by_h = np.argsort(-h, kind="stable")
     indeg = int(np.diff(pred_off).max(initial=0))
     return Prep(
@@ -159,14 +182,14 @@ def prepare(graph: TileGraph, single_l0: bool = True, topo: list[int] | None = N
         pred_idx,
         succ_off,
         succ_idx,
-        np.array(is_alloc, np.bool_),
-        np.array(is_free, np.bool_),
-        np.array(size_pk, np.int64),
-        np.array(l0_tier, np.int64),
-        np.array(free_l0, np.int64),
-        np.array(pending, np.int64),
-        np.array(jit, np.int64),
-        np.array(jit_count, np.int64),
+        is_alloc,
+        is_free,
+        size_pk,
+        l0_tier,
+        free_l0,
+        pending,
+        jit,
+        jit_count,
         users,
         l0p_off,
         l0p_idx,
