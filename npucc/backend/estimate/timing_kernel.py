@@ -314,12 +314,23 @@ def schedule_runs(
     after: I64
     channel: I64 = channels[start]
     latest: I64 = 0
-    releases: list
+    classes: Py
+    i: Py
+    size: Py = 8
+    releases: I64s = array("q", bytes(8 * size))  # by release class: grown for a run with more
+    row: tuple
+    cost: tuple
     for run in runs:
-        cost = run[0]
-        spans = run[1]
-        data = run[3]
-        srcs = run[4]
+        # NOTE: a tuple subclass's items are a tuple's: each read as one once checked a tuple
+        if not isinstance(run, tuple):
+            raise TypeError("a run is a tuple (LayerRun)")
+        row = cython.cast(tuple, run)
+        if not isinstance(row[0], tuple):
+            raise TypeError("a run's cost is a tuple (RunCost)")
+        cost = cython.cast(tuple, row[0])
+        spans = row[1]
+        data = row[3]
+        srcs = row[4]
         timings = cost[0]
         lead_held = cost[3]
         rest_held = cost[4]
@@ -338,7 +349,12 @@ def schedule_runs(
                 first = False
         if first:
             raise ValueError("a run on no cores")
-        releases = [loaded]  # by release class
+        classes = len(srcs) + 1
+        if classes > size:
+            size = classes
+            releases = array("q", bytes(8 * size))
+        releases[0] = loaded
+        i = 1
         for writers in srcs:
             release = barrier
             for pair in writers:
@@ -347,7 +363,8 @@ def schedule_runs(
                 t += pair[1]
                 if t > release:
                     release = t
-            releases.append(release)
+            releases[i] = release
+            i += 1
         end = -1
         tail = 0
         for timing in timings:
@@ -356,6 +373,8 @@ def schedule_runs(
             tails = timing.tails
             for pair in tails:
                 c = pair[0]
+                if c < 0 or c >= classes:
+                    raise IndexError("a release class past the run's inputs")
                 r = releases[c]
                 if begin < 0 or r < begin:
                     begin = r
@@ -374,11 +393,15 @@ def schedule_runs(
             if lead_held:
                 channel = max(channel, loaded) + lead_held
             if rest_held:
-                ready = releases[data[0]] if len(data) > 0 else loaded
+                ready = loaded  # the earliest release of its data classes, if any
+                first = True
                 for c in data:
+                    if c < 0 or c >= classes:
+                        raise IndexError("a release class past the run's inputs")
                     r = releases[c]
-                    if r < ready:
+                    if first or r < ready:
                         ready = r
+                    first = False
                 channel = max(channel, ready) + rest_held
             t = channel + after
             if t > end:  # its bytes came late through the channel
