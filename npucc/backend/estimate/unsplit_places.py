@@ -1,4 +1,4 @@
-"""An unsplit plan's on-chip placements layer by layer, memoised by what each layer's depend on.
+"""An unsplit plan's on-chip placements layer by layer, memoised by what each step reads.
 
 Unsplit, `plan_onchip` places each layer's outputs (in graph order, each tensor's life whole)
 among the placements still live then only: what it places for layer i is a function of those,
