@@ -46,7 +46,7 @@ def test_a_trace_carries_its_plan_through_ddr_energy_and_channel_bound() -> None
         energy, held = trace.ddr[-1]
         assert held == channel_bound(target, costs) > 0
         assert energy == pytest.approx(sum(c.energy for c in costs), rel=1e-12)
-        assert trace.ids == [model._where_id(where) for where in trace.kept.values()]
+        assert trace.ids == [model._places.where_id(where) for where in trace.kept.values()]
 
 
 def test_a_trace_keeps_its_plans_whole_schedule() -> None:

@@ -348,10 +348,10 @@ class ExecCostModel:
     ) -> float:
         """An unsplit plan's runs of its layers from `depth` on (`_priced` then `_linked`),
         appended to `runs` (its runs before `depth`), with their footprint ids `ats`, the
-        running sums `energy` and `ddr` (`Trace`'s); returns the energy. `ids`: `_where_id` of
+        running sums `energy` and `ddr` (`Trace`'s); returns the energy. `ids`: `where_id` of
         each of `kept`; `waits`: `Tenants.waits`.
 
-        NOTE: a run is a function of its layer, its rectangle, the `_where_id` of each operand
+        NOTE: a run is a function of its layer, its rectangle, the `where_id` of each operand
         `noc_layer` may find on chip (None: not on chip), the footprint ids of the runs writing
         its inputs (a flag is one of the reader's and the writer's footprints) and the runs its
         writes wait for with theirs: `_runs` holds each by these, shared by the plans that
@@ -468,7 +468,7 @@ class ExecCostModel:
         some of its tensors stay on chip (None when none does; a constant of a split part: its
         staged copy), profiled with the tilers knowing which. Copies of those become NoC
         transfers, priced by cost.py from each tile's core to the homes it reaches. `corners`:
-        `r`'s (x, y, w, h); `ids`: `_where_id` of each of `onchip`."""
+        `r`'s (x, y, w, h); `ids`: `where_id` of each of `onchip`."""
         j, n, loop = part.part, part.parts, part.loop
         lookups = self._homes.get((index, n, loop))
         if lookups is None:
@@ -520,10 +520,6 @@ class ExecCostModel:
         """Cycles and energy of DDR copy `ins` made a NoC transfer over `hops` hops."""
         noc = NocCopy(ins.dst, ins.src, ins.dims, ins.dst_strides, ins.src_strides, hops)
         return instr_cycles(self.target, noc), instr_energy(self.target, noc)
-
-    def _where_id(self, where: OnChip) -> int:
-        """`UnsplitPlaces.where_id` (the one numbering of on-chip tensors for NoC pricing)."""
-        return self._places.where_id(where)
 
     def _lookups(self, index: int, n: int, loop: int) -> tuple[tuple[int, str], ...]:
         """Per operand of layer `index` (on one of n sub-batches, in sub-batch loop `loop`)
@@ -615,11 +611,11 @@ class ExecCostModel:
     ) -> list[LayerRun | tuple[Part, _Base]]:
         """`_runs` before their inputs are linked: per layer part its `_base_run` (or
         `noc_layer`), per staging its run, in lowering order; `rect_of`: per layer its
-        rectangle and its corners (`_rects`); `ids`: `_where_id` of each of `onchip`, if known."""
+        rectangle and its corners (`_rects`); `ids`: `where_id` of each of `onchip`, if known."""
         out: list[LayerRun | tuple[Part, _Base]] = []
         views, base_runs = self._views, self._base
         if ids is None:
-            ids = {key: self._where_id(where) for key, where in onchip.items()}
+            ids = {key: self._places.where_id(where) for key, where in onchip.items()}
         for p in oldest_first(parts):
             index, n = p.layer, p.parts
             if index in views:

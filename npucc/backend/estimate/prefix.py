@@ -40,7 +40,7 @@ class Trace:
     # all through DDR (`ExecCostModel.best_edp`'s bound of it): the running energy sum and
     # channel bound of its runs before each item, and after the last
     ddr: list[tuple[float, int]] = field(default_factory=lambda: [(0.0, 0)])
-    ids: list[int] = field(default_factory=list)  # `ExecCostModel._where_id` of each of `kept`
+    ids: list[int] = field(default_factory=list)  # `UnsplitPlaces.where_id` of each of `kept`
     # per layer, the `UnsplitPlaces` state its placements start from, and the last's after
     states: list[int] = field(default_factory=lambda: [0])
     # READY_AT (`list_schedule`), then each run's footprint id (`LayerRun.at`)
