@@ -296,6 +296,8 @@ def run() -> NoReturn:
     down one by one at exit (Keras ResNet-50: 0.12 of 5.1 CPU s), as mypy's fast exit; every
     file is written and closed by then, the standard streams are flushed here.
     """
+    if _compiles(sys.argv[1:]):
+        _idle_blas_threads()  # before anything imports numpy
     code = main()
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -303,6 +305,25 @@ def run() -> NoReturn:
         except OSError:  # a closed pipe: nothing more can reach it
             pass
     os._exit(code)
+
+
+def _compiles(args_list: Sequence[str]) -> bool:
+    """Whether a command line is a compile: no COMMAND first."""
+    return not (args_list and args_list[0] in COMMANDS)
+
+
+def _idle_blas_threads() -> None:
+    """Let OpenBLAS's worker threads sleep as soon as they are idle, unless the user set it.
+
+    NOTE: by default each worker spins ~2**28 cycles after its last job before it sleeps: at
+    numpy's import, which starts them, ~50-70 ms of CPU a process on a 2-core machine, while a
+    compile does no BLAS-sized work (a folded constant MatMul at most). Only the wait changes:
+    the threads, and so how a product is split and rounded, stay the same. Read by OpenBLAS
+    when it loads: a no-op once numpy is imported. Only `run`, the program, sets it (a compile
+    only: the interpreter's products may want their threads awake), not `main`, which callers
+    run in their own process.
+    """
+    os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")  # 2**4 cycles, OpenBLAS's least
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -340,7 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _dispatch(args_list: list[str]) -> int:
     if args_list:
         check_command(args_list[0])
-    if not (args_list and args_list[0] in COMMANDS):
+    if _compiles(args_list):
         return cmd_compile(_parser().parse_args(args_list))
     args = _sub_parser(args_list[0]).parse_args(args_list)
     from npucc.tools.run_command import cmd_run  # NOTE: deferred: a compile needs no interpreter
