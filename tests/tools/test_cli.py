@@ -14,6 +14,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from npucc.checking import run_onnxruntime
+from npucc.tools import cli
 from npucc.tools.cli import main, safe_file_name
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -224,3 +225,15 @@ def test_the_program_exits_with_mains_code_after_flushing_its_output(capsys):
     assert done.returncode == 0 and done.stdout == expected and len(expected) > 8192
     failed = _npucc(str(ROOT / "no-such-model.onnx"))
     assert failed.returncode == 2 and "cannot read model" in failed.stderr
+
+
+def test_a_compile_lets_idle_blas_workers_sleep(monkeypatch):
+    """`run` sets OPENBLAS_THREAD_TIMEOUT for a compile only, and keeps a value the user set."""
+    assert cli._compiles(["m.onnx", "-o", "x.cmd"]) and cli._compiles([])
+    assert not cli._compiles(["check", "m.onnx"]) and not cli._compiles(["run", "x.cmd"])
+    monkeypatch.delenv("OPENBLAS_THREAD_TIMEOUT", raising=False)
+    cli._idle_blas_threads()
+    assert os.environ["OPENBLAS_THREAD_TIMEOUT"] == "4"
+    monkeypatch.setenv("OPENBLAS_THREAD_TIMEOUT", "20")
+    cli._idle_blas_threads()
+    assert os.environ["OPENBLAS_THREAD_TIMEOUT"] == "20"
