@@ -135,9 +135,17 @@ def format_core(row: int, col: int) -> str:
 
 def format_line(queue: str, body: str, sync: str) -> str:
     """`  QUEUE BODY | SYNC` (an empty body or sync and its separator are left out)."""
-    if body:
-        queue = f"{queue} {body}"
-    return f"  {queue} | {sync}" if sync else f"  {queue}"
+    return line_head(queue, body) + line_tail(sync)
+
+
+def line_head(queue: str, body: str) -> str:
+    """A line up to its flags: `  QUEUE BODY` (`  QUEUE` without a body)."""
+    return f"  {queue} {body}" if body else f"  {queue}"
+
+
+def line_tail(sync: str) -> str:
+    """A line's flags part: ` | SYNC` (nothing without flags)."""
+    return f" | {sync}" if sync else ""
 
 
 def split_line(content: str) -> tuple[str, str, bool, str]:
