@@ -31,15 +31,16 @@ from npucc.ir.schedule import Schedule
 from npucc.ir.scheduled_program import ScheduledProgram
 from npucc.ir.stream import Generated, TensorSpec
 from npucc.ir.stream_text import (
+    SYNC_BAR,
+    SYNC_SEP,
     format_body,
     format_event,
     format_flag,
     format_header,
     format_stream,
-    format_sync,
     format_tensor,
     line_head,
-    line_tail,
+    sync_word,
 )
 from npucc.ir.tiled import TileGraph
 from npucc.passes import CompileContext, IRType, Pass
@@ -51,39 +52,54 @@ _QUEUE_INDEX: dict[str | None, int] = {None: -1} | {p: i for i, p in enumerate(P
 
 @dataclass(slots=True)
 class Flags:
-    """Flags between queues: per node the flags (as its line writes them) it waits for and sets."""
+    """Flags between queues: by node id its line's tail (`line_tail`) of the flags it waits
+    for and sets ("": none), and the last flag number used."""
+
+    tails: list[str]
+    count: int = 0
+
+
+@dataclass(slots=True)
+class Remote:
+    """A core's flags to and from other cores: by node, the words (`sync_word`) of those its
+    line waits for and sets."""
 
     waits: dict[int, list[str]] = field(default_factory=dict)
     sets: dict[int, list[str]] = field(default_factory=dict)
-    count: int = 0
 
 
 def _queue(node_pipe: str | None) -> str:
     return node_pipe.lower() if node_pipe is not None else "ctrl"
 
 
-def plan_flags(replay: Replay, first_flag: int = 0) -> Flags:
+def plan_flags(replay: Replay, first_flag: int = 0, remote: Remote | None = None) -> Flags:
     """One flag per cross-queue edge that pipe order and earlier flags do not already imply
-    (the rule's home: npucc.codegen.flags_kernel)."""
+    (the rule's home: npucc.codegen.flags_kernel), numbered from `first_flag` + 1; `remote`:
+    the core's flags to and from other cores, each line's after its own."""
     preds = replay.preds  # the augmented graph's: original, spill and address-reuse edges
     total = len(preds)
     # NOTE: `replay.pipes[v]` is `replay.nodes[v].pipe` (spill nodes' included), one list
     queue = np.fromiter(map(_QUEUE_INDEX.__getitem__, replay.pipes), np.int64, total)
     offsets, sources = csr(preds)
     names = [_queue(p) for p in PIPES] + [_queue(None)]  # by queue index (-1, the last: ctrl)
-    # `format_flag(names[uq], names[q], n)` is prefix[uq][q] + n
-    prefix = [[format_flag(src, dst, 0)[:-1] for dst in names] for src in names]
-    waits, sets, count = flags_kernel.flag_edges(
+    # NOTE: `sync_word(verb, format_flag(src, dst, n))` is `sync_word(verb, format_flag(src,
+    # dst, 0)[:-1]) + str(n)`: the kernel's words, by (src, dst) queue pair
+    flag = [format_flag(src, dst, 0)[:-1] for src in names for dst in names]
+    words = ([sync_word("wait", f) for f in flag], [sync_word("set", f) for f in flag],
+             SYNC_SEP, SYNC_BAR)  # fmt: skip
+    far = (remote.waits, remote.sets) if remote is not None else ({}, {})
+    tails, count = flags_kernel.flag_edges(
         np.asarray(replay.order, np.int64),
         queue,
         np.asarray(replay.position, np.int64),
         offsets,
         sources,
         len(PIPES),
-        prefix,
+        words,
         first_flag,
+        far,
     )
-    return Flags(waits, sets, count)
+    return Flags(tails, count)
 
 
 def render_core(
@@ -92,7 +108,7 @@ def render_core(
     replay: Replay,
     layout: DdrLayout,
     flag_base: int = 0,
-    remote: Flags | None = None,
+    remote: Remote | None = None,
     bar: progress.Bar | None = None,
     done: int = 0,
     printer: Printer | None = None,
@@ -108,12 +124,7 @@ def render_core(
     target = program.target
     if printer is None:
         printer = Printer(target, layout)
-    flags = plan_flags(replay, flag_base)
-    if remote is not None:
-        for table, extra in ((flags.waits, remote.waits), (flags.sets, remote.sets)):
-            for v, items in extra.items():
-                table.setdefault(v, []).extend(items)
-    tails = _tails(flags)
+    flags = plan_flags(replay, flag_base, remote)
     lines: list[str] = []
     n_orig = len(graph.nodes)
     energy = 0.0
@@ -123,14 +134,14 @@ def render_core(
     renders_get, offs = here.renders.get, here.offs
     every = progress.EVERY
     nodes, offset_at = replay.nodes, replay.offset_at
-    tails_get, add = tails.get, lines.append
+    tails, add = flags.tails, lines.append
     barrier = line_head("barrier", "")
     events: list[str | None] = [None] * len(buffers)  # alloc/free body of a buffer never moved
     for i, v in enumerate(replay.order, 1):
         if bar is not None and i % every == 0:
             bar.update(done + i)
         node = nodes[v]
-        tail = tails_get(v, "")
+        tail = tails[v]
         pipe = node.pipe
         if pipe is None:
             if node.op == "BARRIER":
@@ -149,34 +160,24 @@ def render_core(
             add(line_head(node.op.lower(), body) + tail)
             continue
         instr = node.instr
-        render = renders_get(instr.__class__) if v < n_orig else None
-        if render is None:
+        render = renders_get(type(instr)) if v < n_orig else None
+        if render is None:  # a spill, a host node or the first of its class
+            plain: Instr | None = None  # printed as it is resolved
             if v >= n_orig:
-                instr = _spill_instr(v - n_orig, node.bufs[0], v, replay, layout, graph,
+                plain = _spill_instr(v - n_orig, node.bufs[0], v, replay, layout, graph,
                                      core_index, target)  # fmt: skip
             elif isinstance(instr, HostOp):
-                instr = resolve(instr, v, replay, layout, target, tiers.__getitem__)
-            else:
-                assert instr is not None, f"node {v} ({node.op}) has no instruction"
-                render = here.render(instr.__class__)
-        if render is None:
-            energy += instr_energy(target, instr)
-            add(line_head(pipe, format_body(instr, target)) + tail)
-            continue
+                plain = resolve(instr, v, replay, layout, target, tiers.__getitem__)
+            if plain is not None:
+                energy += instr_energy(target, plain)
+                add(line_head(pipe, format_body(plain, target)) + tail)
+                continue
+            assert instr is not None, f"node {v} ({node.op}) has no instruction"
+            render = here.render(type(instr))
         text, pj = render(instr, v, pipe)
         energy += pj
         add(text + tail)
     return lines, flags.count, energy
-
-
-def _tails(flags: Flags) -> dict[int, str]:
-    """Each node's line tail (`line_tail`) of the flags it waits for and sets, if any."""
-    waits, sets = flags.waits, flags.sets
-    waits_of, sets_of = waits.get, sets.get
-    return {
-        v: line_tail(format_sync(waits_of(v, ()), sets_of(v, ())))
-        for v in waits.keys() | sets.keys()
-    }
 
 
 def spill_key(core_index: int, spill: int) -> str:
@@ -214,7 +215,7 @@ def generate(program: TiledProgram, schedules: list[tuple[Schedule, Replay]]) ->
             slot_types[spill_key(index, k)] = program.target.tier_dtype(graph.buffers[buf].tier)
     layout = layout_ddr(program, extra)
     image = build_image(program, layout)
-    remote = [Flags() for _ in program.cores]
+    remote = [Remote() for _ in program.cores]
     flag = 0
     for src_core, u, dst_core, v in program.cross_edges:
         flag += 1
@@ -222,10 +223,10 @@ def generate(program: TiledProgram, schedules: list[tuple[Schedule, Replay]]) ->
         qu = _queue(schedules[src_core][1].nodes[u].pipe)
         qv = _queue(schedules[dst_core][1].nodes[v].pipe)
         remote[src_core].sets.setdefault(u, []).append(
-            format_flag(qu, qv, flag, dst_at=(dst.row, dst.col))
+            sync_word("set", format_flag(qu, qv, flag, dst_at=(dst.row, dst.col)))
         )
         remote[dst_core].waits.setdefault(v, []).append(
-            format_flag(qu, qv, flag, src_at=(src.row, src.col))
+            sync_word("wait", format_flag(qu, qv, flag, src_at=(src.row, src.col)))
         )
     blocks = []
     energy = 0.0

@@ -22,8 +22,8 @@ from npucc.ir.replay import Replay
 from npucc.ir.stream_text import line_head
 from npucc.target import Target
 
-# (text, energy) of an instruction at a node on a pipe
-Render = Callable[[Instr, int, str], tuple[str, float]]
+# (text, energy) of an instruction at a node on a pipe (`Any`: of the renderer's own class)
+Render = Callable[[Any, int, str], tuple[str, float]]
 # a form: its line's template (a %-format of the operands' addresses), each operand's element
 # bytes (field order), then its picojoules
 Form = tuple[Any, ...]
@@ -143,7 +143,7 @@ class CorePrinter:
         offsets = replay.offsets
         # NOTE: a buffer's offset throughout (`Replay.offset_at`), None where a spill moves it
         self.offs = [None if b in homes else offsets[b] for b in range(len(tiers))]
-        self.renders: dict[type[Instr], Render] = {}
+        self.renders: dict[type, Render] = {}  # by instruction class
 
     def render(self, cls: type[Instr]) -> Render:
         """The renderer of instructions of `cls`: (line text but its flags, picojoules) of one
