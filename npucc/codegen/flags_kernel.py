@@ -180,16 +180,26 @@ def _tails(
     for v in range(total):
         if wait_start[v] == wait_end[v] and set_off[v] == set_off[v + 1] and not far[v]:
             continue
-        parts: list = []
+        # NOTE: `bar` and the words joined by `sep`, as pieces joined once (no string a word)
+        parts: list = [bar]
         for f in range(wait_start[v], wait_end[v]):
-            parts.append(wait_words[pair[f]] + nums[f])
+            parts.append(wait_words[pair[f]])
+            parts.append(nums[f])
+            parts.append(sep)
         if far[v] and v in remote_waits:
-            parts.extend(remote_waits[v])
+            for word in remote_waits[v]:
+                parts.append(word)
+                parts.append(sep)
         for k in range(set_off[v], set_off[v + 1]):
             f = set_flag[k]
-            parts.append(set_words[pair[f]] + nums[f])
+            parts.append(set_words[pair[f]])
+            parts.append(nums[f])
+            parts.append(sep)
         if far[v] and v in remote_sets:
-            parts.extend(remote_sets[v])
-        if parts:
-            tails[v] = bar + sep.join(parts)
+            for word in remote_sets[v]:
+                parts.append(word)
+                parts.append(sep)
+        if len(parts) > 1:
+            parts.pop()  # the last sep
+            tails[v] = "".join(parts)
     return tails
