@@ -157,7 +157,6 @@ def _tails(
     set_flag_a = np.zeros(max(count, 1), np.int64)
     set_flag: I64s = set_flag_a
     f: Py
-    k: Py
     v: Py
     for f in range(count):
         set_off[setter[f] + 1] += 1
@@ -170,6 +169,8 @@ def _tails(
         set_flag[fill[v]] = f
         fill[v] += 1
     nums: list = [str(first_flag + f + 1) for f in range(count)]
+    every_a = np.arange(max(count, 1), dtype=np.int64)  # a node's waits: flags start .. end - 1
+    every: I64s = every_a
     far_a = np.zeros(max(total, 1), np.int8)  # nodes with flags to or from other cores
     far: cython.char[:] = far_a
     for v in remote_waits:
@@ -182,24 +183,35 @@ def _tails(
             continue
         # NOTE: `bar` and the words joined by `sep`, as pieces joined once (no string a word)
         parts: list = [bar]
-        for f in range(wait_start[v], wait_end[v]):
-            parts.append(wait_words[pair[f]])
-            parts.append(nums[f])
-            parts.append(sep)
+        _words(parts, wait_words, pair, nums, every, wait_start[v], wait_end[v], sep)
         if far[v] and v in remote_waits:
-            for word in remote_waits[v]:
-                parts.append(word)
-                parts.append(sep)
-        for k in range(set_off[v], set_off[v + 1]):
-            f = set_flag[k]
-            parts.append(set_words[pair[f]])
-            parts.append(nums[f])
-            parts.append(sep)
+            _far_words(parts, remote_waits[v], sep)
+        _words(parts, set_words, pair, nums, set_flag, set_off[v], set_off[v + 1], sep)
         if far[v] and v in remote_sets:
-            for word in remote_sets[v]:
-                parts.append(word)
-                parts.append(sep)
+            _far_words(parts, remote_sets[v], sep)
         if len(parts) > 1:
             parts.pop()  # the last sep
             tails[v] = "".join(parts)
     return tails
+
+
+@cython.cfunc
+def _words(
+    parts: list, words: list, pair: I64s, nums: list, flags: I64s, lo: Py, hi: Py, sep: str
+) -> None:
+    """Append the words of flags `flags[lo:hi]` (`words` by queue pair), each then `sep`."""
+    k: Py
+    f: Py
+    for k in range(lo, hi):
+        f = flags[k]
+        parts.append(words[pair[f]])
+        parts.append(nums[f])
+        parts.append(sep)
+
+
+@cython.cfunc
+def _far_words(parts: list, words: list, sep: str) -> None:
+    """Append the words of flags to or from other cores, each then `sep`."""
+    for word in words:
+        parts.append(word)
+        parts.append(sep)
