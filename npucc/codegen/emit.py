@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
@@ -21,26 +20,27 @@ from npucc.backend.schedule.scan_kernel import csr
 from npucc.codegen import flags_kernel
 from npucc.codegen.ddr_layout import DdrLayout, build_image, layout_ddr
 from npucc.codegen.debug_map import debug_map, host_segments
+from npucc.codegen.printer import Printer, resolve
 from npucc.ir.dtypes import host_dtype
 from npucc.ir.graph_schema import HOST_OP
-from npucc.ir.instr_form import form_key, instr_fields
-from npucc.ir.instr_text import fill_template, instr_template
-from npucc.ir.isa import DDR, NOC, PIPES, BufRef, DdrRef, HostOp, Instr, MemRef, Spill
-from npucc.ir.isa_cost import instr_energy, operand_bytes
+from npucc.ir.isa import DDR, NOC, PIPES, HostOp, Instr, MemRef, Spill
+from npucc.ir.isa_cost import instr_energy
 from npucc.ir.program import TiledProgram
 from npucc.ir.replay import Replay
 from npucc.ir.schedule import Schedule
 from npucc.ir.scheduled_program import ScheduledProgram
 from npucc.ir.stream import Generated, TensorSpec
 from npucc.ir.stream_text import (
+    SYNC_BAR,
+    SYNC_SEP,
     format_body,
     format_event,
     format_flag,
     format_header,
-    format_line,
     format_stream,
-    format_sync,
     format_tensor,
+    line_head,
+    sync_word,
 )
 from npucc.ir.tiled import TileGraph
 from npucc.passes import CompileContext, IRType, Pass
@@ -52,103 +52,54 @@ _QUEUE_INDEX: dict[str | None, int] = {None: -1} | {p: i for i, p in enumerate(P
 
 @dataclass(slots=True)
 class Flags:
-    """Flags between queues: per node the flags (as its line writes them) it waits for and sets."""
+    """Flags between queues: by node id its line's tail (`line_tail`) of the flags it waits
+    for and sets ("": none), and the last flag number used."""
+
+    tails: list[str]
+    count: int = 0
+
+
+@dataclass(slots=True)
+class Remote:
+    """A core's flags to and from other cores: by node, the words (`sync_word`) of those its
+    line waits for and sets."""
 
     waits: dict[int, list[str]] = field(default_factory=dict)
     sets: dict[int, list[str]] = field(default_factory=dict)
-    count: int = 0
 
 
 def _queue(node_pipe: str | None) -> str:
     return node_pipe.lower() if node_pipe is not None else "ctrl"
 
 
-def plan_flags(replay: Replay, first_flag: int = 0) -> Flags:
+def plan_flags(replay: Replay, first_flag: int = 0, remote: Remote | None = None) -> Flags:
     """One flag per cross-queue edge that pipe order and earlier flags do not already imply
-    (the rule's home: npucc.codegen.flags_kernel)."""
+    (the rule's home: npucc.codegen.flags_kernel), numbered from `first_flag` + 1; `remote`:
+    the core's flags to and from other cores, each line's after its own."""
     preds = replay.preds  # the augmented graph's: original, spill and address-reuse edges
     total = len(preds)
     # NOTE: `replay.pipes[v]` is `replay.nodes[v].pipe` (spill nodes' included), one list
     queue = np.fromiter(map(_QUEUE_INDEX.__getitem__, replay.pipes), np.int64, total)
     offsets, sources = csr(preds)
     names = [_queue(p) for p in PIPES] + [_queue(None)]  # by queue index (-1, the last: ctrl)
-    # `format_flag(names[uq], names[q], n)` is prefix[uq][q] + n
-    prefix = [[format_flag(src, dst, 0)[:-1] for dst in names] for src in names]
-    waits, sets, count = flags_kernel.flag_edges(
+    # NOTE: `sync_word(verb, format_flag(src, dst, n))` is `sync_word(verb, format_flag(src,
+    # dst, 0)[:-1]) + str(n)`: the kernel's words, by (src, dst) queue pair
+    flag = [format_flag(src, dst, 0)[:-1] for src in names for dst in names]
+    words = ([sync_word("wait", f) for f in flag], [sync_word("set", f) for f in flag],
+             SYNC_SEP, SYNC_BAR)  # fmt: skip
+    far = (remote.waits, remote.sets) if remote is not None else ({}, {})
+    tails, count = flags_kernel.flag_edges(
         np.asarray(replay.order, np.int64),
         queue,
         np.asarray(replay.position, np.int64),
         offsets,
         sources,
         len(PIPES),
-        prefix,
+        words,
         first_flag,
+        far,
     )
-    return Flags(waits, sets, count)
-
-
-def _resolve(
-    instr: Instr,
-    node: int,
-    replay: Replay,
-    layout: DdrLayout,
-    target: Target,
-    tier_of: Callable[[int], str],
-) -> Instr:
-    """Replace BufRef/DdrRef operands by MemRefs at this node's point of the schedule."""
-    resolved: dict[str, MemRef] = {}
-    for name, ref in instr.operands().items():
-        placed = _place(ref, node, replay, layout, tier_of)
-        if placed is not None:
-            tier, base, off = placed
-            resolved[name] = MemRef(tier, base + off * operand_bytes(target, instr, name))
-    return instr.with_operands(**resolved)
-
-
-def _place(
-    ref: object, node: int, replay: Replay, layout: DdrLayout, tier_of: Callable[[int], str]
-) -> tuple[str, int, int] | None:
-    """Where operand `ref` is at `node` of the schedule: its tier, the byte address of its
-    buffer or tensor and its element offset there (None: not a BufRef or DdrRef)."""
-    if isinstance(ref, BufRef):
-        return tier_of(ref.buf), replay.offset_at(node, ref.buf), ref.off
-    if isinstance(ref, DdrRef):
-        if ref.key in layout.noc:
-            return NOC, layout.noc[ref.key], ref.off
-        return DDR, layout.addr[ref.key], ref.off
-    return None
-
-
-class _Printer:
-    """Prints the resolved instructions of one program, those of one form (`form_key`: alike
-    but for their addresses) from one cached template and energy."""
-
-    def __init__(self, target: Target, layout: DdrLayout) -> None:
-        self.target = target
-        self.layout = layout
-        self.forms: dict[tuple[Any, ...], tuple[str, tuple[int, ...], float]] = {}
-
-    def body(self, instr: Instr, node: int, replay: Replay, tiers: list[str]) -> tuple[str, float]:
-        """The text of `instr` resolved at `node` of `replay` (`tiers`: its core's buffer tiers)
-        and the picojoules it spends."""
-        fields = instr_fields(type(instr))
-        tier_of = tiers.__getitem__
-        layout = self.layout
-        placed = [
-            _place(ref, node, replay, layout, tier_of) or (ref.tier, ref.addr, 0)
-            for ref in fields.operands(instr)
-        ]  # NOTE: (tier, base, offset); a MemRef operand is already resolved
-        key = form_key(instr, fields, [tier for tier, _, _ in placed])
-        form = self.forms.get(key)
-        if form is None:
-            target = self.target
-            resolved = _resolve(instr, node, replay, layout, target, tier_of)
-            sizes = tuple(operand_bytes(target, resolved, n) for n in fields.names)
-            form = instr_template(resolved, target), sizes, instr_energy(target, resolved)
-            self.forms[key] = form
-        template, sizes, energy = form
-        addrs = tuple([base + off * e for (_, base, off), e in zip(placed, sizes, strict=True)])
-        return fill_template(template, addrs), energy
+    return Flags(tails, count)
 
 
 def render_core(
@@ -157,10 +108,10 @@ def render_core(
     replay: Replay,
     layout: DdrLayout,
     flag_base: int = 0,
-    remote: Flags | None = None,
+    remote: Remote | None = None,
     bar: progress.Bar | None = None,
     done: int = 0,
-    printer: _Printer | None = None,
+    printer: Printer | None = None,
 ) -> tuple[list[str], int, float]:
     """Lines of one core in schedule order; returns them, the last flag number used and the
     picojoules its instructions spend.
@@ -172,53 +123,60 @@ def render_core(
     graph = core.graph
     target = program.target
     if printer is None:
-        printer = _Printer(target, layout)
-    flags = plan_flags(replay, flag_base)
-    if remote is not None:
-        for table, extra in ((flags.waits, remote.waits), (flags.sets, remote.sets)):
-            for v, items in extra.items():
-                table.setdefault(v, []).extend(items)
+        printer = Printer(target, layout)
+    flags = plan_flags(replay, flag_base, remote)
     lines: list[str] = []
     n_orig = len(graph.nodes)
     energy = 0.0
-    tiers = [buf.tier for buf in graph.buffers]
-
+    buffers = graph.buffers
+    tiers = [buf.tier for buf in buffers]
+    here = printer.core(replay, tiers)
+    renders_get, offs = here.renders.get, here.offs
     every = progress.EVERY
-    nodes, buffers, offset_at = replay.nodes, graph.buffers, replay.offset_at
-    waits_of, sets_of, add = flags.waits.get, flags.sets.get, lines.append
-    events: dict[tuple[int, int], str] = {}  # (buffer, offset) -> its alloc/free body
+    nodes, offset_at = replay.nodes, replay.offset_at
+    tails, add = flags.tails, lines.append
+    barrier = line_head("barrier", "")
+    events: list[str | None] = [None] * len(buffers)  # alloc/free body of a buffer never moved
     for i, v in enumerate(replay.order, 1):
         if bar is not None and i % every == 0:
             bar.update(done + i)
         node = nodes[v]
-        waits, sets = waits_of(v), sets_of(v)
-        sync = format_sync(waits or (), sets or ()) if waits or sets else ""
+        tail = tails[v]
         pipe = node.pipe
         if pipe is None:
             if node.op == "BARRIER":
-                add(format_line("barrier", "", sync))
+                add(barrier + tail)
                 continue
             # NOTE: a buffer's FREE prints its ALLOC's body, unless a spill moved it between
             b = node.bufs[0]
-            at = offset_at(v, b)
-            body = events.pop((b, at), None)
+            body = events[b]
             if body is None:
                 buf = buffers[b]
-                body = events[b, at] = format_event(buf.tier, at, buf.size, b)
-            add(format_line(node.op.lower(), body, sync))
+                at = offs[b]
+                if at is None:
+                    body = format_event(buf.tier, offset_at(v, b), buf.size, b)
+                else:
+                    body = events[b] = format_event(buf.tier, at, buf.size, b)
+            add(line_head(node.op.lower(), body) + tail)
             continue
-        if v >= n_orig:
-            instr = _spill_instr(v - n_orig, node.bufs[0], v, replay, layout, graph, core_index,
-                                 target)  # fmt: skip
-            body, pj = format_body(instr, target), instr_energy(target, instr)
-        elif isinstance(node.instr, HostOp):
-            instr = _resolve(node.instr, v, replay, layout, target, tiers.__getitem__)
-            body, pj = format_body(instr, target), instr_energy(target, instr)
-        else:
-            assert node.instr is not None, f"node {v} ({node.op}) has no instruction"
-            body, pj = printer.body(node.instr, v, replay, tiers)
+        instr = node.instr
+        render = renders_get(type(instr)) if v < n_orig else None
+        if render is None:  # a spill, a host node or the first of its class
+            plain: Instr | None = None  # printed as it is resolved
+            if v >= n_orig:
+                plain = _spill_instr(v - n_orig, node.bufs[0], v, replay, layout, graph,
+                                     core_index, target)  # fmt: skip
+            elif isinstance(instr, HostOp):
+                plain = resolve(instr, v, replay, layout, target, tiers.__getitem__)
+            if plain is not None:
+                energy += instr_energy(target, plain)
+                add(line_head(pipe, format_body(plain, target)) + tail)
+                continue
+            assert instr is not None, f"node {v} ({node.op}) has no instruction"
+            render = here.render(type(instr))
+        text, pj = render(instr, v, pipe)
         energy += pj
-        add(format_line(pipe, body, sync))
+        add(text + tail)
     return lines, flags.count, energy
 
 
@@ -257,7 +215,7 @@ def generate(program: TiledProgram, schedules: list[tuple[Schedule, Replay]]) ->
             slot_types[spill_key(index, k)] = program.target.tier_dtype(graph.buffers[buf].tier)
     layout = layout_ddr(program, extra)
     image = build_image(program, layout)
-    remote = [Flags() for _ in program.cores]
+    remote = [Remote() for _ in program.cores]
     flag = 0
     for src_core, u, dst_core, v in program.cross_edges:
         flag += 1
@@ -265,15 +223,15 @@ def generate(program: TiledProgram, schedules: list[tuple[Schedule, Replay]]) ->
         qu = _queue(schedules[src_core][1].nodes[u].pipe)
         qv = _queue(schedules[dst_core][1].nodes[v].pipe)
         remote[src_core].sets.setdefault(u, []).append(
-            format_flag(qu, qv, flag, dst_at=(dst.row, dst.col))
+            sync_word("set", format_flag(qu, qv, flag, dst_at=(dst.row, dst.col)))
         )
         remote[dst_core].waits.setdefault(v, []).append(
-            format_flag(qu, qv, flag, src_at=(src.row, src.col))
+            sync_word("wait", format_flag(qu, qv, flag, src_at=(src.row, src.col)))
         )
     blocks = []
     energy = 0.0
     done = 0
-    printer = _Printer(program.target, layout)
+    printer = Printer(program.target, layout)
     with progress.task("codegen", sum(len(r.order) for _, r in schedules)) as bar:
         for index, (_, replay) in enumerate(schedules):
             lines, flag, pj = render_core(

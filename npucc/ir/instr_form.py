@@ -38,6 +38,7 @@ class InstrFields:
     others: Callable[[Instr], tuple[Any, ...]]
     floats: Callable[[Instr], tuple[Any, ...]] | None
     own_key: Callable[[Instr], tuple[Any, ...]]  # form_key with the operands' own tiers
+    key_source: Callable[[list[str]], str]  # `key_items` of the class
 
     @staticmethod
     def of(cls: type[Instr]) -> InstrFields:
@@ -47,41 +48,49 @@ class InstrFields:
         floats = tuple(n for n, t in kinds.items() if t in ("float", "tuple[float, ...]"))
         others = tuple(n for n in kinds if n not in ops and n not in floats)
         names = tuple(n for n in kinds if n in ops)
+        tuples = all(kinds[n] == "tuple[float, ...]" for n in floats)
+
+        def key_source(tiers: list[str]) -> str:
+            return key_items(others, floats, tuples, tiers)
+
         return InstrFields(
             names,
             fields_getter(names),
             fields_getter(others),
             fields_getter(floats) if floats else None,
-            _own_key(cls, names, others, floats, kinds),
+            _own_key(cls, key_source([f"i.{n}.tier" for n in names])),
+            key_source,
         )
 
 
-def _own_key(
-    cls: type[Instr],
-    names: tuple[str, ...],
-    others: tuple[str, ...],
-    floats: tuple[str, ...],
-    kinds: dict[str, str],
-) -> Callable[[Instr], tuple[Any, ...]]:
-    """`form_key` of an instruction of `cls` with its operands in their own tiers, as one
-    generated expression (the lowering asks it of every instruction it emits or tries);
-    `kinds`: each field's type, as text."""
+def key_items(
+    others: tuple[str, ...], floats: tuple[str, ...], tuples: bool, tiers: list[str]
+) -> str:
+    """The items of `form_key`'s tuple as Python source, for generated code: of instruction
+    `i` of class `cls` (`others`, `floats`: its fields as `InstrFields.of` splits them;
+    `tuples`: every float field a tuple of floats), `E` the empty tuple, each operand's tier
+    the expression in `tiers` (field order)."""
 
-    # NOTE: the same tuple as form_key(instr, fields, [ref.tier for ref in operands]): a
-    # 1-tuple of one field as `fields_getter` gives it, the floats' tuple by repr ("" without)
+    # NOTE: the same tuple as form_key(instr, fields, tiers): a 1-tuple of one field as
+    # `fields_getter` gives it, the floats' tuple by repr ("" without)
     def fields_of(group: tuple[str, ...]) -> str:
         return "(" + "".join(f"i.{n}, " for n in group) + ")"
 
     floats_text = f"repr({fields_of(floats)})" if floats else '""'
-    if floats and all(kinds[n] == "tuple[float, ...]" for n in floats):
+    if floats and tuples:
         # NOTE: each field the empty tuple (`E`: CPython has one, so `is` holds of it alone;
         # anything else, a tuple subclass's empty one too, takes repr): most vector ops
         empty = " and ".join(f"i.{n} is E" for n in floats)
         floats_text = f"{repr(tuple(() for _ in floats))!r} if {empty} else {floats_text}"
-    tiers = "".join(f", i.{n}.tier" for n in names)
-    body = f"(cls, {fields_of(others)}, {floats_text}{tiers})"
+    return f"cls, {fields_of(others)}, {floats_text}" + "".join(f", {t}" for t in tiers)
+
+
+def _own_key(cls: type[Instr], items: str) -> Callable[[Instr], tuple[Any, ...]]:
+    """`form_key` of an instruction of `cls` with its operands in their own tiers (`items`:
+    `key_items` of them), as one generated expression (the lowering asks it of every
+    instruction it emits or tries)."""
     env: dict[str, Any] = {"cls": cls, "E": ()}
-    exec(f"def own_key(i):\n    return {body}\n", env)  # noqa: S102  (a plain function)
+    exec(f"def own_key(i):\n    return ({items})\n", env)  # noqa: S102  (a plain function)
     found: Callable[[Instr], tuple[Any, ...]] = env["own_key"]
     return found
 

@@ -135,9 +135,17 @@ def format_core(row: int, col: int) -> str:
 
 def format_line(queue: str, body: str, sync: str) -> str:
     """`  QUEUE BODY | SYNC` (an empty body or sync and its separator are left out)."""
-    if body:
-        queue = f"{queue} {body}"
-    return f"  {queue} | {sync}" if sync else f"  {queue}"
+    return line_head(queue, body) + line_tail(sync)
+
+
+def line_head(queue: str, body: str) -> str:
+    """A line up to its flags: `  QUEUE BODY` (`  QUEUE` without a body)."""
+    return f"  {queue} {body}" if body else f"  {queue}"
+
+
+def line_tail(sync: str) -> str:
+    """A line's flags part: ` | SYNC` (nothing without flags)."""
+    return SYNC_BAR + sync if sync else ""
 
 
 def split_line(content: str) -> tuple[str, str, bool, str]:
@@ -288,12 +296,23 @@ def match_flag(spec: str, core: At) -> tuple[str, At, str, At, int] | None:
     return _NAMES.get(src, src), src_at, _NAMES.get(dst, dst), dst_at, int(num)
 
 
+SYNC_BAR = " | "  # between a line's body and its flags
+SYNC_SEP = " "  # between a line's flags
+
+
+def sync_word(verb: str, flag: str) -> str:
+    """A flag on a line: `wait FLAG` (the line waits for it) or `set FLAG` (the line sets it).
+
+    NOTE: the flag's text last: the word of `format_flag(..., n)` is this of its text but `n`,
+    then `n` (codegen's flag kernel makes its words so)."""
+    return f"{verb} {flag}"
+
+
 def format_sync(waits: Sequence[str], sets: Sequence[str]) -> str:
-    """`wait FLAG ... set FLAG ...` from flag texts (one join per verb: codegen's every line)."""
-    if not sets:
-        return "wait " + " wait ".join(waits) if waits else ""
-    text = "set " + " set ".join(sets)
-    return "wait " + " wait ".join(waits) + " " + text if waits else text
+    """`wait FLAG ... set FLAG ...` from flag texts: their words, the waits first."""
+    words = [sync_word("wait", flag) for flag in waits]
+    words += [sync_word("set", flag) for flag in sets]
+    return SYNC_SEP.join(words)
 
 
 # ---------------------------------------------------------------------------- file

@@ -42,6 +42,18 @@ def _matmul_graph(tiles: int) -> tuple[TileGraph, object]:
     return graph, target
 
 
+def _words(flags, verb: str) -> list[tuple[int, str]]:
+    """(node, flag number) of each flag word with `verb` on the nodes' line tails."""
+    out = []
+    for v, tail in enumerate(flags.tails):
+        assert tail == "" or tail.startswith(" | ")
+        words = tail[3:].split()
+        pairs = list(zip(words[::2], words[1::2], strict=True))
+        assert all(w in ("wait", "set") for w, _ in pairs)
+        out += [(v, flag.split("#")[1]) for w, flag in pairs if w == verb]
+    return out
+
+
 def _happens_before(replay, flags) -> nx.DiGraph:
     """Edges that order nodes in the stream: pipe order and flags."""
     order = nx.DiGraph()
@@ -53,13 +65,9 @@ def _happens_before(replay, flags) -> nx.DiGraph:
             if pipe in last:
                 order.add_edge(last[pipe], v)
             last[pipe] = v
-    setters = {}
-    for u, items in flags.sets.items():
-        for item in items:
-            setters[item.split("#")[1]] = u
-    for v, items in flags.waits.items():
-        for item in items:
-            order.add_edge(setters[item.split("#")[1]], v)
+    setters = {flag: u for u, flag in _words(flags, "set")}
+    for v, flag in _words(flags, "wait"):
+        order.add_edge(setters[flag], v)
     return order
 
 
@@ -82,8 +90,8 @@ def test_flags_are_unique_and_paired():
     capacity = target.memory.on_chip()
     _, replay = schedule_graph(graph, "original", capacity, TargetSpillModel(target), 32)
     flags = plan_flags(replay)
-    set_ids = [i.split("#")[1] for items in flags.sets.values() for i in items]
-    wait_ids = [i.split("#")[1] for items in flags.waits.values() for i in items]
+    set_ids = [flag for _, flag in _words(flags, "set")]
+    wait_ids = [flag for _, flag in _words(flags, "wait")]
     assert sorted(set_ids) == sorted(wait_ids)
     assert len(set(set_ids)) == len(set_ids) == flags.count
 
@@ -106,4 +114,4 @@ def test_two_predecessors_go_latest_first_as_more_do():
         a, b = preds[v]
         replay.preds[v] = [a, b, a]
     assert plan_flags(replay) == want
-    assert sum(len(w) for w in want.waits.values()) == want.count
+    assert len(_words(want, "wait")) == want.count
