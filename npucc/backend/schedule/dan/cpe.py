@@ -310,7 +310,7 @@ def _lower(
     """The budgeted order within `overlap` times the sunk peak of the plan's order re-sequenced
     where its peak sits (`repeak`), its finish times and L1+UB peak; None when that budget is
     not below `cap` or a bound proves its makespan is not below `beat`."""
-    ref = lower_peak(r.graph, r.nodes, preds, r.order)
+    ref = lower_peak(r.graph, r.nodes, preds, r.order, g2=tables.g2)
     low = int(int(tables.events(ref)[3].max()) * overlap)  # NOTE: the sunk peak of ref
     if low >= cap:
         return None

@@ -53,6 +53,15 @@ def alloc_sizes(graph: TileGraph, total: int) -> list[int]:
     return size
 
 
+# G2's preds in CSR form (`scan_kernel.csr`: offsets, entries) and per node whether an ALLOC
+G2 = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def g2_arrays(nodes: Sequence[TileNode], preds: Sequence[Sequence[int]]) -> G2:
+    """`preds` (G2's, per node of `nodes`) in CSR form and per node whether an ALLOC."""
+    return (*csr(list(preds)), np.array([n.op == "ALLOC" for n in nodes], np.bool_))
+
+
 # per node: an ALLOC's L1+UB bytes, a FREE's ALLOC (or -1), a counted ALLOC's start event and
 # its FREE's end event (or -1); the live bytes per state
 Events = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
@@ -63,7 +72,7 @@ def plan_events(
     nodes: Sequence[TileNode],
     preds: Sequence[Sequence[int]],
     plan: Sequence[int],
-    g2: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    g2: G2 | None = None,
 ) -> Events:
     """The plan's L1+UB events, each ALLOC sunk to its first user: per ALLOC node its bytes,
     per FREE its ALLOC, per counted ALLOC its start event and per its FREE its end, and the
@@ -71,7 +80,7 @@ def plan_events(
     ALLOC (`scan_kernel.csr`), when the caller has them; the rule's home is the kernel."""
     total = len(nodes)
     if g2 is None:
-        g2 = (*csr(list(preds)), np.array([n.op == "ALLOC" for n in nodes], np.bool_))
+        g2 = g2_arrays(nodes, preds)
     size = np.array(alloc_sizes(graph, total), np.int64)
     alloc_of = np.full(total, -1, np.int64)
     bufs = list(graph.alloc_of)
