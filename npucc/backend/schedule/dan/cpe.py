@@ -44,13 +44,12 @@ from npucc.backend.schedule.dan.headroom import (
     room,
 )
 from npucc.backend.schedule.dan.moves import WINDOW, Preds, local_moves
-from npucc.backend.schedule.dan.mpas import tails
+from npucc.backend.schedule.dan.mpas import pipe_cycles, tails
 from npucc.backend.schedule.dan.repeak import lower_peak
 from npucc.backend.schedule.scan_kernel import csr
 from npucc.errors import NpuccError
 from npucc.ir.replay import L0_TIERS, Replay
 from npucc.ir.schedule import Schedule
-from npucc.ir.tiled import TileNode
 from npucc.parallel import fork_map, forks
 
 # A lower overlap budget (repeak) is kept when its order is at most 1/PEAK_TRADE slower: DAN
@@ -97,8 +96,9 @@ def downstream(r: Replay, succs: Preds, tables: Tables | None = None) -> list[in
     """Per augmented node: its downstream criticality, the longest path of pipe cycles from it
     (itself included) over G2's successors `succs` (`tables`: the replay's, if the caller has
     them)."""
-    succ = csr(succs) if tables is None else (tables.arrays.succ_off, tables.arrays.succ_idx)
-    return tails(r.order, succ, r.nodes).tolist()
+    if tables is None:
+        return tails(r.order, csr(succs), pipe_cycles(r.nodes)).tolist()
+    return tails(r.order, (tables.arrays.succ_off, tables.arrays.succ_idx), tables.cost).tolist()
 
 
 def list_order(
@@ -147,13 +147,15 @@ def list_order(
     return order.tolist(), timed.tolist()
 
 
-def _queues(nodes: Sequence[TileNode]) -> tuple[list[str], list[int], list[int], list[int]]:
-    """The list orders' pipe queues: the pipes (sorted), per node its queue (0: pipe-less, else
-    1 + its pipe's index) and cycles, and per queue the cycles of its nodes (not run yet)."""
-    pipes = sorted({node.pipe for node in nodes if node.pipe is not None})
+def _queues(r: Replay) -> tuple[list[str], list[int], list[int], list[int]]:
+    """The list orders' pipe queues: the pipes (sorted), per node of `r` its queue (0:
+    pipe-less, else 1 + its pipe's index) and cycles, and per queue the cycles of its nodes
+    (not run yet)."""
+    # NOTE: a replay's `pipes` and `cycles` are its nodes' (rule 5 reads them)
+    pipes = sorted({p for p in r.pipes if p is not None})
     pipe_index = {p: i + 1 for i, p in enumerate(pipes)}
-    queue = [0 if node.pipe is None else pipe_index[node.pipe] for node in nodes]
-    cycles = [node.cycles for node in nodes]
+    queue = [0 if p is None else pipe_index[p] for p in r.pipes]
+    cycles = r.cycles
     left = [0] * (len(pipes) + 1)
     for q, c in zip(queue, cycles, strict=True):
         left[q] += c
@@ -172,6 +174,7 @@ class Tables:
         "arrays",
         "is_alloc",
         "g2",
+        "cost",
         "zeros",
         "_sizes",
         "_steps",
@@ -182,7 +185,7 @@ class Tables:
 
     def __init__(self, r: Replay, preds: Preds, succs: Preds) -> None:
         self.r, self.preds = r, preds
-        _, queue, cycles, work = _queues(r.nodes)
+        _, queue, cycles, work = _queues(r)
         # NOTE: every time of an order is at most the sum of all cycles: below 2^60 it and a
         # bound's sums stay below the kernel's NO_BOUND (2^62) in int64
         if sum(work) >= 1 << 60:
@@ -190,12 +193,14 @@ class Tables:
         pred_off, pred_idx = csr(preds)
         self.is_alloc = np.array([node.op == "ALLOC" for node in r.nodes], np.bool_)
         self.g2 = (pred_off, pred_idx, self.is_alloc)
+        queues, costs = np.array(queue, np.int64), np.array(cycles, np.int64)
+        self.cost = np.where(queues > 0, costs, 0)  # per node its pipe cycles (`pipe_cycles`)
         self.arrays = cpe_kernel.Arrays(  # type: ignore[call-arg]  # a Cython class
             pred_off,
             pred_idx,
             *csr(succs),
-            np.array(queue, np.int64),
-            np.array(cycles, np.int64),
+            queues,
+            costs,
             np.diff(pred_off),
             self.is_alloc,
             np.array(work, np.int64),
@@ -249,7 +254,7 @@ class Tables:
     def peak(self, order: Sequence[int]) -> int:
         """The L1+UB peak of `order` (`headroom.order_peak`)."""
         if self._steps is None:
-            self._steps = peak_steps(self.r.graph, self.r.nodes)
+            self._steps = peak_steps(self.r.graph, len(self.r.nodes))
         return order_peak(self._steps, order)
 
 

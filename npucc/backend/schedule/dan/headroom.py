@@ -103,15 +103,18 @@ def sunk_peak(
     return int(plan_events(graph, nodes, preds, plan)[3].max())
 
 
-def peak_steps(graph: TileGraph, nodes: Sequence[TileNode]) -> np.ndarray:
-    """Per node: what it adds to the live L1+UB bytes (an ALLOC its size, a FREE minus it)."""
-    steps = np.zeros(len(nodes), dtype=np.int64)
+def peak_steps(graph: TileGraph, total: int) -> np.ndarray:
+    """Per node of `total`: what it adds to the live L1+UB bytes (an ALLOC its size, a FREE
+    minus it; as `alloc_sizes`, the graph's ALLOC and FREE nodes are its `alloc_of`'s and
+    `free_of`'s)."""
     buffers = graph.buffers
-    for v, node in enumerate(nodes):
-        if node.op == "ALLOC" or node.op == "FREE":
-            buf = buffers[node.bufs[0]]
-            if buf.tier in PEAK_TIERS:
-                steps[v] = buf.size if node.op == "ALLOC" else -buf.size
+    size = np.fromiter(
+        (buf.size if buf.tier in PEAK_TIERS else 0 for buf in buffers), np.int64, len(buffers)
+    )
+    steps = np.zeros(total, dtype=np.int64)
+    for events, sign in ((graph.alloc_of, 1), (graph.free_of, -1)):
+        bufs = np.fromiter(events.keys(), np.int64, len(events))
+        steps[np.fromiter(events.values(), np.int64, len(events))] = sign * size[bufs]
     return steps
 
 
