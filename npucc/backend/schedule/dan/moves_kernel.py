@@ -2,15 +2,16 @@
 # cython: infer_types=True, cdivision=True
 """CPE's local re-sequencing as a kernel compiled ahead of time (Cython, pure-Python mode): the
 local moves' critical chain and incremental re-timing (`moves.local_moves`, paper 000 eqs.
-34-35) over the int64 arrays of `cpe.Tables`, and the highest live bytes of a re-sequenced
-window of the plan and the dependants or ancestors of its ends (`repeak`).
+34-35) over the int64 arrays of `cpe.Tables`, and for `repeak` the highest live bytes of a
+re-sequenced window of the plan, the dependants or ancestors of a window's ends and its
+two-part sequences.
 
-The rules are `Retimer.chain`'s, `Retimer.retime`'s, `window_top`'s and `reach`'s docstrings';
-this module is their one home. It is valid Python too: built (`cythonize -i -3` on this file, or
-the package's build, setup.py) Python imports the extension module next to it; without one it
-runs as it is (slow, the same results). G2 comes as CSR lists (`*_off` offsets, `*_idx` entries,
-`scan_kernel.csr`), the pipes as `cpe_kernel.Arrays`' queues (0: pipe-less, else 1 + the
-pipe's index).
+The rules are the docstrings of `Retimer.chain`, `Retimer.retime`, `window_top`, `reach` and
+`split`; this module is their one home. It is valid Python too: built (`cythonize -i -3` on this
+file, or the package's build, setup.py) Python imports the extension module next to it; without
+one it runs as it is (slow, the same results). G2 comes as CSR lists (`*_off` offsets, `*_idx`
+entries, `scan_kernel.csr`), the pipes as `cpe_kernel.Arrays`' queues (0: pipe-less, else 1 +
+the pipe's index).
 
 NOTE: every value is an int64: times are sums of node cycles, which `cpe.Tables` refuses at 2^60
 or more; positions and ids are below the node count.
@@ -457,3 +458,19 @@ def reach(
                     tag[v] = stamp
                     out[k] = 1
                     break
+
+
+@cython.locals(n=Py, i=Py, k=Py)
+def split(lo: Py, mask: cython.uchar[:], front: cython.bint, seq: I64s) -> cython.void:
+    """repeak's two-part windows: seq[:len(mask)] the positions lo.. of a window, those whose
+    `mask` is `front` (1 or 0) first, then the rest, each part in the window's order."""
+    n = len(mask)
+    k = 0
+    for i in range(n):
+        if (mask[i] != 0) == front:
+            seq[k] = lo + i
+            k += 1
+    for i in range(n):
+        if (mask[i] != 0) != front:
+            seq[k] = lo + i
+            k += 1

@@ -58,12 +58,12 @@ class _Plan:
         self.stamp = 0
 
     def reach(self, window: np.ndarray, back: bool) -> np.ndarray:
-        """Per node of `window` (a slice of a topological order): does it depend on the first
-        (does the last depend on it, `back`)? (the rule's home: `moves_kernel.reach`)"""
+        """Per node of `window` (a slice of a topological order): 1 if it depends on the first
+        (if the last depends on it, `back`), else 0 (the rule's home: `moves_kernel.reach`)"""
         out = np.zeros(len(window), np.uint8)
         moves_kernel.reach(window, self.off, self.idx, self.tag, self.stamp, back, out)
         self.stamp += 1
-        return out.view(np.bool_)
+        return out
 
 
 def lower_peak(
@@ -148,7 +148,7 @@ class _Rows:
     """An order's counted uses and FREEs as arrays: the highest live bytes of a window's
     re-sequencing (`top`)."""
 
-    __slots__ = ("at", "alloc", "size", "first", "gone", "base", "low")
+    __slots__ = ("at", "alloc", "size", "first", "gone", "base", "low", "seq")
 
     def __init__(
         self,
@@ -166,6 +166,7 @@ class _Rows:
         self.gone = gone  # per position: the bytes its FREE ends
         self.base = [0, *(cost - gone).tolist()]  # live bytes before each position
         self.low = np.full(len(plan.size), -1, dtype=np.int64)  # window_top's scratch
+        self.seq = np.zeros(SPAN, np.int64)  # a window's sequence (`moves_kernel.split`)
 
     def top(self, seq: np.ndarray, lo: int) -> int:
         """The highest live bytes of the positions `seq` (a re-sequencing of lo..lo+len-1) run
@@ -219,17 +220,20 @@ def _best_move(
         near[hi] = min(near.get(hi, lo), lo)
     late = {lo: plan.reach(order[lo : hi + 1], False) for lo, hi in far.items()}
     need = {hi: plan.reach(order[lo : hi + 1], True) for hi, lo in near.items()}
-    # (its window's peak, minus its end: a window over more peak positions first, start, seq)
-    best: tuple[int, int, int, np.ndarray] | None = None
+    # (its window's peak, minus its end: a window over more peak positions first, start, and
+    # its sequence: the mask and the side of it run first, `moves_kernel.split`)
+    best: tuple[int, int, int, np.ndarray, bool] | None = None
+    seq = rows.seq
     for _, lo, hi in windows:
-        at = np.arange(lo, hi + 1)
         after = late[lo][: hi + 1 - lo]  # delay: c's start's dependants after the rest
         first = need[hi][lo - near[hi] :]  # hoist: the ancestors of d's FREE first
-        for seq in (
-            np.concatenate((at[~after], at[after])),
-            np.concatenate((at[first], at[~first])),
-        ):
-            top = rows.top(seq, lo)
+        for mask, front in ((after, False), (first, True)):
+            moves_kernel.split(lo, mask, front, seq)
+            top = rows.top(seq[: len(mask)], lo)
             if top < peak and (best is None or (top, -hi) < best[:2]):
-                best = (top, -hi, lo, seq)
-    return None if best is None else (best[2], order[best[3]].tolist())
+                best = (top, -hi, lo, mask, front)
+    if best is None:
+        return None
+    _, _, lo, mask, front = best
+    moves_kernel.split(lo, mask, front, seq)
+    return lo, order[seq[: len(mask)]].tolist()
