@@ -44,13 +44,20 @@ def room(
     return cpe_kernel.Room(size, alloc_of, event, live, cap)  # type: ignore[call-arg]
 
 
-def alloc_sizes(graph: TileGraph, total: int) -> list[int]:
+def alloc_sizes(graph: TileGraph, total: int) -> np.ndarray:
     """Per node of `total`: an ALLOC's L1+UB bytes (0: not an ALLOC, an L0 tier's or empty)."""
-    size = [0] * total
-    for b, buf in enumerate(graph.buffers):
-        if buf.tier in PEAK_TIERS and buf.size:
-            size[graph.alloc_of[b]] = buf.size
+    nbuf = len(graph.buffers)
+    size = np.zeros(total, np.int64)
+    size[np.fromiter(map(graph.alloc_of.__getitem__, range(nbuf)), np.int64, nbuf)] = _bytes(graph)
     return size
+
+
+def _bytes(graph: TileGraph) -> np.ndarray:
+    """Per buffer its L1+UB bytes (0: an L0 tier's)."""
+    buffers = graph.buffers
+    return np.fromiter(
+        (buf.size if buf.tier in PEAK_TIERS else 0 for buf in buffers), np.int64, len(buffers)
+    )
 
 
 # G2's preds in CSR form (`scan_kernel.csr`: offsets, entries) and per node whether an ALLOC
@@ -81,7 +88,7 @@ def plan_events(
     total = len(nodes)
     if g2 is None:
         g2 = g2_arrays(nodes, preds)
-    size = np.array(alloc_sizes(graph, total), np.int64)
+    size = alloc_sizes(graph, total)
     alloc_of = np.full(total, -1, np.int64)
     bufs = list(graph.alloc_of)
     alloc_of[[graph.free_of[b] for b in bufs]] = [graph.alloc_of[b] for b in bufs]
@@ -107,10 +114,7 @@ def peak_steps(graph: TileGraph, total: int) -> np.ndarray:
     """Per node of `total`: what it adds to the live L1+UB bytes (an ALLOC its size, a FREE
     minus it; as `alloc_sizes`, the graph's ALLOC and FREE nodes are its `alloc_of`'s and
     `free_of`'s)."""
-    buffers = graph.buffers
-    size = np.fromiter(
-        (buf.size if buf.tier in PEAK_TIERS else 0 for buf in buffers), np.int64, len(buffers)
-    )
+    size = _bytes(graph)
     steps = np.zeros(total, dtype=np.int64)
     for events, sign in ((graph.alloc_of, 1), (graph.free_of, -1)):
         bufs = np.fromiter(events.keys(), np.int64, len(events))

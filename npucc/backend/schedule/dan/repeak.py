@@ -47,7 +47,7 @@ class _Plan:
     __slots__ = ("size", "freed", "is_alloc", "off", "idx", "tag", "stamp")
 
     def __init__(self, graph: TileGraph, total: int, g2: G2) -> None:
-        self.size = np.array(alloc_sizes(graph, total), np.int64)  # per ALLOC node: its bytes
+        self.size = alloc_sizes(graph, total)  # per ALLOC node: its bytes
         self.freed = np.full(total, -1, np.int64)  # per FREE node: its counted ALLOC
         allocs = np.fromiter(graph.alloc_of.values(), np.int64, len(graph.alloc_of))
         frees = np.fromiter(map(graph.free_of.__getitem__, graph.alloc_of), np.int64, len(allocs))
