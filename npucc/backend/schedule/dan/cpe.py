@@ -38,6 +38,7 @@ import numpy as np
 from npucc.backend.schedule.dan import cpe_kernel
 from npucc.backend.schedule.dan.headroom import (
     Events,
+    event_arrays,
     order_peak,
     peak_steps,
     plan_events,
@@ -165,8 +166,8 @@ def _queues(r: Replay) -> tuple[list[str], list[int], list[int], list[int]]:
 class Tables:
     """What CPE's orders over one replay's G2 (`preds`, `succs`) share: the kernel's arrays
     (`cpe_kernel.Arrays`: G2, the pipe queues of `_queues`), per node whether an ALLOC, and,
-    made once when first asked for, each reference order's events, the ranks by a criticality,
-    the L1+UB steps and int64 copies of lists."""
+    made once when first asked for, each reference order's events (their graph-only arrays
+    once for all), the ranks by a criticality, the L1+UB steps and int64 copies of lists."""
 
     __slots__ = (
         "r",
@@ -179,6 +180,7 @@ class Tables:
         "_sizes",
         "_steps",
         "_events",
+        "_graphed",
         "_ranks",
         "_arrays",
     )
@@ -209,6 +211,7 @@ class Tables:
         self._sizes: np.ndarray | None = None
         self._steps: np.ndarray | None = None
         self._events: dict[int, tuple[Sequence[int], Events]] = {}
+        self._graphed: tuple[np.ndarray, np.ndarray] | None = None  # `event_arrays`
         self._ranks: dict[int, tuple[Sequence[int], np.ndarray, np.ndarray]] = {}
         self._arrays: dict[int, tuple[Sequence[int], np.ndarray]] = {}
 
@@ -226,7 +229,9 @@ class Tables:
         kept = self._events.get(id(plan))
         if kept is None or kept[0] is not plan:
             r = self.r
-            events = plan_events(r.graph, r.nodes, self.preds, plan, self.g2)
+            if self._graphed is None:
+                self._graphed = event_arrays(r.graph, len(r.nodes))
+            events = plan_events(r.graph, r.nodes, self.preds, plan, self.g2, self._graphed)
             kept = self._events[id(plan)] = (plan, events)
         return kept[1]
 

@@ -80,24 +80,33 @@ def plan_events(
     preds: Sequence[Sequence[int]],
     plan: Sequence[int],
     g2: G2 | None = None,
+    arrays: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> Events:
     """The plan's L1+UB events, each ALLOC sunk to its first user: per ALLOC node its bytes,
     per FREE its ALLOC, per counted ALLOC its start event and per its FREE its end, and the
     live bytes after each event (from 0). `g2`: `preds` in CSR form and per node whether an
-    ALLOC (`scan_kernel.csr`), when the caller has them; the rule's home is the kernel."""
+    ALLOC (`scan_kernel.csr`), `arrays`: `event_arrays(graph, len(nodes))`, when the caller
+    has them; the rule's home is the kernel."""
     total = len(nodes)
     if g2 is None:
         g2 = g2_arrays(nodes, preds)
-    size = alloc_sizes(graph, total)
-    alloc_of = np.full(total, -1, np.int64)
-    bufs = list(graph.alloc_of)
-    alloc_of[[graph.free_of[b] for b in bufs]] = [graph.alloc_of[b] for b in bufs]
+    size, alloc_of = event_arrays(graph, total) if arrays is None else arrays
     event = np.full(total, -1, np.int64)
     live = np.zeros(2 * total + 1, np.int64)  # NOTE: at most two events per ALLOC node
     plan_array = np.asarray(plan, np.int64)
     started = np.zeros(total, np.bool_)
     n = cpe_kernel.plan_events(*g2, size, alloc_of, plan_array, started, event, live)
     return size, alloc_of, event, live[:n]
+
+
+def event_arrays(graph: TileGraph, total: int) -> tuple[np.ndarray, np.ndarray]:
+    """What `plan_events` reads of the graph, per node of `total`: an ALLOC's L1+UB bytes
+    (`alloc_sizes`) and a FREE's ALLOC (-1: not a FREE). NOTE: read only (every plan's
+    `Events` holds them)."""
+    alloc_of = np.full(total, -1, np.int64)
+    bufs = list(graph.alloc_of)
+    alloc_of[[graph.free_of[b] for b in bufs]] = [graph.alloc_of[b] for b in bufs]
+    return alloc_sizes(graph, total), alloc_of
 
 
 def sunk_peak(
