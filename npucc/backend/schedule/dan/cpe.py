@@ -145,7 +145,7 @@ def list_order(
         raise AssertionError("the list order stalled: an ALLOC never fits the cap")
     if outcome == cpe_kernel.BEATEN:
         return None
-    return order.tolist(), timed.tolist()
+    return tables.listed(order), timed.tolist()
 
 
 def _queues(r: Replay) -> tuple[list[str], list[int], list[int], list[int]]:
@@ -256,11 +256,17 @@ class Tables:
             kept = self._arrays[id(values)] = (values, np.array(values, np.int64))
         return kept[1]
 
+    def listed(self, values: np.ndarray) -> list[int]:
+        """`values` (int64, not written after) as a list, whose `array` they are."""
+        out = values.tolist()
+        self._arrays[id(out)] = (out, values)
+        return out
+
     def peak(self, order: Sequence[int]) -> int:
         """The L1+UB peak of `order` (`headroom.order_peak`)."""
         if self._steps is None:
             self._steps = peak_steps(self.r.graph, len(self.r.nodes))
-        return order_peak(self._steps, order)
+        return order_peak(self._steps, self.array(order))
 
 
 def budget_order(
@@ -304,7 +310,7 @@ def budget_order(
         raise AssertionError("the budgeted order stalled: the plan's next node is not ready")
     if outcome == cpe_kernel.BEATEN:
         return None
-    return order.tolist(), finish.tolist()
+    return tables.listed(order), finish.tolist()
 
 
 def _lower(

@@ -131,9 +131,9 @@ def peak_steps(graph: TileGraph, total: int) -> np.ndarray:
     return steps
 
 
-def order_peak(steps: np.ndarray, order: Sequence[int]) -> int:
+def order_peak(steps: np.ndarray, order: Sequence[int] | np.ndarray) -> int:
     """The L1+UB peak of `order` (npucc.ir.residency's: ALLOC and FREE events alone count;
-    `steps`: `peak_steps`)."""
+    `steps`: `peak_steps`; an int64 array is read as it is)."""
     # NOTE: the live bytes change only at those events, so the highest prefix sum is theirs
     if not len(order):
         return 0
