@@ -80,7 +80,7 @@ def layer_table(scheduled: ScheduledProgram, traffic: Sequence[Traffic]) -> list
         counted = layer_at >= 0
         # NOTE: the L1+UB bytes live after each position (npucc.ir.residency's: the ALLOC and
         # FREE nodes' steps, `peak_steps`, summed in the order, as `order_peak` sums them)
-        live = np.cumsum(peak_steps(rep.graph, rep.nodes)[order])
+        live = np.cumsum(peak_steps(rep.graph, len(rep.nodes))[order])
         np.maximum.at(peak, layer_at[counted], live[counted])
         # NOTE: per node its pipe's index in PIPES, -1 another pipe (no busy cycles kept),
         # -2 none

@@ -38,19 +38,19 @@ import numpy as np
 from npucc.backend.schedule.dan import cpe_kernel
 from npucc.backend.schedule.dan.headroom import (
     Events,
+    event_arrays,
     order_peak,
     peak_steps,
     plan_events,
     room,
 )
 from npucc.backend.schedule.dan.moves import WINDOW, Preds, local_moves
-from npucc.backend.schedule.dan.mpas import tails
+from npucc.backend.schedule.dan.mpas import pipe_cycles, tails
 from npucc.backend.schedule.dan.repeak import lower_peak
 from npucc.backend.schedule.scan_kernel import csr
 from npucc.errors import NpuccError
 from npucc.ir.replay import L0_TIERS, Replay
 from npucc.ir.schedule import Schedule
-from npucc.ir.tiled import TileNode
 from npucc.parallel import fork_map, forks
 
 # A lower overlap budget (repeak) is kept when its order is at most 1/PEAK_TRADE slower: DAN
@@ -97,8 +97,9 @@ def downstream(r: Replay, succs: Preds, tables: Tables | None = None) -> list[in
     """Per augmented node: its downstream criticality, the longest path of pipe cycles from it
     (itself included) over G2's successors `succs` (`tables`: the replay's, if the caller has
     them)."""
-    succ = csr(succs) if tables is None else (tables.arrays.succ_off, tables.arrays.succ_idx)
-    return tails(r.order, succ, r.nodes).tolist()
+    if tables is None:
+        return tails(r.order, csr(succs), pipe_cycles(r.nodes)).tolist()
+    return tails(r.order, (tables.arrays.succ_off, tables.arrays.succ_idx), tables.cost).tolist()
 
 
 def list_order(
@@ -144,16 +145,18 @@ def list_order(
         raise AssertionError("the list order stalled: an ALLOC never fits the cap")
     if outcome == cpe_kernel.BEATEN:
         return None
-    return order.tolist(), timed.tolist()
+    return tables.listed(order), timed.tolist()
 
 
-def _queues(nodes: Sequence[TileNode]) -> tuple[list[str], list[int], list[int], list[int]]:
-    """The list orders' pipe queues: the pipes (sorted), per node its queue (0: pipe-less, else
-    1 + its pipe's index) and cycles, and per queue the cycles of its nodes (not run yet)."""
-    pipes = sorted({node.pipe for node in nodes if node.pipe is not None})
+def _queues(r: Replay) -> tuple[list[str], list[int], list[int], list[int]]:
+    """The list orders' pipe queues: the pipes (sorted), per node of `r` its queue (0:
+    pipe-less, else 1 + its pipe's index) and cycles, and per queue the cycles of its nodes
+    (not run yet)."""
+    # NOTE: a replay's `pipes` and `cycles` are its nodes' (rule 5 reads them)
+    pipes = sorted({p for p in r.pipes if p is not None})
     pipe_index = {p: i + 1 for i, p in enumerate(pipes)}
-    queue = [0 if node.pipe is None else pipe_index[node.pipe] for node in nodes]
-    cycles = [node.cycles for node in nodes]
+    queue = [0 if p is None else pipe_index[p] for p in r.pipes]
+    cycles = r.cycles
     left = [0] * (len(pipes) + 1)
     for q, c in zip(queue, cycles, strict=True):
         left[q] += c
@@ -163,8 +166,8 @@ def _queues(nodes: Sequence[TileNode]) -> tuple[list[str], list[int], list[int],
 class Tables:
     """What CPE's orders over one replay's G2 (`preds`, `succs`) share: the kernel's arrays
     (`cpe_kernel.Arrays`: G2, the pipe queues of `_queues`), per node whether an ALLOC, and,
-    made once when first asked for, each reference order's events, the ranks by a criticality,
-    the L1+UB steps and int64 copies of lists."""
+    made once when first asked for, each reference order's events (their graph-only arrays
+    once for all), the ranks by a criticality, the L1+UB steps and int64 copies of lists."""
 
     __slots__ = (
         "r",
@@ -172,17 +175,19 @@ class Tables:
         "arrays",
         "is_alloc",
         "g2",
+        "cost",
         "zeros",
         "_sizes",
         "_steps",
         "_events",
+        "_graphed",
         "_ranks",
         "_arrays",
     )
 
     def __init__(self, r: Replay, preds: Preds, succs: Preds) -> None:
         self.r, self.preds = r, preds
-        _, queue, cycles, work = _queues(r.nodes)
+        _, queue, cycles, work = _queues(r)
         # NOTE: every time of an order is at most the sum of all cycles: below 2^60 it and a
         # bound's sums stay below the kernel's NO_BOUND (2^62) in int64
         if sum(work) >= 1 << 60:
@@ -190,12 +195,14 @@ class Tables:
         pred_off, pred_idx = csr(preds)
         self.is_alloc = np.array([node.op == "ALLOC" for node in r.nodes], np.bool_)
         self.g2 = (pred_off, pred_idx, self.is_alloc)
+        queues, costs = np.array(queue, np.int64), np.array(cycles, np.int64)
+        self.cost = np.where(queues > 0, costs, 0)  # per node its pipe cycles (`pipe_cycles`)
         self.arrays = cpe_kernel.Arrays(  # type: ignore[call-arg]  # a Cython class
             pred_off,
             pred_idx,
             *csr(succs),
-            np.array(queue, np.int64),
-            np.array(cycles, np.int64),
+            queues,
+            costs,
             np.diff(pred_off),
             self.is_alloc,
             np.array(work, np.int64),
@@ -204,6 +211,7 @@ class Tables:
         self._sizes: np.ndarray | None = None
         self._steps: np.ndarray | None = None
         self._events: dict[int, tuple[Sequence[int], Events]] = {}
+        self._graphed: tuple[np.ndarray, np.ndarray] | None = None  # `event_arrays`
         self._ranks: dict[int, tuple[Sequence[int], np.ndarray, np.ndarray]] = {}
         self._arrays: dict[int, tuple[Sequence[int], np.ndarray]] = {}
 
@@ -221,7 +229,9 @@ class Tables:
         kept = self._events.get(id(plan))
         if kept is None or kept[0] is not plan:
             r = self.r
-            events = plan_events(r.graph, r.nodes, self.preds, plan, self.g2)
+            if self._graphed is None:
+                self._graphed = event_arrays(r.graph, len(r.nodes))
+            events = plan_events(r.graph, r.nodes, self.preds, plan, self.g2, self._graphed)
             kept = self._events[id(plan)] = (plan, events)
         return kept[1]
 
@@ -246,11 +256,17 @@ class Tables:
             kept = self._arrays[id(values)] = (values, np.array(values, np.int64))
         return kept[1]
 
+    def listed(self, values: np.ndarray) -> list[int]:
+        """`values` (int64, not written after) as a list, whose `array` they are."""
+        out = values.tolist()
+        self._arrays[id(out)] = (out, values)
+        return out
+
     def peak(self, order: Sequence[int]) -> int:
         """The L1+UB peak of `order` (`headroom.order_peak`)."""
         if self._steps is None:
-            self._steps = peak_steps(self.r.graph, self.r.nodes)
-        return order_peak(self._steps, order)
+            self._steps = peak_steps(self.r.graph, len(self.r.nodes))
+        return order_peak(self._steps, self.array(order))
 
 
 def budget_order(
@@ -294,7 +310,7 @@ def budget_order(
         raise AssertionError("the budgeted order stalled: the plan's next node is not ready")
     if outcome == cpe_kernel.BEATEN:
         return None
-    return order.tolist(), finish.tolist()
+    return tables.listed(order), finish.tolist()
 
 
 def _lower(
@@ -310,7 +326,7 @@ def _lower(
     """The budgeted order within `overlap` times the sunk peak of the plan's order re-sequenced
     where its peak sits (`repeak`), its finish times and L1+UB peak; None when that budget is
     not below `cap` or a bound proves its makespan is not below `beat`."""
-    ref = lower_peak(r.graph, r.nodes, preds, r.order)
+    ref = lower_peak(r.graph, r.nodes, preds, r.order, g2=tables.g2)
     low = int(int(tables.events(ref)[3].max()) * overlap)  # NOTE: the sunk peak of ref
     if low >= cap:
         return None

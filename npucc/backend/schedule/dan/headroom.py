@@ -44,13 +44,29 @@ def room(
     return cpe_kernel.Room(size, alloc_of, event, live, cap)  # type: ignore[call-arg]
 
 
-def alloc_sizes(graph: TileGraph, total: int) -> list[int]:
+def alloc_sizes(graph: TileGraph, total: int) -> np.ndarray:
     """Per node of `total`: an ALLOC's L1+UB bytes (0: not an ALLOC, an L0 tier's or empty)."""
-    size = [0] * total
-    for b, buf in enumerate(graph.buffers):
-        if buf.tier in PEAK_TIERS and buf.size:
-            size[graph.alloc_of[b]] = buf.size
+    nbuf = len(graph.buffers)
+    size = np.zeros(total, np.int64)
+    size[np.fromiter(map(graph.alloc_of.__getitem__, range(nbuf)), np.int64, nbuf)] = _bytes(graph)
     return size
+
+
+def _bytes(graph: TileGraph) -> np.ndarray:
+    """Per buffer its L1+UB bytes (0: an L0 tier's)."""
+    buffers = graph.buffers
+    return np.fromiter(
+        (buf.size if buf.tier in PEAK_TIERS else 0 for buf in buffers), np.int64, len(buffers)
+    )
+
+
+# G2's preds in CSR form (`scan_kernel.csr`: offsets, entries) and per node whether an ALLOC
+G2 = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def g2_arrays(nodes: Sequence[TileNode], preds: Sequence[Sequence[int]]) -> G2:
+    """`preds` (G2's, per node of `nodes`) in CSR form and per node whether an ALLOC."""
+    return (*csr(list(preds)), np.array([n.op == "ALLOC" for n in nodes], np.bool_))
 
 
 # per node: an ALLOC's L1+UB bytes, a FREE's ALLOC (or -1), a counted ALLOC's start event and
@@ -63,25 +79,34 @@ def plan_events(
     nodes: Sequence[TileNode],
     preds: Sequence[Sequence[int]],
     plan: Sequence[int],
-    g2: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    g2: G2 | None = None,
+    arrays: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> Events:
     """The plan's L1+UB events, each ALLOC sunk to its first user: per ALLOC node its bytes,
     per FREE its ALLOC, per counted ALLOC its start event and per its FREE its end, and the
     live bytes after each event (from 0). `g2`: `preds` in CSR form and per node whether an
-    ALLOC (`scan_kernel.csr`), when the caller has them; the rule's home is the kernel."""
+    ALLOC (`scan_kernel.csr`), `arrays`: `event_arrays(graph, len(nodes))`, when the caller
+    has them; the rule's home is the kernel."""
     total = len(nodes)
     if g2 is None:
-        g2 = (*csr(list(preds)), np.array([n.op == "ALLOC" for n in nodes], np.bool_))
-    size = np.array(alloc_sizes(graph, total), np.int64)
-    alloc_of = np.full(total, -1, np.int64)
-    bufs = list(graph.alloc_of)
-    alloc_of[[graph.free_of[b] for b in bufs]] = [graph.alloc_of[b] for b in bufs]
+        g2 = g2_arrays(nodes, preds)
+    size, alloc_of = event_arrays(graph, total) if arrays is None else arrays
     event = np.full(total, -1, np.int64)
     live = np.zeros(2 * total + 1, np.int64)  # NOTE: at most two events per ALLOC node
     plan_array = np.asarray(plan, np.int64)
     started = np.zeros(total, np.bool_)
     n = cpe_kernel.plan_events(*g2, size, alloc_of, plan_array, started, event, live)
     return size, alloc_of, event, live[:n]
+
+
+def event_arrays(graph: TileGraph, total: int) -> tuple[np.ndarray, np.ndarray]:
+    """What `plan_events` reads of the graph, per node of `total`: an ALLOC's L1+UB bytes
+    (`alloc_sizes`) and a FREE's ALLOC (-1: not a FREE). NOTE: read only (every plan's
+    `Events` holds them)."""
+    alloc_of = np.full(total, -1, np.int64)
+    bufs = list(graph.alloc_of)
+    alloc_of[[graph.free_of[b] for b in bufs]] = [graph.alloc_of[b] for b in bufs]
+    return alloc_sizes(graph, total), alloc_of
 
 
 def sunk_peak(
@@ -94,21 +119,21 @@ def sunk_peak(
     return int(plan_events(graph, nodes, preds, plan)[3].max())
 
 
-def peak_steps(graph: TileGraph, nodes: Sequence[TileNode]) -> np.ndarray:
-    """Per node: what it adds to the live L1+UB bytes (an ALLOC its size, a FREE minus it)."""
-    steps = np.zeros(len(nodes), dtype=np.int64)
-    buffers = graph.buffers
-    for v, node in enumerate(nodes):
-        if node.op == "ALLOC" or node.op == "FREE":
-            buf = buffers[node.bufs[0]]
-            if buf.tier in PEAK_TIERS:
-                steps[v] = buf.size if node.op == "ALLOC" else -buf.size
+def peak_steps(graph: TileGraph, total: int) -> np.ndarray:
+    """Per node of `total`: what it adds to the live L1+UB bytes (an ALLOC its size, a FREE
+    minus it; as `alloc_sizes`, the graph's ALLOC and FREE nodes are its `alloc_of`'s and
+    `free_of`'s)."""
+    size = _bytes(graph)
+    steps = np.zeros(total, dtype=np.int64)
+    for events, sign in ((graph.alloc_of, 1), (graph.free_of, -1)):
+        bufs = np.fromiter(events.keys(), np.int64, len(events))
+        steps[np.fromiter(events.values(), np.int64, len(events))] = sign * size[bufs]
     return steps
 
 
-def order_peak(steps: np.ndarray, order: Sequence[int]) -> int:
+def order_peak(steps: np.ndarray, order: Sequence[int] | np.ndarray) -> int:
     """The L1+UB peak of `order` (npucc.ir.residency's: ALLOC and FREE events alone count;
-    `steps`: `peak_steps`)."""
+    `steps`: `peak_steps`; an int64 array is read as it is)."""
     # NOTE: the live bytes change only at those events, so the highest prefix sum is theirs
     if not len(order):
         return 0

@@ -2,15 +2,16 @@
 # cython: infer_types=True, cdivision=True
 """CPE's local re-sequencing as a kernel compiled ahead of time (Cython, pure-Python mode): the
 local moves' critical chain and incremental re-timing (`moves.local_moves`, paper 000 eqs.
-34-35) over the int64 arrays of `cpe.Tables`, and the highest live bytes of a re-sequenced
-window of the plan (`repeak`).
+34-35) over the int64 arrays of `cpe.Tables`, and for `repeak` the highest live bytes of a
+re-sequenced window of the plan, the dependants or ancestors of a window's ends and its
+two-part sequences.
 
-The rules are `Retimer.chain`'s, `Retimer.retime`'s and `window_top`'s docstrings'; this module
-is their one home. It is valid Python too: built (`cythonize -i -3` on this file, or the
-package's build, setup.py) Python imports the extension module next to it; without one it runs
-as it is (slow, the same results). G2 comes as CSR lists (`*_off` offsets, `*_idx` entries,
-`scan_kernel.csr`), the pipes as `cpe_kernel.Arrays`' queues (0: pipe-less, else 1 + the
-pipe's index).
+The rules are the docstrings of `Retimer.chain`, `Retimer.retime`, `window_top`, `reach` and
+`split`; this module is their one home. It is valid Python too: built (`cythonize -i -3` on this
+file, or the package's build, setup.py) Python imports the extension module next to it; without
+one it runs as it is (slow, the same results). G2 comes as CSR lists (`*_off` offsets, `*_idx`
+entries, `scan_kernel.csr`), the pipes as `cpe_kernel.Arrays`' queues (0: pipe-less, else 1 +
+the pipe's index).
 
 NOTE: every value is an int64: times are sums of node cycles, which `cpe.Tables` refuses at 2^60
 or more; positions and ids are below the node count.
@@ -420,3 +421,56 @@ def window_top(
             best = cs - cg
         cg += gone[seq[i]]
     return best
+
+
+@cython.locals(n=Py, k=Py, e=Py, v=I64)
+def reach(
+    window: I64s,
+    pred_off: I64s,
+    pred_idx: I64s,
+    tag: I64s,
+    stamp: I64,
+    back: cython.bint,
+    out: cython.uchar[:],
+) -> cython.void:
+    """repeak's windows (`repeak._Plan.reach`): per node of `window` (a slice of a topological
+    order of G2's preds) out 1 if it depends on the first (`back`: if the last depends on it);
+    `tag`: per node a scratch mark, `stamp` a mark no node holds yet."""
+    n = len(window)
+    if n == 0:
+        return
+    if back:
+        # NOTE: a node's dependants come after it, so its mark is final when the walk meets it
+        tag[window[n - 1]] = stamp
+        for k in range(n - 1, -1, -1):
+            v = window[k]
+            if tag[v] == stamp:
+                out[k] = 1
+                for e in range(pred_off[v], pred_off[v + 1]):
+                    tag[pred_idx[e]] = stamp
+    else:
+        tag[window[0]] = stamp
+        out[0] = 1
+        for k in range(1, n):
+            v = window[k]
+            for e in range(pred_off[v], pred_off[v + 1]):
+                if tag[pred_idx[e]] == stamp:
+                    tag[v] = stamp
+                    out[k] = 1
+                    break
+
+
+@cython.locals(n=Py, i=Py, k=Py)
+def split(lo: Py, mask: cython.uchar[:], front: cython.bint, seq: I64s) -> cython.void:
+    """repeak's two-part windows: seq[:len(mask)] the positions lo.. of a window, those whose
+    `mask` is `front` (1 or 0) first, then the rest, each part in the window's order."""
+    n = len(mask)
+    k = 0
+    for i in range(n):
+        if (mask[i] != 0) == front:
+            seq[k] = lo + i
+            k += 1
+    for i in range(n):
+        if (mask[i] != 0) != front:
+            seq[k] = lo + i
+            k += 1

@@ -45,14 +45,18 @@ KEY_BITS = 63  # a key is a non-negative int64
 HEAP_ROOM = 2  # a run's heaps hold HEAP_ROOM * n + 1 keys each (full: stale keys dropped)
 
 
+def pipe_cycles(nodes: Sequence[TileNode]) -> np.ndarray:
+    """Per node its cycles on its pipe (0: pipe-less), what `tails` sums."""
+    return np.fromiter((v.cycles if v.pipe is not None else 0 for v in nodes), np.int64, len(nodes))
+
+
 def tails(
-    order: Sequence[int], succ: tuple[np.ndarray, np.ndarray], nodes: Sequence[TileNode]
+    order: Sequence[int], succ: tuple[np.ndarray, np.ndarray], cost: np.ndarray
 ) -> np.ndarray:
-    """Per node, the longest path of pipe cycles from it (itself included) over the successor
-    lists `succ` (CSR, `csr`); `order` is a topological order of those edges (the rule's home
-    is the kernel, `mpas_kernel.tails`)."""
-    cost = np.fromiter((v.cycles if v.pipe is not None else 0 for v in nodes), np.int64, len(nodes))
-    h = np.zeros(len(nodes), np.int64)
+    """Per node, the longest path of pipe cycles `cost` (`pipe_cycles`) from it (itself
+    included) over the successor lists `succ` (CSR, `csr`); `order` is a topological order of
+    those edges (the rule's home is the kernel, `mpas_kernel.tails`)."""
+    h = np.zeros(len(cost), np.int64)
     mpas_kernel.tails(np.asarray(order, np.int64), *succ, cost, h)
     return h
 
@@ -93,7 +97,7 @@ def prepare(graph: TileGraph, single_l0: bool = True, topo: list[int] | None = N
     pred_off, pred_idx = csr(preds)
     succ_off, succ_idx = csr(succs)
     # h(v) of eq. 20: the node's cycles plus the largest h of its successors
-    h = tails(topo_order(graph) if topo is None else topo, (succ_off, succ_idx), nodes)
+    h = tails(topo_order(graph) if topo is None else topo, (succ_off, succ_idx), pipe_cycles(nodes))
     # NOTE: per node and per edge by arrays, each the sum or list the node-by-node rule gives
     ops = [node.op for node in nodes]
     events = [v for v, op in enumerate(ops) if op == "ALLOC" or op == "FREE"]

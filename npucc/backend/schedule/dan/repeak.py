@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from npucc.backend.schedule.dan import moves_kernel
-from npucc.backend.schedule.dan.headroom import alloc_sizes
+from npucc.backend.schedule.dan.headroom import G2, alloc_sizes, g2_arrays
 from npucc.ir.tiled import TileGraph, TileNode
 
 SPAN = 1024  # the longest window tried (positions), which bounds a move's cost
@@ -41,22 +41,29 @@ ROUNDS = 1
 
 
 class _Plan:
-    """Per node of G2 its counted L1+UB ALLOC size, the ALLOC its FREE ends, whether an ALLOC."""
+    """Per node of G2 its counted L1+UB ALLOC size, the ALLOC its FREE ends, whether an ALLOC,
+    and G2's preds in CSR form (`headroom.g2_arrays`), with the kernel's scratch marks."""
 
-    def __init__(
-        self,
-        graph: TileGraph,
-        nodes: Sequence[TileNode],
-        preds: Sequence[Sequence[int]],
-    ) -> None:
-        total = len(nodes)
-        self.preds = preds
-        self.size = alloc_sizes(graph, total)  # per ALLOC node: its L1+UB bytes
-        self.freed = [-1] * total  # per FREE node: its counted ALLOC
-        for b, a in graph.alloc_of.items():
-            if self.size[a]:
-                self.freed[graph.free_of[b]] = a
-        self.is_alloc = [node.op == "ALLOC" for node in nodes]
+    __slots__ = ("size", "freed", "is_alloc", "off", "idx", "tag", "stamp")
+
+    def __init__(self, graph: TileGraph, total: int, g2: G2) -> None:
+        self.size = alloc_sizes(graph, total)  # per ALLOC node: its bytes
+        self.freed = np.full(total, -1, np.int64)  # per FREE node: its counted ALLOC
+        allocs = np.fromiter(graph.alloc_of.values(), np.int64, len(graph.alloc_of))
+        frees = np.fromiter(map(graph.free_of.__getitem__, graph.alloc_of), np.int64, len(allocs))
+        counted = self.size[allocs] > 0
+        self.freed[frees[counted]] = allocs[counted]
+        self.off, self.idx, self.is_alloc = g2
+        self.tag = np.full(total, -1, np.int64)  # moves_kernel.reach's marks
+        self.stamp = 0
+
+    def reach(self, window: np.ndarray, back: bool) -> np.ndarray:
+        """Per node of `window` (a slice of a topological order): 1 if it depends on the first
+        (if the last depends on it, `back`), else 0 (the rule's home: `moves_kernel.reach`)"""
+        out = np.zeros(len(window), np.uint8)
+        moves_kernel.reach(window, self.off, self.idx, self.tag, self.stamp, back, out)
+        self.stamp += 1
+        return out
 
 
 def lower_peak(
@@ -65,11 +72,12 @@ def lower_peak(
     preds: Sequence[Sequence[int]],
     order: Sequence[int],
     rounds: int = ROUNDS,
+    g2: G2 | None = None,
 ) -> list[int]:
     """`order` (a topological order of `preds`) re-sequenced in windows so that its L1+UB peak
     with ALLOCs sunk drops by up to `rounds` levels, as far as the delay and hoist moves reach;
-    `order` if they do not."""
-    plan = _Plan(graph, nodes, preds)
+    `order` if they do not (`g2`: `headroom.g2_arrays(nodes, preds)`, if the caller has it)."""
+    plan = _Plan(graph, len(nodes), g2_arrays(nodes, preds) if g2 is None else g2)
     best = list(order)
     for _ in range(rounds):
         found = _round(plan, best)
@@ -81,41 +89,51 @@ def lower_peak(
 
 def _round(plan: _Plan, order: list[int]) -> list[int] | None:
     """`order` with every position at its peak lowered by one move each; None if one is not."""
-    first: dict[int, int] = {}  # counted ALLOC -> the position that starts it
-    last: dict[int, int] = {}  # ... -> its FREE's position
-    uses: list[tuple[int, int]] = []  # (position, counted ALLOC) of each non-ALLOC's use
-    cost = []  # per position: the live bytes once its node's ALLOCs started
-    live = 0
-    size, freed, preds, is_alloc = plan.size, plan.freed, plan.preds, plan.is_alloc
-    for i, v in enumerate(order):
-        if not is_alloc[v]:
-            for a in preds[v]:
-                if size[a]:
-                    uses.append((i, a))
-                    if a not in first:
-                        first[a] = i
-                        live += size[a]
-        cost.append(live)
-        a = freed[v]
-        if a >= 0:
-            last[a] = i
-            live -= size[a]
-    peak = max(cost, default=0)
+    at = np.array(order, np.int64)
+    total = len(at)
+    size, freed = plan.size, plan.freed
+    # each non-ALLOC node's uses of counted ALLOCs (its preds), by position then in its list
+    off = plan.off[at]
+    count = np.where(plan.is_alloc[at], 0, plan.off[at + 1] - off)
+    ends = np.cumsum(count)
+    edge = np.arange(int(ends[-1]) if total else 0) - np.repeat(ends - count - off, count)
+    pos = np.repeat(np.arange(total), count)
+    alloc = plan.idx[edge]
+    use = size[alloc] > 0
+    pos, alloc = pos[use], alloc[use]
+    # each counted ALLOC used: its start, the position of its first use
+    by = np.argsort(alloc, kind="stable")
+    head = np.ones(len(by), np.bool_)
+    head[1:] = alloc[by[1:]] != alloc[by[:-1]]
+    started, began = alloc[by[head]], pos[by[head]]
+    first = np.full(total, -1, np.int64)  # per ALLOC node: its start (-1: none)
+    first[started] = began
+    gone = np.where(freed[at] >= 0, size[freed[at]], 0)  # per position: the bytes its FREE ends
+    ended = np.flatnonzero(gone)  # NOTE: a FREE's counted ALLOC has bytes
+    last = np.full(total, total, np.int64)  # per ALLOC node: its FREE's position (total: none)
+    last[freed[at[ended]]] = ended
+    # per position: the live bytes once its node's ALLOCs started
+    starts = np.zeros(total + 1, np.int64)
+    np.add.at(starts, began, size[started])
+    cost = np.cumsum(starts[:total]) - (np.cumsum(gone) - gone)
+    peak = int(cost.max()) if total else 0
     if not peak:
         return None
-    total = len(order)
+    ender = freed[at[ended]]
+    if (first[ender] < 0).any():  # NOTE: as a dict of the starts did
+        raise KeyError(int(ender[first[ender] < 0][0]))
     spans = _Spans(
-        sorted((i, last.get(a, total)) for a, i in first.items()),
-        sorted((i, first[a]) for a, i in last.items()),
-        [p for p, c in enumerate(cost) if c == peak],
+        sorted(zip(began.tolist(), last[started].tolist(), strict=True)),
+        sorted(zip(ended.tolist(), first[ender].tolist(), strict=True)),
+        np.flatnonzero(cost == peak).tolist(),
     )
-    rows = _Rows(plan, order, cost, uses, first)
+    rows = _Rows(plan, pos, alloc, first, gone, cost)
     new = list(order)
     done = -1  # the last position a move of this round rewrote
     for p in spans.tops:
         if p <= done:
             continue
-        move = _best_move(plan, order, p, peak, spans, rows)
+        move = _best_move(plan, at, p, peak, spans, rows)
         if move is None:
             return None
         lo, seq = move
@@ -130,27 +148,25 @@ class _Rows:
     """An order's counted uses and FREEs as arrays: the highest live bytes of a window's
     re-sequencing (`top`)."""
 
-    __slots__ = ("at", "alloc", "size", "first", "gone", "base", "low")
+    __slots__ = ("at", "alloc", "size", "first", "gone", "base", "low", "seq")
 
     def __init__(
         self,
         plan: _Plan,
-        order: list[int],
-        cost: list[int],
-        uses: list[tuple[int, int]],
-        first: dict[int, int],
+        at: np.ndarray,
+        alloc: np.ndarray,
+        first: np.ndarray,
+        gone: np.ndarray,
+        cost: np.ndarray,
     ) -> None:
-        use = np.array(uses, dtype=np.int64).reshape(-1, 2)
-        self.at = use[:, 0]  # per use (ascending): its position
-        self.alloc = use[:, 1]  # ... the ALLOC it uses
-        size = np.array(plan.size, dtype=np.int64)
-        self.size = size[self.alloc]
-        self.first = np.array([first[a] for _, a in uses], dtype=np.int64)  # ... its start
-        freed = np.array(plan.freed, dtype=np.int64)[order]
-        self.gone = np.where(freed >= 0, size[freed], 0)  # per position: the bytes its FREE ends
-        # live bytes before each position
-        self.base = [0, *(live - gone for live, gone in zip(cost, self.gone.tolist(), strict=True))]
-        self.low = np.full(len(size), -1, dtype=np.int64)  # window_top's scratch
+        self.at = at  # per use (ascending): its position
+        self.alloc = alloc  # ... the ALLOC it uses
+        self.size = plan.size[alloc]
+        self.first = first[alloc]  # ... its start
+        self.gone = gone  # per position: the bytes its FREE ends
+        self.base = [0, *(cost - gone).tolist()]  # live bytes before each position
+        self.low = np.full(len(plan.size), -1, dtype=np.int64)  # window_top's scratch
+        self.seq = np.zeros(SPAN, np.int64)  # a window's sequence (`moves_kernel.split`)
 
     def top(self, seq: np.ndarray, lo: int) -> int:
         """The highest live bytes of the positions `seq` (a re-sequencing of lo..lo+len-1) run
@@ -173,7 +189,7 @@ class _Spans:
 
 def _best_move(
     plan: _Plan,
-    order: list[int],
+    order: np.ndarray,
     p: int,
     peak: int,
     spans: _Spans,
@@ -202,38 +218,22 @@ def _best_move(
     for _, lo, hi in windows:
         far[lo] = max(far.get(lo, hi), hi)
         near[hi] = min(near.get(hi, lo), lo)
-    preds = plan.preds
-    late = {lo: _dependants(order[lo : hi + 1], preds) for lo, hi in far.items()}
-    need = {hi: _ancestors(order[lo : hi + 1], preds) for hi, lo in near.items()}
-    # (its window's peak, minus its end: a window over more peak positions first, start, seq)
-    best: tuple[int, int, int, np.ndarray] | None = None
+    late = {lo: plan.reach(order[lo : hi + 1], False) for lo, hi in far.items()}
+    need = {hi: plan.reach(order[lo : hi + 1], True) for hi, lo in near.items()}
+    # (its window's peak, minus its end: a window over more peak positions first, start, and
+    # its sequence: the mask and the side of it run first, `moves_kernel.split`)
+    best: tuple[int, int, int, np.ndarray, bool] | None = None
+    seq = rows.seq
     for _, lo, hi in windows:
-        at = np.arange(lo, hi + 1)
         after = late[lo][: hi + 1 - lo]  # delay: c's start's dependants after the rest
         first = need[hi][lo - near[hi] :]  # hoist: the ancestors of d's FREE first
-        for seq in (
-            np.concatenate((at[~after], at[after])),
-            np.concatenate((at[first], at[~first])),
-        ):
-            top = rows.top(seq, lo)
+        for mask, front in ((after, False), (first, True)):
+            moves_kernel.split(lo, mask, front, seq)
+            top = rows.top(seq[: len(mask)], lo)
             if top < peak and (best is None or (top, -hi) < best[:2]):
-                best = (top, -hi, lo, seq)
-    return None if best is None else (best[2], [order[i] for i in best[3].tolist()])
-
-
-def _dependants(window: list[int], preds: Sequence[Sequence[int]]) -> np.ndarray:
-    """Per node of `window` (a slice of a topological order): does it depend on the first?"""
-    late = {window[0]}
-    for v in window[1:]:
-        if not late.isdisjoint(preds[v]):
-            late.add(v)
-    return np.fromiter((v in late for v in window), dtype=bool, count=len(window))
-
-
-def _ancestors(window: list[int], preds: Sequence[Sequence[int]]) -> np.ndarray:
-    """Per node of `window` (a slice of a topological order): does the last depend on it?"""
-    need = {window[-1]}  # NOTE: and ancestors before the window, never looked up
-    for v in reversed(window):
-        if v in need:
-            need.update(preds[v])
-    return np.fromiter((v in need for v in window), dtype=bool, count=len(window))
+                best = (top, -hi, lo, mask, front)
+    if best is None:
+        return None
+    _, _, lo, mask, front = best
+    moves_kernel.split(lo, mask, front, seq)
+    return lo, order[seq[: len(mask)]].tolist()
