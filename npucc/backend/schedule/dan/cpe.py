@@ -39,6 +39,7 @@ from npucc.backend.schedule.dan import cpe_kernel
 from npucc.backend.schedule.dan.headroom import (
     Events,
     event_arrays,
+    g2_arrays,
     order_peak,
     peak_steps,
     plan_events,
@@ -192,9 +193,8 @@ class Tables:
         # bound's sums stay below the kernel's NO_BOUND (2^62) in int64
         if sum(work) >= 1 << 60:
             raise NpuccError(f"{sum(work)} cycles of work: more than CPE's int64 times hold")
-        pred_off, pred_idx = csr(preds)
-        self.is_alloc = np.array([node.op == "ALLOC" for node in r.nodes], np.bool_)
-        self.g2 = (pred_off, pred_idx, self.is_alloc)
+        self.g2 = g2_arrays(r.nodes, preds)
+        pred_off, pred_idx, self.is_alloc = self.g2
         queues, costs = np.array(queue, np.int64), np.array(cycles, np.int64)
         self.cost = np.where(queues > 0, costs, 0)  # per node its pipe cycles (`pipe_cycles`)
         self.arrays = cpe_kernel.Arrays(  # type: ignore[call-arg]  # a Cython class

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from npucc.backend.schedule.dan import moves_kernel
-from npucc.backend.schedule.dan.headroom import G2, alloc_sizes, g2_arrays
+from npucc.backend.schedule.dan.headroom import G2, event_arrays, g2_arrays
 from npucc.ir.tiled import TileGraph, TileNode
 
 SPAN = 1024  # the longest window tried (positions), which bounds a move's cost
@@ -47,12 +47,10 @@ class _Plan:
     __slots__ = ("size", "freed", "is_alloc", "off", "idx", "tag", "stamp")
 
     def __init__(self, graph: TileGraph, total: int, g2: G2) -> None:
-        self.size = alloc_sizes(graph, total)  # per ALLOC node: its bytes
-        self.freed = np.full(total, -1, np.int64)  # per FREE node: its counted ALLOC
-        allocs = np.fromiter(graph.alloc_of.values(), np.int64, len(graph.alloc_of))
-        frees = np.fromiter(map(graph.free_of.__getitem__, graph.alloc_of), np.int64, len(allocs))
-        counted = self.size[allocs] > 0
-        self.freed[frees[counted]] = allocs[counted]
+        # per ALLOC node its bytes, per FREE node its ALLOC (`headroom.event_arrays`)
+        self.size, alloc_of = event_arrays(graph, total)
+        # per FREE node: its counted ALLOC (-1: not a FREE, or its ALLOC counts no bytes)
+        self.freed = np.where((alloc_of >= 0) & (self.size[alloc_of] > 0), alloc_of, -1)
         self.off, self.idx, self.is_alloc = g2
         self.tag = np.full(total, -1, np.int64)  # moves_kernel.reach's marks
         self.stamp = 0
